@@ -1,0 +1,39 @@
+"""``ContextBuilder``: the public entry point that ties a tokenizer and sources to the pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from contextwright.core.builder import build_context
+from contextwright.core.final import FinalContext
+from contextwright.core.plan import BuildPlan
+from contextwright.core.request import Request
+from contextwright.core.source import ContextSource
+from contextwright.sources import builtin_sources
+from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
+
+
+class ContextBuilder:
+    """Builds contexts from plans and requests. Immutable after construction; thread-safe.
+
+    ``tokenizer`` is ``o200k_base`` (default), ``cl100k_base``, ``estimate``, a path to a
+    Hugging Face ``tokenizer.json``, or any object following the ``Tokenizer`` protocol.
+    ``sources`` adds custom sources or replaces built-ins, keyed by their namespace.
+    """
+
+    def __init__(self, tokenizer: str | Tokenizer | CountingTokenizer = "o200k_base",
+                 sources: Iterable[ContextSource] = ()) -> None:
+        self.tokenizer = get_tokenizer(tokenizer)
+        registry: dict[str, ContextSource] = builtin_sources()  # type: ignore[assignment]
+        for source in sources:
+            registry[source.namespace] = source
+        self._sources: Mapping[str, ContextSource] = dict(registry)
+
+    @property
+    def sources(self) -> Mapping[str, ContextSource]:
+        """Registered sources by namespace."""
+        return self._sources
+
+    def build(self, plan: BuildPlan, request: Request) -> FinalContext:
+        """Build the context for one model call."""
+        return build_context(plan, request, self._sources, self.tokenizer)

@@ -1,0 +1,78 @@
+"""Placement: turn the kept units into one ordered message list.
+
+System-role parts of every source (system prompt, environment, examples, notes) are merged into
+one leading system message, in plan order, each part after the first under its label; the note
+that fenced text is data is appended when anything is fenced. Tool definitions go to the tools
+list. Every other message follows its source's place in the plan, in the source's own order (so a
+tool result sits right after the call that asked for it). With ``repeat_question`` the user's
+question is repeated at the tail when something follows it (seed 004 §2.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from contextwright.core.fence import DATA_NOTE, label
+from contextwright.core.final import SystemPart
+from contextwright.core.gather import Candidate, Unit
+from contextwright.core.items import Message
+from contextwright.core.plan import BuildPlan
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assembly:
+    """The ordered pieces of a context, before rendering to a format."""
+
+    messages: tuple[Message, ...]
+    sections: tuple[str, ...]
+    system_parts: tuple[SystemPart, ...]
+    tool_schemas: tuple[Mapping[str, Any], ...]
+    schema_jsons: tuple[str, ...]
+
+
+def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
+             language: str) -> Assembly:
+    """Order the kept units into messages (see the module docstring)."""
+    parts: list[SystemPart] = []
+    system_texts: list[str] = []
+    schemas: list[Candidate] = []
+    messages: list[Message] = []
+    sections: list[str] = []
+    for spec in plan.sources:
+        for candidate in _in_render_order(kept.get(spec.source, [])):
+            if candidate.is_schema:
+                schemas.append(candidate)
+            elif candidate.message.role == "system":
+                system_texts.append(candidate.message.content)
+                parts.append(SystemPart(section=candidate.item.label or spec.source,
+                                        text=candidate.item.message.content))
+            else:
+                messages.append(candidate.message)
+                sections.append(spec.source)
+    if any(c.item.untrusted for units in kept.values() for u in units for c in u.candidates):
+        system_texts.append(DATA_NOTE[language])
+        parts.append(SystemPart(section="system", text=DATA_NOTE[language]))
+    if plan.repeat_question and messages and sections[-1] != "user":
+        messages.append(repeated_question(user_input, language))
+        sections.append("user")
+    if system_texts:
+        messages.insert(0, Message(role="system", content="\n\n".join(system_texts)))
+        sections.insert(0, "system")
+    return Assembly(
+        messages=tuple(messages), sections=tuple(sections), system_parts=tuple(parts),
+        tool_schemas=tuple(c.item.metadata["schema"] for c in schemas),
+        schema_jsons=tuple(c.message.content for c in schemas),
+    )
+
+
+def repeated_question(user_input: str, language: str) -> Message:
+    """The user's question again, labelled, for the tail."""
+    return Message(role="user", content=f"{label('question', language)}: {user_input}")
+
+
+def _in_render_order(units: list[Unit]) -> list[Candidate]:
+    candidates = [c for unit in units for c in unit.candidates]
+    candidates.sort(key=lambda c: c.item.order)
+    return candidates

@@ -1,0 +1,81 @@
+"""Budget allocation: weighted shares, clipped, then water-filled to the sources that need more.
+
+The promise (SPEC R-BUD-2), tested as a property: every grant is at most what its source needs and
+at most its ``max_tokens``; grants never exceed the pool; a source gets less than it needs only
+when the pool is exhausted; a source never fills a share it does not need (the rest flows on, by
+priority). Pure and deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """What one cuttable source asks of the pool."""
+
+    name: str
+    """Source name."""
+    weight: float
+    """Relative weight in the plan."""
+    need: int
+    """Tokens the source could use (already capped at its max and the pool)."""
+    max_tokens: int | None = None
+    """Hard upper bound."""
+    min_tokens: int = 0
+    """Floor of the share, when the source needs it."""
+    rank: tuple[int, int] = (0, 0)
+    """Priority for leftovers: (layer, plan position); lower goes first."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Allocation:
+    """The share a source was entitled to and the tokens it was granted."""
+
+    share: int
+    """``weight / Σweights × available``, clipped by max/min."""
+    grant: int
+    """Tokens granted after redistribution."""
+
+
+def weighted_share(claim: Claim, total_weight: float, available: int) -> int:
+    """The clipped weighted share of ``available`` for one claim."""
+    share = math.floor(claim.weight / total_weight * available) if total_weight > 0 else 0
+    share = max(share, claim.min_tokens)
+    if claim.max_tokens is not None:
+        share = min(share, claim.max_tokens)
+    return share
+
+
+def allocate_budget(pool: int, claims: Sequence[Claim], total_weight: float,
+                    available: int) -> dict[str, Allocation]:
+    """Grant each claim tokens from ``pool`` (what is left after the parts never cut).
+
+    ``total_weight`` includes the weights of the never-cut sources, so shares are fractions of the
+    whole ``available`` budget as the plan states them.
+    """
+    shares = {c.name: weighted_share(c, total_weight, available) for c in claims}
+    grants = {c.name: min(c.need, shares[c.name]) for c in claims}
+    granted = sum(grants.values())
+    if granted > pool:
+        grants = _scale_down(grants, pool)
+    leftover = pool - sum(grants.values())
+    for claim in sorted(claims, key=lambda c: c.rank):
+        if leftover <= 0:
+            break
+        want = claim.need if claim.max_tokens is None else min(claim.need, claim.max_tokens)
+        extra = min(max(want - grants[claim.name], 0), leftover)
+        grants[claim.name] += extra
+        leftover -= extra
+    return {c.name: Allocation(share=shares[c.name], grant=grants[c.name]) for c in claims}
+
+
+def _scale_down(grants: dict[str, int], pool: int) -> dict[str, int]:
+    """Shrink grants proportionally so they fit ``pool`` (the parts never cut took more)."""
+    total = sum(grants.values())
+    if pool <= 0 or total == 0:
+        return dict.fromkeys(grants, 0)
+    return {name: math.floor(grant * pool / total) for name, grant in grants.items()}

@@ -1,0 +1,134 @@
+"""Cutting one long text to a token limit, keeping what the query is about (seed 004 §3.3).
+
+``cut_around_keywords`` splits the text into paragraphs (or sentences when it is one paragraph),
+keeps the paragraph with the most query keywords and grows the kept span around it while it fits;
+gaps are marked with ``[…]``. Without keyword hits it keeps the head. Pure functions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from contextwright.core.gather import Unit, render_candidate
+from contextwright.core.items import ContextItem
+from contextwright.core.select import MIN_CUT_TOKENS, Cutter
+from contextwright.tokens import CountingTokenizer
+
+GAP = "[…]"
+_WORD = re.compile(r"[A-Za-z0-9_\-]{2,}|[\u4e00-\u9fff]+")
+_PARAGRAPHS = re.compile(r"\n\s*\n|\n")
+_SENTENCES = re.compile(r"(?<=[.!?。！？；;])\s*")
+_STOPWORDS = frozenset(
+    "the a an and or of to in on for is are was were be been it this that with as at by from "
+    "what which who whom how when where why do does did can could would should my your our "
+    "me you i we they he she them his her its please about into than then there".split()
+)
+
+
+def query_keywords(query: str) -> frozenset[str]:
+    """Lower-cased words of the query without stop words; CJK runs become character bigrams."""
+    words: set[str] = set()
+    for match in _WORD.findall(query.lower()):
+        if "\u4e00" <= match[0] <= "\u9fff":
+            words.update(match[i : i + 2] for i in range(max(len(match) - 1, 1)))
+        elif match not in _STOPWORDS:
+            words.add(match)
+    return frozenset(words)
+
+
+def split_paragraphs(text: str) -> list[str]:
+    """Paragraphs, or sentences when the text has a single paragraph."""
+    parts = [part for part in _PARAGRAPHS.split(text) if part.strip()]
+    if len(parts) <= 1:
+        parts = [part for part in _SENTENCES.split(text) if part.strip()]
+    return parts or [text]
+
+
+def _hits(paragraph: str, keywords: frozenset[str]) -> int:
+    lowered = paragraph.lower()
+    return sum(1 for word in keywords if word in lowered)
+
+
+def cut_around_keywords(text: str, query: str, max_tokens: int,
+                        tokenizer: CountingTokenizer) -> str:
+    """The best span of ``text`` within ``max_tokens``, centred on the query's keywords."""
+    if max_tokens <= 0:
+        return ""
+    paragraphs = split_paragraphs(text[: max_tokens * 64])
+    keywords = query_keywords(query)
+    scores = [_hits(p, keywords) for p in paragraphs]
+    best = max(range(len(paragraphs)), key=lambda i: (scores[i], -i))
+    if scores[best] == 0:
+        return tokenizer.truncate(text, max_tokens)
+    chosen = {best}
+    low = high = best
+    while True:
+        grown = _grow(paragraphs, scores, chosen, low, high, max_tokens, tokenizer)
+        if grown is None:
+            break
+        low, high = min(chosen | {grown}), max(chosen | {grown})
+        chosen.add(grown)
+    result = _join(paragraphs, sorted(chosen))
+    if tokenizer.count(result) > max_tokens:
+        return tokenizer.truncate(result, max_tokens)
+    return result
+
+
+def _grow(paragraphs: list[str], scores: list[int], chosen: set[int], low: int, high: int,
+          max_tokens: int, tokenizer: CountingTokenizer) -> int | None:
+    """Next paragraph to add (the better-scoring neighbour first) if the result still fits."""
+    options = [i for i in (low - 1, high + 1) if 0 <= i < len(paragraphs)]
+    options.sort(key=lambda i: (-scores[i], i))
+    for index in options:
+        if tokenizer.count(_join(paragraphs, sorted(chosen | {index}))) <= max_tokens:
+            return index
+    return None
+
+
+def _join(paragraphs: list[str], indexes: list[int]) -> str:
+    body = "\n".join(paragraphs[i] for i in indexes)
+    head = f"{GAP}\n" if indexes[0] > 0 else ""
+    tail = f"\n{GAP}" if indexes[-1] < len(paragraphs) - 1 else ""
+    return head + body + tail
+
+
+def make_cutter(strategy: str, query: str, tokenizer: CountingTokenizer, language: str,
+                ) -> Cutter | None:
+    """A function that cuts a unit's longest cuttable item so the unit fits; None for ``drop``."""
+    if strategy == "drop":
+        return None
+
+    def cut_text(text: str, max_tokens: int) -> str:
+        if strategy == "head":
+            return tokenizer.truncate(text, max_tokens)
+        return cut_around_keywords(text, query, max_tokens, tokenizer)
+
+    def cutter(unit: Unit, max_tokens: int) -> Unit | None:
+        cuttable = [i for i, c in enumerate(unit.candidates) if c.item.truncatable]
+        if not cuttable:
+            return None
+        index = max(cuttable, key=lambda i: unit.candidates[i].tokens)
+        target = unit.candidates[index]
+        others = unit.tokens - target.tokens
+        framing = render_candidate(_with_text(target.item, ""), tokenizer, language, 0).tokens
+        text_budget = max_tokens - others - framing
+        for _ in range(4):
+            if text_budget < MIN_CUT_TOKENS // 2:
+                return None
+            text = cut_text(target.item.message.content, text_budget)
+            candidate = render_candidate(_with_text(target.item, text), tokenizer, language,
+                                         max_tokens)
+            if others + candidate.tokens <= max_tokens:
+                candidates = list(unit.candidates)
+                candidates[index] = candidate
+                return Unit(source=unit.source, candidates=candidates, round=unit.round,
+                            rank=unit.rank)
+            text_budget -= others + candidate.tokens - max_tokens
+        return None
+
+    return cutter
+
+
+def _with_text(item: ContextItem, text: str) -> ContextItem:
+    return replace(item, message=replace(item.message, content=text))

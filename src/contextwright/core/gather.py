@@ -1,0 +1,148 @@
+"""Gathering: read each source's items (only as far as its budget can reach) into costed units.
+
+A *candidate* is an item with the exact text it will render as (fenced if untrusted, labelled if
+it joins the system message) and its token cost. A *unit* is what is kept or dropped whole: one
+item, or the items sharing a group (a tool call with its results). A failing optional source is
+isolated here and reported; a failing required source fails the build; bad input always raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from contextwright.core.accounting import MESSAGE_OVERHEAD, call_tokens, schema_tokens
+from contextwright.core.fence import fence, label
+from contextwright.core.items import ContextItem, Message
+from contextwright.core.plan import SourceSpec
+from contextwright.core.request import Request
+from contextwright.core.source import ContextSource
+from contextwright.errors import InvalidInputError, SourceError
+from contextwright.tokens import CountingTokenizer
+
+logger = logging.getLogger("contextwright")
+SECTION_JOIN_TOKENS = 2
+"""Allowance for the blank line and label that join a part to the system message."""
+
+
+@dataclass(slots=True)
+class Candidate:
+    """An item as it will render, with its cost in tokens."""
+
+    item: ContextItem
+    message: Message
+    tokens: int
+
+    @property
+    def is_schema(self) -> bool:
+        """A tool definition (rendered in the tools list, not as a message)."""
+        return "schema" in self.item.metadata
+
+
+@dataclass(slots=True)
+class Unit:
+    """Candidates kept or dropped together."""
+
+    source: str
+    candidates: list[Candidate]
+    round: int | None
+    rank: int
+    tokens: int = 0
+
+    def __post_init__(self) -> None:
+        self.tokens = sum(c.tokens for c in self.candidates)
+
+
+@dataclass(slots=True)
+class Gathered:
+    """What one source offered, as units in keep order."""
+
+    spec: SourceSpec
+    position: int
+    units: list[Unit] = field(default_factory=list)
+    complete: bool = True
+    error: str | None = None
+
+    @property
+    def layer(self) -> int:
+        """The most constraining layer among the source's items (5 when it offered none)."""
+        layers = [c.item.layer for u in self.units for c in u.candidates]
+        return min(layers) if layers else 5
+
+    @property
+    def need(self) -> int:
+        """Tokens of everything read."""
+        return sum(u.tokens for u in self.units)
+
+
+def render_candidate(item: ContextItem, tokenizer: CountingTokenizer, language: str,
+                     limit: int) -> Candidate:
+    """Fence, label and count one item; counting stops early above ``limit``."""
+    message = item.message
+    if "schema" in item.metadata:
+        return Candidate(item, message, schema_tokens(message.content, tokenizer))
+    if item.untrusted:
+        message = _with_content(message, fence(message.content, item.label or item.namespace))
+    elif message.role == "system" and item.key != "system.prompt":
+        message = _with_content(message, f"[{label(item.label or item.namespace, language)}]\n"
+                                         f"{message.content}")
+    content_tokens = tokenizer.count_up_to(message.content, limit)
+    if message.role == "system":
+        return Candidate(item, message, content_tokens + SECTION_JOIN_TOKENS)
+    return Candidate(item, message,
+                     content_tokens + MESSAGE_OVERHEAD + call_tokens(message, tokenizer))
+
+
+def _with_content(message: Message, content: str) -> Message:
+    return Message(role=message.role, content=content, tool_calls=message.tool_calls,
+                   tool_call_id=message.tool_call_id, name=message.name, id=message.id,
+                   timestamp=message.timestamp)
+
+
+def gather_source(spec: SourceSpec, position: int, source: ContextSource, request: Request,
+                  cap: int, tokenizer: CountingTokenizer, language: str) -> Gathered:
+    """Units of one source in keep order, read until their tokens pass ``cap``."""
+    gathered = Gathered(spec=spec, position=position)
+    try:
+        items = source.build(request, spec.options)
+        gathered.units, gathered.complete = _read_units(
+            spec.source, source.namespace, items, cap, tokenizer, language)
+    except InvalidInputError:
+        raise
+    except Exception as exc:  # a source is third-party code: isolate whatever it raises
+        if spec.required:
+            raise SourceError(f"required source {spec.source!r} failed: {type(exc).__name__}") from exc
+        logger.warning("source %s failed and was left out: %s", spec.source, type(exc).__name__)
+        gathered.units, gathered.error = [], f"{type(exc).__name__}: {exc}"[:200]
+    return gathered
+
+
+def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,
+                tokenizer: CountingTokenizer, language: str) -> tuple[list[Unit], bool]:
+    units: list[Unit] = []
+    total = 0
+    for candidates in _grouped(items, namespace, tokenizer, language, cap):
+        round_no = candidates[0].item.round
+        if total > cap and (round_no is None or round_no != units[-1].round):
+            return units, False
+        unit = Unit(source=name, candidates=candidates, round=round_no, rank=len(units))
+        units.append(unit)
+        total += unit.tokens
+    return units, True
+
+
+def _grouped(items: Iterable[ContextItem], namespace: str, tokenizer: CountingTokenizer,
+             language: str, cap: int) -> Iterator[list[Candidate]]:
+    """Consecutive items sharing a group, as lists of candidates."""
+    current: list[Candidate] = []
+    for item in items:
+        if not item.key.startswith(namespace + "."):
+            raise SourceError(f"source {namespace!r} produced a key outside its namespace")
+        candidate = render_candidate(item, tokenizer, language, cap)
+        if current and (item.group is None or item.group != current[0].item.group):
+            yield current
+            current = []
+        current.append(candidate)
+    if current:
+        yield current

@@ -1,0 +1,185 @@
+"""Messages, tool calls, layers and context items: the data every build step passes along.
+
+Pure data; nothing here does I/O. ``parse_message`` turns an OpenAI-format dict into a ``Message``
+and is the single place where a malformed message is rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Literal, cast
+
+from contextwright.errors import InvalidInputError
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
+
+
+class Layer(IntEnum):
+    """The layer table of seed 004 §2.1; a lower number constrains the model more."""
+
+    SYSTEM = 1
+    """L1 system instructions and role: never cut (may be condensed by hand)."""
+    TASK = 2
+    """L2 the current user input: never cut."""
+    TOOLS = 3
+    """L3 tool definitions: loaded on demand."""
+    EVIDENCE = 4
+    """L4 retrieval and tool results: selected and reordered."""
+    HISTORY = 5
+    """L5 earlier conversation: summarised or dropped."""
+    EXAMPLES = 6
+    """L6 few-shot examples: cut first among guidance."""
+    NOTES = 7
+    """L7 reflection and scratch notes: compressed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One function call requested by the assistant."""
+
+    id: str
+    """Provider call id; results refer to it."""
+    name: str
+    """Function name."""
+    arguments: str
+    """Arguments as JSON text (validated to parse)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """A chat message in provider-neutral form."""
+
+    role: Role
+    """One of system, user, assistant, tool."""
+    content: str = ""
+    """Text content ('' for an assistant message that only calls tools)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Calls requested by an assistant message."""
+    tool_call_id: str | None = None
+    """For a tool message: the call it answers."""
+    name: str | None = None
+    """For a tool message: the function name, when known."""
+    id: str | None = None
+    """Caller's message id, used for de-duplication."""
+    timestamp: str | None = None
+    """Caller's timestamp, kept as given."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextItem:
+    """The smallest unit a source contributes; see SPEC R-ITEM-1."""
+
+    key: str
+    """Globally unique ``namespace.field``; the namespace must be the owning source's."""
+    message: Message
+    """What is rendered: role, content and any tool calls."""
+    layer: Layer
+    """Layer in the seed 004 table."""
+    priority: int = 0
+    """Higher wins a key conflict."""
+    group: str | None = None
+    """Items sharing a group (a tool call and its results) are kept or dropped together."""
+    round: int | None = None
+    """History round the item belongs to (a user turn with its replies and tool messages)."""
+    order: int = 0
+    """Position within the source's section when rendered (chronological for history)."""
+    untrusted: bool = False
+    """Tool output or document text: fenced as data, never rendered as system or user."""
+    truncatable: bool = False
+    """The text may be cut (around the query's keywords) to fit."""
+    label: str | None = None
+    """Section or source label shown with the content (e.g. ``refund_policy.md §2``)."""
+    raw: str | None = None
+    """The original content when ``message.content`` is a compacted form of it."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Free-form provenance: timestamp, score, document, paragraph, pinned."""
+
+    @property
+    def namespace(self) -> str:
+        """The part of the key before the first dot."""
+        return self.key.split(".", 1)[0]
+
+
+def check_text(value: object, where: str) -> str:
+    """Return ``value`` if it is a string that encodes as UTF-8, else raise ``InvalidInputError``."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{where} must be a string")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{where} is not valid Unicode (lone surrogate at {exc.start})"
+            ) from None
+    return value
+
+
+def _parse_tool_call(raw: object, where: str) -> ToolCall:
+    if not isinstance(raw, Mapping):
+        raise InvalidInputError(f"{where} must be an object")
+    function = raw.get("function")
+    if not isinstance(function, Mapping):
+        raise InvalidInputError(f"{where}.function must be an object")
+    arguments = function.get("arguments", "{}")
+    if isinstance(arguments, Mapping):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    arguments = check_text(arguments, f"{where}.function.arguments")
+    try:
+        json.loads(arguments)
+    except ValueError:
+        raise InvalidInputError(f"{where}.function.arguments is not valid JSON") from None
+    return ToolCall(
+        id=check_text(raw.get("id"), f"{where}.id"),
+        name=check_text(function.get("name"), f"{where}.function.name"),
+        arguments=arguments,
+    )
+
+
+def _content_text(content: object, where: str) -> str:
+    """Accept string content or OpenAI content parts of type text."""
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        texts = []
+        for index, part in enumerate(content):
+            if not isinstance(part, Mapping) or part.get("type") != "text":
+                raise InvalidInputError(f"{where}[{index}] must be a text part")
+            texts.append(check_text(part.get("text"), f"{where}[{index}].text"))
+        return "\n".join(texts)
+    return check_text(content, where)
+
+
+def parse_message(raw: object, where: str) -> Message:
+    """Turn an OpenAI-format message dict into a ``Message``; ``where`` names it in errors."""
+    if isinstance(raw, Message):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise InvalidInputError(f"{where} must be an object")
+    role = raw.get("role")
+    if role not in ROLES:
+        raise InvalidInputError(f"{where}.role is not one of system, user, assistant, tool")
+    calls = raw.get("tool_calls") or ()
+    if calls and role != "assistant":
+        raise InvalidInputError(f"{where}.tool_calls is only allowed on assistant messages")
+    if not isinstance(calls, list | tuple):
+        raise InvalidInputError(f"{where}.tool_calls must be a list")
+    call_id = raw.get("tool_call_id")
+    if role == "tool" and not isinstance(call_id, str):
+        raise InvalidInputError(f"{where}.tool_call_id is required on tool messages")
+    message_id = raw.get("id")
+    timestamp = raw.get("timestamp")
+    return Message(
+        role=cast(Role, role),
+        content=_content_text(raw.get("content"), f"{where}.content"),
+        tool_calls=tuple(
+            _parse_tool_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls)
+        ),
+        tool_call_id=call_id,
+        name=raw.get("name") if isinstance(raw.get("name"), str) else None,
+        id=None if message_id is None else str(message_id),
+        timestamp=None if timestamp is None else str(timestamp),
+    )

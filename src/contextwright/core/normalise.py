@@ -1,0 +1,125 @@
+"""Normalisation at the build entry: key conflicts and duplicate messages (SPEC R-ITEM-2, R-DEDUP-1).
+
+Key conflicts are found once, across and inside sources: the higher ``priority`` wins (on a tie,
+the source earlier in the plan, then the item offered first), a warning is logged and reported,
+and a strict plan raises instead. A losing item takes its whole unit with it, so a tool call is
+never separated from its result.
+
+Duplicates: units whose messages all carry ids are duplicates when the ids match, anywhere.
+Without ids, role + content must match *and* the copy must sit right next to the original — the
+next unit of the same source, or the newest unit of a source copying the never-cut user input
+(seed 000 §5.2's double injection). Repeating "yes" two rounds apart is conversation, not
+duplication. The copy from the more constraining source, or the newer copy, is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+
+from contextwright.core.gather import Gathered, Unit
+from contextwright.core.report import Decision
+from contextwright.errors import KeyConflictError
+
+logger = logging.getLogger("contextwright")
+
+
+def priority_order(gathered: list[Gathered]) -> list[Gathered]:
+    """Sources in the order their copies win: never-cut first, then by layer, then plan order."""
+    return sorted(gathered, key=lambda g: (g.spec.cuttable, g.layer, g.position))
+
+
+def resolve_key_conflicts(gathered: list[Gathered], strict: bool) -> tuple[list[Decision],
+                                                                           list[str]]:
+    """Remove units that lost a key conflict; returns decisions and warnings."""
+    owners: dict[str, tuple[int, int, Unit]] = {}
+    losers: list[tuple[Unit, str, str]] = []
+    for source in sorted(gathered, key=lambda g: g.position):
+        for unit in source.units:
+            for candidate in unit.candidates:
+                key, priority = candidate.item.key, candidate.item.priority
+                held = owners.get(key)
+                if held is None:
+                    owners[key] = (priority, source.position, unit)
+                    continue
+                if strict:
+                    raise KeyConflictError(f"key {key!r} is produced twice")
+                if priority > held[0]:
+                    losers.append((held[2], key, unit.source))
+                    owners[key] = (priority, source.position, unit)
+                else:
+                    losers.append((unit, key, held[2].source))
+    return _remove_losers(gathered, losers)
+
+
+def _remove_losers(gathered: list[Gathered], losers: list[tuple[Unit, str, str]]
+                   ) -> tuple[list[Decision], list[str]]:
+    decisions: list[Decision] = []
+    warnings: list[str] = []
+    lost = {id(unit) for unit, _, _ in losers}
+    for unit, key, winner in losers:
+        message = f"key conflict on {key}: kept the item from {winner} (higher priority or first)"
+        logger.warning(message)
+        warnings.append(message)
+        decisions.extend(
+            Decision(source=unit.source, key=c.item.key, action="conflict",
+                     reason=f"lost key {key} to {winner}", tokens_before=c.tokens)
+            for c in unit.candidates
+        )
+    for source in gathered:
+        source.units = [u for u in source.units if id(u) not in lost]
+    return decisions, warnings
+
+
+def _id_fingerprint(unit: Unit) -> Hashable | None:
+    ids = tuple(c.item.message.id for c in unit.candidates)
+    return ids if all(ids) else None
+
+
+def _content_fingerprint(unit: Unit) -> Hashable:
+    return tuple(
+        (m.role, m.content, tuple((t.name, t.arguments) for t in m.tool_calls))
+        for m in (c.item.message for c in unit.candidates)
+    )
+
+
+def drop_duplicates(gathered: list[Gathered]) -> list[Decision]:
+    """Remove duplicate units (see module docstring); returns a decision per removed item."""
+    by_id: dict[Hashable, Unit] = {}
+    by_content: dict[Hashable, Unit] = {}
+    never_cut = {g.spec.source for g in gathered if not g.spec.cuttable}
+    decisions: list[Decision] = []
+    for source in priority_order(gathered):
+        kept: list[Unit] = []
+        for unit in source.units:
+            original = _find_original(unit, by_id, by_content, never_cut)
+            if original is None:
+                kept.append(unit)
+                continue
+            decisions.extend(
+                Decision(source=unit.source, key=c.item.key, action="deduplicated",
+                         reason=f"duplicate of {original.candidates[0].item.key}",
+                         tokens_before=c.tokens)
+                for c in unit.candidates
+            )
+        source.units = kept
+    return decisions
+
+
+def _find_original(unit: Unit, by_id: dict[Hashable, Unit], by_content: dict[Hashable, Unit],
+                   never_cut: set[str]) -> Unit | None:
+    """The unit this one duplicates, registering it as an original when it is not a copy."""
+    ids = _id_fingerprint(unit)
+    if ids is not None:
+        if ids in by_id:
+            return by_id[ids]
+        by_id[ids] = unit
+        return None
+    content = _content_fingerprint(unit)
+    previous = by_content.get(content)
+    by_content[content] = unit
+    if previous is None:
+        return None
+    next_in_source = previous.source == unit.source and unit.rank == previous.rank + 1
+    copies_input = previous.source in never_cut and unit.rank == 0
+    return previous if next_in_source or copies_input else None

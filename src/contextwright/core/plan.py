@@ -1,0 +1,264 @@
+"""``BuildPlan``: which sources take part, in what order, with what weight and limits.
+
+Plans are immutable (S0 §5.4: a shared mutable plan leaked one request's limits into another).
+They are built in code with ``BuildPlan.builder()`` or loaded from YAML / TOML / JSON; a bad plan
+fails at load with a ``PlanError`` naming the field. Changing a plan means making a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from contextwright.errors import PlanError
+
+Strategy = Literal["truncate", "keyword_window", "drop"]
+NEVER_CUT_BY_DEFAULT = frozenset(("system", "user"))
+SHIPPED_PLANS = ("chat", "tool_heavy", "rag_qa", "doc_analysis", "simple_qa")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceSpec:
+    """One source's place in a plan."""
+
+    source: str
+    """Name of the source (its namespace): system, tools, history, user, tool_results, ..."""
+    weight: float = 1.0
+    """Relative share of the available budget."""
+    max_tokens: int | None = None
+    """Upper bound on the tokens this source may use."""
+    min_tokens: int = 0
+    """Tokens this source is granted before others share the rest (if it needs them)."""
+    cuttable: bool = True
+    """False for parts that may never be cut (system prompt, current input)."""
+    required: bool = False
+    """If the source raises, fail the build (else the failure is isolated and reported)."""
+    strategy: Strategy = "truncate"
+    """Overflow strategy for a single item that does not fit."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Source-specific settings (e.g. history ``max_rounds``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """How many tokens a build may use (SPEC R-BUD-1)."""
+
+    window: int = 8192
+    """Model context window."""
+    safety_ratio: float = 0.75
+    """Share of the window used at most (formatting overhead, estimate error)."""
+    reserved_output: int = 1024
+    """Tokens kept free for the answer."""
+    reserved_reasoning: int = 0
+    """Tokens kept free for reasoning (seed 004 §6.4)."""
+    available_override: int | None = None
+    """If set, the available tokens directly (the CLI's ``--budget``)."""
+
+    @property
+    def available(self) -> int:
+        """``floor(window × safety_ratio) − reserved_output − reserved_reasoning``."""
+        if self.available_override is not None:
+            return self.available_override
+        usable = math.floor(self.window * self.safety_ratio)
+        return usable - self.reserved_output - self.reserved_reasoning
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildPlan:
+    """An immutable, declarative description of one kind of context."""
+
+    name: str
+    """Plan name (reported with every build)."""
+    sources: tuple[SourceSpec, ...]
+    """Sources in render order."""
+    budget: Budget = field(default_factory=Budget)
+    """Window, safety ratio and reserves."""
+    repeat_question: bool = False
+    """Repeat the user's question at the tail when other parts follow it (seed 004 §2.3)."""
+    strict: bool = False
+    """Raise on key conflicts instead of warning."""
+    description: str = ""
+    """What the plan is for."""
+
+    @staticmethod
+    def builder(name: str = "custom") -> PlanBuilder:
+        """Start a fluent builder: ``BuildPlan.builder().add("system", ...).build()``."""
+        return PlanBuilder(name)
+
+    @staticmethod
+    def named(name: str) -> BuildPlan:
+        """One of the shipped plans: chat, tool_heavy, rag_qa, doc_analysis, simple_qa."""
+        if name not in SHIPPED_PLANS:
+            raise PlanError(f"no shipped plan named {name!r}; choose one of {SHIPPED_PLANS}")
+        text = resources.files("contextwright.plans").joinpath(f"{name}.yaml").read_text("utf-8")
+        return plan_from_mapping(yaml.safe_load(text), origin=f"shipped plan {name}")
+
+    @staticmethod
+    def load(path: str | Path) -> BuildPlan:
+        """Load a plan from a .yaml/.yml, .toml or .json file."""
+        return load_plan(Path(path))
+
+    def spec(self, source: str) -> SourceSpec | None:
+        """The spec of ``source`` in this plan, if it takes part."""
+        return next((spec for spec in self.sources if spec.source == source), None)
+
+    def with_budget(self, **changes: Any) -> BuildPlan:
+        """A new plan with budget fields changed (e.g. ``window=32768``)."""
+        return replace(self, budget=replace(self.budget, **changes))
+
+
+class PlanBuilder:
+    """Fluent builder of a ``BuildPlan`` (mutable while building, the plan is not)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._specs: list[SourceSpec] = []
+        self._budget = Budget()
+        self._flags: dict[str, Any] = {}
+
+    def add(self, source: str, weight: float = 1.0, max_tokens: int | None = None,
+            **settings: Any) -> PlanBuilder:
+        """Add a source in render order (settings: min_tokens, cuttable, strategy, options...)."""
+        settings.setdefault("cuttable", source not in NEVER_CUT_BY_DEFAULT)
+        settings.setdefault("required", source in NEVER_CUT_BY_DEFAULT)
+        self._specs.append({"source": source, "weight": weight, "max_tokens": max_tokens,
+                            **settings})  # type: ignore[arg-type]
+        return self
+
+    def budget(self, **settings: Any) -> PlanBuilder:
+        """Set budget fields (window, safety_ratio, reserved_output, reserved_reasoning)."""
+        self._budget = replace(self._budget, **settings)
+        return self
+
+    def repeat_question(self, enabled: bool = True) -> PlanBuilder:
+        """Repeat the question at the tail."""
+        self._flags["repeat_question"] = enabled
+        return self
+
+    def strict(self, enabled: bool = True) -> PlanBuilder:
+        """Raise on key conflicts."""
+        self._flags["strict"] = enabled
+        return self
+
+    def build(self) -> BuildPlan:
+        """Validate and freeze the plan."""
+        data = {"name": self._name, "sources": self._specs, "budget": _budget_dict(self._budget),
+                **self._flags}
+        return plan_from_mapping(data, origin="plan builder")
+
+
+def _budget_dict(budget: Budget) -> dict[str, Any]:
+    return {name: getattr(budget, name) for name in Budget.__dataclass_fields__}
+
+
+class _SourceModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    weight: float = Field(default=1.0, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    min_tokens: int = Field(default=0, ge=0)
+    cuttable: bool | None = None
+    required: bool | None = None
+    strategy: Strategy = "truncate"
+    options: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> _SourceModel:
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError("min_tokens is larger than max_tokens")
+        return self
+
+
+class _BudgetModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    window: int = Field(default=8192, gt=0)
+    safety_ratio: float = Field(default=0.75, gt=0, le=1)
+    reserved_output: int = Field(default=1024, ge=0)
+    reserved_reasoning: int = Field(default=0, ge=0)
+    available_override: int | None = Field(default=None, gt=0)
+
+
+class _PlanModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    description: str = ""
+    sources: list[_SourceModel] = Field(min_length=1)
+    budget: _BudgetModel = _BudgetModel()
+    repeat_question: bool = False
+    strict: bool = False
+
+    @model_validator(mode="after")
+    def _unique_sources(self) -> _PlanModel:
+        names = [spec.source for spec in self.sources]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"source listed twice: {', '.join(duplicates)}")
+        if sum(spec.weight for spec in self.sources) <= 0:
+            raise ValueError("the weights of the sources sum to zero")
+        return self
+
+
+def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
+    """Validate a plan given as plain data; ``PlanError`` names the field that is wrong."""
+    try:
+        model = _PlanModel.model_validate(data)
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        location = ".".join(str(part) for part in first["loc"]) or "plan"
+        raise PlanError(f"{origin}: {location}: {first['msg']}") from None
+    budget = Budget(**model.budget.model_dump())
+    if budget.available <= 0:
+        raise PlanError(f"{origin}: budget: nothing is left after the reserves")
+    return BuildPlan(
+        name=model.name,
+        description=model.description,
+        sources=tuple(_spec(source) for source in model.sources),
+        budget=budget,
+        repeat_question=model.repeat_question,
+        strict=model.strict,
+    )
+
+
+def _spec(model: _SourceModel) -> SourceSpec:
+    never_cut = model.source in NEVER_CUT_BY_DEFAULT
+    return SourceSpec(
+        source=model.source,
+        weight=model.weight,
+        max_tokens=model.max_tokens,
+        min_tokens=model.min_tokens,
+        cuttable=(not never_cut) if model.cuttable is None else model.cuttable,
+        required=never_cut if model.required is None else model.required,
+        strategy=model.strategy,
+        options=dict(model.options),
+    )
+
+
+def load_plan(path: Path) -> BuildPlan:
+    """Read a plan file; the format follows the suffix."""
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise PlanError(f"cannot read plan file {path.name}: {exc.strerror}") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        elif suffix == ".toml":
+            data = tomllib.loads(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise PlanError(f"plan file {path.name}: use .yaml, .yml, .toml or .json")
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
+        raise PlanError(f"plan file {path.name} is not valid {suffix[1:]}: {exc}") from None
+    return plan_from_mapping(data, origin=f"plan file {path.name}")

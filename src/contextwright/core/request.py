@@ -1,0 +1,127 @@
+"""The request one build answers: user input plus everything sources may draw on.
+
+``Request`` keeps references to the caller's lists (no copy), so building from a 100,000-message
+history costs nothing up front; the history source reads it newest-first, only as far as the budget
+reaches. ``Request.from_dict`` validates a whole JSON request (the CLI and service path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from contextwright.core.items import check_text, parse_message
+from contextwright.errors import InvalidInputError
+
+# A single text field larger than this is refused outright: nothing that large can be meant for
+# one model call, and refusing early keeps a build of hostile input well under a second.
+MAX_TEXT_CHARS = 50_000_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Document:
+    """A retrieved document or chunk offered to the context (untrusted data)."""
+
+    id: str
+    """Stable id; also the de-duplication key."""
+    text: str
+    """The document text."""
+    score: float | None = None
+    """Retriever score; higher is better. Without scores, the given order is the rank."""
+    source: str | None = None
+    """Source label shown with the text (file, URL, section)."""
+    timestamp: str | None = None
+    """Version time (ISO 8601); a newer version of a document beats an older one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """Everything one build may draw on; sources take what they need from it."""
+
+    user_input: str
+    """The current user message (never cut)."""
+    system: str | None = None
+    """System prompt (never cut)."""
+    history: Sequence[Mapping[str, Any]] = ()
+    """Earlier turns as OpenAI chat message dicts, oldest first (``id``/``timestamp`` optional)."""
+    turn: Sequence[Mapping[str, Any]] = ()
+    """This turn's assistant tool calls and tool results so far; rendered after the user input."""
+    tools: Sequence[Mapping[str, Any]] = ()
+    """OpenAI tool schemas (``{"type": "function", "function": {...}}``)."""
+    documents: Sequence[Document] = ()
+    """Retrieved documents."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment facts (time, time zone, run mode, locale) supplied by the caller."""
+    examples: Sequence[Mapping[str, str]] = ()
+    """Few-shot examples as ``{"input": ..., "output": ...}``."""
+    notes: Sequence[str] = ()
+    """Scratchpad / reflection notes of a multi-step task."""
+
+    @classmethod
+    def from_dict(cls, data: object) -> Request:
+        """Validate a JSON request (see README "Request schema") and check every message."""
+        try:
+            model = _RequestModel.model_validate(data)
+        except PydanticValidationError as exc:
+            raise InvalidInputError(_describe(exc)) from None
+        request = cls(
+            user_input=model.user_input,
+            system=model.system,
+            history=model.history,
+            turn=model.turn,
+            tools=model.tools,
+            documents=tuple(Document(**doc.model_dump()) for doc in model.documents),
+            env=model.env,
+            examples=model.examples,
+            notes=model.notes,
+        )
+        request.validate()
+        return request
+
+    def validate(self) -> None:
+        """Parse every message and text now; raises ``InvalidInputError`` naming the field."""
+        check_text(self.user_input, "user_input")
+        if self.system is not None:
+            check_text(self.system, "system")
+        for name, messages in (("history", self.history), ("turn", self.turn)):
+            for index, raw in enumerate(messages):
+                parse_message(raw, f"{name}[{index}]")
+        for index, doc in enumerate(self.documents):
+            check_text(doc.text, f"documents[{index}].text")
+        for index, note in enumerate(self.notes):
+            check_text(note, f"notes[{index}]")
+
+
+class _DocumentModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    text: str = Field(max_length=MAX_TEXT_CHARS)
+    score: float | None = None
+    source: str | None = None
+    timestamp: str | None = None
+
+
+class _RequestModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user_input: str = Field(max_length=MAX_TEXT_CHARS)
+    system: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+    history: list[dict[str, Any]] = []
+    turn: list[dict[str, Any]] = []
+    tools: list[dict[str, Any]] = []
+    documents: list[_DocumentModel] = []
+    env: dict[str, str] = {}
+    examples: list[dict[str, str]] = []
+    notes: list[str] = []
+
+
+def _describe(exc: PydanticValidationError) -> str:
+    """Name the failing fields without echoing their values."""
+    parts = []
+    for error in exc.errors()[:5]:
+        location = ".".join(str(part) for part in error["loc"]) or "request"
+        parts.append(f"{location}: {error['msg']}")
+    return "invalid request: " + "; ".join(parts)

@@ -1,0 +1,135 @@
+"""Pruning: fit one source's units into its grant, recording why each left-out unit went.
+
+Contiguous sources (history, this turn's tool results, notes) keep a newest-first run and drop
+everything older than the first unit that does not fit — oldest rounds go first and the kept
+history has no holes. Other sources (documents, tools, examples) skip a unit that does not fit and
+try the next. The first unit that does not fit may be cut to fit (its longest cuttable item, around
+the query's keywords) unless the strategy is ``drop``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from contextwright.core.gather import Unit
+from contextwright.core.report import Decision
+
+CONTIGUOUS_SOURCES = frozenset(("history", "tool_results", "notes"))
+MIN_CUT_TOKENS = 48
+"""A cut item shorter than this says too little to be worth its framing."""
+
+Cutter = Callable[[Unit, int], Unit | None]
+"""Cuts a unit to at most the given tokens, or returns None when it cannot."""
+
+
+@dataclass(slots=True)
+class Selection:
+    """Units kept for one source and the decisions about the rest."""
+
+    kept: list[Unit] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the kept units."""
+        return sum(u.tokens for u in self.kept)
+
+
+def select_units(units: list[Unit], grant: int, *, contiguous: bool, partial_rounds: bool,
+                 cutter: Cutter | None) -> Selection:
+    """Keep what fits in ``grant``; see the module docstring for the rules."""
+    if contiguous:
+        return _select_contiguous(units, grant, partial_rounds, cutter)
+    return _select_greedy(units, grant, cutter)
+
+
+def _select_greedy(units: list[Unit], grant: int, cutter: Cutter | None) -> Selection:
+    selection = Selection()
+    room = grant
+    for unit in units:
+        if unit.tokens <= room:
+            selection.kept.append(unit)
+            room -= unit.tokens
+            continue
+        cut = cutter(unit, room) if cutter and room >= MIN_CUT_TOKENS else None
+        if cut is not None:
+            selection.kept.append(cut)
+            selection.decisions.extend(cut_decisions(unit, cut))
+            room -= cut.tokens
+        else:
+            selection.decisions.extend(drop_decisions(unit, "budget"))
+    return selection
+
+
+def _select_contiguous(units: list[Unit], grant: int, partial_rounds: bool,
+                       cutter: Cutter | None) -> Selection:
+    selection = Selection()
+    room = grant
+    index = 0
+    while index < len(units):
+        round_units = _same_round(units, index)
+        round_tokens = sum(u.tokens for u in round_units)
+        if round_tokens <= room:
+            selection.kept.extend(round_units)
+            room -= round_tokens
+            index += len(round_units)
+            continue
+        taken = _fill_partially(round_units, room, partial_rounds, cutter, selection)
+        index += taken
+        break
+    for unit in units[index:]:
+        selection.decisions.extend(drop_decisions(unit, "budget: older than what fits"))
+    return selection
+
+
+def _same_round(units: list[Unit], start: int) -> list[Unit]:
+    """The units from ``start`` that share its round (just that unit when it has no round)."""
+    first = units[start]
+    if first.round is None:
+        return [first]
+    end = start + 1
+    while end < len(units) and units[end].round == first.round:
+        end += 1
+    return units[start:end]
+
+
+def _fill_partially(round_units: list[Unit], room: int, partial_rounds: bool,
+                    cutter: Cutter | None, selection: Selection) -> int:
+    """Keep the newest units of a round that does not fit whole; returns how many were used."""
+    taken = 0
+    may_split = partial_rounds or len(round_units) == 1
+    for unit in round_units if may_split else []:
+        if unit.tokens <= room:
+            selection.kept.append(unit)
+            room -= unit.tokens
+            taken += 1
+            continue
+        cut = cutter(unit, room) if cutter and room >= MIN_CUT_TOKENS else None
+        if cut is not None:
+            selection.kept.append(cut)
+            selection.decisions.extend(cut_decisions(unit, cut))
+            taken += 1
+        break
+    return taken
+
+
+def drop_decisions(unit: Unit, reason: str) -> list[Decision]:
+    """One ``dropped`` decision per item of ``unit``."""
+    return [
+        Decision(source=unit.source, key=c.item.key, action="dropped", reason=reason,
+                 tokens_before=c.tokens)
+        for c in unit.candidates
+    ]
+
+
+def cut_decisions(original: Unit, cut: Unit) -> list[Decision]:
+    """``truncated`` decisions for the items whose text the cut changed."""
+    return [
+        Decision(source=original.source, key=before.item.key, action="truncated",
+                 reason="too long for the budget; kept the part around the query's keywords",
+                 tokens_before=before.tokens, tokens_after=after.tokens,
+                 detail=before.item.message.content)
+        for before, after in zip(original.candidates, cut.candidates, strict=True)
+        if before.message.content != after.message.content
+    ]

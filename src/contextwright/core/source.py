@@ -1,0 +1,30 @@
+"""The ``ContextSource`` protocol: the seam through which anything contributes context.
+
+A source declares what it can contribute; it never touches the message list. It yields items in
+*keep order* — the item it would keep first comes first (history: newest round first; documents:
+best first) — and the builder reads only as far as the budget can reach, so a source over a
+100,000-message history costs what fits, not what exists. Items of one unit (a tool call and its
+results) share a ``group`` and are yielded together in render order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from contextwright.core.items import ContextItem
+from contextwright.core.request import Request
+
+
+@runtime_checkable
+class ContextSource(Protocol):
+    """Anything that contributes context items. Must be safe to call from many threads."""
+
+    @property
+    def namespace(self) -> str:
+        """The key prefix this source owns (``history`` owns ``history.*``)."""
+        ...
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterable[ContextItem]:
+        """Items for ``request`` in keep order; ``options`` come from the plan entry."""
+        ...

@@ -1,0 +1,99 @@
+"""The one error tree of contextwright.
+
+Every error the library raises on purpose is a ``ContextwrightError``::
+
+    ContextwrightError
+    ├── PlanError            a plan is malformed (message names the field)
+    ├── InvalidInputError    bad request: unknown role, orphan tool result, bad JSON, bad Unicode
+    ├── KeyConflictError     two items claim one key and the build is strict
+    ├── SourceError          a required source raised while building
+    ├── BudgetError          the parts that may not be cut do not fit (carries the report)
+    ├── TokenizerError       a tokenizer cannot be loaded or used
+    ├── ValidationError      the final message list breaks a format rule (a bug, never shipped)
+    ├── StoreError
+    │   ├── StoreUnavailable
+    │   ├── ConflictError
+    │   └── CorruptRecordError
+    └── AccessDenied
+
+Messages never echo user payloads: they name the field, index or key, not the content.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from contextwright.core.report import BuildReport
+
+__all__ = [
+    "AccessDenied",
+    "BudgetError",
+    "ConflictError",
+    "ContextwrightError",
+    "CorruptRecordError",
+    "InvalidInputError",
+    "KeyConflictError",
+    "PlanError",
+    "SourceError",
+    "StoreError",
+    "StoreUnavailable",
+    "TokenizerError",
+    "ValidationError",
+]
+
+
+class ContextwrightError(Exception):
+    """Base of every error contextwright raises on purpose."""
+
+
+class PlanError(ContextwrightError):
+    """A build plan is malformed; the message names the offending field."""
+
+
+class InvalidInputError(ContextwrightError):
+    """The request is malformed (role, tool pairing, JSON, Unicode, size)."""
+
+
+class KeyConflictError(ContextwrightError):
+    """Two context items claim the same key and the build runs in strict mode."""
+
+
+class SourceError(ContextwrightError):
+    """A required source failed while building its items."""
+
+
+class BudgetError(ContextwrightError):
+    """The parts that may never be cut do not fit into the available budget."""
+
+    def __init__(self, message: str, report: BuildReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class TokenizerError(ContextwrightError):
+    """A tokenizer could not be loaded, or refused its input."""
+
+
+class ValidationError(ContextwrightError):
+    """A rendered message list breaks a rule of its target format."""
+
+
+class StoreError(ContextwrightError):
+    """A session store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached."""
+
+
+class ConflictError(StoreError):
+    """A concurrent write conflicted."""
+
+
+class CorruptRecordError(StoreError):
+    """A stored record cannot be decoded."""
+
+
+class AccessDenied(ContextwrightError):
+    """The caller may not access this tenant, user or session."""

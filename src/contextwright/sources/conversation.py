@@ -1,0 +1,148 @@
+"""History and current-turn sources: conversation messages read newest-first, tool calls paired.
+
+Both read the caller's message list backwards, one *block* at a time: a single message, or an
+assistant message with tool calls together with the tool messages that follow it (paired by
+position, since some agents reuse call ids). A block is one unit: it is kept or dropped whole, so a
+call is never separated from its result. A tool message that answers no call is an
+``InvalidInputError``; a call whose result is missing gets an explicit placeholder result.
+Tool results are compacted from JSON to readable text (raw kept on the item) and marked untrusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contextwright.compress.json_compact import compact_tool_result
+from contextwright.core.items import ContextItem, Layer, Message, parse_message
+from contextwright.core.request import Request
+from contextwright.errors import InvalidInputError
+
+MISSING_RESULT = "[no result was recorded for this call]"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A run of messages that must stay together, with the index of its first message."""
+
+    start: int
+    messages: tuple[Message, ...]
+
+
+def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str) -> Iterator[Block]:
+    """Blocks of ``raw`` from the newest to the oldest, parsing only what is read."""
+    index = len(raw) - 1
+    while index >= 0:
+        message = parse_message(raw[index], f"{where}[{index}]")
+        if message.role != "tool":
+            yield Block(index, _complete_calls(message, []))
+            index -= 1
+            continue
+        results = [message]
+        index -= 1
+        while index >= 0 and (message := parse_message(raw[index], f"{where}[{index}]")).role == "tool":
+            results.append(message)
+            index -= 1
+        if index < 0 or message.role != "assistant" or not message.tool_calls:
+            raise InvalidInputError(
+                f"{where}[{index + 1}] is a tool result that follows no assistant tool call"
+            )
+        results.reverse()
+        _check_results_answer_calls(message, results, where, index)
+        yield Block(index, _complete_calls(message, results))
+        index -= 1
+
+
+def _check_results_answer_calls(call: Message, results: list[Message], where: str,
+                                index: int) -> None:
+    expected = [c.id for c in call.tool_calls]
+    for offset, result in enumerate(results, start=1):
+        if result.tool_call_id not in expected:
+            raise InvalidInputError(
+                f"{where}[{index + offset}] answers no call of {where}[{index}]"
+            )
+        expected.remove(result.tool_call_id)  # each call is answered once, by position
+
+
+def _complete_calls(call: Message, results: list[Message]) -> tuple[Message, ...]:
+    """The call, its results named after their calls, and placeholders for missing results."""
+    if not call.tool_calls:
+        return (call,)
+    names = {c.id: c.name for c in call.tool_calls}
+    named = [r if r.name else _with_name(r, names.get(r.tool_call_id or "")) for r in results]
+    answered = [r.tool_call_id for r in results]
+    for tool_call in call.tool_calls:
+        if tool_call.id in answered:
+            answered.remove(tool_call.id)
+        else:
+            named.append(Message(role="tool", content=MISSING_RESULT, tool_call_id=tool_call.id,
+                                 name=tool_call.name))
+    return (call, *named)
+
+
+def _with_name(result: Message, name: str | None) -> Message:
+    return Message(role="tool", content=result.content, tool_call_id=result.tool_call_id,
+                   name=name, id=result.id, timestamp=result.timestamp)
+
+
+def block_items(block: Block, namespace: str, layer: Layer, round_no: int | None,
+                options: Mapping[str, Any]) -> list[ContextItem]:
+    """Context items of one block, in render order, sharing one group."""
+    group = f"b{block.start}"
+    return [
+        _item(message, f"{namespace}.m{block.start + offset}", layer, group, round_no,
+              block.start + offset, options)
+        for offset, message in enumerate(block.messages)
+    ]
+
+
+def _item(message: Message, key: str, layer: Layer, group: str, round_no: int | None,
+          order: int, options: Mapping[str, Any]) -> ContextItem:
+    metadata = {"message_id": message.id, "timestamp": message.timestamp}
+    if message.role != "tool":
+        return ContextItem(key=key, message=message, layer=layer, group=group, round=round_no,
+                           order=order, truncatable=not message.tool_calls, metadata=metadata)
+    compact = None
+    if message.content != MISSING_RESULT and options.get("compact_tool_results", True):
+        fields = options.get("fields", {}).get(message.name or "")
+        compact = compact_tool_result(message.name, message.content, fields)
+    shown = message if compact is None else Message(
+        role="tool", content=compact, tool_call_id=message.tool_call_id, name=message.name,
+        id=message.id, timestamp=message.timestamp)
+    return ContextItem(key=key, message=shown, layer=layer, group=group, round=round_no,
+                       order=order, untrusted=True, truncatable=True,
+                       label=f"tool {message.name or 'result'}",
+                       raw=None if compact is None else message.content, metadata=metadata)
+
+
+class HistorySource:
+    """Earlier turns (L5): newest round first, whole rounds, tool pairs atomic.
+
+    Options: ``max_rounds`` (keep at most this many rounds), ``compact_tool_results`` (default
+    true), ``fields`` (``{tool_name: [field, ...]}`` to keep from JSON results).
+    """
+
+    namespace = "history"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """Items newest round first; each round's blocks newest first."""
+        max_rounds = options.get("max_rounds")
+        round_no = 0
+        for block in read_blocks_backward(request.history, "history"):
+            if max_rounds is not None and round_no >= max_rounds:
+                return
+            yield from block_items(block, "history", Layer.HISTORY, round_no, options)
+            if block.messages[0].role == "user":
+                round_no += 1
+
+
+class ToolResultSource:
+    """This turn's tool calls and results (L4), rendered after the user input, newest first."""
+
+    namespace = "tool_results"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """One unit per call block of ``request.turn``, newest first."""
+        for block in read_blocks_backward(request.turn, "turn"):
+            yield from block_items(block, "tool_results", Layer.EVIDENCE, None, options)

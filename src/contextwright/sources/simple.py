@@ -1,0 +1,83 @@
+"""Sources with one or a few items: system prompt, user input, environment, examples, notes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from contextwright.core.items import ContextItem, Layer, Message, check_text
+from contextwright.core.request import Request
+
+
+class SystemPromptSource:
+    """The system prompt (L1, never cut)."""
+
+    namespace = "system"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """One ``system.prompt`` item when the request has a system prompt."""
+        if request.system:
+            text = check_text(request.system, "system")
+            yield ContextItem(key="system.prompt", message=Message(role="system", content=text),
+                              layer=Layer.SYSTEM)
+
+
+class UserInputSource:
+    """The current user input (L2, never cut)."""
+
+    namespace = "user"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """One ``user.input`` item."""
+        text = check_text(request.user_input, "user_input")
+        yield ContextItem(key="user.input", message=Message(role="user", content=text),
+                          layer=Layer.TASK)
+
+
+class EnvInfoSource:
+    """Environment facts: time, time zone, run mode, locale (seed 000 §3.2).
+
+    Facts come from ``request.env``; with the plan option ``clock: true`` the current UTC time is
+    added when the request gives none (this reads the clock, so such builds are not replayable).
+    """
+
+    namespace = "env"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """One ``env.info`` item listing the facts, if there are any."""
+        facts = {str(k): check_text(v, f"env.{k}") for k, v in request.env.items()}
+        if options.get("clock") and "time" not in facts:
+            facts["time"] = datetime.now(UTC).isoformat(timespec="seconds")
+        if facts:
+            text = "\n".join(f"{key}: {value}" for key, value in facts.items())
+            yield ContextItem(key="env.info", message=Message(role="system", content=text),
+                              layer=Layer.SYSTEM, label="env")
+
+
+class ExamplesSource:
+    """Few-shot examples (L6), cut from the last one."""
+
+    namespace = "examples"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """One ``examples.e<i>`` item per example, in the given order."""
+        for index, example in enumerate(request.examples):
+            given = check_text(example.get("input", ""), f"examples[{index}].input")
+            wanted = check_text(example.get("output", ""), f"examples[{index}].output")
+            text = f"Input: {given}\nOutput: {wanted}"
+            yield ContextItem(key=f"examples.e{index}", message=Message(role="system",
+                              content=text), layer=Layer.EXAMPLES, order=index, label="examples")
+
+
+class NotesSource:
+    """Scratchpad / reflection notes of a multi-step task (L7), newest kept first."""
+
+    namespace = "notes"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """One ``notes.n<i>`` item per note, newest first."""
+        for index in range(len(request.notes) - 1, -1, -1):
+            text = check_text(request.notes[index], f"notes[{index}]")
+            yield ContextItem(key=f"notes.n{index}", message=Message(role="system", content=text),
+                              layer=Layer.NOTES, order=index, truncatable=True, label="notes")

@@ -1,0 +1,51 @@
+"""Tool definitions (L3): OpenAI function schemas, the ones matching the input offered first."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from contextwright.core.cutting import query_keywords
+from contextwright.core.items import ContextItem, Layer, Message
+from contextwright.core.request import Request
+from contextwright.errors import InvalidInputError
+
+
+def tool_name(schema: Mapping[str, Any], where: str) -> str:
+    """The function name of an OpenAI tool schema; ``InvalidInputError`` if it has none."""
+    function = schema.get("function") if schema.get("type", "function") == "function" else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"{where} is not an OpenAI function tool with a name")
+    return name
+
+
+def _relevance(schema: Mapping[str, Any], keywords: frozenset[str]) -> int:
+    function = schema.get("function", {})
+    text = f"{function.get('name', '')} {function.get('description', '')}".lower().replace("_", " ")
+    return sum(1 for word in keywords if word in text)
+
+
+class ToolDefinitionSource:
+    """Tool schemas; under pressure the ones sharing words with the input are kept first.
+
+    Options: ``always`` (tool names always offered first). Rendered in the given order.
+    """
+
+    namespace = "tools"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """One ``tools.<name>`` item per schema, most relevant first."""
+        keywords = query_keywords(request.user_input)
+        always = set(options.get("always", ()))
+        ranked = []
+        for index, schema in enumerate(request.tools):
+            name = tool_name(schema, f"tools[{index}]")
+            score = (name in always, _relevance(schema, keywords))
+            ranked.append((score, index, name, schema))
+        ranked.sort(key=lambda entry: (-entry[0][0], -entry[0][1], entry[1]))
+        for _, index, name, schema in ranked:
+            text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+            yield ContextItem(key=f"tools.{name}", message=Message(role="system", content=text),
+                              layer=Layer.TOOLS, order=index, metadata={"schema": schema})

@@ -1,0 +1,155 @@
+"""The ``Tokenizer`` protocol, the content-keyed count cache and tokenizer lookup by name."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from contextwright.errors import TokenizerError
+
+# Pieces this long (in characters) stay far below the 200,000-token limit of bpe-openai's encode,
+# even for text that costs several tokens per character.
+PIECE_CHARS = 32_000
+_CACHE_LIMIT = 2_000_000
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What a tokenizer must offer: a name, whether counts are exact, count and cut."""
+
+    @property
+    def name(self) -> str:
+        """Stable name, part of the cache key (e.g. ``o200k_base``)."""
+        ...
+
+    @property
+    def exact(self) -> bool:
+        """True when counts are the model's real token counts, False for estimates."""
+        ...
+
+    def count(self, text: str) -> int:
+        """Number of tokens of ``text`` (any length)."""
+        ...
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` of at most ``max_tokens`` tokens."""
+        ...
+
+
+def split_into_pieces(text: str, piece_chars: int = PIECE_CHARS) -> list[str]:
+    """Cut long text into pieces at line breaks (else spaces) so each can be encoded alone.
+
+    Counts of the pieces add up to the count of the whole text except at the cut points, where a
+    line break already ends a pre-token in the OpenAI encodings.
+    """
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > piece_chars:
+        end = start + piece_chars
+        cut = text.rfind("\n", start + piece_chars // 2, end)
+        if cut < 0:
+            cut = text.rfind(" ", start + piece_chars // 2, end)
+        cut = end if cut < 0 else cut + 1
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+class CountingTokenizer:
+    """A tokenizer with a process-wide count cache keyed by (tokenizer name, content).
+
+    Thread-safe: the cache is a dict whose single get/set operations are atomic, and a count is a
+    pure function of its key, so a race only computes one count twice.
+    """
+
+    _caches: dict[str, dict[str, int]] = {}
+    _caches_lock = threading.Lock()
+
+    def __init__(self, inner: Tokenizer) -> None:
+        self.inner = inner
+        with self._caches_lock:
+            self._cache = self._caches.setdefault(inner.name, {})
+
+    @property
+    def name(self) -> str:
+        """Name of the wrapped tokenizer."""
+        return self.inner.name
+
+    @property
+    def exact(self) -> bool:
+        """Whether the wrapped tokenizer's counts are exact."""
+        return self.inner.exact
+
+    def count(self, text: str) -> int:
+        """Token count of ``text``, computed once per distinct content."""
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        value = self.inner.count(text)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[text] = value
+        return value
+
+    def count_up_to(self, text: str, limit: int) -> int:
+        """Exact count if it is at most ``limit``; otherwise some number above ``limit``.
+
+        Lets a build reject a 10 MB message after counting only its first pieces.
+        """
+        cached = self._cache.get(text)
+        if cached is not None or len(text) <= PIECE_CHARS:
+            return cached if cached is not None else self.count(text)
+        total = 0
+        for piece in split_into_pieces(text):
+            total += self.inner.count(piece)
+            if total > limit:
+                return total
+        self._cache[text] = total
+        return total
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` within ``max_tokens`` tokens."""
+        if max_tokens <= 0:
+            return ""
+        return self.inner.truncate(text, max_tokens)
+
+
+def get_tokenizer(spec: str | Tokenizer | CountingTokenizer = "o200k_base") -> CountingTokenizer:
+    """Resolve a tokenizer by name: ``o200k_base``, ``cl100k_base``, ``estimate``, or a path to a
+    Hugging Face ``tokenizer.json``; an object that follows the protocol is wrapped as is."""
+    if isinstance(spec, CountingTokenizer):
+        return spec
+    if not isinstance(spec, str):
+        return CountingTokenizer(spec)
+    return _cached_by_name(spec)
+
+
+_by_name: dict[str, CountingTokenizer] = {}
+_by_name_lock = threading.Lock()
+
+
+def _cached_by_name(spec: str) -> CountingTokenizer:
+    with _by_name_lock:
+        found = _by_name.get(spec)
+        if found is None:
+            found = CountingTokenizer(_load(spec))
+            _by_name[spec] = found
+        return found
+
+
+def _load(spec: str) -> Tokenizer:
+    from contextwright.tokens._estimate import EstimateTokenizer
+    from contextwright.tokens._hf import HuggingFaceTokenizer
+    from contextwright.tokens._openai import OPENAI_ENCODINGS, OpenAITokenizer
+
+    if spec in OPENAI_ENCODINGS:
+        return OpenAITokenizer(spec)
+    if spec == "estimate":
+        return EstimateTokenizer()
+    if spec.endswith(".json") and Path(spec).is_file():
+        return HuggingFaceTokenizer(spec)
+    raise TokenizerError(
+        "unknown tokenizer: use o200k_base, cl100k_base, estimate or a path to tokenizer.json"
+    )
