@@ -45,7 +45,10 @@ def _compact_cached(tool_name: str | None, content: str, fields: tuple[str, ...]
         value = {key: value[key] for key in fields if key in value}
     body = ", ".join(_flatten(value, ""))
     prefix = f"Tool result ({tool_name})" if tool_name else "Tool result"
-    return f"{prefix}: {body}" if body else f"{prefix}: (empty)"
+    compact = f"{prefix}: {body}" if body else f"{prefix}: (empty)"
+    minified = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # Readable text is the goal, but never at a higher price than the minified JSON.
+    return compact if len(compact) <= len(minified) + len(prefix) + 2 else f"{prefix}: {minified}"
 
 
 def _unwrap(value: Any) -> Any:
@@ -72,7 +75,9 @@ def _flatten(value: Any, path: str) -> Iterable[str]:
         for key, child in value.items():
             yield from _flatten(child, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
-        if all(not isinstance(child, Mapping | list) for child in value):
+        if _is_table(value):
+            yield _table(value, path)
+        elif all(not isinstance(child, Mapping | list) for child in value):
             rendered = "; ".join(_scalar(child) for child in value)
             yield f"{path}: [{rendered}]" if path else f"[{rendered}]"
         else:
@@ -80,6 +85,24 @@ def _flatten(value: Any, path: str) -> Iterable[str]:
                 yield from _flatten(child, f"{path}[{index}]")
     else:
         yield f"{path}: {_scalar(value)}" if path else _scalar(value)
+
+
+def _is_table(value: list[Any]) -> bool:
+    """A list of at least two flat objects with the same keys."""
+    if len(value) < 2 or not all(isinstance(row, Mapping) for row in value):
+        return False
+    keys = list(value[0].keys())
+    return all(
+        list(row.keys()) == keys and not any(isinstance(v, Mapping | list) for v in row.values())
+        for row in value
+    )
+
+
+def _table(rows: list[Mapping[str, Any]], path: str) -> str:
+    """``path (n rows) [a, b]: (1, 2); (3, 4)`` — column names once, then the rows."""
+    columns = ", ".join(str(key) for key in rows[0])
+    body = "; ".join("(" + ", ".join(_scalar(v) for v in row.values()) + ")" for row in rows)
+    return f"{path or 'rows'} ({len(rows)} rows) [{columns}]: {body}"
 
 
 def _scalar(value: Any) -> str:

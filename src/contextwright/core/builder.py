@@ -36,6 +36,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     framing = framing_tokens(plan, request.user_input, tokenizer, language)
     gathered, pool = gather_all(plan, request, sources, tokenizer, language, framing)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
+    warnings += unused_request_parts(plan, request)
     decisions += drop_duplicates(gathered)
     pool -= data_note_tokens(gathered, tokenizer, language)
     if pool < 0:
@@ -55,6 +56,21 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
         schema_jsons=assembly.schema_jsons, total_tokens=total, available=available,
         report=report, language=language, tokenizer=tokenizer,
     )
+
+
+_PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),
+                      ("documents", "rag"), ("env", "env"), ("examples", "examples"),
+                      ("notes", "notes"), ("system", "system"))
+
+
+def unused_request_parts(plan: BuildPlan, request: Request) -> list[str]:
+    """Warnings for request parts the plan has no source for (left out, but never silently)."""
+    names = {spec.source for spec in plan.sources}
+    return [
+        f"request.{part} was given but plan {plan.name!r} has no {source} source; left out"
+        for part, source in _PARTS_AND_SOURCES
+        if getattr(request, part) and source not in names
+    ]
 
 
 def framing_tokens(plan: BuildPlan, user_input: str, tokenizer: CountingTokenizer,

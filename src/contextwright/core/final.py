@@ -88,8 +88,11 @@ class FinalContext:
     def to_text(self) -> str:
         """A plain prompt with labelled separators; content cannot forge a separator."""
         blocks: list[str] = []
+        previous = None
         for part in self.system_parts:
-            blocks.append(separator(part.section, self.language))
+            if part.section != previous:
+                blocks.append(separator(part.section, self.language))
+                previous = part.section
             blocks.append(escape_lines(part.text))
         if self.schema_jsons:
             blocks.append(separator("tools", self.language))

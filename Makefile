@@ -1,0 +1,44 @@
+# The two commands of the README: `make demo` and `make test`. Each creates .venv if missing.
+PYTHON ?= python3
+VENV ?= .venv
+BIN = $(VENV)/bin
+STAMP = $(VENV)/.installed-dev
+BENCH_STAMP = $(VENV)/.installed-bench
+DATA ?= ../shared/data
+
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+demo: $(STAMP)
+	$(BIN)/contextwright demo
+
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+bench: bench-speed bench-tau
+
+bench-speed: $(BENCH_STAMP)
+	$(BIN)/python bench/build_speed.py
+
+bench-tau: $(STAMP)
+	$(BIN)/python bench/tau_pairs.py --data $(DATA)/tau-bench-airline-dev
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

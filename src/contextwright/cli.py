@@ -1,0 +1,141 @@
+"""The ``contextwright`` command line: ``demo``, ``build`` and ``plans``.
+
+A thin shell over the library: it reads files, calls the builder and prints JSON. Errors of the
+library become a one-line message on stderr and exit code 2 (bad input) or 3 (budget).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from contextwright.builder import ContextBuilder
+from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
+from contextwright.core.request import Request
+from contextwright.errors import BudgetError, ContextwrightError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Decide what an LLM agent sees on every call.")
+
+
+@app.command()
+def demo() -> None:
+    """Replay seed 000's weather + memo agent offline, then the same agent under budget pressure."""
+    from contextwright.demo import run_demo
+
+    run_demo(typer.echo)
+
+
+@app.command()
+def plans() -> None:
+    """List the shipped plans."""
+    for name in SHIPPED_PLANS:
+        plan = BuildPlan.named(name)
+        typer.echo(f"{name:<13} {plan.description}")
+
+
+def _load_plan(plan: str | None, request: Request) -> BuildPlan:
+    from contextwright.plans import select_plan
+
+    if plan is None:
+        return select_plan(request)
+    if plan in SHIPPED_PLANS:
+        return BuildPlan.named(plan)
+    return BuildPlan.load(plan)
+
+
+def _read_request(path: Path) -> Request:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ContextwrightErrorExit("request file is not valid UTF-8", 2) from None
+    except ValueError as exc:
+        raise ContextwrightErrorExit(f"request file is not valid JSON: {exc}", 2) from None
+    return Request.from_dict(data)
+
+
+class ContextwrightErrorExit(Exception):
+    """A failure to report on stderr with an exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@app.command()
+def build(
+    request: Annotated[Path, typer.Option(help="Request JSON file (see README).")],
+    plan: Annotated[str | None, typer.Option(help="Shipped plan name or plan file.")] = None,
+    window: Annotated[int | None, typer.Option(help="Model context window.")] = None,
+    reserve_output: Annotated[int | None, typer.Option(help="Tokens kept for the answer.")] = None,
+    budget: Annotated[int | None, typer.Option(help="Available tokens, set directly.")] = None,
+    format: Annotated[str, typer.Option(help="openai, anthropic or text.")] = "openai",
+    tokenizer: Annotated[str, typer.Option(help="o200k_base, cl100k_base, estimate or "
+                                                "a tokenizer.json path.")] = "o200k_base",
+    debug: Annotated[bool, typer.Option(help="Print the seed-style report on stderr.")] = False,
+) -> None:
+    """Build a context from a request file and print messages, tokens, budget and report."""
+    try:
+        output = _build(request, plan, window, reserve_output, budget, format, tokenizer, debug)
+    except ContextwrightErrorExit as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.code) from None
+    except BudgetError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        typer.echo(json.dumps({"error": str(exc), "report": exc.report.to_dict()},
+                              ensure_ascii=False), err=True)
+        raise typer.Exit(3) from None
+    except ContextwrightError as exc:
+        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    sys.stdout.write(json.dumps(output, ensure_ascii=False, indent=2) + "\n")
+
+
+def _build(request_path: Path, plan_name: str | None, window: int | None,
+           reserve_output: int | None, budget: int | None, fmt: str, tokenizer: str,
+           debug: bool) -> dict[str, Any]:
+    if fmt not in ("openai", "anthropic", "text"):
+        raise ContextwrightErrorExit("--format must be openai, anthropic or text", 2)
+    request = _read_request(request_path)
+    plan = _load_plan(plan_name, request)
+    changes: dict[str, Any] = {}
+    if window is not None:
+        changes["window"] = window
+    if reserve_output is not None:
+        changes["reserved_output"] = reserve_output
+    if budget is not None:
+        changes["available_override"] = budget
+    if changes:
+        plan = plan.with_budget(**changes)
+    if plan.budget.available <= 0:
+        raise ContextwrightErrorExit("the budget leaves no tokens for the context", 2)
+    ctx = ContextBuilder(tokenizer=tokenizer).build(plan, request)
+    if debug:
+        typer.echo(ctx.report.format_debug(), err=True)
+    output: dict[str, Any]
+    if fmt == "text":
+        output = {"text": ctx.to_text()}
+    else:
+        output = ctx.to_request(fmt)  # type: ignore[arg-type]
+    b = plan.budget
+    output.update({
+        "total_tokens": ctx.total_tokens,
+        "budget": {"window": b.window, "safety_ratio": b.safety_ratio,
+                   "reserved_output": b.reserved_output,
+                   "reserved_reasoning": b.reserved_reasoning, "available": b.available},
+        "report": ctx.report.to_dict(),
+    })
+    return output
+
+
+def main() -> None:
+    """Console entry point."""
+    app()
