@@ -88,7 +88,8 @@ def o200k_tokenize(text: str) -> list[int]:
     This is the tokenizer function handed to LlamaIndex (``Memory(tokenizer_fn=...)``),
     which only ever takes ``len()`` of the result.
     """
-    return _o200k().encode(text, disallowed_special=())
+    tokens: list[int] = _o200k().encode(text, disallowed_special=())
+    return tokens
 
 
 # ---------------------------------------------------------------------------
@@ -213,7 +214,9 @@ def to_langchain(messages: Sequence[OpenAIMessage]) -> list[BaseMessage]:
     return convert_to_messages(messages)
 
 
-def _trim(messages: Sequence[OpenAIMessage | BaseMessage], budget: int, counter: Any) -> list:
+def _trim(
+    messages: Sequence[OpenAIMessage | BaseMessage], budget: int, counter: Any
+) -> list[BaseMessage]:
     return trim_messages(
         messages,
         max_tokens=budget,
@@ -225,7 +228,7 @@ def _trim(messages: Sequence[OpenAIMessage | BaseMessage], budget: int, counter:
     )
 
 
-def langchain_trim_exact(messages: list[dict], budget: int) -> list:
+def langchain_trim_exact(messages: list[OpenAIMessage], budget: int) -> list[BaseMessage]:
     """Cold LangChain trim with the exact (ChatOpenAI-style, o200k_base) token counter.
 
     Converts the dicts (inside ``trim_messages``) and runs ``trim_messages(strategy="last",
@@ -242,7 +245,7 @@ def langchain_trim_exact(messages: list[dict], budget: int) -> list:
     return _trim(messages, budget, langchain_openai_token_counter)
 
 
-def langchain_trim_approx(messages: list[dict], budget: int) -> list:
+def langchain_trim_approx(messages: list[OpenAIMessage], budget: int) -> list[BaseMessage]:
     """Cold LangChain trim with ``count_tokens_approximately`` (about 4 characters a token).
 
     Same options as :func:`langchain_trim_exact`.
@@ -282,7 +285,7 @@ class LangChainSession:
         """Convert one OpenAI-format dict and append it to the history."""
         self.messages.append(convert_to_messages([message])[0])
 
-    def get(self) -> list:
+    def get(self) -> list[BaseMessage]:
         """Trim the whole history to the budget (what LangChain does on every turn)."""
         return _trim(self.messages, self.budget, self._counter)
 
@@ -408,12 +411,12 @@ class LlamaIndexSession:
 
 
 def llamaindex_memory(
-    messages: list[dict],
+    messages: list[OpenAIMessage],
     budget: int,
     *,
     chat_history_token_ratio: float = 1.0,
     token_flush_size: int | None = None,
-) -> list:
+) -> list[LIChatMessage]:
     """Cold LlamaIndex path: fresh ``Memory``, ``put_messages`` all, then ``get``.
 
     Args:

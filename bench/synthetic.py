@@ -24,8 +24,6 @@ alternates plain ``user`` and plain ``assistant`` messages, so appending never b
 the tool-call pairing.
 """
 
-# ruff: noqa: RUF001  (Chinese full-width punctuation in the text pools is intentional)
-
 from __future__ import annotations
 
 import json

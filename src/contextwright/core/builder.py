@@ -172,8 +172,9 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
               tokenizer: CountingTokenizer, language: str) -> None:
     """Hand tokens a source left unused to sources that dropped something, by priority."""
     cuttable = [g for g in gathered if g.spec.cuttable]
+    used = {g.spec.source: selections[g.spec.source].tokens for g in cuttable}
     for g in sorted(cuttable, key=lambda g: (g.layer, g.position)):
-        leftover = pool - sum(selections[c.spec.source].tokens for c in cuttable)
+        leftover = pool - sum(used.values())
         selection = selections[g.spec.source]
         wanting = any(d.action == "dropped" for d in selection.decisions) or not g.complete
         if leftover <= 0 or not wanting:
@@ -182,6 +183,7 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
         grant = min(selection.tokens + leftover, ceiling)
         if grant > allocations[g.spec.source].grant:
             selections[g.spec.source] = prune_source(g, grant, query, tokenizer, language)
+            used[g.spec.source] = selections[g.spec.source].tokens
             allocations[g.spec.source] = Allocation(share=allocations[g.spec.source].share,
                                                     grant=grant)
 

@@ -33,6 +33,14 @@ class Candidate:
     item: ContextItem
     message: Message
     tokens: int
+    complete_count: bool = True
+    """False when counting stopped early because the item is over the limit."""
+    fingerprint: tuple[object, ...] = ()
+    """(role, content, calls) of the offered message, for de-duplication."""
+
+    def __post_init__(self) -> None:
+        m = self.item.message
+        self.fingerprint = (m.role, m.content, tuple((t.name, t.arguments) for t in m.tool_calls))
 
     @property
     def is_schema(self) -> bool:
@@ -63,12 +71,8 @@ class Gathered:
     units: list[Unit] = field(default_factory=list)
     complete: bool = True
     error: str | None = None
-
-    @property
-    def layer(self) -> int:
-        """The most constraining layer among the source's items (5 when it offered none)."""
-        layers = [c.item.layer for u in self.units for c in u.candidates]
-        return min(layers) if layers else 5
+    layer: int = 5
+    """The most constraining layer among the source's items (5 when it offered none)."""
 
     @property
     def need(self) -> int:
@@ -88,10 +92,32 @@ def render_candidate(item: ContextItem, tokenizer: CountingTokenizer, language: 
         message = _with_content(message, f"[{label(item.label or item.namespace, language)}]\n"
                                          f"{message.content}")
     content_tokens = tokenizer.count_up_to(message.content, limit)
+    complete = content_tokens <= limit
     if message.role == "system":
-        return Candidate(item, message, content_tokens + SECTION_JOIN_TOKENS)
+        return Candidate(item, message, content_tokens + SECTION_JOIN_TOKENS, complete)
     return Candidate(item, message,
-                     content_tokens + MESSAGE_OVERHEAD + call_tokens(message, tokenizer))
+                     content_tokens + MESSAGE_OVERHEAD + call_tokens(message, tokenizer),
+                     complete)
+
+
+_CANDIDATES: dict[tuple[int, str, str], tuple[ContextItem, Candidate]] = {}
+
+
+def cached_candidate(item: ContextItem, tokenizer: CountingTokenizer, language: str,
+                     limit: int) -> Candidate:
+    """``render_candidate``, remembered per item object (items are immutable; sources that
+    re-yield the same item, like history, skip re-rendering). Candidates are never mutated."""
+    key = (id(item), tokenizer.name, language)
+    cached = _CANDIDATES.get(key)
+    if cached is not None and cached[0] is item and (
+        cached[1].complete_count or cached[1].tokens > limit
+    ):
+        return cached[1]
+    candidate = render_candidate(item, tokenizer, language, limit)
+    if len(_CANDIDATES) >= 500_000:
+        _CANDIDATES.clear()
+    _CANDIDATES[key] = (item, candidate)
+    return candidate
 
 
 def _with_content(message: Message, content: str) -> Message:
@@ -108,6 +134,7 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
         items = source.build(request, spec.options)
         gathered.units, gathered.complete = _read_units(
             spec.source, source.namespace, items, cap, tokenizer, language)
+        gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
     except InvalidInputError:
         raise
     except Exception as exc:  # a source is third-party code: isolate whatever it raises
@@ -122,13 +149,17 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
                 tokenizer: CountingTokenizer, language: str) -> tuple[list[Unit], bool]:
     units: list[Unit] = []
     total = 0
+    round_no = 0
     for candidates in _grouped(items, namespace, tokenizer, language, cap):
-        round_no = candidates[0].item.round
-        if total > cap and (round_no is None or round_no != units[-1].round):
+        opens_round = candidates[0].item.round_start
+        if total > cap and (opens_round is None or round_no != units[-1].round):
             return units, False
-        unit = Unit(source=name, candidates=candidates, round=round_no, rank=len(units))
+        unit = Unit(source=name, candidates=candidates,
+                    round=None if opens_round is None else round_no, rank=len(units))
         units.append(unit)
         total += unit.tokens
+        if opens_round:
+            round_no += 1  # reading newest first, the round's user message closes it
     return units, True
 
 
@@ -139,7 +170,7 @@ def _grouped(items: Iterable[ContextItem], namespace: str, tokenizer: CountingTo
     for item in items:
         if not item.key.startswith(namespace + "."):
             raise SourceError(f"source {namespace!r} produced a key outside its namespace")
-        candidate = render_candidate(item, tokenizer, language, cap)
+        candidate = cached_candidate(item, tokenizer, language, cap)
         if current and (item.group is None or item.group != current[0].item.group):
             yield current
             current = []

@@ -6,6 +6,7 @@ and is the single place where a malformed message is rejected.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -83,8 +84,10 @@ class ContextItem:
     """Higher wins a key conflict."""
     group: str | None = None
     """Items sharing a group (a tool call and its results) are kept or dropped together."""
-    round: int | None = None
-    """History round the item belongs to (a user turn with its replies and tool messages)."""
+    round_start: bool | None = None
+    """For sources organised in rounds (history): True on the item that opens a round (the
+    user message), False on the others. Items arrive newest first, so a round ends, reading
+    on, after its opening unit. None for sources without rounds."""
     order: int = 0
     """Position within the source's section when rendered (chronological for history)."""
     untrusted: bool = False
@@ -153,10 +156,31 @@ def _content_text(content: object, where: str) -> str:
     return check_text(content, where)
 
 
+_PARSED: dict[int, tuple[Mapping[str, Any], dict[str, Any], Message]] = {}
+_PARSED_LIMIT = 500_000
+
+
 def parse_message(raw: object, where: str) -> Message:
-    """Turn an OpenAI-format message dict into a ``Message``; ``where`` names it in errors."""
+    """Turn an OpenAI-format message dict into a ``Message``; ``where`` names it in errors.
+
+    A history is re-read on every turn, so parses are remembered per dict object. A remembered
+    parse is used only if the very same dict (kept alive by the cache, so its id cannot be
+    reused) still equals a deep copy taken when it was parsed: a message edited in place is
+    parsed again.
+    """
     if isinstance(raw, Message):
         return raw
+    entry = _PARSED.get(id(raw))
+    if entry is not None and entry[0] is raw and raw == entry[1]:
+        return entry[2]
+    message = _parse_message(raw, where)
+    if len(_PARSED) >= _PARSED_LIMIT:
+        _PARSED.clear()
+    _PARSED[id(raw)] = (raw, copy.deepcopy(raw), message)  # type: ignore[arg-type]
+    return message
+
+
+def _parse_message(raw: object, where: str) -> Message:
     if not isinstance(raw, Mapping):
         raise InvalidInputError(f"{where} must be an object")
     role = raw.get("role")

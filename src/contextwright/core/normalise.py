@@ -72,15 +72,16 @@ def _remove_losers(gathered: list[Gathered], losers: list[tuple[Unit, str, str]]
 
 
 def _id_fingerprint(unit: Unit) -> Hashable | None:
+    if len(unit.candidates) == 1:
+        return unit.candidates[0].item.message.id
     ids = tuple(c.item.message.id for c in unit.candidates)
     return ids if all(ids) else None
 
 
 def _content_fingerprint(unit: Unit) -> Hashable:
-    return tuple(
-        (m.role, m.content, tuple((t.name, t.arguments) for t in m.tool_calls))
-        for m in (c.item.message for c in unit.candidates)
-    )
+    if len(unit.candidates) == 1:
+        return unit.candidates[0].fingerprint
+    return tuple(c.fingerprint for c in unit.candidates)
 
 
 def drop_duplicates(gathered: list[Gathered]) -> list[Decision]:

@@ -10,6 +10,7 @@ Tool results are compacted from JSON to readable text (raw kept on the item) and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,10 +66,30 @@ def _check_results_answer_calls(call: Message, results: list[Message], where: st
         expected.remove(result.tool_call_id)  # each call is answered once, by position
 
 
+_BLOCKS: dict[tuple[int, ...], tuple[Message, list[Message], tuple[Message, ...]]] = {}
+
+
 def _complete_calls(call: Message, results: list[Message]) -> tuple[Message, ...]:
-    """The call, its results named after their calls, and placeholders for missing results."""
+    """The call, its results named after their calls, and placeholders for missing results.
+
+    Remembered per message objects, so a re-read history yields the very same messages.
+    """
     if not call.tool_calls:
         return (call,)
+    key = (id(call), *map(id, results))
+    cached = _BLOCKS.get(key)
+    if cached is not None and cached[0] is call and all(
+        a is b for a, b in zip(cached[1], results, strict=True)
+    ):
+        return cached[2]
+    completed = _name_and_complete(call, results)
+    if len(_BLOCKS) >= 200_000:
+        _BLOCKS.clear()
+    _BLOCKS[key] = (call, list(results), completed)
+    return completed
+
+
+def _name_and_complete(call: Message, results: list[Message]) -> tuple[Message, ...]:
     names = {c.id: c.name for c in call.tool_calls}
     named = [r if r.name else _with_name(r, names.get(r.tool_call_id or "")) for r in results]
     answered = [r.tool_call_id for r in results]
@@ -86,23 +107,46 @@ def _with_name(result: Message, name: str | None) -> Message:
                    name=name, id=result.id, timestamp=result.timestamp)
 
 
-def block_items(block: Block, namespace: str, layer: Layer, round_no: int | None,
-                options: Mapping[str, Any]) -> list[ContextItem]:
-    """Context items of one block, in render order, sharing one group."""
-    group = f"b{block.start}"
-    return [
-        _item(message, f"{namespace}.m{block.start + offset}", layer, group, round_no,
-              block.start + offset, options)
-        for offset, message in enumerate(block.messages)
-    ]
+def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
+                options: Mapping[str, Any], options_key: str) -> list[ContextItem]:
+    """Context items of one block, in render order, sharing one group.
+
+    Items are remembered per (message object, position, options): a history is re-read on every
+    turn and its old messages yield the very same items, so later steps can reuse their work.
+    """
+    items = []
+    for offset, message in enumerate(block.messages):
+        index = block.start + offset
+        cache_key = (id(message), index, namespace, options_key)
+        cached = _ITEMS.get(cache_key)
+        if cached is not None and cached[0] is message:
+            items.append(cached[1])
+            continue
+        item = _item(message, f"{namespace}.m{index}", layer, f"b{block.start}",
+                     (message.role == "user") if rounds else None, index, options)
+        if len(_ITEMS) >= _ITEMS_LIMIT:
+            _ITEMS.clear()
+        _ITEMS[cache_key] = (message, item)
+        items.append(item)
+    return items
 
 
-def _item(message: Message, key: str, layer: Layer, group: str, round_no: int | None,
+_ITEMS: dict[tuple[int, int, str, str], tuple[Message, ContextItem]] = {}
+_ITEMS_LIMIT = 500_000
+
+
+def options_key(options: Mapping[str, Any]) -> str:
+    """A stable text key of a source's options, for caches."""
+    return json.dumps(options, sort_keys=True, default=str)
+
+
+def _item(message: Message, key: str, layer: Layer, group: str, round_start: bool | None,
           order: int, options: Mapping[str, Any]) -> ContextItem:
     metadata = {"message_id": message.id, "timestamp": message.timestamp}
     if message.role != "tool":
-        return ContextItem(key=key, message=message, layer=layer, group=group, round=round_no,
-                           order=order, truncatable=not message.tool_calls, metadata=metadata)
+        return ContextItem(key=key, message=message, layer=layer, group=group,
+                           round_start=round_start, order=order,
+                           truncatable=not message.tool_calls, metadata=metadata)
     compact = None
     if message.content != MISSING_RESULT and options.get("compact_tool_results", True):
         fields = options.get("fields", {}).get(message.name or "")
@@ -110,7 +154,7 @@ def _item(message: Message, key: str, layer: Layer, group: str, round_no: int | 
     shown = message if compact is None else Message(
         role="tool", content=compact, tool_call_id=message.tool_call_id, name=message.name,
         id=message.id, timestamp=message.timestamp)
-    return ContextItem(key=key, message=shown, layer=layer, group=group, round=round_no,
+    return ContextItem(key=key, message=shown, layer=layer, group=group, round_start=round_start,
                        order=order, untrusted=True, truncatable=True,
                        label=f"tool {message.name or 'result'}",
                        raw=None if compact is None else message.content, metadata=metadata)
@@ -128,13 +172,14 @@ class HistorySource:
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """Items newest round first; each round's blocks newest first."""
         max_rounds = options.get("max_rounds")
-        round_no = 0
+        key = options_key(options)
+        rounds_done = 0
         for block in read_blocks_backward(request.history, "history"):
-            if max_rounds is not None and round_no >= max_rounds:
+            if max_rounds is not None and rounds_done >= max_rounds:
                 return
-            yield from block_items(block, "history", Layer.HISTORY, round_no, options)
+            yield from block_items(block, "history", Layer.HISTORY, True, options, key)
             if block.messages[0].role == "user":
-                round_no += 1
+                rounds_done += 1
 
 
 class ToolResultSource:
@@ -144,5 +189,6 @@ class ToolResultSource:
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One unit per call block of ``request.turn``, newest first."""
+        key = options_key(options)
         for block in read_blocks_backward(request.turn, "turn"):
-            yield from block_items(block, "tool_results", Layer.EVIDENCE, None, options)
+            yield from block_items(block, "tool_results", Layer.EVIDENCE, False, options, key)
