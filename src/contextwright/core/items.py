@@ -88,7 +88,7 @@ class ContextItem:
     """For sources organised in rounds (history): True on the item that opens a round (the
     user message), False on the others. Items arrive newest first, so a round ends, reading
     on, after its opening unit. None for sources without rounds."""
-    order: int = 0
+    order: float = 0
     """Position within the source's section when rendered (chronological for history)."""
     untrusted: bool = False
     """Tool output or document text: fenced as data, never rendered as system or user."""

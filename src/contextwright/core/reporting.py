@@ -25,7 +25,7 @@ def unread_decisions(g: Gathered) -> list[Decision]:
         return []
     orders = [c.item.order for u in g.units for c in u.candidates]
     indexed = g.spec.source in ("history", "tool_results") and orders
-    count = min(orders) if indexed else 0
+    count = int(min(orders)) if indexed else 0
     reason = "budget: older than anything that could fit; not read" if indexed else (
         "budget: lower-ranked than anything that could fit; not read (number unknown)")
     return [Decision(source=g.spec.source, key=f"{g.spec.source}.*", action="dropped",

@@ -29,6 +29,8 @@ class Block:
 
     start: int
     messages: tuple[Message, ...]
+    given: int
+    """How many of ``messages`` were in the caller's list; the rest are placeholder results."""
 
 
 def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str) -> Iterator[Block]:
@@ -37,7 +39,7 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str) -> Iterat
     while index >= 0:
         message = parse_message(raw[index], f"{where}[{index}]")
         if message.role != "tool":
-            yield Block(index, _complete_calls(message, []))
+            yield Block(index, _complete_calls(message, []), 1)
             index -= 1
             continue
         results = [message]
@@ -51,7 +53,7 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str) -> Iterat
             )
         results.reverse()
         _check_results_answer_calls(message, results, where, index)
-        yield Block(index, _complete_calls(message, results))
+        yield Block(index, _complete_calls(message, results), 1 + len(results))
         index -= 1
 
 
@@ -117,6 +119,11 @@ def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
     items = []
     for offset, message in enumerate(block.messages):
         index = block.start + offset
+        if offset >= block.given:  # a placeholder: keyed and ordered after the block's results
+            items.append(_item(message, f"{namespace}.m{block.start}.missing{offset}", layer,
+                               f"b{block.start}", False if rounds else None,
+                               block.start + block.given - 1 + offset / 1000, options))
+            continue
         cache_key = (id(message), index, namespace, options_key)
         cached = _ITEMS.get(cache_key)
         if cached is not None and cached[0] is message:
@@ -141,7 +148,7 @@ def options_key(options: Mapping[str, Any]) -> str:
 
 
 def _item(message: Message, key: str, layer: Layer, group: str, round_start: bool | None,
-          order: int, options: Mapping[str, Any]) -> ContextItem:
+          order: float, options: Mapping[str, Any]) -> ContextItem:
     metadata = {"message_id": message.id, "timestamp": message.timestamp}
     if message.role != "tool":
         return ContextItem(key=key, message=message, layer=layer, group=group,

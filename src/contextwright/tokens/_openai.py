@@ -7,6 +7,7 @@ what the provider does with message content.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from contextwright.errors import TokenizerError
@@ -23,12 +24,16 @@ class OpenAITokenizer:
     def __init__(self, encoding: str = "o200k_base") -> None:
         if encoding not in OPENAI_ENCODINGS:
             raise TokenizerError(f"unknown OpenAI encoding; expected one of {OPENAI_ENCODINGS}")
-        try:
-            import bpe_openai
-        except ImportError as exc:  # pragma: no cover - a core dependency
-            raise TokenizerError("the bpe-openai package is not installed") from exc
-        self.name = encoding
-        self._encoding: Any = bpe_openai.get_encoding(encoding)
+        with warnings.catch_warnings():
+            # bpe-openai 0.1.x loads its files with importlib.resources.open_binary, which is
+            # deprecated; the warning is the package's, not the caller's, so keep it quiet.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                import bpe_openai
+            except ImportError as exc:  # pragma: no cover - a core dependency
+                raise TokenizerError("the bpe-openai package is not installed") from exc
+            self.name = encoding
+            self._encoding: Any = bpe_openai.get_encoding(encoding)
 
     def _encode(self, text: str) -> list[int]:
         tokens: list[int] = self._encoding.encode_ordinary(text)

@@ -1,0 +1,109 @@
+"""Plans: immutable, built in code or loaded from YAML / TOML / JSON, bad ones named at load."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from contextwright import BuildPlan, Document, PlanError, Request, select_plan
+from contextwright.core.plan import SHIPPED_PLANS
+
+YAML_PLAN = """
+name: mine
+sources:
+  - {source: system, weight: 0.2}
+  - {source: history, weight: 0.5, max_tokens: 1500, options: {max_rounds: 3}}
+  - {source: user, weight: 0.3}
+budget: {window: 16384, reserved_output: 2048}
+"""
+
+
+def test_every_shipped_plan_loads() -> None:
+    for name in SHIPPED_PLANS:
+        plan = BuildPlan.named(name)
+        assert plan.name == name
+        assert plan.spec("user") is not None and not plan.spec("user").cuttable  # type: ignore[union-attr]
+
+
+def test_plans_are_immutable() -> None:
+    plan = BuildPlan.named("chat")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.name = "other"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.sources[0].weight = 9  # type: ignore[misc]
+    bigger = plan.with_budget(window=32768)
+    assert bigger.budget.window == 32768 and plan.budget.window == 8192
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".toml", ".json"])
+def test_plan_files_in_three_formats(tmp_path: Path, suffix: str) -> None:
+    import yaml
+
+    data = yaml.safe_load(YAML_PLAN)
+    path = tmp_path / f"plan{suffix}"
+    if suffix == ".yaml":
+        path.write_text(YAML_PLAN)
+    elif suffix == ".json":
+        path.write_text(json.dumps(data))
+    else:
+        lines = ['name = "mine"', "[budget]", "window = 16384", "reserved_output = 2048"]
+        for spec in data["sources"]:
+            lines += ["[[sources]]", f'source = "{spec["source"]}"', f"weight = {spec['weight']}"]
+            if "max_tokens" in spec:
+                lines += [f"max_tokens = {spec['max_tokens']}", "options = {max_rounds = 3}"]
+        path.write_text("\n".join(lines))
+    plan = BuildPlan.load(path)
+    assert [s.source for s in plan.sources] == ["system", "history", "user"]
+    assert plan.spec("history").max_tokens == 1500  # type: ignore[union-attr]
+    assert plan.spec("history").options == {"max_rounds": 3}  # type: ignore[union-attr]
+    assert plan.budget.available == 16384 * 3 // 4 - 2048
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("name: x\nsources: [{source: user, weight: -1}]", "sources.0.weight"),
+    ("name: x\nsources: [{source: user, wieght: 1}]", "sources.0.wieght"),
+    ("name: x\nsources: [{source: user, strategy: shred}]", "sources.0.strategy"),
+    ("name: x\nsources: []", "sources"),
+    ("name: x\nsources: [{source: user}]\nbudget: {window: 0}", "budget.window"),
+    ("name: x\nsources: [{source: user}, {source: user}]", "source listed twice"),
+    ("name: x\nsources: [{source: user, min_tokens: 9, max_tokens: 1}]", "min_tokens"),
+    ("name: x\nsources: [{source: user}]\nbudget: {window: 1000, reserved_output: 900}",
+     "nothing is left"),
+])
+def test_bad_plan_fails_at_load_naming_the_field(tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(PlanError, match=field.replace(".", r"\.")):
+        BuildPlan.load(path)
+
+
+def test_unparseable_and_unknown_plans(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("name: [unclosed")
+    with pytest.raises(PlanError, match="not valid yaml"):
+        BuildPlan.load(tmp_path / "p.yaml")
+    with pytest.raises(PlanError, match="no shipped plan"):
+        BuildPlan.named("nope")
+    with pytest.raises(PlanError, match="cannot read"):
+        BuildPlan.load(tmp_path / "missing.yaml")
+
+
+def test_fluent_builder_matches_seed_plan() -> None:
+    plan = (BuildPlan.builder("seed").add("system", 0.20, 1200).add("tools", 0.15, 800)
+            .add("history", 0.30, 1500).add("user", 0.25, 1300).add("tool_results", 0.10, 500)
+            .build())
+    assert [s.source for s in plan.sources] == ["system", "tools", "history", "user",
+                                                "tool_results"]
+    assert not plan.spec("system").cuttable and plan.spec("history").cuttable  # type: ignore[union-attr]
+
+
+def test_a_plan_is_chosen_per_request() -> None:
+    assert select_plan(Request(user_input="hi")).name == "simple_qa"
+    assert select_plan(Request(user_input="hi", history=[{"role": "user", "content": "a"}])
+                       ).name == "chat"
+    assert select_plan(Request(user_input="hi", tools=[{"type": "function", "function": {
+        "name": "f"}}])).name == "tool_heavy"
+    assert select_plan(Request(user_input="hi", documents=[Document(id="d", text="t")])
+                       ).name == "rag_qa"
