@@ -36,7 +36,5 @@ def test_weather_result_is_fenced_data_right_after_its_call() -> None:
 def test_system_prompt_prefix_is_stable_between_turns() -> None:
     """The cacheable prefix (system message and tools) does not move as the turn grows."""
     first, second, third = run_basic(lambda _: None)
-    assert first.to_messages()[0] == second.to_messages()[0] == third.to_messages()[0] or (
-        second.to_messages()[0] == third.to_messages()[0]
-    )
+    assert first.to_messages()[0] == second.to_messages()[0] == third.to_messages()[0]
     assert first.tool_schemas == second.tool_schemas == third.tool_schemas

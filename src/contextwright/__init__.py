@@ -5,7 +5,7 @@ budget; the builder gathers, de-duplicates, allocates, cuts (knowing what it cut
 untrusted text and reports every decision.
 """
 
-from contextwright.builder import ContextBuilder
+from contextwright.builder import ContextBuilder, clear_caches
 from contextwright.core.final import FinalContext
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall
 from contextwright.core.plan import Budget, BuildPlan, SourceSpec
@@ -71,5 +71,6 @@ __all__ = [
     "UserInputSource",
     "ValidationError",
     "__version__",
+    "clear_caches",
     "select_plan",
 ]

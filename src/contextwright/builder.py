@@ -37,3 +37,24 @@ class ContextBuilder:
     def build(self, plan: BuildPlan, request: Request) -> FinalContext:
         """Build the context for one model call."""
         return build_context(plan, request, self._sources, self.tokenizer)
+
+
+def clear_caches() -> None:
+    """Forget every remembered parse, item, rendering and token count of this process.
+
+    The caches make re-reading a long history cheap; clearing them frees their memory and
+    makes the next build a cold one (benchmarks use this).
+    """
+    from contextwright.core import gather, items
+    from contextwright.sources import conversation
+    from contextwright.tokens import CountingTokenizer
+
+    items._PARSED.clear()
+    gather._CANDIDATES.clear()
+    conversation._ITEMS.clear()
+    conversation._BLOCKS.clear()
+    for cache in CountingTokenizer._caches.values():
+        cache.clear()
+    from contextwright.compress.json_compact import _compact_cached
+
+    _compact_cached.cache_clear()

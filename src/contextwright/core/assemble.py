@@ -2,7 +2,7 @@
 
 System-role parts of every source (system prompt, environment, examples, notes) are merged into
 one leading system message, in plan order, each part after the first under its label; the note
-that fenced text is data is appended when anything is fenced. Tool definitions go to the tools
+that fenced text is data is appended when the builder asks for it. Tool definitions go to the tools
 list. Every other message follows its source's place in the plan, in the source's own order (so a
 tool result sits right after the call that asked for it). With ``repeat_question`` the user's
 question is repeated at the tail when something follows it (seed 004 §2.3).
@@ -33,7 +33,7 @@ class Assembly:
 
 
 def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
-             language: str) -> Assembly:
+             language: str, with_note: bool) -> Assembly:
     """Order the kept units into messages (see the module docstring)."""
     parts: list[SystemPart] = []
     system_texts: list[str] = []
@@ -51,7 +51,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
             else:
                 messages.append(candidate.message)
                 sections.append(spec.source)
-    if any(c.item.untrusted for units in kept.values() for u in units for c in u.candidates):
+    if with_note:
         system_texts.append(DATA_NOTE[language])
         parts.append(SystemPart(section="system", text=DATA_NOTE[language]))
     if plan.repeat_question and messages and sections[-1] != "user":

@@ -38,14 +38,16 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
     warnings += unused_request_parts(plan, request)
     decisions += drop_duplicates(gathered)
-    pool -= data_note_tokens(gathered, tokenizer, language)
+    with_note = needs_data_note(request, gathered)
+    pool -= tokenizer.count(DATA_NOTE[language]) + 2 if with_note else 0
     if pool < 0:
         fail_budget(plan, gathered, tokenizer, "the never-cut parts and framing do not fit")
     allocations = allocate(plan, gathered, pool, available)
     selections = prune(gathered, allocations, request.user_input, tokenizer, language)
     give_back(gathered, allocations, selections, pool, request.user_input, tokenizer, language)
     assembly, total = fit_exactly(plan, gathered, selections, request.user_input, tokenizer,
-                                  language, available - anthropic_lead_tokens(tokenizer))
+                                  language, available - anthropic_lead_tokens(tokenizer),
+                                  with_note)
     decisions += [d for g in gathered for d in unread_decisions(g)]
     decisions += [d for s in selections.values() for d in s.decisions]
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
@@ -89,11 +91,13 @@ def anthropic_lead_tokens(tokenizer: CountingTokenizer) -> int:
     return tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD
 
 
-def data_note_tokens(gathered: list[Gathered], tokenizer: CountingTokenizer,
-                     language: str) -> int:
-    """Cost of the "fenced text is data" note when any untrusted item was offered."""
-    untrusted = any(c.item.untrusted for g in gathered for u in g.units for c in u.candidates)
-    return tokenizer.count(DATA_NOTE[language]) + 2 if untrusted else 0
+def needs_data_note(request: Request, gathered: list[Gathered]) -> bool:
+    """Whether the system message says fenced text is data: when the request can bring tool
+    output or documents at all (so the note, part of the cacheable prefix, is there from the
+    first call of an agent loop), or when any untrusted item was offered."""
+    if request.tools or request.turn or request.documents:
+        return True
+    return any(c.item.untrusted for g in gathered for u in g.units for c in u.candidates)
 
 
 def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
@@ -189,13 +193,13 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
 
 
 def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str, Selection],
-                query: str, tokenizer: CountingTokenizer, language: str, limit: int
-                ) -> tuple[Assembly, int]:
+                query: str, tokenizer: CountingTokenizer, language: str, limit: int,
+                with_note: bool) -> tuple[Assembly, int]:
     """Assemble and count exactly; while over ``limit`` (joins can cost a token or two more
     than their parts), drop the least important kept unit and try again."""
     while True:
         kept = {name: selection.kept for name, selection in selections.items()}
-        assembly = assemble(plan, kept, query, language)
+        assembly = assemble(plan, kept, query, language, with_note)
         total = context_tokens(assembly.messages, assembly.schema_jsons, tokenizer)
         if total <= limit:
             return assembly, total

@@ -1,0 +1,169 @@
+"""Build latency of contextwright next to LangChain ``trim_messages`` and LlamaIndex ``Memory``.
+
+Histories of 100 / 1,000 / 10,000 / 100,000 messages (~60 o200k tokens each, English and
+Chinese, tool-call pairs with long JSON results; ``bench/synthetic.py``), budget 8,192 tokens.
+
+- cold: the first build over a history in a process whose caches are empty;
+- steady state: append one message, rebuild (for contextwright: all sources, render to OpenAI
+  messages with validation, report); median over the turns.
+
+Peers, same data, same process: LangChain ``trim_messages`` with an exact o200k counter that
+counts like ``ChatOpenAI.get_num_tokens_from_messages`` and with ``count_tokens_approximately``;
+LlamaIndex ``Memory`` (put one message, get). Their per-turn cost is what an application pays:
+LangChain re-trims the whole list; LlamaIndex trims on put. LlamaIndex is loaded with at most the
+last 2,000 messages (its loading is quadratic in the history: 10,000 messages take ~30 s) — its
+per-turn cost depends on the active window, not on the archive.
+
+Run: ``make bench-speed`` or ``.venv/bin/python bench/build_speed.py [--sizes 100,1000]
+[--turns 100] [--json]``. Needs the ``bench`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peers import LangChainSession, LlamaIndexSession, peer_versions  # noqa: E402
+from synthetic import make_history, make_tools, next_message  # noqa: E402
+
+from contextwright import BuildPlan, ContextBuilder, Request, clear_caches  # noqa: E402
+
+BUDGET = 8192
+SYSTEM = "You are a travel and weather assistant. 你是出行与天气助手。Answer briefly."
+USER_INPUT = "明天上海的天气怎么样？Should I book the 9am flight?"
+LLAMAINDEX_MAX_LOAD = 2_000
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def _turns_for(size: int, turns: int, slow: bool) -> int:
+    """Fewer turns for slow peers on big histories (the run must end in minutes)."""
+    if not slow:
+        return turns
+    return max(3, min(turns, 200_000 // max(size, 1)))
+
+
+def bench_contextwright(history: list[dict[str, Any]], turns: int) -> dict[str, float]:
+    builder = ContextBuilder(tokenizer="o200k_base")
+    plan = BuildPlan.named("tool_heavy").with_budget(available_override=BUDGET)
+    tools = make_tools()
+
+    def build() -> int:
+        request = Request(user_input=USER_INPUT, system=SYSTEM, history=history, tools=tools)
+        ctx = builder.build(plan, request)
+        ctx.to_messages("openai")
+        return ctx.total_tokens
+
+    clear_caches()
+    start = time.perf_counter()
+    build()
+    cold = time.perf_counter() - start
+    samples = []
+    for turn in range(turns):
+        history.append(next_message(len(history)))
+        start = time.perf_counter()
+        build()
+        samples.append(time.perf_counter() - start)
+        del turn
+    return {"cold_ms": cold * 1000, "steady_ms": _median_ms(samples), "turns": turns}
+
+
+def _peer_turns(put: Callable[[dict[str, Any]], None], get: Callable[[], object],
+                start_index: int, turns: int) -> float:
+    samples = []
+    for turn in range(turns):
+        message = next_message(start_index + turn)
+        start = time.perf_counter()
+        put(message)
+        get()
+        samples.append(time.perf_counter() - start)
+    return _median_ms(samples)
+
+
+def bench_langchain(history: list[dict[str, Any]], turns: int, counter: str
+                    ) -> dict[str, float]:
+    messages = [{"role": "system", "content": SYSTEM}, *history,
+                {"role": "user", "content": USER_INPUT}]
+    start = time.perf_counter()
+    session = LangChainSession(messages, BUDGET, counter=counter)  # type: ignore[arg-type]
+    session.get()
+    cold = time.perf_counter() - start
+    steady = _peer_turns(session.put, session.get, len(history), turns)
+    return {"cold_ms": cold * 1000, "steady_ms": steady, "turns": turns}
+
+
+def bench_llamaindex(history: list[dict[str, Any]], turns: int) -> dict[str, float]:
+    loaded = history[-LLAMAINDEX_MAX_LOAD:]
+    while loaded and loaded[0]["role"] == "tool":  # never start on an orphan result
+        loaded = loaded[1:]
+    messages = [{"role": "system", "content": SYSTEM}, *loaded]
+    start = time.perf_counter()
+    session = LlamaIndexSession(messages, BUDGET)
+    session.get()
+    cold = time.perf_counter() - start
+    steady = _peer_turns(session.put, session.get, len(history), turns)
+    return {"cold_ms": cold * 1000, "steady_ms": steady, "turns": turns,
+            "loaded_messages": len(loaded)}
+
+
+def run(sizes: list[int], turns: int) -> dict[str, Any]:
+    results: dict[str, Any] = {"budget": BUDGET, "versions": peer_versions(), "sizes": {}}
+    for size in sizes:
+        row: dict[str, Any] = {}
+        row["contextwright"] = bench_contextwright(make_history(size), turns)
+        row["langchain_exact"] = bench_langchain(make_history(size),
+                                                 _turns_for(size, turns, slow=True), "exact")
+        row["langchain_approx"] = bench_langchain(make_history(size),
+                                                  _turns_for(size, turns * 10, slow=True),
+                                                  "approx")
+        row["llamaindex_memory"] = bench_llamaindex(make_history(size), min(turns, 50))
+        results["sizes"][str(size)] = row
+        print(f"done {size}", file=sys.stderr)
+    return results
+
+
+def print_table(results: dict[str, Any]) -> None:
+    peers = ("langchain_exact", "langchain_approx", "llamaindex_memory")
+    print(f"budget {results['budget']} tokens; " + ", ".join(
+        f"{k} {v}" for k, v in results["versions"].items()))
+    print("| messages | contextwright cold | contextwright steady | " + " | ".join(
+        f"{p} steady (× cw)" for p in peers) + " |")
+    print("|---" * (3 + len(peers)) + "|")
+    for size, row in results["sizes"].items():
+        cw = row["contextwright"]
+        cells = [f"{row[p]['steady_ms']:.2f} ms ({row[p]['steady_ms'] / cw['steady_ms']:.0f}×)"
+                 for p in peers]
+        print(f"| {int(size):,} | {cw['cold_ms']:.1f} ms | {cw['steady_ms']:.3f} ms | "
+              + " | ".join(cells) + " |")
+    sizes = list(results["sizes"])
+    if "1000" in sizes and "100000" in sizes:
+        flat = (results["sizes"]["100000"]["contextwright"]["steady_ms"]
+                / results["sizes"]["1000"]["contextwright"]["steady_ms"])
+        print(f"contextwright steady 100,000 / 1,000 messages: {flat:.2f}×")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000,10000,100000")
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results = run([int(s) for s in args.sizes.split(",")], args.turns)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print_table(results)
+
+
+if __name__ == "__main__":
+    main()
