@@ -31,10 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import LangChainSession, LlamaIndexSession, peer_versions  # noqa: E402
-from synthetic import make_history, make_tools, next_message  # noqa: E402
-
-from contextwright import BuildPlan, ContextBuilder, Request, clear_caches  # noqa: E402
+from contextwright import BuildPlan, ContextBuilder, Request, clear_caches
+from peers import LangChainSession, LlamaIndexSession, peer_versions
+from synthetic import make_history, make_tools, next_message
 
 BUDGET = 8192
 SYSTEM = "You are a travel and weather assistant. 你是出行与天气助手。Answer briefly."

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,27 +58,33 @@ LANGUAGES = ("en", "zh", "mixed")
 
 # --------------------------------------------------------------------------------------- text
 
-def _sentence(draw: st.DrawFn, language: str) -> str:
+def _sentence(rng: random.Random, language: str) -> str:
     if language == "mixed":
-        language = draw(st.sampled_from(("en", "zh")))
-    if language == "en":
-        words = draw(st.lists(st.sampled_from(EN_WORDS), min_size=2, max_size=14))
-        if draw(st.booleans()):
-            words.insert(draw(st.integers(0, len(words))), draw(st.sampled_from(EXACT_FACTS)))
-        sentence = " ".join(words)
-        return sentence[0].upper() + sentence[1:] + draw(st.sampled_from((".", "?", "!", ";")))
-    words = draw(st.lists(st.sampled_from(ZH_WORDS), min_size=2, max_size=12))
-    if draw(st.booleans()):
-        words.insert(draw(st.integers(0, len(words))), draw(st.sampled_from(EXACT_FACTS)))
-    return "".join(words) + draw(st.sampled_from(("。", "？", "！", "；")))
+        language = rng.choice(("en", "zh"))
+    vocabulary, joiner, stops = (
+        (EN_WORDS, " ", ".?!;") if language == "en" else (ZH_WORDS, "", "。？！；"))
+    words = rng.choices(vocabulary, k=rng.randint(2, 14))
+    if rng.random() < 0.3:
+        words.insert(rng.randint(0, len(words)), rng.choice(EXACT_FACTS))
+    sentence = joiner.join(words)
+    return sentence[0].upper() + sentence[1:] + rng.choice(stops)
+
+
+def _paragraph(rng: random.Random, language: str) -> str:
+    joiner = "" if language == "zh" else " "
+    return joiner.join(_sentence(rng, language) for _ in range(rng.randint(1, 4)))
+
+
+# Text content comes from a seeded generator: what matters to the properties is its shape
+# (language, length, forged separators), which Hypothesis draws and shrinks; drawing every word
+# would make generation, not building, the cost of a test.
+seeds = st.integers(0, 2**32 - 1)
 
 
 @st.composite
 def paragraphs(draw: st.DrawFn, language: str = "en") -> str:
     """One paragraph of a few sentences."""
-    count = draw(st.integers(1, 4))
-    joiner = "" if language == "zh" else " "
-    return joiner.join(_sentence(draw, language) for _ in range(count))
+    return _paragraph(random.Random(draw(seeds)), language)
 
 
 @st.composite
@@ -88,13 +95,13 @@ def texts(draw: st.DrawFn, language: str | None = None, *, long: bool | None = N
     language = language or draw(st.sampled_from(LANGUAGES))
     if long is None:
         long = draw(st.integers(0, 9)) == 0
-    base = draw(st.lists(paragraphs(language), min_size=1, max_size=3))
+    rng = random.Random(draw(seeds))
+    base = [_paragraph(rng, language) for _ in range(rng.randint(1, 3))]
     if long:
-        # Cheap to generate: numbered variations of a few paragraphs.
-        repeats = draw(st.integers(8, 120))
-        base = [f"{i + 1}. {base[i % len(base)]}" for i in range(repeats)]
+        # Numbered variations of a few paragraphs, up to several thousand tokens.
+        base = [f"{i + 1}. {base[i % len(base)]}" for i in range(draw(st.integers(8, 120)))]
     if tricky and draw(st.integers(0, 5)) == 0:
-        base.insert(draw(st.integers(0, len(base))), draw(st.sampled_from(TRICKY_LINES)))
+        base.insert(rng.randint(0, len(base)), draw(st.sampled_from(TRICKY_LINES)))
     separator = draw(st.sampled_from(("\n\n", "\n")))
     return separator.join(base)
 
@@ -128,25 +135,25 @@ class _Ids:
         return message
 
 
-def _json_result(draw: st.DrawFn, tag: str) -> str:
-    shape = draw(st.integers(0, 3))
-    language = draw(st.sampled_from(LANGUAGES))
+def _json_result(rng: random.Random, tag: str) -> str:
+    shape = rng.randint(0, 3)
     if shape == 0:
-        data: Any = {"code": 200, "data": {"city": draw(st.sampled_from(("上海", "Beijing"))),
-                                           "weather": draw(st.sampled_from(("多云", "sunny"))),
-                                           "temp": draw(st.integers(-20, 40)), "note": tag}}
+        data: Any = {"code": 200, "data": {"city": rng.choice(("上海", "Beijing")),
+                                           "weather": rng.choice(("多云", "sunny")),
+                                           "temp": rng.randint(-20, 40), "note": tag}}
     elif shape == 1:
         data = {"status": "ok", "results": [
-            {"id": f"A-{draw(st.integers(1000, 99999))}", "amount": draw(st.integers(1, 999)),
-             "state": draw(st.sampled_from(("paid", "refunded", "open")))}
-            for _ in range(draw(st.integers(2, 6)))
+            {"id": f"A-{rng.randint(1000, 99999)}", "amount": rng.randint(1, 999),
+             "state": rng.choice(("paid", "refunded", "open"))}
+            for _ in range(rng.randint(2, 6))
         ], "source": tag}
     elif shape == 2:
-        data = {"error": None, "message": draw(texts(language, long=False)), "ref": tag,
-                "items": draw(st.lists(st.sampled_from(EXACT_FACTS), max_size=4))}
+        data = {"error": None, "ref": tag, "items": rng.sample(EXACT_FACTS, rng.randint(0, 4)),
+                "message": "\n".join(_paragraph(rng, rng.choice(LANGUAGES))
+                                     for _ in range(rng.randint(1, 3)))}
     else:
-        data = [{"a": draw(st.integers(0, 9)), "b": tag}, {"a": 1, "b": "x", "c": {"d": 2}}]
-    return json.dumps(data, ensure_ascii=draw(st.booleans()))
+        data = [{"a": rng.randint(0, 9), "b": tag}, {"a": 1, "b": "x", "c": {"d": 2}}]
+    return json.dumps(data, ensure_ascii=rng.random() < 0.5)
 
 
 @st.composite
@@ -155,31 +162,32 @@ def tool_result_texts(draw: st.DrawFn, ids: _Ids) -> str:
     tag = ids.tag()
     kind = draw(st.sampled_from(("json", "json", "text", "error")))
     if kind == "json":
-        return _json_result(draw, tag)
+        return _json_result(random.Random(draw(seeds)), tag)
     if kind == "error":
         return f"Error: timeout after 30s ({tag})"
     return f"{tag}\n{draw(texts())}"
 
 
 @st.composite
-def tool_call_blocks(draw: st.DrawFn, ids: _Ids, *, missing_results: bool = True,
-                     with_text: bool = True) -> list[dict[str, Any]]:
+def tool_call_blocks(draw: st.DrawFn, ids: _Ids, *, missing_results: bool = True
+                     ) -> list[dict[str, Any]]:
     """An assistant message with 1-3 tool calls, followed by their results (in any order,
     sometimes one missing)."""
+    rng = random.Random(draw(seeds))
     calls = []
     for position in range(draw(st.integers(1, 3))):
-        arguments: Any = {"city": draw(st.sampled_from(("上海", "Paris"))),
-                          "q": draw(paragraphs(draw(st.sampled_from(LANGUAGES))))}
-        if draw(st.integers(0, 4)) == 0:
+        arguments: Any = {"city": rng.choice(("上海", "Paris")),
+                          "q": _paragraph(rng, rng.choice(LANGUAGES))}
+        if rng.random() < 0.2:
             arguments = {}
-        as_text = draw(st.booleans())
+        as_text = rng.random() < 0.5
         calls.append({"id": ids.call_id(position), "type": "function", "function": {
-            "name": draw(st.sampled_from(TOOL_NAMES)),
+            "name": rng.choice(TOOL_NAMES),
             "arguments": json.dumps(arguments, ensure_ascii=False) if as_text else arguments,
         }})
     content = None
-    if with_text and draw(st.integers(0, 3)) == 0:
-        content = draw(st.sampled_from(("", "Let me check.", "我查一下。")))
+    if rng.random() < 0.25:
+        content = rng.choice(("", "Let me check.", "我查一下。"))
     block = [ids.stamp({"role": "assistant", "content": content, "tool_calls": calls})]
     results = []
     for call in calls:
@@ -187,7 +195,7 @@ def tool_call_blocks(draw: st.DrawFn, ids: _Ids, *, missing_results: bool = True
             continue  # the agent crashed before recording this result
         result = {"role": "tool", "tool_call_id": call["id"],
                   "content": draw(tool_result_texts(ids))}
-        if draw(st.booleans()):
+        if rng.random() < 0.5:
             result["name"] = call["function"]["name"]
         results.append(ids.stamp(result))
     if len(results) > 1 and draw(st.booleans()):
@@ -309,12 +317,15 @@ def requests(draw: st.DrawFn, *, missing_results: bool = True) -> Request:
 
 @st.composite
 def budgets(draw: st.DrawFn) -> dict[str, Any]:
-    """``with_budget`` keyword arguments that leave something available."""
+    """``with_budget`` keyword arguments that leave something available (now and then so
+    little that not even the system prompt and the input fit)."""
+    if draw(st.integers(0, 9)) == 0:
+        return {"available_override": draw(st.integers(16, 300))}
     if draw(st.booleans()):
-        return {"available_override": draw(st.integers(16, 6000))}
-    window = draw(st.sampled_from((512, 1024, 2048, 4096, 8192, 16384)) | st.integers(64, 9000))
+        return {"available_override": draw(st.integers(300, 6000))}
+    window = draw(st.sampled_from((1024, 2048, 4096, 8192, 16384)) | st.integers(512, 12000))
     usable = math.floor(window * 0.75)
-    return {"window": window, "reserved_output": draw(st.integers(0, max(usable - 1, 0)))}
+    return {"window": window, "reserved_output": draw(st.integers(0, min(2048, usable // 2)))}
 
 
 @st.composite
@@ -341,7 +352,7 @@ def custom_plans(draw: st.DrawFn) -> BuildPlan:
         if name not in ("system", "user"):
             max_tokens = draw(st.none() | st.integers(0, 3000))
             if draw(st.integers(0, 3)) == 0:
-                settings["min_tokens"] = draw(st.integers(0, max_tokens or 500))
+                settings["min_tokens"] = draw(st.integers(0, 500 if max_tokens is None else max_tokens))
             settings["strategy"] = draw(st.sampled_from(("truncate", "keyword_window", "drop")))
             options: dict[str, Any] = {}
             if name == "history":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from contextwright.demo import run_demo, run_basic
+from contextwright.demo import run_basic, run_demo
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "demo.txt"
 

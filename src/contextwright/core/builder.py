@@ -77,8 +77,11 @@ def unused_request_parts(plan: BuildPlan, request: Request) -> list[str]:
 
 def framing_tokens(plan: BuildPlan, user_input: str, tokenizer: CountingTokenizer,
                    language: str) -> int:
-    """Tokens no source owns: reply priming, the system message frame, the repeated question
-    and the lead message Anthropic needs when history starts with the assistant."""
+    """Tokens no source owns.
+
+    Reply priming, the system message frame, the repeated question and the lead message
+    Anthropic needs when history starts with the assistant.
+    """
     tokens = REPLY_PRIMING + MESSAGE_OVERHEAD + anthropic_lead_tokens(tokenizer)
     if plan.repeat_question:
         question = repeated_question(user_input, language).content
@@ -92,9 +95,12 @@ def anthropic_lead_tokens(tokenizer: CountingTokenizer) -> int:
 
 
 def needs_data_note(request: Request, gathered: list[Gathered]) -> bool:
-    """Whether the system message says fenced text is data: when the request can bring tool
-    output or documents at all (so the note, part of the cacheable prefix, is there from the
-    first call of an agent loop), or when any untrusted item was offered."""
+    """Whether the system message says fenced text is data.
+
+    Yes when the request can bring tool output or documents at all (so the note, part of the
+    cacheable prefix, is there from the first call of an agent loop), or when any untrusted
+    item was offered.
+    """
     if request.tools or request.turn or request.documents:
         return True
     return any(c.item.untrusted for g in gathered for u in g.units for c in u.candidates)
@@ -195,8 +201,10 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
 def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str, Selection],
                 query: str, tokenizer: CountingTokenizer, language: str, limit: int,
                 with_note: bool) -> tuple[Assembly, int]:
-    """Assemble and count exactly; while over ``limit`` (joins can cost a token or two more
-    than their parts), drop the least important kept unit and try again."""
+    """Assemble and count exactly, dropping the least important kept unit while over ``limit``.
+
+    Joins can cost a token or two more than their parts, so the exact count has the last word.
+    """
     while True:
         kept = {name: selection.kept for name, selection in selections.items()}
         assembly = assemble(plan, kept, query, language, with_note)

@@ -165,9 +165,9 @@ def _anthropic_messages(messages: tuple[Message, ...]) -> tuple[list[dict[str, A
             merged[-1]["content"].extend(blocks)
         else:
             merged.append({"role": role, "content": blocks})
-    for message in merged:
-        if message["role"] == "user":  # tool results must open a user message
-            message["content"].sort(key=lambda block: block["type"] != "tool_result")
+    for turn in merged:
+        if turn["role"] == "user":  # tool results must open a user message
+            turn["content"].sort(key=lambda block: block["type"] != "tool_result")
     lead = bool(merged) and merged[0]["role"] != "user"
     if lead:
         merged.insert(0, {"role": "user", "content": [{"type": "text", "text": ANTHROPIC_LEAD}]})

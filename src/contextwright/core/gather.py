@@ -105,8 +105,11 @@ _CANDIDATES: dict[tuple[int, str, str], tuple[ContextItem, Candidate]] = {}
 
 def cached_candidate(item: ContextItem, tokenizer: CountingTokenizer, language: str,
                      limit: int) -> Candidate:
-    """``render_candidate``, remembered per item object (items are immutable; sources that
-    re-yield the same item, like history, skip re-rendering). Candidates are never mutated."""
+    """``render_candidate``, remembered per item object.
+
+    Items are immutable, so a source that re-yields the same item (history does) skips
+    re-rendering. Candidates are never mutated.
+    """
     key = (id(item), tokenizer.name, language)
     cached = _CANDIDATES.get(key)
     if cached is not None and cached[0] is item and (
@@ -139,7 +142,8 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
         raise
     except Exception as exc:  # a source is third-party code: isolate whatever it raises
         if spec.required:
-            raise SourceError(f"required source {spec.source!r} failed: {type(exc).__name__}") from exc
+            raise SourceError(
+                f"required source {spec.source!r} failed: {type(exc).__name__}") from exc
         logger.warning("source %s failed and was left out: %s", spec.source, type(exc).__name__)
         gathered.units, gathered.error = [], f"{type(exc).__name__}: {exc}"[:200]
     return gathered

@@ -108,7 +108,7 @@ class ContextItem:
 
 
 def check_text(value: object, where: str) -> str:
-    """Return ``value`` if it is a string that encodes as UTF-8, else raise ``InvalidInputError``."""
+    """Return ``value`` if it is a string that encodes as UTF-8; else ``InvalidInputError``."""
     if not isinstance(value, str):
         raise InvalidInputError(f"{where} must be a string")
     if not value.isascii():
@@ -116,8 +116,7 @@ def check_text(value: object, where: str) -> str:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InvalidInputError(
-                f"{where} is not valid Unicode (lone surrogate at {exc.start})"
-            ) from None
+                f"{where} is not valid Unicode (lone surrogate at {exc.start})") from None
     return value
 
 
@@ -176,7 +175,8 @@ def parse_message(raw: object, where: str) -> Message:
     message = _parse_message(raw, where)
     if len(_PARSED) >= _PARSED_LIMIT:
         _PARSED.clear()
-    _PARSED[id(raw)] = (raw, copy.deepcopy(raw), message)  # type: ignore[arg-type]
+    _PARSED[id(raw)] = (cast(Mapping[str, Any], raw), copy.deepcopy(cast(dict[str, Any], raw)),
+                        message)
     return message
 
 

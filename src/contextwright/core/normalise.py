@@ -1,4 +1,4 @@
-"""Normalisation at the build entry: key conflicts and duplicate messages (SPEC R-ITEM-2, R-DEDUP-1).
+"""Normalisation at the build entry: key conflicts and duplicates (SPEC R-ITEM-2, R-DEDUP-1).
 
 Key conflicts are found once, across and inside sources: the higher ``priority`` wins (on a tie,
 the source earlier in the plan, then the item offered first), a warning is logged and reported,

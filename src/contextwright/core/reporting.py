@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from contextwright.core.budget import Allocation
 from contextwright.core.gather import Gathered
 from contextwright.core.plan import BuildPlan
-from contextwright.core.report import BuildReport, Decision, SourceReport
+from contextwright.core.report import Action, BuildReport, Decision, SourceReport
 from contextwright.core.select import Selection
 from contextwright.tokens import CountingTokenizer
 
-_LEFT_OUT = frozenset(("dropped", "deduplicated", "conflict"))
+_LEFT_OUT: tuple[Action, ...] = ("dropped", "deduplicated", "conflict")
 
 
 def unread_decisions(g: Gathered) -> list[Decision]:
@@ -47,7 +47,8 @@ def make_report(plan: BuildPlan, gathered: list[Gathered], allocations: Mapping[
                 selections: Mapping[str, Selection], decisions: list[Decision],
                 warnings: list[str], tokenizer: CountingTokenizer, total: int) -> BuildReport:
     """Aggregate the decisions into the per-source table."""
-    all_decisions = decisions + [d for s in selections.values() for d in compacted_decisions(s, tokenizer)]
+    all_decisions = decisions + [
+        d for s in selections.values() for d in compacted_decisions(s, tokenizer)]
     actions = Counter((d.source, d.action) for d in all_decisions)
     unread = Counter(d.source for d in all_decisions if d.key.endswith(".*"))
     rows = []
@@ -67,7 +68,8 @@ def make_report(plan: BuildPlan, gathered: list[Gathered], allocations: Mapping[
             compacted=actions[(name, "compacted")], dropped=dropped + unread_count,
             error=g.error,
         ))
-    warnings = warnings + [f"source {g.spec.source} failed: {g.error}" for g in gathered if g.error]
+    warnings = warnings + [
+        f"source {g.spec.source} failed: {g.error}" for g in gathered if g.error]
     return BuildReport(
         plan=plan.name, tokenizer=tokenizer.name, exact_tokens=tokenizer.exact,
         available=plan.budget.available, total_tokens=total, sources=tuple(rows),

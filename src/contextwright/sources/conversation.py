@@ -44,7 +44,10 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str) -> Iterat
             continue
         results = [message]
         index -= 1
-        while index >= 0 and (message := parse_message(raw[index], f"{where}[{index}]")).role == "tool":
+        while index >= 0:
+            message = parse_message(raw[index], f"{where}[{index}]")
+            if message.role != "tool":
+                break
             results.append(message)
             index -= 1
         if index < 0 or message.role != "assistant" or not message.tool_calls:

@@ -1,4 +1,4 @@
-"""Token counting: exact offline OpenAI encodings, Hugging Face tokenizer.json, a CJK-aware estimate.
+"""Token counting: exact offline OpenAI encodings, HF tokenizer.json, a CJK-aware estimate.
 
 This package imports nothing else of contextwright but ``errors``. Every tokenizer is wrapped in a
 ``CountingTokenizer`` that caches counts by content, so a long session is never re-tokenised.

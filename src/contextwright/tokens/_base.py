@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from contextwright.errors import TokenizerError
 
@@ -64,7 +64,7 @@ class CountingTokenizer:
     pure function of its key, so a race only computes one count twice.
     """
 
-    _caches: dict[str, dict[str, int]] = {}
+    _caches: ClassVar[dict[str, dict[str, int]]] = {}
     _caches_lock = threading.Lock()
 
     def __init__(self, inner: Tokenizer) -> None:
@@ -117,8 +117,11 @@ class CountingTokenizer:
 
 
 def get_tokenizer(spec: str | Tokenizer | CountingTokenizer = "o200k_base") -> CountingTokenizer:
-    """Resolve a tokenizer by name: ``o200k_base``, ``cl100k_base``, ``estimate``, or a path to a
-    Hugging Face ``tokenizer.json``; an object that follows the protocol is wrapped as is."""
+    """Resolve a tokenizer by name or wrap a tokenizer object.
+
+    Names: ``o200k_base``, ``cl100k_base``, ``estimate``, or a path to a Hugging Face
+    ``tokenizer.json``; an object that follows the protocol is wrapped as is.
+    """
     if isinstance(spec, CountingTokenizer):
         return spec
     if not isinstance(spec, str):

@@ -49,11 +49,11 @@ class OpenAITokenizer:
         """Longest prefix within ``max_tokens``; never splits a character."""
         tokens: list[int] = []
         pieces = split_into_pieces(text)
-        for used, piece in enumerate(pieces, start=1):
+        for piece in pieces:
             tokens.extend(self._encode(piece))
             if len(tokens) > max_tokens:
                 break
-        if len(tokens) <= max_tokens and used == len(pieces):
+        else:
             return text
         raw: bytes = self._encoding.decode_bytes(tokens[:max_tokens])
         prefix = raw.decode("utf-8", errors="ignore")

@@ -1,0 +1,514 @@
+"""Property tests of whole builds: the promises of SPEC §1-4, 6 and 12, checked on random
+realistic requests (tests/strategies.py) under shipped and custom plans with random budgets.
+
+Token counts are recomputed here from scratch with ``bpe_openai`` (not the library's cache), and
+the OpenAI message list is validated here, independently of ``contextwright.core.validate``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hypothesis import HealthCheck, given, note, settings
+from strategies import UNTRUSTED_TAG, Scenario, scenarios
+
+from contextwright import (
+    BudgetError,
+    BuildPlan,
+    ContextBuilder,
+    Decision,
+    Document,
+    FinalContext,
+    Request,
+)
+from contextwright.sources.conversation import MISSING_RESULT
+
+
+
+def _load_encoding_and_builder() -> tuple[Any, ContextBuilder]:
+    # bpe-openai 0.1 loads its BPE files with the deprecated importlib.resources.open_binary;
+    # under filterwarnings=error the first load would fail the test run (see the report).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai
+
+        return bpe_openai.get_encoding("o200k_base"), ContextBuilder(tokenizer="o200k_base")
+
+
+ENCODING, BUILDER = _load_encoding_and_builder()
+PROPERTY = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+LEFT_OUT = frozenset(("dropped", "deduplicated", "conflict"))
+CHANGED = frozenset(("truncated", "compacted"))
+# Each message costs its content + 4; each call its name + arguments + 8; each schema its
+# compact JSON + 8; the reply is primed with 3 (SPEC R-TOK-1, contextwright.core.accounting).
+MESSAGE_OVERHEAD, CALL_OVERHEAD, SCHEMA_OVERHEAD, REPLY_PRIMING = 4, 8, 8, 3
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+def count(text: str) -> int:
+    """Exact o200k_base count, straight from the encoder."""
+    return len(ENCODING.encode(text, disallowed_special=()))
+
+
+def schema_json(schema: Mapping[str, Any]) -> str:
+    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def openai_tokens(request: Mapping[str, Any]) -> int:
+    """Tokens of an OpenAI chat request: messages, their tool calls and the tool schemas."""
+    total = REPLY_PRIMING
+    for message in request["messages"]:
+        total += count(message.get("content") or "") + MESSAGE_OVERHEAD
+        for call in message.get("tool_calls") or ():
+            function = call["function"]
+            total += count(function["name"]) + count(function["arguments"]) + CALL_OVERHEAD
+    for schema in request.get("tools", ()):
+        total += count(schema_json(schema)) + SCHEMA_OVERHEAD
+    return total
+
+
+def never_cut_tokens(plan: BuildPlan, request: Request) -> int:
+    """The smallest context a build may produce: the system prompt and the user's input."""
+    total = REPLY_PRIMING + count(request.user_input) + MESSAGE_OVERHEAD
+    if request.system and plan.spec("system") is not None:
+        total += count(request.system) + MESSAGE_OVERHEAD
+    return total
+
+
+def build(scenario: Scenario) -> FinalContext | BudgetError:
+    """Build the scenario; a ``BudgetError`` is returned, anything else raised."""
+    note(f"plan: {scenario.plan}")
+    try:
+        return BUILDER.build(scenario.plan, scenario.request)
+    except BudgetError as exc:
+        return exc
+
+
+def built(scenario: Scenario) -> FinalContext | None:
+    """The context, or None when the build (legitimately or not) raised ``BudgetError``."""
+    result = build(scenario)
+    return None if isinstance(result, BudgetError) else result
+
+
+def decisions_by_key(decisions: Sequence[Decision]) -> dict[str, list[Decision]]:
+    by_key: dict[str, list[Decision]] = defaultdict(list)
+    for decision in decisions:
+        by_key[decision.key].append(decision)
+    return by_key
+
+
+def arguments_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def normalised(message: Mapping[str, Any]) -> tuple[str, str, tuple[tuple[str, str, str], ...]]:
+    """(role, content text, calls) of an OpenAI message dict, input or output."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "\n".join(part["text"] for part in content)
+    calls = tuple(
+        (call["id"], call["function"]["name"],
+         arguments_text(call["function"].get("arguments", "{}")))
+        for call in message.get("tool_calls") or ()
+    )
+    return message["role"], content or "", calls
+
+
+def neutralised(text: str) -> str:
+    """Tool text as fenced: special-token look-alikes broken up (SPEC R-SEC-1)."""
+    return text.replace("<|", "<\\|")
+
+
+def is_placeholder(message: Mapping[str, Any]) -> bool:
+    return message["role"] == "tool" and MISSING_RESULT in (message.get("content") or "")
+
+
+def _matches(raw: Mapping[str, Any], out: Mapping[str, Any], decisions: list[Decision]) -> bool:
+    """Does output message ``out`` render input message ``raw``?"""
+    role, content, calls = normalised(raw)
+    out_role, out_content, out_calls = normalised(out)
+    if role != out_role:
+        return False
+    changed = {d.action for d in decisions} & CHANGED
+    if role == "tool":
+        return out.get("tool_call_id") == raw["tool_call_id"] and (
+            neutralised(content) in out_content or bool(changed))
+    return calls == out_calls and (content == out_content or "truncated" in changed)
+
+
+class Account:
+    """Which input messages of one section (history or turn) are in the output, matched from
+    the newest back (kept conversation is a newest-first run)."""
+
+    def __init__(self, ctx: FinalContext, raw: Sequence[Mapping[str, Any]], prefix: str,
+                 section: str) -> None:
+        rendered = ctx.to_messages("openai")
+        self.decisions = decisions_by_key(ctx.report.decisions)
+        self.prefix = prefix
+        self.unread = sum(d.count for d in ctx.report.decisions if d.key == f"{prefix}.*")
+        self.kept: dict[int, int] = {}
+        self.unmatched: list[int] = []
+        position = len(raw) - 1
+        outputs = [i for i, s in enumerate(ctx.sections) if s == section]
+        for out_index in reversed(outputs):
+            out = rendered[out_index]
+            if is_placeholder(out):
+                continue
+            index = position
+            while index >= 0 and not (
+                not self.left_out(index)
+                and _matches(raw[index], out, self.decisions.get(self.key(index), []))
+            ):
+                index -= 1
+            if index < 0:
+                self.unmatched.append(out_index)
+                continue
+            self.kept[index] = out_index
+            position = index - 1
+
+    def key(self, index: int) -> str:
+        return f"{self.prefix}.m{index}"
+
+    def left_out(self, index: int) -> list[Decision]:
+        return [d for d in self.decisions.get(self.key(index), []) if d.action in LEFT_OUT]
+
+    def actions(self, index: int) -> set[str]:
+        return {d.action for d in self.decisions.get(self.key(index), [])}
+
+
+def check_openai_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Every tool message sits in the block right after the assistant message that called it;
+    every call of that message is answered exactly once in that block."""
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        assert message["role"] != "tool", f"messages[{index}] is a tool result after no call"
+        index += 1
+        pending = [call["id"] for call in message.get("tool_calls") or ()]
+        if not pending:
+            continue
+        assert message["role"] == "assistant", f"messages[{index - 1}] calls tools"
+        while index < len(messages) and messages[index]["role"] == "tool":
+            call_id = messages[index]["tool_call_id"]
+            assert call_id in pending, f"messages[{index}] answers no call of its block"
+            pending.remove(call_id)
+            index += 1
+        assert not pending, f"calls {pending} before messages[{index}] have no result"
+
+
+# ------------------------------------------------------------------------------ the budget
+
+@PROPERTY
+@given(scenarios())
+def test_context_never_exceeds_available(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    available = scenario.plan.budget.available
+    request = ctx.to_request("openai")
+    tokens = openai_tokens(request)
+    assert tokens <= available, f"OpenAI rendering costs {tokens} > available {available}"
+    assert ctx.available == available
+
+
+@PROPERTY
+@given(scenarios())
+def test_text_rendering_never_exceeds_available(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    text = ctx.to_text()
+    assert count(text) <= scenario.plan.budget.available
+
+
+@PROPERTY
+@given(scenarios())
+def test_anthropic_rendering_is_valid_and_fits(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    request = ctx.to_request("anthropic")  # raises ValidationError on a bad rendering
+    messages = request["messages"]
+    assert not messages or messages[0]["role"] == "user"
+    for before, after in zip(messages, messages[1:], strict=False):
+        assert before["role"] != after["role"], "Anthropic roles must alternate"
+    opens_with_user = next((m.role for m in ctx.messages if m.role != "system"), "user") == "user"
+    lead = 0 if opens_with_user else count(messages[0]["content"][0]["text"]) + MESSAGE_OVERHEAD
+    assert openai_tokens(ctx.to_request("openai")) + lead <= scenario.plan.budget.available
+
+
+@PROPERTY
+@given(scenarios())
+def test_budget_error_only_when_never_cut_parts_do_not_fit(scenario: Scenario) -> None:
+    result = build(scenario)
+    if not isinstance(result, BudgetError):
+        return
+    needed = never_cut_tokens(scenario.plan, scenario.request)
+    available = scenario.plan.budget.available
+    assert result.report is not None
+    assert needed > available, (
+        f"BudgetError ({result}) although system prompt + user input need only {needed} "
+        f"of {available} tokens"
+    )
+
+
+# ------------------------------------------------------------------ what is kept, what is cut
+
+@PROPERTY
+@given(scenarios())
+def test_system_prompt_and_user_input_are_never_cut(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    messages = ctx.to_messages("openai")
+    request = scenario.request
+    if request.system and scenario.plan.spec("system") is not None:
+        assert messages[0]["role"] == "system"
+        assert request.system in messages[0]["content"]
+    assert any(m["role"] == "user" and m["content"] == request.user_input for m in messages)
+
+
+def _check_every_message_accounted(ctx: FinalContext, plan: BuildPlan,
+                                   raw: Sequence[Mapping[str, Any]], part: str, source: str
+                                   ) -> None:
+    if not raw:
+        return
+    if plan.spec(source) is None:
+        assert any(f"request.{part}" in w for w in ctx.report.warnings), (
+            f"request.{part} was left out without a warning")
+        return
+    account = Account(ctx, raw, source, source)
+    assert not account.unmatched, (
+        f"{source} output messages {account.unmatched} match no input message that is not "
+        "reported as left out")
+    for index in range(len(raw)):
+        if index in account.kept or index < account.unread:
+            continue
+        left_out = account.left_out(index)
+        assert left_out, (
+            f"{account.key(index)} is neither in the context nor covered by a decision "
+            f"(decisions for it: {account.decisions.get(account.key(index), [])})")
+        assert all(d.reason for d in left_out)
+
+
+@PROPERTY
+@given(scenarios())
+def test_every_history_and_turn_message_is_kept_or_reported(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    request = scenario.request
+    _check_every_message_accounted(ctx, scenario.plan, request.history, "history", "history")
+    _check_every_message_accounted(ctx, scenario.plan, request.turn, "turn", "tool_results")
+
+
+@PROPERTY
+@given(scenarios())
+def test_tool_call_never_separated_from_its_result(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    check_openai_tool_pairing(ctx.to_messages("openai"))
+
+
+@PROPERTY
+@given(scenarios())
+def test_history_is_dropped_oldest_first(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    spec = scenario.plan.spec("history")
+    history = scenario.request.history
+    if ctx is None or spec is None or not history:
+        return
+    account = Account(ctx, history, "history", "history")
+    if not account.kept:
+        return
+    deduplicated = {i for i in range(len(history)) if "deduplicated" in account.actions(i)}
+    oldest = min(account.kept)
+    holes = [i for i in range(oldest, len(history))
+             if i not in account.kept and i not in deduplicated]
+    assert not holes, f"kept history from m{oldest} has holes at {holes}"
+    if not spec.options.get("partial_rounds", False):
+        start = oldest
+        while start - 1 in deduplicated:
+            start -= 1
+        assert start == 0 or history[start]["role"] == "user", (
+            f"kept history starts inside a round (m{oldest}, a {history[oldest]['role']} message)")
+
+
+# ------------------------------------------------------------------------------ determinism
+
+def _fingerprint(result: FinalContext | BudgetError) -> tuple[str, str]:
+    if isinstance(result, BudgetError):
+        return str(result), json.dumps(result.report.to_dict(), ensure_ascii=False)
+    return (json.dumps(result.to_messages("openai"), ensure_ascii=False),
+            json.dumps(result.report.to_dict(), ensure_ascii=False))
+
+
+@PROPERTY
+@given(scenarios())
+def test_same_input_gives_byte_identical_output(scenario: Scenario) -> None:
+    first = _fingerprint(build(scenario))
+    again = _fingerprint(build(scenario))
+    fresh = _fingerprint(build(Scenario(scenario.plan, copy.deepcopy(scenario.request))))
+    assert first[0] == again[0] == fresh[0], "messages differ between identical builds"
+    assert first[1] == again[1] == fresh[1], "reports differ between identical builds"
+
+
+# --------------------------------------------------------------------------------- security
+
+@PROPERTY
+@given(scenarios())
+def test_untrusted_text_never_in_system_or_user_role(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    for index, message in enumerate(ctx.to_messages("openai")):
+        if message["role"] in ("system", "user"):
+            assert UNTRUSTED_TAG not in (message["content"] or ""), (
+                f"untrusted text in messages[{index}] ({message['role']})")
+    anthropic = ctx.to_request("anthropic")
+    assert UNTRUSTED_TAG not in anthropic["system"]
+    for message in anthropic["messages"]:
+        for block in message["content"]:
+            if block["type"] == "text":
+                assert UNTRUSTED_TAG not in block["text"]
+
+
+@PROPERTY
+@given(scenarios())
+def test_untrusted_text_is_fenced_and_cannot_close_its_fence(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    for index, message in enumerate(ctx.to_messages("openai")):
+        if message["role"] != "tool":
+            continue
+        content = message["content"]
+        head, _, rest = content.partition("\n")
+        assert head.startswith("<<data ") and head.endswith(">>"), f"messages[{index}] unfenced"
+        marker = head.split()[1]
+        body, _, tail = rest.rpartition("\n")
+        assert tail == f"<<end {marker}>>", f"messages[{index}] fence not closed"
+        assert f"<<end {marker}>>" not in body, f"messages[{index}] closes its own fence early"
+        assert "<|" not in body, f"messages[{index}] keeps a special-token look-alike"
+
+
+# ------------------------------------------------------------------------------- the report
+
+@PROPERTY
+@given(scenarios())
+def test_report_agrees_with_the_context(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    tokens = openai_tokens(ctx.to_request("openai"))
+    assert ctx.total_tokens == ctx.report.total_tokens == tokens
+    rows = {row.source: row for row in ctx.report.sources}
+    for source in ("history", "tool_results", "rag"):
+        if source in rows:
+            assert rows[source].items == ctx.sections.count(source), source
+    if "tools" in rows:
+        assert rows["tools"].items == len(ctx.tool_schemas)
+    for decision in ctx.report.decisions:
+        assert decision.reason, f"decision without a reason: {decision}"
+
+
+@PROPERTY
+@given(scenarios())
+def test_well_formed_input_has_no_key_conflicts(scenario: Scenario) -> None:
+    # Built-in sources over a well-formed request never produce the same key twice, so a strict
+    # plan must not raise and no conflict may be reported.
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    conflicts = [d for d in ctx.report.decisions if d.action == "conflict"]
+    assert not conflicts, f"spurious key conflicts: {conflicts}"
+
+
+# --------------------------------------------------------- examples: the bugs these properties
+# found, as minimal cases (they state the spec; they fail until the library is fixed)
+
+def _call(call_id: str, name: str = "get_weather") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def test_call_with_a_missing_result_keeps_its_place_in_history() -> None:
+    history = [
+        {"role": "user", "content": "weather in Paris and Rome?"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1"), _call("c2")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Paris: sunny"},
+        {"role": "user", "content": "thanks"},
+        {"role": "assistant", "content": "you're welcome"},
+    ]
+    ctx = BUILDER.build(BuildPlan.named("chat"),
+                        Request(user_input="and tomorrow?", system="Be brief.", history=history))
+    messages = ctx.to_messages("openai")
+    assert [m["role"] for m in messages] == [
+        "system", "user", "assistant", "tool", "tool", "user", "assistant", "user"]
+    assert MISSING_RESULT in messages[4]["content"]
+    assert not [d for d in ctx.report.decisions if d.action == "conflict"]
+    assert not ctx.report.warnings
+
+
+def test_call_with_a_missing_result_does_not_conflict_in_a_strict_plan() -> None:
+    plan = BuildPlan.builder("strict").add("system").add("user").add("tool_results").strict()
+    turn = [
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1"), _call("c2")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Paris: sunny"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c3")]},
+        {"role": "tool", "tool_call_id": "c3", "content": "Rome: rain"},
+    ]
+    ctx = BUILDER.build(plan.build(), Request(user_input="weather?", system="Be brief.",
+                                              turn=turn))
+    assert [m["role"] for m in ctx.to_messages("openai")] == [
+        "system", "user", "assistant", "tool", "tool", "assistant", "tool"]
+
+
+def test_rounds_beyond_max_rounds_are_reported() -> None:
+    history = []
+    for i in range(6):
+        history += [{"role": "user", "content": f"question {i}"},
+                    {"role": "assistant", "content": f"answer {i}"}]
+    ctx = BUILDER.build(BuildPlan.named("rag_qa"),  # max_rounds: 4
+                        Request(user_input="hi", system="Be brief.", history=history))
+    contents = [m["content"] for m in ctx.to_messages("openai")]
+    assert "question 1" not in contents
+    decisions = decisions_by_key(ctx.report.decisions)
+    unread = sum(d.count for d in ctx.report.decisions if d.key == "history.*")
+    for index in range(4):
+        assert index < unread or decisions.get(f"history.m{index}"), (
+            f"history.m{index} left out without a decision")
+    row = next(r for r in ctx.report.sources if r.source == "history")
+    assert row.dropped == 4
+
+
+def test_report_does_not_depend_on_earlier_builds() -> None:
+    # A tool result long enough to be counted in pieces (> 32,000 characters).
+    text = "\n".join(f"line {i}: the refund for order A-{i:05d} was approved." for i in range(4000))
+    turn = [{"role": "assistant", "content": None, "tool_calls": [_call("c1", "search_orders")]},
+            {"role": "tool", "tool_call_id": "c1", "content": text}]
+    request = Request(user_input="which refunds were approved?", system="Be brief.", turn=turn)
+    small = BuildPlan.named("tool_heavy").with_budget(available_override=600)
+    large = BuildPlan.named("tool_heavy").with_budget(available_override=200_000)
+    before = _fingerprint(BUILDER.build(small, copy.deepcopy(request)))
+    BUILDER.build(large, copy.deepcopy(request))
+    after = _fingerprint(BUILDER.build(small, copy.deepcopy(request)))
+    assert before == after
+
+
+def test_budget_error_is_not_raised_for_a_reserve_the_context_does_not_need() -> None:
+    # The minimal context (system + input) fits with room to spare; the document cannot fit and
+    # must be dropped rather than failing the whole build.
+    request = Request(user_input="What is the refund window?", system="Answer briefly.",
+                      documents=[Document(id="d1", text="Refunds within 30 days. " * 200)])
+    plan = BuildPlan.named("rag_qa")
+    needed = never_cut_tokens(plan, request)
+    ctx = BUILDER.build(plan.with_budget(available_override=needed + 2), request)
+    assert ctx.total_tokens <= needed + 2
