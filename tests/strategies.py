@@ -77,33 +77,52 @@ def _paragraph(rng: random.Random, language: str) -> str:
 
 # Text content comes from a seeded generator: what matters to the properties is its shape
 # (language, length, forged separators), which Hypothesis draws and shrinks; drawing every word
-# would make generation, not building, the cost of a test.
-seeds = st.integers(0, 2**32 - 1)
+# would make generation, not building, the cost of a test. Strategies used inside the
+# composites are module constants (a strategy built per draw is validated per draw).
+SEEDS = st.integers(0, 2**32 - 1)
+LANGUAGE = st.sampled_from(LANGUAGES)
+LONG_REPEATS = st.integers(8, 120)
+TRICKY = st.sampled_from(TRICKY_LINES)
+_DICE = {sides: st.integers(0, sides - 1) for sides in (2, 3, 4, 5, 6, 7, 8, 10)}
+_COUNTS = {top: st.integers(0, top) for top in (1, 2, 3, 4, 6, 8)}
 
 
-@st.composite
-def paragraphs(draw: st.DrawFn, language: str = "en") -> str:
-    """One paragraph of a few sentences."""
-    return _paragraph(random.Random(draw(seeds)), language)
+def one_in(draw: st.DrawFn, sides: int) -> bool:
+    """True with probability 1/sides (False is what Hypothesis shrinks towards)."""
+    return draw(_DICE[sides]) == sides - 1
+
+
+def up_to(draw: st.DrawFn, top: int) -> int:
+    return draw(_COUNTS[top])
+
+
+def draw_text(draw: st.DrawFn, language: str | None = None, *, long: bool | None = None,
+              tricky: bool = True) -> str:
+    """A realistic text: a few paragraphs, sometimes long (tens of paragraphs, thousands of
+    tokens), sometimes with a line that tries to forge a separator, label, role or token."""
+    language = language or draw(LANGUAGE)
+    if long is None:
+        long = one_in(draw, 10)
+    rng = random.Random(draw(SEEDS))
+    base = [_paragraph(rng, language) for _ in range(rng.randint(1, 3))]
+    if long:
+        # Numbered variations of a few paragraphs, up to several thousand tokens.
+        base = [f"{i + 1}. {base[i % len(base)]}" for i in range(draw(LONG_REPEATS))]
+    if tricky and one_in(draw, 6):
+        base.insert(rng.randint(0, len(base)), draw(TRICKY))
+    return rng.choice(("\n\n", "\n")).join(base)
 
 
 @st.composite
 def texts(draw: st.DrawFn, language: str | None = None, *, long: bool | None = None,
           tricky: bool = True) -> str:
-    """A realistic text: a few paragraphs, sometimes long (tens of paragraphs, thousands of
-    tokens), sometimes with lines that try to forge a separator, label, role or special token."""
-    language = language or draw(st.sampled_from(LANGUAGES))
-    if long is None:
-        long = draw(st.integers(0, 9)) == 0
-    rng = random.Random(draw(seeds))
-    base = [_paragraph(rng, language) for _ in range(rng.randint(1, 3))]
-    if long:
-        # Numbered variations of a few paragraphs, up to several thousand tokens.
-        base = [f"{i + 1}. {base[i % len(base)]}" for i in range(draw(st.integers(8, 120)))]
-    if tricky and draw(st.integers(0, 5)) == 0:
-        base.insert(rng.randint(0, len(base)), draw(st.sampled_from(TRICKY_LINES)))
-    separator = draw(st.sampled_from(("\n\n", "\n")))
-    return separator.join(base)
+    """Strategy form of ``draw_text``."""
+    return draw_text(draw, language, long=long, tricky=tricky)
+
+
+def paragraph(draw: st.DrawFn, language: str = "en") -> str:
+    """One paragraph of a few sentences."""
+    return _paragraph(random.Random(draw(SEEDS)), language)
 
 
 # ----------------------------------------------------------------------------- conversation
@@ -156,26 +175,24 @@ def _json_result(rng: random.Random, tag: str) -> str:
     return json.dumps(data, ensure_ascii=rng.random() < 0.5)
 
 
-@st.composite
-def tool_result_texts(draw: st.DrawFn, ids: _Ids) -> str:
-    """A tool's output: JSON (envelopes, tables, nested), plain text, or long text; tagged."""
+def draw_tool_result(draw: st.DrawFn, ids: _Ids) -> str:
+    """A tool's output: JSON (envelopes, tables, nested), plain or long text, an error; tagged."""
     tag = ids.tag()
-    kind = draw(st.sampled_from(("json", "json", "text", "error")))
-    if kind == "json":
-        return _json_result(random.Random(draw(seeds)), tag)
-    if kind == "error":
-        return f"Error: timeout after 30s ({tag})"
-    return f"{tag}\n{draw(texts())}"
+    kind = draw(_DICE[4])
+    if kind <= 1:
+        return _json_result(random.Random(draw(SEEDS)), tag)
+    if kind == 2:
+        return f"{tag}\n{draw_text(draw)}"
+    return f"Error: timeout after 30s ({tag})"
 
 
-@st.composite
-def tool_call_blocks(draw: st.DrawFn, ids: _Ids, *, missing_results: bool = True
-                     ) -> list[dict[str, Any]]:
+def draw_tool_block(draw: st.DrawFn, ids: _Ids, *, missing_results: bool = True
+                    ) -> list[dict[str, Any]]:
     """An assistant message with 1-3 tool calls, followed by their results (in any order,
     sometimes one missing)."""
-    rng = random.Random(draw(seeds))
+    rng = random.Random(draw(SEEDS))
     calls = []
-    for position in range(draw(st.integers(1, 3))):
+    for position in range(1 + up_to(draw, 2)):
         arguments: Any = {"city": rng.choice(("上海", "Paris")),
                           "q": _paragraph(rng, rng.choice(LANGUAGES))}
         if rng.random() < 0.2:
@@ -185,145 +202,144 @@ def tool_call_blocks(draw: st.DrawFn, ids: _Ids, *, missing_results: bool = True
             "name": rng.choice(TOOL_NAMES),
             "arguments": json.dumps(arguments, ensure_ascii=False) if as_text else arguments,
         }})
-    content = None
-    if rng.random() < 0.25:
-        content = rng.choice(("", "Let me check.", "我查一下。"))
+    content = rng.choice(("", "Let me check.", "我查一下。")) if rng.random() < 0.25 else None
     block = [ids.stamp({"role": "assistant", "content": content, "tool_calls": calls})]
     results = []
     for call in calls:
-        if missing_results and draw(st.integers(0, 6)) == 0:
+        if missing_results and one_in(draw, 7):
             continue  # the agent crashed before recording this result
         result = {"role": "tool", "tool_call_id": call["id"],
-                  "content": draw(tool_result_texts(ids))}
+                  "content": draw_tool_result(draw, ids)}
         if rng.random() < 0.5:
             result["name"] = call["function"]["name"]
         results.append(ids.stamp(result))
-    if len(results) > 1 and draw(st.booleans()):
+    if len(results) > 1 and rng.random() < 0.5:
         results.reverse()  # results may come back in any order
     return block + results
 
 
 def _content(draw: st.DrawFn, text: str) -> Any:
-    if draw(st.integers(0, 7)) == 0:
+    if one_in(draw, 8):
         return [{"type": "text", "text": part} for part in text.split("\n\n")]
     return text
 
 
-@st.composite
-def rounds(draw: st.DrawFn, ids: _Ids, language: str, *, missing_results: bool = True,
-           answered: bool = True) -> list[dict[str, Any]]:
+def draw_round(draw: st.DrawFn, ids: _Ids, language: str, *, missing_results: bool = True,
+               answered: bool = True) -> list[dict[str, Any]]:
     """One round: a user message, sometimes tool call blocks, then the assistant's answer."""
-    round_ = [ids.stamp({"role": "user", "content": _content(draw, draw(texts(language)))})]
-    for _ in range(draw(st.integers(0, 2)) if draw(st.booleans()) else 0):
-        round_ += draw(tool_call_blocks(ids, missing_results=missing_results))
+    round_ = [ids.stamp({"role": "user", "content": _content(draw, draw_text(draw, language))})]
+    for _ in range(up_to(draw, 2) if one_in(draw, 2) else 0):
+        round_ += draw_tool_block(draw, ids, missing_results=missing_results)
     if answered:
-        round_.append(ids.stamp({"role": "assistant", "content": draw(texts(language))}))
+        round_.append(ids.stamp({"role": "assistant", "content": draw_text(draw, language)}))
     return round_
 
 
-@st.composite
-def histories(draw: st.DrawFn, ids: _Ids, language: str, *, missing_results: bool = True,
-              max_rounds: int = 8) -> list[dict[str, Any]]:
+def draw_history(draw: st.DrawFn, ids: _Ids, language: str, *, missing_results: bool = True
+                 ) -> list[dict[str, Any]]:
     """Earlier rounds, oldest first; sometimes opened by an assistant greeting, sometimes
     ending with an unanswered user message, sometimes with a double-sent message."""
     history: list[dict[str, Any]] = []
-    if draw(st.integers(0, 5)) == 0:
+    if one_in(draw, 6):
         history.append(ids.stamp({"role": "assistant",
                                   "content": "Hi! How can I help you today?"}))
-    count = draw(st.integers(0, max_rounds))
+    count = up_to(draw, 8)
     for index in range(count):
-        answered = index < count - 1 or draw(st.integers(0, 5)) != 0
-        history += draw(rounds(ids, language, missing_results=missing_results,
-                               answered=answered))
-    if history and not ids.with_message_ids and draw(st.integers(0, 7)) == 0:
+        answered = index < count - 1 or not one_in(draw, 6)
+        history += draw_round(draw, ids, language, missing_results=missing_results,
+                              answered=answered)
+    if history and not ids.with_message_ids and one_in(draw, 8):
         position = draw(st.integers(0, len(history) - 1))
         if history[position]["role"] == "user":
             history.insert(position + 1, dict(history[position]))  # double-sent
     return history
 
 
-@st.composite
-def turns(draw: st.DrawFn, ids: _Ids, *, missing_results: bool = True
-          ) -> list[dict[str, Any]]:
+def draw_turn(draw: st.DrawFn, ids: _Ids, *, missing_results: bool = True
+              ) -> list[dict[str, Any]]:
     """This turn's tool calls and their results so far."""
     turn: list[dict[str, Any]] = []
-    for _ in range(draw(st.integers(0, 3))):
-        turn += draw(tool_call_blocks(ids, missing_results=missing_results))
+    for _ in range(up_to(draw, 3)):
+        turn += draw_tool_block(draw, ids, missing_results=missing_results)
     return turn
 
 
-@st.composite
-def tool_schemas(draw: st.DrawFn) -> list[dict[str, Any]]:
+def draw_tool_schemas(draw: st.DrawFn) -> list[dict[str, Any]]:
     """OpenAI function tool schemas with unique names."""
-    names = draw(st.lists(st.sampled_from(TOOL_NAMES), unique=True, max_size=6))
+    rng = random.Random(draw(SEEDS))
     schemas = []
-    for name in names:
-        properties = {
-            param: {"type": "string", "description": draw(paragraphs("en"))}
-            for param in draw(st.lists(st.sampled_from(("city", "query", "id", "date", "text")),
-                                       unique=True, max_size=3))
-        }
-        function: dict[str, Any] = {"name": name, "description": draw(paragraphs(
-            draw(st.sampled_from(LANGUAGES))))}
-        if properties or draw(st.booleans()):
+    for name in rng.sample(TOOL_NAMES, up_to(draw, 6)):
+        params = rng.sample(("city", "query", "id", "date", "text"), rng.randint(0, 3))
+        properties = {param: {"type": "string", "description": _paragraph(rng, "en")}
+                      for param in params}
+        function: dict[str, Any] = {"name": name,
+                                    "description": _paragraph(rng, rng.choice(LANGUAGES))}
+        if properties or rng.random() < 0.5:
             function["parameters"] = {"type": "object", "properties": properties,
                                       "required": sorted(properties)[:1]}
         schemas.append({"type": "function", "function": function})
     return schemas
 
 
-@st.composite
-def documents(draw: st.DrawFn, ids: _Ids) -> list[Document]:
+SOURCE_LABELS = (None, "refund_policy.md §2", "faq.md", "手册.pdf p.3", "a>>b\nc")
+
+
+def draw_documents(draw: st.DrawFn, ids: _Ids) -> list[Document]:
     """Retrieved documents with unique ids, sometimes scored, labelled and dated."""
     docs = []
-    for index in range(draw(st.integers(0, 6))):
-        text = f"{ids.tag()} {draw(texts())}"
+    for index in range(up_to(draw, 6)):
+        rng = random.Random(draw(SEEDS))
         docs.append(Document(
-            id=f"doc-{index}", text=text,
-            score=draw(st.none() | st.floats(0, 1, allow_nan=False)),
-            source=draw(st.none() | st.sampled_from(("refund_policy.md §2", "faq.md",
-                                                     "手册.pdf p.3", "a>>b\nc"))),
-            timestamp=draw(st.none() | st.sampled_from(("2025-01-01", "2026-06-30"))),
+            id=f"doc-{index}", text=f"{ids.tag()} {draw_text(draw)}",
+            score=None if rng.random() < 0.3 else round(rng.random(), 3),
+            source=rng.choice(SOURCE_LABELS),
+            timestamp=rng.choice((None, "2025-01-01", "2026-06-30")),
         ))
     return docs
+
+
+ENV = {"time": "2026-11-29T10:00:00+08:00", "timezone": "Asia/Shanghai", "mode": "demo",
+       "locale": "zh-CN"}
 
 
 @st.composite
 def requests(draw: st.DrawFn, *, missing_results: bool = True) -> Request:
     """A whole request as an agent would send it."""
-    ids = _Ids(reuse_call_ids=draw(st.integers(0, 4)) == 0,
-               with_message_ids=draw(st.integers(0, 3)) == 0)
-    language = draw(st.sampled_from(LANGUAGES))
-    system = draw(st.none() | texts(language, tricky=False))
-    env_keys = draw(st.lists(st.sampled_from(("time", "timezone", "mode", "locale")),
-                             unique=True, max_size=4))
-    env_values = {"time": "2026-11-29T10:00:00+08:00", "timezone": "Asia/Shanghai",
-                  "mode": "demo", "locale": "zh-CN"}
+    ids = _Ids(reuse_call_ids=one_in(draw, 5), with_message_ids=one_in(draw, 4))
+    language = draw(LANGUAGE)
+    rng = random.Random(draw(SEEDS))
     return Request(
-        user_input=draw(texts(language)),
-        system=system,
-        history=draw(histories(ids, language, missing_results=missing_results)),
-        turn=draw(turns(ids, missing_results=missing_results)),
-        tools=draw(tool_schemas()),
-        documents=draw(documents(ids)),
-        env={key: env_values[key] for key in env_keys},
-        examples=[{"input": draw(paragraphs("en")), "output": draw(paragraphs("en"))}
-                  for _ in range(draw(st.integers(0, 2)))],
-        notes=draw(st.lists(texts(tricky=False), max_size=2)),
+        user_input=draw_text(draw, language),
+        system=None if one_in(draw, 5) else draw_text(draw, language, tricky=False),
+        history=draw_history(draw, ids, language, missing_results=missing_results),
+        turn=draw_turn(draw, ids, missing_results=missing_results),
+        tools=draw_tool_schemas(draw),
+        documents=draw_documents(draw, ids),
+        env={key: ENV[key] for key in rng.sample(sorted(ENV), rng.randint(0, 4))},
+        examples=[{"input": _paragraph(rng, "en"), "output": _paragraph(rng, "en")}
+                  for _ in range(rng.randint(0, 2))],
+        notes=[draw_text(draw, tricky=False) for _ in range(up_to(draw, 2))],
     )
 
 
 # ------------------------------------------------------------------------------------ plans
 
-@st.composite
-def budgets(draw: st.DrawFn) -> dict[str, Any]:
+TINY_BUDGET = st.integers(16, 300)
+BUDGET = st.integers(300, 6000)
+WINDOW = st.sampled_from((1024, 2048, 4096, 8192, 16384)) | st.integers(512, 12000)
+SHIPPED = st.sampled_from(SHIPPED_PLANS)
+CUTTABLE_SOURCES = ("env", "tools", "history", "tool_results", "rag", "notes", "examples")
+STRATEGIES = ("truncate", "keyword_window", "drop")
+
+
+def draw_budget(draw: st.DrawFn) -> dict[str, Any]:
     """``with_budget`` keyword arguments that leave something available (now and then so
     little that not even the system prompt and the input fit)."""
-    if draw(st.integers(0, 9)) == 0:
-        return {"available_override": draw(st.integers(16, 300))}
-    if draw(st.booleans()):
-        return {"available_override": draw(st.integers(300, 6000))}
-    window = draw(st.sampled_from((1024, 2048, 4096, 8192, 16384)) | st.integers(512, 12000))
+    if one_in(draw, 10):
+        return {"available_override": draw(TINY_BUDGET)}
+    if one_in(draw, 2):
+        return {"available_override": draw(BUDGET)}
+    window = draw(WINDOW)
     usable = math.floor(window * 0.75)
     return {"window": window, "reserved_output": draw(st.integers(0, min(2048, usable // 2)))}
 
@@ -331,45 +347,45 @@ def budgets(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def shipped_plans(draw: st.DrawFn) -> BuildPlan:
     """A shipped plan with a random budget."""
-    return BuildPlan.named(draw(st.sampled_from(SHIPPED_PLANS))).with_budget(**draw(budgets()))
+    return BuildPlan.named(draw(SHIPPED)).with_budget(**draw_budget(draw))
 
 
-CUTTABLE_SOURCES = ("env", "tools", "history", "tool_results", "rag", "notes", "examples")
+def _source_settings(draw: st.DrawFn, rng: random.Random, name: str) -> dict[str, Any]:
+    max_tokens = None if rng.random() < 0.5 else draw(st.integers(0, 3000))
+    settings: dict[str, Any] = {"max_tokens": max_tokens, "strategy": rng.choice(STRATEGIES)}
+    if rng.random() < 0.25:
+        settings["min_tokens"] = rng.randint(0, 500 if max_tokens is None else max_tokens)
+    options: dict[str, Any] = {}
+    if name == "history":
+        if rng.random() < 0.5:
+            options["max_rounds"] = rng.randint(1, 6)
+        options["partial_rounds"] = rng.random() < 0.5
+    if name in ("history", "tool_results") and rng.random() < 0.25:
+        options["compact_tool_results"] = False
+    if name == "tools" and rng.random() < 0.5:
+        options["always"] = [rng.choice(TOOL_NAMES)]
+    settings["options"] = options
+    return settings
 
 
 @st.composite
 def custom_plans(draw: st.DrawFn) -> BuildPlan:
     """A random plan from the fluent builder: system and user never cut, a random subset of
     the other built-in sources in a random order, random weights, limits and strategies."""
-    others = draw(st.lists(st.sampled_from(CUTTABLE_SOURCES), unique=True))
-    order = draw(st.permutations(["user", *others]))
-    if draw(st.integers(0, 4)) != 0:
+    rng = random.Random(draw(SEEDS))
+    others = rng.sample(CUTTABLE_SOURCES, up_to(draw, 6))
+    order = ["user", *others]
+    rng.shuffle(order)
+    if not one_in(draw, 5):
         order = ["system", *order]
     builder = BuildPlan.builder("custom")
     for name in order:
-        settings: dict[str, Any] = {}
-        max_tokens = None
-        if name not in ("system", "user"):
-            max_tokens = draw(st.none() | st.integers(0, 3000))
-            if draw(st.integers(0, 3)) == 0:
-                settings["min_tokens"] = draw(st.integers(0, 500 if max_tokens is None else max_tokens))
-            settings["strategy"] = draw(st.sampled_from(("truncate", "keyword_window", "drop")))
-            options: dict[str, Any] = {}
-            if name == "history":
-                if draw(st.booleans()):
-                    options["max_rounds"] = draw(st.integers(1, 6))
-                options["partial_rounds"] = draw(st.booleans())
-            if name in ("history", "tool_results") and draw(st.integers(0, 3)) == 0:
-                options["compact_tool_results"] = False
-            if name == "tools" and draw(st.booleans()):
-                options["always"] = [draw(st.sampled_from(TOOL_NAMES))]
-            settings["options"] = options
-        weight = draw(st.floats(0.01, 1.0, allow_nan=False).map(lambda w: round(w, 2)))
-        builder.add(name, weight=weight, max_tokens=max_tokens, **settings)
-    builder.budget(**draw(budgets()))
-    if draw(st.booleans()):
+        settings = {} if name in ("system", "user") else _source_settings(draw, rng, name)
+        builder.add(name, weight=round(rng.uniform(0.01, 1.0), 2), **settings)
+    builder.budget(**draw_budget(draw))
+    if rng.random() < 0.5:
         builder.repeat_question()
-    if draw(st.integers(0, 4)) == 0:
+    if rng.random() < 0.2:
         builder.strict()  # well-formed input from built-in sources has no key conflicts
     return builder.build()
 

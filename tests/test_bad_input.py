@@ -73,29 +73,29 @@ def test_every_library_error_descends_from_one_root() -> None:
 # --- malformed messages ----------------------------------------------------------------------
 
 BAD_MESSAGES = {
-    "unknown role in history": dict(history=[{"role": "admin", "content": SECRET}]),
-    "unknown role in turn": dict(turn=[{"role": "developer", "content": SECRET}]),
-    "missing role": dict(history=[{"content": SECRET}]),
-    "message that is not an object": dict(history=[SECRET]),
-    "tool calls on a user message": dict(history=[
-        {"role": "user", "content": SECRET, "tool_calls": call()["tool_calls"]}]),
-    "tool message without tool_call_id": dict(
-        turn=[call(), {"role": "tool", "content": SECRET}]),
-    "orphan tool result in history": dict(history=[
+    "unknown role in history": {"history": [{"role": "admin", "content": SECRET}]},
+    "unknown role in turn": {"turn": [{"role": "developer", "content": SECRET}]},
+    "missing role": {"history": [{"content": SECRET}]},
+    "message that is not an object": {"history": [SECRET]},
+    "tool calls on a user message": {"history": [
+        {"role": "user", "content": SECRET, "tool_calls": call()["tool_calls"]}]},
+    "tool message without tool_call_id": {
+        "turn": [call(), {"role": "tool", "content": SECRET}]},
+    "orphan tool result in history": {"history": [
         {"role": "user", "content": "hi"}, result(SECRET),
-        {"role": "assistant", "content": "ok"}]),
-    "tool result opening the history": dict(history=[result(SECRET)]),
-    "orphan tool result in turn": dict(turn=[result(SECRET)]),
-    "tool result answering another call": dict(turn=[call("c1"), result(SECRET, "c2")]),
-    "one call answered twice": dict(turn=[call("c1"), result(SECRET), result(SECRET)]),
-    "malformed JSON arguments in history": dict(history=[
+        {"role": "assistant", "content": "ok"}]},
+    "tool result opening the history": {"history": [result(SECRET)]},
+    "orphan tool result in turn": {"turn": [result(SECRET)]},
+    "tool result answering another call": {"turn": [call("c1"), result(SECRET, "c2")]},
+    "one call answered twice": {"turn": [call("c1"), result(SECRET), result(SECRET)]},
+    "malformed JSON arguments in history": {"history": [
         {"role": "user", "content": "hi"}, call(arguments='{"city": "' + SECRET),
-        result("cloudy")]),
-    "malformed JSON arguments in turn": dict(turn=[call(arguments="{city: " + SECRET + "}"),
-                                                   result("cloudy")]),
-    "non-string arguments": dict(turn=[call(arguments=[SECRET]), result("cloudy")]),
-    "non-text content part": dict(history=[
-        {"role": "user", "content": [{"type": "image_url", "image_url": SECRET}]}]),
+        result("cloudy")]},
+    "malformed JSON arguments in turn": {"turn": [call(arguments="{city: " + SECRET + "}"),
+                                                   result("cloudy")]},
+    "non-string arguments": {"turn": [call(arguments=[SECRET]), result("cloudy")]},
+    "non-text content part": {"history": [
+        {"role": "user", "content": [{"type": "image_url", "image_url": SECRET}]}]},
 }
 
 
@@ -116,14 +116,14 @@ def test_unknown_role_error_names_the_message() -> None:
 LONE = "\ud800"
 
 SURROGATES = {
-    "user input": dict(user_input=f"{SECRET}{LONE}"),
-    "system prompt": dict(system=f"{SECRET}{LONE}"),
-    "history content": dict(history=[{"role": "user", "content": f"{SECRET}{LONE}"}]),
-    "turn tool result": dict(turn=[call(), result(f"{SECRET}\udfff")]),
-    "tool call arguments": dict(turn=[call(arguments='{"city": "x' + LONE + '"}'),
-                                      result("cloudy")]),
-    "content part text": dict(history=[
-        {"role": "user", "content": [{"type": "text", "text": f"{SECRET}{LONE}"}]}]),
+    "user input": {"user_input": f"{SECRET}{LONE}"},
+    "system prompt": {"system": f"{SECRET}{LONE}"},
+    "history content": {"history": [{"role": "user", "content": f"{SECRET}{LONE}"}]},
+    "turn tool result": {"turn": [call(), result(f"{SECRET}\udfff")]},
+    "tool call arguments": {"turn": [call(arguments='{"city": "x' + LONE + '"}'),
+                                      result("cloudy")]},
+    "content part text": {"history": [
+        {"role": "user", "content": [{"type": "text", "text": f"{SECRET}{LONE}"}]}]},
 }
 
 
@@ -139,16 +139,16 @@ EVERY_SOURCE = (BuildPlan.builder("every_source").add("system").add("env").add("
                 .add("rag").build())
 
 SURROGATES_ELSEWHERE = {
-    "document text": dict(documents=[Document(id="d", text=f"a{LONE}")]),
-    "document source label": dict(documents=[Document(id="d", text="a", source=f"s{LONE}")]),
-    "document id": dict(documents=[Document(id=f"d{LONE}", text="a")]),
-    "environment value": dict(env={"city": f"上海{LONE}"}),
-    "environment key": dict(env={f"city{LONE}": "上海"}),
-    "note": dict(notes=[f"n{LONE}"]),
-    "example": dict(examples=[{"input": f"i{LONE}", "output": "o"}]),
-    "tool schema": dict(tools=[{"type": "function", "function": {
-        "name": "get_weather", "description": f"weather{LONE}"}}]),
-    "tool message name": dict(turn=[call(), {**result("cloudy"), "name": f"w{LONE}"}]),
+    "document text": {"documents": [Document(id="d", text=f"a{LONE}")]},
+    "document source label": {"documents": [Document(id="d", text="a", source=f"s{LONE}")]},
+    "document id": {"documents": [Document(id=f"d{LONE}", text="a")]},
+    "environment value": {"env": {"city": f"上海{LONE}"}},
+    "environment key": {"env": {f"city{LONE}": "上海"}},
+    "note": {"notes": [f"n{LONE}"]},
+    "example": {"examples": [{"input": f"i{LONE}", "output": "o"}]},
+    "tool schema": {"tools": [{"type": "function", "function": {
+        "name": "get_weather", "description": f"weather{LONE}"}}]},
+    "tool message name": {"turn": [call(), {**result("cloudy"), "name": f"w{LONE}"}]},
 }
 
 
@@ -211,8 +211,8 @@ def big_history(kind: str, tag: str) -> list[dict[str, Any]]:
 def test_ten_megabyte_history_message_is_cut_or_dropped_quickly(
         warm_builder: ContextBuilder, kind: str, plan_name: str) -> None:
     plan = BuildPlan.named(plan_name)
-    outcome, seconds = timed_build(warm_builder, plan, Request(user_input=QUESTION,
-                                                               history=big_history(kind, plan_name)))
+    request = Request(user_input=QUESTION, history=big_history(kind, plan_name))
+    outcome, seconds = timed_build(warm_builder, plan, request)
     assert seconds < 1.0, f"took {seconds:.2f} s"
     assert not isinstance(outcome, Exception), f"{type(outcome).__name__}: {outcome}"
     cut = [d for d in outcome.report.decisions

@@ -1,4 +1,4 @@
-"""R-SEC-1 and R-ORD-4: tool output and documents are data, fenced so they cannot pass for anything else.
+"""R-SEC-1, R-ORD-4: tool output and documents are data, fenced so they pass for nothing else.
 
 Every test feeds adversarial text through the three untrusted paths (a tool result in history, a
 tool result of this turn, a retrieved document) and checks the OpenAI, Anthropic and text
@@ -197,8 +197,8 @@ def test_guessed_markers_do_not_close_the_fence() -> None:
 
 
 def previous_build_marker() -> str:
-    first = build(Request(user_input=EN_QUESTION, turn=[weather_call(), tool_result("多云25摄氏度")]),
-                  BuildPlan.named("tool_heavy"))
+    request = Request(user_input=EN_QUESTION, turn=[weather_call(), tool_result("多云25摄氏度")])
+    first = build(request, BuildPlan.named("tool_heavy"))
     (content,) = [m["content"] for m in first.to_messages() if m["role"] == "tool"]
     return check_fenced(content)
 

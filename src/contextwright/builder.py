@@ -46,13 +46,15 @@ def clear_caches() -> None:
     makes the next build a cold one (benchmarks use this).
     """
     from contextwright.core import gather, items
-    from contextwright.sources import conversation
+    from contextwright.sources import conversation, tools
     from contextwright.tokens import CountingTokenizer
 
     items._PARSED.clear()
     gather._CANDIDATES.clear()
     conversation._ITEMS.clear()
     conversation._BLOCKS.clear()
+    conversation._OPTION_KEYS.clear()
+    tools._SCHEMA_JSON.clear()
     for cache in CountingTokenizer._caches.values():
         cache.clear()
     from contextwright.compress.json_compact import _compact_cached

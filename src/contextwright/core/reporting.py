@@ -49,17 +49,22 @@ def make_report(plan: BuildPlan, gathered: list[Gathered], allocations: Mapping[
     """Aggregate the decisions into the per-source table."""
     all_decisions = decisions + [
         d for s in selections.values() for d in compacted_decisions(s, tokenizer)]
-    actions = Counter((d.source, d.action) for d in all_decisions)
-    unread = Counter(d.source for d in all_decisions if d.key.endswith(".*"))
+    actions: Counter[tuple[str, str]] = Counter()
+    unread_runs: Counter[str] = Counter()
+    unread_items: Counter[str] = Counter()
+    for d in all_decisions:
+        actions[(d.source, d.action)] += 1
+        if d.key.endswith(".*"):
+            unread_runs[d.source] += 1
+            unread_items[d.source] += d.count
     rows = []
     for g in gathered:
         name = g.spec.source
         selection = selections.get(name)
         kept = [c for u in (selection.kept if selection else g.units) for c in u.candidates]
         allocation = allocations.get(name)
-        dropped = sum(actions[(name, a)] for a in _LEFT_OUT) - unread[name]
-        unread_count = sum(d.count for d in all_decisions if d.source == name and
-                           d.key.endswith(".*"))
+        dropped = sum(actions[(name, a)] for a in _LEFT_OUT) - unread_runs[name]
+        unread_count = unread_items[name]
         rows.append(SourceReport(
             source=name, share=allocation.share if allocation else 0,
             budget=allocation.grant if allocation else 0,

@@ -145,9 +145,22 @@ _ITEMS: dict[tuple[int, int, str, str], tuple[Message, ContextItem]] = {}
 _ITEMS_LIMIT = 500_000
 
 
+_OPTION_KEYS: dict[int, tuple[Mapping[str, Any], str]] = {}
+
+
 def options_key(options: Mapping[str, Any]) -> str:
-    """A stable text key of a source's options, for caches."""
-    return json.dumps(options, sort_keys=True, default=str)
+    """A stable text key of a source's options, for caches.
+
+    Remembered per options object: options belong to an immutable plan and are not edited.
+    """
+    cached = _OPTION_KEYS.get(id(options))
+    if cached is not None and cached[0] is options:
+        return cached[1]
+    key = json.dumps(dict(options), sort_keys=True, default=str)
+    if len(_OPTION_KEYS) > 10_000:
+        _OPTION_KEYS.clear()
+    _OPTION_KEYS[id(options)] = (options, key)
+    return key
 
 
 def _item(message: Message, key: str, layer: Layer, group: str, round_start: bool | None,

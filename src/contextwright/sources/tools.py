@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -19,6 +20,24 @@ def tool_name(schema: Mapping[str, Any], where: str) -> str:
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"{where} is not an OpenAI function tool with a name")
     return name
+
+
+_SCHEMA_JSON: dict[int, tuple[Mapping[str, Any], dict[str, Any], str]] = {}
+
+
+def schema_json(schema: Mapping[str, Any]) -> str:
+    """Compact, key-sorted JSON of a tool schema.
+
+    Remembered per schema object while it is unchanged (checked against a deep copy).
+    """
+    cached = _SCHEMA_JSON.get(id(schema))
+    if cached is not None and cached[0] is schema and schema == cached[1]:
+        return cached[2]
+    text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    if len(_SCHEMA_JSON) > 10_000:
+        _SCHEMA_JSON.clear()
+    _SCHEMA_JSON[id(schema)] = (schema, copy.deepcopy(dict(schema)), text)
+    return text
 
 
 def _relevance(schema: Mapping[str, Any], keywords: frozenset[str]) -> int:
@@ -46,6 +65,6 @@ class ToolDefinitionSource:
             ranked.append((score, index, name, schema))
         ranked.sort(key=lambda entry: (-entry[0][0], -entry[0][1], entry[1]))
         for _, index, name, schema in ranked:
-            text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+            text = schema_json(schema)
             yield ContextItem(key=f"tools.{name}", message=Message(role="system", content=text),
                               layer=Layer.TOOLS, order=index, metadata={"schema": schema})
