@@ -106,8 +106,10 @@ def draw_text(draw: st.DrawFn, language: str | None = None, *, long: bool | None
     rng = random.Random(draw(SEEDS))
     base = [_paragraph(rng, language) for _ in range(rng.randint(1, 3))]
     if long:
-        # Numbered variations of a few paragraphs, up to several thousand tokens.
-        base = [f"{i + 1}. {base[i % len(base)]}" for i in range(draw(LONG_REPEATS))]
+        # Numbered variations of a few paragraphs, up to several thousand tokens; numbered
+        # like a list, a reference list or headings (lines a text rendering must escape).
+        style = rng.choice(("{}. ", "[{}] ", "# {} ", "- "))
+        base = [style.format(i + 1) + base[i % len(base)] for i in range(draw(LONG_REPEATS))]
     if tricky and one_in(draw, 6):
         base.insert(rng.randint(0, len(base)), draw(TRICKY))
     return rng.choice(("\n\n", "\n")).join(base)

@@ -128,7 +128,7 @@ def test_truncate_long_input_returns_a_prefix_within_the_limit(name: str, limit:
 
 
 @settings(max_examples=80, deadline=None)
-@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400),
+@given(text=st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=400),
        limit=st.integers(min_value=0, max_value=120),
        name=st.sampled_from([*OPENAI, "estimate"]))
 def test_truncate_property(text: str, limit: int, name: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from contextwright.core.builder import build_context
 from contextwright.core.final import FinalContext
@@ -27,7 +28,7 @@ class ContextBuilder:
         registry: dict[str, ContextSource] = builtin_sources()  # type: ignore[assignment]
         for source in sources:
             registry[source.namespace] = source
-        self._sources: Mapping[str, ContextSource] = dict(registry)
+        self._sources: Mapping[str, ContextSource] = MappingProxyType(dict(registry))
 
     @property
     def sources(self) -> Mapping[str, ContextSource]:

@@ -13,6 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+MAX_COMPACT_CHARS = 200_000
+"""Larger results are not parsed (that alone would cost too much); they are cut as text."""
+
 _ENVELOPE_OK = {
     "code": (0, 200, "0", "200", "OK", "ok"),
     "status": ("ok", "OK", "success", "SUCCESS", 200, "200"),
@@ -34,12 +37,15 @@ def compact_tool_result(tool_name: str | None, content: str,
 def _compact_cached(tool_name: str | None, content: str, fields: tuple[str, ...] | None
                     ) -> str | None:
     stripped = content.strip()
-    if not stripped or stripped[0] not in "{[":
+    if not stripped or stripped[0] not in "{[" or len(stripped) > MAX_COMPACT_CHARS:
         return None
     try:
-        value = json.loads(stripped)
-    except ValueError:
+        return _compact_value(tool_name, json.loads(stripped), fields)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
         return None
+
+
+def _compact_value(tool_name: str | None, value: Any, fields: tuple[str, ...] | None) -> str:
     value = _unwrap(value)
     if fields is not None and isinstance(value, Mapping):
         value = {key: value[key] for key in fields if key in value}

@@ -159,11 +159,16 @@ def prune_source(g: Gathered, grant: int, query: str, tokenizer: CountingTokeniz
     """Fit one source's units into ``grant``."""
     if not g.spec.cuttable:
         return Selection(kept=list(g.units))
-    contiguous = g.spec.options.get("contiguous", g.spec.source in CONTIGUOUS_SOURCES)
+    options = g.spec.options
+    contiguous = options.get("contiguous", g.spec.source in CONTIGUOUS_SOURCES)
+    share = options.get("max_item_share", 0.5 if g.spec.source == "history" else None)
+    if g.complete and g.need <= grant:
+        share = None  # everything fits: nothing to protect older rounds from
     return select_units(
         g.units, grant, contiguous=bool(contiguous),
-        partial_rounds=bool(g.spec.options.get("partial_rounds", False)),
+        partial_rounds=bool(options.get("partial_rounds", False)),
         cutter=make_cutter(g.spec.strategy, query, tokenizer, language),
+        unit_cap=None if share is None else int(grant * float(share)),
     )
 
 

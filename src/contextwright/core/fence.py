@@ -33,9 +33,16 @@ LABELS = {
     },
 }
 
-_SPECIAL_TOKEN = re.compile(r"<\|")
-_SEPARATOR_LINE = re.compile(r"^(?=(?:===|\[|#+ |(?:system|user|assistant|tool)\s*:))",
+# Special-token look-alikes (`<|im_end|>`, DeepSeek's fullwidth `<｜end▁of▁sentence｜>`) and
+# the fence's own opening and closing syntax.
+_SPECIAL_TOKEN = re.compile(r"<([|｜])|<<(?=\s*(?:data|end)\b)", re.IGNORECASE)
+_SPEAKERS = "|".join(sorted({re.escape(v) for labels in LABELS.values() for v in labels.values()}
+                            | {"system", "user", "assistant", "tool"}, key=len, reverse=True))
+# A line that could pass for a separator, a label or a speaker, even when indented.
+_SEPARATOR_LINE = re.compile(rf"^(?=[ \t]*(?:===|\[|【|#+ |(?:{_SPEAKERS})[ \t]*[:：]))",
                              re.MULTILINE | re.IGNORECASE)
+# Everything str.splitlines() treats as a line break, so no content line hides from the escape.
+_LINE_BREAKS = re.compile(r"\r\n|[\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _FENCE_KEY = b"contextwright-fence-v1"
 
@@ -59,22 +66,35 @@ def marker_for(text: str, source_label: str) -> str:
     return digest.hexdigest()
 
 
+def _break_up(match: re.Match[str]) -> str:
+    return "<\\" + match.group(0)[1:]
+
+
 def neutralise(text: str) -> str:
-    """Break up special-token look-alikes so no renderer or template can read them as tokens."""
-    return _SPECIAL_TOKEN.sub("<\\\\|", text) if "<|" in text else text
+    r"""Break up special-token look-alikes and fence syntax.
+
+    ``<|`` becomes ``<\|`` and ``<<end`` becomes ``<\<end``, so no template, tokenizer or
+    reader can take them for the real thing (nor for another item's fence).
+    """
+    if "<" not in text:
+        return text
+    return _SPECIAL_TOKEN.sub(_break_up, text)
 
 
 def fence(text: str, source_label: str) -> str:
     """Wrap untrusted ``text`` in markers it cannot close or forge."""
     body = neutralise(text)
     marker = marker_for(body, source_label)
-    safe_label = source_label.replace("\n", " ").replace(">>", "> >")
+    safe_label = neutralise(" ".join(source_label.split())).replace(">>", "> >")
     return f"<<data {marker} {safe_label}>>\n{body}\n<<end {marker}>>"
 
 
 def escape_lines(text: str) -> str:
-    """Escape lines that could pass for a separator, label or role header in the text rendering."""
-    return _SEPARATOR_LINE.sub("\\\\", text)
+    r"""Escape lines that could pass for a separator, label or role header in the text rendering.
+
+    Every line break is normalised to ``\n`` first, so a bare ``\r`` cannot start a line.
+    """
+    return _SEPARATOR_LINE.sub("\\\\", _LINE_BREAKS.sub("\\n", text))
 
 
 def separator(name: str, language: str) -> str:

@@ -112,11 +112,11 @@ def cached_candidate(item: ContextItem, tokenizer: CountingTokenizer, language: 
     """
     key = (id(item), tokenizer.name, language)
     cached = _CANDIDATES.get(key)
-    if cached is not None and cached[0] is item and (
-        cached[1].complete_count or cached[1].tokens > limit
-    ):
+    if cached is not None and cached[0] is item:
         return cached[1]
     candidate = render_candidate(item, tokenizer, language, limit)
+    if not candidate.complete_count:  # a partial count depends on the limit: never reuse it
+        return candidate
     if len(_CANDIDATES) >= 500_000:
         _CANDIDATES.clear()
     _CANDIDATES[key] = (item, candidate)

@@ -192,18 +192,26 @@ def _parse_message(raw: object, where: str) -> Message:
     if not isinstance(calls, list | tuple):
         raise InvalidInputError(f"{where}.tool_calls must be a list")
     call_id = raw.get("tool_call_id")
-    if role == "tool" and not isinstance(call_id, str):
-        raise InvalidInputError(f"{where}.tool_call_id is required on tool messages")
-    message_id = raw.get("id")
-    timestamp = raw.get("timestamp")
+    if role == "tool":
+        call_id = check_text(call_id, f"{where}.tool_call_id")
+    message_id = _optional_text(raw.get("id"), f"{where}.id")
+    timestamp = _optional_text(raw.get("timestamp"), f"{where}.timestamp")
+    name = raw.get("name")
     return Message(
         role=cast(Role, role),
         content=_content_text(raw.get("content"), f"{where}.content"),
         tool_calls=tuple(
             _parse_tool_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls)
         ),
-        tool_call_id=call_id,
-        name=raw.get("name") if isinstance(raw.get("name"), str) else None,
-        id=None if message_id is None else str(message_id),
-        timestamp=None if timestamp is None else str(timestamp),
+        tool_call_id=call_id if isinstance(call_id, str) else None,
+        name=check_text(name, f"{where}.name") if isinstance(name, str) else None,
+        id=message_id,
+        timestamp=timestamp,
     )
+
+
+def _optional_text(value: object, where: str) -> str | None:
+    """An optional id-like field: None, or text (numbers are accepted and written as text)."""
+    if value is None:
+        return None
+    return check_text(value if isinstance(value, str) else str(value), where)

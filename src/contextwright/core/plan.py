@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -25,6 +25,47 @@ from contextwright.errors import PlanError
 Strategy = Literal["truncate", "keyword_window", "drop"]
 NEVER_CUT_BY_DEFAULT = frozenset(("system", "user"))
 SHIPPED_PLANS = ("chat", "tool_heavy", "rag_qa", "doc_analysis", "simple_qa")
+
+
+class FrozenOptions(Mapping[str, Any]):
+    """A read-only mapping of source options; nested dicts and lists are frozen too."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data = {str(key): _freeze(value) for key, value in (data or {}).items()}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"FrozenOptions({self._data!r})"
+
+    def thaw(self) -> dict[str, Any]:
+        """A plain, mutable deep copy (for JSON and for deriving new plans)."""
+        return {key: _thaw(value) for key, value in self._data.items()}
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return FrozenOptions(value)
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(item) for item in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, FrozenOptions):
+        return value.thaw()
+    if isinstance(value, tuple):
+        return [_thaw(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,8 +86,8 @@ class SourceSpec:
     """If the source raises, fail the build (else the failure is isolated and reported)."""
     strategy: Strategy = "truncate"
     """Overflow strategy for a single item that does not fit."""
-    options: Mapping[str, Any] = field(default_factory=dict)
-    """Source-specific settings (e.g. history ``max_rounds``)."""
+    options: Mapping[str, Any] = field(default_factory=FrozenOptions)
+    """Source-specific settings (e.g. history ``max_rounds``); read-only."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,7 +280,7 @@ def _spec(model: _SourceModel) -> SourceSpec:
         cuttable=(not never_cut) if model.cuttable is None else model.cuttable,
         required=never_cut if model.required is None else model.required,
         strategy=model.strategy,
-        options=dict(model.options),
+        options=FrozenOptions(model.options),
     )
 
 

@@ -37,10 +37,14 @@ class Selection:
 
 
 def select_units(units: list[Unit], grant: int, *, contiguous: bool, partial_rounds: bool,
-                 cutter: Cutter | None) -> Selection:
-    """Keep what fits in ``grant``; see the module docstring for the rules."""
+                 cutter: Cutter | None, unit_cap: int | None = None) -> Selection:
+    """Keep what fits in ``grant``; see the module docstring for the rules.
+
+    ``unit_cap``: a unit larger than this is cut down to it first (when it has a cuttable
+    item), so one huge tool result cannot crowd every older round out.
+    """
     if contiguous:
-        return _select_contiguous(units, grant, partial_rounds, cutter)
+        return _select_contiguous(units, grant, partial_rounds, cutter, unit_cap)
     return _select_greedy(units, grant, cutter)
 
 
@@ -63,24 +67,57 @@ def _select_greedy(units: list[Unit], grant: int, cutter: Cutter | None) -> Sele
 
 
 def _select_contiguous(units: list[Unit], grant: int, partial_rounds: bool,
-                       cutter: Cutter | None) -> Selection:
+                       cutter: Cutter | None, unit_cap: int | None) -> Selection:
     selection = Selection()
     room = grant
     index = 0
     while index < len(units):
         round_units = _same_round(units, index)
-        round_tokens = sum(u.tokens for u in round_units)
-        if round_tokens <= room:
-            selection.kept.extend(round_units)
-            room -= round_tokens
+        if unit_cap is not None and cutter is not None:
+            round_units = [_capped(u, unit_cap, cutter, selection) for u in round_units]
+        fitted = _fit_round(round_units, room, grant, cutter, selection)
+        if fitted is not None:
+            selection.kept.extend(fitted)
+            room -= sum(u.tokens for u in fitted)
             index += len(round_units)
             continue
-        taken = _fill_partially(round_units, room, partial_rounds, cutter, selection)
-        index += taken
+        if partial_rounds:
+            index += _fill_partially(round_units, room, grant, cutter, selection)
         break
     for unit in units[index:]:
         selection.decisions.extend(drop_decisions(unit, "budget: older than what fits"))
     return selection
+
+
+def _capped(unit: Unit, cap: int, cutter: Cutter, selection: Selection) -> Unit:
+    if unit.tokens <= cap or cap < MIN_CUT_TOKENS:
+        return unit
+    cut = cutter(unit, cap)
+    if cut is None:
+        return unit
+    selection.decisions.extend(cut_decisions(unit, cut))
+    return cut
+
+
+def _fit_round(round_units: list[Unit], room: int, grant: int, cutter: Cutter | None,
+               selection: Selection) -> list[Unit] | None:
+    """The whole round, its biggest cuttable unit cut if needed; None if it cannot fit.
+
+    A cut item takes at most half of the grant, so one huge tool result cannot push every
+    older round out.
+    """
+    total = sum(u.tokens for u in round_units)
+    if total <= room:
+        return round_units
+    if cutter is None:
+        return None
+    biggest = max(range(len(round_units)), key=lambda i: round_units[i].tokens)
+    target = min(round_units[biggest].tokens - (total - room), grant // 2)
+    cut = cutter(round_units[biggest], target) if target >= MIN_CUT_TOKENS else None
+    if cut is None:
+        return None
+    selection.decisions.extend(cut_decisions(round_units[biggest], cut))
+    return [cut if i == biggest else unit for i, unit in enumerate(round_units)]
 
 
 def _same_round(units: list[Unit], start: int) -> list[Unit]:
@@ -94,18 +131,18 @@ def _same_round(units: list[Unit], start: int) -> list[Unit]:
     return units[start:end]
 
 
-def _fill_partially(round_units: list[Unit], room: int, partial_rounds: bool,
-                    cutter: Cutter | None, selection: Selection) -> int:
+def _fill_partially(round_units: list[Unit], room: int, grant: int, cutter: Cutter | None,
+                    selection: Selection) -> int:
     """Keep the newest units of a round that does not fit whole; returns how many were used."""
     taken = 0
-    may_split = partial_rounds or len(round_units) == 1
-    for unit in round_units if may_split else []:
+    for unit in round_units:
         if unit.tokens <= room:
             selection.kept.append(unit)
             room -= unit.tokens
             taken += 1
             continue
-        cut = cutter(unit, room) if cutter and room >= MIN_CUT_TOKENS else None
+        target = min(room, grant // 2)
+        cut = cutter(unit, target) if cutter and target >= MIN_CUT_TOKENS else None
         if cut is not None:
             selection.kept.append(cut)
             selection.decisions.extend(cut_decisions(unit, cut))
@@ -127,7 +164,7 @@ def cut_decisions(original: Unit, cut: Unit) -> list[Decision]:
     """``truncated`` decisions for the items whose text the cut changed."""
     return [
         Decision(source=original.source, key=before.item.key, action="truncated",
-                 reason="too long for the budget; kept the part around the query's keywords",
+                 reason="too long: cut to fit (around the query's keywords, else the head)",
                  tokens_before=before.tokens, tokens_after=after.tokens,
                  detail=before.item.message.content)
         for before, after in zip(original.candidates, cut.candidates, strict=True)

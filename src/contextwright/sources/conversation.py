@@ -156,7 +156,8 @@ def options_key(options: Mapping[str, Any]) -> str:
     cached = _OPTION_KEYS.get(id(options))
     if cached is not None and cached[0] is options:
         return cached[1]
-    key = json.dumps(dict(options), sort_keys=True, default=str)
+    plain = options.thaw() if hasattr(options, "thaw") else dict(options)
+    key = json.dumps(plain, sort_keys=True, default=str)
     if len(_OPTION_KEYS) > 10_000:
         _OPTION_KEYS.clear()
     _OPTION_KEYS[id(options)] = (options, key)

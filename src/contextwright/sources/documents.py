@@ -38,6 +38,10 @@ class DocumentSource:
         docs.sort(key=lambda entry: (-(entry[1].score or 0.0), entry[0]))
         for rank, (index, doc) in enumerate(docs):
             text = check_text(doc.text, f"documents[{index}].text")
+            for field in ("id", "source", "timestamp"):
+                value = getattr(doc, field)
+                if value is not None:
+                    check_text(value, f"documents[{index}].{field}")
             call_id = "doc_" + hashlib.blake2b(doc.id.encode("utf-8", "surrogatepass"),
                                                digest_size=6).hexdigest()
             arguments = json.dumps({"id": doc.id}, ensure_ascii=False)

@@ -46,7 +46,8 @@ class EnvInfoSource:
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``env.info`` item listing the facts, if there are any."""
-        facts = {str(k): check_text(v, f"env.{k}") for k, v in request.env.items()}
+        facts = {check_text(str(k), "env key"): check_text(v, "env value")
+                 for k, v in request.env.items()}
         if options.get("clock") and "time" not in facts:
             facts["time"] = datetime.now(UTC).isoformat(timespec="seconds")
         if facts:

@@ -33,7 +33,12 @@ def schema_json(schema: Mapping[str, Any]) -> str:
     cached = _SCHEMA_JSON.get(id(schema))
     if cached is not None and cached[0] is schema and schema == cached[1]:
         return cached[2]
-    text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    try:
+        text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        text.encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InvalidInputError(f"a tool schema is not valid JSON text ({type(exc).__name__})"
+                                ) from None
     if len(_SCHEMA_JSON) > 10_000:
         _SCHEMA_JSON.clear()
     _SCHEMA_JSON[id(schema)] = (schema, copy.deepcopy(dict(schema)), text)

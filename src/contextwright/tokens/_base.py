@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
@@ -87,26 +88,30 @@ class CountingTokenizer:
         cached = self._cache.get(text)
         if cached is not None:
             return cached
-        value = self.inner.count(text)
+        if len(text) > PIECE_CHARS:  # sum of piece counts, so count_up_to agrees exactly
+            value = sum(self.count(piece) for piece in split_into_pieces(text))
+        else:
+            value = self.inner.count(text)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[text] = value
         return value
 
     def count_up_to(self, text: str, limit: int) -> int:
-        """Exact count if it is at most ``limit``; otherwise some number above ``limit``.
+        """Exact count if it is at most ``limit``; otherwise a number above ``limit``.
 
-        Lets a build reject a 10 MB message after counting only its first pieces.
+        Lets a build reject a 10 MB message after counting only its first pieces. Long text is
+        counted piece by piece (each piece cached) and the sum stops at the first piece that
+        passes ``limit``, so the answer depends only on the text and the limit, never on what
+        was counted before.
         """
-        cached = self._cache.get(text)
-        if cached is not None or len(text) <= PIECE_CHARS:
-            return cached if cached is not None else self.count(text)
+        if len(text) <= PIECE_CHARS:
+            return self.count(text)
         total = 0
         for piece in split_into_pieces(text):
-            total += self.inner.count(piece)
+            total += self.count(piece)
             if total > limit:
                 return total
-        self._cache[text] = total
         return total
 
     def truncate(self, text: str, max_tokens: int) -> str:
@@ -116,7 +121,8 @@ class CountingTokenizer:
         return self.inner.truncate(text, max_tokens)
 
 
-def get_tokenizer(spec: str | Tokenizer | CountingTokenizer = "o200k_base") -> CountingTokenizer:
+def get_tokenizer(spec: str | os.PathLike[str] | Tokenizer | CountingTokenizer = "o200k_base",
+                  ) -> CountingTokenizer:
     """Resolve a tokenizer by name or wrap a tokenizer object.
 
     Names: ``o200k_base``, ``cl100k_base``, ``estimate``, or a path to a Hugging Face
@@ -124,9 +130,13 @@ def get_tokenizer(spec: str | Tokenizer | CountingTokenizer = "o200k_base") -> C
     """
     if isinstance(spec, CountingTokenizer):
         return spec
-    if not isinstance(spec, str):
-        return CountingTokenizer(spec)
-    return _cached_by_name(spec)
+    if isinstance(spec, os.PathLike):
+        return _cached_by_name(os.fspath(spec))
+    if isinstance(spec, str):
+        return _cached_by_name(spec)
+    if not isinstance(spec, Tokenizer):
+        raise TokenizerError("a tokenizer must be a name, a tokenizer.json path or a Tokenizer")
+    return CountingTokenizer(spec)
 
 
 _by_name: dict[str, CountingTokenizer] = {}

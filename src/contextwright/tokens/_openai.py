@@ -58,6 +58,6 @@ class OpenAITokenizer:
         raw: bytes = self._encoding.decode_bytes(tokens[:max_tokens])
         prefix = raw.decode("utf-8", errors="ignore")
         # Re-encoding a decoded prefix can merge differently at its end; shave until it fits.
-        while prefix and len(self._encode(prefix)) > max_tokens:
+        while prefix and self.count(prefix) > max_tokens:
             prefix = prefix[:-1]
         return prefix
