@@ -9,7 +9,7 @@ isolated here and reported; a failing required source fails the build; bad input
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from contextwright.core.accounting import MESSAGE_OVERHEAD, call_tokens, schema_tokens
@@ -151,33 +151,37 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
 
 def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,
                 tokenizer: CountingTokenizer, language: str) -> tuple[list[Unit], bool]:
+    """Group consecutive items sharing a group into units, stopping once past ``cap``.
+
+    Reading stops at the first unit that starts after the tokens read pass ``cap`` (for
+    history: the first unit of the next round), so that unit's items are never rendered.
+    One loop, no nested generators: this runs for every message a build reads.
+    """
+    prefix = namespace + "."
     units: list[Unit] = []
+    current: list[Candidate] = []
+    group: str | None = None
     total = 0
     round_no = 0
-    for candidates in _grouped(items, namespace, tokenizer, language, cap):
-        opens_round = candidates[0].item.round_start
-        if total > cap and (opens_round is None or round_no != units[-1].round):
-            return units, False
-        unit = Unit(source=name, candidates=candidates,
-                    round=None if opens_round is None else round_no, rank=len(units))
-        units.append(unit)
-        total += unit.tokens
-        if opens_round:
-            round_no += 1  # reading newest first, the round's user message closes it
+    for item in items:
+        if not item.key.startswith(prefix):
+            raise SourceError(f"source {namespace!r} produced a key outside its namespace")
+        if current and (item.group is None or item.group != group):
+            unit = _close_unit(name, current, round_no, len(units))
+            units.append(unit)
+            total += unit.tokens
+            round_no += 1 if current[0].item.round_start else 0
+            current = []
+            if total > cap and (item.round_start is None or round_no != unit.round):
+                return units, False
+        current.append(cached_candidate(item, tokenizer, language, cap))
+        group = item.group
+    if current:
+        units.append(_close_unit(name, current, round_no, len(units)))
     return units, True
 
 
-def _grouped(items: Iterable[ContextItem], namespace: str, tokenizer: CountingTokenizer,
-             language: str, cap: int) -> Iterator[list[Candidate]]:
-    """Consecutive items sharing a group, as lists of candidates."""
-    current: list[Candidate] = []
-    for item in items:
-        if not item.key.startswith(namespace + "."):
-            raise SourceError(f"source {namespace!r} produced a key outside its namespace")
-        candidate = cached_candidate(item, tokenizer, language, cap)
-        if current and (item.group is None or item.group != current[0].item.group):
-            yield current
-            current = []
-        current.append(candidate)
-    if current:
-        yield current
+def _close_unit(name: str, candidates: list[Candidate], round_no: int, rank: int) -> Unit:
+    opens_round = candidates[0].item.round_start
+    return Unit(source=name, candidates=candidates,
+                round=None if opens_round is None else round_no, rank=rank)
