@@ -8,15 +8,17 @@ the OpenAI message list is validated here, independently of ``contextwright.core
 from __future__ import annotations
 
 import copy
-import os
+import itertools
 import json
+import re
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from hypothesis import HealthCheck, given, note, settings
-from strategies import UNTRUSTED_TAG, Scenario, scenarios
+import pytest
+from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import strategies as st
 
 from contextwright import (
     BudgetError,
@@ -26,14 +28,15 @@ from contextwright import (
     Document,
     FinalContext,
     Request,
+    ValidationError,
 )
 from contextwright.sources.conversation import MISSING_RESULT
-
+from strategies import UNTRUSTED_TAG, Scenario, scenarios
 
 
 def _load_encoding_and_builder() -> tuple[Any, ContextBuilder]:
     # bpe-openai 0.1 loads its BPE files with the deprecated importlib.resources.open_binary;
-    # under filterwarnings=error the first load would fail the test run (see the report).
+    # under filterwarnings=error a first load outside the library would fail the run.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         import bpe_openai
@@ -49,6 +52,8 @@ CHANGED = frozenset(("truncated", "compacted"))
 # Each message costs its content + 4; each call its name + arguments + 8; each schema its
 # compact JSON + 8; the reply is primed with 3 (SPEC R-TOK-1, contextwright.core.accounting).
 MESSAGE_OVERHEAD, CALL_OVERHEAD, SCHEMA_OVERHEAD, REPLY_PRIMING = 4, 8, 8, 3
+TAG = re.compile(re.escape(UNTRUSTED_TAG) + r"-\d{4}")
+SPEAKERS = {"en": ("User", "Assistant", "Tool"), "zh": ("用户", "助手", "工具")}
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -93,7 +98,7 @@ def build(scenario: Scenario) -> FinalContext | BudgetError:
 
 
 def built(scenario: Scenario) -> FinalContext | None:
-    """The context, or None when the build (legitimately or not) raised ``BudgetError``."""
+    """The context, or None when the build raised ``BudgetError`` (checked on its own)."""
     result = build(scenario)
     return None if isinstance(result, BudgetError) else result
 
@@ -122,51 +127,51 @@ def normalised(message: Mapping[str, Any]) -> tuple[str, str, tuple[tuple[str, s
     return message["role"], content or "", calls
 
 
-def neutralised(text: str) -> str:
-    """Tool text as fenced: special-token look-alikes broken up (SPEC R-SEC-1)."""
-    return text.replace("<|", "<\\|")
-
-
 def is_placeholder(message: Mapping[str, Any]) -> bool:
     return message["role"] == "tool" and MISSING_RESULT in (message.get("content") or "")
 
 
 def _matches(raw: Mapping[str, Any], out: Mapping[str, Any], decisions: list[Decision]) -> bool:
-    """Does output message ``out`` render input message ``raw``?"""
+    """Does output message ``out`` render input message ``raw``?
+
+    Tool results are fenced (and maybe compacted or cut), so they match by call id and by the
+    tag their text carries, or by a decision saying how their text was changed.
+    """
     role, content, calls = normalised(raw)
     out_role, out_content, out_calls = normalised(out)
     if role != out_role:
         return False
     changed = {d.action for d in decisions} & CHANGED
     if role == "tool":
+        tag = TAG.search(content)
         return out.get("tool_call_id") == raw["tool_call_id"] and (
-            neutralised(content) in out_content or bool(changed))
+            bool(changed) or (tag is not None and tag.group() in out_content))
     return calls == out_calls and (content == out_content or "truncated" in changed)
 
 
 class Account:
-    """Which input messages of one section (history or turn) are in the output, matched from
-    the newest back (kept conversation is a newest-first run)."""
+    """Which input messages of one source (history or turn) are in the output.
 
-    def __init__(self, ctx: FinalContext, raw: Sequence[Mapping[str, Any]], prefix: str,
-                 section: str) -> None:
+    Output messages are matched from the newest back (kept conversation is a newest-first run),
+    skipping input messages the report says were left out.
+    """
+
+    def __init__(self, ctx: FinalContext, raw: Sequence[Mapping[str, Any]], source: str) -> None:
         rendered = ctx.to_messages("openai")
         self.decisions = decisions_by_key(ctx.report.decisions)
-        self.prefix = prefix
-        self.unread = sum(d.count for d in ctx.report.decisions if d.key == f"{prefix}.*")
+        self.source = source
+        self.unread = sum(d.count for d in ctx.report.decisions if d.key == f"{source}.*")
         self.kept: dict[int, int] = {}
         self.unmatched: list[int] = []
         position = len(raw) - 1
-        outputs = [i for i, s in enumerate(ctx.sections) if s == section]
+        outputs = [i for i, s in enumerate(ctx.sections) if s == source]
         for out_index in reversed(outputs):
             out = rendered[out_index]
             if is_placeholder(out):
                 continue
             index = position
-            while index >= 0 and not (
-                not self.left_out(index)
-                and _matches(raw[index], out, self.decisions.get(self.key(index), []))
-            ):
+            while index >= 0 and (self.left_out(index) or not _matches(
+                    raw[index], out, self.decisions.get(self.key(index), []))):
                 index -= 1
             if index < 0:
                 self.unmatched.append(out_index)
@@ -175,13 +180,13 @@ class Account:
             position = index - 1
 
     def key(self, index: int) -> str:
-        return f"{self.prefix}.m{index}"
+        return f"{self.source}.m{index}"
 
     def left_out(self, index: int) -> list[Decision]:
         return [d for d in self.decisions.get(self.key(index), []) if d.action in LEFT_OUT]
 
-    def actions(self, index: int) -> set[str]:
-        return {d.action for d in self.decisions.get(self.key(index), [])}
+    def has(self, index: int, action: str) -> bool:
+        return any(d.action == action for d in self.decisions.get(self.key(index), []))
 
 
 def check_openai_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -204,6 +209,18 @@ def check_openai_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
         assert not pending, f"calls {pending} before messages[{index}] have no result"
 
 
+def check_newest_first_run(account: Account, size: int) -> int | None:
+    """The kept messages are the newest ones, without holes (duplicates aside); returns the
+    index of the oldest kept message."""
+    if not account.kept:
+        return None
+    oldest = min(account.kept)
+    holes = [i for i in range(oldest, size)
+             if i not in account.kept and not account.has(i, "deduplicated")]
+    assert not holes, f"kept {account.source} from m{oldest} has holes at {holes}"
+    return oldest
+
+
 # ------------------------------------------------------------------------------ the budget
 
 @PROPERTY
@@ -213,8 +230,7 @@ def test_context_never_exceeds_available(scenario: Scenario) -> None:
     if ctx is None:
         return
     available = scenario.plan.budget.available
-    request = ctx.to_request("openai")
-    tokens = openai_tokens(request)
+    tokens = openai_tokens(ctx.to_request("openai"))
     assert tokens <= available, f"OpenAI rendering costs {tokens} > available {available}"
     assert ctx.available == available
 
@@ -225,7 +241,7 @@ def test_text_rendering_never_exceeds_available(scenario: Scenario) -> None:
     ctx = built(scenario)
     if ctx is None:
         return
-    text = ctx.to_text()
+    text = ctx.to_text()  # raises ValidationError when the library's own count is over
     assert count(text) <= scenario.plan.budget.available
 
 
@@ -238,10 +254,10 @@ def test_anthropic_rendering_is_valid_and_fits(scenario: Scenario) -> None:
     request = ctx.to_request("anthropic")  # raises ValidationError on a bad rendering
     messages = request["messages"]
     assert not messages or messages[0]["role"] == "user"
-    for before, after in zip(messages, messages[1:], strict=False):
+    for before, after in itertools.pairwise(messages):
         assert before["role"] != after["role"], "Anthropic roles must alternate"
-    opens_with_user = next((m.role for m in ctx.messages if m.role != "system"), "user") == "user"
-    lead = 0 if opens_with_user else count(messages[0]["content"][0]["text"]) + MESSAGE_OVERHEAD
+    first = next((m.role for m in ctx.messages if m.role != "system"), "user")
+    lead = 0 if first == "user" else count(messages[0]["content"][0]["text"]) + MESSAGE_OVERHEAD
     assert openai_tokens(ctx.to_request("openai")) + lead <= scenario.plan.budget.available
 
 
@@ -254,10 +270,22 @@ def test_budget_error_only_when_never_cut_parts_do_not_fit(scenario: Scenario) -
     needed = never_cut_tokens(scenario.plan, scenario.request)
     available = scenario.plan.budget.available
     assert result.report is not None
-    assert needed + int(os.environ.get("CW_SLACK", "0")) > available, (
+    assert needed > available, (
         f"BudgetError ({result}) although system prompt + user input need only {needed} "
-        f"of {available} tokens"
-    )
+        f"of {available} tokens")
+
+
+@PROPERTY
+@given(scenarios())
+def test_no_source_exceeds_its_max_tokens(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    for row in ctx.report.sources:
+        spec = scenario.plan.spec(row.source)
+        assert spec is not None
+        if spec.cuttable and spec.max_tokens is not None:
+            assert row.tokens <= spec.max_tokens, f"{row.source} uses {row.tokens} tokens"
 
 
 # ------------------------------------------------------------------ what is kept, what is cut
@@ -285,7 +313,7 @@ def _check_every_message_accounted(ctx: FinalContext, plan: BuildPlan,
         assert any(f"request.{part}" in w for w in ctx.report.warnings), (
             f"request.{part} was left out without a warning")
         return
-    account = Account(ctx, raw, source, source)
+    account = Account(ctx, raw, source)
     assert not account.unmatched, (
         f"{source} output messages {account.unmatched} match no input message that is not "
         "reported as left out")
@@ -295,7 +323,7 @@ def _check_every_message_accounted(ctx: FinalContext, plan: BuildPlan,
         left_out = account.left_out(index)
         assert left_out, (
             f"{account.key(index)} is neither in the context nor covered by a decision "
-            f"(decisions for it: {account.decisions.get(account.key(index), [])})")
+            f"(its decisions: {account.decisions.get(account.key(index), [])})")
         assert all(d.reason for d in left_out)
 
 
@@ -308,6 +336,35 @@ def test_every_history_and_turn_message_is_kept_or_reported(scenario: Scenario) 
     request = scenario.request
     _check_every_message_accounted(ctx, scenario.plan, request.history, "history", "history")
     _check_every_message_accounted(ctx, scenario.plan, request.turn, "turn", "tool_results")
+
+
+@PROPERTY
+@given(scenarios())
+def test_every_document_and_tool_definition_is_kept_or_reported(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    plan, request = scenario.plan, scenario.request
+    decisions = decisions_by_key(ctx.report.decisions)
+    left_out = {key for key, ds in decisions.items() if any(d.action in LEFT_OUT for d in ds)}
+    if request.tools and plan.spec("tools") is not None:
+        kept = {schema["function"]["name"] for schema in ctx.tool_schemas}
+        for schema in request.tools:
+            name = schema["function"]["name"]
+            assert name in kept or f"tools.{name}" in left_out or "tools.*" in decisions, (
+                f"tool {name} neither offered nor reported")
+    if request.documents and plan.spec("rag") is not None:
+        rendered = ctx.to_messages("openai")
+        kept_ids = {
+            json.loads(call["function"]["arguments"])["id"]
+            for message, section in zip(rendered, ctx.sections, strict=True) if section == "rag"
+            for call in message.get("tool_calls") or ()
+        }
+        ranks_left_out = {key.split(".")[1] for key in left_out if key.startswith("rag.")}
+        if "rag.*" not in decisions:
+            assert len(kept_ids) + len(ranks_left_out) == len(request.documents), (
+                f"{len(request.documents)} documents, {len(kept_ids)} kept, "
+                f"{len(ranks_left_out)} reported left out")
 
 
 @PROPERTY
@@ -327,20 +384,43 @@ def test_history_is_dropped_oldest_first(scenario: Scenario) -> None:
     history = scenario.request.history
     if ctx is None or spec is None or not history:
         return
-    account = Account(ctx, history, "history", "history")
-    if not account.kept:
+    account = Account(ctx, history, "history")
+    oldest = check_newest_first_run(account, len(history))
+    if oldest is None or spec.options.get("partial_rounds", False):
         return
-    deduplicated = {i for i in range(len(history)) if "deduplicated" in account.actions(i)}
-    oldest = min(account.kept)
-    holes = [i for i in range(oldest, len(history))
-             if i not in account.kept and i not in deduplicated]
-    assert not holes, f"kept history from m{oldest} has holes at {holes}"
-    if not spec.options.get("partial_rounds", False):
-        start = oldest
-        while start - 1 in deduplicated:
-            start -= 1
-        assert start == 0 or history[start]["role"] == "user", (
-            f"kept history starts inside a round (m{oldest}, a {history[oldest]['role']} message)")
+    start = oldest  # without partial_rounds, whole rounds: the run opens a round
+    while start > 0 and account.has(start - 1, "deduplicated"):
+        start -= 1
+    assert start == 0 or history[start]["role"] == "user", (
+        f"kept history starts inside a round (m{oldest}, a {history[oldest]['role']} message)")
+
+
+@PROPERTY
+@given(scenarios())
+def test_latest_tool_results_are_kept_first(scenario: Scenario) -> None:
+    ctx = built(scenario)
+    turn = scenario.request.turn
+    if ctx is None or scenario.plan.spec("tool_results") is None or not turn:
+        return
+    check_newest_first_run(Account(ctx, turn, "tool_results"), len(turn))
+
+
+@PROPERTY
+@given(scenarios())
+def test_parts_follow_the_plan_order(scenario: Scenario) -> None:
+    # SPEC R-ORD-1: the merged system message first, then each source's messages where the plan
+    # puts the source (the question repeated at the very end when the plan asks for it).
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    positions = {spec.source: i for i, spec in enumerate(scenario.plan.sources)}
+    sections = list(ctx.sections)
+    if sections and ctx.messages[0].role == "system":
+        sections = sections[1:]
+    if scenario.plan.repeat_question and len(sections) > 1 and sections[-1] == "user":
+        sections = sections[:-1]
+    order = [positions[s] for s in sections]
+    assert order == sorted(order), f"sections out of plan order: {sections}"
 
 
 # ------------------------------------------------------------------------------ determinism
@@ -360,6 +440,31 @@ def test_same_input_gives_byte_identical_output(scenario: Scenario) -> None:
     fresh = _fingerprint(build(Scenario(scenario.plan, copy.deepcopy(scenario.request))))
     assert first[0] == again[0] == fresh[0], "messages differ between identical builds"
     assert first[1] == again[1] == fresh[1], "reports differ between identical builds"
+
+
+@PROPERTY
+@given(scenarios(), st.data())
+def test_rebuild_after_editing_the_request_in_place_matches_a_fresh_build(
+        scenario: Scenario, data: st.DataObject) -> None:
+    # An agent loop keeps one history list and appends to it (or fixes a message in place);
+    # whatever the library remembers between builds must not leak the old state.
+    request = scenario.request
+    build(scenario)
+    history = cast(list[dict[str, Any]], request.history)
+    edits = data.draw(st.lists(st.sampled_from(("append", "edit", "retool")), min_size=1,
+                               max_size=3), label="edits")
+    for edit in edits:
+        if edit == "append":
+            history += [{"role": "user", "content": "And what about tomorrow?"},
+                        {"role": "assistant", "content": "Tomorrow looks sunny."}]
+        elif edit == "edit" and history:
+            index = data.draw(st.integers(0, len(history) - 1), label="edited message")
+            if history[index]["role"] in ("user", "assistant") and history[index].get("content"):
+                history[index]["content"] = "(edited) " + normalised(history[index])[1]
+        elif edit == "retool" and request.tools:
+            request.tools[0]["function"]["description"] = "Edited: looks up anything at all."
+    assert _fingerprint(build(scenario)) == _fingerprint(
+        build(Scenario(scenario.plan, copy.deepcopy(request))))
 
 
 # --------------------------------------------------------------------------------- security
@@ -391,14 +496,38 @@ def test_untrusted_text_is_fenced_and_cannot_close_its_fence(scenario: Scenario)
     for index, message in enumerate(ctx.to_messages("openai")):
         if message["role"] != "tool":
             continue
-        content = message["content"]
-        head, _, rest = content.partition("\n")
+        head, _, rest = message["content"].partition("\n")
         assert head.startswith("<<data ") and head.endswith(">>"), f"messages[{index}] unfenced"
         marker = head.split()[1]
         body, _, tail = rest.rpartition("\n")
         assert tail == f"<<end {marker}>>", f"messages[{index}] fence not closed"
         assert f"<<end {marker}>>" not in body, f"messages[{index}] closes its own fence early"
         assert "<|" not in body, f"messages[{index}] keeps a special-token look-alike"
+
+
+@PROPERTY
+@given(scenarios())
+def test_content_cannot_forge_a_separator_or_speaker_in_the_text_rendering(
+        scenario: Scenario) -> None:
+    ctx = built(scenario)
+    if ctx is None:
+        return
+    try:
+        text = ctx.to_text()
+    except ValidationError as exc:  # over budget: test_text_rendering_never_exceeds_available
+        assume("over the available" not in str(exc))
+        raise
+    runs = [s for i, s in enumerate(p.section for p in ctx.system_parts)
+            if i == 0 or ctx.system_parts[i - 1].section != s]
+    bodies = [s for m, s in zip(ctx.messages, ctx.sections, strict=True) if m.role != "system"]
+    runs += ["tools"] * bool(ctx.schema_jsons)
+    runs += [s for i, s in enumerate(bodies) if i == 0 or bodies[i - 1] != s]
+    lines = [line.strip() for line in text.splitlines()]
+    separators = [line for line in lines if line.startswith("===")]
+    assert len(separators) == len(runs), f"separators {separators} for parts {runs}"
+    speaker = re.compile(rf"^(?:{'|'.join(SPEAKERS[ctx.language])})\s*[:：]", re.IGNORECASE)
+    speakers = [line for line in lines if speaker.match(line)]
+    assert len(speakers) == len(bodies), f"{len(speakers)} speaker lines for {len(bodies)} messages"
 
 
 # ------------------------------------------------------------------------------- the report
@@ -424,8 +553,8 @@ def test_report_agrees_with_the_context(scenario: Scenario) -> None:
 @PROPERTY
 @given(scenarios())
 def test_well_formed_input_has_no_key_conflicts(scenario: Scenario) -> None:
-    # Built-in sources over a well-formed request never produce the same key twice, so a strict
-    # plan must not raise and no conflict may be reported.
+    # Built-in sources over a well-formed request never produce one key twice: a strict plan
+    # must not raise, and no conflict may be reported.
     ctx = built(scenario)
     if ctx is None:
         return
@@ -433,8 +562,8 @@ def test_well_formed_input_has_no_key_conflicts(scenario: Scenario) -> None:
     assert not conflicts, f"spurious key conflicts: {conflicts}"
 
 
-# --------------------------------------------------------- examples: the bugs these properties
-# found, as minimal cases (they state the spec; they fail until the library is fixed)
+# ------------------------------------------------ examples: minimal cases of what the properties
+# found (they state the spec, so they fail until the library is fixed)
 
 def _call(call_id: str, name: str = "get_weather") -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
@@ -458,20 +587,6 @@ def test_call_with_a_missing_result_keeps_its_place_in_history() -> None:
     assert not ctx.report.warnings
 
 
-def test_call_with_a_missing_result_does_not_conflict_in_a_strict_plan() -> None:
-    plan = BuildPlan.builder("strict").add("system").add("user").add("tool_results").strict()
-    turn = [
-        {"role": "assistant", "content": None, "tool_calls": [_call("c1"), _call("c2")]},
-        {"role": "tool", "tool_call_id": "c1", "content": "Paris: sunny"},
-        {"role": "assistant", "content": None, "tool_calls": [_call("c3")]},
-        {"role": "tool", "tool_call_id": "c3", "content": "Rome: rain"},
-    ]
-    ctx = BUILDER.build(plan.build(), Request(user_input="weather?", system="Be brief.",
-                                              turn=turn))
-    assert [m["role"] for m in ctx.to_messages("openai")] == [
-        "system", "user", "assistant", "tool", "tool", "assistant", "tool"]
-
-
 def test_rounds_beyond_max_rounds_are_reported() -> None:
     history = []
     for i in range(6):
@@ -492,7 +607,8 @@ def test_rounds_beyond_max_rounds_are_reported() -> None:
 
 def test_report_does_not_depend_on_earlier_builds() -> None:
     # A tool result long enough to be counted in pieces (> 32,000 characters).
-    text = "\n".join(f"line {i}: the refund for order A-{i:05d} was approved." for i in range(4000))
+    text = "\n".join(f"line {i}: the refund for order A-{i:05d} was approved."
+                     for i in range(4000))
     turn = [{"role": "assistant", "content": None, "tool_calls": [_call("c1", "search_orders")]},
             {"role": "tool", "tool_call_id": "c1", "content": text}]
     request = Request(user_input="which refunds were approved?", system="Be brief.", turn=turn)
@@ -504,12 +620,23 @@ def test_report_does_not_depend_on_earlier_builds() -> None:
     assert before == after
 
 
-def test_budget_error_is_not_raised_for_a_reserve_the_context_does_not_need() -> None:
-    # The minimal context (system + input) fits with room to spare; the document cannot fit and
-    # must be dropped rather than failing the whole build.
+@pytest.mark.parametrize("plan_name", ["chat", "rag_qa"])
+def test_build_succeeds_when_exactly_the_never_cut_parts_fit(plan_name: str) -> None:
+    # SPEC R-BUD-3: the build fails only if system prompt + input alone exceed the budget. Here
+    # they fit exactly; everything else (a document that cannot fit, for rag_qa) is dropped.
     request = Request(user_input="What is the refund window?", system="Answer briefly.",
                       documents=[Document(id="d1", text="Refunds within 30 days. " * 200)])
-    plan = BuildPlan.named("rag_qa")
+    plan = BuildPlan.named(plan_name)
     needed = never_cut_tokens(plan, request)
-    ctx = BUILDER.build(plan.with_budget(available_override=needed + 2), request)
-    assert ctx.total_tokens <= needed + 2
+    ctx = BUILDER.build(plan.with_budget(available_override=needed), request)
+    assert [m["content"] for m in ctx.to_messages("openai")] == [
+        request.system, request.user_input]
+
+
+def test_text_rendering_of_a_markdown_document_fits_available() -> None:
+    headings = "\n".join(f"# {i} Refund policy" for i in range(300))
+    request = Request(user_input="What does the refund policy say?", system="Be brief.",
+                      documents=[Document(id="policy.md", text=headings)])
+    ctx = BUILDER.build(BuildPlan.named("doc_analysis").with_budget(available_override=1000),
+                        request)
+    assert count(ctx.to_text()) <= 1000

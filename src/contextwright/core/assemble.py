@@ -14,11 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from contextwright.core.accounting import REPLY_PRIMING, message_tokens
 from contextwright.core.fence import DATA_NOTE, label
 from contextwright.core.final import SystemPart
 from contextwright.core.gather import Candidate, Unit
 from contextwright.core.items import Message
 from contextwright.core.plan import BuildPlan
+from contextwright.tokens import CountingTokenizer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,12 +32,19 @@ class Assembly:
     system_parts: tuple[SystemPart, ...]
     tool_schemas: tuple[Mapping[str, Any], ...]
     schema_jsons: tuple[str, ...]
+    tokens: int
 
 
 def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
-             language: str, with_note: bool) -> Assembly:
-    """Order the kept units into messages (see the module docstring)."""
+             language: str, with_note: bool, tokenizer: CountingTokenizer) -> Assembly:
+    """Order the kept units into messages (see the module docstring) and count them.
+
+    The count is ``context_tokens`` of the result, computed from the candidates' costs (each a
+    message's exact content count plus its overhead) and an exact count of the merged system
+    message, so a long history is not walked twice.
+    """
     parts: list[SystemPart] = []
+    tokens = REPLY_PRIMING
     system_texts: list[str] = []
     schemas: list[Candidate] = []
     messages: list[Message] = []
@@ -44,6 +53,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         for candidate in _in_render_order(kept.get(spec.source, [])):
             if candidate.is_schema:
                 schemas.append(candidate)
+                tokens += candidate.tokens
             elif candidate.message.role == "system":
                 system_texts.append(candidate.message.content)
                 parts.append(SystemPart(section=candidate.item.label or spec.source,
@@ -51,16 +61,20 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
             else:
                 messages.append(candidate.message)
                 sections.append(spec.source)
+                tokens += candidate.tokens
     if with_note:
         system_texts.append(DATA_NOTE[language])
         parts.append(SystemPart(section="system", text=DATA_NOTE[language]))
     if plan.repeat_question and messages and sections[-1] != "user":
         messages.append(repeated_question(user_input, language))
         sections.append("user")
+        tokens += message_tokens(messages[-1], tokenizer)
     if system_texts:
         messages.insert(0, Message(role="system", content="\n\n".join(system_texts)))
         sections.insert(0, "system")
+        tokens += message_tokens(messages[0], tokenizer)
     return Assembly(
+        tokens=tokens,
         messages=tuple(messages), sections=tuple(sections), system_parts=tuple(parts),
         tool_schemas=tuple(c.item.metadata["schema"] for c in schemas),
         schema_jsons=tuple(c.message.content for c in schemas),

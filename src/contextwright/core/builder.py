@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NoReturn
 
-from contextwright.core.accounting import MESSAGE_OVERHEAD, REPLY_PRIMING, context_tokens
+from contextwright.core.accounting import MESSAGE_OVERHEAD, REPLY_PRIMING
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cutting import make_cutter
@@ -212,8 +212,8 @@ def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str,
     """
     while True:
         kept = {name: selection.kept for name, selection in selections.items()}
-        assembly = assemble(plan, kept, query, language, with_note)
-        total = context_tokens(assembly.messages, assembly.schema_jsons, tokenizer)
+        assembly = assemble(plan, kept, query, language, with_note, tokenizer)
+        total = assembly.tokens
         if total <= limit:
             return assembly, total
         victim = _least_important(gathered, selections)

@@ -56,10 +56,12 @@ class Unit:
     candidates: list[Candidate]
     round: int | None
     rank: int
-    tokens: int = 0
+    tokens: int = -1
+    """Sum of the candidates' tokens (computed when not given)."""
 
     def __post_init__(self) -> None:
-        self.tokens = sum(c.tokens for c in self.candidates)
+        if self.tokens < 0:
+            self.tokens = sum(c.tokens for c in self.candidates)
 
 
 @dataclass(slots=True)
@@ -182,6 +184,8 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
 
 
 def _close_unit(name: str, candidates: list[Candidate], round_no: int, rank: int) -> Unit:
-    opens_round = candidates[0].item.round_start
+    first = candidates[0]
+    opens_round = first.item.round_start
+    tokens = first.tokens if len(candidates) == 1 else sum(c.tokens for c in candidates)
     return Unit(source=name, candidates=candidates,
-                round=None if opens_round is None else round_no, rank=rank)
+                round=None if opens_round is None else round_no, rank=rank, tokens=tokens)

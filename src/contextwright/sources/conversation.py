@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from contextwright.compress.json_compact import compact_tool_result
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
@@ -23,9 +22,11 @@ from contextwright.errors import InvalidInputError
 MISSING_RESULT = "[no result was recorded for this call]"
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
-    """A run of messages that must stay together, with the index of its first message."""
+class Block(NamedTuple):
+    """A run of messages that must stay together, with the index of its first message.
+
+    A named tuple rather than a dataclass: one is made for every message a build reads.
+    """
 
     start: int
     messages: tuple[Message, ...]
