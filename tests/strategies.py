@@ -17,7 +17,7 @@ import json
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
@@ -84,6 +84,7 @@ def _paragraph(rng: random.Random, language: str) -> str:
 SEEDS = st.integers(0, 2**32 - 1)
 LANGUAGE = st.sampled_from(LANGUAGES)
 LONG_REPEATS = st.integers(8, 120)
+LIST_STYLE = st.sampled_from(("{}. ", "# {} ", "- ", "[{}] ", "## {}\n"))
 TRICKY = st.sampled_from(TRICKY_LINES)
 _DICE = {sides: st.integers(0, sides - 1) for sides in (2, 3, 4, 5, 6, 7, 8, 10)}
 _COUNTS = {top: st.integers(0, top) for top in (1, 2, 3, 4, 6, 8)}
@@ -104,13 +105,13 @@ def draw_text(draw: st.DrawFn, language: str | None = None, *, long: bool | None
     tokens), sometimes with a line that tries to forge a separator, label, role or token."""
     language = language or draw(LANGUAGE)
     if long is None:
-        long = one_in(draw, 10)
+        long = one_in(draw, 8)
     rng = random.Random(draw(SEEDS))
     base = [_paragraph(rng, language) for _ in range(rng.randint(1, 3))]
     if long:
         # Numbered variations of a few paragraphs, up to several thousand tokens; numbered
         # like a list, a reference list or headings (lines a text rendering must escape).
-        style = rng.choice(("{}. ", "[{}] ", "# {} ", "- "))
+        style = draw(LIST_STYLE)
         base = [style.format(i + 1) + base[i % len(base)] for i in range(draw(LONG_REPEATS))]
     if tricky and one_in(draw, 6):
         base.insert(rng.randint(0, len(base)), draw(TRICKY))
@@ -409,15 +410,39 @@ class Scenario:
 
     plan: BuildPlan
     request: Request
-    notes: dict[str, Any] = field(default_factory=dict)
+
+
+TIGHT = st.integers(-8, 400)
+
+
+def _never_cut_tokens(plan: BuildPlan, request: Request) -> int:
+    """About what the system prompt and the input cost as messages (reply priming included)."""
+    from contextwright.tokens import get_tokenizer
+
+    count = get_tokenizer("o200k_base").count
+    tokens = 3 + count(request.user_input) + 4
+    if request.system and plan.spec("system") is not None:
+        tokens += count(request.system) + 4
+    return tokens
+
+
+@st.composite
+def _scenarios(draw: st.DrawFn, missing_results: bool,
+               plan_strategy: Callable[[], st.SearchStrategy[BuildPlan]]) -> Scenario:
+    plan = draw(plan_strategy())
+    request = draw(requests(missing_results=missing_results))
+    if one_in(draw, 4):  # a tight budget: just around what may never be cut
+        floor = _never_cut_tokens(plan, request)
+        plan = plan.with_budget(available_override=max(1, floor + draw(TIGHT)))
+    return Scenario(plan, request)
 
 
 def scenarios(*, missing_results: bool = True,
               plan_strategy: Callable[[], st.SearchStrategy[BuildPlan]] = plans
               ) -> st.SearchStrategy[Scenario]:
-    """A plan and a request to build."""
-    return st.builds(Scenario, plan=plan_strategy(),
-                     request=requests(missing_results=missing_results))
+    """A plan and a request to build; now and then with a budget just around what the system
+    prompt and the input need, where the edge cases of fitting live."""
+    return _scenarios(missing_results, plan_strategy)
 
 
 # ------------------------------------------------------------------------- budget allocation

@@ -14,7 +14,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from contextwright import Budget, BuildPlan
@@ -22,6 +22,7 @@ from contextwright.core.budget import Allocation, Claim, allocate_budget, weight
 from strategies import AllocationCase, allocation_cases
 
 PROPERTY = settings(max_examples=300, deadline=None,
+                    phases=[phase for phase in Phase if phase is not Phase.explain],
                     suppress_health_check=[HealthCheck.too_slow])
 
 
