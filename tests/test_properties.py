@@ -242,10 +242,27 @@ def test_context_never_exceeds_available(scenario: Scenario) -> None:
 @PROPERTY
 @given(scenarios())
 def test_text_rendering_never_exceeds_available(scenario: Scenario) -> None:
+    # A build counted for the text prompt fits as text, counted whole.
+    try:
+        ctx = BUILDER.build(scenario.plan, scenario.request, target="text")
+    except BudgetError:
+        return
+    assert count(ctx.to_text()) <= scenario.plan.budget.available
+    assert ctx.total_tokens == count(ctx.to_text())
+
+
+@PROPERTY
+@given(scenarios())
+def test_text_rendering_of_a_chat_build_fits_or_says_so(scenario: Scenario) -> None:
+    # A build counted for chat may not fit as text (escapes and separators cost more); then
+    # to_text() refuses with ValidationError instead of returning an over-budget prompt.
     ctx = built(scenario)
     if ctx is None:
         return
-    text = ctx.to_text()  # raises ValidationError when the library's own count is over
+    try:
+        text = ctx.to_text()
+    except ValidationError:
+        return
     assert count(text) <= scenario.plan.budget.available
 
 
@@ -645,8 +662,12 @@ def test_text_rendering_of_a_markdown_document_fits_available() -> None:
     request = Request(user_input="What does the refund policy say?", system="Be brief.",
                       documents=[Document(id="policy.md", text=headings)])
     ctx = BUILDER.build(BuildPlan.named("doc_analysis").with_budget(available_override=1000),
-                        request)
+                        request, target="text")
     assert count(ctx.to_text()) <= 1000
+    chat = BUILDER.build(BuildPlan.named("doc_analysis").with_budget(available_override=1000),
+                         request)
+    with pytest.raises(ValidationError):
+        chat.to_text()
 
 
 def test_unread_history_is_counted_even_when_what_was_read_is_a_duplicate() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import Literal
 
 from contextwright.core.builder import build_context
 from contextwright.core.final import FinalContext
@@ -35,9 +36,14 @@ class ContextBuilder:
         """Registered sources by namespace."""
         return self._sources
 
-    def build(self, plan: BuildPlan, request: Request) -> FinalContext:
-        """Build the context for one model call."""
-        return build_context(plan, request, self._sources, self.tokenizer)
+    def build(self, plan: BuildPlan, request: Request, *,
+              target: Literal["chat", "text"] = "chat") -> FinalContext:
+        """Build the context for one model call.
+
+        ``target`` is the rendering the budget is counted for: ``chat`` (OpenAI and Anthropic
+        messages, the default) or ``text`` (``FinalContext.to_text()``).
+        """
+        return build_context(plan, request, self._sources, self.tokenizer, target)
 
 
 def clear_caches() -> None:

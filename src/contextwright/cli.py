@@ -117,7 +117,8 @@ def _build(request_path: Path, plan_name: str | None, window: int | None,
         plan = plan.with_budget(**changes)
     if plan.budget.available <= 0:
         raise ContextwrightErrorExit("the budget leaves no tokens for the context", 2)
-    ctx = ContextBuilder(tokenizer=tokenizer).build(plan, request)
+    ctx = ContextBuilder(tokenizer=tokenizer).build(
+        plan, request, target="text" if fmt == "text" else "chat")
     if debug:
         typer.echo(ctx.report.format_debug(), err=True)
     output: dict[str, Any]

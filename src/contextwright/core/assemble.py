@@ -17,10 +17,9 @@ from typing import Any
 from contextwright.core.accounting import REPLY_PRIMING, message_tokens
 from contextwright.core.fence import DATA_NOTE, label
 from contextwright.core.final import SystemPart
-from contextwright.core.gather import Candidate, Unit
+from contextwright.core.gather import Candidate, Costing, Unit
 from contextwright.core.items import Message
 from contextwright.core.plan import BuildPlan
-from contextwright.tokens import CountingTokenizer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,58 +31,70 @@ class Assembly:
     system_parts: tuple[SystemPart, ...]
     tool_schemas: tuple[Mapping[str, Any], ...]
     schema_jsons: tuple[str, ...]
-    tokens: int
+    chat_tokens: int
+    """Tokens of the OpenAI rendering (only meaningful when costing for chat)."""
 
 
 def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
-             language: str, with_note: bool, tokenizer: CountingTokenizer) -> Assembly:
+             costing: Costing, *, note: bool, repeat: bool) -> Assembly:
     """Order the kept units into messages (see the module docstring) and count them.
 
-    The count is ``context_tokens`` of the result, computed from the candidates' costs (each a
-    message's exact content count plus its overhead) and an exact count of the merged system
-    message, so a long history is not walked twice.
+    ``note``: add the data note even if nothing fenced was kept (it was reserved). ``repeat``:
+    repeat the question at the tail when something follows it. The count is that of the
+    OpenAI rendering, computed from the candidates' costs (each a message's exact content count
+    plus its overhead) and an exact count of the merged system message, so a long history is
+    not walked twice.
     """
     parts: list[SystemPart] = []
-    tokens = REPLY_PRIMING
     system_texts: list[str] = []
     schemas: list[Candidate] = []
     messages: list[Message] = []
     sections: list[str] = []
+    tokens = REPLY_PRIMING
+    fenced = False
     for spec in plan.sources:
         for candidate in _in_render_order(kept.get(spec.source, [])):
+            fenced = fenced or candidate.item.untrusted
             if candidate.is_schema:
                 schemas.append(candidate)
-                tokens += candidate.tokens
             elif candidate.message.role == "system":
                 system_texts.append(candidate.message.content)
                 parts.append(SystemPart(section=candidate.item.label or spec.source,
                                         text=candidate.item.message.content))
+                continue
             else:
                 messages.append(candidate.message)
                 sections.append(spec.source)
-                tokens += candidate.tokens
-    if with_note:
+            tokens += candidate.tokens if costing.target == "chat" else 0
+    language = costing.language
+    if note or fenced:
         system_texts.append(DATA_NOTE[language])
         parts.append(SystemPart(section="system", text=DATA_NOTE[language]))
-    if plan.repeat_question and messages and sections[-1] != "user":
-        messages.append(repeated_question(user_input, language))
+    if repeat and messages and sections[-1] != "user":
+        messages.append(repeated_question(user_input, costing))
         sections.append("user")
-        tokens += message_tokens(messages[-1], tokenizer)
+        tokens += message_tokens(messages[-1], costing.tokenizer)
     if system_texts:
         messages.insert(0, Message(role="system", content="\n\n".join(system_texts)))
         sections.insert(0, "system")
-        tokens += message_tokens(messages[0], tokenizer)
+        tokens += message_tokens(messages[0], costing.tokenizer)
     return Assembly(
-        tokens=tokens,
         messages=tuple(messages), sections=tuple(sections), system_parts=tuple(parts),
         tool_schemas=tuple(c.item.metadata["schema"] for c in schemas),
-        schema_jsons=tuple(c.message.content for c in schemas),
+        schema_jsons=tuple(c.message.content for c in schemas), chat_tokens=tokens,
     )
 
 
-def repeated_question(user_input: str, language: str) -> Message:
-    """The user's question again, labelled, for the tail."""
-    return Message(role="user", content=f"{label('question', language)}: {user_input}")
+REPEAT_MAX_TOKENS = 128
+"""A long question is repeated at the tail only up to this many tokens."""
+
+
+def repeated_question(user_input: str, costing: Costing) -> Message:
+    """The user's question again, labelled, for the tail (cut if very long)."""
+    question = costing.tokenizer.truncate(user_input, REPEAT_MAX_TOKENS)
+    if question != user_input:
+        question += " …"
+    return Message(role="user", content=f"{label('question', costing.language)}: {question}")
 
 
 def _in_render_order(units: list[Unit]) -> list[Candidate]:

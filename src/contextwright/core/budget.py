@@ -61,7 +61,8 @@ def allocate_budget(pool: int, claims: Sequence[Claim], total_weight: float,
     grants = {c.name: min(c.need, shares[c.name]) for c in claims}
     granted = sum(grants.values())
     if granted > pool:
-        grants = _scale_down(grants, pool)
+        floors = {c.name: min(grants[c.name], c.min_tokens) for c in claims}
+        grants = _scale_down(grants, floors, pool)
     leftover = pool - sum(grants.values())
     for claim in sorted(claims, key=lambda c: c.rank):
         if leftover <= 0:
@@ -73,9 +74,24 @@ def allocate_budget(pool: int, claims: Sequence[Claim], total_weight: float,
     return {c.name: Allocation(share=shares[c.name], grant=grants[c.name]) for c in claims}
 
 
-def _scale_down(grants: dict[str, int], pool: int) -> dict[str, int]:
-    """Shrink grants proportionally so they fit ``pool`` (the parts never cut took more)."""
-    total = sum(grants.values())
-    if pool <= 0 or total == 0:
+def _scale_down(grants: dict[str, int], floors: dict[str, int], pool: int) -> dict[str, int]:
+    """Shrink grants to fit ``pool`` (the parts never cut took more than their shares).
+
+    Floors (``min_tokens``) are kept first, shrunk proportionally only if they alone do not
+    fit; what is above the floors shrinks proportionally in what is left.
+    """
+    if pool <= 0:
         return dict.fromkeys(grants, 0)
-    return {name: math.floor(grant * pool / total) for name, grant in grants.items()}
+    floor_total = sum(floors.values())
+    if floor_total >= pool:
+        return _proportional(floors, pool)
+    above = {name: grant - floors[name] for name, grant in grants.items()}
+    extra = _proportional(above, pool - floor_total)
+    return {name: floors[name] + extra[name] for name in grants}
+
+
+def _proportional(amounts: dict[str, int], pool: int) -> dict[str, int]:
+    total = sum(amounts.values())
+    if total <= pool:
+        return dict(amounts)
+    return {name: math.floor(amount * pool / total) for name, amount in amounts.items()}

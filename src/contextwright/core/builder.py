@@ -14,55 +14,61 @@ from contextwright.core.accounting import MESSAGE_OVERHEAD, REPLY_PRIMING
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cutting import make_cutter
-from contextwright.core.fence import DATA_NOTE, language_of
+from contextwright.core.fence import DATA_NOTE, language_of, separator
 from contextwright.core.final import ANTHROPIC_LEAD, FinalContext
-from contextwright.core.gather import Gathered, Unit, gather_source
+from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
 from contextwright.core.items import check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.plan import BuildPlan
 from contextwright.core.reporting import make_report, unread_decisions
 from contextwright.core.request import Request
-from contextwright.core.select import CONTIGUOUS_SOURCES, Selection, drop_decisions, select_units
+from contextwright.core.select import (
+    CONTIGUOUS_SOURCES,
+    MIN_CUT_TOKENS,
+    Selection,
+    cut_decisions,
+    drop_decisions,
+    select_units,
+)
 from contextwright.core.source import ContextSource
+from contextwright.core.text import render_text
 from contextwright.errors import BudgetError, PlanError
 from contextwright.tokens import CountingTokenizer
 
 
 def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
-                  tokenizer: CountingTokenizer) -> FinalContext:
-    """Build the context of one model call."""
-    language = language_of(check_text(request.user_input, "user_input"))
-    available = plan.budget.available
-    framing = framing_tokens(plan, request.user_input, tokenizer, language)
-    gathered, pool = gather_all(plan, request, sources, tokenizer, language, framing)
+                  tokenizer: CountingTokenizer, target: Target = "chat") -> FinalContext:
+    """Build the context of one model call, counted for the ``target`` rendering."""
+    costing = Costing(tokenizer, language_of(check_text(request.user_input, "user_input")),
+                      target)
+    gathered, pool = gather_all(plan, request, sources, costing)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
     warnings += unused_request_parts(plan, request)
     decisions += drop_duplicates(gathered)
-    with_note = needs_data_note(request, gathered)
-    pool -= tokenizer.count(DATA_NOTE[language]) + 2 if with_note else 0
-    if pool < 0:
-        fail_budget(plan, gathered, tokenizer, "the never-cut parts and framing do not fit")
-    allocations = allocate(plan, gathered, pool, available)
-    selections = prune(gathered, allocations, request.user_input, tokenizer, language)
-    give_back(gathered, allocations, selections, pool, request.user_input, tokenizer, language)
-    assembly, total = fit_exactly(plan, gathered, selections, request.user_input, tokenizer,
-                                  language, available - anthropic_lead_tokens(tokenizer),
-                                  with_note)
-    decisions += [d for g in gathered for d in unread_decisions(g)]
+    note, pool = reserve(pool, data_note_tokens(plan, request, gathered, costing))
+    repeat, pool = reserve(pool, repeat_tokens(plan, request, costing))
+    allocations = allocate(plan, gathered, pool)
+    selections = prune(gathered, allocations, request.user_input, costing)
+    give_back(gathered, allocations, selections, pool, request.user_input, costing)
+    assembly, total = fit_exactly(plan, gathered, selections, request.user_input, costing,
+                                  note=note, repeat=repeat)
+    decisions += [d for g in gathered for d in unread_decisions(g, request)]
     decisions += [d for s in selections.values() for d in s.decisions]
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
                          total)
     return FinalContext(
         messages=assembly.messages, sections=assembly.sections,
         system_parts=assembly.system_parts, tool_schemas=assembly.tool_schemas,
-        schema_jsons=assembly.schema_jsons, total_tokens=total, available=available,
-        report=report, language=language, tokenizer=tokenizer,
+        schema_jsons=assembly.schema_jsons, total_tokens=total,
+        available=plan.budget.available, report=report, language=costing.language,
+        tokenizer=tokenizer, target=target,
     )
 
 
 _PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),
                       ("documents", "rag"), ("env", "env"), ("examples", "examples"),
                       ("notes", "notes"), ("system", "system"))
+_FENCED_SOURCES = frozenset(("history", "tool_results", "rag"))
 
 
 def unused_request_parts(plan: BuildPlan, request: Request) -> list[str]:
@@ -75,55 +81,72 @@ def unused_request_parts(plan: BuildPlan, request: Request) -> list[str]:
     ]
 
 
-def framing_tokens(plan: BuildPlan, user_input: str, tokenizer: CountingTokenizer,
-                   language: str) -> int:
-    """Tokens no source owns.
+def framing_tokens(plan: BuildPlan, request: Request, costing: Costing) -> int:
+    """Tokens no source owns and every context pays.
 
-    Reply priming, the system message frame, the repeated question and the lead message
-    Anthropic needs when history starts with the assistant.
+    Chat: the reply priming and, with a system prompt, the system message's frame. Text: a
+    separator line for each part the plan may render (an upper bound).
     """
-    tokens = REPLY_PRIMING + MESSAGE_OVERHEAD + anthropic_lead_tokens(tokenizer)
-    if plan.repeat_question:
-        question = repeated_question(user_input, language).content
-        tokens += tokenizer.count_up_to(question, plan.budget.available) + MESSAGE_OVERHEAD
-    return tokens
+    if costing.target == "text":
+        names = [spec.source for spec in plan.sources] + ["tools"]
+        return sum(costing.tokenizer.count(separator(name, costing.language)) + 1
+                   for name in names)
+    prompt = bool(request.system) and plan.spec("system") is not None
+    return REPLY_PRIMING + (MESSAGE_OVERHEAD if prompt else 0)
 
 
-def anthropic_lead_tokens(tokenizer: CountingTokenizer) -> int:
-    """Cost of the placeholder user message an Anthropic rendering may need first."""
-    return tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD
+def data_note_tokens(plan: BuildPlan, request: Request, gathered: list[Gathered],
+                     costing: Costing) -> int:
+    """Cost of the note that fenced text is data, when the build may need it (else 0).
 
-
-def needs_data_note(request: Request, gathered: list[Gathered]) -> bool:
-    """Whether the system message says fenced text is data.
-
-    Yes when the request can bring tool output or documents at all (so the note, part of the
-    cacheable prefix, is there from the first call of an agent loop), or when any untrusted
-    item was offered.
+    Needed when anything fenced was offered; also when the request brings tools and the plan
+    can show their results, so the note, part of the cacheable prefix, is there from the
+    first call of an agent loop.
     """
-    if request.tools or request.turn or request.documents:
-        return True
-    return any(c.item.untrusted for g in gathered for u in g.units for c in u.candidates)
+    offered = any(c.item.untrusted for g in gathered for u in g.units for c in u.candidates)
+    loop = bool(request.tools) and any(s.source in _FENCED_SOURCES for s in plan.sources)
+    if not (offered or loop):
+        return 0
+    prompt = bool(request.system) and plan.spec("system") is not None
+    frame = 0 if prompt else MESSAGE_OVERHEAD  # the note may open the system message
+    return costing.tokenizer.count(DATA_NOTE[costing.language]) + 2 + frame
+
+
+def repeat_tokens(plan: BuildPlan, request: Request, costing: Costing) -> int:
+    """Cost of repeating the question at the tail (0 unless the plan asks and a part follows)."""
+    names = [spec.source for spec in plan.sources]
+    follows = "user" in names and names.index("user") < len(names) - 1
+    if not (plan.repeat_question and follows):
+        return 0
+    question = repeated_question(request.user_input, costing).content
+    return costing.tokenizer.count(question) + MESSAGE_OVERHEAD + 1
+
+
+def reserve(pool: int, tokens: int) -> tuple[bool, int]:
+    """Set ``tokens`` aside if the pool has them: (reserved, what is left)."""
+    if 0 < tokens <= pool:
+        return True, pool - tokens
+    return False, pool
 
 
 def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
-               tokenizer: CountingTokenizer, language: str, framing: int
-               ) -> tuple[list[Gathered], int]:
+               costing: Costing) -> tuple[list[Gathered], int]:
     """Gather the never-cut sources first (they fix the pool), then the others up to the pool."""
     available = plan.budget.available
     missing = [spec.source for spec in plan.sources if spec.source not in sources]
     if missing:
         raise PlanError(f"plan {plan.name!r} names unregistered sources: {', '.join(missing)}")
     specs = list(enumerate(plan.sources))
-    fixed = [gather_source(spec, i, sources[spec.source], request, available, tokenizer,
-                           language) for i, spec in specs if not spec.cuttable]
-    pool = available - framing - sum(g.need for g in fixed)
+    fixed = [gather_source(spec, i, sources[spec.source], request, available, costing)
+             for i, spec in specs if not spec.cuttable]
+    pool = available - framing_tokens(plan, request, costing) - sum(g.need for g in fixed)
     if pool < 0 or not all(g.complete for g in fixed):
-        fail_budget(plan, fixed, tokenizer, "the never-cut parts alone exceed the budget")
+        fail_budget(plan, fixed, costing.tokenizer,
+                    "the never-cut parts alone exceed the budget")
     rest = [
         gather_source(spec, i, sources[spec.source], request,
                       min(pool, spec.max_tokens if spec.max_tokens is not None else pool),
-                      tokenizer, language)
+                      costing)
         for i, spec in specs if spec.cuttable
     ]
     return sorted(fixed + rest, key=lambda g: g.position), pool
@@ -137,8 +160,7 @@ def fail_budget(plan: BuildPlan, gathered: list[Gathered], tokenizer: CountingTo
     raise BudgetError(f"{why} (available {plan.budget.available} tokens)", report)
 
 
-def allocate(plan: BuildPlan, gathered: list[Gathered], pool: int,
-             available: int) -> dict[str, Allocation]:
+def allocate(plan: BuildPlan, gathered: list[Gathered], pool: int) -> dict[str, Allocation]:
     """Grants for the cuttable sources; never-cut sources are granted what they need."""
     claims = [
         Claim(name=g.spec.source, weight=g.spec.weight, need=min(g.need, pool),
@@ -147,15 +169,14 @@ def allocate(plan: BuildPlan, gathered: list[Gathered], pool: int,
         for g in gathered if g.spec.cuttable
     ]
     total_weight = sum(spec.weight for spec in plan.sources)
-    allocations = allocate_budget(pool, claims, total_weight, available)
+    allocations = allocate_budget(pool, claims, total_weight, plan.budget.available)
     for g in gathered:
         if not g.spec.cuttable:
             allocations[g.spec.source] = Allocation(share=g.need, grant=g.need)
     return allocations
 
 
-def prune_source(g: Gathered, grant: int, query: str, tokenizer: CountingTokenizer,
-                 language: str) -> Selection:
+def prune_source(g: Gathered, grant: int, query: str, costing: Costing) -> Selection:
     """Fit one source's units into ``grant``."""
     if not g.spec.cuttable:
         return Selection(kept=list(g.units))
@@ -167,24 +188,21 @@ def prune_source(g: Gathered, grant: int, query: str, tokenizer: CountingTokeniz
     return select_units(
         g.units, grant, contiguous=bool(contiguous),
         partial_rounds=bool(options.get("partial_rounds", False)),
-        cutter=make_cutter(g.spec.strategy, query, tokenizer, language),
+        cutter=make_cutter(g.spec.strategy, query, costing),
         unit_cap=None if share is None else int(grant * float(share)),
     )
 
 
 def prune(gathered: list[Gathered], allocations: Mapping[str, Allocation], query: str,
-          tokenizer: CountingTokenizer, language: str) -> dict[str, Selection]:
+          costing: Costing) -> dict[str, Selection]:
     """Fit every source into its grant."""
-    return {
-        g.spec.source: prune_source(g, allocations[g.spec.source].grant, query, tokenizer,
-                                    language)
-        for g in gathered
-    }
+    return {g.spec.source: prune_source(g, allocations[g.spec.source].grant, query, costing)
+            for g in gathered}
 
 
 def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
               selections: dict[str, Selection], pool: int, query: str,
-              tokenizer: CountingTokenizer, language: str) -> None:
+              costing: Costing) -> None:
     """Hand tokens a source left unused to sources that dropped something, by priority."""
     cuttable = [g for g in gathered if g.spec.cuttable]
     used = {g.spec.source: selections[g.spec.source].tokens for g in cuttable}
@@ -197,38 +215,73 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
         ceiling = g.spec.max_tokens if g.spec.max_tokens is not None else pool
         grant = min(selection.tokens + leftover, ceiling)
         if grant > allocations[g.spec.source].grant:
-            selections[g.spec.source] = prune_source(g, grant, query, tokenizer, language)
+            selections[g.spec.source] = prune_source(g, grant, query, costing)
             used[g.spec.source] = selections[g.spec.source].tokens
             allocations[g.spec.source] = Allocation(share=allocations[g.spec.source].share,
                                                     grant=grant)
 
 
 def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str, Selection],
-                query: str, tokenizer: CountingTokenizer, language: str, limit: int,
-                with_note: bool) -> tuple[Assembly, int]:
-    """Assemble and count exactly, dropping the least important kept unit while over ``limit``.
+                query: str, costing: Costing, *, note: bool, repeat: bool
+                ) -> tuple[Assembly, int]:
+    """Assemble and count exactly, dropping the least important kept unit while over budget.
 
-    Joins can cost a token or two more than their parts, so the exact count has the last word.
+    Joins, the Anthropic lead message and the text rendering's escapes are only known once the
+    context is assembled, so the exact count has the last word.
     """
     while True:
         kept = {name: selection.kept for name, selection in selections.items()}
-        assembly = assemble(plan, kept, query, language, with_note, tokenizer)
-        total = assembly.tokens
-        if total <= limit:
+        assembly = assemble(plan, kept, query, costing, note=note, repeat=repeat)
+        total, checked = exact_tokens(assembly, costing)
+        excess = checked - plan.budget.available
+        if excess <= 0:
             return assembly, total
         victim = _least_important(gathered, selections)
         if victim is None:
-            fail_budget(plan, gathered, tokenizer, "the context does not fit after cutting")
-        selection, unit = victim
-        selection.kept.remove(unit)
+            fail_budget(plan, gathered, costing.tokenizer,
+                        "the context does not fit after cutting")
+        _shrink_or_drop(*victim, excess, query, costing)
+
+
+def _shrink_or_drop(g: Gathered, selection: Selection, unit: Unit, excess: int, query: str,
+                    costing: Costing) -> None:
+    """Make room for ``excess`` tokens: cut ``unit`` by that much if it can be cut, else drop it.
+
+    A few tokens over (a join, a frame) should not cost a whole document.
+    """
+    cutter = make_cutter(g.spec.strategy, query, costing)
+    target = unit.tokens - excess - 2
+    cut = cutter(unit, target) if cutter is not None and target >= MIN_CUT_TOKENS else None
+    index = selection.kept.index(unit)
+    if cut is None:
+        del selection.kept[index]
         selection.decisions.extend(drop_decisions(unit, "budget: exact recount"))
+    else:
+        selection.kept[index] = cut
+        selection.decisions.extend(cut_decisions(unit, cut))
+
+
+def exact_tokens(assembly: Assembly, costing: Costing) -> tuple[int, int]:
+    """The target rendering's exact count, and the count the budget is checked against.
+
+    Chat: the OpenAI count; the check adds the lead message an Anthropic rendering needs when
+    the first message after the system prompt is the assistant's, so both renderings fit.
+    Text: the prompt counted whole.
+    """
+    if costing.target == "text":
+        text = render_text(assembly.system_parts, assembly.schema_jsons, assembly.sections,
+                           assembly.messages, costing.language)
+        total = costing.tokenizer.count(text)
+        return total, total
+    first = next((m.role for m in assembly.messages if m.role != "system"), "user")
+    lead = costing.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD if first != "user" else 0
+    return assembly.chat_tokens, assembly.chat_tokens + lead
 
 
 def _least_important(gathered: list[Gathered], selections: dict[str, Selection]
-                     ) -> tuple[Selection, Unit] | None:
+                     ) -> tuple[Gathered, Selection, Unit] | None:
     for g in sorted(gathered, key=lambda g: (-g.layer, -g.position)):
         selection = selections[g.spec.source]
         if g.spec.cuttable and selection.kept:
-            return selection, selection.kept[-1]
+            return g, selection, selection.kept[-1]
     return None
-

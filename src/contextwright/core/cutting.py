@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from contextwright.core.gather import Unit, render_candidate
+from contextwright.core.gather import Costing, Unit, render_candidate
 from contextwright.core.items import ContextItem
 from contextwright.core.select import MIN_CUT_TOKENS, Cutter
 from contextwright.tokens import CountingTokenizer
@@ -93,11 +93,11 @@ def _join(paragraphs: list[str], indexes: list[int]) -> str:
     return head + body + tail
 
 
-def make_cutter(strategy: str, query: str, tokenizer: CountingTokenizer, language: str,
-                ) -> Cutter | None:
+def make_cutter(strategy: str, query: str, costing: Costing) -> Cutter | None:
     """A function that cuts a unit's longest cuttable item so the unit fits; None for ``drop``."""
     if strategy == "drop":
         return None
+    tokenizer = costing.tokenizer
 
     def cut_text(text: str, max_tokens: int) -> str:
         if strategy == "head":
@@ -111,14 +111,13 @@ def make_cutter(strategy: str, query: str, tokenizer: CountingTokenizer, languag
         index = max(cuttable, key=lambda i: unit.candidates[i].tokens)
         target = unit.candidates[index]
         others = unit.tokens - target.tokens
-        framing = render_candidate(_with_text(target.item, ""), tokenizer, language, 0).tokens
+        framing = render_candidate(_with_text(target.item, ""), costing, 0).tokens
         text_budget = max_tokens - others - framing
         for _ in range(4):
             if text_budget < MIN_CUT_TOKENS // 2:
                 return None
             text = cut_text(target.item.message.content, text_budget)
-            candidate = render_candidate(_with_text(target.item, text), tokenizer, language,
-                                         max_tokens)
+            candidate = render_candidate(_with_text(target.item, text), costing, max_tokens)
             if others + candidate.tokens <= max_tokens:
                 candidates = list(unit.candidates)
                 candidates[index] = candidate

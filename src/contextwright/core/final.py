@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from contextwright.core.accounting import MESSAGE_OVERHEAD, context_tokens
-from contextwright.core.fence import escape_lines, label, separator
 from contextwright.core.items import Message
 from contextwright.core.report import BuildReport
+from contextwright.core.text import render_text
 from contextwright.core.validate import check_budget, validate_anthropic, validate_openai
 from contextwright.tokens import CountingTokenizer
 
@@ -47,7 +47,8 @@ class FinalContext:
     schema_jsons: tuple[str, ...]
     """The same schemas as counted (compact JSON)."""
     total_tokens: int
-    """Tokens of the OpenAI rendering: content, message overhead, tool calls and schemas."""
+    """Tokens of the target rendering: for chat, the OpenAI count (content, message overhead,
+    tool calls, schemas); for text, the exact count of the prompt."""
     available: int
     """The budget the build had."""
     report: BuildReport
@@ -56,13 +57,18 @@ class FinalContext:
     """``en`` or ``zh``: the language of labels and separators."""
     tokenizer: CountingTokenizer
     """The tokenizer the build counted with."""
+    target: Literal["chat", "text"] = "chat"
+    """The rendering the build was counted for: chat messages, or the text prompt."""
+
+    def _chat_tokens(self) -> int:
+        return self.total_tokens if self.target == "chat" else self.recount()
 
     def to_messages(self, fmt: Format = "openai") -> list[dict[str, Any]]:
         """Messages in ``fmt`` (for Anthropic, without the system prompt: see ``to_request``)."""
         if fmt == "openai":
             messages = [_openai_message(m) for m in self.messages]
             validate_openai(messages)
-            check_budget(self.total_tokens, self.available)
+            check_budget(self._chat_tokens(), self.available)
             return messages
         if fmt == "anthropic":
             return self.to_request("anthropic")["messages"]  # type: ignore[no-any-return]
@@ -79,43 +85,23 @@ class FinalContext:
         messages, lead = _anthropic_messages(rest)
         validate_anthropic(messages)
         lead_tokens = self.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD if lead else 0
-        check_budget(self.total_tokens + lead_tokens, self.available)
+        check_budget(self._chat_tokens() + lead_tokens, self.available)
         request = {"system": system, "messages": messages}
         if self.tool_schemas:
             request["tools"] = [_anthropic_tool(s) for s in self.tool_schemas]
         return request
 
     def to_text(self) -> str:
-        """A plain prompt with labelled separators; content cannot forge a separator."""
-        blocks: list[str] = []
-        previous = None
-        for part in self.system_parts:
-            if part.section != previous:
-                blocks.append(separator(part.section, self.language))
-                previous = part.section
-            blocks.append(escape_lines(part.text))
-        if self.schema_jsons:
-            blocks.append(separator("tools", self.language))
-            blocks.extend(self.schema_jsons)
-        current = None
-        for section, message in zip(self.sections, self.messages, strict=True):
-            if message.role == "system":
-                continue
-            if section != current:
-                blocks.append(separator(section, self.language))
-                current = section
-            blocks.append(self._text_message(message))
-        text = "\n".join(blocks)
+        """A plain prompt with labelled separators; content cannot forge a separator.
+
+        A build for the chat formats is counted for them; its text rendering (escapes and
+        separators cost a little more) may not fit, and then ``ValidationError`` says so:
+        build with ``target="text"`` for a text prompt.
+        """
+        text = render_text(self.system_parts, self.schema_jsons, self.sections, self.messages,
+                           self.language)
         check_budget(self.tokenizer.count(text), self.available)
         return text
-
-    def _text_message(self, message: Message) -> str:
-        speaker = label(message.role, self.language)
-        body = escape_lines(message.content)
-        calls = "".join(
-            f"\n→ {call.name}({call.arguments})" for call in message.tool_calls
-        )
-        return f"{speaker}: {body}{calls}" if body else f"{speaker}:{calls}"
 
     def _split_system(self) -> tuple[str, tuple[Message, ...]]:
         if self.messages and self.messages[0].role == "system":

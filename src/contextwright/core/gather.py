@@ -11,17 +11,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from contextwright.core.accounting import MESSAGE_OVERHEAD, call_tokens, schema_tokens
-from contextwright.core.fence import fence, label
+from contextwright.core.fence import escape_lines, fence, label, separator
 from contextwright.core.items import ContextItem, Message
 from contextwright.core.plan import SourceSpec
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
+from contextwright.core.text import text_block
 from contextwright.errors import InvalidInputError, SourceError
 from contextwright.tokens import CountingTokenizer
 
 logger = logging.getLogger("contextwright")
+Target = Literal["chat", "text"]
 SECTION_JOIN_TOKENS = 2
 """Allowance for the blank line and label that join a part to the system message."""
 
@@ -75,6 +78,10 @@ class Gathered:
     error: str | None = None
     layer: int = 5
     """The most constraining layer among the source's items (5 when it offered none)."""
+    read_units: int = 0
+    """Units read, before normalisation removed any."""
+    oldest_order: float | None = None
+    """Smallest ``order`` read: for history, the index of the oldest message read."""
 
     @property
     def need(self) -> int:
@@ -82,41 +89,67 @@ class Gathered:
         return sum(u.tokens for u in self.units)
 
 
-def render_candidate(item: ContextItem, tokenizer: CountingTokenizer, language: str,
-                     limit: int) -> Candidate:
+@dataclass(frozen=True, slots=True)
+class Costing:
+    """How a build counts: its tokenizer, the labels' language and the target rendering."""
+
+    tokenizer: CountingTokenizer
+    language: str
+    target: Target = "chat"
+
+
+def render_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:
     """Fence, label and count one item; counting stops early above ``limit``."""
     message = item.message
+    tokenizer = costing.tokenizer
     if "schema" in item.metadata:
         return Candidate(item, message, schema_tokens(message.content, tokenizer))
     if item.untrusted:
         message = _with_content(message, fence(message.content, item.label or item.namespace))
     elif message.role == "system" and item.key != "system.prompt":
-        message = _with_content(message, f"[{label(item.label or item.namespace, language)}]\n"
-                                         f"{message.content}")
+        heading = label(item.label or item.namespace, costing.language)
+        message = _with_content(message, f"[{heading}]\n{message.content}")
+    if costing.target == "text":
+        tokens = _text_tokens(item, message, costing, limit)
+        return Candidate(item, message, tokens, tokens <= limit)
     content_tokens = tokenizer.count_up_to(message.content, limit)
     complete = content_tokens <= limit
-    if message.role == "system":
-        return Candidate(item, message, content_tokens + SECTION_JOIN_TOKENS, complete)
+    if message.role == "system":  # joins the system message; the prompt opens it, no join
+        join = 0 if item.key == "system.prompt" else SECTION_JOIN_TOKENS
+        return Candidate(item, message, content_tokens + join, complete)
     return Candidate(item, message,
                      content_tokens + MESSAGE_OVERHEAD + call_tokens(message, tokenizer),
                      complete)
 
 
-_CANDIDATES: dict[tuple[int, str, str], tuple[ContextItem, Candidate]] = {}
+def _text_tokens(item: ContextItem, message: Message, costing: Costing, limit: int) -> int:
+    """Cost of an item in the text rendering.
+
+    Its block and a line break; a system part also pays for a separator of its own (an upper
+    bound when parts share a section).
+    """
+    tokenizer, language = costing.tokenizer, costing.language
+    if message.role == "system":
+        section = separator(item.label or item.namespace, language)
+        body = escape_lines(item.message.content)
+        return tokenizer.count_up_to(body, limit) + tokenizer.count(section) + 2
+    return tokenizer.count_up_to(text_block(message, language), limit) + 1
 
 
-def cached_candidate(item: ContextItem, tokenizer: CountingTokenizer, language: str,
-                     limit: int) -> Candidate:
+_CANDIDATES: dict[tuple[int, str, str, str], tuple[ContextItem, Candidate]] = {}
+
+
+def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:
     """``render_candidate``, remembered per item object.
 
     Items are immutable, so a source that re-yields the same item (history does) skips
     re-rendering. Candidates are never mutated.
     """
-    key = (id(item), tokenizer.name, language)
+    key = (id(item), costing.tokenizer.name, costing.language, costing.target)
     cached = _CANDIDATES.get(key)
     if cached is not None and cached[0] is item:
         return cached[1]
-    candidate = render_candidate(item, tokenizer, language, limit)
+    candidate = render_candidate(item, costing, limit)
     if not candidate.complete_count:  # a partial count depends on the limit: never reuse it
         return candidate
     if len(_CANDIDATES) >= 500_000:
@@ -132,14 +165,17 @@ def _with_content(message: Message, content: str) -> Message:
 
 
 def gather_source(spec: SourceSpec, position: int, source: ContextSource, request: Request,
-                  cap: int, tokenizer: CountingTokenizer, language: str) -> Gathered:
+                  cap: int, costing: Costing) -> Gathered:
     """Units of one source in keep order, read until their tokens pass ``cap``."""
     gathered = Gathered(spec=spec, position=position)
     try:
         items = source.build(request, spec.options)
         gathered.units, gathered.complete = _read_units(
-            spec.source, source.namespace, items, cap, tokenizer, language)
+            spec.source, source.namespace, items, cap, costing)
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
+        gathered.read_units = len(gathered.units)
+        gathered.oldest_order = min(
+            (c.item.order for u in gathered.units for c in u.candidates), default=None)
     except InvalidInputError:
         raise
     except Exception as exc:  # a source is third-party code: isolate whatever it raises
@@ -152,7 +188,7 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
 
 
 def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,
-                tokenizer: CountingTokenizer, language: str) -> tuple[list[Unit], bool]:
+                costing: Costing) -> tuple[list[Unit], bool]:
     """Group consecutive items sharing a group into units, stopping once past ``cap``.
 
     Reading stops at the first unit that starts after the tokens read pass ``cap`` (for
@@ -176,7 +212,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
             current = []
             if total > cap and (item.round_start is None or round_no != unit.round):
                 return units, False
-        current.append(cached_candidate(item, tokenizer, language, cap))
+        current.append(cached_candidate(item, costing, cap))
         group = item.group
     if current:
         units.append(_close_unit(name, current, round_no, len(units)))

@@ -131,9 +131,11 @@ def _parse_tool_call(raw: object, where: str) -> ToolCall:
         arguments = json.dumps(arguments, ensure_ascii=False)
     arguments = check_text(arguments, f"{where}.function.arguments")
     try:
-        json.loads(arguments)
-    except ValueError:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError):
         raise InvalidInputError(f"{where}.function.arguments is not valid JSON") from None
+    if not isinstance(parsed, dict):
+        raise InvalidInputError(f"{where}.function.arguments must be a JSON object")
     return ToolCall(
         id=check_text(raw.get("id"), f"{where}.id"),
         name=check_text(function.get("name"), f"{where}.function.name"),

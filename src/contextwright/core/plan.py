@@ -154,8 +154,17 @@ class BuildPlan:
         return next((spec for spec in self.sources if spec.source == source), None)
 
     def with_budget(self, **changes: Any) -> BuildPlan:
-        """A new plan with budget fields changed (e.g. ``window=32768``)."""
-        return replace(self, budget=replace(self.budget, **changes))
+        """A new plan with budget fields changed (e.g. ``window=32768``), validated."""
+        fields = {**_budget_dict(self.budget), **changes}
+        try:
+            budget = Budget(**_BudgetModel.model_validate(fields).model_dump())
+        except PydanticValidationError as exc:
+            first = exc.errors()[0]
+            location = ".".join(str(part) for part in first["loc"]) or "budget"
+            raise PlanError(f"plan {self.name}: budget.{location}: {first['msg']}") from None
+        if budget.available <= 0:
+            raise PlanError(f"plan {self.name}: budget: nothing is left after the reserves")
+        return replace(self, budget=budget)
 
 
 class PlanBuilder:

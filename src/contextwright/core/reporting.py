@@ -9,27 +9,50 @@ from contextwright.core.budget import Allocation
 from contextwright.core.gather import Gathered
 from contextwright.core.plan import BuildPlan
 from contextwright.core.report import Action, BuildReport, Decision, SourceReport
+from contextwright.core.request import Request
 from contextwright.core.select import Selection
 from contextwright.tokens import CountingTokenizer
 
 _LEFT_OUT: tuple[Action, ...] = ("dropped", "deduplicated", "conflict")
 
 
-def unread_decisions(g: Gathered) -> list[Decision]:
-    """One decision for the items a source offered beyond what could ever fit (never read).
+def _offered_units(source: str, request: Request) -> int | None:
+    """How many units a built-in source offers for ``request`` (None when unknown)."""
+    counts = {
+        "rag": lambda: len({doc.id for doc in request.documents}),
+        "tools": lambda: len(request.tools),
+        "examples": lambda: len(request.examples),
+        "notes": lambda: len(request.notes),
+    }
+    count = counts.get(source)
+    return None if count is None else count()
 
-    History and turn items carry their message index as ``order``, so their unread count is
-    exact; for other sources it is unknown and reported as 0 with the reason saying so.
+
+def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
+    """One decision for the items a source offered but the build never read.
+
+    History and turn items carry their message index as ``order``: everything older than the
+    oldest item read was not read (beyond the budget, or beyond ``max_rounds``). For the other
+    built-in sources the number offered is known from the request; for custom sources it is
+    not, and the decision says so.
     """
-    if g.complete:
+    name = g.spec.source
+    if name in ("history", "tool_results"):
+        count = int(g.oldest_order) if g.oldest_order is not None else 0
+        why = "budget: older than anything that could fit" if not g.complete else (
+            "older than max_rounds")
+        reason = f"{why}; not read"
+    elif g.complete:
         return []
-    orders = [c.item.order for u in g.units for c in u.candidates]
-    indexed = g.spec.source in ("history", "tool_results") and orders
-    count = int(min(orders)) if indexed else 0
-    reason = "budget: older than anything that could fit; not read" if indexed else (
-        "budget: lower-ranked than anything that could fit; not read (number unknown)")
-    return [Decision(source=g.spec.source, key=f"{g.spec.source}.*", action="dropped",
-                     reason=reason, count=count)] if count or not indexed else []
+    else:
+        offered = _offered_units(name, request)
+        count = 0 if offered is None else offered - g.read_units
+        reason = "budget: lower-ranked than anything that could fit; not read" + (
+            " (number unknown)" if offered is None else "")
+    if count <= 0 and not reason.endswith("(number unknown)"):
+        return []
+    return [Decision(source=name, key=f"{name}.*", action="dropped", reason=reason,
+                     count=max(count, 0))]
 
 
 def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer) -> list[Decision]:
