@@ -47,6 +47,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     decisions += drop_duplicates(gathered)
     note, pool = reserve(pool, data_note_tokens(plan, request, gathered, costing))
     repeat, pool = reserve(pool, repeat_tokens(plan, request, costing))
+    _, pool = reserve(pool, lead_tokens(plan, costing))
     allocations = allocate(plan, gathered, pool)
     selections = prune(gathered, allocations, request.user_input, costing)
     give_back(gathered, allocations, selections, pool, request.user_input, costing)
@@ -120,6 +121,19 @@ def repeat_tokens(plan: BuildPlan, request: Request, costing: Costing) -> int:
         return 0
     question = repeated_question(request.user_input, costing).content
     return costing.tokenizer.count(question) + MESSAGE_OVERHEAD + 1
+
+
+def lead_tokens(plan: BuildPlan, costing: Costing) -> int:
+    """Cost of the lead message Anthropic needs, set aside when history may start mid-round.
+
+    With ``partial_rounds`` the oldest kept history message is often the assistant's; setting
+    the lead aside up front spares the exact count a second pass. Elsewhere it is rare and the
+    exact count deals with it.
+    """
+    history = plan.spec("history")
+    if costing.target != "chat" or history is None or not history.options.get("partial_rounds"):
+        return 0
+    return costing.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD
 
 
 def reserve(pool: int, tokens: int) -> tuple[bool, int]:

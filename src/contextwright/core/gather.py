@@ -97,6 +97,11 @@ class Costing:
     language: str
     target: Target = "chat"
 
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What a rendered candidate depends on besides its item."""
+        return (self.tokenizer.name, self.language, self.target)
+
 
 def render_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:
     """Fence, label and count one item; counting stops early above ``limit``."""
@@ -136,7 +141,7 @@ def _text_tokens(item: ContextItem, message: Message, costing: Costing, limit: i
     return tokenizer.count_up_to(text_block(message, language), limit) + 1
 
 
-_CANDIDATES: dict[tuple[int, str, str, str], tuple[ContextItem, Candidate]] = {}
+_CANDIDATES: dict[tuple[int, tuple[str, str, str]], tuple[ContextItem, Candidate]] = {}
 
 
 def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:
@@ -145,7 +150,7 @@ def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candida
     Items are immutable, so a source that re-yields the same item (history does) skips
     re-rendering. Candidates are never mutated.
     """
-    key = (id(item), costing.tokenizer.name, costing.language, costing.target)
+    key = (id(item), costing.key)
     cached = _CANDIDATES.get(key)
     if cached is not None and cached[0] is item:
         return cached[1]
@@ -201,6 +206,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     group: str | None = None
     total = 0
     round_no = 0
+    cache, costing_key = _CANDIDATES, costing.key
     for item in items:
         if not item.key.startswith(prefix):
             raise SourceError(f"source {namespace!r} produced a key outside its namespace")
@@ -212,7 +218,9 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
             current = []
             if total > cap and (item.round_start is None or round_no != unit.round):
                 return units, False
-        current.append(cached_candidate(item, costing, cap))
+        hit = cache.get((id(item), costing_key))  # cached_candidate, inlined for the hot path
+        current.append(hit[1] if hit is not None and hit[0] is item
+                       else cached_candidate(item, costing, cap))
         group = item.group
     if current:
         units.append(_close_unit(name, current, round_no, len(units)))
