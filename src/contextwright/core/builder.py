@@ -223,9 +223,10 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
     for g in sorted(cuttable, key=lambda g: (g.layer, g.position)):
         leftover = pool - sum(used.values())
         selection = selections[g.spec.source]
-        wanting = any(d.action == "dropped" for d in selection.decisions) or not g.complete
-        if leftover <= 0 or not wanting:
-            continue
+        dropped = [d.tokens_before for d in selection.decisions if d.action == "dropped"]
+        smallest = min(dropped, default=MIN_CUT_TOKENS if not g.complete else leftover + 1)
+        if leftover < min(smallest, MIN_CUT_TOKENS):
+            continue  # not enough left over to add, or cut in, anything that was left out
         ceiling = g.spec.max_tokens if g.spec.max_tokens is not None else pool
         grant = min(selection.tokens + leftover, ceiling)
         if grant > allocations[g.spec.source].grant:

@@ -17,6 +17,7 @@ from contextwright.core.accounting import MESSAGE_OVERHEAD, call_tokens, schema_
 from contextwright.core.fence import escape_lines, fence, label, separator
 from contextwright.core.items import ContextItem, Message
 from contextwright.core.plan import SourceSpec
+from contextwright.core.report import Decision
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
 from contextwright.core.text import text_block
@@ -40,6 +41,8 @@ class Candidate:
     """False when counting stopped early because the item is over the limit."""
     fingerprint: tuple[object, ...] = ()
     """(role, content, calls) of the offered message, for de-duplication."""
+    compacted: Decision | None = None
+    """The report's ``compacted`` decision for this candidate, made once (see reporting)."""
 
     def __post_init__(self) -> None:
         m = self.item.message

@@ -31,10 +31,17 @@ def priority_order(gathered: list[Gathered]) -> list[Gathered]:
 
 def resolve_key_conflicts(gathered: list[Gathered], strict: bool) -> tuple[list[Decision],
                                                                            list[str]]:
-    """Remove units that lost a key conflict; returns decisions and warnings."""
+    """Remove units that lost a key conflict; returns decisions and warnings.
+
+    Keys carry their source's namespace and a plan names each source once, so a conflict can
+    only be inside one source; a source whose keys are all distinct is checked with one set.
+    """
     owners: dict[str, tuple[int, int, Unit]] = {}
     losers: list[tuple[Unit, str, str]] = []
     for source in sorted(gathered, key=lambda g: g.position):
+        keys = [c.item.key for u in source.units for c in u.candidates]
+        if len(set(keys)) == len(keys):
+            continue
         for unit in source.units:
             for candidate in unit.candidates:
                 key, priority = candidate.item.key, candidate.item.priority
@@ -110,13 +117,18 @@ def drop_duplicates(gathered: list[Gathered]) -> list[Decision]:
 def _find_original(unit: Unit, by_id: dict[Hashable, Unit], by_content: dict[Hashable, Unit],
                    never_cut: set[str]) -> Unit | None:
     """The unit this one duplicates, registering it as an original when it is not a copy."""
-    ids = _id_fingerprint(unit)
+    candidates = unit.candidates
+    if len(candidates) == 1:  # the common case, without building tuples
+        ids: Hashable | None = candidates[0].item.message.id
+        content: Hashable = candidates[0].fingerprint
+    else:
+        ids = _id_fingerprint(unit)
+        content = _content_fingerprint(unit)
     if ids is not None:
         if ids in by_id:
             return by_id[ids]
         by_id[ids] = unit
         return None
-    content = _content_fingerprint(unit)
     previous = by_content.get(content)
     by_content[content] = unit
     if previous is None:

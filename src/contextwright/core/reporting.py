@@ -56,14 +56,24 @@ def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
 
 
 def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer) -> list[Decision]:
-    """A ``compacted`` decision, with the raw text, for each kept item shown compacted."""
-    return [
-        Decision(source=u.source, key=c.item.key, action="compacted",
-                 reason="JSON tool result shown as compact text",
-                tokens_before=tokenizer.count(c.item.raw), tokens_after=c.tokens,
-                 detail=c.item.raw)
-        for u in selection.kept for c in u.candidates if c.item.raw is not None
-    ]
+    """A ``compacted`` decision, with the raw text, for each kept item shown compacted.
+
+    The decision is the same on every build that keeps the candidate, so it is made once and
+    kept on the (cached) candidate.
+    """
+    decisions = []
+    for unit in selection.kept:
+        for c in unit.candidates:
+            if c.item.raw is None:
+                continue
+            if c.compacted is None or c.compacted.source != unit.source:
+                c.compacted = Decision(
+                    source=unit.source, key=c.item.key, action="compacted",
+                    reason="JSON tool result shown as compact text",
+                    tokens_before=tokenizer.count(c.item.raw), tokens_after=c.tokens,
+                    detail=c.item.raw)
+            decisions.append(c.compacted)
+    return decisions
 
 
 def make_report(plan: BuildPlan, gathered: list[Gathered], allocations: Mapping[str, Allocation],

@@ -71,10 +71,17 @@ def _select_contiguous(units: list[Unit], grant: int, partial_rounds: bool,
     selection = Selection()
     room = grant
     index = 0
+    cap = unit_cap if unit_cap is not None and cutter is not None else None
     while index < len(units):
         round_units = _same_round(units, index)
-        if unit_cap is not None and cutter is not None:
-            round_units = [_capped(u, unit_cap, cutter, selection) for u in round_units]
+        if cap is not None and any(u.tokens > cap for u in round_units):
+            round_units = [_capped(u, cap, cutter, selection) for u in round_units]  # type: ignore[arg-type]
+        tokens = sum(u.tokens for u in round_units)
+        if tokens <= room:  # the common case, decided without another call
+            selection.kept.extend(round_units)
+            room -= tokens
+            index += len(round_units)
+            continue
         fitted = _fit_round(round_units, room, grant, cutter, selection)
         if fitted is not None:
             selection.kept.extend(fitted)
@@ -123,10 +130,11 @@ def _fit_round(round_units: list[Unit], room: int, grant: int, cutter: Cutter | 
 def _same_round(units: list[Unit], start: int) -> list[Unit]:
     """The units from ``start`` that share its round (just that unit when it has no round)."""
     first = units[start]
-    if first.round is None:
+    round_no = first.round
+    if round_no is None:
         return [first]
-    end = start + 1
-    while end < len(units) and units[end].round == first.round:
+    end, size = start + 1, len(units)
+    while end < size and units[end].round == round_no:
         end += 1
     return units[start:end]
 

@@ -40,7 +40,8 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str) -> Iterat
     while index >= 0:
         message = parse_message(raw[index], f"{where}[{index}]")
         if message.role != "tool":
-            yield Block(index, _complete_calls(message, []), 1)
+            calls = _complete_calls(message, []) if message.tool_calls else (message,)
+            yield Block(index, calls, 1)
             index -= 1
             continue
         results = [message]
@@ -120,6 +121,11 @@ def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
     Items are remembered per (message object, position, options): a history is re-read on every
     turn and its old messages yield the very same items, so later steps can reuse their work.
     """
+    if len(block.messages) == 1:  # the common case: one plain message, usually remembered
+        message = block.messages[0]
+        cached = _ITEMS.get((id(message), block.start, namespace, options_key))
+        if cached is not None and cached[0] is message:
+            return [cached[1]]
     items = []
     for offset, message in enumerate(block.messages):
         index = block.start + offset
