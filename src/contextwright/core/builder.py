@@ -224,9 +224,10 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
         leftover = pool - sum(used.values())
         selection = selections[g.spec.source]
         dropped = [d.tokens_before for d in selection.decisions if d.action == "dropped"]
-        smallest = min(dropped, default=MIN_CUT_TOKENS if not g.complete else leftover + 1)
-        if leftover < min(smallest, MIN_CUT_TOKENS):
-            continue  # not enough left over to add, or cut in, anything that was left out
+        if not dropped and g.complete:
+            continue  # it has everything it wanted
+        if leftover < min([*dropped, MIN_CUT_TOKENS]):
+            continue  # too little left over to add, or cut in, anything that was left out
         ceiling = g.spec.max_tokens if g.spec.max_tokens is not None else pool
         grant = min(selection.tokens + leftover, ceiling)
         if grant > allocations[g.spec.source].grant:
