@@ -160,7 +160,7 @@ def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candida
     candidate = render_candidate(item, costing, limit)
     if not candidate.complete_count:  # a partial count depends on the limit: never reuse it
         return candidate
-    if len(_CANDIDATES) >= 500_000:
+    if len(_CANDIDATES) >= 200_000:
         _CANDIDATES.clear()
     _CANDIDATES[key] = (item, candidate)
     return candidate

@@ -158,7 +158,7 @@ def _content_text(content: object, where: str) -> str:
 
 
 _PARSED: dict[int, tuple[Mapping[str, Any], dict[str, Any], Message]] = {}
-_PARSED_LIMIT = 500_000
+_PARSED_LIMIT = 200_000
 
 
 def parse_message(raw: object, where: str) -> Message:

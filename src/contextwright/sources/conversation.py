@@ -149,7 +149,7 @@ def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
 
 
 _ITEMS: dict[tuple[int, int, str, str], tuple[Message, ContextItem]] = {}
-_ITEMS_LIMIT = 500_000
+_ITEMS_LIMIT = 200_000
 
 
 _OPTION_KEYS: dict[int, tuple[Mapping[str, Any], str]] = {}
