@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -459,3 +460,30 @@ def test_request_from_dict_accepts_the_example_request() -> None:
     path = Path(__file__).parent.parent / "examples" / "request.json"
     request = Request.from_dict(json.loads(path.read_text("utf-8")))
     assert request.user_input
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"history": ({"role": "user", "content": "x"} for _ in range(1))}, "history must be a list"),
+    ({"history": {"role": "user", "content": "x"}}, "history must be a list"),
+    ({"turn": "not a list"}, "turn must be a list"),
+    ({"notes": "one note"}, "notes must be a list"),
+    ({"env": [("time", "now")]}, "env must be an object"),
+    ({"documents": [{"id": "d"}]}, "documents[0]"),
+])
+def test_request_of_the_wrong_shape_is_refused_at_once(fields: dict[str, Any],
+                                                       message: str) -> None:
+    # Not an isolated source failure that silently loses the history: a typed error.
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        Request(user_input="hi", **fields)
+
+
+def test_tool_schema_that_is_not_an_object_is_invalid_input() -> None:
+    with pytest.raises(InvalidInputError, match=r"tools\[0\] must be an object"):
+        ContextBuilder().build(BuildPlan.named("tool_heavy"),
+                               Request(user_input="hi", tools=["get_weather"]))
+
+
+def test_documents_given_as_mappings_are_accepted() -> None:
+    request = Request(user_input="q?", documents=[{"id": "d1", "text": "Refunds: 30 days."}])
+    ctx = ContextBuilder().build(BuildPlan.named("rag_qa"), request)
+    assert any("30 days" in (m["content"] or "") for m in ctx.to_messages())

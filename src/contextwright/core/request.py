@@ -61,6 +61,18 @@ class Request:
     notes: Sequence[str] = ()
     """Scratchpad / reflection notes of a multi-step task."""
 
+    def __post_init__(self) -> None:
+        """Check the containers' shapes (cheap: no element is read, see ``validate``)."""
+        for name in ("history", "turn", "tools", "documents", "examples", "notes"):
+            value = getattr(self, name)
+            if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+                raise InvalidInputError(f"{name} must be a list")
+        if not isinstance(self.env, Mapping):
+            raise InvalidInputError("env must be an object of strings")
+        if any(not isinstance(doc, Document) for doc in self.documents):
+            docs = tuple(_as_document(doc, i) for i, doc in enumerate(self.documents))
+            object.__setattr__(self, "documents", docs)
+
     @classmethod
     def from_dict(cls, data: object) -> Request:
         """Validate a JSON request (see README "Request schema") and check every message."""
@@ -94,6 +106,17 @@ class Request:
             check_text(doc.text, f"documents[{index}].text")
         for index, note in enumerate(self.notes):
             check_text(note, f"notes[{index}]")
+
+
+def _as_document(doc: object, index: int) -> Document:
+    """A ``Document``, from itself or from a ``{id, text, score?, source?, timestamp?}`` mapping."""
+    if isinstance(doc, Document):
+        return doc
+    try:
+        model = _DocumentModel.model_validate(doc)
+    except PydanticValidationError as exc:
+        raise InvalidInputError(f"documents[{index}]: {_describe(exc)}") from None
+    return Document(**model.model_dump())
 
 
 class _DocumentModel(BaseModel):

@@ -8,6 +8,7 @@ from typing import Any
 
 from contextwright.core.items import ContextItem, Layer, Message, check_text
 from contextwright.core.request import Request
+from contextwright.errors import InvalidInputError
 
 
 class SystemPromptSource:
@@ -64,6 +65,8 @@ class ExamplesSource:
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``examples.e<i>`` item per example, in the given order."""
         for index, example in enumerate(request.examples):
+            if not isinstance(example, Mapping):
+                raise InvalidInputError(f"examples[{index}] must be an object")
             given = check_text(example.get("input", ""), f"examples[{index}].input")
             wanted = check_text(example.get("output", ""), f"examples[{index}].output")
             text = f"Input: {given}\nOutput: {wanted}"

@@ -15,6 +15,8 @@ from contextwright.errors import InvalidInputError
 
 def tool_name(schema: Mapping[str, Any], where: str) -> str:
     """The function name of an OpenAI tool schema; ``InvalidInputError`` if it has none."""
+    if not isinstance(schema, Mapping):
+        raise InvalidInputError(f"{where} must be an object")
     function = schema.get("function") if schema.get("type", "function") == "function" else None
     name = function.get("name") if isinstance(function, Mapping) else None
     if not isinstance(name, str) or not name:
