@@ -335,3 +335,19 @@ def test_unknown_tokenizer_and_bad_file_are_tokenizer_errors(tmp_path: Path) -> 
     bad.write_text("{}", "utf-8")
     with pytest.raises(TokenizerError):
         get_tokenizer(str(bad))
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+@pytest.mark.parametrize("seed", range(8))
+def test_long_text_counted_in_pieces_equals_the_whole_text_count(name: str, seed: int) -> None:
+    # Pieces are cut only at pre-token boundaries, so the sum is exact, not an estimate.
+    import random
+
+    rng = random.Random(seed)
+    words = ["hello", "world", "今天", "天气", "多云", "\n", "\n\n", "  ", "。", "，", "—", "123",
+             "x.y", "don't", "\t", " ", "<|x|>"]
+    text = "".join(rng.choice(words) + (" " if rng.random() < 0.5 else "")
+                   for _ in range(40_000))
+    assert len(split_into_pieces(text)) > 2
+    whole = len(bpe_encoding(name).encode(text, disallowed_special=()))
+    assert get_tokenizer(name).count(text) == whole

@@ -39,23 +39,38 @@ class Tokenizer(Protocol):
 
 
 def split_into_pieces(text: str, piece_chars: int = PIECE_CHARS) -> list[str]:
-    """Cut long text into pieces at line breaks (else spaces) so each can be encoded alone.
+    """Cut long text into pieces that can be encoded alone and whose counts add up exactly.
 
-    Counts of the pieces add up to the count of the whole text except at the cut points, where a
-    line break already ends a pre-token in the OpenAI encodings.
+    Cuts fall only where the OpenAI encodings' pre-tokenizer splits anyway — after a line break
+    followed by a non-space, or before a space that follows a non-space and precedes a letter —
+    so no token spans a cut. Only a text with no such point in a whole piece (32,000 characters
+    without a space or line break) is cut hard, and may then be off by a token at that cut.
     """
     pieces: list[str] = []
     start = 0
     while len(text) - start > piece_chars:
         end = start + piece_chars
-        cut = text.rfind("\n", start + piece_chars // 2, end)
-        if cut < 0:
-            cut = text.rfind(" ", start + piece_chars // 2, end)
-        cut = end if cut < 0 else cut + 1
+        cut = _safe_cut(text, start + piece_chars // 2, end) or _safe_cut(text, start + 1, end)
+        cut = cut or end
         pieces.append(text[start:cut])
         start = cut
     pieces.append(text[start:])
     return pieces
+
+
+def _safe_cut(text: str, low: int, high: int) -> int | None:
+    """The last pre-token boundary in ``(low, high)``, if any."""
+    newline = text.rfind("\n", low, high - 1)
+    while newline >= low:
+        if not text[newline + 1].isspace():
+            return newline + 1
+        newline = text.rfind("\n", low, newline)
+    space = text.rfind(" ", low, high - 1)
+    while space > low:
+        if not text[space - 1].isspace() and text[space + 1].isalpha():
+            return space
+        space = text.rfind(" ", low, space)
+    return None
 
 
 class CountingTokenizer:
