@@ -26,7 +26,7 @@ class ContextBuilder:
     def __init__(self, tokenizer: str | Tokenizer | CountingTokenizer = "o200k_base",
                  sources: Iterable[ContextSource] = ()) -> None:
         self.tokenizer = get_tokenizer(tokenizer)
-        registry: dict[str, ContextSource] = builtin_sources()  # type: ignore[assignment]
+        registry = builtin_sources()
         for source in sources:
             registry[source.namespace] = source
         self._sources: Mapping[str, ContextSource] = MappingProxyType(dict(registry))

@@ -172,7 +172,7 @@ class PlanBuilder:
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._specs: list[SourceSpec] = []
+        self._specs: list[dict[str, Any]] = []
         self._budget = Budget()
         self._flags: dict[str, Any] = {}
 
@@ -182,7 +182,7 @@ class PlanBuilder:
         settings.setdefault("cuttable", source not in NEVER_CUT_BY_DEFAULT)
         settings.setdefault("required", source in NEVER_CUT_BY_DEFAULT)
         self._specs.append({"source": source, "weight": weight, "max_tokens": max_tokens,
-                            **settings})  # type: ignore[arg-type]
+                            **settings})
         return self
 
     def budget(self, **settings: Any) -> PlanBuilder:

@@ -71,11 +71,11 @@ def _select_contiguous(units: list[Unit], grant: int, partial_rounds: bool,
     selection = Selection()
     room = grant
     index = 0
-    cap = unit_cap if unit_cap is not None and cutter is not None else None
     while index < len(units):
         round_units = _same_round(units, index)
-        if cap is not None and any(u.tokens > cap for u in round_units):
-            round_units = [_capped(u, cap, cutter, selection) for u in round_units]  # type: ignore[arg-type]
+        if unit_cap is not None and cutter is not None and any(
+                u.tokens > unit_cap for u in round_units):
+            round_units = [_capped(u, unit_cap, cutter, selection) for u in round_units]
         tokens = sum(u.tokens for u in round_units)
         if tokens <= room:  # the common case, decided without another call
             selection.kept.extend(round_units)

@@ -1,5 +1,6 @@
 """Built-in context sources; each owns one namespace and never touches the message list."""
 
+from contextwright.core.source import ContextSource
 from contextwright.sources.conversation import HistorySource, ToolResultSource
 from contextwright.sources.documents import DocumentSource
 from contextwright.sources.simple import (
@@ -25,10 +26,10 @@ __all__ = [
 ]
 
 
-def builtin_sources() -> dict[str, object]:
+def builtin_sources() -> dict[str, ContextSource]:
     """A fresh registry of the built-in sources by namespace."""
-    sources: list[object] = [
+    sources: list[ContextSource] = [
         SystemPromptSource(), ToolDefinitionSource(), HistorySource(), UserInputSource(),
         ToolResultSource(), DocumentSource(), EnvInfoSource(), ExamplesSource(), NotesSource(),
     ]
-    return {source.namespace: source for source in sources}  # type: ignore[attr-defined]
+    return {source.namespace: source for source in sources}
