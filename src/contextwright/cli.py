@@ -115,8 +115,6 @@ def _build(request_path: Path, plan_name: str | None, window: int | None,
         changes["available_override"] = budget
     if changes:
         plan = plan.with_budget(**changes)
-    if plan.budget.available <= 0:
-        raise ContextwrightErrorExit("the budget leaves no tokens for the context", 2)
     ctx = ContextBuilder(tokenizer=tokenizer).build(
         plan, request, target="text" if fmt == "text" else "chat")
     if debug:
