@@ -14,7 +14,9 @@ Every error the library raises on purpose is a ``ContextwrightError``::
     │   ├── StoreUnavailable
     │   ├── ConflictError
     │   └── CorruptRecordError
-    └── AccessDenied
+    ├── AccessDenied
+    ├── SummaryError         a summariser failed, returned nothing usable or lost a fact
+    └── LLMError             a chat-completions call failed (transport, status, empty reply)
 
 Messages never echo user payloads: they name the field, index or key, not the content.
 """
@@ -34,10 +36,12 @@ __all__ = [
     "CorruptRecordError",
     "InvalidInputError",
     "KeyConflictError",
+    "LLMError",
     "PlanError",
     "SourceError",
     "StoreError",
     "StoreUnavailable",
+    "SummaryError",
     "TokenizerError",
     "ValidationError",
 ]
@@ -97,3 +101,11 @@ class CorruptRecordError(StoreError):
 
 class AccessDenied(ContextwrightError):
     """The caller may not access this tenant, user or session."""
+
+
+class SummaryError(ContextwrightError):
+    """A summary could not be made or failed its check; the previous summary must stay."""
+
+
+class LLMError(ContextwrightError):
+    """A chat-completions call failed: unreachable, refused, timed out or answered nothing."""
