@@ -108,4 +108,14 @@ class SummaryError(ContextwrightError):
 
 
 class LLMError(ContextwrightError):
-    """A chat-completions call failed: unreachable, refused, timed out or answered nothing."""
+    """A chat-completions call failed: unreachable, refused, timed out or answered nothing.
+
+    ``kind`` says which (``config``, ``timeout``, ``connection``, ``status``, ``response``,
+    ``empty``) and ``status_code`` carries the HTTP status of a ``status`` failure, so a caller
+    can decide whether to try again later without parsing the message.
+    """
+
+    def __init__(self, message: str, *, kind: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status_code = status_code

@@ -1,0 +1,141 @@
+"""The ``ChatClient`` protocol and an OpenAI-compatible implementation over the ``openai`` SDK.
+
+``OpenAIChatClient`` talks to any server that speaks chat completions (OpenAI, vLLM, Ollama,
+llama.cpp server, LM Studio …) given its base URL. Every failure — unreachable server, timeout,
+HTTP error, a body that is not a completion, an empty answer — becomes one ``LLMError`` whose
+``kind`` says which; messages name the failure, never the prompt or the server's reply text.
+This module may import only ``contextwright.errors`` of this project.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from contextwright.errors import LLMError
+
+if TYPE_CHECKING:
+    import openai
+
+
+@runtime_checkable
+class ChatClient(Protocol):
+    """Anything that turns chat messages into the assistant's reply text."""
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: str,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        response_format: dict[str, Any] | None = None,
+    ) -> str:
+        """The assistant's reply to ``messages`` (OpenAI chat format).
+
+        Raises:
+            LLMError: the call failed or the reply was empty.
+        """
+        ...
+
+
+class OpenAIChatClient:
+    """Chat completions over the ``openai`` SDK against any OpenAI-compatible base URL.
+
+    Args:
+        base_url: The API root, e.g. ``http://localhost:11434/v1`` (Ollama) or
+            ``http://localhost:8000/v1`` (vLLM).
+        api_key: Sent as a bearer token; local servers usually ignore it.
+        timeout: Seconds per attempt before the call counts as timed out.
+        max_retries: Extra attempts the SDK makes on connection errors, 408/409/429 and 5xx,
+            with backoff (a server's ``retry-after`` is honoured).
+    """
+
+    def __init__(self, base_url: str, api_key: str = "not-needed", *, timeout: float = 30,
+                 max_retries: int = 2) -> None:
+        if not timeout > 0:
+            raise LLMError("timeout must be a positive number of seconds", kind="config")
+        if max_retries < 0:
+            raise LLMError("max_retries must not be negative", kind="config")
+        self.timeout = timeout
+        self._client = _make_sdk_client(base_url, api_key, timeout, max_retries)
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: str,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        response_format: dict[str, Any] | None = None,
+    ) -> str:
+        """The first choice's text; see ``ChatClient.complete``."""
+        import openai
+
+        options: dict[str, Any] = {"model": model, "messages": messages,
+                                   "temperature": temperature}
+        if max_tokens is not None:
+            options["max_tokens"] = max_tokens
+        if response_format is not None:
+            options["response_format"] = response_format
+        try:
+            completion = self._client.chat.completions.create(**options)
+        except openai.OpenAIError as exc:
+            raise _as_llm_error(exc, self.timeout) from None
+        except ValueError:  # a 200 whose JSON body does not parse
+            raise LLMError("chat completion reply is not valid JSON", kind="response") from None
+        return _reply_text(completion)
+
+    def close(self) -> None:
+        """Close the underlying HTTP connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAIChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _make_sdk_client(base_url: str, api_key: str, timeout: float,
+                     max_retries: int) -> openai.OpenAI:
+    try:
+        import openai
+    except ImportError:
+        raise LLMError("the openai package is missing: install contextwright[llm]",
+                       kind="config") from None
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
+                         max_retries=max_retries)
+
+
+def _as_llm_error(exc: Exception, timeout: float) -> LLMError:
+    """Map an SDK exception to ``LLMError`` without quoting the server's message."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return LLMError(f"chat completion timed out after {timeout:g}s", kind="timeout")
+    if isinstance(exc, openai.APIConnectionError):
+        return LLMError("cannot reach the chat-completions endpoint", kind="connection")
+    if isinstance(exc, openai.APIStatusError):
+        return LLMError(f"chat completion failed with HTTP {exc.status_code}", kind="status",
+                        status_code=exc.status_code)
+    return LLMError(f"chat completion reply is malformed ({type(exc).__name__})",
+                    kind="response")
+
+
+def _reply_text(completion: object) -> str:
+    """The first choice's content, or ``LLMError`` when there is none to use.
+
+    The SDK builds its response objects without validating them, so a server that answers 200
+    with the wrong shape yields strings or dicts where objects belong: check every step.
+    """
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list):
+        raise LLMError("chat completion reply has no list of choices", kind="response")
+    if not choices:
+        raise LLMError("chat completion reply has no choices", kind="empty")
+    content = getattr(getattr(choices[0], "message", None), "content", None)
+    if content is not None and not isinstance(content, str):
+        raise LLMError("chat completion reply content is not text", kind="response")
+    if content is None or not content.strip():
+        raise LLMError("chat completion reply has empty content", kind="empty")
+    return content

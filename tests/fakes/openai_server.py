@@ -1,0 +1,155 @@
+"""A local HTTP server that speaks the OpenAI chat-completions protocol, for tests.
+
+It runs ``http.server`` in a thread on 127.0.0.1 (an ephemeral port), answers
+``POST /v1/chat/completions`` from a script of replies, and records every request it received
+(path, headers, JSON body) so tests can check what went over the wire. No network leaves the
+machine. Replies are consumed in order; when the script runs out the server answers 500 so a test
+that asks more than it scripted fails loudly instead of hanging.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """One scripted answer of the fake server."""
+
+    content: str | None = ""
+    """Assistant message content (None sends ``"content": null``)."""
+    status: int = 200
+    """HTTP status; anything but 200 sends an OpenAI-style error body."""
+    delay: float = 0.0
+    """Seconds to wait before answering (to provoke client timeouts)."""
+    raw_body: bytes | None = None
+    """Send these bytes as the body instead of a well-formed completion."""
+    no_choices: bool = False
+    """Send a completion with an empty ``choices`` list."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers (``retry-after-ms`` keeps SDK retries fast)."""
+
+
+def text(content: str | None) -> Reply:
+    """A successful reply with this content."""
+    return Reply(content=content)
+
+
+def error(status: int, *, retry_after_ms: int = 1) -> Reply:
+    """An HTTP error reply; ``retry-after-ms`` makes the SDK's retry wait tiny."""
+    return Reply(status=status, headers={"retry-after-ms": str(retry_after_ms)})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """One request the server received."""
+
+    path: str
+    """Request path, e.g. ``/v1/chat/completions``."""
+    headers: dict[str, str]
+    """Request headers, names lower-cased."""
+    body: dict[str, Any]
+    """The JSON body."""
+
+
+class FakeOpenAIServer:
+    """Scriptable chat-completions server; use as a context manager."""
+
+    def __init__(self, replies: list[Reply] | None = None) -> None:
+        self._replies: deque[Reply] = deque(replies or [])
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        # A short poll interval keeps shutdown (and so every test's teardown) quick.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
+                                        daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """Base URL to give a client (``http://127.0.0.1:PORT/v1``)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        """Append replies to the script."""
+        with self._lock:
+            self._replies.extend(replies)
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()  # wakes any reply that is still sleeping out its delay
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _next_reply(self) -> Reply:
+        with self._lock:
+            if self._replies:
+                return self._replies.popleft()
+        return Reply(status=500, content="script exhausted")
+
+    def _record(self, entry: Recorded) -> None:
+        with self._lock:
+            self.requests.append(entry)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                server._record(Recorded(path=self.path, headers=headers, body=body))
+                reply = server._next_reply()
+                if reply.delay and server._stopping.wait(reply.delay):
+                    return
+                self._answer(reply, body)
+
+            def _answer(self, reply: Reply, request: dict[str, Any]) -> None:
+                payload = reply.raw_body if reply.raw_body is not None else _body(reply, request)
+                self.send_response(reply.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                try:
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout); nothing to tell it
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # keep test output clean
+
+        return Handler
+
+
+def _body(reply: Reply, request: dict[str, Any]) -> bytes:
+    if reply.status != 200:
+        err = {"error": {"message": "scripted failure", "type": "server_error", "code": None}}
+        return json.dumps(err).encode()
+    choices = [] if reply.no_choices else [{
+        "index": 0,
+        "message": {"role": "assistant", "content": reply.content},
+        "finish_reason": "stop",
+    }]
+    completion = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": request.get("model", "fake"),
+        "choices": choices,
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    return json.dumps(completion, ensure_ascii=False).encode()
