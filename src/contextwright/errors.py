@@ -16,7 +16,8 @@ Every error the library raises on purpose is a ``ContextwrightError``::
     │   └── CorruptRecordError
     ├── AccessDenied
     ├── SummaryError         a summariser failed, returned nothing usable or lost a fact
-    └── LLMError             a chat-completions call failed (transport, status, empty reply)
+    ├── LLMError             a chat-completions call failed (transport, status, empty reply)
+    └── DatasetError         an evaluation folder is not laid out like ../shared/data/<set>
 
 Messages never echo user payloads: they name the field, index or key, not the content.
 """
@@ -34,6 +35,7 @@ __all__ = [
     "ConflictError",
     "ContextwrightError",
     "CorruptRecordError",
+    "DatasetError",
     "InvalidInputError",
     "KeyConflictError",
     "LLMError",
@@ -119,3 +121,7 @@ class LLMError(ContextwrightError):
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
+
+
+class DatasetError(ContextwrightError):
+    """An evaluation data folder lacks a file or breaks its set's schema (names file and field)."""
