@@ -1,0 +1,31 @@
+"""Sessions: where conversations and their state are kept between calls.
+
+The ``Store`` protocol and its backends (memory, SQLite, Redis, PostgreSQL); ``open_store`` picks
+one from a URL.
+"""
+
+from contextwright.session.memory import MemoryStore
+from contextwright.session.postgres import PostgresStore
+from contextwright.session.redis import RedisStore
+from contextwright.session.sqlite import SqliteStore
+from contextwright.session.store import (
+    SessionInfo,
+    SessionKey,
+    StateRecord,
+    Store,
+    StoredMessage,
+    open_store,
+)
+
+__all__ = [
+    "MemoryStore",
+    "PostgresStore",
+    "RedisStore",
+    "SessionInfo",
+    "SessionKey",
+    "SqliteStore",
+    "StateRecord",
+    "Store",
+    "StoredMessage",
+    "open_store",
+]

@@ -1,0 +1,193 @@
+"""``MemoryStore``: sessions in a dict, for tests, demos and single-process agents.
+
+Messages are kept as the same ASCII JSON text the database backends store, so the memory store has
+exactly their semantics (a caller mutating a dict after appending changes nothing stored; what
+cannot be encoded is refused the same way). One lock makes every operation atomic across threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextwright.errors import ConflictError, StoreError
+from contextwright.session.store import (
+    Clock,
+    SessionInfo,
+    SessionKey,
+    StateRecord,
+    StoredMessage,
+    check_version,
+    decode_document,
+    encode_document,
+    is_expired,
+    sorted_infos,
+    validate_expected_version,
+    validate_id,
+    validate_messages,
+    validate_read_args,
+    validate_ttl,
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class _Session:
+    """Mutable per-session record, only touched under the store's lock."""
+
+    created_at: float
+    """First write."""
+    updated_at: float
+    """Last write."""
+    messages: list[tuple[float, str]] = field(default_factory=list)
+    """(created_at, JSON text); index + 1 is the seq."""
+    state: tuple[int, str, float] | None = None
+    """(version, JSON text, updated_at) of the state document."""
+
+
+class MemoryStore:
+    """A ``Store`` in process memory; nothing survives the process."""
+
+    def __init__(self, *, ttl_seconds: float | None = None, clock: Clock = time.time) -> None:
+        """Create an empty store; sessions expire ``ttl_seconds`` after their last write."""
+        self._ttl = validate_ttl(ttl_seconds)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sessions: dict[SessionKey, _Session] = {}
+        self._closed = False
+
+    def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append all ``messages`` atomically; return their seqs."""
+        validate_messages(messages)
+        # Encode before taking the lock: a batch that fails to encode never touches the session.
+        texts = [encode_document(m, f"message {i}") for i, m in enumerate(messages)]
+        with self._lock:
+            now = self._clock()
+            session = self._live_or_new(key, now)
+            first = len(session.messages) + 1
+            session.messages.extend((now, text) for text in texts)
+            session.updated_at = now
+            return list(range(first, first + len(texts)))
+
+    def read(
+        self, key: SessionKey, *, after: int = 0, last: int | None = None
+    ) -> list[StoredMessage]:
+        """Messages with ``seq > after``, only the newest ``last`` of them, oldest first."""
+        validate_read_args(after, last)
+        with self._lock:
+            session = self._live(key)
+            rows = [] if session is None else session.messages
+            start = after if last is None else max(after, len(rows) - last)
+            picked = list(enumerate(rows[start:], start=start + 1))
+        return [
+            StoredMessage(seq=seq, message=decode_document(text, f"message {seq}"), created_at=at)
+            for seq, (at, text) in picked
+        ]
+
+    def count(self, key: SessionKey) -> int:
+        """Number of messages in the session."""
+        with self._lock:
+            session = self._live(key)
+            return 0 if session is None else len(session.messages)
+
+    def get_state(self, key: SessionKey) -> StateRecord | None:
+        """The session's state document, if any."""
+        with self._lock:
+            session = self._live(key)
+            state = None if session is None else session.state
+        if state is None:
+            return None
+        version, text, updated_at = state
+        return StateRecord(
+            version=version, data=decode_document(text, "state"), updated_at=updated_at
+        )
+
+    def put_state(
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None
+    ) -> int:
+        """Replace the state if it is at ``expected_version``; return the new version."""
+        validate_expected_version(expected_version)
+        text = encode_document(data, "state")
+        with self._lock:
+            now = self._clock()
+            session = self._live(key)
+            current = None if session is None or session.state is None else session.state[0]
+            if not check_version(current, expected_version):
+                raise ConflictError("state version does not match expected_version")
+            session = self._live_or_new(key, now)
+            version = (current or 0) + 1
+            session.state = (version, text, now)
+            session.updated_at = now
+            return version
+
+    def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
+        """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
+        if user_id is not None:
+            validate_id(user_id, "user_id")
+        with self._lock:
+            now = self._clock()
+            infos = [
+                SessionInfo(key=key, message_count=len(s.messages),
+                            created_at=s.created_at, updated_at=s.updated_at)
+                for key, s in self._sessions.items()
+                if (user_id is None or key.user_id == user_id)
+                and not is_expired(s.updated_at, now, self._ttl)
+            ]
+        return sorted_infos(infos)
+
+    def erase_session(self, key: SessionKey) -> bool:
+        """Remove the session; ``True`` if it was live."""
+        with self._lock:
+            existed = self._live(key) is not None
+            self._sessions.pop(key, None)
+            return existed
+
+    def erase_user(self, user_id: str) -> int:
+        """Remove every session of exactly ``user_id``; return how many were live."""
+        validate_id(user_id, "user_id")
+        with self._lock:
+            now = self._clock()
+            keys = [key for key in self._sessions if key.user_id == user_id]
+            live = sum(
+                not is_expired(self._sessions[key].updated_at, now, self._ttl) for key in keys
+            )
+            for key in keys:
+                del self._sessions[key]
+            return live
+
+    def purge_expired(self) -> int:
+        """Remove expired sessions; return how many."""
+        with self._lock:
+            now = self._clock()
+            expired = [
+                key for key, s in self._sessions.items()
+                if is_expired(s.updated_at, now, self._ttl)
+            ]
+            for key in expired:
+                del self._sessions[key]
+            return len(expired)
+
+    def close(self) -> None:
+        """Drop everything; later calls raise ``StoreError``."""
+        with self._lock:
+            self._sessions.clear()
+            self._closed = True
+
+    def _live(self, key: SessionKey) -> _Session | None:
+        """The session if it exists and has not expired (caller holds the lock)."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        session = self._sessions.get(key)
+        if session is None or is_expired(session.updated_at, self._clock(), self._ttl):
+            return None
+        return session
+
+    def _live_or_new(self, key: SessionKey, now: float) -> _Session:
+        """The live session, or a fresh one replacing an expired or missing one."""
+        session = self._live(key)
+        if session is None:
+            session = _Session(created_at=now, updated_at=now)
+            self._sessions[key] = session
+        return session

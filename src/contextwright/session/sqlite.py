@@ -1,0 +1,311 @@
+"""``SqliteStore``: the embedded default store, one SQLite file in WAL mode.
+
+Safe for many threads (one connection per thread) and many OS processes on one file: every write
+is a ``BEGIN IMMEDIATE`` transaction, so the seq counter row and the message rows change together
+under SQLite's single writer lock, and a process killed mid-write leaves nothing half-written.
+Messages are encoded row by row *inside* that transaction, so even a failure while encoding the
+third of five messages rolls back the first two.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from contextwright.errors import ConflictError, StoreError, StoreUnavailable
+from contextwright.session.store import (
+    Clock,
+    SessionInfo,
+    SessionKey,
+    StateRecord,
+    StoredMessage,
+    check_version,
+    decode_document,
+    encode_document,
+    expiry_cutoff,
+    is_expired,
+    sorted_infos,
+    validate_expected_version,
+    validate_id,
+    validate_messages,
+    validate_read_args,
+    validate_ttl,
+)
+
+T = TypeVar("T")
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS sessions (
+        user_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        created_at REAL NOT NULL, updated_at REAL NOT NULL, last_seq INTEGER NOT NULL,
+        PRIMARY KEY (user_id, session_id)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS messages (
+        user_id TEXT NOT NULL, session_id TEXT NOT NULL, seq INTEGER NOT NULL,
+        created_at REAL NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (user_id, session_id, seq)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS states (
+        user_id TEXT NOT NULL, session_id TEXT NOT NULL, version INTEGER NOT NULL,
+        data TEXT NOT NULL, updated_at REAL NOT NULL,
+        PRIMARY KEY (user_id, session_id)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS sessions_by_age ON sessions (updated_at)",
+)
+_SYNCHRONOUS = frozenset(("OFF", "NORMAL", "FULL", "EXTRA"))
+_PK = "user_id = ? AND session_id = ?"
+
+
+class SqliteStore:
+    """A ``Store`` in one SQLite file (WAL, busy timeout, a connection per thread)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        ttl_seconds: float | None = None,
+        clock: Clock = time.time,
+        busy_timeout_ms: int = 30_000,
+        synchronous: str = "FULL",
+    ) -> None:
+        """Open (and create if missing) the database at ``path``.
+
+        ``synchronous="FULL"`` makes an acknowledged append survive power loss; ``"NORMAL"`` is
+        faster and still survives a crashed or killed process.
+        """
+        if synchronous not in _SYNCHRONOUS:
+            raise StoreError("synchronous must be OFF, NORMAL, FULL or EXTRA")
+        self._path = os.fspath(path)
+        self._ttl = validate_ttl(ttl_seconds)
+        self._clock = clock
+        self._pragmas = (f"PRAGMA busy_timeout = {int(busy_timeout_ms)}",
+                         f"PRAGMA synchronous = {synchronous}")
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._closed = False
+        self._write(lambda db: [db.execute(sql) for sql in _SCHEMA])
+
+    # -- the protocol -------------------------------------------------------------------------
+
+    def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append all ``messages`` in one transaction; return their seqs."""
+        validate_messages(messages)
+        return self._write(lambda db: self._append(db, key, messages))
+
+    def read(
+        self, key: SessionKey, *, after: int = 0, last: int | None = None
+    ) -> list[StoredMessage]:
+        """Messages with ``seq > after``, only the newest ``last`` of them, oldest first."""
+        validate_read_args(after, last)
+        cutoff = expiry_cutoff(self._clock(), self._ttl)
+        rows = self._query(
+            "SELECT m.seq, m.created_at, m.body FROM messages m JOIN sessions s"
+            " ON s.user_id = m.user_id AND s.session_id = m.session_id"
+            " WHERE m.user_id = ? AND m.session_id = ? AND m.seq > ? AND s.updated_at > ?"
+            " ORDER BY m.seq DESC LIMIT ?",
+            (key.user_id, key.session_id, after, cutoff, -1 if last is None else last),
+        )
+        return [
+            StoredMessage(seq=seq, message=decode_document(body, f"message {seq}"), created_at=at)
+            for seq, at, body in reversed(rows)
+        ]
+
+    def count(self, key: SessionKey) -> int:
+        """Number of messages in the session."""
+        row = self._session_row(key)
+        return 0 if row is None else int(row[2])
+
+    def get_state(self, key: SessionKey) -> StateRecord | None:
+        """The session's state document, if any."""
+        cutoff = expiry_cutoff(self._clock(), self._ttl)
+        rows = self._query(
+            "SELECT t.version, t.data, t.updated_at FROM states t JOIN sessions s"
+            " ON s.user_id = t.user_id AND s.session_id = t.session_id"
+            " WHERE t.user_id = ? AND t.session_id = ? AND s.updated_at > ?",
+            (key.user_id, key.session_id, cutoff),
+        )
+        if not rows:
+            return None
+        version, data, updated_at = rows[0]
+        return StateRecord(
+            version=version, data=decode_document(data, "state"), updated_at=updated_at
+        )
+
+    def put_state(
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None
+    ) -> int:
+        """Replace the state if it is at ``expected_version``; return the new version."""
+        validate_expected_version(expected_version)
+        text = encode_document(data, "state")
+        return self._write(lambda db: self._put_state(db, key, text, expected_version))
+
+    def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
+        """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
+        sql = ("SELECT user_id, session_id, last_seq, created_at, updated_at FROM sessions"
+               " WHERE updated_at > ?")
+        params: tuple[Any, ...] = (expiry_cutoff(self._clock(), self._ttl),)
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            params += (validate_id(user_id, "user_id"),)
+        return sorted_infos([
+            SessionInfo(key=SessionKey(user_id=u, session_id=s), message_count=n,
+                        created_at=c, updated_at=up)
+            for u, s, n, c, up in self._query(sql, params)
+        ])
+
+    def erase_session(self, key: SessionKey) -> bool:
+        """Remove the session; ``True`` if it was live."""
+        return self._write(lambda db: self._erase(db, _PK, (key.user_id, key.session_id)) > 0)
+
+    def erase_user(self, user_id: str) -> int:
+        """Remove every session of exactly ``user_id``; return how many were live."""
+        validate_id(user_id, "user_id")
+        return self._write(lambda db: self._erase(db, "user_id = ?", (user_id,)))
+
+    def purge_expired(self) -> int:
+        """Remove expired sessions; return how many."""
+        if self._ttl is None:
+            return 0
+        cutoff = expiry_cutoff(self._clock(), self._ttl)
+        return self._write(lambda db: self._purge(db, cutoff))
+
+    def close(self) -> None:
+        """Close every connection this store opened."""
+        with self._all_lock:
+            self._closed = True
+            for db in self._all:
+                db.close()
+            self._all.clear()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def _append(
+        self, db: sqlite3.Connection, key: SessionKey, messages: Sequence[Mapping[str, Any]]
+    ) -> list[int]:
+        now = self._clock()
+        first = self._touch(db, key, now, len(messages))
+        seqs = list(range(first, first + len(messages)))
+        # A generator, so each message is encoded after the rows before it were inserted: an
+        # encoding failure mid-batch happens inside the transaction and rolls everything back.
+        rows = (
+            (key.user_id, key.session_id, seq, now, encode_document(m, f"message {i}"))
+            for i, (seq, m) in enumerate(zip(seqs, messages, strict=True))
+        )
+        db.executemany(
+            "INSERT INTO messages (user_id, session_id, seq, created_at, body)"
+            " VALUES (?, ?, ?, ?, ?)", rows)
+        return seqs
+
+    def _put_state(
+        self, db: sqlite3.Connection, key: SessionKey, text: str, expected: int | None
+    ) -> int:
+        now = self._clock()
+        self._drop_if_expired(db, key, now)
+        row = db.execute(f"SELECT version FROM states WHERE {_PK}",
+                         (key.user_id, key.session_id)).fetchone()
+        current = None if row is None else int(row[0])
+        if not check_version(current, expected):
+            raise ConflictError("state version does not match expected_version")
+        self._touch(db, key, now, 0)
+        version = (current or 0) + 1
+        db.execute(
+            "INSERT INTO states (user_id, session_id, version, data, updated_at)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, session_id) DO UPDATE SET"
+            " version = excluded.version, data = excluded.data, updated_at = excluded.updated_at",
+            (key.user_id, key.session_id, version, text, now))
+        return version
+
+    def _touch(self, db: sqlite3.Connection, key: SessionKey, now: float, added: int) -> int:
+        """Create or refresh the session row, reserve ``added`` seqs; return the first one."""
+        self._drop_if_expired(db, key, now)
+        row = db.execute(
+            "INSERT INTO sessions (user_id, session_id, created_at, updated_at, last_seq)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, session_id) DO UPDATE SET"
+            " updated_at = excluded.updated_at, last_seq = sessions.last_seq + excluded.last_seq"
+            " RETURNING last_seq",
+            (key.user_id, key.session_id, now, now, added)).fetchone()
+        return int(row[0]) - added + 1
+
+    def _drop_if_expired(self, db: sqlite3.Connection, key: SessionKey, now: float) -> None:
+        """An expired session is absent: a new write starts it afresh at seq 1."""
+        row = db.execute(f"SELECT updated_at FROM sessions WHERE {_PK}",
+                         (key.user_id, key.session_id)).fetchone()
+        if row is not None and is_expired(float(row[0]), now, self._ttl):
+            self._erase(db, _PK, (key.user_id, key.session_id))
+
+    def _erase(self, db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:
+        """Delete the matching sessions with their messages and states; count the live ones."""
+        cutoff = expiry_cutoff(self._clock(), self._ttl)
+        live = db.execute(f"SELECT count(*) FROM sessions WHERE {where} AND updated_at > ?",
+                          (*params, cutoff)).fetchone()[0]
+        for table in ("messages", "states", "sessions"):
+            db.execute(f"DELETE FROM {table} WHERE {where}", params)
+        return int(live)
+
+    def _purge(self, db: sqlite3.Connection, cutoff: float) -> int:
+        expired = "(user_id, session_id) IN (SELECT user_id, session_id FROM sessions" \
+                  " WHERE updated_at <= ?)"
+        for table in ("messages", "states"):
+            db.execute(f"DELETE FROM {table} WHERE {expired}", (cutoff,))
+        return db.execute("DELETE FROM sessions WHERE updated_at <= ?", (cutoff,)).rowcount
+
+    def _session_row(self, key: SessionKey) -> tuple[Any, ...] | None:
+        rows = self._query(
+            "SELECT created_at, updated_at, last_seq FROM sessions"
+            f" WHERE {_PK} AND updated_at > ?",
+            (key.user_id, key.session_id, expiry_cutoff(self._clock(), self._ttl)))
+        return rows[0] if rows else None
+
+    # -- connections --------------------------------------------------------------------------
+
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any error."""
+        with self._errors():
+            db = self._connection()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(db)
+            except BaseException:
+                db.rollback()
+                raise
+            db.commit()
+            return result
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._errors():
+            return self._connection().execute(sql, params).fetchall()
+
+    def _connection(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._connect()
+            self._local.db = db
+        return db
+
+    def _connect(self) -> sqlite3.Connection:
+        with self._all_lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so the write lock is
+            # taken before the seq counter is read, never upgraded mid-transaction.
+            db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            self._all.append(db)
+        for pragma in self._pragmas:
+            db.execute(pragma)
+        db.execute("PRAGMA journal_mode = WAL")
+        return db
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Map driver errors onto the store's error tree, without the driver's text."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(f"sqlite store unavailable ({type(exc).__name__})") from exc
+        except sqlite3.ProgrammingError as exc:
+            raise StoreError(f"sqlite store misused ({type(exc).__name__})") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"sqlite store failed ({type(exc).__name__})") from exc

@@ -1,0 +1,85 @@
+"""``SessionState``: what a session remembers besides its message log (R-SESS-1).
+
+The current mode and its history of switches, the running summary with the last message it
+covers, the zones and the session's language. It is immutable data that round-trips through a
+store's JSON state document; the message log itself lives in the store, append-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextwright.errors import CorruptRecordError
+from contextwright.modes.zones import Zones
+
+MAX_MODE_HISTORY = 100
+"""Mode switches kept in the state (the newest); the structured log has them all."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModeSwitch:
+    """One explicit hand-off from one mode to another (R-MODE-4)."""
+
+    old_mode: str | None
+    """Mode before the switch (None when the session started)."""
+    new_mode: str
+    """Mode after it."""
+    trigger: str
+    """The keyword, pattern or classifier that caused it ('' for a default)."""
+    basis: str
+    """How the router decided: rule, classifier, kept or default."""
+    at_seq: int
+    """Sequence number of the user message that caused it."""
+    at: float
+    """Unix time of the switch."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionState:
+    """Mode, mode history, running summary and zones of one session."""
+
+    mode: str | None = None
+    """Current mode (None before the first message)."""
+    language: str | None = None
+    """``zh`` or ``en``, from the first user message; labels follow it."""
+    mode_history: tuple[ModeSwitch, ...] = ()
+    """Switches, oldest first (the last ``MAX_MODE_HISTORY``)."""
+    summary: Mapping[str, Any] | None = None
+    """The committed running summary (``Summary.to_dict()``), or None."""
+    summary_upto: int = 0
+    """The last message sequence number the summary covers (0: none)."""
+    summary_failures: int = 0
+    """Summaries rejected since the last one committed (failed fact check, empty, error)."""
+    zones: Zones = field(default_factory=Zones)
+    """Facts, task and tools zones."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data for a store."""
+        return {
+            "mode": self.mode, "language": self.language,
+            "mode_history": [
+                {"old_mode": s.old_mode, "new_mode": s.new_mode, "trigger": s.trigger,
+                 "basis": s.basis, "at_seq": s.at_seq, "at": s.at}
+                for s in self.mode_history[-MAX_MODE_HISTORY:]
+            ],
+            "summary": dict(self.summary) if self.summary is not None else None,
+            "summary_upto": self.summary_upto, "summary_failures": self.summary_failures,
+            "zones": self.zones.to_dict(),
+        }
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> SessionState:
+        """Inverse of ``to_dict``; ``CorruptRecordError`` if the document is not a state."""
+        try:
+            return SessionState(
+                mode=data.get("mode"), language=data.get("language"),
+                mode_history=tuple(ModeSwitch(**s) for s in data.get("mode_history", ())),
+                summary=data.get("summary"), summary_upto=int(data.get("summary_upto", 0)),
+                summary_failures=int(data.get("summary_failures", 0)),
+                zones=Zones.from_dict(data.get("zones") or {}),
+            )
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise CorruptRecordError(
+                f"session state document is malformed ({type(exc).__name__})") from None

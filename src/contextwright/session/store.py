@@ -1,0 +1,265 @@
+"""The ``Store`` protocol, its data types, and the helpers every backend shares.
+
+A store keeps, per session (``user_id`` + ``session_id``), an append-only message log with
+gap-free 1-based sequence numbers and one opaque, versioned state document. Backends live in
+sibling modules; this module does no I/O. The helpers here fix the things all backends must agree
+on: which ids are valid, how a message or state becomes stored text (ASCII JSON, so lone
+surrogates and NUL round-trip through any database), how stored text is decoded, and what "expired"
+means.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from contextwright.errors import CorruptRecordError, InvalidInputError
+
+Clock = Callable[[], float]
+"""Returns the current time in unix seconds; injectable so tests can move time."""
+
+_MAX_ID_LENGTH = 512
+
+
+def validate_id(value: object, field: str) -> str:
+    """Return ``value`` if it is a usable user or session id, else raise ``InvalidInputError``.
+
+    Ids must be non-empty ``str`` without NUL or lone surrogates (neither survives a trip through
+    UTF-8 text columns or Redis key names) and at most 512 characters.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(f"{field} must be a non-empty string")
+    if len(value) > _MAX_ID_LENGTH:
+        raise InvalidInputError(f"{field} is longer than {_MAX_ID_LENGTH} characters")
+    if "\x00" in value:
+        raise InvalidInputError(f"{field} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"{field} contains a lone surrogate") from None
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionKey:
+    """Names one session; both parts are required, there is no shared default namespace."""
+
+    user_id: str
+    """The user (or tenant-scoped user) the session belongs to."""
+    session_id: str
+    """One conversation of that user."""
+
+    def __post_init__(self) -> None:
+        validate_id(self.user_id, "user_id")
+        validate_id(self.session_id, "session_id")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredMessage:
+    """One message of a session's log, as the store returns it."""
+
+    seq: int
+    """1-based position in the session, assigned by the store, gap-free and strictly increasing."""
+    message: Mapping[str, Any]
+    """The JSON-compatible message dict exactly as appended (role, content, tool_calls, ...)."""
+    created_at: float
+    """Unix seconds when the message was appended."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateRecord:
+    """The session's state document with its optimistic-concurrency version."""
+
+    version: int
+    """Starts at 1 and grows by one with every successful ``put_state``."""
+    data: Mapping[str, Any]
+    """Opaque JSON document owned by the caller (mode, summary, zones, ...)."""
+    updated_at: float
+    """Unix seconds of the last ``put_state``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionInfo:
+    """What ``list_sessions`` tells about one live session."""
+
+    key: SessionKey
+    """The session."""
+    message_count: int
+    """Messages in its log (equal to the last seq)."""
+    created_at: float
+    """Unix seconds of the first write."""
+    updated_at: float
+    """Unix seconds of the last write (append or ``put_state``); retention counts from here."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where sessions live. Every backend passes the same conformance suite (``tests/stores``).
+
+    Expired sessions (not written for ``ttl_seconds``) behave as absent before they are purged;
+    writing to one starts it afresh at seq 1.
+    """
+
+    def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append all ``messages`` atomically (all or nothing); return their new seqs."""
+        ...
+
+    def read(
+        self, key: SessionKey, *, after: int = 0, last: int | None = None
+    ) -> list[StoredMessage]:
+        """Messages with ``seq > after`` (only the newest ``last`` of them), oldest first."""
+        ...
+
+    def count(self, key: SessionKey) -> int:
+        """Number of messages in the session (0 when absent)."""
+        ...
+
+    def get_state(self, key: SessionKey) -> StateRecord | None:
+        """The state document, or ``None`` if none was ever put (or the session expired)."""
+        ...
+
+    def put_state(
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None
+    ) -> int:
+        """Replace the state if its version is ``expected_version`` (``None``: none yet).
+
+        Returns the new version; raises ``ConflictError`` on a mismatch.
+        """
+        ...
+
+    def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
+        """Live sessions (of one user, or all), sorted by ``(user_id, session_id)``."""
+        ...
+
+    def erase_session(self, key: SessionKey) -> bool:
+        """Remove the session's messages and state; ``True`` if it existed."""
+        ...
+
+    def erase_user(self, user_id: str) -> int:
+        """Remove every session of exactly this user; return how many existed."""
+        ...
+
+    def purge_expired(self) -> int:
+        """Remove sessions not written for ``ttl_seconds``; return how many were removed."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the store may not be used afterwards."""
+        ...
+
+
+def validate_ttl(ttl_seconds: float | None) -> float | None:
+    """Return ``ttl_seconds`` if it is ``None`` or a positive finite number."""
+    if ttl_seconds is None:
+        return None
+    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float):
+        raise InvalidInputError("ttl_seconds must be a number or None")
+    if not math.isfinite(ttl_seconds) or ttl_seconds <= 0:
+        raise InvalidInputError("ttl_seconds must be positive and finite")
+    return float(ttl_seconds)
+
+
+def is_expired(updated_at: float, now: float, ttl_seconds: float | None) -> bool:
+    """Whether a session last written at ``updated_at`` has expired at ``now``."""
+    return ttl_seconds is not None and updated_at + ttl_seconds <= now
+
+
+def expiry_cutoff(now: float, ttl_seconds: float | None) -> float:
+    """Sessions with ``updated_at <= cutoff`` are expired; ``-inf`` when there is no TTL."""
+    return -math.inf if ttl_seconds is None else now - ttl_seconds
+
+
+def validate_read_args(after: int, last: int | None) -> None:
+    """Reject a negative ``after`` or ``last`` (and non-integers) with ``InvalidInputError``."""
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise InvalidInputError("after must be an integer >= 0")
+    if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
+        raise InvalidInputError("last must be None or an integer >= 0")
+
+
+def validate_messages(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Check the batch's shape up front; encoding happens later, inside the write transaction."""
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise InvalidInputError("messages must be a sequence of mappings")
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise InvalidInputError(f"message {index} is not a mapping")
+
+
+def validate_expected_version(expected_version: int | None) -> None:
+    """``expected_version`` is ``None`` or a positive integer."""
+    if expected_version is None:
+        return
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        raise InvalidInputError("expected_version must be None or an integer")
+    if expected_version < 1:
+        raise InvalidInputError("expected_version must be >= 1")
+
+
+def encode_document(document: Mapping[str, Any], what: str) -> str:
+    """Encode a message or state as ASCII JSON text; ``InvalidInputError`` if it is not JSON.
+
+    ASCII escapes keep lone surrogates and NUL intact through UTF-8 columns (and PostgreSQL TEXT,
+    which refuses a raw NUL); ``allow_nan=False`` because NaN is not JSON and would not compare
+    equal after the round trip anyway.
+    """
+    plain = document if isinstance(document, dict) else dict(document)
+    try:
+        return json.dumps(plain, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        raise InvalidInputError(f"{what} is not JSON-encodable") from None
+
+
+def decode_document(text: str | bytes, what: str) -> dict[str, Any]:
+    """Decode stored JSON text into a dict; ``CorruptRecordError`` if it is not one."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        raise CorruptRecordError(f"{what} cannot be decoded") from None
+    if not isinstance(value, dict):
+        raise CorruptRecordError(f"{what} is not a JSON object")
+    return value
+
+
+def check_version(current: int | None, expected: int | None) -> bool:
+    """Whether a ``put_state`` expecting ``expected`` may replace a state at ``current``."""
+    return current == expected
+
+
+def sorted_infos(infos: list[SessionInfo]) -> list[SessionInfo]:
+    """Sort by ``(user_id, session_id)`` in code-point order, the same for every backend."""
+    return sorted(infos, key=lambda info: (info.key.user_id, info.key.session_id))
+
+
+def open_store(url: str, *, ttl_seconds: float | None = None) -> Store:
+    """Open a store from a URL: ``memory://``, ``sqlite:///path``, ``redis://…``, ``postgresql://…``.
+
+    ``sqlite:///agent.db`` is relative to the working directory, ``sqlite:////var/db/agent.db``
+    absolute (the SQLAlchemy convention). Backends are imported here, on demand, because the Redis
+    and PostgreSQL drivers are optional extras.
+    """
+    scheme, sep, rest = url.partition("://") if isinstance(url, str) else ("", "", "")
+    if not sep:
+        raise InvalidInputError("a store URL looks like scheme://…")
+    if scheme == "memory":
+        from contextwright.session.memory import MemoryStore
+
+        return MemoryStore(ttl_seconds=ttl_seconds)
+    if scheme == "sqlite":
+        from contextwright.session.sqlite import SqliteStore
+
+        if not rest.startswith("/") or rest == "/":
+            raise InvalidInputError("a SQLite store URL looks like sqlite:///path/to/file.db")
+        return SqliteStore(rest[1:], ttl_seconds=ttl_seconds)
+    if scheme in ("redis", "rediss", "unix"):
+        from contextwright.session.redis import RedisStore
+
+        return RedisStore(url, ttl_seconds=ttl_seconds)
+    if scheme in ("postgresql", "postgres"):
+        from contextwright.session.postgres import PostgresStore
+
+        return PostgresStore(url, ttl_seconds=ttl_seconds)
+    raise InvalidInputError("unknown store URL scheme (memory, sqlite, redis, postgresql)")
