@@ -1,0 +1,101 @@
+"""The retrieval step alone: nDCG@10 and Recall@10 on a BEIR-style pool.
+
+The pool is laid out like ``hotpotqa-dev/beir_pool``: ``corpus.jsonl``, ``queries.jsonl``,
+``qrels/test.tsv``.
+
+A ``Ranker`` is the hook: anything that indexes a corpus and ranks its ids for a query. Queries
+with no relevant document in the corpus are skipped, as BEIR and pytrec_eval do. Which ranker
+contextwright ships is decided in ``contextwright.retrieval``; ``library_ranker`` finds it.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from contextwright.errors import DatasetError
+from contextwright.evaluate._files import get, read_jsonl, require_files
+from contextwright.evaluate.metrics import ndcg_at_k, recall_at_k
+
+LAYOUT = "../shared/data/hotpotqa-dev/beir_pool"
+FILES = ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
+K = 10
+
+
+class Ranker(Protocol):
+    """Ranks the ids of an indexed corpus for a query, best first."""
+
+    def rank(self, query: str, k: int) -> Sequence[str]:
+        """The ``k`` best document ids for ``query``."""
+        ...
+
+
+RankerFactory = Callable[[Mapping[str, str]], Ranker]
+"""Builds a ``Ranker`` over a corpus given as ``{doc id: text}``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeirPool:
+    """A loaded BEIR-style pool."""
+
+    corpus: Mapping[str, str]
+    """Document text (title, a blank line, text) by id."""
+    queries: Mapping[str, str]
+    """Query text by id."""
+    qrels: Mapping[str, Mapping[str, float]]
+    """Relevance of documents by query id, then document id."""
+
+
+def load_beir(folder: Path) -> BeirPool:
+    """Load a folder laid out like ``beir_pool``."""
+    require_files(folder, FILES, LAYOUT)
+    corpus = {}
+    for n, row in enumerate(read_jsonl(folder / FILES[0]), 1):
+        where = f"{FILES[0]}:{n}"
+        title = row.get("title") or ""
+        corpus[get(row, "_id", str, where)] = (
+            f"{title}\n\n{get(row, 'text', str, where)}" if title else row["text"])
+    queries = {get(row, "_id", str, f"{FILES[1]}:{n}"): get(row, "text", str, f"{FILES[1]}:{n}")
+               for n, row in enumerate(read_jsonl(folder / FILES[1]), 1)}
+    return BeirPool(corpus=corpus, queries=queries, qrels=_qrels(folder / FILES[2]))
+
+
+def _qrels(path: Path) -> dict[str, dict[str, float]]:
+    qrels: dict[str, dict[str, float]] = {}
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = csv.reader(handle, delimiter="\t")
+        for number, row in enumerate(rows, 1):
+            if number == 1 and row[:1] == ["query-id"]:
+                continue
+            if len(row) != 3:
+                raise DatasetError(f"{path}:{number}: expected query-id, corpus-id, score")
+            try:
+                score = float(row[2])
+            except ValueError:
+                raise DatasetError(f"{path}:{number}: score is not a number") from None
+            qrels.setdefault(row[0], {})[row[1]] = score
+    return qrels
+
+
+def evaluate_ranker(pool: BeirPool, make_ranker: RankerFactory, k: int = K) -> dict[str, float]:
+    """Mean nDCG@k and Recall@k over the queries that have a relevant document in the pool."""
+    ranker = make_ranker(pool.corpus)
+    ndcg, recall = [], []
+    for query_id, relevance in sorted(pool.qrels.items()):
+        judged = {doc: gain for doc, gain in relevance.items() if doc in pool.corpus and gain > 0}
+        if not judged or query_id not in pool.queries:
+            continue
+        ranking = list(ranker.rank(pool.queries[query_id], k))
+        ndcg.append(ndcg_at_k(ranking, judged, k))
+        recall.append(recall_at_k(ranking, judged, k))
+    count = len(ndcg)
+    return {f"ndcg@{k}": sum(ndcg) / count if count else 0.0,
+            f"recall@{k}": sum(recall) / count if count else 0.0, "queries": float(count)}
+
+
+def library_ranker() -> RankerFactory | None:
+    """The library's own ranker, once ``contextwright.retrieval`` provides one; else ``None``."""
+    return None

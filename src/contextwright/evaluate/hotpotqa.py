@@ -1,0 +1,208 @@
+"""HotpotQA: supporting-sentence recall when packing shuffled paragraphs into a small budget.
+
+Metric 3 of ``../shared/data/README.md``. A folder is laid out like ``hotpotqa-dev``:
+``hotpotqa_dev100.jsonl`` and, for the retrieval step, ``beir_pool/`` (see ``beir``).
+
+Case → request: the question is the user input; the 10 paragraphs, shuffled with a fixed seed
+per case (so the given order says nothing about relevance), are the documents, each with its
+title as id and source label and its sentences joined as text. The budget B is the documents'
+budget: the plan's ``rag`` source is capped at B (call framing and fences included) and
+``available`` is set well above so only the cap binds.
+
+Metrics on the rendered messages, per question then averaged: ``sentence_recall`` = supporting
+sentences present verbatim / supporting sentences whose paragraph is among the 10 (questions
+with none are skipped); ``pooled_recall`` pools the same counts over all questions. The
+baseline packs whole sentences in the shuffled order until the next one does not fit B
+(sentence tokens only, so it pays no framing).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from contextwright.builder import ContextBuilder
+from contextwright.core.plan import BuildPlan
+from contextwright.core.request import Document, Request
+from contextwright.errors import DatasetError, PlanError
+from contextwright.evaluate import baseline
+from contextwright.evaluate._files import Row, get, read_jsonl, require_files
+from contextwright.evaluate.beir import BeirPool, RankerFactory, evaluate_ranker, load_beir
+from contextwright.evaluate.metrics import MESSAGE_COST, Count, Msg, locate
+from contextwright.evaluate.records import CaseOutcome, Ratio, Scores
+from contextwright.evaluate.render import build_messages
+
+LAYOUT = "../shared/data/hotpotqa-dev"
+FILES = ("hotpotqa_dev100.jsonl",)
+POOL = "beir_pool"
+SEED = 4
+"""Seed of the per-case paragraph shuffle (any fixed value; the point is that it is fixed)."""
+DOCUMENT_SOURCES = ("rag",)
+"""Plan sources that carry the paragraphs and are capped at the budget."""
+METRICS = ("sentence_recall", "pooled_recall")
+BUDGETS = (256, 512, 1024)
+TARGETS: Mapping[int, Mapping[str, float]] = MappingProxyType({
+    256: {"sentence_recall": 0.60}, 512: {"sentence_recall": 0.80},
+    1024: {"sentence_recall": 0.95},
+})
+SLACK = 4096
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Paragraph:
+    """One retrieved paragraph."""
+
+    title: str
+    """Wikipedia title: document id and source label."""
+    sentences: tuple[str, ...]
+    """Its sentences, as given (they carry their own leading spaces)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HotpotCase:
+    """One question with its shuffled paragraphs."""
+
+    id: str
+    """HotpotQA ``_id``."""
+    question: str
+    """The question (the user input)."""
+    paragraphs: tuple[Paragraph, ...]
+    """The 10 paragraphs in shuffled order."""
+    supporting: tuple[str, ...]
+    """Supporting sentences whose paragraph is among the 10."""
+
+
+def load_hotpotqa(folder: Path, limit: int | None = None) -> tuple[HotpotCase, ...]:
+    """Load ``hotpotqa_dev100.jsonl`` of a folder laid out like ``hotpotqa-dev``."""
+    require_files(folder, FILES, LAYOUT)
+    rows = read_jsonl(folder / FILES[0])[:limit]
+    return tuple(_case(row, f"{FILES[0]}:{n}") for n, row in enumerate(rows, 1))
+
+
+def _case(row: Row, where: str) -> HotpotCase:
+    case_id = get(row, "_id", str, where)
+    paragraphs = []
+    for index, entry in enumerate(get(row, "context", list, where)):
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], list) and all(isinstance(s, str) for s in entry[1])):
+            raise DatasetError(f"{where}: context[{index}] is not [title, [sentences]]")
+        paragraphs.append(Paragraph(title=entry[0], sentences=tuple(entry[1])))
+    by_title = {p.title: p for p in paragraphs}
+    supporting = []
+    for index, fact in enumerate(get(row, "supporting_facts", list, where)):
+        if not (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str)
+                and isinstance(fact[1], int)):
+            raise DatasetError(f"{where}: supporting_facts[{index}] is not [title, index]")
+        paragraph = by_title.get(fact[0])
+        if paragraph is not None and 0 <= fact[1] < len(paragraph.sentences):
+            supporting.append(paragraph.sentences[fact[1]].strip())
+    return HotpotCase(id=case_id, question=get(row, "question", str, where),
+                      paragraphs=shuffled(paragraphs, case_id), supporting=tuple(supporting))
+
+
+def shuffled(paragraphs: Sequence[Paragraph], case_id: str) -> tuple[Paragraph, ...]:
+    """The paragraphs in an order fixed by ``SEED`` and the case id (same on every run)."""
+    order = list(paragraphs)
+    random.Random(f"{SEED}:{case_id}").shuffle(order)
+    return tuple(order)
+
+
+def hotpot_request(case: HotpotCase) -> Request:
+    """The question as input, the shuffled paragraphs as unscored documents."""
+    documents = tuple(Document(id=p.title, text="".join(p.sentences).strip(), source=p.title)
+                      for p in case.paragraphs)
+    return Request(user_input=case.question, documents=documents)
+
+
+def document_plan(base: BuildPlan, budget: int, question_tokens: int) -> BuildPlan:
+    """``base`` with every document source capped at ``budget`` and a large ``available``."""
+    if not any(spec.source in DOCUMENT_SOURCES for spec in base.sources):
+        raise PlanError(f"plan {base.name}: the hotpotqa eval needs one of the sources "
+                        f"{', '.join(DOCUMENT_SOURCES)}")
+    sources = tuple(replace(spec, max_tokens=budget) if spec.source in DOCUMENT_SOURCES else spec
+                    for spec in base.sources)
+    available = 4 * budget + 4 * (question_tokens + MESSAGE_COST) + SLACK
+    return replace(base, sources=sources).with_budget(available_override=available)
+
+
+def in_order_messages(case: HotpotCase, budget: int, count: Count) -> list[Msg]:
+    """Baseline: whole sentences in the shuffled order until the next does not fit."""
+    pieces = [(p.title, s) for p in case.paragraphs for s in p.sentences]
+    kept = baseline.in_order(pieces, budget, lambda piece: count(piece[1]))
+    texts: dict[str, str] = {}
+    for title, sentence in kept:
+        texts[title] = texts.get(title, "") + sentence
+    # Scoring stand-ins only: the metric reads content, so the role does not matter here.
+    return [{"role": "user", "content": case.question},
+            *({"role": "user", "content": text} for text in texts.values())]
+
+
+def sentence_scores(case: HotpotCase, messages: Sequence[Msg]) -> Scores:
+    """The metrics of one question's context (see the module docstring)."""
+    if not case.supporting:
+        return {}
+    present = sum(locate(sentence, messages) is not None for sentence in case.supporting)
+    return {"sentence_recall": Ratio.of(present / len(case.supporting)),
+            "pooled_recall": Ratio(numerator=present, denominator=len(case.supporting))}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HotpotSuite:
+    """HotpotQA supporting-sentence recall under document budgets (default plan ``rag_qa``)."""
+
+    cases: tuple[HotpotCase, ...]
+    """The loaded questions."""
+    builder: ContextBuilder
+    """Builds contextwright's contexts; its tokenizer also counts the baseline."""
+    plan: BuildPlan
+    """The plan; its document source is capped at the budget."""
+    pool: BeirPool | None = None
+    """The BEIR pool for the retrieval step, when the folder has one."""
+    ranker: RankerFactory | None = None
+    """The ranker measured on the pool (``None``: not measured, and the result says so)."""
+    name: ClassVar[str] = "hotpotqa"
+    """Suite name."""
+    metrics: ClassVar[tuple[str, ...]] = METRICS
+    """Metric names in display order."""
+    default_budgets: ClassVar[tuple[int, ...]] = BUDGETS
+    """Document budgets of the issue."""
+    targets: ClassVar[Mapping[int, Mapping[str, float]]] = TARGETS
+    """Targets of the issue."""
+    baseline: ClassVar[str] = "whole sentences in the shuffled order until the budget is full"
+    """What the baseline does."""
+    budget_rule: ClassVar[str] = "document budget (rag max_tokens)"
+    """How a budget is applied to the plan."""
+
+    def __len__(self) -> int:
+        """Number of cases."""
+        return len(self.cases)
+
+    def outcomes(self, budget: int) -> Iterator[CaseOutcome]:
+        """One outcome per question at ``budget``."""
+        count = self.builder.tokenizer.count
+        for case in self.cases:
+            plan = document_plan(self.plan, budget, count(case.question))
+            messages, error = build_messages(self.builder, plan, hotpot_request(case))
+            yield CaseOutcome(case_id=case.id, budget=budget,
+                              contextwright=sentence_scores(case, messages),
+                              baseline=sentence_scores(case, in_order_messages(case, budget,
+                                                                               count)),
+                              messages=messages, error=error)
+
+    def extra(self) -> dict[str, float | str | None]:
+        """nDCG@10 and Recall@10 of the retrieval step on the pool, or why it was not measured."""
+        if self.pool is None:
+            return {"retrieval": f"not measured: the folder has no {POOL}/"}
+        if self.ranker is None:
+            return {"retrieval": "not measured: contextwright.retrieval provides no ranker yet"}
+        scores: dict[str, Any] = evaluate_ranker(self.pool, self.ranker)
+        return {"retrieval": "contextwright.retrieval", **scores}
+
+
+def load_pool(folder: Path) -> BeirPool | None:
+    """The folder's ``beir_pool/`` when present (it is optional for sentence recall)."""
+    return load_beir(folder / POOL) if (folder / POOL).exists() else None

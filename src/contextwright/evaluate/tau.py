@@ -1,0 +1,236 @@
+"""τ-bench airline: tool-pair integrity and id-fact survival under a history budget.
+
+Metric 2 of ``../shared/data/README.md``, as in ``bench/tau_pairs.py`` (whose docstring explains
+the choices). A folder is laid out like ``tau-bench-airline-dev``: ``airline_policy_wiki.md``,
+``gpt-4o-airline-dev.json`` and ``required_facts.jsonl``.
+
+Case → request: the conversation is ``traj[1:cut_index]`` (``traj[1:]`` when ``cut_index`` is
+null); its last user message is the user input, the messages before it the history, the tool
+calls and results after it this turn; the policy is the system prompt. The budget B covers the
+conversation: the plan's ``tool_results`` is capped at B minus the user input, a probe build
+measures what this turn takes, and ``history`` is capped at what is left; ``available`` is set
+well above so the weighted shares never bind.
+
+Metrics on the rendered messages: ``fact_survival`` (id-like facts first seen in a user or tool
+message whose value appears verbatim, pooled over all facts), ``pair_integrity`` (share of
+builds whose every tool result directly follows its call and every call has a result),
+``placeholders`` (placeholder results per build) and ``tokens`` (conversation tokens, system
+prompt excluded, counted alike for both sides). The baseline keeps the system prompt and the
+most recent whole messages of the conversation that fit B.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from contextwright.builder import ContextBuilder
+from contextwright.core.final import FinalContext
+from contextwright.core.plan import BuildPlan
+from contextwright.core.request import Request
+from contextwright.errors import ContextwrightError, DatasetError
+from contextwright.evaluate import baseline
+from contextwright.evaluate._files import Row, get, read_json, read_jsonl, require_files
+from contextwright.evaluate.metrics import (
+    MESSAGE_COST,
+    Count,
+    Msg,
+    context_text,
+    context_tokens,
+    message_tokens,
+    pair_problems,
+)
+from contextwright.evaluate.records import CaseOutcome, Ratio, Scores
+from contextwright.evaluate.render import failure, render
+from contextwright.sources.conversation import MISSING_RESULT
+
+LAYOUT = "../shared/data/tau-bench-airline-dev"
+FILES = ("airline_policy_wiki.md", "gpt-4o-airline-dev.json", "required_facts.jsonl")
+FACT_ROLES = frozenset(("user", "tool"))
+METRICS = ("fact_survival", "pair_integrity", "placeholders", "tokens")
+BUDGETS = (500, 1000, 2000)
+TARGETS: Mapping[int, Mapping[str, float]] = MappingProxyType({
+    500: {"pair_integrity": 1.0},
+    1000: {"fact_survival": 0.97, "pair_integrity": 1.0},
+    2000: {"pair_integrity": 1.0},
+})
+# Room above system + 2·B + user input so the plan's weighted shares never bind, only the caps.
+SLACK = 4096
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TauCase:
+    """One trajectory prepared for a build."""
+
+    traj_index: int
+    """Index of the trajectory in ``gpt-4o-airline-dev.json``."""
+    has_cut: bool
+    """Whether ``cut_index`` was given (else the whole trajectory is the conversation)."""
+    conversation: tuple[Msg, ...]
+    """``traj[1:cut]``: what both contextwright and the baseline draw on."""
+    history: tuple[Msg, ...]
+    """Messages before the last user message."""
+    user_input: str
+    """The last user message's text."""
+    turn: tuple[Msg, ...]
+    """Tool calls and results after the last user message."""
+    facts: tuple[str, ...]
+    """Values of the id-like facts first seen in a user or tool message."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TauSet:
+    """The loaded folder."""
+
+    policy: str
+    """The system prompt."""
+    cases: tuple[TauCase, ...]
+    """One case per row of ``required_facts.jsonl``."""
+
+
+def load_tau(folder: Path, limit: int | None = None) -> TauSet:
+    """Load a folder laid out like ``tau-bench-airline-dev``; ``limit`` keeps the first rows."""
+    require_files(folder, FILES, LAYOUT)
+    try:
+        policy = (folder / FILES[0]).read_text("utf-8")
+    except UnicodeDecodeError:
+        raise DatasetError(f"{folder / FILES[0]} is not UTF-8") from None
+    trajectories = read_json(folder / FILES[1])
+    if not isinstance(trajectories, list):
+        raise DatasetError(f"{folder / FILES[1]}: expected a list of trajectories")
+    rows = read_jsonl(folder / FILES[2])[:limit]
+    cases = tuple(_case(row, f"{FILES[2]}:{n}", trajectories) for n, row in enumerate(rows, 1))
+    return TauSet(policy=policy, cases=cases)
+
+
+def _case(row: Row, where: str, trajectories: Sequence[Any]) -> TauCase:
+    index = get(row, "traj_index", int, where)
+    if not 0 <= index < len(trajectories):
+        raise DatasetError(f"{where}: traj_index is outside {FILES[1]}")
+    traj = get(trajectories[index], "traj", list, f"{FILES[1]}[{index}]")
+    cut = row.get("cut_index")
+    if cut is not None and not isinstance(cut, int):
+        raise DatasetError(f"{where}: field 'cut_index' has the wrong type")
+    conversation = tuple(traj[1:cut] if cut is not None else traj[1:])
+    history, user_input, turn = split_conversation(conversation, where)
+    facts = tuple(
+        str(get(fact, "value", (str, int, float), f"{where}.facts"))
+        for fact in get(row, "facts", list, where)
+        if fact.get("id_like") and fact.get("first_msg_role") in FACT_ROLES
+    )
+    return TauCase(traj_index=index, has_cut=cut is not None, conversation=conversation,
+                   history=history, user_input=user_input, turn=turn, facts=facts)
+
+
+def split_conversation(conversation: Sequence[Msg], where: str = "conversation"
+                       ) -> tuple[tuple[Msg, ...], str, tuple[Msg, ...]]:
+    """(messages before the last user message, its text, messages after it)."""
+    users = [i for i, m in enumerate(conversation) if isinstance(m, Mapping)
+             and m.get("role") == "user"]
+    if not users:
+        raise DatasetError(f"{where}: the conversation has no user message")
+    last = users[-1]
+    content = conversation[last].get("content")
+    return tuple(conversation[:last]), str(content or ""), tuple(conversation[last + 1:])
+
+
+def budget_plan(base: BuildPlan, history_max: int, turn_max: int, available: int) -> BuildPlan:
+    """``base`` with the history and turn caps set (where present) and a large ``available``."""
+    caps = {"history": history_max, "tool_results": turn_max}
+    sources = tuple(
+        replace(spec, max_tokens=caps[spec.source]) if spec.source in caps else spec
+        for spec in base.sources
+    )
+    return replace(base, sources=sources).with_budget(available_override=available)
+
+
+def build_tau(builder: ContextBuilder, base: BuildPlan, system: str, case: TauCase,
+              budget: int) -> FinalContext:
+    """The contextwright build of ``case``: user input and turn first, history in what is left."""
+    count = builder.tokenizer.count
+    user_tokens = count(case.user_input) + MESSAGE_COST
+    available = count(system) + user_tokens + 2 * budget + SLACK
+    turn_max = max(budget - user_tokens, 0)
+    turn_tokens = 0
+    if case.turn:
+        probe = builder.build(
+            budget_plan(base, 0, turn_max, available),
+            Request(user_input=case.user_input, system=system, turn=case.turn),
+        )
+        turn_tokens = sum(row.tokens for row in probe.report.sources
+                          if row.source == "tool_results")
+    plan = budget_plan(base, max(turn_max - turn_tokens, 0), turn_max, available)
+    request = Request(user_input=case.user_input, system=system, history=case.history,
+                      turn=case.turn)
+    return builder.build(plan, request)
+
+
+def recency_messages(system: str, case: TauCase, budget: int, count: Count) -> list[Msg]:
+    """Baseline: the system prompt and the most recent whole messages that fit ``budget``."""
+    kept = baseline.recency(case.conversation, budget, lambda m: message_tokens(m, count))
+    return [{"role": "system", "content": system}, *kept]
+
+
+def tau_scores(case: TauCase, messages: Sequence[Msg], count: Count, ok: bool = True) -> Scores:
+    """The metrics of one trajectory's context (see the module docstring)."""
+    text = context_text(messages)
+    conversation = [m for m in messages if m.get("role") != "system"]
+    placeholders = sum(1 for m in messages
+                       if m.get("role") == "tool" and MISSING_RESULT in str(m.get("content")))
+    return {
+        "fact_survival": Ratio(numerator=sum(value in text for value in case.facts),
+                               denominator=len(case.facts)),
+        "pair_integrity": Ratio.of(float(ok and not pair_problems(messages))),
+        "placeholders": Ratio.of(placeholders),
+        "tokens": Ratio.of(context_tokens(conversation, count)),
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TauSuite:
+    """τ-bench fact survival and pair integrity under history budgets (default ``tool_heavy``)."""
+
+    data: TauSet
+    """The loaded folder."""
+    builder: ContextBuilder
+    """Builds contextwright's contexts; its tokenizer also counts the baseline."""
+    plan: BuildPlan
+    """The plan; ``history`` and ``tool_results`` are capped per build."""
+    name: ClassVar[str] = "tau"
+    """Suite name."""
+    metrics: ClassVar[tuple[str, ...]] = METRICS
+    """Metric names in display order."""
+    default_budgets: ClassVar[tuple[int, ...]] = BUDGETS
+    """History budgets of the issue."""
+    targets: ClassVar[Mapping[int, Mapping[str, float]]] = TARGETS
+    """Targets of the issue."""
+    baseline: ClassVar[str] = "system prompt + most recent whole messages within the budget"
+    """What the baseline does."""
+    budget_rule: ClassVar[str] = "history budget (user input + turn + history caps)"
+    """How a budget is applied to the plan."""
+
+    def __len__(self) -> int:
+        """Number of cases."""
+        return len(self.data.cases)
+
+    def outcomes(self, budget: int) -> Iterator[CaseOutcome]:
+        """One outcome per trajectory at ``budget``."""
+        count = self.builder.tokenizer.count
+        for case in self.data.cases:
+            try:
+                messages, error = render(
+                    build_tau(self.builder, self.plan, self.data.policy, case, budget))
+            except ContextwrightError as exc:
+                messages, error = [], failure("build", exc)
+            base = recency_messages(self.data.policy, case, budget, count)
+            yield CaseOutcome(case_id=case.traj_index, budget=budget,
+                              contextwright=tau_scores(case, messages, count, error is None),
+                              baseline=tau_scores(case, base, count),
+                              messages=messages, error=error)
+
+    def extra(self) -> dict[str, float | str | None]:
+        """Nothing budget-independent."""
+        return {}
