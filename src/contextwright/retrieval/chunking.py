@@ -1,0 +1,148 @@
+"""Chunking: documents into ~200-token pieces on paragraph, then sentence, boundaries.
+
+Paragraphs are packed whole while they fit; a paragraph longer than a chunk is split at sentence
+ends (English ``.!?;`` and Chinese ``。！？；``), and a sentence longer than a chunk is cut by
+tokens. Every chunk remembers where it came from — document id and title, the paragraphs it
+spans, its character span, the document's version and timestamp — so the context can say
+``refund_policy.md §2`` and adjacent chunks can be merged back into one passage. Token counts
+come from the exact tokenizer the build uses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from contextwright.errors import InvalidInputError
+from contextwright.tokens import CountingTokenizer
+
+DEFAULT_CHUNK_TOKENS = 200
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*|\n")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])\s*")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceDocument:
+    """A document to index."""
+
+    id: str
+    """Stable id; a document indexed again under the same id replaces its old chunks."""
+    text: str
+    """The full text."""
+    title: str | None = None
+    """Human label (file name, URL, heading); also what ties versions of one document."""
+    timestamp: str | None = None
+    """Version time (ISO 8601); newer versions beat older ones, and recency adds to the rank."""
+    version: int | None = None
+    """Explicit version number; compared before the timestamp."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chunk:
+    """One piece of a document, with its provenance."""
+
+    doc_id: str
+    """Id of the document it was cut from."""
+    index: int
+    """Position among the document's chunks (0-based); adjacent chunks differ by one."""
+    text: str
+    """The chunk text, exactly ``document.text[start:end]``."""
+    start: int
+    """Character offset of the chunk in the document."""
+    end: int
+    """Character offset just past the chunk."""
+    paragraph_start: int
+    """Index (0-based) of the first paragraph the chunk covers."""
+    paragraph_end: int
+    """Index (0-based) of the last paragraph the chunk covers."""
+    tokens: int
+    """Token count of ``text`` with the build's tokenizer."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    start: int
+    end: int
+    paragraph: int
+
+
+def paragraph_spans(text: str) -> list[_Span]:
+    """Character spans of the non-blank paragraphs of ``text`` (line breaks separate them)."""
+    spans: list[_Span] = []
+    position = 0
+    for match in [*_PARAGRAPH_BREAK.finditer(text), None]:
+        end = match.start() if match is not None else len(text)
+        segment = text[position:end]
+        if segment.strip():
+            lead = len(segment) - len(segment.lstrip())
+            spans.append(_Span(position + lead, position + len(segment.rstrip()), len(spans)))
+        if match is not None:
+            position = match.end()
+    return spans
+
+
+def _sentence_spans(text: str, span: _Span) -> list[_Span]:
+    pieces: list[_Span] = []
+    position = span.start
+    body = text[span.start : span.end]
+    for match in [*_SENTENCE_END.finditer(body), None]:
+        end = span.start + (match.start() if match is not None else len(body))
+        if end > position:
+            pieces.append(_Span(position, end, span.paragraph))
+        if match is not None:
+            position = span.start + match.end()
+    return pieces
+
+
+def _token_spans(text: str, span: _Span, limit: int, tokenizer: CountingTokenizer) -> list[_Span]:
+    """Cut one over-long sentence into prefixes of at most ``limit`` tokens."""
+    pieces: list[_Span] = []
+    position = span.start
+    while position < span.end:
+        head = tokenizer.truncate(text[position : span.end], limit) or text[position]
+        pieces.append(_Span(position, position + len(head), span.paragraph))
+        position += len(head)
+    return pieces
+
+
+def _units(text: str, limit: int, tokenizer: CountingTokenizer) -> list[_Span]:
+    """Paragraphs that fit a chunk, else their sentences, else token-cut pieces."""
+    units: list[_Span] = []
+    for paragraph in paragraph_spans(text):
+        if tokenizer.count(text[paragraph.start : paragraph.end]) <= limit:
+            units.append(paragraph)
+            continue
+        for sentence in _sentence_spans(text, paragraph):
+            if tokenizer.count(text[sentence.start : sentence.end]) <= limit:
+                units.append(sentence)
+            else:
+                units.extend(_token_spans(text, sentence, limit, tokenizer))
+    return units
+
+
+def chunk_document(document: SourceDocument, tokenizer: CountingTokenizer, *,
+                   chunk_size: int = DEFAULT_CHUNK_TOKENS) -> list[Chunk]:
+    """Cut ``document`` into chunks of at most ``chunk_size`` tokens, packing whole units."""
+    if chunk_size < 8:
+        raise InvalidInputError("chunk_size must be at least 8 tokens")
+    text = document.text
+    chunks: list[Chunk] = []
+    group: list[_Span] = []
+    for unit in _units(text, chunk_size, tokenizer):
+        candidate = [*group, unit]
+        if group and tokenizer.count(text[group[0].start : unit.end]) > chunk_size:
+            chunks.append(_make_chunk(document, text, group, len(chunks), tokenizer))
+            candidate = [unit]
+        group = candidate
+    if group:
+        chunks.append(_make_chunk(document, text, group, len(chunks), tokenizer))
+    return chunks
+
+
+def _make_chunk(document: SourceDocument, text: str, group: list[_Span], index: int,
+                tokenizer: CountingTokenizer) -> Chunk:
+    start, end = group[0].start, group[-1].end
+    body = text[start:end]
+    return Chunk(doc_id=document.id, index=index, text=body, start=start, end=end,
+                 paragraph_start=group[0].paragraph, paragraph_end=group[-1].paragraph,
+                 tokens=tokenizer.count(body))

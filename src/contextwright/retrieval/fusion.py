@@ -1,0 +1,100 @@
+"""Fusion ranking (seed 000 §6.3): similarity dominates, recency adds, the user's entities add.
+
+Two numbers per chunk, for two jobs:
+
+* ``fused`` ranks: ``α·minmax(bm25) + (1−α)·minmax(cosine)`` over the indexed chunks, the
+  weighted min–max fusion that measured best (HotpotQA nDCG@10 0.956, LoCoMo 0.468 at α=0.5;
+  docs/research/retrieval-candidates.md). Min–max scores are relative to the query: the best
+  chunk always gets 1, however poor it is, so they cannot be thresholded.
+* ``similarity`` is calibrated, so a fixed threshold means the same for every query and corpus:
+  ``α·coverage + (1−α)·dense``, where coverage is the share of the query's idf weight the chunk
+  contains and dense is the cosine mapped linearly from ``[floor, ceiling]`` to ``[0, 1]``
+  (e5's cosines sit between 0.65 for unrelated and 0.9 for matching text). Lexical only, it is
+  the coverage alone.
+
+``RankingWeights`` sets the bonuses the default reranker adds to ``fused``; both are small next to
+the similarity's range of 1, so a bonus reorders near-ties and never lifts an unrelated chunk.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from contextwright.errors import InvalidInputError
+from contextwright.retrieval._numpy import np
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """How a model's cosine becomes a similarity in [0, 1]."""
+
+    floor: float = 0.78
+    """Cosine at or below which text is unrelated (0); e5-small's unrelated pairs: 0.65–0.78."""
+    ceiling: float = 0.92
+    """Cosine at or above which text matches fully (1)."""
+
+    def apply(self, cosines: Any) -> Any:
+        """Map cosines linearly from ``[floor, ceiling]`` onto ``[0, 1]``, clipped."""
+        span = max(self.ceiling - self.floor, 1e-6)
+        return np.clip((np.asarray(cosines, dtype=np.float32) - self.floor) / span, 0.0, 1.0)
+
+
+E5_CALIBRATION = Calibration()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankingWeights:
+    """Bonuses the default reranker adds to the fused similarity (whose range is 0–1)."""
+
+    recency: float = 0.1
+    """Added in full for the newest candidate, halving every ``half_life_days`` older."""
+    half_life_days: float = 180.0
+    """Age, relative to the newest candidate, at which the recency bonus halves."""
+    entities: float = 0.15
+    """Added times the share of the query's entities (numbers, ids, names) the chunk contains."""
+
+
+def minmax(values: Any) -> Any:
+    """Scale to [0, 1] by the array's own min and max (all zeros when they are equal)."""
+    values = np.asarray(values, dtype=np.float32)
+    if values.size == 0:
+        return values
+    low, high = float(values.min()), float(values.max())
+    if high - low <= 1e-12:
+        return np.zeros_like(values)
+    return (values - low) / (high - low)
+
+
+def parse_time(value: str | None, where: str) -> datetime | None:
+    """An ISO 8601 time as an aware datetime (naive means UTC); None stays None."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInputError(f"{where} is not an ISO 8601 time") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def recency_bonus(times: list[datetime | None], weights: RankingWeights) -> list[float]:
+    """Per candidate: the full bonus for the newest, halving per half-life of age; 0 if undated."""
+    dated = [t for t in times if t is not None]
+    if not dated or weights.recency == 0:
+        return [0.0] * len(times)
+    newest = max(dated)
+    half_life = max(weights.half_life_days, 1e-6) * 86_400.0
+    return [0.0 if t is None
+            else weights.recency * math.pow(0.5, (newest - t).total_seconds() / half_life)
+            for t in times]
+
+
+def entity_bonus(text: str, entities: frozenset[str], weights: RankingWeights) -> float:
+    """The entity weight times the share of ``entities`` that occur in ``text``."""
+    if not entities or weights.entities == 0:
+        return 0.0
+    lowered = text.lower()
+    hits = sum(1 for entity in entities if entity in lowered)
+    return weights.entities * hits / len(entities)

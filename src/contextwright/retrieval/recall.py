@@ -1,0 +1,129 @@
+"""Relevance-selected history (R-HIST-3): rank earlier turns by how well they match the input.
+
+``HybridTurnRecaller`` keeps one incremental index per session across calls: a session is
+recognised by the key of its first turn, so a history that grows by one turn per call indexes
+(and embeds) only that turn, and ``rank`` costs a key check plus numpy scoring over the turns.
+Scores use the same fusion as the retriever (``fusion``): turns are ranked by the weighted
+min–max fusion of BM25 and cosine, and kept only when their calibrated similarity reaches the
+threshold. The history source depends only on the ``TurnRecaller`` protocol below.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from contextwright.errors import InvalidInputError
+from contextwright.retrieval._numpy import np
+from contextwright.retrieval.dense import Embedder, VectorMatrix
+from contextwright.retrieval.fusion import E5_CALIBRATION, Calibration, minmax
+from contextwright.retrieval.lexical import Bm25Index
+from contextwright.retrieval.retriever import _cached
+from contextwright.retrieval.text import search_tokens
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallTurn:
+    """One earlier turn offered for recall."""
+
+    index: int
+    """Position of the turn's first message in ``request.history``."""
+    text: str
+    """The turn's text (user + assistant content; tool results compacted)."""
+    key: str
+    """Stable identity (message id if present, else content hash): lets a recaller cache."""
+
+
+class TurnRecaller(Protocol):
+    """Ranks earlier turns by relevance to a query."""
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+             ) -> list[tuple[int, float]]:
+        """(position in ``turns``, score), best first, only turns above the threshold."""
+        ...
+
+
+@dataclass(slots=True)
+class _SessionIndex:
+    lexical: Bm25Index
+    vectors: VectorMatrix | None
+    rows: dict[str, int] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    """Keys of the turns of the last call, in order (a prefix check spares the lookups)."""
+    positions: Any = None
+    """Rows of those turns, as an array."""
+
+
+class HybridTurnRecaller:
+    """BM25 (+ dense when an embedder is given) over a session's turns. Thread-safe.
+
+    ``threshold`` is on the calibrated similarity (see ``fusion``): with an embedder,
+    ``alpha·coverage + (1−alpha)·dense``; without, the share of the query's idf weight the turn
+    contains. ``max_sessions`` session indexes are kept, least recently used dropped first.
+    """
+
+    def __init__(self, embedder: Embedder | None = None, *, alpha: float = 0.5,
+                 threshold: float = 0.3, calibration: Calibration = E5_CALIBRATION,
+                 max_sessions: int = 16) -> None:
+        if not 0.0 <= alpha <= 1.0:
+            raise InvalidInputError("alpha must be between 0 and 1")
+        self.embedder = _cached(embedder)
+        self.alpha, self.threshold, self.calibration = alpha, threshold, calibration
+        self._sessions: OrderedDict[str, _SessionIndex] = OrderedDict()
+        self._max_sessions = max_sessions
+        self._lock = threading.Lock()
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+             ) -> list[tuple[int, float]]:
+        """(position in ``turns``, fused score), best first, at most ``limit``."""
+        if not turns or limit <= 0:
+            return []
+        with self._lock:
+            index = self._session(turns[0].key)
+            positions = self._sync(index, turns)
+            fused, similarity = self._score(index, query, positions)
+        order = np.lexsort((np.arange(len(fused)), -fused))
+        kept = [int(i) for i in order if similarity[i] >= self.threshold and fused[i] > 0]
+        return [(i, float(fused[i])) for i in kept[:limit]]
+
+    def _session(self, first_key: str) -> _SessionIndex:
+        index = self._sessions.get(first_key)
+        if index is None:
+            vectors = VectorMatrix(self.embedder.dim) if self.embedder is not None else None
+            index = self._sessions[first_key] = _SessionIndex(Bm25Index(), vectors)
+            while len(self._sessions) > self._max_sessions:
+                self._sessions.popitem(last=False)
+        self._sessions.move_to_end(first_key)
+        return index
+
+    def _sync(self, index: _SessionIndex, turns: Sequence[RecallTurn]) -> Any:
+        """Index the turns not seen yet; the index rows of ``turns``, in order."""
+        keys = [turn.key for turn in turns]
+        seen = len(index.keys)
+        if seen <= len(keys) and keys[:seen] == index.keys and index.positions is not None:
+            new_turns, prefix = turns[seen:], index.positions
+        else:
+            new_turns, prefix = turns, np.zeros(0, dtype=np.int64)
+        fresh = [turn for turn in new_turns if turn.key not in index.rows]
+        for turn in fresh:
+            index.rows[turn.key] = index.lexical.add(search_tokens(turn.text))
+        if fresh and index.vectors is not None and self.embedder is not None:
+            index.vectors.append(self.embedder.embed_passages([turn.text for turn in fresh]))
+        tail = np.asarray([index.rows[turn.key] for turn in new_turns], dtype=np.int64)
+        index.keys, index.positions = keys, np.concatenate((prefix, tail))
+        return index.positions
+
+    def _score(self, index: _SessionIndex, query: str, positions: Any) -> tuple[Any, Any]:
+        tokens = search_tokens(query)
+        bm25 = index.lexical.scores(tokens)[positions]
+        coverage = index.lexical.coverage(tokens)[positions]
+        if index.vectors is None or self.embedder is None or self.alpha >= 1.0:
+            return minmax(bm25), coverage
+        cosine = index.vectors.similarities(self.embedder.embed_queries([query])[0])[positions]
+        fused = self.alpha * minmax(bm25) + (1.0 - self.alpha) * minmax(cosine)
+        similarity = (self.alpha * coverage
+                      + (1.0 - self.alpha) * self.calibration.apply(cosine))
+        return fused, similarity

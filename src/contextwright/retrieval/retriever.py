@@ -1,0 +1,258 @@
+"""The retriever: index documents incrementally, search with hybrid fusion, merge, rerank.
+
+``search`` runs the three passes of seed 004 §3.3 plus the fusion ranking of seed 000 §6.3:
+retrieve the ``top_k`` chunks by fused similarity (lexical BM25 + dense cosine; lexical only
+without an embedder), drop those under ``similarity_threshold`` (calibrated, see ``fusion``),
+merge adjacent or overlapping chunks of one document into one passage, drop passages whose text
+repeats another's, and let the ``Reranker`` keep the best ``rerank_top_k``. A document whose
+newer version is indexed (same id, or same title with a later version or timestamp) is left out,
+or kept marked outdated and ranked last when asked.
+
+Adding documents embeds only the new chunks; an unchanged document added again costs a hash.
+Thread-safe: one lock serialises indexing and searching.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from contextwright.errors import InvalidInputError
+from contextwright.retrieval._numpy import np
+from contextwright.retrieval.cache import CachedEmbedder
+from contextwright.retrieval.chunking import (
+    DEFAULT_CHUNK_TOKENS,
+    Chunk,
+    SourceDocument,
+    chunk_document,
+)
+from contextwright.retrieval.dense import Embedder, VectorMatrix
+from contextwright.retrieval.fusion import (
+    E5_CALIBRATION,
+    Calibration,
+    RankingWeights,
+    minmax,
+    parse_time,
+)
+from contextwright.retrieval.lexical import Bm25Index
+from contextwright.retrieval.rerank import FusionReranker, Reranker, RetrievedChunk
+from contextwright.retrieval.text import content_hash, search_tokens
+from contextwright.tokens import CountingTokenizer, get_tokenizer
+
+Supersede = Literal["title", "id"]
+_OLDEST = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSettings:
+    """Per-search settings (SPEC R-RAG-1 defaults)."""
+
+    top_k: int = 8
+    """Chunks retrieved by fused similarity before thresholding and merging."""
+    similarity_threshold: float = 0.35
+    """Minimum calibrated similarity (see ``fusion``): with α=0.5 and dense on, 0.35 needs, e.g.,
+    half the query's idf weight present plus a cosine of about 0.81; lexical only, 35 % of it."""
+    rerank_top_k: int = 3
+    """Passages kept after reranking."""
+    alpha: float | None = None
+    """Lexical weight in the fusion (None: the retriever's); 1 is lexical only, 0 dense only."""
+    dense: bool = True
+    """Use the embedder when the retriever has one."""
+    keep_outdated: bool = False
+    """Keep superseded versions (marked outdated, ranked last) instead of leaving them out."""
+
+
+@dataclass(slots=True)
+class _Doc:
+    document: SourceDocument
+    digest: str
+    rows: list[int]
+    order_key: tuple[int, datetime]
+    live: bool = True
+
+
+class Retriever:
+    """An incremental hybrid index over documents, searched one query at a time."""
+
+    def __init__(self, *, embedder: Embedder | None = None,
+                 tokenizer: str | CountingTokenizer = "o200k_base",
+                 chunk_size: int = DEFAULT_CHUNK_TOKENS, alpha: float = 0.5,
+                 calibration: Calibration = E5_CALIBRATION,
+                 reranker: Reranker | None = None, supersede: Supersede = "title") -> None:
+        if not 0.0 <= alpha <= 1.0:
+            raise InvalidInputError("alpha must be between 0 and 1")
+        self.embedder = _cached(embedder)
+        self.tokenizer = get_tokenizer(tokenizer)
+        self.chunk_size, self.alpha, self.calibration = chunk_size, alpha, calibration
+        self.reranker: Reranker = reranker or FusionReranker(RankingWeights())
+        self.supersede = supersede
+        self._lexical = Bm25Index()
+        self._vectors = VectorMatrix(self.embedder.dim) if self.embedder else None
+        self._chunks: list[Chunk] = []
+        self._row_doc: list[str] = []
+        self._docs: dict[str, _Doc] = {}
+        self._lock = threading.Lock()
+        self._eligible: dict[bool, tuple[Any, set[str]]] = {}
+
+    @property
+    def document_count(self) -> int:
+        """Documents currently indexed (replaced versions of one id not counted)."""
+        return sum(1 for doc in self._docs.values() if doc.live)
+
+    @property
+    def chunk_count(self) -> int:
+        """Chunks of the documents currently indexed."""
+        return sum(len(doc.rows) for doc in self._docs.values() if doc.live)
+
+    def add(self, documents: Iterable[SourceDocument]) -> int:
+        """Index documents; returns how many chunks were added.
+
+        A document already indexed with the same content and metadata is skipped; one with the
+        same id and anything changed replaces the old one. Only new chunks are embedded.
+        """
+        with self._lock:
+            fresh: list[Chunk] = []
+            for position, document in enumerate(documents):
+                fresh.extend(self._index_document(document, position))
+            if fresh and self._vectors is not None and self.embedder is not None:
+                self._vectors.append(self.embedder.embed_passages([c.text for c in fresh]))
+            if fresh:
+                self._eligible.clear()
+            return len(fresh)
+
+    def _index_document(self, document: SourceDocument, position: int) -> list[Chunk]:
+        digest = content_hash("\x00".join((document.text, document.title or "",
+                                           document.timestamp or "", str(document.version))))
+        known = self._docs.get(document.id)
+        if known is not None and known.digest == digest:
+            return []
+        if known is not None:
+            known.live = False
+        when = parse_time(document.timestamp, f"documents[{position}].timestamp") or _OLDEST
+        chunks = chunk_document(document, self.tokenizer, chunk_size=self.chunk_size)
+        rows = [self._lexical.add(search_tokens(chunk.text)) for chunk in chunks]
+        self._chunks.extend(chunks)
+        self._row_doc.extend(document.id for _ in chunks)
+        version = document.version if document.version is not None else -1
+        self._docs[document.id] = _Doc(document=document, digest=digest, rows=rows,
+                                       order_key=(version, when))
+        return chunks
+
+    def search(self, query: str, *, top_k: int = 8, similarity_threshold: float = 0.35,
+               rerank_top_k: int = 3, alpha: float | None = None, dense: bool = True,
+               keep_outdated: bool = False) -> list[RetrievedChunk]:
+        """The best passages for ``query``, best first; the arguments are ``SearchSettings``."""
+        return self.search_with(query, SearchSettings(
+            top_k=top_k, similarity_threshold=similarity_threshold, rerank_top_k=rerank_top_k,
+            alpha=alpha, dense=dense, keep_outdated=keep_outdated))
+
+    def search_with(self, query: str, settings: SearchSettings) -> list[RetrievedChunk]:
+        """``search`` with its settings as one object (see the module docstring)."""
+        with self._lock:
+            eligible, outdated = self._eligible_rows(settings.keep_outdated)
+            if not len(eligible):
+                return []
+            fused, similarity, lexical, dense = self._score(query, eligible, settings)
+            order = np.lexsort((eligible, -fused))[: max(settings.top_k, 0)]
+            picked = [i for i in order
+                      if fused[i] > 0 and similarity[i] >= settings.similarity_threshold]
+            passages = self._merge([
+                (int(eligible[i]), float(fused[i]), float(similarity[i]), float(lexical[i]),
+                 None if dense is None else float(dense[i])) for i in picked], outdated)
+        return self.reranker.rerank(query, _distinct(passages), limit=settings.rerank_top_k)
+
+    def _eligible_rows(self, keep_outdated: bool) -> tuple[Any, set[str]]:
+        """Rows of live documents (current versions only unless kept), and the outdated ids."""
+        cached = self._eligible.get(keep_outdated)
+        if cached is not None:
+            return cached
+        outdated = self._outdated_ids()
+        rows = [row for doc_id, doc in self._docs.items() if doc.live
+                and (keep_outdated or doc_id not in outdated) for row in doc.rows]
+        result = (np.asarray(sorted(rows), dtype=np.int64), outdated)
+        self._eligible[keep_outdated] = result
+        return result
+
+    def _outdated_ids(self) -> set[str]:
+        newest: dict[str, tuple[int, datetime]] = {}
+        for doc in self._docs.values():
+            if doc.live:
+                key = self._lineage(doc)
+                newest[key] = max(newest.get(key, doc.order_key), doc.order_key)
+        return {doc_id for doc_id, doc in self._docs.items()
+                if doc.live and doc.order_key < newest[self._lineage(doc)]}
+
+    def _lineage(self, doc: _Doc) -> str:
+        title = doc.document.title
+        return f"title:{title}" if self.supersede == "title" and title else f"id:{doc.document.id}"
+
+    def _score(self, query: str, rows: Any, settings: SearchSettings
+               ) -> tuple[Any, Any, Any, Any | None]:
+        alpha = self.alpha if settings.alpha is None else settings.alpha
+        tokens = search_tokens(query)
+        bm25 = self._lexical.scores(tokens)[rows]
+        coverage = self._lexical.coverage(tokens)[rows]
+        use_dense = settings.dense and self.embedder is not None and self._vectors is not None
+        if not use_dense or alpha >= 1.0:
+            return minmax(bm25), coverage, coverage, None
+        assert self.embedder is not None and self._vectors is not None
+        query_vector = self.embedder.embed_queries([query])[0]
+        cosine = self._vectors.similarities(query_vector)[rows]
+        fused = alpha * minmax(bm25) + (1.0 - alpha) * minmax(cosine)
+        similarity = alpha * coverage + (1.0 - alpha) * self.calibration.apply(cosine)
+        return fused, similarity, coverage, cosine
+
+    def _merge(self, hits: list[tuple[int, float, float, float, float | None]],
+               outdated: set[str]) -> list[RetrievedChunk]:
+        """One passage per run of adjacent or overlapping chunks of a document."""
+        by_doc: dict[str, list[tuple[int, float, float, float, float | None]]] = {}
+        for hit in hits:
+            by_doc.setdefault(self._row_doc[hit[0]], []).append(hit)
+        passages: list[RetrievedChunk] = []
+        for doc_id, doc_hits in by_doc.items():
+            doc_hits.sort(key=lambda hit: self._chunks[hit[0]].start)
+            run = [doc_hits[0]]
+            for hit in doc_hits[1:]:
+                if self._chunks[hit[0]].index <= self._chunks[run[-1][0]].index + 1:
+                    run.append(hit)
+                    continue
+                passages.append(self._passage(doc_id, run, doc_id in outdated))
+                run = [hit]
+            passages.append(self._passage(doc_id, run, doc_id in outdated))
+        return passages
+
+    def _passage(self, doc_id: str, run: list[tuple[int, float, float, float, float | None]],
+                 outdated: bool) -> RetrievedChunk:
+        document = self._docs[doc_id].document
+        chunks = [self._chunks[hit[0]] for hit in run]
+        start, end = chunks[0].start, max(chunk.end for chunk in chunks)
+        best = max(run, key=lambda hit: hit[1])
+        return RetrievedChunk(
+            doc_id=doc_id, title=document.title, text=document.text[start:end], start=start,
+            end=end, paragraph_start=chunks[0].paragraph_start,
+            paragraph_end=max(chunk.paragraph_end for chunk in chunks),
+            chunks=tuple(chunk.index for chunk in chunks), timestamp=document.timestamp,
+            version=document.version, fused=best[1], similarity=max(hit[2] for hit in run),
+            lexical=max(hit[3] for hit in run), dense=best[4], outdated=outdated)
+
+
+def _distinct(passages: list[RetrievedChunk]) -> list[RetrievedChunk]:
+    """Drop passages whose text (whitespace-normalised) repeats a better one's."""
+    seen: set[str] = set()
+    kept: list[RetrievedChunk] = []
+    for passage in sorted(passages, key=lambda p: (-p.fused, p.doc_id, p.start)):
+        key = " ".join(passage.text.split())
+        if key not in seen:
+            seen.add(key)
+            kept.append(passage)
+    return kept
+
+
+def _cached(embedder: Embedder | None) -> Embedder | None:
+    """Wrap a bare embedder in an in-memory cache (a ``CachedEmbedder`` is used as given)."""
+    if embedder is None or isinstance(embedder, CachedEmbedder):
+        return embedder
+    return CachedEmbedder(embedder)
