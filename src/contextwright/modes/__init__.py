@@ -1,0 +1,30 @@
+"""Context modes (seed 003): settings, the router, zones and the session memory source."""
+
+from contextwright.modes.config import (
+    RAG_ENHANCED,
+    SLIDING_WINDOW,
+    STRUCTURED,
+    ModesConfig,
+    ModeSettings,
+    OutputRules,
+    RouteRule,
+)
+from contextwright.modes.router import Classification, ModeClassifier, RouteDecision, Router
+from contextwright.modes.zones import Task, ToolRecord, Zones
+
+__all__ = [
+    "RAG_ENHANCED",
+    "SLIDING_WINDOW",
+    "STRUCTURED",
+    "Classification",
+    "ModeClassifier",
+    "ModeSettings",
+    "ModesConfig",
+    "OutputRules",
+    "RouteDecision",
+    "RouteRule",
+    "Router",
+    "Task",
+    "ToolRecord",
+    "Zones",
+]

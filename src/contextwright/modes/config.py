@@ -1,0 +1,258 @@
+"""Mode settings and routing rules, with seed 003's values as defaults, loadable from a file.
+
+A *mode* (seed 003 §2) decides how a session's context is organised: which plan builds it, how
+many rounds stay verbatim, when the running summary is updated, the retrieval parameters and
+whether zones are kept. This module only describes modes; it does no I/O except reading a
+config file on request, and knows nothing of stores or models.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from contextwright.errors import PlanError
+
+SLIDING_WINDOW = "sliding_window"
+RAG_ENHANCED = "rag_enhanced"
+STRUCTURED = "structured"
+
+WhenUnsure = Literal["keep", "default"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputRules:
+    """The output zone of structured mode: how the answer must look (set by the developer)."""
+
+    format: str = ""
+    """Answer format, e.g. ``markdown`` or ``JSON with fields a, b``."""
+    tone: str = ""
+    """Tone, e.g. ``professional``."""
+    constraints: tuple[str, ...] = ()
+    """Safety and business constraints the answer must respect."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModeSettings:
+    """One mode's parameters (seed 003 §3.3's MODE_CONFIGS; unused fields are ignored)."""
+
+    name: str
+    """Mode name, e.g. ``sliding_window``; custom modes pick their own."""
+    plan: str
+    """A shipped plan name (``chat``, ``rag_qa``, ``tool_heavy`` …) or a plan file path."""
+    window_size: int = 6
+    """Rounds that always stay verbatim (R-HIST-1)."""
+    enable_summary: bool = True
+    """Keep a running summary of the rounds older than the window."""
+    summary_every: int = 5
+    """Update the summary once this many rounds have left the window (K of R-HIST-1)."""
+    summary_threshold_ratio: float = 0.6
+    """Also update it when the unsummarised history passes this share of the input budget."""
+    chunk_size: int = 200
+    """Retrieval chunk size in tokens."""
+    top_k: int = 8
+    """Chunks retrieved before reranking."""
+    rerank_top_k: int = 3
+    """Chunks kept after reranking."""
+    similarity_threshold: float = 0.35
+    """Chunks scoring below this are dropped."""
+    zones: bool = False
+    """Keep structured zones (facts, task, tools, output) in the prompt (R-MODE-3)."""
+    tool_zone_keep: int = 3
+    """Tool calls the tools zone keeps."""
+    instruction: str = ""
+    """Extra system instruction for this mode (e.g. how to read the zones)."""
+    output: OutputRules = field(default_factory=OutputRules)
+    """Output zone contents (structured mode)."""
+
+    def retrieval_options(self) -> dict[str, Any]:
+        """The retrieval parameters as source options."""
+        return {"chunk_size": self.chunk_size, "top_k": self.top_k,
+                "rerank_top_k": self.rerank_top_k,
+                "similarity_threshold": self.similarity_threshold}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteRule:
+    """Send a message to ``mode`` when it contains one of ``keywords`` or matches a pattern."""
+
+    mode: str
+    """Target mode."""
+    keywords: tuple[str, ...] = ()
+    """Substrings (Chinese) or whole words (Latin script), matched case-insensitively."""
+    patterns: tuple[str, ...] = ()
+    """Regular expressions, e.g. ``先.+再`` for a multi-step request."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModesConfig:
+    """Every mode, the routing rules (tried in order) and what to do when no rule matches."""
+
+    modes: Mapping[str, ModeSettings]
+    """Mode settings by name."""
+    rules: tuple[RouteRule, ...]
+    """Keyword rules, first match wins."""
+    default_mode: str = SLIDING_WINDOW
+    """Mode of a new session when nothing matches (and when ``when_unsure`` is ``default``)."""
+    when_unsure: WhenUnsure = "keep"
+    """``keep``: an unmatched message stays in the session's current mode (a "thanks" after an
+    order lookup should not tear down the retrieval context); ``default``: go to the default."""
+    classifier_threshold: float = 0.5
+    """A classifier's answer below this confidence counts as unsure."""
+
+    def __post_init__(self) -> None:
+        if self.default_mode not in self.modes:
+            raise PlanError(f"modes config: default_mode {self.default_mode!r} is not a mode")
+        for rule in self.rules:
+            if rule.mode not in self.modes:
+                raise PlanError(f"modes config: a rule names unknown mode {rule.mode!r}")
+
+    def settings(self, mode: str) -> ModeSettings:
+        """Settings of ``mode``; ``PlanError`` for an unknown one."""
+        try:
+            return self.modes[mode]
+        except KeyError:
+            raise PlanError(f"unknown mode {mode!r}; known: {sorted(self.modes)}") from None
+
+    @staticmethod
+    def default() -> ModesConfig:
+        """Seed 003's three modes and keyword rules (Chinese and English)."""
+        return modes_from_mapping(DEFAULT_CONFIG, origin="default modes config")
+
+    @staticmethod
+    def load(path: str | Path) -> ModesConfig:
+        """Read a modes config from .yaml/.yml, .toml or .json; unspecified modes keep defaults."""
+        return load_modes_config(Path(path))
+
+
+# Seed 003 §3.2: retrieval words send a message to rag_enhanced, multi-step intent to structured.
+# Structured is tried first: "先查库存再调用供应商接口更新订单状态" names an order but asks for a
+# plan of tool calls (the seed's sketch checks retrieval first and so misroutes its own example).
+DEFAULT_CONFIG: Mapping[str, Any] = {
+    "default_mode": SLIDING_WINDOW,
+    "when_unsure": "keep",
+    "modes": {
+        SLIDING_WINDOW: {"plan": "chat", "window_size": 6, "summary_threshold_ratio": 0.6,
+                         "enable_summary": True, "summary_every": 5},
+        RAG_ENHANCED: {"plan": "rag_qa", "chunk_size": 200, "top_k": 8, "rerank_top_k": 3,
+                       "similarity_threshold": 0.35, "window_size": 4},
+        STRUCTURED: {"plan": "tool_heavy", "zones": True, "tool_zone_keep": 3,
+                     "window_size": 3,
+                     "output": {"format": "", "tone": "professional", "constraints": []}},
+    },
+    "rules": [
+        {"mode": STRUCTURED,
+         "keywords": ["然后调用", "完成后", "调用工具", "步骤", "then call", "after that",
+                      "step by step", "first,", "and then"],
+         "patterns": [r"先.{1,40}?再", r"\bfirst\b.{1,80}?\bthen\b"]},
+        {"mode": RAG_ENHANCED,
+         "keywords": ["帮我查", "订单", "退款", "物流", "库存", "价格", "政策", "look up",
+                      "order", "refund", "shipping", "tracking", "stock", "price", "policy"]},
+    ],
+}
+
+
+class _OutputModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    format: str = ""
+    tone: str = ""
+    constraints: list[str] = []
+
+
+class _ModeModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    plan: str = Field(min_length=1)
+    window_size: int = Field(default=6, ge=0)
+    enable_summary: bool = True
+    summary_every: int = Field(default=5, ge=1)
+    summary_threshold_ratio: float = Field(default=0.6, gt=0, le=1)
+    chunk_size: int = Field(default=200, ge=16)
+    top_k: int = Field(default=8, ge=1)
+    rerank_top_k: int = Field(default=3, ge=1)
+    similarity_threshold: float = Field(default=0.35, ge=0, le=1)
+    zones: bool = False
+    tool_zone_keep: int = Field(default=3, ge=0)
+    instruction: str = ""
+    output: _OutputModel = _OutputModel()
+
+
+class _RuleModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mode: str
+    keywords: list[str] = []
+    patterns: list[str] = []
+
+
+class _ConfigModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    default_mode: str = SLIDING_WINDOW
+    when_unsure: WhenUnsure = "keep"
+    classifier_threshold: float = Field(default=0.5, ge=0, le=1)
+    modes: dict[str, _ModeModel] = {}
+    rules: list[_RuleModel] | None = None
+
+    @model_validator(mode="after")
+    def _rules_need_targets(self) -> _ConfigModel:
+        for rule in self.rules or []:
+            if not rule.keywords and not rule.patterns:
+                raise ValueError(f"rule for {rule.mode!r} has neither keywords nor patterns")
+        return self
+
+
+def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfig:
+    """Validate a modes config given as plain data; modes it omits keep their defaults."""
+    try:
+        model = _ConfigModel.model_validate(data)
+        defaults = (_ConfigModel.model_validate(DEFAULT_CONFIG)
+                    if data is not DEFAULT_CONFIG else model)
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        location = ".".join(str(part) for part in first["loc"]) or "config"
+        raise PlanError(f"{origin}: {location}: {first['msg']}") from None
+    modes = {**defaults.modes, **model.modes}
+    rules = model.rules if model.rules is not None else defaults.rules or []
+    return ModesConfig(
+        modes=MappingProxyType({name: _settings(name, m) for name, m in modes.items()}),
+        rules=tuple(RouteRule(mode=r.mode, keywords=tuple(r.keywords),
+                              patterns=tuple(r.patterns)) for r in rules),
+        default_mode=model.default_mode, when_unsure=model.when_unsure,
+        classifier_threshold=model.classifier_threshold,
+    )
+
+
+def _settings(name: str, model: _ModeModel) -> ModeSettings:
+    fields = model.model_dump(exclude={"output"})
+    output = OutputRules(format=model.output.format, tone=model.output.tone,
+                         constraints=tuple(model.output.constraints))
+    return ModeSettings(name=name, output=output, **fields)
+
+
+def load_modes_config(path: Path) -> ModesConfig:
+    """Read a modes config file; the format follows the suffix."""
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise PlanError(f"cannot read modes config {path.name}: {exc.strerror}") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        elif suffix == ".toml":
+            data = tomllib.loads(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise PlanError(f"modes config {path.name}: use .yaml, .toml or .json")
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise PlanError(f"modes config {path.name} is not valid {suffix[1:]}: "
+                        f"{type(exc).__name__}") from None
+    return modes_from_mapping(data if data is not None else {}, origin=path.name)

@@ -1,0 +1,119 @@
+"""The mode router (R-MODE-2): keyword rules first, a pluggable classifier second, then a default.
+
+Interface: text in, mode out — plus the reason, so every decision can be logged and shown. The
+router is pure: it reads the text, the session's current mode and its own rules; it never
+touches a store.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from contextwright.errors import PlanError
+from contextwright.modes.config import ModesConfig, RouteRule
+
+RouteBasis = Literal["rule", "classifier", "kept", "default"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteDecision:
+    """Which mode a message goes to, and why."""
+
+    mode: str
+    """The chosen mode."""
+    basis: RouteBasis
+    """``rule`` (a keyword or pattern matched), ``classifier``, ``kept`` (unsure: stayed in the
+    current mode) or ``default`` (unsure: the default mode)."""
+    trigger: str = ""
+    """What decided it: the matched keyword or pattern, or the classifier's name."""
+    confidence: float = 1.0
+    """1 for rules; the classifier's confidence otherwise; 0 when unsure."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Classification:
+    """A classifier's answer."""
+
+    mode: str
+    """The mode it thinks fits."""
+    confidence: float
+    """How sure it is, 0–1."""
+
+
+@runtime_checkable
+class ModeClassifier(Protocol):
+    """Anything that maps a message to a mode (an embedding nearest-centroid model, an LLM…)."""
+
+    @property
+    def name(self) -> str:
+        """Shown as the trigger of its decisions."""
+        ...
+
+    def classify(self, text: str) -> Classification | None:
+        """The best mode for ``text``, or None when it has no opinion."""
+        ...
+
+
+class _CompiledRule:
+    __slots__ = ("keywords", "mode", "patterns")
+
+    def __init__(self, rule: RouteRule) -> None:
+        self.mode = rule.mode
+        self.keywords = tuple((keyword, _keyword_pattern(keyword)) for keyword in rule.keywords)
+        self.patterns = tuple((p, re.compile(p, re.IGNORECASE | re.DOTALL))
+                              for p in rule.patterns)
+
+    def match(self, text: str) -> str | None:
+        for keyword, pattern in self.keywords:
+            if pattern.search(text):
+                return keyword
+        for source, pattern in self.patterns:
+            if pattern.search(text):
+                return source
+        return None
+
+
+def _keyword_pattern(keyword: str) -> re.Pattern[str]:
+    # Latin words match whole words ("order" must not fire on "border"); CJK has no word
+    # boundaries, so Chinese keywords match as substrings.
+    escaped = re.escape(keyword.strip())
+    if keyword.isascii():
+        return re.compile(rf"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9])", re.IGNORECASE)
+    return re.compile(escaped, re.IGNORECASE)
+
+
+class Router:
+    """Routes each message: rules in order, then the classifier, then ``when_unsure``."""
+
+    def __init__(self, config: ModesConfig | None = None,
+                 classifier: ModeClassifier | None = None) -> None:
+        self.config = config or ModesConfig.default()
+        self.classifier = classifier
+        self._rules = tuple(_CompiledRule(rule) for rule in self.config.rules)
+
+    def route(self, text: str, current_mode: str | None = None) -> RouteDecision:
+        """The mode for ``text`` given the session's ``current_mode`` (None for a new session)."""
+        for rule in self._rules:
+            trigger = rule.match(text)
+            if trigger is not None:
+                return RouteDecision(mode=rule.mode, basis="rule", trigger=trigger)
+        decided = self._classify(text)
+        if decided is not None:
+            return decided
+        if current_mode is not None and self.config.when_unsure == "keep":
+            return RouteDecision(mode=current_mode, basis="kept", confidence=0.0)
+        return RouteDecision(mode=self.config.default_mode, basis="default", confidence=0.0)
+
+    def _classify(self, text: str) -> RouteDecision | None:
+        if self.classifier is None:
+            return None
+        answer = self.classifier.classify(text)
+        if answer is None or answer.confidence < self.config.classifier_threshold:
+            return None
+        if answer.mode not in self.config.modes:
+            raise PlanError(f"classifier {self.classifier.name!r} chose unknown mode "
+                            f"{answer.mode!r}; known: {sorted(self.config.modes)}")
+        return RouteDecision(mode=answer.mode, basis="classifier",
+                             trigger=self.classifier.name, confidence=answer.confidence)

@@ -1,0 +1,62 @@
+"""The ``session`` source: what a session remembers, as context items.
+
+One source instance is made per prepared call from that session's state, so the builder sees the
+mode instruction, the output rules, the facts zone (with hand-off summaries), the task and tools
+zones and the running summary like any other part. Everything derived from the conversation or
+from tools is marked untrusted, so it is fenced as data: a fact copied from a tool result must not
+gain the authority of the system prompt. The mode instruction and output rules come from the
+developer's config and are plain system text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from contextwright.core.items import ContextItem, Layer, Message
+from contextwright.core.request import Request
+from contextwright.modes.config import ModeSettings
+from contextwright.modes.zones import Zones, render_zone
+
+NAMESPACE = "session"
+
+
+class SessionMemorySource:
+    """Yields, most important first: instruction, output rules, facts, task, tools, summary."""
+
+    namespace = NAMESPACE
+
+    def __init__(self, *, settings: ModeSettings, zones: Zones, summary_text: str,
+                 language: str) -> None:
+        self._settings = settings
+        self._zones = zones
+        self._summary_text = summary_text
+        self._language = language
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """The session's items (nothing for an empty part)."""
+        settings, zones, language = self._settings, self._zones, self._language
+        if settings.instruction:
+            yield _item("instruction", settings.instruction, trusted=True, order=0)
+        if settings.zones:
+            output = render_zone("output", zones, language, settings.output)
+            if output:
+                yield _item("output", output, trusted=True, order=1)
+        facts = render_zone("facts", zones, language)
+        if facts:
+            yield _item("facts", facts, order=2)
+        if settings.zones:
+            for order, name in enumerate(("task", "tools"), start=3):
+                text = render_zone(name, zones, language)
+                if text:
+                    yield _item(name, text, order=order)
+        if self._summary_text:
+            yield _item("summary", self._summary_text, order=5)
+
+
+def _item(name: str, text: str, *, order: int, trusted: bool = False) -> ContextItem:
+    return ContextItem(
+        key=f"{NAMESPACE}.{name}", message=Message(role="system", content=text),
+        layer=Layer.SYSTEM if trusted else Layer.EVIDENCE, order=order,
+        untrusted=not trusted, truncatable=not trusted, label=name,
+    )

@@ -1,0 +1,201 @@
+"""Structured-mode zones (R-MODE-3, seed 003 §2.3): facts, task, tools, output, each its rule.
+
+- facts: write once. A fact, once written, is never changed or removed (only erasing the session
+  removes it); mode hand-offs add their condensed summaries here.
+- task: the goal, the steps done and the steps still to do; updated every turn.
+- tools: the last ``keep`` tool calls with a compact result; cleared on a mode switch.
+- output: format, tone and constraints, set by the developer in the mode config.
+
+Zones are plain immutable data with pure update functions; the session layer stores them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from contextwright.modes.config import OutputRules
+
+MAX_FACTS = 200
+"""Facts beyond this many are not added (the zone would crowd out the conversation)."""
+MAX_HANDOFFS = 3
+"""Hand-off summaries kept in the facts zone (the newest)."""
+MAX_STEPS = 20
+"""Steps kept in each of the task's lists."""
+TOOL_RESULT_CHARS = 300
+"""A tool result in the tools zone is cut to this many characters (its exact values first)."""
+
+ZONE_LABELS: Mapping[str, Mapping[str, str]] = {
+    "en": {"facts": "[Facts]", "task": "[Task]", "tools": "[Tools]", "output": "[Output]",
+           "goal": "Goal", "done": "Done", "next": "Next", "handoff": "Earlier",
+           "format": "Format", "tone": "Tone", "constraints": "Constraints"},
+    "zh": {"facts": "[事实区]", "task": "[任务区]", "tools": "[工具区]", "output": "[输出区]",
+           "goal": "目标", "done": "已完成", "next": "待执行", "handoff": "此前",
+           "format": "格式", "tone": "语气", "constraints": "约束"},
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolRecord:
+    """One tool call in the tools zone."""
+
+    name: str
+    """Tool name."""
+    arguments: str
+    """Arguments as compact JSON."""
+    result: str
+    """The result, compacted and cut to ``TOOL_RESULT_CHARS``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """The task zone."""
+
+    goal: str = ""
+    """What the user wants done."""
+    done: tuple[str, ...] = ()
+    """Steps completed, oldest first."""
+    next: tuple[str, ...] = ()
+    """Steps still to do, in order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Zones:
+    """All zones of one session."""
+
+    facts: tuple[str, ...] = ()
+    """Confirmed key facts, write once."""
+    handoffs: tuple[str, ...] = ()
+    """Condensed summaries written at mode switches, newest last."""
+    task: Task = field(default_factory=Task)
+    """Goal and steps."""
+    tools: tuple[ToolRecord, ...] = ()
+    """The last tool calls, oldest first."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data for a store."""
+        return {
+            "facts": list(self.facts), "handoffs": list(self.handoffs),
+            "task": {"goal": self.task.goal, "done": list(self.task.done),
+                     "next": list(self.task.next)},
+            "tools": [{"name": t.name, "arguments": t.arguments, "result": t.result}
+                      for t in self.tools],
+        }
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> Zones:
+        """Inverse of ``to_dict``."""
+        task = data.get("task") or {}
+        return Zones(
+            facts=tuple(data.get("facts", ())), handoffs=tuple(data.get("handoffs", ())),
+            task=Task(goal=task.get("goal", ""), done=tuple(task.get("done", ())),
+                      next=tuple(task.get("next", ()))),
+            tools=tuple(ToolRecord(**record) for record in data.get("tools", ())),
+        )
+
+
+def add_facts(zones: Zones, facts: Iterable[str]) -> Zones:
+    """Append facts not already present; existing facts are never touched (write once)."""
+    known = set(zones.facts)
+    new = [f for f in dict.fromkeys(facts) if f and f not in known]
+    room = max(0, MAX_FACTS - len(zones.facts))
+    if not new or not room:
+        return zones
+    return replace(zones, facts=zones.facts + tuple(new[:room]))
+
+
+def add_handoff(zones: Zones, condensed: str) -> Zones:
+    """Record a mode hand-off's condensed summary and clear the tools zone (R-MODE-4)."""
+    handoffs = (*zones.handoffs, condensed)[-MAX_HANDOFFS:] if condensed else zones.handoffs
+    return replace(zones, handoffs=handoffs, tools=())
+
+
+def add_tool_calls(zones: Zones, records: Sequence[ToolRecord], keep: int) -> Zones:
+    """Append tool calls, keep the last ``keep``, and mark as many planned steps done."""
+    if not records:
+        return zones
+    tools = (*zones.tools, *records)[-keep:] if keep else ()
+    task = zones.task
+    for record in records:
+        task = _complete_step(task, record)
+    return replace(zones, tools=tools, task=task)
+
+
+def _complete_step(task: Task, record: ToolRecord) -> Task:
+    # Steps run in order: a tool call completes the next planned step. Without a plan the call
+    # itself is recorded as a done step.
+    if task.next:
+        step = f"{task.next[0]} ({record.name})"
+        return replace(task, done=(*task.done, step)[-MAX_STEPS:], next=task.next[1:])
+    return replace(task, done=(*task.done, record.name)[-MAX_STEPS:])
+
+
+def update_task(zones: Zones, user_text: str) -> Zones:
+    """Update the task zone from a new user message: first goal, and any steps it plans."""
+    task = zones.task
+    steps = plan_steps(user_text)
+    if not task.goal:
+        task = replace(task, goal=_one_line(user_text, 200))
+    if steps:
+        task = replace(task, next=tuple(steps[:MAX_STEPS]))
+    return replace(zones, task=task) if task is not zones.task else zones
+
+
+_ZH_STEP = re.compile(r"(?:首先|先|然后|接着|再|之后|最后|完成后)")
+# "再" alone is too common ("再见", "不再") to signal a plan; one of these must be present.
+_ZH_PLAN = re.compile(r"首先|先|然后|接着|之后|最后|完成后")
+_EN_STEP = re.compile(r"\b(?:first|then|next|after that|finally|and then)\b[,:]?", re.IGNORECASE)
+
+
+def plan_steps(text: str) -> list[str]:
+    """Split a multi-step request ("先查库存再调用供应商接口" / "first X, then Y") into steps.
+
+    Returns an empty list for a message that does not plan more than one step.
+    """
+    splitter = _ZH_STEP if _ZH_PLAN.search(text) else _EN_STEP
+    if not splitter.search(text):
+        return []
+    parts = [p.strip(" ，,。.；;、\n") for p in splitter.split(text)]
+    steps = [p for p in parts[1:] if p] if not parts[0] else [p for p in parts if p]
+    return steps if len(steps) >= 2 else []
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def render_zone(name: str, zones: Zones, language: str,
+                output: OutputRules | None = None) -> str:
+    """The text of one zone under its label (``[Facts] …`` / ``[事实区] …``); '' if empty."""
+    labels = ZONE_LABELS[language if language in ZONE_LABELS else "en"]
+    lines = _zone_lines(name, zones, labels, output)
+    if not lines:
+        return ""
+    return "\n".join([labels[name], *lines])
+
+
+def _zone_lines(name: str, zones: Zones, labels: Mapping[str, str],
+                output: OutputRules | None) -> list[str]:
+    if name == "facts":
+        lines = [f"- {fact}" for fact in zones.facts]
+        return lines + [f"{labels['handoff']}: {text}" for text in zones.handoffs]
+    if name == "task":
+        task = zones.task
+        lines = [f"{labels['goal']}: {task.goal}"] if task.goal else []
+        lines += [f"{labels['done']}: {step}" for step in task.done]
+        return lines + [f"{labels['next']}: {step}" for step in task.next]
+    if name == "tools":
+        return [f"- {t.name}({t.arguments}) → {t.result}" for t in zones.tools]
+    if name == "output" and output is not None:
+        lines = [f"{labels['format']}: {output.format}"] if output.format else []
+        lines += [f"{labels['tone']}: {output.tone}"] if output.tone else []
+        return lines + [f"{labels['constraints']}: {c}" for c in output.constraints]
+    return []
+
+
+def cut_result(text: str) -> str:
+    """A tool result short enough for the zone, on one line."""
+    return _one_line(text, TOOL_RESULT_CHARS)
