@@ -72,3 +72,14 @@ def get(row: Row, name: str, kind: type[T] | tuple[type, ...], where: str) -> T:
 
 def _line(exc: ValueError) -> object:
     return getattr(exc, "lineno", "?")
+
+
+def spread(items: Sequence[T], limit: int | None) -> tuple[T, ...]:
+    """``limit`` items spread evenly over ``items`` (first and order kept); all when ``None``.
+
+    Sets are stored grouped (LoCoMo by conversation, early evidence first), so the first N
+    cases would not be a fair sample; evenly spread ones are, and stay the same on every run.
+    """
+    if limit is None or limit >= len(items):
+        return tuple(items)
+    return tuple(items[i * len(items) // limit] for i in range(limit))

@@ -30,7 +30,7 @@ from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Document, Request
 from contextwright.errors import DatasetError, PlanError
 from contextwright.evaluate import baseline
-from contextwright.evaluate._files import Row, get, read_jsonl, require_files
+from contextwright.evaluate._files import Row, get, read_jsonl, require_files, spread
 from contextwright.evaluate.beir import BeirPool, RankerFactory, evaluate_ranker, load_beir
 from contextwright.evaluate.metrics import MESSAGE_COST, Count, Msg, locate
 from contextwright.evaluate.records import CaseOutcome, Ratio, Scores
@@ -79,8 +79,8 @@ class HotpotCase:
 def load_hotpotqa(folder: Path, limit: int | None = None) -> tuple[HotpotCase, ...]:
     """Load ``hotpotqa_dev100.jsonl`` of a folder laid out like ``hotpotqa-dev``."""
     require_files(folder, FILES, LAYOUT)
-    rows = read_jsonl(folder / FILES[0])[:limit]
-    return tuple(_case(row, f"{FILES[0]}:{n}") for n, row in enumerate(rows, 1))
+    rows = spread(list(enumerate(read_jsonl(folder / FILES[0]), 1)), limit)
+    return tuple(_case(row, f"{FILES[0]}:{n}") for n, row in rows)
 
 
 def _case(row: Row, where: str) -> HotpotCase:

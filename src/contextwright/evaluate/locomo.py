@@ -36,7 +36,7 @@ from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.errors import DatasetError
 from contextwright.evaluate import baseline
-from contextwright.evaluate._files import Row, get, read_json, read_jsonl, require_files
+from contextwright.evaluate._files import Row, get, read_json, read_jsonl, require_files, spread
 from contextwright.evaluate.metrics import (
     HEAD,
     REPLY_PRIMING,
@@ -106,7 +106,7 @@ class LocomoSet:
 
 
 def load_locomo(folder: Path, limit: int | None = None) -> LocomoSet:
-    """Load a folder laid out like ``locomo-dev``; ``limit`` keeps the first questions."""
+    """Load a folder laid out like ``locomo-dev``; ``limit``: that many questions, spread."""
     require_files(folder, FILES, LAYOUT)
     raw = read_json(folder / FILES[0])
     if not isinstance(raw, list):
@@ -120,7 +120,7 @@ def load_locomo(folder: Path, limit: int | None = None) -> LocomoSet:
         case = _case(row, f"{FILES[1]}:{number}", conversations)
         if case is not None:
             cases.append(case)
-    return LocomoSet(conversations=conversations, cases=tuple(cases[:limit]))
+    return LocomoSet(conversations=conversations, cases=spread(cases, limit))
 
 
 def _conversation(sample: Row, where: str) -> Conversation:

@@ -33,7 +33,7 @@ from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, DatasetError
 from contextwright.evaluate import baseline
-from contextwright.evaluate._files import Row, get, read_json, read_jsonl, require_files
+from contextwright.evaluate._files import Row, get, read_json, read_jsonl, require_files, spread
 from contextwright.evaluate.metrics import (
     MESSAGE_COST,
     Count,
@@ -92,7 +92,7 @@ class TauSet:
 
 
 def load_tau(folder: Path, limit: int | None = None) -> TauSet:
-    """Load a folder laid out like ``tau-bench-airline-dev``; ``limit`` keeps the first rows."""
+    """Load a folder laid out like ``tau-bench-airline-dev``; ``limit``: that many rows, spread."""
     require_files(folder, FILES, LAYOUT)
     try:
         policy = (folder / FILES[0]).read_text("utf-8")
@@ -101,8 +101,8 @@ def load_tau(folder: Path, limit: int | None = None) -> TauSet:
     trajectories = read_json(folder / FILES[1])
     if not isinstance(trajectories, list):
         raise DatasetError(f"{folder / FILES[1]}: expected a list of trajectories")
-    rows = read_jsonl(folder / FILES[2])[:limit]
-    cases = tuple(_case(row, f"{FILES[2]}:{n}", trajectories) for n, row in enumerate(rows, 1))
+    rows = spread(list(enumerate(read_jsonl(folder / FILES[2]), 1)), limit)
+    cases = tuple(_case(row, f"{FILES[2]}:{n}", trajectories) for n, row in rows)
     return TauSet(policy=policy, cases=cases)
 
 

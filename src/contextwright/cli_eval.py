@@ -1,0 +1,129 @@
+"""``contextwright eval locomo|tau|hotpotqa``: run a quality suite and print the comparison.
+
+A thin shell over ``contextwright.evaluate``: it loads the folder, runs every case at every
+budget with a progress bar on stderr, prints a table (or ``--json``) on stdout, and may write
+one JSON line per case and budget (``--dump``). Exit codes: 2 when the folder, plan or options
+are bad (one-line message on stderr), 1 when a contextwright build failed or broke a tool pair
+(the table is still printed), else 0.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, TextIO
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from contextwright.errors import ContextwrightError
+from contextwright.evaluate import (
+    CaseOutcome,
+    SuiteResult,
+    dump_line,
+    format_text,
+    load_suite,
+    resolve_plan,
+    run_suite,
+)
+
+eval_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                       help="Measure context quality on a dataset folder, next to a baseline.")
+
+DataOption = Annotated[Path, typer.Option("--data", help="Folder laid out like the matching "
+                                          "folder of ../shared/data.")]
+PlanOption = Annotated[str | None, typer.Option(help="Shipped plan name or plan file "
+                                                "(default: the suite's plan).")]
+BudgetOption = Annotated[int | None, typer.Option(min=1, help="Run this budget only.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the results as JSON.")]
+DumpOption = Annotated[Path | None, typer.Option(help="Write one JSON line per case and budget: "
+                                                 '{"case", "budget", "messages"}.')]
+LimitOption = Annotated[int | None, typer.Option(min=1, help="Only N cases, spread evenly "
+                                                 "over the set.")]
+TokenizerOption = Annotated[str, typer.Option(help="Tokenizer of contextwright and the baseline."
+                                              )]
+
+
+@eval_app.command()
+def locomo(data: DataOption, plan: PlanOption = None, budget: BudgetOption = None,
+           json_output: JsonOption = False, dump: DumpOption = None, limit: LimitOption = None,
+           tokenizer: TokenizerOption = "o200k_base") -> None:
+    """LoCoMo evidence recall (strict, lenient), density and position at total budgets."""
+    _run("locomo", data, plan, budget, json_output, dump, limit, tokenizer)
+
+
+@eval_app.command()
+def tau(data: DataOption, plan: PlanOption = None, budget: BudgetOption = None,
+        json_output: JsonOption = False, dump: DumpOption = None, limit: LimitOption = None,
+        tokenizer: TokenizerOption = "o200k_base") -> None:
+    """τ-bench id-fact survival and tool-pair integrity at history budgets."""
+    _run("tau", data, plan, budget, json_output, dump, limit, tokenizer)
+
+
+@eval_app.command()
+def hotpotqa(data: DataOption, plan: PlanOption = None, budget: BudgetOption = None,
+             json_output: JsonOption = False, dump: DumpOption = None, limit: LimitOption = None,
+             tokenizer: TokenizerOption = "o200k_base") -> None:
+    """HotpotQA supporting-sentence recall of shuffled paragraphs at document budgets."""
+    _run("hotpotqa", data, plan, budget, json_output, dump, limit, tokenizer)
+
+
+def _run(suite_name: str, data: Path, plan_name: str | None, budget: int | None,
+         json_output: bool, dump: Path | None, limit: int | None, tokenizer: str) -> None:
+    try:
+        plan, label = resolve_plan(plan_name, suite_name)
+        suite = load_suite(suite_name, data, plan=plan, tokenizer=tokenizer, limit=limit)
+        budgets = [budget] if budget is not None else list(suite.default_budgets)
+        with _dump_file(dump) as sink, _progress(len(suite) * len(budgets)) as advance:
+            def on_outcome(outcome: CaseOutcome) -> None:
+                if sink is not None:
+                    sink.write(dump_line(outcome) + "\n")
+                advance()
+
+            result = run_suite(suite, budgets, data=str(data), plan_label=label,
+                               tokenizer=tokenizer, on_outcome=on_outcome)
+    except ContextwrightError as exc:
+        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    _print(result, json_output)
+    if _broken(result):
+        raise typer.Exit(1)
+
+
+@contextmanager
+def _dump_file(path: Path | None) -> Iterator[TextIO | None]:
+    if path is None:
+        yield None
+        return
+    try:
+        handle = path.open("w", encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"error: cannot write {path}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
+    with handle:
+        yield handle
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[], None]]:
+    columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("eval", total=total)
+        yield lambda: progress.advance(task)
+
+
+def _print(result: SuiteResult, json_output: bool) -> None:
+    if json_output:
+        sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) + "\n")
+    else:
+        typer.echo(format_text(result))
+
+
+def _broken(result: SuiteResult) -> bool:
+    """A failed build, or a tool pair broken by contextwright (integrity must be 100%)."""
+    integrity = [row.contextwright.get("pair_integrity") for row in result.budgets]
+    return result.failures > 0 or any(v is not None and v < 1.0 for v in integrity)
