@@ -58,18 +58,26 @@ def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
 def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer) -> list[Decision]:
     """A ``compacted`` decision, with the raw text, for each kept item shown compacted.
 
+    The reason is the item's ``metadata["compaction"]`` when its source gave one (a tool result
+    reduced by tier); a kept item with ``metadata["recalled"]`` also gets a ``kept`` decision
+    saying why it was recalled.
+
     The decision is the same on every build that keeps the candidate, so it is made once and
     kept on the (cached) candidate.
     """
     decisions = []
     for unit in selection.kept:
         for c in unit.candidates:
+            if "recalled" in c.item.metadata:  # a source's note on why an item is there
+                decisions.append(Decision(source=unit.source, key=c.item.key, action="kept",
+                                          reason=str(c.item.metadata["recalled"])))
             if c.item.raw is None:
                 continue
             if c.compacted is None or c.compacted.source != unit.source:
                 c.compacted = Decision(
                     source=unit.source, key=c.item.key, action="compacted",
-                    reason="JSON tool result shown as compact text",
+                    reason=str(c.item.metadata.get(
+                        "compaction", "JSON tool result shown as compact text")),
                     tokens_before=tokenizer.count(c.item.raw), tokens_after=c.tokens,
                     detail=c.item.raw)
             decisions.append(c.compacted)
