@@ -67,6 +67,7 @@ from typing import Any
 
 from contextwright import BuildPlan, ContextBuilder, FinalContext, Request
 from contextwright.core.items import Message
+from contextwright.core.plan import FrozenOptions
 from contextwright.errors import ContextwrightError
 from contextwright.sources.conversation import MISSING_RESULT
 
@@ -262,6 +263,21 @@ def survived(facts: Sequence[str], text: str) -> int:
 # --------------------------------------------------------------------------- builds
 
 
+COMPRESSION_OPTIONS: Mapping[str, Any] = {"tool_full": 1, "tool_reduced": 3}
+"""History options of the "compression on" runs: the newest call block's results whole, the
+next three reduced to key facts, older ones one line of identifiers (issue 4, R-TOOL-2)."""
+
+
+def with_history_options(base: BuildPlan, options: Mapping[str, Any]) -> BuildPlan:
+    """``base`` with ``options`` added to its history source's options."""
+    sources = tuple(
+        replace(spec, options=FrozenOptions({**spec.options, **options}))
+        if spec.source == "history" else spec
+        for spec in base.sources
+    )
+    return replace(base, sources=sources)
+
+
 def budget_plan(base: BuildPlan, history_max: int, turn_max: int, available: int) -> BuildPlan:
     """``base`` with the history and turn caps set and a large ``available``."""
     caps = {"history": history_max, "tool_results": turn_max}
@@ -382,11 +398,18 @@ def measure_baseline(system: str, case: Case, budget: int,
 # --------------------------------------------------------------------------- report
 
 
-def run(data: Path, tokenizer: str, budgets: Sequence[int]) -> dict[str, Any]:
-    """Every build; returns the JSON-ready result."""
+def run(data: Path, tokenizer: str, budgets: Sequence[int],
+        history_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every build; returns the JSON-ready result.
+
+    ``history_options`` are added to the plan's history options (``COMPRESSION_OPTIONS`` for the
+    tiered tool-result retention); None runs the shipped plan as it is.
+    """
     system, cases = load_cases(data)
     builder = ContextBuilder(tokenizer=tokenizer)
     base = BuildPlan.named("tool_heavy")
+    if history_options:
+        base = with_history_options(base, history_options)
     count = builder.tokenizer.count
     subsets: dict[str, Callable[[Case], bool]] = {
         "all": lambda case: True, "with_cut": lambda case: case.has_cut,
@@ -411,6 +434,7 @@ def run(data: Path, tokenizer: str, budgets: Sequence[int]) -> dict[str, Any]:
         "data": str(data),
         "tokenizer": builder.tokenizer.name,
         "plan": "tool_heavy (history and tool_results capped so user + turn + history <= budget)",
+        "history_options": dict(history_options or {}),
         "trajectories": len(cases),
         "with_cut_index": sum(c.has_cut for c in cases),
         "budgets": list(budgets),
@@ -425,7 +449,9 @@ def format_table(result: Mapping[str, Any]) -> str:
               "with_cut": f"the {result['with_cut_index']} trajectories with a cut_index"}
     header = (f"{'budget':>6} | {'cw survival':>11} | {'baseline survival':>17} | "
               f"{'pairs cw':>8} | {'pairs baseline':>14} | {'mean tokens cw / baseline':>25}")
-    lines = [f"tau-bench airline, tokenizer {result['tokenizer']}, plan tool_heavy"]
+    options = result.get("history_options") or "none added"
+    lines = [f"tau-bench airline, tokenizer {result['tokenizer']}, plan tool_heavy, "
+             f"history options: {options}"]
     for name, title in titles.items():
         lines += ["", title, header, "-" * len(header)]
         for budget, row in result["results"][name].items():
@@ -454,12 +480,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tokenizer", default="o200k_base",
                         help="tokenizer for the library and the baseline (default o200k_base)")
     parser.add_argument("--json", action="store_true", help="print a JSON object")
+    parser.add_argument("--no-compression", action="store_true",
+                        help="run the shipped plan without tiered tool-result retention")
     args = parser.parse_args(argv)
     data = args.data.resolve()
     missing = [name for name in DATA_FILES if not (data / name).is_file()]
     if missing:
         parser.error(f"{data} lacks {', '.join(missing)} (pass --data DIR)")
-    result = run(data, args.tokenizer, BUDGETS)
+    result = run(data, args.tokenizer, BUDGETS,
+                 None if args.no_compression else COMPRESSION_OPTIONS)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 1 if result["contextwright_failures"] else 0
 

@@ -3,7 +3,14 @@
 ``{"code":200,"data":{"city":"北京","temp":25}}`` becomes ``Tool result (weather): city: 北京,
 temp: 25``. Success envelopes (``code: 200``, ``status: "ok"``) are dropped, a lone ``data`` wrapper
 is unwrapped, nested objects become dotted paths, and every scalar value is kept verbatim, so ids,
-numbers and dates survive. ``fields`` keeps only the named top-level fields.
+numbers and dates survive.
+
+``fields`` keeps only the named fields (SPEC R-TOOL-1): dotted paths into the result after the
+success envelope and a lone ``data`` wrapper are removed. ``items[].name`` takes ``name`` from every
+element of the list ``items``; ``[].flight_number`` does the same when the result itself is a list;
+``*`` matches every key of an object (``payment_methods.*.id``). An ``error``/``errors`` field is
+always kept, so a field list never hides a failure. When no listed field is present the whole
+result is compacted (the caller reports it): showing nothing would hide what the tool said.
 """
 
 from __future__ import annotations
@@ -47,14 +54,58 @@ def _compact_cached(tool_name: str | None, content: str, fields: tuple[str, ...]
 
 def _compact_value(tool_name: str | None, value: Any, fields: tuple[str, ...] | None) -> str:
     value = _unwrap(value)
-    if fields is not None and isinstance(value, Mapping):
-        value = {key: value[key] for key in fields if key in value}
+    if fields is not None:
+        value = select_fields(value, fields)
     body = ", ".join(_flatten(value, ""))
     prefix = f"Tool result ({tool_name})" if tool_name else "Tool result"
     compact = f"{prefix}: {body}" if body else f"{prefix}: (empty)"
     minified = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     # Readable text is the goal, but never at a higher price than the minified JSON.
     return compact if len(compact) <= len(minified) + len(prefix) + 2 else f"{prefix}: {minified}"
+
+
+_MISSING: Any = object()
+_ALWAYS_KEPT = (["error"], ["errors"])
+
+
+def select_fields(value: Any, paths: Sequence[str]) -> Any:
+    """The parts of ``value`` named by ``paths`` (see the module docstring), in the result's order.
+
+    Returns ``value`` unchanged when none of the paths is present.
+    """
+    split = [_split_path(path) for path in paths]
+    if all(_project(value, [parts]) is _MISSING for parts in split):
+        return value
+    return _project(value, [*split, *_ALWAYS_KEPT])
+
+
+def _split_path(path: str) -> list[str]:
+    """``items[].name`` -> ``["items", "[]", "name"]``; ``[].id`` -> ``["[]", "id"]``."""
+    parts: list[str] = []
+    for segment in path.split("."):
+        name = segment.rstrip("[]")
+        if name:
+            parts.append(name)
+        parts.extend(["[]"] * ((len(segment) - len(name)) // 2))
+    return parts
+
+
+def _project(value: Any, paths: list[list[str]]) -> Any:
+    """``value`` keeping only what ``paths`` reach (``_MISSING`` when they reach nothing)."""
+    if any(not parts for parts in paths):
+        return value  # a path ends here: the whole value is wanted
+    if isinstance(value, list):
+        rest = [parts[1:] for parts in paths if parts[0] == "[]"]
+        kept = [p for p in (_project(child, rest) for child in value) if p is not _MISSING]
+        return kept if rest and kept else _MISSING
+    if not isinstance(value, Mapping):
+        return _MISSING
+    projected = {}
+    for key, child in value.items():
+        rest = [parts[1:] for parts in paths if parts[0] in (key, "*")]
+        if rest and (picked := _project(child, rest)) is not _MISSING:
+            projected[key] = picked
+    return projected if projected else _MISSING
 
 
 def _unwrap(value: Any) -> Any:

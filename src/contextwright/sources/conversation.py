@@ -6,18 +6,40 @@ position, since some agents reuse call ids). A block is one unit: it is kept or 
 call is never separated from its result. A tool message that answers no call is an
 ``InvalidInputError``; a call whose result is missing gets an explicit placeholder result.
 Tool results are compacted from JSON to readable text (raw kept on the item) and marked untrusted.
+
+History adds two things (issue 4). Tiered retention (R-TOOL-2): with ``tool_full`` set, only the
+newest call blocks keep their results whole, older ones are reduced to key facts or one line (see
+``compress.tool_results``), and a result whose message carries ``"consumed": true`` is reduced
+even when it is among the newest. Relevance-selected history (R-HIST-3): with ``recall_share`` set,
+older turns relevant to the input are interleaved into the newest-first stream (see ``recall``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from contextwright.compress.json_compact import compact_tool_result
+from contextwright.compress.tool_results import (
+    Tier,
+    ToolTiers,
+    dropped_tool_result,
+    one_line_tool_result,
+    reduce_tool_result,
+)
+from contextwright.core.fence import marker_for
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
+from contextwright.sources.recall import (
+    LexicalTurnRecaller,
+    TurnIndex,
+    TurnRecaller,
+    turn_index,
+)
+from contextwright.tokens import estimate_tokens
 
 MISSING_RESULT = "[no result was recorded for this call]"
 
@@ -34,10 +56,15 @@ class Block(NamedTuple):
     """How many of ``messages`` were in the caller's list; the rest are placeholder results."""
 
 
-def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str) -> Iterator[Block]:
-    """Blocks of ``raw`` from the newest to the oldest, parsing only what is read."""
-    index = len(raw) - 1
-    while index >= 0:
+def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str, end: int | None = None,
+                         begin: int = 0) -> Iterator[Block]:
+    """Blocks of ``raw[begin:end]`` from the newest to the oldest, parsing only what is read.
+
+    ``begin`` must be where a block starts (a turn's user message, say), or a tool result there
+    would be an orphan.
+    """
+    index = (len(raw) if end is None else end) - 1
+    while index >= begin:
         message = parse_message(raw[index], f"{where}[{index}]")
         if message.role != "tool":
             calls = _complete_calls(message, []) if message.tool_calls else (message,)
@@ -46,13 +73,13 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str) -> Iterat
             continue
         results = [message]
         index -= 1
-        while index >= 0:
+        while index >= begin:
             message = parse_message(raw[index], f"{where}[{index}]")
             if message.role != "tool":
                 break
             results.append(message)
             index -= 1
-        if index < 0 or message.role != "assistant" or not message.tool_calls:
+        if index < begin or message.role != "assistant" or not message.tool_calls:
             raise InvalidInputError(
                 f"{where}[{index + 1}] is a tool result that follows no assistant tool call"
             )
@@ -115,11 +142,13 @@ def _with_name(result: Message, name: str | None) -> Message:
 
 
 def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
-                options: Mapping[str, Any], options_key: str) -> list[ContextItem]:
+                options: Mapping[str, Any], options_key: str,
+                retention: Retention | None = None) -> list[ContextItem]:
     """Context items of one block, in render order, sharing one group.
 
-    Items are remembered per (message object, position, options): a history is re-read on every
-    turn and its old messages yield the very same items, so later steps can reuse their work.
+    Items are remembered per (message object, position, options, tier): a history is re-read on
+    every turn and its old messages yield the very same items, so later steps can reuse their
+    work. ``retention`` gives the tiers of the block's tool results (None: all whole).
     """
     if len(block.messages) == 1:  # the common case: one plain message, usually remembered
         message = block.messages[0]
@@ -134,18 +163,43 @@ def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
                                f"b{block.start}", False if rounds else None,
                                block.start + block.given - 1 + offset / 1000, options))
             continue
-        cache_key = (id(message), index, namespace, options_key)
+        tier, why = retention.tier_of(index) if retention and message.role == "tool" else (
+            "full", "")
+        cache_key = (id(message), index, namespace,
+                     options_key if tier == "full" else f"{options_key}|{tier}|{why}")
         cached = _ITEMS.get(cache_key)
         if cached is not None and cached[0] is message:
             items.append(cached[1])
             continue
         item = _item(message, f"{namespace}.m{index}", layer, f"b{block.start}",
-                     (message.role == "user") if rounds else None, index, options)
+                     (message.role == "user") if rounds else None, index, options, tier, why)
         if len(_ITEMS) >= _ITEMS_LIMIT:
             _ITEMS.clear()
         _ITEMS[cache_key] = (message, item)
         items.append(item)
     return items
+
+
+class Retention(NamedTuple):
+    """Tiers for the tool results of one call block."""
+
+    tiers: ToolTiers
+    rank: int
+    """Call blocks newer than this one in the history (0: the newest)."""
+    raw: Sequence[Mapping[str, Any]]
+    """The caller's messages, to read the ``consumed`` flag the parsed message does not keep."""
+
+    def tier_of(self, index: int) -> tuple[Tier, str]:
+        """Tier of the result at ``raw[index]`` and why (the report's reason)."""
+        message = self.raw[index]
+        consumed = isinstance(message, Mapping) and message.get("consumed") is True
+        tier = self.tiers.tier(self.rank, consumed)
+        if tier == "full":
+            return tier, ""
+        if consumed and self.rank < self.tiers.full:
+            return tier, "marked consumed"
+        newest = self.tiers.full if tier == "reduced" else self.tiers.full + self.tiers.reduced
+        return tier, f"older than the newest {newest} call block(s)"
 
 
 _ITEMS: dict[tuple[int, int, str, str], tuple[Message, ContextItem]] = {}
@@ -172,45 +226,191 @@ def options_key(options: Mapping[str, Any]) -> str:
 
 
 def _item(message: Message, key: str, layer: Layer, group: str, round_start: bool | None,
-          order: float, options: Mapping[str, Any]) -> ContextItem:
-    metadata = {"message_id": message.id, "timestamp": message.timestamp}
+          order: float, options: Mapping[str, Any], tier: Tier = "full",
+          why: str = "") -> ContextItem:
+    metadata: dict[str, Any] = {"message_id": message.id, "timestamp": message.timestamp}
     if message.role != "tool":
         return ContextItem(key=key, message=message, layer=layer, group=group,
                            round_start=round_start, order=order,
                            truncatable=not message.tool_calls, metadata=metadata)
-    compact = None
-    if message.content != MISSING_RESULT and options.get("compact_tool_results", True):
-        fields = options.get("fields", {}).get(message.name or "")
-        compact = compact_tool_result(message.name, message.content, fields)
-    shown = message if compact is None else Message(
-        role="tool", content=compact, tool_call_id=message.tool_call_id, name=message.name,
+    shown_text = None
+    if message.content != MISSING_RESULT:
+        shown_text = _shown_result(message, options, tier)
+        if tier != "full":
+            metadata["compaction"] = _TIER_REASONS[tier].format(why=why)
+    shown = message if shown_text is None else Message(
+        role="tool", content=shown_text, tool_call_id=message.tool_call_id, name=message.name,
         id=message.id, timestamp=message.timestamp)
     return ContextItem(key=key, message=shown, layer=layer, group=group, round_start=round_start,
                        order=order, untrusted=True, truncatable=True,
                        label=f"tool {message.name or 'result'}",
-                       raw=None if compact is None else message.content, metadata=metadata)
+                       raw=None if shown_text is None else message.content, metadata=metadata)
+
+
+_TIER_REASONS: dict[str, str] = {
+    "reduced": "tool result reduced to its key facts ({why}); ids, numbers and dates kept "
+               "verbatim",
+    "line": "early tool result reduced to one line of identifiers ({why})",
+    "drop": "early tool result dropped ({why}); a placeholder answers its call",
+}
+
+
+def _shown_result(message: Message, options: Mapping[str, Any], tier: Tier) -> str | None:
+    """The text a tool result is shown as in ``tier`` (None: as given)."""
+    fields = options.get("fields", {}).get(message.name or "")
+    if tier == "reduced":
+        return reduce_tool_result(message.name, message.content, fields)
+    if tier == "line":
+        return one_line_tool_result(message.name, message.content,
+                                    int(options.get("tool_line_chars", 240)))
+    if tier == "drop":
+        return dropped_tool_result(message.name)
+    if not options.get("compact_tool_results", True):
+        return None
+    return compact_tool_result(message.name, message.content, fields)
 
 
 class HistorySource:
     """Earlier turns (L5): newest round first, whole rounds, tool pairs atomic.
 
-    Options: ``max_rounds`` (keep at most this many rounds), ``compact_tool_results`` (default
-    true), ``fields`` (``{tool_name: [field, ...]}`` to keep from JSON results).
+    Options:
+
+    * ``max_rounds``: keep at most this many recent rounds (recalled turns not counted).
+    * ``compact_tool_results`` (default true): JSON results as compact text.
+    * ``fields``: ``{tool_name: [path, ...]}``, the fields to keep of that tool's JSON results
+      (dotted paths, ``items[].name``, ``*``; see ``compress.json_compact``).
+    * ``tool_full``, ``tool_reduced`` (default 3), ``tool_early`` (``line`` | ``drop``),
+      ``tool_line_chars`` (default 240): tiered retention, off unless ``tool_full`` is set. The
+      newest ``tool_full`` call blocks keep their results whole, the next ``tool_reduced`` are
+      reduced to key facts, older ones to one line (or a placeholder). A tool message carrying
+      ``"consumed": true`` (the model said it has used it) is reduced even among the newest.
+    * ``recall_share`` (default 0: off), ``recall_limit`` (default 8): about this share of what
+      history offers is older turns the recaller ranks relevant to the input, whole turns in
+      their original order, placed before the recent ones and marked as recalled.
     """
 
     namespace = "history"
 
+    def __init__(self, recaller: TurnRecaller | None = None) -> None:
+        """``recaller`` ranks older turns for ``recall_share`` (default: lexical BM25)."""
+        self.recaller: TurnRecaller = recaller if recaller is not None else LexicalTurnRecaller()
+
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
-        """Items newest round first; each round's blocks newest first."""
+        """Items newest round first; each round's blocks newest first; recalled turns between."""
+        share = float(options.get("recall_share", 0) or 0)
+        if share > 0 and request.history:
+            yield from self._with_recall(request, options, min(share, 0.9))
+            return
+        yield from self._recent(request, options)
+
+    def _recent(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         max_rounds = options.get("max_rounds")
         key = options_key(options)
-        rounds_done = 0
+        tiers = ToolTiers.from_options(options)
+        rounds_done = calls_seen = 0
         for block in read_blocks_backward(request.history, "history"):
             if max_rounds is not None and rounds_done >= max_rounds:
                 return
-            yield from block_items(block, "history", Layer.HISTORY, True, options, key)
+            retention = None
+            if tiers is not None and block.messages[0].tool_calls:
+                retention = Retention(tiers, calls_seen, request.history)
+                calls_seen += 1
+            yield from block_items(block, "history", Layer.HISTORY, True, options, key,
+                                   retention)
             if block.messages[0].role == "user":
                 rounds_done += 1
+
+    def _with_recall(self, request: Request, options: Mapping[str, Any],
+                     share: float) -> Iterator[ContextItem]:
+        """The recent stream with recalled turns interleaved to keep about ``share`` of it.
+
+        A recalled turn is offered at a round boundary whenever recalled turns hold less than
+        ``share`` of the (estimated) tokens offered so far, so whatever prefix of the stream
+        the budget keeps has about that share recalled. Only turns wholly older than everything
+        the recent stream has offered are eligible, and the recent stream skips a turn already
+        recalled: no turn is offered twice.
+        """
+        index = turn_index(request.history)
+        ranked = self.recaller.rank(request.user_input, index.turns,
+                                    limit=int(options.get("recall_limit", 8)))
+        pending = [(position, score) for position, score in ranked]
+        recalled: list[tuple[int, int]] = []  # (start, end) of turns offered as recalled
+        recent_tokens = recalled_tokens = 0
+        frontier = len(request.history)
+        max_rounds = options.get("max_rounds")
+        rounds_done = 0
+        for block, items in _recent_blocks(request, options):
+            if any(start <= block.start < end for start, end in recalled):
+                continue
+            if max_rounds is not None and rounds_done >= max_rounds:
+                return
+            yield from items
+            recent_tokens += sum(estimate_tokens(i.message.content) + 4 for i in items)
+            frontier = block.start
+            if block.messages[0].role != "user":
+                continue
+            rounds_done += 1
+            while pending and recalled_tokens < share * (recent_tokens + recalled_tokens):
+                position, score = pending.pop(0)
+                turn = index.turns[position]
+                if index.ends[position] > frontier:
+                    continue  # the recent stream has it (or part of it) already
+                recalled.append((turn.index, index.ends[position]))
+                recalled_tokens += index.tokens[position]
+                yield from recalled_items(request, options, index, position, score)
+
+
+def _recent_blocks(request: Request, options: Mapping[str, Any]
+                   ) -> Iterator[tuple[Block, list[ContextItem]]]:
+    """History's blocks newest first with their items (tiers applied)."""
+    key = options_key(options)
+    tiers = ToolTiers.from_options(options)
+    calls_seen = 0
+    for block in read_blocks_backward(request.history, "history"):
+        retention = None
+        if tiers is not None and block.messages[0].tool_calls:
+            retention = Retention(tiers, calls_seen, request.history)
+            calls_seen += 1
+        yield block, block_items(block, "history", Layer.HISTORY, True, options, key, retention)
+
+
+def recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
+                   position: int, score: float) -> list[ContextItem]:
+    """One recalled turn as a single unit: its opening user message first, then the rest.
+
+    One group, so the turn is kept or dropped whole; the opening message comes first so the unit
+    opens a round (rendering sorts by ``order``, so the turn still reads in its own order).
+    The opening message is marked as recalled with a marker derived from a keyed hash of its
+    text, which the text itself therefore cannot contain.
+    """
+    turn = index.turns[position]
+    key = options_key(options)
+    tiers = ToolTiers.from_options(options)
+    calls_seen = index.calls_newer_than(position)
+    items: list[ContextItem] = []
+    for block in read_blocks_backward(request.history, "history", index.ends[position],
+                                      turn.index):
+        retention = None
+        if tiers is not None and block.messages[0].tool_calls:
+            retention = Retention(tiers, calls_seen, request.history)
+            calls_seen += 1
+        items = block_items(block, "history", Layer.HISTORY, True, options, key,
+                            retention) + items
+    group = f"recalled{turn.index}"
+    opening, rest = items[0], items[1:]
+    marked = Message(
+        role=opening.message.role, content=recall_marker(opening.message.content),
+        id=opening.message.id, timestamp=opening.message.timestamp)
+    reason = (f"recalled: older turn relevant to the input (score {score:.2f}, "
+              f"history[{turn.index}:{index.ends[position]}])")
+    first = replace(opening, message=marked, group=group, round_start=True,
+                    metadata={**opening.metadata, "recalled": reason})
+    return [first, *(replace(item, group=group, round_start=False) for item in rest)]
+
+
+def recall_marker(content: str) -> str:
+    """``content`` under a line saying it is a recalled earlier turn (unforgeable marker)."""
+    return f"[recalled earlier turn {marker_for(content, 'recalled')}]\n{content}"
 
 
 class ToolResultSource:

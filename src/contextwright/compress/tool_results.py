@@ -1,0 +1,209 @@
+"""Tiered retention of tool results (SPEC R-TOOL-2, seed 004 §4.2): full, key facts, one line.
+
+The newest tool results stay whole; older ones are *reduced* to one short line of key facts, and
+the oldest to a shorter line of identifiers, or to a placeholder. Reduction never paraphrases:
+it keeps, verbatim, every value that looks like an id, a number, a date or a code (and short
+status / error strings), because those are what a later call needs exactly (SPEC R-CUT-3). A
+reduced result still answers its call: only its text changes, never its pairing.
+
+Pure functions over the result text; nothing here knows about items or budgets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+from contextwright.compress.json_compact import MAX_COMPACT_CHARS, select_fields
+from contextwright.errors import PlanError
+
+Tier = Literal["full", "reduced", "line", "drop"]
+
+# Dates (with an optional time), times of day, e-mail addresses, decimals, any token with a
+# digit (ids, codes, amounts), and upper-case codes (airport, currency, booking codes).
+_FACT = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?Z?)?"
+    r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:[+-]\d+)?"
+    r"|[A-Za-z0-9][\w.+-]*@[\w-]+(?:\.[\w-]+)+"
+    r"|-?\d[\d,]*\.\d+"
+    r"|[A-Za-z0-9_+-]*\d[A-Za-z0-9_+-]*"
+    r"|\b[A-Z][A-Z0-9]{1,}(?:[_-][A-Z0-9]+)*\b"
+)
+_TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?(?:[+-]\d+)?")
+_ID_KEY = re.compile(r"(?:^|_)(?:id|ids|number|no|code|date|time|ref|key|sku)$", re.IGNORECASE)
+_VERDICT_KEYS = frozenset(("status", "state", "error", "errors", "result", "message", "reason"))
+_VERDICT_MAX_CHARS = 60
+_SHORT_TEXT = 160
+"""A text result this short is already one line: reducing it would only lose words."""
+
+
+def extract_facts(text: str) -> tuple[str, ...]:
+    """Exact id-, number-, date- and code-like values of ``text``, de-duplicated, in order."""
+    return tuple(dict.fromkeys(m.group(0) for m in _FACT.finditer(text) if m.group(0)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolTiers:
+    """Where the retention tiers of history's tool results begin (plan options of ``history``)."""
+
+    full: int
+    """``tool_full``: the newest this many call blocks keep their results whole."""
+    reduced: int
+    """``tool_reduced``: the next this many are reduced to a line of key facts."""
+    early: Literal["line", "drop"] = "line"
+    """``tool_early``: older results become one line of identifiers, or a placeholder."""
+    line_chars: int = 240
+    """``tool_line_chars``: the longest an early one-line result may be."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> ToolTiers | None:
+        """Tiers from source options, or None when ``tool_full`` is not set (tiers off)."""
+        full = options.get("tool_full")
+        if full is None:
+            return None
+        early = options.get("tool_early", "line")
+        if early not in ("line", "drop"):
+            raise PlanError("history option tool_early must be 'line' or 'drop'")
+        return cls(full=int(full), reduced=int(options.get("tool_reduced", 3)), early=early,
+                   line_chars=int(options.get("tool_line_chars", 240)))
+
+    def tier(self, rank: int, consumed: bool) -> Tier:
+        """Tier of the results of the call block ``rank`` blocks back (0 = newest).
+
+        A result the model marked consumed is reduced even where it would stay whole.
+        """
+        if rank < self.full:
+            return "reduced" if consumed else "full"
+        if rank < self.full + self.reduced:
+            return "reduced"
+        return self.early
+
+
+def reduce_tool_result(tool_name: str | None, content: str,
+                       fields: Sequence[str] | None = None) -> str:
+    """One line of key facts of a result: ``key: value, value; key: value`` for JSON."""
+    return _reduce_cached(tool_name, content, None if fields is None else tuple(fields))
+
+
+@lru_cache(maxsize=16_384)
+def _reduce_cached(tool_name: str | None, content: str, fields: tuple[str, ...] | None) -> str:
+    prefix = f"Tool result ({tool_name}), key facts" if tool_name else "Tool result, key facts"
+    value = _parse_json(content)
+    if value is None:
+        return _reduce_text(prefix, content)
+    if fields is not None:
+        value = select_fields(value, fields)
+    groups: dict[str, dict[str, None]] = {}
+    for key, scalar in _leaves(value, ""):
+        for fact in _scalar_facts(key, scalar):
+            groups.setdefault(key or "value", {})[fact] = None
+    body = "; ".join(f"{key}: {', '.join(values)}" for key, values in groups.items())
+    return f"{prefix}: {body}" if body else f"{prefix}: (none)"
+
+
+def one_line_tool_result(tool_name: str | None, content: str, max_chars: int = 240) -> str:
+    """The shortest form that still names what the result held: its identifiers and dates."""
+    return _line_cached(tool_name, content, max_chars)
+
+
+@lru_cache(maxsize=16_384)
+def _line_cached(tool_name: str | None, content: str, max_chars: int) -> str:
+    prefix = f"Earlier tool result ({tool_name})" if tool_name else "Earlier tool result"
+    value = _parse_json(content)
+    text = content if value is None else " ".join(
+        str(s) for _, s in _leaves(value, "") if not isinstance(s, bool))
+    if value is None and len(content) <= _SHORT_TEXT:
+        return f"{prefix}: {_one_line(content)}"
+    facts = [f for f in extract_facts(text) if _is_identifier(f)]
+    shown: list[str] = []
+    length = len(prefix) + 2
+    for fact in facts:
+        if length + len(fact) + 1 > max_chars:
+            break
+        shown.append(fact)
+        length += len(fact) + 1
+    more = len(facts) - len(shown)
+    tail = f" (+{more} more)" if more else ""
+    return f"{prefix}: {' '.join(shown) or '(no identifiers)'}{tail}"
+
+
+def dropped_tool_result(tool_name: str | None) -> str:
+    """The placeholder that answers a call whose early result was dropped."""
+    return f"[earlier result of {tool_name or 'a tool'} omitted]"
+
+
+def _parse_json(content: str) -> Any:
+    stripped = content.strip()
+    if not stripped or stripped[0] not in "{[" or len(stripped) > MAX_COMPACT_CHARS:
+        return None
+    try:
+        value = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, Mapping | list) else None
+
+
+def _leaves(value: Any, key: str) -> Iterator[tuple[str, Any]]:
+    """(leaf key, scalar) pairs.
+
+    The leaf key is the nearest object key above the scalar, prefixed by its parent's key unless
+    that is itself an id (``prices.economy``, but ``id`` under ``payment_methods.card_123``), so
+    values of same-named fields in different places are not mixed up.
+    """
+    if isinstance(value, Mapping):
+        parent = key.rsplit(".", 1)[-1]
+        for child_key, child in value.items():
+            name = str(child_key)
+            qualified = f"{parent}.{name}" if parent and not _has_digit(parent) else name
+            yield from _leaves(child, qualified)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _leaves(child, key)
+    elif value is not None:
+        yield key, value
+
+
+def _scalar_facts(key: str, value: Any) -> Iterable[str]:
+    if isinstance(value, bool):
+        return (str(value).lower(),) if key.rsplit(".", 1)[-1] in _VERDICT_KEYS else ()
+    if isinstance(value, int | float):
+        return (str(value),)
+    text = str(value)
+    leaf = key.rsplit(".", 1)[-1]
+    if _ID_KEY.search(leaf) and len(text) <= _VERDICT_MAX_CHARS:
+        return (text,)
+    if leaf in _VERDICT_KEYS and len(text) <= _VERDICT_MAX_CHARS:
+        return (_one_line(text),)
+    return extract_facts(text)
+
+
+def _reduce_text(prefix: str, content: str) -> str:
+    if len(content) <= _SHORT_TEXT:
+        return f"{prefix}: {_one_line(content)}"
+    head = _one_line(content)[:100]
+    rest = [f for f in extract_facts(content) if f not in head]
+    return f"{prefix}: {head} … {', '.join(rest)}" if rest else f"{prefix}: {head} …"
+
+
+def _has_digit(text: str) -> bool:
+    return any(ch.isdigit() for ch in text)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _is_identifier(fact: str) -> bool:
+    """Ids, dates, codes and long numbers; not the small counts and prices of a listing."""
+    if _TIME.fullmatch(fact):
+        return False  # a time of day names nothing by itself
+    digits = sum(ch.isdigit() for ch in fact)
+    if digits == 0:
+        return len(fact) >= 3  # an upper-case code
+    if digits == len(fact.replace(".", "").replace(",", "").lstrip("-")):
+        return digits >= 4  # a plain number: only long ones (card ends, zips, amounts in cents)
+    return True

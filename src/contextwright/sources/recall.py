@@ -1,0 +1,245 @@
+"""Relevance-selected history (SPEC R-HIST-3): older turns worth recalling for the current input.
+
+``HistorySource`` fills part of its budget (``recall_share``) with older turns a ``TurnRecaller``
+ranks relevant to the input. This module holds the seam (``RecallTurn``, ``TurnRecaller``), a
+dependency-free lexical recaller (BM25 over words and CJK bigrams), and the per-history turn index
+that keeps recall cheap: a history's turns are split and their texts built once, then extended
+as messages are appended, so a build pays for the new messages only.
+
+The index assumes what agents do: history is append-only. A message *replaced* by another object
+is noticed (the turns are rebuilt); a message dict edited in place after it was indexed is not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import is_
+from typing import Any, Protocol, runtime_checkable
+
+from contextwright.compress.json_compact import compact_tool_result
+from contextwright.core.items import Message, parse_message
+from contextwright.tokens import estimate_tokens
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallTurn:
+    """One complete older turn (a user message and everything up to the next one)."""
+
+    index: int
+    """Position of the turn's first message in ``request.history``."""
+    text: str
+    """The turn's text: user and assistant content, tool calls, tool results compacted."""
+    key: str
+    """Stable identity (message id if present, else content hash), for caches across builds."""
+
+
+@runtime_checkable
+class TurnRecaller(Protocol):
+    """Ranks older turns by relevance to a query. Must be safe to call from many threads."""
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+             ) -> list[tuple[int, float]]:
+        """(position in ``turns``, score), best first, only turns above the relevance threshold."""
+        ...
+
+
+# --------------------------------------------------------------------------- turn index
+
+
+@dataclass(slots=True)
+class TurnIndex:
+    """The complete turns of one history, built incrementally (see the module docstring)."""
+
+    raws: list[object] = field(default_factory=list)
+    """The message objects indexed so far (identity-checked on every use)."""
+    turns: list[RecallTurn] = field(default_factory=list)
+    """Complete turns, oldest first; a list that only grows while the history only grows."""
+    ends: list[int] = field(default_factory=list)
+    """One past the last message of each turn."""
+    tokens: list[int] = field(default_factory=list)
+    """Estimated tokens of each turn's text (for sharing the budget, not for counting it)."""
+    calls_after: list[int] = field(default_factory=list)
+    """Tool-call blocks before each turn's end (turned into "after" with ``calls``)."""
+    calls: int = 0
+    """Tool-call blocks in the indexed messages, the open turn's included."""
+    open_start: int | None = None
+    """Where the newest, still open turn begins (None before the first user message)."""
+    open_calls: int = 0
+    """Tool-call blocks in the open turn."""
+
+    def calls_newer_than(self, position: int) -> int:
+        """Tool-call blocks after the end of ``turns[position]``."""
+        return self.calls - self.calls_after[position]
+
+
+_INDEXES: dict[int, TurnIndex] = {}
+_INDEX_LOCK = threading.Lock()
+_INDEX_LIMIT = 1_000
+
+
+def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
+    """The turn index of ``history``, extended by the messages appended since the last build.
+
+    Keyed by the history's first message object, so a session rebuilt into a new list each turn
+    still hits; the identity of every indexed message is checked before use.
+    """
+    if not history:
+        return TurnIndex()
+    key = id(history[0])
+    with _INDEX_LOCK:
+        index = _INDEXES.get(key)
+        known = len(index.raws) if index is not None else 0
+        if index is None or known > len(history) or not all(
+                map(is_, index.raws, history[:known])):
+            index = TurnIndex()
+        if len(_INDEXES) >= _INDEX_LIMIT:
+            _INDEXES.clear()
+        _INDEXES[key] = index
+        _extend(index, history)
+        return index
+
+
+def _extend(index: TurnIndex, history: Sequence[Mapping[str, Any]]) -> None:
+    for position in range(len(index.raws), len(history)):
+        raw = history[position]
+        message = parse_message(raw, f"history[{position}]")
+        if message.role == "user" and index.open_start is not None:
+            _close_turn(index, history, position)
+        if message.role == "user":
+            index.open_start, index.open_calls = position, 0
+        if message.tool_calls:
+            index.calls += 1
+            index.open_calls += 1
+        index.raws.append(raw)
+
+
+def _close_turn(index: TurnIndex, history: Sequence[Mapping[str, Any]], end: int) -> None:
+    start = index.open_start
+    assert start is not None  # only called with an open turn
+    messages = [parse_message(history[i], f"history[{i}]") for i in range(start, end)]
+    text = turn_text(messages)
+    first_id = messages[0].id
+    key = first_id if first_id is not None else hashlib.blake2b(
+        text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    index.turns.append(RecallTurn(index=start, text=text, key=key))
+    index.ends.append(end)
+    index.tokens.append(estimate_tokens(text))
+    index.calls_after.append(index.calls)
+
+
+def turn_text(messages: Sequence[Message]) -> str:
+    """What a recaller reads of a turn: contents, calls with arguments, compacted results."""
+    parts = []
+    for message in messages:
+        if message.role == "tool":
+            parts.append(compact_tool_result(message.name, message.content) or message.content)
+            continue
+        if message.content:
+            parts.append(message.content)
+        parts.extend(f"{call.name} {call.arguments}" for call in message.tool_calls)
+    return "\n".join(parts)
+
+
+def clear_recall_caches() -> None:
+    """Forget every turn index (tests, memory pressure)."""
+    with _INDEX_LOCK:
+        _INDEXES.clear()
+
+
+# --------------------------------------------------------------------------- lexical recaller
+
+
+@dataclass(slots=True)
+class _Postings:
+    """An inverted index over a turn list, extended as the list grows."""
+
+    turns: Sequence[RecallTurn]
+    keys: list[str] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    postings: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+
+class LexicalTurnRecaller:
+    """BM25 over the turns' words and CJK character bigrams; no dependencies.
+
+    Words are lower-cased, stop words out, ids kept whole (``mia_li_3668``), so a
+    turn that names the order id or the city the user asks about ranks first. A turn is returned
+    only if its score reaches ``min_score`` (BM25 units: about one rare shared word).
+    """
+
+    def __init__(self, *, min_score: float = 1.0, k1: float = 1.2, b: float = 0.75) -> None:
+        """``min_score``: relevance threshold; ``k1``, ``b``: the usual BM25 constants."""
+        self.min_score = min_score
+        self.k1 = k1
+        self.b = b
+        self._indexes: dict[int, _Postings] = {}
+        self._lock = threading.Lock()
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+             ) -> list[tuple[int, float]]:
+        """(position in ``turns``, score), best first, at most ``limit``, above ``min_score``."""
+        terms = frozenset(_terms(query))
+        if not terms or not turns or limit <= 0:
+            return []
+        with self._lock:
+            postings = self._postings(turns)
+            scores = self._scores(postings, terms, len(turns))
+        ranked = sorted(((p, s) for p, s in scores.items() if s >= self.min_score),
+                        key=lambda entry: (-entry[1], entry[0]))
+        return ranked[:limit]
+
+    def _postings(self, turns: Sequence[RecallTurn]) -> _Postings:
+        """The index of ``turns``, extended to its new turns (rebuilt if it changed)."""
+        index = self._indexes.get(id(turns))
+        if index is None or index.turns is not turns or len(index.keys) > len(turns) or (
+                index.keys and turns[len(index.keys) - 1].key != index.keys[-1]):
+            if len(self._indexes) >= _INDEX_LIMIT:
+                self._indexes.clear()
+            index = self._indexes[id(turns)] = _Postings(turns=turns)
+        for position in range(len(index.keys), len(turns)):
+            counts = Counter(_terms(turns[position].text))
+            for term, count in counts.items():
+                index.postings.setdefault(term, []).append((position, count))
+            index.keys.append(turns[position].key)
+            index.lengths.append(sum(counts.values()))
+        return index
+
+    def _scores(self, index: _Postings, terms: frozenset[str], size: int) -> dict[int, float]:
+        average = (sum(index.lengths[:size]) / size) or 1.0
+        scores: dict[int, float] = {}
+        for term in terms:
+            hits = [(p, c) for p, c in index.postings.get(term, ()) if p < size]
+            if not hits:
+                continue
+            idf = math.log(1 + (size - len(hits) + 0.5) / (len(hits) + 0.5))
+            for position, count in hits:
+                norm = self.k1 * (1 - self.b + self.b * index.lengths[position] / average)
+                scores[position] = scores.get(position, 0.0) + idf * count * (self.k1 + 1) / (
+                    count + norm)
+        return scores
+
+
+_WORD = re.compile(r"[A-Za-z0-9_\-]{2,}|[\u4e00-\u9fff]+")
+_STOPWORDS = frozenset(
+    "the a an and or of to in on for is are was were be been it this that with as at by from "
+    "what which who whom how when where why do does did can could would should my your our "
+    "me you i we they he she them his her its please about into than then there yes no ok "
+    "thanks thank".split()
+)
+
+
+def _terms(text: str) -> list[str]:
+    """Lower-cased words (ids kept whole) without stop words; CJK runs as character bigrams."""
+    words: list[str] = []
+    for match in _WORD.findall(text.lower()):
+        if "\u4e00" <= match[0] <= "\u9fff":
+            words.extend(match[i : i + 2] for i in range(max(len(match) - 1, 1)))
+        elif match not in _STOPWORDS:
+            words.append(match)
+    return words
