@@ -1,4 +1,4 @@
-"""The ``contextwright`` command line: ``demo``, ``build`` and ``plans``.
+"""The ``contextwright`` command line: ``demo``, ``build``, ``plans``, ``session`` and ``eval``.
 
 A thin shell over the library: it reads files, calls the builder and prints JSON. Errors of the
 library become a one-line message on stderr and exit code 2 (bad input) or 3 (budget).
@@ -14,12 +14,16 @@ from typing import Annotated, Any
 import typer
 
 from contextwright.builder import ContextBuilder
+from contextwright.cli_eval import eval_app
+from contextwright.cli_session import session_app
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
 from contextwright.core.request import Request
 from contextwright.errors import BudgetError, ContextwrightError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Decide what an LLM agent sees on every call.")
+app.add_typer(session_app, name="session")
+app.add_typer(eval_app, name="eval")
 
 
 @app.command()
