@@ -58,13 +58,13 @@ class RankingWeights:
 
 
 def minmax(values: Any) -> Any:
-    """Scale to [0, 1] by the array's own min and max (all zeros when they are equal)."""
+    """Scale to [0, 1] by the array's own min and max (1 for positive values when all are equal)."""
     values = np.asarray(values, dtype=np.float32)
     if values.size == 0:
         return values
     low, high = float(values.min()), float(values.max())
-    if high - low <= 1e-12:
-        return np.zeros_like(values)
+    if high - low <= 1e-12:  # nothing to tell apart: a match is a full match
+        return (values > 0).astype(np.float32)
     return (values - low) / (high - low)
 
 

@@ -72,7 +72,7 @@ class Bm25Index:
                 continue
             rows = np.frombuffer(postings[0], dtype=np.int32)
             tf = np.frombuffer(postings[1], dtype=np.float32)
-            total[rows] += self.idf(term) * tf * (self.k1 + 1.0) / (tf + norm[rows])
+            total[rows] += self.idf(term) * tf / (tf + norm[rows])
         return total
 
     def coverage(self, query_tokens: Sequence[str]) -> Any:

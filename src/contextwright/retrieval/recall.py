@@ -86,7 +86,7 @@ class HybridTurnRecaller:
             positions = self._sync(index, turns)
             fused, similarity = self._score(index, query, positions)
         order = np.lexsort((np.arange(len(fused)), -fused))
-        kept = [int(i) for i in order if similarity[i] >= self.threshold and fused[i] > 0]
+        kept = [int(i) for i in order if similarity[i] > 0 and similarity[i] >= self.threshold]
         return [(i, float(fused[i])) for i in kept[:limit]]
 
     def _session(self, first_key: str) -> _SessionIndex:

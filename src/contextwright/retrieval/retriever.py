@@ -157,8 +157,10 @@ class Retriever:
                 return []
             fused, similarity, lexical, dense = self._score(query, eligible, settings)
             order = np.lexsort((eligible, -fused))[: max(settings.top_k, 0)]
-            picked = [i for i in order
-                      if fused[i] > 0 and similarity[i] >= settings.similarity_threshold]
+            # Min–max puts the weakest row at 0 even when it matches, so only the calibrated
+            # similarity decides what is too weak to keep.
+            picked = [i for i in order if similarity[i] > 0
+                      and similarity[i] >= settings.similarity_threshold]
             passages = self._merge([
                 (int(eligible[i]), float(fused[i]), float(similarity[i]), float(lexical[i]),
                  None if dense is None else float(dense[i])) for i in picked], outdated)
