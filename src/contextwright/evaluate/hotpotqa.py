@@ -50,6 +50,7 @@ TARGETS: Mapping[int, Mapping[str, float]] = MappingProxyType({
     1024: {"sentence_recall": 0.95},
 })
 SLACK = 4096
+LIBRARY_RANKER = "contextwright.retrieval.Retriever, BM25 only"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,6 +165,8 @@ class HotpotSuite:
     """The BEIR pool for the retrieval step, when the folder has one."""
     ranker: RankerFactory | None = None
     """The ranker measured on the pool (``None``: not measured, and the result says so)."""
+    ranker_label: str = LIBRARY_RANKER
+    """What the ranker is, for the result."""
     name: ClassVar[str] = "hotpotqa"
     """Suite name."""
     metrics: ClassVar[tuple[str, ...]] = METRICS
@@ -198,9 +201,9 @@ class HotpotSuite:
         if self.pool is None:
             return {"retrieval": f"not measured: the folder has no {POOL}/"}
         if self.ranker is None:
-            return {"retrieval": "not measured: contextwright.retrieval provides no ranker yet"}
+            return {"retrieval": "not measured: no ranker given"}
         scores: dict[str, Any] = evaluate_ranker(self.pool, self.ranker)
-        return {"retrieval": "contextwright.retrieval", **scores}
+        return {"retrieval": self.ranker_label, **scores}
 
 
 def load_pool(folder: Path) -> BeirPool | None:

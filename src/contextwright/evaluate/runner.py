@@ -16,10 +16,15 @@ from typing import Any, Protocol
 from contextwright.builder import ContextBuilder
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
 from contextwright.evaluate import beir
-from contextwright.evaluate.hotpotqa import HotpotSuite, load_hotpotqa, load_pool
+from contextwright.evaluate.hotpotqa import LIBRARY_RANKER, HotpotSuite, load_hotpotqa, load_pool
 from contextwright.evaluate.locomo import LocomoSuite, load_locomo
 from contextwright.evaluate.records import BudgetSummary, CaseOutcome, SuiteResult, pool
-from contextwright.evaluate.tau import TauSuite, load_tau
+from contextwright.evaluate.tau import (
+    COMPRESSION_OPTIONS,
+    TauSuite,
+    load_tau,
+    with_history_options,
+)
 
 SUITES = ("locomo", "tau", "hotpotqa")
 DEFAULT_PLANS: Mapping[str, str] = {"locomo": "chat", "tau": "tool_heavy", "hotpotqa": "rag_qa"}
@@ -74,7 +79,15 @@ class Suite(Protocol):
 
 
 def resolve_plan(plan: str | Path | None, suite: str) -> tuple[BuildPlan, str]:
-    """(plan, label): a shipped plan name, a plan file, or the suite's default plan."""
+    """(plan, label): a shipped plan name, a plan file, or the suite's default plan.
+
+    The default of ``tau`` is ``tool_heavy`` with tool-result compression on (the issue's
+    setting); naming ``tool_heavy`` runs it as shipped.
+    """
+    if plan is None and suite == "tau":
+        options = dict(COMPRESSION_OPTIONS)
+        return (with_history_options(BuildPlan.named("tool_heavy"), options),
+                f"tool_heavy + history {options}")
     if plan is None or str(plan) in SHIPPED_PLANS:
         name = DEFAULT_PLANS[suite] if plan is None else str(plan)
         return BuildPlan.named(name), name
@@ -94,7 +107,8 @@ def load_suite(suite: str, data: Path, *, plan: BuildPlan, tokenizer: str = "o20
         return TauSuite(data=load_tau(data, limit), builder=builder, plan=plan)
     if suite == "hotpotqa":
         return HotpotSuite(cases=load_hotpotqa(data, limit), builder=builder, plan=plan,
-                           pool=load_pool(data), ranker=ranker or beir.library_ranker())
+                           pool=load_pool(data), ranker=ranker or beir.library_ranker(),
+                           ranker_label="the given ranker" if ranker else LIBRARY_RANKER)
     raise ValueError(f"unknown suite {suite!r}; choose one of {SUITES}")
 
 

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.final import FinalContext
-from contextwright.core.plan import BuildPlan
+from contextwright.core.plan import BuildPlan, FrozenOptions
 from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, DatasetError
 from contextwright.evaluate import baseline
@@ -57,6 +57,10 @@ TARGETS: Mapping[int, Mapping[str, float]] = MappingProxyType({
     1000: {"fact_survival": 0.97, "pair_integrity": 1.0},
     2000: {"pair_integrity": 1.0},
 })
+COMPRESSION_OPTIONS: Mapping[str, Any] = MappingProxyType({"tool_full": 1, "tool_reduced": 3})
+"""History options of the default run, "tool-result compression on" (as ``bench/tau_pairs.py``):
+the newest call block's results whole, the next three reduced to key facts, older ones one line
+of identifiers. ``--plan tool_heavy`` runs the shipped plan without them."""
 # Room above system + 2·B + user input so the plan's weighted shares never bind, only the caps.
 SLACK = 4096
 
@@ -135,6 +139,16 @@ def split_conversation(conversation: Sequence[Msg], where: str = "conversation"
     last = users[-1]
     content = conversation[last].get("content")
     return tuple(conversation[:last]), str(content or ""), tuple(conversation[last + 1:])
+
+
+def with_history_options(base: BuildPlan, options: Mapping[str, Any]) -> BuildPlan:
+    """``base`` with ``options`` added to its history source's options."""
+    sources = tuple(
+        replace(spec, options=FrozenOptions({**spec.options, **options}))
+        if spec.source == "history" else spec
+        for spec in base.sources
+    )
+    return replace(base, sources=sources)
 
 
 def budget_plan(base: BuildPlan, history_max: int, turn_max: int, available: int) -> BuildPlan:
