@@ -91,8 +91,8 @@ def show(user: UserOption, session: SessionOption, store: StoreOption = DEFAULT_
         typer.echo(f"  switch #{switch.at_seq}: {switch.old_mode} -> {switch.new_mode} "
                    f"({switch.basis} {switch.trigger!r})")
     for entry in document["messages"]:
-        content = str(entry["message"].get("content") or "").replace("\n", " ")
-        typer.echo(f"  #{entry['seq']} {entry['message'].get('role')}: {content[:100]}")
+        content = _printable(str(entry["message"].get("content") or "")[:100])
+        typer.echo(f"  #{entry['seq']} {entry['message'].get('role')}: {content}")
 
 
 @session_app.command()
@@ -138,6 +138,13 @@ def _session_document(store: Store, key: SessionKey, *, last: int | None) -> dic
         "messages": [{"seq": m.seq, "created_at": m.created_at, "message": dict(m.message)}
                      for m in messages],
     }
+
+
+def _printable(text: str) -> str:
+    # Stored content may hold lone surrogates and control characters (they round-trip
+    # exactly); a terminal line shows them escaped instead of failing.
+    escaped = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped)
 
 
 def _print_json(data: object) -> None:
