@@ -1,5 +1,6 @@
 """Context modes (seed 003): settings, the router, zones and the session memory source."""
 
+from contextwright.modes.centroid import CentroidClassifier
 from contextwright.modes.config import (
     RAG_ENHANCED,
     SLIDING_WINDOW,
@@ -16,6 +17,7 @@ __all__ = [
     "RAG_ENHANCED",
     "SLIDING_WINDOW",
     "STRUCTURED",
+    "CentroidClassifier",
     "Classification",
     "ModeClassifier",
     "ModeSettings",
