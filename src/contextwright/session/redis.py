@@ -3,7 +3,9 @@
 Every write is one Lua script, so assigning seqs (the list length) and pushing the messages happen
 atomically for all clients; reads that depend on the length are scripts too. Retention is Redis's
 own: each write sets the same ``PEXPIRE`` deadline on the session's keys, so they vanish together
-and an expired session reads as absent without any purge. Key names carry the user id with its
+and an expired session reads as absent without any purge. The per-user index sets do not expire
+(their entries are how ``purge_expired`` counts what Redis removed); ``purge_expired`` trims them,
+so run it now and then. Key names carry the user id with its
 length (``<prefix>:msgs:<len(user)>:<user>:<session>``), so ``u1``/``u10`` and ``a``/``a:b`` can
 never meet. The ``redis`` package is imported only when a store is created (it is an extra).
 """
@@ -43,8 +45,7 @@ redis.call('SADD', KEYS[4], ARGV[4])
 redis.call('SADD', KEYS[5], ARGV[3])
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
-  -- The user index lives as long as its newest session, which is this one.
-  for k = 1, 4 do redis.call('PEXPIRE', KEYS[k], ttl) end
+  for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ttl) end
 end
 """
 # ARGV[5..]: stored messages. Returns the length before the append (first seq - 1).

@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from contextwright.errors import CorruptRecordError, InvalidInputError
 
@@ -238,8 +239,9 @@ def open_store(url: str, *, ttl_seconds: float | None = None) -> Store:
     """Open a store from a URL: ``memory://``, ``sqlite:///path``, ``redis://…``, ``postgresql://…``.
 
     ``sqlite:///agent.db`` is relative to the working directory, ``sqlite:////var/db/agent.db``
-    absolute (the SQLAlchemy convention). Backends are imported here, on demand, because the Redis
-    and PostgreSQL drivers are optional extras.
+    absolute (the SQLAlchemy convention). A Redis URL may carry ``?prefix=…`` (key prefix) and a
+    PostgreSQL URL ``?schema=…``; both are taken out before the URL reaches the driver. Backends
+    are imported here, on demand, because the Redis and PostgreSQL drivers are optional extras.
     """
     scheme, sep, rest = url.partition("://") if isinstance(url, str) else ("", "", "")
     if not sep:
@@ -257,9 +259,22 @@ def open_store(url: str, *, ttl_seconds: float | None = None) -> Store:
     if scheme in ("redis", "rediss", "unix"):
         from contextwright.session.redis import RedisStore
 
-        return RedisStore(url, ttl_seconds=ttl_seconds)
+        url, prefix = _pop_query(url, "prefix", "contextwright")
+        return RedisStore(url, prefix=prefix, ttl_seconds=ttl_seconds)
     if scheme in ("postgresql", "postgres"):
         from contextwright.session.postgres import PostgresStore
 
-        return PostgresStore(url, ttl_seconds=ttl_seconds)
+        url, schema = _pop_query(url, "schema", "contextwright")
+        return PostgresStore(url, schema=schema, ttl_seconds=ttl_seconds)
     raise InvalidInputError("unknown store URL scheme (memory, sqlite, redis, postgresql)")
+
+
+def _pop_query(url: str, name: str, default: str) -> tuple[str, str]:
+    """Remove the query parameter ``name`` from ``url``; return the URL and its value."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    values = [value for key, value in query if key == name]
+    if len(values) > 1:
+        raise InvalidInputError(f"the store URL gives {name} more than once")
+    rest = urlencode([(key, value) for key, value in query if key != name])
+    return urlunsplit(parts._replace(query=rest)), values[0] if values else default

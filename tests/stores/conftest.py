@@ -1,0 +1,126 @@
+"""Fixtures for the store conformance suite: one ``backend`` per store, each in its own namespace.
+
+Redis and PostgreSQL are the real servers on this machine (``.ci/run`` starts them). If one is
+unreachable its tests FAIL, so CI can never pass by skipping them; set
+``CONTEXTWRIGHT_SKIP_SERVICES=1`` to skip them instead (a laptop without the servers). Every test
+gets a fresh namespace (a SQLite file, a random Redis key prefix, a random PostgreSQL schema) that
+is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from store_workers import StoreSpec, make_store
+
+from contextwright.session import Store
+
+REDIS_URL = os.environ.get("CONTEXTWRIGHT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_DSN = os.environ.get("CONTEXTWRIGHT_TEST_POSTGRES_DSN",
+                              "postgresql://postgres@127.0.0.1:5432/test")
+BACKENDS = ("memory", "sqlite", "redis", "postgres")
+
+
+class FakeClock:
+    """A clock the test moves by hand (the stores take ``clock=``)."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class Backend:
+    """One store backend under test, with what the suite needs to drive it."""
+
+    name: str
+    spec: StoreSpec
+    native_ttl: bool = False
+    """Expiry happens in the server (Redis) on real time, not on the injected clock."""
+    ttl: float = 60.0
+    """The TTL the expiry tests use: long enough that a slow machine cannot expire it early."""
+    opened: list[Store] = field(default_factory=list)
+
+    def make(self, **extra: Any) -> Store:
+        store = make_store(self.spec, **extra)
+        self.opened.append(store)
+        return store
+
+    def elapse(self, clock: FakeClock, seconds: float) -> None:
+        """Let ``seconds`` pass for the store: move the fake clock, and sleep if Redis expires."""
+        clock.advance(seconds)
+        if self.native_ttl:
+            time.sleep(seconds)
+
+
+def _service_or_fail(name: str, probe: Callable[[], object]) -> None:
+    try:
+        probe()
+    except Exception as exc:
+        if os.environ.get("CONTEXTWRIGHT_SKIP_SERVICES") == "1":
+            pytest.skip(f"{name} unreachable and CONTEXTWRIGHT_SKIP_SERVICES=1")
+        pytest.fail(f"{name} unreachable ({type(exc).__name__}: {exc}); start it (.ci/run does) "
+                    "or set CONTEXTWRIGHT_SKIP_SERVICES=1 to skip", pytrace=False)
+
+
+def _redis_backend() -> Iterator[Backend]:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    _service_or_fail("Redis", client.ping)
+    prefix = f"cwtest-{uuid.uuid4().hex}"
+    yield Backend(name="redis", spec=StoreSpec(kind="redis", target=REDIS_URL,
+                                               options={"prefix": prefix}),
+                  native_ttl=True, ttl=2.0)
+    for name in client.scan_iter(match=f"{prefix}:*", count=1000):
+        client.delete(name)
+    client.close()
+
+
+def _postgres_backend() -> Iterator[Backend]:
+    import psycopg
+
+    holder: list[psycopg.Connection[Any]] = []
+    _service_or_fail("PostgreSQL", lambda: holder.append(
+        psycopg.connect(POSTGRES_DSN, autocommit=True, connect_timeout=3)))
+    schema = f"cwtest_{uuid.uuid4().hex}"
+    yield Backend(name="postgres", spec=StoreSpec(kind="postgres", target=POSTGRES_DSN,
+                                                  options={"schema": schema}))
+    with holder[0] as admin:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    name = request.param
+    if name == "memory":
+        source: Iterator[Backend] = iter([Backend(name=name, spec=StoreSpec(kind="memory"))])
+    elif name == "sqlite":
+        spec = StoreSpec(kind="sqlite", target=str(tmp_path / "sessions.db"))
+        source = iter([Backend(name=name, spec=spec)])
+    elif name == "redis":
+        source = _redis_backend()
+    else:
+        source = _postgres_backend()
+    item = next(source)
+    yield item
+    for store in item.opened:
+        store.close()
+    next(source, None)
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    return backend.make()

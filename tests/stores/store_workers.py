@@ -1,0 +1,73 @@
+"""Code that runs in child processes of the store tests (spawned or forked from a server).
+
+Kept in its own module, importable by name, because ``multiprocessing`` children re-import the
+function they run; a store is described by a picklable ``StoreSpec`` and rebuilt in the child.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Barrier
+from typing import Any
+
+from contextwright.session import (
+    MemoryStore,
+    PostgresStore,
+    RedisStore,
+    SessionKey,
+    SqliteStore,
+    Store,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreSpec:
+    """How to build one backend's store in this or another process."""
+
+    kind: str
+    """memory, sqlite, redis or postgres."""
+    target: str = ""
+    """File path, Redis URL or PostgreSQL DSN."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Constructor keywords that isolate the namespace (prefix, schema)."""
+
+
+def make_store(spec: StoreSpec, **extra: Any) -> Store:
+    """Build the store ``spec`` describes; ``extra`` adds ttl_seconds or clock."""
+    options = {**spec.options, **extra}
+    if spec.kind == "memory":
+        return MemoryStore(**options)
+    if spec.kind == "sqlite":
+        return SqliteStore(spec.target, **options)
+    if spec.kind == "redis":
+        return RedisStore(spec.target, **options)
+    if spec.kind == "postgres":
+        return PostgresStore(spec.target, **options)
+    raise ValueError(f"unknown store kind {spec.kind}")
+
+
+def append_worker(spec: StoreSpec, key: SessionKey, writer: int, count: int,
+                  barrier: Barrier) -> None:
+    """Append ``count`` single messages tagged with this writer, after every writer is ready."""
+    store = make_store(spec)
+    barrier.wait(timeout=120)
+    for index in range(count):
+        store.append(key, [{"role": "user", "content": f"w{writer}-{index}",
+                            "writer": writer, "index": index}])
+    store.close()
+
+
+def crash_child(path: str, key: SessionKey, run: int, conn: Connection) -> None:
+    """Append small batches forever, sending each acknowledged batch; the parent kills us."""
+    store = SqliteStore(path)
+    batch = 0
+    while True:
+        size = 1 + (batch + run) % 3
+        messages = [{"role": "user", "content": f"r{run}-b{batch}-{i}", "run": run,
+                     "batch": batch, "size": size, "i": i} for i in range(size)]
+        seqs = store.append(key, messages)
+        # One small write per acknowledgement: a pipe write this size is atomic, so the parent
+        # never sees half an acknowledgement however the SIGKILL falls.
+        conn.send((run, batch, seqs))
+        batch += 1
