@@ -1,17 +1,19 @@
 """Quality benchmarks of issue 4 on ``../shared/data``: LoCoMo, τ-bench, HotpotQA.
 
 Runs the three suites of ``contextwright.evaluate`` with their default plans (``chat``,
-``tool_heavy``, ``rag_qa``) and budgets, each next to its baseline recomputed with the same
-tokenizer, and prints Markdown tables for the README with the issue's targets beside the
-numbers. ``contextwright eval <suite>`` runs one suite with a chosen plan; the suites' module
-docstrings define every metric.
+``tool_heavy`` with tool-result compression, ``rag_qa``) and budgets, each next to its baseline
+recomputed with the same tokenizer, and prints Markdown tables for the README with the issue's
+targets beside the numbers. HotpotQA runs twice: documents as given (``DocumentSource``), then
+searched and reranked (``RetrievalSource``, ``contextwright eval hotpotqa --retrieval``).
+``contextwright eval <suite>`` runs one suite with a chosen plan; the suites' module docstrings
+define every metric.
 
 Run from the repo root::
 
     .venv/bin/python bench/quality.py --data ../shared/data [--quick] [--tokenizer o200k_base]
 
-``--quick`` keeps 40 cases of each set, spread evenly (a smoke run, not the reported numbers). The
-exit status is 1 when a contextwright build failed or broke a tool pair.
+``--quick`` keeps 40 cases of each set, spread evenly (a smoke run, not the reported
+numbers). The exit status is 1 when a contextwright build failed or broke a tool pair.
 """
 
 from __future__ import annotations
@@ -31,12 +33,16 @@ FOLDERS = {"locomo": "locomo-dev", "tau": "tau-bench-airline-dev", "hotpotqa": "
 QUICK_CASES = 40
 
 
-def run_one(name: str, data: Path, tokenizer: str, limit: int | None) -> tuple[str, bool]:
+def run_one(name: str, data: Path, tokenizer: str, limit: int | None,
+            retrieval: bool = False) -> tuple[str, bool]:
     """(Markdown section, whether contextwright broke something) for one suite."""
     folder = data / FOLDERS[name]
     plan, label = resolve_plan(None, name)
+    if retrieval:
+        label += " + RetrievalSource"
     started = time.perf_counter()
-    suite = load_suite(name, folder, plan=plan, tokenizer=tokenizer, limit=limit)
+    suite = load_suite(name, folder, plan=plan, tokenizer=tokenizer, limit=limit,
+                       retrieval=retrieval)
     result = run_suite(suite, data=str(folder), plan_label=label, tokenizer=tokenizer)
     seconds = time.perf_counter() - started
     integrity = [row.contextwright.get("pair_integrity") for row in result.budgets]
@@ -56,9 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     limit = QUICK_CASES if args.quick else None
     sections, broken = [], False
-    for name in FOLDERS:
+    # HotpotQA twice: documents as given (DocumentSource), then searched (RetrievalSource).
+    runs = [(name, False) for name in FOLDERS] + [("hotpotqa", True)]
+    for name, retrieval in runs:
         try:
-            section, failed = run_one(name, args.data.resolve(), args.tokenizer, limit)
+            section, failed = run_one(name, args.data.resolve(), args.tokenizer, limit,
+                                      retrieval)
         except ContextwrightError as exc:
             parser.error(f"{name}: {type(exc).__name__}: {exc}")
         sections.append(section)

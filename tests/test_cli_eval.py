@@ -124,3 +124,17 @@ def test_an_unwritable_dump_is_exit_2(runner: CliRunner, tmp_path: Path) -> None
     result = invoke(runner, "tau", "--dump", str(tmp_path / "no" / "such" / "dir.jsonl"))
     assert result.exit_code == 2
     assert "cannot write" in result.stderr
+
+
+def test_retrieval_puts_the_documents_through_the_retrieval_source(runner: CliRunner,
+                                                                   tmp_path: Path) -> None:
+    dump = tmp_path / "dump.jsonl"
+    result = invoke(runner, "hotpotqa", "--retrieval", "--budget", "1024", "--json",
+                    "--dump", str(dump))
+    assert result.exit_code == 0, result.stderr
+    assert "RetrievalSource" in json.loads(result.stdout)["plan"]
+    first = json.loads(dump.read_text("utf-8").splitlines()[0])
+    tool_texts = [m["content"] for m in first["messages"] if m["role"] == "tool"]
+    # Searched for the question: the passage naming the bakery's town comes back, not all four.
+    assert any("Glass Owl" in text for text in tool_texts)
+    assert len(tool_texts) < 4

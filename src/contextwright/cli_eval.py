@@ -44,6 +44,9 @@ DumpOption = Annotated[Path | None, typer.Option(help="Write one JSON line per c
                                                  '{"case", "budget", "messages"}.')]
 LimitOption = Annotated[int | None, typer.Option(min=1, help="Only N cases, spread evenly "
                                                  "over the set.")]
+RetrievalOption = Annotated[bool, typer.Option(
+    "--retrieval", help="Documents through RetrievalSource (BM25 search and rerank) instead of "
+    "the built-in DocumentSource.")]
 TokenizerOption = Annotated[str, typer.Option(help="Tokenizer of contextwright and the baseline."
                                               )]
 
@@ -67,16 +70,21 @@ def tau(data: DataOption, plan: PlanOption = None, budget: BudgetOption = None,
 @eval_app.command()
 def hotpotqa(data: DataOption, plan: PlanOption = None, budget: BudgetOption = None,
              json_output: JsonOption = False, dump: DumpOption = None, limit: LimitOption = None,
-             tokenizer: TokenizerOption = "o200k_base") -> None:
+             tokenizer: TokenizerOption = "o200k_base", retrieval: RetrievalOption = False
+             ) -> None:
     """HotpotQA supporting-sentence recall of shuffled paragraphs at document budgets."""
-    _run("hotpotqa", data, plan, budget, json_output, dump, limit, tokenizer)
+    _run("hotpotqa", data, plan, budget, json_output, dump, limit, tokenizer, retrieval)
 
 
 def _run(suite_name: str, data: Path, plan_name: str | None, budget: int | None,
-         json_output: bool, dump: Path | None, limit: int | None, tokenizer: str) -> None:
+         json_output: bool, dump: Path | None, limit: int | None, tokenizer: str,
+         retrieval: bool = False) -> None:
     try:
         plan, label = resolve_plan(plan_name, suite_name)
-        suite = load_suite(suite_name, data, plan=plan, tokenizer=tokenizer, limit=limit)
+        if retrieval:
+            label += " + RetrievalSource"
+        suite = load_suite(suite_name, data, plan=plan, tokenizer=tokenizer, limit=limit,
+                           retrieval=retrieval)
         budgets = [budget] if budget is not None else list(suite.default_budgets)
         with _dump_file(dump) as sink, _progress(len(suite) * len(budgets)) as advance:
             def on_outcome(outcome: CaseOutcome) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
+from contextwright.core.source import ContextSource
 from contextwright.evaluate import beir
 from contextwright.evaluate.hotpotqa import LIBRARY_RANKER, HotpotSuite, load_hotpotqa, load_pool
 from contextwright.evaluate.locomo import LocomoSuite, load_locomo
@@ -95,12 +96,16 @@ def resolve_plan(plan: str | Path | None, suite: str) -> tuple[BuildPlan, str]:
 
 
 def load_suite(suite: str, data: Path, *, plan: BuildPlan, tokenizer: str = "o200k_base",
-               limit: int | None = None, ranker: beir.RankerFactory | None = None) -> Suite:
+               limit: int | None = None, ranker: beir.RankerFactory | None = None,
+               retrieval: bool = False) -> Suite:
     """Load the folder ``data`` for ``suite``.
 
-    Raises ``DatasetError`` when it is not laid out like the matching ``../shared/data`` folder.
+    ``retrieval`` registers ``RetrievalSource`` (BM25, no embedder) as the ``rag`` source, so the
+    documents are chunked, searched for the input and reranked instead of taken in the given
+    order. Raises ``DatasetError`` when the folder is not laid out like the matching
+    ``../shared/data`` folder.
     """
-    builder = ContextBuilder(tokenizer=tokenizer)
+    builder = ContextBuilder(tokenizer=tokenizer, sources=_sources(retrieval, tokenizer))
     if suite == "locomo":
         return LocomoSuite(data=load_locomo(data, limit), builder=builder, plan=plan)
     if suite == "tau":
@@ -110,6 +115,14 @@ def load_suite(suite: str, data: Path, *, plan: BuildPlan, tokenizer: str = "o20
                            pool=load_pool(data), ranker=ranker or beir.library_ranker(),
                            ranker_label="the given ranker" if ranker else LIBRARY_RANKER)
     raise ValueError(f"unknown suite {suite!r}; choose one of {SUITES}")
+
+
+def _sources(retrieval: bool, tokenizer: str) -> tuple[ContextSource, ...]:
+    if not retrieval:
+        return ()
+    from contextwright.sources.retrieval import RetrievalSource
+
+    return (RetrievalSource(tokenizer=tokenizer),)
 
 
 def run_suite(suite: Suite, budgets: Sequence[int] | None = None, *, data: str = "",
