@@ -6,7 +6,7 @@ STAMP = $(VENV)/.installed-dev
 BENCH_STAMP = $(VENV)/.installed-bench
 DATA ?= ../shared/data
 
-.PHONY: demo test lint typecheck unit bench bench-speed bench-tau clean
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,13 +32,22 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-bench: bench-speed bench-tau
+bench: bench-speed bench-tau bench-quality bench-stores bench-prepare
 
 bench-speed: $(BENCH_STAMP)
 	$(BIN)/python bench/build_speed.py
 
 bench-tau: $(STAMP)
 	$(BIN)/python bench/tau_pairs.py --data $(DATA)/tau-bench-airline-dev
+
+bench-quality: $(STAMP)
+	$(BIN)/python bench/quality.py --data $(DATA)
+
+bench-stores: $(STAMP)
+	$(BIN)/python bench/store_throughput.py
+
+bench-prepare: $(STAMP)
+	$(BIN)/python bench/prepare_speed.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
