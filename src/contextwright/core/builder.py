@@ -53,7 +53,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     give_back(gathered, allocations, selections, pool, request.user_input, costing)
     assembly, total = fit_exactly(plan, gathered, selections, request.user_input, costing,
                                   note=note, repeat=repeat)
-    decisions += [d for g in gathered for d in unread_decisions(g, request)]
+    decisions += [d for g in gathered for d in (*g.omitted, *unread_decisions(g, request))]
     decisions += [d for s in selections.values() for d in s.decisions]
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
                          total)

@@ -85,6 +85,8 @@ class Gathered:
     """Units read, before normalisation removed any."""
     oldest_order: float | None = None
     """Smallest ``order`` read: for history, the index of the oldest message read."""
+    omitted: list[Decision] = field(default_factory=list)
+    """Items the source itself left out, with its reason (``metadata["omitted"]``)."""
 
     @property
     def need(self) -> int:
@@ -179,7 +181,7 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
     try:
         items = source.build(request, spec.options)
         gathered.units, gathered.complete = _read_units(
-            spec.source, source.namespace, items, cap, costing)
+            spec.source, source.namespace, items, cap, costing, gathered.omitted)
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
         gathered.oldest_order = min(
@@ -196,11 +198,13 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
 
 
 def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,
-                costing: Costing) -> tuple[list[Unit], bool]:
+                costing: Costing, omitted: list[Decision]) -> tuple[list[Unit], bool]:
     """Group consecutive items sharing a group into units, stopping once past ``cap``.
 
     Reading stops at the first unit that starts after the tokens read pass ``cap`` (for
     history: the first unit of the next round), so that unit's items are never rendered.
+    An item with ``metadata["omitted"]`` is the source saying what it left out and why: it
+    becomes a ``dropped`` decision in ``omitted``, not a unit.
     One loop, no nested generators: this runs for every message a build reads.
     """
     prefix = namespace + "."
@@ -213,6 +217,10 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     for item in items:
         if not item.key.startswith(prefix):
             raise SourceError(f"source {namespace!r} produced a key outside its namespace")
+        if "omitted" in item.metadata:
+            omitted.append(Decision(source=name, key=item.key, action="dropped",
+                                    reason=str(item.metadata["omitted"])))
+            continue
         if current and (item.group is None or item.group != group):
             unit = _close_unit(name, current, round_no, len(units))
             units.append(unit)
