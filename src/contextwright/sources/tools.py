@@ -1,16 +1,28 @@
-"""Tool definitions (L3): OpenAI function schemas, the ones matching the input offered first."""
+"""Tool definitions (L3): OpenAI function schemas, loaded on demand (SPEC R-TOOL-3, seed 004 §4.3).
+
+By default every schema is offered, the ones matching the input first. With ``select: relevant``
+only these are offered: tools a ``ToolScorer`` finds relevant to the input (built in: lexical, on
+names, descriptions and parameter names, English and Chinese), the ``always_include`` list, and
+tools already called in the recent history or this turn (a result in the context keeps its
+definition). ``max_tools`` caps the count. Descriptions are compacted (first sentence, short
+parameter descriptions) when asked or when the selected set is estimated over
+``description_budget``: a source does not see its grant, so the threshold is an option. Every
+tool left out is reported with its reason; every compacted one keeps its full schema in the report.
+"""
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping
-from typing import Any
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from typing import Any, Protocol, runtime_checkable
 
-from contextwright.core.cutting import query_keywords
 from contextwright.core.items import ContextItem, Layer, Message
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
+from contextwright.tokens import estimate_tokens
 
 
 def tool_name(schema: Mapping[str, Any], where: str) -> str:
@@ -47,31 +59,226 @@ def schema_json(schema: Mapping[str, Any]) -> str:
     return text
 
 
-def _relevance(schema: Mapping[str, Any], keywords: frozenset[str]) -> int:
-    function = schema.get("function", {})
-    text = f"{function.get('name', '')} {function.get('description', '')}".lower().replace("_", " ")
-    return sum(1 for word in keywords if word in text)
+# --------------------------------------------------------------------------- scoring
+
+
+@runtime_checkable
+class ToolScorer(Protocol):
+    """Scores tool schemas for relevance to the input; 0 means not relevant. Thread-safe."""
+
+    def score(self, query: str, schemas: Sequence[Mapping[str, Any]]) -> list[float]:
+        """One score per schema, in order; higher is more relevant, 0 is not relevant."""
+        ...
+
+
+# Chinese words users say for what English tool names and descriptions call it (a small
+# glossary: enough for the common agent tools; an embedding scorer does this in general).
+_GLOSSARY: dict[str, tuple[str, ...]] = {
+    "天气": ("weather", "forecast"), "气温": ("weather", "temperature"), "温度": ("temperature",),
+    "下雨": ("weather", "rain"), "记下": ("memo", "note", "save"), "记住": ("memo", "remember"),
+    "备忘": ("memo", "note"), "笔记": ("note",), "提醒": ("reminder", "remind"),
+    "订单": ("order",), "退款": ("refund",), "退货": ("return", "refund"), "取消": ("cancel",),
+    "航班": ("flight",), "机票": ("flight", "ticket"), "预订": ("book", "reservation"),
+    "预约": ("book", "appointment"), "酒店": ("hotel",), "搜索": ("search",), "查询": ("search",),
+    "查找": ("search", "find"), "用户": ("user",), "支付": ("payment", "pay"),
+    "付款": ("payment", "pay"), "邮件": ("email", "mail"), "发送": ("send",),
+    "日历": ("calendar",), "日程": ("calendar", "schedule"), "文件": ("file",),
+    "计算": ("calculate", "calculator"), "翻译": ("translate",), "地图": ("map", "location"),
+    "位置": ("location",), "时间": ("time",), "股票": ("stock",), "新闻": ("news",),
+    "行李": ("baggage", "luggage"), "座位": ("seat",), "地址": ("address",),
+}
+_WORDS = re.compile(r"[A-Za-z0-9]+|[\u4e00-\u9fff]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_STOP = frozenset(
+    "the a an and or of to in on for is are was were be it this that with as at by from what "
+    "which how when where do does can could would should my your me you i we please get set "
+    "about into any all".split()
+)
+_NAME_WEIGHT, _PARAMETER_WEIGHT, _DESCRIPTION_WEIGHT = 3.0, 2.0, 1.0
+
+
+def _terms(text: str) -> set[str]:
+    """Lower-cased words (``get_weather`` -> get, weather) and CJK bigrams, stop words out."""
+    terms: set[str] = set()
+    for word in _WORDS.findall(_CAMEL.sub(" ", text.replace("_", " "))):
+        if "\u4e00" <= word[0] <= "\u9fff":
+            terms.update(word[i : i + 2] for i in range(max(len(word) - 1, 1)))
+            terms.update(english for key, words in _GLOSSARY.items() if key in word
+                         for english in words)
+        elif (lowered := word.lower()) not in _STOP and len(lowered) > 1:
+            terms.add(lowered[:-1] if lowered.endswith("s") and len(lowered) > 3 else lowered)
+    return terms
+
+
+class LexicalToolScorer:
+    """Shared words between the input and a tool's name (×3), parameter names (×2), description.
+
+    Chinese input is matched by character bigrams against Chinese descriptions and, through a
+    small glossary, against English names (``天气`` finds ``get_weather``).
+    """
+
+    def score(self, query: str, schemas: Sequence[Mapping[str, Any]]) -> list[float]:
+        """One score per schema (see the class docstring)."""
+        wanted = _terms(query)
+        return [_schema_score(schema, wanted) for schema in schemas] if wanted else [
+            0.0 for _ in schemas]
+
+
+def _schema_score(schema: Mapping[str, Any], wanted: set[str]) -> float:
+    found: dict[str, float] = {}
+    for weight, terms in _schema_terms(schema_json(schema)):
+        for term in terms & wanted:
+            found[term] = max(found.get(term, 0.0), weight)
+    return sum(found.values())
+
+
+@lru_cache(maxsize=4096)
+def _schema_terms(text: str) -> tuple[tuple[float, frozenset[str]], ...]:
+    """(weight, terms) of a schema's name, parameter names and description; by schema JSON."""
+    function = json.loads(text).get("function")
+    if not isinstance(function, Mapping):
+        return ()
+    return (
+        (_NAME_WEIGHT, frozenset(_terms(str(function.get("name", ""))))),
+        (_PARAMETER_WEIGHT, frozenset(_terms(" ".join(map(str, _properties(function)))))),
+        (_DESCRIPTION_WEIGHT, frozenset(_terms(str(function.get("description", ""))))),
+    )
+
+
+def _properties(function: Mapping[str, Any]) -> Mapping[str, Any]:
+    parameters = function.get("parameters")
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    return properties if isinstance(properties, Mapping) else {}
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s")
+PARAMETER_DESCRIPTION_CHARS = 60
+"""A compacted parameter description keeps its first sentence, at most this long."""
+
+
+def compact_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with its description and parameter descriptions cut to a first sentence.
+
+    Names, types, enums and required lists are untouched: the model needs them to call.
+    """
+    compacted = copy.deepcopy(dict(schema))
+    function = compacted.get("function")
+    if not isinstance(function, dict):
+        return compacted
+    if isinstance(function.get("description"), str):
+        function["description"] = first_sentence(function["description"], 200)
+    for value in _properties(function).values():
+        if isinstance(value, dict) and isinstance(value.get("description"), str):
+            value["description"] = first_sentence(value["description"],
+                                                  PARAMETER_DESCRIPTION_CHARS)
+    return compacted
+
+
+def first_sentence(text: str, limit: int) -> str:
+    """The first sentence of ``text``, cut at ``limit`` characters (marked with …)."""
+    sentence = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+    return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
+
+
+# --------------------------------------------------------------------------- the source
 
 
 class ToolDefinitionSource:
-    """Tool schemas; under pressure the ones sharing words with the input are kept first.
+    """Tool schemas, most relevant first; optionally only the relevant ones.
 
-    Options: ``always`` (tool names always offered first). Rendered in the given order.
+    Options: ``select`` (``all``, default, or ``relevant``); ``always_include`` (names always
+    offered, first; ``always`` is accepted too); ``max_tools``; ``recent_messages`` (how far back
+    history is searched for tools already called, default 20); ``compact_descriptions``
+    (``auto``, default, ``true`` or ``false``) with ``description_budget`` (estimated tokens of the
+    offered schemas above which ``auto`` compacts, default 1500). Rendered in the given order.
     """
 
     namespace = "tools"
 
+    def __init__(self, scorer: ToolScorer | None = None) -> None:
+        """``scorer`` ranks schemas against the input (default: ``LexicalToolScorer``)."""
+        self.scorer: ToolScorer = scorer if scorer is not None else LexicalToolScorer()
+
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
-        """One ``tools.<name>`` item per schema, most relevant first."""
-        keywords = query_keywords(request.user_input)
-        always = set(options.get("always", ()))
-        ranked = []
-        for index, schema in enumerate(request.tools):
-            name = tool_name(schema, f"tools[{index}]")
-            score = (name in always, _relevance(schema, keywords))
-            ranked.append((score, index, name, schema))
-        ranked.sort(key=lambda entry: (-entry[0][0], -entry[0][1], entry[1]))
-        for _, index, name, schema in ranked:
-            text = schema_json(schema)
-            yield ContextItem(key=f"tools.{name}", message=Message(role="system", content=text),
-                              layer=Layer.TOOLS, order=index, metadata={"schema": schema})
+        """One ``tools.<name>`` item per offered schema, best first; left-out ones flagged."""
+        names = [tool_name(schema, f"tools[{i}]") for i, schema in enumerate(request.tools)]
+        scores = self.scorer.score(request.user_input, request.tools) if request.tools else []
+        always = set(options.get("always_include", ())) | set(options.get("always", ()))
+        called = called_tools(request, int(options.get("recent_messages", 20)))
+        ranked = sorted(range(len(names)), key=lambda i: (
+            -(names[i] in always), -(names[i] in called), -scores[i], i))
+        offered, left_out = _choose(ranked, names, scores, always, called, options)
+        compact = _should_compact(request.tools, offered, options)
+        for index in offered:
+            yield _tool_item(names[index], request.tools[index], index, compact)
+        for index, reason in left_out:
+            yield ContextItem(key=f"tools.{names[index]}",
+                              message=Message(role="system", content=""), layer=Layer.TOOLS,
+                              order=index, metadata={"omitted": reason})
+
+
+def _choose(ranked: list[int], names: list[str], scores: list[float], always: set[str],
+            called: set[str], options: Mapping[str, Any]
+            ) -> tuple[list[int], list[tuple[int, str]]]:
+    """(offered indexes in keep order, [(left-out index, reason)])."""
+    relevant_only = options.get("select", "all") == "relevant"
+    wanted = [i for i in ranked if names[i] in always or names[i] in called or scores[i] > 0]
+    if relevant_only and not wanted:
+        wanted = list(ranked)  # nothing matched: the model still needs something to call
+    chosen = wanted if relevant_only else list(ranked)
+    left_out = [(i, "not relevant to the input (select: relevant)")
+                for i in ranked if i not in set(chosen)]
+    max_tools = options.get("max_tools")
+    if max_tools is not None and len(chosen) > int(max_tools):
+        left_out += [(i, f"over max_tools ({int(max_tools)}); ranked lower")
+                     for i in chosen[int(max_tools):]]
+        chosen = chosen[: int(max_tools)]
+    return chosen, left_out
+
+
+def _should_compact(tools: Sequence[Mapping[str, Any]], offered: list[int],
+                    options: Mapping[str, Any]) -> bool:
+    setting = options.get("compact_descriptions", "auto")
+    if setting != "auto":
+        return bool(setting)
+    budget = int(options.get("description_budget", 1500))
+    return sum(estimate_tokens(schema_json(tools[i])) for i in offered) > budget
+
+
+def _tool_item(name: str, schema: Mapping[str, Any], index: int, compact: bool) -> ContextItem:
+    text = schema_json(schema)
+    if compact:
+        shown = compact_schema(schema)
+        shown_text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        if len(shown_text) < len(text):
+            return ContextItem(
+                key=f"tools.{name}", message=Message(role="system", content=shown_text),
+                layer=Layer.TOOLS, order=index, raw=text,
+                metadata={"schema": shown, "compaction": "tool description compacted (first "
+                          "sentence, short parameter descriptions)"})
+    return ContextItem(key=f"tools.{name}", message=Message(role="system", content=text),
+                       layer=Layer.TOOLS, order=index, metadata={"schema": schema})
+
+
+def called_tools(request: Request, recent_messages: int) -> set[str]:
+    """Names of the tools called in this turn and in the last ``recent_messages`` of history.
+
+    Read from the raw messages and only as a hint: a malformed message is skipped here (the
+    history source, which renders messages, is where it is an error).
+    """
+    history = request.history
+    recent = [history[i] for i in range(max(len(history) - recent_messages, 0), len(history))]
+    names: set[str] = set()
+    for message in (*recent, *request.turn):
+        if not isinstance(message, Mapping):
+            continue
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                names.add(function["name"])
+        if message.get("role") == "tool" and isinstance(message.get("name"), str):
+            names.add(message["name"])
+    return names

@@ -1,0 +1,137 @@
+"""Dynamic tool loading (R-TOOL-3): relevant tools, always-include, already-called, compaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.sources.tools import (
+    LexicalToolScorer,
+    ToolDefinitionSource,
+    ToolScorer,
+    compact_schema,
+)
+
+
+def tool(name: str, description: str, **parameters: str) -> dict[str, Any]:
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": {
+            key: {"type": "string", "description": text} for key, text in parameters.items()}}}}
+
+
+WEATHER = tool("get_weather", "Current weather and forecast of a city. Data from the met office.",
+               city="City name, in any language. Accepts pinyin as well.")
+MEMO = tool("save_memo", "Save a short note for the user to read later.", text="The note.")
+ORDER = tool("get_order", "Look up an order by its id.", order_id="The order id.")
+REFUND = tool("refund_order", "Refund an order that was returned.", order_id="The order id.")
+CALENDAR = tool("add_event", "Add an event to the user's calendar.", title="Event title.",
+                when="Start time, ISO 8601.")
+TOOLS = [WEATHER, MEMO, ORDER, REFUND, CALENDAR]
+BUILDER = ContextBuilder()
+
+
+def plan(**options: Any) -> BuildPlan:
+    return (BuildPlan.builder("tools").add("system").add("tools", options=options)
+            .add("history").add("user").budget(window=100_000).build())
+
+
+def offered(ctx: Any) -> list[str]:
+    return [schema["function"]["name"] for schema in ctx.tool_schemas]
+
+
+def left_out(ctx: Any) -> dict[str, str]:
+    return {d.key: d.reason for d in ctx.report.decisions
+            if d.source == "tools" and d.action == "dropped"}
+
+
+def test_only_relevant_tools_are_loaded_and_the_rest_reported() -> None:
+    ctx = BUILDER.build(plan(select="relevant"),
+                        Request(user_input="Please refund order A-77", tools=TOOLS))
+    assert set(offered(ctx)) == {"get_order", "refund_order"}
+    reasons = left_out(ctx)
+    assert set(reasons) == {"tools.get_weather", "tools.save_memo", "tools.add_event"}
+    assert all("not relevant" in reason for reason in reasons.values())
+
+
+def test_chinese_input_finds_english_tools() -> None:
+    ctx = BUILDER.build(plan(select="relevant"),
+                        Request(user_input="今天上海天气怎么样，顺便帮我记下来", tools=TOOLS))
+    assert set(offered(ctx)) == {"get_weather", "save_memo"}
+
+
+def test_chinese_descriptions_match_chinese_input() -> None:
+    stock = tool("quote", "查询股票的实时价格", symbol="股票代码")
+    scores = LexicalToolScorer().score("帮我看看茅台股票价格", [stock, WEATHER])
+    assert scores[0] > 0 and scores[1] == 0
+
+
+def test_always_include_and_already_called_tools_stay() -> None:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "add lunch"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c1", "type": "function",
+                    "function": {"name": "add_event", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    ctx = BUILDER.build(plan(select="relevant", always_include=["save_memo"]),
+                        Request(user_input="what's the weather in Paris?", tools=TOOLS,
+                                history=history))
+    assert offered(ctx) == ["get_weather", "save_memo", "add_event"], "in the given order"
+
+
+def test_max_tools_keeps_the_best_ranked() -> None:
+    ctx = BUILDER.build(plan(select="relevant", max_tools=1),
+                        Request(user_input="refund my order", tools=TOOLS))
+    assert offered(ctx) == ["refund_order"]
+    assert "over max_tools" in left_out(ctx)["tools.get_order"]
+
+
+def test_no_match_offers_every_tool_rather_than_none() -> None:
+    ctx = BUILDER.build(plan(select="relevant"), Request(user_input="hello", tools=TOOLS))
+    assert len(offered(ctx)) == len(TOOLS)
+
+
+def test_default_offers_every_tool_as_before() -> None:
+    ctx = BUILDER.build(plan(), Request(user_input="refund my order", tools=TOOLS))
+    assert offered(ctx) == [t["function"]["name"] for t in TOOLS]
+    assert not left_out(ctx)
+
+
+def test_compacted_descriptions_keep_names_types_and_the_full_schema_in_the_report() -> None:
+    ctx = BUILDER.build(plan(compact_descriptions=True), Request(user_input="weather?",
+                                                                 tools=[WEATHER]))
+    (schema,) = ctx.tool_schemas
+    function = schema["function"]
+    assert function["description"] == "Current weather and forecast of a city."
+    assert function["parameters"]["properties"]["city"] == {
+        "type": "string", "description": "City name, in any language."}
+    (decision,) = [d for d in ctx.report.decisions if d.action == "compacted"]
+    assert "met office" in (decision.detail or "")
+    assert decision.tokens_after < decision.tokens_before
+
+
+def test_auto_compaction_starts_over_the_description_budget() -> None:
+    request = Request(user_input="weather?", tools=TOOLS)
+    roomy = BUILDER.build(plan(), request)
+    tight = BUILDER.build(plan(description_budget=50), request)
+    assert roomy.tool_schemas[0] == WEATHER
+    assert tight.tool_schemas[0] == compact_schema(WEATHER)
+
+
+def test_a_scorer_plugs_in() -> None:
+    class Fixed:
+        def score(self, query: str, schemas: Sequence[Mapping[str, Any]]) -> list[float]:
+            return [1.0 if s["function"]["name"] == "add_event" else 0.0 for s in schemas]
+
+    scorer: ToolScorer = Fixed()
+    builder = ContextBuilder(sources=[ToolDefinitionSource(scorer=scorer)])
+    ctx = builder.build(plan(select="relevant"), Request(user_input="anything", tools=TOOLS))
+    assert offered(ctx) == ["add_event"]
+
+
+def test_tools_under_budget_pressure_drop_the_least_relevant() -> None:
+    small = (BuildPlan.builder("tools").add("system").add("tools", max_tokens=80)
+             .add("user").budget(window=100_000).build())
+    ctx = BUILDER.build(small, Request(user_input="refund my order", tools=TOOLS))
+    assert "refund_order" in offered(ctx)
+    assert "get_weather" not in offered(ctx)
