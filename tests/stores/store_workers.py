@@ -60,6 +60,7 @@ def append_worker(spec: StoreSpec, key: SessionKey, writer: int, count: int,
 
 def crash_child(path: str, key: SessionKey, run: int, conn: Connection) -> None:
     """Append small batches forever, sending each acknowledged batch; the parent kills us."""
+    conn.send("ready")  # the parent's random delay starts now, so the kill lands in our work
     store = SqliteStore(path)
     batch = 0
     while True:
