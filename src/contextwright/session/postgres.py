@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from contextwright.errors import ConflictError, StoreError, StoreUnavailable
+from contextwright.errors import ConflictError, InvalidInputError, StoreError, StoreUnavailable
 from contextwright.session.store import (
     Clock,
     SessionInfo,
@@ -74,7 +74,7 @@ class PostgresStore:
     ) -> None:
         """Connect to ``dsn`` and create ``schema`` and its tables if they are missing."""
         if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
-            raise StoreError("schema must be a lower-case SQL identifier")
+            raise InvalidInputError("schema must be a lower-case SQL identifier")
         self._dsn = dsn
         self._schema = schema
         self._ttl = validate_ttl(ttl_seconds)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from contextwright.errors import ConflictError, StoreError, StoreUnavailable
+from contextwright.errors import ConflictError, InvalidInputError, StoreError, StoreUnavailable
 from contextwright.session.store import (
     Clock,
     SessionInfo,
@@ -76,7 +76,7 @@ class SqliteStore:
         faster and still survives a crashed or killed process.
         """
         if synchronous not in _SYNCHRONOUS:
-            raise StoreError("synchronous must be OFF, NORMAL, FULL or EXTRA")
+            raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
         self._path = os.fspath(path)
         self._ttl = validate_ttl(ttl_seconds)
         self._clock = clock
