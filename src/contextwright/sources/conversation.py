@@ -136,6 +136,11 @@ def _name_and_complete(call: Message, results: list[Message]) -> tuple[Message, 
     return (call, *named)
 
 
+def _with_content(message: Message, content: str) -> Message:
+    return Message(role=message.role, content=content, tool_calls=message.tool_calls,
+                   id=message.id, timestamp=message.timestamp)
+
+
 def _with_name(result: Message, name: str | None) -> Message:
     return Message(role="tool", content=result.content, tool_call_id=result.tool_call_id,
                    name=name, id=result.id, timestamp=result.timestamp)
@@ -230,6 +235,8 @@ def _item(message: Message, key: str, layer: Layer, group: str, round_start: boo
           why: str = "") -> ContextItem:
     metadata: dict[str, Any] = {"message_id": message.id, "timestamp": message.timestamp}
     if message.role != "tool":
+        if message.content.startswith(RECALL_PREFIX):  # only a recalled turn may look recalled
+            message = _with_content(message, "\\" + message.content)
         return ContextItem(key=key, message=message, layer=layer, group=group,
                            round_start=round_start, order=order,
                            truncatable=not message.tool_calls, metadata=metadata)
@@ -408,9 +415,17 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
     return [first, *(replace(item, group=group, round_start=False) for item in rest)]
 
 
+RECALL_PREFIX = "[recalled earlier turn "
+"""How a recalled turn's opening message starts; any other history message that starts so is
+escaped with a backslash, so content cannot pass for a recalled turn."""
+
+
 def recall_marker(content: str) -> str:
-    """``content`` under a line saying it is a recalled earlier turn (unforgeable marker)."""
-    return f"[recalled earlier turn {marker_for(content, 'recalled')}]\n{content}"
+    """``content`` under a line saying it is a recalled earlier turn.
+
+    The line carries a keyed hash of the text, tying the marker to the message it marks.
+    """
+    return f"{RECALL_PREFIX}{marker_for(content, 'recalled')}]\n{content}"
 
 
 class ToolResultSource:
