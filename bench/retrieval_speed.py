@@ -127,6 +127,21 @@ def bench_recall(data: Path, embedder: Embedder | None, args: argparse.Namespace
           f"call, rank median {median_ms(timings):.2f} ms ({len(timings)} calls)", flush=True)
 
 
+def probe_query_threads(data: Path, queries: int) -> None:
+    """Median time to encode one query with e5 on 1 and on 2 OpenMP threads (interleaved)."""
+    _, questions = hotpot(data)
+    e5 = E5Embedder()
+    timings: dict[int, list[float]] = {1: [], 2: []}
+    for question in questions[:queries]:
+        for threads in (1, 2):
+            e5.query_threads = threads
+            start = time.perf_counter()
+            e5.embed_queries([f"{question} ({threads})"])
+            timings[threads].append(time.perf_counter() - start)
+    print("e5 query encode median: " + "; ".join(
+        f"{n} thread(s) {median_ms(t):.1f} ms" for n, t in timings.items()), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -140,6 +155,7 @@ def main() -> None:
     args = parser.parse_args()
     embedders: list[Embedder | None] = [None]
     if args.dense:
+        probe_query_threads(args.data, args.queries)
         cache = EmbeddingCache(args.cache) if args.cache else EmbeddingCache()
         embedders.append(CachedEmbedder(E5Embedder(), cache))
     for embedder in embedders:

@@ -117,9 +117,11 @@ def _open(path: str | PathLike[str]) -> sqlite3.Connection:
 class CachedEmbedder:
     """An ``Embedder`` that asks the wrapped one only for texts the cache has not seen."""
 
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache | None = None) -> None:
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache | None = None, *,
+                 batch_size: int = 64) -> None:
         self.inner = embedder
         self.cache = cache if cache is not None else EmbeddingCache()
+        self.batch_size = max(batch_size, 1)
 
     @property
     def name(self) -> str:
@@ -139,6 +141,22 @@ class CachedEmbedder:
         """Passage vectors; cached in memory and on disk."""
         return self._embed(texts, query=False)
 
+    def _encode_missing(self, model: str, texts: Sequence[str], unique: dict[str, int], *,
+                        query: bool) -> dict[str, Any]:
+        """Encode in batches, caching each batch as it is done.
+
+        A long indexing run that stops half way keeps what it has encoded.
+        """
+        encode = self.inner.embed_queries if query else self.inner.embed_passages
+        items = list(unique.items())
+        fresh: dict[str, Any] = {}
+        for start in range(0, len(items), self.batch_size):
+            part = items[start : start + self.batch_size]
+            vectors = np.asarray(encode([texts[i] for _, i in part]), dtype=np.float32)
+            self.cache.put(model, [key for key, _ in part], vectors, persist=not query)
+            fresh.update(zip((key for key, _ in part), vectors, strict=True))
+        return fresh
+
     def _embed(self, texts: Sequence[str], *, query: bool) -> Any:
         model = ("query:" if query else "") + self.inner.name
         keys = [content_hash(text) for text in texts]
@@ -149,11 +167,7 @@ class CachedEmbedder:
         for i in todo:
             unique.setdefault(keys[i], i)
         if unique:
-            batch = [texts[i] for i in unique.values()]
-            encode = self.inner.embed_queries if query else self.inner.embed_passages
-            vectors = np.asarray(encode(batch), dtype=np.float32)
-            self.cache.put(model, list(unique), vectors, persist=not query)
-            fresh = dict(zip(unique, vectors, strict=True))
+            fresh = self._encode_missing(model, texts, unique, query=query)
             found = [vector if vector is not None else fresh[keys[i]]
                      for i, vector in enumerate(found)]
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
