@@ -130,7 +130,10 @@ def test_stored_copy_is_independent_of_the_callers_dict(store: Store) -> None:
     assert read["content"] == "original"
 
 
-def test_non_json_messages_are_refused(store: Store) -> None:
+def test_non_json_messages_are_refused_without_echoing_them(store: Store) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        store.append(K, [msg("ok"), {"role": "user", "content": {"secret-42": math.inf}}])
+    assert "secret-42" not in str(caught.value)
     with pytest.raises(InvalidInputError):
         store.append(K, [msg("ok"), {"role": "user", "content": object()}])
     with pytest.raises(InvalidInputError):
@@ -481,9 +484,27 @@ def test_concurrent_appends_lose_nothing(backend: Backend) -> None:
     _assert_all_writers_landed(backend.make())
 
 
-def _thread_writer(store: Store, writer: int, barrier: threading.Barrier) -> None:
+def test_concurrent_appends_from_threads_share_one_store(backend: Backend) -> None:
+    """One store object, 4 threads (per-thread connections in SQLite and PostgreSQL)."""
+    store = backend.make()
+    barrier = threading.Barrier(WRITERS)
+    threads = [threading.Thread(target=_thread_writer, args=(store, w, barrier, 100))
+               for w in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    messages = store.read(K)
+    assert [m.seq for m in messages] == list(range(1, WRITERS * 100 + 1))
+    for writer in range(WRITERS):
+        assert [m.message["index"] for m in messages
+                if m.message["writer"] == writer] == list(range(100))
+
+
+def _thread_writer(store: Store, writer: int, barrier: threading.Barrier,
+                   count: int = PER_WRITER) -> None:
     barrier.wait()
-    for index in range(PER_WRITER):
+    for index in range(count):
         store.append(K, [{"role": "user", "content": f"w{writer}-{index}",
                           "writer": writer, "index": index}])
 
@@ -513,3 +534,12 @@ def test_open_store_understands_each_scheme(backend: Backend, tmp_path: Any) -> 
 def test_open_store_refuses_unknown_urls(url: str) -> None:
     with pytest.raises(InvalidInputError):
         open_store(url)
+
+
+def test_session_package_exports_the_store_api() -> None:
+    import contextwright.session as session
+
+    for name in ("Store", "SessionKey", "StoredMessage", "StateRecord", "SessionInfo",
+                 "MemoryStore", "SqliteStore", "RedisStore", "PostgresStore", "open_store"):
+        assert name in session.__all__
+        assert getattr(session, name) is not None
