@@ -263,16 +263,23 @@ def survived(facts: Sequence[str], text: str) -> int:
 # --------------------------------------------------------------------------- builds
 
 
-COMPRESSION_OPTIONS: Mapping[str, Any] = {"tool_full": 1, "tool_reduced": 3}
+COMPRESSION_OPTIONS: Mapping[str, Any] = {"tool_full": 1, "tool_reduced": 1}
 """History options of the "compression on" runs: the newest call block's results whole, the
-next three reduced to key facts, older ones one line of identifiers (issue 4, R-TOOL-2)."""
+next one reduced to key facts, older ones one line of identifiers (issue 4, R-TOOL-2), in history
+and in this turn."""
 
 
 def with_history_options(base: BuildPlan, options: Mapping[str, Any]) -> BuildPlan:
-    """``base`` with ``options`` added to its history source's options."""
+    """``base`` with ``options`` added to its history and this turn's tool-result options.
+
+    The tiers apply to both: an agent loop may make many calls in one turn. Recall options
+    (``recall_*``) only concern history.
+    """
+    turn_options = {k: v for k, v in options.items() if not k.startswith("recall_")}
+    added = {"history": options, "tool_results": turn_options}
     sources = tuple(
-        replace(spec, options=FrozenOptions({**spec.options, **options}))
-        if spec.source == "history" else spec
+        replace(spec, options=FrozenOptions({**spec.options, **added[spec.source]}))
+        if spec.source in added else spec
         for spec in base.sources
     )
     return replace(base, sources=sources)

@@ -192,11 +192,12 @@ class Retention(NamedTuple):
     rank: int
     """Call blocks newer than this one in the history (0: the newest)."""
     raw: Sequence[Mapping[str, Any]]
-    """The caller's messages, to read the ``consumed`` flag the parsed message does not keep."""
+    """The caller's messages, to read the ``consumed`` flag the parsed message does not keep
+    (empty for this turn's results: consumed ones are compressed on the *next* turn)."""
 
     def tier_of(self, index: int) -> tuple[Tier, str]:
         """Tier of the result at ``raw[index]`` and why (the report's reason)."""
-        message = self.raw[index]
+        message = self.raw[index] if index < len(self.raw) else None
         consumed = isinstance(message, Mapping) and message.get("consumed") is True
         tier = self.tiers.tier(self.rank, consumed)
         if tier == "full":
@@ -429,12 +430,23 @@ def recall_marker(content: str) -> str:
 
 
 class ToolResultSource:
-    """This turn's tool calls and results (L4), rendered after the user input, newest first."""
+    """This turn's tool calls and results (L4), rendered after the user input, newest first.
+
+    Options as for history: ``compact_tool_results``, ``fields``, and the tiers (``tool_full``
+    …), for an agent loop that makes many calls in one turn; ``consumed`` waits for the next turn.
+    """
 
     namespace = "tool_results"
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One unit per call block of ``request.turn``, newest first."""
         key = options_key(options)
+        tiers = ToolTiers.from_options(options)
+        calls_seen = 0
         for block in read_blocks_backward(request.turn, "turn"):
-            yield from block_items(block, "tool_results", Layer.EVIDENCE, False, options, key)
+            retention = None
+            if tiers is not None and block.messages[0].tool_calls:
+                retention = Retention(tiers, calls_seen, ())
+                calls_seen += 1
+            yield from block_items(block, "tool_results", Layer.EVIDENCE, False, options, key,
+                                   retention)
