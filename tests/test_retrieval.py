@@ -248,3 +248,17 @@ def test_long_passage_is_cut_around_the_query_keywords() -> None:
     content = items[1].message.content
     assert "Refunds are accepted within 15 days" in content and "[…]" in content
     assert TOKENIZER.count(content) <= 60
+
+
+def test_retriever_is_safe_to_index_and_search_from_many_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    retriever = Retriever()
+
+    def work(n: int) -> int:
+        retriever.add([SourceDocument(id=f"d{n}", text=f"Refund rule {n}: keep receipt {n}.")])
+        return len(retriever.search(f"refund rule {n}", similarity_threshold=0.1))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert all(found >= 1 for found in pool.map(work, range(40)))
+    assert retriever.document_count == 40

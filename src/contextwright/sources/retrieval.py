@@ -11,7 +11,9 @@ longer than ``max_passage_tokens`` is cut around the query's keywords first (see
 Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``rerank_top_k`` (3),
 ``chunk_size`` (200), ``alpha`` (0.5), ``dense`` (true: use the embedder when there is one),
 ``keep_outdated`` (false: superseded versions are left out; true: kept, marked ``OUTDATED``,
-ranked last), ``max_passage_tokens`` (400).
+ranked last), ``max_passage_tokens`` (400). A document's ``score`` from the request is not used:
+passages are ranked by this source's own fusion; its ``source`` is the title (the label, and
+what ties versions of one document) and its ``timestamp`` the version time.
 """
 
 from __future__ import annotations
