@@ -214,9 +214,9 @@ class LexicalTurnRecaller:
         average = (sum(index.lengths[:size]) / size) or 1.0
         scores: dict[int, float] = {}
         for term in terms:
-            hits = [(p, c) for p, c in index.postings.get(term, ()) if p < size]
-            if not hits:
-                continue
+            hits = index.postings.get(term, ())
+            if not hits or len(hits) > size // 2:
+                continue  # absent, or in most turns: it cannot tell turns apart (idf < log 2)
             idf = math.log(1 + (size - len(hits) + 0.5) / (len(hits) + 0.5))
             for position, count in hits:
                 norm = self.k1 * (1 - self.b + self.b * index.lengths[position] / average)
