@@ -10,15 +10,13 @@ is removed afterwards.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from store_workers import StoreSpec, make_store
+from store_workers import Backend, StoreSpec
 
 from contextwright.session import Store
 
@@ -26,43 +24,6 @@ REDIS_URL = os.environ.get("CONTEXTWRIGHT_TEST_REDIS_URL", "redis://127.0.0.1:63
 POSTGRES_DSN = os.environ.get("CONTEXTWRIGHT_TEST_POSTGRES_DSN",
                               "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ("memory", "sqlite", "redis", "postgres")
-
-
-class FakeClock:
-    """A clock the test moves by hand (the stores take ``clock=``)."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@dataclass
-class Backend:
-    """One store backend under test, with what the suite needs to drive it."""
-
-    name: str
-    spec: StoreSpec
-    native_ttl: bool = False
-    """Expiry happens in the server (Redis) on real time, not on the injected clock."""
-    ttl: float = 60.0
-    """The TTL the expiry tests use: long enough that a slow machine cannot expire it early."""
-    opened: list[Store] = field(default_factory=list)
-
-    def make(self, **extra: Any) -> Store:
-        store = make_store(self.spec, **extra)
-        self.opened.append(store)
-        return store
-
-    def elapse(self, clock: FakeClock, seconds: float) -> None:
-        """Let ``seconds`` pass for the store: move the fake clock, and sleep if Redis expires."""
-        clock.advance(seconds)
-        if self.native_ttl:
-            time.sleep(seconds)
 
 
 def _service_or_fail(name: str, probe: Callable[[], object]) -> None:

@@ -1,11 +1,14 @@
-"""Code that runs in child processes of the store tests (spawned or forked from a server).
+"""Helpers of the store tests, including the code that runs in their child processes.
 
 Kept in its own module, importable by name, because ``multiprocessing`` children re-import the
 function they run; a store is described by a picklable ``StoreSpec`` and rebuilt in the child.
+The test modules import ``Backend`` and ``FakeClock`` from here rather than from ``conftest``
+(several ``conftest`` modules share that name in one test run).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
@@ -72,3 +75,40 @@ def crash_child(path: str, key: SessionKey, run: int, conn: Connection) -> None:
         # never sees half an acknowledgement however the SIGKILL falls.
         conn.send((run, batch, seqs))
         batch += 1
+
+
+class FakeClock:
+    """A clock the test moves by hand (the stores take ``clock=``)."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class Backend:
+    """One store backend under test, with what the suite needs to drive it."""
+
+    name: str
+    spec: StoreSpec
+    native_ttl: bool = False
+    """Expiry happens in the server (Redis) on real time, not on the injected clock."""
+    ttl: float = 60.0
+    """The TTL the expiry tests use: long enough that a slow machine cannot expire it early."""
+    opened: list[Store] = field(default_factory=list)
+
+    def make(self, **extra: Any) -> Store:
+        store = make_store(self.spec, **extra)
+        self.opened.append(store)
+        return store
+
+    def elapse(self, clock: FakeClock, seconds: float) -> None:
+        """Let ``seconds`` pass for the store: move the fake clock, and sleep if Redis expires."""
+        clock.advance(seconds)
+        if self.native_ttl:
+            time.sleep(seconds)

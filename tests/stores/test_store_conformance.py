@@ -17,9 +17,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
-from store_workers import append_worker
+from store_workers import Backend, FakeClock, append_worker
 
-from conftest import Backend, FakeClock
 from contextwright.errors import (
     ConflictError,
     CorruptRecordError,
