@@ -1,0 +1,259 @@
+"""Exact facts a summary must never lose, and the check that a summary kept them (R-CUT-3).
+
+``extract_facts`` finds the strings that summarising would blur: numbers of three or more digits,
+ids and codes (``ORD-2024-001``, ``HAT123``, ``mia_li_3668``), money, dates and times, emails,
+phone numbers, URLs, street addresses (English and Chinese) and tracking numbers. It is rule
+based and deterministic: facts come out in order of first appearance, each once, as they were
+written. ``missing_facts`` says which required facts a text does not contain, comparing with
+whitespace removed and full-width characters folded (``２０２４`` is ``2024``).
+
+Pure functions of their input; no I/O, no model.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+__all__ = ["extract_facts", "fact_key", "missing_facts"]
+
+# ASCII-alphanumeric boundaries: Python's \b sees CJK as word characters, so "订单号20241001"
+# has no \b before the digits. These look only at ASCII letters and digits.
+_A = r"(?<![A-Za-z0-9])"
+_Z = r"(?![A-Za-z0-9])"
+_NUM = r"\d+(?:\.\d+)?"
+_AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+
+_MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
+           "December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec")
+_DAYPART = r"(?:上午|下午|晚上|早上|中午|凌晨|傍晚)"
+_CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.))?"
+_ZH_TIME = _DAYPART + r"?\d{1,2}点(?:\d{1,2}分|半)?"
+
+_URL = r"(?:https?://|www\.)[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+"
+# Bounded parts (RFC 5321 limits): an unbounded local part rescans a long run of id-like
+# characters from every position, which is quadratic.
+_EMAIL = (_A + r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
+          r"\.[A-Za-z]{2,24}" + _Z)
+
+_DATES = [
+    r"\d{4}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?",
+    r"\d{4}[/.]\d{1,2}[/.]\d{1,2}",
+    r"\d{1,2}/\d{1,2}/\d{2,4}",
+    r"(?:\d{2,4}年)?\d{1,2}月\d{1,2}[日号](?:\s?" + _DAYPART + r"?\s?(?:"
+    + _CLOCK + r"|\d{1,2}点(?:\d{1,2}分|半)?))?",
+    r"\d{4}年\d{1,2}月",
+    r"(?:" + _MONTHS + r")\.?\s\d{1,2}(?:st|nd|rd|th)?(?:,?\s\d{4})?",
+    r"\d{1,2}(?:st|nd|rd|th)?\s(?:" + _MONTHS + r")\.?(?:,?\s\d{4})?",
+    _CLOCK,
+    r"\d{1,2}\s?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.)",
+    _ZH_TIME,
+]
+
+_MONEY = [
+    r"(?:[$¥￥€£]|US\$|HK\$)\s?(?:" + _AMOUNT + r")",
+    r"(?:USD|RMB|CNY|EUR|GBP|JPY|HKD)\s?(?:" + _AMOUNT + r")",
+    r"(?:" + _AMOUNT + r")\s?(?:万元|亿元|元|块钱|块|美元|欧元|英镑|日元|港币|人民币|"
+    r"USD|RMB|CNY|EUR|GBP|dollars?|euros?|bucks)",
+]
+
+_PHONES = [
+    r"(?:\+?86[- ]?)?1[3-9]\d(?:[- ]?\d{4}){2}",
+    r"\+\d{1,3}[ -]?(?:\(\d{1,4}\)[ -]?)?\d{2,4}(?:[ -]\d{2,4}){1,3}",
+    r"\(\d{3}\)\s?\d{3}-\d{4}",
+    r"\d{3}-\d{3}-\d{4}",
+    r"0\d{2,3}-\d{7,8}",
+    r"[48]00-\d{3}-\d{4}",
+]
+
+_STREET_TYPES = ("Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|"
+                 "Place|Pl|Square|Sq|Parkway|Pkwy|Highway|Hwy|Terrace|Circle|Plaza")
+_EN_ADDRESS = (
+    r"\d{1,6}\s(?:[NSEW]\.?\s)?(?:[A-Z][A-Za-z'-]*\s){1,4}(?:" + _STREET_TYPES + r")\.?" + _Z
+    + r"(?:,?\s(?:Apt|Apartment|Suite|Ste|Unit|Floor|Fl|Room|#)\.?\s?#?[A-Za-z0-9-]+)?"
+    r"(?:,\s[A-Z][a-z]+(?:\s[A-Z][a-z]+){0,2}(?:,\s[A-Z]{2})?(?:\s\d{5}(?:-\d{4})?)?)?"
+)
+
+_CJK = r"[\u4e00-\u9fff]"
+_ZH_ADMIN = r"(?:省|自治区|特别行政区|市|自治州|地区|区|县|旗)"
+# Atomic groups (?>…): a segment, once matched, is never re-split; without them a long run of
+# suffix characters ("路路路…") makes the pattern backtrack exponentially.
+_ZH_PLACE = r"(?>" + _CJK + r"{1,10}?(?:" + _ZH_ADMIN[3:-1] + r"|镇|乡|街道|大道|路|街|巷|弄|胡同))"
+_ZH_UNIT = r"(?:\d+(?:号楼|号院|栋|幢|座|单元|层|楼|室|号)|[A-Za-z]座)"
+_ZH_ADDRESSES = [
+    r"(?:" + _ZH_PLACE + r"){1,6}(?:\d+|[一二三四五六七八九十百零]+)(?:号|弄)" + _ZH_UNIT + "*",
+    r"(?>" + _CJK + r"{2,8}?" + _ZH_ADMIN + r"){2,4}",
+]
+
+# Words that end the lead-in before an address ("寄到", "地址是") rather than belong to it.
+_ZH_LEAD_INS = ("一下", "寄到", "送到", "发到", "寄往", "送往", "发往", "运到", "住在", "位于",
+                "地址", "改为", "改成", "换成", "到", "在", "是", "为", "往", "至", "从", "去",
+                "把", "的", "了", "我", "你", "他", "她", "们", "问", "查", "和", "或", "及")
+_ZH_KNOWN_PLACES = tuple(
+    "北京 天津 上海 重庆 河北 山西 辽宁 吉林 黑龙江 江苏 浙江 安徽 福建"
+    " 江西 山东 河南 湖北 湖南 广东 海南 四川 贵州 云南 陕西 甘肃 青海"
+    " 台湾 内蒙古 广西 西藏 宁夏 新疆 香港 澳门 广州 深圳 杭州 南京 苏州"
+    " 成都 武汉 西安 长沙 郑州 青岛 厦门 宁波 大连 沈阳 济南 合肥 福州"
+    " 昆明 哈尔滨 长春 石家庄 太原 南昌 南宁 贵阳 兰州 海口 无锡 东莞 佛山 珠海".split()
+)
+
+_ID_KEYWORDS = (
+    r"(?i:订单号|订单编号|单号|编号|工单号?|预订号|预约号|确认号|票号|航班号?|快递单号|运单号|物流单号"
+    r"|order(?:\s(?:id|number|no\.?))?|reservation(?:\s(?:id|number|code))?"
+    r"|booking(?:\s(?:id|number|code|reference))?|confirmation(?:\s(?:code|number))?"
+    r"|ticket(?:\s(?:id|number))?|tracking(?:\s(?:id|number|no\.?))?|case(?:\s(?:id|number))?"
+    r"|reference(?:\s(?:id|number|code))?|flight(?:\s(?:number|no\.?))?)"
+)
+_KEYED_ID = (_ID_KEYWORDS + r"\s?(?:(?i:is|was)\s|为|是|:|#|=)?\s?#?(" + _A
+             + r"[A-Za-z0-9][A-Za-z0-9_-]{3,})" + _Z)
+# The lookahead (a digit before the token ends) keeps plain words from reaching ``_is_code``.
+_CODE = _A + r"(?<![_#-])(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*" + _Z
+_NUMBER = r"(?<![A-Za-z0-9.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?(?![A-Za-z0-9])"
+
+_URL_TAIL = ".,;:!?)]}'\""
+_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")
+
+# Full-width ASCII letters, digits and the symbols ids use, folded one character to one so
+# that match positions in the folded text are positions in the original.
+_FOLD = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)
+         if chr(code - 0xFEE0).isalnum() or chr(code - 0xFEE0) in "@#$%+-./:_"}
+_FOLD[0x3000] = 0x20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Rule:
+    """One kind of fact: a pattern, the group that is the fact and a check of the match."""
+
+    kind: str
+    """What the fact is (url, email, date, …); ties between equally long matches go to the
+    rule listed first."""
+    pattern: re.Pattern[str]
+    """Compiled pattern run over the folded text."""
+    group: int = 0
+    """The capture group holding the fact (0: the whole match)."""
+    accept: Callable[[str], bool] = lambda _: True
+    """Rejects matches the pattern cannot rule out on its own."""
+
+
+def _is_code(token: str) -> bool:
+    """An id-like token: letters and digits mixed, long enough not to be a unit or ordinal."""
+    alnum = sum(ch.isalnum() for ch in token)
+    has_digit = any(ch.isdigit() for ch in token)
+    has_alpha = any(ch.isalpha() for ch in token)
+    return has_digit and has_alpha and alnum >= 4 and not _ORDINAL.fullmatch(token)
+
+
+def _is_keyed_id(token: str) -> bool:
+    """After "order number" and the like: any token with a digit, or an upper-case code."""
+    return any(ch.isdigit() for ch in token) or (token.isupper() and len(token) >= 4)
+
+
+def _has_three_digits(token: str) -> bool:
+    return sum(ch.isdigit() for ch in token) >= 3
+
+
+def _rules() -> tuple[_Rule, ...]:
+    def many(kind: str, patterns: list[str]) -> list[_Rule]:
+        return [_Rule(kind=kind, pattern=re.compile(p)) for p in patterns]
+
+    return (
+        _Rule(kind="url", pattern=re.compile(_URL)),
+        _Rule(kind="email", pattern=re.compile(_EMAIL)),
+        *many("address", [_EN_ADDRESS, *_ZH_ADDRESSES]),
+        *many("money", [_A + p + _Z for p in _MONEY]),
+        *many("phone", [_A + p + _Z for p in _PHONES]),
+        *many("date", [_A + p + _Z for p in _DATES]),
+        _Rule(kind="id", pattern=re.compile(_KEYED_ID), group=1, accept=_is_keyed_id),
+        _Rule(kind="code", pattern=re.compile(_CODE), accept=_is_code),
+        _Rule(kind="number", pattern=re.compile(_NUMBER), accept=_has_three_digits),
+    )
+
+
+_RULES = _rules()
+
+
+def fact_key(text: str) -> str:
+    """The form facts are compared in: NFKC (full-width folded), whitespace removed."""
+    return "".join(unicodedata.normalize("NFKC", text).split())
+
+
+def extract_facts(text: str) -> tuple[str, ...]:
+    """Exact facts in ``text``, in order of first appearance, each once, as written.
+
+    Where matches overlap the longer one wins (``¥1,299.00`` over ``1,299``; an address over
+    the house number in it), so a fact is never reported together with a piece of itself.
+    """
+    folded = text.translate(_FOLD)
+    spans = _best_spans(_candidates(folded))
+    facts: dict[str, str] = {}
+    for start, end in spans:
+        fact = text[start:end].strip()
+        facts.setdefault(fact_key(fact), fact)
+    return tuple(facts.values())
+
+
+def missing_facts(summary_text: str, required: Iterable[str]) -> tuple[str, ...]:
+    """The required facts ``summary_text`` does not contain, in the order given, each once.
+
+    Comparison ignores whitespace and character width, nothing else: ``ORD-2024-001`` is not
+    found in ``ORD 2024 001``'s neighbour ``ORD-2024-002``, and case matters for ids.
+    """
+    haystack = fact_key(summary_text)
+    missing: dict[str, str] = {}
+    for fact in required:
+        key = fact_key(fact)
+        if key and key not in haystack:
+            missing.setdefault(key, fact)
+    return tuple(missing.values())
+
+
+def _candidates(folded: str) -> list[tuple[int, int, int]]:
+    """Every accepted match as ``(start, end, rule index)``."""
+    found: list[tuple[int, int, int]] = []
+    for index, rule in enumerate(_RULES):
+        for match in rule.pattern.finditer(folded):
+            start, end = match.span(rule.group)
+            start, end = _trim(rule.kind, folded, start, end)
+            if end > start and rule.accept(folded[start:end]):
+                found.append((start, end, index))
+    return found
+
+
+def _best_spans(candidates: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """Longest matches first (ties: earlier rule, then earlier start), none overlapping."""
+    if not candidates:
+        return []
+    used = bytearray(max(end for _, end, _ in candidates))
+    taken: list[tuple[int, int]] = []
+    for start, end, _ in sorted(candidates, key=lambda c: (c[0] - c[1], c[2], c[0])):
+        if used.find(1, start, end) == -1:
+            used[start:end] = b"\x01" * (end - start)
+            taken.append((start, end))
+    return sorted(taken)
+
+
+def _trim(kind: str, text: str, start: int, end: int) -> tuple[int, int]:
+    """Cut what a pattern had to swallow but is not part of the fact."""
+    if kind == "url":
+        while end > start and text[end - 1] in _URL_TAIL:
+            end -= 1
+    elif kind == "address" and "\u4e00" <= text[start] <= "\u9fff":
+        start = _address_start(text, start, end)
+    return start, end
+
+
+def _address_start(text: str, start: int, end: int) -> int:
+    """Where a Chinese address really begins inside a match that may carry a lead-in.
+
+    The pattern cannot tell "寄到北京市" from a place name, so: a known province or city name
+    starts the address; failing that, the address starts after the last lead-in word.
+    """
+    span = text[start:end]
+    known = [span.find(name) for name in _ZH_KNOWN_PLACES if 0 <= span.find(name) < 8]
+    if known:
+        return start + min(known)
+    head = span[:10]
+    cut = max((head.rfind(word) + len(word) for word in _ZH_LEAD_INS if word in head), default=0)
+    return start + cut

@@ -1,0 +1,128 @@
+"""Exact facts a summary must keep (R-CUT-3): extract_facts, and missing_facts' comparison."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextwright.compress.facts import extract_facts, fact_key, missing_facts
+
+DATA = pathlib.Path(__file__).parents[2] / "shared" / "data" / "tau-bench-airline-dev"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("帮我查一下订单号 20241001 的物流状态", ["20241001"]),
+    ("订单号20241001，收货地址改为北京市朝阳区建国路88号，电话13800138000",
+     ["20241001", "北京市朝阳区建国路88号", "13800138000"]),
+    ("快递单号是SF1234567890，寄到上海市浦东新区世纪大道100号A座1201室",
+     ["SF1234567890", "上海市浦东新区世纪大道100号A座1201室"]),
+    ("我在杭州市西湖区文三路90号上班", ["杭州市西湖区文三路90号"]),
+    ("Order ORD-2024-001 ships to 123 Main St, Apt 4B, Springfield, IL 62704 on May 15, 2024.",
+     ["ORD-2024-001", "123 Main St, Apt 4B, Springfield, IL 62704", "May 15, 2024"]),
+    ("Flight HAT123, code A1B2C3; mail john.doe@example.com or call +1 (555) 123-4567.",
+     ["HAT123", "A1B2C3", "john.doe@example.com", "+1 (555) 123-4567"]),
+    ("See https://example.com/orders/42?x=1.", ["https://example.com/orders/42?x=1"]),
+    ("总价￥1,299.00，另付199元，10月1日下午3点送达，截止2024年10月1日 14:30",
+     ["￥1,299.00", "199元", "10月1日下午3点", "2024年10月1日 14:30"]),
+    ("my user id is mia_li_3668, pay with certificate_7504069", ["mia_li_3668",
+                                                                 "certificate_7504069"]),
+    ("reservation id ZFABCD please", ["ZFABCD"]),
+    ('{"reservation_id": "JG7FMM", "flight_number": "HAT028", "date": "2024-05-21", "price": 1502}',
+     ["JG7FMM", "HAT028", "2024-05-21", "1502"]),
+    ("meet at 10:30 a.m. or 4pm", ["10:30 a.m.", "4pm"]),
+    ("客服电话 400-123-4567 或 010-12345678", ["400-123-4567", "010-12345678"]),
+])
+def test_extracts_exact_facts_in_order(text: str, expected: list[str]) -> None:
+    assert list(extract_facts(text)) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "今天上海天气怎么样，顺便帮我记下来",
+    "你好我想咨询一下退款政策",
+    "The refund usually takes a few business days.",
+    "the 1st and 22nd floors, 5G and MP3",
+    "我们一起去超市买东西吧，市场里人很多",
+])
+def test_ordinary_text_has_no_facts(text: str) -> None:
+    assert extract_facts(text) == ()
+
+
+def test_full_width_digits_are_found_and_compared_as_half_width() -> None:
+    assert extract_facts("订单号：２０２４１００１") == ("２０２４１００１",)
+    assert missing_facts("订单 20241001 已发货", ["２０２４１００１"]) == ()
+
+
+def test_a_fact_is_reported_once_and_never_with_a_piece_of_itself() -> None:
+    text = "订单 20241001 … 再说一次 20241001，金额 $1,299.00"
+    assert extract_facts(text) == ("20241001", "$1,299.00")
+
+
+def test_missing_facts_ignores_whitespace_not_content() -> None:
+    summary = "Order ORD-2024-001, address 北京市朝阳区 建国路88号"
+    assert missing_facts(summary, ["ORD-2024-001", "北京市朝阳区建国路88号"]) == ()
+    assert missing_facts(summary, ["ORD-2024-002", "hat123"]) == ("ORD-2024-002", "hat123")
+
+
+def test_missing_facts_keeps_given_order_and_reports_each_once() -> None:
+    assert missing_facts("", ["B2", "A1", "B2"]) == ("B2", "A1")
+
+
+def test_adversarial_runs_stay_linear() -> None:
+    # These once made the address and email patterns backtrack without end.
+    for text in ("路" * 20_000, "北京市" * 5_000, "a1-" * 10_000, "May 1 " * 5_000):
+        assert len(extract_facts(text)) <= 2
+
+
+_ID_PATTERN = r"[A-Z]{2,4}-?[0-9]{3,8}"
+_ids = st.from_regex(_ID_PATTERN, fullmatch=True)
+_filler = st.sampled_from(["你好，", "请帮我查一下", " and then ", "，谢谢。", "Hi! ", "\n"])
+
+
+@given(st.lists(st.one_of(_ids, _filler), max_size=12))
+def test_every_embedded_id_is_extracted_in_order(parts: list[str]) -> None:
+    def is_id(part: str) -> bool:
+        return re.fullmatch(_ID_PATTERN, part) is not None
+
+    text = "".join(f" {p} " if is_id(p) else p for p in parts)
+    ids = [p for p in parts if is_id(p)]
+    expected = list(dict.fromkeys(fact_key(i) for i in ids))
+    assert [fact_key(f) for f in extract_facts(text)] == expected
+
+
+@given(st.text(max_size=300))
+def test_facts_are_substrings_unique_and_present(text: str) -> None:
+    facts = extract_facts(text)
+    assert len({fact_key(f) for f in facts}) == len(facts)
+    for fact in facts:
+        assert fact and fact in text
+    assert missing_facts(text, facts) == ()
+    assert extract_facts(text) == facts  # deterministic
+
+
+@given(st.text(max_size=200), st.text(max_size=200))
+def test_facts_of_a_prefix_survive_in_the_whole(head: str, tail: str) -> None:
+    assert missing_facts(head + "\n" + tail, extract_facts(head)) == ()
+
+
+@pytest.mark.data
+def test_finds_every_id_like_fact_of_tau_bench_where_it_first_appears() -> None:
+    if not DATA.is_dir():
+        pytest.skip("../shared/data is absent")
+    trajectories = json.loads((DATA / "gpt-4o-airline-dev.json").read_text(encoding="utf-8"))
+    found = total = 0
+    for line in (DATA / "required_facts.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        traj = trajectories[row["traj_index"]]["traj"]
+        for fact in row["facts"]:
+            if not fact["id_like"] or fact["first_msg_role"] not in {"user", "tool"}:
+                continue
+            content = traj[fact["first_msg_index"]].get("content") or ""
+            total += 1
+            found += fact_key(fact["value"]) in {fact_key(f) for f in extract_facts(content)}
+    assert total == 400
+    assert found == total
