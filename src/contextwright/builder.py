@@ -65,5 +65,11 @@ def clear_caches() -> None:
     for cache in CountingTokenizer._caches.values():
         cache.clear()
     from contextwright.compress.json_compact import _compact_cached
+    from contextwright.compress.tool_results import _line_cached, _reduce_cached
+    from contextwright.sources.recall import clear_recall_caches
 
     _compact_cached.cache_clear()
+    _reduce_cached.cache_clear()
+    _line_cached.cache_clear()
+    tools._schema_terms.cache_clear()
+    clear_recall_caches()
