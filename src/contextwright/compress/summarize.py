@@ -1,0 +1,588 @@
+"""Running summaries that never lose an exact fact (R-HIST-1, R-HIST-2, R-CUT-2, R-MODE-4).
+
+A ``Summary`` keeps what seed 003 §4.3 says a hand-over needs — the user's original need, the
+confirmed key facts, what is still open — plus conclusions marked as corrected (seed 004 §5.3)
+and a few short notes. A ``Summarizer`` merges only the *new* messages into the previous summary;
+nothing is ever re-summarised from the start. ``ExtractiveSummarizer`` does it offline by rules;
+``LLMSummarizer`` asks an OpenAI-compatible model for the same five fields as JSON and parses it
+strictly. ``verified`` runs either and refuses (``SummaryError``) a result that is empty or lost
+a fact it had to keep, so a caller can keep the previous summary and the original messages.
+
+No I/O of its own: the LLM summariser talks only through the ``ChatClient`` it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from contextwright.compress.facts import extract_facts, fact_key, missing_facts
+from contextwright.core.items import Message
+from contextwright.errors import LLMError, SummaryError
+from contextwright.llm.client import ChatClient
+from contextwright.tokens import Tokenizer
+
+__all__ = [
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "Summarizer",
+    "Summary",
+    "check_summary",
+    "condense_for_handoff",
+    "detect_language",
+    "facts_of_messages",
+    "verified",
+]
+
+MAX_NOTES = 12
+"""Notes kept by the extractive summariser without a cap (the newest); they matter least."""
+_CLIP = 120
+_LABELS = {
+    "en": ("Original need", "Key facts", "Unresolved", "Corrected", "Notes"),
+    "zh": ("原始需求", "关键事实", "待解决", "已更正", "备注"),
+}
+_LIST_FIELDS = ("facts", "unresolved", "corrected", "notes")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summary:
+    """A running summary of the conversation older than the verbatim window."""
+
+    need: str = ""
+    """The user's original need: the first substantive request, kept across merges."""
+    facts: tuple[str, ...] = ()
+    """Confirmed key facts, exact strings as written (ids, numbers, addresses…), oldest first."""
+    unresolved: tuple[str, ...] = ()
+    """What is still open: unanswered questions, failed tool calls, pending problems."""
+    corrected: tuple[str, ...] = ()
+    """Conclusions that were corrected, as ``X (corrected: was Y)``."""
+    notes: tuple[str, ...] = ()
+    """Other short points worth keeping (assistant conclusions)."""
+    truncated_facts: int = 0
+    """How many older facts were left out, in total, to fit a token cap."""
+
+    def is_empty(self) -> bool:
+        """True when the summary says nothing at all."""
+        return not (self.need or self.facts or self.unresolved or self.corrected or self.notes)
+
+    def render(self, language: str = "en") -> str:
+        """Labelled text, one line per non-empty part, labels in ``en``, ``zh`` or ``auto``."""
+        lang = _language(language, self._text())
+        need, facts, unresolved, corrected, notes = _LABELS[lang]
+        sep = "；" if lang == "zh" else "; "
+        lines = [f"{need}: {self.need}"] if self.need else []
+        for label, values in ((facts, self.facts), (unresolved, self.unresolved),
+                              (corrected, self.corrected), (notes, self.notes)):
+            if values:
+                lines.append(f"{label}: {sep.join(values)}")
+        if self.truncated_facts:
+            lines.append(f"（另有 {self.truncated_facts} 条较早的事实未列出）" if lang == "zh"
+                         else f"({self.truncated_facts} older facts left out)")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data for a store."""
+        return {"need": self.need, "facts": list(self.facts),
+                "unresolved": list(self.unresolved), "corrected": list(self.corrected),
+                "notes": list(self.notes), "truncated_facts": self.truncated_facts}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Summary:
+        """Read ``to_dict``'s output back; ``SummaryError`` names a malformed field."""
+        if not isinstance(data, Mapping):
+            raise SummaryError("a summary record must be an object")
+        unknown = sorted(set(data) - {"need", "truncated_facts", *_LIST_FIELDS})
+        if unknown:
+            raise SummaryError(f"unknown summary field: {unknown[0]}")
+        need = data.get("need", "")
+        truncated = data.get("truncated_facts", 0)
+        if not isinstance(need, str):
+            raise SummaryError("summary field need must be a string")
+        if not isinstance(truncated, int) or isinstance(truncated, bool) or truncated < 0:
+            raise SummaryError("summary field truncated_facts must be a non-negative integer")
+        lists = {name: _strings(data.get(name, ()), name) for name in _LIST_FIELDS}
+        return cls(need=need, truncated_facts=truncated, **lists)
+
+    def _text(self) -> str:
+        return " ".join((self.need, *self.facts, *self.unresolved, *self.corrected, *self.notes))
+
+
+def _strings(value: object, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise SummaryError(f"summary field {name} must be a list of strings")
+    return tuple(value)
+
+
+class Summarizer(Protocol):
+    """Merges new messages into the previous summary."""
+
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        """The previous summary with ``messages`` (only those since it) merged in.
+
+        ``language`` is ``en``, ``zh`` or ``auto``; with ``max_tokens`` the rendering must fit
+        (counted with ``tokenizer``). Raises ``SummaryError`` when no summary can be made.
+        """
+        ...
+
+
+# ----- language -----------------------------------------------------------------------------
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def detect_language(text: str) -> str:
+    """``zh`` when Chinese characters are at least a fifth of the letters, else ``en``."""
+    cjk = len(_CJK.findall(text))
+    latin = len(_LATIN.findall(text))
+    # A CJK character carries about a word; Latin letters are counted per word (~5 letters).
+    return "zh" if cjk and cjk >= 0.2 * (cjk + latin / 5) else "en"
+
+
+def _language(language: str, text: str) -> str:
+    if language == "auto":
+        return detect_language(text)
+    if language not in _LABELS:
+        raise SummaryError("language must be en, zh or auto")
+    return language
+
+
+# ----- what a message says ------------------------------------------------------------------
+
+_GREETING = re.compile(
+    r"^(?:你好|您好|嗨|哈喽|在吗|谢谢|多谢|好的|好|嗯|ok|okay|hi|hello|hey|thanks|thank you|yes|no|"
+    r"是的|对|行|可以|收到)[\s!！。.,，~？?]*$", re.IGNORECASE)
+_QUESTION = re.compile(
+    r"[?？]|[吗呢么][\s。！!]*$|怎么|如何|什么|多少|几[点天个号]|哪|是否|能否|能不能|可不可以|有没有|"
+    r"帮我|请|麻烦|我想|我要|^(?:what|when|where|why|how|which|who|can|could|would|will|is|are|"
+    r"do|does|did|please)\b|\b(?:please|help me|i want|i'd like|i need)\b", re.IGNORECASE)
+_OPEN = re.compile(
+    r"还没|尚未|仍未|未(?:收到|到|解决|处理|完成|发货|退款|更新|到账)|待(?:处理|确认|解决|定|办|发货)|"
+    r"仍然|依然|还是没|没有?收到|怎么还|一直没|\bstill\b|\bnot yet\b|\bpending\b|\bwaiting for\b|"
+    r"\bunresolved\b|\boutstanding\b|hasn't arrived|haven't (?:received|got)", re.IGNORECASE)
+_RESOLVED = re.compile(
+    r"解决了|已解决|搞定|好了|可以了|没问题了|收到了|已送达|已到账|已退款|已完成|\bresolved\b|"
+    r"\bfixed\b|works now|got it|that's all|all set|\bdelivered\b|\brefunded\b", re.IGNORECASE)
+_PENDING = re.compile(
+    r"稍等|请稍候|稍候|我(?:来|先|帮您|帮你)?查(?:一下|询)|正在(?:查询|处理|为您)|马上|"
+    r"\blet me (?:check|look|see)\b|\bone moment\b|\bplease wait\b|\bi'll (?:check|look)\b|"
+    r"\bchecking\b", re.IGNORECASE)
+_CORRECTION = re.compile(
+    r"不对|错了|说错|搞错|弄错|不是.{1,30}而是|更正|纠正|应该是|其实是|"
+    r"\bactually\b|\bcorrection\b|that'?s (?:wrong|not right|incorrect)|\bnot\b.{1,40}\bbut\b|"
+    r"\bi meant\b|\bshould be\b|\bincorrect\b|\bwas wrong\b|\bmistaken\b", re.IGNORECASE)
+_TOOL_ERROR = re.compile(
+    r"\berror\b|\bfailed\b|\bfailure\b|\bexception\b|not found|\btimed? ?out\b|错误|失败|异常|超时",
+    re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=\.)\s|\n")
+
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    """One line: whitespace collapsed, cut at a sentence end when the text is long."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = 0
+    for match in _SENTENCE_END.finditer(flat, 0, limit):
+        cut = match.start()
+    return flat[:cut].strip() if cut >= limit // 3 else flat[:limit - 1].rstrip() + "…"
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.split())
+    match = _SENTENCE_END.search(flat, 1)
+    return _clip(flat[:match.start()] if match else flat)
+
+
+_LEADING_GREETING = re.compile(r"^(?:你好|您好|嗨|哈喽|hi|hello|hey)(?:[\s!！。.,，~]+|(?=[\u4e00-\u9fff]))",
+                               re.IGNORECASE)
+
+
+def _need_of(text: str) -> str:
+    """The request without a greeting in front ("你好我想…" → "我想…")."""
+    return _clip(_LEADING_GREETING.sub("", text.strip(), count=1) or text)
+
+
+def _is_substantive(text: str) -> bool:
+    flat = text.strip()
+    return len(flat) >= 2 and not _GREETING.match(flat)
+
+
+def facts_of_messages(messages: Iterable[Message]) -> tuple[str, ...]:
+    """Exact facts of user, assistant and tool messages, tool-call arguments included."""
+    found: dict[str, str] = {}
+    for message in messages:
+        if message.role == "system":
+            continue  # instructions, not conversation: they are never summarised away
+        texts = [message.content, *(call.arguments for call in message.tool_calls)]
+        for text in texts:
+            for fact in extract_facts(text):
+                found.setdefault(fact_key(fact), fact)
+    return tuple(found.values())
+
+
+def _merge_facts(old: Iterable[str], new: Iterable[str]) -> tuple[str, ...]:
+    merged: dict[str, str] = {}
+    for fact in (*old, *new):
+        merged.setdefault(fact_key(fact), fact)
+    return tuple(merged.values())
+
+
+# ----- the extractive summariser ------------------------------------------------------------
+
+@dataclass(slots=True, kw_only=True)
+class _Open:
+    """An open item while the new messages are read."""
+
+    text: str
+    """How it reads in the summary."""
+    kind: str
+    """``request`` (answered by the next answer), ``problem`` (needs an explicit resolution),
+    ``tool`` (a failed call, cleared by a later success of the same tool) or ``carried``."""
+    keys: frozenset[str] = frozenset()
+    """Fact keys it mentions: an answer naming one of them resolves it."""
+    tool: str | None = None
+    """For ``tool`` items, the tool's name."""
+
+
+@dataclass(slots=True, kw_only=True)
+class _Merge:
+    """Mutable state of one incremental merge."""
+
+    lang: str
+    need: str
+    open: list[_Open]
+    corrected: list[str]
+    notes: list[str]
+    calls: dict[str, str] = field(default_factory=dict)
+    answered_upto: int = 0
+
+
+def _open_item(text: str, kind: str, tool: str | None = None) -> _Open:
+    keys = frozenset(fact_key(f) for f in extract_facts(text))
+    return _Open(text=_clip(text), kind=kind, keys=keys, tool=tool)
+
+
+class ExtractiveSummarizer:
+    """The offline default: rules, no model. Deterministic for the same input."""
+
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        """Merge ``messages`` into ``previous``; see ``Summarizer.summarize``."""
+        base = previous or Summary()
+        text = base._text() + " " + " ".join(m.content for m in messages)
+        state = _Merge(lang=_language(language, text), need=base.need,
+                       open=[_open_item(item, "carried") for item in base.unresolved],
+                       corrected=list(base.corrected), notes=list(base.notes))
+        state.answered_upto = len(state.open)
+        for message in messages:
+            _read(state, message)
+        summary = Summary(
+            need=state.need, facts=_merge_facts(base.facts, facts_of_messages(messages)),
+            unresolved=tuple(dict.fromkeys(item.text for item in state.open)),
+            corrected=tuple(dict.fromkeys(state.corrected)),
+            notes=tuple(dict.fromkeys(state.notes))[-MAX_NOTES:],
+            truncated_facts=base.truncated_facts)
+        return fit_summary(summary, max_tokens, tokenizer, state.lang)
+
+
+def _read(state: _Merge, message: Message) -> None:
+    for call in message.tool_calls:
+        state.calls[call.id] = call.name
+    if message.role == "user":
+        _read_user(state, message.content)
+    elif message.role == "assistant" and message.content.strip():
+        _read_assistant(state, message.content)
+    elif message.role == "tool":
+        _read_tool(state, message)
+
+
+def _read_user(state: _Merge, content: str) -> None:
+    if not _is_substantive(content):
+        return
+    if not state.need:
+        state.need = _need_of(content)
+    if _CORRECTION.search(content):
+        _mark_corrected(state, content)
+    if _RESOLVED.search(content) and not _OPEN.search(content):
+        state.open.clear()
+        state.answered_upto = 0
+        return
+    if _OPEN.search(content):
+        state.open.append(_open_item(content, "problem"))
+    elif _QUESTION.search(content):
+        state.open.append(_open_item(content, "request"))
+
+
+def _read_assistant(state: _Merge, content: str) -> None:
+    if _PENDING.search(content) and len(content) < 80:
+        return  # "let me check" answers nothing yet
+    if _CORRECTION.search(content):
+        _mark_corrected(state, content)
+    keys = frozenset(fact_key(f) for f in extract_facts(content))
+    resolves = _RESOLVED.search(content) is not None
+
+    def still_open(index: int, item: _Open) -> bool:
+        if item.kind == "request" and index >= state.answered_upto:
+            return False  # the question just asked is what this answer answers
+        if item.keys & keys and (item.kind != "problem" or resolves):
+            return False
+        return not (resolves and item.kind == "problem" and not item.keys)
+
+    state.open = [item for i, item in enumerate(state.open) if still_open(i, item)]
+    if _OPEN.search(content):
+        state.open.append(_open_item(content, "problem"))  # listed as open, not as a note
+    elif _is_substantive(note := _first_sentence(content)):
+        state.notes.append(note)
+    state.answered_upto = len(state.open)
+
+
+def _read_tool(state: _Merge, message: Message) -> None:
+    name = message.name or state.calls.get(message.tool_call_id or "", "tool")
+    if _TOOL_ERROR.search(message.content):
+        label = f"工具 {name} 失败" if state.lang == "zh" else f"tool {name} failed"
+        state.open.append(_open_item(f"{label}: {_clip(message.content, 80)}", "tool", name))
+    else:
+        state.open = [item for item in state.open if not (item.kind == "tool"
+                                                          and item.tool == name)]
+
+
+def _mark_corrected(state: _Merge, correction: str) -> None:
+    """Seed 004 §5.3: say explicitly which earlier conclusion no longer holds."""
+    new = _first_sentence(correction)
+    if state.notes:
+        old = state.notes.pop()
+        marked = (f"{new}（已更正：原为 {old}）" if state.lang == "zh"
+                  else f"{new} (corrected: was {old})")
+    else:
+        marked = f"{new}（已更正）" if state.lang == "zh" else f"{new} (corrected)"
+    state.corrected.append(marked)
+
+
+# ----- fitting a cap ------------------------------------------------------------------------
+
+def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer | None,
+                language: str) -> Summary:
+    """The summary cut until its rendering fits ``max_tokens``.
+
+    Order of sacrifice: notes (oldest first), unresolved (oldest first), corrections (oldest
+    first), then the need is shortened; facts go only if the facts alone do not fit, and then
+    the newest that fit stay and ``truncated_facts`` counts the rest.
+    """
+    if max_tokens is None:
+        return summary
+    if tokenizer is None:
+        raise SummaryError("max_tokens needs a tokenizer to count with")
+    if max_tokens < 1:
+        raise SummaryError("max_tokens must be positive")
+
+    def fits(candidate: Summary) -> bool:
+        return tokenizer.count(candidate.render(language)) <= max_tokens
+
+    if fits(summary):
+        return summary
+    for name in ("notes", "unresolved", "corrected"):
+        while getattr(summary, name) and not fits(summary):
+            summary = replace(summary, **{name: getattr(summary, name)[1:]})
+    if fits(summary):
+        return summary
+    without_need = replace(summary, need="")
+    if fits(without_need):
+        return replace(summary, need=_shorten_need(summary, tokenizer, max_tokens, language))
+    return _newest_facts_that_fit(without_need, fits)
+
+
+def _shorten_need(summary: Summary, tokenizer: Tokenizer, max_tokens: int,
+                  language: str) -> str:
+    spare = max_tokens - tokenizer.count(replace(summary, need="x").render(language))
+    need = tokenizer.truncate(summary.need, max(spare, 0)).rstrip()
+    while need and tokenizer.count(replace(summary, need=need).render(language)) > max_tokens:
+        need = need[:-1]  # a rare boundary effect of counting the pieces apart
+    return need
+
+
+def _newest_facts_that_fit(summary: Summary, fits: Callable[[Summary], bool]) -> Summary:
+    facts = summary.facts
+    low, high = 0, len(facts)  # the largest k such that the newest k facts fit
+    while low < high:
+        k = (low + high + 1) // 2
+        dropped = len(facts) - k
+        if fits(replace(summary, facts=facts[dropped:],
+                        truncated_facts=summary.truncated_facts + dropped)):
+            low = k
+        else:
+            high = k - 1
+    dropped = len(facts) - low
+    return replace(summary, facts=facts[dropped:],
+                   truncated_facts=summary.truncated_facts + dropped)
+
+
+# ----- the LLM summariser -------------------------------------------------------------------
+
+_SYSTEM_PROMPT = """You maintain the running summary of a conversation between a user and an \
+assistant with tools. You get the previous summary (JSON, may be empty) and ONLY the messages \
+that came after it. Merge the new messages into the previous summary; do not drop anything from \
+it that still holds. Answer with one JSON object and nothing else, with exactly these keys:
+"need": string, the user's original need (keep the previous one if there is one);
+"facts": list of strings, every exact fact (order numbers, ids, codes, amounts, dates, phone \
+numbers, emails, URLs, addresses) copied character for character, old and new;
+"unresolved": list of strings, what is still open;
+"corrected": list of strings, each "X (corrected: was Y)" for a conclusion that was corrected;
+"notes": list of strings, other short points worth keeping.
+Never paraphrase, round or shorten a fact. Write the text values in {language}."""
+_LANGUAGE_NAMES = {"en": "English", "zh": "Chinese (简体中文)"}
+
+
+class LLMSummarizer:
+    """Summaries by a model behind any OpenAI-compatible endpoint.
+
+    Args:
+        client: The chat client (``OpenAIChatClient`` or any ``ChatClient``).
+        model: Model name as the server knows it.
+        temperature: Sampling temperature; 0 keeps merges repeatable.
+        json_mode: Ask for ``response_format={"type": "json_object"}`` (turn off for servers
+            that do not support it; the reply is parsed strictly either way).
+    """
+
+    def __init__(self, client: ChatClient, *, model: str, temperature: float = 0,
+                 json_mode: bool = True) -> None:
+        self.client = client
+        self.model = model
+        self.temperature = temperature
+        self.json_mode = json_mode
+
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        """Ask the model to merge ``messages`` into ``previous``; see ``Summarizer``.
+
+        Raises:
+            SummaryError: transport failure, empty reply, or a reply that is not the JSON
+                object asked for.
+        """
+        base = previous or Summary()
+        lang = _language(language, base._text() + " " + " ".join(m.content for m in messages))
+        request = summary_request(base, messages, lang)
+        try:
+            reply = self.client.complete(
+                request, model=self.model, temperature=self.temperature, max_tokens=None,
+                response_format={"type": "json_object"} if self.json_mode else None)
+        except LLMError as exc:
+            raise SummaryError(f"the summary model call failed ({exc.kind})") from exc
+        summary = parse_summary_reply(reply)
+        summary = replace(summary, truncated_facts=base.truncated_facts)
+        return fit_summary(summary, max_tokens, tokenizer, lang)
+
+
+def summary_request(previous: Summary, messages: Sequence[Message],
+                    language: str) -> list[dict[str, Any]]:
+    """The chat messages an ``LLMSummarizer`` sends: instructions, previous summary, new lines."""
+    lines = [_transcript_line(m) for m in messages if m.role != "system"]
+    required = facts_of_messages(messages)
+    user = (f"Previous summary:\n{json.dumps(previous.to_dict(), ensure_ascii=False)}\n\n"
+            "New messages:\n" + "\n".join(lines))
+    if previous.facts or required:
+        must = _merge_facts(previous.facts, required)
+        user += "\n\nFacts that must appear verbatim in \"facts\":\n" + "\n".join(must)
+    system = _SYSTEM_PROMPT.replace("{language}", _LANGUAGE_NAMES[language])
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _transcript_line(message: Message) -> str:
+    if message.role == "tool":
+        return f"tool ({message.name or message.tool_call_id or 'result'}): {message.content}"
+    calls = "".join(f" [calls {c.name}({c.arguments})]" for c in message.tool_calls)
+    return f"{message.role}: {message.content}{calls}"
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
+
+
+def parse_summary_reply(reply: str) -> Summary:
+    """The model's JSON reply as a ``Summary``; ``SummaryError`` unless it is exactly right.
+
+    One surrounding Markdown code fence is tolerated (many models add it even in JSON mode);
+    anything else — other text, missing or extra keys, wrong types, an empty summary — is not.
+    """
+    text = reply.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    if not text:
+        raise SummaryError("the summary model returned nothing")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise SummaryError("the summary model's reply is not JSON") from None
+    if not isinstance(data, dict):
+        raise SummaryError("the summary model's reply is not a JSON object")
+    expected = {"need", *_LIST_FIELDS}
+    if set(data) != expected:
+        raise SummaryError("the summary model's reply must have exactly the keys "
+                           "need, facts, unresolved, corrected, notes")
+    summary = Summary.from_dict(data)
+    summary = Summary(need=" ".join(summary.need.split()), facts=_clean_list(summary.facts),
+                      unresolved=_clean_list(summary.unresolved),
+                      corrected=_clean_list(summary.corrected), notes=_clean_list(summary.notes))
+    if summary.is_empty():
+        raise SummaryError("the summary model returned an empty summary")
+    return summary
+
+
+def _clean_list(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(" ".join(v.split()) for v in values if v.strip()))
+
+
+# ----- checking ----------------------------------------------------------------------------
+
+def check_summary(summary: Summary, required_facts: Iterable[str]) -> tuple[str, ...]:
+    """Required facts the summary's rendering does not contain (in the order given)."""
+    return missing_facts(summary.render("en"), required_facts)
+
+
+def verified(summarizer: Summarizer, previous: Summary | None, messages: Sequence[Message], *,
+             language: str, max_tokens: int | None = None,
+             tokenizer: Tokenizer | None = None) -> Summary:
+    """Run ``summarizer`` and return its summary only if it kept everything it had to.
+
+    Raises:
+        SummaryError: the summariser failed, returned an empty summary, or lost a fact of the
+            previous summary or of the new messages — except facts beyond a token cap that the
+            summary explicitly counts in ``truncated_facts``.
+    """
+    try:
+        summary = summarizer.summarize(previous, messages, language=language,
+                                       max_tokens=max_tokens, tokenizer=tokenizer)
+    except SummaryError:
+        raise
+    except Exception as exc:  # a summariser is pluggable: any failure is a failed summary
+        raise SummaryError(f"the summariser raised {type(exc).__name__}") from exc
+    if not isinstance(summary, Summary) or summary.is_empty():
+        raise SummaryError("the summariser returned an empty summary")
+    base = previous or Summary()
+    required = _merge_facts(base.facts, facts_of_messages(messages))
+    lost = check_summary(summary, required)
+    allowed = summary.truncated_facts - base.truncated_facts
+    if len(lost) > max(allowed, 0):
+        raise SummaryError(f"the summary lost {len(lost)} exact fact(s) it had to keep")
+    return summary
+
+
+def condense_for_handoff(previous: Summary | None, window: Sequence[Message], *,
+                         tokenizer: Tokenizer, max_tokens: int = 200,
+                         language: str = "auto") -> Summary:
+    """What a mode switch writes into the facts zone (R-MODE-4, seed 003 §4.3).
+
+    The window merged into the running summary by the extractive summariser, keeping only the
+    three things a hand-over needs — the original need, the key facts, what is still open —
+    plus corrections, within ``max_tokens``; notes are left out.
+    """
+    merged = ExtractiveSummarizer().summarize(previous, window, language=language)
+    lang = _language(language, merged._text())
+    return fit_summary(replace(merged, notes=()), max_tokens, tokenizer, lang)
