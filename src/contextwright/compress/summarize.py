@@ -34,6 +34,9 @@ __all__ = [
     "condense_for_handoff",
     "detect_language",
     "facts_of_messages",
+    "fit_summary",
+    "parse_summary_reply",
+    "summary_request",
     "verified",
 ]
 
@@ -199,8 +202,8 @@ def _first_sentence(text: str) -> str:
     return _clip(flat[:match.start()] if match else flat)
 
 
-_LEADING_GREETING = re.compile(r"^(?:你好|您好|嗨|哈喽|hi|hello|hey)(?:[\s!！。.,，~]+|(?=[\u4e00-\u9fff]))",
-                               re.IGNORECASE)
+_LEADING_GREETING = re.compile(
+    r"^(?:你好|您好|嗨|哈喽|hi|hello|hey)(?:[\s!！。.,，~]+|(?=[\u4e00-\u9fff]))", re.IGNORECASE)
 
 
 def _need_of(text: str) -> str:
@@ -263,8 +266,13 @@ class _Merge:
     answered_upto: int = 0
 
 
+_TOOL_ITEM = re.compile(r"^(?:tool (\S+) failed|工具 (\S+) 失败):")
+
+
 def _open_item(text: str, kind: str, tool: str | None = None) -> _Open:
     keys = frozenset(fact_key(f) for f in extract_facts(text))
+    if kind == "carried" and (failed := _TOOL_ITEM.match(text)):
+        kind, tool = "tool", failed.group(1) or failed.group(2)  # a later success clears it
     return _Open(text=_clip(text), kind=kind, keys=keys, tool=tool)
 
 
@@ -289,7 +297,7 @@ class ExtractiveSummarizer:
             corrected=tuple(dict.fromkeys(state.corrected)),
             notes=tuple(dict.fromkeys(state.notes))[-MAX_NOTES:],
             truncated_facts=base.truncated_facts)
-        return fit_summary(summary, max_tokens, tokenizer, state.lang)
+        return fit_summary(summary, max_tokens, tokenizer)
 
 
 def _read(state: _Merge, message: Message) -> None:
@@ -367,9 +375,9 @@ def _mark_corrected(state: _Merge, correction: str) -> None:
 
 # ----- fitting a cap ------------------------------------------------------------------------
 
-def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer | None,
-                language: str) -> Summary:
-    """The summary cut until its rendering fits ``max_tokens``.
+def fit_summary(summary: Summary, max_tokens: int | None,
+                tokenizer: Tokenizer | None) -> Summary:
+    """The summary cut until its rendering, in either language, fits ``max_tokens``.
 
     Order of sacrifice: notes (oldest first), unresolved (oldest first), corrections (oldest
     first), then the need is shortened; facts go only if the facts alone do not fit, and then
@@ -383,7 +391,8 @@ def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer |
         raise SummaryError("max_tokens must be positive")
 
     def fits(candidate: Summary) -> bool:
-        return tokenizer.count(candidate.render(language)) <= max_tokens
+        # Either language's labels: a stored summary may be rendered in the other one later.
+        return all(tokenizer.count(candidate.render(lang)) <= max_tokens for lang in _LABELS)
 
     if fits(summary):
         return summary
@@ -394,16 +403,16 @@ def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer |
         return summary
     without_need = replace(summary, need="")
     if fits(without_need):
-        return replace(summary, need=_shorten_need(summary, tokenizer, max_tokens, language))
+        return replace(summary, need=_shorten_need(summary, tokenizer, max_tokens, fits))
     return _newest_facts_that_fit(without_need, fits)
 
 
 def _shorten_need(summary: Summary, tokenizer: Tokenizer, max_tokens: int,
-                  language: str) -> str:
-    spare = max_tokens - tokenizer.count(replace(summary, need="x").render(language))
-    need = tokenizer.truncate(summary.need, max(spare, 0)).rstrip()
-    while need and tokenizer.count(replace(summary, need=need).render(language)) > max_tokens:
-        need = need[:-1]  # a rare boundary effect of counting the pieces apart
+                  fits: Callable[[Summary], bool]) -> str:
+    used = max(tokenizer.count(replace(summary, need="x").render(lang)) for lang in _LABELS)
+    need = tokenizer.truncate(summary.need, max(max_tokens - used, 0)).rstrip()
+    while need and not fits(replace(summary, need=need)):
+        need = need[:-1]  # counting the need apart from its line can be off by a token
     return need
 
 
@@ -419,8 +428,11 @@ def _newest_facts_that_fit(summary: Summary, fits: Callable[[Summary], bool]) ->
         else:
             high = k - 1
     dropped = len(facts) - low
-    return replace(summary, facts=facts[dropped:],
-                   truncated_facts=summary.truncated_facts + dropped)
+    result = replace(summary, facts=facts[dropped:],
+                     truncated_facts=summary.truncated_facts + dropped)
+    if not result.facts or not fits(result):
+        raise SummaryError("max_tokens is too small to hold a single fact of the summary")
+    return result
 
 
 # ----- the LLM summariser -------------------------------------------------------------------
@@ -477,7 +489,7 @@ class LLMSummarizer:
             raise SummaryError(f"the summary model call failed ({exc.kind})") from exc
         summary = parse_summary_reply(reply)
         summary = replace(summary, truncated_facts=base.truncated_facts)
-        return fit_summary(summary, max_tokens, tokenizer, lang)
+        return fit_summary(summary, max_tokens, tokenizer)
 
 
 def summary_request(previous: Summary, messages: Sequence[Message],
@@ -584,5 +596,4 @@ def condense_for_handoff(previous: Summary | None, window: Sequence[Message], *,
     plus corrections, within ``max_tokens``; notes are left out.
     """
     merged = ExtractiveSummarizer().summarize(previous, window, language=language)
-    lang = _language(language, merged._text())
-    return fit_summary(replace(merged, notes=()), max_tokens, tokenizer, lang)
+    return fit_summary(replace(merged, notes=()), max_tokens, tokenizer)

@@ -1,0 +1,452 @@
+"""Running summaries (R-HIST-1/2, R-MODE-4): merge incrementally, never lose an exact fact."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextwright.compress.facts import extract_facts
+from contextwright.compress.summarize import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summary,
+    check_summary,
+    condense_for_handoff,
+    detect_language,
+    parse_summary_reply,
+    verified,
+)
+from contextwright.core.items import Message, ToolCall, parse_message
+from contextwright.errors import SummaryError
+from contextwright.llm import OpenAIChatClient
+from contextwright.tokens import Tokenizer, get_tokenizer
+from fakes.openai_server import FakeOpenAIServer, error, text
+
+TOKENIZER = get_tokenizer("o200k_base")
+DATA = pathlib.Path(__file__).parents[2] / "shared" / "data" / "tau-bench-airline-dev"
+
+
+def user(content: str) -> Message:
+    return Message(role="user", content=content)
+
+
+def assistant(content: str, *calls: ToolCall) -> Message:
+    return Message(role="assistant", content=content, tool_calls=calls)
+
+
+def call(call_id: str, name: str, arguments: dict[str, Any]) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=json.dumps(arguments, ensure_ascii=False))
+
+
+def tool(call_id: str, name: str, content: str) -> Message:
+    return Message(role="tool", content=content, tool_call_id=call_id, name=name)
+
+
+# Seed 003: a customer asks about refunds, then about order 20241001's delivery.
+ORDER_CHAT = [
+    user("你好"),
+    assistant("你好！有什么可以帮您？"),
+    user("你好我想咨询一下退款政策"),
+    assistant("退款会在审核通过后 7 个工作日内原路退回。"),
+    user("帮我查一下订单号 20241001 的物流状态"),
+    assistant("", call("c1", "query_logistics", {"order_id": "20241001"})),
+    tool("c1", "query_logistics",
+         '{"status": "运输中", "tracking": "SF1234567890", "address": "北京市朝阳区建国路88号"}'),
+    assistant("订单 20241001 正在运输中，快递单号 SF1234567890，寄往北京市朝阳区建国路88号。"),
+]
+
+# Seed 000: the weather + memo agent.
+WEATHER_MEMO = [
+    user("今天上海天气怎么样，顺便帮我记下来"),
+    assistant("", call("w1", "get_weather", {"city": "上海"})),
+    tool("w1", "get_weather",
+         '{"code": 200, "data": {"city": "上海", "temp": 25, "humidity": 60}}'),
+    assistant("", call("m1", "save_memo", {"text": "2024-06-01 上海 晴 25°C"})),
+    tool("m1", "save_memo", '{"ok": true, "memo_id": "MEMO-1024"}'),
+    assistant("上海今天晴，25°C，已记到备忘录 MEMO-1024。"),
+]
+
+
+def summarize(messages: Sequence[Message], previous: Summary | None = None, *,
+              language: str = "auto", **cap: Any) -> Summary:
+    return verified(ExtractiveSummarizer(), previous, messages, language=language, **cap)
+
+
+# ----- the three things (seed 003 §4.3) ---------------------------------------------------------
+
+def test_summary_keeps_order_number_and_address() -> None:
+    summary = summarize(ORDER_CHAT, language="zh")
+    assert summary.facts == ("20241001", "SF1234567890", "北京市朝阳区建国路88号")
+    rendered = summary.render("zh")
+    assert "关键事实: 20241001；SF1234567890；北京市朝阳区建国路88号" in rendered
+    assert rendered.startswith("原始需求: 我想咨询一下退款政策")
+
+
+def test_need_is_the_first_substantive_request_and_survives_merges() -> None:
+    first = summarize(ORDER_CHAT[:4])
+    assert first.need == "我想咨询一下退款政策"
+    later = summarize([user("再帮我查一下订单 20241002"), assistant("订单 20241002 已签收。")],
+                      first)
+    assert later.need == first.need
+    assert later.facts == ("20241002",)  # the first batch had no exact facts
+
+
+def test_weather_and_memo_round_is_summarised() -> None:
+    summary = summarize(WEATHER_MEMO)
+    assert summary.need == "今天上海天气怎么样，顺便帮我记下来"
+    assert summary.facts == ("200", "2024-06-01", "MEMO-1024")  # "code": 200 has 3 digits
+    assert summary.unresolved == ()
+    assert summary.notes == ("上海今天晴，25°C，已记到备忘录 MEMO-1024。",)
+
+
+def test_english_conversation_gets_english_labels() -> None:
+    chat = [user("My order ORD-2024-001 still hasn't arrived. It was due May 15, 2024."),
+            assistant("Sorry about that. I have escalated ORD-2024-001 to the carrier.")]
+    summary = summarize(chat)
+    rendered = summary.render("auto")
+    assert "Original need: My order ORD-2024-001 still hasn't arrived." in rendered
+    assert "Key facts: ORD-2024-001; May 15, 2024" in rendered
+    assert summary.unresolved == ("My order ORD-2024-001 still hasn't arrived. It was due May 15, "
+                                  "2024.",)
+
+
+# ----- unresolved and resolution ---------------------------------------------------------------
+
+def test_unanswered_question_is_unresolved_until_answered() -> None:
+    asked = summarize([user("退款多久到账？"), assistant("我查一下")])
+    assert asked.unresolved == ("退款多久到账？",)
+    answered = summarize([assistant("退款 3 到 5 个工作日到账。")], asked)
+    # the carried question shares no exact fact with the answer, so it stays open until the
+    # user says it is settled
+    settled = summarize([user("好了，谢谢")], answered)
+    assert settled.unresolved == ()
+
+
+def test_answer_resolves_the_question_just_asked() -> None:
+    summary = summarize([user("How long does a refund take?"),
+                         assistant("Refunds arrive within 5 business days.")])
+    assert summary.unresolved == ()
+    assert summary.notes == ("Refunds arrive within 5 business days.",)
+
+
+def test_tool_error_stays_open_until_the_tool_succeeds() -> None:
+    failed = summarize([user("查一下订单 20241001"),
+                        assistant("", call("c1", "query_order", {"id": "20241001"})),
+                        tool("c1", "query_order", '{"error": "upstream timeout"}')],
+                       language="zh")
+    assert any(item.startswith("工具 query_order 失败") for item in failed.unresolved)
+    retried = summarize([assistant("", call("c2", "query_order", {"id": "20241001"})),
+                         tool("c2", "query_order", '{"status": "已发货"}')], failed,
+                        language="zh")
+    assert not any("query_order" in item for item in retried.unresolved)
+
+
+def test_still_pending_statement_is_unresolved() -> None:
+    summary = summarize([user("我的包裹还没收到"), assistant("已为您催促快递。")])
+    assert summary.unresolved == ("我的包裹还没收到",)
+
+
+# ----- corrections (seed 004 §5.3) -------------------------------------------------------------
+
+def test_correction_is_marked() -> None:
+    summary = summarize([*ORDER_CHAT, user("不对，地址应该是北京市朝阳区建国路99号"),
+                         assistant("好的，已改为北京市朝阳区建国路99号。")], language="zh")
+    assert summary.corrected == (
+        "不对，地址应该是北京市朝阳区建国路99号（已更正：原为 订单 20241001 正在运输中，"
+        "快递单号 SF1234567890，寄往北京市朝阳区建国路88号。）",)
+    assert "订单 20241001 正在运输中" not in " ".join(summary.notes)
+    assert "已更正: " in summary.render("zh")
+
+
+def test_english_correction_is_marked() -> None:
+    summary = summarize([user("Which gate is flight HAT123?"), assistant("Gate B12."),
+                         user("Actually the flight is HAT124, not HAT123.")])
+    assert summary.corrected == ("Actually the flight is HAT124, not HAT123. "
+                                 "(corrected: was Gate B12.)",)
+    assert summary.facts == ("HAT123", "HAT124")
+
+
+# ----- incremental merge -----------------------------------------------------------------------
+
+def test_merge_is_incremental_not_resummarised() -> None:
+    with FakeOpenAIServer() as server:
+        server.script(text(json.dumps({
+            "need": "查询订单 20241001 的物流", "facts": ["20241001", "SF1234567890"],
+            "unresolved": [], "corrected": [], "notes": []})))
+        previous = Summary(need="查询订单 20241001 的物流", facts=("20241001",))
+        new = [user("快递单号是多少？"), assistant("快递单号 SF1234567890。")]
+        with OpenAIChatClient(server.base_url, max_retries=0) as client:
+            merged = verified(LLMSummarizer(client, model="m"), previous, new, language="zh")
+        prompt = server.requests[0].body["messages"][1]["content"]
+    assert merged.facts == ("20241001", "SF1234567890")
+    assert "快递单号是多少？" in prompt and json.dumps(previous.to_dict(),
+                                                       ensure_ascii=False) in prompt
+    assert "帮我查一下订单号" not in prompt  # old messages are not sent again
+    assert server.requests[0].body["response_format"] == {"type": "json_object"}
+
+
+class RecordingSummarizer(ExtractiveSummarizer):
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        self.seen.append(len(messages))
+        return super().summarize(previous, messages, language=language, max_tokens=max_tokens,
+                                 tokenizer=tokenizer)
+
+
+def test_batches_merge_to_the_facts_of_the_whole() -> None:
+    recorder = RecordingSummarizer()
+    summary = None
+    for start in range(0, len(ORDER_CHAT), 3):
+        summary = verified(recorder, summary, ORDER_CHAT[start:start + 3], language="zh")
+    assert recorder.seen == [3, 3, 2]
+    assert summary is not None
+    assert summary.facts == summarize(ORDER_CHAT).facts
+    assert summary.need == "我想咨询一下退款政策"
+
+
+# ----- LLM summaries ---------------------------------------------------------------------------
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def llm(server: FakeOpenAIServer) -> LLMSummarizer:
+    return LLMSummarizer(OpenAIChatClient(server.base_url, max_retries=0, timeout=5), model="m")
+
+
+def reply(**fields: Any) -> str:
+    base: dict[str, Any] = {"need": "查物流", "facts": [], "unresolved": [], "corrected": [],
+                            "notes": []}
+    return json.dumps({**base, **fields}, ensure_ascii=False)
+
+
+def test_llm_summary_that_drops_a_fact_is_rejected(server: FakeOpenAIServer) -> None:
+    server.script(text(reply(facts=["20241001", "SF1234567890"])))  # the address is gone
+    with pytest.raises(SummaryError, match="lost 1 exact fact"):
+        verified(llm(server), None, ORDER_CHAT, language="zh")
+
+
+def test_llm_summary_that_drops_a_previous_fact_is_rejected(server: FakeOpenAIServer) -> None:
+    server.script(text(reply(facts=["SF1234567890"])))
+    previous = Summary(need="查物流", facts=("20241001",))
+    with pytest.raises(SummaryError):
+        verified(llm(server), previous, [user("快递单号 SF1234567890")], language="zh")
+
+
+def test_llm_summary_with_every_fact_is_accepted(server: FakeOpenAIServer) -> None:
+    facts = ["20241001", "SF1234567890", "北京市朝阳区建国路88号"]
+    server.script(text("```json\n" + reply(facts=facts, notes=["运输中"]) + "\n```"))
+    summary = verified(llm(server), None, ORDER_CHAT, language="zh")
+    assert summary.facts == tuple(facts)
+    prompt = server.requests[0].body["messages"]
+    assert "Chinese" in prompt[0]["content"]
+    assert "北京市朝阳区建国路88号" in prompt[1]["content"].split("verbatim")[1]
+
+
+@pytest.mark.parametrize("bad", [
+    "sure, here is the summary", '["not", "an", "object"]', reply(extra="x"),
+    json.dumps({"need": "x", "facts": []}), reply(facts="20241001"), reply(need=None),
+    reply(need="", facts=[], notes=[" "]),
+], ids=["prose", "array", "extra-key", "missing-keys", "facts-not-list", "need-null", "empty"])
+def test_malformed_llm_output_raises(server: FakeOpenAIServer, bad: str) -> None:
+    server.script(text(bad))
+    with pytest.raises(SummaryError):
+        llm(server).summarize(None, ORDER_CHAT, language="zh")
+
+
+@pytest.mark.parametrize("failure", [error(500), text("")], ids=["http-500", "empty-content"])
+def test_transport_failure_raises_summary_error(server: FakeOpenAIServer, failure: Any) -> None:
+    server.script(failure)
+    with pytest.raises(SummaryError, match="model call failed"):
+        llm(server).summarize(None, ORDER_CHAT, language="zh")
+
+
+def test_parse_summary_reply_rejects_surrounding_prose() -> None:
+    with pytest.raises(SummaryError):
+        parse_summary_reply("Here you go:\n" + reply())
+
+
+# ----- token caps -------------------------------------------------------------------------------
+
+def long_chat() -> list[Message]:
+    chat: list[Message] = [user("帮我查一下订单号 20241001 的物流状态")]
+    for i in range(12):
+        chat += [user(f"第 {i} 件：订单 ORD-2024-{i:03d} 还没到，怎么回事？"),
+                 assistant(f"已查询 ORD-2024-{i:03d}：包裹在转运中心，预计明天送达，请耐心等待。")]
+    return chat
+
+
+def test_cap_drops_notes_then_unresolved_never_facts() -> None:
+    full = summarize(long_chat())
+    assert full.notes and full.unresolved
+    capped = summarize(long_chat(), max_tokens=260, tokenizer=TOKENIZER)
+    assert TOKENIZER.count(capped.render("zh")) <= 260
+    assert capped.facts == full.facts and capped.truncated_facts == 0
+    assert capped.notes == ()
+    assert capped.unresolved == full.unresolved[-len(capped.unresolved):]  # newest stay
+
+
+def test_facts_alone_over_the_cap_keep_the_newest_and_say_so() -> None:
+    capped = summarize(long_chat(), max_tokens=40, tokenizer=TOKENIZER)
+    full = summarize(long_chat())
+    assert TOKENIZER.count(capped.render("zh")) <= 40
+    assert 0 < capped.truncated_facts < len(full.facts)
+    assert capped.facts == full.facts[capped.truncated_facts:]
+    assert f"另有 {capped.truncated_facts} 条" in capped.render("zh")
+    assert len(check_summary(capped, full.facts)) == capped.truncated_facts
+
+
+def test_cap_too_small_for_one_fact_is_an_error() -> None:
+    with pytest.raises(SummaryError, match="too small"):
+        summarize(long_chat(), max_tokens=5, tokenizer=TOKENIZER)
+
+
+def test_cap_needs_a_tokenizer() -> None:
+    with pytest.raises(SummaryError, match="tokenizer"):
+        ExtractiveSummarizer().summarize(None, ORDER_CHAT, language="zh", max_tokens=50)
+
+
+def test_handoff_condenses_the_window_to_the_three_things() -> None:
+    window = [*ORDER_CHAT, user("物流怎么还没更新？")]
+    condensed = condense_for_handoff(None, window, tokenizer=TOKENIZER, language="zh")
+    rendered = condensed.render("zh")
+    assert TOKENIZER.count(rendered) <= 200
+    assert condensed.notes == ()
+    assert condensed.need == "我想咨询一下退款政策"
+    assert condensed.facts == ("20241001", "SF1234567890", "北京市朝阳区建国路88号")
+    assert condensed.unresolved == ("物流怎么还没更新？",)
+
+
+# ----- checks ----------------------------------------------------------------------------------
+
+def test_empty_summary_is_rejected() -> None:
+    with pytest.raises(SummaryError, match="empty"):
+        summarize([user("你好"), assistant("你好！")])
+
+
+def test_a_summariser_that_raises_is_a_summary_error() -> None:
+    class Broken:
+        def summarize(self, *args: Any, **kwargs: Any) -> Summary:
+            raise RuntimeError("boom")
+
+    with pytest.raises(SummaryError, match="RuntimeError"):
+        verified(Broken(), None, ORDER_CHAT, language="zh")
+
+
+def test_check_summary_lists_missing_facts() -> None:
+    summary = Summary(need="x", facts=("20241001",))
+    assert check_summary(summary, ["20241001", "SF1234567890"]) == ("SF1234567890",)
+
+
+def test_render_labels_and_language_detection() -> None:
+    summary = Summary(need="查物流", facts=("20241001",), unresolved=("还没到",),
+                      corrected=("A（已更正：原为 B）",), notes=("n",))
+    assert summary.render("zh").splitlines() == [
+        "原始需求: 查物流", "关键事实: 20241001", "待解决: 还没到", "已更正: A（已更正：原为 B）",
+        "备注: n"]
+    assert summary.render("en").splitlines()[0] == "Original need: 查物流"
+    assert detect_language("帮我查一下订单 ORD-2024-001") == "zh"
+    assert detect_language("Where is my order 20241001?") == "en"
+    with pytest.raises(SummaryError):
+        summary.render("fr")
+
+
+_entries = st.lists(st.text(min_size=1, max_size=20), max_size=4).map(tuple)
+
+
+@given(st.builds(Summary, need=st.text(max_size=30), facts=_entries, unresolved=_entries,
+                 corrected=_entries, notes=_entries, truncated_facts=st.integers(0, 50)))
+def test_summary_round_trips_through_json(summary: Summary) -> None:
+    data = json.loads(json.dumps(summary.to_dict()))
+    assert Summary.from_dict(data) == summary
+
+
+@pytest.mark.parametrize("data", [[], {"need": 1}, {"facts": "x"}, {"facts": [1]},
+                                  {"truncated_facts": -1}, {"truncated_facts": True},
+                                  {"secret": "x"}])
+def test_malformed_summary_record_is_rejected(data: Any) -> None:
+    with pytest.raises(SummaryError):
+        Summary.from_dict(data)
+
+
+_fact_texts = st.sampled_from([
+    "订单号 {n} 的物流状态", "快递单号 SF{n}", "地址是北京市朝阳区建国路{k}号",
+    "Order ORD-{n} shipped", "call me at 138{n}", "refund ¥{k}.00 on 2024-05-{d}",
+    "flight HAT{k} please", "谢谢",
+])
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[Message]:
+    messages = []
+    for _ in range(draw(st.integers(1, 8))):
+        template = draw(_fact_texts)
+        content = template.format(n=draw(st.integers(10_000_000, 99_999_999)),
+                                  k=draw(st.integers(100, 999)), d=draw(st.integers(10, 28)))
+        messages.append(Message(role=draw(st.sampled_from(["user", "assistant", "tool"])),
+                                content=content, tool_call_id="c"))
+    return messages
+
+
+@settings(max_examples=60, deadline=None)
+@given(conversations(), conversations(), st.one_of(st.none(), st.integers(60, 200)))
+def test_extractive_merges_never_lose_a_fact_beyond_what_they_count(
+        first: list[Message], second: list[Message], cap: int | None) -> None:
+    options: dict[str, Any] = {"max_tokens": cap, "tokenizer": TOKENIZER}
+    try:
+        one = verified(ExtractiveSummarizer(), None, first, language="auto", **options)
+    except SummaryError:
+        return  # an all-"谢谢" batch has nothing to summarise
+    two = verified(ExtractiveSummarizer(), one, second, language="auto", **options)
+    if cap is not None:
+        assert TOKENIZER.count(two.render("auto")) <= cap
+    every = [f for m in (*first, *second) for f in extract_facts(m.content)]
+    assert len(check_summary(two, every)) <= two.truncated_facts
+
+
+# ----- real data ------------------------------------------------------------------------------
+
+@pytest.mark.data
+def test_tau_bench_histories_keep_every_required_fact() -> None:
+    """Every 5 rounds, merge into the summary (K of R-HIST-1); the facts must all be there."""
+    if not DATA.is_dir():
+        pytest.skip("../shared/data is absent")
+    trajectories = json.loads((DATA / "gpt-4o-airline-dev.json").read_text(encoding="utf-8"))
+    rows = [json.loads(line) for line in
+            (DATA / "required_facts.jsonl").read_text(encoding="utf-8").splitlines()]
+    kept = total = 0
+    for row in rows:
+        traj = trajectories[row["traj_index"]]["traj"]
+        history = [parse_message(raw, "traj") for raw in traj[1:row["cut_index"]]]
+        summary = None
+        for batch in _rounds_in_fives(history):
+            summary = verified(ExtractiveSummarizer(), summary, batch, language="en")
+        assert summary is not None
+        required = [f["value"] for f in row["facts"] if f["id_like"]
+                    and f["first_msg_role"] in {"user", "tool"}]
+        total += len(required)
+        kept += len(required) - len(check_summary(summary, required))
+    assert total == 400
+    assert kept == total
+
+
+def _rounds_in_fives(history: list[Message]) -> Iterator[list[Message]]:
+    rounds: list[list[Message]] = []
+    for message in history:
+        if message.role == "user" or not rounds:
+            rounds.append([])
+        rounds[-1].append(message)
+    for start in range(0, len(rounds), 5):
+        yield [m for round_ in rounds[start:start + 5] for m in round_]
