@@ -1,0 +1,401 @@
+"""``ContextManager``: sessions, modes and summaries around the stateless builder (seed 003 §3).
+
+``prepare`` appends the user's message, routes it to a mode (handing off explicitly when the
+mode changes), and builds the context from the session's summary, zones and recent messages;
+``record`` appends the model's answer and tool results and schedules the summary update off the
+request path. All state lives in the ``Store``, so any number of managers in any number of
+processes can serve the same sessions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from contextwright.builder import ContextBuilder
+from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
+from contextwright.core.fence import language_of
+from contextwright.core.final import FinalContext
+from contextwright.core.items import check_text, parse_message
+from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, SourceSpec
+from contextwright.core.report import BuildReport
+from contextwright.core.request import Request
+from contextwright.core.source import ContextSource
+from contextwright.errors import ConflictError, InvalidInputError
+from contextwright.manager.handoff import hand_off, note_user_message, record_turn_in_zones
+from contextwright.manager.summaries import SummaryJob, update_summary
+from contextwright.manager.turns import last_user_index, plain
+from contextwright.modes.config import ModesConfig, ModeSettings
+from contextwright.modes.router import ModeClassifier, RouteDecision, Router
+from contextwright.modes.sources import SessionMemorySource
+from contextwright.session.memory import MemoryStore
+from contextwright.session.state import ModeSwitch, SessionState
+from contextwright.session.store import SessionKey, Store, StoredMessage
+from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
+
+logger = logging.getLogger("contextwright.session")
+
+MAX_STATE_ATTEMPTS = 8
+"""Optimistic state updates retried this often under contention before giving up."""
+MESSAGE_CACHE_SIZE = 50_000
+"""Stored message dicts remembered by (session, seq) so the builder's per-object caches hit."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedContext:
+    """The context for one model call, with the routing that produced it."""
+
+    context: FinalContext
+    """The built context (messages, report)."""
+    key: SessionKey
+    """The session."""
+    mode: str
+    """The mode the context was built in."""
+    route: RouteDecision | None
+    """The router's decision for this message (None when continuing a turn)."""
+    switch: ModeSwitch | None
+    """The hand-off this message caused, if any."""
+    user_seq: int
+    """Sequence number of the user message this context answers."""
+
+    @property
+    def report(self) -> BuildReport:
+        """Every decision of the build."""
+        return self.context.report
+
+    def to_messages(self, fmt: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]:
+        """Messages for the provider (see ``FinalContext.to_messages``)."""
+        return self.context.to_messages(fmt)
+
+    def to_request(self, fmt: Literal["openai", "anthropic"] = "openai") -> dict[str, Any]:
+        """Keyword arguments for the provider's chat call (messages, tools, system)."""
+        return self.context.to_request(fmt)
+
+    def to_text(self) -> str:
+        """A plain prompt (see ``FinalContext.to_text``)."""
+        return self.context.to_text()
+
+
+class ContextManager:
+    """Prepares each model call of many sessions; thread-safe; works with no arguments.
+
+    ``store`` defaults to an in-memory store (pass ``SqliteStore(path)`` to keep sessions);
+    ``modes`` is a ``ModesConfig`` or a config file (seed 003's values by default); ``plans``
+    overrides the plan of a mode; ``router`` or ``classifier`` replace or extend the keyword
+    routing. ``background=True`` runs summary updates on a worker thread, so ``prepare`` never
+    waits for them (``flush()`` waits).
+    """
+
+    def __init__(self, store: Store | None = None, *,
+                 modes: ModesConfig | str | Path | None = None,
+                 plans: Mapping[str, BuildPlan | str] | None = None,
+                 router: Router | None = None, classifier: ModeClassifier | None = None,
+                 system: str | None = None, tokenizer: str | Tokenizer = "o200k_base",
+                 sources: Iterable[ContextSource] = (), summarizer: Summarizer | None = None,
+                 budget: Mapping[str, Any] | None = None, summary_max_tokens: int = 300,
+                 max_read_messages: int = 400, background: bool = True,
+                 clock: Callable[[], float] = time.time) -> None:
+        config = modes if isinstance(modes, ModesConfig) else (
+            ModesConfig.load(modes) if modes is not None else ModesConfig.default())
+        self.store: Store = store if store is not None else MemoryStore()
+        self.router = router or Router(config, classifier)
+        self.modes = self.router.config
+        self.system = system
+        self.tokenizer: CountingTokenizer = get_tokenizer(tokenizer)
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
+        self._sources = tuple(sources)
+        self._plans = {name: _plan_with_session(_resolve_plan(plan_or_name(name, settings, plans)),
+                                                settings, budget)
+                       for name, settings in self.modes.modes.items()}
+        self._summary_max_tokens = summary_max_tokens
+        self._max_read = max_read_messages
+        self._clock = clock
+        self._messages: OrderedDict[tuple[str, str, int, float], Mapping[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._executor = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-summary")
+                          if background else None)
+        self._pending: dict[SessionKey, Future[None]] = {}
+
+    # ----- the two calls of the agent loop -----
+
+    def prepare(self, user_id: str, session_id: str, text: str | None = None, *,
+                tools: Sequence[Mapping[str, Any]] = (),
+                documents: Sequence[Any] = (), env: Mapping[str, str] | None = None,
+                system: str | None = None) -> PreparedContext:
+        """Append ``text`` as the user's message (None: continue the current turn) and build."""
+        key = SessionKey(user_id=user_id, session_id=session_id)
+        seq = self._append_user(key, text) if text is not None else None
+        recent = self._read_recent(key)
+        state, route, switch = self._route(key, text, seq, recent)
+        user_index = last_user_index(recent)
+        if user_index is None:
+            raise InvalidInputError("the session has no user message to answer; pass text")
+        settings = self.modes.settings(state.mode or self.modes.default_mode)
+        context = self._build(state, settings, recent, user_index, tools=tools,
+                              documents=documents, env=env, system=system)
+        return PreparedContext(context=context, key=key, mode=settings.name, route=route,
+                               switch=switch, user_seq=recent[user_index].seq)
+
+    def record(self, user_id: str, session_id: str, *,
+               assistant: str | Mapping[str, Any] | None = None,
+               tool_results: Sequence[Mapping[str, Any]] = (),
+               messages: Sequence[Mapping[str, Any]] = ()) -> list[int]:
+        """Append the model's answer, tool results and further messages, atomically.
+
+        ``assistant`` is text or a message with tool calls. Then zones are updated and the
+        summary update is scheduled.
+        """
+        key = SessionKey(user_id=user_id, session_id=session_id)
+        batch = _recorded_messages(assistant, tool_results, messages, self._now_iso())
+        if not batch:
+            raise InvalidInputError("record needs an assistant message, tool results or messages")
+        seqs = self.store.append(key, batch)
+        self._update_state(key, lambda state: record_turn_in_zones(
+            state, batch, self.modes.settings(state.mode or self.modes.default_mode)))
+        self._schedule_summary(key)
+        return seqs
+
+    # ----- inspection and lifecycle -----
+
+    def state(self, user_id: str, session_id: str) -> SessionState:
+        """The session's mode, mode history, summary and zones."""
+        record = self.store.get_state(SessionKey(user_id=user_id, session_id=session_id))
+        return SessionState.from_dict(record.data) if record else SessionState()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until the scheduled summary updates are done."""
+        with self._lock:
+            pending = list(self._pending.values())
+        wait(pending, timeout=timeout)
+
+    def close(self) -> None:
+        """Finish pending summaries and stop the worker (the store stays open: it is yours)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    def summarize_now(self, user_id: str, session_id: str) -> str:
+        """Run the summary update for one session synchronously; returns its outcome."""
+        return update_summary(self._summary_job(SessionKey(user_id=user_id,
+                                                           session_id=session_id)))
+
+    # ----- steps of prepare -----
+
+    def _append_user(self, key: SessionKey, text: str) -> int:
+        check_text(text, "text")
+        message = {"role": "user", "content": text, "timestamp": self._now_iso()}
+        return self.store.append(key, [message])[0]
+
+    def _read_recent(self, key: SessionKey) -> list[StoredMessage]:
+        record = self.store.get_state(key)
+        upto = SessionState.from_dict(record.data).summary_upto if record else 0
+        recent = self.store.read(key, after=upto, last=self._max_read)
+        start = next((i for i, m in enumerate(recent) if m.message.get("role") == "user"), 0)
+        return [self._remembered(key, stored) for stored in recent[start:]]
+
+    def _remembered(self, key: SessionKey, stored: StoredMessage) -> StoredMessage:
+        # The log is append-only: (session, seq, created_at) names one message forever, so the
+        # same dict object can be handed to the builder every time and its caches hit.
+        cache_key = (key.user_id, key.session_id, stored.seq, stored.created_at)
+        with self._lock:
+            known = self._messages.get(cache_key)
+            if known is None:
+                self._messages[cache_key] = stored.message
+                if len(self._messages) > MESSAGE_CACHE_SIZE:
+                    self._messages.popitem(last=False)
+                return stored
+        return replace(stored, message=known)
+
+    def _route(self, key: SessionKey, text: str | None, seq: int | None,
+               recent: list[StoredMessage]
+               ) -> tuple[SessionState, RouteDecision | None, ModeSwitch | None]:
+        for _ in range(MAX_STATE_ATTEMPTS):
+            record = self.store.get_state(key)
+            state = SessionState.from_dict(record.data) if record else SessionState()
+            if text is None or seq is None:
+                return state, None, None
+            route = self.router.route(text, state.mode)
+            new_state, switch = self._apply_route(state, route, text, seq, recent)
+            if new_state == state:
+                _log_route(key, route, state.mode)
+                return state, route, None
+            try:
+                self.store.put_state(key, new_state.to_dict(),
+                                     expected_version=record.version if record else None)
+            except ConflictError:
+                continue
+            _log_route(key, route, state.mode)
+            if switch is not None:
+                _log_switch(key, switch)
+            return new_state, route, switch
+        raise ConflictError("session state kept changing under this prepare; try again")
+
+    def _apply_route(self, state: SessionState, route: RouteDecision, text: str, seq: int,
+                     recent: list[StoredMessage]) -> tuple[SessionState, ModeSwitch | None]:
+        state = state if state.language else replace(state, language=language_of(text))
+        switch = None
+        if route.mode != state.mode:
+            switch = ModeSwitch(old_mode=state.mode, new_mode=route.mode, trigger=route.trigger,
+                                basis=route.basis, at_seq=seq, at=self._clock())
+            state = hand_off(state, switch, [m for m in recent if m.seq < seq],
+                             window_size=self.modes.settings(state.mode).window_size
+                             if state.mode else 0,
+                             tokenizer=self.tokenizer)
+        settings = self.modes.settings(state.mode or self.modes.default_mode)
+        return note_user_message(state, text, settings), switch
+
+    def _build(self, state: SessionState, settings: ModeSettings, recent: list[StoredMessage],
+               user_index: int, *, tools: Sequence[Mapping[str, Any]], documents: Sequence[Any],
+               env: Mapping[str, str] | None, system: str | None) -> FinalContext:
+        language = state.language or "en"
+        summary = Summary.from_dict(state.summary).render(language) if state.summary else ""
+        memory = SessionMemorySource(settings=settings, zones=state.zones,
+                                     summary_text=summary, language=language)
+        content = recent[user_index].message.get("content")
+        request = Request(user_input=content if isinstance(content, str) else "",
+                          system=system or self.system, history=plain(recent[:user_index]),
+                          turn=plain(recent[user_index + 1:]), tools=tools,
+                          documents=documents, env=dict(env or {}))
+        builder = ContextBuilder(self.tokenizer, sources=(*self._sources, memory))
+        return builder.build(self._plans[settings.name], request)
+
+    # ----- state and summaries -----
+
+    def _update_state(self, key: SessionKey,
+                      change: Callable[[SessionState], SessionState]) -> SessionState:
+        for _ in range(MAX_STATE_ATTEMPTS):
+            record = self.store.get_state(key)
+            state = SessionState.from_dict(record.data) if record else SessionState()
+            new_state = change(state)
+            if new_state == state:
+                return state
+            try:
+                self.store.put_state(key, new_state.to_dict(),
+                                     expected_version=record.version if record else None)
+            except ConflictError:
+                continue
+            return new_state
+        raise ConflictError("session state kept changing under this update; try again")
+
+    def _summary_job(self, key: SessionKey) -> SummaryJob:
+        record = self.store.get_state(key)
+        state = SessionState.from_dict(record.data) if record else SessionState()
+        settings = self.modes.settings(state.mode or self.modes.default_mode)
+        plan = self._plans[settings.name]
+        return SummaryJob(
+            store=self.store, key=key, settings=settings, summarizer=self.summarizer,
+            tokenizer=self.tokenizer, max_tokens=self._summary_max_tokens,
+            threshold_tokens=int(plan.budget.available * settings.summary_threshold_ratio),
+        )
+
+    def _schedule_summary(self, key: SessionKey) -> None:
+        if self._executor is None:
+            update_summary(self._summary_job(key))
+            return
+        with self._lock:
+            if key in self._pending:
+                return  # the queued job will read the newest messages when it runs
+            future = self._executor.submit(self._run_summary, key)
+            self._pending[key] = future
+
+    def _run_summary(self, key: SessionKey) -> None:
+        with self._lock:
+            self._pending.pop(key, None)
+        try:
+            update_summary(self._summary_job(key))
+        except Exception:  # a background failure must be visible, not lost with the future
+            logger.exception("summary update failed user=%s session=%s", key.user_id,
+                             key.session_id, extra={"contextwright": {
+                                 "event": "summary_failed", "user_id": key.user_id,
+                                 "session_id": key.session_id}})
+
+    def _now_iso(self) -> str:
+        return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="seconds")
+
+
+def plan_or_name(name: str, settings: ModeSettings,
+                 plans: Mapping[str, BuildPlan | str] | None) -> BuildPlan | str:
+    """The plan a mode builds with: an override from ``plans``, else its configured one."""
+    return (plans or {}).get(name, settings.plan)
+
+
+def _resolve_plan(plan: BuildPlan | str) -> BuildPlan:
+    if isinstance(plan, BuildPlan):
+        return plan
+    return BuildPlan.named(plan) if plan in SHIPPED_PLANS else BuildPlan.load(plan)
+
+
+def _plan_with_session(plan: BuildPlan, settings: ModeSettings,
+                       budget: Mapping[str, Any] | None) -> BuildPlan:
+    # The session's memory sits right after the system prompt; retrieval sources get the
+    # mode's retrieval parameters.
+    if budget:
+        plan = plan.with_budget(**budget)
+    specs: list[SourceSpec] = []
+    for spec in plan.sources:
+        if spec.source in ("rag", "retrieval"):
+            spec = replace(spec, options=FrozenOptions(
+                {**settings.retrieval_options(), **_thawed(spec.options)}))
+        specs.append(spec)
+    if plan.spec("session") is None:
+        specs.insert(_after(specs, "system"),
+                     SourceSpec(source="session", weight=0.2 if settings.zones else 0.12))
+    # An agent loop may call tools in any mode: a plan without them would silently lose this
+    # turn's results. Unused, their share flows back to the other sources.
+    if plan.spec("tools") is None:
+        specs.insert(_after(specs, "session"), SourceSpec(source="tools", weight=0.1))
+    if plan.spec("tool_results") is None:
+        specs.insert(_after(specs, "user"), SourceSpec(source="tool_results", weight=0.1))
+    return replace(plan, sources=tuple(specs))
+
+
+def _after(specs: list[SourceSpec], source: str) -> int:
+    return next((i + 1 for i, spec in enumerate(specs) if spec.source == source), len(specs))
+
+
+def _thawed(options: Mapping[str, Any]) -> dict[str, Any]:
+    return options.thaw() if isinstance(options, FrozenOptions) else dict(options)
+
+
+def _recorded_messages(assistant: str | Mapping[str, Any] | None,
+                       tool_results: Sequence[Mapping[str, Any]],
+                       messages: Sequence[Mapping[str, Any]], now: str) -> list[dict[str, Any]]:
+    batch: list[dict[str, Any]] = []
+    if assistant is not None:
+        batch.append({"role": "assistant", "content": assistant} if isinstance(assistant, str)
+                     else dict(assistant))
+    for result in tool_results:
+        batch.append({"role": "tool", **dict(result)})
+    batch.extend(dict(m) for m in messages)
+    for index, message in enumerate(batch):
+        message.setdefault("timestamp", now)
+        parse_message(message, f"record[{index}]")  # refuse what a later build could not read
+    return batch
+
+
+def _log_route(key: SessionKey, route: RouteDecision, previous: str | None) -> None:
+    logger.info("route user=%s session=%s mode=%s basis=%s trigger=%r", key.user_id,
+                key.session_id, route.mode, route.basis, route.trigger,
+                extra={"contextwright": {
+                    "event": "route", "user_id": key.user_id, "session_id": key.session_id,
+                    "mode": route.mode, "basis": route.basis, "trigger": route.trigger,
+                    "confidence": route.confidence, "previous_mode": previous}})
+
+
+def _log_switch(key: SessionKey, switch: ModeSwitch) -> None:
+    logger.info("mode_switch user=%s session=%s %s -> %s trigger=%r", key.user_id,
+                key.session_id, switch.old_mode, switch.new_mode, switch.trigger,
+                extra={"contextwright": {
+                    "event": "mode_switch", "user_id": key.user_id,
+                    "session_id": key.session_id, "old_mode": switch.old_mode,
+                    "new_mode": switch.new_mode, "trigger": switch.trigger,
+                    "basis": switch.basis, "at_seq": switch.at_seq}})
+
+

@@ -1,0 +1,98 @@
+"""Mode hand-offs (R-MODE-4) and the per-turn zone updates of structured mode (R-MODE-3).
+
+A switch condenses the current window (≤ ~200 tokens: the user's original need, confirmed key
+facts, what is still open) into the facts zone, clears the tools zone and records the switch.
+Pure functions over ``SessionState``; the manager stores the result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from contextwright.compress.facts import extract_facts
+from contextwright.compress.json_compact import compact_tool_result
+from contextwright.compress.summarize import Summary, condense_for_handoff
+from contextwright.manager.turns import as_messages, split_rounds
+from contextwright.modes.config import ModeSettings
+from contextwright.modes.zones import (
+    ToolRecord,
+    add_facts,
+    add_handoff,
+    add_tool_calls,
+    cut_result,
+    update_task,
+)
+from contextwright.session.state import MAX_MODE_HISTORY, ModeSwitch, SessionState
+from contextwright.session.store import StoredMessage
+from contextwright.tokens import CountingTokenizer
+
+HANDOFF_MAX_TOKENS = 200
+"""Seed 003 §4.3: the hand-off summary stays under ~200 tokens."""
+
+
+def hand_off(state: SessionState, switch: ModeSwitch, previous: Sequence[StoredMessage], *,
+             window_size: int, tokenizer: CountingTokenizer) -> SessionState:
+    """The state after ``switch``: the old window condensed into the facts zone, tools cleared."""
+    history = (*state.mode_history, switch)[-MAX_MODE_HISTORY:]
+    state = replace(state, mode=switch.new_mode, mode_history=history)
+    if switch.old_mode is None:
+        return state  # the session's first message: nothing to hand over
+    rounds = split_rounds(previous)
+    window = [m for round_ in rounds[-max(window_size, 1):] for m in round_]
+    condensed = ""
+    if window:
+        base = Summary.from_dict(state.summary) if state.summary else None
+        summary = condense_for_handoff(base, as_messages(window), tokenizer=tokenizer,
+                                       max_tokens=HANDOFF_MAX_TOKENS,
+                                       language=state.language or "en")
+        condensed = summary.render(state.language or "en")
+    return replace(state, zones=add_handoff(state.zones, condensed))
+
+
+def note_user_message(state: SessionState, text: str, settings: ModeSettings) -> SessionState:
+    """Structured mode: the message may set the goal, plan steps and state key facts."""
+    if not settings.zones:
+        return state
+    zones = add_facts(update_task(state.zones, text), extract_facts(text))
+    return state if zones == state.zones else replace(state, zones=zones)
+
+
+def record_turn_in_zones(state: SessionState, batch: Sequence[Mapping[str, Any]],
+                         settings: ModeSettings) -> SessionState:
+    """Structured mode: recorded tool calls and their results enter the tools zone."""
+    if not settings.zones:
+        return state
+    records = tool_records(batch)
+    if not records:
+        return state
+    return replace(state, zones=add_tool_calls(state.zones, records, settings.tool_zone_keep))
+
+
+def tool_records(batch: Sequence[Mapping[str, Any]]) -> list[ToolRecord]:
+    """One record per tool call in ``batch``, with its result when the batch holds it."""
+    results = {m.get("tool_call_id"): m for m in batch if m.get("role") == "tool"}
+    records = []
+    for message in batch:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or call
+            name = str(function.get("name", ""))
+            result = results.get(call.get("id"))
+            content = str(result.get("content") or "") if result else ""
+            records.append(ToolRecord(
+                name=name, arguments=_compact_json(function.get("arguments", "")),
+                result=cut_result(compact_tool_result(name, content) or content) if result else "…",
+            ))
+    return records
+
+
+def _compact_json(arguments: object) -> str:
+    value = arguments
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except json.JSONDecodeError:
+            return cut_result(arguments)
+    return cut_result(json.dumps(value, ensure_ascii=False, separators=(",", ":")))

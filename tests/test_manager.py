@@ -1,0 +1,347 @@
+"""ContextManager: sessions, routing, hand-offs, zones and summaries end to end (issue 3)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextwright.compress.summarize import ExtractiveSummarizer, Summary
+from contextwright.core.items import Message
+from contextwright.errors import InvalidInputError, StoreUnavailable
+from contextwright.manager import ContextManager
+from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED
+from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
+from contextwright.session.store import SessionKey, Store
+from contextwright.tokens import Tokenizer
+
+SKIP_SERVICES = os.environ.get("CONTEXTWRIGHT_SKIP_SERVICES") == "1"
+
+
+def _services_store(kind: str) -> Store:
+    try:
+        if kind == "redis":
+            return RedisStore("redis://127.0.0.1:6379/0", prefix=f"cwtest-{uuid.uuid4().hex}")
+        return PostgresStore("postgresql://postgres@127.0.0.1:5432/test",
+                             schema=f"cwtest_{uuid.uuid4().hex[:12]}")
+    except StoreUnavailable:
+        if SKIP_SERVICES:
+            pytest.skip(f"{kind} is not running and CONTEXTWRIGHT_SKIP_SERVICES=1")
+        raise
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    kind = request.param
+    if kind == "memory":
+        opened: Store = MemoryStore()
+    elif kind == "sqlite":
+        opened = SqliteStore(tmp_path / "sessions.db")
+    else:
+        opened = _services_store(kind)
+    yield opened
+    for info in opened.list_sessions():
+        opened.erase_session(info.key)
+    opened.close()
+
+
+def _manager(store: Store | None = None, **kwargs: Any) -> ContextManager:
+    return ContextManager(store=store or MemoryStore(), background=False, **kwargs)
+
+
+def _texts(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content")) for m in messages)
+
+
+def test_issue_example_prepare_record_prepare(tmp_path: Path) -> None:
+    cm = ContextManager(store=SqliteStore(tmp_path / "agent.db"))
+    ctx = cm.prepare(user_id="U001", session_id="S001", text="帮我查一下订单号 20241001 的物流状态")
+    messages = ctx.to_messages("openai")
+    assert messages[-1] == {"role": "user", "content": "帮我查一下订单号 20241001 的物流状态"}
+    assert ctx.mode == RAG_ENHANCED
+    cm.record(user_id="U001", session_id="S001",
+              assistant="订单 20241001 已发货，顺丰 SF123456789。")
+    ctx = cm.prepare(user_id="U001", session_id="S001", text="大概什么时候到？")
+    text = _texts(ctx.to_messages("openai"))
+    assert "SF123456789" in text and "大概什么时候到" in text
+    cm.close()
+
+
+def test_a_mode_switch_hands_off_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    cm = _manager()
+    cm.prepare("u", "s", "你好，我叫王小明，收货地址是北京市朝阳区建国路88号")
+    cm.record("u", "s", assistant="你好王小明，请问有什么可以帮你？")
+    with caplog.at_level(logging.INFO, logger="contextwright.session"):
+        ctx = cm.prepare("u", "s", "帮我查一下订单号 20241001 的物流状态")
+    assert ctx.switch is not None
+    assert (ctx.switch.old_mode, ctx.switch.new_mode) == (SLIDING_WINDOW, RAG_ENHANCED)
+    assert ctx.switch.trigger == "帮我查"
+    events = [r.contextwright for r in caplog.records if hasattr(r, "contextwright")]
+    assert {"route", "mode_switch"} <= {e["event"] for e in events}
+    switch_event = next(e for e in events if e["event"] == "mode_switch")
+    assert (switch_event["old_mode"], switch_event["new_mode"], switch_event["trigger"]) == (
+        SLIDING_WINDOW, RAG_ENHANCED, "帮我查")
+    state = cm.state("u", "s")
+    assert len(state.zones.handoffs) == 1
+    assert "北京市朝阳区建国路88号" in state.zones.handoffs[0]
+    assert [s.new_mode for s in state.mode_history] == [SLIDING_WINDOW, RAG_ENHANCED]
+    system = ctx.to_messages("openai")[0]["content"]
+    assert "[事实区]" in system and "建国路88号" in system
+
+
+def test_handoff_summary_stays_within_200_tokens() -> None:
+    cm = _manager()
+    for i in range(8):
+        cm.prepare("u", "s", f"我想聊聊第 {i} 件事，编号 ID-{1000 + i}，" + "细节很多。" * 30)
+        cm.record("u", "s", assistant="好的，" + "我明白了。" * 30)
+    cm.prepare("u", "s", "帮我查订单")
+    handoff = cm.state("u", "s").zones.handoffs[-1]
+    assert 0 < cm.tokenizer.count(handoff) <= 200
+
+
+def test_switch_clears_the_tools_zone() -> None:
+    cm = _manager()
+    cm.prepare("u", "s", "先查库存再调用供应商接口更新订单状态")
+    _record_tool_round(cm, "check_stock", {"sku": "A1"}, {"stock": 15})
+    assert cm.state("u", "s").zones.tools
+    cm.prepare("u", "s", "帮我查一下退款政策")
+    assert cm.state("u", "s").mode == RAG_ENHANCED
+    assert cm.state("u", "s").zones.tools == ()
+
+
+def _record_tool_round(cm: ContextManager, name: str, args: dict[str, Any],
+                       result: dict[str, Any], user: str = "u", session: str = "s") -> None:
+    call_id = f"call_{uuid.uuid4().hex[:8]}"
+    cm.record(user, session, assistant={
+        "role": "assistant", "content": "",
+        "tool_calls": [{"id": call_id, "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args)}}],
+    }, tool_results=[{"tool_call_id": call_id, "name": name,
+                      "content": json.dumps(result, ensure_ascii=False)}])
+
+
+def test_structured_mode_keeps_labelled_zones() -> None:
+    cm = _manager()
+    ctx = cm.prepare("u", "s", "先查库存再调用供应商接口更新订单 A-20241001 的状态")
+    assert ctx.mode == STRUCTURED
+    for i in range(4):
+        _record_tool_round(cm, f"tool_{i}", {"n": i}, {"value": 1000 + i})
+    ctx = cm.prepare("u", "s")  # continue the same turn with the tool results
+    system = ctx.to_messages("openai")[0]["content"]
+    for label in ("[事实区]", "[任务区]", "[工具区]", "[输出区]"):
+        assert label in system
+    assert "A-20241001" in system
+    zones = cm.state("u", "s").zones
+    assert [t.name for t in zones.tools] == ["tool_1", "tool_2", "tool_3"]
+    assert zones.task.done[0].startswith("查库存")
+    assert "tool_0" not in system.split("[工具区]")[1]
+
+
+def test_continuing_a_turn_puts_tool_results_after_the_input() -> None:
+    cm = _manager()
+    cm.prepare("u", "s", "What's the weather in Beijing?", tools=[_WEATHER_TOOL])
+    _record_tool_round(cm, "get_weather", {"city": "Beijing"}, {"temp": 25, "sky": "sunny"})
+    ctx = cm.prepare("u", "s", tools=[_WEATHER_TOOL])
+    assert ctx.route is None
+    messages = ctx.to_messages("openai")
+    roles = [m["role"] for m in messages]
+    assert roles[-3:] == ["user", "assistant", "tool"]
+    assert "25" in messages[-1]["content"]
+
+
+_WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+def test_continuing_without_any_user_message_is_an_error() -> None:
+    with pytest.raises(InvalidInputError, match="no user message"):
+        _manager().prepare("u", "s")
+
+
+def test_bad_record_appends_nothing() -> None:
+    cm = _manager()
+    cm.prepare("u", "s", "hi")
+    before = cm.store.count(SessionKey(user_id="u", session_id="s"))
+    with pytest.raises(InvalidInputError):
+        cm.record("u", "s", assistant="fine", messages=[{"role": "wizard", "content": "x"}])
+    with pytest.raises(InvalidInputError):
+        cm.record("u", "s")
+    assert cm.store.count(SessionKey(user_id="u", session_id="s")) == before
+
+
+def test_ids_are_required() -> None:
+    with pytest.raises(InvalidInputError):
+        _manager().prepare("", "s", "hi")
+    with pytest.raises(InvalidInputError):
+        _manager().prepare("u", "", "hi")
+
+
+# ----- summaries -----
+
+
+def _chat(cm: ContextManager, rounds: int, user: str = "u", session: str = "s",
+          start: int = 0) -> None:
+    for i in range(start, start + rounds):
+        cm.prepare(user, session, f"Round {i}: please note booking code BK{7000 + i}.")
+        cm.record(user, session, assistant=f"Noted booking BK{7000 + i} for round {i}.")
+
+
+def test_old_rounds_are_summarised_and_recent_ones_stay_verbatim() -> None:
+    cm = _manager()
+    _chat(cm, 12)
+    state = cm.state("u", "s")
+    assert state.summary is not None and state.summary_upto > 0
+    summary = Summary.from_dict(state.summary)
+    for i in range(5):
+        assert f"BK{7000 + i}" in summary.render("en")
+    ctx = cm.prepare("u", "s", "What codes do I have?")
+    text = _texts(ctx.to_messages("openai"))
+    for i in range(6, 12):  # the last six rounds are verbatim
+        assert f"Round {i}: please note booking code BK{7000 + i}." in text
+    verbatim = [m["content"] for m in ctx.to_messages("openai") if m["role"] != "system"]
+    assert "Round 0: please note booking code BK7000." not in verbatim  # summarised…
+    assert "BK7000" in text  # …and the summary keeps its exact facts
+    assert cm.store.count(SessionKey(user_id="u", session_id="s")) == 25  # originals stay
+
+
+class _Recording(ExtractiveSummarizer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[str]] = []
+
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        self.calls.append([m.content for m in messages])
+        return super().summarize(previous, messages, language=language, max_tokens=max_tokens,
+                                 tokenizer=tokenizer)
+
+
+def test_summary_merges_only_new_rounds() -> None:
+    recording = _Recording()
+    cm = _manager(summarizer=recording)
+    _chat(cm, 30)
+    assert len(recording.calls) >= 2
+    seen = [content for call in recording.calls for content in call]
+    assert len(seen) == len(set(seen)), "a message was summarised twice"
+    summary = Summary.from_dict(cm.state("u", "s").summary or {})
+    assert "BK7000" in summary.render("en")  # the first round survives later merges
+
+
+class _Lossy(ExtractiveSummarizer):
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        return Summary(need="chat", facts=(), unresolved=(), corrected=(), notes=())
+
+
+class _Broken(ExtractiveSummarizer):
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        raise RuntimeError("model down")
+
+
+@pytest.mark.parametrize("summarizer", [_Lossy(), _Broken()], ids=["loses-facts", "raises"])
+def test_a_bad_summary_is_not_committed(summarizer: ExtractiveSummarizer,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    cm = _manager(summarizer=summarizer)
+    with caplog.at_level(logging.WARNING, logger="contextwright.session"):
+        _chat(cm, 12)
+    state = cm.state("u", "s")
+    assert state.summary is None and state.summary_upto == 0
+    assert state.summary_failures > 0
+    assert any(getattr(r, "contextwright", {}).get("event") == "summary_rejected"
+               for r in caplog.records)
+    text = _texts(cm.prepare("u", "s", "codes?").to_messages("openai"))
+    assert "BK7000" in text  # the original messages are still there
+
+
+class _Blocking(ExtractiveSummarizer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        self.started.set()
+        assert self.release.wait(10)
+        return super().summarize(previous, messages, language=language, max_tokens=max_tokens,
+                                 tokenizer=tokenizer)
+
+
+def test_prepare_never_waits_for_a_background_summary() -> None:
+    blocking = _Blocking()
+    cm = ContextManager(summarizer=blocking, background=True)
+    try:
+        _chat(cm, 12)
+        assert blocking.started.wait(10)
+        ctx = cm.prepare("u", "s", "still there?")  # returns while the summary is blocked
+        assert "still there?" in _texts(ctx.to_messages("openai"))
+        assert cm.state("u", "s").summary is None
+    finally:
+        blocking.release.set()
+        cm.flush(10)
+        cm.close()
+    assert cm.state("u", "s").summary is not None
+
+
+# ----- isolation -----
+
+
+def test_users_and_sessions_never_see_each_others_data(store: Store) -> None:
+    cm = _manager(store)
+    parties = [("alice", "s1"), ("alice", "s2"), ("bob", "s1"), ("alice1", "s1")]
+    for user, session in parties:
+        marker = f"{user}-{session}-secret"
+        cm.prepare(user, session, f"先查库存再更新订单 {marker}-0001")
+        _record_tool_round(cm, "lookup", {"who": marker}, {"code": f"{marker}-0002"},
+                           user, session)
+        cm.record(user, session, assistant=f"done for {marker}")
+        _chat(cm, 8, user, session)
+    for user, session in parties:
+        marker = f"{user}-{session}-secret"
+        ctx = cm.prepare(user, session, "summary please")
+        text = json.dumps(ctx.to_messages("openai"), ensure_ascii=False)
+        assert marker in text
+        others = [f"{u}-{s}-secret" for u, s in parties if (u, s) != (user, session)]
+        assert not any(other in text for other in others)
+        state_text = json.dumps(cm.state(user, session).to_dict(), ensure_ascii=False)
+        assert not any(other in state_text for other in others)
+
+
+def test_concurrent_threads_keep_sessions_apart(tmp_path: Path) -> None:
+    cm = ContextManager(store=SqliteStore(tmp_path / "s.db"), background=True)
+    errors: list[BaseException] = []
+
+    def converse(user: str) -> None:
+        try:
+            for i in range(15):
+                text = cm.prepare(user, "s", f"{user} says message {i} code {user}-{i:04d}")
+                assert f"{user}-{i:04d}" in _texts(text.to_messages("openai"))
+                cm.record(user, "s", assistant=f"ack {user} {i}")
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=converse, args=(f"user{n}",)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    cm.flush(30)
+    cm.close()
+    assert not errors
+    for n in range(6):
+        stored = cm.store.read(SessionKey(user_id=f"user{n}", session_id="s"))
+        assert len(stored) == 30
+        assert all(f"user{n}" in str(m.message["content"]) for m in stored)
