@@ -19,7 +19,12 @@ from typing import Any, Protocol
 from contextwright.errors import InvalidInputError
 from contextwright.retrieval._numpy import np
 from contextwright.retrieval.dense import Embedder, VectorMatrix
-from contextwright.retrieval.fusion import E5_CALIBRATION, Calibration, minmax
+from contextwright.retrieval.fusion import (
+    E5_CALIBRATION,
+    Calibration,
+    minmax,
+    weighted_fusion,
+)
 from contextwright.retrieval.lexical import Bm25Index
 from contextwright.retrieval.retriever import _cached
 from contextwright.retrieval.text import search_tokens
@@ -123,7 +128,7 @@ class HybridTurnRecaller:
         if index.vectors is None or self.embedder is None or self.alpha >= 1.0:
             return minmax(bm25), coverage
         cosine = index.vectors.similarities(self.embedder.embed_queries([query])[0])[positions]
-        fused = self.alpha * minmax(bm25) + (1.0 - self.alpha) * minmax(cosine)
+        fused = weighted_fusion(bm25, cosine, self.alpha)
         similarity = (self.alpha * coverage
                       + (1.0 - self.alpha) * self.calibration.apply(cosine))
         return fused, similarity

@@ -36,6 +36,7 @@ from contextwright.retrieval.fusion import (
     RankingWeights,
     minmax,
     parse_time,
+    weighted_fusion,
 )
 from contextwright.retrieval.lexical import Bm25Index
 from contextwright.retrieval.rerank import FusionReranker, Reranker, RetrievedChunk
@@ -203,7 +204,7 @@ class Retriever:
         assert self.embedder is not None and self._vectors is not None
         query_vector = self.embedder.embed_queries([query])[0]
         cosine = self._vectors.similarities(query_vector)[rows]
-        fused = alpha * minmax(bm25) + (1.0 - alpha) * minmax(cosine)
+        fused = weighted_fusion(bm25, cosine, alpha)
         similarity = alpha * coverage + (1.0 - alpha) * self.calibration.apply(cosine)
         return fused, similarity, coverage, cosine
 
