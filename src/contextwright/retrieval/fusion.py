@@ -34,9 +34,10 @@ class Calibration:
     """How a model's cosine becomes a similarity in [0, 1]."""
 
     floor: float = 0.78
-    """Cosine at or below which text is unrelated (0); e5-small's unrelated pairs: 0.65–0.78."""
+    """Cosine at or below which text is unrelated (0). e5-small on the HotpotQA BEIR pool:
+    non-gold pairs p50 0.755, p95 0.791; gold pairs p5 0.838, p50 0.882."""
     ceiling: float = 0.92
-    """Cosine at or above which text matches fully (1)."""
+    """Cosine at or above which text matches fully (1); gold pairs' p95 is 0.927."""
 
     def apply(self, cosines: Any) -> Any:
         """Map cosines linearly from ``[floor, ceiling]`` onto ``[0, 1]``, clipped."""
