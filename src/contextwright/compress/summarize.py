@@ -32,6 +32,7 @@ __all__ = [
     "Summary",
     "check_summary",
     "condense_for_handoff",
+    "confirmed_facts",
     "detect_language",
     "facts_of_messages",
     "fit_summary",
@@ -229,6 +230,20 @@ def facts_of_messages(messages: Iterable[Message]) -> tuple[str, ...]:
     return tuple(found.values())
 
 
+def confirmed_facts(previous: Summary, messages: Iterable[Message]) -> tuple[str, ...]:
+    """Facts someone stood behind, not just a tool printed.
+
+    Those the user or the assistant wrote, or a tool call used as an argument, in ``messages``;
+    and facts of ``previous`` that its other parts (need, open items, corrections, notes) name.
+    """
+    spoken = [m for m in messages if m.role in ("user", "assistant")]
+    found = facts_of_messages(spoken)
+    context = fact_key(" ".join((previous.need, *previous.unresolved, *previous.corrected,
+                                 *previous.notes)))
+    carried = [f for f in previous.facts if fact_key(f) in context]
+    return _merge_facts(carried, found)
+
+
 def _merge_facts(old: Iterable[str], new: Iterable[str]) -> tuple[str, ...]:
     merged: dict[str, str] = {}
     for fact in (*old, *new):
@@ -297,7 +312,8 @@ class ExtractiveSummarizer:
             corrected=tuple(dict.fromkeys(state.corrected)),
             notes=tuple(dict.fromkeys(state.notes))[-MAX_NOTES:],
             truncated_facts=base.truncated_facts)
-        return fit_summary(summary, max_tokens, tokenizer)
+        return fit_summary(summary, max_tokens, tokenizer,
+                           confirmed=confirmed_facts(base, messages))
 
 
 def _read(state: _Merge, message: Message) -> None:
@@ -375,13 +391,15 @@ def _mark_corrected(state: _Merge, correction: str) -> None:
 
 # ----- fitting a cap ------------------------------------------------------------------------
 
-def fit_summary(summary: Summary, max_tokens: int | None,
-                tokenizer: Tokenizer | None) -> Summary:
+def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer | None, *,
+                confirmed: Iterable[str] = ()) -> Summary:
     """The summary cut until its rendering, in either language, fits ``max_tokens``.
 
     Order of sacrifice: notes (oldest first), unresolved (oldest first), corrections (oldest
-    first), then the need is shortened; facts go only if the facts alone do not fit, and then
-    the newest that fit stay and ``truncated_facts`` counts the rest.
+    first), then the need is shortened. Facts go only if the facts alone do not fit (the need
+    then keeps at most a quarter of the cap): first those seen only in tool output, then the
+    ``confirmed`` ones — said by the user or the assistant, or used as tool-call arguments —
+    each oldest first, so the newest confirmed facts stay; ``truncated_facts`` counts what went.
     """
     if max_tokens is None:
         return summary
@@ -401,10 +419,15 @@ def fit_summary(summary: Summary, max_tokens: int | None,
             summary = replace(summary, **{name: getattr(summary, name)[1:]})
     if fits(summary):
         return summary
-    without_need = replace(summary, need="")
-    if fits(without_need):
+    if fits(replace(summary, need="")):
         return replace(summary, need=_shorten_need(summary, tokenizer, max_tokens, fits))
-    return _newest_facts_that_fit(without_need, fits)
+    # The facts alone are too many: the need keeps at most a quarter of the cap, facts the rest.
+    keys = {fact_key(f) for f in confirmed}
+    short = replace(summary, need=tokenizer.truncate(summary.need, max_tokens // 4).rstrip())
+    try:
+        return _facts_that_fit(short, fits, keys)
+    except SummaryError:
+        return _facts_that_fit(replace(summary, need=""), fits, keys)
 
 
 def _shorten_need(summary: Summary, tokenizer: Tokenizer, max_tokens: int,
@@ -416,20 +439,25 @@ def _shorten_need(summary: Summary, tokenizer: Tokenizer, max_tokens: int,
     return need
 
 
-def _newest_facts_that_fit(summary: Summary, fits: Callable[[Summary], bool]) -> Summary:
+def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
+                    confirmed: set[str]) -> Summary:
     facts = summary.facts
-    low, high = 0, len(facts)  # the largest k such that the newest k facts fit
+    # Positions in the order they are given up: tool-only facts, then confirmed, oldest first.
+    order = sorted(range(len(facts)), key=lambda i: (fact_key(facts[i]) in confirmed, i))
+
+    def without(dropped: int) -> Summary:
+        gone = set(order[:dropped])
+        return replace(summary, facts=tuple(f for i, f in enumerate(facts) if i not in gone),
+                       truncated_facts=summary.truncated_facts + dropped)
+
+    low, high = 1, len(facts)  # the fewest facts to give up for the rest to fit
     while low < high:
-        k = (low + high + 1) // 2
-        dropped = len(facts) - k
-        if fits(replace(summary, facts=facts[dropped:],
-                        truncated_facts=summary.truncated_facts + dropped)):
-            low = k
+        middle = (low + high) // 2
+        if fits(without(middle)):
+            high = middle
         else:
-            high = k - 1
-    dropped = len(facts) - low
-    result = replace(summary, facts=facts[dropped:],
-                     truncated_facts=summary.truncated_facts + dropped)
+            low = middle + 1
+    result = without(low)
     if not result.facts or not fits(result):
         raise SummaryError("max_tokens is too small to hold a single fact of the summary")
     return result
@@ -489,7 +517,8 @@ class LLMSummarizer:
             raise SummaryError(f"the summary model call failed ({exc.kind})") from exc
         summary = parse_summary_reply(reply)
         summary = replace(summary, truncated_facts=base.truncated_facts)
-        return fit_summary(summary, max_tokens, tokenizer)
+        return fit_summary(summary, max_tokens, tokenizer,
+                           confirmed=confirmed_facts(base, messages))
 
 
 def summary_request(previous: Summary, messages: Sequence[Message],
@@ -596,4 +625,5 @@ def condense_for_handoff(previous: Summary | None, window: Sequence[Message], *,
     plus corrections, within ``max_tokens``; notes are left out.
     """
     merged = ExtractiveSummarizer().summarize(previous, window, language=language)
-    return fit_summary(replace(merged, notes=()), max_tokens, tokenizer)
+    return fit_summary(replace(merged, notes=()), max_tokens, tokenizer,
+                       confirmed=confirmed_facts(previous or Summary(), window))
