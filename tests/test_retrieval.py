@@ -262,3 +262,14 @@ def test_retriever_is_safe_to_index_and_search_from_many_threads() -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         assert all(found >= 1 for found in pool.map(work, range(40)))
     assert retriever.document_count == 40
+
+
+def test_recall_never_mixes_two_histories_that_reuse_the_same_keys() -> None:
+    recaller = HybridTurnRecaller(threshold=0.2)
+    alice = [RecallTurn(index=0, text="hello", key="m1"),
+             RecallTurn(index=1, text="my locker code is 4411", key="m2")]
+    bob = [RecallTurn(index=0, text="hello", key="m1"),
+           RecallTurn(index=1, text="I enjoy sailing on weekends", key="m2")]
+    assert recaller.rank("locker code", alice, limit=1) == [(1, 1.0)]
+    assert recaller.rank("locker code", bob, limit=1) == []
+    assert recaller.rank("sailing weekends", bob, limit=1) == [(1, 1.0)]

@@ -1,6 +1,8 @@
-"""nDCG@k of the retrieval step on a BEIR-style folder, for the quality and speed benches.
+"""Ranking quality of retrieval and turn recall, for the quality and speed benches.
 
-The folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv``.
+``beir_ndcg``: nDCG@k on a BEIR-style folder (``corpus.jsonl``, ``queries.jsonl``,
+``qrels/test.tsv``). ``locomo_recall_quality``: nDCG@k and recall@k of ``HybridTurnRecaller`` on
+a LoCoMo-style folder (``locomo-dev.json``, ``qa_index.jsonl``), questions of categories 1–4.
 
 Each corpus document is indexed whole (title line, then text) in a ``Retriever`` and every query
 searched with its fusion ranking; queries without a relevant document in the corpus are skipped,
@@ -12,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +22,7 @@ from contextwright.errors import InvalidInputError
 from contextwright.retrieval.chunking import SourceDocument
 from contextwright.retrieval.dense import Embedder
 from contextwright.retrieval.fusion import RankingWeights
+from contextwright.retrieval.recall import HybridTurnRecaller, RecallTurn
 from contextwright.retrieval.rerank import FusionReranker
 from contextwright.retrieval.retriever import Retriever
 
@@ -50,6 +54,71 @@ def beir_ndcg(folder: str | Path, *, mode: Mode = "lexical", embedder: Embedder 
         found = retriever.search(text, top_k=k, similarity_threshold=0.0, rerank_top_k=k)
         scores.append(ndcg([p.doc_id for p in found], relevant, k))
     return sum(scores) / len(scores) if scores else 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallQuality:
+    """How well turn recall finds the evidence turns of LoCoMo questions."""
+
+    ndcg: float
+    """Mean nDCG@k of the ranking (threshold 0)."""
+    recall: float
+    """Mean share of a question's evidence turns in the top k (threshold 0)."""
+    evidence_kept: float
+    """Share of evidence turns in the top k that also pass the recaller's threshold."""
+    questions: int
+    """Questions scored."""
+
+
+def locomo_recall_quality(folder: str | Path, *, embedder: Embedder | None = None,
+                          alpha: float = 0.5, threshold: float = 0.3, k: int = 10
+                          ) -> RecallQuality:
+    """Rank each conversation's turns (``"speaker: text"``) for each question of category 1–4."""
+    root = Path(folder)
+    conversations = {sample["sample_id"]: _locomo_turns(sample["conversation"]) for sample in
+                     json.loads((root / "locomo-dev.json").read_text("utf-8"))}
+    recaller = HybridTurnRecaller(embedder, alpha=alpha, threshold=0.0)
+    ndcgs, recalls, found, kept = [], [], 0, 0
+    with (root / "qa_index.jsonl").open(encoding="utf-8") as handle:
+        for row in map(json.loads, handle):
+            evidence = set(row["evidence"])
+            if row["category"] not in (1, 2, 3, 4) or not evidence:
+                continue
+            turns = conversations[row["sample_id"]]
+            ranked = recaller.rank(row["question"], turns, limit=k)
+            top = [(turns[i].key, score) for i, score in ranked]
+            ndcgs.append(ndcg([key for key, _ in top], dict.fromkeys(evidence, 1), k))
+            hits = [(key, score) for key, score in top if key in evidence]
+            recalls.append(len(hits) / len(evidence))
+            found += len(hits)
+            kept += sum(1 for key, _ in hits if _passes(recaller, row["question"], turns, key,
+                                                        threshold))
+    return RecallQuality(ndcg=_mean(ndcgs), recall=_mean(recalls),
+                         evidence_kept=kept / found if found else 0.0, questions=len(ndcgs))
+
+
+def _passes(recaller: HybridTurnRecaller, query: str, turns: list[RecallTurn], key: str,
+            threshold: float) -> bool:
+    """Whether the turn ``key`` reaches ``threshold`` (a recaller with that threshold)."""
+    strict = HybridTurnRecaller(recaller.embedder, alpha=recaller.alpha, threshold=threshold)
+    strict._sessions = recaller._sessions  # same indexes: nothing is embedded twice
+    return any(turns[i].key == key for i, _ in strict.rank(query, turns, limit=len(turns)))
+
+
+def _locomo_turns(conversation: dict[str, object]) -> list[RecallTurn]:
+    turns: list[RecallTurn] = []
+    for n in range(1, 100):
+        session = conversation.get(f"session_{n}")
+        if not isinstance(session, list):
+            continue
+        for turn in session:
+            turns.append(RecallTurn(index=len(turns), key=turn["dia_id"],
+                                    text=f"{turn['speaker']}: {turn['text']}"))
+    return turns
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 def ndcg(ranked: list[str], relevant: dict[str, int], k: int) -> float:

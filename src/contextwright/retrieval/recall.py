@@ -1,11 +1,12 @@
 """Relevance-selected history (R-HIST-3): rank earlier turns by how well they match the input.
 
-``HybridTurnRecaller`` keeps one incremental index per session across calls: a session is
-recognised by the key of its first turn, so a history that grows by one turn per call indexes
-(and embeds) only that turn, and ``rank`` costs a key check plus numpy scoring over the turns.
-Scores use the same fusion as the retriever (``fusion``): turns are ranked by the weighted
-min–max fusion of BM25 and cosine, and kept only when their calibrated similarity reaches the
-threshold. The history source depends only on the ``TurnRecaller`` protocol below.
+``HybridTurnRecaller`` keeps one incremental index per session across calls. A session is
+recognised by its first turn, and turns by key *and* text: ids such as ``D1:1`` repeat across
+histories, and one history must never be scored with another's text. A history that grows by
+one turn per call indexes (and embeds) only that turn, and ``rank`` costs a prefix check plus
+numpy scoring over the turns. Scores use the retriever's fusion (``fusion``): turns are ranked
+by the weighted min–max fusion of BM25 and cosine, and kept only when their calibrated
+similarity reaches the threshold. The history source depends only on ``TurnRecaller`` below.
 """
 
 from __future__ import annotations
@@ -55,9 +56,13 @@ class TurnRecaller(Protocol):
 class _SessionIndex:
     lexical: Bm25Index
     vectors: VectorMatrix | None
-    rows: dict[str, int] = field(default_factory=dict)
+    rows: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Row of each (key, text): a key alone is only unique within one history."""
     keys: list[str] = field(default_factory=list)
     """Keys of the turns of the last call, in order (a prefix check spares the lookups)."""
+    texts: list[str] = field(default_factory=list)
+    """Their texts: the prefix check compares both, so another history that reuses the same
+    keys (``D1:1``, ``msg-1``…) never gets this one's rows."""
     positions: Any = None
     """Rows of those turns, as an array."""
 
@@ -67,17 +72,20 @@ class HybridTurnRecaller:
 
     ``threshold`` is on the calibrated similarity (see ``fusion``): with an embedder,
     ``alpha·coverage + (1−alpha)·dense``; without, the share of the query's idf weight the turn
-    contains. ``max_sessions`` session indexes are kept, least recently used dropped first.
+    contains. The default 0.2 keeps 96 % of the evidence turns that rank in the top 10 for
+    LoCoMo dev questions (lexical; 0.3 keeps 77 %), since history recall should rather offer a
+    weak match than miss the turn that holds the answer. ``max_sessions`` session indexes are
+    kept, least recently used dropped first.
     """
 
     def __init__(self, embedder: Embedder | None = None, *, alpha: float = 0.5,
-                 threshold: float = 0.3, calibration: Calibration = E5_CALIBRATION,
+                 threshold: float = 0.2, calibration: Calibration = E5_CALIBRATION,
                  max_sessions: int = 16) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise InvalidInputError("alpha must be between 0 and 1")
         self.embedder = _cached(embedder)
         self.alpha, self.threshold, self.calibration = alpha, threshold, calibration
-        self._sessions: OrderedDict[str, _SessionIndex] = OrderedDict()
+        self._sessions: OrderedDict[tuple[str, str], _SessionIndex] = OrderedDict()
         self._max_sessions = max_sessions
         self._lock = threading.Lock()
 
@@ -87,14 +95,14 @@ class HybridTurnRecaller:
         if not turns or limit <= 0:
             return []
         with self._lock:
-            index = self._session(turns[0].key)
+            index = self._session((turns[0].key, turns[0].text))
             positions = self._sync(index, turns)
             fused, similarity = self._score(index, query, positions)
         passing = np.flatnonzero((similarity > 0) & (similarity >= self.threshold))
         best = passing[np.lexsort((passing, -fused[passing]))][:limit]
         return [(int(i), float(fused[i])) for i in best]
 
-    def _session(self, first_key: str) -> _SessionIndex:
+    def _session(self, first_key: tuple[str, str]) -> _SessionIndex:
         index = self._sessions.get(first_key)
         if index is None:
             vectors = VectorMatrix(self.embedder.dim) if self.embedder is not None else None
@@ -107,18 +115,21 @@ class HybridTurnRecaller:
     def _sync(self, index: _SessionIndex, turns: Sequence[RecallTurn]) -> Any:
         """Index the turns not seen yet; the index rows of ``turns``, in order."""
         keys = [turn.key for turn in turns]
+        texts = [turn.text for turn in turns]
         seen = len(index.keys)
-        if seen <= len(keys) and keys[:seen] == index.keys and index.positions is not None:
+        if (index.positions is not None and seen <= len(keys) and keys[:seen] == index.keys
+                and texts[:seen] == index.texts):
             new_turns, prefix = turns[seen:], index.positions
         else:
             new_turns, prefix = turns, np.zeros(0, dtype=np.int64)
-        fresh = [turn for turn in new_turns if turn.key not in index.rows]
-        for turn in fresh:
-            index.rows[turn.key] = index.lexical.add(search_tokens(turn.text))
+        fresh = {(t.key, t.text): t.text for t in new_turns if (t.key, t.text) not in index.rows}
+        for identity, text in fresh.items():
+            index.rows[identity] = index.lexical.add(search_tokens(text))
         if fresh and index.vectors is not None and self.embedder is not None:
-            index.vectors.append(self.embedder.embed_passages([turn.text for turn in fresh]))
-        tail = np.asarray([index.rows[turn.key] for turn in new_turns], dtype=np.int64)
-        index.keys, index.positions = keys, np.concatenate((prefix, tail))
+            index.vectors.append(self.embedder.embed_passages(list(fresh.values())))
+        tail = np.asarray([index.rows[t.key, t.text] for t in new_turns], dtype=np.int64)
+        index.keys, index.texts = keys, texts
+        index.positions = np.concatenate((prefix, tail))
         return index.positions
 
     def _score(self, index: _SessionIndex, query: str, positions: Any) -> tuple[Any, Any]:
