@@ -6,6 +6,13 @@ untrusted text and reports every decision.
 """
 
 from contextwright.builder import ContextBuilder, clear_caches
+from contextwright.compress.summarize import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    Summary,
+)
+from contextwright.compress.tool_results import ToolTiers
 from contextwright.core.final import FinalContext
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall
 from contextwright.core.plan import Budget, BuildPlan, SourceSpec
@@ -13,16 +20,44 @@ from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Document, Request
 from contextwright.core.source import ContextSource
 from contextwright.errors import (
+    AccessDenied,
     BudgetError,
+    ConflictError,
     ContextwrightError,
+    CorruptRecordError,
+    DatasetError,
     InvalidInputError,
     KeyConflictError,
+    LLMError,
     PlanError,
     SourceError,
+    StoreError,
+    StoreUnavailable,
+    SummaryError,
     TokenizerError,
     ValidationError,
 )
+from contextwright.llm import OpenAIChatClient
+from contextwright.manager import ContextManager, PreparedContext
+from contextwright.modes import (
+    CentroidClassifier,
+    ModeClassifier,
+    ModesConfig,
+    ModeSettings,
+    RouteDecision,
+    Router,
+)
 from contextwright.plans import select_plan
+from contextwright.session import (
+    MemoryStore,
+    PostgresStore,
+    RedisStore,
+    SessionKey,
+    SqliteStore,
+    Store,
+    open_store,
+)
+from contextwright.session.state import SessionState
 from contextwright.sources import (
     DocumentSource,
     EnvInfoSource,
@@ -34,43 +69,80 @@ from contextwright.sources import (
     ToolResultSource,
     UserInputSource,
 )
+from contextwright.sources.recall import LexicalTurnRecaller, RecallTurn, TurnRecaller
+from contextwright.sources.tools import LexicalToolScorer, ToolScorer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDenied",
     "Budget",
     "BudgetError",
     "BuildPlan",
     "BuildReport",
+    "CentroidClassifier",
+    "ConflictError",
     "ContextBuilder",
     "ContextItem",
+    "ContextManager",
     "ContextSource",
     "ContextwrightError",
+    "CorruptRecordError",
+    "DatasetError",
     "Decision",
     "Document",
     "DocumentSource",
     "EnvInfoSource",
     "ExamplesSource",
+    "ExtractiveSummarizer",
     "FinalContext",
     "HistorySource",
     "InvalidInputError",
     "KeyConflictError",
+    "LLMError",
+    "LLMSummarizer",
     "Layer",
+    "LexicalToolScorer",
+    "LexicalTurnRecaller",
+    "MemoryStore",
     "Message",
+    "ModeClassifier",
+    "ModeSettings",
+    "ModesConfig",
     "NotesSource",
+    "OpenAIChatClient",
     "PlanError",
+    "PostgresStore",
+    "PreparedContext",
+    "RecallTurn",
+    "RedisStore",
     "Request",
+    "RouteDecision",
+    "Router",
+    "SessionKey",
+    "SessionState",
     "SourceError",
     "SourceReport",
     "SourceSpec",
+    "SqliteStore",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "Summarizer",
+    "Summary",
+    "SummaryError",
     "SystemPromptSource",
     "TokenizerError",
     "ToolCall",
     "ToolDefinitionSource",
     "ToolResultSource",
+    "ToolScorer",
+    "ToolTiers",
+    "TurnRecaller",
     "UserInputSource",
     "ValidationError",
     "__version__",
     "clear_caches",
+    "open_store",
     "select_plan",
 ]
