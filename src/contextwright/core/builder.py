@@ -14,6 +14,7 @@ from contextwright.core.accounting import MESSAGE_OVERHEAD, REPLY_PRIMING
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cutting import make_cutter
+from contextwright.core.digest import add_digest, pruning_grant
 from contextwright.core.fence import DATA_NOTE, language_of, separator
 from contextwright.core.final import ANTHROPIC_LEAD, FinalContext
 from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
@@ -51,6 +52,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     allocations = allocate(plan, gathered, pool)
     selections = prune(gathered, allocations, request.user_input, costing)
     give_back(gathered, allocations, selections, pool, request.user_input, costing)
+    add_digests(gathered, sources, request, allocations, selections, costing)
     assembly, total = fit_exactly(plan, gathered, selections, request.user_input, costing,
                                   note=note, repeat=repeat)
     decisions += [d for g in gathered for d in (*g.omitted, *unread_decisions(g, request))]
@@ -190,11 +192,13 @@ def allocate(plan: BuildPlan, gathered: list[Gathered], pool: int) -> dict[str, 
     return allocations
 
 
-def prune_source(g: Gathered, grant: int, query: str, costing: Costing) -> Selection:
-    """Fit one source's units into ``grant``."""
+def prune_source(g: Gathered, grant: int, query: str, costing: Costing,
+                 reserve: bool = True) -> Selection:
+    """Fit one source's units into ``grant`` (less its digest's share, with ``reserve``)."""
     if not g.spec.cuttable:
         return Selection(kept=list(g.units))
     options = g.spec.options
+    grant = pruning_grant(g, grant) if reserve else grant
     contiguous = options.get("contiguous", g.spec.source in CONTIGUOUS_SOURCES)
     share = options.get("max_item_share", 0.5 if g.spec.source == "history" else None)
     if g.complete and g.need <= grant:
@@ -205,6 +209,22 @@ def prune_source(g: Gathered, grant: int, query: str, costing: Costing) -> Selec
         cutter=make_cutter(g.spec.strategy, query, costing),
         unit_cap=None if share is None else int(grant * float(share)),
     )
+
+
+def add_digests(gathered: list[Gathered], sources: Mapping[str, ContextSource],
+                request: Request, allocations: Mapping[str, Allocation],
+                selections: dict[str, Selection], costing: Costing) -> None:
+    """Let sources with ``digest_share`` stand in for what they left out (``core.digest``)."""
+    for g in gathered:
+        if g.spec.cuttable and g.error is None:
+            add_digest(g, sources[g.spec.source], request, allocations[g.spec.source].grant,
+                       selections, costing,
+                       lambda g, grant: _prune_whole(g, grant, request.user_input, costing))
+
+
+def _prune_whole(g: Gathered, grant: int, query: str, costing: Costing) -> Selection:
+    """``prune_source`` without the digest's reserve (there is no digest to make room for)."""
+    return prune_source(g, grant, query, costing, reserve=False)
 
 
 def prune(gathered: list[Gathered], allocations: Mapping[str, Allocation], query: str,

@@ -9,7 +9,7 @@ results) share a ``group`` and are yielded together in render order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from contextwright.core.items import ContextItem
@@ -27,4 +27,24 @@ class ContextSource(Protocol):
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterable[ContextItem]:
         """Items for ``request`` in keep order; ``options`` come from the plan entry."""
+        ...
+
+
+@runtime_checkable
+class DigestingSource(Protocol):
+    """A source that can stand in for what a build left out with one compact item (a digest).
+
+    Used when the plan sets the source's ``digest_share`` option: the builder keeps that share
+    of the source's grant free while pruning, then, if something was left out, asks for a digest
+    of it (see ``core.digest``).
+    """
+
+    def digest(self, request: Request, options: Mapping[str, Any],
+               kept: Sequence[ContextItem], max_tokens: int,
+               cost: Callable[[ContextItem], int]) -> ContextItem | None:
+        """One item standing for what is not in ``kept``, costing at most ``max_tokens``.
+
+        ``cost`` gives an item's exact cost as it would render. None when there is nothing
+        worth saying.
+        """
         ...

@@ -17,7 +17,7 @@ older turns relevant to the input are interleaved into the newest-first stream (
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -33,6 +33,7 @@ from contextwright.core.fence import marker_for
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
+from contextwright.sources.history_digest import history_digest, omitted_digest
 from contextwright.sources.recall import (
     LexicalTurnRecaller,
     TurnIndex,
@@ -295,6 +296,9 @@ class HistorySource:
     * ``recall_share`` (default 0: off), ``recall_limit`` (default 8): about this share of what
       history offers is older turns the recaller ranks relevant to the input, whole turns in
       their original order, placed before the recent ones and marked as recalled.
+    * ``digest_share`` (default 0: off), ``digest_scan`` (default 400): when rounds do not fit,
+      about this share of history's budget holds one fenced item listing the exact values (ids,
+      numbers, dates, codes) first seen in the omitted messages (see ``history_digest``).
     """
 
     namespace = "history"
@@ -310,6 +314,12 @@ class HistorySource:
             yield from self._with_recall(request, options, min(share, 0.9))
             return
         yield from self._recent(request, options)
+
+    def digest(self, request: Request, options: Mapping[str, Any],
+               kept: Sequence[ContextItem], max_tokens: int,
+               cost: Callable[[ContextItem], int]) -> ContextItem | None:
+        """Exact values of the omitted messages, for ``digest_share`` (``history_digest``)."""
+        return history_digest(request, options, kept, max_tokens, cost)
 
     def _recent(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         max_rounds = options.get("max_rounds")
@@ -432,8 +442,9 @@ def recall_marker(content: str) -> str:
 class ToolResultSource:
     """This turn's tool calls and results (L4), rendered after the user input, newest first.
 
-    Options as for history: ``compact_tool_results``, ``fields``, and the tiers (``tool_full``
-    …), for an agent loop that makes many calls in one turn; ``consumed`` waits for the next turn.
+    Options as for history: ``compact_tool_results``, ``fields``, the tiers (``tool_full``
+    …), for an agent loop that makes many calls in one turn (``consumed`` waits for the next
+    turn), and ``digest_share`` / ``digest_scan`` for the calls that do not fit.
     """
 
     namespace = "tool_results"
@@ -450,3 +461,10 @@ class ToolResultSource:
                 calls_seen += 1
             yield from block_items(block, "tool_results", Layer.EVIDENCE, False, options, key,
                                    retention)
+
+    def digest(self, request: Request, options: Mapping[str, Any],
+               kept: Sequence[ContextItem], max_tokens: int,
+               cost: Callable[[ContextItem], int]) -> ContextItem | None:
+        """Exact values of this turn's omitted calls and results, for ``digest_share``."""
+        return omitted_digest(request.turn, "turn", request.user_input, options, kept,
+                              max_tokens, cost)

@@ -1,0 +1,86 @@
+"""Digests: one compact item standing in for what a source had to leave out.
+
+A plan turns it on per source with the option ``digest_share`` (0 < share < 1). While pruning,
+that share of the source's grant is kept free whenever the source cannot keep everything; once
+the source's units are chosen, a source that implements ``DigestingSource`` is asked for one
+item that stands for the rest (history: the exact values first seen in the omitted turns), in
+the room left. If it has nothing to say, the source is pruned again with its whole grant, so the
+reserve never costs anything for nothing. The digest is the source's oldest unit: the first to go
+if the exact count is over, and it is reported as a decision.
+
+Pure: the source's ``digest`` sees the request and the kept items; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from contextwright.core.gather import Costing, Gathered, Unit, render_candidate
+from contextwright.core.items import ContextItem
+from contextwright.core.report import Decision
+from contextwright.core.request import Request
+from contextwright.core.select import Selection
+from contextwright.core.source import ContextSource, DigestingSource
+from contextwright.errors import PlanError, SourceError
+
+DIGEST_OPTION = "digest_share"
+MIN_DIGEST_TOKENS = 16
+"""Less room than this cannot hold a digest worth its framing."""
+
+
+def digest_share(options: Mapping[str, Any]) -> float:
+    """The plan's ``digest_share`` for a source (0 when off); a bad value is a ``PlanError``."""
+    value = options.get(DIGEST_OPTION, 0) or 0
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
+        raise PlanError(f"option {DIGEST_OPTION} must be a number in [0, 1)")
+    return float(value)
+
+
+def pruning_grant(g: Gathered, grant: int) -> int:
+    """The grant to prune ``g`` with: less the digest's share when it cannot keep everything."""
+    share = digest_share(g.spec.options)
+    if share <= 0 or (g.complete and g.need <= grant):
+        return grant
+    return grant - int(grant * share)
+
+
+Prune = Callable[[Gathered, int], Selection]
+
+
+def add_digest(g: Gathered, source: ContextSource, request: Request, grant: int,
+               selections: dict[str, Selection], costing: Costing, prune: Prune) -> None:
+    """Append ``source``'s digest of what ``g`` left out to its selection (see the docstring).
+
+    ``prune`` re-prunes ``g`` with a grant and no reserve, for when there is no digest.
+    """
+    name = g.spec.source
+    selection = selections[name]
+    if pruning_grant(g, grant) == grant:
+        return
+    if not isinstance(source, DigestingSource):  # nothing to make room for
+        selections[name] = prune(g, grant)
+        return
+    room = grant - selection.tokens
+    kept = [c.item for unit in selection.kept for c in unit.candidates]
+    item = None
+    if room >= MIN_DIGEST_TOKENS:
+        item = source.digest(request, g.spec.options, kept, room,
+                             lambda i: render_candidate(i, costing, room + 1).tokens)
+    candidate = None if item is None else render_candidate(item, costing, room + 1)
+    if candidate is None or candidate.tokens > room:
+        selections[name] = prune(g, grant)
+        return
+    _check_key(item, source)
+    selection.kept.append(Unit(source=name, candidates=[candidate], round=None,
+                               rank=len(selection.kept)))
+    selection.decisions.append(Decision(
+        source=name, key=candidate.item.key, action="compacted",
+        reason=str(candidate.item.metadata.get("digest", "digest of what was left out")),
+        tokens_after=candidate.tokens))
+
+
+def _check_key(item: ContextItem | None, source: ContextSource) -> None:
+    if item is not None and not item.key.startswith(source.namespace + "."):
+        raise SourceError(f"source {source.namespace!r} produced a digest key outside its "
+                        "namespace")

@@ -1,0 +1,196 @@
+"""The history digest: exact values of the turns a build left out, as one compact fenced item.
+
+R-HIST-2's "confirmed key facts", stateless: when the plan sets history's ``digest_share``, the
+builder keeps that share of history's grant free and, if rounds were left out, asks
+``HistorySource.digest`` for one item. That item says it is a digest of omitted messages (which
+ones), and lists, per omitted message, the exact values first seen there (ids, codes, numbers,
+dates, emails, addresses: ``compress.facts.extract_facts``) that the kept context does not already
+contain. Values are never paraphrased or cut: a value that does not fit is left out whole.
+
+Which values come first when not all fit: those the user stated or the agent passed to a tool
+(someone relied on them), then values repeated across omitted messages, then the newest. Only
+the newest ``digest_scan`` omitted messages are read, so a long session costs what is read, and
+each message's values are remembered per content.
+
+Pure functions of the request and the kept items; nothing here knows budgets beyond ``cost``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from contextwright.compress.facts import extract_facts, fact_key
+from contextwright.core.items import ContextItem, Layer, Message, parse_message
+from contextwright.core.request import Request
+
+DEFAULT_SCAN = 400
+"""Omitted messages read for a digest unless ``digest_scan`` says otherwise."""
+LABEL = "digest of omitted turns"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """The values of one omitted message, in the order they appear."""
+
+    index: int
+    """Position of the message in ``request.history``."""
+    who: str
+    """``user``, ``assistant``, or ``tool <name>``."""
+    values: tuple[str, ...]
+    """Exact values first seen in this message and absent from the kept context."""
+    relied_on: bool
+    """The user stated them or the agent passed them in a tool call."""
+
+
+def history_digest(request: Request, options: Mapping[str, Any], kept: Sequence[ContextItem],
+                   max_tokens: int, cost: Callable[[ContextItem], int]) -> ContextItem | None:
+    """The digest of omitted history messages, or None when no value is worth listing."""
+    return omitted_digest(request.history, "history", request.user_input, options, kept,
+                          max_tokens, cost)
+
+
+def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input: str,
+                   options: Mapping[str, Any], kept: Sequence[ContextItem], max_tokens: int,
+                   cost: Callable[[ContextItem], int]) -> ContextItem | None:
+    """The digest of the ``messages`` not in ``kept`` (items ordered by message index).
+
+    ``where`` names the list (``history``, ``turn``) in the text and is the key's namespace
+    (``tool_results`` for ``turn``).
+    """
+    kept_at = {int(item.order) for item in kept}
+    known = _known_text(kept, user_input)
+    scan = int(options.get("digest_scan", DEFAULT_SCAN))
+    entries, ranked = _ranked(_entries(messages, where, kept_at, known, scan))
+    if not ranked:
+        return None
+    omitted = len(messages) - len(kept_at & set(range(len(messages))))
+    low, high = 0, len(ranked)
+    while low < high:  # the most values, taken in rank order, whose item fits
+        middle = (low + high + 1) // 2
+        if cost(_item(entries, set(ranked[:middle]), omitted, where)) <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return _item(entries, set(ranked[:low]), omitted, where) if low else None
+
+
+def _known_text(kept: Sequence[ContextItem], user_input: str) -> str:
+    parts = [user_input]
+    for item in kept:
+        parts.append(item.message.content)
+        parts.extend(call.arguments for call in item.message.tool_calls)
+    return fact_key("\n".join(parts))
+
+
+def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int], known: str,
+             scan: int) -> list[Entry]:
+    """Entries of the newest ``scan`` omitted messages, newest first (a value may repeat)."""
+    entries: list[Entry] = []
+    names: dict[str, str] = {}
+    read = 0
+    for index in range(len(history) - 1, -1, -1):
+        if index in kept_at:
+            continue
+        if read >= scan:
+            break
+        read += 1
+        message = parse_message(history[index], f"{where}[{index}]")
+        names.update(_call_names(history, where, index, message))
+        fresh = tuple(v for v in _message_values(message) if fact_key(v) not in known)
+        if fresh:
+            entries.append(Entry(index=index, who=_who(message, names), values=fresh,
+                                 relied_on=message.role == "user" or bool(message.tool_calls)))
+    return entries
+
+
+def _ranked(entries: list[Entry]) -> tuple[list[Entry], list[str]]:
+    """(entries with each value under the oldest message holding it, values best first).
+
+    Best first: values someone relied on (the user stated them, the agent passed them to a
+    tool); then identifiers before dates, dates before other values, times of day last; then
+    values repeated in more omitted messages; then the newest.
+    """
+    owner: dict[str, int] = {}
+    count: dict[str, int] = {}
+    relied: set[str] = set()
+    for position, entry in enumerate(entries):  # newest first: the last writer is the oldest
+        for value in entry.values:
+            owner[value] = position
+            count[value] = count.get(value, 0) + 1
+        if entry.relied_on:
+            relied.update(entry.values)
+    shown = [Entry(index=e.index, who=e.who, relied_on=e.relied_on,
+                   values=tuple(v for v in e.values if owner[v] == p))
+             for p, e in enumerate(entries)]
+    ranked = sorted(owner, key=lambda v: (v not in relied, value_rank(v), -count[v], owner[v]))
+    return [e for e in shown if e.values], ranked
+
+
+_TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\.?|[+-]\d+)?")
+_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}.*|\d{1,2}/\d{1,2}/\d{2,4}|.*\d月\d.*")
+
+
+def value_rank(value: str) -> int:
+    """0 identifiers (letters with digits, emails, urls), 1 dates, 2 other values, 3 times.
+
+    An id names one thing exactly and is what a later call needs verbatim; a time of day or a
+    price in a listing rarely is.
+    """
+    if _TIME.fullmatch(value):
+        return 3
+    if _DATE.fullmatch(value):
+        return 1
+    has_digit = any(ch.isdigit() for ch in value)
+    has_alpha = any(ch.isalpha() for ch in value)
+    if "@" in value or "://" in value or (has_digit and has_alpha and " " not in value):
+        return 0
+    return 2
+
+
+def _call_names(history: Sequence[Mapping[str, Any]], where: str, index: int,
+                message: Message) -> dict[str, str]:
+    """Tool names of the calls a tool result may answer (read lazily, going backwards)."""
+    if message.role != "tool" or message.name:
+        return {}
+    for back in range(index - 1, max(index - 64, -1), -1):
+        earlier = parse_message(history[back], f"{where}[{back}]")
+        if earlier.tool_calls:
+            return {call.id: call.name for call in earlier.tool_calls}
+    return {}
+
+
+def _who(message: Message, names: Mapping[str, str]) -> str:
+    if message.role != "tool":
+        return str(message.role)
+    name = message.name or names.get(message.tool_call_id or "")
+    return f"tool {name}" if name else "tool"
+
+
+def _message_values(message: Message) -> tuple[str, ...]:
+    texts = [message.content, *(call.arguments for call in message.tool_calls)]
+    return tuple(dict.fromkeys(v for text in texts if text for v in _values(text)))
+
+
+@lru_cache(maxsize=32_768)
+def _values(text: str) -> tuple[str, ...]:
+    return extract_facts(text)
+
+
+def _item(entries: Sequence[Entry], chosen: set[str], omitted: int, where: str) -> ContextItem:
+    lines = []
+    for entry in reversed(entries):  # oldest first, like the conversation
+        values = [v for v in entry.values if v in chosen]
+        if values:
+            lines.append(f"- {entry.who}, {where}[{entry.index}]: {'; '.join(values)}")
+    text = (f"Digest of {omitted} earlier message(s) left out for space: exact values first "
+            "seen in them, not shown elsewhere.\n" + "\n".join(lines))
+    reason = (f"digest of {omitted} omitted {where} message(s): {len(chosen)} exact value(s) "
+              "first seen in them")
+    namespace = "tool_results" if where == "turn" else where
+    return ContextItem(key=f"{namespace}.digest", message=Message(role="assistant", content=text),
+                       layer=Layer.HISTORY, group="digest", order=-1.0, untrusted=True,
+                       label=LABEL, metadata={"digest": reason})
