@@ -1,8 +1,8 @@
 """Session store throughput: appends/s and reads of the last N, for every backend.
 
-For memory (the reference), SQLite (a file in a temp dir, WAL, ``synchronous=FULL`` — the default —
-and ``NORMAL``), Redis (127.0.0.1:6379) and PostgreSQL (127.0.0.1:5432, db ``test``), one process,
-one thread:
+For memory (the reference), SQLite (a file in a temp dir, WAL, ``synchronous=NORMAL`` — the
+default — and ``FULL``), Redis (127.0.0.1:6379) and PostgreSQL (127.0.0.1:5432, db ``test``),
+one process, one thread:
 
 - append x1: single-message appends (one transaction each), appends per second;
 - append x10: batches of 10 messages, messages per second;

@@ -38,7 +38,7 @@ from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
 from contextwright.session.memory import MemoryStore
 from contextwright.session.state import ModeSwitch, SessionState
-from contextwright.session.store import SessionKey, Store, StoredMessage
+from contextwright.session.store import SessionKey, StateRecord, Store, StoredMessage
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
 
 logger = logging.getLogger("contextwright.session")
@@ -133,8 +133,8 @@ class ContextManager:
         """Append ``text`` as the user's message (None: continue the current turn) and build."""
         key = SessionKey(user_id=user_id, session_id=session_id)
         seq = self._append_user(key, text) if text is not None else None
-        recent = self._read_recent(key)
-        state, route, switch = self._route(key, text, seq, recent)
+        record, recent = self._read_recent(key)
+        state, route, switch = self._route(key, text, seq, recent, record)
         user_index = last_user_index(recent)
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
@@ -193,12 +193,13 @@ class ContextManager:
         message = {"role": "user", "content": text, "timestamp": self._now_iso()}
         return self.store.append(key, [message])[0]
 
-    def _read_recent(self, key: SessionKey) -> list[StoredMessage]:
+    def _read_recent(self, key: SessionKey) -> tuple[StateRecord | None, list[StoredMessage]]:
+        # The messages after the summary, newest ``max_read`` of them, from a whole round on.
         record = self.store.get_state(key)
         upto = SessionState.from_dict(record.data).summary_upto if record else 0
         recent = self.store.read(key, after=upto, last=self._max_read)
         start = next((i for i, m in enumerate(recent) if m.message.get("role") == "user"), 0)
-        return [self._remembered(key, stored) for stored in recent[start:]]
+        return record, [self._remembered(key, stored) for stored in recent[start:]]
 
     def _remembered(self, key: SessionKey, stored: StoredMessage) -> StoredMessage:
         # The log is append-only: (session, seq, created_at) names one message forever, so the
@@ -214,10 +215,11 @@ class ContextManager:
         return replace(stored, message=known)
 
     def _route(self, key: SessionKey, text: str | None, seq: int | None,
-               recent: list[StoredMessage]
+               recent: list[StoredMessage], record: StateRecord | None
                ) -> tuple[SessionState, RouteDecision | None, ModeSwitch | None]:
-        for _ in range(MAX_STATE_ATTEMPTS):
-            record = self.store.get_state(key)
+        for attempt in range(MAX_STATE_ATTEMPTS):
+            if attempt:
+                record = self.store.get_state(key)
             state = SessionState.from_dict(record.data) if record else SessionState()
             if text is None or seq is None:
                 return state, None, None

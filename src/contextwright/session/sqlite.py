@@ -68,12 +68,14 @@ class SqliteStore:
         ttl_seconds: float | None = None,
         clock: Clock = time.time,
         busy_timeout_ms: int = 30_000,
-        synchronous: str = "FULL",
+        synchronous: str = "NORMAL",
     ) -> None:
         """Open (and create if missing) the database at ``path``.
 
-        ``synchronous="FULL"`` makes an acknowledged append survive power loss; ``"NORMAL"`` is
-        faster and still survives a crashed or killed process.
+        ``synchronous="NORMAL"`` (the default, SQLite's advice for WAL) keeps every acknowledged
+        append through a crashed or killed process (the kill -9 test proves it) without an
+        fsync per write; ``"FULL"`` also survives power loss, at one fsync (~4 ms here) per
+        write.
         """
         if synchronous not in _SYNCHRONOUS:
             raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
