@@ -6,6 +6,7 @@ updates running in the background as in production. Target: ≤ 3 ms median at 1
 and flat as the session grows (100,000 within 1.2× of 1,000).
 
     .venv/bin/python bench/prepare_speed.py [--sizes 1000,10000,100000] [--steps 200]
+        [--synchronous NORMAL|FULL]
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def only(mode: str) -> ModesConfig:
     return ModesConfig(modes=base.modes, rules=(), default_mode=mode)
 
 
-def measure(mode: str, size: int, steps: int, folder: Path) -> float:
-    store = SqliteStore(folder / f"{mode}-{size}.db")
+def measure(mode: str, size: int, steps: int, folder: Path, synchronous: str) -> float:
+    store = SqliteStore(folder / f"{mode}-{size}.db", synchronous=synchronous)
     key = SessionKey(user_id="bench", session_id=f"{mode}-{size}")
     fill(store, key, size)
     cm = ContextManager(store=store, modes=only(mode), background=True)
@@ -81,13 +82,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--synchronous", default="NORMAL", choices=["NORMAL", "FULL"],
+                        help="SQLite durability: NORMAL (default) or FULL (fsync per write)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print("| mode | " + " | ".join(f"{s:,} msgs" for s in sizes) + " | largest / smallest |")
     print("| --- |" + " --- |" * (len(sizes) + 1))
     with tempfile.TemporaryDirectory() as tmp:
         for mode in (SLIDING_WINDOW, RAG_ENHANCED, STRUCTURED):
-            medians = [measure(mode, size, args.steps, Path(tmp)) for size in sizes]
+            medians = [measure(mode, size, args.steps, Path(tmp), args.synchronous)
+                       for size in sizes]
             cells = " | ".join(f"{m:.2f} ms" for m in medians)
             print(f"| {mode} | {cells} | {medians[-1] / medians[0]:.2f}× |", flush=True)
 
