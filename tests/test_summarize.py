@@ -135,6 +135,15 @@ def test_answer_resolves_the_question_just_asked() -> None:
     assert summary.notes == ("Refunds arrive within 5 business days.",)
 
 
+def test_asking_back_answers_nothing() -> None:
+    summary = summarize([user("I want to cancel my reservation."),
+                         assistant("Sure. Could you give me your user id?"),
+                         user("It is mia_li_3668. Are you ready?")])
+    assert summary.unresolved == ("I want to cancel my reservation.",
+                                  "It is mia_li_3668. Are you ready?")
+    assert summary.notes == ()
+
+
 def test_tool_error_stays_open_until_the_tool_succeeds() -> None:
     failed = summarize([user("查一下订单 20241001"),
                         assistant("", call("c1", "query_order", {"id": "20241001"})),

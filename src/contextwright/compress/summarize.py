@@ -159,8 +159,9 @@ def _language(language: str, text: str) -> str:
 # ----- what a message says ------------------------------------------------------------------
 
 _GREETING = re.compile(
-    r"^(?:你好|您好|嗨|哈喽|在吗|谢谢|多谢|好的|好|嗯|ok|okay|hi|hello|hey|thanks|thank you|yes|no|"
-    r"是的|对|行|可以|收到)[\s!！。.,，~？?]*$", re.IGNORECASE)
+    r"^(?:你好|您好|嗨|哈喽|在吗|谢谢|多谢|好的|好|嗯|当然|是的|对|行|可以|收到|ok|okay|hi|hello|"
+    r"hey|thanks|thank you|yes|no|sure|certainly|of course|great)[\s!！。.,，~？?]*$",
+    re.IGNORECASE)
 _QUESTION = re.compile(
     r"[?？]|[吗呢么][\s。！!]*$|怎么|如何|什么|多少|几[点天个号]|哪|是否|能否|能不能|可不可以|有没有|"
     r"帮我|请|麻烦|我想|我要|^(?:what|when|where|why|how|which|who|can|could|would|will|is|are|"
@@ -195,6 +196,14 @@ def _clip(text: str, limit: int = _CLIP) -> str:
     for match in _SENTENCE_END.finditer(flat, 0, limit):
         cut = match.start()
     return flat[:cut].strip() if cut >= limit // 3 else flat[:limit - 1].rstrip() + "…"
+
+
+_ASKS = re.compile(r"[?？]|[吗呢么][\s。！!]*$")
+
+
+def _sentences(text: str) -> list[str]:
+    flat = " ".join(text.split())
+    return [s.strip() for s in _SENTENCE_END.split(flat) if s.strip()]
 
 
 def _first_sentence(text: str) -> str:
@@ -334,7 +343,7 @@ def _read_user(state: _Merge, content: str) -> None:
         state.need = _need_of(content)
     if _CORRECTION.search(content):
         _mark_corrected(state, content)
-    if _RESOLVED.search(content) and not _OPEN.search(content):
+    if _RESOLVED.search(content) and not (_OPEN.search(content) or _ASKS.search(content)):
         state.open.clear()
         state.answered_upto = 0
         return
@@ -347,6 +356,10 @@ def _read_user(state: _Merge, content: str) -> None:
 def _read_assistant(state: _Merge, content: str) -> None:
     if _PENDING.search(content) and len(content) < 80:
         return  # "let me check" answers nothing yet
+    statements = [s for s in _sentences(content)
+                  if not _ASKS.search(s) and _is_substantive(s)]
+    if not statements:
+        return  # only asks the user back ("What is your user id?"): nothing answered yet
     if _CORRECTION.search(content):
         _mark_corrected(state, content)
     keys = frozenset(fact_key(f) for f in extract_facts(content))
@@ -362,7 +375,7 @@ def _read_assistant(state: _Merge, content: str) -> None:
     state.open = [item for i, item in enumerate(state.open) if still_open(i, item)]
     if _OPEN.search(content):
         state.open.append(_open_item(content, "problem"))  # listed as open, not as a note
-    elif _is_substantive(note := _first_sentence(content)):
+    elif _is_substantive(note := _clip(statements[0])):
         state.notes.append(note)
     state.answered_upto = len(state.open)
 
