@@ -44,7 +44,13 @@ Measured per budget (500 / 1,000 / 2,000):
 
 Run from the repo root::
 
-    .venv/bin/python bench/tau_pairs.py [--data DIR] [--tokenizer o200k_base] [--json]
+    .venv/bin/python bench/tau_pairs.py [--data DIR] [--tokenizer o200k_base] [--json] \
+        [--no-compression] [--options '{"digest_share": 0.2}']
+
+The plan is the shipped ``tool_heavy``, whose history keeps the newest two call blocks' results
+whole, reduces the next three to key facts and older ones to a line of identifiers, and, when
+turns do not fit, spends 30% of its budget (and of this turn's) on a digest of the exact values
+first seen in what was left out; ``--no-compression`` removes those options.
 
 The exit status is 1 when any contextwright build fails or breaks a tool pair.
 
@@ -263,10 +269,20 @@ def survived(facts: Sequence[str], text: str) -> int:
 # --------------------------------------------------------------------------- builds
 
 
-COMPRESSION_OPTIONS: Mapping[str, Any] = {"tool_full": 1, "tool_reduced": 1}
-"""History options of the "compression on" runs: the newest call block's results whole, the
-next one reduced to key facts, older ones one line of identifiers (issue 4, R-TOOL-2), in history
-and in this turn."""
+COMPRESSION_KEYS = ("tool_full", "tool_reduced", "tool_early", "tool_line_chars", "digest_share")
+"""Options of the shipped ``tool_heavy`` that compress (tiers, digest of omitted turns); the
+``--no-compression`` run removes them from history and this turn."""
+
+
+def without_compression(base: BuildPlan) -> BuildPlan:
+    """``base`` with the compressing options removed from history and this turn's results."""
+    sources = tuple(
+        replace(spec, options=FrozenOptions(
+            {k: v for k, v in spec.options.items() if k not in COMPRESSION_KEYS}))
+        if spec.source in ("history", "tool_results") else spec
+        for spec in base.sources
+    )
+    return replace(base, sources=sources)
 
 
 def with_history_options(base: BuildPlan, options: Mapping[str, Any]) -> BuildPlan:
@@ -406,15 +422,19 @@ def measure_baseline(system: str, case: Case, budget: int,
 
 
 def run(data: Path, tokenizer: str, budgets: Sequence[int],
-        history_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        history_options: Mapping[str, Any] | None = None,
+        compression: bool = True) -> dict[str, Any]:
     """Every build; returns the JSON-ready result.
 
-    ``history_options`` are added to the plan's history options (``COMPRESSION_OPTIONS`` for the
-    tiered tool-result retention); None runs the shipped plan as it is.
+    The shipped ``tool_heavy`` (compression on: tiers and the digest of omitted turns), without
+    its compressing options when ``compression`` is false; ``history_options`` are added to its
+    history and turn options (one variable at a time).
     """
     system, cases = load_cases(data)
     builder = ContextBuilder(tokenizer=tokenizer)
     base = BuildPlan.named("tool_heavy")
+    if not compression:
+        base = without_compression(base)
     if history_options:
         base = with_history_options(base, history_options)
     count = builder.tokenizer.count
@@ -442,6 +462,7 @@ def run(data: Path, tokenizer: str, budgets: Sequence[int],
         "tokenizer": builder.tokenizer.name,
         "plan": "tool_heavy (history and tool_results capped so user + turn + history <= budget)",
         "history_options": dict(history_options or {}),
+        "compression": compression,
         "trajectories": len(cases),
         "with_cut_index": sum(c.has_cut for c in cases),
         "budgets": list(budgets),
@@ -457,7 +478,8 @@ def format_table(result: Mapping[str, Any]) -> str:
     header = (f"{'budget':>6} | {'cw survival':>11} | {'baseline survival':>17} | "
               f"{'pairs cw':>8} | {'pairs baseline':>14} | {'mean tokens cw / baseline':>25}")
     options = result.get("history_options") or "none added"
-    lines = [f"tau-bench airline, tokenizer {result['tokenizer']}, plan tool_heavy, "
+    shipped = "as shipped" if result.get("compression", True) else "without compression"
+    lines = [f"tau-bench airline, tokenizer {result['tokenizer']}, plan tool_heavy ({shipped}), "
              f"history options: {options}"]
     for name, title in titles.items():
         lines += ["", title, header, "-" * len(header)]
@@ -488,14 +510,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="tokenizer for the library and the baseline (default o200k_base)")
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     parser.add_argument("--no-compression", action="store_true",
-                        help="run the shipped plan without tiered tool-result retention")
+                        help="run the shipped plan without its tiers and digest of omitted turns")
+    parser.add_argument("--options", type=json.loads, default=None,
+                        help='JSON object added to history and turn options, e.g. '
+                             '\'{"digest_share": 0.2}\'')
     args = parser.parse_args(argv)
     data = args.data.resolve()
     missing = [name for name in DATA_FILES if not (data / name).is_file()]
     if missing:
         parser.error(f"{data} lacks {', '.join(missing)} (pass --data DIR)")
-    result = run(data, args.tokenizer, BUDGETS,
-                 None if args.no_compression else COMPRESSION_OPTIONS)
+    result = run(data, args.tokenizer, BUDGETS, args.options, not args.no_compression)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 1 if result["contextwright_failures"] else 0
 

@@ -370,7 +370,9 @@ def test_tau_suite_keeps_every_pair_and_reports_fact_survival() -> None:
         assert row.failures == 0
         assert row.contextwright["pair_integrity"] == 1.0
         assert row.contextwright["fact_survival"] == 1.0
-    assert "tool_full" in result.plan
+    assert result.plan.startswith("tool_heavy")  # the shipped plan: compression is on in it
+    history = BuildPlan.named("tool_heavy").spec("history")
+    assert history is not None and history.options["digest_share"] > 0
 
 
 def test_hotpotqa_suite_packs_documents_and_measures_the_retriever() -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from contextwright.core.gather import Costing, Gathered, Unit, render_candidate
+from contextwright.core.gather import Candidate, Costing, Gathered, Unit, render_candidate
 from contextwright.core.items import ContextItem
 from contextwright.core.report import Decision
 from contextwright.core.request import Request
@@ -52,35 +52,52 @@ def add_digest(g: Gathered, source: ContextSource, request: Request, grant: int,
                selections: dict[str, Selection], costing: Costing, prune: Prune) -> None:
     """Append ``source``'s digest of what ``g`` left out to its selection (see the docstring).
 
-    ``prune`` re-prunes ``g`` with a grant and no reserve, for when there is no digest.
+    ``prune`` re-prunes ``g`` with a grant and no reserve. The reserve is a guess: when the
+    digest needs less, the source is pruned again with what the digest leaves and the digest
+    remade for what is still out (it can only shrink), so the unused reserve is not wasted.
     """
     name = g.spec.source
-    selection = selections[name]
     if pruning_grant(g, grant) == grant:
         return
     if not isinstance(source, DigestingSource):  # nothing to make room for
         selections[name] = prune(g, grant)
         return
-    room = grant - selection.tokens
-    kept = [c.item for unit in selection.kept for c in unit.candidates]
-    item = None
-    if room >= MIN_DIGEST_TOKENS:
-        item = source.digest(request, g.spec.options, kept, room,
-                             lambda i: render_candidate(i, costing, room + 1).tokens)
-    candidate = None if item is None else render_candidate(item, costing, room + 1)
-    if candidate is None or candidate.tokens > room:
+    first = _digest(g, source, request, selections[name], grant, costing)
+    if first is None:
         selections[name] = prune(g, grant)
         return
-    _check_key(item, source)
+    chosen = selections[name], first
+    if grant - selections[name].tokens - first.tokens >= MIN_DIGEST_TOKENS:
+        fuller = prune(g, grant - first.tokens)
+        second = _digest(g, source, request, fuller, grant, costing)
+        if second is not None:
+            chosen = fuller, second
+    selection, candidate = chosen
     selection.kept.append(Unit(source=name, candidates=[candidate], round=None,
                                rank=len(selection.kept)))
     selection.decisions.append(Decision(
         source=name, key=candidate.item.key, action="compacted",
         reason=str(candidate.item.metadata.get("digest", "digest of what was left out")),
         tokens_after=candidate.tokens))
+    selections[name] = selection
 
 
-def _check_key(item: ContextItem | None, source: ContextSource) -> None:
-    if item is not None and not item.key.startswith(source.namespace + "."):
-        raise SourceError(f"source {source.namespace!r} produced a digest key outside its "
-                        "namespace")
+def _digest(g: Gathered, source: DigestingSource, request: Request, selection: Selection,
+            grant: int, costing: Costing) -> Candidate | None:
+    """What ``selection`` leaves out, as a rendered digest that fits the rest of ``grant``."""
+    room = grant - selection.tokens
+    if room < MIN_DIGEST_TOKENS:
+        return None
+    kept = [c.item for unit in selection.kept for c in unit.candidates]
+    item = source.digest(request, g.spec.options, kept, room,
+                         lambda i: render_candidate(i, costing, room + 1).tokens)
+    if item is None:
+        return None
+    _check_key(item, g.spec.source)
+    candidate = render_candidate(item, costing, room + 1)
+    return candidate if candidate.tokens <= room else None
+
+
+def _check_key(item: ContextItem, name: str) -> None:
+    if not item.key.startswith(name + "."):
+        raise SourceError(f"source {name!r} produced a digest key outside its namespace")

@@ -20,12 +20,7 @@ from contextwright.evaluate import beir
 from contextwright.evaluate.hotpotqa import LIBRARY_RANKER, HotpotSuite, load_hotpotqa, load_pool
 from contextwright.evaluate.locomo import LocomoSuite, load_locomo
 from contextwright.evaluate.records import BudgetSummary, CaseOutcome, SuiteResult, pool
-from contextwright.evaluate.tau import (
-    COMPRESSION_OPTIONS,
-    TauSuite,
-    load_tau,
-    with_history_options,
-)
+from contextwright.evaluate.tau import TauSuite, load_tau
 
 SUITES = ("locomo", "tau", "hotpotqa")
 DEFAULT_PLANS: Mapping[str, str] = {"locomo": "chat", "tau": "tool_heavy", "hotpotqa": "rag_qa"}
@@ -82,13 +77,9 @@ class Suite(Protocol):
 def resolve_plan(plan: str | Path | None, suite: str) -> tuple[BuildPlan, str]:
     """(plan, label): a shipped plan name, a plan file, or the suite's default plan.
 
-    The default of ``tau`` is ``tool_heavy`` with tool-result compression on (the issue's
-    setting); naming ``tool_heavy`` runs it as shipped.
+    The default of ``tau`` is the shipped ``tool_heavy``, which has tool-result compression on
+    (tiers and the digest of omitted turns: the issue's setting).
     """
-    if plan is None and suite == "tau":
-        options = dict(COMPRESSION_OPTIONS)
-        return (with_history_options(BuildPlan.named("tool_heavy"), options),
-                f"tool_heavy + history {options}")
     if plan is None or str(plan) in SHIPPED_PLANS:
         name = DEFAULT_PLANS[suite] if plan is None else str(plan)
         return BuildPlan.named(name), name

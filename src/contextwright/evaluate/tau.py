@@ -57,10 +57,6 @@ TARGETS: Mapping[int, Mapping[str, float]] = MappingProxyType({
     1000: {"fact_survival": 0.97, "pair_integrity": 1.0},
     2000: {"pair_integrity": 1.0},
 })
-COMPRESSION_OPTIONS: Mapping[str, Any] = MappingProxyType({"tool_full": 1, "tool_reduced": 3})
-"""History options of the default run, "tool-result compression on" (as ``bench/tau_pairs.py``):
-the newest call block's results whole, the next three reduced to key facts, older ones one line
-of identifiers. ``--plan tool_heavy`` runs the shipped plan without them."""
 # Room above system + 2·B + user input so the plan's weighted shares never bind, only the caps.
 SLACK = 4096
 
