@@ -296,6 +296,40 @@ def test_prepare_never_waits_for_a_background_summary() -> None:
     assert cm.state("u", "s").summary is not None
 
 
+def test_llm_summaries_through_an_openai_compatible_server() -> None:
+    from contextwright.compress.summarize import LLMSummarizer
+    from contextwright.llm import OpenAIChatClient
+    from fakes.openai_server import FakeOpenAIServer, text
+
+    reply = json.dumps({"need": "track bookings", "facts": [f"BK{7000 + i}" for i in range(6)],
+                        "unresolved": [], "corrected": [], "notes": ["user lists codes"]})
+    with FakeOpenAIServer([text(reply), text("not json at all")]) as fake:
+        client = OpenAIChatClient(fake.base_url, timeout=5, max_retries=0)
+        cm = _manager(summarizer=LLMSummarizer(client, model="any"))
+        _chat(cm, 12)
+        state = cm.state("u", "s")
+        assert state.summary is not None and "BK7005" in json.dumps(state.summary)
+        first = fake.requests[0].body["messages"][-1]["content"]
+        assert "BK7000" in first and "BK7006" not in first  # only rounds outside the window
+        _chat(cm, 5, start=12)  # the next merge gets garbage back: not committed
+        assert cm.state("u", "s").summary == state.summary
+        # every later attempt failed (garbage, then errors): counted, nothing committed
+        assert cm.state("u", "s").summary_failures == len(fake.requests) - 1 >= 1
+        client.close()
+
+
+def test_erase_user_removes_only_that_user() -> None:
+    cm = _manager()
+    _chat(cm, 2, "u1", "a")
+    _chat(cm, 2, "u1", "b")
+    _chat(cm, 2, "u10", "a")
+    assert cm.erase_user("u1") == 2
+    assert cm.state("u1", "a").mode is None
+    assert cm.store.count(SessionKey(user_id="u10", session_id="a")) == 4
+    assert cm.erase_session("u10", "a")
+    assert not cm.erase_session("u10", "a")
+
+
 # ----- isolation -----
 
 

@@ -170,6 +170,22 @@ class ContextManager:
         record = self.store.get_state(SessionKey(user_id=user_id, session_id=session_id))
         return SessionState.from_dict(record.data) if record else SessionState()
 
+    def erase_session(self, user_id: str, session_id: str) -> bool:
+        """Erase one session (messages, summary, zones, mode); True if it existed."""
+        key = SessionKey(user_id=user_id, session_id=session_id)
+        self._forget(lambda cached: cached[:2] == (key.user_id, key.session_id))
+        return self.store.erase_session(key)
+
+    def erase_user(self, user_id: str) -> int:
+        """Erase every session of ``user_id``; returns how many there were."""
+        self._forget(lambda cached: cached[0] == user_id)
+        return self.store.erase_user(user_id)
+
+    def _forget(self, matches: Callable[[tuple[str, str, int, float]], bool]) -> None:
+        with self._lock:
+            for cached in [k for k in self._messages if matches(k)]:
+                del self._messages[cached]
+
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the scheduled summary updates are done."""
         with self._lock:
