@@ -273,3 +273,13 @@ def test_recall_never_mixes_two_histories_that_reuse_the_same_keys() -> None:
     assert recaller.rank("locker code", alice, limit=1) == [(1, 1.0)]
     assert recaller.rank("locker code", bob, limit=1) == []
     assert recaller.rank("sailing weekends", bob, limit=1) == [(1, 1.0)]
+
+
+def test_source_merges_a_prepared_corpus_with_the_request_documents() -> None:
+    corpus = Retriever()
+    corpus.add([SourceDocument(id="kb", title="kb.md", text="Shipping takes 2 days by courier.")])
+    request = Request(user_input="shipping days refund days", documents=[
+        {"id": "req", "text": "Refunds are possible for 15 days.", "source": "mail"}])
+    items = list(RetrievalSource(corpus).build(request, {"similarity_threshold": 0.2}))
+    labels = {item.label for item in items if item.label}
+    assert labels == {"kb.md §1", "mail §1"}

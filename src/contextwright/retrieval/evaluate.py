@@ -71,10 +71,16 @@ class RecallQuality:
 
 
 def locomo_recall_quality(folder: str | Path, *, embedder: Embedder | None = None,
-                          alpha: float = 0.5, threshold: float = 0.3, k: int = 10
+                          alpha: float = 0.5, threshold: float | None = None, k: int = 10
                           ) -> RecallQuality:
-    """Rank each conversation's turns (``"speaker: text"``) for each question of category 1–4."""
+    """Rank each conversation's turns (``"speaker: text"``) for each question of category 1–4.
+
+    ``threshold`` (default: the recaller's) only decides ``evidence_kept``; the ranking
+    metrics are computed without one.
+    """
     root = Path(folder)
+    if threshold is None:
+        threshold = HybridTurnRecaller().threshold
     conversations = {sample["sample_id"]: _locomo_turns(sample["conversation"]) for sample in
                      json.loads((root / "locomo-dev.json").read_text("utf-8"))}
     recaller = HybridTurnRecaller(embedder, alpha=alpha, threshold=0.0)
