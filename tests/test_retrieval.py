@@ -283,3 +283,26 @@ def test_source_merges_a_prepared_corpus_with_the_request_documents() -> None:
     items = list(RetrievalSource(corpus).build(request, {"similarity_threshold": 0.2}))
     labels = {item.label for item in items if item.label}
     assert labels == {"kb.md §1", "mail §1"}
+
+
+def test_hybrid_recaller_plugs_into_the_history_source() -> None:
+    from contextwright.sources.conversation import HistorySource
+
+    history: list[dict[str, str]] = []
+    for n in range(40):
+        history += [{"role": "user", "content": f"Fun fact {n} about cooking pasta, please."},
+                    {"role": "assistant", "content": f"Fact {n}: salt the water and stir it."}]
+    history[6:6] = [{"role": "user", "content": "Where is my order ORD-7731, the blue kettle?"},
+                    {"role": "assistant", "content": "Order ORD-7731 is in transit."}]
+    plan = (BuildPlan.builder("recall").add("system")
+            .add("history", max_tokens=400, options={"recall_share": 0.3}).add("user")
+            .budget(window=100_000).build())
+    builder = ContextBuilder(sources=[HistorySource(HybridTurnRecaller())])
+    request = Request(user_input="Has the blue kettle order ORD-7731 shipped?", history=history)
+    text = " ".join(str(m["content"]) for m in builder.build(plan, request).to_messages())
+    assert "ORD-7731 is in transit" in text
+    no_recall = (BuildPlan.builder("recent").add("system")
+                 .add("history", max_tokens=400, options={"recall_share": 0}).add("user")
+                 .budget(window=100_000).build())
+    recent = builder.build(no_recall, request).to_messages()
+    assert "ORD-7731 is in transit" not in " ".join(str(m["content"]) for m in recent)

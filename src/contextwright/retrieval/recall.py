@@ -43,6 +43,29 @@ class RecallTurn:
     """Stable identity (message id if present, else content hash): lets a recaller cache."""
 
 
+class TurnLike(Protocol):
+    """What ``HybridTurnRecaller`` reads of a turn.
+
+    Any object with these attributes will do, the history source's own ``RecallTurn``
+    included, so this module needs nothing from the sources.
+    """
+
+    @property
+    def index(self) -> int:
+        """Position of the turn's first message in the history."""
+        ...
+
+    @property
+    def text(self) -> str:
+        """The turn's text."""
+        ...
+
+    @property
+    def key(self) -> str:
+        """Stable identity of the turn."""
+        ...
+
+
 class TurnRecaller(Protocol):
     """Ranks earlier turns by relevance to a query."""
 
@@ -89,7 +112,7 @@ class HybridTurnRecaller:
         self._max_sessions = max_sessions
         self._lock = threading.Lock()
 
-    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+    def rank(self, query: str, turns: Sequence[TurnLike], *, limit: int
              ) -> list[tuple[int, float]]:
         """(position in ``turns``, fused score), best first, at most ``limit``."""
         if not turns or limit <= 0:
@@ -112,7 +135,7 @@ class HybridTurnRecaller:
         self._sessions.move_to_end(first_key)
         return index
 
-    def _sync(self, index: _SessionIndex, turns: Sequence[RecallTurn]) -> Any:
+    def _sync(self, index: _SessionIndex, turns: Sequence[TurnLike]) -> Any:
         """Index the turns not seen yet; the index rows of ``turns``, in order."""
         keys = [turn.key for turn in turns]
         texts = [turn.text for turn in turns]
