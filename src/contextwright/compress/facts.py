@@ -72,7 +72,8 @@ _PHONES = [
 _STREET_TYPES = ("Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|"
                  "Place|Pl|Square|Sq|Parkway|Pkwy|Highway|Hwy|Terrace|Circle|Plaza")
 _EN_ADDRESS = (
-    r"\d{1,6}\s(?:[NSEW]\.?\s)?(?:[A-Z][A-Za-z'-]*\s){1,4}(?:" + _STREET_TYPES + r")\.?" + _Z
+    r"\d{1,6}[A-Za-z]?\s(?:[NSEW]\.?\s)?(?:[A-Z][A-Za-z'-]*\s){1,4}(?:" + _STREET_TYPES
+    + r")\.?" + _Z
     + r"(?:,?\s(?:Apt|Apartment|Suite|Ste|Unit|Floor|Fl|Room|#)\.?\s?#?[A-Za-z0-9-]+)?"
     r"(?:,\s[A-Z][a-z]+(?:\s[A-Z][a-z]+){0,2}(?:,\s[A-Z]{2})?(?:\s\d{5}(?:-\d{4})?)?)?"
 )
@@ -81,11 +82,16 @@ _CJK = r"[\u4e00-\u9fff]"
 _ZH_ADMIN = r"(?:省|自治区|特别行政区|市|自治州|地区|区|县|旗)"
 # Atomic groups (?>…): a segment, once matched, is never re-split; without them a long run of
 # suffix characters ("路路路…") makes the pattern backtrack exponentially.
-_ZH_PLACE = r"(?>" + _CJK + r"{1,10}?(?:" + _ZH_ADMIN[3:-1] + r"|镇|乡|街道|大道|路|街|巷|弄|胡同))"
+_ZH_ROADS = r"大道|路|街|巷|弄|胡同"
+_ZH_PLACE = (r"(?>" + _CJK + r"{1,10}?(?:" + _ZH_ADMIN[3:-1] + r"|镇|乡|街道|段|" + _ZH_ROADS
+             + r"))")
 _ZH_UNIT = r"(?:\d+(?:号楼|号院|栋|幢|座|单元|层|楼|室|号)|[A-Za-z]座)"
 _ZH_ADDRESSES = [
-    r"(?:" + _ZH_PLACE + r"){1,6}(?:\d+|[一二三四五六七八九十百零]+)(?:号|弄)" + _ZH_UNIT + "*",
-    r"(?>" + _CJK + r"{2,8}?" + _ZH_ADMIN + r"){2,4}",
+    r"(?:" + _ZH_PLACE + r"){1,6}(?:\d+|[一二三四五六七八九十百零]+)(?:号楼|号院|号|弄|栋|幢|座)"
+    + _ZH_UNIT + "*",
+    # No house number: at least two administrative levels, and perhaps the road.
+    r"(?>" + _CJK + r"{2,8}?" + _ZH_ADMIN + r"){2,4}"
+    r"(?>(?![的了是在和])" + _CJK + r"{1,6}?(?:" + _ZH_ROADS + r"))?",
 ]
 
 # Words that end the lead-in before an address ("寄到", "地址是") rather than belong to it.
