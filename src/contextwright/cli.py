@@ -28,10 +28,14 @@ app.add_typer(eval_app, name="eval")
 
 @app.command()
 def demo() -> None:
-    """Replay seed 000's weather + memo agent offline, then the same agent under budget pressure."""
+    """Replay seed 000's weather + memo agent offline (also under budget pressure), then seed
+    003's customer-service bot across three context modes."""
     from contextwright.demo import run_demo
+    from contextwright.demo_sessions import run_sessions_demo
 
     run_demo(typer.echo)
+    typer.echo("")
+    run_sessions_demo(typer.echo)
 
 
 @app.command()

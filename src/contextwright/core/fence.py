@@ -24,12 +24,14 @@ LABELS = {
         "tool_results": "Tool results", "rag": "Documents", "env": "Environment",
         "examples": "Examples", "notes": "Notes", "question": "Question (repeated)",
         "summary": "Summary", "assistant": "Assistant", "tool": "Tool",
+        "output": "Output rules", "instruction": "Mode instruction",
     },
     "zh": {
         "system": "系统", "tools": "工具", "history": "历史对话", "user": "用户",
         "tool_results": "工具结果", "rag": "参考资料", "env": "环境信息",
         "examples": "示例", "notes": "笔记", "question": "问题（重复）",
         "summary": "摘要", "assistant": "助手", "tool": "工具",
+        "output": "输出区", "instruction": "模式说明",
     },
 }
 

@@ -42,14 +42,16 @@ def hand_off(state: SessionState, switch: ModeSwitch, previous: Sequence[StoredM
         return state  # the session's first message: nothing to hand over
     rounds = split_rounds(previous)
     window = [m for round_ in rounds[-max(window_size, 1):] for m in round_]
-    condensed = ""
-    if window:
-        base = Summary.from_dict(state.summary) if state.summary else None
-        summary = condense_for_handoff(base, as_messages(window), tokenizer=tokenizer,
-                                       max_tokens=HANDOFF_MAX_TOKENS,
-                                       language=state.language or "en")
-        condensed = summary.render(state.language or "en")
-    return replace(state, zones=add_handoff(state.zones, condensed))
+    if not window:
+        return replace(state, zones=add_handoff(state.zones, None))
+    # Each hand-off merges into the previous one, so the facts zone holds one condensed
+    # account of the session's earlier modes rather than overlapping copies.
+    base = Summary.from_dict(state.handoff) if state.handoff else None
+    summary = condense_for_handoff(base, as_messages(window), tokenizer=tokenizer,
+                                   max_tokens=HANDOFF_MAX_TOKENS,
+                                   language=state.language or "en")
+    return replace(state, handoff=summary.to_dict(), zones=add_handoff(
+        state.zones, summary.render(state.language or "en")))
 
 
 def note_user_message(state: SessionState, text: str, settings: ModeSettings) -> SessionState:

@@ -39,7 +39,8 @@ class SessionMemorySource:
         if settings.instruction:
             yield _item("instruction", settings.instruction, trusted=True, order=0)
         if settings.zones:
-            output = render_zone("output", zones, language, settings.output)
+            # Trusted system parts get the builder's own localised heading ([输出区]).
+            output = render_zone("output", zones, language, settings.output, heading=False)
             if output:
                 yield _item("output", output, trusted=True, order=1)
         facts = render_zone("facts", zones, language)

@@ -20,8 +20,6 @@ from contextwright.modes.config import OutputRules
 
 MAX_FACTS = 200
 """Facts beyond this many are not added (the zone would crowd out the conversation)."""
-MAX_HANDOFFS = 3
-"""Hand-off summaries kept in the facts zone (the newest)."""
 MAX_STEPS = 20
 """Steps kept in each of the task's lists."""
 TOOL_RESULT_CHARS = 300
@@ -68,7 +66,7 @@ class Zones:
     facts: tuple[str, ...] = ()
     """Confirmed key facts, write once."""
     handoffs: tuple[str, ...] = ()
-    """Condensed summaries written at mode switches, newest last."""
+    """The condensed hand-off summary of the earlier modes (at most one, merged)."""
     task: Task = field(default_factory=Task)
     """Goal and steps."""
     tools: tuple[ToolRecord, ...] = ()
@@ -106,9 +104,12 @@ def add_facts(zones: Zones, facts: Iterable[str]) -> Zones:
     return replace(zones, facts=zones.facts + tuple(new[:room]))
 
 
-def add_handoff(zones: Zones, condensed: str) -> Zones:
-    """Record a mode hand-off's condensed summary and clear the tools zone (R-MODE-4)."""
-    handoffs = (*zones.handoffs, condensed)[-MAX_HANDOFFS:] if condensed else zones.handoffs
+def add_handoff(zones: Zones, condensed: str | None) -> Zones:
+    """Clear the tools zone at a mode switch and put the hand-off summary in the facts zone.
+
+    ``condensed`` replaces the earlier hand-off text (it was merged into it); None keeps it.
+    """
+    handoffs = (condensed,) if condensed else zones.handoffs
     return replace(zones, handoffs=handoffs, tools=())
 
 
@@ -168,13 +169,16 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def render_zone(name: str, zones: Zones, language: str,
-                output: OutputRules | None = None) -> str:
-    """The text of one zone under its label (``[Facts] …`` / ``[事实区] …``); '' if empty."""
+                output: OutputRules | None = None, *, heading: bool = True) -> str:
+    """The text of one zone under its label (``[Facts] …`` / ``[事实区] …``); '' if empty.
+
+    ``heading=False`` leaves the label out, for parts the builder heads itself.
+    """
     labels = ZONE_LABELS[language if language in ZONE_LABELS else "en"]
     lines = _zone_lines(name, zones, labels, output)
     if not lines:
         return ""
-    return "\n".join([labels[name], *lines])
+    return "\n".join([labels[name], *lines] if heading else lines)
 
 
 def _zone_lines(name: str, zones: Zones, labels: Mapping[str, str],

@@ -54,6 +54,8 @@ class SessionState:
     """Summaries rejected since the last one committed (failed fact check, empty, error)."""
     zones: Zones = field(default_factory=Zones)
     """Facts, task and tools zones."""
+    handoff: Mapping[str, Any] | None = None
+    """The hand-off summary (``Summary.to_dict()``) that later hand-offs merge into."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data for a store."""
@@ -67,6 +69,7 @@ class SessionState:
             "summary": dict(self.summary) if self.summary is not None else None,
             "summary_upto": self.summary_upto, "summary_failures": self.summary_failures,
             "zones": self.zones.to_dict(),
+            "handoff": dict(self.handoff) if self.handoff is not None else None,
         }
 
     @staticmethod
@@ -79,6 +82,7 @@ class SessionState:
                 summary=data.get("summary"), summary_upto=int(data.get("summary_upto", 0)),
                 summary_failures=int(data.get("summary_failures", 0)),
                 zones=Zones.from_dict(data.get("zones") or {}),
+                handoff=data.get("handoff"),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise CorruptRecordError(
