@@ -28,8 +28,7 @@ app.add_typer(eval_app, name="eval")
 
 @app.command()
 def demo() -> None:
-    """Replay seed 000's weather + memo agent offline (also under budget pressure), then seed
-    003's customer-service bot across three context modes."""
+    """Replay seed 000's weather + memo agent, then seed 003's bot across three modes (offline)."""
     from contextwright.demo import run_demo
     from contextwright.demo_sessions import run_sessions_demo
 
