@@ -81,11 +81,10 @@ class _SessionIndex:
     vectors: VectorMatrix | None
     rows: dict[tuple[str, str], int] = field(default_factory=dict)
     """Row of each (key, text): a key alone is only unique within one history."""
-    keys: list[str] = field(default_factory=list)
-    """Keys of the turns of the last call, in order (a prefix check spares the lookups)."""
-    texts: list[str] = field(default_factory=list)
-    """Their texts: the prefix check compares both, so another history that reuses the same
-    keys (``D1:1``, ``msg-1``…) never gets this one's rows."""
+    turns: list[Any] = field(default_factory=list)
+    """The turn objects of the last call, in order. A call whose turns start with the same
+    objects (an identity check in C, or equality of key, text and index) skips their
+    lookups; turns are immutable (``RecallTurn`` is frozen)."""
     positions: Any = None
     """Rows of those turns, as an array."""
 
@@ -137,11 +136,9 @@ class HybridTurnRecaller:
 
     def _sync(self, index: _SessionIndex, turns: Sequence[TurnLike]) -> Any:
         """Index the turns not seen yet; the index rows of ``turns``, in order."""
-        keys = [turn.key for turn in turns]
-        texts = [turn.text for turn in turns]
-        seen = len(index.keys)
-        if (index.positions is not None and seen <= len(keys) and keys[:seen] == index.keys
-                and texts[:seen] == index.texts):
+        seen = len(index.turns)
+        if (index.positions is not None and seen <= len(turns)
+                and list(turns[:seen]) == index.turns):
             new_turns, prefix = turns[seen:], index.positions
         else:
             new_turns, prefix = turns, np.zeros(0, dtype=np.int64)
@@ -151,7 +148,7 @@ class HybridTurnRecaller:
         if fresh and index.vectors is not None and self.embedder is not None:
             index.vectors.append(self.embedder.embed_passages(list(fresh.values())))
         tail = np.asarray([index.rows[t.key, t.text] for t in new_turns], dtype=np.int64)
-        index.keys, index.texts = keys, texts
+        index.turns = list(turns)
         index.positions = np.concatenate((prefix, tail))
         return index.positions
 
