@@ -361,7 +361,7 @@ class HistorySource:
             if any(start <= block.start < end for start, end in recalled):
                 continue
             if max_rounds is not None and rounds_done >= max_rounds:
-                return
+                break  # max_rounds caps the recent rounds; recalled turns are not counted
             yield from items
             recent_tokens += sum(estimate_tokens(i.message.content) + 4 for i in items)
             frontier = block.start
@@ -375,6 +375,9 @@ class HistorySource:
                     continue  # the recent stream has it (or part of it) already
                 recalled.append((turn.index, index.ends[position]))
                 recalled_tokens += index.tokens[position]
+                yield from recalled_items(request, options, index, position, score)
+        for position, score in pending:  # past max_rounds (or the start): the rest, best first
+            if index.ends[position] <= frontier:
                 yield from recalled_items(request, options, index, position, score)
 
 

@@ -62,32 +62,56 @@ def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input
     (``tool_results`` for ``turn``).
     """
     kept_at = {int(item.order) for item in kept}
-    known = _known_text(kept, user_input)
+    known = _known_values(kept, user_input)
     scan = int(options.get("digest_scan", DEFAULT_SCAN))
     entries, ranked = _ranked(_entries(messages, where, kept_at, known, scan))
     if not ranked:
         return None
     omitted = len(messages) - len(kept_at & set(range(len(messages))))
-    low, high = 0, len(ranked)
-    while low < high:  # the most values, taken in rank order, whose item fits
-        middle = (low + high + 1) // 2
-        if cost(_item(entries, set(ranked[:middle]), omitted, where)) <= max_tokens:
-            low = middle
-        else:
-            high = middle - 1
-    return _item(entries, set(ranked[:low]), omitted, where) if low else None
+    count = _fitting_count(entries, ranked, omitted, where, max_tokens, cost)
+    return _item(entries, set(ranked[:count]), omitted, where) if count else None
 
 
-def _known_text(kept: Sequence[ContextItem], user_input: str) -> str:
-    parts = [user_input]
+def _fitting_count(entries: Sequence[Entry], ranked: Sequence[str], omitted: int, where: str,
+                   max_tokens: int, cost: Callable[[ContextItem], int]) -> int:
+    """The most values, taken in rank order, whose digest costs at most ``max_tokens``.
+
+    Exact counts of a long digest are what a build would pay for, so the guess comes from a
+    per-value estimate (about four characters a token) and exact counts only confirm it: one
+    count when the guess fits, a few more, each shrinking by the overshoot, when it does not.
+    """
+    if cost(_item(entries, set(ranked), omitted, where)) <= max_tokens:
+        return len(ranked)
+    base = cost(_item(entries, set(), omitted, where))
+    room = (max_tokens - base) * 4
+    count, used = 0, 0
+    for value in ranked:  # each value costs its text, a separator, and maybe a new line label
+        used += len(value) + 8
+        if used > room:
+            break
+        count += 1
+    for _ in range(8):
+        if count <= 0:
+            return 0
+        spent = cost(_item(entries, set(ranked[:count]), omitted, where))
+        if spent <= max_tokens:
+            return count
+        count = min(count - 1, int(count * (max_tokens - base) / max(spent - base, 1)))
+    return 0
+
+
+def _known_values(kept: Sequence[ContextItem], user_input: str) -> frozenset[str]:
+    """The values the kept context already shows (as ``fact_key``), found the same way."""
+    texts = [user_input]
     for item in kept:
-        parts.append(item.message.content)
-        parts.extend(call.arguments for call in item.message.tool_calls)
-    return fact_key("\n".join(parts))
+        texts.append(item.raw if item.raw is not None else item.message.content)
+        texts.extend(call.arguments for call in item.message.tool_calls)
+    shown = (item.message.content for item in kept if item.raw is not None)
+    return frozenset(_key(v) for text in (*texts, *shown) if text for v in _values(text))
 
 
-def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int], known: str,
-             scan: int) -> list[Entry]:
+def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int],
+             known: frozenset[str], scan: int) -> list[Entry]:
     """Entries of the newest ``scan`` omitted messages, newest first (a value may repeat)."""
     entries: list[Entry] = []
     names: dict[str, str] = {}
@@ -100,7 +124,7 @@ def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int]
         read += 1
         message = parse_message(history[index], f"{where}[{index}]")
         names.update(_call_names(history, where, index, message))
-        fresh = tuple(v for v in _message_values(message) if fact_key(v) not in known)
+        fresh = tuple(v for v in _message_values(message) if _key(v) not in known)
         if fresh:
             entries.append(Entry(index=index, who=_who(message, names), values=fresh,
                                  relied_on=message.role == "user" or bool(message.tool_calls)))
@@ -178,6 +202,11 @@ def _message_values(message: Message) -> tuple[str, ...]:
 @lru_cache(maxsize=32_768)
 def _values(text: str) -> tuple[str, ...]:
     return extract_facts(text)
+
+
+@lru_cache(maxsize=65_536)
+def _key(value: str) -> str:
+    return fact_key(value)
 
 
 def _item(entries: Sequence[Entry], chosen: set[str], omitted: int, where: str) -> ContextItem:

@@ -235,11 +235,31 @@ _STOPWORDS = frozenset(
 
 
 def _terms(text: str) -> list[str]:
-    """Lower-cased words (ids kept whole) without stop words; CJK runs as character bigrams."""
+    """Lower-cased stemmed words (ids whole) without stop words; CJK runs as bigrams."""
     words: list[str] = []
     for match in _WORD.findall(text.lower()):
         if "\u4e00" <= match[0] <= "\u9fff":
             words.extend(match[i : i + 2] for i in range(max(len(match) - 1, 1)))
         elif match not in _STOPWORDS:
-            words.append(match)
+            words.append(stem(match))
     return words
+
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """A light English stem: ``painting``, ``painted``, ``paints`` → ``paint``.
+
+    Strips one common suffix when at least three letters remain, and a doubled final consonant
+    left by it (``shopping`` → ``shop``). Words with digits are ids and stay whole.
+    """
+    if len(word) < 5 or not word.isalpha() or not word.isascii():
+        return word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+                word = word[:-1]
+            return word
+    return word
