@@ -297,7 +297,7 @@ def test_prepare_never_waits_for_a_background_summary() -> None:
 
 
 def test_llm_summaries_through_an_openai_compatible_server() -> None:
-    from contextwright.compress.summarize import LLMSummarizer
+    from contextwright.compress.summary_llm import LLMSummarizer
     from contextwright.llm import OpenAIChatClient
     from fakes.openai_server import FakeOpenAIServer, text
 

@@ -14,14 +14,13 @@ from hypothesis import strategies as st
 from contextwright.compress.facts import extract_facts
 from contextwright.compress.summarize import (
     ExtractiveSummarizer,
-    LLMSummarizer,
     Summary,
     check_summary,
     condense_for_handoff,
     detect_language,
-    parse_summary_reply,
     verified,
 )
+from contextwright.compress.summary_llm import LLMSummarizer, parse_summary_reply
 from contextwright.core.items import Message, ToolCall, parse_message
 from contextwright.errors import SummaryError
 from contextwright.llm import OpenAIChatClient

@@ -8,10 +8,10 @@ untrusted text and reports every decision.
 from contextwright.builder import ContextBuilder, clear_caches
 from contextwright.compress.summarize import (
     ExtractiveSummarizer,
-    LLMSummarizer,
     Summarizer,
     Summary,
 )
+from contextwright.compress.summary_llm import LLMSummarizer
 from contextwright.compress.tool_results import ToolTiers
 from contextwright.core.final import FinalContext
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall
