@@ -6,7 +6,7 @@ STAMP = $(VENV)/.installed-dev
 BENCH_STAMP = $(VENV)/.installed-bench
 DATA ?= ../shared/data
 
-.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare clean
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-bench: bench-speed bench-tau bench-quality bench-stores bench-prepare
+bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary
 
 bench-speed: $(BENCH_STAMP)
 	$(BIN)/python bench/build_speed.py
@@ -48,6 +48,12 @@ bench-stores: $(STAMP)
 
 bench-prepare: $(STAMP)
 	$(BIN)/python bench/prepare_speed.py
+
+bench-retrieval: $(STAMP)
+	$(BIN)/python bench/retrieval_speed.py --data $(DATA)
+
+bench-summary: $(STAMP)
+	$(BIN)/python bench/summary_facts.py --data $(DATA)/tau-bench-airline-dev
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
