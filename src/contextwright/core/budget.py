@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,7 +44,9 @@ class Allocation:
 
 def weighted_share(claim: Claim, total_weight: float, available: int) -> int:
     """The clipped weighted share of ``available`` for one claim."""
-    share = math.floor(claim.weight / total_weight * available) if total_weight > 0 else 0
+    # Exact rational arithmetic: in floats 0.12 / 0.32 * 8 rounds up to 3.0, over the share.
+    share = (math.floor(Fraction(claim.weight) * available / Fraction(total_weight))
+             if total_weight > 0 else 0)
     share = max(share, claim.min_tokens)
     if claim.max_tokens is not None:
         share = min(share, claim.max_tokens)
