@@ -139,7 +139,9 @@ def test_weighted_share_is_the_floor_of_the_exact_fraction(weight: float, others
                                                            available: int) -> None:
     total = weight + others
     share = weighted_share(Claim(name="history", weight=weight, need=0), total, available)
-    exact = Fraction(weight) / Fraction(total) * available if total > 0 else Fraction(0)
+    # Weights are read as the decimals they print as (0.15 is 3/20).
+    exact = (Fraction(repr(weight)) / Fraction(repr(total)) * available if total > 0
+             else Fraction(0))
     assert share == math.floor(exact)
 
 

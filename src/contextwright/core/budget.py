@@ -44,13 +44,18 @@ class Allocation:
 
 def weighted_share(claim: Claim, total_weight: float, available: int) -> int:
     """The clipped weighted share of ``available`` for one claim."""
-    # Exact rational arithmetic: in floats 0.12 / 0.32 * 8 rounds up to 3.0, over the share.
-    share = (math.floor(Fraction(claim.weight) * available / Fraction(total_weight))
+    # Weights mean what they say in decimal (0.15 is 3/20, not the binary float just below it),
+    # and the product is exact: in floats 0.12 / 0.32 * 8 comes out above its floor of 3.
+    share = (math.floor(_decimal(claim.weight) * available / _decimal(total_weight))
              if total_weight > 0 else 0)
     share = max(share, claim.min_tokens)
     if claim.max_tokens is not None:
         share = min(share, claim.max_tokens)
     return share
+
+
+def _decimal(value: float) -> Fraction:
+    return Fraction(repr(value))
 
 
 def allocate_budget(pool: int, claims: Sequence[Claim], total_weight: float,
