@@ -295,20 +295,24 @@ def _spec(model: _SourceModel) -> SourceSpec:
 
 def load_plan(path: Path) -> BuildPlan:
     """Read a plan file; the format follows the suffix."""
+    data = read_config_file(path, "plan file")
+    return plan_from_mapping(data, origin=f"plan file {path.name}")
+
+
+def read_config_file(path: Path, what: str) -> Any:
+    """Parse a .yaml/.yml, .toml or .json file; ``PlanError`` names the file and the problem."""
     try:
         text = path.read_text("utf-8")
     except OSError as exc:
-        raise PlanError(f"cannot read plan file {path.name}: {exc.strerror}") from None
+        raise PlanError(f"cannot read {what} {path.name}: {exc.strerror}") from None
     suffix = path.suffix.lower()
     try:
         if suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
-        elif suffix == ".toml":
-            data = tomllib.loads(text)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise PlanError(f"plan file {path.name}: use .yaml, .yml, .toml or .json")
+            return yaml.safe_load(text)
+        if suffix == ".toml":
+            return tomllib.loads(text)
+        if suffix == ".json":
+            return json.loads(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
-        raise PlanError(f"plan file {path.name} is not valid {suffix[1:]}: {exc}") from None
-    return plan_from_mapping(data, origin=f"plan file {path.name}")
+        raise PlanError(f"{what} {path.name} is not valid {suffix[1:]}: {exc}") from None
+    raise PlanError(f"{what} {path.name}: use .yaml, .yml, .toml or .json")

@@ -8,18 +8,16 @@ config file on request, and knows nothing of stores or models.
 
 from __future__ import annotations
 
-import json
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from contextwright.core.plan import read_config_file
 from contextwright.errors import PlanError
 
 SLIDING_WINDOW = "sliding_window"
@@ -238,21 +236,5 @@ def _settings(name: str, model: _ModeModel) -> ModeSettings:
 
 def load_modes_config(path: Path) -> ModesConfig:
     """Read a modes config file; the format follows the suffix."""
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise PlanError(f"cannot read modes config {path.name}: {exc.strerror}") from None
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
-        elif suffix == ".toml":
-            data = tomllib.loads(text)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise PlanError(f"modes config {path.name}: use .yaml, .toml or .json")
-    except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise PlanError(f"modes config {path.name} is not valid {suffix[1:]}: "
-                        f"{type(exc).__name__}") from None
+    data = read_config_file(path, "modes config")
     return modes_from_mapping(data if data is not None else {}, origin=path.name)
