@@ -388,7 +388,7 @@ def _recorded_messages(assistant: str | Mapping[str, Any] | None,
     batch: list[dict[str, Any]] = []
     if assistant is not None:
         batch.append({"role": "assistant", "content": assistant} if isinstance(assistant, str)
-                     else dict(assistant))
+                     else {"role": "assistant", **dict(assistant)})
     for result in tool_results:
         batch.append({"role": "tool", **dict(result)})
     batch.extend(dict(m) for m in messages)
