@@ -330,6 +330,22 @@ def test_erase_user_removes_only_that_user() -> None:
     assert not cm.erase_session("u10", "a")
 
 
+def test_retrieval_mode_reads_a_corpus_and_the_newer_policy_wins() -> None:
+    pytest.importorskip("numpy", reason="the retrieval extra is not installed")
+    from contextwright.retrieval import Retriever, SourceDocument
+    from contextwright.sources.retrieval import RetrievalSource
+
+    fixture = Path(__file__).parent / "fixtures" / "retrieval" / "refund_policy.json"
+    retriever = Retriever()
+    retriever.add([SourceDocument(**doc) for doc in json.loads(fixture.read_text("utf-8"))])
+    cm = _manager(sources=[RetrievalSource(retriever)])
+    ctx = cm.prepare("u", "s", "退款政策是几天内可以退货？")
+    assert ctx.mode == RAG_ENHANCED
+    text = _texts(ctx.to_messages("openai"))
+    assert "15 天内" in text and "7 天内" not in text
+    assert "退货政策.md" in text  # the chunk keeps its source label
+
+
 # ----- isolation -----
 
 
