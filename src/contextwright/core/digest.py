@@ -8,15 +8,30 @@ the room left. If it has nothing to say, the source is pruned again with its who
 reserve never costs anything for nothing. The digest is the source's oldest unit: the first to go
 if the exact count is over, and it is reported as a decision.
 
+A digest is costed several times while its source decides how many values fit, and rebuilt on
+every build, so ``DigestCost`` counts a fenced digest line by line where the tokenizer allows it
+(every line is then counted once per content, across builds) and hands the last costed item's
+candidate back without counting it again.
+
 Pure: the source's ``digest`` sees the request and the kept items; nothing here does I/O.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from contextwright.core.gather import Candidate, Costing, Gathered, Unit, render_candidate
+from contextwright.core.accounting import MESSAGE_OVERHEAD, call_tokens
+from contextwright.core.fence import fence
+from contextwright.core.gather import (
+    Candidate,
+    Costing,
+    Gathered,
+    Unit,
+    render_candidate,
+    with_content,
+)
 from contextwright.core.items import ContextItem
 from contextwright.core.report import Decision
 from contextwright.core.request import Request
@@ -89,15 +104,83 @@ def _digest(g: Gathered, source: DigestingSource, request: Request, selection: S
     if room < MIN_DIGEST_TOKENS:
         return None
     kept = [c.item for unit in selection.kept for c in unit.candidates]
-    item = source.digest(request, g.spec.options, kept, room,
-                         lambda i: render_candidate(i, costing, room + 1).tokens)
+    cost = DigestCost(costing, room + 1)
+    item = source.digest(request, g.spec.options, kept, room, cost)
     if item is None:
         return None
     _check_key(item, g.spec.source)
-    candidate = render_candidate(item, costing, room + 1)
+    candidate = cost.render(item)
     return candidate if candidate.tokens <= room else None
 
 
 def _check_key(item: ContextItem, name: str) -> None:
     if not item.key.startswith(name + "."):
         raise SourceError(f"source {name!r} produced a digest key outside its namespace")
+
+
+LINE_ADDITIVE_TOKENIZERS = frozenset(("o200k_base", "cl100k_base"))
+"""Encodings whose pre-tokenizer always splits after a line break followed by a character that
+is neither white space nor ``/``: no token spans that point, so a text's count is the sum of the
+counts of its lines cut there (``count_by_lines``)."""
+_LINE_STARTS = re.compile(r"\n(?=[^\s/])")
+_MAX_ADDITIVE_CHARS = 32_000
+"""Longer text goes to ``render_candidate``, which counts it in pieces and may stop early."""
+
+
+def count_by_lines(count: Callable[[str], int], text: str) -> int:
+    """Sum of ``count`` over ``text`` cut after each line break followed by a non-space, non-/.
+
+    Exact for ``LINE_ADDITIVE_TOKENIZERS``; with a content-keyed count cache, a text that differs
+    from one counted before by a few lines costs only those lines.
+    """
+    total, start = 0, 0
+    for match in _LINE_STARTS.finditer(text):
+        total += count(text[start:match.end()])
+        start = match.end()
+    return total + count(text[start:])
+
+
+class DigestCost:
+    """The exact cost of a digest item as it would render (a digest's ``cost`` argument).
+
+    Fenced chat items are counted by lines when the tokenizer is line-additive; everything else
+    goes through ``render_candidate``. The last item costed is remembered, so the builder's own
+    rendering of the chosen digest costs nothing more.
+    """
+
+    __slots__ = ("_costing", "_last", "_limit")
+
+    def __init__(self, costing: Costing, limit: int) -> None:
+        """``limit``: counting may stop above it (as in ``render_candidate``)."""
+        self._costing = costing
+        self._limit = limit
+        self._last: tuple[ContextItem, Candidate] | None = None
+
+    def __call__(self, item: ContextItem) -> int:
+        """Tokens of ``item`` as it would render."""
+        return self.render(item).tokens
+
+    def render(self, item: ContextItem) -> Candidate:
+        """``render_candidate`` of ``item``, counted by lines where that is exact."""
+        if self._last is not None and self._last[0] is item:
+            return self._last[1]
+        candidate = _render_by_lines(item, self._costing)
+        if candidate is None:
+            candidate = render_candidate(item, self._costing, self._limit)
+        self._last = (item, candidate)
+        return candidate
+
+
+def _render_by_lines(item: ContextItem, costing: Costing) -> Candidate | None:
+    """``render_candidate``'s fenced chat branch, counted by lines (None: not applicable)."""
+    tokenizer = costing.tokenizer
+    if (not item.untrusted or costing.target != "chat" or "schema" in item.metadata
+            or tokenizer.name not in LINE_ADDITIVE_TOKENIZERS
+            or len(item.message.content) > _MAX_ADDITIVE_CHARS):
+        return None
+    shown = with_content(item.message, fence(item.message.content, item.label or item.namespace))
+    if len(shown.content) > _MAX_ADDITIVE_CHARS:
+        return None
+    tokens = (count_by_lines(tokenizer.count, shown.content) + MESSAGE_OVERHEAD
+              + call_tokens(shown, tokenizer))
+    return Candidate(item, shown, tokens)

@@ -115,10 +115,10 @@ def render_candidate(item: ContextItem, costing: Costing, limit: int) -> Candida
     if "schema" in item.metadata:
         return Candidate(item, message, schema_tokens(message.content, tokenizer))
     if item.untrusted:
-        message = _with_content(message, fence(message.content, item.label or item.namespace))
+        message = with_content(message, fence(message.content, item.label or item.namespace))
     elif message.role == "system" and item.key != "system.prompt":
         heading = label(item.label or item.namespace, costing.language)
-        message = _with_content(message, f"[{heading}]\n{message.content}")
+        message = with_content(message, f"[{heading}]\n{message.content}")
     if costing.target == "text":
         tokens = _text_tokens(item, message, costing, limit)
         return Candidate(item, message, tokens, tokens <= limit)
@@ -168,7 +168,8 @@ def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candida
     return candidate
 
 
-def _with_content(message: Message, content: str) -> Message:
+def with_content(message: Message, content: str) -> Message:
+    """``message`` with other content (as rendered: fenced or labelled)."""
     return Message(role=message.role, content=content, tool_calls=message.tool_calls,
                    tool_call_id=message.tool_call_id, name=message.name, id=message.id,
                    timestamp=message.timestamp)

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from contextwright.compress.facts import extract_facts, fact_key
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
@@ -32,11 +31,13 @@ DEFAULT_SCAN = 400
 LABEL = "digest of omitted turns"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Entry:
-    """The values of one omitted message, in the order they appear."""
+class Entry(NamedTuple):
+    """The values of one omitted message, in the order they appear.
 
-    index: int
+    A named tuple rather than a dataclass: a build makes one per omitted message it reads.
+    """
+
+    at: int
     """Position of the message in ``request.history``."""
     who: str
     """``user``, ``assistant``, or ``tool <name>``."""
@@ -67,7 +68,8 @@ def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input
     entries, ranked = _ranked(_entries(messages, where, kept_at, known, scan))
     if not ranked:
         return None
-    omitted = len(messages) - len(kept_at & set(range(len(messages))))
+    size = len(messages)
+    omitted = size - sum(1 for index in kept_at if 0 <= index < size)
     count = _fitting_count(entries, ranked, omitted, where, max_tokens, cost)
     return _item(entries, set(ranked[:count]), omitted, where) if count else None
 
@@ -102,12 +104,32 @@ def _fitting_count(entries: Sequence[Entry], ranked: Sequence[str], omitted: int
 
 def _known_values(kept: Sequence[ContextItem], user_input: str) -> frozenset[str]:
     """The values the kept context already shows (as ``fact_key``), found the same way."""
-    texts = [user_input]
-    for item in kept:
-        texts.append(item.raw if item.raw is not None else item.message.content)
-        texts.extend(call.arguments for call in item.message.tool_calls)
-    shown = (item.message.content for item in kept if item.raw is not None)
-    return frozenset(_key(v) for text in (*texts, *shown) if text for v in _values(text))
+    known = set(_text_keys(user_input)) if user_input else set()
+    return frozenset(known.union(*map(_item_keys, kept)))
+
+
+_ITEM_KEYS: dict[int, tuple[ContextItem, frozenset[str]]] = {}
+_CACHE_LIMIT = 100_000
+
+
+def _item_keys(item: ContextItem) -> frozenset[str]:
+    """The value keys one kept item shows.
+
+    Remembered per item object: items are immutable, and a history's items are re-yielded as
+    the same objects on every build.
+    """
+    cached = _ITEM_KEYS.get(id(item))
+    if cached is not None and cached[0] is item:
+        return cached[1]
+    texts = [item.raw if item.raw is not None else item.message.content]
+    texts.extend(call.arguments for call in item.message.tool_calls)
+    if item.raw is not None:
+        texts.append(item.message.content)
+    keys = frozenset(k for text in texts if text for k in _text_keys(text))
+    if len(_ITEM_KEYS) >= _CACHE_LIMIT:
+        _ITEM_KEYS.clear()
+    _ITEM_KEYS[id(item)] = (item, keys)
+    return keys
 
 
 def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int],
@@ -123,10 +145,13 @@ def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int]
             break
         read += 1
         message = parse_message(history[index], f"{where}[{index}]")
-        names.update(_call_names(history, where, index, message))
-        fresh = tuple(v for v in _message_values(message) if _key(v) not in known)
+        if message.role == "tool" and not message.name:
+            names.update(_call_names(history, where, index, message))
+        values, keys, facts = _message_facts(message)
+        fresh = values if keys.isdisjoint(known) else tuple(
+            v for v, k in facts if k not in known)
         if fresh:
-            entries.append(Entry(index=index, who=_who(message, names), values=fresh,
+            entries.append(Entry(at=index, who=_who(message, names), values=fresh,
                                  relied_on=message.role == "user" or bool(message.tool_calls)))
     return entries
 
@@ -147,11 +172,17 @@ def _ranked(entries: list[Entry]) -> tuple[list[Entry], list[str]]:
             count[value] = count.get(value, 0) + 1
         if entry.relied_on:
             relied.update(entry.values)
-    shown = [Entry(index=e.index, who=e.who, relied_on=e.relied_on,
-                   values=tuple(v for v in e.values if owner[v] == p))
-             for p, e in enumerate(entries)]
-    ranked = sorted(owner, key=lambda v: (v not in relied, value_rank(v), -count[v], owner[v]))
+    shown = [_owned(e, p, owner) for p, e in enumerate(entries)]
+    ranked = sorted(owner, key=lambda v: (v not in relied, _value_rank(v), -count[v], owner[v]))
     return [e for e in shown if e.values], ranked
+
+
+def _owned(entry: Entry, position: int, owner: Mapping[str, int]) -> Entry:
+    """``entry`` with only the values it owns (most own all of theirs: no copy then)."""
+    values = tuple(v for v in entry.values if owner[v] == position)
+    if len(values) == len(entry.values):
+        return entry
+    return Entry(at=entry.at, who=entry.who, relied_on=entry.relied_on, values=values)
 
 
 _TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\.?|[+-]\d+)?")
@@ -175,6 +206,9 @@ def value_rank(value: str) -> int:
     return 2
 
 
+_value_rank = lru_cache(maxsize=65_536)(value_rank)
+
+
 def _call_names(history: Sequence[Mapping[str, Any]], where: str, index: int,
                 message: Message) -> dict[str, str]:
     """Tool names of the calls a tool result may answer (read lazily, going backwards)."""
@@ -194,14 +228,37 @@ def _who(message: Message, names: Mapping[str, str]) -> str:
     return f"tool {name}" if name else "tool"
 
 
-def _message_values(message: Message) -> tuple[str, ...]:
+_Facts = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, str], ...]]
+_MESSAGE_FACTS: dict[int, tuple[Message, _Facts]] = {}
+
+
+def _message_facts(message: Message) -> _Facts:
+    """The message's values (once each, in order), their keys, and (value, key) pairs.
+
+    Remembered per parsed message object (``parse_message`` hands back the same object while
+    the dict is unchanged): the same omitted messages are read on every build.
+    """
+    cached = _MESSAGE_FACTS.get(id(message))
+    if cached is not None and cached[0] is message:
+        return cached[1]
     texts = [message.content, *(call.arguments for call in message.tool_calls)]
-    return tuple(dict.fromkeys(v for text in texts if text for v in _values(text)))
+    values = tuple(dict.fromkeys(v for text in texts if text for v in _values(text)))
+    pairs = tuple((v, _key(v)) for v in values)
+    facts = (values, frozenset(k for _, k in pairs), pairs)
+    if len(_MESSAGE_FACTS) >= _CACHE_LIMIT:
+        _MESSAGE_FACTS.clear()
+    _MESSAGE_FACTS[id(message)] = (message, facts)
+    return facts
 
 
 @lru_cache(maxsize=32_768)
 def _values(text: str) -> tuple[str, ...]:
     return extract_facts(text)
+
+
+@lru_cache(maxsize=32_768)
+def _text_keys(text: str) -> tuple[str, ...]:
+    return tuple(_key(v) for v in _values(text))
 
 
 @lru_cache(maxsize=65_536)
@@ -214,7 +271,7 @@ def _item(entries: Sequence[Entry], chosen: set[str], omitted: int, where: str) 
     for entry in reversed(entries):  # oldest first, like the conversation
         values = [v for v in entry.values if v in chosen]
         if values:
-            lines.append(f"- {entry.who}, {where}[{entry.index}]: {'; '.join(values)}")
+            lines.append(f"- {entry.who}, {where}[{entry.at}]: {'; '.join(values)}")
     text = (f"Digest of {omitted} earlier message(s) left out for space: exact values first "
             "seen in them, not shown elsewhere.\n" + "\n".join(lines))
     reason = (f"digest of {omitted} omitted {where} message(s): {len(chosen)} exact value(s) "
