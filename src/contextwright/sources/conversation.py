@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from contextwright.compress.json_compact import compact_tool_result
@@ -35,6 +36,7 @@ from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
 from contextwright.sources.history_digest import history_digest, omitted_digest
 from contextwright.sources.recall import (
+    RECALLED_UNITS,
     LexicalTurnRecaller,
     TurnIndex,
     TurnRecaller,
@@ -363,7 +365,7 @@ class HistorySource:
             if max_rounds is not None and rounds_done >= max_rounds:
                 break  # max_rounds caps the recent rounds; recalled turns are not counted
             yield from items
-            recent_tokens += sum(estimate_tokens(i.message.content) + 4 for i in items)
+            recent_tokens += sum(_estimate(i.message.content) + 4 for i in items)
             frontier = block.start
             if block.messages[0].role != "user":
                 continue
@@ -375,10 +377,45 @@ class HistorySource:
                     continue  # the recent stream has it (or part of it) already
                 recalled.append((turn.index, index.ends[position]))
                 recalled_tokens += index.tokens[position]
-                yield from recalled_items(request, options, index, position, score)
+                yield from cached_recalled_items(request, options, index, position, score)
         for position, score in pending:  # past max_rounds (or the start): the rest, best first
             if index.ends[position] <= frontier:
-                yield from recalled_items(request, options, index, position, score)
+                yield from cached_recalled_items(request, options, index, position, score)
+
+
+@lru_cache(maxsize=65_536)
+def _estimate(text: str) -> int:
+    """``estimate_tokens``, remembered per content (the recent stream is re-read every build)."""
+    return estimate_tokens(text)
+
+
+_RECALLED_LIMIT = 20_000
+
+
+def cached_recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
+                          position: int, score: float) -> list[ContextItem]:
+    """``recalled_items``, remembered per turn, options, shown score and tool tiers.
+
+    The same turns are recalled build after build; handing back the very same items lets the
+    builder reuse their rendering. A remembered turn is used only if each of its messages still
+    parses to the same object (``parse_message`` notices a dict edited in place).
+    """
+    turn, end = index.turns[position], index.ends[position]
+    history = request.history
+    key = (id(history[turn.index]), turn.index, end, options_key(options), f"{score:.2f}",
+           index.calls_newer_than(position))
+    cached = RECALLED_UNITS.get(key)
+    if cached is not None and all(
+            parse_message(history[at], f"history[{at}]") is message
+            for at, message in zip(range(turn.index, end), cached[0], strict=True)):
+        return cached[1]
+    items = recalled_items(request, options, index, position, score)
+    messages = tuple(parse_message(history[at], f"history[{at}]")
+                     for at in range(turn.index, end))
+    if len(RECALLED_UNITS) >= _RECALLED_LIMIT:
+        RECALLED_UNITS.clear()
+    RECALLED_UNITS[key] = (messages, items)
+    return items
 
 
 def _recent_blocks(request: Request, options: Mapping[str, Any]

@@ -13,6 +13,7 @@ is noticed (the turns are rebuilt); a message dict edited in place after it was 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 import re
 import threading
@@ -146,10 +147,16 @@ def turn_text(messages: Sequence[Message]) -> str:
     return "\n".join(parts)
 
 
+RECALLED_UNITS: dict[tuple[object, ...], tuple[tuple[Message, ...], list[Any]]] = {}
+"""Recalled turns as the history source rendered them into items, per turn and options (kept
+here so ``clear_recall_caches`` forgets them with the indexes)."""
+
+
 def clear_recall_caches() -> None:
-    """Forget every turn index (tests, memory pressure)."""
+    """Forget every turn index and recalled unit (tests, memory pressure)."""
     with _INDEX_LOCK:
         _INDEXES.clear()
+    RECALLED_UNITS.clear()
 
 
 # --------------------------------------------------------------------------- lexical recaller
@@ -162,7 +169,10 @@ class _Postings:
     turns: Sequence[RecallTurn]
     keys: list[str] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
-    postings: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    postings: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    """Per term: (position, count in the turn, the turn's length in terms)."""
+    total_length: int = 0
+    """Sum of ``lengths`` (kept as it grows: the average is needed on every query)."""
 
 
 class LexicalTurnRecaller:
@@ -184,15 +194,13 @@ class LexicalTurnRecaller:
     def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
              ) -> list[tuple[int, float]]:
         """(position in ``turns``, score), best first, at most ``limit``, above ``min_score``."""
-        terms = frozenset(_terms(query))
+        terms = sorted(set(_terms(query)))  # sorted: scores add up in the same order every run
         if not terms or not turns or limit <= 0:
             return []
         with self._lock:
             postings = self._postings(turns)
             scores = self._scores(postings, terms, len(turns))
-        ranked = sorted(((p, s) for p, s in scores.items() if s >= self.min_score),
-                        key=lambda entry: (-entry[1], entry[0]))
-        return ranked[:limit]
+        return _best(scores, limit)
 
     def _postings(self, turns: Sequence[RecallTurn]) -> _Postings:
         """The index of ``turns``, extended to its new turns (rebuilt if it changed)."""
@@ -204,25 +212,58 @@ class LexicalTurnRecaller:
             index = self._indexes[id(turns)] = _Postings(turns=turns)
         for position in range(len(index.keys), len(turns)):
             counts = Counter(_terms(turns[position].text))
+            length = sum(counts.values())
             for term, count in counts.items():
-                index.postings.setdefault(term, []).append((position, count))
+                index.postings.setdefault(term, []).append((position, count, length))
             index.keys.append(turns[position].key)
-            index.lengths.append(sum(counts.values()))
+            index.lengths.append(length)
+            index.total_length += length
         return index
 
-    def _scores(self, index: _Postings, terms: frozenset[str], size: int) -> dict[int, float]:
-        average = (sum(index.lengths[:size]) / size) or 1.0
-        scores: dict[int, float] = {}
+    def _scores(self, index: _Postings, terms: Sequence[str], size: int
+                ) -> list[tuple[int, float]]:
+        """(position, BM25) of the turns holding a query term, at or above ``min_score``.
+
+        This is the part of a build that grows with the session, so it is one tight loop per
+        term. Scores add up in ``terms`` order whichever way they are accumulated: in a list by
+        position when the query's terms are common (cheaper than a dict), else in a dict.
+        """
+        average = (index.total_length / size) or 1.0
+        base, per_length = self.k1 * (1 - self.b), self.k1 * self.b / average
+        weighted = []
         for term in terms:
             hits = index.postings.get(term, ())
             if not hits or len(hits) > size // 2:
                 continue  # absent, or in most turns: it cannot tell turns apart (idf < log 2)
             idf = math.log(1 + (size - len(hits) + 0.5) / (len(hits) + 0.5))
-            for position, count in hits:
-                norm = self.k1 * (1 - self.b + self.b * index.lengths[position] / average)
-                scores[position] = scores.get(position, 0.0) + idf * count * (self.k1 + 1) / (
-                    count + norm)
-        return scores
+            weighted.append((idf * (self.k1 + 1), hits))
+        # idf·(k1+1)·tf / (tf + k1·(1-b+b·len/avg)), summed over the terms
+        if 4 * sum(len(hits) for _, hits in weighted) >= size:
+            dense = [0.0] * size
+            for weight, hits in weighted:
+                for position, count, length in hits:
+                    dense[position] += weight * count / (count + base + per_length * length)
+            return [(p, score) for p, score in enumerate(dense) if score >= self.min_score]
+        sparse: dict[int, float] = {}
+        get = sparse.get
+        for weight, hits in weighted:
+            for position, count, length in hits:
+                sparse[position] = get(position, 0.0) + weight * count / (
+                    count + base + per_length * length)
+        return [(p, score) for p, score in sparse.items() if score >= self.min_score]
+
+
+def _best(scored: list[tuple[int, float]], limit: int) -> list[tuple[int, float]]:
+    """The ``limit`` best (position, score): by score, then position.
+
+    The cut-off score is found among the bare floats first, so only the few turns that reach it
+    are sorted (ties at the cut-off included, then broken by position).
+    """
+    if len(scored) > limit:
+        floor = heapq.nlargest(limit, [score for _, score in scored])[-1]
+        scored = [(p, score) for p, score in scored if score >= floor]
+    best = sorted((-score, position) for position, score in scored)
+    return [(position, -negative) for negative, position in best[:limit]]
 
 
 _WORD = re.compile(r"[A-Za-z0-9_\-]{2,}|[\u4e00-\u9fff]+")
