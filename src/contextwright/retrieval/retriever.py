@@ -121,7 +121,8 @@ class Retriever:
             for position, document in enumerate(documents):
                 fresh.extend(self._index_document(document, position))
             if fresh and self._vectors is not None and self.embedder is not None:
-                self._vectors.append(self.embedder.embed_passages([c.text for c in fresh]))
+                self._vectors.append(self.embedder.embed_passages(
+                    [indexed_text(self._docs[c.doc_id].document, c) for c in fresh]))
             if fresh:
                 self._eligible.clear()
             return len(fresh)
@@ -136,7 +137,8 @@ class Retriever:
             known.live = False
         when = parse_time(document.timestamp, f"documents[{position}].timestamp") or _OLDEST
         chunks = chunk_document(document, self.tokenizer, chunk_size=self.chunk_size)
-        rows = [self._lexical.add(search_tokens(chunk.text)) for chunk in chunks]
+        rows = [self._lexical.add(search_tokens(indexed_text(document, chunk)))
+                for chunk in chunks]
         self._chunks.extend(chunks)
         self._row_doc.extend(document.id for _ in chunks)
         version = document.version if document.version is not None else -1
@@ -242,6 +244,19 @@ class Retriever:
             chunks=tuple(chunk.index for chunk in chunks), timestamp=document.timestamp,
             version=document.version, fused=best[1], similarity=max(hit[2] for hit in run),
             lexical=max(hit[3] for hit in run), dense=best[4], outdated=outdated)
+
+
+def indexed_text(document: SourceDocument, chunk: Chunk) -> str:
+    """What a chunk is searched and embedded as: its text under the document's title.
+
+    A chunk rarely repeats its document's name ("It was founded in 1865" in ``University of
+    Kansas``), yet the name is often what the question asks about; the title gives every chunk
+    that context. A chunk that already starts with the title is indexed as it is.
+    """
+    title = (document.title or "").strip()
+    if not title or chunk.text.startswith(title):
+        return chunk.text
+    return f"{title}\n\n{chunk.text}"
 
 
 def _top(scores: Any, rows: Any, k: int) -> Any:

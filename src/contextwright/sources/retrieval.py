@@ -11,9 +11,14 @@ longer than ``max_passage_tokens`` is cut around the query's keywords first (see
 Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``rerank_top_k`` (3),
 ``chunk_size`` (200), ``alpha`` (0.5), ``dense`` (true: use the embedder when there is one),
 ``keep_outdated`` (false: superseded versions are left out; true: kept, marked ``OUTDATED``,
-ranked last), ``max_passage_tokens`` (400). A document's ``score`` from the request is not used:
-passages are ranked by this source's own fusion; its ``source`` is the title (the label, and
-what ties versions of one document) and its ``timestamp`` the version time.
+ranked last), ``max_passage_tokens`` (400), ``fill_budget`` (false: only the top
+``rerank_top_k``; true: every further passage at or above ``fill_threshold`` (0.1) follows in
+rank order and the source's grant decides how many go in — the shipped ``rag_qa`` and
+``doc_analysis`` plans set it). The call names the document (``{"id": …}``); the result's
+label names the paragraphs, so a passage pays for its provenance once. A document's ``score``
+from the request is not used: passages are ranked by this source's own fusion; its ``source``
+is the title (the label, and what ties versions of one document) and its ``timestamp`` the
+version time.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from contextwright.core.cutting import cut_around_keywords
@@ -53,32 +58,39 @@ class RetrievalOptions:
     """Tokens per chunk for request documents."""
     max_passage_tokens: int
     """A longer passage is cut around the query's keywords."""
+    fill_threshold: float | None = None
+    """With ``fill_budget``: passages at or above this similarity follow the top ones, and the
+    budget decides how many go in; None: only the top ``rerank_top_k``."""
 
 
 _INTS = {"top_k": 8, "rerank_top_k": 3, "chunk_size": 200, "max_passage_tokens": 400}
-_FLOATS = {"similarity_threshold": 0.35}
+_FLOATS = {"similarity_threshold": 0.35, "fill_threshold": 0.1}
+_FLAGS = {"dense": True, "keep_outdated": False, "fill_budget": False}
+UNLIMITED = 1_000_000
+"""``top_k`` and ``rerank_top_k`` of a filling search: more than any index holds."""
 
 
 def read_options(options: Mapping[str, Any], default_alpha: float) -> RetrievalOptions:
     """Validate the plan's options; ``PlanError`` names a bad one."""
-    unknown = set(options) - {*_INTS, *_FLOATS, "alpha", "dense", "keep_outdated"}
+    unknown = set(options) - {*_INTS, *_FLOATS, "alpha", *_FLAGS}
     if unknown:
         raise PlanError(f"rag options: unknown option {sorted(unknown)[0]!r}")
     ints = {name: _number(options, name, default, int) for name, default in _INTS.items()}
-    threshold = _number(options, "similarity_threshold", _FLOATS["similarity_threshold"], float)
+    floats = {name: _number(options, name, default, float) for name, default in _FLOATS.items()}
     alpha = _number(options, "alpha", default_alpha, float)
     if not 0.0 <= alpha <= 1.0:
         raise PlanError("rag options: alpha must be between 0 and 1")
-    flags = {name: options.get(name, default) for name, default in
-             (("dense", True), ("keep_outdated", False))}
+    flags = {name: options.get(name, default) for name, default in _FLAGS.items()}
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise PlanError(f"rag options: {name} must be true or false")
-    search = SearchSettings(top_k=ints["top_k"], similarity_threshold=threshold,
-                            rerank_top_k=ints["rerank_top_k"], alpha=alpha,
-                            dense=flags["dense"], keep_outdated=flags["keep_outdated"])
+    search = SearchSettings(top_k=ints["top_k"], similarity_threshold=floats[
+        "similarity_threshold"], rerank_top_k=ints["rerank_top_k"], alpha=alpha,
+        dense=flags["dense"], keep_outdated=flags["keep_outdated"])
     return RetrievalOptions(search=search, chunk_size=ints["chunk_size"],
-                            max_passage_tokens=ints["max_passage_tokens"])
+                            max_passage_tokens=ints["max_passage_tokens"],
+                            fill_threshold=floats["fill_threshold"] if flags["fill_budget"]
+                            else None)
 
 
 def _number(options: Mapping[str, Any], name: str, default: float, kind: type) -> Any:
@@ -120,18 +132,27 @@ class RetrievalSource:
             yield from self._items(rank, passage, query, settings)
 
     def passages(self, request: Request, settings: RetrievalOptions) -> list[RetrievedChunk]:
-        """The kept passages for ``request``: from its documents and from the given corpus."""
+        """The kept passages for ``request``, best first: from its documents and the corpus.
+
+        The top ``rerank_top_k`` above ``similarity_threshold`` come first; with
+        ``fill_budget``, every further passage at or above ``fill_threshold`` follows in rank
+        order, and the builder keeps as many as the source's grant holds.
+        """
+        search = settings.search
+        if settings.fill_threshold is not None:
+            search = replace(search, top_k=UNLIMITED, rerank_top_k=UNLIMITED,
+                             similarity_threshold=min(search.similarity_threshold,
+                                                      settings.fill_threshold))
         found: list[RetrievedChunk] = []
         if request.documents:
             found += self._index_for(request, settings.chunk_size).search_with(
-                request.user_input, settings.search)
+                request.user_input, search)
         if self.retriever is not None:
-            found += self.retriever.search_with(request.user_input, settings.search)
+            found += self.retriever.search_with(request.user_input, search)
         if request.documents and self.retriever is not None:
             # Two indexes' fused scores are relative to each: merge on the calibrated one.
             found.sort(key=lambda p: (p.outdated, -p.similarity, p.doc_id, p.start))
-            found = found[: settings.search.rerank_top_k]
-        return found
+        return _top_then_fill(found, settings)
 
     def _index_for(self, request: Request, chunk_size: int) -> Retriever:
         documents = [_source_document(index, doc) for index, doc in enumerate(request.documents)]
@@ -157,8 +178,9 @@ class RetrievalSource:
         call_id = "rag_" + hashlib.blake2b(
             f"{passage.doc_id}\x00{passage.start}".encode("utf-8", "surrogatepass"),
             digest_size=6).hexdigest()
-        arguments = json.dumps({"id": passage.doc_id, "paragraphs": [
-            passage.paragraph_start + 1, passage.paragraph_end + 1]}, ensure_ascii=False)
+        # The paragraphs are in the result's label (``policy.md §2``); saying them again in
+        # the call would cost every passage tokens the budget could spend on text.
+        arguments = json.dumps({"id": passage.doc_id}, ensure_ascii=False)
         call = Message(role="assistant", tool_calls=(
             ToolCall(id=call_id, name=RETRIEVAL_TOOL, arguments=arguments),))
         result = Message(role="tool", content=text, tool_call_id=call_id, name=RETRIEVAL_TOOL)
@@ -172,6 +194,18 @@ class RetrievalSource:
         yield ContextItem(key=f"{self.namespace}.{rank}.text", message=result,
                           layer=Layer.EVIDENCE, group=group, order=2 * rank + 1, untrusted=True,
                           truncatable=True, label=passage.label, metadata=metadata)
+
+
+def _top_then_fill(ranked: list[RetrievedChunk], settings: RetrievalOptions
+                   ) -> list[RetrievedChunk]:
+    """The confident top passages first, then (when filling) the rest in rank order."""
+    search = settings.search
+    top = [p for p in ranked if p.similarity >= search.similarity_threshold][
+        : search.rerank_top_k]
+    if settings.fill_threshold is None:
+        return top
+    chosen = {id(p) for p in top}
+    return top + [p for p in ranked if id(p) not in chosen]
 
 
 def _source_document(index: int, doc: Any) -> SourceDocument:
