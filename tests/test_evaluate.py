@@ -435,3 +435,11 @@ def test_real_tau_and_hotpotqa_cases_keep_pairs_and_score() -> None:
     hotpot = load_suite("hotpotqa", DATA / "hotpotqa-dev", plan=plan, limit=2)
     outcomes = list(hotpot.outcomes(512))
     assert all(o.error is None and isinstance(o.case_id, str) for o in outcomes)
+
+
+def test_hybrid_recall_without_an_embedder_is_an_error_not_a_silent_lexical_run() -> None:
+    from contextwright.errors import ContextwrightError
+
+    with pytest.raises(ContextwrightError, match="needs an embedder"):
+        load_suite("locomo", FIXTURES / "locomo", plan=BuildPlan.named("chat"),
+                   recaller="hybrid")
