@@ -7,6 +7,10 @@ Chinese, tool-call pairs with long JSON results; ``bench/synthetic.py``), budget
 - steady state: append one message, rebuild (for contextwright: all sources, render to OpenAI
   messages with validation, report); median over the turns.
 
+contextwright runs two shipped plans: ``tool_heavy`` (tiered tool results and the digest of
+omitted turns) and ``chat`` (relevance-selected history: lexical recall over the whole session,
+``recall_share`` 0.6, ``recall_limit`` 64); the peers' ratios are to ``tool_heavy``.
+
 Peers, same data, same process: LangChain ``trim_messages`` with an exact o200k counter that
 counts like ``ChatOpenAI.get_num_tokens_from_messages`` and with ``count_tokens_approximately``;
 LlamaIndex ``Memory`` (put one message, get). Their per-turn cost is what an application pays:
@@ -15,7 +19,7 @@ last 2,000 messages (its loading is quadratic in the history: 10,000 messages ta
 per-turn cost depends on the active window, not on the archive.
 
 Run: ``make bench-speed`` or ``.venv/bin/python bench/build_speed.py [--sizes 100,1000]
-[--turns 100] [--json]``. Needs the ``bench`` extra.
+[--turns 100] [--json] [--no-peers]``. Needs the ``bench`` extra.
 """
 
 from __future__ import annotations
@@ -53,9 +57,10 @@ def _turns_for(size: int, turns: int, slow: bool) -> int:
     return max(3, min(turns, 200_000 // max(size, 1)))
 
 
-def bench_contextwright(history: list[dict[str, Any]], turns: int) -> dict[str, float]:
+def bench_contextwright(history: list[dict[str, Any]], turns: int, plan_name: str = "tool_heavy"
+                        ) -> dict[str, float]:
     builder = ContextBuilder(tokenizer="o200k_base")
-    plan = BuildPlan.named("tool_heavy").with_budget(available_override=BUDGET)
+    plan = BuildPlan.named(plan_name).with_budget(available_override=BUDGET)
     tools = make_tools()
 
     def build() -> int:
@@ -119,40 +124,51 @@ def bench_llamaindex(history: list[dict[str, Any]], turns: int) -> dict[str, flo
             "loaded_messages": len(loaded)}
 
 
-def run(sizes: list[int], turns: int) -> dict[str, Any]:
+def run(sizes: list[int], turns: int, peers: bool = True) -> dict[str, Any]:
     results: dict[str, Any] = {"budget": BUDGET, "versions": peer_versions(), "sizes": {}}
     for size in sizes:
         row: dict[str, Any] = {}
         row["contextwright"] = bench_contextwright(make_history(size), turns)
+        row["contextwright_chat"] = bench_contextwright(make_history(size), turns, "chat")
+        results["sizes"][str(size)] = row
+        if not peers:
+            print(f"done {size}", file=sys.stderr)
+            continue
         row["langchain_exact"] = bench_langchain(make_history(size),
                                                  _turns_for(size, turns, slow=True), "exact")
         row["langchain_approx"] = bench_langchain(make_history(size),
                                                   _turns_for(size, turns * 10, slow=True),
                                                   "approx")
         row["llamaindex_memory"] = bench_llamaindex(make_history(size), min(turns, 50))
-        results["sizes"][str(size)] = row
         print(f"done {size}", file=sys.stderr)
     return results
 
 
 def print_table(results: dict[str, Any]) -> None:
-    peers = ("langchain_exact", "langchain_approx", "llamaindex_memory")
+    first = next(iter(results["sizes"].values()), {})
+    peers = [p for p in ("langchain_exact", "langchain_approx", "llamaindex_memory")
+             if p in first]
     print(f"budget {results['budget']} tokens; " + ", ".join(
         f"{k} {v}" for k, v in results["versions"].items()))
-    print("| messages | contextwright cold | contextwright steady | " + " | ".join(
-        f"{p} steady (× cw)" for p in peers) + " |")
-    print("|---" * (3 + len(peers)) + "|")
+    print("| " + " | ".join(["messages", "cw tool_heavy cold", "cw tool_heavy steady",
+                              "cw chat (recall) cold", "cw chat (recall) steady",
+                              *(f"{p} steady (× cw tool_heavy)" for p in peers)]) + " |")
+    print("|---" * (5 + len(peers)) + "|")
     for size, row in results["sizes"].items():
-        cw = row["contextwright"]
+        cw, chat = row["contextwright"], row["contextwright_chat"]
         cells = [f"{row[p]['steady_ms']:.2f} ms ({row[p]['steady_ms'] / cw['steady_ms']:.0f}×)"
                  for p in peers]
-        print(f"| {int(size):,} | {cw['cold_ms']:.1f} ms | {cw['steady_ms']:.3f} ms | "
-              + " | ".join(cells) + " |")
+        print("| " + " | ".join([f"{int(size):,}", f"{cw['cold_ms']:.1f} ms",
+                                  f"{cw['steady_ms']:.3f} ms", f"{chat['cold_ms']:.1f} ms",
+                                  f"{chat['steady_ms']:.3f} ms", *cells]) + " |")
     sizes = list(results["sizes"])
     if "1000" in sizes and "100000" in sizes:
         flat = (results["sizes"]["100000"]["contextwright"]["steady_ms"]
                 / results["sizes"]["1000"]["contextwright"]["steady_ms"])
         print(f"contextwright steady 100,000 / 1,000 messages: {flat:.2f}×")
+        flat = (results["sizes"]["100000"]["contextwright_chat"]["steady_ms"]
+                / results["sizes"]["1000"]["contextwright_chat"]["steady_ms"])
+        print(f"contextwright chat (recall) steady 100,000 / 1,000 messages: {flat:.2f}×")
 
 
 def main() -> None:
@@ -160,8 +176,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="time contextwright only (no LangChain / LlamaIndex runs)")
     args = parser.parse_args()
-    results = run([int(s) for s in args.sizes.split(",")], args.turns)
+    results = run([int(s) for s in args.sizes.split(",")], args.turns, peers=not args.no_peers)
     if args.json:
         print(json.dumps(results, indent=2))
     else:

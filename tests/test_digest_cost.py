@@ -65,6 +65,21 @@ def test_digest_cost_equals_the_rendered_candidate(tokenizer: str, target: Any) 
     assert cost.render(item) is candidate  # the builder's rendering reuses the last cost
 
 
+@pytest.mark.parametrize("name", sorted(LINE_ADDITIVE_TOKENIZERS))
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(_LINE, min_size=1, max_size=8),
+       label=st.text(alphabet=st.sampled_from(list("ab Z9_-<>|上 .")), max_size=12))
+def test_any_fenced_item_costs_what_it_renders_as(name: str, lines: list[str],
+                                                  label: str) -> None:
+    costing = Costing(get_tokenizer(name), "en", "chat")
+    item = ContextItem(key="history.digest", layer=Layer.HISTORY, untrusted=True,
+                       label=label or None,
+                       message=Message(role="assistant", content="\n".join(lines)))
+    expected = render_candidate(item, costing, 100_000)
+    whole = get_tokenizer(name).inner.count(expected.message.content)
+    assert DigestCost(costing, 100_000)(item) == expected.tokens == whole + MESSAGE_OVERHEAD
+
+
 def _history(rounds: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for n in range(rounds):

@@ -179,8 +179,32 @@ def _render_by_lines(item: ContextItem, costing: Costing) -> Candidate | None:
             or len(item.message.content) > _MAX_ADDITIVE_CHARS):
         return None
     shown = with_content(item.message, fence(item.message.content, item.label or item.namespace))
-    if len(shown.content) > _MAX_ADDITIVE_CHARS:
+    content_tokens = _fenced_tokens(tokenizer.count, shown.content)
+    if content_tokens is None:
         return None
-    tokens = (count_by_lines(tokenizer.count, shown.content) + MESSAGE_OVERHEAD
-              + call_tokens(shown, tokenizer))
-    return Candidate(item, shown, tokens)
+    return Candidate(item, shown, content_tokens + MESSAGE_OVERHEAD + call_tokens(shown, tokenizer))
+
+
+_OPEN, _CLOSE = "<<data", "<<end"
+
+
+def _fenced_tokens(count: Callable[[str], int], fenced: str) -> int | None:
+    r"""Tokens of ``<<data M label>>\n body \n<<end M>>``, or None if it cannot be split exactly.
+
+    Each fence line is new text on every build (its marker hashes the body), so it is cut
+    where the encodings always split — after ``<<data`` / ``<<end`` (letters, then a space),
+    after the hex marker (a space or ``>>`` follows) — and the marker, counted once, is the only
+    new piece; the body is counted by lines.
+    """
+    head_end = fenced.find("\n") + 1
+    foot_start = fenced.rfind("\n") + 1
+    marker_end = fenced.find(" ", len(_OPEN) + 1)
+    body = fenced[head_end:foot_start]
+    if (not fenced.startswith(_OPEN + " ") or len(fenced) > _MAX_ADDITIVE_CHARS
+            or marker_end < 0 or head_end >= foot_start or body[0].isspace() or body[0] == "/"):
+        return None
+    marker = fenced[len(_OPEN):marker_end]  # with its leading space
+    if fenced[foot_start:] != f"{_CLOSE}{marker}>>":
+        return None
+    return (count(_OPEN) + 2 * count(marker) + count(fenced[marker_end:head_end])
+            + count_by_lines(count, body) + count(_CLOSE) + count(">>"))
