@@ -106,3 +106,10 @@ def test_shipped_rag_plans_fill_the_budget() -> None:
     for name in ("rag_qa", "doc_analysis"):
         spec = BuildPlan.named(name).spec("rag")
         assert spec is not None and spec.options.get("fill_budget") is True
+
+
+def test_fill_limit_bounds_how_many_chunks_a_filling_search_takes() -> None:
+    request = Request(user_input="shop questions", documents=shop_documents())
+    settings = read_options({"fill_budget": True, "fill_threshold": 0.0, "fill_limit": 3,
+                             "top_k": 1}, 0.5)
+    assert len(RetrievalSource().passages(request, settings)) == 3

@@ -8,17 +8,17 @@ to it (a corpus indexed ahead of time), or both. Each kept passage is shown the 
 untrusted data, labelled with its document and paragraphs (``refund_policy.md §2``); a passage
 longer than ``max_passage_tokens`` is cut around the query's keywords first (seed 004 §3.3).
 
-Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``rerank_top_k`` (3),
-``chunk_size`` (200), ``alpha`` (0.5), ``dense`` (true: use the embedder when there is one),
-``keep_outdated`` (false: superseded versions are left out; true: kept, marked ``OUTDATED``,
-ranked last), ``max_passage_tokens`` (400), ``fill_budget`` (false: only the top
+Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``rerank_top_k``
+(3), ``chunk_size`` (200), ``alpha`` (0.5), ``dense`` (true: use the embedder when there is
+one), ``keep_outdated`` (false: superseded versions are left out; true: kept, marked
+``OUTDATED``, ranked last), ``max_passage_tokens`` (400), ``fill_budget`` (false: only the top
 ``rerank_top_k``; true: every further passage at or above ``fill_threshold`` (0.1) follows in
-rank order and the source's grant decides how many go in — the shipped ``rag_qa`` and
-``doc_analysis`` plans set it). The call names the document (``{"id": …}``); the result's
-label names the paragraphs, so a passage pays for its provenance once. A document's ``score``
-from the request is not used: passages are ranked by this source's own fusion; its ``source``
-is the title (the label, and what ties versions of one document) and its ``timestamp`` the
-version time.
+rank order and the source's grant decides how many go in, out of ``fill_limit`` (64) chunks —
+the shipped ``rag_qa`` and ``doc_analysis`` plans set it). The call names the document (``{"id":
+…}``); the result's label names the paragraphs, so a passage pays for its provenance once. A
+document's ``score`` from the request is not used: passages are ranked by this source's own
+fusion; its ``source`` is the title (the label, and what ties versions of one document) and its
+``timestamp`` the version time.
 """
 
 from __future__ import annotations
@@ -61,13 +61,18 @@ class RetrievalOptions:
     fill_threshold: float | None = None
     """With ``fill_budget``: passages at or above this similarity follow the top ones, and the
     budget decides how many go in; None: only the top ``rerank_top_k``."""
+    fill_limit: int = 64
+    """With ``fill_budget``: chunks retrieved (instead of ``top_k``). 64 chunks of 200 tokens
+    are more than the whole default budget, and a bound keeps a build over a large corpus from
+    merging and reranking thousands of weak matches it can never show."""
 
 
-_INTS = {"top_k": 8, "rerank_top_k": 3, "chunk_size": 200, "max_passage_tokens": 400}
+_INTS = {"top_k": 8, "rerank_top_k": 3, "chunk_size": 200, "max_passage_tokens": 400,
+         "fill_limit": 64}
 _FLOATS = {"similarity_threshold": 0.35, "fill_threshold": 0.1}
 _FLAGS = {"dense": True, "keep_outdated": False, "fill_budget": False}
 UNLIMITED = 1_000_000
-"""``top_k`` and ``rerank_top_k`` of a filling search: more than any index holds."""
+"""``rerank_top_k`` of a filling search: more than any index holds."""
 
 
 def read_options(options: Mapping[str, Any], default_alpha: float) -> RetrievalOptions:
@@ -90,7 +95,7 @@ def read_options(options: Mapping[str, Any], default_alpha: float) -> RetrievalO
     return RetrievalOptions(search=search, chunk_size=ints["chunk_size"],
                             max_passage_tokens=ints["max_passage_tokens"],
                             fill_threshold=floats["fill_threshold"] if flags["fill_budget"]
-                            else None)
+                            else None, fill_limit=ints["fill_limit"])
 
 
 def _number(options: Mapping[str, Any], name: str, default: float, kind: type) -> Any:
@@ -140,7 +145,8 @@ class RetrievalSource:
         """
         search = settings.search
         if settings.fill_threshold is not None:
-            search = replace(search, top_k=UNLIMITED, rerank_top_k=UNLIMITED,
+            search = replace(search, top_k=max(search.top_k, settings.fill_limit),
+                             rerank_top_k=UNLIMITED,
                              similarity_threshold=min(search.similarity_threshold,
                                                       settings.fill_threshold))
         found: list[RetrievedChunk] = []
