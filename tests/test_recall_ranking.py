@@ -139,3 +139,14 @@ def test_turn_index_and_recaller_agree_after_appends() -> None:
         index = turn_index(messages)
         assert_same_ranking(recaller.rank("kettle ORD-7731", index.turns, limit=5),
                             reference_rank(recaller, "kettle ORD-7731", list(index.turns), 5))
+
+
+def test_turn_index_is_kept_for_equal_copies_and_rebuilt_for_changed_messages() -> None:
+    messages = history(30)
+    index = turn_index(messages)
+    messages[10] = dict(messages[10])  # another object, same message: the same turns
+    assert turn_index(messages) is index
+    messages[10] = {**messages[10], "content": "Question about a different thing?"}
+    rebuilt = turn_index(messages)
+    assert rebuilt is not index
+    assert rebuilt.turns[5].text.startswith("Question about a different thing?")

@@ -6,8 +6,8 @@ dependency-free lexical recaller (BM25 over words and CJK bigrams), and the per-
 that keeps recall cheap: a history's turns are split and their texts built once, then extended
 as messages are appended, so a build pays for the new messages only.
 
-The index assumes what agents do: history is append-only. A message *replaced* by another object
-is noticed (the turns are rebuilt); a message dict edited in place after it was indexed is not.
+The index assumes what agents do: history is append-only. A message *replaced* by a different
+one is noticed (the turns are rebuilt); a message dict edited in place after it was indexed is not.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import is_
 from typing import Any, Protocol, runtime_checkable
 
 from contextwright.compress.json_compact import compact_tool_result
@@ -88,7 +87,10 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
     """The turn index of ``history``, extended by the messages appended since the last build.
 
     Keyed by the history's first message object, so a session rebuilt into a new list each turn
-    still hits; the identity of every indexed message is checked before use.
+    still hits. Every indexed message is checked before use: the index is kept only if the
+    messages it was built from equal the history's first ones. That is one list comparison, which
+    settles each message by identity in C and compares contents only where a message was
+    replaced by another object (equal contents make the same turns).
     """
     if not history:
         return TurnIndex()
@@ -96,8 +98,9 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
     with _INDEX_LOCK:
         index = _INDEXES.get(key)
         known = len(index.raws) if index is not None else 0
-        if index is None or known > len(history) or not all(
-                map(is_, index.raws, history[:known])):
+        prefix = history[:known]
+        if index is None or known > len(history) or index.raws != (
+                prefix if isinstance(prefix, list) else list(prefix)):
             index = TurnIndex()
         if len(_INDEXES) >= _INDEX_LIMIT:
             _INDEXES.clear()
