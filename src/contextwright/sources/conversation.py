@@ -354,13 +354,13 @@ class HistorySource:
         ranked = self.recaller.rank(request.user_input, index.turns,
                                     limit=int(options.get("recall_limit", 8)))
         pending = [(position, score) for position, score in ranked]
-        recalled: list[tuple[int, int]] = []  # (start, end) of turns offered as recalled
+        recalled: set[int] = set()  # positions of the messages of turns offered as recalled
         recent_tokens = recalled_tokens = 0
         frontier = len(request.history)
         max_rounds = options.get("max_rounds")
         rounds_done = 0
         for block, items in _recent_blocks(request, options):
-            if any(start <= block.start < end for start, end in recalled):
+            if block.start in recalled:
                 continue
             if max_rounds is not None and rounds_done >= max_rounds:
                 break  # max_rounds caps the recent rounds; recalled turns are not counted
@@ -375,7 +375,7 @@ class HistorySource:
                 turn = index.turns[position]
                 if index.ends[position] > frontier:
                     continue  # the recent stream has it (or part of it) already
-                recalled.append((turn.index, index.ends[position]))
+                recalled.update(range(turn.index, index.ends[position]))
                 recalled_tokens += index.tokens[position]
                 yield from cached_recalled_items(request, options, index, position, score)
         for position, score in pending:  # past max_rounds (or the start): the rest, best first
