@@ -202,8 +202,9 @@ class LexicalTurnRecaller:
             return []
         with self._lock:
             postings = self._postings(turns)
-            scores = self._scores(postings, terms, len(turns))
-        return _best(scores, limit)
+            scores = self._scores(postings, terms, len(turns), limit)
+        best = sorted((-score, position) for position, score in scores)[:limit]
+        return [(position, -negative) for negative, position in best]
 
     def _postings(self, turns: Sequence[RecallTurn]) -> _Postings:
         """The index of ``turns``, extended to its new turns (rebuilt if it changed)."""
@@ -223,13 +224,15 @@ class LexicalTurnRecaller:
             index.total_length += length
         return index
 
-    def _scores(self, index: _Postings, terms: Sequence[str], size: int
+    def _scores(self, index: _Postings, terms: Sequence[str], size: int, limit: int
                 ) -> list[tuple[int, float]]:
-        """(position, BM25) of the turns holding a query term, at or above ``min_score``.
+        """(position, BM25) of the ``limit`` best turns (and any tied with the last).
 
         This is the part of a build that grows with the session, so it is one tight loop per
         term. Scores add up in ``terms`` order whichever way they are accumulated: in a list by
-        position when the query's terms are common (cheaper than a dict), else in a dict.
+        position when the query's terms are common (cheaper than a dict), else in a dict. The
+        cut-off score is found among the bare floats, so only the turns that reach it (and
+        ``min_score``) become pairs.
         """
         average = (index.total_length / size) or 1.0
         base, per_length = self.k1 * (1 - self.b), self.k1 * self.b / average
@@ -246,27 +249,19 @@ class LexicalTurnRecaller:
             for weight, hits in weighted:
                 for position, count, length in hits:
                     dense[position] += weight * count / (count + base + per_length * length)
-            return [(p, score) for p, score in enumerate(dense) if score >= self.min_score]
+            floor = max(self.min_score, heapq.nlargest(limit, dense)[-1])
+            return [(p, score) for p, score in enumerate(dense) if score >= floor]
         sparse: dict[int, float] = {}
         get = sparse.get
         for weight, hits in weighted:
             for position, count, length in hits:
                 sparse[position] = get(position, 0.0) + weight * count / (
                     count + base + per_length * length)
-        return [(p, score) for p, score in sparse.items() if score >= self.min_score]
-
-
-def _best(scored: list[tuple[int, float]], limit: int) -> list[tuple[int, float]]:
-    """The ``limit`` best (position, score): by score, then position.
-
-    The cut-off score is found among the bare floats first, so only the few turns that reach it
-    are sorted (ties at the cut-off included, then broken by position).
-    """
-    if len(scored) > limit:
-        floor = heapq.nlargest(limit, [score for _, score in scored])[-1]
-        scored = [(p, score) for p, score in scored if score >= floor]
-    best = sorted((-score, position) for position, score in scored)
-    return [(position, -negative) for negative, position in best[:limit]]
+        if len(sparse) > limit:
+            floor = max(self.min_score, heapq.nlargest(limit, sparse.values())[-1])
+        else:
+            floor = self.min_score
+        return [(p, score) for p, score in sparse.items() if score >= floor]
 
 
 _WORD = re.compile(r"[A-Za-z0-9_\-]{2,}|[\u4e00-\u9fff]+")
