@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,16 +45,25 @@ class Allocation:
 
 def weighted_share(claim: Claim, total_weight: float, available: int) -> int:
     """The clipped weighted share of ``available`` for one claim."""
-    # Weights mean what they say in decimal (0.15 is 3/20, not the binary float just below it),
-    # and the product is exact: in floats 0.12 / 0.32 * 8 comes out above its floor of 3.
-    share = (math.floor(_decimal(claim.weight) * available / _decimal(total_weight))
-             if total_weight > 0 else 0)
+    share = _floor_share(claim.weight, total_weight, available) if total_weight > 0 else 0
     share = max(share, claim.min_tokens)
     if claim.max_tokens is not None:
         share = min(share, claim.max_tokens)
     return share
 
 
+def _floor_share(weight: float, total_weight: float, available: int) -> int:
+    # Weights mean what they say in decimal (0.15 is 3/20, not the binary float just below it),
+    # and the floor must be exact: in floats 0.12 / 0.32 * 8 lands on the wrong side of 3. The
+    # float result decides unless it is within rounding error of an integer.
+    approximate = weight / total_weight * available
+    nearest = round(approximate)
+    if abs(approximate - nearest) > 1e-6 * max(1.0, approximate):
+        return math.floor(approximate)
+    return math.floor(_decimal(weight) * available / _decimal(total_weight))
+
+
+@lru_cache(maxsize=1024)
 def _decimal(value: float) -> Fraction:
     return Fraction(repr(value))
 
