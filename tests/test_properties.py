@@ -8,6 +8,7 @@ the OpenAI message list is validated here, independently of ``contextwright.core
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 import re
@@ -57,6 +58,7 @@ CHANGED = frozenset(("truncated", "compacted"))
 # compact JSON + 8; the reply is primed with 3 (SPEC R-TOK-1, contextwright.core.accounting).
 MESSAGE_OVERHEAD, CALL_OVERHEAD, SCHEMA_OVERHEAD, REPLY_PRIMING = 4, 8, 8, 3
 TAG = re.compile(re.escape(UNTRUSTED_TAG) + r"-\d{4}")
+RECALL_MARK = re.compile(r"\[recalled earlier turn [0-9a-f]{12}\]\n")
 SPEAKERS = {"en": ("User", "Assistant", "Tool"), "zh": ("用户", "助手", "工具")}
 
 
@@ -135,6 +137,13 @@ def is_placeholder(message: Mapping[str, Any]) -> bool:
     return message["role"] == "tool" and MISSING_RESULT in (message.get("content") or "")
 
 
+def is_digest(message: Mapping[str, Any], decisions: Mapping[str, list[Decision]],
+              source: str) -> bool:
+    """The source's digest of what it left out: a message of its own, reported as a decision."""
+    return (f"{source}.digest" in decisions and message["role"] == "assistant"
+            and "left out for space" in (message.get("content") or ""))
+
+
 def _matches(raw: Mapping[str, Any], out: Mapping[str, Any], decisions: list[Decision]) -> bool:
     """Does output message ``out`` render input message ``raw``?
 
@@ -153,11 +162,23 @@ def _matches(raw: Mapping[str, Any], out: Mapping[str, Any], decisions: list[Dec
     return calls == out_calls and (content == out_content or "truncated" in changed)
 
 
+RECALLED_RANGE = re.compile(r"history\[(\d+):(\d+)\]")
+
+
+def recalled_ranges(decisions: Sequence[Decision], source: str) -> list[tuple[int, int]]:
+    """(start, end) of the recalled turns kept, oldest first (a ``kept`` decision names each)."""
+    found = [RECALLED_RANGE.search(d.reason or "") for d in decisions
+             if d.source == source and d.action == "kept"]
+    return sorted((int(m.group(1)), int(m.group(2))) for m in found if m)
+
+
 class Account:
     """Which input messages of one source (history or turn) are in the output.
 
     Output messages are matched from the newest back (kept conversation is a newest-first run),
-    skipping input messages the report says were left out.
+    skipping input messages the report says were left out. Recalled older turns (reported as
+    kept, by range) must be among the matches, so a recalled turn is never mistaken for a newer
+    copy of its text; a source's digest stands for left-out messages and matches none.
     """
 
     def __init__(self, ctx: FinalContext, raw: Sequence[Mapping[str, Any]], source: str) -> None:
@@ -167,21 +188,63 @@ class Account:
         self.unread = sum(d.count for d in ctx.report.decisions if d.key == f"{source}.*")
         self.kept: dict[int, int] = {}
         self.unmatched: list[int] = []
-        position = len(raw) - 1
-        outputs = [i for i, s in enumerate(ctx.sections) if s == source]
-        for out_index in reversed(outputs):
-            out = rendered[out_index]
-            if is_placeholder(out):
-                continue
+        outputs = [i for i, s in enumerate(ctx.sections) if s == source
+                   and not is_placeholder(rendered[i])
+                   and not is_digest(rendered[i], self.decisions, source)]
+        # Recalled turns are kept whole (a kept decision names each); their opening message
+        # carries a marker line unless a cut took it.
+        self.recalled = {i for start, end in recalled_ranges(ctx.report.decisions, source)
+                         for i in range(start, end) if not self.left_out(i)}
+        shown = [dict(rendered[i]) for i in outputs]
+        for out in shown:
+            mark = RECALL_MARK.match(out.get("content") or "")
+            if mark:
+                out["content"] = out["content"][mark.end():]
+        matches = self._align(shown, raw)
+        if matches is None:  # no alignment: report the outputs the greedy match cannot place
+            self.unmatched = [outputs[j] for j in self._greedy(shown, raw)]
+            return
+        self.kept = {index: outputs[j] for j, index in enumerate(matches)}
+
+    def _fits(self, raw: Sequence[Mapping[str, Any]], index: int, out: Mapping[str, Any]
+              ) -> bool:
+        return not self.left_out(index) and _matches(raw[index], out,
+                                                     self.decisions.get(self.key(index), []))
+
+    def _align(self, shown: list[dict[str, Any]], raw: Sequence[Mapping[str, Any]]
+               ) -> list[int] | None:
+        """Input index of each output (outputs are in input order), newest first where there
+        is a choice, placing every recalled message; None if no such alignment exists."""
+        required = sorted(self.recalled)
+
+        @functools.cache
+        def place(j: int, position: int) -> tuple[int, ...] | None:
+            # outputs[: j + 1] into indices <= position
+            floor = max((r for r in required if r <= position), default=-1)
+            if j < 0:
+                return () if floor < 0 else None
+            for index in range(position, max(floor, 0) - 1, -1):
+                if self._fits(raw, index, shown[j]):
+                    rest = place(j - 1, index - 1)
+                    if rest is not None:
+                        return (*rest, index)
+            return None
+
+        found = place(len(shown) - 1, len(raw) - 1)
+        return None if found is None else list(found)
+
+    def _greedy(self, shown: list[dict[str, Any]], raw: Sequence[Mapping[str, Any]]
+                ) -> list[int]:
+        unmatched, position = [], len(raw) - 1
+        for j in range(len(shown) - 1, -1, -1):
             index = position
-            while index >= 0 and (self.left_out(index) or not _matches(
-                    raw[index], out, self.decisions.get(self.key(index), []))):
+            while index >= 0 and not self._fits(raw, index, shown[j]):
                 index -= 1
             if index < 0:
-                self.unmatched.append(out_index)
+                unmatched.append(j)
                 continue
-            self.kept[index] = out_index
             position = index - 1
+        return unmatched
 
     def key(self, index: int) -> str:
         return f"{self.source}.m{index}"
@@ -216,11 +279,12 @@ def check_openai_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> None:
 def check_newest_first_run(account: Account, size: int) -> int | None:
     """The kept messages are the newest ones, without holes (duplicates aside); returns the
     index of the oldest kept message."""
-    if not account.kept:
+    recent = [i for i in account.kept if i not in account.recalled]
+    if not recent:
         return None
-    oldest = min(account.kept)
-    holes = [i for i in range(oldest, size)
-             if i not in account.kept and not account.has(i, "deduplicated")]
+    oldest = min(recent)
+    holes = [i for i in range(oldest, size) if i not in account.kept
+             and i not in account.recalled and not account.has(i, "deduplicated")]
     assert not holes, f"kept {account.source} from m{oldest} has holes at {holes}"
     return oldest
 
@@ -505,9 +569,9 @@ def test_untrusted_text_never_in_system_or_user_role(scenario: Scenario) -> None
                 f"untrusted text in messages[{index}] ({message['role']})")
     anthropic = ctx.to_request("anthropic")
     assert UNTRUSTED_TAG not in anthropic["system"]
-    for message in anthropic["messages"]:
+    for message in anthropic["messages"]:  # a digest is fenced data in the assistant's voice
         for block in message["content"]:
-            if block["type"] == "text":
+            if block["type"] == "text" and message["role"] == "user":
                 assert UNTRUSTED_TAG not in block["text"]
 
 
