@@ -361,6 +361,12 @@ def _plan_with_session(plan: BuildPlan, settings: ModeSettings,
         if spec.source in ("rag", "retrieval"):
             spec = replace(spec, options=FrozenOptions(
                 {**settings.retrieval_options(), **_thawed(spec.options)}))
+        if spec.source == "history" and settings.enable_summary and spec.options.get(
+                "recall_share"):
+            # With a running summary the request holds only the rounds after it, which fit
+            # the budget anyway: recalling among them is work for nothing.
+            spec = replace(spec, options=FrozenOptions(
+                {**_thawed(spec.options), "recall_share": 0}))
         specs.append(spec)
     if plan.spec("session") is None:
         specs.insert(_after(specs, "system"),
