@@ -345,7 +345,7 @@ def test_long_text_counted_in_pieces_equals_the_whole_text_count(name: str, seed
 
     rng = random.Random(seed)
     words = ["hello", "world", "今天", "天气", "多云", "\n", "\n\n", "  ", "。", "，", "—", "123",
-             "x.y", "don't", "\t", " ", "<|x|>"]
+             "x.y", "don't", "\t", " ", "<|x|>", "/", "./", ".\n/"]
     text = "".join(rng.choice(words) + (" " if rng.random() < 0.5 else "")
                    for _ in range(40_000))
     assert len(split_into_pieces(text)) > 2

@@ -73,3 +73,10 @@ def clear_caches() -> None:
     _line_cached.cache_clear()
     tools._schema_terms.cache_clear()
     clear_recall_caches()
+    from contextwright.sources import history_digest
+
+    history_digest._ITEM_KEYS.clear()
+    history_digest._MESSAGE_FACTS.clear()
+    for cached in (history_digest._values, history_digest._text_keys, history_digest._key,
+                   history_digest._value_rank, conversation._estimate):
+        cached.cache_clear()

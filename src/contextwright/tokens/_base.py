@@ -42,9 +42,10 @@ def split_into_pieces(text: str, piece_chars: int = PIECE_CHARS) -> list[str]:
     """Cut long text into pieces that can be encoded alone and whose counts add up exactly.
 
     Cuts fall only where the OpenAI encodings' pre-tokenizer splits anyway — after a line break
-    followed by a non-space, or before a space that follows a non-space and precedes a letter —
-    so no token spans a cut. Only a text with no such point in a whole piece (32,000 characters
-    without a space or line break) is cut hard, and may then be off by a token at that cut.
+    followed by a non-space other than "/", or before a space that follows a non-space and
+    precedes a letter — so no token spans a cut. Only a text with no such point in a whole piece
+    (32,000 characters without a space or line break) is cut hard, and may then be off by a
+    token at that cut.
     """
     pieces: list[str] = []
     start = 0
@@ -62,7 +63,10 @@ def _safe_cut(text: str, low: int, high: int) -> int | None:
     """The last pre-token boundary in ``(low, high)``, if any."""
     newline = text.rfind("\n", low, high - 1)
     while newline >= low:
-        if not text[newline + 1].isspace():
+        # o200k glues punctuation, line breaks and slashes into one token (".\n/"), so a
+        # break followed by "/" is not a boundary.
+        following = text[newline + 1]
+        if not following.isspace() and following != "/":
             return newline + 1
         newline = text.rfind("\n", low, newline)
     space = text.rfind(" ", low, high - 1)
