@@ -6,6 +6,8 @@ then the median latency of ``Retriever.search`` and of a whole ``ContextBuilder.
 ``RetrievalSource`` over that corpus (plan rag_qa), over HotpotQA questions.
 Recall: a ``--turns``-turn session made of LoCoMo turns (repeated with new keys), one new turn
 appended per call, median latency of ``HybridTurnRecaller.rank`` over LoCoMo questions.
+Combined: one ``rag_qa`` build doing both, retrieval over the corpus and lexical recall
+(``recall_share`` 0.6) over a ``--turns``-message history, one message appended per build.
 Hybrid needs every chunk embedded once: ``--cache FILE`` keeps the vectors in SQLite so a second
 run embeds nothing (e5 on 2 cores: about 10 passages/s, so build the cache in the background).
 
@@ -19,9 +21,11 @@ import gc
 import json
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.core.plan import FrozenOptions
 from contextwright.retrieval import (
     CachedEmbedder,
     E5Embedder,
@@ -127,6 +131,38 @@ def bench_recall(data: Path, embedder: Embedder | None, args: argparse.Namespace
           f"call, rank median {median_ms(timings):.2f} ms ({len(timings)} calls)", flush=True)
 
 
+def bench_combined(data: Path, embedder: Embedder | None, args: argparse.Namespace) -> None:
+    """One build doing both: retrieval over the corpus and recall over a long session."""
+    documents = corpus(data, args.chunks, args.chunk_size)
+    retriever = Retriever(embedder=embedder, chunk_size=args.chunk_size)
+    retriever.add(documents)
+    base, _ = locomo(data)
+    _, questions = hotpot(data)
+    copies = -(-(args.turns + args.queries) // len(base))
+    texts = [text for _ in range(copies) for _, text in base]
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": text, "id": f"m{i}"}
+               for i, text in enumerate(texts[: args.turns])]
+    rag = BuildPlan.named("rag_qa")
+    plan = replace(rag, sources=tuple(
+        replace(spec, options=FrozenOptions({**spec.options.thaw(), "recall_share": 0.6,
+                                             "recall_limit": 64}))
+        if spec.source == "history" and isinstance(spec.options, FrozenOptions) else spec
+        for spec in rag.sources))
+    builder = ContextBuilder(sources=[RetrievalSource(retriever)])
+    builder.build(plan, Request(user_input=questions[0], history=history))  # first: indexes
+    timings = []
+    for n, question in enumerate(questions[: args.queries]):
+        history.append({"role": "user" if (args.turns + n) % 2 == 0 else "assistant",
+                        "content": texts[args.turns + n], "id": f"m{args.turns + n}"})
+        start = time.perf_counter()
+        builder.build(plan, Request(user_input=question, history=history))
+        timings.append(time.perf_counter() - start)
+    mode = "hybrid" if embedder else "lexical"
+    print(f"combined {mode}: rag_qa build with retrieval over {retriever.chunk_count} chunks and "
+          f"recall over a {len(history):,}-message history (one message appended per build): "
+          f"median {median_ms(timings):.2f} ms ({len(timings)} builds)", flush=True)
+
+
 def probe_query_threads(data: Path, queries: int) -> None:
     """Median time to encode one query with e5 on 1 and on 2 OpenMP threads (interleaved)."""
     _, questions = hotpot(data)
@@ -151,7 +187,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10_000)
     parser.add_argument("--chunk-size", type=int, default=200)
     parser.add_argument("--queries", type=int, default=50)
-    parser.add_argument("--only", choices=("retrieval", "recall"))
+    parser.add_argument("--only", choices=("retrieval", "recall", "combined"))
     args = parser.parse_args()
     embedders: list[Embedder | None] = [None]
     if args.dense:
@@ -159,10 +195,13 @@ def main() -> None:
         cache = EmbeddingCache(args.cache) if args.cache else EmbeddingCache()
         embedders.append(CachedEmbedder(E5Embedder(), cache))
     for embedder in embedders:
-        if args.only != "recall":
+        if args.only in (None, "retrieval"):
             bench_retrieval(args.data, embedder, args)
-        if args.only != "retrieval":
+        if args.only in (None, "recall"):
             bench_recall(args.data, embedder, args)
+    if args.only in (None, "combined"):
+        # Lexical only: hybrid history recall would need every turn of the session embedded.
+        bench_combined(args.data, None, args)
 
 
 if __name__ == "__main__":
