@@ -177,6 +177,24 @@ def test_bad_record_appends_nothing() -> None:
     assert cm.store.count(SessionKey(user_id="u", session_id="s")) == before
 
 
+def test_conflicting_configuration_is_a_plan_error() -> None:
+    from contextwright.errors import PlanError
+    from contextwright.modes import Router
+
+    with pytest.raises(PlanError, match="Router"):
+        ContextManager(router=Router(), modes=Path("modes.yaml"))
+    with pytest.raises(PlanError, match="unknown modes"):
+        ContextManager(plans={"sliding_windw": "chat"})
+
+
+def test_a_mode_can_build_with_another_plan() -> None:
+    cm = ContextManager(plans={"sliding_window": "simple_qa"}, background=False)
+    _chat(cm, 2)
+    ctx = cm.prepare("u", "s", "hello again")
+    assert ctx.report.plan == "simple_qa"
+    assert "Round 1" not in _texts(ctx.to_messages("openai"))  # simple_qa has no history
+
+
 def test_ids_are_required() -> None:
     with pytest.raises(InvalidInputError):
         _manager().prepare("", "s", "hi")

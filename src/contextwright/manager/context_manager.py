@@ -29,7 +29,7 @@ from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, Sou
 from contextwright.core.report import BuildReport
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
-from contextwright.errors import ConflictError, InvalidInputError
+from contextwright.errors import ConflictError, InvalidInputError, PlanError
 from contextwright.manager.handoff import hand_off, note_user_message, record_turn_in_zones
 from contextwright.manager.summaries import SummaryJob, update_summary
 from contextwright.manager.turns import last_user_index, plain
@@ -103,6 +103,8 @@ class ContextManager:
                  budget: Mapping[str, Any] | None = None, summary_max_tokens: int = 300,
                  max_read_messages: int = 400, background: bool = True,
                  clock: Callable[[], float] = time.time) -> None:
+        if router is not None and (modes is not None or classifier is not None):
+            raise PlanError("give modes and classifier to the Router, or pass them without one")
         config = modes if isinstance(modes, ModesConfig) else (
             ModesConfig.load(modes) if modes is not None else ModesConfig.default())
         self.store: Store = store if store is not None else MemoryStore()
@@ -112,6 +114,9 @@ class ContextManager:
         self.tokenizer: CountingTokenizer = get_tokenizer(tokenizer)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self._sources = tuple(sources)
+        unknown = sorted(set(plans or {}) - set(self.modes.modes))
+        if unknown:
+            raise PlanError(f"plans given for unknown modes: {unknown}")
         self._plans = {name: _plan_with_session(_resolve_plan(plan_or_name(name, settings, plans)),
                                                 settings, budget)
                        for name, settings in self.modes.modes.items()}
