@@ -307,11 +307,12 @@ def test_prepare_never_waits_for_a_background_summary() -> None:
         ctx = cm.prepare("u", "s", "still there?")  # returns while the summary is blocked
         assert "still there?" in _texts(ctx.to_messages("openai"))
         assert cm.state("u", "s").summary is None
+        blocking.release.set()
+        cm.flush(10)  # waits for the running job too
+        assert cm.state("u", "s").summary is not None
     finally:
         blocking.release.set()
-        cm.flush(10)
         cm.close()
-    assert cm.state("u", "s").summary is not None
 
 
 def test_llm_summaries_through_an_openai_compatible_server() -> None:

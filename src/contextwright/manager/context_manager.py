@@ -128,6 +128,7 @@ class ContextManager:
         self._executor = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-summary")
                           if background else None)
         self._pending: dict[SessionKey, Future[None]] = {}
+        self._outstanding: set[Future[None]] = set()
 
     # ----- the two calls of the agent loop -----
 
@@ -194,8 +195,8 @@ class ContextManager:
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the scheduled summary updates are done."""
         with self._lock:
-            pending = list(self._pending.values())
-        wait(pending, timeout=timeout)
+            outstanding = list(self._outstanding)  # queued and running jobs alike
+        wait(outstanding, timeout=timeout)
 
     def close(self) -> None:
         """Finish pending summaries and stop the worker (the store stays open: it is yours)."""
@@ -327,6 +328,12 @@ class ContextManager:
                 return  # the queued job will read the newest messages when it runs
             future = self._executor.submit(self._run_summary, key)
             self._pending[key] = future
+            self._outstanding.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: Future[None]) -> None:
+        with self._lock:
+            self._outstanding.discard(future)
 
     def _run_summary(self, key: SessionKey) -> None:
         with self._lock:
