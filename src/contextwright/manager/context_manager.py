@@ -37,7 +37,7 @@ from contextwright.modes.config import ModesConfig, ModeSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
 from contextwright.session.memory import MemoryStore
-from contextwright.session.state import ModeSwitch, SessionState
+from contextwright.session.state import ModeSwitch, SessionState, load_state, update_state
 from contextwright.session.store import SessionKey, StateRecord, Store, StoredMessage
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
 
@@ -164,7 +164,7 @@ class ContextManager:
         if not batch:
             raise InvalidInputError("record needs an assistant message, tool results or messages")
         seqs = self.store.append(key, batch)
-        self._update_state(key, lambda state: record_turn_in_zones(
+        update_state(self.store, key, lambda state: record_turn_in_zones(
             state, batch, self.modes.settings(state.mode or self.modes.default_mode)))
         self._schedule_summary(key)
         return seqs
@@ -173,8 +173,7 @@ class ContextManager:
 
     def state(self, user_id: str, session_id: str) -> SessionState:
         """The session's mode, mode history, summary and zones."""
-        record = self.store.get_state(SessionKey(user_id=user_id, session_id=session_id))
-        return SessionState.from_dict(record.data) if record else SessionState()
+        return load_state(self.store, SessionKey(user_id=user_id, session_id=session_id))[1]
 
     def erase_session(self, user_id: str, session_id: str) -> bool:
         """Erase one session (messages, summary, zones, mode); True if it existed."""
@@ -217,9 +216,8 @@ class ContextManager:
 
     def _read_recent(self, key: SessionKey) -> tuple[StateRecord | None, list[StoredMessage]]:
         # The messages after the summary, newest ``max_read`` of them, from a whole round on.
-        record = self.store.get_state(key)
-        upto = SessionState.from_dict(record.data).summary_upto if record else 0
-        recent = self.store.read(key, after=upto, last=self._max_read)
+        record, state = load_state(self.store, key)
+        recent = self.store.read(key, after=state.summary_upto, last=self._max_read)
         start = next((i for i, m in enumerate(recent) if m.message.get("role") == "user"), 0)
         return record, [self._remembered(key, stored) for stored in recent[start:]]
 
@@ -292,25 +290,8 @@ class ContextManager:
 
     # ----- state and summaries -----
 
-    def _update_state(self, key: SessionKey,
-                      change: Callable[[SessionState], SessionState]) -> SessionState:
-        for _ in range(MAX_STATE_ATTEMPTS):
-            record = self.store.get_state(key)
-            state = SessionState.from_dict(record.data) if record else SessionState()
-            new_state = change(state)
-            if new_state == state:
-                return state
-            try:
-                self.store.put_state(key, new_state.to_dict(),
-                                     expected_version=record.version if record else None)
-            except ConflictError:
-                continue
-            return new_state
-        raise ConflictError("session state kept changing under this update; try again")
-
     def _summary_job(self, key: SessionKey) -> SummaryJob:
-        record = self.store.get_state(key)
-        state = SessionState.from_dict(record.data) if record else SessionState()
+        _, state = load_state(self.store, key)
         settings = self.modes.settings(state.mode or self.modes.default_mode)
         plan = self._plans[settings.name]
         return SummaryJob(

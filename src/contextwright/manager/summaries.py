@@ -20,7 +20,7 @@ from contextwright.compress.summarize import Summarizer, Summary, verified
 from contextwright.errors import ConflictError
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
-from contextwright.session.state import SessionState
+from contextwright.session.state import SessionState, load_state, update_state
 from contextwright.session.store import SessionKey, Store, StoredMessage
 from contextwright.tokens import CountingTokenizer
 
@@ -70,8 +70,7 @@ def rounds_due(uncovered: Sequence[StoredMessage], job: SummaryJob) -> list[Stor
 
 def update_summary(job: SummaryJob) -> Outcome:
     """Merge the due rounds into the session's summary and commit it if it passes the check."""
-    record = job.store.get_state(job.key)
-    state = SessionState.from_dict(record.data) if record else SessionState()
+    _, state = load_state(job.store, job.key)
     if not job.settings.enable_summary:
         return "nothing_to_do"
     batch = rounds_due(job.store.read(job.key, after=state.summary_upto), job)
@@ -95,22 +94,21 @@ def update_summary(job: SummaryJob) -> Outcome:
     return outcome
 
 
-def _commit(job: SummaryJob, based_on_upto: int,
-            change: _StateChange) -> Outcome:
+def _commit(job: SummaryJob, based_on_upto: int, change: _StateChange) -> Outcome:
     # Other writers (prepare, another process) may change the state meanwhile: re-read and
     # re-apply, unless someone else already summarised past the point this summary started from.
-    for _ in range(MAX_COMMIT_ATTEMPTS):
-        record = job.store.get_state(job.key)
-        state = SessionState.from_dict(record.data) if record else SessionState()
-        if state.summary_upto != based_on_upto:
-            return "superseded"
-        try:
-            job.store.put_state(job.key, change(state).to_dict(),
-                                expected_version=record.version if record else None)
-        except ConflictError:
-            continue
-        return "committed"
-    return "superseded"
+    superseded = False
+
+    def unless_superseded(state: SessionState) -> SessionState | None:
+        nonlocal superseded
+        superseded = state.summary_upto != based_on_upto
+        return None if superseded else change(state)
+
+    try:
+        update_state(job.store, job.key, unless_superseded, attempts=MAX_COMMIT_ATTEMPTS)
+    except ConflictError:
+        return "superseded"
+    return "superseded" if superseded else "committed"
 
 
 def _log(event: str, key: SessionKey, **fields: object) -> None:

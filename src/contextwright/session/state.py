@@ -7,12 +7,13 @@ store's JSON state document; the message log itself lives in the store, append-o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextwright.errors import CorruptRecordError
+from contextwright.errors import ConflictError, CorruptRecordError
 from contextwright.modes.zones import Zones
+from contextwright.session.store import SessionKey, StateRecord, Store
 
 MAX_MODE_HISTORY = 100
 """Mode switches kept in the state (the newest); the structured log has them all."""
@@ -87,3 +88,31 @@ class SessionState:
         except (TypeError, ValueError, AttributeError) as exc:
             raise CorruptRecordError(
                 f"session state document is malformed ({type(exc).__name__})") from None
+
+
+def load_state(store: Store, key: SessionKey) -> tuple[StateRecord | None, SessionState]:
+    """The stored record (None if never written) and the state it holds (empty if none)."""
+    record = store.get_state(key)
+    return record, SessionState.from_dict(record.data) if record else SessionState()
+
+
+def update_state(store: Store, key: SessionKey,
+                 change: Callable[[SessionState], SessionState | None], *,
+                 attempts: int = 8) -> SessionState:
+    """Apply ``change`` under optimistic concurrency, re-reading and re-applying on a conflict.
+
+    ``change`` returning None, or a state equal to the one read, writes nothing. Returns the
+    state now stored; ``ConflictError`` if other writers won ``attempts`` times in a row.
+    """
+    for _ in range(attempts):
+        record, state = load_state(store, key)
+        new_state = change(state)
+        if new_state is None or new_state == state:
+            return state
+        try:
+            store.put_state(key, new_state.to_dict(),
+                            expected_version=record.version if record else None)
+        except ConflictError:
+            continue
+        return new_state
+    raise ConflictError("session state kept changing under this update; try again")
