@@ -1,10 +1,12 @@
 """``ContextManager``: sessions, modes and summaries around the stateless builder (seed 003 §3).
 
-``prepare`` appends the user's message, routes it to a mode (handing off explicitly when the
-mode changes), and builds the context from the session's summary, zones and recent messages;
+``prepare`` checks its arguments, appends the user's message, routes it to a mode (handing off
+explicitly when the mode changes), and builds the context from the session's summary, zones and
+recent messages, with older turns relevant to the message recalled when the mode asks for it;
 ``record`` appends the model's answer and tool results and schedules the summary update off the
-request path. All state lives in the ``Store``, so any number of managers in any number of
-processes can serve the same sessions.
+request path. All state lives in the ``Store`` (what is kept in process is derived from it and
+checked against it), so any number of managers in any number of processes can serve the same
+sessions.
 """
 
 from __future__ import annotations
@@ -30,15 +32,24 @@ from contextwright.core.report import BuildReport
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
 from contextwright.errors import ConflictError, InvalidInputError, PlanError
+from contextwright.manager.checks import checked_parts
 from contextwright.manager.handoff import hand_off, note_user_message, record_turn_in_zones
+from contextwright.manager.recall import (
+    RecallIndexes,
+    SessionHistorySource,
+    recall_tokens,
+    session_recall,
+)
 from contextwright.manager.summaries import SummaryJob, update_summary
 from contextwright.manager.turns import last_user_index, plain
-from contextwright.modes.config import ModesConfig, ModeSettings
+from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
 from contextwright.session.memory import MemoryStore
 from contextwright.session.state import ModeSwitch, SessionState, load_state, update_state
 from contextwright.session.store import SessionKey, StateRecord, Store, StoredMessage
+from contextwright.sources.conversation import HistorySource
+from contextwright.sources.recall import LexicalTurnRecaller, TurnRecaller
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
 
 logger = logging.getLogger("contextwright.session")
@@ -91,7 +102,9 @@ class ContextManager:
     ``modes`` is a ``ModesConfig`` or a config file (seed 003's values by default); ``plans``
     overrides the plan of a mode; ``router`` or ``classifier`` replace or extend the keyword
     routing. ``background=True`` runs summary updates on a worker thread, so ``prepare`` never
-    waits for them (``flush()`` waits).
+    waits for them (``flush()`` waits). ``recaller`` ranks a session's older turns for modes that
+    recall (default: lexical BM25); their index is kept in process for the most recently served
+    sessions, up to about ``recall_cache_messages`` messages in all.
     """
 
     def __init__(self, store: Store | None = None, *,
@@ -102,6 +115,7 @@ class ContextManager:
                  sources: Iterable[ContextSource] = (), summarizer: Summarizer | None = None,
                  budget: Mapping[str, Any] | None = None, summary_max_tokens: int = 300,
                  max_read_messages: int = 400, background: bool = True,
+                 recaller: TurnRecaller | None = None, recall_cache_messages: int = 100_000,
                  clock: Callable[[], float] = time.time) -> None:
         if router is not None and (modes is not None or classifier is not None):
             raise PlanError("give modes and classifier to the Router, or pass them without one")
@@ -117,9 +131,19 @@ class ContextManager:
         unknown = sorted(set(plans or {}) - set(self.modes.modes))
         if unknown:
             raise PlanError(f"plans given for unknown modes: {unknown}")
-        self._plans = {name: _plan_with_session(_resolve_plan(plan_or_name(name, settings, plans)),
-                                                settings, budget)
+        given = {name: _resolve_plan(plan_or_name(name, settings, plans))
+                 for name, settings in self.modes.modes.items()}
+        self._recall: dict[str, RecallSettings] = {
+            name: session_recall(settings, given[name])
+            for name, settings in self.modes.modes.items()}
+        self._plans = {name: _plan_with_session(given[name], settings, budget)
                        for name, settings in self.modes.modes.items()}
+        self._recall_tokens = {name: recall_tokens(self._plans[name], self._recall[name])
+                               for name in self._plans}
+        self.recaller: TurnRecaller = recaller if recaller is not None else LexicalTurnRecaller()
+        self._recall_indexes = RecallIndexes(recall_cache_messages)
+        self._history: ContextSource = next(
+            (s for s in reversed(self._sources) if s.namespace == "history"), HistorySource())
         self._summary_max_tokens = summary_max_tokens
         self._max_read = max_read_messages
         self._clock = clock
@@ -136,17 +160,23 @@ class ContextManager:
                 tools: Sequence[Mapping[str, Any]] = (),
                 documents: Sequence[Any] = (), env: Mapping[str, str] | None = None,
                 system: str | None = None) -> PreparedContext:
-        """Append ``text`` as the user's message (None: continue the current turn) and build."""
+        """Append ``text`` as the user's message (None: continue the current turn) and build.
+
+        The other arguments are checked first: a call they would fail stores nothing.
+        """
         key = SessionKey(user_id=user_id, session_id=session_id)
+        parts = checked_parts(tools=tools, documents=documents, env=env,
+                              system=system or self.system)
+        if text is not None:
+            check_text(text, "text")
         seq = self._append_user(key, text) if text is not None else None
-        record, recent = self._read_recent(key)
+        record, read, recent = self._read_recent(key)
         state, route, switch = self._route(key, text, seq, recent, record)
         user_index = last_user_index(recent)
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
         settings = self.modes.settings(state.mode or self.modes.default_mode)
-        context = self._build(state, settings, recent, user_index, tools=tools,
-                              documents=documents, env=env, system=system)
+        context = self._build(key, state, settings, read, recent, user_index, parts)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
 
@@ -179,11 +209,13 @@ class ContextManager:
         """Erase one session (messages, summary, zones, mode); True if it existed."""
         key = SessionKey(user_id=user_id, session_id=session_id)
         self._forget(lambda cached: cached[:2] == (key.user_id, key.session_id))
+        self._recall_indexes.forget(user_id, session_id)
         return self.store.erase_session(key)
 
     def erase_user(self, user_id: str) -> int:
         """Erase every session of ``user_id``; returns how many there were."""
         self._forget(lambda cached: cached[0] == user_id)
+        self._recall_indexes.forget(user_id)
         return self.store.erase_user(user_id)
 
     def _forget(self, matches: Callable[[tuple[str, str, int, float]], bool]) -> None:
@@ -210,16 +242,17 @@ class ContextManager:
     # ----- steps of prepare -----
 
     def _append_user(self, key: SessionKey, text: str) -> int:
-        check_text(text, "text")
         message = {"role": "user", "content": text, "timestamp": self._now_iso()}
         return self.store.append(key, [message])[0]
 
-    def _read_recent(self, key: SessionKey) -> tuple[StateRecord | None, list[StoredMessage]]:
-        # The messages after the summary, newest ``max_read`` of them, from a whole round on.
+    def _read_recent(self, key: SessionKey
+                     ) -> tuple[StateRecord | None, list[StoredMessage], list[StoredMessage]]:
+        # The messages after the summary, newest ``max_read`` of them (as read), and the same
+        # from a whole round on (as shown).
         record, state = load_state(self.store, key)
-        recent = self.store.read(key, after=state.summary_upto, last=self._max_read)
-        start = next((i for i, m in enumerate(recent) if m.message.get("role") == "user"), 0)
-        return record, [self._remembered(key, stored) for stored in recent[start:]]
+        read = self.store.read(key, after=state.summary_upto, last=self._max_read)
+        start = next((i for i, m in enumerate(read) if m.message.get("role") == "user"), 0)
+        return record, read, [self._remembered(key, stored) for stored in read[start:]]
 
     def _remembered(self, key: SessionKey, stored: StoredMessage) -> StoredMessage:
         # The log is append-only: (session, seq, created_at) names one message forever, so the
@@ -273,20 +306,37 @@ class ContextManager:
         settings = self.modes.settings(state.mode or self.modes.default_mode)
         return note_user_message(state, text, settings), switch
 
-    def _build(self, state: SessionState, settings: ModeSettings, recent: list[StoredMessage],
-               user_index: int, *, tools: Sequence[Mapping[str, Any]], documents: Sequence[Any],
-               env: Mapping[str, str] | None, system: str | None) -> FinalContext:
+    def _build(self, key: SessionKey, state: SessionState, settings: ModeSettings,
+               read: list[StoredMessage], recent: list[StoredMessage], user_index: int,
+               parts: Request) -> FinalContext:
         language = state.language or "en"
         summary = Summary.from_dict(state.summary).render(language) if state.summary else ""
         memory = SessionMemorySource(settings=settings, zones=state.zones,
                                      summary_text=summary, language=language)
         content = recent[user_index].message.get("content")
-        request = Request(user_input=content if isinstance(content, str) else "",
-                          system=system or self.system, history=plain(recent[:user_index]),
-                          turn=plain(recent[user_index + 1:]), tools=tools,
-                          documents=documents, env=dict(env or {}))
-        builder = ContextBuilder(self.tokenizer, sources=(*self._sources, memory))
+        request = replace(parts, user_input=content if isinstance(content, str) else "",
+                          history=plain(recent[:user_index]),
+                          turn=plain(recent[user_index + 1:]))
+        history = self._session_history(key, settings, read, recent[:user_index + 1])
+        builder = ContextBuilder(self.tokenizer, sources=(
+            *self._sources, memory, *([history] if history is not None else [])))
         return builder.build(self._plans[settings.name], request)
+
+    def _session_history(self, key: SessionKey, settings: ModeSettings,
+                         read: list[StoredMessage], shown: list[StoredMessage]
+                         ) -> SessionHistorySource | None:
+        # ``shown`` is the request's history and the user message: older turns are recalled.
+        recall = self._recall[settings.name]
+        if not recall.enabled or self._plans[settings.name].spec("history") is None:
+            return None
+        turns = self._recall_indexes.turns_before(self.store, key, shown[0].seq, read)
+        if turns is None:
+            return None
+        calls = sum(1 for stored in shown if stored.message.get("tool_calls"))
+        return SessionHistorySource(
+            history=self._history, turns=turns, recaller=self.recaller, recall=recall,
+            max_tokens=self._recall_tokens[settings.name], begin=shown[0].seq,
+            recent_calls=calls)
 
     # ----- state and summaries -----
 
@@ -354,10 +404,11 @@ def _plan_with_session(plan: BuildPlan, settings: ModeSettings,
         if spec.source in ("rag", "retrieval"):
             spec = replace(spec, options=FrozenOptions(
                 {**settings.retrieval_options(), **_thawed(spec.options)}))
-        if spec.source == "history" and settings.enable_summary and spec.options.get(
-                "recall_share"):
+        if spec.source == "history" and (settings.enable_summary or settings.recall is not None
+                                         ) and spec.options.get("recall_share"):
             # With a running summary the request holds only the rounds after it, which fit
-            # the budget anyway: recalling among them is work for nothing.
+            # the budget anyway: recall works session-wide instead (``session_recall``), as it
+            # does whenever the mode sets ``recall`` itself.
             spec = replace(spec, options=FrozenOptions(
                 {**_thawed(spec.options), "recall_share": 0}))
         specs.append(spec)

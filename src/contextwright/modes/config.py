@@ -1,9 +1,9 @@
 """Mode settings and routing rules, with seed 003's values as defaults, loadable from a file.
 
 A *mode* (seed 003 §2) decides how a session's context is organised: which plan builds it, how
-many rounds stay verbatim, when the running summary is updated, the retrieval parameters and
-whether zones are kept. This module only describes modes; it does no I/O except reading a
-config file on request, and knows nothing of stores or models.
+many rounds stay verbatim, when the running summary is updated, whether older turns are recalled,
+the retrieval parameters and whether zones are kept. This module only describes modes; it does no
+I/O except reading a config file on request, and knows nothing of stores or models.
 """
 
 from __future__ import annotations
@@ -40,6 +40,21 @@ class OutputRules:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RecallSettings:
+    """Session-wide recall: older turns, no longer shown verbatim, brought back when relevant."""
+
+    share: float = 0.0
+    """About this share of history's part of the budget may hold recalled turns (0: off)."""
+    limit: int = 8
+    """At most this many turns are recalled per call."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this mode recalls at all."""
+        return self.share > 0 and self.limit > 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModeSettings:
     """One mode's parameters (seed 003 §3.3's MODE_CONFIGS; unused fields are ignored)."""
 
@@ -71,6 +86,9 @@ class ModeSettings:
     """Extra system instruction for this mode (e.g. how to read the zones)."""
     output: OutputRules = field(default_factory=OutputRules)
     """Output zone contents (structured mode)."""
+    recall: RecallSettings | None = None
+    """Session-wide recall of summarised turns; None follows the plan's history options
+    (``recall_share``, ``recall_limit``: the shipped ``chat`` plan recalls, the others do not)."""
 
     def retrieval_options(self) -> dict[str, Any]:
         """The retrieval parameters as source options."""
@@ -166,6 +184,12 @@ class _OutputModel(BaseModel):
     constraints: list[str] = []
 
 
+class _RecallModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    share: float = Field(default=0.0, ge=0, le=0.9)
+    limit: int = Field(default=8, ge=0)
+
+
 class _ModeModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     plan: str = Field(min_length=1)
@@ -181,6 +205,7 @@ class _ModeModel(BaseModel):
     tool_zone_keep: int = Field(default=3, ge=0)
     instruction: str = ""
     output: _OutputModel = _OutputModel()
+    recall: _RecallModel | None = None
 
 
 class _RuleModel(BaseModel):
@@ -228,10 +253,12 @@ def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfi
 
 
 def _settings(name: str, model: _ModeModel) -> ModeSettings:
-    fields = model.model_dump(exclude={"output"})
+    fields = model.model_dump(exclude={"output", "recall"})
     output = OutputRules(format=model.output.format, tone=model.output.tone,
                          constraints=tuple(model.output.constraints))
-    return ModeSettings(name=name, output=output, **fields)
+    recall = None if model.recall is None else RecallSettings(share=model.recall.share,
+                                                              limit=model.recall.limit)
+    return ModeSettings(name=name, output=output, recall=recall, **fields)
 
 
 def load_modes_config(path: Path) -> ModesConfig:

@@ -1,0 +1,44 @@
+"""Checking ``prepare``'s arguments before anything is written.
+
+``prepare`` appends the user's message before it builds; an argument the build would refuse must
+be refused first, or the message stays stored and a retry stores it twice. The checks are the
+build's own (the same functions, the same ``InvalidInputError`` messages), run up front. Pure; no
+I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextwright.core.items import check_text
+from contextwright.core.request import Request
+from contextwright.errors import InvalidInputError
+from contextwright.sources.tools import schema_json, tool_name
+
+
+def checked_parts(*, tools: Sequence[Mapping[str, Any]], documents: Sequence[Any],
+                  env: Mapping[str, str] | None, system: str | None) -> Request:
+    """A request holding the caller's parts, each checked as the build would check it.
+
+    ``user_input`` is left empty for the caller to fill in with ``dataclasses.replace``.
+    """
+    if env is not None and not isinstance(env, Mapping):
+        raise InvalidInputError("env must be an object of strings")
+    request = Request(user_input="", system=system, tools=tools, documents=documents,
+                      env=dict(env or {}))  # list shapes and document fields are checked here
+    if request.system is not None:
+        check_text(request.system, "system")
+    for index, schema in enumerate(request.tools):
+        tool_name(schema, f"tools[{index}]")
+        schema_json(schema)
+    for index, doc in enumerate(request.documents):
+        check_text(doc.text, f"documents[{index}].text")
+        for field in ("id", "source", "timestamp"):
+            value = getattr(doc, field)
+            if value is not None:
+                check_text(value, f"documents[{index}].{field}")
+    for name, value in request.env.items():
+        check_text(str(name), "env key")
+        check_text(value, "env value")
+    return request

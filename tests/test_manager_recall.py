@@ -1,0 +1,427 @@
+"""ContextManager: session-wide recall of summarised turns, and arguments checked before append.
+
+A session's rounds older than the running summary are not in the request; a mode that recalls
+(the sliding window, through the ``chat`` plan) brings the relevant ones back verbatim, marked as
+``HistorySource`` marks a recalled turn. The turn index behind it is a cache of the store: these
+tests run on the real stores and check that it stays correct across sessions, managers and erasure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from contextwright.errors import InvalidInputError, PlanError, StoreUnavailable
+from contextwright.manager import ContextManager, PreparedContext
+from contextwright.manager.recall import RecallIndexes
+from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, ModesConfig
+from contextwright.modes.config import RecallSettings, modes_from_mapping
+from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
+from contextwright.session.store import SessionKey, Store, StoredMessage
+from contextwright.sources.conversation import recall_marker
+
+SKIP_SERVICES = os.environ.get("CONTEXTWRIGHT_SKIP_SERVICES") == "1"
+
+FACT = "My locker combination is 4-19-27 and my locker is number 812 in the west gym."
+FACT_ANSWER = "Got it: locker 812 in the west gym, combination 4-19-27."
+QUESTION = "What was my locker combination again?"
+TOPICS = ["pasta recipes", "the weather in Oslo", "jazz albums", "python decorators",
+          "hiking boots", "chess openings", "tea brewing", "bicycle repair", "houseplants"]
+
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _open(kind: str, namespace: str, folder: Path) -> Store:
+    """A store on ``namespace``; opened twice, two handles on the same sessions."""
+    try:
+        if kind == "sqlite":
+            return SqliteStore(folder / f"{namespace}.db")
+        if kind == "redis":
+            return RedisStore(REDIS_URL, prefix=f"cwtest-{namespace}")
+        return PostgresStore(POSTGRES_DSN, schema=f"cwtest_{namespace}")
+    except StoreUnavailable:
+        if SKIP_SERVICES:
+            pytest.skip(f"{kind} is not running and CONTEXTWRIGHT_SKIP_SERVICES=1")
+        raise
+
+
+def _drop(kind: str, namespace: str, opened: Store) -> None:
+    for info in opened.list_sessions():
+        opened.erase_session(info.key)
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "cwtest_{namespace}" CASCADE')
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store, Store]]:
+    """Two handles on the same sessions, as two processes would hold them."""
+    kind, namespace = request.param, uuid.uuid4().hex[:12]
+    if kind == "memory":
+        shared = MemoryStore()
+        yield shared, shared
+        return
+    pair = (_open(kind, namespace, tmp_path), _open(kind, namespace, tmp_path))
+    yield pair
+    pair[1].close()
+    _drop(kind, namespace, pair[0])
+    pair[0].close()
+
+
+@pytest.fixture
+def store(stores: tuple[Store, Store]) -> Store:
+    return stores[0]
+
+
+def _manager(store: Store | None = None, **kwargs: Any) -> ContextManager:
+    return ContextManager(store=store or MemoryStore(), background=False, **kwargs)
+
+
+def _say(cm: ContextManager, text: str, answer: str, user: str = "u",
+         session: str = "s") -> None:
+    cm.prepare(user, session, text)
+    cm.record(user, session, assistant=answer)
+
+
+def _small_talk(cm: ContextManager, rounds: int, user: str = "u", session: str = "s",
+                start: int = 1) -> None:
+    for i in range(start, start + rounds):
+        topic = TOPICS[i % len(TOPICS)]
+        _say(cm, f"Round {i}: tell me something about {topic}.",
+             f"Here is a thought on {topic} for round {i}.", user, session)
+
+
+def _recalled(ctx: PreparedContext) -> list[str]:
+    """Contents of the messages of recalled turns, in rendered order.
+
+    The report names each recalled turn's seqs; recalled turns are rendered first in history.
+    """
+    reasons = [d.reason for d in ctx.report.decisions
+               if d.action == "kept" and d.reason.startswith("recalled")]
+    assert all(d.key.startswith("history.recalled.") for d in ctx.report.decisions
+               if d.action == "kept" and d.reason.startswith("recalled"))
+    spans = [re.search(r"seq (\d+)-(\d+)", reason) for reason in reasons]
+    count = sum(int(m.group(2)) - int(m.group(1)) + 1 for m in spans if m is not None)
+    history = [str(m.get("content") or "") for m in ctx.to_messages("openai")
+               if m["role"] != "system"]
+    recalled = history[:count]
+    assert sum(c.startswith("[recalled earlier turn ") for c in recalled) == len(reasons)
+    return recalled
+
+
+def _contents(ctx: PreparedContext) -> list[str]:
+    return [str(m.get("content") or "") for m in ctx.to_messages("openai")]
+
+
+def _round_40(cm: ContextManager, user: str = "u", session: str = "s") -> PreparedContext:
+    _say(cm, FACT, FACT_ANSWER, user, session)
+    _small_talk(cm, 38, user, session, start=2)
+    return cm.prepare(user, session, QUESTION)
+
+
+# ----- recall -----
+
+
+def test_a_fact_summarised_away_is_recalled_verbatim_at_round_40(store: Store) -> None:
+    cm = _manager(store)
+    ctx = _round_40(cm)
+    state = cm.state("u", "s")
+    assert state.summary_upto > 2, "round 1 is summarised: not in the request"
+    assert ctx.mode == SLIDING_WINDOW
+    contents = _contents(ctx)
+    opening = contents.index(recall_marker(FACT))  # marked exactly like HistorySource marks it
+    assert contents[opening + 1] == FACT_ANSWER, "the whole turn: the answer follows"
+    first_recent = next(i for i, c in enumerate(contents) if c.startswith("Round "))
+    assert opening < first_recent, "recalled turns come before the recent rounds"
+    assert contents[-1] == QUESTION
+    (kept,) = [d for d in ctx.report.decisions if d.action == "kept"]
+    assert kept.reason.startswith("recalled") and "seq 1-2" in kept.reason
+    assert kept.key == "history.recalled.m0"
+    history = next(row for row in ctx.report.sources if row.source == "history")
+    assert history.items >= 2 + 2 * 6  # the recalled turn and the window's rounds
+
+
+def test_recalled_turns_keep_their_ids_and_timestamps() -> None:
+    cm = _manager()
+    cm.record("u", "s", messages=[
+        {"role": "user", "content": FACT, "id": "msg-fact", "timestamp": "2024-05-01T10:00:00Z"},
+        {"role": "assistant", "content": FACT_ANSWER, "id": "msg-answer",
+         "timestamp": "2024-05-01T10:00:05Z"}])
+    _small_talk(cm, 20)
+    ctx = cm.prepare("u", "s", QUESTION)
+    shown = {m.id: m for m in ctx.context.messages if m.id is not None}
+    assert shown["msg-fact"].content == recall_marker(FACT)
+    assert shown["msg-fact"].timestamp == "2024-05-01T10:00:00Z"
+    assert shown["msg-answer"].timestamp == "2024-05-01T10:00:05Z"
+    recalled = [m.id for m in ctx.context.messages if m.id is not None]
+    assert recalled == ["msg-fact", "msg-answer"]
+
+
+def _tool_turn(cm: ContextManager, parcel: str) -> None:
+    # No routing keyword ("order", "tracking" …): the session stays in the sliding window.
+    cm.prepare("u", "s", f"Where is my blue kettle, parcel {parcel}?")
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "get_parcel", "arguments": json.dumps({"id": parcel})}}
+    cm.record("u", "s", assistant={"role": "assistant", "content": "", "tool_calls": [call]},
+              tool_results=[{"tool_call_id": "call_1", "name": "get_parcel",
+                             "content": json.dumps({"parcel": parcel, "status": "in transit"})}])
+    cm.record("u", "s", assistant=f"Parcel {parcel} is in transit.")
+
+
+def test_recalled_turns_are_whole_in_order_and_not_duplicated() -> None:
+    cm = _manager()
+    _say(cm, "The blue kettle I ordered is a gift for my sister.", "A lovely gift.")
+    _small_talk(cm, 3, start=2)
+    _tool_turn(cm, "PCL-7731")
+    _small_talk(cm, 20, start=6)
+    _say(cm, "Please also note the blue kettle should be wrapped.", "Noted, wrapped.")
+    ctx = cm.prepare("u", "s", "Has the blue kettle parcel PCL-7731 arrived?")
+    assert ctx.mode == SLIDING_WINDOW
+    recalled = _recalled(ctx)
+    texts = "\n".join(recalled)
+    messages = ctx.to_messages("openai")
+    gift = next(i for i, m in enumerate(messages) if "gift for my sister" in str(m["content"]))
+    kettle = next(i for i, m in enumerate(messages) if "parcel PCL-7731?" in str(m["content"]))
+    assert gift < kettle, "recalled turns keep their original order"
+    assert messages[kettle + 1]["tool_calls"][0]["function"]["name"] == "get_parcel"
+    assert messages[kettle + 2]["role"] == "tool" and "in transit" in messages[kettle + 2][
+        "content"]
+    assert messages[kettle + 3]["content"] == "Parcel PCL-7731 is in transit."
+    assert "wrapped" not in texts, "a turn in the recent window is not recalled"
+    contents = [str(m["content"]) for m in messages if m["role"] != "system"]
+    plain = [c.split("\n", 1)[1] if c.startswith("[recalled earlier turn ") else c
+             for c in contents]
+    assert len(plain) == len(set(plain)), "no message is shown twice"
+    assert sum("wrapped" in c for c in contents) == 2  # once each: question and answer
+
+
+def test_two_sessions_never_recall_each_others_turns(store: Store) -> None:
+    cm = _manager(store)
+    parties = [("alice", "s1"), ("alice", "s2"), ("bob", "s1")]
+    for user, session in parties:
+        _say(cm, f"My locker combination is {user}-{session}-secret.", "Noted.", user, session)
+        _small_talk(cm, 14, user, session, start=2)
+    for user, session in parties:
+        ctx = cm.prepare(user, session, QUESTION)
+        text = json.dumps(ctx.to_messages("openai"))
+        assert f"{user}-{session}-secret" in "\n".join(_recalled(ctx))
+        others = [f"{u}-{s}-secret" for u, s in parties if (u, s) != (user, session)]
+        assert not any(other in text for other in others)
+
+
+def test_a_second_manager_over_the_same_store_recalls_the_same(
+        stores: tuple[Store, Store]) -> None:
+    first, second = _manager(stores[0]), _manager(stores[1])
+    _say(first, FACT, FACT_ANSWER)
+    for i in range(2, 30):  # the two processes take turns serving the session
+        serving = first if i % 2 else second
+        topic = TOPICS[i % len(TOPICS)]
+        _say(serving, f"Round {i}: tell me something about {topic}.", f"On {topic}.")
+    mine = first.prepare("u", "s", QUESTION)
+    theirs = second.prepare("u", "s", QUESTION)
+    assert _recalled(mine)[0] == recall_marker(FACT)
+    assert _recalled(theirs) == _recalled(mine)
+
+
+def test_erase_forgets_even_in_another_managers_index(stores: tuple[Store, Store]) -> None:
+    eraser, other = _manager(stores[0]), _manager(stores[1])
+    _say(other, FACT, FACT_ANSWER)
+    _small_talk(other, 14, start=2)
+    assert _recalled(other.prepare("u", "s", QUESTION)), "indexed and recalled"
+    assert eraser.erase_session("u", "s")
+    # The session starts again under the same ids, longer than before.
+    _say(eraser, "My bike lock code is 7-7-1, the bike is red.", "Noted: red bike, 7-7-1.")
+    _small_talk(eraser, 30, start=2)
+    for cm in (other, eraser):
+        ctx = cm.prepare("u", "s", "What was my locker combination and bike lock code?")
+        text = json.dumps(ctx.to_messages("openai"))
+        assert "4-19-27" not in text, "an erased turn is never recalled"
+        assert any("7-7-1" in c for c in _recalled(ctx))
+
+
+def test_erase_user_forgets_the_index() -> None:
+    cm = _manager()
+    _round_40(cm)
+    assert cm.erase_user("u") == 1
+    _small_talk(cm, 14)
+    ctx = cm.prepare("u", "s", QUESTION)
+    assert "4-19-27" not in json.dumps(ctx.to_messages("openai"))
+
+
+def test_concurrent_prepares_of_one_session_recall_safely(tmp_path: Path) -> None:
+    cm = ContextManager(store=SqliteStore(tmp_path / "s.db"), background=True)
+    _say(cm, FACT, FACT_ANSWER)
+    _small_talk(cm, 12, start=2)
+    cm.flush(30)
+    errors: list[BaseException] = []
+
+    def converse(n: int) -> None:
+        try:
+            for i in range(6):
+                topic = TOPICS[(n + i) % len(TOPICS)]
+                ctx = cm.prepare("u", "s", f"Thread {n} step {i}: more about {topic}?")
+                shown = [c.split("\n", 1)[-1] for c in _contents(ctx)[1:]]
+                assert len(shown) == len(set(shown)), "a recalled turn is also in the window"
+                cm.record("u", "s", assistant=f"ack {n} {i}")
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=converse, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    cm.flush(30)
+    assert not errors
+    assert recall_marker(FACT) in _recalled(cm.prepare("u", "s", QUESTION))
+    cm.close()
+
+
+# ----- the index is a bounded, incremental cache of the store -----
+
+
+class _CountingStore(MemoryStore):
+    """A memory store that remembers every read's ``after`` and how many messages it returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[tuple[int, int]] = []
+
+    def read(self, key: SessionKey, *, after: int = 0, last: int | None = None
+             ) -> list[StoredMessage]:
+        found = super().read(key, after=after, last=last)
+        self.reads.append((after, len(found)))
+        return found
+
+
+def test_the_index_reads_only_messages_appended_since() -> None:
+    store = _CountingStore()
+    cm = _manager(store)
+    _round_40(cm)
+    indexed = cm.state("u", "s").summary_upto
+    store.reads.clear()
+    _small_talk(cm, 30, start=41)
+    ctx = cm.prepare("u", "s", QUESTION)
+    assert recall_marker(FACT) in _recalled(ctx)
+    assert min(after for after, _ in store.reads) >= indexed > 0, "nothing is read again"
+    # Each prepare reads the window after the summary; the index adds one read per summary
+    # step (5 rounds), of the rounds summarised and the window: no read grows with the session.
+    assert max(count for _, count in store.reads) <= 2 * 25
+
+
+def test_the_index_cache_is_bounded_and_rebuilt_on_demand() -> None:
+    cm = _manager(recall_cache_messages=15)
+    for session in ("a", "b", "c"):  # each indexes its first 5 rounds (10 messages)
+        _say(cm, f"My locker combination is {session}-1-2-3.", "Noted.", session=session)
+        _small_talk(cm, 14, session=session, start=2)
+    indexes: RecallIndexes = cm._recall_indexes
+    assert [key.session_id for key in indexes._entries] == ["c"]
+    for session in ("a", "b", "c"):  # an evicted session is indexed again from the store
+        ctx = cm.prepare("u", session, QUESTION)
+        assert any(f"{session}-1-2-3" in c for c in _recalled(ctx))
+
+
+# ----- configuration -----
+
+
+def _modes(**sliding: Any) -> ModesConfig:
+    return modes_from_mapping({"modes": {SLIDING_WINDOW: {"plan": "chat", **sliding}}})
+
+
+def test_recall_can_be_switched_off_per_mode() -> None:
+    cm = _manager(modes=_modes(recall={"share": 0}))
+    ctx = _round_40(cm)
+    assert not _recalled(ctx)
+    assert recall_marker(FACT) not in _contents(ctx)
+
+
+def test_a_mode_without_plan_recall_can_ask_for_it() -> None:
+    base = ModesConfig.default()
+    modes = dict(base.modes)
+    modes[RAG_ENHANCED] = replace(modes[RAG_ENHANCED],
+                                  recall=RecallSettings(share=0.5, limit=2))
+    config = ModesConfig(modes=MappingProxyType(modes), rules=(), default_mode=RAG_ENHANCED)
+    ctx = _round_40(_manager(modes=config))
+    assert ctx.mode == RAG_ENHANCED
+    assert _recalled(ctx)[0] == recall_marker(FACT)
+
+
+def test_the_recall_limit_caps_recalled_turns() -> None:
+    cm = _manager(modes=_modes(recall={"share": 0.9, "limit": 1}))
+    _say(cm, "The blue kettle is a gift.", "Nice.")
+    _say(cm, "The blue kettle must be wrapped.", "Sure.")
+    _small_talk(cm, 20, start=3)
+    ctx = cm.prepare("u", "s", "What about the blue kettle?")
+    assert len([c for c in _recalled(ctx) if c.startswith("[recalled")]) == 1
+
+
+def test_a_bad_recall_setting_is_a_plan_error() -> None:
+    with pytest.raises(PlanError, match="recall"):
+        _modes(recall={"share": 1.5})
+    with pytest.raises(PlanError, match="recall"):
+        _modes(recall={"share": 0.2, "every": 3})
+
+
+# ----- arguments are checked before the message is stored -----
+
+
+_BAD_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
+    ("tools", {"tools": [{"type": "function", "function": {"description": "no name"}}]}),
+    ("tools-json", {"tools": [{"type": "function", "function": {"name": "f", "x": {1, 2}}}]}),
+    ("tools-shape", {"tools": "get_weather"}),
+    ("documents", {"documents": [{"id": "d1"}]}),
+    ("documents-text", {"documents": [{"id": "d1", "text": "bad \ud800 text"}]}),
+    ("env", {"env": {"city": 3}}),
+    ("env-shape", {"env": ["city", "Paris"]}),
+    ("system", {"system": "bad \udfff system"}),
+]
+
+
+@pytest.mark.parametrize("arguments", [a for _, a in _BAD_ARGUMENTS],
+                         ids=[name for name, _ in _BAD_ARGUMENTS])
+def test_a_prepare_with_bad_arguments_stores_nothing(store: Store,
+                                                     arguments: Mapping[str, Any]) -> None:
+    cm = _manager(store)
+    key = SessionKey(user_id="u", session_id="s")
+    _say(cm, "hello", "hi")
+    before = store.read(key)
+    state = store.get_state(key)
+    with pytest.raises(InvalidInputError):
+        cm.prepare("u", "s", "What's the weather in Paris?", **arguments)
+    assert store.read(key) == before
+    assert store.get_state(key) == state
+
+
+def test_a_good_retry_after_bad_tools_stores_the_message_once() -> None:
+    cm = _manager()
+    bad = [{"type": "function", "function": {"description": "no name"}}]
+    good = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    with pytest.raises(InvalidInputError, match=r"tools\[0\]"):
+        cm.prepare("u", "s", "What's the weather in Paris?", tools=bad)
+    assert cm.store.count(SessionKey(user_id="u", session_id="s")) == 0
+    ctx = cm.prepare("u", "s", "What's the weather in Paris?", tools=good)
+    stored = cm.store.read(SessionKey(user_id="u", session_id="s"))
+    assert [m.message["content"] for m in stored] == ["What's the weather in Paris?"]
+    assert ctx.to_request("openai")["tools"][0]["function"]["name"] == "get_weather"
+
+
+def test_the_build_uses_the_checked_documents() -> None:
+    cm = _manager()
+    ctx = cm.prepare("u", "s", "帮我查一下退款政策",
+                     documents=[{"id": "policy", "text": "退款政策：15 天内可退。"}])
+    assert ctx.mode == RAG_ENHANCED
+    assert any("15 天内可退" in c for c in _contents(ctx))
