@@ -249,3 +249,16 @@ def test_messages_never_read_are_reported_by_run_around_recalled_turns() -> None
         "every message is shown, dropped by name, or in a run never read")
     assert "between the recalled turns and the recent rounds" in " ".join(
         d.reason for d in runs)
+
+
+def test_a_cut_recalled_turn_keeps_its_marker() -> None:
+    filler = " ".join(f"Paragraph {n} is about weather and sports." for n in range(60))
+    long_turn = [{"role": "user", "content": f"{filler}\nWhere is my order ORD-7731?\n{filler}",
+                  "timestamp": "2024-04-01T08:00:00"},
+                 {"role": "assistant", "content": "Checking ORD-7731."}]
+    history = [*chat(2), *long_turn, *chat(30)[2:]]
+    ctx = BUILDER.build(plan(400, recall_share=0.9), Request(user_input=QUESTION,
+                                                              history=history))
+    opening = next(t for t in contents(ctx) if "Where is my order ORD-7731" in t)
+    assert opening.startswith("[recalled 2024-04-01]\n"), opening[:80]
+    assert "[…]" in opening and len(opening) < len(long_turn[0]["content"]), "it was cut"

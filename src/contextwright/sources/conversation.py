@@ -31,6 +31,7 @@ from contextwright.compress.tool_results import (
     one_line_tool_result,
     reduce_tool_result,
 )
+from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
@@ -444,9 +445,9 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
 
     One group, so the turn is kept or dropped whole; the opening message comes first so the unit
     opens a round (rendering sorts by ``order``, so the turn still reads in its own order).
-    The opening message is marked as recalled (``recall_marker``); its unmarked item rides along
-    as ``metadata["in_sequence"]``, which the builder shows instead when everything after the
-    turn is kept too (the turn is then simply in its place).
+    The opening message is marked as recalled (``recall_marker``); the marker line is named in
+    ``metadata["keep_head"]``, so a cut keeps it and the builder can drop it when everything
+    after the turn is kept too (the turn is then simply in its place, ``core.sequence``).
     """
     turn = index.turns[position]
     key = options_key(options)
@@ -463,16 +464,14 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
                             retention) + items
     group = f"recalled{turn.index}"
     opening, rest = items[0], items[1:]
-    marked = Message(
-        role=opening.message.role,
-        content=recall_marker(opening.message.content, opening.message.timestamp),
-        id=opening.message.id, timestamp=opening.message.timestamp)
+    content = recall_marker(opening.message.content, opening.message.timestamp)
+    head = content[: len(content) - len(opening.message.content)]
+    marked = Message(role=opening.message.role, content=content, id=opening.message.id,
+                     timestamp=opening.message.timestamp)
     reason = (f"recalled: older turn relevant to the input (score {score:.2f}, "
               f"history[{turn.index}:{index.ends[position]}])")
-    in_place = replace(opening, group=group, round_start=True,
-                       metadata={**opening.metadata, "recalled": f"{reason}; in sequence"})
     first = replace(opening, message=marked, group=group, round_start=True,
-                    metadata={**opening.metadata, "recalled": reason, "in_sequence": in_place})
+                    metadata={**opening.metadata, "recalled": reason, KEEP_HEAD: head})
     return [first, *(replace(item, group=group, round_start=False) for item in rest)]
 
 
