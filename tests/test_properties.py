@@ -58,7 +58,7 @@ CHANGED = frozenset(("truncated", "compacted"))
 # compact JSON + 8; the reply is primed with 3 (SPEC R-TOK-1, contextwright.core.accounting).
 MESSAGE_OVERHEAD, CALL_OVERHEAD, SCHEMA_OVERHEAD, REPLY_PRIMING = 4, 8, 8, 3
 TAG = re.compile(re.escape(UNTRUSTED_TAG) + r"-\d{4}")
-RECALL_MARK = re.compile(r"\[recalled earlier turn [0-9a-f]{12}\]\n")
+RECALL_MARK = re.compile(r"\[recalled( \d{4}-\d{2}-\d{2})?\]\n")
 SPEAKERS = {"en": ("User", "Assistant", "Tool"), "zh": ("用户", "助手", "工具")}
 
 
@@ -165,6 +165,21 @@ def _matches(raw: Mapping[str, Any], out: Mapping[str, Any], decisions: list[Dec
 RECALLED_RANGE = re.compile(r"history\[(\d+):(\d+)\]")
 
 
+UNREAD_RUN = re.compile(r"not read \((?:history|turn)\.m(\d+)–m(\d+)\)")
+
+
+def unread_indexes(decisions: Sequence[Decision], source: str) -> set[int]:
+    """The messages the report says were never read (one decision per run, naming it)."""
+    unread: set[int] = set()
+    for decision in decisions:
+        match = UNREAD_RUN.search(decision.reason or "") if decision.key == f"{source}.*" else None
+        if match:
+            first, last = int(match.group(1)), int(match.group(2))
+            assert decision.count == last - first + 1, "the count is the run's length"
+            unread.update(range(first, last + 1))
+    return unread
+
+
 def recalled_ranges(decisions: Sequence[Decision], source: str) -> list[tuple[int, int]]:
     """(start, end) of the recalled turns kept, oldest first (a ``kept`` decision names each)."""
     found = [RECALLED_RANGE.search(d.reason or "") for d in decisions
@@ -185,7 +200,7 @@ class Account:
         rendered = ctx.to_messages("openai")
         self.decisions = decisions_by_key(ctx.report.decisions)
         self.source = source
-        self.unread = sum(d.count for d in ctx.report.decisions if d.key == f"{source}.*")
+        self.unread = unread_indexes(ctx.report.decisions, source)
         self.kept: dict[int, int] = {}
         self.unmatched: list[int] = []
         outputs = [i for i, s in enumerate(ctx.sections) if s == source
@@ -405,16 +420,8 @@ def _check_every_message_accounted(ctx: FinalContext, plan: BuildPlan,
     assert not account.unmatched, (
         f"{source} output messages {account.unmatched} match no input message that is not "
         "reported as left out")
-    spec = plan.spec(source)
-    recall = spec is not None and bool(spec.options.get("recall_share"))
-    recent = [i for i in account.kept if i not in account.recalled]
-    # Known gap (recall): a recalled turn is read out of order, and the report's unread count
-    # covers only messages older than the oldest message read (core.reporting.unread_decisions),
-    # so messages between the recalled turns and the recent run that were never read get no
-    # decision. Tolerated here, for recall only, until the report counts them.
-    unreported = range(account.unread, min(recent, default=len(raw))) if recall else range(0)
     for index in range(len(raw)):
-        if index in account.kept or index < account.unread or index in unreported:
+        if index in account.kept or index in account.unread:
             continue
         left_out = account.left_out(index)
         assert left_out, (

@@ -31,6 +31,7 @@ from contextwright.core.select import (
     drop_decisions,
     select_units,
 )
+from contextwright.core.sequence import show_in_sequence
 from contextwright.core.source import ContextSource
 from contextwright.core.text import render_text
 from contextwright.errors import BudgetError, PlanError
@@ -53,6 +54,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     selections = prune(gathered, allocations, request.user_input, costing)
     give_back(gathered, allocations, selections, pool, request.user_input, costing)
     add_digests(gathered, sources, request, allocations, selections, costing)
+    show_in_sequence(gathered, selections, request, costing)
     assembly, total = fit_exactly(plan, gathered, selections, request.user_input, costing,
                                   note=note, repeat=repeat)
     decisions += [d for g in gathered for d in (*g.omitted, *unread_decisions(g, request))]

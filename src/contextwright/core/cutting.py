@@ -110,13 +110,14 @@ def make_cutter(strategy: str, query: str, costing: Costing) -> Cutter | None:
             return None
         index = max(cuttable, key=lambda i: unit.candidates[i].tokens)
         target = unit.candidates[index]
+        head, body = split_head(target.item)
         others = unit.tokens - target.tokens
-        framing = render_candidate(_with_text(target.item, ""), costing, 0).tokens
+        framing = render_candidate(_with_text(target.item, head), costing, 0).tokens
         text_budget = max_tokens - others - framing
         for _ in range(4):
             if text_budget < MIN_CUT_TOKENS // 2:
                 return None
-            text = cut_text(target.item.message.content, text_budget)
+            text = head + cut_text(body, text_budget)
             candidate = render_candidate(_with_text(target.item, text), costing, max_tokens)
             if others + candidate.tokens <= max_tokens:
                 candidates = list(unit.candidates)
@@ -127,6 +128,19 @@ def make_cutter(strategy: str, query: str, costing: Costing) -> Cutter | None:
         return None
 
     return cutter
+
+
+KEEP_HEAD = "keep_head"
+"""Metadata key of a first line a cut must keep (a recalled turn's marker)."""
+
+
+def split_head(item: ContextItem) -> tuple[str, str]:
+    """(the line a cut keeps, the text it may cut) of ``item``'s content."""
+    content = item.message.content
+    head = str(item.metadata.get(KEEP_HEAD, ""))
+    if head and content.startswith(head):
+        return head, content[len(head):]
+    return "", content
 
 
 def _with_text(item: ContextItem, text: str) -> ContextItem:

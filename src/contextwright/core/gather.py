@@ -85,6 +85,9 @@ class Gathered:
     """Units read, before normalisation removed any."""
     oldest_order: float | None = None
     """Smallest ``order`` read: for history, the index of the oldest message read."""
+    read_positions: frozenset[int] = frozenset()
+    """Whole ``order`` values read: for history and the turn, the indexes of the messages read
+    (recall reads out of order, so what was not read need not be a prefix)."""
     omitted: list[Decision] = field(default_factory=list)
     """Items the source itself left out, with its reason (``metadata["omitted"]``)."""
 
@@ -185,8 +188,9 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
             spec.source, source.namespace, items, cap, costing, gathered.omitted)
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
-        gathered.oldest_order = min(
-            (c.item.order for u in gathered.units for c in u.candidates), default=None)
+        orders = [c.item.order for u in gathered.units for c in u.candidates]
+        gathered.oldest_order = min(orders, default=None)
+        gathered.read_positions = frozenset(int(o) for o in orders if o >= 0 and o == int(o))
     except InvalidInputError:
         raise
     except Exception as exc:  # a source is third-party code: isolate whatever it raises

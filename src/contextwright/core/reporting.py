@@ -29,30 +29,61 @@ def _offered_units(source: str, request: Request) -> int | None:
 
 
 def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
-    """One decision for the items a source offered but the build never read.
+    """Decisions for the items a source offered but the build never read.
 
-    History and turn items carry their message index as ``order``: everything older than the
-    oldest item read was not read (beyond the budget, or beyond ``max_rounds``). For the other
-    built-in sources the number offered is known from the request; for custom sources it is
-    not, and the decision says so.
+    History and turn items carry their message index as ``order``, so the messages never read
+    are known: one decision per run of them, naming it (``history.m0–m11``). Without recall
+    that is everything older than the oldest message read (beyond the budget, or beyond
+    ``max_rounds``); with recall there may also be runs between the recalled turns and the
+    recent rounds. For the other built-in sources the number offered is known from the
+    request; for custom sources it is not, and the decision says so.
     """
     name = g.spec.source
     if name in ("history", "tool_results"):
-        count = int(g.oldest_order) if g.oldest_order is not None else 0
-        why = "budget: older than anything that could fit" if not g.complete else (
-            "older than max_rounds")
-        reason = f"{why}; not read"
-    elif g.complete:
+        return _unread_message_decisions(g, request)
+    if g.complete:
         return []
-    else:
-        offered = _offered_units(name, request)
-        count = 0 if offered is None else offered - g.read_units
-        reason = "budget: lower-ranked than anything that could fit; not read" + (
-            " (number unknown)" if offered is None else "")
-    if count <= 0 and not reason.endswith("(number unknown)"):
+    offered = _offered_units(name, request)
+    count = 0 if offered is None else offered - g.read_units
+    reason = "budget: lower-ranked than anything that could fit; not read" + (
+        " (number unknown)" if offered is None else "")
+    if count <= 0 and offered is not None:
         return []
     return [Decision(source=name, key=f"{name}.*", action="dropped", reason=reason,
                      count=max(count, 0))]
+
+
+def _unread_message_decisions(g: Gathered, request: Request) -> list[Decision]:
+    name = g.spec.source
+    size = len(request.history if name == "history" else request.turn)
+    namespace = "history" if name == "history" else "turn"
+    decisions = []
+    for start, end in unread_runs(g.read_positions, size):
+        if not g.complete:
+            why = ("budget: older than anything that could fit" if start == 0 else
+                   "budget: between the recalled turns and the recent rounds")
+        else:
+            why = "older than max_rounds"
+        decisions.append(Decision(
+            source=name, key=f"{name}.*", action="dropped", count=end - start,
+            reason=f"{why}; not read ({namespace}.m{start}–m{end - 1})"))
+    return decisions
+
+
+def unread_runs(read: frozenset[int], size: int) -> list[tuple[int, int]]:
+    """(start, end) of each run of positions below ``size`` that is not in ``read``.
+
+    Walks the (few) positions read, not the history: a build must not pay for its length.
+    """
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for position in sorted(p for p in read if p < size):
+        if position > start:
+            runs.append((start, position))
+        start = position + 1
+    if start < size:
+        runs.append((start, size))
+    return runs
 
 
 def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer) -> list[Decision]:

@@ -71,7 +71,7 @@ class RecallQuality:
 
 
 def locomo_recall_quality(folder: str | Path, *, embedder: Embedder | None = None,
-                          alpha: float = 0.5, threshold: float | None = None, k: int = 10
+                          alpha: float = 0.3, threshold: float | None = None, k: int = 10
                           ) -> RecallQuality:
     """Rank each conversation's turns (``"speaker: text"``) for each question of category 1–4.
 
@@ -80,7 +80,7 @@ def locomo_recall_quality(folder: str | Path, *, embedder: Embedder | None = Non
     """
     root = Path(folder)
     if threshold is None:
-        threshold = HybridTurnRecaller().threshold
+        threshold = HybridTurnRecaller(embedder).threshold
     conversations = {sample["sample_id"]: _locomo_turns(sample["conversation"]) for sample in
                      json.loads((root / "locomo-dev.json").read_text("utf-8"))}
     recaller = HybridTurnRecaller(embedder, alpha=alpha, threshold=0.0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -30,7 +31,7 @@ from contextwright.compress.tool_results import (
     one_line_tool_result,
     reduce_tool_result,
 )
-from contextwright.core.fence import marker_for
+from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
@@ -297,7 +298,11 @@ class HistorySource:
       ``"consumed": true`` (the model said it has used it) is reduced even among the newest.
     * ``recall_share`` (default 0: off), ``recall_limit`` (default 8): about this share of what
       history offers is older turns the recaller ranks relevant to the input, whole turns in
-      their original order, placed before the recent ones and marked as recalled.
+      their original order, placed before the recent ones and marked as recalled (with their
+      date when they have a timestamp). ``recent_rounds`` (default 0): the newest this many
+      rounds come first, before any recalled turn, so a vague follow-up ("ok, go on") still
+      sees what was just said. A recalled turn that ends up in sequence (everything after it
+      is kept) is shown unmarked.
     * ``digest_share`` (default 0: off), ``digest_scan`` (default 400): when rounds do not fit,
       about this share of history's budget holds one fenced item listing the exact values (ids,
       numbers, dates, codes) first seen in the omitted messages (see ``history_digest``).
@@ -346,9 +351,9 @@ class HistorySource:
 
         A recalled turn is offered at a round boundary whenever recalled turns hold less than
         ``share`` of the (estimated) tokens offered so far, so whatever prefix of the stream
-        the budget keeps has about that share recalled. Only turns wholly older than everything
-        the recent stream has offered are eligible, and the recent stream skips a turn already
-        recalled: no turn is offered twice.
+        the budget keeps has about that share recalled; the first ``recent_rounds`` rounds come
+        before any. Only turns wholly older than everything the recent stream has offered are
+        eligible, and the recent stream skips a turn already recalled: no turn is offered twice.
         """
         index = turn_index(request.history)
         ranked = self.recaller.rank(request.user_input, index.turns,
@@ -358,6 +363,7 @@ class HistorySource:
         recent_tokens = recalled_tokens = 0
         frontier = len(request.history)
         max_rounds = options.get("max_rounds")
+        anchor = int(options.get("recent_rounds", 0) or 0)
         rounds_done = 0
         for block, items in _recent_blocks(request, options):
             if block.start in recalled:
@@ -370,7 +376,8 @@ class HistorySource:
             if block.messages[0].role != "user":
                 continue
             rounds_done += 1
-            while pending and recalled_tokens < share * (recent_tokens + recalled_tokens):
+            while (rounds_done >= anchor and pending
+                   and recalled_tokens < share * (recent_tokens + recalled_tokens)):
                 position, score = pending.pop(0)
                 turn = index.turns[position]
                 if index.ends[position] > frontier:
@@ -438,8 +445,9 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
 
     One group, so the turn is kept or dropped whole; the opening message comes first so the unit
     opens a round (rendering sorts by ``order``, so the turn still reads in its own order).
-    The opening message is marked as recalled with a marker derived from a keyed hash of its
-    text, which the text itself therefore cannot contain.
+    The opening message is marked as recalled (``recall_marker``); the marker line is named in
+    ``metadata["keep_head"]``, so a cut keeps it and the builder can drop it when everything
+    after the turn is kept too (the turn is then simply in its place, ``core.sequence``).
     """
     turn = index.turns[position]
     key = options_key(options)
@@ -456,27 +464,42 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
                             retention) + items
     group = f"recalled{turn.index}"
     opening, rest = items[0], items[1:]
-    marked = Message(
-        role=opening.message.role, content=recall_marker(opening.message.content),
-        id=opening.message.id, timestamp=opening.message.timestamp)
+    content = recall_marker(opening.message.content, opening.message.timestamp)
+    head = content[: len(content) - len(opening.message.content)]
+    marked = Message(role=opening.message.role, content=content, id=opening.message.id,
+                     timestamp=opening.message.timestamp)
     reason = (f"recalled: older turn relevant to the input (score {score:.2f}, "
               f"history[{turn.index}:{index.ends[position]}])")
     first = replace(opening, message=marked, group=group, round_start=True,
-                    metadata={**opening.metadata, "recalled": reason})
+                    metadata={**opening.metadata, "recalled": reason, KEEP_HEAD: head})
     return [first, *(replace(item, group=group, round_start=False) for item in rest)]
 
 
-RECALL_PREFIX = "[recalled earlier turn "
+RECALL_PREFIX = "[recalled"
 """How a recalled turn's opening message starts; any other history message that starts so is
 escaped with a backslash, so content cannot pass for a recalled turn."""
 
 
-def recall_marker(content: str) -> str:
-    """``content`` under a line saying it is a recalled earlier turn.
+def recall_marker(content: str, timestamp: str | None = None) -> str:
+    """``content`` under a line saying it is a recalled earlier turn, dated when known.
 
-    The line carries a keyed hash of the text, tying the marker to the message it marks.
+    ``[recalled 2023-05-08]`` for a timestamp in ISO 8601, else ``[recalled]``: the date tells
+    the model when a turn shown out of its place was said (a "yesterday" in it is relative to
+    that day), for a handful of tokens. Other timestamps are not shown (they are the caller's
+    free text, and this line must not carry anything but the marker).
     """
-    return f"{RECALL_PREFIX}{marker_for(content, 'recalled')}]\n{content}"
+    day = iso_day(timestamp)
+    return f"{RECALL_PREFIX}{' ' + day if day else ''}]\n{content}"
+
+
+def iso_day(timestamp: str | None) -> str | None:
+    """The ``YYYY-MM-DD`` of an ISO 8601 timestamp, None for anything else."""
+    if not timestamp:
+        return None
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).date().isoformat()
+    except ValueError:
+        return None
 
 
 class ToolResultSource:
