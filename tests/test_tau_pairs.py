@@ -1,4 +1,4 @@
-"""Tool-pair integrity on a small τ-bench excerpt (the check of ``bench/tau_pairs.py``).
+"""Tool-pair integrity on a small τ-bench excerpt (the check of ``evaluate.tau``).
 
 ``tests/fixtures/tau_excerpt.json`` holds the first 40 messages of three real GPT-4o airline
 trajectories (sierra-research/tau-bench @59a200c, MIT licence), two of which reuse tool-call ids.
@@ -11,19 +11,19 @@ its budget and keep verbatim the ids the user gave in that last message.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from contextwright import BuildPlan, ContextBuilder
+from contextwright import BuildPlan, ContextBuilder, FinalContext
+from contextwright.evaluate import baseline
+from contextwright.evaluate.metrics import context_text, message_tokens, pair_problems
+from contextwright.evaluate.tau import TauCase, build_tau, split_conversation
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "tau_excerpt.json"
@@ -32,15 +32,9 @@ ID_LIKE = re.compile(r"\b(?=[A-Za-z0-9_]*\d)[A-Za-z0-9_]{5,}\b")
 """Reservation ids (``H9ZU1C``), user ids (``mia_li_3668``), payment ids, flight numbers."""
 
 
-@cache
-def bench() -> ModuleType:
-    """``bench/tau_pairs.py`` loaded as a module (bench is not a package)."""
-    spec = importlib.util.spec_from_file_location("tau_pairs", ROOT / "bench" / "tau_pairs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("tau_pairs", module)
-    spec.loader.exec_module(module)
-    return module
+def section_tokens(ctx: FinalContext, *names: str) -> int:
+    """Tokens the report gives these sources."""
+    return sum(row.tokens for row in ctx.report.sources if row.source in names)
 
 
 @cache
@@ -77,9 +71,8 @@ def cases() -> list[Any]:
 def new_ids_of_last_user_message(system: str, conversation: Sequence[Mapping[str, Any]]
                                  ) -> list[str]:
     """Id-like strings of the last user message that no earlier message (or the policy) has."""
-    tau = bench()
     last = max(i for i, m in enumerate(conversation) if m["role"] == "user")
-    earlier = tau.context_text([{"role": "system", "content": system}, *conversation[:last]])
+    earlier = context_text([{"role": "system", "content": system}, *conversation[:last]])
     return [value for value in ID_LIKE.findall(conversation[last]["content"] or "")
             if value not in earlier]
 
@@ -95,20 +88,18 @@ def test_fixture_is_attributed_and_small() -> None:
 def test_the_excerpt_exercises_reused_ids_and_long_turns() -> None:
     reused = 0
     longest_turn = 0
-    tau = bench()
     for trajectory in excerpt()["trajectories"]:
         messages = trajectory["messages"]
         ids = [c["id"] for m in messages for c in m.get("tool_calls") or []]
         reused += len(ids) - len(set(ids))
-        _, _, turn = tau.split_conversation(messages)
+        _, _, turn = split_conversation(messages)
         longest_turn = max(longest_turn, len(turn))
-        assert tau.pair_problems(messages) == []  # the source data itself is well paired
+        assert pair_problems(messages) == []  # the source data itself is well paired
     assert reused >= 2
     assert longest_turn >= 20
 
 
 def test_pair_check_catches_broken_lists() -> None:
-    pair_problems = bench().pair_problems
     call = {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
     result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
@@ -124,35 +115,34 @@ def test_pair_check_catches_broken_lists() -> None:
 @pytest.mark.parametrize("budget", BUDGETS)
 @pytest.mark.parametrize(("traj_index", "end"), cases())
 def test_pairs_intact_and_user_ids_survive(traj_index: int, end: int, budget: int) -> None:
-    tau = bench()
     data = excerpt()
     system: str = data["policy"]
     trajectory = next(t for t in data["trajectories"] if t["traj_index"] == traj_index)
     conversation = tuple(trajectory["messages"][:end])
-    history, user_input, turn = tau.split_conversation(conversation)
-    case = tau.Case(traj_index=traj_index, has_cut=True, conversation=conversation,
-                    history=history, user_input=user_input, turn=turn, facts=())
+    history, user_input, turn = split_conversation(conversation)
+    case = TauCase(traj_index=traj_index, has_cut=True, conversation=conversation,
+                   history=history, user_input=user_input, turn=turn, facts=())
 
-    ctx = tau.build_cw(builder(), BuildPlan.named("tool_heavy"), system, case, budget)
+    ctx = build_tau(builder(), BuildPlan.named("tool_heavy"), system, case, budget)
     messages = ctx.to_messages("openai")  # raises ValidationError on a broken pair
 
-    assert tau.pair_problems(messages) == []
-    used = tau.section_tokens(ctx, "user", "history", "tool_results")
+    assert pair_problems(messages) == []
+    used = section_tokens(ctx, "user", "history", "tool_results")
     assert used <= budget
-    text = tau.context_text(messages)
+    text = context_text(messages)
     for value in new_ids_of_last_user_message(system, conversation):
         assert value in text, f"{value!r} from the last user message was lost"
 
 
 def test_recency_baseline_breaks_pairs_on_the_same_excerpt() -> None:
     """The check has teeth on this data: plain recency cutting leaves orphaned results."""
-    tau = bench()
     count = builder().tokenizer.count
     broken = 0
     for trajectory in excerpt()["trajectories"]:
         messages = trajectory["messages"]
         for end in cut_points(messages):
             for budget in BUDGETS:
-                kept, _ = tau.recency_baseline(messages[:end], budget, count)
-                broken += bool(tau.pair_problems(kept))
+                kept = baseline.recency(messages[:end], budget,
+                                        lambda m: message_tokens(m, count))
+                broken += bool(pair_problems(kept))
     assert broken > 0

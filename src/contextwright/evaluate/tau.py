@@ -1,7 +1,7 @@
 """τ-bench airline: tool-pair integrity and id-fact survival under a history budget.
 
-Metric 2 of ``../shared/data/README.md``, as in ``bench/tau_pairs.py`` (whose docstring explains
-the choices). A folder is laid out like ``tau-bench-airline-dev``: ``airline_policy_wiki.md``,
+Metric 2 of ``../shared/data/README.md`` (``bench/tau_pairs.py`` runs it with plan variants). A
+folder is laid out like ``tau-bench-airline-dev``: ``airline_policy_wiki.md``,
 ``gpt-4o-airline-dev.json`` and ``required_facts.jsonl``.
 
 Case → request: the conversation is ``traj[1:cut_index]`` (``traj[1:]`` when ``cut_index`` is
@@ -17,6 +17,15 @@ builds whose every tool result directly follows its call and every call has a re
 ``placeholders`` (placeholder results per build) and ``tokens`` (conversation tokens, system
 prompt excluded, counted alike for both sides). The baseline keeps the system prompt and the
 most recent whole messages of the conversation that fit B.
+
+Choices. The library needs a user input, so the conversation's last user message is it (the
+agent's next call answers it). 21 rows have no ``cut_index`` (the agent never performed the
+write); their whole trajectory is used, and ``bench/tau_pairs.py`` also reports the 39 rows that
+have one. No tool schemas are passed (the file has none). A placeholder result for a call whose
+result was lost counts as intact (it is reported in ``placeholders``). About the data README's
+reference (recency ≈ 0.74 @1,000 and 0.93 @2,000, chars/4 estimate): the baseline here gives
+about 0.56 / 0.71 with o200k_base, and a chars/4 count of the same rule about 0.63 / 0.78, so the
+reference was computed some other way; compare with the baseline column.
 """
 
 from __future__ import annotations
@@ -137,11 +146,32 @@ def split_conversation(conversation: Sequence[Msg], where: str = "conversation"
     return tuple(conversation[:last]), str(content or ""), tuple(conversation[last + 1:])
 
 
-def with_history_options(base: BuildPlan, options: Mapping[str, Any]) -> BuildPlan:
-    """``base`` with ``options`` added to its history source's options."""
+COMPRESSION_KEYS = ("tool_full", "tool_reduced", "tool_early", "tool_line_chars", "digest_share")
+"""Options of the shipped ``tool_heavy`` that compress (tiers, digest of omitted turns)."""
+
+
+def without_compression(base: BuildPlan) -> BuildPlan:
+    """``base`` with the compressing options removed from history and this turn's results."""
     sources = tuple(
-        replace(spec, options=FrozenOptions({**spec.options, **options}))
-        if spec.source == "history" else spec
+        replace(spec, options=FrozenOptions(
+            {k: v for k, v in spec.options.items() if k not in COMPRESSION_KEYS}))
+        if spec.source in ("history", "tool_results") else spec
+        for spec in base.sources
+    )
+    return replace(base, sources=sources)
+
+
+def with_history_options(base: BuildPlan, options: Mapping[str, Any]) -> BuildPlan:
+    """``base`` with ``options`` added to its history and this turn's tool-result options.
+
+    The tiers apply to both: an agent loop may make many calls in one turn. Recall options
+    (``recall_*``) only concern history.
+    """
+    turn_options = {k: v for k, v in options.items() if not k.startswith("recall_")}
+    added = {"history": options, "tool_results": turn_options}
+    sources = tuple(
+        replace(spec, options=FrozenOptions({**spec.options, **added[spec.source]}))
+        if spec.source in added else spec
         for spec in base.sources
     )
     return replace(base, sources=sources)
