@@ -13,17 +13,19 @@ one is noticed (the turns are rebuilt); a message dict edited in place after it 
 from __future__ import annotations
 
 import hashlib
-import heapq
 import math
 import re
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Protocol, runtime_checkable
 
 from contextwright.compress.json_compact import compact_tool_result
 from contextwright.core.items import Message, parse_message
+from contextwright.errors import InvalidInputError
+from contextwright.sources.recall_bm25 import TurnPostings
 from contextwright.tokens import estimate_tokens
 
 
@@ -160,6 +162,7 @@ def clear_recall_caches() -> None:
     with _INDEX_LOCK:
         _INDEXES.clear()
     RECALLED_UNITS.clear()
+    _MATCH_TERMS.clear()
 
 
 # --------------------------------------------------------------------------- lexical recaller
@@ -167,15 +170,12 @@ def clear_recall_caches() -> None:
 
 @dataclass(slots=True)
 class _Postings:
-    """An inverted index over a turn list, extended as the list grows."""
+    """The inverted index of one turn list, and the keys it was built from."""
 
     turns: Sequence[RecallTurn]
     keys: list[str] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
-    postings: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
-    """Per term: (position, count in the turn, the turn's length in terms)."""
-    total_length: int = 0
-    """Sum of ``lengths`` (kept as it grows: the average is needed on every query)."""
+    """Key of every indexed turn (the last one is checked before the index is reused)."""
+    index: TurnPostings = field(default_factory=TurnPostings)
 
 
 class LexicalTurnRecaller:
@@ -183,11 +183,17 @@ class LexicalTurnRecaller:
 
     Words are lower-cased, stop words out, ids kept whole (``mia_li_3668``), so a
     turn that names the order id or the city the user asks about ranks first. A turn is returned
-    only if its score reaches ``min_score`` (BM25 units: about one rare shared word).
+    only if its score reaches ``min_score`` (BM25 units: about one rare shared word). Ranking
+    reads few postings however long the session is (see ``recall_bm25``) and returns what
+    scoring every turn would.
     """
 
     def __init__(self, *, min_score: float = 1.0, k1: float = 1.2, b: float = 0.75) -> None:
-        """``min_score``: relevance threshold; ``k1``, ``b``: the usual BM25 constants."""
+        """``min_score``: relevance threshold; ``k1`` ≥ 0, 0 ≤ ``b`` ≤ 1: the BM25 constants."""
+        if not math.isfinite(min_score):
+            raise InvalidInputError("min_score must be a finite number")
+        if not (math.isfinite(k1) and k1 >= 0 and 0 <= b <= 1):
+            raise InvalidInputError("BM25 needs k1 >= 0 and 0 <= b <= 1")
         self.min_score = min_score
         self.k1 = k1
         self.b = b
@@ -201,10 +207,8 @@ class LexicalTurnRecaller:
         if not terms or not turns or limit <= 0:
             return []
         with self._lock:
-            postings = self._postings(turns)
-            scores = self._scores(postings, terms, len(turns), limit)
-        best = sorted((-score, position) for position, score in scores)[:limit]
-        return [(position, -negative) for negative, position in best]
+            return self._postings(turns).index.top(terms, limit=limit, min_score=self.min_score,
+                                                   k1=self.k1, b=self.b)
 
     def _postings(self, turns: Sequence[RecallTurn]) -> _Postings:
         """The index of ``turns``, extended to its new turns (rebuilt if it changed)."""
@@ -215,53 +219,9 @@ class LexicalTurnRecaller:
                 self._indexes.clear()
             index = self._indexes[id(turns)] = _Postings(turns=turns)
         for position in range(len(index.keys), len(turns)):
-            counts = Counter(_terms(turns[position].text))
-            length = sum(counts.values())
-            for term, count in counts.items():
-                index.postings.setdefault(term, []).append((position, count, length))
+            index.index.add(_term_counts(turns[position].text).items())
             index.keys.append(turns[position].key)
-            index.lengths.append(length)
-            index.total_length += length
         return index
-
-    def _scores(self, index: _Postings, terms: Sequence[str], size: int, limit: int
-                ) -> list[tuple[int, float]]:
-        """(position, BM25) of the ``limit`` best turns (and any tied with the last).
-
-        This is the part of a build that grows with the session, so it is one tight loop per
-        term. Scores add up in ``terms`` order whichever way they are accumulated: in a list by
-        position when the query's terms are common (cheaper than a dict), else in a dict. The
-        cut-off score is found among the bare floats, so only the turns that reach it (and
-        ``min_score``) become pairs.
-        """
-        average = (index.total_length / size) or 1.0
-        base, per_length = self.k1 * (1 - self.b), self.k1 * self.b / average
-        weighted = []
-        for term in terms:
-            hits = index.postings.get(term, ())
-            if not hits or len(hits) > size // 2:
-                continue  # absent, or in most turns: it cannot tell turns apart (idf < log 2)
-            idf = math.log(1 + (size - len(hits) + 0.5) / (len(hits) + 0.5))
-            weighted.append((idf * (self.k1 + 1), hits))
-        # idf·(k1+1)·tf / (tf + k1·(1-b+b·len/avg)), summed over the terms
-        if 4 * sum(len(hits) for _, hits in weighted) >= size:
-            dense = [0.0] * size
-            for weight, hits in weighted:
-                for position, count, length in hits:
-                    dense[position] += weight * count / (count + base + per_length * length)
-            floor = max(self.min_score, heapq.nlargest(limit, dense)[-1])
-            return [(p, score) for p, score in enumerate(dense) if score >= floor]
-        sparse: dict[int, float] = {}
-        get = sparse.get
-        for weight, hits in weighted:
-            for position, count, length in hits:
-                sparse[position] = get(position, 0.0) + weight * count / (
-                    count + base + per_length * length)
-        if len(sparse) > limit:
-            floor = max(self.min_score, heapq.nlargest(limit, sparse.values())[-1])
-        else:
-            floor = self.min_score
-        return [(p, score) for p, score in sparse.items() if score >= floor]
 
 
 _WORD = re.compile(r"[A-Za-z0-9_\-]{2,}|[\u4e00-\u9fff]+")
@@ -275,13 +235,40 @@ _STOPWORDS = frozenset(
 
 def _terms(text: str) -> list[str]:
     """Lower-cased stemmed words (ids whole) without stop words; CJK runs as bigrams."""
-    words: list[str] = []
-    for match in _WORD.findall(text.lower()):
+    return list(chain.from_iterable(map(_MATCH_TERMS.__getitem__, _WORD.findall(text.lower()))))
+
+
+def _term_counts(text: str) -> Counter[str]:
+    """``Counter(_terms(text))``, counted without building the list."""
+    return Counter(chain.from_iterable(map(_MATCH_TERMS.__getitem__,
+                                           _WORD.findall(text.lower()))))
+
+
+class _MatchTerms(dict[str, tuple[str, ...]]):
+    """The terms of each distinct regex match (a word or a CJK run), worked out once.
+
+    Indexing a long session meets the same words over and over; stemming each occurrence was
+    most of the cost of indexing it. Lookups of known matches run in C (``map`` over
+    ``__getitem__``); a new one lands in ``__missing__``. Long CJK runs rarely repeat, so they
+    are not kept; the table is emptied when full.
+    """
+
+    def __missing__(self, match: str) -> tuple[str, ...]:
         if "\u4e00" <= match[0] <= "\u9fff":
-            words.extend(match[i : i + 2] for i in range(max(len(match) - 1, 1)))
-        elif match not in _STOPWORDS:
-            words.append(stem(match))
-    return words
+            terms = tuple(match[i : i + 2] for i in range(max(len(match) - 1, 1)))
+            if len(match) > _LONGEST_KEPT_RUN:
+                return terms
+        else:
+            terms = () if match in _STOPWORDS else (stem(match),)
+        if len(self) >= _MATCH_TERMS_LIMIT:
+            self.clear()
+        self[match] = terms
+        return terms
+
+
+_LONGEST_KEPT_RUN = 8
+_MATCH_TERMS_LIMIT = 200_000
+_MATCH_TERMS = _MatchTerms()
 
 
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "ly", "s")

@@ -1,0 +1,359 @@
+"""The lexical recaller's index: BM25 over a growing turn list, top-k without scoring every turn.
+
+``TurnPostings`` is an inverted index that only grows: a new turn costs its own terms (two array
+appends per distinct term). ``TurnPostings.top`` returns exactly what scoring every turn and
+sorting would (same positions, same float scores, same order and ties), but reads few postings
+of a long session. It is term-at-a-time MaxScore (Turtle & Flood, 1995): terms are taken by
+descending upper bound of what they can add to a turn's score; once the ``limit``-th best score
+known so far (or ``min_score``) exceeds what the terms not yet read can add together, no unseen
+turn can make the cut, so the remaining terms only update the turns already seen — probing each
+one's count, or walking the term's postings when that is cheaper — and turns that can no longer
+reach the cut are dropped as it rises. The survivors are scored again term by term in the
+caller's order, so their floats are bit-for-bit those of a plain summation; partial sums only
+decide what to skip, with a safety margin far above float rounding.
+
+Query terms get two derived views, built on first use and extended as the session grows:
+postings grouped by (count, turn length), so one BM25 contribution is computed per group, and
+a byte per turn holding the term's count, so probing a turn is one index. A bounded number of
+terms keep them (least recently queried dropped first). Pure Python, no I/O; not thread-safe
+on its own (the recaller holds a lock).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import sys
+from array import array
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+_PROBE_COST = 2
+"""Probing one turn's count costs about this many steps of a posting walk (CPython 3.11):
+seen turns are probed when the term has more than this many postings per seen turn."""
+_EXHAUSTIVE_POSTINGS = 2_000
+"""Up to this many postings among the query's terms, every matching turn is scored: pruning
+would save less than its own bookkeeping costs."""
+_SLACK = 1e-9
+"""Relative margin on every pruning comparison. Partial sums add in another order than the final
+scores, which moves them by a few ulps (~1e-15 relative); a turn is skipped only when it misses
+the cut by far more than that."""
+_VIEW_BUDGET = 8_000_000
+"""Bytes of derived views (count bytes and grouped postings) one index may hold."""
+_SATURATED = 255
+"""A count byte of 255 means "255 or more": the exact count is then read from the postings."""
+
+
+@dataclass(slots=True)
+class TermPostings:
+    """The turns that contain one term, in position order, with the term's count in each."""
+
+    positions: array[int] = field(default_factory=lambda: array("i"))
+    counts: array[int] = field(default_factory=lambda: array("i"))
+    groups: dict[tuple[int, int], array[int]] | None = None
+    """Positions by (count, turn length), when the term has views; one contribution each."""
+    count_bytes: bytearray = field(default_factory=bytearray)
+    """The term's count in every turn (0: absent; saturated at 255), when it has views."""
+    viewed: int = 0
+    """Postings already in the views."""
+    max_count: int = 0
+    """Highest count among the viewed postings (for the upper bound)."""
+    min_length: int = sys.maxsize
+    """Shortest turn among the viewed postings (for the upper bound)."""
+
+    def extend_views(self, lengths: Sequence[int]) -> int:
+        """Bring the views up to date with the postings; returns the bytes they grew by."""
+        if self.groups is None:
+            self.groups = {}
+        groups, count_bytes = self.groups, self.count_bytes
+        grown = len(lengths) - len(count_bytes)
+        count_bytes.extend(bytes(grown))
+        for i in range(self.viewed, len(self.positions)):
+            position, count = self.positions[i], self.counts[i]
+            length = lengths[position]
+            members = groups.get((count, length))
+            if members is None:
+                members = groups[count, length] = array("i")
+                grown += 64  # an array's own size, roughly
+            members.append(position)
+            count_bytes[position] = min(count, _SATURATED)
+            self.max_count = max(self.max_count, count)
+            self.min_length = min(self.min_length, length)
+        grown += 4 * (len(self.positions) - self.viewed)
+        self.viewed = len(self.positions)
+        return grown
+
+    def drop_views(self) -> int:
+        """Forget the views (memory); returns the bytes freed, about."""
+        freed = len(self.count_bytes) + 4 * self.viewed + 64 * len(self.groups or ())
+        self.groups, self.count_bytes, self.viewed = None, bytearray(), 0
+        self.max_count, self.min_length = 0, sys.maxsize
+        return freed
+
+    def count_at(self, position: int) -> int:
+        """The term's count in the turn at ``position`` (0 if absent); needs the views."""
+        count = self.count_bytes[position]
+        if count < _SATURATED:
+            return count
+        return self.counts[bisect_left(self.positions, position)]
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Params:
+    """BM25 constants of one query: term weights need the collection size and mean length.
+
+    A term adds ``weight·count / (count + base + per_length·length)`` to a turn's score; every
+    path below writes that expression the same way, so it gives the same float.
+    """
+
+    k1: float
+    size: int
+    """Turns in the collection."""
+    base: float
+    """``k1·(1−b)``: the length-independent part of the tf normaliser."""
+    per_length: float
+    """``k1·b / mean length``."""
+
+
+@dataclass(slots=True)
+class _QueryTerm:
+    rank: int
+    """Position in the caller's term order (scores add up in that order)."""
+    weight: float
+    """``idf·(k1+1)``."""
+    postings: TermPostings
+    bound: float
+    """Upper bound of what the term adds to any turn's score."""
+
+
+@dataclass(slots=True)
+class TurnPostings:
+    """An inverted index over a list of turns' terms, extended as the list grows."""
+
+    terms: dict[str, TermPostings] = field(default_factory=dict)
+    lengths: array[int] = field(default_factory=lambda: array("i"))
+    """Each turn's length in terms."""
+    total_length: int = 0
+    """Sum of ``lengths`` (kept as it grows: the mean is needed on every query)."""
+    viewed: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    """Terms that have views, least recently queried first."""
+    view_bytes: int = 0
+    """Memory held by the views, about."""
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def add(self, counts: Iterable[tuple[str, int]]) -> None:
+        """Index the next turn, given as (term, count) pairs with distinct terms."""
+        position = len(self.lengths)
+        length = 0
+        terms = self.terms
+        for term, count in counts:
+            postings = terms.get(term)
+            if postings is None:
+                postings = terms[term] = TermPostings()
+            postings.positions.append(position)
+            postings.counts.append(count)
+            length += count
+        self.lengths.append(length)
+        self.total_length += length
+
+    def top(self, terms: Sequence[str], *, limit: int, min_score: float, k1: float, b: float
+            ) -> list[tuple[int, float]]:
+        """(position, BM25), best first, ties by position: at most ``limit``, ≥ ``min_score``.
+
+        A term in more than half of the turns is left out (its idf is below log 2: it cannot
+        tell turns apart). Scores add up in ``terms`` order. With ``min_score`` ≤ 0 a turn that
+        shares no term scores 0 and reaches it too (they follow the others by position).
+        """
+        size = len(self.lengths)
+        if not size or limit <= 0:
+            return []
+        average = (self.total_length / size) or 1.0
+        params = Bm25Params(k1=k1, size=size, base=k1 * (1 - b), per_length=k1 * b / average)
+        query = self._query_terms(terms, params)
+        if sum(len(term.postings.positions) for term in query) <= _EXHAUSTIVE_POSTINGS:
+            scored = _all_scores(query, params)
+        else:
+            survivors = _candidates(query, params, self.lengths, limit, min_score)
+            scored = _exact_scores(survivors, query, params, self.lengths)
+        found = _best(scored, limit, min_score)
+        if min_score <= 0 and len(found) < limit:
+            found += _unmatched(size, {position for position, _ in found}, limit - len(found))
+        return found
+
+    def _query_terms(self, terms: Sequence[str], params: Bm25Params) -> list[_QueryTerm]:
+        query = []
+        for rank, term in enumerate(terms):
+            postings = self.terms.get(term)
+            if postings is None or len(postings.positions) > params.size // 2:
+                continue
+            self.view_bytes += postings.extend_views(self.lengths)
+            self.viewed[term] = None
+            self.viewed.move_to_end(term)
+            df = len(postings.positions)
+            weight = math.log(1 + (params.size - df + 0.5) / (df + 0.5)) * (params.k1 + 1)
+            count, length = postings.max_count, postings.min_length
+            bound = weight * count / (count + params.base + params.per_length * length)
+            query.append(_QueryTerm(rank=rank, weight=weight, postings=postings, bound=bound))
+        self._drop_old_views(keep=len(query))
+        return query
+
+    def _drop_old_views(self, *, keep: int) -> None:
+        """While over budget, drop the views of the least recently queried terms.
+
+        The newest ``keep`` are the terms of the query being answered: they stay.
+        """
+        while self.view_bytes > _VIEW_BUDGET and len(self.viewed) > keep:
+            oldest, _ = self.viewed.popitem(last=False)
+            self.view_bytes -= self.terms[oldest].drop_views()
+
+
+def _candidates(query: list[_QueryTerm], params: Bm25Params, lengths: Sequence[int],
+                limit: int, min_score: float) -> list[int]:
+    """Every turn that may be among the ``limit`` best at or above ``min_score`` (a superset)."""
+    by_bound = sorted(query, key=lambda term: (-term.bound, term.rank))
+    # rest[i]: the most the terms from by_bound[i] on can add to any turn
+    rest = [0.0] * (len(by_bound) + 1)
+    for i in range(len(by_bound) - 1, -1, -1):
+        rest[i] = rest[i + 1] + by_bound[i].bound
+    slack = _SLACK * (1.0 + rest[0] + max(min_score, 0.0))
+    partial: dict[int, float] = {}
+    cut = min_score
+    start = len(by_bound)
+    estimated = False
+    for i, term in enumerate(by_bound):
+        if len(partial) >= limit and rest[0] - rest[i] > rest[i] >= cut - slack:
+            # The cut may now pass what is left to read. The first time, raise it as far as
+            # the leaders' whole scores allow (a partial sum's cut is lower); later the
+            # partial sums have caught up and are cheaper to rank.
+            cut = max(cut, _kth_best(partial, limit, above=max(cut, rest[i])) if estimated
+                      else _kth_exact(partial, limit, query, params, lengths))
+            estimated = True
+        if rest[i] < cut - slack:
+            start = i  # no turn unseen so far can reach the cut any more
+            break
+        _accumulate(partial, term, params)
+    for i in range(start, len(by_bound)):
+        # after this term, a turn needs this much to be able to reach the cut
+        partial = _update_seen(partial, by_bound[i], params, lengths,
+                               need=cut - slack - rest[i + 1])
+        cut = max(cut, _kth_best(partial, limit, above=cut))
+    return [p for p, s in partial.items() if s >= cut - slack]
+
+
+def _all_scores(query: list[_QueryTerm], params: Bm25Params) -> list[tuple[int, float]]:
+    """Every matching turn's score, summed in query order (small collections: no pruning)."""
+    scores: dict[int, float] = {}
+    for term in query:
+        _accumulate(scores, term, params)
+    return list(scores.items())
+
+
+def _accumulate(partial: dict[int, float], term: _QueryTerm, params: Bm25Params) -> None:
+    """Add the term's contribution to every turn that has it (seen or not)."""
+    get = partial.get
+    weight, base, per_length = term.weight, params.base, params.per_length
+    assert term.postings.groups is not None  # the query's terms have views
+    for (count, length), positions in term.postings.groups.items():
+        value = weight * count / (count + base + per_length * length)
+        for position in positions:
+            partial[position] = get(position, 0.0) + value
+
+
+def _update_seen(partial: dict[int, float], term: _QueryTerm, params: Bm25Params,
+                 lengths: Sequence[int], *, need: float) -> dict[int, float]:
+    """The turns of ``partial`` with the term's contribution added, those below ``need`` out."""
+    postings = term.postings
+    weight, base, per_length = term.weight, params.base, params.per_length
+    if len(partial) * _PROBE_COST < len(postings.positions):
+        count_bytes = postings.count_bytes
+        kept: dict[int, float] = {}
+        for position, score in partial.items():
+            count = count_bytes[position]
+            if count:
+                if count == _SATURATED:
+                    count = postings.count_at(position)
+                score += weight * count / (count + base + per_length * lengths[position])
+            if score >= need:
+                kept[position] = score
+        return kept
+    assert postings.groups is not None  # the query's terms have views
+    for (count, length), positions in postings.groups.items():
+        value = weight * count / (count + base + per_length * length)
+        for position in positions:
+            if position in partial:
+                partial[position] += value
+    if partial and min(partial.values()) < need:
+        return {position: score for position, score in partial.items() if score >= need}
+    return partial
+
+
+def _kth_best(partial: dict[int, float], k: int, *, above: float) -> float:
+    """The ``k``-th best partial score if it is above ``above``, else −inf (no better cut)."""
+    if len(partial) < k:
+        return -math.inf
+    high = [score for score in partial.values() if score > above]
+    return heapq.nlargest(k, high)[-1] if len(high) >= k else -math.inf
+
+
+def _kth_exact(partial: dict[int, float], k: int, query: list[_QueryTerm], params: Bm25Params,
+               lengths: Sequence[int]) -> float:
+    """The ``k``-th best whole score among ``k`` turns with the best partial ones.
+
+    A lower bound of the ``k``-th best score overall, and usually close: the turns leading on
+    the strongest terms are the ones that end on top.
+    """
+    kth_partial = heapq.nlargest(k, partial.values())[-1]
+    leaders = [position for position, score in partial.items() if score > kth_partial]
+    for position, score in partial.items():  # ties at the k-th: any of them will do
+        if len(leaders) == k:
+            break
+        if score == kth_partial:
+            leaders.append(position)
+    scores = [score for _, score in _exact_scores(leaders, query, params, lengths)]
+    return heapq.nlargest(k, scores)[-1]
+
+
+def _exact_scores(positions: list[int], query: list[_QueryTerm], params: Bm25Params,
+                  lengths: Sequence[int]) -> list[tuple[int, float]]:
+    """Scores summed term by term in query order, as plain BM25 sums them."""
+    scores = dict.fromkeys(positions, 0.0)
+    base, per_length = params.base, params.per_length
+    for term in query:  # query keeps the caller's term order
+        postings, weight = term.postings, term.weight
+        count_bytes = postings.count_bytes
+        for position in positions:
+            count = count_bytes[position]
+            if count:
+                if count == _SATURATED:
+                    count = postings.count_at(position)
+                scores[position] += weight * count / (
+                    count + base + per_length * lengths[position])
+    return list(scores.items())
+
+
+def _best(scored: list[tuple[int, float]], limit: int, min_score: float
+          ) -> list[tuple[int, float]]:
+    """The ``limit`` best at or above ``min_score``, best first, ties by position.
+
+    The cut-off is found among the bare floats, so only the turns that reach it are sorted.
+    """
+    floor = min_score
+    if len(scored) > limit:
+        floor = max(floor, heapq.nlargest(limit, [score for _, score in scored])[-1])
+    ranked = sorted((-score, position) for position, score in scored if score >= floor)
+    return [(position, -negative) for negative, position in ranked[:limit]]
+
+
+def _unmatched(size: int, matched: set[int], limit: int) -> list[tuple[int, float]]:
+    """The first ``limit`` positions of turns outside ``matched``, each with score 0."""
+    found: list[tuple[int, float]] = []
+    for position in range(size):
+        if len(found) == limit:
+            break
+        if position not in matched:
+            found.append((position, 0.0))
+    return found

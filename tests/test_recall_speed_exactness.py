@@ -1,0 +1,275 @@
+"""The pruned lexical recaller returns exactly what plain BM25 over every turn returns.
+
+``LexicalTurnRecaller.rank`` skips most postings of a long session (MaxScore, see
+``recall_bm25``). These tests hold it to a reference written the obvious way — every turn
+scored, terms added in sorted order, sorted by score then position — and compare positions,
+float scores (``==``, not ``isclose``), order and ties, on random, tie-heavy, growing and real
+histories, with the walk and the probe paths each forced in turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import random
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextwright.errors import InvalidInputError
+from contextwright.sources import recall_bm25
+from contextwright.sources.recall import (
+    LexicalTurnRecaller,
+    RecallTurn,
+    _term_counts,
+    _terms,
+    stem,
+)
+
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
+
+
+def reference_terms(text: str) -> list[str]:
+    """The recaller's tokenizer written plainly: words stemmed, stop words out, CJK bigrams."""
+    stop = set("the a an and or of to in on for is are was were be been it this that with as at "
+               "by from what which who whom how when where why do does did can could would "
+               "should my your our me you i we they he she them his her its please about into "
+               "than then there yes no ok thanks thank".split())
+    terms: list[str] = []
+    for match in re.findall(r"[A-Za-z0-9_\-]{2,}|[\u4e00-\u9fff]+", text.lower()):
+        if "\u4e00" <= match[0] <= "\u9fff":
+            terms += [match[i : i + 2] for i in range(max(len(match) - 1, 1))]
+        elif match not in stop:
+            terms.append(stem(match))
+    return terms
+
+
+@functools.lru_cache(maxsize=8)
+def reference_counts(texts: tuple[str, ...]) -> list[Counter[str]]:
+    return [Counter(reference_terms(text)) for text in texts]
+
+
+def reference_rank(query: str, texts: list[str], *, limit: int, min_score: float = 1.0,
+                   k1: float = 1.2, b: float = 0.75) -> list[tuple[int, float]]:
+    """Every turn scored, terms added in sorted order; best first, ties by position."""
+    terms = sorted(set(reference_terms(query)))
+    if not terms or not texts or limit <= 0:
+        return []
+    counts = reference_counts(tuple(texts))
+    lengths = [sum(c.values()) for c in counts]
+    size = len(texts)
+    average = (sum(lengths) / size) or 1.0
+    # The constants grouped as the recaller has always grouped them: floats are compared ==.
+    base, per_length = k1 * (1 - b), k1 * b / average
+    scores = [0.0] * size
+    for term in terms:
+        df = sum(1 for c in counts if term in c)
+        if not df or df > size // 2:
+            continue
+        weight = math.log(1 + (size - df + 0.5) / (df + 0.5)) * (k1 + 1)
+        for position, c in enumerate(counts):
+            if term in c:
+                tf = c[term]
+                scores[position] += weight * tf / (tf + base + per_length * lengths[position])
+    ranked = sorted((p for p in range(size) if scores[p] >= min_score),
+                    key=lambda p: (-scores[p], p))
+    return [(p, scores[p]) for p in ranked[:limit]]
+
+
+def turns_of(texts: list[str]) -> list[RecallTurn]:
+    return [RecallTurn(index=3 * n, text=text, key=f"t{n}") for n, text in enumerate(texts)]
+
+
+def assert_exactly(recaller: LexicalTurnRecaller, query: str, texts: list[str],
+                   limit: int) -> list[tuple[int, float]]:
+    got = recaller.rank(query, turns_of(texts), limit=limit)
+    expected = reference_rank(query, texts, limit=limit, min_score=recaller.min_score,
+                              k1=recaller.k1, b=recaller.b)
+    assert got == expected  # positions, order and the very same floats
+    return got
+
+
+PATHS = {"walk": (-1, 0), "probe": (-1, 10**9), "shipped": (-1, recall_bm25._PROBE_COST),
+         "exhaustive": (10**9, recall_bm25._PROBE_COST)}
+"""(_EXHAUSTIVE_POSTINGS, _PROBE_COST) that force each path: pruning that updates the turns
+seen by walking postings or by probing them, the shipped choice between the two, and scoring
+every matching turn (what small collections do)."""
+
+
+@contextlib.contextmanager
+def forced(path: str) -> Iterator[None]:
+    exhaustive, probe = PATHS[path]
+    with mock.patch.object(recall_bm25, "_EXHAUSTIVE_POSTINGS", exhaustive), \
+            mock.patch.object(recall_bm25, "_PROBE_COST", probe):
+        yield
+
+
+@pytest.fixture(params=list(PATHS))
+def probe_cost(request: pytest.FixtureRequest) -> Iterator[str]:
+    with forced(request.param):
+        yield str(request.param)
+
+
+WORDS = ["order", "kettle", "ORD-7731", "refund", "pasta", "salt", "上海", "天气", "明天",
+         "flight", "book", "blue", "water", "sauce", "Paris", "9am", "the", "painting",
+         "painted", "shopping", "上海的天气怎么样"]
+_TEXT = st.lists(st.sampled_from(WORDS), min_size=0, max_size=14).map(" ".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts=st.lists(_TEXT, min_size=1, max_size=80), query=_TEXT,
+       limit=st.sampled_from([1, 2, 3, 5, 8, 64, 10**6]),
+       min_score=st.sampled_from([1.0, 0.1, 0.0, -1.0, 2.5, 6.0]),
+       constants=st.sampled_from([(1.2, 0.75), (1.5, 0.75), (0.0, 0.5), (2.0, 1.0), (1.2, 0.0)]),
+       path=st.sampled_from(list(PATHS)))
+def test_random_histories_rank_exactly_like_plain_bm25(texts: list[str], query: str, limit: int,
+                                                       min_score: float,
+                                                       constants: tuple[float, float],
+                                                       path: str) -> None:
+    k1, b = constants
+    with forced(path):
+        assert_exactly(LexicalTurnRecaller(min_score=min_score, k1=k1, b=b), query, texts, limit)
+
+
+def realistic_texts(count: int, seed: int) -> list[str]:
+    """Chat-like turns: templates in English and Chinese with ids, many near-duplicates."""
+    rng = random.Random(seed)
+    cities = ["Shanghai", "Beijing", "Paris", "Tokyo", "上海", "北京", "巴黎"]
+    templates = [
+        "What's the weather in {city} tomorrow? Should I book the {hour}am flight {code}?",
+        "明天{city}的天气怎么样？我想订{hour}点的航班 {code}",
+        "Order {code} for the blue kettle was refunded on day {n}.",
+        "Noted: you prefer window seats and the {hour}am flight to {city}.",
+        "I painted the kitchen blue and went shopping for pasta, salt and sauce.",
+        "{city} {city} {city} weather weather forecast",
+        "ok thanks",
+    ]
+    texts = []
+    for _ in range(count):
+        text = rng.choice(templates).format(
+            city=rng.choice(cities), hour=rng.randint(6, 11), n=rng.randint(1, 30),
+            code=f"ORD-{rng.randint(7700, 7720)}")
+        texts.append(text if rng.random() < 0.7 else f"{text} {rng.choice(templates)}")
+    return texts
+
+
+QUERIES = [
+    "明天上海的天气怎么样？Should I book the 9am flight?",
+    "Where is the blue kettle order ORD-7711?",
+    "weather Paris",
+    "What did I paint blue, and what pasta sauce did I buy?",
+    "ok thanks",
+    "ORD-7703 ORD-7704 ORD-7705 refund",
+]
+
+
+@pytest.mark.parametrize("limit", [1, 7, 64, 500])
+def test_tie_heavy_sessions_rank_exactly(probe_cost: str, limit: int) -> None:
+    texts = realistic_texts(1500, seed=limit)
+    recaller = LexicalTurnRecaller()
+    for query in QUERIES:
+        assert_exactly(recaller, query, texts, limit)
+
+
+def test_a_tie_cut_by_the_limit_keeps_the_oldest_turns(probe_cost: str) -> None:
+    texts = ["filler text number one"] * 40 + ["kettle ORD-7731 refund"] * 30 + ["pasta"] * 40
+    got = assert_exactly(LexicalTurnRecaller(), "kettle ORD-7731", texts, 5)
+    assert [p for p, _ in got] == [40, 41, 42, 43, 44]
+    assert len({score for _, score in got}) == 1
+
+
+@pytest.mark.parametrize("limit", [0, -3])
+def test_no_limit_means_nothing(limit: int) -> None:
+    assert LexicalTurnRecaller().rank("kettle", turns_of(["kettle", "pasta"]), limit=limit) == []
+
+
+def test_limits_around_the_number_of_matches(probe_cost: str) -> None:
+    texts = [f"kettle {n}" if n % 4 == 0 else f"pasta salt {n}" for n in range(200)]
+    recaller = LexicalTurnRecaller(min_score=0.0)
+    matches = len(reference_rank("kettle", texts, limit=10**6, min_score=1e-12))
+    for limit in (matches - 1, matches, matches + 1, 200, 201):
+        got = assert_exactly(recaller, "kettle", texts, limit)
+        # min_score 0: turns without the term score 0 and follow, oldest first
+        assert len(got) == min(limit, 200)
+
+
+def test_a_growing_session_stays_exact(probe_cost: str) -> None:
+    recaller = LexicalTurnRecaller()
+    texts = realistic_texts(600, seed=7)
+    turns = turns_of(texts)
+    for step, text in enumerate(realistic_texts(60, seed=8)):
+        texts.append(text)
+        turns.append(RecallTurn(index=10_000 + step, text=text, key=f"new{step}"))
+        query = QUERIES[step % len(QUERIES)]
+        assert recaller.rank(query, turns, limit=16) == reference_rank(query, texts, limit=16)
+
+
+def test_long_queries_on_a_zipf_vocabulary(probe_cost: str) -> None:
+    rng = random.Random(11)
+    vocabulary = [f"w{n}x" for n in range(400)]
+    weights = [1 / (n + 1) for n in range(400)]
+    texts = [" ".join(rng.choices(vocabulary, weights, k=rng.randint(3, 40)))
+             for _ in range(2500)]
+    recaller = LexicalTurnRecaller(min_score=0.5)
+    for n in range(12):
+        query = " ".join(rng.choices(vocabulary, weights, k=3 + n))
+        for limit in (1, 10, 64):
+            assert_exactly(recaller, query, texts, limit)
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason="needs ../shared/data/locomo-dev")
+def test_locomo_sessions_rank_exactly() -> None:
+    samples = json.loads((LOCOMO / "locomo-dev.json").read_text())
+    questions = [json.loads(line)["question"]
+                 for line in (LOCOMO / "qa_index.jsonl").read_text().splitlines()]
+    texts = [f"{turn['speaker']}: {turn['text']}" for sample in samples
+             for n in range(1, 100)
+             for turn in sample["conversation"].get(f"session_{n}", [])]
+    recaller = LexicalTurnRecaller()
+    for question in questions[::4]:
+        assert_exactly(recaller, question, texts, 64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab-_9 Zpaintingsd上海天气的。\n")),
+                    max_size=60) | st.sampled_from(WORDS))
+def test_term_counting_matches_the_plain_tokenizer(text: str) -> None:
+    assert _terms(text) == reference_terms(text)
+    assert _term_counts(text) == Counter(reference_terms(text))
+
+
+@pytest.mark.parametrize("arguments", [{"min_score": math.nan}, {"k1": -0.5}, {"b": 1.5},
+                                       {"b": -0.1}, {"k1": math.inf}])
+def test_constants_that_break_bm25_are_refused(arguments: dict[str, float]) -> None:
+    with pytest.raises(InvalidInputError):
+        LexicalTurnRecaller(**arguments)
+
+
+def test_counts_past_a_byte_are_read_exactly(probe_cost: str) -> None:
+    texts = ["kettle " * 300, "kettle " * 255 + "refund", "kettle " * 254, "kettle refund"]
+    texts += [f"pasta salt {n}" for n in range(40)]
+    assert_exactly(LexicalTurnRecaller(min_score=0.0), "kettle refund", texts, 6)
+
+
+def test_views_dropped_over_budget_are_rebuilt_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recall_bm25, "_VIEW_BUDGET", 3_000)  # a few terms' views at a time
+    monkeypatch.setattr(recall_bm25, "_EXHAUSTIVE_POSTINGS", -1)
+    texts = realistic_texts(800, seed=3)
+    recaller = LexicalTurnRecaller()
+    turns = turns_of(texts)
+    for round_ in range(3):
+        for query in QUERIES:
+            assert recaller.rank(query, turns, limit=10) == reference_rank(query, texts, limit=10)
+        texts.append(f"round {round_}: the kettle ORD-7711 was refunded in Paris")
+        turns.append(RecallTurn(index=9_000 + round_, text=texts[-1], key=f"r{round_}"))
+    index = recaller._postings(turns).index
+    queried = {term for query in QUERIES for term in _terms(query) if term in index.terms}
+    assert any(index.terms[term].groups is None for term in queried)  # some views were dropped
