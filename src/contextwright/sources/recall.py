@@ -23,7 +23,7 @@ from itertools import chain
 from typing import Any, Protocol, runtime_checkable
 
 from contextwright.compress.json_compact import compact_tool_result
-from contextwright.core.items import Message, parse_message
+from contextwright.core.items import Message, _parse_message
 from contextwright.errors import InvalidInputError
 from contextwright.sources.recall_bm25 import TurnPostings
 from contextwright.tokens import estimate_tokens
@@ -74,6 +74,8 @@ class TurnIndex:
     """Where the newest, still open turn begins (None before the first user message)."""
     open_calls: int = 0
     """Tool-call blocks in the open turn."""
+    open_messages: list[Message] = field(default_factory=list)
+    """The open turn's messages, parsed (each message is parsed once, when it is indexed)."""
 
     def calls_newer_than(self, position: int) -> int:
         """Tool-call blocks after the end of ``turns[position]``."""
@@ -112,23 +114,28 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
 
 
 def _extend(index: TurnIndex, history: Sequence[Mapping[str, Any]]) -> None:
+    # ``parse_message`` remembers each parse with a deep copy of the dict, for histories re-read
+    # on every turn; the index reads each message once, so remembering would only cost (a third
+    # of a cold index). The messages a build shows are parsed (and remembered) by the history
+    # source as before.
     for position in range(len(index.raws), len(history)):
         raw = history[position]
-        message = parse_message(raw, f"history[{position}]")
-        if message.role == "user" and index.open_start is not None:
-            _close_turn(index, history, position)
+        message = raw if isinstance(raw, Message) else _parse_message(raw, f"history[{position}]")
         if message.role == "user":
-            index.open_start, index.open_calls = position, 0
+            if index.open_start is not None:
+                _close_turn(index, position)
+            index.open_start, index.open_calls, index.open_messages = position, 0, []
         if message.tool_calls:
             index.calls += 1
             index.open_calls += 1
+        if index.open_start is not None:
+            index.open_messages.append(message)
         index.raws.append(raw)
 
 
-def _close_turn(index: TurnIndex, history: Sequence[Mapping[str, Any]], end: int) -> None:
-    start = index.open_start
+def _close_turn(index: TurnIndex, end: int) -> None:
+    start, messages = index.open_start, index.open_messages
     assert start is not None  # only called with an open turn
-    messages = [parse_message(history[i], f"history[{i}]") for i in range(start, end)]
     text = turn_text(messages)
     first_id = messages[0].id
     key = first_id if first_id is not None else hashlib.blake2b(

@@ -174,11 +174,7 @@ class TurnPostings:
         average = (self.total_length / size) or 1.0
         params = Bm25Params(k1=k1, size=size, base=k1 * (1 - b), per_length=k1 * b / average)
         query = self._query_terms(terms, params)
-        if sum(len(term.postings.positions) for term in query) <= _EXHAUSTIVE_POSTINGS:
-            scored = _all_scores(query, params)
-        else:
-            survivors = _candidates(query, params, self.lengths, limit, min_score)
-            scored = _exact_scores(survivors, query, params, self.lengths)
+        scored = _Search(query, params, self.lengths, limit, min_score).run()
         found = _best(scored, limit, min_score)
         if min_score <= 0 and len(found) < limit:
             found += _unmatched(size, {position for position, _ in found}, limit - len(found))
@@ -211,45 +207,94 @@ class TurnPostings:
             self.view_bytes -= self.terms[oldest].drop_views()
 
 
-def _candidates(query: list[_QueryTerm], params: Bm25Params, lengths: Sequence[int],
-                limit: int, min_score: float) -> list[int]:
-    """Every turn that may be among the ``limit`` best at or above ``min_score`` (a superset)."""
-    by_bound = sorted(query, key=lambda term: (-term.bound, term.rank))
-    # rest[i]: the most the terms from by_bound[i] on can add to any turn
-    rest = [0.0] * (len(by_bound) + 1)
-    for i in range(len(by_bound) - 1, -1, -1):
-        rest[i] = rest[i + 1] + by_bound[i].bound
-    slack = _SLACK * (1.0 + rest[0] + max(min_score, 0.0))
-    partial: dict[int, float] = {}
-    cut = min_score
-    start = len(by_bound)
-    estimated = False
-    for i, term in enumerate(by_bound):
-        if len(partial) >= limit and rest[0] - rest[i] > rest[i] >= cut - slack:
-            # The cut may now pass what is left to read. The first time, raise it as far as
-            # the leaders' whole scores allow (a partial sum's cut is lower); later the
-            # partial sums have caught up and are cheaper to rank.
-            cut = max(cut, _kth_best(partial, limit, above=max(cut, rest[i])) if estimated
-                      else _kth_exact(partial, limit, query, params, lengths))
-            estimated = True
-        if rest[i] < cut - slack:
-            start = i  # no turn unseen so far can reach the cut any more
-            break
-        _accumulate(partial, term, params)
-    for i in range(start, len(by_bound)):
-        # after this term, a turn needs this much to be able to reach the cut
-        partial = _update_seen(partial, by_bound[i], params, lengths,
-                               need=cut - slack - rest[i + 1])
-        cut = max(cut, _kth_best(partial, limit, above=cut))
-    return [p for p, s in partial.items() if s >= cut - slack]
+class _Search:
+    """One top-``limit`` query over the postings (see the module docstring)."""
 
+    def __init__(self, query: list[_QueryTerm], params: Bm25Params, lengths: Sequence[int],
+                 limit: int, min_score: float) -> None:
+        self.query, self.params, self.lengths = query, params, lengths
+        self.limit, self.min_score = limit, min_score
+        self.whole: dict[int, float] = {}
+        """Whole scores computed so far (the exact floats)."""
 
-def _all_scores(query: list[_QueryTerm], params: Bm25Params) -> list[tuple[int, float]]:
-    """Every matching turn's score, summed in query order (small collections: no pruning)."""
-    scores: dict[int, float] = {}
-    for term in query:
-        _accumulate(scores, term, params)
-    return list(scores.items())
+    def run(self) -> list[tuple[int, float]]:
+        """(position, whole score) of every turn that may make the cut.
+
+        All matching turns, or a superset of the best found by pruning.
+        """
+        postings = sum(len(term.postings.positions) for term in self.query)
+        # Pruning ends by scoring at least ``limit`` turns whole; with few postings, scoring
+        # every matching turn in one pass is cheaper.
+        if postings <= max(_EXHAUSTIVE_POSTINGS, 2 * self.limit * len(self.query)):
+            scores: dict[int, float] = {}
+            for term in self.query:
+                _accumulate(scores, term, self.params)
+            return list(scores.items())
+        return list(self._whole_scores(self._candidates()).items())
+
+    def _candidates(self) -> list[int]:
+        """Every turn that may be among the ``limit`` best at or above ``min_score``."""
+        by_bound = sorted(self.query, key=lambda term: (-term.bound, term.rank))
+        # rest[i]: the most the terms from by_bound[i] on can add to any turn
+        rest = [0.0] * (len(by_bound) + 1)
+        for i in range(len(by_bound) - 1, -1, -1):
+            rest[i] = rest[i + 1] + by_bound[i].bound
+        slack = _SLACK * (1.0 + rest[0] + max(self.min_score, 0.0))
+        partial: dict[int, float] = {}
+        cut, limit, start = self.min_score, self.limit, len(by_bound)
+        for i, term in enumerate(by_bound):
+            if len(partial) >= limit and rest[0] - rest[i] > rest[i] >= cut - slack:
+                cut = max(cut, self._raised_cut(partial, rest[i], cut - slack, term))
+            if rest[i] < cut - slack:
+                start = i  # no turn unseen so far can reach the cut any more
+                break
+            _accumulate(partial, term, self.params)
+        for i in range(start, len(by_bound)):
+            # after this term, a turn needs this much to be able to reach the cut
+            partial = self._update_seen(partial, by_bound[i], need=cut - slack - rest[i + 1])
+            cut = max(cut, _kth_best(partial, limit, above=cut))
+        return [p for p, s in partial.items() if s >= cut - slack]
+
+    def _raised_cut(self, partial: dict[int, float], rest: float, floor: float,
+                    upcoming: _QueryTerm) -> float:
+        """A higher cut, if one is known to pass ``rest`` (else −inf).
+
+        The ``limit``-th best partial sum is free to find; if it is not enough and the next
+        term is long enough to be worth it, the partial leaders are scored whole: partial sums
+        understate the scores the cut is about.
+        """
+        cut = _kth_best(partial, self.limit, above=max(floor, rest))
+        if cut <= rest and len(upcoming.postings.positions) > self.limit * len(self.query):
+            cut = max(cut, self._kth_whole(partial))
+        return cut
+
+    def _kth_whole(self, partial: dict[int, float]) -> float:
+        """The ``limit``-th best whole score of ``limit`` turns with the best partial sums."""
+        k = self.limit
+        kth_partial = heapq.nlargest(k, partial.values())[-1]
+        leaders = [position for position, score in partial.items() if score > kth_partial]
+        for position, score in partial.items():  # ties at the k-th: any of them will do
+            if len(leaders) == k:
+                break
+            if score == kth_partial:
+                leaders.append(position)
+        return heapq.nlargest(k, self._whole_scores(leaders).values())[-1]
+
+    def _update_seen(self, partial: dict[int, float], term: _QueryTerm, *, need: float
+                     ) -> dict[int, float]:
+        """The turns of ``partial`` with the term's contribution, those below ``need`` out."""
+        _add_term(partial, term, self.params, self.lengths)
+        if partial and min(partial.values()) < need:
+            return {position: score for position, score in partial.items() if score >= need}
+        return partial
+
+    def _whole_scores(self, positions: list[int]) -> dict[int, float]:
+        """Scores of ``positions`` summed term by term in query order, as plain BM25 does."""
+        new = dict.fromkeys((p for p in positions if p not in self.whole), 0.0)
+        for term in self.query:  # the query keeps the caller's term order
+            _add_term(new, term, self.params, self.lengths)
+        self.whole.update(new)
+        return {position: self.whole[position] for position in positions}
 
 
 def _accumulate(partial: dict[int, float], term: _QueryTerm, params: Bm25Params) -> None:
@@ -263,32 +308,31 @@ def _accumulate(partial: dict[int, float], term: _QueryTerm, params: Bm25Params)
             partial[position] = get(position, 0.0) + value
 
 
-def _update_seen(partial: dict[int, float], term: _QueryTerm, params: Bm25Params,
-                 lengths: Sequence[int], *, need: float) -> dict[int, float]:
-    """The turns of ``partial`` with the term's contribution added, those below ``need`` out."""
+def _add_term(scores: dict[int, float], term: _QueryTerm, params: Bm25Params,
+              lengths: Sequence[int]) -> None:
+    """Add the term's contribution to the turns in ``scores`` only.
+
+    Each turn's count is probed, or the term's postings walked when there are fewer of them
+    than probing would cost.
+    """
     postings = term.postings
     weight, base, per_length = term.weight, params.base, params.per_length
-    if len(partial) * _PROBE_COST < len(postings.positions):
+    if len(scores) * _PROBE_COST < len(postings.positions):
         count_bytes = postings.count_bytes
-        kept: dict[int, float] = {}
-        for position, score in partial.items():
+        for position in scores:
             count = count_bytes[position]
             if count:
                 if count == _SATURATED:
                     count = postings.count_at(position)
-                score += weight * count / (count + base + per_length * lengths[position])
-            if score >= need:
-                kept[position] = score
-        return kept
+                scores[position] += weight * count / (
+                    count + base + per_length * lengths[position])
+        return
     assert postings.groups is not None  # the query's terms have views
     for (count, length), positions in postings.groups.items():
         value = weight * count / (count + base + per_length * length)
         for position in positions:
-            if position in partial:
-                partial[position] += value
-    if partial and min(partial.values()) < need:
-        return {position: score for position, score in partial.items() if score >= need}
-    return partial
+            if position in scores:
+                scores[position] += value
 
 
 def _kth_best(partial: dict[int, float], k: int, *, above: float) -> float:
@@ -297,42 +341,6 @@ def _kth_best(partial: dict[int, float], k: int, *, above: float) -> float:
         return -math.inf
     high = [score for score in partial.values() if score > above]
     return heapq.nlargest(k, high)[-1] if len(high) >= k else -math.inf
-
-
-def _kth_exact(partial: dict[int, float], k: int, query: list[_QueryTerm], params: Bm25Params,
-               lengths: Sequence[int]) -> float:
-    """The ``k``-th best whole score among ``k`` turns with the best partial ones.
-
-    A lower bound of the ``k``-th best score overall, and usually close: the turns leading on
-    the strongest terms are the ones that end on top.
-    """
-    kth_partial = heapq.nlargest(k, partial.values())[-1]
-    leaders = [position for position, score in partial.items() if score > kth_partial]
-    for position, score in partial.items():  # ties at the k-th: any of them will do
-        if len(leaders) == k:
-            break
-        if score == kth_partial:
-            leaders.append(position)
-    scores = [score for _, score in _exact_scores(leaders, query, params, lengths)]
-    return heapq.nlargest(k, scores)[-1]
-
-
-def _exact_scores(positions: list[int], query: list[_QueryTerm], params: Bm25Params,
-                  lengths: Sequence[int]) -> list[tuple[int, float]]:
-    """Scores summed term by term in query order, as plain BM25 sums them."""
-    scores = dict.fromkeys(positions, 0.0)
-    base, per_length = params.base, params.per_length
-    for term in query:  # query keeps the caller's term order
-        postings, weight = term.postings, term.weight
-        count_bytes = postings.count_bytes
-        for position in positions:
-            count = count_bytes[position]
-            if count:
-                if count == _SATURATED:
-                    count = postings.count_at(position)
-                scores[position] += weight * count / (
-                    count + base + per_length * lengths[position])
-    return list(scores.items())
 
 
 def _best(scored: list[tuple[int, float]], limit: int, min_score: float
