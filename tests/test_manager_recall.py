@@ -119,8 +119,16 @@ def _recalled(ctx: PreparedContext) -> list[str]:
     history = [str(m.get("content") or "") for m in ctx.to_messages("openai")
                if m["role"] != "system"]
     recalled = history[:count]
-    assert sum(c.startswith("[recalled earlier turn ") for c in recalled) == len(reasons)
+    marked = [r for r in reasons if "in sequence, shown unmarked" not in r]
+    assert sum(c.startswith("[recalled") for c in recalled) == len(marked)
     return recalled
+
+
+def _marked(cm: ContextManager, content: str, user: str = "u", session: str = "s") -> str:
+    """``content`` as ``HistorySource`` marks a recalled turn (dated by its stored timestamp)."""
+    stored = next(m.message for m in cm.store.read(SessionKey(user_id=user, session_id=session))
+                  if m.message.get("content") == content)
+    return recall_marker(content, stored.get("timestamp"))
 
 
 def _contents(ctx: PreparedContext) -> list[str]:
@@ -143,7 +151,7 @@ def test_a_fact_summarised_away_is_recalled_verbatim_at_round_40(store: Store) -
     assert state.summary_upto > 2, "round 1 is summarised: not in the request"
     assert ctx.mode == SLIDING_WINDOW
     contents = _contents(ctx)
-    opening = contents.index(recall_marker(FACT))  # marked exactly like HistorySource marks it
+    opening = contents.index(_marked(cm, FACT))  # marked exactly like HistorySource does
     assert contents[opening + 1] == FACT_ANSWER, "the whole turn: the answer follows"
     first_recent = next(i for i, c in enumerate(contents) if c.startswith("Round "))
     assert opening < first_recent, "recalled turns come before the recent rounds"
@@ -164,7 +172,8 @@ def test_recalled_turns_keep_their_ids_and_timestamps() -> None:
     _small_talk(cm, 20)
     ctx = cm.prepare("u", "s", QUESTION)
     shown = {m.id: m for m in ctx.context.messages if m.id is not None}
-    assert shown["msg-fact"].content == recall_marker(FACT)
+    assert shown["msg-fact"].content == recall_marker(FACT, "2024-05-01T10:00:00Z")
+    assert shown["msg-fact"].content.startswith("[recalled 2024-05-01]\n")
     assert shown["msg-fact"].timestamp == "2024-05-01T10:00:00Z"
     assert shown["msg-answer"].timestamp == "2024-05-01T10:00:05Z"
     recalled = [m.id for m in ctx.context.messages if m.id is not None]
@@ -203,10 +212,45 @@ def test_recalled_turns_are_whole_in_order_and_not_duplicated() -> None:
     assert messages[kettle + 3]["content"] == "Parcel PCL-7731 is in transit."
     assert "wrapped" not in texts, "a turn in the recent window is not recalled"
     contents = [str(m["content"]) for m in messages if m["role"] != "system"]
-    plain = [c.split("\n", 1)[1] if c.startswith("[recalled earlier turn ") else c
+    plain = [c.split("\n", 1)[1] if c.startswith("[recalled") else c
              for c in contents]
     assert len(plain) == len(set(plain)), "no message is shown twice"
     assert sum("wrapped" in c for c in contents) == 2  # once each: question and answer
+
+
+WORDS = ["amber", "basalt", "cobalt", "dahlia", "ember", "fennel", "garnet", "hazel", "indigo",
+         "jasper", "kestrel", "lilac", "marigold", "nutmeg", "opal", "quartz"]
+
+
+def _word_rounds(cm: ContextManager, rounds: int) -> None:
+    for i in range(rounds):
+        _say(cm, f"Round {i}: remember the word {WORDS[i]} for later.", f"Noted: {WORDS[i]}.")
+
+
+def test_the_windows_rounds_come_before_any_recalled_turn() -> None:
+    roomy, tight = _manager(), _manager(budget={"available_override": 280})
+    for cm in (roomy, tight):
+        _word_rounds(cm, 14)
+    question = f"Which word came with {WORDS[0]}?"
+    assert _recalled(roomy.prepare("u", "s", question))
+    ctx = tight.prepare("u", "s", question)
+    assert not _recalled(ctx), "no room after the window's rounds: nothing recalled"
+    contents = _contents(ctx)
+    for i in range(14 - 6, 14):  # the sliding window's six rounds
+        assert f"Round {i}: remember the word {WORDS[i]} for later." in contents
+
+
+def test_the_newest_summarised_turn_can_be_recalled_too() -> None:
+    cm = _manager()
+    _word_rounds(cm, 14)
+    last = cm.state("u", "s").summary_upto // 2 - 1  # right before the first round shown
+    ctx = cm.prepare("u", "s", f"Tell me again about {WORDS[last]} and {WORDS[0]}.")
+    recalled = _recalled(ctx)
+    assert recalled == [_marked(cm, f"Round 0: remember the word {WORDS[0]} for later."),
+                        f"Noted: {WORDS[0]}.",
+                        _marked(cm, f"Round {last}: remember the word {WORDS[last]} for later."),
+                        f"Noted: {WORDS[last]}."]
+    assert _contents(ctx)[5] == f"Round {last + 1}: remember the word {WORDS[last + 1]} for later."
 
 
 def test_two_sessions_never_recall_each_others_turns(store: Store) -> None:
@@ -233,7 +277,7 @@ def test_a_second_manager_over_the_same_store_recalls_the_same(
         _say(serving, f"Round {i}: tell me something about {topic}.", f"On {topic}.")
     mine = first.prepare("u", "s", QUESTION)
     theirs = second.prepare("u", "s", QUESTION)
-    assert _recalled(mine)[0] == recall_marker(FACT)
+    assert _recalled(mine)[0] == _marked(first, FACT)
     assert _recalled(theirs) == _recalled(mine)
 
 
@@ -287,7 +331,7 @@ def test_concurrent_prepares_of_one_session_recall_safely(tmp_path: Path) -> Non
         thread.join()
     cm.flush(30)
     assert not errors
-    assert recall_marker(FACT) in _recalled(cm.prepare("u", "s", QUESTION))
+    assert _marked(cm, FACT) in _recalled(cm.prepare("u", "s", QUESTION))
     cm.close()
 
 
@@ -312,11 +356,11 @@ def test_the_index_reads_only_messages_appended_since() -> None:
     store = _CountingStore()
     cm = _manager(store)
     _round_40(cm)
-    indexed = cm.state("u", "s").summary_upto
+    indexed, marked = cm.state("u", "s").summary_upto, _marked(cm, FACT)
     store.reads.clear()
     _small_talk(cm, 30, start=41)
     ctx = cm.prepare("u", "s", QUESTION)
-    assert recall_marker(FACT) in _recalled(ctx)
+    assert marked in _recalled(ctx)
     assert min(after for after, _ in store.reads) >= indexed > 0, "nothing is read again"
     # Each prepare reads the window after the summary; the index adds one read per summary
     # step (5 rounds), of the rounds summarised and the window: no read grows with the session.
@@ -346,7 +390,7 @@ def test_recall_can_be_switched_off_per_mode() -> None:
     cm = _manager(modes=_modes(recall={"share": 0}))
     ctx = _round_40(cm)
     assert not _recalled(ctx)
-    assert recall_marker(FACT) not in _contents(ctx)
+    assert _marked(cm, FACT) not in _contents(ctx)
 
 
 def test_a_mode_without_plan_recall_can_ask_for_it() -> None:
@@ -355,9 +399,10 @@ def test_a_mode_without_plan_recall_can_ask_for_it() -> None:
     modes[RAG_ENHANCED] = replace(modes[RAG_ENHANCED],
                                   recall=RecallSettings(share=0.5, limit=2))
     config = ModesConfig(modes=MappingProxyType(modes), rules=(), default_mode=RAG_ENHANCED)
-    ctx = _round_40(_manager(modes=config))
+    cm = _manager(modes=config)
+    ctx = _round_40(cm)
     assert ctx.mode == RAG_ENHANCED
-    assert _recalled(ctx)[0] == recall_marker(FACT)
+    assert _recalled(ctx)[0] == _marked(cm, FACT)
 
 
 def test_the_recall_limit_caps_recalled_turns() -> None:
@@ -425,3 +470,12 @@ def test_the_build_uses_the_checked_documents() -> None:
                      documents=[{"id": "policy", "text": "退款政策：15 天内可退。"}])
     assert ctx.mode == RAG_ENHANCED
     assert any("15 天内可退" in c for c in _contents(ctx))
+
+
+def test_any_turn_recaller_can_rank_the_session() -> None:
+    pytest.importorskip("numpy", reason="the retrieval extra is not installed")
+    from contextwright.retrieval.recall import HybridTurnRecaller
+
+    cm = _manager(recaller=HybridTurnRecaller())
+    ctx = _round_40(cm)
+    assert _recalled(ctx)[:2] == [_marked(cm, FACT), FACT_ANSWER]

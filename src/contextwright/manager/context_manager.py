@@ -336,7 +336,7 @@ class ContextManager:
         return SessionHistorySource(
             history=self._history, turns=turns, recaller=self.recaller, recall=recall,
             max_tokens=self._recall_tokens[settings.name], begin=shown[0].seq,
-            recent_calls=calls)
+            recent_calls=calls, anchor=settings.window_size)
 
     # ----- state and summaries -----
 

@@ -256,20 +256,24 @@ class SessionHistorySource:
     """History for one prepared call: the request's rounds, with relevant older turns recalled.
 
     Wraps the history source the manager would use (``history``) and interleaves recalled turns
-    into its newest-first stream the way ``HistorySource`` does: at a round boundary, a recalled
-    turn is offered while recalled turns hold less than ``share`` of the (estimated) tokens
-    offered so far, so whatever prefix the budget keeps is about that share recalled. In all,
-    recalled turns take at most about ``max_tokens`` (``recall_tokens``: ``share`` of history's
-    share of the budget) and at most ``limit`` turns. A recalled turn is placed before the
-    request's history (negative order), keyed ``history.recalled.m<seq - 1>``, and its report
-    reason names its seqs.
+    into its newest-first stream the way ``HistorySource`` does, after the newest ``anchor``
+    rounds (the mode's window; the plan's ``recent_rounds`` if more): at a round boundary, a
+    recalled turn is offered while recalled turns hold less than ``share`` of the (estimated)
+    tokens offered so far, so whatever prefix the budget keeps is about that share recalled. In
+    all, recalled turns take at most about ``max_tokens`` (``recall_tokens``: ``share`` of
+    history's share of the budget) and at most ``limit`` turns. A recalled turn is placed before
+    the request's history (negative order, so it is never taken for one of the request's
+    messages, read or unread), keyed ``history.recalled.m<seq - 1>``, and its report reason
+    names its seqs.
     """
 
     namespace = "history"
 
     def __init__(self, *, history: ContextSource, turns: SessionTurns, recaller: TurnRecaller,
-                 recall: RecallSettings, max_tokens: int, begin: int, recent_calls: int) -> None:
+                 recall: RecallSettings, max_tokens: int, begin: int, recent_calls: int,
+                 anchor: int) -> None:
         """``begin``: seq of the first message of the request's history."""
+        self._anchor = anchor
         self._history = history
         self._turns = turns
         self._recaller = recaller
@@ -287,11 +291,13 @@ class SessionHistorySource:
             return
         index = self._index(options)
         old = Request(user_input=request.user_input, history=self._turns.messages)
-        recent_tokens = recalled_tokens = 0
+        anchor = max(self._anchor, int(options.get("recent_rounds", 0) or 0))
+        recent_tokens = recalled_tokens = rounds = 0
         for item in self._history.build(request, options):
             yield item
             recent_tokens += estimate_tokens(item.message.content) + 4
-            while item.round_start and pending and recalled_tokens < min(
+            rounds += 1 if item.round_start else 0
+            while item.round_start and rounds >= anchor and pending and recalled_tokens < min(
                     self._share * (recent_tokens + recalled_tokens), self._max_tokens):
                 position, score = pending.popleft()
                 recalled_tokens += index.tokens[position]

@@ -87,8 +87,8 @@ class ModeSettings:
     output: OutputRules = field(default_factory=OutputRules)
     """Output zone contents (structured mode)."""
     recall: RecallSettings | None = None
-    """Session-wide recall of summarised turns; None follows the plan's history options
-    (``recall_share``, ``recall_limit``: the shipped ``chat`` plan recalls, the others do not)."""
+    """Session-wide recall of turns no longer shown verbatim, offered after the window's rounds;
+    None follows the plan's history options (``recall_share``, ``recall_limit``)."""
 
     def retrieval_options(self) -> dict[str, Any]:
         """The retrieval parameters as source options."""
@@ -157,8 +157,12 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
     "default_mode": SLIDING_WINDOW,
     "when_unsure": "keep",
     "modes": {
+        # Summarised rounds relevant to the message come back verbatim, after the window and
+        # within half of what history offers (the chat plan's own recall is tuned for a
+        # history without a summary).
         SLIDING_WINDOW: {"plan": "chat", "window_size": 6, "summary_threshold_ratio": 0.6,
-                         "enable_summary": True, "summary_every": 5},
+                         "enable_summary": True, "summary_every": 5,
+                         "recall": {"share": 0.5, "limit": 8}},
         RAG_ENHANCED: {"plan": "rag_qa", "chunk_size": 200, "top_k": 8, "rerank_top_k": 3,
                        "similarity_threshold": 0.35, "window_size": 4},
         STRUCTURED: {"plan": "tool_heavy", "zones": True, "tool_zone_keep": 3,
