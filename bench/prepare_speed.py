@@ -5,8 +5,15 @@ summarised once, then each step is: prepare(text) — timed — and record(reply
 updates running in the background as in production. Target: ≤ 3 ms median at 10,000 messages
 and flat as the session grows (100,000 within 1.2× of 1,000).
 
+The sliding window recalls summarised turns relevant to the input (session-wide recall, on by
+default for that mode); two more cases isolate it: the same mode with recall off, and questions
+about one old order each (a summarised turn the recaller must find). A manager's first
+``prepare`` of a session indexes the turns before the messages it reads; it is reported apart
+(``first``: the first case of a run also pays for the process's cold caches), the median is of
+the steady state.
+
     .venv/bin/python bench/prepare_speed.py [--sizes 1000,10000,100000] [--steps 200]
-        [--synchronous NORMAL|FULL]
+        [--synchronous NORMAL|FULL] [--cases sliding_window,recall_off,recall_old,...]
 """
 
 from __future__ import annotations
@@ -15,10 +22,14 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 
 from contextwright.manager import ContextManager
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED, ModesConfig
+from contextwright.modes.config import RecallSettings
 from contextwright.session import SqliteStore
 from contextwright.session.store import SessionKey
 
@@ -50,24 +61,59 @@ def fill(store: SqliteStore, key: SessionKey, size: int) -> None:
         store.append(key, batch)
 
 
-def only(mode: str) -> ModesConfig:
+def only(mode: str, recall: RecallSettings | None = None) -> ModesConfig:
     base = ModesConfig.default()
-    return ModesConfig(modes=base.modes, rules=(), default_mode=mode)
+    modes = dict(base.modes)
+    if recall is not None:
+        modes[mode] = replace(modes[mode], recall=recall)
+    return ModesConfig(modes=MappingProxyType(modes), rules=(), default_mode=mode)
 
 
-def measure(mode: str, size: int, steps: int, folder: Path, synchronous: str) -> float:
-    store = SqliteStore(folder / f"{mode}-{size}.db", synchronous=synchronous)
-    key = SessionKey(user_id="bench", session_id=f"{mode}-{size}")
+def usual_line(step: int, size: int) -> str:
+    return USER_LINES[step % 4].format(n=900000 + step)
+
+
+def old_order_question(step: int, size: int) -> str:
+    # An order from the summarised part of the session: one turn names it.
+    order = 100000 + (step * 7919) % max(size // 2 - 200, 1)
+    return f"What was the tracking number for order {order} again?"
+
+
+@dataclass(frozen=True)
+class Case:
+    mode: str
+    text: Callable[[int, int], str] = usual_line
+    recall: RecallSettings | None = None
+    """None: the mode's default."""
+
+
+CASES = {
+    SLIDING_WINDOW: Case(SLIDING_WINDOW),
+    "recall_off": Case(SLIDING_WINDOW, recall=RecallSettings(share=0)),
+    "recall_old": Case(SLIDING_WINDOW, text=old_order_question),
+    RAG_ENHANCED: Case(RAG_ENHANCED),
+    STRUCTURED: Case(STRUCTURED),
+}
+
+
+def measure(name: str, size: int, steps: int, folder: Path, synchronous: str
+            ) -> tuple[float, float]:
+    """(median steady-state prepare, the manager's first prepare of the session), in ms."""
+    case = CASES[name]
+    store = SqliteStore(folder / f"{name}-{size}.db", synchronous=synchronous)
+    key = SessionKey(user_id="bench", session_id=f"{name}-{size}")
     fill(store, key, size)
-    cm = ContextManager(store=store, modes=only(mode), background=True)
-    extra = {"tools": TOOLS} if mode == STRUCTURED else {}
-    extra_docs = {"documents": DOCS} if mode == RAG_ENHANCED else {}
+    cm = ContextManager(store=store, modes=only(case.mode, case.recall), background=True)
+    extra = {"tools": TOOLS} if case.mode == STRUCTURED else {}
+    extra_docs = {"documents": DOCS} if case.mode == RAG_ENHANCED else {}
+    start = time.perf_counter()  # a cold start: with recall, the session's turns are indexed
     cm.prepare(key.user_id, key.session_id, "hello", **extra, **extra_docs)  # type: ignore[arg-type]
+    first = time.perf_counter() - start
     cm.record(key.user_id, key.session_id, assistant="hi")
     cm.summarize_now(key.user_id, key.session_id)  # the old rounds, once
     timings = []
     for step in range(steps):
-        text = USER_LINES[step % 4].format(n=900000 + step)
+        text = case.text(step, size)
         start = time.perf_counter()
         cm.prepare(key.user_id, key.session_id, text, **extra, **extra_docs)  # type: ignore[arg-type]
         timings.append(time.perf_counter() - start)
@@ -75,7 +121,7 @@ def measure(mode: str, size: int, steps: int, folder: Path, synchronous: str) ->
     cm.flush()
     cm.close()
     store.close()
-    return statistics.median(timings[steps // 5:]) * 1000
+    return statistics.median(timings[steps // 5:]) * 1000, first * 1000
 
 
 def main() -> None:
@@ -84,16 +130,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--synchronous", default="NORMAL", choices=["NORMAL", "FULL"],
                         help="SQLite durability: NORMAL (default) or FULL (fsync per write)")
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help=f"comma-separated, of: {', '.join(CASES)}")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print("| mode | " + " | ".join(f"{s:,} msgs" for s in sizes) + " | largest / smallest |")
+    cases = [name for name in args.cases.split(",") if name]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(unknown)}")
+    print("| case | " + " | ".join(f"{s:,} msgs (first)" for s in sizes)
+          + " | largest / smallest |")
     print("| --- |" + " --- |" * (len(sizes) + 1))
     with tempfile.TemporaryDirectory() as tmp:
-        for mode in (SLIDING_WINDOW, RAG_ENHANCED, STRUCTURED):
-            medians = [measure(mode, size, args.steps, Path(tmp), args.synchronous)
+        for name in cases:
+            results = [measure(name, size, args.steps, Path(tmp), args.synchronous)
                        for size in sizes]
-            cells = " | ".join(f"{m:.2f} ms" for m in medians)
-            print(f"| {mode} | {cells} | {medians[-1] / medians[0]:.2f}× |", flush=True)
+            cells = " | ".join(f"{m:.2f} ms ({first:.0f} ms)" for m, first in results)
+            ratio = results[-1][0] / results[0][0]
+            print(f"| {name} | {cells} | {ratio:.2f}× |", flush=True)
 
 
 if __name__ == "__main__":
