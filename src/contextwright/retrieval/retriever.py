@@ -14,11 +14,12 @@ Thread-safe: one lock serialises indexing and searching.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from contextwright.errors import InvalidInputError
 from contextwright.retrieval._numpy import np
@@ -95,6 +96,8 @@ class Retriever:
         self._lexical = Bm25Index()
         self._vectors = VectorMatrix(self.embedder.dim) if self.embedder else None
         self._chunks: list[Chunk] = []
+        self._text_keys: list[bytes] = []
+        """Per row, ``text_key`` of the chunk's text (a one-chunk passage's duplicate check)."""
         self._row_doc: list[str] = []
         self._docs: dict[str, _Doc] = {}
         self._lock = threading.Lock()
@@ -140,6 +143,7 @@ class Retriever:
         rows = [self._lexical.add(search_tokens(indexed_text(document, chunk)))
                 for chunk in chunks]
         self._chunks.extend(chunks)
+        self._text_keys.extend(text_key(chunk.text) for chunk in chunks)
         self._row_doc.extend(document.id for _ in chunks)
         version = document.version if document.version is not None else -1
         self._docs[document.id] = _Doc(document=document, digest=digest, rows=rows,
@@ -166,10 +170,11 @@ class Retriever:
             # similarity decides what is too weak to keep.
             picked = [i for i in order if similarity[i] > 0
                       and similarity[i] >= settings.similarity_threshold]
-            passages = self._merge([
+            runs = _distinct(self._merge([
                 (int(eligible[i]), float(fused[i]), float(similarity[i]), float(lexical[i]),
-                 None if dense is None else float(dense[i])) for i in picked], outdated)
-        return self.reranker.rerank(query, _distinct(passages), limit=settings.rerank_top_k)
+                 None if dense is None else float(dense[i])) for i in picked]))
+            passages = [self._passage(doc_id, run, doc_id in outdated) for doc_id, run in runs]
+        return self.reranker.rerank(query, passages, limit=settings.rerank_top_k)
 
     def _eligible_rows(self, keep_outdated: bool) -> tuple[Any, set[str]]:
         """Rows of live documents (current versions only unless kept), and the outdated ids."""
@@ -212,27 +217,34 @@ class Retriever:
         similarity = alpha * coverage + (1.0 - alpha) * self.calibration.apply(cosine)
         return fused, similarity, coverage, cosine
 
-    def _merge(self, hits: list[tuple[int, float, float, float, float | None]],
-               outdated: set[str]) -> list[RetrievedChunk]:
-        """One passage per run of adjacent or overlapping chunks of a document."""
-        by_doc: dict[str, list[tuple[int, float, float, float, float | None]]] = {}
+    def _merge(self, hits: list[_Hit]) -> list[_Run]:
+        """Runs of adjacent or overlapping chunks of a document: one passage each."""
+        by_doc: dict[str, list[_Hit]] = {}
         for hit in hits:
             by_doc.setdefault(self._row_doc[hit[0]], []).append(hit)
-        passages: list[RetrievedChunk] = []
+        runs: list[_Run] = []
+        chunks = self._chunks
         for doc_id, doc_hits in by_doc.items():
-            doc_hits.sort(key=lambda hit: self._chunks[hit[0]].start)
+            doc_hits.sort(key=lambda hit: chunks[hit[0]].start)
             run = [doc_hits[0]]
             for hit in doc_hits[1:]:
-                if self._chunks[hit[0]].index <= self._chunks[run[-1][0]].index + 1:
+                if chunks[hit[0]].index <= chunks[run[-1][0]].index + 1:
                     run.append(hit)
                     continue
-                passages.append(self._passage(doc_id, run, doc_id in outdated))
+                runs.append(self._run(doc_id, run))
                 run = [hit]
-            passages.append(self._passage(doc_id, run, doc_id in outdated))
-        return passages
+            runs.append(self._run(doc_id, run))
+        return runs
 
-    def _passage(self, doc_id: str, run: list[tuple[int, float, float, float, float | None]],
-                 outdated: bool) -> RetrievedChunk:
+    def _run(self, doc_id: str, run: list[_Hit]) -> _Run:
+        start = self._chunks[run[0][0]].start
+        if len(run) == 1:  # the usual passage: its text's key was computed at indexing
+            return _Run(doc_id, run, self._text_keys[run[0][0]], run[0][1], start)
+        end = max(self._chunks[hit[0]].end for hit in run)
+        text = self._docs[doc_id].document.text[start:end]
+        return _Run(doc_id, run, text_key(text), max(hit[1] for hit in run), start)
+
+    def _passage(self, doc_id: str, run: list[_Hit], outdated: bool) -> RetrievedChunk:
         document = self._docs[doc_id].document
         chunks = [self._chunks[hit[0]] for hit in run]
         start, end = chunks[0].start, max(chunk.end for chunk in chunks)
@@ -244,6 +256,23 @@ class Retriever:
             chunks=tuple(chunk.index for chunk in chunks), timestamp=document.timestamp,
             version=document.version, fused=best[1], similarity=max(hit[2] for hit in run),
             lexical=max(hit[3] for hit in run), dense=best[4], outdated=outdated)
+
+
+_Hit = tuple[int, float, float, float, float | None]
+"""A retrieved chunk: (row, fused, similarity, lexical coverage, cosine or None)."""
+
+
+class _Run(NamedTuple):
+    """Hits that make one passage, with what ordering and de-duplication need of it."""
+
+    doc_id: str
+    hits: list[_Hit]
+    key: bytes
+    """``text_key`` of the passage's text."""
+    fused: float
+    """The best fused score among the hits (the passage's)."""
+    start: int
+    """Where the passage starts in the document."""
 
 
 def indexed_text(document: SourceDocument, chunk: Chunk) -> str:
@@ -270,16 +299,25 @@ def _top(scores: Any, rows: Any, k: int) -> Any:
     return candidates[np.lexsort((rows[candidates], -scores[candidates]))][:k]
 
 
-def _distinct(passages: list[RetrievedChunk]) -> list[RetrievedChunk]:
-    """Drop passages whose text (whitespace-normalised) repeats a better one's."""
-    seen: set[str] = set()
-    kept: list[RetrievedChunk] = []
-    for passage in sorted(passages, key=lambda p: (-p.fused, p.doc_id, p.start)):
-        key = " ".join(passage.text.split())
-        if key not in seen:
-            seen.add(key)
-            kept.append(passage)
+def _distinct(runs: list[_Run]) -> list[tuple[str, list[_Hit]]]:
+    """Best first, without the runs whose text (whitespace-normalised) repeats a better one's."""
+    seen: set[bytes] = set()
+    kept: list[tuple[str, list[_Hit]]] = []
+    for run in sorted(runs, key=lambda run: (-run.fused, run.doc_id, run.start)):
+        if run.key not in seen:
+            seen.add(run.key)
+            kept.append((run.doc_id, run.hits))
     return kept
+
+
+def text_key(text: str) -> bytes:
+    """What tells two passages' texts apart: a 128-bit digest of the whitespace-normalised text.
+
+    Computed once per chunk at indexing, so a search compares digests instead of normalising
+    every candidate's text (two different texts share a digest with probability 2⁻¹²⁸).
+    """
+    return hashlib.blake2b(" ".join(text.split()).encode("utf-8", "surrogatepass"),
+                           digest_size=16).digest()
 
 
 def _cached(embedder: Embedder | None) -> Embedder | None:

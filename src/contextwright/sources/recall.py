@@ -23,7 +23,7 @@ from itertools import chain
 from typing import Any, Protocol, runtime_checkable
 
 from contextwright.compress.json_compact import compact_tool_result
-from contextwright.core.items import Message, _parse_message
+from contextwright.core.items import Message, parse_message
 from contextwright.errors import InvalidInputError
 from contextwright.sources.recall_bm25 import TurnPostings
 from contextwright.tokens import estimate_tokens
@@ -114,13 +114,13 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
 
 
 def _extend(index: TurnIndex, history: Sequence[Mapping[str, Any]]) -> None:
-    # ``parse_message`` remembers each parse with a deep copy of the dict, for histories re-read
-    # on every turn; the index reads each message once, so remembering would only cost (a third
-    # of a cold index). The messages a build shows are parsed (and remembered) by the history
-    # source as before.
+    # Parsed through the shared parse cache on purpose: its deep copies cost a cold index about
+    # a third more, but a turn recalled later is then rendered from the remembered parse (the
+    # history source checks recalled units by parse identity) instead of being parsed on the
+    # request path of a steady build.
     for position in range(len(index.raws), len(history)):
         raw = history[position]
-        message = raw if isinstance(raw, Message) else _parse_message(raw, f"history[{position}]")
+        message = parse_message(raw, f"history[{position}]")
         if message.role == "user":
             if index.open_start is not None:
                 _close_turn(index, position)
