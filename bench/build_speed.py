@@ -19,7 +19,8 @@ last 2,000 messages (its loading is quadratic in the history: 10,000 messages ta
 per-turn cost depends on the active window, not on the archive.
 
 Run: ``make bench-speed`` or ``.venv/bin/python bench/build_speed.py [--sizes 100,1000]
-[--turns 100] [--json] [--no-peers]``. Needs the ``bench`` extra.
+[--turns 100] [--json] [--no-peers] [--repeats 3]``. Needs the ``bench`` extra. On a shared
+machine use ``--repeats``: contextwright's cases run that many times and the medians are shown.
 """
 
 from __future__ import annotations
@@ -124,12 +125,23 @@ def bench_llamaindex(history: list[dict[str, Any]], turns: int) -> dict[str, flo
             "loaded_messages": len(loaded)}
 
 
-def run(sizes: list[int], turns: int, peers: bool = True) -> dict[str, Any]:
+def bench_repeated(size: int, turns: int, plan_name: str, repeats: int) -> dict[str, float]:
+    """``bench_contextwright`` ``repeats`` times (each on a fresh history): medians of the runs.
+
+    The machine may be shared; one run's numbers move with whatever else is running.
+    """
+    runs = [bench_contextwright(make_history(size), turns, plan_name) for _ in range(repeats)]
+    return {"cold_ms": statistics.median(r["cold_ms"] for r in runs),
+            "steady_ms": statistics.median(r["steady_ms"] for r in runs), "turns": turns,
+            "repeats": repeats}
+
+
+def run(sizes: list[int], turns: int, peers: bool = True, repeats: int = 1) -> dict[str, Any]:
     results: dict[str, Any] = {"budget": BUDGET, "versions": peer_versions(), "sizes": {}}
     for size in sizes:
         row: dict[str, Any] = {}
-        row["contextwright"] = bench_contextwright(make_history(size), turns)
-        row["contextwright_chat"] = bench_contextwright(make_history(size), turns, "chat")
+        row["contextwright"] = bench_repeated(size, turns, "tool_heavy", repeats)
+        row["contextwright_chat"] = bench_repeated(size, turns, "chat", repeats)
         results["sizes"][str(size)] = row
         if not peers:
             print(f"done {size}", file=sys.stderr)
@@ -178,8 +190,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-peers", action="store_true",
                         help="time contextwright only (no LangChain / LlamaIndex runs)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run contextwright's cases this many times; report the medians")
     args = parser.parse_args()
-    results = run([int(s) for s in args.sizes.split(",")], args.turns, peers=not args.no_peers)
+    results = run([int(s) for s in args.sizes.split(",")], args.turns, peers=not args.no_peers,
+                  repeats=args.repeats)
     if args.json:
         print(json.dumps(results, indent=2))
     else:

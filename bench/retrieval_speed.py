@@ -12,6 +12,7 @@ Hybrid needs every chunk embedded once: ``--cache FILE`` keeps the vectors in SQ
 run embeds nothing (e5 on 2 cores: about 10 passages/s, so build the cache in the background).
 
     .venv/bin/python bench/retrieval_speed.py --data ../shared/data [--dense] [--cache FILE]
+        [--only combined] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright import BuildPlan, ContextBuilder, Request, clear_caches
 from contextwright.core.plan import FrozenOptions
 from contextwright.retrieval import (
     CachedEmbedder,
@@ -148,19 +149,28 @@ def bench_combined(data: Path, embedder: Embedder | None, args: argparse.Namespa
                                              "recall_limit": 64}))
         if spec.source == "history" and isinstance(spec.options, FrozenOptions) else spec
         for spec in rag.sources))
-    builder = ContextBuilder(sources=[RetrievalSource(retriever)])
-    builder.build(plan, Request(user_input=questions[0], history=history))  # first: indexes
-    timings = []
-    for n, question in enumerate(questions[: args.queries]):
-        history.append({"role": "user" if (args.turns + n) % 2 == 0 else "assistant",
-                        "content": texts[args.turns + n], "id": f"m{args.turns + n}"})
-        start = time.perf_counter()
-        builder.build(plan, Request(user_input=question, history=history))
-        timings.append(time.perf_counter() - start)
+    medians = []
+    for _ in range(args.repeats):
+        clear_caches()
+        session = list(history)
+        builder = ContextBuilder(sources=[RetrievalSource(retriever)])
+        builder.build(plan, Request(user_input=questions[0], history=session))  # first: indexes
+        timings = []
+        for n, question in enumerate(questions[: args.queries]):
+            session.append({"role": "user" if (args.turns + n) % 2 == 0 else "assistant",
+                            "content": texts[args.turns + n], "id": f"m{args.turns + n}"})
+            start = time.perf_counter()
+            builder.build(plan, Request(user_input=question, history=session))
+            timings.append(time.perf_counter() - start)
+        medians.append(median_ms(timings))
     mode = "hybrid" if embedder else "lexical"
+    runs = "" if len(medians) == 1 else (
+        f"; median of {len(medians)} runs' medians, each: "
+        + ", ".join(f"{m:.2f}" for m in medians))
     print(f"combined {mode}: rag_qa build with retrieval over {retriever.chunk_count} chunks and "
-          f"recall over a {len(history):,}-message history (one message appended per build): "
-          f"median {median_ms(timings):.2f} ms ({len(timings)} builds)", flush=True)
+          f"recall over a {len(session):,}-message history (one message appended per build): "
+          f"median {statistics.median(medians):.2f} ms ({len(timings)} builds{runs})",
+          flush=True)
 
 
 def probe_query_threads(data: Path, queries: int) -> None:
@@ -188,6 +198,9 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=200)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--only", choices=("retrieval", "recall", "combined"))
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="combined: run the builds this many times (fresh caches and "
+                        "history each), report the median of the runs' medians")
     args = parser.parse_args()
     embedders: list[Embedder | None] = [None]
     if args.dense:

@@ -97,7 +97,7 @@ def assert_exactly(recaller: LexicalTurnRecaller, query: str, texts: list[str],
     return got
 
 
-PATHS = {"walk": (-1, 0), "probe": (-1, 10**9), "shipped": (-1, recall_bm25._PROBE_COST),
+PATHS = {"walk": (-1, 10**9), "probe": (-1, 0), "shipped": (-1, recall_bm25._PROBE_COST),
          "exhaustive": (10**9, recall_bm25._PROBE_COST)}
 """(_EXHAUSTIVE_POSTINGS, _PROBE_COST) that force each path: pruning that updates the turns
 seen by walking postings or by probing them, the shipped choice between the two, and scoring
@@ -108,6 +108,7 @@ every matching turn (what small collections do)."""
 def forced(path: str) -> Iterator[None]:
     exhaustive, probe = PATHS[path]
     with mock.patch.object(recall_bm25, "_EXHAUSTIVE_POSTINGS", exhaustive), \
+            mock.patch.object(recall_bm25, "_EXHAUSTIVE_PER_RESULT", 0 if exhaustive < 0 else 2), \
             mock.patch.object(recall_bm25, "_PROBE_COST", probe):
         yield
 
@@ -255,8 +256,10 @@ def test_constants_that_break_bm25_are_refused(arguments: dict[str, float]) -> N
 
 def test_counts_past_a_byte_are_read_exactly(probe_cost: str) -> None:
     texts = ["kettle " * 300, "kettle " * 255 + "refund", "kettle " * 254, "kettle refund"]
+    texts += ["kettle " * n + "refund " * (15 - n) for n in range(5, 11)]  # around 7
     texts += [f"pasta salt {n}" for n in range(40)]
-    assert_exactly(LexicalTurnRecaller(min_score=0.0), "kettle refund", texts, 6)
+    for limit in (1, 6, 20):
+        assert_exactly(LexicalTurnRecaller(min_score=0.0), "kettle refund", texts, limit)
 
 
 def test_views_dropped_over_budget_are_rebuilt_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -271,5 +274,5 @@ def test_views_dropped_over_budget_are_rebuilt_exactly(monkeypatch: pytest.Monke
         texts.append(f"round {round_}: the kettle ORD-7711 was refunded in Paris")
         turns.append(RecallTurn(index=9_000 + round_, text=texts[-1], key=f"r{round_}"))
     index = recaller._postings(turns).index
-    queried = {term for query in QUERIES for term in _terms(query) if term in index.terms}
-    assert any(index.terms[term].groups is None for term in queried)  # some views were dropped
+    queried = {term for query in QUERIES for term in _terms(query) if term in index.postings}
+    assert queried - set(index.views)  # some views were dropped

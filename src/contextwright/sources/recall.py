@@ -226,7 +226,7 @@ class LexicalTurnRecaller:
                 self._indexes.clear()
             index = self._indexes[id(turns)] = _Postings(turns=turns)
         for position in range(len(index.keys), len(turns)):
-            index.index.add(_term_counts(turns[position].text).items())
+            index.index.add(_term_counts(turns[position].text))
             index.keys.append(turns[position].key)
         return index
 

@@ -1,7 +1,7 @@
 """The lexical recaller's index: BM25 over a growing turn list, top-k without scoring every turn.
 
-``TurnPostings`` is an inverted index that only grows: a new turn costs its own terms (two array
-appends per distinct term). ``TurnPostings.top`` returns exactly what scoring every turn and
+``TurnPostings`` is an inverted index that only grows: a new turn costs its own terms (one int
+appended per distinct term). ``TurnPostings.top`` returns exactly what scoring every turn and
 sorting would (same positions, same float scores, same order and ties), but reads few postings
 of a long session. It is term-at-a-time MaxScore (Turtle & Flood, 1995): terms are taken by
 descending upper bound of what they can add to a turn's score; once the ``limit``-th best score
@@ -25,10 +25,11 @@ import heapq
 import math
 import sys
 from array import array
-from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from contextwright.errors import InvalidInputError
 
 _PROBE_COST = 2
 """Probing one turn's count costs about this many steps of a posting walk (CPython 3.11):
@@ -36,6 +37,9 @@ seen turns are probed when the term has more than this many postings per seen tu
 _EXHAUSTIVE_POSTINGS = 2_000
 """Up to this many postings among the query's terms, every matching turn is scored: pruning
 would save less than its own bookkeeping costs."""
+_EXHAUSTIVE_PER_RESULT = 2
+"""Nor with fewer than this many postings per query term and result wanted: pruning ends by
+scoring at least ``limit`` turns whole, term by term."""
 _SLACK = 1e-9
 """Relative margin on every pruning comparison. Partial sums add in another order than the final
 scores, which moves them by a few ulps (~1e-15 relative); a turn is skipped only when it misses
@@ -43,35 +47,40 @@ the cut by far more than that."""
 _VIEW_BUDGET = 8_000_000
 """Bytes of derived views (count bytes and grouped postings) one index may hold."""
 _SATURATED = 255
-"""A count byte of 255 means "255 or more": the exact count is then read from the postings."""
+"""A count byte of 255 means "255 or more": the exact count is then looked up."""
+_COUNT_BITS = 3
+_LOW_COUNTS = (1 << _COUNT_BITS) - 1
+"""A posting is one int, ``position << 3 | count``; a count of 7 or more is stored as 7 and
+kept whole in ``TurnPostings.big_counts`` (about one posting in a thousand)."""
+_MAX_POSITION = (2**31 - 1) >> _COUNT_BITS
 
 
 @dataclass(slots=True)
-class TermPostings:
-    """The turns that contain one term, in position order, with the term's count in each."""
+class TermView:
+    """What a query reads of one term, derived from its postings on first use and extended."""
 
-    positions: array[int] = field(default_factory=lambda: array("i"))
-    counts: array[int] = field(default_factory=lambda: array("i"))
-    groups: dict[tuple[int, int], array[int]] | None = None
-    """Positions by (count, turn length), when the term has views; one contribution each."""
+    groups: dict[tuple[int, int], array[int]] = field(default_factory=dict)
+    """Positions by (count, turn length): one BM25 contribution per group."""
     count_bytes: bytearray = field(default_factory=bytearray)
-    """The term's count in every turn (0: absent; saturated at 255), when it has views."""
+    """The term's count in every turn (0: absent; saturated at 255): probing is one index."""
+    big_counts: dict[int, int] = field(default_factory=dict)
+    """Counts of 7 or more, by position."""
     viewed: int = 0
-    """Postings already in the views."""
+    """Postings already in the view."""
     max_count: int = 0
-    """Highest count among the viewed postings (for the upper bound)."""
+    """Highest count among them (for the upper bound)."""
     min_length: int = sys.maxsize
-    """Shortest turn among the viewed postings (for the upper bound)."""
+    """Shortest turn among them (for the upper bound)."""
 
-    def extend_views(self, lengths: Sequence[int]) -> int:
-        """Bring the views up to date with the postings; returns the bytes they grew by."""
-        if self.groups is None:
-            self.groups = {}
-        groups, count_bytes = self.groups, self.count_bytes
+    def extend(self, term: str, postings: array[int], index: TurnPostings) -> int:
+        """Bring the view up to date with ``postings``; returns the bytes it grew by, about."""
+        groups, count_bytes, lengths = self.groups, self.count_bytes, index.lengths
         grown = len(lengths) - len(count_bytes)
         count_bytes.extend(bytes(grown))
-        for i in range(self.viewed, len(self.positions)):
-            position, count = self.positions[i], self.counts[i]
+        for code in postings[self.viewed:]:
+            position, count = code >> _COUNT_BITS, code & _LOW_COUNTS
+            if count == _LOW_COUNTS:
+                count = self.big_counts[position] = index.big_counts[term, position]
             length = lengths[position]
             members = groups.get((count, length))
             if members is None:
@@ -81,23 +90,18 @@ class TermPostings:
             count_bytes[position] = min(count, _SATURATED)
             self.max_count = max(self.max_count, count)
             self.min_length = min(self.min_length, length)
-        grown += 4 * (len(self.positions) - self.viewed)
-        self.viewed = len(self.positions)
+        grown += 4 * (len(postings) - self.viewed)
+        self.viewed = len(postings)
         return grown
 
-    def drop_views(self) -> int:
-        """Forget the views (memory); returns the bytes freed, about."""
-        freed = len(self.count_bytes) + 4 * self.viewed + 64 * len(self.groups or ())
-        self.groups, self.count_bytes, self.viewed = None, bytearray(), 0
-        self.max_count, self.min_length = 0, sys.maxsize
-        return freed
+    def size(self) -> int:
+        """Bytes held, about."""
+        return len(self.count_bytes) + 4 * self.viewed + 64 * len(self.groups)
 
     def count_at(self, position: int) -> int:
-        """The term's count in the turn at ``position`` (0 if absent); needs the views."""
+        """The term's count in the turn at ``position`` (0 if absent)."""
         count = self.count_bytes[position]
-        if count < _SATURATED:
-            return count
-        return self.counts[bisect_left(self.positions, position)]
+        return count if count < _SATURATED else self.big_counts[position]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +125,11 @@ class Bm25Params:
 class _QueryTerm:
     rank: int
     """Position in the caller's term order (scores add up in that order)."""
+    df: int
+    """Turns that contain the term."""
     weight: float
     """``idf·(k1+1)``."""
-    postings: TermPostings
+    view: TermView
     bound: float
     """Upper bound of what the term adds to any turn's score."""
 
@@ -132,31 +138,40 @@ class _QueryTerm:
 class TurnPostings:
     """An inverted index over a list of turns' terms, extended as the list grows."""
 
-    terms: dict[str, TermPostings] = field(default_factory=dict)
+    postings: dict[str, array[int]] = field(default_factory=dict)
+    """Per term, ``position << 3 | min(count, 7)`` of each turn that has it, in order."""
+    big_counts: dict[tuple[str, int], int] = field(default_factory=dict)
+    """(term, position) → count, for counts of 7 or more."""
     lengths: array[int] = field(default_factory=lambda: array("i"))
     """Each turn's length in terms."""
     total_length: int = 0
     """Sum of ``lengths`` (kept as it grows: the mean is needed on every query)."""
-    viewed: OrderedDict[str, None] = field(default_factory=OrderedDict)
-    """Terms that have views, least recently queried first."""
+    views: OrderedDict[str, TermView] = field(default_factory=OrderedDict)
+    """Views of the terms queried, least recently queried first."""
     view_bytes: int = 0
     """Memory held by the views, about."""
 
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def add(self, counts: Iterable[tuple[str, int]]) -> None:
-        """Index the next turn, given as (term, count) pairs with distinct terms."""
+    def add(self, counts: Mapping[str, int]) -> None:
+        """Index the next turn, given as its terms' counts."""
         position = len(self.lengths)
-        length = 0
-        terms = self.terms
-        for term, count in counts:
-            postings = terms.get(term)
-            if postings is None:
-                postings = terms[term] = TermPostings()
-            postings.positions.append(position)
-            postings.counts.append(count)
-            length += count
+        if position > _MAX_POSITION:
+            raise InvalidInputError("history too long to index for recall")
+        code = position << _COUNT_BITS
+        postings = self.postings
+        get = postings.get
+        for term, count in counts.items():
+            codes = get(term)
+            if codes is None:
+                codes = postings[term] = array("i")
+            if count < _LOW_COUNTS:
+                codes.append(code | count)
+            else:
+                codes.append(code | _LOW_COUNTS)
+                self.big_counts[term, position] = count
+        length = sum(counts.values())
         self.lengths.append(length)
         self.total_length += length
 
@@ -183,17 +198,17 @@ class TurnPostings:
     def _query_terms(self, terms: Sequence[str], params: Bm25Params) -> list[_QueryTerm]:
         query = []
         for rank, term in enumerate(terms):
-            postings = self.terms.get(term)
-            if postings is None or len(postings.positions) > params.size // 2:
+            postings = self.postings.get(term)
+            if postings is None or len(postings) > params.size // 2:
                 continue
-            self.view_bytes += postings.extend_views(self.lengths)
-            self.viewed[term] = None
-            self.viewed.move_to_end(term)
-            df = len(postings.positions)
+            view = self.views.pop(term, None) or TermView()
+            self.views[term] = view  # now the most recently queried
+            self.view_bytes += view.extend(term, postings, self)
+            df = len(postings)
             weight = math.log(1 + (params.size - df + 0.5) / (df + 0.5)) * (params.k1 + 1)
-            count, length = postings.max_count, postings.min_length
+            count, length = view.max_count, view.min_length
             bound = weight * count / (count + params.base + params.per_length * length)
-            query.append(_QueryTerm(rank=rank, weight=weight, postings=postings, bound=bound))
+            query.append(_QueryTerm(rank=rank, df=df, weight=weight, view=view, bound=bound))
         self._drop_old_views(keep=len(query))
         return query
 
@@ -202,9 +217,9 @@ class TurnPostings:
 
         The newest ``keep`` are the terms of the query being answered: they stay.
         """
-        while self.view_bytes > _VIEW_BUDGET and len(self.viewed) > keep:
-            oldest, _ = self.viewed.popitem(last=False)
-            self.view_bytes -= self.terms[oldest].drop_views()
+        while self.view_bytes > _VIEW_BUDGET and len(self.views) > keep:
+            _, oldest = self.views.popitem(last=False)
+            self.view_bytes -= oldest.size()
 
 
 class _Search:
@@ -222,10 +237,11 @@ class _Search:
 
         All matching turns, or a superset of the best found by pruning.
         """
-        postings = sum(len(term.postings.positions) for term in self.query)
+        postings = sum(term.df for term in self.query)
         # Pruning ends by scoring at least ``limit`` turns whole; with few postings, scoring
         # every matching turn in one pass is cheaper.
-        if postings <= max(_EXHAUSTIVE_POSTINGS, 2 * self.limit * len(self.query)):
+        if postings <= max(_EXHAUSTIVE_POSTINGS,
+                           _EXHAUSTIVE_PER_RESULT * self.limit * len(self.query)):
             scores: dict[int, float] = {}
             for term in self.query:
                 _accumulate(scores, term, self.params)
@@ -264,7 +280,7 @@ class _Search:
         understate the scores the cut is about.
         """
         cut = _kth_best(partial, self.limit, above=max(floor, rest))
-        if cut <= rest and len(upcoming.postings.positions) > self.limit * len(self.query):
+        if cut <= rest and upcoming.df > self.limit * len(self.query):
             cut = max(cut, self._kth_whole(partial))
         return cut
 
@@ -301,8 +317,7 @@ def _accumulate(partial: dict[int, float], term: _QueryTerm, params: Bm25Params)
     """Add the term's contribution to every turn that has it (seen or not)."""
     get = partial.get
     weight, base, per_length = term.weight, params.base, params.per_length
-    assert term.postings.groups is not None  # the query's terms have views
-    for (count, length), positions in term.postings.groups.items():
+    for (count, length), positions in term.view.groups.items():
         value = weight * count / (count + base + per_length * length)
         for position in positions:
             partial[position] = get(position, 0.0) + value
@@ -315,20 +330,19 @@ def _add_term(scores: dict[int, float], term: _QueryTerm, params: Bm25Params,
     Each turn's count is probed, or the term's postings walked when there are fewer of them
     than probing would cost.
     """
-    postings = term.postings
+    view = term.view
     weight, base, per_length = term.weight, params.base, params.per_length
-    if len(scores) * _PROBE_COST < len(postings.positions):
-        count_bytes = postings.count_bytes
+    if len(scores) * _PROBE_COST < term.df:
+        count_bytes = view.count_bytes
         for position in scores:
             count = count_bytes[position]
             if count:
                 if count == _SATURATED:
-                    count = postings.count_at(position)
+                    count = view.big_counts[position]
                 scores[position] += weight * count / (
                     count + base + per_length * lengths[position])
         return
-    assert postings.groups is not None  # the query's terms have views
-    for (count, length), positions in postings.groups.items():
+    for (count, length), positions in view.groups.items():
         value = weight * count / (count + base + per_length * length)
         for position in positions:
             if position in scores:
