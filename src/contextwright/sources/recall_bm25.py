@@ -67,10 +67,9 @@ class TermView:
     """Counts of 7 or more, by position."""
     viewed: int = 0
     """Postings already in the view."""
-    max_count: int = 0
-    """Highest count among them (for the upper bound)."""
-    min_length: int = sys.maxsize
-    """Shortest turn among them (for the upper bound)."""
+    shortest: dict[int, int] = field(default_factory=dict)
+    """Per count, the shortest turn with that count: the term's largest contribution is one
+    of these (it grows with the count and shrinks with the length)."""
 
     def extend(self, term: str, postings: array[int], index: TurnPostings) -> int:
         """Bring the view up to date with ``postings``; returns the bytes it grew by, about."""
@@ -88,8 +87,8 @@ class TermView:
                 grown += 64  # an array's own size, roughly
             members.append(position)
             count_bytes[position] = min(count, _SATURATED)
-            self.max_count = max(self.max_count, count)
-            self.min_length = min(self.min_length, length)
+            if length < self.shortest.get(count, sys.maxsize):
+                self.shortest[count] = length
         grown += 4 * (len(postings) - self.viewed)
         self.viewed = len(postings)
         return grown
@@ -206,8 +205,9 @@ class TurnPostings:
             self.view_bytes += view.extend(term, postings, self)
             df = len(postings)
             weight = math.log(1 + (params.size - df + 0.5) / (df + 0.5)) * (params.k1 + 1)
-            count, length = view.max_count, view.min_length
-            bound = weight * count / (count + params.base + params.per_length * length)
+            base, per_length = params.base, params.per_length
+            bound = max(weight * count / (count + base + per_length * length)
+                        for count, length in view.shortest.items())
             query.append(_QueryTerm(rank=rank, df=df, weight=weight, view=view, bound=bound))
         self._drop_old_views(keep=len(query))
         return query
