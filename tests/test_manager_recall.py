@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -29,6 +29,7 @@ from contextwright.modes.config import RecallSettings, modes_from_mapping
 from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
 from contextwright.session.store import SessionKey, Store, StoredMessage
 from contextwright.sources.conversation import recall_marker
+from contextwright.sources.recall import LexicalTurnRecaller, RecallTurn
 
 SKIP_SERVICES = os.environ.get("CONTEXTWRIGHT_SKIP_SERVICES") == "1"
 
@@ -479,3 +480,29 @@ def test_any_turn_recaller_can_rank_the_session() -> None:
     cm = _manager(recaller=HybridTurnRecaller())
     ctx = _round_40(cm)
     assert _recalled(ctx)[:2] == [_marked(cm, FACT), FACT_ANSWER]
+
+
+class _CountingRecaller(LexicalTurnRecaller):
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+             ) -> list[tuple[int, float]]:
+        self.queries.append(query)
+        return super().rank(query, turns, limit=limit)
+
+
+def test_continuing_a_turn_does_not_rank_again() -> None:
+    recaller = _CountingRecaller()
+    cm = _manager(recaller=recaller)
+    _say(cm, FACT, FACT_ANSWER)
+    _small_talk(cm, 13, start=2)  # rounds 1-5 summarised; the next summary is 2 rounds away
+    recaller.queries.clear()
+    first = cm.prepare("u", "s", QUESTION)
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    cm.record("u", "s", assistant={"role": "assistant", "content": "", "tool_calls": [call]},
+              tool_results=[{"tool_call_id": "c1", "content": "nothing found"}])
+    again = cm.prepare("u", "s")  # the agent loop goes on after the tool result
+    assert recaller.queries == [QUESTION]
+    assert _recalled(again) == _recalled(first) and _recalled(first)

@@ -95,6 +95,9 @@ class SessionTurns:
     placed: dict[tuple[int, int], tuple[list[ContextItem], list[ContextItem]]] = field(
         default_factory=dict)
     """Recalled items as placed before a window starting at a position, per item list."""
+    last_ranking: tuple[tuple[str, int, int], list[tuple[int, float]]] | None = None
+    """(query, turns, limit) and the recaller's answer: an agent loop prepares the same turn
+    again after each tool result, and the ranking cannot have changed."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -318,7 +321,12 @@ class SessionHistorySource:
     def _ranked(self, query: str) -> list[tuple[int, float]]:
         turns = self._turns
         with turns.lock:  # the recaller extends its own index from this growing list
-            ranked = self._recaller.rank(query, turns.index.turns, limit=self._limit)
+            asked = (query, len(turns.index.turns), self._limit)
+            if turns.last_ranking is not None and turns.last_ranking[0] == asked:
+                ranked = turns.last_ranking[1]
+            else:
+                ranked = self._recaller.rank(query, turns.index.turns, limit=self._limit)
+                turns.last_ranking = (asked, ranked)
             ends = turns.index.ends
             # Another thread may have indexed past this call's window: never recall what the
             # request shows.
