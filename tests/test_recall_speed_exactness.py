@@ -218,16 +218,16 @@ def test_long_queries_on_a_zipf_vocabulary(probe_cost: str) -> None:
     vocabulary = [f"w{n}x" for n in range(400)]
     weights = [1 / (n + 1) for n in range(400)]
     texts = [" ".join(rng.choices(vocabulary, weights, k=rng.randint(3, 40)))
-             for _ in range(2500)]
+             for _ in range(1500)]
     recaller = LexicalTurnRecaller(min_score=0.5)
-    for n in range(12):
+    for n in range(8):
         query = " ".join(rng.choices(vocabulary, weights, k=3 + n))
         for limit in (1, 10, 64):
             assert_exactly(recaller, query, texts, limit)
 
 
 @pytest.mark.skipif(not LOCOMO.is_dir(), reason="needs ../shared/data/locomo-dev")
-def test_locomo_sessions_rank_exactly() -> None:
+def test_locomo_sessions_rank_exactly(probe_cost: str) -> None:
     samples = json.loads((LOCOMO / "locomo-dev.json").read_text())
     questions = [json.loads(line)["question"]
                  for line in (LOCOMO / "qa_index.jsonl").read_text().splitlines()]
@@ -235,8 +235,11 @@ def test_locomo_sessions_rank_exactly() -> None:
              for n in range(1, 100)
              for turn in sample["conversation"].get(f"session_{n}", [])]
     recaller = LexicalTurnRecaller()
-    for question in questions[::4]:
-        assert_exactly(recaller, question, texts, 64)
+    turns = turns_of(texts)
+    for question in questions[::8]:
+        expected = reference_rank(question, texts, limit=400)  # the chat plan's recall_limit
+        assert recaller.rank(question, turns, limit=400) == expected
+        assert recaller.rank(question, turns, limit=8) == expected[:8]
 
 
 @settings(max_examples=200, deadline=None)
