@@ -72,7 +72,7 @@ def reference_rank(query: str, texts: list[str], *, limit: int, min_score: float
     scores = [0.0] * size
     for term in terms:
         df = sum(1 for c in counts if term in c)
-        if not df or df > size // 2:
+        if not df or df > max(size // 5, min(size // 2, 50)):  # common_above, restated
             continue
         weight = math.log(1 + (size - df + 0.5) / (df + 0.5)) * (k1 + 1)
         for position, c in enumerate(counts):
