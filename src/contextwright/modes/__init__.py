@@ -8,6 +8,7 @@ from contextwright.modes.config import (
     ModesConfig,
     ModeSettings,
     OutputRules,
+    RecallSettings,
     RouteRule,
 )
 from contextwright.modes.router import Classification, ModeClassifier, RouteDecision, Router
@@ -23,6 +24,7 @@ __all__ = [
     "ModeSettings",
     "ModesConfig",
     "OutputRules",
+    "RecallSettings",
     "RouteDecision",
     "RouteRule",
     "Router",
