@@ -13,6 +13,7 @@ from contextwright.sources.recall import (
     LexicalTurnRecaller,
     RecallTurn,
     TurnRecaller,
+    clear_recall_caches,
     turn_index,
 )
 
@@ -262,3 +263,29 @@ def test_a_cut_recalled_turn_keeps_its_marker() -> None:
     opening = next(t for t in contents(ctx) if "Where is my order ORD-7731" in t)
     assert opening.startswith("[recalled 2024-04-01]\n"), opening[:80]
     assert "[…]" in opening and len(opening) < len(long_turn[0]["content"]), "it was cut"
+
+
+def test_recall_caches_drop_the_least_recently_used_history_not_everything(
+        monkeypatch: Any) -> None:
+    import contextwright.sources.recall as recall
+
+    monkeypatch.setattr(recall, "_INDEX_MESSAGES", 100)  # about two 40-message histories
+    clear_recall_caches()
+    recaller = LexicalTurnRecaller()
+    histories = [chat(20) for _ in range(3)]  # 40 messages each
+    for history in (histories[0], histories[1], histories[0], histories[2]):
+        recaller.rank(QUESTION, turn_index(history).turns, limit=3)
+    indexed = set(recall._INDEXES)
+    assert id(histories[0][0]) in indexed, "used recently: kept"
+    assert id(histories[2][0]) in indexed, "the newest: kept"
+    assert id(histories[1][0]) not in indexed, "least recently used: dropped"
+    assert sum(len(ix.raws) for ix in recall._INDEXES.values()) <= 100
+    index = turn_index(histories[1])
+    assert len(index.turns) == 19, "a dropped history is simply indexed again"
+
+    monkeypatch.setattr(recall, "_INDEX_MESSAGES", 40)  # the recaller counts turns: two fit
+    assert len(recaller._indexes) == 3
+    recaller.rank(QUESTION, index.turns, limit=3)
+    kept = [entry.turns for entry in recaller._indexes.values()]
+    assert len(kept) == 2 and kept[-1] is index.turns, (
+        "the recaller's postings drop the least recently used history too")

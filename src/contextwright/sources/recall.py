@@ -16,11 +16,11 @@ import hashlib
 import math
 import re
 import threading
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from contextwright.compress.json_compact import compact_tool_result
 from contextwright.core.items import Message, parse_message
@@ -82,9 +82,25 @@ class TurnIndex:
         return self.calls - self.calls_after[position]
 
 
-_INDEXES: dict[int, TurnIndex] = {}
+_Sized = TypeVar("_Sized")
+_INDEXES: OrderedDict[int, TurnIndex] = OrderedDict()
 _INDEX_LOCK = threading.Lock()
 _INDEX_LIMIT = 1_000
+"""At most this many histories are indexed at once (least recently used dropped first) ..."""
+_INDEX_MESSAGES = 500_000
+"""... and their messages together at most this many (an index holds its turns' text), so a
+server seeing many long sessions keeps a bounded index, not one per session ever seen."""
+
+
+def keep_bounded(cache: OrderedDict[int, _Sized], size: Callable[[_Sized], int]) -> None:
+    """Drop the least recently used entries (the front) until ``cache`` is within the limits.
+
+    The newest entry (the back) is always kept, however large.
+    """
+    total = sum(size(entry) for entry in cache.values())
+    while len(cache) > 1 and (len(cache) > _INDEX_LIMIT or total > _INDEX_MESSAGES):
+        _, dropped = cache.popitem(last=False)
+        total -= size(dropped)
 
 
 def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
@@ -100,16 +116,15 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
         return TurnIndex()
     key = id(history[0])
     with _INDEX_LOCK:
-        index = _INDEXES.get(key)
+        index = _INDEXES.pop(key, None)  # put back last: the most recently used
         known = len(index.raws) if index is not None else 0
         prefix = history[:known]
         if index is None or known > len(history) or index.raws != (
                 prefix if isinstance(prefix, list) else list(prefix)):
             index = TurnIndex()
-        if len(_INDEXES) >= _INDEX_LIMIT:
-            _INDEXES.clear()
         _INDEXES[key] = index
         _extend(index, history)
+        keep_bounded(_INDEXES, lambda entry: len(entry.raws))
         return index
 
 
@@ -204,7 +219,7 @@ class LexicalTurnRecaller:
         self.min_score = min_score
         self.k1 = k1
         self.b = b
-        self._indexes: dict[int, _Postings] = {}
+        self._indexes: OrderedDict[int, _Postings] = OrderedDict()
         self._lock = threading.Lock()
 
     def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
@@ -219,15 +234,15 @@ class LexicalTurnRecaller:
 
     def _postings(self, turns: Sequence[RecallTurn]) -> _Postings:
         """The index of ``turns``, extended to its new turns (rebuilt if it changed)."""
-        index = self._indexes.get(id(turns))
+        index = self._indexes.pop(id(turns), None)  # put back last: the most recently used
         if index is None or index.turns is not turns or len(index.keys) > len(turns) or (
                 index.keys and turns[len(index.keys) - 1].key != index.keys[-1]):
-            if len(self._indexes) >= _INDEX_LIMIT:
-                self._indexes.clear()
-            index = self._indexes[id(turns)] = _Postings(turns=turns)
+            index = _Postings(turns=turns)
+        self._indexes[id(turns)] = index
         for position in range(len(index.keys), len(turns)):
             index.index.add(_term_counts(turns[position].text))
             index.keys.append(turns[position].key)
+        keep_bounded(self._indexes, lambda entry: len(entry.keys))
         return index
 
 
