@@ -70,6 +70,10 @@ class Unit:
             self.tokens = sum(c.tokens for c in self.candidates)
 
 
+MESSAGE_SOURCES = frozenset(("history", "tool_results"))
+"""Sources whose items carry their message's index as ``order`` (placeholders between)."""
+
+
 @dataclass(slots=True)
 class Gathered:
     """What one source offered, as units in keep order."""
@@ -83,11 +87,9 @@ class Gathered:
     """The most constraining layer among the source's items (5 when it offered none)."""
     read_units: int = 0
     """Units read, before normalisation removed any."""
-    oldest_order: float | None = None
-    """Smallest ``order`` read: for history, the index of the oldest message read."""
     read_positions: frozenset[int] = frozenset()
-    """Whole ``order`` values read: for history and the turn, the indexes of the messages read
-    (recall reads out of order, so what was not read need not be a prefix)."""
+    """For history and the turn (``MESSAGE_SOURCES``), the indexes of the messages read (recall
+    reads out of order, so what was not read need not be a prefix); empty for other sources."""
     omitted: list[Decision] = field(default_factory=list)
     """Items the source itself left out, with its reason (``metadata["omitted"]``)."""
 
@@ -188,9 +190,10 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
             spec.source, source.namespace, items, cap, costing, gathered.omitted)
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
-        orders = [c.item.order for u in gathered.units for c in u.candidates]
-        gathered.oldest_order = min(orders, default=None)
-        gathered.read_positions = frozenset(int(o) for o in orders if o >= 0 and o == int(o))
+        if spec.source in MESSAGE_SOURCES:
+            gathered.read_positions = frozenset(
+                int(c.item.order) for u in gathered.units for c in u.candidates
+                if c.item.order >= 0 and c.item.order == int(c.item.order))
     except InvalidInputError:
         raise
     except Exception as exc:  # a source is third-party code: isolate whatever it raises

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from contextwright.core.budget import Allocation
-from contextwright.core.gather import Gathered
+from contextwright.core.gather import MESSAGE_SOURCES, Gathered
 from contextwright.core.plan import BuildPlan
 from contextwright.core.report import Action, BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
@@ -39,7 +39,7 @@ def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
     request; for custom sources it is not, and the decision says so.
     """
     name = g.spec.source
-    if name in ("history", "tool_results"):
+    if name in MESSAGE_SOURCES:
         return _unread_message_decisions(g, request)
     if g.complete:
         return []

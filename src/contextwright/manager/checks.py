@@ -27,13 +27,11 @@ def checked_parts(*, tools: Sequence[Mapping[str, Any]], documents: Sequence[Any
         raise InvalidInputError("env must be an object of strings")
     request = Request(user_input="", system=system, tools=tools, documents=documents,
                       env=dict(env or {}))  # list shapes and document fields are checked here
-    if request.system is not None:
-        check_text(request.system, "system")
+    request.validate()  # the system prompt and the documents' texts
     for index, schema in enumerate(request.tools):
         tool_name(schema, f"tools[{index}]")
         schema_json(schema)
     for index, doc in enumerate(request.documents):
-        check_text(doc.text, f"documents[{index}].text")
         for field in ("id", "source", "timestamp"):
             value = getattr(doc, field)
             if value is not None:
