@@ -38,6 +38,10 @@ class FrozenOptions(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         return self._data[key]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # Mapping.get raises and catches a KeyError per missing key; options are read per item.
+        return self._data.get(key, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._data)
 

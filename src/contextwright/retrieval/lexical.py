@@ -66,7 +66,9 @@ class Bm25Index:
         lengths = np.frombuffer(self._lengths, dtype=np.float32)
         average = self._total_length / len(self._lengths)
         norm = self.k1 * (1.0 - self.b + self.b * lengths / max(average, 1e-9))
-        for term in set(query_tokens):
+        # dict.fromkeys, not set: terms are summed in query order, so float32 scores are the
+        # same in every process (a set's order follows the string hash seed).
+        for term in dict.fromkeys(query_tokens):
             postings = self._postings.get(term)
             if postings is None:
                 continue
@@ -82,8 +84,7 @@ class Bm25Index:
         weight, whatever the corpus size — unlike a raw BM25 score, it can be thresholded.
         """
         covered = np.zeros(len(self._lengths), dtype=np.float32)
-        terms = set(query_tokens)
-        weights = {term: self.idf(term) for term in terms}
+        weights = {term: self.idf(term) for term in dict.fromkeys(query_tokens)}
         seen = [w for term, w in weights.items() if term in self._postings]
         if not seen:
             return covered
