@@ -15,7 +15,7 @@ import pytest
 
 from contextwright.compress.summarize import ExtractiveSummarizer, Summary
 from contextwright.core.items import Message
-from contextwright.errors import InvalidInputError, StoreUnavailable
+from contextwright.errors import BudgetError, InvalidInputError, StoreUnavailable
 from contextwright.manager import ContextManager
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED
 from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
@@ -164,6 +164,23 @@ _WEATHER_TOOL = {"type": "function", "function": {
 def test_continuing_without_any_user_message_is_an_error() -> None:
     with pytest.raises(InvalidInputError, match="no user message"):
         _manager().prepare("u", "s")
+
+
+def test_a_message_too_large_for_the_budget_is_stored_once() -> None:
+    cm = _manager()
+    huge = "refund order #A-1234 please " * 20_000
+    with pytest.raises(BudgetError) as failed:
+        cm.prepare("u", "s", huge)
+    assert failed.value.stored_seq == 1 and "text=None" in str(failed.value)
+    assert cm.store.count(SessionKey(user_id="u", session_id="s")) == 1
+    with pytest.raises(BudgetError) as again:
+        cm.prepare("u", "s")  # building again stores nothing more
+    assert again.value.stored_seq is None
+    assert cm.store.count(SessionKey(user_id="u", session_id="s")) == 1
+    cm.record("u", "s", assistant="That message is too long; please shorten it.")
+    prepared = cm.prepare("u", "s", "refund order #A-1234")
+    assert prepared.user_seq == 3
+    assert str(prepared.context.messages[-1].content).endswith("refund order #A-1234")
 
 
 def test_bad_record_appends_nothing() -> None:

@@ -72,9 +72,13 @@ class SourceError(ContextwrightError):
 class BudgetError(ContextwrightError):
     """The parts that may never be cut do not fit into the available budget."""
 
-    def __init__(self, message: str, report: BuildReport) -> None:
+    def __init__(self, message: str, report: BuildReport, *,
+                 stored_seq: int | None = None) -> None:
         super().__init__(message)
         self.report = report
+        self.stored_seq = stored_seq
+        """Set by ``ContextManager.prepare``: the seq under which the user's message was stored
+        before the build failed (retry with ``text=None`` rather than sending it again)."""
 
 
 class TokenizerError(ContextwrightError):

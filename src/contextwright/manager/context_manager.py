@@ -31,7 +31,7 @@ from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, Sou
 from contextwright.core.report import BuildReport
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
-from contextwright.errors import ConflictError, InvalidInputError, PlanError
+from contextwright.errors import BudgetError, ConflictError, InvalidInputError, PlanError
 from contextwright.manager.checks import checked_parts
 from contextwright.manager.handoff import hand_off, note_user_message, record_turn_in_zones
 from contextwright.manager.recall import (
@@ -162,7 +162,9 @@ class ContextManager:
                 system: str | None = None) -> PreparedContext:
         """Append ``text`` as the user's message (None: continue the current turn) and build.
 
-        The other arguments are checked first: a call they would fail stores nothing.
+        The other arguments are checked first: a call they would fail stores nothing. A build
+        that fails for the budget (a message too large for the mode) raises ``BudgetError``
+        with ``stored_seq`` set: the message is stored, so build again with ``text=None``.
         """
         key = SessionKey(user_id=user_id, session_id=session_id)
         parts = checked_parts(tools=tools, documents=documents, env=env,
@@ -176,7 +178,16 @@ class ContextManager:
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
         settings = self.modes.settings(state.mode or self.modes.default_mode)
-        context = self._build(key, state, settings, read, recent, user_index, parts)
+        try:
+            context = self._build(key, state, settings, read, recent, user_index, parts)
+        except BudgetError as error:
+            if seq is None:
+                raise
+            # The message stays stored (it was said); the caller must not send it again.
+            raise BudgetError(
+                f"{error}; the user message is stored as seq {seq}: build again with "
+                "text=None (e.g. after changing the mode or budget), do not resend it",
+                error.report, stored_seq=seq) from error
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
 
