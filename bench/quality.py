@@ -42,7 +42,7 @@ from contextwright.evaluate import (
     run_suite,
 )
 from contextwright.evaluate.beir import library_ranker
-from contextwright.evaluate.runner import DEFAULT_CACHE, Recaller, make_embedder
+from contextwright.evaluate.runner import DEFAULT_CACHE, Recaller, make_embedder, run_label
 from contextwright.retrieval import Embedder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -65,11 +65,8 @@ class Run:
     """LoCoMo's history recall."""
 
     def label(self, plan_label: str) -> str:
-        if self.retrieval:
-            plan_label += " + RetrievalSource" + (" (hybrid)" if self.embedder else " (BM25)")
-        if self.recaller != "lexical":
-            plan_label += f" + {self.recaller} recaller"
-        return plan_label
+        return run_label(plan_label, retrieval=self.retrieval, dense=self.embedder is not None,
+                         recaller=self.recaller)
 
 
 def run_one(run: Run, data: Path, tokenizer: str, limit: int | None) -> tuple[str, bool]:

@@ -275,3 +275,17 @@ def test_estimate_tokenizer_is_reported_as_inexact() -> None:
                                                      Request(user_input="hi"))
     assert not ctx.report.exact_tokens
     assert ctx.report.format_debug().endswith("(estimated)")
+
+
+def test_a_message_edited_deep_inside_in_place_is_parsed_again() -> None:
+    from contextwright.core.items import parse_message
+
+    raw: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Beijing"}'}}]}
+    assert parse_message(raw, "m").tool_calls[0].arguments == '{"city": "Beijing"}'
+    raw["tool_calls"][0]["function"]["arguments"] = '{"city": "Shanghai"}'
+    assert parse_message(raw, "m").tool_calls[0].arguments == '{"city": "Shanghai"}'
+    raw["tool_calls"].append({"id": "c2", "type": "function",
+                              "function": {"name": "memo", "arguments": "{}"}})
+    assert [call.id for call in parse_message(raw, "m").tool_calls] == ["c1", "c2"]

@@ -31,7 +31,7 @@ from contextwright.evaluate import (
     resolve_plan,
     run_suite,
 )
-from contextwright.evaluate.runner import RECALLERS, make_embedder
+from contextwright.evaluate.runner import RECALLERS, make_embedder, run_label
 
 eval_app = typer.Typer(add_completion=False, no_args_is_help=True,
                        help="Measure context quality on a dataset folder, next to a baseline.")
@@ -126,11 +126,8 @@ class _Run:
 
     def label(self, plan_label: str) -> str:
         """The plan label with what this run changed."""
-        if self.retrieval:
-            plan_label += " + RetrievalSource" + (" (hybrid)" if self.dense else "")
-        if self.recaller != "lexical":
-            plan_label += f" + {self.recaller} recaller"
-        return plan_label
+        return run_label(plan_label, retrieval=self.retrieval, dense=self.dense,
+                         recaller=self.recaller)
 
 
 def _run(run: _Run) -> None:

@@ -177,9 +177,24 @@ def parse_message(raw: object, where: str) -> Message:
     message = _parse_message(raw, where)
     if len(_PARSED) >= _PARSED_LIMIT:
         _PARSED.clear()
-    _PARSED[id(raw)] = (cast(Mapping[str, Any], raw), copy.deepcopy(cast(dict[str, Any], raw)),
-                        message)
+    _PARSED[id(raw)] = (cast(Mapping[str, Any], raw), _snapshot(raw), message)
     return message
+
+
+def _snapshot(value: Any) -> Any:
+    """A deep copy of JSON-shaped data; anything else is left to ``copy.deepcopy``.
+
+    Several times faster than ``copy.deepcopy`` alone, which was a fifth of a cold build.
+    """
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value  # immutable (bool and int subclasses included)
+    if type(value) is dict:
+        return {key: _snapshot(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_snapshot(item) for item in value]
+    if type(value) is tuple:
+        return tuple(_snapshot(item) for item in value)
+    return copy.deepcopy(value)
 
 
 def _parse_message(raw: object, where: str) -> Message:

@@ -95,6 +95,15 @@ def resolve_plan(plan: str | Path | None, suite: str) -> tuple[BuildPlan, str]:
     return BuildPlan.load(plan), str(plan)
 
 
+def run_label(plan_label: str, *, retrieval: bool, dense: bool, recaller: str) -> str:
+    """The plan label with what a run changed (shown in tables and JSON)."""
+    if retrieval:
+        plan_label += " + RetrievalSource" + (" (hybrid)" if dense else " (BM25)")
+    if recaller != "lexical":
+        plan_label += f" + {recaller} recaller"
+    return plan_label
+
+
 def load_suite(suite: str, data: Path, *, plan: BuildPlan, tokenizer: str = "o200k_base",
                limit: int | None = None, ranker: beir.RankerFactory | None = None,
                retrieval: bool = False, embedder: Embedder | None = None,
