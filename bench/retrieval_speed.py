@@ -17,7 +17,7 @@ original (``CopyBlind``): the vectors' values do not change what a search costs,
 11,229 near-identical chunks would take this machine over half an hour.
 
     .venv/bin/python bench/retrieval_speed.py --data ../shared/data [--dense] [--cache FILE]
-        [--only combined] [--repeats 3]
+        [--only combined] [--repeats 3] [--query-threads 2]
 """
 
 from __future__ import annotations
@@ -232,6 +232,8 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=200)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--only", choices=("retrieval", "recall", "combined"))
+    parser.add_argument("--query-threads", type=int, default=1,
+                        help="OpenMP threads for a single text (E5Embedder query_threads)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="combined: run the builds this many times (fresh caches and "
                         "history each), report the median of the runs' medians")
@@ -240,7 +242,8 @@ def main() -> None:
     if args.dense:
         probe_query_threads(args.data, args.queries)
         cache = EmbeddingCache(args.cache) if args.cache else EmbeddingCache()
-        embedders.append(CopyBlind(CachedEmbedder(E5Embedder(), cache)))
+        embedders.append(CopyBlind(CachedEmbedder(E5Embedder(query_threads=args.query_threads),
+                                                  cache)))
     for embedder in embedders:
         if args.only in (None, "retrieval"):
             bench_retrieval(args.data, embedder, args)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from contextwright.errors import ContextwrightError
 from contextwright.retrieval import (
     CachedEmbedder,
     E5Embedder,
@@ -102,3 +103,17 @@ def test_hybrid_recall_embeds_each_turn_once(e5: E5Embedder) -> None:
     turns.append(RecallTurn(index=3, text="Our new office is in Berlin", key="k3"))
     assert recaller.rank("where is the office", turns, limit=1)[0][0] == 3
     assert len(counting.passages) == 4
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])
+def test_thread_counts_must_be_positive_integers(threads: object) -> None:
+    with pytest.raises(ContextwrightError, match="query_threads must be a positive integer"):
+        E5Embedder(query_threads=threads)  # type: ignore[arg-type]
+    with pytest.raises(ContextwrightError, match="bulk_threads must be a positive integer"):
+        E5Embedder(bulk_threads=threads)  # type: ignore[arg-type]
+
+
+def test_one_query_is_the_same_on_one_thread_and_on_two(e5: E5Embedder) -> None:
+    two = E5Embedder(query_threads=2)
+    text = "When did Melanie paint a sunrise?"
+    assert (e5.embed_queries([text]) == two.embed_queries([text])).all()

