@@ -96,10 +96,9 @@ class EmbeddingCache:
                      f"WHERE model = ? AND sha256 IN ({marks})")
             rows = self._db.execute(query, [model, *part]).fetchall()
             for key, dim, blob in rows:
-                vector = np.frombuffer(blob, dtype=np.float32)
-                if vector.shape[0] != dim:
+                if not isinstance(blob, bytes) or len(blob) != 4 * dim:
                     raise ContextwrightError("embedding cache holds a truncated vector")
-                found[key] = vector
+                found[key] = np.frombuffer(blob, dtype=np.float32)
         return found
 
 

@@ -26,7 +26,8 @@ _ZH_SPLIT = re.compile(
 _NUMBER = re.compile(r"\d[\d.,:/\-]*\d|\d")
 _ID_LIKE = re.compile(r"\b(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{3,}\b")
 _CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'\-]+(?:\s+[A-Z][A-Za-z0-9'\-]+)*")
-_QUOTED = re.compile(r"[\"“「『']([^\"”」』']{2,60})[\"”」』']")
+# Single quotes count only outside words: the apostrophes of "What's Alice's" quote nothing.
+_QUOTED = re.compile(r"[\"“「『]([^\"”」』]{2,60})[\"”」』]|(?<!\w)'([^']{2,60})'(?!\w)")
 _CJK_RUN = re.compile(rf"[{_CJK_CLASS}]+")
 
 
@@ -54,10 +55,8 @@ def query_entities(query: str) -> frozenset[str]:
     word counts only if it is not a stop word or a question word.
     """
     found: set[str] = set(_NUMBER.findall(query)) | set(_ID_LIKE.findall(query))
-    found.update(match.strip() for match in _QUOTED.findall(query))
-    for name in _CAPITALISED.findall(query):
-        if name.lower() not in _QUESTION_WORDS and name.lower() not in STOPWORDS:
-            found.add(name)
+    found.update((double or single).strip() for double, single in _QUOTED.findall(query))
+    found.update(filter(None, map(_name, _CAPITALISED.findall(query))))
     for run in _CJK_RUN.findall(query):
         found.update(term for term in _ZH_SPLIT.split(run) if len(term) >= 2)
     return frozenset(entity.lower() for entity in found if entity.strip())
@@ -67,6 +66,31 @@ _QUESTION_WORDS = frozenset(
     "what which who whom whose how when where why do does did can could would should is are was "
     "were will please tell give show find list i we you my our".split()
 )
+
+
+def _name(run: str) -> str:
+    """A capitalised run without leading question or function words, or a possessive.
+
+    "What's Alice's" names Alice, "Is The Beatles'" The Beatles.
+    """
+    words = run.split()
+    while words and _is_leading_word(words[0].lower()):
+        words.pop(0)
+    name = " ".join(words)
+    if name.lower().endswith("'s"):
+        return name[:-2]
+    return name.rstrip("'")
+
+
+def _is_leading_word(word: str) -> bool:
+    # "The" stays: it belongs to names (The Who, The Times); a contraction of a function word
+    # ("It's", "Don't", "Let's") does not.
+    base, apostrophe, _ = word.partition("'")
+    return base in _QUESTION_WORDS or bool(apostrophe) and base in _CONTRACTED
+
+
+_CONTRACTED = STOPWORDS | frozenset(
+    "don doesn didn isn aren wasn weren won can couldn shouldn wouldn let here that".split())
 
 
 def content_hash(text: str) -> str:
