@@ -165,11 +165,12 @@ def test_turn_index_grows_with_the_history_and_notices_replaced_messages() -> No
     assert [t.index for t in first.turns] == [0, 2, 4, 6], "the open newest turn is not indexed"
     history += chat(1)
     again = turn_index(history)
-    assert again is first and [t.index for t in again.turns] == [0, 2, 4, 6, 8]
+    # The same index, extended (each build gets a view of it: shared lists, its own counts).
+    assert again.turns is first.turns and [t.index for t in again.turns] == [0, 2, 4, 6, 8]
     assert again.turns[0].key == "u0", "message id as the key"
     history[2] = dict(history[2], content="replaced")
     rebuilt = turn_index(history)
-    assert rebuilt is not first and "replaced" in rebuilt.turns[1].text
+    assert rebuilt.turns is not first.turns and "replaced" in rebuilt.turns[1].text
 
 
 def dated(history: list[dict[str, Any]], stamp: str) -> list[dict[str, Any]]:
@@ -289,3 +290,23 @@ def test_recall_caches_drop_the_least_recently_used_history_not_everything(
     kept = [entry.turns for entry in recaller._indexes.values()]
     assert len(kept) == 2 and kept[-1] is index.turns, (
         "the recaller's postings drop the least recently used history too")
+
+
+def test_a_build_view_does_not_count_calls_a_longer_history_adds() -> None:
+    # Two builds at once: one over a history, one over the same list objects grown by a tool
+    # round. The shorter build's view must keep its own call count (it sets the tool tiers).
+    def call_round(n: int) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": f"weather {n}?"},
+                {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": f"c{n}", "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": f"c{n}", "content": f"sunny {n}"}]
+
+    shorter = [message for n in range(3) for message in call_round(n)]
+    longer = shorter + [message for n in range(3, 6) for message in call_round(n)]
+    view = turn_index(shorter)
+    newer = view.calls_newer_than(0)
+    assert newer == 2 and len(view.turns) == 2  # the third round is still open
+    turn_index(longer)  # another build extends the shared index meanwhile
+    assert view.calls_newer_than(0) == newer
+    assert turn_index(longer).calls_newer_than(0) == 5

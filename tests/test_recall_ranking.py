@@ -145,8 +145,8 @@ def test_turn_index_is_kept_for_equal_copies_and_rebuilt_for_changed_messages() 
     messages = history(30)
     index = turn_index(messages)
     messages[10] = dict(messages[10])  # another object, same message: the same turns
-    assert turn_index(messages) is index
+    assert turn_index(messages).turns is index.turns  # the same index, seen anew
     messages[10] = {**messages[10], "content": "Question about a different thing?"}
     rebuilt = turn_index(messages)
-    assert rebuilt is not index
+    assert rebuilt.turns is not index.turns
     assert rebuilt.turns[5].text.startswith("Question about a different thing?")

@@ -106,6 +106,8 @@ def keep_bounded(cache: OrderedDict[int, _Sized], size: Callable[[_Sized], int])
 def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
     """The turn index of ``history``, extended by the messages appended since the last build.
 
+    What is returned is a view for this build (see ``_view``): read it, do not extend it.
+
     Keyed by the history's first message object, so a session rebuilt into a new list each turn
     still hits. Every indexed message is checked before use: the index is kept only if the
     messages it was built from equal the history's first ones. That is one list comparison, which
@@ -125,7 +127,18 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
         _INDEXES[key] = index
         _extend(index, history)
         keep_bounded(_INDEXES, lambda entry: len(entry.raws))
-        return index
+        return _view(index)
+
+
+def _view(index: TurnIndex) -> TurnIndex:
+    """The index as of now, for one build: shared lists, its own call count.
+
+    The lists only grow and positions already there never change, so they are shared. A
+    concurrent build of a longer history with the same first message extends the shared index;
+    this build must not count its calls.
+    """
+    return TurnIndex(raws=index.raws, turns=index.turns, ends=index.ends, tokens=index.tokens,
+                     calls_after=index.calls_after, calls=index.calls)
 
 
 def _extend(index: TurnIndex, history: Sequence[Mapping[str, Any]]) -> None:
