@@ -86,7 +86,7 @@ def _is_leading_word(word: str) -> bool:
     # "The" stays: it belongs to names (The Who, The Times); a contraction of a function word
     # ("It's", "Don't", "Let's") does not.
     base, apostrophe, _ = word.partition("'")
-    return base in _QUESTION_WORDS or bool(apostrophe) and base in _CONTRACTED
+    return base in _QUESTION_WORDS or (bool(apostrophe) and base in _CONTRACTED)
 
 
 _CONTRACTED = STOPWORDS | frozenset(
