@@ -1,6 +1,7 @@
 """Exact facts a summary must never lose, and the check that a summary kept them (R-CUT-3).
 
-``extract_facts`` finds the strings that summarising would blur: numbers of three or more digits,
+``extract_facts`` finds the strings that summarising would blur: numbers of three or more digits
+(a dotted run such as an IP address or a version is one number),
 ids and codes (``ORD-2024-001``, ``HAT123``, ``mia_li_3668``), money, dates and times, emails,
 phone numbers, URLs, street addresses (English and Chinese) and tracking numbers. It is rule
 based and deterministic: facts come out in order of first appearance, each once, as they were
@@ -117,7 +118,10 @@ _KEYED_ID = (_ID_KEYWORDS + r"\s?(?:(?i:is|was)\s|为|是|:|#|=)?\s?#?(" + _A
              + r"[A-Za-z0-9][A-Za-z0-9_-]{3,})" + _Z)
 # The lookahead (a digit before the token ends) keeps plain words from reaching ``_is_code``.
 _CODE = _A + r"(?<![_#-])(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*" + _Z
-_NUMBER = r"(?<![A-Za-z0-9.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?(?![A-Za-z0-9])"
+# A dotted run of numbers (IP address, version: "192.168.1.1", "10.0.19045") is one number; a
+# number never ends where ".digit" goes on, so no piece ("192.168") of one is a fact of its own.
+_NUMBER = (r"(?<![A-Za-z0-9.,])(?:\d+(?:\.\d+){2,}|(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?)"
+           r"(?![A-Za-z0-9]|\.\d)")
 
 _URL_TAIL = ".,;:!?)]}'\""
 _ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")

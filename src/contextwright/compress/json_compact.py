@@ -8,8 +8,9 @@ numbers and dates survive.
 ``fields`` keeps only the named fields (SPEC R-TOOL-1): dotted paths into the result after the
 success envelope and a lone ``data`` wrapper are removed. ``items[].name`` takes ``name`` from every
 element of the list ``items``; ``[].flight_number`` does the same when the result itself is a list;
-``*`` matches every key of an object (``payment_methods.*.id``). An ``error``/``errors`` field is
-always kept, so a field list never hides a failure. When no listed field is present the whole
+``*`` matches every key of an object (``payment_methods.*.id``). An ``error``/``errors`` field that
+reports something (not null, false or empty) is always kept, at any depth and inside list items,
+so a field list never hides a failure. When no listed field is present the whole
 result is compacted (the caller reports it): showing nothing would hide what the tool said.
 """
 
@@ -65,7 +66,7 @@ def _compact_value(tool_name: str | None, value: Any, fields: tuple[str, ...] | 
 
 
 _MISSING: Any = object()
-_ALWAYS_KEPT = (["error"], ["errors"])
+_FAILURE_KEYS = frozenset(("error", "errors"))
 
 
 def select_fields(value: Any, paths: Sequence[str]) -> Any:
@@ -74,9 +75,9 @@ def select_fields(value: Any, paths: Sequence[str]) -> Any:
     Returns ``value`` unchanged when none of the paths is present.
     """
     split = [_split_path(path) for path in paths]
-    if all(_project(value, [parts]) is _MISSING for parts in split):
+    if all(_project(value, [parts], keep_failures=False) is _MISSING for parts in split):
         return value
-    return _project(value, [*split, *_ALWAYS_KEPT])
+    return _project(value, split, keep_failures=True)
 
 
 def _split_path(path: str) -> list[str]:
@@ -90,22 +91,37 @@ def _split_path(path: str) -> list[str]:
     return parts
 
 
-def _project(value: Any, paths: list[list[str]]) -> Any:
-    """``value`` keeping only what ``paths`` reach (``_MISSING`` when they reach nothing)."""
+def _project(value: Any, paths: list[list[str]], *, keep_failures: bool) -> Any:
+    """``value`` keeping only what ``paths`` reach (``_MISSING`` when they reach nothing).
+
+    With ``keep_failures`` every ``error``/``errors`` field that reports something is kept too,
+    wherever it is: the walk goes on below parts no path reaches to look for one.
+    """
     if any(not parts for parts in paths):
         return value  # a path ends here: the whole value is wanted
+    if not paths and not keep_failures:
+        return _MISSING
     if isinstance(value, list):
         rest = [parts[1:] for parts in paths if parts[0] == "[]"]
-        kept = [p for p in (_project(child, rest) for child in value) if p is not _MISSING]
-        return kept if rest and kept else _MISSING
+        kept = [p for p in (_project(child, rest, keep_failures=keep_failures)
+                            for child in value) if p is not _MISSING]
+        return kept if kept else _MISSING
     if not isinstance(value, Mapping):
         return _MISSING
     projected = {}
     for key, child in value.items():
+        if keep_failures and key in _FAILURE_KEYS and _reports_failure(child):
+            projected[key] = child
+            continue
         rest = [parts[1:] for parts in paths if parts[0] in (key, "*")]
-        if rest and (picked := _project(child, rest)) is not _MISSING:
+        if (picked := _project(child, rest, keep_failures=keep_failures)) is not _MISSING:
             projected[key] = picked
     return projected if projected else _MISSING
+
+
+def _reports_failure(value: Any) -> bool:
+    """Whether an ``error``/``errors`` value reports a failure (null, false, "", [], {} do not)."""
+    return value is not None and value is not False and value not in ("", [], {})
 
 
 def _unwrap(value: Any) -> Any:
@@ -124,11 +140,15 @@ def _unwrap(value: Any) -> Any:
 
 def _is_ok_envelope(key: str, value: Any) -> bool:
     accepted = _ENVELOPE_OK.get(key)
-    return accepted is not None and value in accepted
+    # Not ``value in accepted``: False == 0 and True == 1, so ``code: false`` would pass as 0.
+    return accepted is not None and any(
+        isinstance(value, bool) is isinstance(ok, bool) and value == ok for ok in accepted)
 
 
 def _flatten(value: Any, path: str) -> Iterable[str]:
     if isinstance(value, Mapping):
+        if not value and path:
+            yield f"{path}: {{}}"  # as an empty list shows as []: the key itself says something
         for key, child in value.items():
             yield from _flatten(child, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):

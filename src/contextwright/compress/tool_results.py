@@ -23,13 +23,18 @@ from contextwright.errors import PlanError
 
 Tier = Literal["full", "reduced", "line", "drop"]
 
-# Dates (with an optional time), times of day, e-mail addresses, decimals, any token with a
-# digit (ids, codes, amounts), and upper-case codes (airport, currency, booking codes).
+# Dates (with an optional time and UTC offset), times of day, e-mail addresses, dotted numbers
+# (IP addresses, versions), decimals, amounts with thousands separators, any token with a digit
+# (ids, codes, amounts), and upper-case codes (airport, currency, booking codes). The offset may
+# not run on into a digit, colon or dash, so a range "…T10:00-2024-05-02" keeps its second date.
 _FACT = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?Z?)?"
+    r"\d{4}-\d{2}-\d{2}"
+    r"(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?(?:Z|[+-]\d{2}(?::?\d{2})?(?![\d:-]))?)?"
     r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:[+-]\d+)?"
     r"|[A-Za-z0-9][\w.+-]*@[\w-]+(?:\.[\w-]+)+"
+    r"|\d+(?:\.\d+){2,}"
     r"|-?\d[\d,]*\.\d+"
+    r"|-?\d{1,3}(?:,\d{3})+(?![\w,])"
     r"|[A-Za-z0-9_+-]*\d[A-Za-z0-9_+-]*"
     r"|\b[A-Z][A-Z0-9]{1,}(?:[_-][A-Z0-9]+)*\b"
 )
@@ -68,8 +73,9 @@ class ToolTiers:
         early = options.get("tool_early", "line")
         if early not in ("line", "drop"):
             raise PlanError("history option tool_early must be 'line' or 'drop'")
-        return cls(full=int(full), reduced=int(options.get("tool_reduced", 3)), early=early,
-                   line_chars=int(options.get("tool_line_chars", 240)))
+        return cls(full=_count(options, "tool_full", 0),
+                   reduced=_count(options, "tool_reduced", 3), early=early,
+                   line_chars=_count(options, "tool_line_chars", 240))
 
     def tier(self, rank: int, consumed: bool) -> Tier:
         """Tier of the results of the call block ``rank`` blocks back (0 = newest).
@@ -81,6 +87,16 @@ class ToolTiers:
         if rank < self.full + self.reduced:
             return "reduced"
         return self.early
+
+
+def _count(options: Mapping[str, Any], name: str, default: int) -> int:
+    """The whole, non-negative number option ``name`` (the message never echoes the value)."""
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise PlanError(f"history option {name} must be a non-negative whole number")
+    if value != int(value):
+        raise PlanError(f"history option {name} must be a whole number")
+    return int(value)
 
 
 def reduce_tool_result(tool_name: str | None, content: str,
@@ -106,7 +122,12 @@ def _reduce_cached(tool_name: str | None, content: str, fields: tuple[str, ...] 
 
 
 def one_line_tool_result(tool_name: str | None, content: str, max_chars: int = 240) -> str:
-    """The shortest form that still names what the result held: its identifiers and dates."""
+    """The shortest form that still names what the result held: its identifiers and dates.
+
+    A short text result is shown whole when that fits in ``max_chars``; otherwise the
+    identifiers that fit in ``max_chars`` are listed, followed by a " (+n more)" count of the
+    rest (the count may run past ``max_chars``: reserving room for it costs identifiers).
+    """
     return _line_cached(tool_name, content, max_chars)
 
 
@@ -114,21 +135,29 @@ def one_line_tool_result(tool_name: str | None, content: str, max_chars: int = 2
 def _line_cached(tool_name: str | None, content: str, max_chars: int) -> str:
     prefix = f"Earlier tool result ({tool_name})" if tool_name else "Earlier tool result"
     value = _parse_json(content)
+    if value is None and len(content) <= _SHORT_TEXT:
+        whole = f"{prefix}: {_one_line(content)}"
+        if len(whole) <= max_chars:
+            return whole
     text = content if value is None else " ".join(
         str(s) for _, s in _leaves(value, "") if not isinstance(s, bool))
-    if value is None and len(content) <= _SHORT_TEXT:
-        return f"{prefix}: {_one_line(content)}"
     facts = [f for f in extract_facts(text) if _is_identifier(f)]
-    shown: list[str] = []
-    length = len(prefix) + 2
-    for fact in facts:
-        if length + len(fact) + 1 > max_chars:
-            break
-        shown.append(fact)
-        length += len(fact) + 1
+    shown = _fitting(facts, max_chars - len(prefix) - 2)
     more = len(facts) - len(shown)
     tail = f" (+{more} more)" if more else ""
     return f"{prefix}: {' '.join(shown) or '(no identifiers)'}{tail}"
+
+
+def _fitting(facts: Sequence[str], room: int) -> list[str]:
+    """The leading ``facts`` that fit in ``room`` characters, each with a separating space."""
+    shown: list[str] = []
+    length = 0
+    for fact in facts:
+        if length + len(fact) + 1 > room:
+            break
+        shown.append(fact)
+        length += len(fact) + 1
+    return shown
 
 
 def dropped_tool_result(tool_name: str | None) -> str:
@@ -184,8 +213,12 @@ def _scalar_facts(key: str, value: Any) -> Iterable[str]:
 def _reduce_text(prefix: str, content: str) -> str:
     if len(content) <= _SHORT_TEXT:
         return f"{prefix}: {_one_line(content)}"
-    head = _one_line(content)[:100]
-    rest = [f for f in extract_facts(content) if f not in head]
+    flat = _one_line(content)
+    head = flat[:100]
+    # Whole facts, not substrings: "55" is not shown by a head that holds "ORD-5512". A fact the
+    # cut splits is not among the head's facts either, so it is listed whole.
+    shown = set(extract_facts(head))
+    rest = [f for f in extract_facts(flat) if f not in shown]
     return f"{prefix}: {head} … {', '.join(rest)}" if rest else f"{prefix}: {head} …"
 
 
