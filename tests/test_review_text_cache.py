@@ -3,9 +3,7 @@ each test names, in its docstring, the bug it guards against."""
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,34 +13,7 @@ from contextwright.errors import ContextwrightError
 from contextwright.retrieval import (
     EmbeddingCache,
     query_entities,
-    search_tokens,
 )
-
-
-class FlakyEmbedder:
-    """Bag-of-words hashed into 64 dims; ``fail`` makes passage embedding raise."""
-
-    name = "flaky-fake"
-    dim = 64
-
-    def __init__(self) -> None:
-        self.fail = False
-
-    def _vector(self, text: str) -> Any:
-        vector = np.zeros(self.dim, dtype=np.float32)
-        for token in search_tokens(text):
-            vector[int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dim] += 1.0
-        norm = float(np.linalg.norm(vector))
-        return vector / norm if norm else vector
-
-    def embed_queries(self, texts: Sequence[str]) -> Any:
-        return np.stack([self._vector(t) for t in texts]).astype(np.float32)
-
-    def embed_passages(self, texts: Sequence[str]) -> Any:
-        if self.fail:
-            raise RuntimeError("model crashed")
-        return np.stack([self._vector(t) for t in texts]).astype(np.float32)
-
 
 # --------------------------------------------------------------------------- retriever
 

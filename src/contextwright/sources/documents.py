@@ -2,29 +2,63 @@
 
 Documents are untrusted data: rendering them as a tool result keeps them out of the system and
 user roles in every format. Best-scored first (the given order when there are no scores); a
-document id seen twice keeps its newest version. Long documents are cut around the query.
+document id seen twice keeps its newest version (timestamps compared as instants). Long
+documents are cut around the query. Built in, so it may not import ``contextwright.retrieval``
+(numpy is the ``retrieval`` extra).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall, check_text
-from contextwright.core.request import Document, Request
+from contextwright.core.request import Request
+from contextwright.errors import InvalidInputError
 
 RETRIEVAL_TOOL = "retrieve_documents"
+UNDATED = datetime.min.replace(tzinfo=UTC)
+"""The version time of a document without a timestamp: older than any dated version."""
+
+TimeParser = Callable[[str | None, str], datetime | None]
+"""``(timestamp, field name) -> aware datetime``, None for None, ``InvalidInputError`` else."""
 
 
-def _newest_versions(documents: Iterator[tuple[int, Document]]) -> list[tuple[int, Document]]:
-    newest: dict[str, tuple[int, Document]] = {}
-    for index, doc in documents:
-        seen = newest.get(doc.id)
-        if seen is None or (doc.timestamp or "") > (seen[1].timestamp or ""):
-            newest[doc.id] = (index, doc)
-    return list(newest.values())
+def version_time(value: str | None, where: str) -> datetime | None:
+    """An ISO 8601 time as an aware datetime (naive means UTC); None stays None.
+
+    The rule of ``contextwright.retrieval.fusion.parse_time``, restated because importing that
+    package needs numpy and this source must work without the ``retrieval`` extra; a test keeps
+    the two in agreement.
+    """
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInputError(f"{where} is not an ISO 8601 time") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def newest_per_id(versions: Iterable[tuple[str, str | None]],
+                  parse: TimeParser = version_time) -> list[int]:
+    """Positions of one version per document id: the newest timestamp, the first on ties.
+
+    ``versions`` are the request's documents as (id, timestamp), in order. Times are compared as
+    instants, not strings (``09:00-05:00`` is after ``10:00+00:00``); an undated version is the
+    oldest; a timestamp that is not ISO 8601 is an ``InvalidInputError`` naming its document.
+    The positions follow the order in which the ids first appear.
+    """
+    newest: dict[str, tuple[int, datetime]] = {}
+    for index, (doc_id, timestamp) in enumerate(versions):
+        when = parse(timestamp, f"documents[{index}].timestamp") or UNDATED
+        seen = newest.get(doc_id)
+        if seen is None or when > seen[1]:
+            newest[doc_id] = (index, when)
+    return [index for index, _ in newest.values()]
 
 
 class DocumentSource:
@@ -34,7 +68,8 @@ class DocumentSource:
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """Two items per document (the synthetic call and its result), best document first."""
-        docs = _newest_versions(iter(enumerate(request.documents)))
+        kept = newest_per_id((doc.id, doc.timestamp) for doc in request.documents)
+        docs = [(index, request.documents[index]) for index in kept]
         docs.sort(key=lambda entry: (-(entry[1].score or 0.0), entry[0]))
         for rank, (index, doc) in enumerate(docs):
             text = check_text(doc.text, f"documents[{index}].text")

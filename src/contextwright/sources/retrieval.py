@@ -18,23 +18,27 @@ the shipped ``rag_qa`` and ``doc_analysis`` plans set it). The call names the do
 …}``); the result's label names the paragraphs, so a passage pays for its provenance once. A
 document's ``score`` from the request is not used: passages are ranked by this source's own
 fusion; its ``source`` is the title (the label, and what ties versions of one document) and its
-``timestamp`` the version time.
+``timestamp`` the version time. With both a corpus and request documents, a version superseded
+by a newer one on the other side (same id, or same title when the corpus ties versions by title)
+is treated as the retriever treats one inside an index: left out, or marked and ranked last.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
 
 from contextwright.core.cutting import cut_around_keywords
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall, check_text
 from contextwright.core.request import Request
-from contextwright.errors import PlanError
+from contextwright.errors import InvalidInputError, PlanError
 from contextwright.retrieval import (
     CachedEmbedder,
     Embedder,
@@ -43,8 +47,9 @@ from contextwright.retrieval import (
     SearchSettings,
     SourceDocument,
 )
+from contextwright.retrieval.fusion import parse_time
 from contextwright.retrieval.text import content_hash
-from contextwright.sources.documents import RETRIEVAL_TOOL
+from contextwright.sources.documents import RETRIEVAL_TOOL, UNDATED, newest_per_id
 from contextwright.tokens import CountingTokenizer, get_tokenizer
 
 
@@ -71,6 +76,9 @@ _INTS = {"top_k": 8, "rerank_top_k": 3, "chunk_size": 200, "max_passage_tokens":
          "fill_limit": 64}
 _FLOATS = {"similarity_threshold": 0.35, "fill_threshold": 0.1}
 _FLAGS = {"dense": True, "keep_outdated": False, "fill_budget": False}
+_MINIMUMS = {"chunk_size": 8}
+"""Smallest accepted values (default 0): ``chunk_document`` refuses chunks under 8 tokens, and
+that must be reported as the plan's fault, not the request's."""
 UNLIMITED = 1_000_000
 """``rerank_top_k`` of a filling search: more than any index holds."""
 
@@ -100,23 +108,43 @@ def read_options(options: Mapping[str, Any], default_alpha: float) -> RetrievalO
 
 def _number(options: Mapping[str, Any], name: str, default: float, kind: type) -> Any:
     value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise PlanError(f"rag options: {name} must be a non-negative number")
+    # NaN passes every comparison below (and a NaN threshold would silently drop every
+    # passage); infinity is no count of anything.
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or (isinstance(value, float) and not math.isfinite(value))):
+        raise PlanError(f"rag options: {name} must be a finite number")
+    minimum = _MINIMUMS.get(name, 0)
+    if value < minimum:
+        raise PlanError(f"rag options: {name} must be at least {minimum}")
     if kind is int and value != int(value):
         raise PlanError(f"rag options: {name} must be a whole number")
     return kind(value)
+
+
+Origin = Literal["request", "corpus"]
+"""Where a passage was found: the request's documents or the prepared corpus."""
+
+
+class _Found(NamedTuple):
+    """A passage and where it was found (its call id depends on both)."""
+
+    passage: RetrievedChunk
+    origin: Origin
 
 
 class RetrievalSource:
     """Passages retrieved for the user's input, best first, one call/result pair each.
 
     ``namespace`` defaults to ``rag``, so ``ContextBuilder(sources=[RetrievalSource()])``
-    replaces the built-in ``DocumentSource``. Thread-safe.
+    replaces the built-in ``DocumentSource``. ``max_indexes`` request-document indexes are kept
+    (least recently used evicted first; 0 keeps none). Thread-safe.
     """
 
     def __init__(self, retriever: Retriever | None = None, *, embedder: Embedder | None = None,
                  tokenizer: str | CountingTokenizer = "o200k_base", alpha: float = 0.5,
                  namespace: str = "rag", max_indexes: int = 32) -> None:
+        if isinstance(max_indexes, bool) or not isinstance(max_indexes, int) or max_indexes < 0:
+            raise InvalidInputError("max_indexes must be a whole number, 0 or more")
         self.retriever = retriever
         if embedder is not None and not isinstance(embedder, CachedEmbedder):
             embedder = CachedEmbedder(embedder)  # shared by every cached index
@@ -132,9 +160,8 @@ class RetrievalSource:
         """Two items per kept passage (the synthetic call and its result), best first."""
         settings = read_options(options, self.alpha)
         query = request.user_input
-        passages = self.passages(request, settings)
-        for rank, passage in enumerate(passages):
-            yield from self._items(rank, passage, query, settings)
+        for rank, found in enumerate(self._found(request, settings)):
+            yield from self._items(rank, found, query, settings)
 
     def passages(self, request: Request, settings: RetrievalOptions) -> list[RetrievedChunk]:
         """The kept passages for ``request``, best first: from its documents and the corpus.
@@ -143,47 +170,49 @@ class RetrievalSource:
         ``fill_budget``, every further passage at or above ``fill_threshold`` follows in rank
         order, and the builder keeps as many as the source's grant holds.
         """
-        search = settings.search
-        if settings.fill_threshold is not None:
-            search = replace(search, top_k=max(search.top_k, settings.fill_limit),
-                             rerank_top_k=UNLIMITED,
-                             similarity_threshold=min(search.similarity_threshold,
-                                                      settings.fill_threshold))
-        found: list[RetrievedChunk] = []
-        if request.documents:
-            found += self._index_for(request, settings.chunk_size).search_with(
-                request.user_input, search)
-        if self.retriever is not None:
-            found += self.retriever.search_with(request.user_input, search)
-        if request.documents and self.retriever is not None:
-            # Two indexes' fused scores are relative to each: merge on the calibrated one.
-            found.sort(key=lambda p: (p.outdated, -p.similarity, p.doc_id, p.start))
+        return [found.passage for found in self._found(request, settings)]
+
+    def _found(self, request: Request, settings: RetrievalOptions) -> list[_Found]:
+        search = _search_settings(settings)
+        documents = _request_documents(request)
+        mine = (self._index_for(documents, settings.chunk_size).search_with(
+            request.user_input, search) if documents else [])
+        if self.retriever is None:
+            return _top_then_fill([_Found(p, "request") for p in mine], settings)
+        corpus = self.retriever.search_with(request.user_input, search)
+        if not documents:
+            return _top_then_fill([_Found(p, "corpus") for p in corpus], settings)
+        found = _supersede_across(mine, corpus, documents,
+                                  by_title=self.retriever.supersede == "title",
+                                  keep_outdated=search.keep_outdated)
+        # Two indexes' fused scores are relative to each: merge on the calibrated one.
+        found.sort(key=lambda f: (f.passage.outdated, -f.passage.similarity, f.passage.doc_id,
+                                  f.passage.start))
         return _top_then_fill(found, settings)
 
-    def _index_for(self, request: Request, chunk_size: int) -> Retriever:
-        documents = [_source_document(index, doc) for index, doc in enumerate(request.documents)]
+    def _index_for(self, documents: list[SourceDocument], chunk_size: int) -> Retriever:
         key = (chunk_size, *sorted((d.id, content_hash(d.text), d.title or "", d.timestamp or "")
                                    for d in documents))
         with self._lock:
             retriever = self._indexes.get(key)
-            if retriever is None:
-                retriever = Retriever(embedder=self.embedder, tokenizer=self.tokenizer,
-                                      chunk_size=chunk_size, alpha=self.alpha)
-                retriever.add(_newest_by_id(documents))
-                self._indexes[key] = retriever
-                while len(self._indexes) > self._max_indexes:
-                    self._indexes.popitem(last=False)
-            self._indexes.move_to_end(key)
+            if retriever is not None:
+                self._indexes.move_to_end(key)  # least recently used is evicted first
+                return retriever
+            retriever = Retriever(embedder=self.embedder, tokenizer=self.tokenizer,
+                                  chunk_size=chunk_size, alpha=self.alpha)
+            retriever.add(documents)
+            self._indexes[key] = retriever
+            while len(self._indexes) > self._max_indexes:
+                self._indexes.popitem(last=False)
             return retriever
 
-    def _items(self, rank: int, passage: RetrievedChunk, query: str,
+    def _items(self, rank: int, found: _Found, query: str,
                settings: RetrievalOptions) -> Iterator[ContextItem]:
+        passage = found.passage
         text = passage.text
         if self.tokenizer.count(text) > settings.max_passage_tokens:
             text = cut_around_keywords(text, query, settings.max_passage_tokens, self.tokenizer)
-        call_id = "rag_" + hashlib.blake2b(
-            f"{passage.doc_id}\x00{passage.start}".encode("utf-8", "surrogatepass"),
-            digest_size=6).hexdigest()
+        call_id = _call_id(passage, found.origin)
         # The paragraphs are in the result's label (``policy.md §2``); saying them again in
         # the call would cost every passage tokens the budget could spend on text.
         arguments = json.dumps({"id": passage.doc_id}, ensure_ascii=False)
@@ -202,32 +231,120 @@ class RetrievalSource:
                           truncatable=True, label=passage.label, metadata=metadata)
 
 
-def _top_then_fill(ranked: list[RetrievedChunk], settings: RetrievalOptions
-                   ) -> list[RetrievedChunk]:
+def _search_settings(settings: RetrievalOptions) -> SearchSettings:
+    """What each index is searched with: a filling search retrieves more, down to its floor."""
+    search = settings.search
+    if settings.fill_threshold is None:
+        return search
+    return replace(search, top_k=max(search.top_k, settings.fill_limit),
+                   rerank_top_k=UNLIMITED,
+                   similarity_threshold=min(search.similarity_threshold,
+                                            settings.fill_threshold))
+
+
+def _call_id(passage: RetrievedChunk, origin: Origin) -> str:
+    """A tool call id that is the same in every build and differs between passages shown.
+
+    The corpus and the request may each hold a document ``policy`` with a passage at offset 0,
+    so the origin goes in as blake2b's personalisation (no id or offset can imitate it); the
+    request's passages keep the ids they always had, and with them their token counts.
+    """
+    person = b"corpus" if origin == "corpus" else b""
+    return "rag_" + hashlib.blake2b(
+        f"{passage.doc_id}\x00{passage.start}".encode("utf-8", "surrogatepass"),
+        digest_size=6, person=person).hexdigest()
+
+
+def _top_then_fill(ranked: list[_Found], settings: RetrievalOptions) -> list[_Found]:
     """The confident top passages first, then (when filling) the rest in rank order."""
     search = settings.search
-    top = [p for p in ranked if p.similarity >= search.similarity_threshold][
+    top = [f for f in ranked if f.passage.similarity >= search.similarity_threshold][
         : search.rerank_top_k]
     if settings.fill_threshold is None:
         return top
-    chosen = {id(p) for p in top}
-    return top + [p for p in ranked if id(p) not in chosen]
+    chosen = {id(f) for f in top}
+    return top + [f for f in ranked if id(f) not in chosen]
+
+
+def _request_documents(request: Request) -> list[SourceDocument]:
+    """The request's documents, validated, one per id (the newest: the request schema's rule)."""
+    documents = [_source_document(index, doc) for index, doc in enumerate(request.documents)]
+    kept = newest_per_id(((d.id, d.timestamp) for d in documents), parse_time)
+    return [documents[index] for index in kept]
 
 
 def _source_document(index: int, doc: Any) -> SourceDocument:
     text = check_text(doc.text, f"documents[{index}].text")
-    for field in ("id", "source", "timestamp"):
-        value = getattr(doc, field)
+    for name in ("id", "source", "timestamp"):
+        value = getattr(doc, name)
         if value is not None:
-            check_text(value, f"documents[{index}].{field}")
+            check_text(value, f"documents[{index}].{name}")
     return SourceDocument(id=doc.id, text=text, title=doc.source, timestamp=doc.timestamp)
 
 
-def _newest_by_id(documents: list[SourceDocument]) -> list[SourceDocument]:
-    """One document per id: the newest timestamp (the request schema's rule), first on ties."""
-    newest: dict[str, SourceDocument] = {}
-    for doc in documents:
-        seen = newest.get(doc.id)
-        if seen is None or (doc.timestamp or "") > (seen.timestamp or ""):
-            newest[doc.id] = doc
-    return list(newest.values())
+# --------------------------------------------------------------------------- versions across
+
+
+VersionKey = tuple[int, datetime]
+"""What orders versions of one document, as in ``Retriever``: (version or -1, time or oldest)."""
+
+
+def _version_key(version: int | None, timestamp: str | None) -> VersionKey:
+    # Timestamps here were checked when their index was built, so this cannot raise.
+    return (-1 if version is None else version, parse_time(timestamp, "timestamp") or UNDATED)
+
+
+@dataclass(slots=True)
+class _Newest:
+    """The newest version key per document id and per title, among one side's documents."""
+
+    by_id: dict[str, VersionKey] = field(default_factory=dict)
+    by_title: dict[str, VersionKey] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, versions: Iterable[tuple[str, str | None, int | None, str | None]]) -> _Newest:
+        """From (id, title, version, timestamp) of each document."""
+        newest = cls()
+        for doc_id, title, version, timestamp in versions:
+            key = _version_key(version, timestamp)
+            newest.by_id[doc_id] = max(newest.by_id.get(doc_id, key), key)
+            if title:
+                newest.by_title[title] = max(newest.by_title.get(title, key), key)
+        return newest
+
+    def supersedes(self, passage: RetrievedChunk, *, by_title: bool) -> bool:
+        """A strictly newer version of the passage's document is among these."""
+        key = _version_key(passage.version, passage.timestamp)
+        if self.by_id.get(passage.doc_id, key) > key:
+            return True
+        return bool(by_title and passage.title) and self.by_title.get(
+            passage.title or "", key) > key
+
+
+def _supersede_across(mine: list[RetrievedChunk], corpus: list[RetrievedChunk],
+                      documents: list[SourceDocument], *, by_title: bool,
+                      keep_outdated: bool) -> list[_Found]:
+    """Both sides' passages, with the retriever's supersede rule applied between the sides.
+
+    Each index has already handled versions inside it. Across the two, one document can sit on
+    both sides (seed 004 §1.1: last year's refund policy in the corpus, this year's in the
+    request), and the older must not be shown as current. Same id always ties two versions
+    (ids are stable); same title does when the corpus ties by title, as the request's index
+    does. Every request document is known, so a corpus passage yields to any newer one,
+    retrieved or not; of the corpus only what was retrieved is known here.
+    """
+    newer_in_request = _Newest.of((d.id, d.title, d.version, d.timestamp) for d in documents)
+    newer_in_corpus = _Newest.of((p.doc_id, p.title, p.version, p.timestamp) for p in corpus)
+    return [*_marked(mine, "request", newer_in_corpus, by_title, keep_outdated),
+            *_marked(corpus, "corpus", newer_in_request, by_title, keep_outdated)]
+
+
+def _marked(passages: list[RetrievedChunk], origin: Origin, other_side: _Newest,
+            by_title: bool, keep_outdated: bool) -> Iterator[_Found]:
+    """The passages not superseded by ``other_side``; the superseded too, marked, if kept."""
+    for passage in passages:
+        if other_side.supersedes(passage, by_title=by_title):
+            if not keep_outdated:
+                continue
+            passage = replace(passage, outdated=True)
+        yield _Found(passage, origin)

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from contextwright.core.items import ContextItem, Layer, Message
 from contextwright.core.request import Request
-from contextwright.errors import InvalidInputError
+from contextwright.errors import InvalidInputError, PlanError
 from contextwright.tokens import estimate_tokens
 
 
@@ -183,17 +185,76 @@ def first_sentence(text: str, limit: int) -> str:
     return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
 
 
+# --------------------------------------------------------------------------- the options
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOptions:
+    """The tools source's plan options, validated (see ``ToolDefinitionSource``)."""
+
+    relevant_only: bool
+    """``select: relevant``: offer only the relevant, always-included and called tools."""
+    always: frozenset[str]
+    """Names always offered, first (``always_include`` and ``always`` together)."""
+    max_tools: int | None
+    """At most this many tools are offered (None: no cap)."""
+    recent_messages: int
+    """How many of the last history messages are searched for tools already called."""
+    compact: bool | None
+    """Compact descriptions always (True), never (False) or over the budget (None: ``auto``)."""
+    description_budget: int
+    """Estimated tokens of the offered schemas above which ``auto`` compacts."""
+
+    @classmethod
+    def read(cls, options: Mapping[str, Any]) -> ToolOptions:
+        """Validate the plan's options; ``PlanError`` names a bad one."""
+        setting = options.get("compact_descriptions", "auto")
+        return cls(relevant_only=options.get("select", "all") == "relevant",
+                   always=_names(options, "always_include") | _names(options, "always"),
+                   max_tools=None if options.get("max_tools") is None
+                   else _count(options, "max_tools", 0),
+                   recent_messages=_count(options, "recent_messages", 20),
+                   compact=None if setting == "auto" else bool(setting),
+                   description_budget=_count(options, "description_budget", 1500))
+
+
+def _names(options: Mapping[str, Any], name: str) -> frozenset[str]:
+    """A list of tool names; one name on its own (``always_include: save_memo``) is a list."""
+    value = options.get(name)
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):  # iterating it would offer tools named after its letters
+        return frozenset((value,))
+    if not isinstance(value, list | tuple | set | frozenset) or not all(
+            isinstance(item, str) for item in value):
+        raise PlanError(f"tools options: {name} must be a tool name or a list of tool names")
+    return frozenset(value)
+
+
+def _count(options: Mapping[str, Any], name: str, default: int) -> int:
+    """A whole number of 0 or more (``default`` when not given); ``PlanError`` names a bad one."""
+    value = options.get(name)
+    if value is None:
+        return default
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or (isinstance(value, float) and not math.isfinite(value))
+            or value < 0 or value != int(value)):
+        raise PlanError(f"tools options: {name} must be a whole number, 0 or more")
+    return int(value)
+
+
 # --------------------------------------------------------------------------- the source
 
 
 class ToolDefinitionSource:
     """Tool schemas, most relevant first; optionally only the relevant ones.
 
-    Options: ``select`` (``all``, default, or ``relevant``); ``always_include`` (names always
-    offered, first; ``always`` is accepted too); ``max_tools``; ``recent_messages`` (how far back
-    history is searched for tools already called, default 20); ``compact_descriptions``
-    (``auto``, default, ``true`` or ``false``) with ``description_budget`` (estimated tokens of the
-    offered schemas above which ``auto`` compacts, default 1500). Rendered in the given order.
+    Options: ``select`` (``all``, default, or ``relevant``); ``always_include`` (a name or a list
+    of names always offered, first; ``always`` is accepted too); ``max_tools``;
+    ``recent_messages`` (how far back history is searched for tools already called, default 20);
+    ``compact_descriptions`` (``auto``, default, ``true`` or ``false``) with
+    ``description_budget`` (estimated tokens of the offered schemas above which ``auto``
+    compacts, default 1500). Counts are whole numbers, 0 or more. Rendered in the given order.
     """
 
     namespace = "tools"
@@ -204,14 +265,15 @@ class ToolDefinitionSource:
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``tools.<name>`` item per offered schema, best first; left-out ones flagged."""
+        settings = ToolOptions.read(options)
         names = [tool_name(schema, f"tools[{i}]") for i, schema in enumerate(request.tools)]
         scores = self.scorer.score(request.user_input, request.tools) if request.tools else []
-        always = set(options.get("always_include", ())) | set(options.get("always", ()))
-        called = called_tools(request, int(options.get("recent_messages", 20)))
+        always = settings.always
+        called = called_tools(request, settings.recent_messages)
         ranked = sorted(range(len(names)), key=lambda i: (
             -(names[i] in always), -(names[i] in called), -scores[i], i))
-        offered, left_out = _choose(ranked, names, scores, always, called, options)
-        compact = _should_compact(request.tools, offered, options)
+        offered, left_out = _choose(ranked, names, scores, called, settings)
+        compact = _should_compact(request.tools, offered, settings)
         for index in offered:
             yield _tool_item(names[index], request.tools[index], index, compact)
         for index, reason in left_out:
@@ -220,32 +282,30 @@ class ToolDefinitionSource:
                               order=index, metadata={"omitted": reason})
 
 
-def _choose(ranked: list[int], names: list[str], scores: list[float], always: set[str],
-            called: set[str], options: Mapping[str, Any]
-            ) -> tuple[list[int], list[tuple[int, str]]]:
+def _choose(ranked: list[int], names: list[str], scores: list[float], called: set[str],
+            settings: ToolOptions) -> tuple[list[int], list[tuple[int, str]]]:
     """(offered indexes in keep order, [(left-out index, reason)])."""
-    relevant_only = options.get("select", "all") == "relevant"
-    wanted = [i for i in ranked if names[i] in always or names[i] in called or scores[i] > 0]
-    if relevant_only and not wanted:
+    wanted = [i for i in ranked
+              if names[i] in settings.always or names[i] in called or scores[i] > 0]
+    if settings.relevant_only and not wanted:
         wanted = list(ranked)  # nothing matched: the model still needs something to call
-    chosen = wanted if relevant_only else list(ranked)
+    chosen = wanted if settings.relevant_only else list(ranked)
     left_out = [(i, "not relevant to the input (select: relevant)")
                 for i in ranked if i not in set(chosen)]
-    max_tools = options.get("max_tools")
-    if max_tools is not None and len(chosen) > int(max_tools):
-        left_out += [(i, f"over max_tools ({int(max_tools)}); ranked lower")
-                     for i in chosen[int(max_tools):]]
-        chosen = chosen[: int(max_tools)]
+    max_tools = settings.max_tools
+    if max_tools is not None and len(chosen) > max_tools:
+        left_out += [(i, f"over max_tools ({max_tools}); ranked lower")
+                     for i in chosen[max_tools:]]
+        chosen = chosen[:max_tools]
     return chosen, left_out
 
 
 def _should_compact(tools: Sequence[Mapping[str, Any]], offered: list[int],
-                    options: Mapping[str, Any]) -> bool:
-    setting = options.get("compact_descriptions", "auto")
-    if setting != "auto":
-        return bool(setting)
-    budget = int(options.get("description_budget", 1500))
-    return sum(estimate_tokens(schema_json(tools[i])) for i in offered) > budget
+                    settings: ToolOptions) -> bool:
+    if settings.compact is not None:
+        return settings.compact
+    return (sum(estimate_tokens(schema_json(tools[i])) for i in offered)
+            > settings.description_budget)
 
 
 def _tool_item(name: str, schema: Mapping[str, Any], index: int, compact: bool) -> ContextItem:

@@ -1,0 +1,220 @@
+"""Review findings (retrieval and tools sources):
+each test names, in its docstring, the bug it guards against."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from contextwright.core.request import Request
+from contextwright.errors import ContextwrightError, InvalidInputError, PlanError
+from contextwright.retrieval import (
+    Retriever,
+    SourceDocument,
+)
+from contextwright.retrieval.fusion import parse_time
+from contextwright.sources.documents import DocumentSource, version_time
+from contextwright.sources.retrieval import RetrievalSource, read_options
+from contextwright.sources.tools import ToolDefinitionSource
+
+# --------------------------------------------------------------------------- retriever
+
+
+
+def test_a_source_cache_size_of_zero_does_not_crash() -> None:
+    """With ``max_indexes=0`` the new entry is evicted and then ``move_to_end`` raised a bare
+    KeyError; zero should mean "no caching" (or be refused with a typed error)."""
+    try:
+        list(RetrievalSource(max_indexes=0).build(
+            Request(user_input="refund", documents=[{"id": "a", "text": "Refund in 15 days."}]),
+            {"similarity_threshold": 0.1}))
+    except ContextwrightError:
+        pass
+
+
+def test_a_source_cache_size_of_zero_keeps_no_index_and_a_negative_one_is_refused() -> None:
+    request = Request(user_input="refund", documents=[{"id": "a", "text": "Refund in 15 days."}])
+    source = RetrievalSource(max_indexes=0)
+    first = list(source.build(request, {"similarity_threshold": 0.1}))
+    assert [i.message for i in first] == [
+        i.message for i in source.build(request, {"similarity_threshold": 0.1})]
+    assert first and not source._indexes
+    with pytest.raises(InvalidInputError, match="max_indexes"):
+        RetrievalSource(max_indexes=-1)
+
+
+# --------------------------------------------------------------------------- retrieval source
+
+
+def test_same_id_documents_keep_the_newest_timestamp_not_the_greatest_string() -> None:
+    """``_newest_by_id`` compares ISO timestamps as strings, so 09:00-05:00 (14:00 UTC) loses to
+    10:00+00:00 and an older version is shown; times should be compared as instants."""
+    request = Request(user_input="What is the refund window?", documents=[
+        {"id": "policy", "text": "Refund window: 30 days.",
+         "timestamp": "2024-03-01T10:00:00+00:00"},
+        {"id": "policy", "text": "Refund window: 14 days.",
+         "timestamp": "2024-03-01T09:00:00-05:00"},
+    ])
+    passages = RetrievalSource().passages(request, read_options({"similarity_threshold": 0.1}, 0.5))
+    assert [p.text for p in passages] == ["Refund window: 14 days."]
+
+
+def test_passages_of_the_corpus_and_the_request_get_distinct_call_ids() -> None:
+    """The synthetic call id hashes only (doc_id, start), so a request document and a corpus
+    document with the same id yield two call/result pairs with one tool_call_id."""
+    corpus = Retriever()
+    corpus.add([SourceDocument(id="policy", title="policy.md",
+                               text="Refunds are possible for 15 days.")])
+    request = Request(user_input="refund days", documents=[
+        {"id": "policy", "text": "Refunds are possible for 30 days now.", "source": "policy.md"}])
+    items = list(RetrievalSource(corpus).build(request, {"similarity_threshold": 0.2}))
+    call_ids = [i.message.tool_calls[0].id for i in items if i.message.tool_calls]
+    assert len(call_ids) == 2
+    assert len(set(call_ids)) == len(call_ids)
+
+
+def test_an_older_corpus_version_does_not_appear_beside_the_newer_request_version() -> None:
+    """Supersession is applied inside each index only, so the corpus's 2024 version of
+    ``policy`` is shown unmarked next to the request's 2025 version of the same id and title
+    (seed 004 §1.1's incident); the older one should be left out or marked outdated."""
+    corpus = Retriever()
+    corpus.add([SourceDocument(id="policy", title="policy.md", timestamp="2024-01-01",
+                               text="Refunds are possible for 15 days.")])
+    request = Request(user_input="refund days", documents=[
+        {"id": "policy", "text": "Refunds are possible for 30 days now.", "source": "policy.md",
+         "timestamp": "2025-01-01"}])
+    passages = RetrievalSource(corpus).passages(
+        request, read_options({"similarity_threshold": 0.2}, 0.5))
+    stale = [p for p in passages if "15 days" in p.text]
+    assert all(p.outdated for p in stale), [p.label for p in passages]
+
+
+def test_a_kept_older_corpus_version_is_marked_outdated_and_ranked_last() -> None:
+    corpus = Retriever()
+    corpus.add([SourceDocument(id="kb-policy", title="policy.md", timestamp="2024-01-01",
+                               text="Refunds are possible for 15 days.")])
+    request = Request(user_input="refund days", documents=[
+        {"id": "policy", "text": "Refund requests: 30 days.", "source": "policy.md",
+         "timestamp": "2025-01-01"}])
+    passages = RetrievalSource(corpus).passages(
+        request, read_options({"similarity_threshold": 0.2, "keep_outdated": True}, 0.5))
+    assert [(p.doc_id, p.outdated) for p in passages] == [
+        ("policy", False), ("kb-policy", True)]
+    assert passages[1].label.endswith("OUTDATED")
+
+
+def test_a_newer_corpus_version_supersedes_an_older_request_version() -> None:
+    corpus = Retriever()
+    corpus.add([SourceDocument(id="policy", title="policy.md", timestamp="2025-01-01",
+                               text="Refunds are possible for 30 days now.")])
+    request = Request(user_input="refund days", documents=[
+        {"id": "policy", "text": "Refunds are possible for 15 days.", "source": "policy.md",
+         "timestamp": "2024-01-01T00:00:00+01:00"}])
+    passages = RetrievalSource(corpus).passages(
+        request, read_options({"similarity_threshold": 0.2}, 0.5))
+    assert [p.text for p in passages] == ["Refunds are possible for 30 days now."]
+
+
+def test_document_source_keeps_the_newest_instant_not_the_greatest_string() -> None:
+    """``DocumentSource`` had the same string comparison as ``_newest_by_id``."""
+    request = Request(user_input="What is the refund window?", documents=[
+        {"id": "policy", "text": "Refund window: 30 days.",
+         "timestamp": "2024-03-01T10:00:00+00:00"},
+        {"id": "policy", "text": "Refund window: 14 days.",
+         "timestamp": "2024-03-01T09:00:00-05:00"},
+        {"id": "faq", "text": "Dated FAQ.", "timestamp": "2020-01-01"},
+        {"id": "faq", "text": "Undated FAQ."},
+    ])
+    texts = [i.message.content for i in DocumentSource().build(request, {})
+             if i.message.role == "tool"]
+    assert texts == ["Refund window: 14 days.", "Dated FAQ."]
+
+
+def test_document_source_refuses_a_timestamp_that_is_not_iso_without_echoing_it() -> None:
+    request = Request(user_input="q", documents=[
+        {"id": "a", "text": "x", "timestamp": "secret-value"}])
+    with pytest.raises(InvalidInputError, match=r"documents\[0\]\.timestamp") as info:
+        list(DocumentSource().build(request, {}))
+    assert "secret-value" not in str(info.value)
+
+
+@pytest.mark.parametrize("value", [
+    None, "2024-03-01", "2024-03-01T09:00:00", "2024-03-01T09:00:00Z",
+    "2024-03-01T09:00:00-05:00", "2024-03-01T09:00:00.123456+05:30", "not a time"])
+def test_document_source_reads_times_as_the_retriever_does(value: str | None) -> None:
+    """``documents`` may not import the retriever's ``parse_time`` (numpy is an extra), so it
+    restates it; the two must agree on every input."""
+    def outcome(parse: Any) -> Any:
+        try:
+            return parse(value, "t")
+        except InvalidInputError as error:
+            return str(error)
+
+    assert outcome(version_time) == outcome(parse_time)
+
+
+def test_the_built_in_sources_import_without_numpy() -> None:
+    """The timestamp fix must not make ``DocumentSource`` (always loaded) need numpy."""
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'numpy':\n"
+            "            raise ImportError(name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import contextwright\n"
+            "from contextwright.sources.documents import DocumentSource\n"
+            "assert 'contextwright.retrieval' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("options", [
+    {"chunk_size": 4}, {"top_k": float("inf")}, {"top_k": float("nan")},
+    {"similarity_threshold": float("nan")},
+], ids=["chunk_size-4", "top_k-inf", "top_k-nan", "threshold-nan"])
+def test_bad_numeric_rag_options_are_plan_errors(options: dict[str, Any]) -> None:
+    """``read_options`` promises a PlanError naming a bad option, but chunk_size < 8 passes (and
+    later surfaces as InvalidInputError, blaming the request), inf/NaN integers raise
+    OverflowError/ValueError and a NaN threshold silently drops every passage."""
+    with pytest.raises(PlanError):
+        read_options(options, 0.5)
+
+
+# --------------------------------------------------------------------------- tools source
+
+
+def test_always_include_given_as_one_name_is_honoured_or_refused() -> None:
+    """``set(options.get("always_include", ()))`` turns a single name (``always_include:
+    save_memo`` in YAML) into a set of characters, so the tool is silently not included."""
+    def tool(name: str, description: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "description": description}}
+
+    request = Request(user_input="weather in Paris",
+                      tools=[tool("get_weather", "Weather of a city."),
+                             tool("save_memo", "Save a note.")])
+    try:
+        items = list(ToolDefinitionSource().build(
+            request, {"select": "relevant", "always_include": "save_memo"}))
+    except PlanError:
+        return
+    offered = [i.key for i in items if "omitted" not in i.metadata]
+    assert "tools.save_memo" in offered
+
+
+@pytest.mark.parametrize("options", [
+    {"always_include": 3}, {"always": ["save_memo", None]}, {"max_tools": "three"},
+    {"max_tools": -1}, {"max_tools": 1.5}, {"recent_messages": "all"},
+    {"recent_messages": -5}, {"description_budget": float("inf")}, {"description_budget": True},
+], ids=["always_include-int", "always-none-item", "max_tools-str", "max_tools-negative",
+        "max_tools-fraction", "recent_messages-str", "recent_messages-negative",
+        "description_budget-inf", "description_budget-bool"])
+def test_bad_tool_options_are_plan_errors_naming_the_option(options: dict[str, Any]) -> None:
+    request = Request(user_input="weather", tools=[
+        {"type": "function", "function": {"name": "get_weather", "description": "Weather."}}])
+    with pytest.raises(PlanError, match=next(iter(options))):
+        list(ToolDefinitionSource().build(request, options))
+
+
+# --------------------------------------------------------------------------- tool results
