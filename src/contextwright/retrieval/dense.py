@@ -127,6 +127,19 @@ class VectorMatrix:
         self._data[self._rows : needed] = vectors
         self._rows = needed
 
+    def keep(self, rows: Any) -> None:
+        """Keep only ``rows``, in that order: row ``rows[i]`` becomes row ``i``.
+
+        Lets an index drop replaced rows without embedding the others again.
+        """
+        selected = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(selected) and (selected.min() < 0 or selected.max() >= self._rows):
+            raise ValueError("row out of range")  # numpy would wrap a negative row around
+        kept = self._data[selected]
+        self._data = np.zeros((max(len(kept), 64), self.dim), dtype=np.float32)
+        self._data[: len(kept)] = kept
+        self._rows = len(kept)
+
     def similarities(self, query: Any) -> Any:
         """Dot product of every row with ``query`` (cosine for unit vectors)."""
         # einsum, not @: a matrix-vector product wakes OpenBLAS's thread pool, whose threads

@@ -1,8 +1,10 @@
 """Relevance-selected history (R-HIST-3): rank earlier turns by how well they match the input.
 
-``HybridTurnRecaller`` keeps one incremental index per session across calls. A session is
-recognised by its first turn, and turns by key *and* text: ids such as ``D1:1`` repeat across
-histories, and one history must never be scored with another's text. A history that grows by
+``HybridTurnRecaller`` keeps one incremental index per session across calls. Turns are
+identified by key *and* text: ids such as ``D1:1`` repeat across histories, and one history must
+never be scored with another's text. An index is reused only for a history that starts with
+every turn it has indexed, in order, so its BM25 statistics are always those of the history
+being ranked: two histories that merely open alike get an index each. A history that grows by
 one turn per call indexes (and embeds) only that turn, and ``rank`` costs a prefix check plus
 numpy scoring over the turns. Scores use the retriever's fusion (``fusion``): turns are ranked
 by the weighted min–max fusion of BM25 and cosine, and kept only when their calibrated
@@ -11,8 +13,8 @@ similarity reaches the threshold. The history source depends only on ``TurnRecal
 
 from __future__ import annotations
 
+import operator
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -75,18 +77,38 @@ class TurnRecaller(Protocol):
         ...
 
 
-@dataclass(slots=True)
+_Identity = tuple[str, str]
+"""A turn's (key, text): a key alone is only unique within one history."""
+
+
+@dataclass(slots=True, eq=False)
 class _SessionIndex:
+    """The index of one history: a row per distinct turn of ``identities``, and no other."""
+
     lexical: Bm25Index
     vectors: VectorMatrix | None
-    rows: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Row of each (key, text): a key alone is only unique within one history."""
+    rows: dict[_Identity, int] = field(default_factory=dict)
+    """Row of each distinct turn."""
+    identities: list[_Identity] = field(default_factory=list)
+    """The turns of the last call that used this index, in order."""
     turns: list[Any] = field(default_factory=list)
-    """The turn objects of the last call, in order. A call whose turns start with the same
-    objects (an identity check in C, or equality of key, text and index) skips their
-    lookups; turns are immutable (``RecallTurn`` is frozen)."""
+    """Those turns' objects: the same objects again are the same turns (they are immutable,
+    ``RecallTurn`` is frozen), a check made in C."""
     positions: Any = None
     """Rows of those turns, as an array."""
+
+    def is_prefix_of(self, turns: Sequence[TurnLike]) -> bool:
+        """Whether ``turns`` start with every turn this index holds, in the same order."""
+        seen = len(self.identities)
+        if not seen or seen > len(turns):
+            return False
+        last = turns[seen - 1]
+        if (last.key, last.text) != self.identities[-1]:  # rejects most other histories at once
+            return False
+        head = turns[:seen]
+        return all(map(operator.is_, head, self.turns)) or all(
+            known == (turn.key, turn.text)
+            for known, turn in zip(self.identities, head, strict=True))
 
 
 class HybridTurnRecaller:
@@ -101,7 +123,8 @@ class HybridTurnRecaller:
     above 0 loses evidence (LoCoMo strict recall at 8,000 tokens, ``chat`` plan: 0.932 at 0,
     0.914 at 0.1). What bounds recall is the plan's ``recall_share`` and ``recent_rounds``,
     not this. ``alpha`` 0.3 (lexical weight) ranked best there (0.5 lost 0.02–0.04).
-    ``max_sessions`` session indexes are kept, least recently used dropped first.
+    ``max_sessions`` session indexes are kept, least recently used dropped first; 0 keeps
+    none (each call indexes its history afresh).
     """
 
     def __init__(self, embedder: Embedder | None = None, *, alpha: float = 0.3,
@@ -109,11 +132,15 @@ class HybridTurnRecaller:
                  max_sessions: int = 16) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise InvalidInputError("alpha must be between 0 and 1")
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) \
+                or max_sessions < 0:
+            raise InvalidInputError("max_sessions must be a non-negative integer")
         self.embedder = _cached(embedder)
         if threshold is None:
             threshold = 0.2 if embedder is None else 0.0
         self.alpha, self.threshold, self.calibration = alpha, threshold, calibration
-        self._sessions: OrderedDict[tuple[str, str], _SessionIndex] = OrderedDict()
+        self._sessions: list[_SessionIndex] = []
+        """Cached indexes, least recently used first."""
         self._max_sessions = max_sessions
         self._lock = threading.Lock()
 
@@ -123,38 +150,51 @@ class HybridTurnRecaller:
         if not turns or limit <= 0:
             return []
         with self._lock:
-            index = self._session((turns[0].key, turns[0].text))
+            index = self._index_for(turns)
             positions = self._sync(index, turns)
+            self._remember(index)
             fused, similarity = self._score(index, query, positions)
         passing = np.flatnonzero((similarity > 0) & (similarity >= self.threshold))
         best = passing[np.lexsort((passing, -fused[passing]))][:limit]
         return [(int(i), float(fused[i])) for i in best]
 
-    def _session(self, first_key: tuple[str, str]) -> _SessionIndex:
-        index = self._sessions.get(first_key)
-        if index is None:
-            vectors = VectorMatrix(self.embedder.dim) if self.embedder is not None else None
-            index = self._sessions[first_key] = _SessionIndex(Bm25Index(), vectors)
-            while len(self._sessions) > self._max_sessions:
-                self._sessions.popitem(last=False)
-        self._sessions.move_to_end(first_key)
-        return index
+    def _index_for(self, turns: Sequence[TurnLike]) -> _SessionIndex:
+        """The cached index ``turns`` extend (most recent first), else a new empty one."""
+        for index in reversed(self._sessions):
+            if index.is_prefix_of(turns):
+                return index
+        vectors = VectorMatrix(self.embedder.dim) if self.embedder is not None else None
+        return _SessionIndex(Bm25Index(), vectors)
+
+    def _remember(self, index: _SessionIndex) -> None:
+        """Cache ``index`` as the most recently used, dropping the least recent over the limit."""
+        if not self._max_sessions:
+            return
+        if index in self._sessions:  # identity: _SessionIndex compares by identity
+            self._sessions.remove(index)
+        self._sessions.append(index)
+        del self._sessions[: -self._max_sessions]
 
     def _sync(self, index: _SessionIndex, turns: Sequence[TurnLike]) -> Any:
-        """Index the turns not seen yet; the index rows of ``turns``, in order."""
-        seen = len(index.turns)
-        if (index.positions is not None and seen <= len(turns)
-                and list(turns[:seen]) == index.turns):
-            new_turns, prefix = turns[seen:], index.positions
-        else:
-            new_turns, prefix = turns, np.zeros(0, dtype=np.int64)
-        fresh = {(t.key, t.text): t.text for t in new_turns if (t.key, t.text) not in index.rows}
-        for identity, text in fresh.items():
-            index.rows[identity] = index.lexical.add(search_tokens(text))
+        """Index the turns not seen yet; the index rows of ``turns``, in order.
+
+        The new turns are embedded before any row is added, so an embedder error leaves the
+        index as it was.
+        """
+        seen = len(index.identities)
+        new = [(turn.key, turn.text) for turn in turns[seen:]]
+        fresh = [identity for identity in dict.fromkeys(new) if identity not in index.rows]
+        vectors = None
         if fresh and index.vectors is not None and self.embedder is not None:
-            index.vectors.append(self.embedder.embed_passages(list(fresh.values())))
-        tail = np.asarray([index.rows[t.key, t.text] for t in new_turns], dtype=np.int64)
-        index.turns = list(turns)
+            vectors = self.embedder.embed_passages([text for _, text in fresh])
+        for identity in fresh:
+            index.rows[identity] = index.lexical.add(search_tokens(identity[1]))
+        if vectors is not None and index.vectors is not None:
+            index.vectors.append(vectors)
+        prefix = index.positions if seen else np.zeros(0, dtype=np.int64)
+        tail = np.asarray([index.rows[identity] for identity in new], dtype=np.int64)
+        index.identities.extend(new)
+        index.turns.extend(turns[seen:])
         index.positions = np.concatenate((prefix, tail))
         return index.positions
 

@@ -9,7 +9,9 @@ newer version is indexed (same id, or same title with a later version or timesta
 or kept marked outdated and ranked last when asked.
 
 Adding documents embeds only the new chunks; an unchanged document added again costs a hash.
-Thread-safe: one lock serialises indexing and searching.
+``add`` is all or nothing: it validates, chunks and embeds a batch before it changes the index.
+A replaced version leaves the BM25 statistics at once; its rows are reclaimed once replaced rows
+outnumber live ones. Thread-safe: one lock serialises indexing and searching.
 """
 
 from __future__ import annotations
@@ -68,14 +70,36 @@ class SearchSettings:
     keep_outdated: bool = False
     """Keep superseded versions (marked outdated, ranked last) instead of leaving them out."""
 
+    def __post_init__(self) -> None:
+        # Outside [0, 1] the fusion weights and the calibrated similarity leave their range
+        # (a negative alpha gives similarities above 1), so the threshold would mean nothing.
+        if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
+            raise InvalidInputError("alpha must be between 0 and 1")
+
 
 @dataclass(slots=True)
 class _Doc:
     document: SourceDocument
     digest: str
     rows: list[int]
+    """Its chunks' rows, in chunk order (renumbered when the index is compacted)."""
     order_key: tuple[int, datetime]
-    live: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Prepared:
+    """A document ready to index: everything that can fail is done before the index changes."""
+
+    document: SourceDocument
+    digest: str
+    order_key: tuple[int, datetime]
+    chunks: list[Chunk]
+    texts: list[str]
+    """Per chunk, ``indexed_text``: what is searched and embedded."""
+    tokens: list[list[str]]
+    """Per chunk, the search tokens of its text."""
+    text_keys: list[bytes]
+    """Per chunk, ``text_key`` of its text."""
 
 
 class Retriever:
@@ -106,49 +130,103 @@ class Retriever:
     @property
     def document_count(self) -> int:
         """Documents currently indexed (replaced versions of one id not counted)."""
-        return sum(1 for doc in self._docs.values() if doc.live)
+        return len(self._docs)
 
     @property
     def chunk_count(self) -> int:
         """Chunks of the documents currently indexed."""
-        return sum(len(doc.rows) for doc in self._docs.values() if doc.live)
+        return sum(len(doc.rows) for doc in self._docs.values())
 
     def add(self, documents: Iterable[SourceDocument]) -> int:
         """Index documents; returns how many chunks were added.
 
         A document already indexed with the same content and metadata is skipped; one with the
-        same id and anything changed replaces the old one. Only new chunks are embedded.
+        same id and anything changed replaces the old one (within a batch, the last version of
+        an id wins). Only new chunks are embedded. All or nothing: when a document is refused
+        (``InvalidInputError``) or the embedder fails, the index is left exactly as it was.
         """
         with self._lock:
-            fresh: list[Chunk] = []
-            for position, document in enumerate(documents):
-                fresh.extend(self._index_document(document, position))
-            if fresh and self._vectors is not None and self.embedder is not None:
-                self._vectors.append(self.embedder.embed_passages(
-                    [indexed_text(self._docs[c.doc_id].document, c) for c in fresh]))
-            if fresh:
+            prepared = self._prepare(documents)
+            vectors = self._embed(prepared)
+            for document in prepared:
+                self._commit(document)
+            if vectors is not None and self._vectors is not None:
+                self._vectors.append(vectors)
+            if prepared:
                 self._eligible.clear()
-            return len(fresh)
+                self._compact_if_sparse()
+            return sum(len(document.chunks) for document in prepared)
 
-    def _index_document(self, document: SourceDocument, position: int) -> list[Chunk]:
-        digest = content_hash("\x00".join((document.text, document.title or "",
-                                           document.timestamp or "", str(document.version))))
-        known = self._docs.get(document.id)
-        if known is not None and known.digest == digest:
-            return []
-        if known is not None:
-            known.live = False
+    def _prepare(self, documents: Iterable[SourceDocument]) -> list[_Prepared]:
+        """Validate, chunk and tokenize the documents that change the index; mutates nothing."""
+        pending: dict[str, _Prepared] = {}
+        for position, document in enumerate(documents):
+            digest = content_hash("\x00".join((document.text, document.title or "",
+                                               document.timestamp or "", str(document.version))))
+            known = self._docs.get(document.id)
+            current = pending.get(document.id) or known
+            if current is not None and current.digest == digest:
+                continue
+            pending.pop(document.id, None)  # re-inserted below: commits follow the batch order
+            if known is not None and known.digest == digest:
+                continue  # the batch went back to the indexed version
+            pending[document.id] = self._prepare_one(document, digest, position)
+        return list(pending.values())
+
+    def _prepare_one(self, document: SourceDocument, digest: str, position: int) -> _Prepared:
         when = parse_time(document.timestamp, f"documents[{position}].timestamp") or _OLDEST
-        chunks = chunk_document(document, self.tokenizer, chunk_size=self.chunk_size)
-        rows = [self._lexical.add(search_tokens(indexed_text(document, chunk)))
-                for chunk in chunks]
-        self._chunks.extend(chunks)
-        self._text_keys.extend(text_key(chunk.text) for chunk in chunks)
-        self._row_doc.extend(document.id for _ in chunks)
         version = document.version if document.version is not None else -1
-        self._docs[document.id] = _Doc(document=document, digest=digest, rows=rows,
-                                       order_key=(version, when))
-        return chunks
+        chunks = chunk_document(document, self.tokenizer, chunk_size=self.chunk_size)
+        texts = [indexed_text(document, chunk) for chunk in chunks]
+        return _Prepared(document=document, digest=digest, order_key=(version, when),
+                         chunks=chunks, texts=texts,
+                         tokens=[search_tokens(text) for text in texts],
+                         text_keys=[text_key(chunk.text) for chunk in chunks])
+
+    def _embed(self, prepared: list[_Prepared]) -> Any | None:
+        """The vectors of every prepared chunk, in order (None without an embedder)."""
+        texts = [text for document in prepared for text in document.texts]
+        if not texts or self._vectors is None or self.embedder is None:
+            return None
+        return self.embedder.embed_passages(texts)
+
+    def _commit(self, prepared: _Prepared) -> None:
+        """Index one prepared document, taking the version it replaces out of the index."""
+        document = prepared.document
+        replaced = self._docs.get(document.id)
+        if replaced is not None:
+            for row in replaced.rows:
+                chunk = self._chunks[row]
+                self._lexical.remove(row, search_tokens(indexed_text(replaced.document, chunk)))
+        rows = [self._lexical.add(tokens) for tokens in prepared.tokens]
+        self._chunks.extend(prepared.chunks)
+        self._text_keys.extend(prepared.text_keys)
+        self._row_doc.extend(document.id for _ in prepared.chunks)
+        self._docs[document.id] = _Doc(document=document, digest=prepared.digest, rows=rows,
+                                       order_key=prepared.order_key)
+
+    def _compact_if_sparse(self) -> None:
+        """Renumber the rows without the replaced versions' once those outnumber the live ones.
+
+        Replaced rows no longer count in any statistic (``Bm25Index.remove``), but they still
+        hold memory (a vector each) and cost scoring time. Compacting when they pass half the
+        rows keeps both within twice the live size, at an amortised constant cost per replaced
+        row; vectors are moved, not embedded again. Results do not change: scores do not depend
+        on row numbers, and the renumbering keeps the rows' order, which breaks ties.
+        """
+        live = self._lexical.live_rows
+        if len(self._lexical) - live <= live:
+            return
+        kept = self._lexical.compact().tolist()
+        if self._vectors is not None:
+            self._vectors.keep(kept)
+        self._chunks = [self._chunks[row] for row in kept]
+        self._text_keys = [self._text_keys[row] for row in kept]
+        self._row_doc = [self._row_doc[row] for row in kept]
+        renumbered = {old: new for new, old in enumerate(kept)}
+        for doc in self._docs.values():
+            doc.rows = [renumbered[row] for row in doc.rows]
+        self._eligible.clear()
 
     def search(self, query: str, *, top_k: int = 8, similarity_threshold: float = 0.35,
                rerank_top_k: int = 3, alpha: float | None = None, dense: bool = True,
@@ -182,8 +260,8 @@ class Retriever:
         if cached is not None:
             return cached
         outdated = self._outdated_ids()
-        rows = [row for doc_id, doc in self._docs.items() if doc.live
-                and (keep_outdated or doc_id not in outdated) for row in doc.rows]
+        rows = [row for doc_id, doc in self._docs.items()
+                if keep_outdated or doc_id not in outdated for row in doc.rows]
         result = (np.asarray(sorted(rows), dtype=np.int64), outdated)
         self._eligible[keep_outdated] = result
         return result
@@ -191,11 +269,10 @@ class Retriever:
     def _outdated_ids(self) -> set[str]:
         newest: dict[str, tuple[int, datetime]] = {}
         for doc in self._docs.values():
-            if doc.live:
-                key = self._lineage(doc)
-                newest[key] = max(newest.get(key, doc.order_key), doc.order_key)
+            key = self._lineage(doc)
+            newest[key] = max(newest.get(key, doc.order_key), doc.order_key)
         return {doc_id for doc_id, doc in self._docs.items()
-                if doc.live and doc.order_key < newest[self._lineage(doc)]}
+                if doc.order_key < newest[self._lineage(doc)]}
 
     def _lineage(self, doc: _Doc) -> str:
         title = doc.document.title
