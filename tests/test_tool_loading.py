@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
+
 from contextwright import BuildPlan, ContextBuilder, Request
 from contextwright.sources.tools import (
     LexicalToolScorer,
     ToolDefinitionSource,
     ToolScorer,
     compact_schema,
+    first_sentence,
 )
 
 
@@ -135,3 +138,15 @@ def test_tools_under_budget_pressure_drop_the_least_relevant() -> None:
     ctx = BUILDER.build(small, Request(user_input="refund my order", tools=TOOLS))
     assert "refund_order" in offered(ctx)
     assert "get_weather" not in offered(ctx)
+
+
+@pytest.mark.parametrize(("description", "first"), [
+    ("Gets the weather, e.g. rain or sun. Call it per city.",
+     "Gets the weather, e.g. rain or sun."),
+    ("Books flights, hotels, etc. Needs a date.", "Books flights, hotels, etc."),
+    ("查询城市天气。需要城市名。", "查询城市天气。"),
+    ("Saves a memo (i.e. a note) for later! Returns its id.",
+     "Saves a memo (i.e. a note) for later!"),
+])
+def test_a_first_sentence_ends_at_a_real_sentence_end(description: str, first: str) -> None:
+    assert first_sentence(description, 200) == first

@@ -156,7 +156,12 @@ def _properties(function: Mapping[str, Any]) -> Mapping[str, Any]:
 # --------------------------------------------------------------------------- compaction
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s")
+# A full stop after a common abbreviation ("e.g.", "i.e.", "vs.") ends no sentence; a Chinese
+# full stop needs no space after it.
+_ABBREVIATIONS = ("e.g.", "i.e.", "vs.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.", "approx.", "incl.",
+                  "No.")
+_SENTENCE_END = re.compile(r"(?<=[。！？])|(?<=[.!?])" + "".join(
+    rf"(?<!\b{re.escape(abbreviation)})" for abbreviation in _ABBREVIATIONS) + r"\s")
 PARAMETER_DESCRIPTION_CHARS = 60
 """A compacted parameter description keeps its first sentence, at most this long."""
 
