@@ -1,5 +1,7 @@
-"""Review findings (retriever, lexical index, turn recall):
-each test names, in its docstring, the bug it guards against."""
+"""Robustness of the retriever, the lexical index and hybrid turn recall.
+
+Each test's docstring names the failure it guards against.
+"""
 
 from __future__ import annotations
 

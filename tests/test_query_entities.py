@@ -1,5 +1,7 @@
-"""Review findings (query entities, embedding cache):
-each test names, in its docstring, the bug it guards against."""
+"""Robustness of query entities and the embedding cache.
+
+Each test's docstring names the failure it guards against.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Review findings (tool-result and fact compression):
-each test names, in its docstring, the bug it guards against."""
+"""Robustness of tool-result and fact compression.
+
+Each test's docstring names the failure it guards against.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Review findings (retrieval and tools sources):
-each test names, in its docstring, the bug it guards against."""
+"""Robustness of the retrieval, documents and tools sources.
+
+Each test's docstring names the failure it guards against.
+"""
 
 from __future__ import annotations
 
