@@ -17,6 +17,7 @@ from contextwright.retrieval import (
     HybridTurnRecaller,
     RecallTurn,
     Retriever,
+    SearchSettings,
     SourceDocument,
     search_tokens,
 )
@@ -166,3 +167,13 @@ def test_a_recaller_cache_size_of_zero_does_not_crash() -> None:
             "x", [RecallTurn(index=0, text="x y", key="a")], limit=1)
     except ContextwrightError:
         pass
+
+
+@pytest.mark.parametrize("settings", [
+    {"top_k": -1}, {"rerank_top_k": -2}, {"top_k": 2.5}, {"similarity_threshold": float("nan")},
+    {"similarity_threshold": -0.1}, {"similarity_threshold": 1.2},
+])
+def test_search_settings_out_of_range_are_refused(settings: dict[str, Any]) -> None:
+    """A negative count was read as 0 and a NaN threshold dropped every passage, silently."""
+    with pytest.raises(InvalidInputError):
+        SearchSettings(**settings)

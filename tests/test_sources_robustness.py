@@ -220,3 +220,35 @@ def test_bad_tool_options_are_plan_errors_naming_the_option(options: dict[str, A
 
 
 # --------------------------------------------------------------------------- tool results
+
+
+@pytest.mark.parametrize("options", [
+    {"similarity_threshold": 1.5}, {"fill_threshold": 2.0},
+])
+def test_thresholds_above_one_are_plan_errors(options: dict[str, Any]) -> None:
+    """A calibrated similarity never passes 1: such a threshold would silently keep nothing."""
+    with pytest.raises(PlanError, match="between 0 and 1"):
+        read_options(options, 0.5)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"select": "relevent"}, "select must be"),
+    ({"compact_descriptions": "false"}, "compact_descriptions must be"),
+])
+def test_misspelt_tools_options_are_plan_errors(options: dict[str, Any], message: str) -> None:
+    """A misspelt select silently offered every tool; the string "false" turned compaction on."""
+    with pytest.raises(PlanError, match=message):
+        list(ToolDefinitionSource().build(Request(user_input="weather?"), options))
+
+
+def test_a_passage_in_both_the_request_and_the_corpus_is_shown_once() -> None:
+    """The same text from the request's documents and from the corpus was shown twice."""
+    text = "Refunds are accepted within 15 days of delivery for unopened items."
+    corpus = Retriever()
+    corpus.add([SourceDocument(id="policy-corpus", title="Refund policy", text=text)])
+    source = RetrievalSource(corpus)
+    request = Request(user_input="refund within how many days?",
+                      documents=[{"id": "policy-given", "text": text}])
+    items = list(source.build(request, {"similarity_threshold": 0.1}))
+    results = [item for item in items if item.message.role == "tool"]
+    assert len(results) == 1

@@ -75,6 +75,12 @@ class SearchSettings:
         # (a negative alpha gives similarities above 1), so the threshold would mean nothing.
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
             raise InvalidInputError("alpha must be between 0 and 1")
+        for name in ("top_k", "rerank_top_k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInputError(f"{name} must be a whole number, 0 or more")
+        if not 0.0 <= self.similarity_threshold <= 1.0:  # NaN included: it would drop all
+            raise InvalidInputError("similarity_threshold must be between 0 and 1")
 
 
 @dataclass(slots=True)

@@ -48,6 +48,7 @@ from contextwright.retrieval import (
     SourceDocument,
 )
 from contextwright.retrieval.fusion import parse_time
+from contextwright.retrieval.retriever import text_key
 from contextwright.retrieval.text import content_hash
 from contextwright.sources.documents import RETRIEVAL_TOOL, UNDATED, newest_per_id
 from contextwright.tokens import CountingTokenizer, get_tokenizer
@@ -93,6 +94,9 @@ def read_options(options: Mapping[str, Any], default_alpha: float) -> RetrievalO
     alpha = _number(options, "alpha", default_alpha, float)
     if not 0.0 <= alpha <= 1.0:
         raise PlanError("rag options: alpha must be between 0 and 1")
+    for name, value in floats.items():  # calibrated similarities lie in [0, 1]
+        if value > 1.0:
+            raise PlanError(f"rag options: {name} must be between 0 and 1")
     flags = {name: options.get(name, default) for name, default in _FLAGS.items()}
     for name, value in flags.items():
         if not isinstance(value, bool):
@@ -188,7 +192,7 @@ class RetrievalSource:
         # Two indexes' fused scores are relative to each: merge on the calibrated one.
         found.sort(key=lambda f: (f.passage.outdated, -f.passage.similarity, f.passage.doc_id,
                                   f.passage.start))
-        return _top_then_fill(found, settings)
+        return _top_then_fill(_distinct_texts(found), settings)
 
     def _index_for(self, documents: list[SourceDocument], chunk_size: int) -> Retriever:
         key = (chunk_size, *sorted((d.id, content_hash(d.text), d.title or "", d.timestamp or "")
@@ -229,6 +233,22 @@ class RetrievalSource:
         yield ContextItem(key=f"{self.namespace}.{rank}.text", message=result,
                           layer=Layer.EVIDENCE, group=group, order=2 * rank + 1, untrusted=True,
                           truncatable=True, label=passage.label, metadata=metadata)
+
+
+def _distinct_texts(found: list[_Found]) -> list[_Found]:
+    """The best-ranked passage of each text.
+
+    A document given in the request and also in the corpus is shown once (each index already
+    drops repeats within itself).
+    """
+    seen: set[bytes] = set()
+    distinct = []
+    for item in found:
+        key = text_key(item.passage.text)
+        if key not in seen:
+            seen.add(key)
+            distinct.append(item)
+    return distinct
 
 
 def _search_settings(settings: RetrievalOptions) -> SearchSettings:

@@ -213,13 +213,18 @@ class ToolOptions:
     @classmethod
     def read(cls, options: Mapping[str, Any]) -> ToolOptions:
         """Validate the plan's options; ``PlanError`` names a bad one."""
+        select = options.get("select", "all")
+        if select not in ("all", "relevant"):
+            raise PlanError("tools options: select must be 'all' or 'relevant'")
         setting = options.get("compact_descriptions", "auto")
-        return cls(relevant_only=options.get("select", "all") == "relevant",
+        if setting != "auto" and not isinstance(setting, bool):  # "false" is truthy
+            raise PlanError("tools options: compact_descriptions must be auto, true or false")
+        return cls(relevant_only=select == "relevant",
                    always=_names(options, "always_include") | _names(options, "always"),
                    max_tools=None if options.get("max_tools") is None
                    else _count(options, "max_tools", 0),
                    recent_messages=_count(options, "recent_messages", 20),
-                   compact=None if setting == "auto" else bool(setting),
+                   compact=None if setting == "auto" else setting,
                    description_budget=_count(options, "description_budget", 1500))
 
 
