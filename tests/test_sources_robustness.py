@@ -252,3 +252,29 @@ def test_a_passage_in_both_the_request_and_the_corpus_is_shown_once() -> None:
     items = list(source.build(request, {"similarity_threshold": 0.1}))
     results = [item for item in items if item.message.role == "tool"]
     assert len(results) == 1
+
+
+def test_request_documents_carry_a_version_number_compared_before_the_time() -> None:
+    """Request documents had no version: a versioned corpus copy beat any request version."""
+    newer = {"id": "policy", "source": "refund-policy.md", "version": 3,
+             "timestamp": "2024-01-01", "text": "Refunds within 30 days (policy v3)."}
+    older = {"id": "policy", "source": "refund-policy.md", "version": 2,
+             "timestamp": "2025-06-01", "text": "Refunds within 15 days (policy v2)."}
+    request = Request(user_input="refund within how many days?", documents=[newer, older])
+    shown = [item.message.content for item in DocumentSource().build(request, {})
+             if item.message.role == "tool"]
+    assert len(shown) == 1 and "v3" in str(shown[0])
+    corpus = Retriever()
+    corpus.add([SourceDocument(id="policy", title="refund-policy.md", version=2,
+                               text="Refunds within 15 days (policy v2).")])
+    items = list(RetrievalSource(corpus).build(
+        Request(user_input="refund within how many days?", documents=[newer]),
+        {"similarity_threshold": 0.1}))
+    texts = " ".join(str(item.message.content) for item in items if item.message.role == "tool")
+    assert "v3" in texts and "v2" not in texts
+
+
+@pytest.mark.parametrize("version", [-1, 1.5, "3", True])
+def test_a_bad_document_version_is_refused(version: object) -> None:
+    with pytest.raises(InvalidInputError, match=r"documents\[0\]"):
+        Request(user_input="q", documents=[{"id": "a", "text": "t", "version": version}])

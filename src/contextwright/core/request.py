@@ -36,6 +36,8 @@ class Document:
     """Source label shown with the text (file, URL, section)."""
     timestamp: str | None = None
     """Version time (ISO 8601); a newer version of a document beats an older one."""
+    version: int | None = None
+    """Version number, compared before the timestamp (none is older than any)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,12 +106,17 @@ class Request:
                 parse_message(raw, f"{name}[{index}]")
         for index, doc in enumerate(self.documents):
             check_text(doc.text, f"documents[{index}].text")
+            version = doc.version
+            if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                        or version < 0):
+                raise InvalidInputError(f"documents[{index}].version must be a whole number, "
+                                        "0 or more")
         for index, note in enumerate(self.notes):
             check_text(note, f"notes[{index}]")
 
 
 def _as_document(doc: object, index: int) -> Document:
-    """A ``Document``, from itself or from a ``{id, text, score?, source?, timestamp?}`` mapping."""
+    """A ``Document``, from itself or a ``{id, text, score?, source?, timestamp?, version?}``."""
     if isinstance(doc, Document):
         return doc
     try:
@@ -126,6 +133,7 @@ class _DocumentModel(BaseModel):
     score: float | None = None
     source: str | None = None
     timestamp: str | None = None
+    version: int | None = Field(default=None, ge=0, strict=True)
 
 
 class _RequestModel(BaseModel):

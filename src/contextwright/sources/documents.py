@@ -43,21 +43,24 @@ def version_time(value: str | None, where: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def newest_per_id(versions: Iterable[tuple[str, str | None]],
+def newest_per_id(versions: Iterable[tuple[str, int | None, str | None]],
                   parse: TimeParser = version_time) -> list[int]:
-    """Positions of one version per document id: the newest timestamp, the first on ties.
+    """Positions of one version per document id: the newest, the first on ties.
 
-    ``versions`` are the request's documents as (id, timestamp), in order. Times are compared as
-    instants, not strings (``09:00-05:00`` is after ``10:00+00:00``); an undated version is the
-    oldest; a timestamp that is not ISO 8601 is an ``InvalidInputError`` naming its document.
-    The positions follow the order in which the ids first appear.
+    ``versions`` are the request's documents as (id, version, timestamp), in order. As in the
+    retriever, the version number is compared first (none is older than any), then the time:
+    times are compared as instants, not strings (``09:00-05:00`` is after ``10:00+00:00``), an
+    undated version is the oldest, and a timestamp that is not ISO 8601 is an
+    ``InvalidInputError`` naming its document. The positions follow the order in which the ids
+    first appear.
     """
-    newest: dict[str, tuple[int, datetime]] = {}
-    for index, (doc_id, timestamp) in enumerate(versions):
+    newest: dict[str, tuple[int, tuple[int, datetime]]] = {}
+    for index, (doc_id, version, timestamp) in enumerate(versions):
         when = parse(timestamp, f"documents[{index}].timestamp") or UNDATED
+        order = (version if version is not None else -1, when)
         seen = newest.get(doc_id)
-        if seen is None or when > seen[1]:
-            newest[doc_id] = (index, when)
+        if seen is None or order > seen[1]:
+            newest[doc_id] = (index, order)
     return [index for index, _ in newest.values()]
 
 
@@ -68,7 +71,7 @@ class DocumentSource:
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """Two items per document (the synthetic call and its result), best document first."""
-        kept = newest_per_id((doc.id, doc.timestamp) for doc in request.documents)
+        kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
         docs = [(index, request.documents[index]) for index in kept]
         docs.sort(key=lambda entry: (-(entry[1].score or 0.0), entry[0]))
         for rank, (index, doc) in enumerate(docs):

@@ -289,7 +289,7 @@ def _top_then_fill(ranked: list[_Found], settings: RetrievalOptions) -> list[_Fo
 def _request_documents(request: Request) -> list[SourceDocument]:
     """The request's documents, validated, one per id (the newest: the request schema's rule)."""
     documents = [_source_document(index, doc) for index, doc in enumerate(request.documents)]
-    kept = newest_per_id(((d.id, d.timestamp) for d in documents), parse_time)
+    kept = newest_per_id(((d.id, d.version, d.timestamp) for d in documents), parse_time)
     return [documents[index] for index in kept]
 
 
@@ -299,7 +299,8 @@ def _source_document(index: int, doc: Any) -> SourceDocument:
         value = getattr(doc, name)
         if value is not None:
             check_text(value, f"documents[{index}].{name}")
-    return SourceDocument(id=doc.id, text=text, title=doc.source, timestamp=doc.timestamp)
+    return SourceDocument(id=doc.id, text=text, title=doc.source, timestamp=doc.timestamp,
+                          version=doc.version)
 
 
 # --------------------------------------------------------------------------- versions across
