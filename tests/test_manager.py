@@ -171,7 +171,7 @@ def test_a_message_too_large_for_the_budget_is_stored_once() -> None:
     huge = "refund order #A-1234 please " * 20_000
     with pytest.raises(BudgetError) as failed:
         cm.prepare("u", "s", huge)
-    assert failed.value.stored_seq == 1 and "text=None" in str(failed.value)
+    assert failed.value.stored_seq == 1 and "text=None" in " ".join(failed.value.__notes__)
     assert cm.store.count(SessionKey(user_id="u", session_id="s")) == 1
     with pytest.raises(BudgetError) as again:
         cm.prepare("u", "s")  # building again stores nothing more

@@ -52,6 +52,11 @@ __all__ = [
 class ContextwrightError(Exception):
     """Base of every error contextwright raises on purpose."""
 
+    stored_seq: int | None = None
+    """Set by ``ContextManager.prepare`` when it fails after storing the user's message: that
+    message's seq. The message was said and stays stored; build again with ``text=None``
+    instead of sending it again."""
+
 
 class PlanError(ContextwrightError):
     """A build plan is malformed; the message names the offending field."""
@@ -72,13 +77,9 @@ class SourceError(ContextwrightError):
 class BudgetError(ContextwrightError):
     """The parts that may never be cut do not fit into the available budget."""
 
-    def __init__(self, message: str, report: BuildReport, *,
-                 stored_seq: int | None = None) -> None:
+    def __init__(self, message: str, report: BuildReport) -> None:
         super().__init__(message)
         self.report = report
-        self.stored_seq = stored_seq
-        """Set by ``ContextManager.prepare``: the seq under which the user's message was stored
-        before the build failed (retry with ``text=None`` rather than sending it again)."""
 
 
 class TokenizerError(ContextwrightError):

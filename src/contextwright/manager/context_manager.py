@@ -31,7 +31,7 @@ from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, Sou
 from contextwright.core.report import BuildReport
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
-from contextwright.errors import BudgetError, ConflictError, InvalidInputError, PlanError
+from contextwright.errors import ConflictError, ContextwrightError, InvalidInputError, PlanError
 from contextwright.manager.checks import checked_parts
 from contextwright.manager.handoff import hand_off, note_user_message, record_turn_in_zones
 from contextwright.manager.recall import (
@@ -48,7 +48,7 @@ from contextwright.modes.sources import SessionMemorySource
 from contextwright.session.memory import MemoryStore
 from contextwright.session.state import ModeSwitch, SessionState, load_state, update_state
 from contextwright.session.store import SessionKey, StateRecord, Store, StoredMessage
-from contextwright.sources.conversation import HistorySource
+from contextwright.sources.conversation import HistorySource, read_blocks_backward
 from contextwright.sources.recall import LexicalTurnRecaller, TurnRecaller
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
 
@@ -162,9 +162,10 @@ class ContextManager:
                 system: str | None = None) -> PreparedContext:
         """Append ``text`` as the user's message (None: continue the current turn) and build.
 
-        The other arguments are checked first: a call they would fail stores nothing. A build
-        that fails for the budget (a message too large for the mode) raises ``BudgetError``
-        with ``stored_seq`` set: the message is stored, so build again with ``text=None``.
+        The other arguments are checked first: a call they would fail stores nothing. An error
+        after the message is stored (a message too large for the budget, a failing classifier)
+        carries ``stored_seq``: the message stays stored, so build again with ``text=None``
+        rather than sending it again.
         """
         key = SessionKey(user_id=user_id, session_id=session_id)
         parts = checked_parts(tools=tools, documents=documents, env=env,
@@ -172,22 +173,25 @@ class ContextManager:
         if text is not None:
             check_text(text, "text")
         seq = self._append_user(key, text) if text is not None else None
+        try:
+            return self._prepare_stored(key, text, seq, parts)
+        except ContextwrightError as error:
+            if seq is not None:
+                error.stored_seq = seq
+                error.add_note(f"the user message is stored as seq {seq}: build again with "
+                               "text=None (e.g. after changing the mode or budget), do not "
+                               "resend it")
+            raise
+
+    def _prepare_stored(self, key: SessionKey, text: str | None, seq: int | None,
+                        parts: Request) -> PreparedContext:
         record, read, recent = self._read_recent(key)
         state, route, switch = self._route(key, text, seq, recent, record)
         user_index = last_user_index(recent)
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
-        settings = self.modes.settings(state.mode or self.modes.default_mode)
-        try:
-            context = self._build(key, state, settings, read, recent, user_index, parts)
-        except BudgetError as error:
-            if seq is None:
-                raise
-            # The message stays stored (it was said); the caller must not send it again.
-            raise BudgetError(
-                f"{error}; the user message is stored as seq {seq}: build again with "
-                "text=None (e.g. after changing the mode or budget), do not resend it",
-                error.report, stored_seq=seq) from error
+        settings = self._settings(state.mode)
+        context = self._build(key, state, settings, read, recent, user_index, parts)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
 
@@ -204,11 +208,34 @@ class ContextManager:
         batch = _recorded_messages(assistant, tool_results, messages, self._now_iso())
         if not batch:
             raise InvalidInputError("record needs an assistant message, tool results or messages")
+        self._check_results_answer_open_calls(key, batch)
         seqs = self.store.append(key, batch)
         update_state(self.store, key, lambda state: record_turn_in_zones(
-            state, batch, self.modes.settings(state.mode or self.modes.default_mode)))
+            state, batch, self._settings(state.mode)))
         self._schedule_summary(key)
         return seqs
+
+    def _check_results_answer_open_calls(self, key: SessionKey,
+                                         batch: list[dict[str, Any]]) -> None:
+        """Refuse tool results that answer no call just before them, in the batch or stored.
+
+        Stored, such a result would make every later build of the session fail (a result must
+        follow the assistant message whose call it answers, as in the chat formats).
+        """
+        if not any(message["role"] == "tool" for message in batch):
+            return
+        stored = [m.message for m in self.store.read(key, last=self._max_read)]
+        start = len(stored)
+        while start > 0 and stored[start - 1].get("role") == "tool":
+            start -= 1  # the results already recorded for the newest call ...
+        start = max(start - 1, 0)  # ... and the message before them: a block starts there
+        try:
+            for _ in read_blocks_backward([*stored[start:], *batch], "record"):
+                pass
+        except InvalidInputError:
+            raise InvalidInputError(
+                "record: a tool result must answer a call of the assistant message just before "
+                "it (in this batch, or the session's newest one), each call once") from None
 
     # ----- inspection and lifecycle -----
 
@@ -278,6 +305,19 @@ class ContextManager:
                 return stored
         return replace(stored, message=known)
 
+    def _settings(self, mode: str | None) -> ModeSettings:
+        """A session's mode settings; the default mode's for a new session.
+
+        Also the default's for a stored mode this manager does not configure (logged; the
+        next routed message hands off from it).
+        """
+        if mode is not None and mode not in self.modes.modes:
+            logger.warning("session mode %r is not configured here; using %r", mode,
+                           self.modes.default_mode,
+                           extra={"contextwright": {"event": "unknown_mode", "mode": mode}})
+            mode = None
+        return self.modes.settings(mode or self.modes.default_mode)
+
     def _route(self, key: SessionKey, text: str | None, seq: int | None,
                recent: list[StoredMessage], record: StateRecord | None
                ) -> tuple[SessionState, RouteDecision | None, ModeSwitch | None]:
@@ -287,7 +327,10 @@ class ContextManager:
             state = SessionState.from_dict(record.data) if record else SessionState()
             if text is None or seq is None:
                 return state, None, None
-            route = self.router.route(text, state.mode)
+            # A stored mode this manager does not configure (removed, or another worker's
+            # config) is routed from afresh and handed off from, not an error on every call.
+            known = state.mode if state.mode in self.modes.modes else None
+            route = self.router.route(text, known)
             new_state, switch = self._apply_route(state, route, text, seq, recent)
             if new_state == state:
                 _log_route(key, route, state.mode)
@@ -311,10 +354,10 @@ class ContextManager:
             switch = ModeSwitch(old_mode=state.mode, new_mode=route.mode, trigger=route.trigger,
                                 basis=route.basis, at_seq=seq, at=self._clock())
             state = hand_off(state, switch, [m for m in recent if m.seq < seq],
-                             window_size=self.modes.settings(state.mode).window_size
+                             window_size=self._settings(state.mode).window_size
                              if state.mode else 0,
                              tokenizer=self.tokenizer)
-        settings = self.modes.settings(state.mode or self.modes.default_mode)
+        settings = self._settings(state.mode)
         return note_user_message(state, text, settings), switch
 
     def _build(self, key: SessionKey, state: SessionState, settings: ModeSettings,
@@ -353,7 +396,7 @@ class ContextManager:
 
     def _summary_job(self, key: SessionKey) -> SummaryJob:
         _, state = load_state(self.store, key)
-        settings = self.modes.settings(state.mode or self.modes.default_mode)
+        settings = self._settings(state.mode)
         plan = self._plans[settings.name]
         return SummaryJob(
             store=self.store, key=key, settings=settings, summarizer=self.summarizer,
@@ -443,20 +486,40 @@ def _thawed(options: Mapping[str, Any]) -> dict[str, Any]:
     return options.thaw() if isinstance(options, FrozenOptions) else dict(options)
 
 
-def _recorded_messages(assistant: str | Mapping[str, Any] | None,
-                       tool_results: Sequence[Mapping[str, Any]],
-                       messages: Sequence[Mapping[str, Any]], now: str) -> list[dict[str, Any]]:
+def _recorded_messages(assistant: object, tool_results: object, messages: object,
+                       now: str) -> list[dict[str, Any]]:
+    """The batch ``record`` appends, checked (``InvalidInputError`` names what is wrong)."""
     batch: list[dict[str, Any]] = []
-    if assistant is not None:
-        batch.append({"role": "assistant", "content": assistant} if isinstance(assistant, str)
-                     else {"role": "assistant", **dict(assistant)})
-    for result in tool_results:
-        batch.append({"role": "tool", **dict(result)})
-    batch.extend(dict(m) for m in messages)
+    if isinstance(assistant, str):
+        batch.append({"role": "assistant", "content": assistant})
+    elif assistant is not None:
+        batch.append(_with_role(assistant, "assistant", "assistant"))
+    batch += [_with_role(result, "tool", f"tool_results[{index}]")
+              for index, result in enumerate(_message_list(tool_results, "tool_results"))]
+    for index, message in enumerate(_message_list(messages, "messages")):
+        if not isinstance(message, Mapping):
+            raise InvalidInputError(f"messages[{index}] must be a message object")
+        batch.append(dict(message))
     for index, message in enumerate(batch):
         message.setdefault("timestamp", now)
         parse_message(message, f"record[{index}]")  # refuse what a later build could not read
     return batch
+
+
+def _message_list(value: object, name: str) -> Sequence[object]:
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise InvalidInputError(f"{name} must be a list of message objects")
+    return value
+
+
+def _with_role(message: object, role: str, where: str) -> dict[str, Any]:
+    """``message`` as a ``role`` message; a different role in it is refused, not obeyed."""
+    if not isinstance(message, Mapping):
+        raise InvalidInputError(f"{where} must be a message object")
+    given = message.get("role", role)
+    if given != role:
+        raise InvalidInputError(f"{where}.role must be {role!r} (or left out)")
+    return {**message, "role": role}
 
 
 def _log_route(key: SessionKey, route: RouteDecision, previous: str | None) -> None:

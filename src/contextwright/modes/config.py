@@ -8,13 +8,14 @@ I/O except reading a config file on request, and knows nothing of stores or mode
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from contextwright.core.plan import read_config_file
@@ -217,6 +218,24 @@ class _RuleModel(BaseModel):
     mode: str
     keywords: list[str] = []
     patterns: list[str] = []
+
+    @field_validator("keywords", "patterns")
+    @classmethod
+    def _not_blank(cls, values: list[str]) -> list[str]:
+        # A blank keyword or pattern matches (nearly) every message: all traffic to one mode.
+        if any(not value.strip() for value in values):
+            raise ValueError("must not be blank")
+        return values
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error:
+                raise ValueError("is not a valid regular expression") from None
+        return patterns
 
 
 class _ConfigModel(BaseModel):

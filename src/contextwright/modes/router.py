@@ -61,9 +61,16 @@ class _CompiledRule:
 
     def __init__(self, rule: RouteRule) -> None:
         self.mode = rule.mode
+        if any(not text.strip() for text in (*rule.keywords, *rule.patterns)):
+            raise PlanError(f"modes config: a rule for {rule.mode!r} has a blank keyword or "
+                            "pattern (it would match every message)")
         self.keywords = tuple((keyword, _keyword_pattern(keyword)) for keyword in rule.keywords)
-        self.patterns = tuple((p, re.compile(p, re.IGNORECASE | re.DOTALL))
-                              for p in rule.patterns)
+        try:
+            self.patterns = tuple((p, re.compile(p, re.IGNORECASE | re.DOTALL))
+                                  for p in rule.patterns)
+        except re.error:
+            raise PlanError(f"modes config: a pattern of the rule for {rule.mode!r} is not a "
+                            "valid regular expression") from None
 
     def match(self, text: str) -> str | None:
         for keyword, pattern in self.keywords:
