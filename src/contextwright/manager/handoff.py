@@ -18,11 +18,13 @@ from contextwright.compress.summarize import Summary, condense_for_handoff
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
 from contextwright.modes.zones import (
+    PENDING_RESULT,
     ToolRecord,
     add_facts,
     add_handoff,
     add_tool_calls,
     cut_result,
+    fill_tool_results,
     update_task,
 )
 from contextwright.session.state import MAX_MODE_HISTORY, ModeSwitch, SessionState
@@ -64,30 +66,57 @@ def note_user_message(state: SessionState, text: str, settings: ModeSettings) ->
 
 def record_turn_in_zones(state: SessionState, batch: Sequence[Mapping[str, Any]],
                          settings: ModeSettings) -> SessionState:
-    """Structured mode: recorded tool calls and their results enter the tools zone."""
+    """Structured mode: recorded tool calls and their results enter the tools zone.
+
+    An agent may record a call and its result in separate ``record`` calls: a result whose call
+    is not in ``batch`` fills in that call's pending record in the zone.
+    """
     if not settings.zones:
         return state
     records = tool_records(batch)
-    if not records:
-        return state
-    return replace(state, zones=add_tool_calls(state.zones, records, settings.tool_zone_keep))
+    zones = fill_tool_results(state.zones, later_results(batch), _result_text)
+    zones = add_tool_calls(zones, records, settings.tool_zone_keep)
+    return state if zones == state.zones else replace(state, zones=zones)
 
 
 def tool_records(batch: Sequence[Mapping[str, Any]]) -> list[ToolRecord]:
     """One record per tool call in ``batch``, with its result when the batch holds it."""
-    results = {m.get("tool_call_id"): m for m in batch if m.get("role") == "tool"}
+    results = _results_by_call_id(batch)
     records = []
     for message in batch:
         for call in message.get("tool_calls") or ():
             function = call.get("function") or call
             name = str(function.get("name", ""))
-            result = results.get(call.get("id"))
-            content = str(result.get("content") or "") if result else ""
+            call_id = _call_id(call)
+            result = results.get(call_id) if call_id else None
             records.append(ToolRecord(
                 name=name, arguments=_compact_json(function.get("arguments", "")),
-                result=cut_result(compact_tool_result(name, content) or content) if result else "…",
+                result=cut_result(_result_text(name, result)) if result is not None
+                else PENDING_RESULT,
+                call_id=call_id,
             ))
     return records
+
+
+def later_results(batch: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Results in ``batch`` (call id → text) whose call came in an earlier batch."""
+    calls_here = {_call_id(call) for message in batch for call in message.get("tool_calls") or ()}
+    return {call_id: text for call_id, text in _results_by_call_id(batch).items()
+            if call_id not in calls_here}
+
+
+def _results_by_call_id(batch: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    return {str(m["tool_call_id"]): str(m.get("content") or "") for m in batch
+            if m.get("role") == "tool" and m.get("tool_call_id")}
+
+
+def _call_id(call: Mapping[str, Any]) -> str:
+    return str(call.get("id") or "")
+
+
+def _result_text(name: str, content: str) -> str:
+    # JSON results shown as compact text, like the builder shows them; other text unchanged.
+    return compact_tool_result(name, content) or content
 
 
 def _compact_json(arguments: object) -> str:

@@ -6,13 +6,14 @@ rounds go to the summariser with the previous summary (an incremental merge, nev
 of everything). A summary is committed only if it is not empty and keeps every exact fact it must
 keep (``verified``); otherwise the previous summary and the original messages stay. Originals are
 never deleted: the summary only moves ``summary_upto``, the point from which history is shown
-verbatim.
+verbatim. Nor is a summary committed to a session erased or restarted while it was being written.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -20,13 +21,13 @@ from contextwright.compress.summarize import Summarizer, Summary, verified
 from contextwright.errors import ConflictError
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
-from contextwright.session.state import SessionState, load_state, update_state
-from contextwright.session.store import SessionKey, Store, StoredMessage
+from contextwright.session.state import SessionState, load_state
+from contextwright.session.store import SessionKey, StateRecord, Store, StoredMessage
 from contextwright.tokens import CountingTokenizer
 
 logger = logging.getLogger("contextwright.session")
 
-Outcome = Literal["committed", "nothing_to_do", "rejected", "superseded"]
+Outcome = Literal["committed", "nothing_to_do", "rejected", "superseded", "session_gone"]
 _StateChange = Callable[[SessionState], SessionState]
 MAX_COMMIT_ATTEMPTS = 5
 
@@ -70,12 +71,14 @@ def rounds_due(uncovered: Sequence[StoredMessage], job: SummaryJob) -> list[Stor
 
 def update_summary(job: SummaryJob) -> Outcome:
     """Merge the due rounds into the session's summary and commit it if it passes the check."""
-    _, state = load_state(job.store, job.key)
+    record, state = load_state(job.store, job.key)
     if not job.settings.enable_summary:
         return "nothing_to_do"
     batch = rounds_due(job.store.read(job.key, after=state.summary_upto), job)
     if not batch:
         return "nothing_to_do"
+    basis = _Basis(had_state=record is not None, summary_upto=state.summary_upto,
+                   last_summarised=batch[-1])
     previous = Summary.from_dict(state.summary) if state.summary else None
     language = state.language or "en"
     try:
@@ -83,32 +86,84 @@ def update_summary(job: SummaryJob) -> Outcome:
                            max_tokens=job.max_tokens, tokenizer=job.tokenizer)
     except Exception as exc:  # a summariser is pluggable: any failure must leave the originals
         _log("summary_rejected", job.key, reason=type(exc).__name__, detail=str(exc)[:200])
-        _commit(job, state.summary_upto, lambda s: replace(
-            s, summary_failures=s.summary_failures + 1))
+        _commit(job, basis, lambda s: replace(s, summary_failures=s.summary_failures + 1))
         return "rejected"
-    upto = batch[-1].seq
-    outcome = _commit(job, state.summary_upto, lambda s: replace(
+    upto = basis.last_summarised.seq
+    outcome = _commit(job, basis, lambda s: replace(
         s, summary=summary.to_dict(), summary_upto=upto, summary_failures=0))
     if outcome == "committed":
         _log("summary_committed", job.key, upto=upto, messages=len(batch))
     return outcome
 
 
-def _commit(job: SummaryJob, based_on_upto: int, change: _StateChange) -> Outcome:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Basis:
+    """The session as the job read it; the job's result may be committed only while it stands."""
+
+    had_state: bool
+    """Whether the session had a state record."""
+    summary_upto: int
+    """Where the summary the job merged into ended."""
+    last_summarised: StoredMessage
+    """The newest message the job summarised (its seq becomes ``summary_upto``)."""
+
+
+def _commit(job: SummaryJob, basis: _Basis, change: _StateChange) -> Outcome:
     # Other writers (prepare, another process) may change the state meanwhile: re-read and
-    # re-apply, unless someone else already summarised past the point this summary started from.
-    superseded = False
+    # re-apply under the state's version. The summary is stale if someone else already
+    # summarised past ``basis``, or if the session was erased or restarted while it ran: writing
+    # then would bring back erased facts and hide the new session's first messages.
+    for _ in range(MAX_COMMIT_ATTEMPTS):
+        record, state = load_state(job.store, job.key)
+        stale = _why_stale(job, basis, record, state)
+        if stale is not None:
+            return stale
+        new_state = change(state)
+        if new_state == state:
+            return "committed"
+        try:
+            version = job.store.put_state(job.key, new_state.to_dict(),
+                                          expected_version=record.version if record else None)
+        except ConflictError:
+            continue
+        if record is None:
+            return _unless_erased_meanwhile(job, basis, version)
+        return "committed"
+    return "superseded"
 
-    def unless_superseded(state: SessionState) -> SessionState | None:
-        nonlocal superseded
-        superseded = state.summary_upto != based_on_upto
-        return None if superseded else change(state)
 
-    try:
-        update_state(job.store, job.key, unless_superseded, attempts=MAX_COMMIT_ATTEMPTS)
-    except ConflictError:
+def _why_stale(job: SummaryJob, basis: _Basis, record: StateRecord | None,
+               state: SessionState) -> Outcome | None:
+    if basis.had_state and record is None:
+        _log("summary_discarded", job.key, reason="session_gone")
+        return "session_gone"  # erased, or expired (an expired session reads as absent)
+    if state.summary_upto != basis.summary_upto:
         return "superseded"
-    return "superseded" if superseded else "committed"
+    if not _still_stored(job, basis.last_summarised):
+        _log("summary_discarded", job.key, reason="session_gone")
+        return "session_gone"
+    return None
+
+
+def _still_stored(job: SummaryJob, message: StoredMessage) -> bool:
+    # The log is append-only, so while a session lives the message at a seq never changes; an
+    # erase removes it and a restart (after an erase or a TTL expiry) numbers from 1 again, so
+    # the seq holds another message (appended later: another created_at) or none.
+    found = job.store.read(job.key, after=message.seq - 1)
+    return bool(found) and found[0].seq == message.seq and (
+        found[0].created_at == message.created_at and found[0].message == message.message)
+
+
+def _unless_erased_meanwhile(job: SummaryJob, basis: _Basis, version: int) -> Outcome:
+    # With no state record to version against, an erase landing between the check and the put
+    # is no conflict: look again, and if it did land, empty the state just written so the
+    # erased messages' facts do not outlive them (unless someone has written since).
+    if _still_stored(job, basis.last_summarised):
+        return "committed"
+    _log("summary_discarded", job.key, reason="session_gone")
+    with suppress(ConflictError):
+        job.store.put_state(job.key, SessionState().to_dict(), expected_version=version)
+    return "session_gone"
 
 
 def _log(event: str, key: SessionKey, **fields: object) -> None:

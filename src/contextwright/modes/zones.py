@@ -12,7 +12,7 @@ Zones are plain immutable data with pure update functions; the session layer sto
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,6 +24,8 @@ MAX_STEPS = 20
 """Steps kept in each of the task's lists."""
 TOOL_RESULT_CHARS = 300
 """A tool result in the tools zone is cut to this many characters (its exact values first)."""
+PENDING_RESULT = "…"
+"""The result shown for a call whose result has not been recorded yet."""
 
 ZONE_LABELS: Mapping[str, Mapping[str, str]] = {
     "en": {"facts": "[Facts]", "task": "[Task]", "tools": "[Tools]", "output": "[Output]",
@@ -44,7 +46,15 @@ class ToolRecord:
     arguments: str
     """Arguments as compact JSON."""
     result: str
-    """The result, compacted and cut to ``TOOL_RESULT_CHARS``."""
+    """The result, compacted and cut to ``TOOL_RESULT_CHARS`` (``PENDING_RESULT`` until known)."""
+    call_id: str = ""
+    """The call's id, so a result recorded later can find it ('' in zones stored before ids)."""
+
+    def to_dict(self) -> dict[str, str]:
+        """Plain JSON data for a store."""
+        data = {"name": self.name, "arguments": self.arguments, "result": self.result}
+        # Left out when unknown, so a document without ids reads the same in older versions.
+        return {**data, "call_id": self.call_id} if self.call_id else data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,8 +88,7 @@ class Zones:
             "facts": list(self.facts), "handoffs": list(self.handoffs),
             "task": {"goal": self.task.goal, "done": list(self.task.done),
                      "next": list(self.task.next)},
-            "tools": [{"name": t.name, "arguments": t.arguments, "result": t.result}
-                      for t in self.tools],
+            "tools": [record.to_dict() for record in self.tools],
         }
 
     @staticmethod
@@ -122,6 +131,35 @@ def add_tool_calls(zones: Zones, records: Sequence[ToolRecord], keep: int) -> Zo
     for record in records:
         task = _complete_step(task, record)
     return replace(zones, tools=tools, task=task)
+
+
+def fill_tool_results(zones: Zones, results: Mapping[str, str],
+                      compact: Callable[[str, str], str]) -> Zones:
+    """Give pending calls in the tools zone their results, matched by call id.
+
+    ``results`` maps call id → raw result text; ``compact(tool name, text)`` shortens it, then
+    it is cut to ``TOOL_RESULT_CHARS``. A result whose call has left the zone (older than the
+    last ``keep``, or cleared by a mode switch) is not added: the zone keeps only its last calls.
+    """
+    tools = list(zones.tools)
+    for call_id, content in results.items():
+        index = _newest_pending(tools, call_id)
+        if index is not None:
+            record = tools[index]
+            tools[index] = replace(record, result=cut_result(compact(record.name, content)))
+    filled = tuple(tools)
+    return zones if filled == zones.tools else replace(zones, tools=filled)
+
+
+def _newest_pending(tools: Sequence[ToolRecord], call_id: str) -> int | None:
+    # Newest first: some clients reuse ids ("call_0") every turn, and the result recorded now
+    # answers the latest call with that id. A record without an id (stored before ids were
+    # kept) is never matched; one that has its result is not overwritten.
+    for index in range(len(tools) - 1, -1, -1):
+        record = tools[index]
+        if call_id and record.call_id == call_id and record.result == PENDING_RESULT:
+            return index
+    return None
 
 
 def _complete_step(task: Task, record: ToolRecord) -> Task:
