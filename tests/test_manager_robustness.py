@@ -164,3 +164,18 @@ def test_a_result_for_a_call_of_an_earlier_turn_is_refused() -> None:
     with pytest.raises(InvalidInputError):
         cm.record("u", "s", tool_results=[{"tool_call_id": "c1", "content": "sunny"}])
     assert store.count(KEY) == 3
+
+
+def test_results_of_a_call_with_many_parallel_calls_are_checked_past_the_short_tail() -> None:
+    """``record`` first reads a short tail; a run of results longer than it reads further."""
+    store = MemoryStore()
+    cm = _manager(store)
+    cm.prepare("u", "s", "stock of every fruit?")
+    calls = [{"id": f"c{n}", "type": "function", "function": {"name": "stock", "arguments": "{}"}}
+             for n in range(20)]
+    cm.record("u", "s", assistant={"content": "", "tool_calls": calls})
+    for n in range(20):
+        cm.record("u", "s", tool_results=[{"tool_call_id": f"c{n}", "content": f"fruit {n}: 1"}])
+    with pytest.raises(InvalidInputError):
+        cm.record("u", "s", tool_results=[{"tool_call_id": "c3", "content": "again"}])
+    assert store.count(KEY) == 22

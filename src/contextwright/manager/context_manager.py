@@ -224,7 +224,9 @@ class ContextManager:
         """
         if not any(message["role"] == "tool" for message in batch):
             return
-        stored = [m.message for m in self.store.read(key, last=self._max_read)]
+        stored = [m.message for m in self.store.read(key, last=_RECORD_TAIL)]
+        if len(stored) == _RECORD_TAIL and all(m.get("role") == "tool" for m in stored):
+            stored = [m.message for m in self.store.read(key, last=self._max_read)]
         start = len(stored)
         while start > 0 and stored[start - 1].get("role") == "tool":
             start -= 1  # the results already recorded for the newest call ...
@@ -484,6 +486,10 @@ def _after(specs: list[SourceSpec], source: str) -> int:
 
 def _thawed(options: Mapping[str, Any]) -> dict[str, Any]:
     return options.thaw() if isinstance(options, FrozenOptions) else dict(options)
+
+
+_RECORD_TAIL = 16
+"""Stored messages ``record`` reads to check new tool results (more when all are results)."""
 
 
 def _recorded_messages(assistant: object, tool_results: object, messages: object,
