@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from contextwright.core.request import Request
+from contextwright.core.versions import version_key
 from contextwright.errors import ContextwrightError, InvalidInputError, PlanError
 from contextwright.retrieval import (
     Retriever,
     SourceDocument,
 )
-from contextwright.retrieval.fusion import parse_time
-from contextwright.sources.documents import DocumentSource, version_time
+from contextwright.sources.documents import DocumentSource, newest_per_id
 from contextwright.sources.retrieval import RetrievalSource, read_options
 from contextwright.sources.tools import ToolDefinitionSource
 
@@ -147,15 +147,22 @@ def test_document_source_refuses_a_timestamp_that_is_not_iso_without_echoing_it(
     None, "2024-03-01", "2024-03-01T09:00:00", "2024-03-01T09:00:00Z",
     "2024-03-01T09:00:00-05:00", "2024-03-01T09:00:00.123456+05:30", "not a time"])
 def test_document_source_reads_times_as_the_retriever_does(value: str | None) -> None:
-    """``documents`` may not import the retriever's ``parse_time`` (numpy is an extra), so it
-    restates it; the two must agree on every input."""
-    def outcome(parse: Any) -> Any:
+    """Both sources and the retriever order versions by one rule (``core.versions``)."""
+    def outcome(order: Any) -> Any:
         try:
-            return parse(value, "t")
+            return order(value)
         except InvalidInputError as error:
             return str(error)
 
-    assert outcome(version_time) == outcome(parse_time)
+    def as_documents(timestamp: str | None) -> Any:
+        return newest_per_id([("a", None, timestamp), ("a", None, "2024-03-01T09:00:00+00:00")])
+
+    def as_retriever(timestamp: str | None) -> Any:
+        older = version_key(None, timestamp, "documents[0].timestamp")
+        newer = version_key(None, "2024-03-01T09:00:00+00:00", "documents[1].timestamp")
+        return [1] if newer > older else [0]
+
+    assert outcome(as_documents) == outcome(as_retriever)
 
 
 def test_the_built_in_sources_import_without_numpy() -> None:

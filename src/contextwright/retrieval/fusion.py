@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from contextwright.errors import InvalidInputError
 from contextwright.retrieval._numpy import np
 
 
@@ -86,17 +85,6 @@ def weighted_fusion(lexical: Any, dense: Any, alpha: float, depth: int = FUSION_
     fused = np.zeros(len(lexical), dtype=np.float32)
     fused[pool] = alpha * minmax(lexical[pool]) + (1.0 - alpha) * minmax(dense[pool])
     return fused
-
-
-def parse_time(value: str | None, where: str) -> datetime | None:
-    """An ISO 8601 time as an aware datetime (naive means UTC); None stays None."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInputError(f"{where} is not an ISO 8601 time") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def recency_bonus(times: list[datetime | None], weights: RankingWeights) -> list[float]:

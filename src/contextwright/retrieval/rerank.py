@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
+from contextwright.core.versions import parse_time
 from contextwright.retrieval.fusion import (
     RankingWeights,
     entity_bonus,
-    parse_time,
     recency_bonus,
 )
 from contextwright.retrieval.text import query_entities

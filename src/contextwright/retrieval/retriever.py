@@ -20,9 +20,10 @@ import hashlib
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
+from contextwright.core.versions import VersionKey, version_key
 from contextwright.errors import InvalidInputError
 from contextwright.retrieval._numpy import np
 from contextwright.retrieval.cache import CachedEmbedder
@@ -38,7 +39,6 @@ from contextwright.retrieval.fusion import (
     Calibration,
     RankingWeights,
     minmax,
-    parse_time,
     weighted_fusion,
 )
 from contextwright.retrieval.lexical import Bm25Index
@@ -47,7 +47,6 @@ from contextwright.retrieval.text import content_hash, search_tokens
 from contextwright.tokens import CountingTokenizer, get_tokenizer
 
 Supersede = Literal["title", "id"]
-_OLDEST = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +88,7 @@ class _Doc:
     digest: str
     rows: list[int]
     """Its chunks' rows, in chunk order (renumbered when the index is compacted)."""
-    order_key: tuple[int, datetime]
+    order_key: VersionKey
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +97,7 @@ class _Prepared:
 
     document: SourceDocument
     digest: str
-    order_key: tuple[int, datetime]
+    order_key: VersionKey
     chunks: list[Chunk]
     texts: list[str]
     """Per chunk, ``indexed_text``: what is searched and embedded."""
@@ -180,11 +179,11 @@ class Retriever:
         return list(pending.values())
 
     def _prepare_one(self, document: SourceDocument, digest: str, position: int) -> _Prepared:
-        when = parse_time(document.timestamp, f"documents[{position}].timestamp") or _OLDEST
-        version = document.version if document.version is not None else -1
         chunks = chunk_document(document, self.tokenizer, chunk_size=self.chunk_size)
         texts = [indexed_text(document, chunk) for chunk in chunks]
-        return _Prepared(document=document, digest=digest, order_key=(version, when),
+        return _Prepared(document=document, digest=digest, order_key=version_key(
+                             document.version, document.timestamp,
+                             f"documents[{position}].timestamp"),
                          chunks=chunks, texts=texts,
                          tokens=[search_tokens(text) for text in texts],
                          text_keys=[text_key(chunk.text) for chunk in chunks])

@@ -2,62 +2,34 @@
 
 Documents are untrusted data: rendering them as a tool result keeps them out of the system and
 user roles in every format. Best-scored first (the given order when there are no scores); a
-document id seen twice keeps its newest version (timestamps compared as instants). Long
-documents are cut around the query. Built in, so it may not import ``contextwright.retrieval``
-(numpy is the ``retrieval`` extra).
+document id seen twice keeps its newest version (``core.versions``: the retriever's rule). Long
+documents are cut around the query.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall, check_text
 from contextwright.core.request import Request
-from contextwright.errors import InvalidInputError
+from contextwright.core.versions import VersionKey, version_key
 
 RETRIEVAL_TOOL = "retrieve_documents"
-UNDATED = datetime.min.replace(tzinfo=UTC)
-"""The version time of a document without a timestamp: older than any dated version."""
-
-TimeParser = Callable[[str | None, str], datetime | None]
-"""``(timestamp, field name) -> aware datetime``, None for None, ``InvalidInputError`` else."""
 
 
-def version_time(value: str | None, where: str) -> datetime | None:
-    """An ISO 8601 time as an aware datetime (naive means UTC); None stays None.
+def newest_per_id(versions: Iterable[tuple[str, int | None, str | None]]) -> list[int]:
+    """Positions of one version per document id: the newest (``version_key``), the first on ties.
 
-    The rule of ``contextwright.retrieval.fusion.parse_time``, restated because importing that
-    package needs numpy and this source must work without the ``retrieval`` extra; a test keeps
-    the two in agreement.
+    ``versions`` are the request's documents as (id, version, timestamp), in order; a timestamp
+    that is not ISO 8601 is an ``InvalidInputError`` naming its document. The positions follow
+    the order in which the ids first appear.
     """
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInputError(f"{where} is not an ISO 8601 time") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def newest_per_id(versions: Iterable[tuple[str, int | None, str | None]],
-                  parse: TimeParser = version_time) -> list[int]:
-    """Positions of one version per document id: the newest, the first on ties.
-
-    ``versions`` are the request's documents as (id, version, timestamp), in order. As in the
-    retriever, the version number is compared first (none is older than any), then the time:
-    times are compared as instants, not strings (``09:00-05:00`` is after ``10:00+00:00``), an
-    undated version is the oldest, and a timestamp that is not ISO 8601 is an
-    ``InvalidInputError`` naming its document. The positions follow the order in which the ids
-    first appear.
-    """
-    newest: dict[str, tuple[int, tuple[int, datetime]]] = {}
+    newest: dict[str, tuple[int, VersionKey]] = {}
     for index, (doc_id, version, timestamp) in enumerate(versions):
-        when = parse(timestamp, f"documents[{index}].timestamp") or UNDATED
-        order = (version if version is not None else -1, when)
+        order = version_key(version, timestamp, f"documents[{index}].timestamp")
         seen = newest.get(doc_id)
         if seen is None or order > seen[1]:
             newest[doc_id] = (index, order)

@@ -32,12 +32,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from contextwright.core.cutting import cut_around_keywords
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall, check_text
 from contextwright.core.request import Request
+from contextwright.core.versions import VersionKey, version_key
 from contextwright.errors import InvalidInputError, PlanError
 from contextwright.retrieval import (
     CachedEmbedder,
@@ -47,10 +47,9 @@ from contextwright.retrieval import (
     SearchSettings,
     SourceDocument,
 )
-from contextwright.retrieval.fusion import parse_time
 from contextwright.retrieval.retriever import text_key
 from contextwright.retrieval.text import content_hash
-from contextwright.sources.documents import RETRIEVAL_TOOL, UNDATED, newest_per_id
+from contextwright.sources.documents import RETRIEVAL_TOOL, newest_per_id
 from contextwright.tokens import CountingTokenizer, get_tokenizer
 
 
@@ -289,7 +288,7 @@ def _top_then_fill(ranked: list[_Found], settings: RetrievalOptions) -> list[_Fo
 def _request_documents(request: Request) -> list[SourceDocument]:
     """The request's documents, validated, one per id (the newest: the request schema's rule)."""
     documents = [_source_document(index, doc) for index, doc in enumerate(request.documents)]
-    kept = newest_per_id(((d.id, d.version, d.timestamp) for d in documents), parse_time)
+    kept = newest_per_id((d.id, d.version, d.timestamp) for d in documents)
     return [documents[index] for index in kept]
 
 
@@ -306,15 +305,6 @@ def _source_document(index: int, doc: Any) -> SourceDocument:
 # --------------------------------------------------------------------------- versions across
 
 
-VersionKey = tuple[int, datetime]
-"""What orders versions of one document, as in ``Retriever``: (version or -1, time or oldest)."""
-
-
-def _version_key(version: int | None, timestamp: str | None) -> VersionKey:
-    # Timestamps here were checked when their index was built, so this cannot raise.
-    return (-1 if version is None else version, parse_time(timestamp, "timestamp") or UNDATED)
-
-
 @dataclass(slots=True)
 class _Newest:
     """The newest version key per document id and per title, among one side's documents."""
@@ -327,7 +317,8 @@ class _Newest:
         """From (id, title, version, timestamp) of each document."""
         newest = cls()
         for doc_id, title, version, timestamp in versions:
-            key = _version_key(version, timestamp)
+            # Timestamps were checked when their index was built: this cannot raise.
+            key = version_key(version, timestamp, "timestamp")
             newest.by_id[doc_id] = max(newest.by_id.get(doc_id, key), key)
             if title:
                 newest.by_title[title] = max(newest.by_title.get(title, key), key)
@@ -335,7 +326,7 @@ class _Newest:
 
     def supersedes(self, passage: RetrievedChunk, *, by_title: bool) -> bool:
         """A strictly newer version of the passage's document is among these."""
-        key = _version_key(passage.version, passage.timestamp)
+        key = version_key(passage.version, passage.timestamp, "timestamp")
         if self.by_id.get(passage.doc_id, key) > key:
             return True
         return bool(by_title and passage.title) and self.by_title.get(
