@@ -42,12 +42,27 @@ def test_build_prints_messages_tokens_budget_and_report(runner: CliRunner) -> No
     output = build_json(runner)
     assert {"messages", "total_tokens", "budget", "report"} <= output.keys()
     assert output["messages"][0]["role"] == "system"
-    assert output["messages"][-1]["role"] == "user"
+    assert output["messages"][-1]["role"] == "tool"  # this turn's result follows the input
     assert output["total_tokens"] == output["report"]["total_tokens"]
     assert output["budget"] == {"window": 8192, "safety_ratio": 0.75, "reserved_output": 1024,
                                 "reserved_reasoning": 0, "available": 5120}
     assert output["total_tokens"] <= output["budget"]["available"]
     assert {row["source"] for row in output["report"]["sources"]} >= {"system", "user"}
+
+
+def test_build_without_a_plan_keeps_every_part_the_example_request_gave(
+        runner: CliRunner) -> None:
+    output = build_json(runner)
+    given = json.loads(EXAMPLE.read_text("utf-8"))
+    assert [t["function"]["name"] for t in output["tools"]] == [
+        t["function"]["name"] for t in given["tools"]]
+    calls = [c["id"] for m in output["messages"] for c in m.get("tool_calls") or ()]
+    assert "call_weather" in calls
+    assert any(m.get("tool_call_id") == "call_weather" for m in output["messages"])
+    text = json.dumps(output["messages"], ensure_ascii=False)
+    for doc in given["documents"]:
+        assert doc["text"][:20] in text
+    assert not [w for w in output["report"]["warnings"] if "left out" in w]
 
 
 def test_budget_sets_the_available_tokens(runner: CliRunner) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from contextwright import BuildPlan, Document, PlanError, Request, select_plan
+from contextwright import BuildPlan, ContextBuilder, Document, PlanError, Request, select_plan
 from contextwright.core.plan import SHIPPED_PLANS
 
 YAML_PLAN = """
@@ -107,3 +107,31 @@ def test_a_plan_is_chosen_per_request() -> None:
         "name": "f"}}])).name == "tool_heavy"
     assert select_plan(Request(user_input="hi", documents=[Document(id="d", text="t")])
                        ).name == "rag_qa"
+
+
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+CALL = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}
+RESULT = {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
+
+
+@pytest.mark.parametrize("request_", [
+    Request(user_input="q", tools=[TOOL], documents=[Document(id="d", text="t")]),
+    Request(user_input="q", turn=[CALL, RESULT], documents=[Document(id="d", text="t")]),
+    Request(user_input="q", history=[{"role": "user", "content": "a"}], notes=["n"],
+            examples=[{"input": "i", "output": "o"}]),
+    Request(user_input="q", documents=[Document(id="d", text="t")], env={"time": "now"},
+            examples=[{"input": "i", "output": "o"}]),
+])
+def test_the_chosen_plan_has_a_source_for_every_part_the_request_gave(
+        request_: Request) -> None:
+    plan = select_plan(request_)
+    ctx = ContextBuilder().build(plan, request_)
+    assert not [w for w in ctx.report.warnings if "left out" in w], plan.name
+    assert "+" in plan.name  # the added sources are named
+
+
+def test_tool_calls_in_the_history_choose_the_tool_plan() -> None:
+    history = [{"role": "user", "content": "weather?"}, CALL, RESULT,
+               {"role": "assistant", "content": "sunny"}]
+    assert select_plan(Request(user_input="and tomorrow?", history=history)).name == "tool_heavy"

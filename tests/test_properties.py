@@ -32,6 +32,7 @@ from contextwright import (
     Request,
     ValidationError,
 )
+from contextwright.core.providers import ANTHROPIC_LEAD
 from contextwright.sources.conversation import MISSING_RESULT
 from strategies import UNTRUSTED_TAG, Scenario, scenarios
 
@@ -351,7 +352,7 @@ def test_anthropic_rendering_is_valid_and_fits(scenario: Scenario) -> None:
     ctx = built(scenario)
     if ctx is None:
         return
-    request = ctx.to_request("anthropic")  # raises ValidationError on a bad rendering
+    request = ctx.to_request("anthropic", max_tokens=1024)  # ValidationError if it is bad
     messages = request["messages"]
     assert not messages or messages[0]["role"] == "user"
     for before, after in itertools.pairwise(messages):
@@ -359,8 +360,13 @@ def test_anthropic_rendering_is_valid_and_fits(scenario: Scenario) -> None:
     for message in messages:
         for block in message["content"]:
             assert block["type"] != "tool_use" or isinstance(block["input"], dict)
-    first = next((m.role for m in ctx.messages if m.role != "system"), "user")
-    lead = 0 if first == "user" else count(messages[0]["content"][0]["text"]) + MESSAGE_OVERHEAD
+    assert request.get("system", "x").strip(), "an empty system is left out"
+    for message in messages:
+        assert message["content"], "no empty content"
+        assert all(b["type"] != "text" or b["text"].strip() for b in message["content"])
+    opening = messages[0]["content"][0] if messages else {}
+    lead = (count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD
+            if opening.get("text") == ANTHROPIC_LEAD else 0)
     assert openai_tokens(ctx.to_request("openai")) + lead <= scenario.plan.budget.available
 
 
@@ -458,11 +464,8 @@ def test_every_document_and_tool_definition_is_kept_or_reported(scenario: Scenar
                 f"tool {name} neither offered nor reported")
     if request.documents and plan.spec("rag") is not None:
         rendered = ctx.to_messages("openai")
-        kept_ids = {
-            json.loads(call["function"]["arguments"])["id"]
-            for message, section in zip(rendered, ctx.sections, strict=True) if section == "rag"
-            for call in message.get("tool_calls") or ()
-        }
+        kept_ids = [message for message, section in zip(rendered, ctx.sections, strict=True)
+                    if section == "rag" and message["role"] == "assistant"]
         ranks_left_out = {key.split(".")[1] for key in left_out if key.startswith("rag.")}
         if "rag.*" not in decisions:
             assert len(kept_ids) + len(ranks_left_out) == len(request.documents), (
@@ -586,8 +589,8 @@ def test_untrusted_text_never_in_system_or_user_role(scenario: Scenario) -> None
         if message["role"] in ("system", "user"):
             assert UNTRUSTED_TAG not in (message["content"] or ""), (
                 f"untrusted text in messages[{index}] ({message['role']})")
-    anthropic = ctx.to_request("anthropic")
-    assert UNTRUSTED_TAG not in anthropic["system"]
+    anthropic = ctx.to_request("anthropic", max_tokens=1024)
+    assert UNTRUSTED_TAG not in anthropic.get("system", "")
     for message in anthropic["messages"]:  # a digest is fenced data in the assistant's voice
         for block in message["content"]:
             if block["type"] == "text" and message["role"] == "user":

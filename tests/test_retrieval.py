@@ -145,7 +145,7 @@ def test_refund_policy_incident_in_a_built_context() -> None:
         for d in refund_documents()])
     builder = ContextBuilder(sources=[RetrievalSource()])
     messages = builder.build(BuildPlan.named("rag_qa"), request).to_messages("openai")
-    tool_text = " ".join(m["content"] for m in messages if m["role"] == "tool")
+    tool_text = " ".join(m["content"] for m in messages if m["content"].startswith("<<data "))
     assert "15 天" in tool_text and "7 天" not in tool_text
     assert "<<data" in tool_text and "退货政策.md §1" in tool_text
 
@@ -227,7 +227,8 @@ def test_source_reuses_its_index_across_builds() -> None:
     second = list(source.build(request, {}))
     assert len(source._indexes) == 1
     assert [i.message for i in first] == [i.message for i in second]
-    assert first[1].label == "policy.md §1" and first[1].untrusted
+    assert len(first) == 1
+    assert first[0].label == "policy.md §1" and first[0].untrusted
 
 
 def test_source_searches_a_prepared_corpus() -> None:
@@ -235,8 +236,8 @@ def test_source_searches_a_prepared_corpus() -> None:
     retriever.add(refund_documents())
     source = RetrievalSource(retriever)
     items = list(source.build(Request(user_input="退货政策是几天"), {"rerank_top_k": 1}))
-    assert len(items) == 2 and "15 天" in items[1].message.content
-    assert json.loads(items[0].message.tool_calls[0].arguments)["id"] == "refund-v2"
+    assert len(items) == 1 and "15 天" in items[0].message.content
+    assert items[0].metadata["document"] == "refund-v2"
 
 
 def test_long_passage_is_cut_around_the_query_keywords() -> None:
@@ -245,7 +246,7 @@ def test_long_passage_is_cut_around_the_query_keywords() -> None:
     request = Request(user_input="refunds accepted days", documents=[{"id": "long", "text": text}])
     items = list(RetrievalSource().build(
         request, {"chunk_size": 2000, "max_passage_tokens": 60, "similarity_threshold": 0.1}))
-    content = items[1].message.content
+    content = items[0].message.content
     assert "Refunds are accepted within 15 days" in content and "[…]" in content
     assert TOKENIZER.count(content) <= 60
 

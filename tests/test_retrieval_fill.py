@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, Request
@@ -33,8 +31,8 @@ def kept_documents(budget: int, **options: object) -> list[str]:
     request = Request(user_input="Which FAQ explains the shop questions about the refund window?",
                       documents=shop_documents())
     ctx = ContextBuilder(sources=[RetrievalSource()]).build(rag_plan(budget, **options), request)
-    return [json.loads(m["tool_calls"][0]["function"]["arguments"])["id"]
-            for m in ctx.to_messages("openai") if m.get("tool_calls")]
+    return [label.split(".md")[0] for label, section in zip(ctx.labels, ctx.sections, strict=True)
+            if section == "rag" and label is not None]
 
 
 def test_without_fill_only_the_top_passages_go_in_however_large_the_budget() -> None:
@@ -75,11 +73,11 @@ def test_bad_fill_options_are_plan_errors(name: str, value: object) -> None:
         read_options({name: value}, 0.5)
 
 
-def test_the_call_names_the_document_and_the_label_names_the_paragraphs() -> None:
+def test_the_item_names_the_document_and_the_label_names_the_paragraphs() -> None:
     request = Request(user_input="refund window", documents=shop_documents()[:1])
-    call, result = RetrievalSource().build(request, {})
-    assert json.loads(call.message.tool_calls[0].arguments) == {"id": "faq-0"}
-    assert result.label == "faq-0.md §1"
+    (passage,) = RetrievalSource().build(request, {})
+    assert passage.metadata["document"] == "faq-0"
+    assert passage.label == "faq-0.md §1"
 
 
 def test_a_chunk_is_indexed_under_its_document_title() -> None:

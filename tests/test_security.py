@@ -123,11 +123,17 @@ def check_fenced(content: str) -> str:
     return marker
 
 
+def is_data(message: dict[str, Any], section: str) -> bool:
+    """A tool result or a document (a fenced message in the assistant's voice)."""
+    return message["role"] == "tool" or (section == "rag" and message["role"] == "assistant")
+
+
 def check_fences(ctx: FinalContext) -> list[str]:
-    """Every tool message is fenced, and each fence's markers occur in the whole context only
-    where one of its items opens and closes."""
+    """Every tool message and document is fenced, and each fence's markers occur in the whole
+    context only where one of its items opens and closes."""
     messages = ctx.to_messages("openai")
-    markers = [check_fenced(m["content"]) for m in messages if m["role"] == "tool"]
+    markers = [check_fenced(m["content"]) for m, section in zip(messages, ctx.sections,
+                                                               strict=True) if is_data(m, section)]
     everything = "\n".join(m["content"] or "" for m in messages)
     for marker in set(markers):
         items = markers.count(marker)
@@ -143,16 +149,17 @@ def check_fences(ctx: FinalContext) -> list[str]:
 def test_untrusted_text_never_appears_in_a_system_or_user_message(question: str) -> None:
     ctx = build(adversarial_request(ATTACK, question))
     messages = ctx.to_messages("openai")
-    carriers = [m for m in messages if SENTINEL in (m["content"] or "")]
+    carriers = [(m, section) for m, section in zip(messages, ctx.sections, strict=True)
+                if SENTINEL in (m["content"] or "")]
     assert len(carriers) == 3  # the earlier result, this turn's result, the document
-    assert {m["role"] for m in carriers} == {"tool"}
+    assert all(is_data(m, section) for m, section in carriers)
     for message in messages:
         if message["role"] in ("system", "user"):
             assert SENTINEL not in message["content"]
 
 
 @pytest.mark.parametrize("question", [EN_QUESTION, ZH_QUESTION])
-def test_anthropic_rendering_keeps_untrusted_text_inside_tool_result_blocks(question: str) -> None:
+def test_anthropic_rendering_keeps_untrusted_text_inside_result_blocks(question: str) -> None:
     request = build(adversarial_request(ATTACK, question)).to_request("anthropic")
     assert SENTINEL not in request["system"]
     carriers = [(role, block) for role, block in anthropic_blocks(request)
@@ -160,7 +167,8 @@ def test_anthropic_rendering_keeps_untrusted_text_inside_tool_result_blocks(ques
     assert len(carriers) == 3
     for role, block in carriers:
         assert role == "user"
-        assert block["type"] == "tool_result"
+        assert block["type"] in ("tool_result", "search_result")
+    assert sum(block["type"] == "search_result" for _, block in carriers) == 1
 
 
 def test_untrusted_text_is_never_merged_into_the_system_prompt_even_without_one() -> None:
@@ -168,10 +176,10 @@ def test_untrusted_text_is_never_merged_into_the_system_prompt_even_without_one(
     request = Request(user_input=EN_QUESTION, turn=[weather_call(), tool_result(ATTACK)],
                       documents=[Document(id="d", text=ATTACK)])
     ctx = build(request, plan)
-    for message in ctx.to_messages("openai"):
-        if message["role"] != "tool":
+    for message, section in zip(ctx.to_messages("openai"), ctx.sections, strict=True):
+        if not is_data(message, section):
             assert SENTINEL not in (message["content"] or "")
-    assert SENTINEL not in ctx.to_request("anthropic")["system"]
+    assert SENTINEL not in ctx.to_request("anthropic").get("system", "")
 
 
 # --- fences ----------------------------------------------------------------------------------

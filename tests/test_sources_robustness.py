@@ -73,9 +73,9 @@ def test_passages_of_the_corpus_and_the_request_get_distinct_call_ids() -> None:
     request = Request(user_input="refund days", documents=[
         {"id": "policy", "text": "Refunds are possible for 30 days now.", "source": "policy.md"}])
     items = list(RetrievalSource(corpus).build(request, {"similarity_threshold": 0.2}))
-    call_ids = [i.message.tool_calls[0].id for i in items if i.message.tool_calls]
-    assert len(call_ids) == 2
-    assert len(set(call_ids)) == len(call_ids)
+    assert len(items) == 2
+    assert len({i.key for i in items}) == 2
+    assert sorted(i.metadata["origin"] for i in items) == ["corpus", "request"]
 
 
 def test_an_older_corpus_version_does_not_appear_beside_the_newer_request_version() -> None:
@@ -131,7 +131,7 @@ def test_document_source_keeps_the_newest_instant_not_the_greatest_string() -> N
         {"id": "faq", "text": "Undated FAQ."},
     ])
     texts = [i.message.content for i in DocumentSource().build(request, {})
-             if i.message.role == "tool"]
+             if i.untrusted]
     assert texts == ["Refund window: 14 days.", "Dated FAQ."]
 
 
@@ -257,7 +257,7 @@ def test_a_passage_in_both_the_request_and_the_corpus_is_shown_once() -> None:
     request = Request(user_input="refund within how many days?",
                       documents=[{"id": "policy-given", "text": text}])
     items = list(source.build(request, {"similarity_threshold": 0.1}))
-    results = [item for item in items if item.message.role == "tool"]
+    results = [item for item in items if item.untrusted]
     assert len(results) == 1
 
 
@@ -269,7 +269,7 @@ def test_request_documents_carry_a_version_number_compared_before_the_time() -> 
              "timestamp": "2025-06-01", "text": "Refunds within 15 days (policy v2)."}
     request = Request(user_input="refund within how many days?", documents=[newer, older])
     shown = [item.message.content for item in DocumentSource().build(request, {})
-             if item.message.role == "tool"]
+             if item.untrusted]
     assert len(shown) == 1 and "v3" in str(shown[0])
     corpus = Retriever()
     corpus.add([SourceDocument(id="policy", title="refund-policy.md", version=2,

@@ -237,3 +237,10 @@ def test_bad_tier_option_is_reported_not_ignored() -> None:
     request = Request(user_input="x", history=tool_rounds(1))
     ctx = BUILDER.build(plan(tool_full=1, tool_early="forget"), request)
     assert any("history" in w and "PlanError" in w for w in ctx.report.warnings)
+
+
+def test_compact_results_keep_null_and_empty_values() -> None:
+    text = compact_tool_result("lookup", '{"code": 200, "error": null, "msg": "", "id": "A1"}')
+    assert text is not None
+    assert "error: null" in text and "msg: " in text and "id: A1" in text
+    assert "code" not in text  # the success marker alone is dropped

@@ -12,7 +12,9 @@ Every error the library raises on purpose is a ``ContextwrightError``::
     ├── ValidationError      the final message list breaks a format rule (a bug, never shipped)
     ├── StoreError
     │   ├── StoreUnavailable
+    │   │   └── OutcomeUnknown   a write was sent but never answered: it may land, now or later
     │   ├── ConflictError
+    │   ├── SessionGone      the session a write was meant for was erased (or expired) meanwhile
     │   └── CorruptRecordError
     ├── AccessDenied
     ├── SummaryError         a summariser failed, returned nothing usable or lost a fact
@@ -39,7 +41,9 @@ __all__ = [
     "InvalidInputError",
     "KeyConflictError",
     "LLMError",
+    "OutcomeUnknown",
     "PlanError",
+    "SessionGone",
     "SourceError",
     "StoreError",
     "StoreUnavailable",
@@ -98,8 +102,23 @@ class StoreUnavailable(StoreError):
     """The store cannot be reached."""
 
 
+class OutcomeUnknown(StoreUnavailable):
+    """A write was sent but its answer never came (a timeout, a lost connection).
+
+    It may have been applied, or may still be applied later: retry with the same
+    ``idempotency_key`` and it is stored once either way.
+    """
+
+
 class ConflictError(StoreError):
     """A concurrent write conflicted."""
+
+
+class SessionGone(StoreError):
+    """The session a write was meant for was erased (or expired) while the call ran.
+
+    Nothing of the call is kept: erasure wins over any write that read the erased session.
+    """
 
 
 class CorruptRecordError(StoreError):

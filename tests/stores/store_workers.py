@@ -112,3 +112,22 @@ class Backend:
         clock.advance(seconds)
         if self.native_ttl:
             time.sleep(seconds)
+
+
+def chained_append_worker(spec: StoreSpec, key: SessionKey, writer: int, count: int,
+                          barrier: Barrier) -> None:
+    """Append ``count`` messages, each only after the seq this writer just read (retry if moved)."""
+    from contextwright.errors import ConflictError
+
+    store = make_store(spec)
+    barrier.wait(timeout=120)
+    for index in range(count):
+        while True:
+            last = store.count(key)
+            try:
+                store.append_if(key, [{"role": "user", "content": f"w{writer}-{index}",
+                                       "after": last}], last_seq=last)
+                break
+            except ConflictError:
+                continue
+    store.close()

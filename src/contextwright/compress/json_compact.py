@@ -2,8 +2,8 @@
 
 ``{"code":200,"data":{"city":"北京","temp":25}}`` becomes ``Tool result (weather): city: 北京,
 temp: 25``. Success envelopes (``code: 200``, ``status: "ok"``) are dropped, a lone ``data`` wrapper
-is unwrapped, nested objects become dotted paths, and every scalar value is kept verbatim, so ids,
-numbers and dates survive.
+is unwrapped, nested objects become dotted paths, and every other value is kept verbatim (``null``
+and ``""`` included: ``error: null`` says the call did not fail), so ids, numbers and dates survive.
 
 ``fields`` keeps only the named fields (SPEC R-TOOL-1): dotted paths into the result after the
 success envelope and a lone ``data`` wrapper are removed. ``items[].name`` takes ``name`` from every
@@ -29,9 +29,8 @@ _ENVELOPE_OK = {
     "status": ("ok", "OK", "success", "SUCCESS", 200, "200"),
     "status_code": (200, "200"),
     "success": (True,),
-    "msg": ("ok", "OK", "success", ""),
-    "message": ("ok", "OK", "success", ""),
-    "error": (None, ""),
+    "msg": ("ok", "OK", "success"),
+    "message": ("ok", "OK", "success"),
 }
 
 

@@ -31,6 +31,8 @@ class Assembly:
     system_parts: tuple[SystemPart, ...]
     tool_schemas: tuple[Mapping[str, Any], ...]
     schema_jsons: tuple[str, ...]
+    labels: tuple[str | None, ...]
+    """Each message's source label (None for messages without one)."""
     chat_tokens: int
     """Tokens of the OpenAI rendering (only meaningful when costing for chat)."""
 
@@ -50,6 +52,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     schemas: list[Candidate] = []
     messages: list[Message] = []
     sections: list[str] = []
+    labels: list[str | None] = []
     tokens = REPLY_PRIMING
     fenced = False
     for spec in plan.sources:
@@ -60,11 +63,12 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
             elif candidate.message.role == "system":
                 system_texts.append(candidate.message.content)
                 parts.append(SystemPart(section=candidate.item.label or spec.source,
-                                        text=candidate.item.message.content))
+                                        text=_text_part(candidate)))
                 continue
             else:
                 messages.append(candidate.message)
                 sections.append(spec.source)
+                labels.append(candidate.item.label)
             tokens += candidate.tokens if costing.target == "chat" else 0
     language = costing.language
     if note or fenced:
@@ -73,15 +77,18 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     if repeat and messages and sections[-1] != "user":
         messages.append(repeated_question(user_input, costing))
         sections.append("user")
+        labels.append(None)
         tokens += message_tokens(messages[-1], costing.tokenizer)
     if system_texts:
         messages.insert(0, Message(role="system", content="\n\n".join(system_texts)))
         sections.insert(0, "system")
+        labels.insert(0, None)
         tokens += message_tokens(messages[0], costing.tokenizer)
     return Assembly(
         messages=tuple(messages), sections=tuple(sections), system_parts=tuple(parts),
         tool_schemas=tuple(c.item.metadata["schema"] for c in schemas),
-        schema_jsons=tuple(c.message.content for c in schemas), chat_tokens=tokens,
+        schema_jsons=tuple(c.message.content for c in schemas), labels=tuple(labels),
+        chat_tokens=tokens,
     )
 
 
@@ -95,6 +102,11 @@ def repeated_question(user_input: str, costing: Costing) -> Message:
     if question != user_input:
         question += " …"
     return Message(role="user", content=f"{label('question', costing.language)}: {question}")
+
+
+def _text_part(candidate: Candidate) -> str:
+    """A system part as the text rendering shows it: fenced if untrusted, else unlabelled."""
+    return candidate.message.content if candidate.item.untrusted else candidate.item.message.content
 
 
 def _in_render_order(units: list[Unit]) -> list[Candidate]:

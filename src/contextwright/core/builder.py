@@ -16,11 +16,12 @@ from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cutting import make_cutter
 from contextwright.core.digest import add_digest, pruning_grant
 from contextwright.core.fence import DATA_NOTE, language_of, separator
-from contextwright.core.final import ANTHROPIC_LEAD, FinalContext
+from contextwright.core.final import FinalContext
 from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
 from contextwright.core.items import check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.plan import BuildPlan
+from contextwright.core.providers import ANTHROPIC_LEAD
 from contextwright.core.reporting import make_report, unread_decisions
 from contextwright.core.request import Request
 from contextwright.core.select import (
@@ -66,7 +67,8 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
         system_parts=assembly.system_parts, tool_schemas=assembly.tool_schemas,
         schema_jsons=assembly.schema_jsons, total_tokens=total,
         available=plan.budget.available, report=report, language=costing.language,
-        tokenizer=tokenizer, target=target,
+        tokenizer=tokenizer, target=target, labels=assembly.labels,
+        max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
     )
 
 

@@ -1,25 +1,39 @@
 """``FinalContext``: the ordered messages of one build, their token count, and the report.
 
-Renders to OpenAI chat format (tool calls inline), Anthropic format (system apart, ``tool_use`` /
-``tool_result`` blocks) and a plain labelled text prompt. Every rendering passes the validator.
+Renders to provider requests (``core.providers``: OpenAI Chat Completions, OpenAI Responses,
+Anthropic Messages) and a plain labelled text prompt. Every rendering passes the validator.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from contextwright.core.accounting import MESSAGE_OVERHEAD, context_tokens
 from contextwright.core.items import Message
+from contextwright.core.providers import (
+    ANTHROPIC_LEAD,
+    PROVIDER_FORMATS,
+    CallSettings,
+    ProviderFormat,
+    Rendered,
+    anthropic,
+    openai_chat,
+    openai_responses,
+)
 from contextwright.core.report import BuildReport
 from contextwright.core.text import render_text
-from contextwright.core.validate import check_budget, validate_anthropic, validate_openai
+from contextwright.core.validate import (
+    check_budget,
+    validate_anthropic_request,
+    validate_openai,
+    validate_responses,
+)
+from contextwright.errors import InvalidInputError
 from contextwright.tokens import CountingTokenizer
 
-Format = Literal["openai", "anthropic", "text"]
-ANTHROPIC_LEAD = "(earlier conversation omitted)"
+Format = Literal["openai", "openai-responses", "anthropic", "text"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,37 +73,82 @@ class FinalContext:
     """The tokenizer the build counted with."""
     target: Literal["chat", "text"] = "chat"
     """The rendering the build was counted for: chat messages, or the text prompt."""
+    labels: tuple[str | None, ...] = ()
+    """Source label of each message (a document's file or section), when it has one."""
+    max_output_tokens: int | None = None
+    """Tokens the plan reserves for the reply (output and reasoning): the requests'
+    ``max_tokens`` unless the caller gives one."""
 
     def _chat_tokens(self) -> int:
         return self.total_tokens if self.target == "chat" else self.recount()
 
     def to_messages(self, fmt: Format = "openai") -> list[dict[str, Any]]:
-        """Messages in ``fmt`` (for Anthropic, without the system prompt: see ``to_request``)."""
-        if fmt == "openai":
-            messages = [_openai_message(m) for m in self.messages]
-            validate_openai(messages)
-            check_budget(self._chat_tokens(), self.available)
-            return messages
-        if fmt == "anthropic":
-            return self.to_request("anthropic")["messages"]  # type: ignore[no-any-return]
-        raise ValueError("use to_text() for the text format")
+        """Messages in ``fmt``.
 
-    def to_request(self, fmt: Literal["openai", "anthropic"] = "openai") -> dict[str, Any]:
-        """Keyword arguments for the provider's chat call: messages, tools (and system)."""
+        Anthropic and Responses messages come without the system prompt, which their requests
+        carry apart: see ``to_request``.
+        """
+        if fmt == "text":
+            raise ValueError("use to_text() for the text format")
+        body = self._render(fmt, self._any_max_tokens()).body
+        return body["input"] if fmt == "openai-responses" else body["messages"]  # type: ignore[no-any-return]
+
+    def to_request(self, fmt: ProviderFormat = "openai", *, model: str | None = None,
+                   max_tokens: int | None = None,
+                   tool_choice: str | Mapping[str, Any] | None = None,
+                   parallel_tool_calls: bool | None = None) -> dict[str, Any]:
+        """Keyword arguments for the provider's SDK call, ready to send.
+
+        ``openai``: ``client.chat.completions.create(**body)``; ``openai-responses``:
+        ``client.responses.create(**body)``; ``anthropic``:
+        ``anthropic.Anthropic().messages.create(**body)``. ``max_tokens`` defaults to the
+        plan's reserved output (and reasoning) tokens; ``model``, ``tool_choice`` (OpenAI chat
+        form, translated) and ``parallel_tool_calls`` are sent when given. What the format
+        cannot carry is in ``rendering_notes(fmt)``.
+        """
+        return self._render(fmt, CallSettings(
+            model=model, max_output_tokens=self.max_output_tokens if max_tokens is None
+            else max_tokens, tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls)).body
+
+    def rendering_notes(self, fmt: ProviderFormat) -> list[str]:
+        """What the ``fmt`` rendering could not carry as built.
+
+        For example an empty message it left out, or tool calls shown as text because the
+        request defines no tools.
+        """
+        return self._render(fmt, self._any_max_tokens()).notes
+
+    def _any_max_tokens(self) -> CallSettings:
+        """Settings for a rendering whose ``max_tokens`` nobody will send."""
+        return CallSettings(max_output_tokens=self.max_output_tokens or 1)
+
+    def _render(self, fmt: ProviderFormat, settings: CallSettings) -> Rendered:
+        if settings.max_output_tokens is not None and (
+                isinstance(settings.max_output_tokens, bool)
+                or not isinstance(settings.max_output_tokens, int)
+                or settings.max_output_tokens < 1):
+            raise InvalidInputError("max_tokens must be a whole number, 1 or more")
         if fmt == "openai":
-            request: dict[str, Any] = {"messages": self.to_messages("openai")}
-            if self.tool_schemas:
-                request["tools"] = [dict(s) for s in self.tool_schemas]
-            return request
-        system, rest = self._split_system()
-        messages, lead = _anthropic_messages(rest)
-        validate_anthropic(messages)
-        lead_tokens = self.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD if lead else 0
+            rendered = openai_chat(self.messages, self.tool_schemas, settings)
+            validate_openai(rendered.body["messages"])
+            check_budget(self._chat_tokens(), self.available)
+            return rendered
+        system, rest, labels = self._split_system()
+        if fmt == "openai-responses":
+            rendered = openai_responses(system, rest, self.tool_schemas, settings)
+            validate_responses(rendered.body)
+            check_budget(self._chat_tokens(), self.available)
+            return rendered
+        if fmt != "anthropic":
+            raise ValueError(f"unknown provider format {fmt!r}; choose one of "
+                             f"{', '.join(PROVIDER_FORMATS)}")
+        rendered = anthropic(system, rest, labels, self.tool_schemas, settings)
+        validate_anthropic_request(rendered.body)
+        lead_tokens = (self.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD
+                       if rendered.lead else 0)
         check_budget(self._chat_tokens() + lead_tokens, self.available)
-        request = {"system": system, "messages": messages}
-        if self.tool_schemas:
-            request["tools"] = [_anthropic_tool(s) for s in self.tool_schemas]
-        return request
+        return rendered
 
     def to_text(self) -> str:
         """A plain prompt with labelled separators; content cannot forge a separator.
@@ -103,67 +162,12 @@ class FinalContext:
         check_budget(self.tokenizer.count(text), self.available)
         return text
 
-    def _split_system(self) -> tuple[str, tuple[Message, ...]]:
+    def _split_system(self) -> tuple[str, tuple[Message, ...], tuple[str | None, ...]]:
+        labels = self.labels or (None,) * len(self.messages)
         if self.messages and self.messages[0].role == "system":
-            return self.messages[0].content, self.messages[1:]
-        return "", self.messages
+            return self.messages[0].content, self.messages[1:], labels[1:]
+        return "", self.messages, labels
 
     def recount(self) -> int:
         """Count the OpenAI rendering again from scratch (for checks and tests)."""
         return context_tokens(self.messages, self.schema_jsons, self.tokenizer)
-
-
-def _openai_message(message: Message) -> dict[str, Any]:
-    rendered: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        rendered["content"] = message.content or None
-        rendered["tool_calls"] = [
-            {"id": c.id, "type": "function",
-             "function": {"name": c.name, "arguments": c.arguments}}
-            for c in message.tool_calls
-        ]
-    if message.role == "tool":
-        rendered["tool_call_id"] = message.tool_call_id
-    return rendered
-
-
-def _anthropic_blocks(message: Message) -> list[dict[str, Any]]:
-    if message.role == "tool":
-        return [{"type": "tool_result", "tool_use_id": message.tool_call_id,
-                 "content": message.content}]
-    blocks: list[dict[str, Any]] = []
-    if message.content:
-        blocks.append({"type": "text", "text": message.content})
-    blocks.extend(
-        {"type": "tool_use", "id": c.id, "name": c.name, "input": json.loads(c.arguments)}
-        for c in message.tool_calls
-    )
-    return blocks
-
-
-def _anthropic_messages(messages: tuple[Message, ...]) -> tuple[list[dict[str, Any]], bool]:
-    """Anthropic messages (same roles merged, results first) and whether a lead was added."""
-    merged: list[dict[str, Any]] = []
-    for message in messages:
-        role = "user" if message.role in ("user", "tool") else "assistant"
-        blocks = _anthropic_blocks(message)
-        if merged and merged[-1]["role"] == role:
-            merged[-1]["content"].extend(blocks)
-        else:
-            merged.append({"role": role, "content": blocks})
-    for turn in merged:
-        if turn["role"] == "user":  # tool results must open a user message
-            turn["content"].sort(key=lambda block: block["type"] != "tool_result")
-    lead = bool(merged) and merged[0]["role"] != "user"
-    if lead:
-        merged.insert(0, {"role": "user", "content": [{"type": "text", "text": ANTHROPIC_LEAD}]})
-    return merged, lead
-
-
-def _anthropic_tool(schema: Mapping[str, Any]) -> dict[str, Any]:
-    function = schema.get("function", {})
-    return {
-        "name": function.get("name"),
-        "description": function.get("description", ""),
-        "input_schema": function.get("parameters", {"type": "object", "properties": {}}),
-    }

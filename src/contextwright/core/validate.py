@@ -3,8 +3,11 @@
 OpenAI: known roles; system messages only at the head; every block of tool messages directly
 follows the assistant message whose calls it answers (each call answered exactly once, by
 position); no call without its result. Anthropic: the first message is the user's, roles
-alternate, every ``tool_use`` is answered by a ``tool_result`` in the next user message and no
-result answers nothing. Both: the count is within the available budget. A violation is a bug in
+alternate, no empty content or blank text block, every ``tool_use`` is answered by a
+``tool_result`` in the next user message and no result answers nothing, tool blocks only with
+tools defined, object input schemas, ``max_tokens`` set, no empty system. Responses: every
+``function_call`` answered once by a ``function_call_output`` that follows it, and no output that
+answers nothing. All: the count is within the available budget. A violation is a bug in
 contextwright, raised as ``ValidationError`` and never shipped to a provider.
 """
 
@@ -71,6 +74,9 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> None:
         if index and messages[index - 1].get("role") == role:
             raise ValidationError(f"messages[{index}] repeats the role of the message before it")
         blocks = message.get("content") or []
+        if not blocks:
+            raise ValidationError(f"messages[{index}] has empty content")
+        _check_anthropic_blocks(blocks, index)
         if role == "user":
             answered = [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"]
             if sorted(answered) != sorted(previous_calls):
@@ -81,3 +87,50 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> None:
             previous_calls = [b["id"] for b in blocks if b.get("type") == "tool_use"]
     if previous_calls:
         raise ValidationError("the last assistant message has tool calls without results")
+
+
+def _check_anthropic_blocks(blocks: Sequence[Mapping[str, Any]], index: int) -> None:
+    for block in blocks:
+        if block.get("type") == "text" and not str(block.get("text", "")).strip():
+            raise ValidationError(f"messages[{index}] has a blank text block")
+
+
+def validate_anthropic_request(body: Mapping[str, Any]) -> None:
+    """Raise ``ValidationError`` unless ``body`` is a Messages API request the API accepts."""
+    messages = body.get("messages", [])
+    validate_anthropic(messages)
+    max_tokens = body.get("max_tokens")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValidationError("max_tokens must be set, 1 or more")
+    if "system" in body and not str(body["system"]).strip():
+        raise ValidationError("system is empty (leave it out instead)")
+    tools = body.get("tools") or []
+    for position, tool in enumerate(tools):
+        schema = tool.get("input_schema")
+        if not isinstance(schema, Mapping) or schema.get("type") != "object":
+            raise ValidationError(f"tools[{position}].input_schema must be an object schema")
+    if not tools and any(block.get("type") in ("tool_use", "tool_result")
+                         for message in messages for block in message.get("content") or []):
+        raise ValidationError("tool_use / tool_result blocks need tools defined")
+
+
+def validate_responses(body: Mapping[str, Any]) -> None:
+    """Raise ``ValidationError`` unless ``body``'s input items are legal for the Responses API."""
+    pending: set[str] = set()
+    answered: set[str] = set()
+    for index, item in enumerate(body.get("input", [])):
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            pending.add(item["call_id"])
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if call_id not in pending or call_id in answered:
+                raise ValidationError(f"input[{index}] answers no call before it")
+            answered.add(call_id)
+        elif kind == "message":
+            if item.get("role") not in ("user", "assistant", "developer", "system"):
+                raise ValidationError(f"input[{index}] has an unknown role")
+            if pending - answered:
+                raise ValidationError(f"a function call before input[{index}] has no output")
+    if pending - answered:
+        raise ValidationError("a function call has no output")

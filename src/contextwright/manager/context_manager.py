@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from contextwright.builder import ContextBuilder
 from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
@@ -28,6 +28,7 @@ from contextwright.core.fence import language_of
 from contextwright.core.final import FinalContext
 from contextwright.core.items import check_text, parse_message
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, SourceSpec
+from contextwright.core.providers import ProviderFormat
 from contextwright.core.report import BuildReport
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
@@ -82,13 +83,17 @@ class PreparedContext:
         """Every decision of the build."""
         return self.context.report
 
-    def to_messages(self, fmt: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]:
+    def to_messages(self, fmt: ProviderFormat = "openai") -> list[dict[str, Any]]:
         """Messages for the provider (see ``FinalContext.to_messages``)."""
         return self.context.to_messages(fmt)
 
-    def to_request(self, fmt: Literal["openai", "anthropic"] = "openai") -> dict[str, Any]:
-        """Keyword arguments for the provider's chat call (messages, tools, system)."""
-        return self.context.to_request(fmt)
+    def to_request(self, fmt: ProviderFormat = "openai", **settings: Any) -> dict[str, Any]:
+        """Keyword arguments for the provider's SDK call.
+
+        ``settings``: ``model``, ``max_tokens``, ``tool_choice``, ``parallel_tool_calls`` (see
+        ``FinalContext.to_request``).
+        """
+        return self.context.to_request(fmt, **settings)
 
     def to_text(self) -> str:
         """A plain prompt (see ``FinalContext.to_text``)."""

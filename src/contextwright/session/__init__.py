@@ -9,15 +9,18 @@ from contextwright.session.postgres import PostgresStore
 from contextwright.session.redis import RedisStore
 from contextwright.session.sqlite import SqliteStore
 from contextwright.session.store import (
+    Appended,
     SessionInfo,
     SessionKey,
     StateRecord,
+    StateWrite,
     Store,
     StoredMessage,
     open_store,
 )
 
 __all__ = [
+    "Appended",
     "MemoryStore",
     "PostgresStore",
     "RedisStore",
@@ -25,6 +28,7 @@ __all__ = [
     "SessionKey",
     "SqliteStore",
     "StateRecord",
+    "StateWrite",
     "Store",
     "StoredMessage",
     "open_store",

@@ -13,18 +13,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextwright.errors import ConflictError, StoreError
+from contextwright.errors import StoreError
 from contextwright.session.store import (
+    Appended,
     Clock,
     SessionInfo,
     SessionKey,
     StateRecord,
+    StateWrite,
     StoredMessage,
-    check_version,
+    WriteConditions,
     decode_document,
     encode_document,
     is_expired,
+    new_epoch,
+    refuse_write,
     sorted_infos,
+    validate_conditions,
     validate_expected_version,
     validate_id,
     validate_messages,
@@ -41,10 +46,14 @@ class _Session:
     """First write."""
     updated_at: float
     """Last write."""
+    epoch: str = field(default_factory=new_epoch)
+    """This incarnation of the session."""
     messages: list[tuple[float, str]] = field(default_factory=list)
     """(created_at, JSON text); index + 1 is the seq."""
     state: tuple[int, str, float] | None = None
     """(version, JSON text, updated_at) of the state document."""
+    writes: dict[str, list[int]] = field(default_factory=dict)
+    """Idempotency key → the seqs its write stored."""
 
 
 class MemoryStore:
@@ -60,16 +69,63 @@ class MemoryStore:
 
     def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Append all ``messages`` atomically; return their seqs."""
+        return self.append_if(key, messages).seqs
+
+    def append_if(
+        self, key: SessionKey, messages: Sequence[Mapping[str, Any]], *,
+        last_seq: int | None = None, epoch: str | None = None,
+        idempotency_key: str | None = None, state: StateWrite | None = None,
+    ) -> Appended:
+        """Append ``messages`` (and put ``state``) atomically if the conditions hold."""
         validate_messages(messages)
+        validate_conditions(last_seq, epoch, idempotency_key)
+        if state is not None:
+            validate_expected_version(state.expected_version)
         # Encode before taking the lock: a batch that fails to encode never touches the session.
         texts = [encode_document(m, f"message {i}") for i, m in enumerate(messages)]
+        state_text = None if state is None else encode_document(state.data, "state")
         with self._lock:
-            now = self._clock()
-            session = self._live_or_new(key, now)
-            first = len(session.messages) + 1
-            session.messages.extend((now, text) for text in texts)
-            session.updated_at = now
-            return list(range(first, first + len(texts)))
+            session = self._live(key)
+            if session is not None and idempotency_key in session.writes:
+                return Appended(seqs=list(session.writes[idempotency_key]),
+                                epoch=session.epoch, replayed=True)
+            refuse_write(
+                WriteConditions(last_seq=last_seq, epoch=epoch, state=state),
+                live_epoch=None if session is None else session.epoch,
+                last=0 if session is None else len(session.messages),
+                version=None if session is None or session.state is None else session.state[0])
+            return self._apply(key, texts, state_text, idempotency_key)
+
+    def _apply(self, key: SessionKey, texts: list[str], state_text: str | None,
+               idempotency_key: str | None) -> Appended:
+        """Write what ``append_if`` checked (caller holds the lock)."""
+        now = self._clock()
+        session = self._live_or_new(key, now)
+        first = len(session.messages) + 1
+        session.messages.extend((now, text) for text in texts)
+        seqs = list(range(first, first + len(texts)))
+        version = None
+        if state_text is not None:
+            version = (0 if session.state is None else session.state[0]) + 1
+            session.state = (version, state_text, now)
+        if idempotency_key is not None:
+            session.writes[idempotency_key] = seqs
+        session.updated_at = now
+        return Appended(seqs=seqs, epoch=session.epoch, state_version=version)
+
+    def epoch(self, key: SessionKey) -> str | None:
+        """The live session's incarnation, or ``None``."""
+        with self._lock:
+            session = self._live(key)
+            return None if session is None else session.epoch
+
+    def find_write(self, key: SessionKey, idempotency_key: str) -> list[int] | None:
+        """The seqs stored by the write with ``idempotency_key``, if the session has it."""
+        validate_conditions(None, None, idempotency_key)
+        with self._lock:
+            session = self._live(key)
+            found = None if session is None else session.writes.get(idempotency_key)
+            return None if found is None else list(found)
 
     def read(
         self, key: SessionKey, *, after: int = 0, last: int | None = None
@@ -105,22 +161,14 @@ class MemoryStore:
         )
 
     def put_state(
-        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None,
+        epoch: str | None = None,
     ) -> int:
         """Replace the state if it is at ``expected_version``; return the new version."""
-        validate_expected_version(expected_version)
-        text = encode_document(data, "state")
-        with self._lock:
-            now = self._clock()
-            session = self._live(key)
-            current = None if session is None or session.state is None else session.state[0]
-            if not check_version(current, expected_version):
-                raise ConflictError("state version does not match expected_version")
-            session = self._live_or_new(key, now)
-            version = (current or 0) + 1
-            session.state = (version, text, now)
-            session.updated_at = now
-            return version
+        write = StateWrite(data=data, expected_version=expected_version)
+        version = self.append_if(key, [], epoch=epoch, state=write).state_version
+        assert version is not None  # a StateWrite that passed its checks is always written
+        return version
 
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""

@@ -16,19 +16,29 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from contextwright.errors import ConflictError, InvalidInputError, StoreError, StoreUnavailable
+from contextwright.errors import (
+    InvalidInputError,
+    OutcomeUnknown,
+    StoreError,
+    StoreUnavailable,
+)
 from contextwright.session.store import (
+    Appended,
     Clock,
     SessionInfo,
     SessionKey,
     StateRecord,
+    StateWrite,
     StoredMessage,
-    check_version,
+    WriteConditions,
     decode_document,
     encode_document,
     expiry_cutoff,
     is_expired,
+    new_epoch,
+    refuse_write,
     sorted_infos,
+    validate_conditions,
     validate_expected_version,
     validate_id,
     validate_messages,
@@ -58,7 +68,15 @@ _CREATE = (
         data TEXT NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (user_id, session_id))""",
     "CREATE INDEX IF NOT EXISTS sessions_by_age ON {s}.sessions (updated_at)",
+    # Sessions stored before epochs existed read as epoch "" until they are erased.
+    "ALTER TABLE {s}.sessions ADD COLUMN IF NOT EXISTS epoch TEXT",
+    """CREATE TABLE IF NOT EXISTS {s}.write_keys (
+        user_id TEXT NOT NULL, session_id TEXT NOT NULL, write_key TEXT NOT NULL,
+        first_seq BIGINT NOT NULL, count BIGINT NOT NULL,
+        PRIMARY KEY (user_id, session_id, write_key))""",
 )
+_DATA_TABLES = ("messages", "states", "write_keys")
+"""The tables holding a session's data besides its ``sessions`` row."""
 
 
 class PostgresStore:
@@ -89,8 +107,40 @@ class PostgresStore:
 
     def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Append all ``messages`` in one transaction; return their seqs."""
+        return self.append_if(key, messages).seqs
+
+    def append_if(
+        self, key: SessionKey, messages: Sequence[Mapping[str, Any]], *,
+        last_seq: int | None = None, epoch: str | None = None,
+        idempotency_key: str | None = None, state: StateWrite | None = None,
+    ) -> Appended:
+        """Append ``messages`` (and put ``state``) in one transaction if the conditions hold."""
         validate_messages(messages)
-        return self._write(lambda db: self._append(db, key, messages))
+        validate_conditions(last_seq, epoch, idempotency_key)
+        state_text = None
+        if state is not None:
+            validate_expected_version(state.expected_version)
+            state_text = encode_document(state.data, "state")
+        when = WriteConditions(last_seq=last_seq, epoch=epoch, idempotency_key=idempotency_key,
+                           state=state)
+        return self._write(lambda db: self._append_if(db, key, messages, when, state_text))
+
+    def epoch(self, key: SessionKey) -> str | None:
+        """The live session's incarnation, or ``None``."""
+        rows = self._query(f"SELECT epoch FROM {{s}}.sessions WHERE {_PK} AND updated_at > %s",
+                           (key.user_id, key.session_id, self._cutoff()))
+        return str(rows[0][0] or "") if rows else None
+
+    def find_write(self, key: SessionKey, idempotency_key: str) -> list[int] | None:
+        """The seqs stored by the write with ``idempotency_key``, if the session has it."""
+        validate_conditions(None, None, idempotency_key)
+        rows = self._query(
+            "SELECT w.first_seq, w.count FROM {s}.write_keys w JOIN {s}.sessions x"
+            " ON x.user_id = w.user_id AND x.session_id = w.session_id"
+            " WHERE w.user_id = %s AND w.session_id = %s AND w.write_key = %s"
+            " AND x.updated_at > %s",
+            (key.user_id, key.session_id, idempotency_key, self._cutoff()))
+        return list(range(int(rows[0][0]), int(rows[0][0]) + int(rows[0][1]))) if rows else None
 
     def read(
         self, key: SessionKey, *, after: int = 0, last: int | None = None
@@ -128,12 +178,14 @@ class PostgresStore:
                            updated_at=float(updated_at))
 
     def put_state(
-        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None,
+        epoch: str | None = None,
     ) -> int:
         """Replace the state if it is at ``expected_version``; return the new version."""
-        validate_expected_version(expected_version)
-        text = encode_document(data, "state")
-        return self._write(lambda db: self._put_state(db, key, text, expected_version))
+        write = StateWrite(data=data, expected_version=expected_version)
+        version = self.append_if(key, [], epoch=epoch, state=write).state_version
+        assert version is not None  # a StateWrite that passed its checks is always written
+        return version
 
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
@@ -181,10 +233,62 @@ class PostgresStore:
         for statement in _CREATE:
             db.execute(self._sql(statement))
 
-    def _append(
-        self, db: psycopg.Connection[Any], key: SessionKey, messages: Sequence[Mapping[str, Any]]
-    ) -> list[int]:
+    def _append_if(
+        self, db: psycopg.Connection[Any], key: SessionKey,
+        messages: Sequence[Mapping[str, Any]], when: WriteConditions, state_text: str | None,
+    ) -> Appended:
         now = self._clock()
+        last, live_epoch = self._lock_session(db, key, now)
+        if when.idempotency_key is not None:
+            done = db.execute(self._sql(
+                f"SELECT first_seq, count FROM {{s}}.write_keys WHERE {_PK} AND write_key = %s"),
+                (key.user_id, key.session_id, when.idempotency_key)).fetchone()
+            if done is not None:
+                first, count = int(done[0]), int(done[1])
+                return Appended(seqs=list(range(first, first + count)),
+                                epoch=live_epoch or "", replayed=True)
+        row = db.execute(self._sql(f"SELECT version FROM {{s}}.states WHERE {_PK}"),
+                         (key.user_id, key.session_id)).fetchone()
+        version = None if row is None else int(row[0])
+        refuse_write(when, live_epoch=live_epoch, last=last, version=version)
+        seqs = self._append(db, key, messages, now)
+        if state_text is not None:
+            version = self._put_state(db, key, state_text, version, now)
+        if when.idempotency_key is not None and seqs:
+            db.execute(self._sql(
+                "INSERT INTO {s}.write_keys (user_id, session_id, write_key, first_seq, count)"
+                " VALUES (%s, %s, %s, %s, %s)"),
+                (key.user_id, key.session_id, when.idempotency_key, seqs[0], len(seqs)))
+        epoch = db.execute(self._sql(f"SELECT epoch FROM {{s}}.sessions WHERE {_PK}"),
+                           (key.user_id, key.session_id)).fetchone()
+        return Appended(seqs=seqs, epoch=str(epoch[0] or "") if epoch else "",
+                        state_version=version if state_text is not None else None)
+
+    def _lock_session(self, db: psycopg.Connection[Any], key: SessionKey,
+                      now: float) -> tuple[int, str | None]:
+        """Lock the session row (creating it if absent); return its last seq and live epoch.
+
+        The row is created rather than only selected so that two writers of a new session
+        serialise on it too; the live epoch is ``None`` when this call created it (the session
+        was absent), and a failed condition rolls the new row back with everything else.
+        """
+        row = db.execute(self._sql(f"SELECT updated_at FROM {{s}}.sessions WHERE {_PK} FOR UPDATE"),
+                         (key.user_id, key.session_id)).fetchone()
+        if row is not None and is_expired(float(row[0]), now, self._ttl):
+            # An expired session is absent: this write starts it afresh at seq 1.
+            self._erase(db, _PK, (key.user_id, key.session_id))
+        fresh = new_epoch()
+        row = db.execute(self._sql(
+            "INSERT INTO {s}.sessions (user_id, session_id, created_at, updated_at, last_seq,"
+            " epoch) VALUES (%s, %s, %s, %s, 0, %s) ON CONFLICT (user_id, session_id)"
+            " DO UPDATE SET updated_at = {s}.sessions.updated_at RETURNING last_seq, epoch"),
+            (key.user_id, key.session_id, now, now, fresh)).fetchone()
+        assert row is not None  # an upsert with RETURNING always yields its row
+        epoch = str(row[1] or "")
+        return int(row[0]), None if epoch == fresh else epoch
+
+    def _append(self, db: psycopg.Connection[Any], key: SessionKey,
+                messages: Sequence[Mapping[str, Any]], now: float) -> list[int]:
         first = self._touch(db, key, now, len(messages))
         seqs = list(range(first, first + len(messages)))
         # Encoded lazily, row by row, inside the transaction: a failure on the third message
@@ -199,17 +303,8 @@ class PostgresStore:
                 " VALUES (%s, %s, %s, %s, %s)"), rows)
         return seqs
 
-    def _put_state(
-        self, db: psycopg.Connection[Any], key: SessionKey, text: str, expected: int | None
-    ) -> int:
-        now = self._clock()
-        # Lock the session row first so two writers of a new state cannot both see "none yet".
-        self._touch(db, key, now, 0)
-        row = db.execute(self._sql(f"SELECT version FROM {{s}}.states WHERE {_PK}"),
-                         (key.user_id, key.session_id)).fetchone()
-        current = None if row is None else int(row[0])
-        if not check_version(current, expected):
-            raise ConflictError("state version does not match expected_version")
+    def _put_state(self, db: psycopg.Connection[Any], key: SessionKey, text: str,
+                   current: int | None, now: float) -> int:
         version = (current or 0) + 1
         db.execute(self._sql(
             "INSERT INTO {s}.states (user_id, session_id, version, data, updated_at)"
@@ -220,26 +315,18 @@ class PostgresStore:
         return version
 
     def _touch(self, db: psycopg.Connection[Any], key: SessionKey, now: float, added: int) -> int:
-        """Create or refresh (and lock) the session row, reserve ``added`` seqs; return the 1st."""
-        row = db.execute(self._sql(f"SELECT updated_at FROM {{s}}.sessions WHERE {_PK} FOR UPDATE"),
-                         (key.user_id, key.session_id)).fetchone()
-        if row is not None and is_expired(float(row[0]), now, self._ttl):
-            # An expired session is absent: this write starts it afresh at seq 1.
-            self._erase(db, _PK, (key.user_id, key.session_id))
+        """Refresh the (locked) session row, reserve ``added`` seqs; return the first one."""
         row = db.execute(self._sql(
-            "INSERT INTO {s}.sessions (user_id, session_id, created_at, updated_at, last_seq)"
-            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (user_id, session_id) DO UPDATE SET"
-            " updated_at = excluded.updated_at,"
-            " last_seq = {s}.sessions.last_seq + excluded.last_seq RETURNING last_seq"),
-            (key.user_id, key.session_id, now, now, added)).fetchone()
-        assert row is not None  # an upsert with RETURNING always yields its row
+            f"UPDATE {{s}}.sessions SET updated_at = %s, last_seq = last_seq + %s WHERE {_PK}"
+            " RETURNING last_seq"), (now, added, key.user_id, key.session_id)).fetchone()
+        assert row is not None  # _lock_session created the row in this transaction
         return int(row[0]) - added + 1
 
     def _erase(self, db: psycopg.Connection[Any], where: str, params: tuple[Any, ...]) -> int:
         """Delete matching sessions (rows first, so a racing append is waited for), then data."""
         deleted = db.execute(self._sql(
             f"DELETE FROM {{s}}.sessions WHERE {where} RETURNING updated_at"), params).fetchall()
-        for table in ("messages", "states"):
+        for table in _DATA_TABLES:
             db.execute(self._sql(f"DELETE FROM {{s}}.{table} WHERE {where}"), params)
         cutoff = self._cutoff()
         return sum(float(updated_at) > cutoff for (updated_at,) in deleted)
@@ -249,7 +336,7 @@ class PostgresStore:
             "DELETE FROM {s}.sessions WHERE updated_at <= %s RETURNING user_id, session_id"),
             (cutoff,)).fetchall()
         users, sessions = [u for u, _ in gone], [s for _, s in gone]
-        for table in ("messages", "states"):
+        for table in _DATA_TABLES:
             db.execute(self._sql(
                 f"DELETE FROM {{s}}.{table} t USING unnest(%s::text[], %s::text[]) AS d(u, s)"
                 " WHERE t.user_id = d.u AND t.session_id = d.s"), (users, sessions))
@@ -265,9 +352,23 @@ class PostgresStore:
         return template.replace("{s}", f'"{self._schema}"')
 
     def _write(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run ``work`` in one transaction; it commits on success and rolls back on any error."""
-        with self._errors() as db, db.transaction():
-            return work(db)
+        """Run ``work`` in one transaction; it commits on success and rolls back on any error.
+
+        A connection lost while committing leaves the outcome unknown (the server may have
+        committed): that is ``OutcomeUnknown``, not a plain ``StoreUnavailable``.
+        """
+        committing = False
+        try:
+            with self._errors() as db, db.transaction():
+                result = work(db)
+                committing = True
+        except StoreUnavailable as exc:
+            if committing:
+                raise OutcomeUnknown(
+                    "postgres store: the connection was lost while committing; the write may "
+                    "have been applied (retry with the same idempotency_key)") from exc
+            raise
+        return result
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._errors() as db:

@@ -17,16 +17,27 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from contextwright.errors import ConflictError, CorruptRecordError, StoreError, StoreUnavailable
+from contextwright.errors import (
+    ConflictError,
+    CorruptRecordError,
+    OutcomeUnknown,
+    SessionGone,
+    StoreError,
+    StoreUnavailable,
+)
 from contextwright.session.store import (
+    Appended,
     Clock,
     SessionInfo,
     SessionKey,
     StateRecord,
+    StateWrite,
     StoredMessage,
     decode_document,
     encode_document,
+    new_epoch,
     sorted_infos,
+    validate_conditions,
     validate_expected_version,
     validate_id,
     validate_messages,
@@ -37,31 +48,51 @@ from contextwright.session.store import (
 if TYPE_CHECKING:
     from redis import Redis
 
-# KEYS: meta, msgs, state, user index, users index.  ARGV: now, ttl_ms (0 = none), user, session.
-_TOUCH = """
-redis.call('HSETNX', KEYS[1], 'created_at', ARGV[1])
+# KEYS: meta, msgs, state, user index, users index, write keys.
+# ARGV: now, ttl_ms (0 = none), user, session, fresh epoch, '1' if an epoch is required, that
+# epoch, last_seq (-1 = any), idempotency key ('' = none), '1' if a state is written, its
+# expected version ('' = none), its data; ARGV[13..]: stored messages.
+# Returns {'ok', length before, epoch, new version or -1, messages appended}, {'replay',
+# 'first count', epoch},
+# or the failed condition: {'gone'}, {'seq'}, {'version'}.
+_WRITE = """
+local meta = redis.call('HMGET', KEYS[1], 'created_at', 'epoch')
+local live = false
+if meta[1] then live = meta[2] or '' end
+if ARGV[9] ~= '' then
+  local done = redis.call('HGET', KEYS[6], ARGV[9])
+  if done then return {'replay', done, live or ''} end
+end
+if ARGV[6] == '1' and ARGV[7] ~= live then return {'gone'} end
+local n = redis.call('LLEN', KEYS[2])
+local last_seq = tonumber(ARGV[8])
+if last_seq >= 0 and last_seq ~= n then return {'seq'} end
+local cur = redis.call('HGET', KEYS[3], 'version')
+if ARGV[10] == '1' and (cur or '') ~= ARGV[11] then return {'version'} end
+for i = 13, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+local v = -1
+if ARGV[10] == '1' then
+  v = (cur and tonumber(cur) or 0) + 1
+  redis.call('HSET', KEYS[3], 'version', tostring(v), 'data', ARGV[12], 'updated_at', ARGV[1])
+end
+if not live then
+  redis.call('HSET', KEYS[1], 'created_at', ARGV[1], 'epoch', ARGV[5])
+  live = ARGV[5]
+end
 redis.call('HSET', KEYS[1], 'updated_at', ARGV[1])
+if ARGV[9] ~= '' and #ARGV >= 13 then
+  redis.call('HSET', KEYS[6], ARGV[9], tostring(n + 1) .. ' ' .. tostring(#ARGV - 12))
+end
 redis.call('SADD', KEYS[4], ARGV[4])
 redis.call('SADD', KEYS[5], ARGV[3])
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
-  for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ttl) end
+  for _, k in ipairs({KEYS[1], KEYS[2], KEYS[3], KEYS[6]}) do redis.call('PEXPIRE', k, ttl) end
 end
+return {'ok', n, live, v, #ARGV - 12}
 """
-# ARGV[5..]: stored messages. Returns the length before the append (first seq - 1).
-_APPEND = """
-local n = redis.call('LLEN', KEYS[2])
-for i = 5, #ARGV, 1000 do
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
-""" + _TOUCH + "\nreturn n\n"
-# ARGV[5]: expected version ('' = none), ARGV[6]: data. Returns the new version, or -1.
-_PUT_STATE = """
-local cur = redis.call('HGET', KEYS[3], 'version')
-if (cur or '') ~= ARGV[5] then return -1 end
-local v = (cur and tonumber(cur) or 0) + 1
-redis.call('HSET', KEYS[3], 'version', tostring(v), 'data', ARGV[6], 'updated_at', ARGV[1])
-""" + _TOUCH + "\nreturn v\n"
 # KEYS: msgs. ARGV: after, last (-1 = all). Returns {first index, elements}.
 _READ = """
 local n = redis.call('LLEN', KEYS[1])
@@ -71,10 +102,10 @@ if last >= 0 and n - last > start then start = n - last end
 if start >= n then return {start, {}} end
 return {start, redis.call('LRANGE', KEYS[1], start - n, -1)}
 """
-# KEYS: meta, msgs, state, user index, users index. ARGV: user, session. Returns 1 if it existed.
+# KEYS: as _WRITE's. ARGV: user, session. Returns 1 if it existed.
 _ERASE = """
 local existed = redis.call('EXISTS', KEYS[1])
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[6])
 redis.call('SREM', KEYS[4], ARGV[2])
 if redis.call('SCARD', KEYS[4]) == 0 then redis.call('SREM', KEYS[5], ARGV[1]) end
 return existed
@@ -98,26 +129,58 @@ class RedisStore:
         prefix: str = "contextwright",
         ttl_seconds: float | None = None,
         clock: Clock = time.time,
+        socket_timeout: float | None = 30.0,
     ) -> None:
-        """Connect to ``url`` (and check the server answers); keys start with ``prefix:``."""
+        """Connect to ``url`` (and check the server answers); keys start with ``prefix:``.
+
+        A call waits at most ``socket_timeout`` seconds for Redis's answer. A write that times
+        out raises ``OutcomeUnknown``: Redis may still run it later, so the client never
+        re-sends it by itself (redis-py's default retries would store a message twice); retry
+        with the same ``idempotency_key`` instead.
+        """
         self._prefix = validate_id(prefix, "prefix")
         ttl = validate_ttl(ttl_seconds)
         self._ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
         self._clock = clock
-        self._redis = _connect(url)
+        self._redis = _connect(url, socket_timeout)
         self._scripts = {name: self._redis.register_script(text) for name, text in (
-            ("append", _APPEND), ("put_state", _PUT_STATE), ("read", _READ),
+            ("write", _WRITE), ("read", _READ),
             ("erase", _ERASE), ("forget", _FORGET))}
 
     def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Append all ``messages`` in one script; return their seqs."""
+        return self.append_if(key, messages).seqs
+
+    def append_if(
+        self, key: SessionKey, messages: Sequence[Mapping[str, Any]], *,
+        last_seq: int | None = None, epoch: str | None = None,
+        idempotency_key: str | None = None, state: StateWrite | None = None,
+    ) -> Appended:
+        """Append ``messages`` (and put ``state``) in one script if the conditions hold."""
         validate_messages(messages)
+        validate_conditions(last_seq, epoch, idempotency_key)
         now = self._clock()
         # Encoded before the script runs: a message that cannot be encoded stops the whole batch
         # before anything reaches Redis, and the script itself cannot fail halfway.
         items = [f"{now!r} {encode_document(m, f'message {i}')}" for i, m in enumerate(messages)]
-        before = self._run("append", self._keys(key), self._touch_args(key, now) + items)
-        return list(range(int(before) + 1, int(before) + 1 + len(items)))
+        args = [repr(now), self._ttl_ms, key.user_id, key.session_id, new_epoch(),
+                "0" if epoch is None else "1", epoch or "",
+                -1 if last_seq is None else last_seq, idempotency_key or "",
+                *_state_args(state), *items]
+        return _appended(self._run("write", self._keys(key), args, write=True))
+
+    def epoch(self, key: SessionKey) -> str | None:
+        """The live session's incarnation, or ``None``."""
+        with _errors():
+            created, epoch = self._redis.hmget(self._key("meta", key), ["created_at", "epoch"])
+        return None if created is None else str(epoch or "")
+
+    def find_write(self, key: SessionKey, idempotency_key: str) -> list[int] | None:
+        """The seqs stored by the write with ``idempotency_key``, if the session has it."""
+        validate_conditions(None, None, idempotency_key)
+        with _errors():
+            done = self._redis.hget(self._key("writes", key), idempotency_key)
+        return None if done is None else _seqs(str(done))
 
     def read(
         self, key: SessionKey, *, after: int = 0, last: int | None = None
@@ -149,17 +212,13 @@ class RedisStore:
             raise CorruptRecordError("state cannot be decoded") from None
 
     def put_state(
-        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None,
+        epoch: str | None = None,
     ) -> int:
         """Replace the state if it is at ``expected_version``; return the new version."""
-        validate_expected_version(expected_version)
-        text = encode_document(data, "state")
-        expected = "" if expected_version is None else str(expected_version)
-        now = self._clock()
-        version = int(self._run("put_state", self._keys(key),
-                                [*self._touch_args(key, now), expected, text]))
-        if version < 0:
-            raise ConflictError("state version does not match expected_version")
+        write = StateWrite(data=data, expected_version=expected_version)
+        version = self.append_if(key, [], epoch=epoch, state=write).state_version
+        assert version is not None  # a StateWrite that passed its checks is always written
         return version
 
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
@@ -209,13 +268,11 @@ class RedisStore:
 
     def _keys(self, key: SessionKey) -> list[str]:
         return [self._key("meta", key), self._key("msgs", key), self._key("state", key),
-                self._user_index(key.user_id), f"{self._prefix}:users"]
+                self._user_index(key.user_id), f"{self._prefix}:users",
+                self._key("writes", key)]
 
-    def _touch_args(self, key: SessionKey, now: float) -> list[Any]:
-        return [repr(now), self._ttl_ms, key.user_id, key.session_id]
-
-    def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
-        with _errors():
+    def _run(self, script: str, keys: list[str], args: list[Any], *, write: bool = False) -> Any:
+        with _errors(write=write):
             return self._scripts[script](keys=keys, args=args)
 
     def _members(self, name: str) -> list[str]:
@@ -238,6 +295,40 @@ class RedisStore:
         return infos
 
 
+def _state_args(state: StateWrite | None) -> list[str]:
+    """The script's three state arguments: whether, the expected version, the data."""
+    if state is None:
+        return ["0", "", ""]
+    validate_expected_version(state.expected_version)
+    expected = "" if state.expected_version is None else str(state.expected_version)
+    return ["1", expected, encode_document(state.data, "state")]
+
+
+def _appended(reply: list[Any]) -> Appended:
+    """Turn the write script's reply into ``Appended``, or raise the failed condition's error."""
+    status = str(reply[0])
+    if status == "gone":
+        raise SessionGone("the session was erased or expired since it was read")
+    if status == "seq":
+        raise ConflictError("the session has new messages since last_seq")
+    if status == "version":
+        raise ConflictError("state version does not match expected_version")
+    if status == "replay":
+        return Appended(seqs=_seqs(str(reply[1])), epoch=str(reply[2]), replayed=True)
+    before, version, added = int(reply[1]), int(reply[3]), int(reply[4])
+    return Appended(seqs=list(range(before + 1, before + 1 + added)), epoch=str(reply[2]),
+                    state_version=None if version < 0 else version)
+
+
+def _seqs(done: str) -> list[int]:
+    """Seqs from a write-key entry ``"<first> <count>"``."""
+    first, _, count = done.partition(" ")
+    try:
+        return list(range(int(first), int(first) + int(count)))
+    except ValueError:
+        raise CorruptRecordError("an idempotency record cannot be decoded") from None
+
+
 def _decode_item(item: str, seq: int) -> StoredMessage:
     """Split a stored list element ``"<created_at> <json>"`` back into a message."""
     stamp, _, body = item.partition(" ")
@@ -249,15 +340,19 @@ def _decode_item(item: str, seq: int) -> StoredMessage:
                          created_at=created_at)
 
 
-def _connect(url: str) -> Redis:
-    """A client for ``url`` that has answered a PING."""
+def _connect(url: str, socket_timeout: float | None) -> Redis:
+    """A client for ``url`` that has answered a PING and never re-sends a command itself."""
     try:
         import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
     except ImportError as exc:
         raise StoreUnavailable(
             "RedisStore needs the redis package: pip install 'contextwright[redis]'") from exc
     try:
-        client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=5)
+        client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=5,
+                                      socket_timeout=socket_timeout,
+                                      retry=Retry(NoBackoff(), 0))
     except ValueError:
         raise StoreError("the redis URL is malformed") from None
     with _errors():
@@ -266,13 +361,21 @@ def _connect(url: str) -> Redis:
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
-    """Map redis errors onto the store's error tree, without the driver's text."""
+def _errors(*, write: bool = False) -> Iterator[None]:
+    """Map redis errors onto the store's error tree, without the driver's text.
+
+    A write whose answer was lost (a timeout, a dropped connection) may have been applied, or
+    may be applied later: ``OutcomeUnknown``.
+    """
     import redis.exceptions as rex
 
     try:
         yield
     except (rex.ConnectionError, rex.TimeoutError) as exc:
+        if write:
+            raise OutcomeUnknown(
+                f"redis store: no answer to a write ({type(exc).__name__}); it may still be "
+                "applied (retry with the same idempotency_key)") from exc
         raise StoreUnavailable(f"redis store unavailable ({type(exc).__name__})") from exc
     except rex.RedisError as exc:
         raise StoreError(f"redis store failed ({type(exc).__name__})") from exc

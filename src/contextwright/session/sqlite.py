@@ -17,19 +17,24 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from contextwright.errors import ConflictError, InvalidInputError, StoreError, StoreUnavailable
+from contextwright.errors import InvalidInputError, StoreError, StoreUnavailable
 from contextwright.session.store import (
+    Appended,
     Clock,
     SessionInfo,
     SessionKey,
     StateRecord,
+    StateWrite,
     StoredMessage,
-    check_version,
+    WriteConditions,
     decode_document,
     encode_document,
     expiry_cutoff,
     is_expired,
+    new_epoch,
+    refuse_write,
     sorted_infos,
+    validate_conditions,
     validate_expected_version,
     validate_id,
     validate_messages,
@@ -53,7 +58,13 @@ _SCHEMA = (
         data TEXT NOT NULL, updated_at REAL NOT NULL,
         PRIMARY KEY (user_id, session_id)) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS sessions_by_age ON sessions (updated_at)",
+    """CREATE TABLE IF NOT EXISTS write_keys (
+        user_id TEXT NOT NULL, session_id TEXT NOT NULL, write_key TEXT NOT NULL,
+        first_seq INTEGER NOT NULL, count INTEGER NOT NULL,
+        PRIMARY KEY (user_id, session_id, write_key)) WITHOUT ROWID""",
 )
+_TABLES = ("messages", "states", "write_keys", "sessions")
+"""Every table holding a session's data; ``sessions`` last, so its row is deleted after them."""
 _SYNCHRONOUS = frozenset(("OFF", "NORMAL", "FULL", "EXTRA"))
 _PK = "user_id = ? AND session_id = ?"
 
@@ -88,14 +99,46 @@ class SqliteStore:
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._closed = False
-        self._write(lambda db: [db.execute(sql) for sql in _SCHEMA])
+        self._write(_create_schema)
 
     # -- the protocol -------------------------------------------------------------------------
 
     def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Append all ``messages`` in one transaction; return their seqs."""
+        return self.append_if(key, messages).seqs
+
+    def append_if(
+        self, key: SessionKey, messages: Sequence[Mapping[str, Any]], *,
+        last_seq: int | None = None, epoch: str | None = None,
+        idempotency_key: str | None = None, state: StateWrite | None = None,
+    ) -> Appended:
+        """Append ``messages`` (and put ``state``) in one transaction if the conditions hold."""
         validate_messages(messages)
-        return self._write(lambda db: self._append(db, key, messages))
+        validate_conditions(last_seq, epoch, idempotency_key)
+        state_text = None
+        if state is not None:
+            validate_expected_version(state.expected_version)
+            state_text = encode_document(state.data, "state")
+        return self._write(lambda db: self._append_if(
+            db, key, messages, WriteConditions(last_seq=last_seq, epoch=epoch,
+                                           idempotency_key=idempotency_key, state=state),
+            state_text))
+
+    def epoch(self, key: SessionKey) -> str | None:
+        """The live session's incarnation, or ``None``."""
+        row = self._session_row(key)
+        return None if row is None else str(row[3] or "")
+
+    def find_write(self, key: SessionKey, idempotency_key: str) -> list[int] | None:
+        """The seqs stored by the write with ``idempotency_key``, if the session has it."""
+        validate_conditions(None, None, idempotency_key)
+        rows = self._query(
+            "SELECT w.first_seq, w.count FROM write_keys w JOIN sessions s"
+            " ON s.user_id = w.user_id AND s.session_id = w.session_id"
+            " WHERE w.user_id = ? AND w.session_id = ? AND w.write_key = ? AND s.updated_at > ?",
+            (key.user_id, key.session_id, idempotency_key,
+             expiry_cutoff(self._clock(), self._ttl)))
+        return list(range(rows[0][0], rows[0][0] + rows[0][1])) if rows else None
 
     def read(
         self, key: SessionKey, *, after: int = 0, last: int | None = None
@@ -137,12 +180,14 @@ class SqliteStore:
         )
 
     def put_state(
-        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None,
+        epoch: str | None = None,
     ) -> int:
         """Replace the state if it is at ``expected_version``; return the new version."""
-        validate_expected_version(expected_version)
-        text = encode_document(data, "state")
-        return self._write(lambda db: self._put_state(db, key, text, expected_version))
+        write = StateWrite(data=data, expected_version=expected_version)
+        version = self.append_if(key, [], epoch=epoch, state=write).state_version
+        assert version is not None  # a StateWrite that passed its checks is always written
+        return version
 
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
@@ -184,10 +229,50 @@ class SqliteStore:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def _append(
-        self, db: sqlite3.Connection, key: SessionKey, messages: Sequence[Mapping[str, Any]]
-    ) -> list[int]:
+    def _append_if(
+        self, db: sqlite3.Connection, key: SessionKey, messages: Sequence[Mapping[str, Any]],
+        when: WriteConditions, state_text: str | None,
+    ) -> Appended:
         now = self._clock()
+        self._drop_if_expired(db, key, now)
+        if when.idempotency_key is not None:
+            done = db.execute(f"SELECT first_seq, count FROM write_keys WHERE {_PK}"
+                              " AND write_key = ?", (key.user_id, key.session_id,
+                                                     when.idempotency_key)).fetchone()
+            if done is not None:
+                return Appended(seqs=list(range(done[0], done[0] + done[1])),
+                                epoch=self._live_epoch(db, key) or "", replayed=True)
+        version = self._state_version(db, key)
+        refuse_write(when, live_epoch=self._live_epoch(db, key), last=self._last_seq(db, key),
+                     version=version)
+        seqs = self._append(db, key, messages, now)
+        if state_text is not None:
+            version = self._put_state(db, key, state_text, version, now)
+        if when.idempotency_key is not None and seqs:
+            db.execute("INSERT INTO write_keys (user_id, session_id, write_key, first_seq, count)"
+                       " VALUES (?, ?, ?, ?, ?)", (key.user_id, key.session_id,
+                                                   when.idempotency_key, seqs[0], len(seqs)))
+        return Appended(seqs=seqs, epoch=self._live_epoch(db, key) or "",
+                        state_version=version if state_text is not None else None)
+
+    def _live_epoch(self, db: sqlite3.Connection, key: SessionKey) -> str | None:
+        # Sessions stored before epochs existed read as epoch "" until they are erased.
+        row = db.execute(f"SELECT epoch FROM sessions WHERE {_PK}",
+                         (key.user_id, key.session_id)).fetchone()
+        return None if row is None else str(row[0] or "")
+
+    def _last_seq(self, db: sqlite3.Connection, key: SessionKey) -> int:
+        row = db.execute(f"SELECT last_seq FROM sessions WHERE {_PK}",
+                         (key.user_id, key.session_id)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _state_version(self, db: sqlite3.Connection, key: SessionKey) -> int | None:
+        row = db.execute(f"SELECT version FROM states WHERE {_PK}",
+                         (key.user_id, key.session_id)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _append(self, db: sqlite3.Connection, key: SessionKey,
+                messages: Sequence[Mapping[str, Any]], now: float) -> list[int]:
         first = self._touch(db, key, now, len(messages))
         seqs = list(range(first, first + len(messages)))
         # A generator, so each message is encoded after the rows before it were inserted: an
@@ -201,17 +286,8 @@ class SqliteStore:
             " VALUES (?, ?, ?, ?, ?)", rows)
         return seqs
 
-    def _put_state(
-        self, db: sqlite3.Connection, key: SessionKey, text: str, expected: int | None
-    ) -> int:
-        now = self._clock()
-        self._drop_if_expired(db, key, now)
-        row = db.execute(f"SELECT version FROM states WHERE {_PK}",
-                         (key.user_id, key.session_id)).fetchone()
-        current = None if row is None else int(row[0])
-        if not check_version(current, expected):
-            raise ConflictError("state version does not match expected_version")
-        self._touch(db, key, now, 0)
+    def _put_state(self, db: sqlite3.Connection, key: SessionKey, text: str,
+                   current: int | None, now: float) -> int:
         version = (current or 0) + 1
         db.execute(
             "INSERT INTO states (user_id, session_id, version, data, updated_at)"
@@ -224,11 +300,11 @@ class SqliteStore:
         """Create or refresh the session row, reserve ``added`` seqs; return the first one."""
         self._drop_if_expired(db, key, now)
         row = db.execute(
-            "INSERT INTO sessions (user_id, session_id, created_at, updated_at, last_seq)"
-            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, session_id) DO UPDATE SET"
+            "INSERT INTO sessions (user_id, session_id, created_at, updated_at, last_seq, epoch)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, session_id) DO UPDATE SET"
             " updated_at = excluded.updated_at, last_seq = sessions.last_seq + excluded.last_seq"
             " RETURNING last_seq",
-            (key.user_id, key.session_id, now, now, added)).fetchone()
+            (key.user_id, key.session_id, now, now, added, new_epoch())).fetchone()
         return int(row[0]) - added + 1
 
     def _drop_if_expired(self, db: sqlite3.Connection, key: SessionKey, now: float) -> None:
@@ -243,20 +319,20 @@ class SqliteStore:
         cutoff = expiry_cutoff(self._clock(), self._ttl)
         live = db.execute(f"SELECT count(*) FROM sessions WHERE {where} AND updated_at > ?",
                           (*params, cutoff)).fetchone()[0]
-        for table in ("messages", "states", "sessions"):
+        for table in _TABLES:
             db.execute(f"DELETE FROM {table} WHERE {where}", params)
         return int(live)
 
     def _purge(self, db: sqlite3.Connection, cutoff: float) -> int:
         expired = "(user_id, session_id) IN (SELECT user_id, session_id FROM sessions" \
                   " WHERE updated_at <= ?)"
-        for table in ("messages", "states"):
+        for table in _TABLES[:-1]:
             db.execute(f"DELETE FROM {table} WHERE {expired}", (cutoff,))
         return db.execute("DELETE FROM sessions WHERE updated_at <= ?", (cutoff,)).rowcount
 
     def _session_row(self, key: SessionKey) -> tuple[Any, ...] | None:
         rows = self._query(
-            "SELECT created_at, updated_at, last_seq FROM sessions"
+            "SELECT created_at, updated_at, last_seq, epoch FROM sessions"
             f" WHERE {_PK} AND updated_at > ?",
             (key.user_id, key.session_id, expiry_cutoff(self._clock(), self._ttl)))
         return rows[0] if rows else None
@@ -311,3 +387,11 @@ class SqliteStore:
             raise StoreError(f"sqlite store misused ({type(exc).__name__})") from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"sqlite store failed ({type(exc).__name__})") from exc
+
+
+def _create_schema(db: sqlite3.Connection) -> None:
+    for sql in _SCHEMA:
+        db.execute(sql)
+    columns = {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
+    if "epoch" not in columns:  # a database from before epochs: its sessions read as epoch ""
+        db.execute("ALTER TABLE sessions ADD COLUMN epoch TEXT")

@@ -1,7 +1,10 @@
 """The ``Store`` protocol, its data types, and the helpers every backend shares.
 
 A store keeps, per session (``user_id`` + ``session_id``), an append-only message log with
-gap-free 1-based sequence numbers and one opaque, versioned state document. Backends live in
+gap-free 1-based sequence numbers and one opaque, versioned state document. Each incarnation of a
+session (from its first write until it is erased or expires) has a random ``epoch``; a write
+conditioned on an epoch fails with ``SessionGone`` once that incarnation is gone, so nothing read
+from an erased session can be written back. Backends live in
 sibling modules; this module does no I/O. The helpers here fix the things all backends must agree
 on: which ids are valid, how a message or state becomes stored text (ASCII JSON, so lone
 surrogates and NUL round-trip through any database), how stored text is decoded, and what "expired"
@@ -12,12 +15,13 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from contextwright.errors import CorruptRecordError, InvalidInputError
+from contextwright.errors import ConflictError, CorruptRecordError, InvalidInputError, SessionGone
 
 Clock = Callable[[], float]
 """Returns the current time in unix seconds; injectable so tests can move time."""
@@ -83,6 +87,30 @@ class StateRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StateWrite:
+    """A state document written by ``append_if`` in the same atomic operation as its messages."""
+
+    data: Mapping[str, Any]
+    """The new state document."""
+    expected_version: int | None
+    """The version it replaces (``None``: the session has no state yet), as in ``put_state``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Appended:
+    """What one ``append_if`` did."""
+
+    seqs: list[int]
+    """The seqs of the messages (on a replay: the seqs the first write with the key got)."""
+    epoch: str
+    """The incarnation of the session the messages are in."""
+    replayed: bool = False
+    """The idempotency key had been used in this session: nothing was written this time."""
+    state_version: int | None = None
+    """The new version of the state, when a ``StateWrite`` was written."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionInfo:
     """What ``list_sessions`` tells about one live session."""
 
@@ -108,10 +136,33 @@ class Store(Protocol):
         """Append all ``messages`` atomically (all or nothing); return their new seqs."""
         ...
 
+    def append_if(
+        self, key: SessionKey, messages: Sequence[Mapping[str, Any]], *,
+        last_seq: int | None = None, epoch: str | None = None,
+        idempotency_key: str | None = None, state: StateWrite | None = None,
+    ) -> Appended:
+        """Append ``messages`` (and put ``state``) in one atomic operation, under conditions.
+
+        In this order: an ``idempotency_key`` already used in the live session replays that
+        write (nothing is written); an ``epoch`` that is not the live session's raises
+        ``SessionGone``; a ``last_seq`` that is not the session's last seq (0: empty or absent)
+        raises ``ConflictError``, as does a ``state`` whose ``expected_version`` does not match.
+        A failed condition writes nothing.
+        """
+        ...
+
     def read(
         self, key: SessionKey, *, after: int = 0, last: int | None = None
     ) -> list[StoredMessage]:
         """Messages with ``seq > after`` (only the newest ``last`` of them), oldest first."""
+        ...
+
+    def epoch(self, key: SessionKey) -> str | None:
+        """The live session's incarnation (``None`` when absent); read it before what it guards."""
+        ...
+
+    def find_write(self, key: SessionKey, idempotency_key: str) -> list[int] | None:
+        """The seqs the write with ``idempotency_key`` stored in the live session, if any."""
         ...
 
     def count(self, key: SessionKey) -> int:
@@ -123,11 +174,13 @@ class Store(Protocol):
         ...
 
     def put_state(
-        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None,
+        epoch: str | None = None,
     ) -> int:
         """Replace the state if its version is ``expected_version`` (``None``: none yet).
 
-        Returns the new version; raises ``ConflictError`` on a mismatch.
+        Returns the new version; raises ``ConflictError`` on a mismatch, and ``SessionGone``
+        if ``epoch`` is given and is not the live session's.
         """
         ...
 
@@ -198,6 +251,58 @@ def validate_expected_version(expected_version: int | None) -> None:
         raise InvalidInputError("expected_version must be None or an integer")
     if expected_version < 1:
         raise InvalidInputError("expected_version must be >= 1")
+
+
+_MAX_IDEMPOTENCY_KEY = 256
+
+
+def validate_conditions(last_seq: int | None, epoch: str | None,
+                        idempotency_key: str | None) -> None:
+    """Check the conditions of ``append_if`` (``InvalidInputError`` names the bad one)."""
+    if last_seq is not None and (
+            isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0):
+        raise InvalidInputError("last_seq must be None or an integer >= 0")
+    if epoch is not None and not isinstance(epoch, str):
+        raise InvalidInputError("epoch must be None or a string")
+    if idempotency_key is not None:
+        validate_id(idempotency_key, "idempotency_key")
+        if len(idempotency_key) > _MAX_IDEMPOTENCY_KEY:
+            raise InvalidInputError(
+                f"idempotency_key is longer than {_MAX_IDEMPOTENCY_KEY} characters")
+
+
+def new_epoch() -> str:
+    """A fresh incarnation id for a session being created."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteConditions:
+    """The conditions of one ``append_if``, as the backends pass them to their transaction."""
+
+    last_seq: int | None = None
+    """The session's last seq must still be this (0: empty or absent)."""
+    epoch: str | None = None
+    """The live session must be this incarnation."""
+    idempotency_key: str | None = None
+    """A write already made with this key is replayed instead."""
+    state: StateWrite | None = None
+    """The state written with the messages (its version is a condition too)."""
+
+
+def refuse_write(when: WriteConditions, *, live_epoch: str | None, last: int,
+                 version: int | None) -> None:
+    """Raise the error ``append_if`` must raise for ``when``, if any.
+
+    ``live_epoch``, ``last`` and ``version`` describe the live session (``None``, 0, ``None``
+    when it is absent), read inside the write's transaction.
+    """
+    if when.epoch is not None and when.epoch != live_epoch:
+        raise SessionGone("the session was erased or expired since it was read")
+    if when.last_seq is not None and when.last_seq != last:
+        raise ConflictError("the session has new messages since last_seq")
+    if when.state is not None and not check_version(version, when.state.expected_version):
+        raise ConflictError("state version does not match expected_version")
 
 
 def encode_document(document: Mapping[str, Any], what: str) -> str:

@@ -1,23 +1,27 @@
-"""Retrieved documents (L4), each shown as the result of a ``retrieve_documents`` call.
+"""Retrieved documents (L4), each one fenced data item.
 
-Documents are untrusted data: rendering them as a tool result keeps them out of the system and
-user roles in every format. Best-scored first (the given order when there are no scores); a
-document id seen twice keeps its newest version (``core.versions``: the retriever's rule). Long
-documents are cut around the query.
+Documents are untrusted data: each is fenced and labelled, and each provider rendering gives it the
+form that provider has for documents (Anthropic ``search_result`` blocks; elsewhere a fenced
+message in the assistant's voice, as a retrieval step would have put it, so no document text is
+ever in the user's or the system's role), never a tool call the request did not define. Best-scored first (the given order when
+there are no scores); a document id seen twice keeps its newest version (``core.versions``: the
+retriever's rule). Long documents are cut around the query.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from contextwright.core.items import ContextItem, Layer, Message, ToolCall, check_text
+from contextwright.core.items import ContextItem, Layer, Message, check_text
+from contextwright.core.providers import DOCUMENT_NAME
 from contextwright.core.request import Request
 from contextwright.core.versions import VersionKey, version_key
 
-RETRIEVAL_TOOL = "retrieve_documents"
+
+def document_message(text: str) -> Message:
+    """The message that carries one document's (or passage's) text."""
+    return Message(role="assistant", content=text, name=DOCUMENT_NAME)
 
 
 def newest_per_id(versions: Iterable[tuple[str, int | None, str | None]]) -> list[int]:
@@ -37,12 +41,12 @@ def newest_per_id(versions: Iterable[tuple[str, int | None, str | None]]) -> lis
 
 
 class DocumentSource:
-    """Documents from ``request.documents``, best first, one call/result pair each."""
+    """Documents from ``request.documents``, best first, one fenced item each."""
 
     namespace = "rag"
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
-        """Two items per document (the synthetic call and its result), best document first."""
+        """One item per document, best document first."""
         kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
         docs = [(index, request.documents[index]) for index in kept]
         docs.sort(key=lambda entry: (-(entry[1].score or 0.0), entry[0]))
@@ -52,16 +56,7 @@ class DocumentSource:
                 value = getattr(doc, field)
                 if value is not None:
                     check_text(value, f"documents[{index}].{field}")
-            call_id = "doc_" + hashlib.blake2b(doc.id.encode("utf-8", "surrogatepass"),
-                                               digest_size=6).hexdigest()
-            arguments = json.dumps({"id": doc.id}, ensure_ascii=False)
-            call = Message(role="assistant", tool_calls=(
-                ToolCall(id=call_id, name=RETRIEVAL_TOOL, arguments=arguments),))
-            result = Message(role="tool", content=text, tool_call_id=call_id, name=RETRIEVAL_TOOL)
             metadata = {"document": doc.id, "score": doc.score, "timestamp": doc.timestamp}
-            group = f"d{rank}"
-            yield ContextItem(key=f"rag.{rank}.call", message=call, layer=Layer.EVIDENCE,
-                              group=group, order=2 * rank, metadata=metadata)
-            yield ContextItem(key=f"rag.{rank}.text", message=result, layer=Layer.EVIDENCE,
-                              group=group, order=2 * rank + 1, untrusted=True, truncatable=True,
-                              label=doc.source or doc.id, metadata=metadata)
+            yield ContextItem(key=f"rag.{rank}.text", message=document_message(text),
+                              layer=Layer.EVIDENCE, order=rank, untrusted=True,
+                              truncatable=True, label=doc.source or doc.id, metadata=metadata)

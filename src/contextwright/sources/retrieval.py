@@ -1,32 +1,30 @@
 """Retrieved passages (L4): the request's documents, or a prepared corpus, searched for the input.
 
 ``RetrievalSource`` chunks and indexes ``request.documents`` (indexes are cached across builds,
-keyed by chunk size and each document's id and content hash, and embeddings are cached by text,
-so a document is chunked once per set and embedded once ever), or searches a ``Retriever`` given
-to it (a corpus indexed ahead of time), or both. Each kept passage is shown the way
-``DocumentSource`` shows a document: as the result of a ``retrieve_documents`` call, fenced as
-untrusted data, labelled with its document and paragraphs (``refund_policy.md §2``); a passage
-longer than ``max_passage_tokens`` is cut around the query's keywords first (seed 004 §3.3).
+keyed by chunk size and each document's id and content hash, and embeddings are cached by text, so a
+document is chunked once per set and embedded once ever), or searches a ``Retriever`` given to it (a
+corpus indexed ahead of time), or both. Each kept passage is shown the way ``DocumentSource`` shows
+a document: one item, fenced as untrusted data, labelled with its document and paragraphs
+(``refund_policy.md §2``); a passage longer than ``max_passage_tokens`` is cut around the query's
+keywords first (seed 004 §3.3).
 
-Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``rerank_top_k``
-(3), ``chunk_size`` (200), ``alpha`` (0.5), ``dense`` (true: use the embedder when there is
-one), ``keep_outdated`` (false: superseded versions are left out; true: kept, marked
-``OUTDATED``, ranked last), ``max_passage_tokens`` (400), ``fill_budget`` (false: only the top
-``rerank_top_k``; true: every further passage at or above ``fill_threshold`` (0.1) follows in
-rank order and the source's grant decides how many go in, out of ``fill_limit`` (64) chunks —
-the shipped ``rag_qa`` and ``doc_analysis`` plans set it). The call names the document (``{"id":
-…}``); the result's label names the paragraphs, so a passage pays for its provenance once. A
-document's ``score`` from the request is not used: passages are ranked by this source's own
-fusion; its ``source`` is the title (the label, and what ties versions of one document) and its
-``timestamp`` the version time. With both a corpus and request documents, a version superseded
-by a newer one on the other side (same id, or same title when the corpus ties versions by title)
-is treated as the retriever treats one inside an index: left out, or marked and ranked last.
+Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``rerank_top_k`` (3),
+``chunk_size`` (200), ``alpha`` (0.5), ``dense`` (true: use the embedder when there is one),
+``keep_outdated`` (false: superseded versions are left out; true: kept, marked ``OUTDATED``, ranked
+last), ``max_passage_tokens`` (400), ``fill_budget`` (false: only the top ``rerank_top_k``; true:
+every further passage at or above ``fill_threshold`` (0.1) follows in rank order and the source's
+grant decides how many go in, out of ``fill_limit`` (64) chunks — the shipped ``rag_qa`` and
+``doc_analysis`` plans set it). The call names the document (``{"id": …}``); the result's label
+names the paragraphs, so a passage pays for its provenance once. A document's ``score`` from the
+request is not used: passages are ranked by this source's own fusion; its ``source`` is the title
+(the label, and what ties versions of one document) and its ``timestamp`` the version time. With
+both a corpus and request documents, a version superseded by a newer one on the other side (same id,
+or same title when the corpus ties versions by title) is treated as the retriever treats one inside
+an index: left out, or marked and ranked last.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import threading
 from collections import OrderedDict
@@ -35,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from contextwright.core.cutting import cut_around_keywords
-from contextwright.core.items import ContextItem, Layer, Message, ToolCall, check_text
+from contextwright.core.items import ContextItem, Layer, check_text
 from contextwright.core.request import Request
 from contextwright.core.versions import VersionKey, version_key
 from contextwright.errors import InvalidInputError, PlanError
@@ -49,7 +47,7 @@ from contextwright.retrieval import (
 )
 from contextwright.retrieval.retriever import text_key
 from contextwright.retrieval.text import content_hash
-from contextwright.sources.documents import RETRIEVAL_TOOL, newest_per_id
+from contextwright.sources.documents import document_message, newest_per_id
 from contextwright.tokens import CountingTokenizer, get_tokenizer
 
 
@@ -215,22 +213,12 @@ class RetrievalSource:
         text = passage.text
         if self.tokenizer.count(text) > settings.max_passage_tokens:
             text = cut_around_keywords(text, query, settings.max_passage_tokens, self.tokenizer)
-        call_id = _call_id(passage, found.origin)
-        # The paragraphs are in the result's label (``policy.md §2``); saying them again in
-        # the call would cost every passage tokens the budget could spend on text.
-        arguments = json.dumps({"id": passage.doc_id}, ensure_ascii=False)
-        call = Message(role="assistant", tool_calls=(
-            ToolCall(id=call_id, name=RETRIEVAL_TOOL, arguments=arguments),))
-        result = Message(role="tool", content=text, tool_call_id=call_id, name=RETRIEVAL_TOOL)
         metadata = {"document": passage.doc_id, "score": passage.score,
                     "similarity": passage.similarity, "timestamp": passage.timestamp,
                     "paragraphs": (passage.paragraph_start + 1, passage.paragraph_end + 1),
-                    "outdated": passage.outdated}
-        group = f"r{rank}"
-        yield ContextItem(key=f"{self.namespace}.{rank}.call", message=call,
-                          layer=Layer.EVIDENCE, group=group, order=2 * rank, metadata=metadata)
-        yield ContextItem(key=f"{self.namespace}.{rank}.text", message=result,
-                          layer=Layer.EVIDENCE, group=group, order=2 * rank + 1, untrusted=True,
+                    "outdated": passage.outdated, "origin": found.origin}
+        yield ContextItem(key=f"{self.namespace}.{rank}.text", message=document_message(text),
+                          layer=Layer.EVIDENCE, order=rank, untrusted=True,
                           truncatable=True, label=passage.label, metadata=metadata)
 
 
@@ -259,19 +247,6 @@ def _search_settings(settings: RetrievalOptions) -> SearchSettings:
                    rerank_top_k=UNLIMITED,
                    similarity_threshold=min(search.similarity_threshold,
                                             settings.fill_threshold))
-
-
-def _call_id(passage: RetrievedChunk, origin: Origin) -> str:
-    """A tool call id that is the same in every build and differs between passages shown.
-
-    The corpus and the request may each hold a document ``policy`` with a passage at offset 0,
-    so the origin goes in as blake2b's personalisation (no id or offset can imitate it); the
-    request's passages keep the ids they always had, and with them their token counts.
-    """
-    person = b"corpus" if origin == "corpus" else b""
-    return "rag_" + hashlib.blake2b(
-        f"{passage.doc_id}\x00{passage.start}".encode("utf-8", "surrogatepass"),
-        digest_size=6, person=person).hexdigest()
 
 
 def _top_then_fill(ranked: list[_Found], settings: RetrievalOptions) -> list[_Found]:
