@@ -120,13 +120,14 @@ def test_summary_finished_after_a_ttl_restart_is_not_committed() -> None:
 
 def test_erase_between_the_check_and_the_write_is_undone() -> None:
     """With no state record there is no version to conflict on: an erase landing just before the
-    write is found afterwards, and the written summary is emptied again."""
+    write is refused by the write itself (it is conditioned on the session's epoch)."""
 
     class ErasingBeforePut(MemoryStore):
-        def put_state(self, key: SessionKey, data: Any, *, expected_version: int | None) -> int:
+        def put_state(self, key: SessionKey, data: Any, *, expected_version: int | None,
+                      epoch: str | None = None) -> int:
             if data.get("summary"):
                 self.erase_session(key)
-            return super().put_state(key, data, expected_version=expected_version)
+            return super().put_state(key, data, expected_version=expected_version, epoch=epoch)
 
     store = ErasingBeforePut()
     cm = _manager(store)

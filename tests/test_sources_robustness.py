@@ -277,7 +277,7 @@ def test_request_documents_carry_a_version_number_compared_before_the_time() -> 
     items = list(RetrievalSource(corpus).build(
         Request(user_input="refund within how many days?", documents=[newer]),
         {"similarity_threshold": 0.1}))
-    texts = " ".join(str(item.message.content) for item in items if item.message.role == "tool")
+    texts = " ".join(str(item.message.content) for item in items if item.untrusted)
     assert "v3" in texts and "v2" not in texts
 
 

@@ -95,7 +95,7 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     if settings.max_output_tokens:
         body["max_completion_tokens"] = settings.max_output_tokens
     _tool_settings(body, schemas, settings, _openai_tool_choice)
-    return Rendered(body, unsent_tool_settings(schemas, settings))
+    return Rendered(body)
 
 
 def _openai_tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, Any]:
@@ -125,7 +125,7 @@ def openai_responses(system: str, messages: Sequence[Message],
     if settings.max_output_tokens:
         body["max_output_tokens"] = settings.max_output_tokens
     _tool_settings(body, schemas, settings, _responses_tool_choice)
-    return Rendered(body, unsent_tool_settings(schemas, settings))
+    return Rendered(body)
 
 
 def _response_items(message: Message) -> list[dict[str, Any]]:
@@ -204,7 +204,7 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     choice = _anthropic_tool_choice(settings) if schemas else None
     if choice is not None:
         body["tool_choice"] = choice
-    return Rendered(body, notes + unsent_tool_settings(schemas, settings), lead)
+    return Rendered(body, notes, lead)
 
 
 def _anthropic_role(message: Message, native_tools: bool) -> str:
@@ -341,21 +341,20 @@ def _tool_settings(body: dict[str, Any], schemas: Sequence[Mapping[str, Any]],
 
 
 def check_tool_choice(schemas: Sequence[Mapping[str, Any]], settings: CallSettings) -> None:
-    """A ``tool_choice`` that names a tool must name one of the request's tools."""
-    if settings.tool_choice is None or not schemas:
+    """A ``tool_choice`` that names a tool must name one of the request's tools.
+
+    Without tools, ``auto`` / ``none`` and ``parallel_tool_calls`` mean nothing and are not
+    sent (the APIs refuse them there); ``required`` or a named tool contradict the request and
+    are refused.
+    """
+    if settings.tool_choice is None:
         return
     chosen = _chosen_tool(settings.tool_choice)
+    if not schemas:
+        if chosen is not None or settings.tool_choice == "required":
+            raise InvalidInputError(f"tool_choice {settings.tool_choice!r} needs tools, and "
+                                    "this request has none")
+        return
     names = {s.get("function", {}).get("name") for s in schemas}
     if chosen is not None and chosen not in names:
         raise InvalidInputError(f"tool_choice names {chosen!r}, which is not among the tools")
-
-
-def unsent_tool_settings(schemas: Sequence[Mapping[str, Any]],
-                         settings: CallSettings) -> list[str]:
-    """Notes for tool settings given for a request that has no tools (the APIs refuse them)."""
-    if schemas:
-        return []
-    given = [name for name, value in (("tool_choice", settings.tool_choice),
-                                      ("parallel_tool_calls", settings.parallel_tool_calls))
-             if value is not None]
-    return [f"{name} was not sent: the request has no tools" for name in given]

@@ -20,10 +20,11 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from contextwright.builder import ContextBuilder
 from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
+from contextwright.convert import chat_messages
 from contextwright.core.fence import language_of
 from contextwright.core.final import FinalContext
 from contextwright.core.items import check_text, parse_message
@@ -32,7 +33,13 @@ from contextwright.core.providers import ProviderFormat
 from contextwright.core.report import BuildReport
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
-from contextwright.errors import ConflictError, ContextwrightError, InvalidInputError, PlanError
+from contextwright.errors import (
+    ConflictError,
+    ContextwrightError,
+    InvalidInputError,
+    PlanError,
+    SessionGone,
+)
 from contextwright.manager.checks import checked_parts
 from contextwright.manager.handoff import hand_off, note_user_message, record_turn_in_zones
 from contextwright.manager.recall import (
@@ -47,8 +54,15 @@ from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
 from contextwright.session.memory import MemoryStore
-from contextwright.session.state import ModeSwitch, SessionState, load_state, update_state
-from contextwright.session.store import SessionKey, StateRecord, Store, StoredMessage
+from contextwright.session.state import ModeSwitch, SessionState, load_state
+from contextwright.session.store import (
+    Appended,
+    SessionKey,
+    StateRecord,
+    StateWrite,
+    Store,
+    StoredMessage,
+)
 from contextwright.sources.conversation import HistorySource, read_blocks_backward
 from contextwright.sources.recall import LexicalTurnRecaller, TurnRecaller
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
@@ -158,80 +172,135 @@ class ContextManager:
                           if background else None)
         self._pending: dict[SessionKey, Future[None]] = {}
         self._outstanding: set[Future[None]] = set()
+        self._erasures = 0
+        """Erases this manager has begun: a call that saw it change drops what it cached."""
 
     # ----- the two calls of the agent loop -----
 
     def prepare(self, user_id: str, session_id: str, text: str | None = None, *,
                 tools: Sequence[Mapping[str, Any]] = (),
                 documents: Sequence[Any] = (), env: Mapping[str, str] | None = None,
-                system: str | None = None) -> PreparedContext:
+                system: str | None = None, target: Literal["chat", "text"] = "chat",
+                idempotency_key: str | None = None) -> PreparedContext:
         """Append ``text`` as the user's message (None: continue the current turn) and build.
+
+        ``target`` is the rendering the budget is counted for: ``chat`` (``to_messages``,
+        ``to_request``) or ``text`` (``to_text``, whose separators and escapes cost more).
+        ``idempotency_key`` names this message: a retry with the same key (after a timeout,
+        say) does not store it again, and builds the session as it is now.
 
         The other arguments are checked first: a call they would fail stores nothing. An error
         after the message is stored (a message too large for the budget, a failing classifier)
         carries ``stored_seq``: the message stays stored, so build again with ``text=None``
-        rather than sending it again.
+        rather than sending it again. ``SessionGone`` means the session was erased while the
+        call ran: the message went with it.
         """
         key = SessionKey(user_id=user_id, session_id=session_id)
         parts = checked_parts(tools=tools, documents=documents, env=env,
                               system=system or self.system)
         if text is not None:
             check_text(text, "text")
-        seq = self._append_user(key, text) if text is not None else None
+        erasures = self._erasures
+        appended = (self._append_user(key, text, idempotency_key) if text is not None
+                    else None)
         try:
-            return self._prepare_stored(key, text, seq, parts)
+            return self._prepare_stored(key, text, appended, parts, target)
+        except SessionGone as error:
+            error.add_note("the session was erased while this call ran; the user message was "
+                           "erased with it")
+            raise
         except ContextwrightError as error:
-            if seq is not None:
+            if appended is not None:
+                seq = appended.seqs[0]
                 error.stored_seq = seq
                 error.add_note(f"the user message is stored as seq {seq}: build again with "
                                "text=None (e.g. after changing the mode or budget), do not "
                                "resend it")
             raise
+        finally:
+            self._unless_erased_since(erasures, key)
 
-    def _prepare_stored(self, key: SessionKey, text: str | None, seq: int | None,
-                        parts: Request) -> PreparedContext:
+    def _prepare_stored(self, key: SessionKey, text: str | None, appended: Appended | None,
+                        parts: Request, target: Literal["chat", "text"]) -> PreparedContext:
         record, read, recent = self._read_recent(key)
-        state, route, switch = self._route(key, text, seq, recent, record)
+        state, route, switch = self._route(key, text, appended, recent, record)
         user_index = last_user_index(recent)
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
         settings = self._settings(state.mode)
-        context = self._build(key, state, settings, read, recent, user_index, parts)
+        context = self._build(key, state, settings, read, recent, user_index, parts, target)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
 
     def record(self, user_id: str, session_id: str, *,
                assistant: str | Mapping[str, Any] | None = None,
                tool_results: Sequence[Mapping[str, Any]] = (),
-               messages: Sequence[Mapping[str, Any]] = ()) -> list[int]:
+               messages: Sequence[Mapping[str, Any]] = (),
+               idempotency_key: str | None = None) -> list[int]:
         """Append the model's answer, tool results and further messages, atomically.
 
-        ``assistant`` is text or a message with tool calls. Then zones are updated and the
-        summary update is scheduled.
+        ``assistant`` is text or a message with tool calls. The messages and the zones they
+        update are one atomic store write, made only on the session as checked: tool results
+        must still answer its newest call, and an erase meanwhile wins (``SessionGone``, nothing
+        stored). A retry with the same ``idempotency_key`` stores nothing again and returns the
+        first call's seqs. Then the summary update is scheduled.
         """
         key = SessionKey(user_id=user_id, session_id=session_id)
         batch = _recorded_messages(assistant, tool_results, messages, self._now_iso())
         if not batch:
             raise InvalidInputError("record needs an assistant message, tool results or messages")
-        self._check_results_answer_open_calls(key, batch)
-        seqs = self.store.append(key, batch)
-        update_state(self.store, key, lambda state: record_turn_in_zones(
-            state, batch, self._settings(state.mode)))
+        if idempotency_key is not None:
+            done = self.store.find_write(key, idempotency_key)
+            if done is not None:
+                return done
+        try:
+            appended = self._append_turn(key, batch, idempotency_key)
+        except InvalidInputError:
+            # The first try of this call may have landed meanwhile: its results are answered.
+            done = (self.store.find_write(key, idempotency_key)
+                    if idempotency_key is not None else None)
+            if done is None:
+                raise
+            return done
         self._schedule_summary(key)
-        return seqs
+        return appended.seqs
+
+    def _append_turn(self, key: SessionKey, batch: list[dict[str, Any]],
+                     idempotency_key: str | None) -> Appended:
+        """Check ``batch`` against the session and append it with its zones in one write.
+
+        The write is conditioned on what the check read (the epoch, the last seq when there are
+        tool results, the state's version); if anything moved, check again.
+        """
+        for _ in range(MAX_STATE_ATTEMPTS):
+            epoch = self.store.epoch(key)  # read first: what follows is of it or a later one
+            record, state = load_state(self.store, key)
+            last_seq = self._check_results_answer_open_calls(key, batch)
+            new_state = record_turn_in_zones(state, batch, self._settings(state.mode))
+            write = None if new_state == state else StateWrite(
+                data=new_state.to_dict(), expected_version=record.version if record else None)
+            try:
+                return self.store.append_if(key, batch, last_seq=last_seq, epoch=epoch,
+                                            idempotency_key=idempotency_key, state=write)
+            except ConflictError:
+                continue
+        raise ConflictError("the session kept changing under this record; try again")
 
     def _check_results_answer_open_calls(self, key: SessionKey,
-                                         batch: list[dict[str, Any]]) -> None:
+                                         batch: list[dict[str, Any]]) -> int | None:
         """Refuse tool results that answer no call just before them, in the batch or stored.
 
         Stored, such a result would make every later build of the session fail (a result must
-        follow the assistant message whose call it answers, as in the chat formats).
+        follow the assistant message whose call it answers, as in the chat formats). Returns
+        the last seq the check read (None when the batch has no results): the batch may only be
+        appended right after it.
         """
         if not any(message["role"] == "tool" for message in batch):
-            return
-        stored = [m.message for m in self.store.read(key, last=_RECORD_TAIL)]
-        if len(stored) == _RECORD_TAIL and all(m.get("role") == "tool" for m in stored):
-            stored = [m.message for m in self.store.read(key, last=self._max_read)]
+            return None
+        tail = self.store.read(key, last=_RECORD_TAIL)
+        if len(tail) == _RECORD_TAIL and all(m.message.get("role") == "tool" for m in tail):
+            tail = self.store.read(key, last=self._max_read)
+        stored = [m.message for m in tail]
         start = len(stored)
         while start > 0 and stored[start - 1].get("role") == "tool":
             start -= 1  # the results already recorded for the newest call ...
@@ -243,6 +312,7 @@ class ContextManager:
             raise InvalidInputError(
                 "record: a tool result must answer a call of the assistant message just before "
                 "it (in this batch, or the session's newest one), each call once") from None
+        return tail[-1].seq if tail else 0
 
     # ----- inspection and lifecycle -----
 
@@ -251,17 +321,46 @@ class ContextManager:
         return load_state(self.store, SessionKey(user_id=user_id, session_id=session_id))[1]
 
     def erase_session(self, user_id: str, session_id: str) -> bool:
-        """Erase one session (messages, summary, zones, mode); True if it existed."""
+        """Erase one session (messages, summary, zones, mode); True if it existed.
+
+        Erasure wins over calls racing it: their state writes are refused (``SessionGone``)
+        and what they cached in this process is dropped.
+        """
         key = SessionKey(user_id=user_id, session_id=session_id)
-        self._forget(lambda cached: cached[:2] == (key.user_id, key.session_id))
-        self._recall_indexes.forget(user_id, session_id)
-        return self.store.erase_session(key)
+        self._begin_erase()
+        self._forget_cached(user_id, session_id)
+        existed = self.store.erase_session(key)
+        self._forget_cached(user_id, session_id)
+        return existed
 
     def erase_user(self, user_id: str) -> int:
         """Erase every session of ``user_id``; returns how many there were."""
-        self._forget(lambda cached: cached[0] == user_id)
-        self._recall_indexes.forget(user_id)
-        return self.store.erase_user(user_id)
+        self._begin_erase()
+        self._forget_cached(user_id)
+        erased = self.store.erase_user(user_id)
+        self._forget_cached(user_id)
+        return erased
+
+    def _begin_erase(self) -> None:
+        with self._lock:
+            self._erasures += 1
+
+    def _unless_erased_since(self, erasures: int, key: SessionKey) -> None:
+        """Drop what a call cached of ``key`` if an erase began while it ran.
+
+        An erase counts itself before it forgets, so a call that cached after that forget sees
+        the count changed and forgets its own entries (at worst a live session's, which are
+        derived and rebuilt on the next call).
+        """
+        with self._lock:
+            changed = self._erasures != erasures
+        if changed:
+            self._forget_cached(key.user_id, key.session_id)
+
+    def _forget_cached(self, user_id: str, session_id: str | None = None) -> None:
+        self._forget(lambda cached: cached[0] == user_id and (
+            session_id is None or cached[1] == session_id))
+        self._recall_indexes.forget(user_id, session_id)
 
     def _forget(self, matches: Callable[[tuple[str, str, int, float]], bool]) -> None:
         with self._lock:
@@ -286,9 +385,9 @@ class ContextManager:
 
     # ----- steps of prepare -----
 
-    def _append_user(self, key: SessionKey, text: str) -> int:
+    def _append_user(self, key: SessionKey, text: str, idempotency_key: str | None) -> Appended:
         message = {"role": "user", "content": text, "timestamp": self._now_iso()}
-        return self.store.append(key, [message])[0]
+        return self.store.append_if(key, [message], idempotency_key=idempotency_key)
 
     def _read_recent(self, key: SessionKey
                      ) -> tuple[StateRecord | None, list[StoredMessage], list[StoredMessage]]:
@@ -325,15 +424,18 @@ class ContextManager:
             mode = None
         return self.modes.settings(mode or self.modes.default_mode)
 
-    def _route(self, key: SessionKey, text: str | None, seq: int | None,
+    def _route(self, key: SessionKey, text: str | None, appended: Appended | None,
                recent: list[StoredMessage], record: StateRecord | None
                ) -> tuple[SessionState, RouteDecision | None, ModeSwitch | None]:
+        # The routed state is written only into the incarnation of the session the message
+        # went into: after an erase, nothing derived from the message may come back.
         for attempt in range(MAX_STATE_ATTEMPTS):
             if attempt:
                 record = self.store.get_state(key)
             state = SessionState.from_dict(record.data) if record else SessionState()
-            if text is None or seq is None:
+            if text is None or appended is None:
                 return state, None, None
+            seq = appended.seqs[0]
             # A stored mode this manager does not configure (removed, or another worker's
             # config) is routed from afresh and handed off from, not an error on every call.
             known = state.mode if state.mode in self.modes.modes else None
@@ -344,7 +446,8 @@ class ContextManager:
                 return state, route, None
             try:
                 self.store.put_state(key, new_state.to_dict(),
-                                     expected_version=record.version if record else None)
+                                     expected_version=record.version if record else None,
+                                     epoch=appended.epoch)
             except ConflictError:
                 continue
             _log_route(key, route, state.mode)
@@ -369,7 +472,7 @@ class ContextManager:
 
     def _build(self, key: SessionKey, state: SessionState, settings: ModeSettings,
                read: list[StoredMessage], recent: list[StoredMessage], user_index: int,
-               parts: Request) -> FinalContext:
+               parts: Request, target: Literal["chat", "text"]) -> FinalContext:
         language = state.language or "en"
         summary = Summary.from_dict(state.summary).render(language) if state.summary else ""
         memory = SessionMemorySource(settings=settings, zones=state.zones,
@@ -381,7 +484,7 @@ class ContextManager:
         history = self._session_history(key, settings, read, recent[:user_index + 1])
         builder = ContextBuilder(self.tokenizer, sources=(
             *self._sources, memory, *([history] if history is not None else [])))
-        return builder.build(self._plans[settings.name], request)
+        return builder.build(self._plans[settings.name], request, target=target)
 
     def _session_history(self, key: SessionKey, settings: ModeSettings,
                          read: list[StoredMessage], shown: list[StoredMessage]
@@ -499,18 +602,24 @@ _RECORD_TAIL = 16
 
 def _recorded_messages(assistant: object, tool_results: object, messages: object,
                        now: str) -> list[dict[str, Any]]:
-    """The batch ``record`` appends, checked (``InvalidInputError`` names what is wrong)."""
+    """The batch ``record`` appends, checked (``InvalidInputError`` names what is wrong).
+
+    Each part may be an OpenAI chat dict or SDK object, an OpenAI Responses item or response, or
+    an Anthropic message (``contextwright.convert.chat_messages``).
+    """
     batch: list[dict[str, Any]] = []
     if isinstance(assistant, str):
         batch.append({"role": "assistant", "content": assistant})
     elif assistant is not None:
-        batch.append(_with_role(assistant, "assistant", "assistant"))
-    batch += [_with_role(result, "tool", f"tool_results[{index}]")
-              for index, result in enumerate(_message_list(tool_results, "tool_results"))]
+        batch += [_with_role(message, "assistant", "assistant")
+                  for message in chat_messages(assistant, "assistant")]
+    for index, result in enumerate(_message_list(tool_results, "tool_results")):
+        where = f"tool_results[{index}]"
+        batch += [_with_role(message, "tool", where) for message in chat_messages(result, where)]
     for index, message in enumerate(_message_list(messages, "messages")):
-        if not isinstance(message, Mapping):
+        if isinstance(message, str | bytes):
             raise InvalidInputError(f"messages[{index}] must be a message object")
-        batch.append(dict(message))
+        batch += chat_messages(message, f"messages[{index}]")
     for index, message in enumerate(batch):
         message.setdefault("timestamp", now)
         parse_message(message, f"record[{index}]")  # refuse what a later build could not read

@@ -6,19 +6,19 @@ rounds go to the summariser with the previous summary (an incremental merge, nev
 of everything). A summary is committed only if it is not empty and keeps every exact fact it must
 keep (``verified``); otherwise the previous summary and the original messages stay. Originals are
 never deleted: the summary only moves ``summary_upto``, the point from which history is shown
-verbatim. Nor is a summary committed to a session erased or restarted while it was being written.
+verbatim. Nor is a summary committed to a session erased or restarted while it was being written:
+the write is conditioned on the session's epoch as the job first read it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from contextwright.compress.summarize import Summarizer, Summary, verified
-from contextwright.errors import ConflictError
+from contextwright.errors import ConflictError, SessionGone
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
 from contextwright.session.state import SessionState, load_state
@@ -71,13 +71,16 @@ def rounds_due(uncovered: Sequence[StoredMessage], job: SummaryJob) -> list[Stor
 
 def update_summary(job: SummaryJob) -> Outcome:
     """Merge the due rounds into the session's summary and commit it if it passes the check."""
-    record, state = load_state(job.store, job.key)
     if not job.settings.enable_summary:
         return "nothing_to_do"
+    epoch = job.store.epoch(job.key)  # first: all read after it is of it, or of a later one
+    if epoch is None:
+        return "nothing_to_do"
+    record, state = load_state(job.store, job.key)
     batch = rounds_due(job.store.read(job.key, after=state.summary_upto), job)
     if not batch:
         return "nothing_to_do"
-    basis = _Basis(had_state=record is not None, summary_upto=state.summary_upto,
+    basis = _Basis(epoch=epoch, had_state=record is not None, summary_upto=state.summary_upto,
                    last_summarised=batch[-1])
     previous = Summary.from_dict(state.summary) if state.summary else None
     language = state.language or "en"
@@ -100,6 +103,8 @@ def update_summary(job: SummaryJob) -> Outcome:
 class _Basis:
     """The session as the job read it; the job's result may be committed only while it stands."""
 
+    epoch: str
+    """The incarnation of the session the job read."""
     had_state: bool
     """Whether the session had a state record."""
     summary_upto: int
@@ -122,12 +127,14 @@ def _commit(job: SummaryJob, basis: _Basis, change: _StateChange) -> Outcome:
         if new_state == state:
             return "committed"
         try:
-            version = job.store.put_state(job.key, new_state.to_dict(),
-                                          expected_version=record.version if record else None)
+            job.store.put_state(job.key, new_state.to_dict(),
+                                expected_version=record.version if record else None,
+                                epoch=basis.epoch)
         except ConflictError:
             continue
-        if record is None:
-            return _unless_erased_meanwhile(job, basis, version)
+        except SessionGone:
+            _log("summary_discarded", job.key, reason="session_gone")
+            return "session_gone"
         return "committed"
     return "superseded"
 
@@ -152,18 +159,6 @@ def _still_stored(job: SummaryJob, message: StoredMessage) -> bool:
     found = job.store.read(job.key, after=message.seq - 1)
     return bool(found) and found[0].seq == message.seq and (
         found[0].created_at == message.created_at and found[0].message == message.message)
-
-
-def _unless_erased_meanwhile(job: SummaryJob, basis: _Basis, version: int) -> Outcome:
-    # With no state record to version against, an erase landing between the check and the put
-    # is no conflict: look again, and if it did land, empty the state just written so the
-    # erased messages' facts do not outlive them (unless someone has written since).
-    if _still_stored(job, basis.last_summarised):
-        return "committed"
-    _log("summary_discarded", job.key, reason="session_gone")
-    with suppress(ConflictError):
-        job.store.put_state(job.key, SessionState().to_dict(), expected_version=version)
-    return "session_gone"
 
 
 def _log(event: str, key: SessionKey, **fields: object) -> None:

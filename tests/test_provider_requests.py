@@ -1,0 +1,273 @@
+"""Provider requests: every rendering validates against the official SDK types and is accepted,
+sent through the official SDKs, by a local server that enforces each API's documented rules."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
+from pydantic import TypeAdapter
+
+from contextwright import BuildPlan, ContextBuilder, ContextManager, Document, Request, select_plan
+from contextwright.core.final import FinalContext
+from contextwright.core.providers import PROVIDER_FORMATS
+from contextwright.core.validate import validate_anthropic
+from contextwright.errors import InvalidInputError, ValidationError
+from fakes.provider_server import ProviderServer
+
+SDK_TYPES: dict[str, TypeAdapter[Any]] = {
+    "openai": TypeAdapter(CompletionCreateParamsNonStreaming),
+    "openai-responses": TypeAdapter(ResponseCreateParamsNonStreaming),
+    "anthropic": TypeAdapter(MessageCreateParamsNonStreaming),
+}
+MODELS = {"openai": "gpt-4o", "openai-responses": "gpt-4o", "anthropic": "claude-sonnet-4-5"}
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+NO_ARGS = {"type": "function", "function": {"name": "list_memos", "parameters": {}}}
+BARE = {"type": "function", "function": {"name": "ping"}}
+
+
+def call(call_id: str, name: str = "get_weather", **arguments: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function",
+         "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}
+
+
+def result(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+HISTORY_WITH_CALLS = [
+    {"role": "user", "content": "What is the weather in Hangzhou?"},
+    call("c_old", city="Hangzhou"), result("c_old", '{"weather": "rain", "temp": 18}'),
+    {"role": "assistant", "content": "It is raining, 18°C."},
+]
+DOCS = [Document(id="refund", text="Refunds within 15 days of delivery.", source="policy.md"),
+        Document(id="ship", text="Orders ship in 2 days.", source="shipping.md §2")]
+
+SUITE: dict[str, Request] = {
+    "plain question": Request(user_input="hi"),
+    "no system, chat": Request(user_input="and now?", history=[
+        {"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]),
+    "empty assistant in history": Request(user_input="again?", system="Be brief.", history=[
+        {"role": "user", "content": "hello"}, {"role": "assistant", "content": ""},
+        {"role": "user", "content": "are you there?"},
+        {"role": "assistant", "content": "yes "}]),
+    "tools with empty parameters": Request(user_input="list my memos", tools=[NO_ARGS, BARE],
+                                           system="You keep memos."),
+    "agent turn": Request(user_input="Weather in Shanghai, and save it", system="Agent.",
+                          tools=[WEATHER], history=HISTORY_WITH_CALLS,
+                          turn=[call("c1", city="上海"), result("c1", '{"weather": "多云"}')]),
+    "history calls without tools": Request(user_input="and tomorrow?",
+                                           history=HISTORY_WITH_CALLS),
+    "documents only": Request(user_input="How long do refunds take?", documents=DOCS),
+    "documents and tools": Request(user_input="Refund my order", tools=[WEATHER],
+                                   documents=DOCS, system="Support agent."),
+    "history starts with the assistant": Request(user_input="ok", history=[
+        {"role": "assistant", "content": "Welcome back!"}]),
+}
+
+
+def contexts() -> Iterator[tuple[str, FinalContext]]:
+    builder = ContextBuilder()
+    for name, request in SUITE.items():
+        yield f"{name} (auto plan)", builder.build(select_plan(request), request)
+        for plan in ("chat", "tool_heavy", "rag_qa", "simple_qa"):
+            yield f"{name} ({plan})", builder.build(BuildPlan.named(plan), request)
+
+
+CONTEXTS = list(contexts())
+
+
+def consume(value: Any) -> Any:
+    """Walk a validated value; the SDK types' iterables validate only when read."""
+    if isinstance(value, dict):
+        return {k: consume(v) for k, v in value.items()}
+    if isinstance(value, list | tuple) or type(value).__name__ == "ValidatorIterator":
+        return [consume(v) for v in value]
+    return value
+
+
+def check_sdk_type(fmt: str, body: dict[str, Any]) -> None:
+    consume(SDK_TYPES[fmt].validate_python(body))
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer() as running:
+        yield running
+
+
+def send(server: ProviderServer, fmt: str, body: dict[str, Any]) -> None:
+    """Send ``body`` through the official SDK; raises the SDK's error on a rejection."""
+    if fmt == "anthropic":
+        client = anthropic.Anthropic(base_url=server.origin, api_key="test", max_retries=0)
+        client.messages.create(**body)
+        return
+    oa = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+    if fmt == "openai":
+        oa.chat.completions.create(**body)
+    else:
+        oa.responses.create(**body)
+
+
+@pytest.mark.parametrize("fmt", PROVIDER_FORMATS)
+def test_every_rendering_is_of_the_sdk_types_and_accepted_through_the_sdk(
+        fmt: str, server: ProviderServer) -> None:
+    for name, ctx in CONTEXTS:
+        body = ctx.to_request(fmt, model=MODELS[fmt])  # type: ignore[arg-type]
+        check_sdk_type(fmt, body)
+        try:
+            send(server, fmt, body)
+        except (openai.BadRequestError, anthropic.BadRequestError) as exc:
+            pytest.fail(f"{name}: {fmt} rejected it: {exc}")
+
+
+def build(request: Request, plan: str = "tool_heavy") -> FinalContext:
+    return ContextBuilder().build(BuildPlan.named(plan), request)
+
+
+def test_anthropic_request_has_model_and_max_tokens_from_the_reserved_output() -> None:
+    body = build(SUITE["plain question"], "simple_qa").to_request("anthropic",
+                                                                  model="claude-sonnet-4-5")
+    assert body["model"] == "claude-sonnet-4-5" and body["max_tokens"] == 1024
+    plan = BuildPlan.named("simple_qa").with_budget(reserved_reasoning=512)
+    ctx = ContextBuilder().build(plan, SUITE["plain question"])
+    assert ctx.to_request("anthropic")["max_tokens"] == 1536
+    assert ctx.to_request("openai")["max_completion_tokens"] == 1536
+    assert ctx.to_request("openai-responses")["max_output_tokens"] == 1536
+    assert ctx.to_request("anthropic", max_tokens=50)["max_tokens"] == 50
+
+
+def test_a_plan_without_reserved_output_needs_max_tokens_for_anthropic() -> None:
+    plan = BuildPlan.named("simple_qa").with_budget(reserved_output=0)
+    ctx = ContextBuilder().build(plan, SUITE["plain question"])
+    with pytest.raises(InvalidInputError, match="max_tokens"):
+        ctx.to_request("anthropic")
+    assert ctx.to_request("anthropic", max_tokens=100)["max_tokens"] == 100
+    assert ctx.to_messages("anthropic")  # the messages alone need no max_tokens
+    assert "max_completion_tokens" not in ctx.to_request("openai")
+
+
+def test_empty_tool_parameters_become_an_object_schema_everywhere() -> None:
+    ctx = build(SUITE["tools with empty parameters"])
+    schemas = [t["input_schema"] for t in ctx.to_request("anthropic")["tools"]]
+    assert schemas == [{"type": "object"}, {"type": "object", "properties": {}}]
+    responses = [t["parameters"] for t in ctx.to_request("openai-responses")["tools"]]
+    assert all(p["type"] == "object" for p in responses)
+
+
+def test_documents_are_native_search_results_for_anthropic_and_no_made_up_tool() -> None:
+    for plan in ("rag_qa", "doc_analysis"):
+        ctx = build(SUITE["documents only"], plan)
+        body = ctx.to_request("anthropic")
+        assert "tools" not in body
+        blocks = [b for m in body["messages"] for b in m["content"]]
+        results = [b for b in blocks if b["type"] == "search_result"]
+        assert {r["title"] for r in results} == {"policy.md", "shipping.md §2"}
+        assert not [b for b in blocks if b["type"] in ("tool_use", "tool_result")]
+        for fmt in ("openai", "openai-responses"):
+            text = json.dumps(ctx.to_request(fmt), ensure_ascii=False)  # type: ignore[arg-type]
+            assert "retrieve_documents" not in text and "tool_calls" not in text
+            assert "function_call" not in text and "15 days" in text
+
+
+def test_an_empty_assistant_message_is_left_out_for_anthropic_and_said() -> None:
+    ctx = build(SUITE["empty assistant in history"], "chat")
+    body = ctx.to_request("anthropic")
+    assert all(m["content"] for m in body["messages"])
+    assert any("empty assistant message" in n for n in ctx.rendering_notes("anthropic"))
+    assert ctx.to_request("openai")["messages"]  # OpenAI takes an empty assistant text
+
+
+def test_no_system_prompt_means_no_system_field() -> None:
+    body = build(SUITE["no system, chat"], "chat").to_request("anthropic")
+    assert "system" not in body
+    assert "instructions" not in build(SUITE["no system, chat"], "chat").to_request(
+        "openai-responses")
+
+
+def test_our_validator_refuses_empty_anthropic_content() -> None:
+    with pytest.raises(ValidationError, match="empty content"):
+        validate_anthropic([{"role": "user", "content": []}])
+    with pytest.raises(ValidationError, match="blank text"):
+        validate_anthropic([{"role": "user", "content": [{"type": "text", "text": " "}]}])
+
+
+def test_tool_choice_and_parallel_calls_are_translated_per_provider() -> None:
+    ctx = build(SUITE["agent turn"])
+    chosen = {"type": "function", "function": {"name": "get_weather"}}
+    body = ctx.to_request("openai", tool_choice=chosen, parallel_tool_calls=False)
+    assert body["tool_choice"] == chosen and body["parallel_tool_calls"] is False
+    body = ctx.to_request("anthropic", tool_choice="required", parallel_tool_calls=False)
+    assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
+    body = ctx.to_request("anthropic", tool_choice="get_weather")
+    assert body["tool_choice"] == {"type": "tool", "name": "get_weather"}
+    body = ctx.to_request("openai-responses", tool_choice=chosen)
+    assert body["tool_choice"] == {"type": "function", "name": "get_weather"}
+    with pytest.raises(InvalidInputError, match="not among the tools"):
+        ctx.to_request("anthropic", tool_choice="send_email")
+
+
+def test_tool_settings_that_mean_nothing_without_tools_are_not_sent() -> None:
+    ctx = build(SUITE["plain question"], "simple_qa")
+    for fmt in PROVIDER_FORMATS:
+        body = ctx.to_request(fmt, tool_choice="auto", parallel_tool_calls=True)
+        assert "tool_choice" not in body and "parallel_tool_calls" not in body
+    assert ctx.rendering_notes("openai") == []
+    with pytest.raises(InvalidInputError, match="needs tools"):
+        ctx.to_request("anthropic", tool_choice="required")
+
+
+def test_prepare_without_tools_after_tool_calls_is_accepted_by_anthropic(
+        server: ProviderServer) -> None:
+    manager = ContextManager()
+    manager.prepare("u", "s", "Weather in Paris?", tools=[WEATHER])
+    manager.record("u", "s", assistant=call("c9", city="Paris"),
+                   tool_results=[result("c9", '{"weather": "sun"}')])
+    prepared = manager.prepare("u", "s", None)  # the agent loop continues without tools=
+    body = prepared.to_request("anthropic", model=MODELS["anthropic"])
+    check_sdk_type("anthropic", body)
+    send(server, "anthropic", body)
+    text = json.dumps(body, ensure_ascii=False)
+    assert "get_weather" in text and "sun" in text  # shown, as text, not lost
+
+
+GOOD_ANTHROPIC: dict[str, Any] = {
+    "model": "claude-sonnet-4-5", "max_tokens": 64,
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+
+
+@pytest.mark.parametrize(("change", "rule"), [
+    ({"max_tokens": None}, "max_tokens"),
+    ({"system": ""}, "system"),
+    ({"messages": [{"role": "user", "content": []}]}, "non-empty content"),
+    ({"tools": [{"name": "f", "input_schema": {}}]}, "input_schema"),
+    ({"messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f",
+                                           "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+                                      "content": "sun"}]}]}, "must define tools"),
+])
+def test_the_local_server_rejects_what_the_api_rejects(change: dict[str, Any], rule: str,
+                                                        server: ProviderServer) -> None:
+    """The renderings used to break these rules; the server must catch each of them."""
+    send(server, "anthropic", GOOD_ANTHROPIC)
+    body = {k: v for k, v in {**GOOD_ANTHROPIC, **change}.items() if v is not None}
+    if "max_tokens" not in body:  # the SDK itself refuses a call without it
+        with pytest.raises(TypeError):
+            send(server, "anthropic", body)
+        return
+    with pytest.raises(anthropic.BadRequestError, match=rule):
+        send(server, "anthropic", body)
