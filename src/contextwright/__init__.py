@@ -13,6 +13,7 @@ from contextwright.compress.summarize import (
 )
 from contextwright.compress.summary_llm import LLMSummarizer
 from contextwright.compress.tool_results import ToolTiers
+from contextwright.convert import chat_messages
 from contextwright.core.final import FinalContext
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall
 from contextwright.core.plan import Budget, BuildPlan, SourceSpec
@@ -142,6 +143,7 @@ __all__ = [
     "UserInputSource",
     "ValidationError",
     "__version__",
+    "chat_messages",
     "clear_caches",
     "open_store",
     "select_plan",

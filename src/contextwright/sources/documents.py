@@ -1,11 +1,11 @@
 """Retrieved documents (L4), each one fenced data item.
 
 Documents are untrusted data: each is fenced and labelled, and each provider rendering gives it the
-form that provider has for documents (Anthropic ``search_result`` blocks; elsewhere a fenced
-message in the assistant's voice, as a retrieval step would have put it, so no document text is
-ever in the user's or the system's role), never a tool call the request did not define. Best-scored first (the given order when
-there are no scores); a document id seen twice keeps its newest version (``core.versions``: the
-retriever's rule). Long documents are cut around the query.
+form that provider has for documents (Anthropic ``search_result`` blocks; elsewhere a fenced message
+in the assistant's voice, as a retrieval step would have put it, so no document text is ever in the
+user's or the system's role), never a tool call the request did not define. Best-scored first (the
+given order when there are no scores); a document id seen twice keeps its newest version
+(``core.versions``: the retriever's rule). Long documents are cut around the query.
 """
 
 from __future__ import annotations

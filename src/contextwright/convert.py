@@ -1,0 +1,256 @@
+"""Messages in the forms people already hold, as the OpenAI chat dicts contextwright reads.
+
+``chat_messages`` takes, in any mix: OpenAI chat message dicts and the OpenAI SDK's objects
+(``ChatCompletionMessage``, a whole ``ChatCompletion``), OpenAI Responses input and output items
+(``function_call``, ``function_call_output``, messages) and a whole ``Response``, Anthropic message
+params and the Anthropic SDK's ``Message``. SDK objects are read through their ``model_dump()``,
+so no SDK has to be installed to use this module. Ids, names and tool-call ids are kept; a part a
+chat message cannot carry (an image, a document block, a thinking block) is refused with a typed
+error naming it rather than dropped. A ``developer`` message becomes a ``system`` message (the
+role the chat format and every provider take for developer instructions).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from contextwright.errors import InvalidInputError
+
+__all__ = ["chat_messages"]
+
+_KEEP = ("id", "timestamp", "name", "consumed")
+"""Fields of a chat dict carried over as they are."""
+
+
+def chat_messages(items: object, where: str = "messages") -> list[dict[str, Any]]:
+    """OpenAI chat message dicts for ``items`` (one message object or a list of them)."""
+    if isinstance(items, Mapping) or _is_sdk_object(items) or isinstance(items, str | bytes):
+        items = [items]
+    if not isinstance(items, Iterable):
+        raise InvalidInputError(f"{where} must be a message or a list of messages")
+    converted: list[dict[str, Any]] = []
+    run: list[Mapping[str, Any]] = []  # consecutive Responses items: a call joins its message
+    for index, item in enumerate(items):
+        place = f"{where}[{index}]"
+        if _is_responses_item(item):
+            run.append(item)
+            continue
+        if run:
+            converted += _from_responses_items(run, f"{where}[{index - len(run)}:]")
+            run = []
+        if isinstance(item, Mapping) and _is_plain_chat(item):
+            converted.append(_from_chat(item, place, keep_all=True))
+        else:
+            converted.extend(_convert(_as_mapping(item, place), place))
+    if run:
+        converted += _from_responses_items(run, f"{where}[-{len(run)}:]")
+    return converted
+
+
+def _is_responses_item(item: object) -> bool:
+    """A Responses input or output item (an Anthropic message dict also says type: message)."""
+    if not isinstance(item, Mapping) or item.get("type") not in _RESPONSES_ITEMS:
+        return False
+    content = item.get("content")
+    return "stop_reason" not in item and not (isinstance(content, list)
+                                              and _is_anthropic_content(content))
+
+
+_RESPONSES_ITEMS = frozenset(("message", "function_call", "function_call_output", "reasoning"))
+
+
+def _is_plain_chat(item: Mapping[str, Any]) -> bool:
+    """An OpenAI chat dict already: kept as given, its own extra fields included."""
+    content = item.get("content")
+    return ("type" not in item and "choices" not in item and item.get("role") != "developer"
+            and (content is None or isinstance(content, str)))
+
+
+def _is_sdk_object(value: object) -> bool:
+    return callable(getattr(value, "model_dump", None))
+
+
+def _as_mapping(item: object, where: str) -> Mapping[str, Any]:
+    if isinstance(item, Mapping):
+        return item
+    if _is_sdk_object(item):
+        dumped = item.model_dump()  # type: ignore[attr-defined]
+        if isinstance(dumped, Mapping):
+            return dumped
+    raise InvalidInputError(f"{where} must be a message object (a dict or an SDK message)")
+
+
+def _convert(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+    if "choices" in item:  # a whole ChatCompletion: its first choice's message
+        choices = item.get("choices") or []
+        if not choices:
+            raise InvalidInputError(f"{where} is a completion without choices")
+        return _convert(choices[0].get("message") or {}, f"{where}.choices[0].message")
+    kind = item.get("type")
+    if kind == "response" or (item.get("object") == "response" and "output" in item):
+        return _from_responses_items(item.get("output") or [], f"{where}.output")
+    if kind in ("function_call", "function_call_output") or (
+            kind == "message" and item.get("role") is not None and "stop_reason" not in item
+            and _is_responses_content(item.get("content"))):
+        return _from_responses_items([item], where)
+    if isinstance(item.get("content"), list) and _is_anthropic_content(item["content"]):
+        return _from_anthropic(item, where)
+    return [_from_chat(item, where)]
+
+
+# --- OpenAI chat -----------------------------------------------------------------------------
+
+
+def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
+               ) -> dict[str, Any]:
+    if keep_all:
+        return dict(item)
+    role = item.get("role")
+    if role == "developer":
+        role = "system"
+    message: dict[str, Any] = {} if role is None else {"role": role}  # a caller may imply it
+    if "content" in item:
+        message["content"] = _chat_content(item["content"], where)
+    for key in _KEEP:
+        if item.get(key) is not None:
+            message[key] = item[key]
+    if item.get("tool_calls"):
+        message["tool_calls"] = [
+            {"id": call["id"], "type": "function",
+             "function": {"name": call["function"]["name"],
+                          "arguments": call["function"].get("arguments") or "{}"}}
+            for call in item["tool_calls"]]
+    if "tool_call_id" in item:
+        message["tool_call_id"] = item["tool_call_id"]
+    return message
+
+
+def _chat_content(content: object, where: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(_text_part(part, f"{where}.content[{i}]") for i, part in enumerate(content))
+    raise InvalidInputError(f"{where}.content must be text or a list of text parts")
+
+
+def _text_part(part: object, where: str) -> str:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, Mapping) and part.get("type") in ("text", "input_text", "output_text"):
+        text = part.get("text")
+        if isinstance(text, str):
+            return text
+    kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+    raise InvalidInputError(f"{where} is a {kind!r} part, which contextwright cannot carry "
+                            "(text parts only)")
+
+
+# --- OpenAI Responses ------------------------------------------------------------------------
+
+
+def _is_responses_content(content: object) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(p, Mapping) and p.get("type") in ("input_text", "output_text")
+        for p in content)
+
+
+def _from_responses_items(items: Sequence[Mapping[str, Any]], where: str
+                          ) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        place = f"{where}[{index}]"
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = {"id": item["call_id"], "type": "function",
+                    "function": {"name": item["name"], "arguments": item.get("arguments") or "{}"}}
+            if messages and messages[-1]["role"] == "assistant" and not messages[-1].get(
+                    "tool_call_id"):
+                messages[-1].setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append({"role": "tool", "tool_call_id": item["call_id"],
+                             "content": _output_text(item.get("output"), place)})
+        elif kind == "message":
+            messages.append(_from_chat(item, place))
+        elif kind == "reasoning":
+            continue  # the model's own reasoning summary: not part of the conversation's text
+        else:
+            raise InvalidInputError(f"{place} is a {kind!r} item, which contextwright cannot "
+                                    "carry")
+    return messages
+
+
+def _output_text(output: object, where: str) -> str:
+    if isinstance(output, str):
+        return output
+    return _chat_content(output, where) or ""
+
+
+# --- Anthropic -------------------------------------------------------------------------------
+
+
+_ANTHROPIC_ONLY = frozenset(("tool_use", "tool_result", "thinking", "redacted_thinking"))
+
+
+def _is_anthropic_content(blocks: Sequence[Any]) -> bool:
+    """Blocks only Anthropic has (text blocks alone read the same in both formats)."""
+    return any(isinstance(b, Mapping) and b.get("type") in _ANTHROPIC_ONLY for b in blocks)
+
+
+def _from_anthropic(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+    role = item.get("role")
+    blocks = item["content"]
+    if role == "user":
+        return _anthropic_user(blocks, where)
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block.get("text", ""))
+        elif kind == "tool_use":
+            calls.append({"id": block["id"], "type": "function", "function": {
+                "name": block["name"],
+                "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}})
+        elif kind in ("thinking", "redacted_thinking"):
+            continue  # extended thinking is the model's own, not part of the conversation
+        else:
+            raise InvalidInputError(f"{where}.content[{index}] is a {kind!r} block, which "
+                                    "contextwright cannot carry")
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+    if calls:
+        message["tool_calls"] = calls
+    if item.get("id") is not None and item.get("type") != "message":
+        message["id"] = item["id"]
+    return [message]
+
+
+def _anthropic_user(blocks: Sequence[Mapping[str, Any]], where: str) -> list[dict[str, Any]]:
+    """Tool results become ``tool`` messages (first, as the API orders them), text the user's."""
+    results: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for index, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind == "tool_result":
+            results.append({"role": "tool", "tool_call_id": block["tool_use_id"],
+                            "content": _anthropic_result_text(block.get("content"),
+                                                              f"{where}.content[{index}]")})
+        elif kind == "text":
+            texts.append(block.get("text", ""))
+        else:
+            raise InvalidInputError(f"{where}.content[{index}] is a {kind!r} block, which "
+                                    "contextwright cannot carry")
+    if texts:
+        results.append({"role": "user", "content": "".join(texts)})
+    return results
+
+
+def _anthropic_result_text(content: object, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return _chat_content(content, where) or ""

@@ -1,0 +1,147 @@
+"""Messages in and out in the forms SDK users hold: OpenAI chat objects, Responses items,
+Anthropic messages; ``record`` takes each, and round trips keep ids and tool pairs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic.types as anthropic_types
+import pytest
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
+from openai.types.responses import Response
+
+from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
+from contextwright.convert import chat_messages
+from contextwright.errors import InvalidInputError
+
+CALL = {"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "上海"}'}}
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object",
+                                          "properties": {"city": {"type": "string"}}}}}
+
+
+def sdk_chat_message() -> ChatCompletionMessage:
+    return ChatCompletionMessage.model_validate(
+        {"role": "assistant", "content": None, "tool_calls": [CALL]})
+
+
+def anthropic_message() -> anthropic_types.Message:
+    return anthropic_types.Message.model_validate({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "Let me check."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                     "input": {"city": "上海"}}],
+        "stop_reason": "tool_use", "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5}})
+
+
+def test_openai_sdk_message_and_completion_become_chat_dicts() -> None:
+    (message,) = chat_messages(sdk_chat_message())
+    assert message == {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    completion = ChatCompletion.model_validate({
+        "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": None, "tool_calls": [CALL]}}]})
+    assert chat_messages(completion) == [message]
+
+
+def test_anthropic_message_and_tool_results_become_chat_dicts() -> None:
+    (message,) = chat_messages(anthropic_message())
+    assert message["role"] == "assistant" and message["content"] == "Let me check."
+    assert message["tool_calls"][0]["id"] == "toolu_1"
+    assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"city": "上海"}
+    results = chat_messages({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "多云"},
+        {"type": "text", "text": "and tomorrow?"}]})
+    assert results == [{"role": "tool", "tool_call_id": "toolu_1", "content": "多云"},
+                       {"role": "user", "content": "and tomorrow?"}]
+
+
+def test_responses_items_and_response_become_chat_dicts() -> None:
+    items = [{"type": "message", "role": "user", "content": [
+                 {"type": "input_text", "text": "weather?"}]},
+             {"type": "function_call", "call_id": "fc_1", "name": "get_weather",
+              "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "fc_1", "output": "sunny"}]
+    assert chat_messages(items) == [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "fc_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "fc_1", "content": "sunny"}]
+    response = Response.model_validate({
+        "id": "resp_1", "object": "response", "created_at": 0, "model": "gpt-4o",
+        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "output": [
+            {"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "Sunny.", "annotations": []}]}]})
+    assert chat_messages(response)[0]["content"] == "Sunny."
+
+
+def test_developer_role_is_taken_as_system_and_plain_dicts_keep_their_fields() -> None:
+    assert chat_messages({"role": "developer", "content": "be brief"}) == [
+        {"role": "system", "content": "be brief"}]
+    given = {"role": "user", "content": "hi", "id": "m7", "timestamp": "2026-01-01T00:00:00Z",
+             "custom": 1}
+    assert chat_messages(given) == [given]
+
+
+@pytest.mark.parametrize("part", [
+    {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}},
+    {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}},
+])
+def test_a_part_that_cannot_be_carried_is_refused_by_name(part: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInputError, match=part["type"]):
+        chat_messages({"role": "user", "content": [part]})
+
+
+def test_record_takes_the_sdk_objects_as_they_come_back() -> None:
+    manager = ContextManager()
+    manager.prepare("u", "openai", "Weather in Shanghai?", tools=[WEATHER])
+    manager.record("u", "openai", assistant=sdk_chat_message(),
+                   tool_results=[{"tool_call_id": "call_1", "content": "多云"}])
+    body = manager.prepare("u", "openai", None, tools=[WEATHER]).to_request("openai")
+    assert any(m.get("tool_call_id") == "call_1" for m in body["messages"])
+
+    manager.prepare("u", "anthropic", "Weather in Shanghai?", tools=[WEATHER])
+    manager.record("u", "anthropic", assistant=anthropic_message(), tool_results=[
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "多云"}]}])
+    body = manager.prepare("u", "anthropic", None, tools=[WEATHER]).to_request("anthropic")
+    blocks = [b for m in body["messages"] for b in m["content"]]
+    assert [b["id"] for b in blocks if b["type"] == "tool_use"] == ["toolu_1"]
+    assert [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"] == ["toolu_1"]
+
+
+def test_round_trip_openai_anthropic_responses_keeps_every_message_id_and_pair() -> None:
+    history = [
+        {"role": "user", "content": "Weather in Shanghai?"},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            CALL, {**CALL, "id": "call_2", "function": {"name": "get_weather",
+                                                         "arguments": '{"city": "北京"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "多云"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "晴"},
+        {"role": "assistant", "content": "Cloudy in Shanghai, sunny in Beijing."},
+    ]
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"),
+                                 Request(user_input="Thanks!", history=history, tools=[WEATHER]))
+    expected = [m for m in ctx.to_messages("openai") if m["role"] != "system"]
+    from_anthropic = chat_messages(ctx.to_request("anthropic")["messages"])
+    from_responses = chat_messages(ctx.to_request("openai-responses")["input"])
+    for back in (from_anthropic, from_responses):
+        assert _pairs(back) == _pairs(expected)
+        assert [m["role"] for m in back if m["role"] != "tool"] == [
+            m["role"] for m in expected if m["role"] != "tool"]
+
+
+def _pairs(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    calls = [(c["id"], c["function"]["arguments"]) for m in messages
+             for c in m.get("tool_calls") or ()]
+    results = [(m["tool_call_id"], m["content"]) for m in messages if m["role"] == "tool"]
+    return calls + results
+
+
+def test_an_anthropic_message_dumped_to_a_dict_is_still_read_as_anthropic() -> None:
+    (message,) = chat_messages([anthropic_message().model_dump()])
+    assert message["tool_calls"][0]["id"] == "toolu_1"
