@@ -1,18 +1,28 @@
-"""``ContextBuilder``: the public entry point that ties a tokenizer and sources to the pipeline."""
+"""``ContextBuilder``: the public entry point that ties a tokenizer and sources to the pipeline.
+
+It is also where a deployment's fence secret is read (``CONTEXTWRIGHT_FENCE_SECRET``), so every
+builder of the process, the ones a ``ContextManager`` makes included, keys fences alike; the core
+itself never reads the environment.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Literal
 
 from contextwright.core.builder import build_context
+from contextwright.core.fence import fence_key
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
 from contextwright.sources import builtin_sources
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
+
+FENCE_SECRET_VARIABLE = "CONTEXTWRIGHT_FENCE_SECRET"
+"""Environment variable with the deployment's fence secret (read when a builder is made)."""
 
 
 class ContextBuilder:
@@ -21,11 +31,18 @@ class ContextBuilder:
     ``tokenizer`` is ``o200k_base`` (default), ``cl100k_base``, ``estimate``, a path to a
     Hugging Face ``tokenizer.json``, or any object following the ``Tokenizer`` protocol.
     ``sources`` adds custom sources or replaces built-ins, keyed by their namespace.
+    ``fence_secret`` keys the fence markers of untrusted text, so they cannot be predicted from
+    the source code; it defaults to the ``CONTEXTWRIGHT_FENCE_SECRET`` environment variable,
+    and without either the built-in key is used. Builds with one secret are byte-identical.
     """
 
     def __init__(self, tokenizer: str | Tokenizer | CountingTokenizer = "o200k_base",
-                 sources: Iterable[ContextSource] = ()) -> None:
+                 sources: Iterable[ContextSource] = (), *,
+                 fence_secret: str | bytes | None = None) -> None:
         self.tokenizer = get_tokenizer(tokenizer)
+        if fence_secret is None:
+            fence_secret = os.environ.get(FENCE_SECRET_VARIABLE)
+        self._fence_key = fence_key(fence_secret)
         registry = builtin_sources()
         for source in sources:
             registry[source.namespace] = source
@@ -43,7 +60,8 @@ class ContextBuilder:
         ``target`` is the rendering the budget is counted for: ``chat`` (OpenAI and Anthropic
         messages, the default) or ``text`` (``FinalContext.to_text()``).
         """
-        return build_context(plan, request, self._sources, self.tokenizer, target)
+        return build_context(plan, request, self._sources, self.tokenizer, target,
+                             fence_key=self._fence_key)
 
 
 def clear_caches() -> None:

@@ -15,7 +15,7 @@ from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cutting import make_cutter
 from contextwright.core.digest import add_digest, pruning_grant
-from contextwright.core.fence import DATA_NOTE, language_of, separator
+from contextwright.core.fence import DATA_NOTE, DEFAULT_FENCE_KEY, language_of, separator
 from contextwright.core.final import FinalContext
 from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
 from contextwright.core.items import check_text
@@ -40,10 +40,14 @@ from contextwright.tokens import CountingTokenizer
 
 
 def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
-                  tokenizer: CountingTokenizer, target: Target = "chat") -> FinalContext:
-    """Build the context of one model call, counted for the ``target`` rendering."""
+                  tokenizer: CountingTokenizer, target: Target = "chat", *,
+                  fence_key: bytes = DEFAULT_FENCE_KEY) -> FinalContext:
+    """Build the context of one model call, counted for the ``target`` rendering.
+
+    ``fence_key`` keys the fence markers (``fence.fence_key`` derives one from a secret).
+    """
     costing = Costing(tokenizer, language_of(check_text(request.user_input, "user_input")),
-                      target)
+                      target, fence_key)
     gathered, pool = gather_all(plan, request, sources, costing)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
     warnings += unused_request_parts(plan, request)

@@ -178,7 +178,8 @@ def _render_by_lines(item: ContextItem, costing: Costing) -> Candidate | None:
             or tokenizer.name not in LINE_ADDITIVE_TOKENIZERS
             or len(item.message.content) > _MAX_ADDITIVE_CHARS):
         return None
-    shown = with_content(item.message, fence(item.message.content, item.label or item.namespace))
+    shown = with_content(item.message, fence(item.message.content, item.label or item.namespace,
+                                             costing.fence_key))
     content_tokens = _fenced_tokens(tokenizer.count, shown.content)
     if content_tokens is None:
         return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from contextwright.core.accounting import MESSAGE_OVERHEAD, call_tokens, schema_tokens
-from contextwright.core.fence import escape_lines, fence, label, separator
+from contextwright.core.fence import DEFAULT_FENCE_KEY, escape_lines, fence, label, separator
 from contextwright.core.items import ContextItem, Message
 from contextwright.core.plan import SourceSpec
 from contextwright.core.report import Decision
@@ -101,16 +101,18 @@ class Gathered:
 
 @dataclass(frozen=True, slots=True)
 class Costing:
-    """How a build counts: its tokenizer, the labels' language and the target rendering."""
+    """How a build renders and counts: tokenizer, labels' language, target, fence key."""
 
     tokenizer: CountingTokenizer
     language: str
     target: Target = "chat"
+    fence_key: bytes = DEFAULT_FENCE_KEY
+    """The key fence markers are hashed with (``fence.fence_key``)."""
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> tuple[str, str, str, bytes]:
         """What a rendered candidate depends on besides its item."""
-        return (self.tokenizer.name, self.language, self.target)
+        return (self.tokenizer.name, self.language, self.target, self.fence_key)
 
 
 def render_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:
@@ -120,7 +122,8 @@ def render_candidate(item: ContextItem, costing: Costing, limit: int) -> Candida
     if "schema" in item.metadata:
         return Candidate(item, message, schema_tokens(message.content, tokenizer))
     if item.untrusted:
-        message = with_content(message, fence(message.content, item.label or item.namespace))
+        message = with_content(message, fence(message.content, item.label or item.namespace,
+                                              costing.fence_key))
     elif message.role == "system" and item.key != "system.prompt":
         heading = label(item.label or item.namespace, costing.language)
         message = with_content(message, f"[{heading}]\n{message.content}")
@@ -141,17 +144,18 @@ def _text_tokens(item: ContextItem, message: Message, costing: Costing, limit: i
     """Cost of an item in the text rendering.
 
     Its block and a line break; a system part also pays for a separator of its own (an upper
-    bound when parts share a section).
+    bound when parts share a section). A system part shows without the chat rendering's label,
+    but fenced when it is untrusted data (as ``message``, the rendered form, is).
     """
     tokenizer, language = costing.tokenizer, costing.language
     if message.role == "system":
         section = separator(item.label or item.namespace, language)
-        body = escape_lines(item.message.content)
+        body = escape_lines(message.content if item.untrusted else item.message.content)
         return tokenizer.count_up_to(body, limit) + tokenizer.count(section) + 2
     return tokenizer.count_up_to(text_block(message, language), limit) + 1
 
 
-_CANDIDATES: dict[tuple[int, tuple[str, str, str]], tuple[ContextItem, Candidate]] = {}
+_CANDIDATES: dict[tuple[int, tuple[str, str, str, bytes]], tuple[ContextItem, Candidate]] = {}
 
 
 def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -120,27 +122,72 @@ def check_text(value: object, where: str) -> str:
     return value
 
 
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A function name every provider accepts (OpenAI's and Anthropic's own rule)."""
+
+
 def _parse_tool_call(raw: object, where: str) -> ToolCall:
     if not isinstance(raw, Mapping):
         raise InvalidInputError(f"{where} must be an object")
     function = raw.get("function")
     if not isinstance(function, Mapping):
         raise InvalidInputError(f"{where}.function must be an object")
-    arguments = function.get("arguments", "{}")
-    if isinstance(arguments, Mapping):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    arguments = check_text(arguments, f"{where}.function.arguments")
-    try:
-        parsed = json.loads(arguments)
-    except (ValueError, RecursionError):
-        raise InvalidInputError(f"{where}.function.arguments is not valid JSON") from None
-    if not isinstance(parsed, dict):
-        raise InvalidInputError(f"{where}.function.arguments must be a JSON object")
+    name = check_text(function.get("name"), f"{where}.function.name")
+    if not TOOL_NAME.fullmatch(name):
+        raise InvalidInputError(f"{where}.function.name must be 1 to 64 ASCII letters, digits, "
+                                "'_' or '-'")
     return ToolCall(
         id=check_text(raw.get("id"), f"{where}.id"),
-        name=check_text(function.get("name"), f"{where}.function.name"),
-        arguments=arguments,
+        name=name,
+        arguments=_tool_arguments(function.get("arguments", "{}"), f"{where}.function.arguments"),
     )
+
+
+def _tool_arguments(arguments: object, where: str) -> str:
+    """Arguments as JSON text that every provider parses alike: one object, strict JSON.
+
+    Python's ``json`` reads ``NaN``, ``Infinity`` and numbers too large for a float (as
+    infinity), and keeps the last of duplicate keys; a provider's parser may refuse them or keep
+    another value, so all of these are refused here.
+    """
+    if isinstance(arguments, Mapping):
+        try:
+            arguments = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            raise InvalidInputError(f"{where} is not a JSON object") from None
+    arguments = check_text(arguments, where)
+    try:
+        parsed = json.loads(arguments, parse_constant=_refuse_constant, parse_float=_finite_float,
+                            object_pairs_hook=_unique_keys)
+    except _NotStrictJson as exc:
+        raise InvalidInputError(f"{where} has {exc}") from None
+    except (ValueError, RecursionError):
+        raise InvalidInputError(f"{where} is not valid JSON") from None
+    if not isinstance(parsed, dict):
+        raise InvalidInputError(f"{where} must be a JSON object")
+    return arguments
+
+
+class _NotStrictJson(Exception):
+    """Valid for Python's ``json``, not for strict JSON parsers (the message says why)."""
+
+
+def _refuse_constant(constant: str) -> Any:
+    raise _NotStrictJson(f"a non-finite number ({constant})")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotStrictJson("a number too large for a float")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _NotStrictJson("a duplicate key")
+    return result
 
 
 def _content_text(content: object, where: str) -> str:

@@ -1,17 +1,24 @@
 """The plain labelled text rendering, shared by ``FinalContext.to_text`` and the text costing.
 
 Parts are separated by labelled lines (``=== System ===``, ``=== 历史对话 ===``) in the user's
-language; each message is ``Speaker: content`` with tool calls as ``→ name(arguments)`` lines;
-content lines that could pass for a separator, label or speaker are escaped.
+language; each message is ``Speaker: content`` with tool calls as ``→ name(arguments)`` lines.
+Content lines that could pass for a separator, label, speaker or call line are escaped (the first
+line of a message follows its speaker, so it cannot start a line and is left as it is); parts of
+the system message that are untrusted data arrive fenced; a call's name is shown as JSON when it
+is not a plain function name.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
 from contextwright.core.fence import escape_lines, label, separator
-from contextwright.core.items import Message
+from contextwright.core.items import Message, ToolCall
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class SystemPartLike(Protocol):
@@ -31,9 +38,15 @@ class SystemPartLike(Protocol):
 def text_block(message: Message, language: str) -> str:
     """One non-system message as ``Speaker: content`` plus its tool calls."""
     speaker = label(message.role, language)
-    body = escape_lines(message.content)
-    calls = "".join(f"\n→ {call.name}({call.arguments})" for call in message.tool_calls)
+    body = escape_lines(message.content, skip_first_line=True)
+    calls = "".join("\n" + call_line(call) for call in message.tool_calls)
     return f"{speaker}: {body}{calls}" if body else f"{speaker}:{calls}"
+
+
+def call_line(call: ToolCall) -> str:
+    """``→ name(arguments)``; a name that is not a plain function name is shown as JSON."""
+    name = call.name if _PLAIN_NAME.fullmatch(call.name) else json.dumps(call.name)
+    return escape_lines(f"→ {name}({call.arguments})", skip_first_line=True)
 
 
 def render_text(system_parts: Sequence[SystemPartLike], schema_jsons: Sequence[str],
@@ -48,7 +61,7 @@ def render_text(system_parts: Sequence[SystemPartLike], schema_jsons: Sequence[s
         blocks.append(escape_lines(part.text))
     if schema_jsons:
         blocks.append(separator("tools", language))
-        blocks.extend(schema_jsons)
+        blocks.extend(escape_lines(schema) for schema in schema_jsons)
     current = None
     for section, message in zip(sections, messages, strict=True):
         if message.role == "system":

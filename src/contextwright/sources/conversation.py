@@ -32,6 +32,7 @@ from contextwright.compress.tool_results import (
     reduce_tool_result,
 )
 from contextwright.core.cutting import KEEP_HEAD
+from contextwright.core.folding import fold
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
@@ -240,7 +241,7 @@ def _item(message: Message, key: str, layer: Layer, group: str, round_start: boo
           why: str = "") -> ContextItem:
     metadata: dict[str, Any] = {"message_id": message.id, "timestamp": message.timestamp}
     if message.role != "tool":
-        if message.content.startswith(RECALL_PREFIX):  # only a recalled turn may look recalled
+        if looks_recalled(message.content):  # only a recalled turn may look recalled
             message = _with_content(message, "\\" + message.content)
         return ContextItem(key=key, message=message, layer=layer, group=group,
                            round_start=round_start, order=order,
@@ -478,6 +479,15 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
 RECALL_PREFIX = "[recalled"
 """How a recalled turn's opening message starts; any other history message that starts so is
 escaped with a backslash, so content cannot pass for a recalled turn."""
+
+
+def looks_recalled(content: str) -> bool:
+    r"""Whether ``content`` reads as a recalled turn's marker (``RECALL_PREFIX``).
+
+    Judged on the folded form after any leading space, so ``\u200b[recalled``, ``［recalled``
+    and `` [Recalled`` count too.
+    """
+    return fold(content).lstrip().startswith(RECALL_PREFIX)
 
 
 def recall_marker(content: str, timestamp: str | None = None) -> str:

@@ -1,0 +1,83 @@
+"""How text reads once Unicode disguises are undone, for matching fence syntax and labels.
+
+A reader (or a tokenizer's normaliser) sees ``＜｜im_start｜＞``, ``<\u200b|im_start|>`` and
+``<|im_start|>`` alike, so anything that decides whether text looks like structure looks at its
+*folded* form: invisible characters removed (format characters, default-ignorable code points,
+non-whitespace control characters), NFKC applied (fullwidth and small forms, ligatures,
+compatibility letters), then case folded. Folding never creates, removes or merges line breaks,
+so a folded text has the same lines as the text it came from.
+
+Pure functions of their input; nothing here renders or escapes.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+# Unicode 14 general category Cf, Default_Ignorable_Code_Point and the control characters that
+# are not whitespace (tab and the line breaks stay: they are visible layout). A test checks that
+# every Cf code point of the running Python is listed, so a Unicode upgrade cannot slip one in.
+INVISIBLE_RANGES: tuple[tuple[int, int], ...] = (
+    (0x0000, 0x0008), (0x000E, 0x001B), (0x007F, 0x0084), (0x0086, 0x009F),
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD),
+    (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFFB), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+
+_INVISIBLE = re.compile(
+    "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in INVISIBLE_RANGES) + "]")
+# ASCII text needs folding only for its control characters (NFKC leaves ASCII alone).
+_ASCII_INVISIBLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f]")
+
+
+def is_invisible(char: str) -> bool:
+    """Whether ``char`` is dropped by folding (it shows as nothing)."""
+    return _INVISIBLE.fullmatch(char) is not None
+
+
+def reads_as_itself(text: str) -> bool:
+    """Whether folding ``text`` only lower-cases it (plain ASCII without control characters).
+
+    Then the text's own positions are its folded form's, and case-insensitive matching on the
+    raw text is matching on the folded form.
+    """
+    return text.isascii() and _ASCII_INVISIBLE.search(text) is None
+
+
+def fold(text: str) -> str:
+    """``text`` as it reads: invisible characters removed, NFKC, case folded.
+
+    NFKC runs again after case folding, because folding case can produce characters NFKC
+    would still change.
+    """
+    if reads_as_itself(text):
+        return text.lower()
+    visible = _INVISIBLE.sub("", text)
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", visible).casefold())
+    return _INVISIBLE.sub("", folded)
+
+
+@lru_cache(maxsize=4096)
+def _fold_char(char: str) -> str:
+    return "" if is_invisible(char) else fold(char)
+
+
+def fold_with_origins(text: str) -> tuple[str, list[int]]:
+    """``text`` folded character by character, and for each folded character its raw index.
+
+    Folding each character alone never hides a match the whole-text ``fold`` would show:
+    composition, the only step that looks across characters, can only turn ASCII punctuation
+    into something else (``<`` + U+0338 into ``≮``), never make it.
+    """
+    pieces: list[str] = []
+    origins: list[int] = []
+    for index, char in enumerate(text):
+        folded = _fold_char(char)
+        pieces.append(folded)
+        origins.extend([index] * len(folded))
+    return "".join(pieces), origins
