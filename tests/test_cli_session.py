@@ -67,7 +67,7 @@ def test_show_missing_session_and_bad_store_url(tmp_path: Path) -> None:
     url = _seed(tmp_path / "m.db")
     missing = runner.invoke(app, ["session", "show", "--store", url, "--user", "nobody",
                                   "--session", "x"])
-    assert missing.exit_code == 1 and "no such session" in missing.output
+    assert missing.exit_code == 2 and "no such session" in missing.output
     bad = runner.invoke(app, ["session", "list", "--store", "ftp://nowhere"])
     assert bad.exit_code == 2 and "unknown store URL scheme" in bad.output
 

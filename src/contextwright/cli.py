@@ -1,7 +1,9 @@
 """The ``contextwright`` command line: ``demo``, ``build``, ``plans``, ``session`` and ``eval``.
 
 A thin shell over the library: it reads files, calls the builder and prints JSON. Errors of the
-library become a one-line message on stderr and exit code 2 (bad input) or 3 (budget).
+library become a one-line message on stderr and exit code 2 (bad input) or 3 (budget, followed by
+a line with the report), never a traceback: plan and request files are parsed with bounded work
+(``core.parsing``).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from typing import Annotated, Any
 import typer
 
 from contextwright.builder import ContextBuilder
+from contextwright.cli_common import describe, fail, library_errors
 from contextwright.cli_eval import eval_app
 from contextwright.cli_session import session_app
+from contextwright.core.parsing import MalformedDocument, parse_document
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
 from contextwright.core.request import Request
-from contextwright.errors import BudgetError, ContextwrightError
+from contextwright.errors import BudgetError, ContextwrightError, InvalidInputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Decide what an LLM agent sees on every call.")
@@ -32,16 +36,18 @@ def demo() -> None:
     from contextwright.demo import run_demo
     from contextwright.demo_sessions import run_sessions_demo
 
-    run_demo(typer.echo)
-    typer.echo("")
-    run_sessions_demo(typer.echo)
+    with library_errors():
+        run_demo(typer.echo)
+        typer.echo("")
+        run_sessions_demo(typer.echo)
 
 
 @app.command()
 def plans() -> None:
     """List the shipped plans."""
     for name in SHIPPED_PLANS:
-        plan = BuildPlan.named(name)
+        with library_errors():
+            plan = BuildPlan.named(name)
         typer.echo(f"{name:<13} {plan.description}")
 
 
@@ -59,13 +65,11 @@ def _read_request(path: Path) -> Request:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise typer.BadParameter(f"cannot read {path}: {exc.strerror}") from None
+        raise InvalidInputError(f"cannot read request file {path.name}: {exc.strerror}") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ContextwrightErrorExit("request file is not valid UTF-8", 2) from None
-    except ValueError as exc:
-        raise ContextwrightErrorExit(f"request file is not valid JSON: {exc}", 2) from None
+        data = parse_document(raw, "json")
+    except MalformedDocument as exc:
+        raise InvalidInputError(f"request file {path.name} is not valid JSON: {exc}") from None
     return Request.from_dict(data)
 
 
@@ -93,16 +97,14 @@ def build(
     try:
         output = _build(request, plan, window, reserve_output, budget, format, tokenizer, debug)
     except ContextwrightErrorExit as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.code) from None
+        fail(str(exc), exc.code)
     except BudgetError as exc:
         typer.echo(f"error: {exc}", err=True)
         typer.echo(json.dumps({"error": str(exc), "report": exc.report.to_dict()},
                               ensure_ascii=False), err=True)
         raise typer.Exit(3) from None
     except ContextwrightError as exc:
-        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(describe(exc))
     sys.stdout.write(json.dumps(output, ensure_ascii=False, indent=2) + "\n")
 
 

@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from contextwright.cli_common import describe, fail
 from contextwright.errors import ContextwrightError, PlanError
 from contextwright.evaluate import (
     CaseOutcome,
@@ -149,8 +150,7 @@ def _run(run: _Run) -> None:
             result = run_suite(suite, budgets, data=str(run.data), plan_label=run.label(label),
                                tokenizer=run.tokenizer, on_outcome=on_outcome)
     except ContextwrightError as exc:
-        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(describe(exc))
     _print(result, run.json_output)
     if _broken(result):
         raise typer.Exit(1)
@@ -164,8 +164,7 @@ def _dump_file(path: Path | None) -> Iterator[TextIO | None]:
     try:
         handle = path.open("w", encoding="utf-8")
     except OSError as exc:
-        typer.echo(f"error: cannot write {path}: {exc.strerror}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"cannot write {path}: {exc.strerror}")
     with handle:
         yield handle
 

@@ -1,7 +1,10 @@
 """``contextwright session list|show|export|erase``: look after stored sessions from the shell.
 
 The store comes from ``--store`` (or ``CONTEXTWRIGHT_STORE``), a URL as ``open_store`` reads it;
-the default is ``sqlite:///contextwright.db`` in the working directory.
+the default is ``sqlite:///contextwright.db`` in the working directory. These commands look after
+sessions that exist, so a SQLite file that does not is refused rather than created (a mistyped
+path would otherwise show an empty store). Ids and content are printed escaped: a stored id may
+hold newlines or terminal escapes. Every failure is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from contextwright.cli_common import describe, fail, library_errors, printable
 from contextwright.errors import ContextwrightError
 from contextwright.session.state import SessionState
 from contextwright.session.store import SessionKey, Store, open_store
@@ -32,26 +36,33 @@ DEFAULT_STORE = "sqlite:///contextwright.db"
 
 @contextmanager
 def _opened(url: str) -> Iterator[Store]:
-    try:
+    _refuse_missing_sqlite(url)
+    with library_errors():
         store = open_store(url)
-    except ContextwrightError as exc:
-        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-        raise typer.Exit(2) from None
     try:
         yield store
     except ContextwrightError as exc:
-        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(describe(exc))
     finally:
         store.close()
+
+
+def _refuse_missing_sqlite(url: str) -> None:
+    """Fail unless a ``sqlite:///path`` URL names an existing file (opening would create it)."""
+    scheme, _, rest = url.partition("://")
+    if scheme != "sqlite" or not rest.startswith("/") or rest in ("/", "/:memory:"):
+        return  # other stores, and malformed URLs, are open_store's to judge
+    path = Path(rest[1:])
+    if not path.is_file():
+        fail(f"no SQLite database at {printable(str(path))} (check --store; these commands "
+             "never create one)")
 
 
 def _key(user: str, session: str) -> SessionKey:
     try:
         return SessionKey(user_id=user, session_id=session)
     except ContextwrightError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(describe(exc))
 
 
 @session_app.command("list")
@@ -66,8 +77,9 @@ def list_sessions(store: StoreOption = DEFAULT_STORE,
     if as_json:
         _print_json(rows)
         return
-    for row in rows:
-        typer.echo(f"{row['user_id']}\t{row['session_id']}\t{row['messages']} messages")
+    for info in infos:
+        typer.echo(f"{printable(info.key.user_id)}\t{printable(info.key.session_id)}\t"
+                   f"{info.message_count} messages")
 
 
 @session_app.command()
@@ -77,22 +89,22 @@ def show(user: UserOption, session: SessionOption, store: StoreOption = DEFAULT_
     """Show a session's mode, mode history, summary, zones and last messages."""
     key = _key(user, session)
     with _opened(store) as opened:
-        document = _session_document(opened, key, last=last)
-    if document["message_count"] == 0 and document["state"] is None:
-        typer.echo("error: no such session", err=True)
-        raise typer.Exit(1)
+        document = _existing_session(opened, key, last=last)
     if as_json:
         _print_json(document)
         return
-    state = SessionState.from_dict(document["state"] or {})
-    typer.echo(f"session {user}/{session}: {document['message_count']} messages, "
+    with library_errors():
+        state = SessionState.from_dict(document["state"] or {})
+    typer.echo(f"session {printable(user)}/{printable(session)}: "
+               f"{document['message_count']} messages, "
                f"mode {state.mode}, summary covers up to #{state.summary_upto}")
     for switch in state.mode_history:
-        typer.echo(f"  switch #{switch.at_seq}: {switch.old_mode} -> {switch.new_mode} "
-                   f"({switch.basis} {switch.trigger!r})")
+        typer.echo(printable(f"  switch #{switch.at_seq}: {switch.old_mode} -> "
+                             f"{switch.new_mode} ({switch.basis} {switch.trigger!r})"))
     for entry in document["messages"]:
-        content = _printable(str(entry["message"].get("content") or "")[:100])
-        typer.echo(f"  #{entry['seq']} {entry['message'].get('role')}: {content}")
+        content = printable(str(entry["message"].get("content") or "")[:100])
+        role = printable(str(entry["message"].get("role")))
+        typer.echo(f"  #{entry['seq']} {role}: {content}")
 
 
 @session_app.command()
@@ -102,12 +114,15 @@ def export(user: UserOption, session: SessionOption, store: StoreOption = DEFAUL
     """Export a session (every message and the state) as JSON."""
     key = _key(user, session)
     with _opened(store) as opened:
-        document = _session_document(opened, key, last=None)
+        document = _existing_session(opened, key, last=None)
     text = json.dumps(document, ensure_ascii=True, indent=2) + "\n"
     if out is None:
         sys.stdout.write(text)
-    else:
+        return
+    try:
         out.write_text(text, "ascii")
+    except OSError as exc:
+        fail(f"cannot write {printable(str(out))}: {exc.strerror or type(exc).__name__}")
 
 
 @session_app.command()
@@ -116,7 +131,8 @@ def erase(user: UserOption, store: StoreOption = DEFAULT_STORE,
               help="Only this session (default: every session of the user).")] = None,
           yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False) -> None:
     """Erase one session, or everything of a user."""
-    what = f"session {user}/{session}" if session else f"every session of user {user}"
+    what = (f"session {printable(user)}/{printable(session)}" if session
+            else f"every session of user {printable(user)}")
     if not yes and not typer.confirm(f"Erase {what}?"):
         raise typer.Exit(1)
     with _opened(store) as opened:
@@ -125,6 +141,14 @@ def erase(user: UserOption, store: StoreOption = DEFAULT_STORE,
         else:
             erased = opened.erase_user(user)
     typer.echo(f"erased {erased} session(s)")
+
+
+def _existing_session(store: Store, key: SessionKey, *, last: int | None) -> dict[str, Any]:
+    """The session's document; exit 2 when it has neither messages nor state (no such session)."""
+    document = _session_document(store, key, last=last)
+    if document["message_count"] == 0 and document["state"] is None:
+        fail(f"no such session {printable(key.user_id)}/{printable(key.session_id)}")
+    return document
 
 
 def _session_document(store: Store, key: SessionKey, *, last: int | None) -> dict[str, Any]:
@@ -138,13 +162,6 @@ def _session_document(store: Store, key: SessionKey, *, last: int | None) -> dic
         "messages": [{"seq": m.seq, "created_at": m.created_at, "message": dict(m.message)}
                      for m in messages],
     }
-
-
-def _printable(text: str) -> str:
-    # Stored content may hold lone surrogates and control characters (they round-trip
-    # exactly); a terminal line shows them escaped instead of failing.
-    escaped = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped)
 
 
 def _print_json(data: object) -> None:

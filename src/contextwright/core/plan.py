@@ -7,22 +7,20 @@ fails at load with a ``PlanError`` naming the field. Changing a plan means makin
 
 from __future__ import annotations
 
-import json
 import math
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from contextwright.core.parsing import Format, MalformedDocument, parse_document
 from contextwright.errors import PlanError
 
-Strategy = Literal["truncate", "keyword_window", "drop"]
+Strategy = Literal["truncate", "keyword_window", "head", "drop"]
 NEVER_CUT_BY_DEFAULT = frozenset(("system", "user"))
 SHIPPED_PLANS = ("chat", "tool_heavy", "rag_qa", "doc_analysis", "simple_qa")
 
@@ -146,8 +144,8 @@ class BuildPlan:
         """One of the shipped plans: chat, tool_heavy, rag_qa, doc_analysis, simple_qa."""
         if name not in SHIPPED_PLANS:
             raise PlanError(f"no shipped plan named {name!r}; choose one of {SHIPPED_PLANS}")
-        text = resources.files("contextwright.plans").joinpath(f"{name}.yaml").read_text("utf-8")
-        return plan_from_mapping(yaml.safe_load(text), origin=f"shipped plan {name}")
+        data = resources.files("contextwright.plans").joinpath(f"{name}.yaml").read_bytes()
+        return plan_from_mapping(parse_document(data, "yaml"), origin=f"shipped plan {name}")
 
     @staticmethod
     def load(path: str | Path) -> BuildPlan:
@@ -260,6 +258,9 @@ class _PlanModel(BaseModel):
             raise ValueError(f"source listed twice: {', '.join(duplicates)}")
         if sum(spec.weight for spec in self.sources) <= 0:
             raise ValueError("the weights of the sources sum to zero")
+        if "user" not in names:
+            # Without it the current input is never rendered, and nothing would say so.
+            raise ValueError("no user source: the user's input would not be shown")
         return self
 
 
@@ -304,20 +305,22 @@ def load_plan(path: Path) -> BuildPlan:
     return plan_from_mapping(data, origin=f"plan file {path.name}")
 
 
+_FORMATS: dict[str, Format] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
+
+
 def read_config_file(path: Path, what: str) -> Any:
-    """Parse a .yaml/.yml, .toml or .json file; ``PlanError`` names the file and the problem."""
+    """Parse a .yaml/.yml, .toml or .json file; ``PlanError`` names the file and the problem.
+
+    Parsing is bounded (``core.parsing``): no YAML aliases, no deep nesting, UTF-8 only.
+    """
+    fmt = _FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise PlanError(f"{what} {path.name}: use .yaml, .yml, .toml or .json")
     try:
-        text = path.read_text("utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise PlanError(f"cannot read {what} {path.name}: {exc.strerror}") from None
-    suffix = path.suffix.lower()
     try:
-        if suffix in (".yaml", ".yml"):
-            return yaml.safe_load(text)
-        if suffix == ".toml":
-            return tomllib.loads(text)
-        if suffix == ".json":
-            return json.loads(text)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
-        raise PlanError(f"{what} {path.name} is not valid {suffix[1:]}: {exc}") from None
-    raise PlanError(f"{what} {path.name}: use .yaml, .yml, .toml or .json")
+        return parse_document(data, fmt)
+    except MalformedDocument as exc:
+        raise PlanError(f"{what} {path.name} is not valid {fmt}: {exc}") from None

@@ -2,16 +2,17 @@
 
 Every problem becomes a ``DatasetError`` naming the folder, file, line or field — never the
 content — so a folder that is not laid out like ``../shared/data/<set>`` fails with a message
-that says what to fix.
+that says what to fix. Documents are parsed with bounded work (``core.parsing``), so invalid
+UTF-8 or nesting deep enough to exhaust the stack is a ``DatasetError`` too.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from contextwright.core.parsing import MalformedDocument, decode_utf8, parse_document
 from contextwright.errors import DatasetError
 
 T = TypeVar("T")
@@ -32,26 +33,24 @@ def require_files(folder: Path, names: Sequence[str], layout: str) -> None:
 def read_json(path: Path) -> Any:
     """The parsed JSON document at ``path``."""
     try:
-        return json.loads(path.read_text("utf-8"))
-    except UnicodeDecodeError:
-        raise DatasetError(f"{path} is not UTF-8") from None
-    except ValueError as exc:
-        raise DatasetError(f"{path} is not valid JSON (line {_line(exc)})") from None
+        return parse_document(_read_bytes(path), "json")
+    except MalformedDocument as exc:
+        raise DatasetError(f"{path} is not valid JSON: {exc}") from None
 
 
 def read_jsonl(path: Path) -> list[Row]:
     """The objects of a JSON Lines file (blank lines skipped)."""
     rows: list[Row] = []
     try:
-        lines = path.read_text("utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise DatasetError(f"{path} is not UTF-8") from None
+        lines = decode_utf8(_read_bytes(path)).splitlines()
+    except MalformedDocument as exc:
+        raise DatasetError(f"{path} is {exc}") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except ValueError:
+            row = parse_document(line, "json")
+        except MalformedDocument:
             raise DatasetError(f"{path}:{number} is not valid JSON") from None
         if not isinstance(row, dict):
             raise DatasetError(f"{path}:{number} is not a JSON object")
@@ -70,8 +69,11 @@ def get(row: Row, name: str, kind: type[T] | tuple[type, ...], where: str) -> T:
     return value  # type: ignore[return-value]
 
 
-def _line(exc: ValueError) -> object:
-    return getattr(exc, "lineno", "?")
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def spread(items: Sequence[T], limit: int | None) -> tuple[T, ...]:

@@ -13,7 +13,7 @@ contextwright ships is decided in ``contextwright.retrieval``; ``library_ranker`
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -68,19 +68,25 @@ def load_beir(folder: Path) -> BeirPool:
 
 
 def _qrels(path: Path) -> dict[str, dict[str, float]]:
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            return _parse_qrels(path, csv.reader(handle, delimiter="\t"))
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path} is not valid UTF-8") from None
+
+
+def _parse_qrels(path: Path, rows: Iterable[list[str]]) -> dict[str, dict[str, float]]:
     qrels: dict[str, dict[str, float]] = {}
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = csv.reader(handle, delimiter="\t")
-        for number, row in enumerate(rows, 1):
-            if number == 1 and row[:1] == ["query-id"]:
-                continue
-            if len(row) != 3:
-                raise DatasetError(f"{path}:{number}: expected query-id, corpus-id, score")
-            try:
-                score = float(row[2])
-            except ValueError:
-                raise DatasetError(f"{path}:{number}: score is not a number") from None
-            qrels.setdefault(row[0], {})[row[1]] = score
+    for number, row in enumerate(rows, 1):
+        if number == 1 and row[:1] == ["query-id"]:
+            continue
+        if len(row) != 3:
+            raise DatasetError(f"{path}:{number}: expected query-id, corpus-id, score")
+        try:
+            score = float(row[2])
+        except ValueError:
+            raise DatasetError(f"{path}:{number}: score is not a number") from None
+        qrels.setdefault(row[0], {})[row[1]] = score
     return qrels
 
 
