@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -18,6 +19,8 @@ from contextwright.core.final import FinalContext
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
+from contextwright.errors import PlanError
+from contextwright.models import model_profile, profile_tokenizer
 from contextwright.sources import builtin_sources
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
 
@@ -30,16 +33,29 @@ class ContextBuilder:
 
     ``tokenizer`` is ``o200k_base`` (default), ``cl100k_base``, ``estimate``, a path to a
     Hugging Face ``tokenizer.json``, or any object following the ``Tokenizer`` protocol.
+    ``model`` (``gpt-4o``, ``claude-sonnet-4-5``, see ``contextwright.models``) sets the
+    tokenizer, every plan's window and output reserve from the model's profile, and the model
+    the requests name; ``window`` / ``reserved_output`` override those (with or without a
+    model), while each plan's weights and safety ratio still apply.
     ``sources`` adds custom sources or replaces built-ins, keyed by their namespace.
     ``fence_secret`` keys the fence markers of untrusted text, so they cannot be predicted from
     the source code; it defaults to the ``CONTEXTWRIGHT_FENCE_SECRET`` environment variable,
     and without either the built-in key is used. Builds with one secret are byte-identical.
     """
 
-    def __init__(self, tokenizer: str | Tokenizer | CountingTokenizer = "o200k_base",
+    def __init__(self, tokenizer: str | Tokenizer | CountingTokenizer | None = None,
                  sources: Iterable[ContextSource] = (), *,
+                 model: str | None = None, window: int | None = None,
+                 reserved_output: int | None = None,
                  fence_secret: str | bytes | None = None) -> None:
-        self.tokenizer = get_tokenizer(tokenizer)
+        self.model = model
+        self._profile = model_profile(model) if model is not None else None
+        if tokenizer is None:
+            self.tokenizer = (profile_tokenizer(self._profile) if self._profile is not None
+                              else get_tokenizer("o200k_base"))
+        else:
+            self.tokenizer = get_tokenizer(tokenizer)
+        self._budget = self._model_budget(window, reserved_output)
         if fence_secret is None:
             fence_secret = os.environ.get(FENCE_SECRET_VARIABLE)
         self._fence_key = fence_key(fence_secret)
@@ -47,6 +63,21 @@ class ContextBuilder:
         for source in sources:
             registry[source.namespace] = source
         self._sources: Mapping[str, ContextSource] = MappingProxyType(dict(registry))
+
+    def _model_budget(self, window: int | None, reserved_output: int | None) -> dict[str, int]:
+        """Budget fields that replace every plan's: the model's, or the ones given."""
+        profile = self._profile
+        budget: dict[str, int] = {}
+        if profile is not None:
+            budget = {"window": profile.window, "reserved_output": profile.default_output}
+        if window is not None:
+            budget["window"] = window
+        if reserved_output is not None:
+            budget["reserved_output"] = reserved_output
+        if profile is not None and budget["reserved_output"] > profile.max_output:
+            raise PlanError(f"model {profile.name} writes at most {profile.max_output} tokens; "
+                            f"reserved_output {budget['reserved_output']} is more")
+        return budget
 
     @property
     def sources(self) -> Mapping[str, ContextSource]:
@@ -60,8 +91,11 @@ class ContextBuilder:
         ``target`` is the rendering the budget is counted for: ``chat`` (OpenAI and Anthropic
         messages, the default) or ``text`` (``FinalContext.to_text()``).
         """
-        return build_context(plan, request, self._sources, self.tokenizer, target,
-                             fence_key=self._fence_key)
+        if self._budget:
+            plan = plan.with_budget(**self._budget)
+        context = build_context(plan, request, self._sources, self.tokenizer, target,
+                                fence_key=self._fence_key)
+        return replace(context, model=self.model) if self.model is not None else context
 
 
 def clear_caches() -> None:

@@ -75,6 +75,8 @@ class FinalContext:
     """The rendering the build was counted for: chat messages, or the text prompt."""
     labels: tuple[str | None, ...] = ()
     """Source label of each message (a document's file or section), when it has one."""
+    model: str | None = None
+    """The model the builder was made for: the requests' ``model`` unless the caller gives one."""
     max_output_tokens: int | None = None
     """Tokens the plan reserves for the reply (output and reasoning): the requests'
     ``max_tokens`` unless the caller gives one."""
@@ -102,14 +104,14 @@ class FinalContext:
         ``openai``: ``client.chat.completions.create(**body)``; ``openai-responses``:
         ``client.responses.create(**body)``; ``anthropic``:
         ``anthropic.Anthropic().messages.create(**body)``. ``max_tokens`` defaults to the
-        plan's reserved output (and reasoning) tokens; ``model``, ``tool_choice`` (OpenAI chat
-        form, translated) and ``parallel_tool_calls`` are sent when given. What the format
-        cannot carry is in ``rendering_notes(fmt)``.
+        plan's reserved output (and reasoning) tokens and ``model`` to the builder's model;
+        ``model``, ``tool_choice`` (OpenAI chat form, translated) and ``parallel_tool_calls``
+        are sent when given. What the format cannot carry is in ``rendering_notes(fmt)``.
         """
         return self._render(fmt, CallSettings(
-            model=model, max_output_tokens=self.max_output_tokens if max_tokens is None
-            else max_tokens, tool_choice=tool_choice,
-            parallel_tool_calls=parallel_tool_calls)).body
+            model=self.model if model is None else model,
+            max_output_tokens=self.max_output_tokens if max_tokens is None else max_tokens,
+            tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls)).body
 
     def rendering_notes(self, fmt: ProviderFormat) -> list[str]:
         """What the ``fmt`` rendering could not carry as built.

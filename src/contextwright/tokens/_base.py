@@ -180,7 +180,9 @@ def _load(spec: str) -> Tokenizer:
         return OpenAITokenizer(spec)
     if spec == "estimate":
         return EstimateTokenizer()
-    if spec.endswith(".json") and Path(spec).is_file():
+    if spec.endswith(".json") or os.sep in spec or "/" in spec:
+        if not Path(spec).is_file():
+            raise TokenizerError(f"tokenizer file not found: {spec}")
         return HuggingFaceTokenizer(spec)
     raise TokenizerError(
         "unknown tokenizer: use o200k_base, cl100k_base, estimate or a path to tokenizer.json"

@@ -10,9 +10,14 @@ from contextwright.tokens._base import PIECE_CHARS, split_into_pieces
 
 
 class HuggingFaceTokenizer:
-    """A ``tokenizers.Tokenizer`` read from a local ``tokenizer.json``."""
+    """A ``tokenizers.Tokenizer`` read from a local ``tokenizer.json``.
 
-    exact = True
+    Text is counted exactly, but a chat model's per-message framing comes from its chat
+    template, which this tokenizer does not read: builds count OpenAI's constants for it, so
+    their totals are marked estimated (``exact`` is False).
+    """
+
+    exact = False
 
     def __init__(self, path: str | Path) -> None:
         try:

@@ -1,0 +1,141 @@
+"""Model profiles: the tokenizer, context window and output reserve of a named model.
+
+``ContextBuilder(model="gpt-4o")`` looks its model up here. The table holds the models' published
+limits (provider documentation, 2025); a dated or suffixed name (``gpt-4o-2024-08-06``,
+``claude-sonnet-4-5-20250929``) matches its family by the longest known prefix. Add or override a
+model with ``register_model``. No maintained package ships these limits offline without pulling
+in a whole provider router, so the table is small and kept here.
+
+Anthropic does not publish its tokenizer: Claude models count with ``o200k_base`` and their counts
+are marked estimated (``BuildReport.exact_tokens`` is False), so keep a margin in the plan's
+``safety_ratio``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from contextwright.errors import PlanError
+from contextwright.tokens import CountingTokenizer, get_tokenizer
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelProfile:
+    """What a build needs to know about one model."""
+
+    name: str
+    """The model name (or family prefix) as the provider's API takes it."""
+    provider: str
+    """``openai`` or ``anthropic`` (the request format it is usually called with)."""
+    tokenizer: str
+    """Tokenizer name for ``get_tokenizer``."""
+    exact: bool
+    """Whether that tokenizer gives the model's real counts."""
+    window: int
+    """Context window in tokens (input and output together)."""
+    max_output: int
+    """The most output tokens the model may produce in one call."""
+    default_output: int
+    """Output tokens a build reserves unless told otherwise.
+
+    A typical answer, well below ``max_output``, so the context keeps its room.
+    """
+
+
+_PROFILES: dict[str, ModelProfile] = {}
+_LOCK = threading.Lock()
+
+
+def register_model(profile: ModelProfile) -> None:
+    """Add a model (or replace one) for every builder of this process."""
+    if profile.window <= profile.default_output or profile.default_output <= 0:
+        raise PlanError(f"model {profile.name}: the window must exceed a positive output reserve")
+    with _LOCK:
+        _PROFILES[profile.name] = profile
+        _TOKENIZERS.pop(profile.name, None)
+
+
+def model_profile(name: str) -> ModelProfile:
+    """The profile of ``name``: an exact entry, else the longest registered prefix."""
+    with _LOCK:
+        found = _PROFILES.get(name)
+        if found is None:
+            prefixes = [key for key in _PROFILES if name.startswith(key + "-")]
+            if prefixes:
+                found = _PROFILES[max(prefixes, key=len)]
+    if found is None:
+        known = ", ".join(sorted(_PROFILES))
+        raise PlanError(f"unknown model {name!r}: register it with register_model "
+                        f"(known: {known})")
+    return found
+
+
+class EstimatedTokenizer:
+    """Another model's tokenizer standing in for one that is not published.
+
+    Its counts are estimates, and say so (``exact`` is False).
+    """
+
+    exact = False
+
+    def __init__(self, inner: CountingTokenizer, model: str) -> None:
+        self._inner = inner
+        self.name = f"{inner.name}~{model}"
+
+    def count(self, text: str) -> int:
+        """The stand-in's count."""
+        return self._inner.count(text)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The stand-in's cut."""
+        return self._inner.truncate(text, max_tokens)
+
+
+_TOKENIZERS: dict[str, CountingTokenizer] = {}
+
+
+def profile_tokenizer(profile: ModelProfile) -> CountingTokenizer:
+    """The tokenizer a profile counts with (one per model, so its count cache is shared)."""
+    with _LOCK:
+        found = _TOKENIZERS.get(profile.name)
+    if found is None:
+        inner = get_tokenizer(profile.tokenizer)
+        found = inner if profile.exact else CountingTokenizer(
+            EstimatedTokenizer(inner, profile.name))
+        with _LOCK:
+            found = _TOKENIZERS.setdefault(profile.name, found)
+    return found
+
+
+def _openai(name: str, window: int, max_output: int, tokenizer: str = "o200k_base") -> None:
+    register_model(ModelProfile(name=name, provider="openai", tokenizer=tokenizer, exact=True,
+                                window=window, max_output=max_output,
+                                default_output=min(4096, max_output)))
+
+
+def _anthropic(name: str, window: int, max_output: int) -> None:
+    register_model(ModelProfile(name=name, provider="anthropic", tokenizer="o200k_base",
+                                exact=False, window=window, max_output=max_output,
+                                default_output=min(4096, max_output)))
+
+
+_openai("gpt-4o", 128_000, 16_384)
+_openai("gpt-4o-mini", 128_000, 16_384)
+_openai("gpt-4.1", 1_047_576, 32_768)
+_openai("gpt-4.1-mini", 1_047_576, 32_768)
+_openai("gpt-4.1-nano", 1_047_576, 32_768)
+_openai("gpt-5", 400_000, 128_000)
+_openai("gpt-5-mini", 400_000, 128_000)
+_openai("gpt-5-nano", 400_000, 128_000)
+_openai("o3", 200_000, 100_000)
+_openai("o4-mini", 200_000, 100_000)
+_openai("gpt-4-turbo", 128_000, 4_096, tokenizer="cl100k_base")
+_openai("gpt-3.5-turbo", 16_385, 4_096, tokenizer="cl100k_base")
+_anthropic("claude-sonnet-4-5", 200_000, 64_000)
+_anthropic("claude-sonnet-4", 200_000, 64_000)
+_anthropic("claude-opus-4-1", 200_000, 32_000)
+_anthropic("claude-opus-4", 200_000, 32_000)
+_anthropic("claude-haiku-4-5", 200_000, 64_000)
+_anthropic("claude-3-7-sonnet", 200_000, 64_000)
+_anthropic("claude-3-5-haiku", 200_000, 8_192)

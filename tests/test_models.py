@@ -1,0 +1,59 @@
+"""Model profiles: a model name sets the tokenizer, window, output reserve and request model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.errors import PlanError, TokenizerError
+from contextwright.models import ModelProfile, model_profile, register_model
+from contextwright.tokens import get_tokenizer
+
+REQUEST = Request(user_input="What is the capital of France?", system="Be brief.")
+
+
+def test_an_openai_model_sets_an_exact_tokenizer_and_its_window() -> None:
+    builder = ContextBuilder(model="gpt-4o")
+    assert builder.tokenizer.name == "o200k_base" and builder.tokenizer.exact
+    ctx = builder.build(BuildPlan.named("simple_qa"), REQUEST)
+    assert ctx.available == int(128_000 * 0.75) - 4096
+    body = ctx.to_request("openai")
+    assert body["model"] == "gpt-4o" and body["max_completion_tokens"] == 4096
+    assert ctx.report.exact_tokens
+
+
+def test_a_claude_model_counts_are_marked_estimated_and_its_request_names_it() -> None:
+    ctx = ContextBuilder(model="claude-sonnet-4-5-20250929").build(
+        BuildPlan.named("simple_qa"), REQUEST)
+    assert not ctx.report.exact_tokens
+    assert "(estimated)" in ctx.report.format_debug()
+    body = ctx.to_request("anthropic")
+    assert body["model"] == "claude-sonnet-4-5-20250929" and body["max_tokens"] == 4096
+    assert ctx.to_request("anthropic", model="other")["model"] == "other"
+
+
+def test_window_and_reserved_output_override_the_profile_and_are_checked() -> None:
+    ctx = ContextBuilder(model="gpt-4o", window=16_000, reserved_output=1000).build(
+        BuildPlan.named("simple_qa"), REQUEST)
+    assert ctx.available == 12_000 - 1000
+    with pytest.raises(PlanError, match="at most"):
+        ContextBuilder(model="gpt-4o", reserved_output=100_000)
+
+
+def test_an_unknown_model_is_a_plan_error_and_users_can_register_one() -> None:
+    with pytest.raises(PlanError, match="register_model"):
+        ContextBuilder(model="my-local-llama")
+    register_model(ModelProfile(name="my-local-llama", provider="openai",
+                                tokenizer="cl100k_base", exact=True, window=8192,
+                                max_output=2048, default_output=512))
+    assert model_profile("my-local-llama-q4").window == 8192
+    assert ContextBuilder(model="my-local-llama").tokenizer.name == "cl100k_base"
+
+
+def test_a_mistyped_tokenizer_path_says_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(TokenizerError, match="file not found"):
+        get_tokenizer(str(tmp_path / "tokenzier.json"))
+    with pytest.raises(TokenizerError, match="file not found"):
+        get_tokenizer(str(tmp_path / "models" / "tokenizer"))
