@@ -22,6 +22,7 @@ from contextwright.core.items import check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.plan import BuildPlan
 from contextwright.core.providers import ANTHROPIC_LEAD
+from contextwright.core.report import BuildReport
 from contextwright.core.reporting import make_report, unread_decisions
 from contextwright.core.request import Request
 from contextwright.core.select import (
@@ -66,6 +67,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     decisions += [d for s in selections.values() for d in s.decisions]
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
                          total)
+    require_user_input(report)
     return FinalContext(
         messages=assembly.messages, sections=assembly.sections,
         system_parts=assembly.system_parts, tool_schemas=assembly.tool_schemas,
@@ -182,6 +184,18 @@ def fail_budget(plan: BuildPlan, gathered: list[Gathered], tokenizer: CountingTo
     report = make_report(plan, gathered, {}, {}, [], [], tokenizer,
                          sum(g.need for g in gathered))
     raise BudgetError(f"{why} (available {plan.budget.available} tokens)", report)
+
+
+def require_user_input(report: BuildReport) -> None:
+    """Raise ``BudgetError`` when the build would show none of the user's input.
+
+    Only a plan that lets ``user`` be cut gets here: cut it may be, but a context without the
+    question answers one nobody asked (with ``system`` cuttable too, it would be empty).
+    """
+    row = next((r for r in report.sources if r.source == "user"), None)
+    if row is not None and row.items == 0 and row.dropped > 0:
+        raise BudgetError("the user's input does not fit, even cut "
+                          f"(available {report.available} tokens)", report)
 
 
 def allocate(plan: BuildPlan, gathered: list[Gathered], pool: int) -> dict[str, Allocation]:

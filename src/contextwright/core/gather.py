@@ -190,14 +190,16 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
     gathered = Gathered(spec=spec, position=position)
     try:
         items = source.build(request, spec.options)
+        omitted_at: list[float] = []
         gathered.units, gathered.complete = _read_units(
-            spec.source, source.namespace, items, cap, costing, gathered.omitted)
+            spec.source, source.namespace, items, cap, costing, gathered.omitted, omitted_at)
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
         if spec.source in MESSAGE_SOURCES:
+            # A message the source left out on purpose was read: it is not "unread".
+            orders = [c.item.order for u in gathered.units for c in u.candidates] + omitted_at
             gathered.read_positions = frozenset(
-                int(c.item.order) for u in gathered.units for c in u.candidates
-                if c.item.order >= 0 and c.item.order == int(c.item.order))
+                int(order) for order in orders if order >= 0 and order == int(order))
     except InvalidInputError:
         raise
     except Exception as exc:  # a source is third-party code: isolate whatever it raises
@@ -210,13 +212,14 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
 
 
 def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,
-                costing: Costing, omitted: list[Decision]) -> tuple[list[Unit], bool]:
+                costing: Costing, omitted: list[Decision], omitted_at: list[float]
+                ) -> tuple[list[Unit], bool]:
     """Group consecutive items sharing a group into units, stopping once past ``cap``.
 
     Reading stops at the first unit that starts after the tokens read pass ``cap`` (for
     history: the first unit of the next round), so that unit's items are never rendered.
     An item with ``metadata["omitted"]`` is the source saying what it left out and why: it
-    becomes a ``dropped`` decision in ``omitted``, not a unit.
+    becomes a ``dropped`` decision in ``omitted`` (its ``order`` in ``omitted_at``), not a unit.
     One loop, no nested generators: this runs for every message a build reads.
     """
     prefix = namespace + "."
@@ -232,6 +235,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
         if "omitted" in item.metadata:
             omitted.append(Decision(source=name, key=item.key, action="dropped",
                                     reason=str(item.metadata["omitted"])))
+            omitted_at.append(item.order)
             continue
         if current and (item.group is None or item.group != group):
             unit = _close_unit(name, current, round_no, len(units))

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from contextwright.core.items import check_text, parse_message
+from contextwright.core.items import Message, check_text, parse_message
 from contextwright.errors import InvalidInputError
 
 # A single text field larger than this is refused outright: nothing that large can be meant for
@@ -97,13 +97,17 @@ class Request:
         return request
 
     def validate(self) -> None:
-        """Parse every message and text now; raises ``InvalidInputError`` naming the field."""
+        """Check the whole request now; raises ``InvalidInputError`` naming the field.
+
+        Every message and text is parsed, and tool results are paired with their calls in
+        ``history`` and ``turn``, also in the part a build would never read.
+        """
         check_text(self.user_input, "user_input")
         if self.system is not None:
             check_text(self.system, "system")
         for name, messages in (("history", self.history), ("turn", self.turn)):
-            for index, raw in enumerate(messages):
-                parse_message(raw, f"{name}[{index}]")
+            parsed = [parse_message(raw, f"{name}[{index}]") for index, raw in enumerate(messages)]
+            check_tool_pairing(parsed, name)
         for index, doc in enumerate(self.documents):
             check_text(doc.text, f"documents[{index}].text")
             version = doc.version
@@ -113,6 +117,29 @@ class Request:
                                         "0 or more")
         for index, note in enumerate(self.notes):
             check_text(note, f"notes[{index}]")
+
+
+def check_tool_pairing(messages: Sequence[Message], where: str) -> None:
+    """Raise ``InvalidInputError`` for a tool result that answers no call, as a build would.
+
+    The build's rule (``sources.conversation``): tool results follow, directly or after other
+    results, the assistant message whose calls they answer, each call answered at most once
+    (a later message may reuse a call id). A call without a result is not an error: the build
+    shows a placeholder result for it.
+    """
+    unanswered: list[str] | None = None  # calls of the open call block; None outside one
+    opened_at = -1
+    for index, message in enumerate(messages):
+        if message.role != "tool":
+            unanswered = [c.id for c in message.tool_calls] if message.tool_calls else None
+            opened_at = index
+        elif unanswered is None:
+            raise InvalidInputError(
+                f"{where}[{index}] is a tool result that follows no assistant tool call")
+        elif message.tool_call_id in unanswered:
+            unanswered.remove(message.tool_call_id)
+        else:
+            raise InvalidInputError(f"{where}[{index}] answers no call of {where}[{opened_at}]")
 
 
 def _as_document(doc: object, index: int) -> Document:

@@ -141,6 +141,19 @@ def _name_and_complete(call: Message, results: list[Message]) -> tuple[Message, 
     return (call, *named)
 
 
+REPEATS_SYSTEM_PROMPT = "repeats the system prompt (request.system), which is shown once"
+
+
+def _without_copies_of(prompt: str, items: Iterator[ContextItem]) -> Iterator[ContextItem]:
+    """``items``, with each system message whose text is ``prompt`` marked as omitted."""
+    for item in items:
+        message = item.message
+        if message.role == "system" and message.content.strip() == prompt:
+            yield replace(item, metadata={**item.metadata, "omitted": REPEATS_SYSTEM_PROMPT})
+        else:
+            yield item
+
+
 def _with_content(message: Message, content: str) -> Message:
     return Message(role=message.role, content=content, tool_calls=message.tool_calls,
                    id=message.id, timestamp=message.timestamp)
@@ -316,12 +329,19 @@ class HistorySource:
         self.recaller: TurnRecaller = recaller if recaller is not None else LexicalTurnRecaller()
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
-        """Items newest round first; each round's blocks newest first; recalled turns between."""
+        """Items newest round first; each round's blocks newest first; recalled turns between.
+
+        A history system message that repeats ``request.system`` is left out (and reported):
+        the system source shows the prompt already.
+        """
         share = float(options.get("recall_share", 0) or 0)
         if share > 0 and request.history:
-            yield from self._with_recall(request, options, min(share, 0.9))
-            return
-        yield from self._recent(request, options)
+            items = self._with_recall(request, options, min(share, 0.9))
+        else:
+            items = self._recent(request, options)
+        if request.system and request.system.strip():
+            items = _without_copies_of(request.system.strip(), items)
+        yield from items
 
     def digest(self, request: Request, options: Mapping[str, Any],
                kept: Sequence[ContextItem], max_tokens: int,
