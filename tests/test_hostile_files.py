@@ -250,3 +250,25 @@ def test_every_library_error_in_a_command_is_one_line(tmp_path: Path) -> None:
                                       "--session", "S1"])
     line = one_line_exit_2(result)
     assert line.startswith("error: InvalidInputError:")
+
+
+@pytest.mark.parametrize("loader", list(LOADERS), ids=list(LOADERS))
+def test_an_endless_or_huge_config_file_is_read_only_up_to_a_bound(tmp_path: Path,
+                                                                   loader: str) -> None:
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("name: p\nsources:\n  - source: user\n" + "# padding\n" * 200_000, "utf-8")
+    with pytest.raises(PlanError, match="larger than"):
+        LOADERS[loader](huge)
+    endless = tmp_path / "endless.yaml"
+    endless.symlink_to("/dev/zero")
+    started = time.perf_counter()
+    with pytest.raises(PlanError, match="larger than"):
+        LOADERS[loader](endless)
+    assert time.perf_counter() - started < 2
+
+
+def test_a_folder_given_as_a_plan_file_is_a_plan_error(tmp_path: Path) -> None:
+    folder = tmp_path / "plan.yaml"
+    folder.mkdir()
+    with pytest.raises(PlanError, match=r"cannot read plan file plan\.yaml"):
+        BuildPlan.load(folder)

@@ -306,20 +306,26 @@ def load_plan(path: Path) -> BuildPlan:
 
 
 _FORMATS: dict[str, Format] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
+MAX_CONFIG_BYTES = 1 << 20
+"""Largest plan or modes file read (real ones are a few hundred bytes; /dev/zero is endless)."""
 
 
 def read_config_file(path: Path, what: str) -> Any:
     """Parse a .yaml/.yml, .toml or .json file; ``PlanError`` names the file and the problem.
 
-    Parsing is bounded (``core.parsing``): no YAML aliases, no deep nesting, UTF-8 only.
+    Work is bounded: at most ``MAX_CONFIG_BYTES`` are read, and parsing (``core.parsing``)
+    takes no YAML aliases, no deep nesting, UTF-8 only.
     """
     fmt = _FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise PlanError(f"{what} {path.name}: use .yaml, .yml, .toml or .json")
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise PlanError(f"cannot read {what} {path.name}: {exc.strerror}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise PlanError(f"{what} {path.name} is larger than {MAX_CONFIG_BYTES} bytes")
     try:
         return parse_document(data, fmt)
     except MalformedDocument as exc:
