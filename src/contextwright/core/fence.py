@@ -3,7 +3,11 @@
 A fence carries a marker derived from a keyed hash of the fenced text itself, so the text cannot
 contain its own closing marker (it would have to contain a hash of itself) and the same input
 still renders byte for byte the same. Special-token look-alikes (``<|im_end|>``) are broken up,
-and in the plain-text rendering every line that looks like a separator or label is escaped.
+and in the plain-text rendering every line that looks like a separator or label is escaped. Both
+are judged on the folded form of the text (``core.folding``), so no fullwidth, small-form or
+invisibly split spelling gets past. The marker key is the built-in one unless the deployment
+derives its own from a secret (``fence_key``); the caller passes it in, nothing here reads the
+environment.
 """
 
 from __future__ import annotations
@@ -92,8 +96,8 @@ def marker_for(text: str, source_label: str, key: bytes = DEFAULT_FENCE_KEY) -> 
 
 
 # The only characters that fold to `<` or to `>` (a test checks every code point).
-_LESS_THAN_FORMS = "<\ufe64\uff1c"
-_GREATER_THAN_FORMS = ">\ufe65\uff1e"
+_LESS_THAN_FORMS = "<\u226e\ufe64\uff1c"
+_GREATER_THAN_FORMS = ">\u226f\ufe65\uff1e"
 
 
 def _break_folded(text: str, pattern: re.Pattern[str], filler: str) -> str:
@@ -106,6 +110,8 @@ def _break_folded(text: str, pattern: re.Pattern[str], filler: str) -> str:
     """
     if reads_as_itself(text):
         return pattern.sub(lambda match: match.group(0) + filler, text)
+    if not pattern.search(fold(text)):  # the usual case, without a character-by-character fold
+        return text
     view, origins = fold_with_origins(text)
     cuts = [origins[match.end()] for match in pattern.finditer(view)]
     if not cuts:
@@ -167,8 +173,11 @@ def escape_lines(text: str, *, skip_first_line: bool = False) -> str:
 def _escape_line_starts(text: str) -> str:
     if reads_as_itself(text):
         return _STRUCTURE_LINE.sub("\\\\", text)
+    whole = fold(text)
+    if not _STRUCTURE_LINE.search(whole):
+        return text
     lines = text.split("\n")
-    folded = fold(text).split("\n")
+    folded = whole.split("\n")
     if len(folded) != len(lines):  # folding keeps lines (a test checks it); never trust less
         folded = [fold(line) for line in lines]
     return "\n".join("\\" + line if _STRUCTURE_START.match(view) else line
@@ -181,5 +190,5 @@ def looks_like_structure(line: str) -> bool:
 
 
 def separator(name: str, language: str) -> str:
-    """A labelled separator line, e.g. ``=== System ===``."""
-    return f"=== {label(name, language)} ==="
+    """A labelled separator line, e.g. ``=== System ===`` (a label is kept to one line)."""
+    return f"=== {' '.join(label(name, language).split())} ==="
