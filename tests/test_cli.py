@@ -215,3 +215,20 @@ def test_demo_runs_from_the_installed_command() -> None:
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.count("[ContextBuilder] source=") >= 6
     assert "total tokens before output" in completed.stdout
+
+
+def test_build_for_a_model_and_the_responses_format(runner: CliRunner) -> None:
+    output = build_json(runner, "--model", "gpt-4o", "--format", "openai-responses")
+    assert output["model"] == "gpt-4o" and output["max_output_tokens"] == 4096
+    assert output["budget"]["window"] == 128_000
+    assert {item.get("type") for item in output["input"]} >= {"function_call",
+                                                            "function_call_output"}
+
+
+def test_debug_prints_the_warnings_too(runner: CliRunner, tmp_path: Path) -> None:
+    request = tmp_path / "r.json"
+    request.write_text(json.dumps({"user_input": "hi", "notes": ["remember"]}), "utf-8")
+    result = runner.invoke(app, ["build", "--request", str(request), "--plan", "simple_qa",
+                                 "--debug"])
+    assert result.exit_code == 0, result.stderr
+    assert "warning: request.notes was given" in result.stderr

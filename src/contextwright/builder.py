@@ -79,6 +79,13 @@ class ContextBuilder:
                             f"reserved_output {budget['reserved_output']} is more")
         return budget
 
+    def effective_plan(self, plan: BuildPlan) -> BuildPlan:
+        """``plan`` as this builder builds it: its window and output reserve set to the model's.
+
+        Or to the ``window`` / ``reserved_output`` given to the builder.
+        """
+        return plan.with_budget(**self._budget) if self._budget else plan
+
     @property
     def sources(self) -> Mapping[str, ContextSource]:
         """Registered sources by namespace."""
@@ -91,8 +98,7 @@ class ContextBuilder:
         ``target`` is the rendering the budget is counted for: ``chat`` (OpenAI and Anthropic
         messages, the default) or ``text`` (``FinalContext.to_text()``).
         """
-        if self._budget:
-            plan = plan.with_budget(**self._budget)
+        plan = self.effective_plan(plan)
         context = build_context(plan, request, self._sources, self.tokenizer, target,
                                 fence_key=self._fence_key)
         return replace(context, model=self.model) if self.model is not None else context

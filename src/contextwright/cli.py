@@ -88,14 +88,20 @@ def build(
     window: Annotated[int | None, typer.Option(help="Model context window.")] = None,
     reserve_output: Annotated[int | None, typer.Option(help="Tokens kept for the answer.")] = None,
     budget: Annotated[int | None, typer.Option(help="Available tokens, set directly.")] = None,
-    format: Annotated[str, typer.Option(help="openai, anthropic or text.")] = "openai",
-    tokenizer: Annotated[str, typer.Option(help="o200k_base, cl100k_base, estimate or "
-                                                "a tokenizer.json path.")] = "o200k_base",
-    debug: Annotated[bool, typer.Option(help="Print the seed-style report on stderr.")] = False,
+    format: Annotated[str, typer.Option(
+        help="openai, openai-responses, anthropic or text.")] = "openai",
+    tokenizer: Annotated[str | None, typer.Option(
+        help="o200k_base (default), cl100k_base, estimate or a tokenizer.json path.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model name: its tokenizer, window and output reserve (see contextwright.models), "
+             "and the request's model field.")] = None,
+    debug: Annotated[bool, typer.Option(
+        help="Print the seed-style report, warnings and rendering notes on stderr.")] = False,
 ) -> None:
     """Build a context from a request file and print messages, tokens, budget and report."""
     try:
-        output = _build(request, plan, window, reserve_output, budget, format, tokenizer, debug)
+        output = _build(request, plan, window, reserve_output, budget, format, tokenizer, debug,
+                        model)
     except ContextwrightErrorExit as exc:
         fail(str(exc), exc.code)
     except BudgetError as exc:
@@ -109,12 +115,14 @@ def build(
 
 
 def _build(request_path: Path, plan_name: str | None, window: int | None,
-           reserve_output: int | None, budget: int | None, fmt: str, tokenizer: str,
-           debug: bool) -> dict[str, Any]:
-    if fmt not in ("openai", "anthropic", "text"):
-        raise ContextwrightErrorExit("--format must be openai, anthropic or text", 2)
+           reserve_output: int | None, budget: int | None, fmt: str, tokenizer: str | None,
+           debug: bool, model: str | None = None) -> dict[str, Any]:
+    if fmt not in ("openai", "openai-responses", "anthropic", "text"):
+        raise ContextwrightErrorExit(
+            "--format must be openai, openai-responses, anthropic or text", 2)
     request = _read_request(request_path)
-    plan = _load_plan(plan_name, request)
+    builder = ContextBuilder(tokenizer=tokenizer, model=model)
+    plan = builder.effective_plan(_load_plan(plan_name, request))
     changes: dict[str, Any] = {}
     if window is not None:
         changes["window"] = window
@@ -122,12 +130,16 @@ def _build(request_path: Path, plan_name: str | None, window: int | None,
         changes["reserved_output"] = reserve_output
     if budget is not None:
         changes["available_override"] = budget
-    if changes:
+    if changes:  # given on the command line: they win over the model's
         plan = plan.with_budget(**changes)
-    ctx = ContextBuilder(tokenizer=tokenizer).build(
-        plan, request, target="text" if fmt == "text" else "chat")
+        builder = ContextBuilder(tokenizer=tokenizer, model=model, window=plan.budget.window,
+                                 reserved_output=plan.budget.reserved_output)
+    ctx = builder.build(plan, request, target="text" if fmt == "text" else "chat")
     if debug:
         typer.echo(ctx.report.format_debug(), err=True)
+        notes = [] if fmt == "text" else ctx.rendering_notes(fmt)  # type: ignore[arg-type]
+        for line in [*ctx.report.warnings, *notes]:
+            typer.echo(f"[ContextBuilder] warning: {line}", err=True)
     output: dict[str, Any]
     if fmt == "text":
         output = {"text": ctx.to_text()}
@@ -142,6 +154,29 @@ def _build(request_path: Path, plan_name: str | None, window: int | None,
         "report": ctx.report.to_dict(),
     })
     return output
+
+
+@app.command()
+def agent(
+    base_url: Annotated[str, typer.Option(help="OpenAI-compatible endpoint, e.g. "
+                                               "http://127.0.0.1:11434/v1 (Ollama).")],
+    model: Annotated[str, typer.Option(help="Model name the endpoint serves.")],
+    db: Annotated[Path, typer.Option(help="SQLite file of sessions and memos.")] = Path(
+        "agent.db"),
+    api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY",
+                                         help="API key (OPENAI_API_KEY).")] = "none",
+    user: Annotated[str, typer.Option(help="User id.")] = "me",
+    session: Annotated[str, typer.Option(help="Session id.")] = "main",
+) -> None:
+    """Chat with the weather + memo agent; the session survives restarts."""
+    from contextwright.agent import make_agent, repl
+
+    with library_errors():
+        running = make_agent(base_url, model, db, api_key=api_key)
+        try:
+            repl(running, user, session)
+        finally:
+            running.close()
 
 
 def main() -> None:

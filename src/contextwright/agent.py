@@ -1,0 +1,197 @@
+"""A small runnable agent: weather and memos, on any OpenAI-compatible endpoint.
+
+It shows the whole loop contextwright is made for: ``prepare`` builds each call's context from the
+session (kept in SQLite across restarts), the model's reply is recorded as the SDK returns it,
+tool calls run locally and their results are recorded and fenced, and the turn goes on until
+the model answers in text. The tools run here and need no network: ``get_weather`` reads a small
+built-in table of sample conditions (a stand-in for a weather service, and labelled as such in its
+result), ``save_memo`` and ``list_memos`` keep memos in the same SQLite file as the session.
+
+Needs the ``llm`` extra (the ``openai`` SDK). ``contextwright agent --base-url URL --model M``
+runs it in a terminal; ``run_turn`` is the loop for other programs.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contextwright.errors import InvalidInputError, LLMError
+from contextwright.manager import ContextManager
+from contextwright.session.sqlite import SqliteStore
+
+SYSTEM = ("You are a helpful assistant with two abilities: looking up the weather of a city "
+          "(get_weather) and keeping memos for the user (save_memo, list_memos). Call a tool "
+          "when the user asks for one of these; answer briefly. Only do what the user asked.")
+MAX_STEPS = 8
+"""Model calls one user message may take (tool rounds included) before the turn stops."""
+
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather of a city (sample data).",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "save_memo", "description": "Save a short memo for the user.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                       "required": ["text"]}}},
+    {"type": "function", "function": {
+        "name": "list_memos", "description": "List the user's memos, oldest first.",
+        "parameters": {"type": "object", "properties": {}}}},
+]
+
+_SAMPLE_WEATHER = {
+    "shanghai": ("cloudy", 25, 60), "上海": ("cloudy", 25, 60),
+    "beijing": ("sunny", 28, 35), "北京": ("sunny", 28, 35),
+    "hangzhou": ("light rain", 21, 85), "杭州": ("light rain", 21, 85),
+    "london": ("overcast", 14, 78), "paris": ("clear", 18, 55),
+}
+
+
+@dataclass
+class MemoBook:
+    """Memos per user, in a table of the agent's SQLite file."""
+
+    path: Path
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        with self._connect() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS agent_memos (user_id TEXT NOT NULL, "
+                       "seq INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT NOT NULL)")
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30)
+
+    def save(self, user_id: str, text: str) -> int:
+        """Store a memo; returns how many the user has."""
+        with self._lock, self._connect() as db:
+            db.execute("INSERT INTO agent_memos (user_id, text) VALUES (?, ?)", (user_id, text))
+            (count,) = db.execute("SELECT COUNT(*) FROM agent_memos WHERE user_id = ?",
+                                  (user_id,)).fetchone()
+        return int(count)
+
+    def list(self, user_id: str) -> list[str]:
+        """The user's memos, oldest first."""
+        with self._lock, self._connect() as db:
+            rows = db.execute("SELECT text FROM agent_memos WHERE user_id = ? ORDER BY seq",
+                              (user_id,)).fetchall()
+        return [str(text) for (text,) in rows]
+
+
+def run_tool(name: str, arguments: str, user_id: str, memos: MemoBook) -> str:
+    """Run one tool call; the result is JSON text (an ``error`` field when it failed)."""
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return json.dumps({"error": "arguments are not JSON"})
+    if not isinstance(args, dict):
+        return json.dumps({"error": "arguments must be an object"})
+    if name == "get_weather":
+        city = str(args.get("city", "")).strip()
+        found = _SAMPLE_WEATHER.get(city.lower())
+        if found is None:
+            return json.dumps({"error": f"no sample data for {city!r}", "city": city},
+                              ensure_ascii=False)
+        weather, temp, humidity = found
+        return json.dumps({"city": city, "weather": weather, "temp_c": temp,
+                           "humidity": humidity, "source": "sample data"}, ensure_ascii=False)
+    if name == "save_memo":
+        text = str(args.get("text", "")).strip()
+        if not text:
+            return json.dumps({"error": "empty memo"})
+        return json.dumps({"saved": text, "memos": memos.save(user_id, text)},
+                          ensure_ascii=False)
+    if name == "list_memos":
+        return json.dumps({"memos": memos.list(user_id)}, ensure_ascii=False)
+    return json.dumps({"error": f"unknown tool {name!r}"})
+
+
+@dataclass
+class Agent:
+    """The agent: a session store and memo book in one SQLite file, and a chat client."""
+
+    client: Any
+    """An ``openai.OpenAI`` client (any OpenAI-compatible endpoint)."""
+    model: str
+    path: Path
+    manager: ContextManager = field(init=False)
+    memos: MemoBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.manager = ContextManager(store=SqliteStore(self.path), system=SYSTEM)
+        self.memos = MemoBook(self.path)
+
+    def run_turn(self, user_id: str, session_id: str, text: str,
+                 on_tool: Callable[[str, str, str], None] | None = None) -> str:
+        """Answer one user message, running tool calls until the model replies in text."""
+        if not text.strip():
+            raise InvalidInputError("say something")
+        prepared = self.manager.prepare(user_id, session_id, text, tools=TOOLS)
+        for _ in range(MAX_STEPS):
+            message = self._complete(prepared.to_request("openai", model=self.model))
+            calls = message.tool_calls or []
+            if not calls:
+                self.manager.record(user_id, session_id, assistant=message)
+                return str(message.content or "")
+            results = []
+            for call in calls:
+                output = run_tool(call.function.name, call.function.arguments, user_id,
+                                  self.memos)
+                if on_tool is not None:
+                    on_tool(call.function.name, call.function.arguments, output)
+                results.append({"tool_call_id": call.id, "content": output})
+            self.manager.record(user_id, session_id, assistant=message, tool_results=results)
+            prepared = self.manager.prepare(user_id, session_id, None, tools=TOOLS)
+        return f"(stopped after {MAX_STEPS} model calls without a final answer)"
+
+    def _complete(self, body: dict[str, Any]) -> Any:
+        """The model's reply message.
+
+        A failed call is an ``LLMError``; the turn so far stays recorded, so the user can
+        simply try again.
+        """
+        try:
+            completion = self.client.chat.completions.create(**body)
+        except Exception as exc:  # the SDK's errors (connection, status) have no common base here
+            status = getattr(exc, "status_code", None)
+            raise LLMError(f"the model call failed: {type(exc).__name__}: {exc}",
+                           kind="status" if status else "connection",
+                           status_code=status) from exc
+        if not completion.choices:
+            raise LLMError("the model returned no choices", kind="empty")
+        return completion.choices[0].message
+
+    def close(self) -> None:
+        """Finish pending summaries and close the store."""
+        self.manager.close()
+
+
+def repl(agent: Agent, user_id: str, session_id: str,
+         read: Callable[[str], str] = input, write: Callable[[str], None] = print) -> None:
+    """Answer lines read from the terminal until end of input, showing each tool call."""
+    while True:
+        try:
+            text = read("you> ").strip()
+        except EOFError:
+            return
+        if text:
+            reply = agent.run_turn(user_id, session_id, text, on_tool=lambda name, arguments,
+                                   _: write(f"  [tool] {name}({arguments})"))
+            write(f"agent> {reply}")
+
+
+def make_agent(base_url: str, model: str, path: str | Path, api_key: str = "none") -> Agent:
+    """An agent on the endpoint at ``base_url`` (needs the ``llm`` extra)."""
+    try:
+        from openai import OpenAI
+    except ImportError as exc:
+        raise InvalidInputError("the agent needs the openai package: pip install "
+                                "'contextwright[llm]'") from exc
+    return Agent(client=OpenAI(base_url=base_url, api_key=api_key), model=model,
+                 path=Path(path))
