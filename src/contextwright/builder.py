@@ -7,6 +7,7 @@ itself never reads the environment.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -78,6 +79,14 @@ class ContextBuilder:
             raise PlanError(f"model {profile.name} writes at most {profile.max_output} tokens; "
                             f"reserved_output {budget['reserved_output']} is more")
         return budget
+
+    async def abuild(self, plan: BuildPlan, request: Request, *,
+                     target: Literal["chat", "text"] = "chat") -> FinalContext:
+        """``build`` for an event loop, with the same result.
+
+        The build is CPU work; it runs on a worker thread, so the loop never waits for it.
+        """
+        return await asyncio.to_thread(self.build, plan, request, target=target)
 
     def effective_plan(self, plan: BuildPlan) -> BuildPlan:
         """``plan`` as this builder builds it: its window and output reserve set to the model's.

@@ -11,6 +11,7 @@ sessions.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -233,9 +234,9 @@ class ContextManager:
                                switch=switch, user_seq=recent[user_index].seq)
 
     def record(self, user_id: str, session_id: str, *,
-               assistant: str | Mapping[str, Any] | None = None,
-               tool_results: Sequence[Mapping[str, Any]] = (),
-               messages: Sequence[Mapping[str, Any]] = (),
+               assistant: object = None,
+               tool_results: Sequence[object] = (),
+               messages: Sequence[object] = (),
                idempotency_key: str | None = None) -> list[int]:
         """Append the model's answer, tool results and further messages, atomically.
 
@@ -382,6 +383,21 @@ class ContextManager:
         """Run the summary update for one session synchronously; returns its outcome."""
         return update_summary(self._summary_job(SessionKey(user_id=user_id,
                                                            session_id=session_id)))
+
+    # ----- async -----
+
+    async def aprepare(self, user_id: str, session_id: str, text: str | None = None,
+                       **options: Any) -> PreparedContext:
+        """``prepare`` for an event loop: same arguments, same result, the loop never waits.
+
+        The build is CPU work and the store calls block, so both run on a worker thread
+        (``asyncio.to_thread``); sessions keep the same guarantees as with ``prepare``.
+        """
+        return await asyncio.to_thread(self.prepare, user_id, session_id, text, **options)
+
+    async def arecord(self, user_id: str, session_id: str, **parts: Any) -> list[int]:
+        """``record`` for an event loop (see ``aprepare``)."""
+        return await asyncio.to_thread(self.record, user_id, session_id, **parts)
 
     # ----- steps of prepare -----
 
