@@ -131,3 +131,28 @@ def chained_append_worker(spec: StoreSpec, key: SessionKey, writer: int, count: 
             except ConflictError:
                 continue
     store.close()
+
+
+def racing_manager_worker(spec: StoreSpec, role: str, sessions: int, barrier: Barrier) -> None:
+    """One side of the record-vs-prepare race, session by session, in step with the other side.
+
+    ``results`` records the tool result answering call ``c1``; ``user`` prepares a new user
+    message. A result refused because the user message came first is the correct outcome.
+    """
+    from contextwright.errors import InvalidInputError
+    from contextwright.manager import ContextManager
+
+    store = make_store(spec)
+    manager = ContextManager(store, background=False, tokenizer="estimate")
+    for index in range(sessions):
+        barrier.wait(timeout=120)
+        if role == "results":
+            try:
+                manager.record("racer", f"s{index}",
+                               tool_results=[{"tool_call_id": "c1", "content": "42 in stock"}])
+            except InvalidInputError:
+                pass
+        else:
+            manager.prepare("racer", f"s{index}", "and what does the supplier say?")
+    manager.close()
+    store.close()
