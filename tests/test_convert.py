@@ -12,7 +12,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from openai.types.responses import Response
 
 from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
-from contextwright.convert import chat_messages
+from contextwright.convert import chat_messages, to_langchain, to_llama_index
 from contextwright.errors import InvalidInputError
 
 CALL = {"id": "call_1", "type": "function",
@@ -145,3 +145,38 @@ def _pairs(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
 def test_an_anthropic_message_dumped_to_a_dict_is_still_read_as_anthropic() -> None:
     (message,) = chat_messages([anthropic_message().model_dump()])
     assert message["tool_calls"][0]["id"] == "toolu_1"
+
+
+def test_langchain_and_llama_index_round_trips_keep_every_message_id_and_pair() -> None:
+    from langchain_core.messages import AIMessage, BaseMessage
+    from llama_index.core.llms import ChatMessage
+
+    history = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "Weather in Shanghai?", "id": "m1"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL], "id": "m2"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "多云", "id": "m3"},
+        {"role": "assistant", "content": "Cloudy.", "id": "m4"},
+    ]
+    lc = to_langchain(history)
+    assert all(isinstance(m, BaseMessage) for m in lc)
+    assert isinstance(lc[2], AIMessage) and lc[2].tool_calls[0]["args"] == {"city": "上海"}
+    li = to_llama_index(history)
+    assert all(isinstance(m, ChatMessage) for m in li)
+    for back in (chat_messages(lc), chat_messages(li), chat_messages(to_langchain(
+            chat_messages(to_llama_index(history))))):
+        assert [m["role"] for m in back] == [m["role"] for m in history]
+        assert [m.get("id") for m in back[1:]] == ["m1", "m2", "m3", "m4"]
+        assert _pairs(back) == _pairs(history)
+        assert [m["content"] or None for m in back] == [m["content"] for m in history]
+
+
+def test_a_langchain_conversation_builds_and_renders_for_anthropic() -> None:
+    lc = to_langchain([
+        {"role": "user", "content": "Weather in Shanghai?"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "多云"}])
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"), Request(
+        user_input="and tomorrow?", history=chat_messages(lc), tools=[WEATHER]))
+    blocks = [b for m in ctx.to_request("anthropic")["messages"] for b in m["content"]]
+    assert [b["id"] for b in blocks if b["type"] == "tool_use"] == ["call_1"]

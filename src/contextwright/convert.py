@@ -3,11 +3,12 @@
 ``chat_messages`` takes, in any mix: OpenAI chat message dicts and the OpenAI SDK's objects
 (``ChatCompletionMessage``, a whole ``ChatCompletion``), OpenAI Responses input and output items
 (``function_call``, ``function_call_output``, messages) and a whole ``Response``, Anthropic message
-params and the Anthropic SDK's ``Message``. SDK objects are read through their ``model_dump()``,
-so no SDK has to be installed to use this module. Ids, names and tool-call ids are kept; a part a
-chat message cannot carry (an image, a document block, a thinking block) is refused with a typed
-error naming it rather than dropped. A ``developer`` message becomes a ``system`` message (the
-role the chat format and every provider take for developer instructions).
+params and the Anthropic SDK's ``Message``, LangChain ``BaseMessage`` and LlamaIndex
+``ChatMessage``. ``to_langchain`` and ``to_llama_index`` go the other way. SDK objects are read
+through their ``model_dump()``, so no SDK has to be installed to use this module. Ids, names and
+tool-call ids are kept; a part a chat message cannot carry (an image, a document block, a thinking
+block) is refused with a typed error naming it rather than dropped. A ``developer`` message becomes
+a ``system`` message (the role the chat format and every provider take for developer instructions).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from contextwright.errors import InvalidInputError
 
-__all__ = ["chat_messages"]
+__all__ = ["chat_messages", "to_langchain", "to_llama_index"]
 
 _KEEP = ("id", "timestamp", "name", "consumed")
 """Fields of a chat dict carried over as they are."""
@@ -89,6 +90,10 @@ def _convert(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
             raise InvalidInputError(f"{where} is a completion without choices")
         return _convert(choices[0].get("message") or {}, f"{where}.choices[0].message")
     kind = item.get("type")
+    if kind in _LANGCHAIN_ROLES and "additional_kwargs" in item:
+        return [_from_langchain(item, where)]
+    if "blocks" in item and "role" in item:
+        return [_from_llama_index(item, where)]
     if kind == "response" or (item.get("object") == "response" and "output" in item):
         return _from_responses_items(item.get("output") or [], f"{where}.output")
     if kind in ("function_call", "function_call_output") or (
@@ -254,3 +259,89 @@ def _anthropic_result_text(content: object, where: str) -> str:
     if isinstance(content, str):
         return content
     return _chat_content(content, where) or ""
+
+
+# --- LangChain and LlamaIndex ----------------------------------------------------------------
+
+_LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool",
+                    "developer": "system"}
+
+
+def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A LangChain ``BaseMessage`` (dumped): ``tool_calls`` carry parsed ``args``."""
+    role = _LANGCHAIN_ROLES[item["type"]]
+    message: dict[str, Any] = {"role": role,
+                               "content": _chat_content(item.get("content"), where)}
+    calls = item.get("tool_calls") or []
+    if calls:
+        message["tool_calls"] = [
+            {"id": call["id"], "type": "function",
+             "function": {"name": call["name"],
+                          "arguments": json.dumps(call.get("args") or {}, ensure_ascii=False)}}
+            for call in calls]
+    if role == "tool":
+        message["tool_call_id"] = item.get("tool_call_id")
+    for key in ("id", "name"):
+        if item.get(key) is not None:
+            message[key] = item[key]
+    return message
+
+
+def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A LlamaIndex ``ChatMessage`` (dumped): text blocks, calls in ``additional_kwargs``."""
+    role = str(getattr(item["role"], "value", item["role"]))
+    if role not in ("system", "developer", "user", "assistant", "tool"):
+        raise InvalidInputError(f"{where}.role {role!r} has no chat equivalent")
+    texts = []
+    for index, block in enumerate(item.get("blocks") or []):
+        if block.get("block_type") != "text":
+            raise InvalidInputError(f"{where}.blocks[{index}] is a {block.get('block_type')!r} "
+                                    "block, which contextwright cannot carry (text only)")
+        texts.append(block.get("text", ""))
+    extra = item.get("additional_kwargs") or {}
+    message: dict[str, Any] = {"role": "system" if role == "developer" else role,
+                               "content": "".join(texts)}
+    if extra.get("tool_calls"):
+        message["tool_calls"] = _from_chat({"tool_calls": extra["tool_calls"]}, where)[
+            "tool_calls"]
+        message["content"] = message["content"] or None
+    for key in ("tool_call_id", "name", "id"):
+        if extra.get(key) is not None:
+            message[key] = extra[key]
+    return message
+
+
+def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """LangChain messages for OpenAI chat dicts (needs ``langchain-core``); ids are kept."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    converted: list[Any] = []
+    for message in chat_messages(messages):
+        role, content = message.get("role"), message.get("content") or ""
+        extra = {"id": message["id"]} if message.get("id") else {}
+        if role == "assistant":
+            calls = [{"name": c["function"]["name"], "id": c["id"],
+                      "args": json.loads(c["function"]["arguments"] or "{}")}
+                     for c in message.get("tool_calls") or ()]
+            converted.append(AIMessage(content=content, tool_calls=calls, **extra))
+        elif role == "tool":
+            converted.append(ToolMessage(content=content, tool_call_id=message["tool_call_id"],
+                                         **extra))
+        elif role == "system":
+            converted.append(SystemMessage(content=content, **extra))
+        else:
+            converted.append(HumanMessage(content=content, **extra))
+    return converted
+
+
+def to_llama_index(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """LlamaIndex ``ChatMessage``s for OpenAI chat dicts (needs ``llama-index-core``)."""
+    from llama_index.core.llms import ChatMessage
+
+    converted: list[Any] = []
+    for message in chat_messages(messages):
+        extra = {key: message[key] for key in ("tool_calls", "tool_call_id", "name", "id")
+                 if message.get(key)}
+        converted.append(ChatMessage(role=message["role"], content=message.get("content") or "",
+                                     additional_kwargs=extra))
+    return converted
