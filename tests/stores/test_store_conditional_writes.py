@@ -224,3 +224,38 @@ def test_compare_and_append_from_processes_keeps_one_chain(backend: Backend) -> 
     messages = backend.make().read(K)
     assert [m.seq for m in messages] == list(range(1, WORKERS * PER_WORKER + 1))
     assert [m.message["after"] for m in messages] == list(range(WORKERS * PER_WORKER))
+
+
+def test_sqlite_file_from_before_epochs_opens_and_keeps_its_sessions(tmp_path: Any) -> None:
+    import sqlite3
+
+    from contextwright.session import SqliteStore
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:  # the schema as it was before epochs and write keys
+        db.execute("CREATE TABLE sessions (user_id TEXT NOT NULL, session_id TEXT NOT NULL,"
+                   " created_at REAL NOT NULL, updated_at REAL NOT NULL,"
+                   " last_seq INTEGER NOT NULL, PRIMARY KEY (user_id, session_id)) WITHOUT ROWID")
+        db.execute("CREATE TABLE messages (user_id TEXT NOT NULL, session_id TEXT NOT NULL,"
+                   " seq INTEGER NOT NULL, created_at REAL NOT NULL, body TEXT NOT NULL,"
+                   " PRIMARY KEY (user_id, session_id, seq)) WITHOUT ROWID")
+        db.execute("INSERT INTO sessions VALUES ('U001', 'S001', 1.0, 9e9, 1)")
+        db.execute("INSERT INTO messages VALUES ('U001', 'S001', 1, 1.0,"
+                   " '{\"role\":\"user\",\"content\":\"old\"}')")
+    store = SqliteStore(path)
+    assert store.epoch(K) == ""
+    assert store.put_state(K, {"n": 1}, expected_version=None, epoch="") == 1
+    assert store.append_if(K, [msg("new")], last_seq=1, idempotency_key="k").seqs == [2]
+    store.erase_session(K)
+    assert store.append_if(K, [msg("again")]).epoch not in ("", None)
+    store.close()
+
+
+def test_update_state_for_an_erased_incarnation_writes_nothing(store: Store) -> None:
+    from contextwright.session.state import SessionState, update_state
+
+    epoch = store.append_if(K, [msg("a")]).epoch
+    store.erase_session(K)
+    with pytest.raises(SessionGone):
+        update_state(store, K, lambda state: SessionState(mode="structured"), epoch=epoch)
+    assert_absent(store)

@@ -98,11 +98,12 @@ def load_state(store: Store, key: SessionKey) -> tuple[StateRecord | None, Sessi
 
 def update_state(store: Store, key: SessionKey,
                  change: Callable[[SessionState], SessionState | None], *,
-                 attempts: int = 8) -> SessionState:
+                 attempts: int = 8, epoch: str | None = None) -> SessionState:
     """Apply ``change`` under optimistic concurrency, re-reading and re-applying on a conflict.
 
     ``change`` returning None, or a state equal to the one read, writes nothing. Returns the
-    state now stored; ``ConflictError`` if other writers won ``attempts`` times in a row.
+    state now stored; ``ConflictError`` if other writers won ``attempts`` times in a row, and
+    ``SessionGone`` if ``epoch`` is given and that incarnation of the session is gone.
     """
     for _ in range(attempts):
         record, state = load_state(store, key)
@@ -111,7 +112,7 @@ def update_state(store: Store, key: SessionKey,
             return state
         try:
             store.put_state(key, new_state.to_dict(),
-                            expected_version=record.version if record else None)
+                            expected_version=record.version if record else None, epoch=epoch)
         except ConflictError:
             continue
         return new_state
