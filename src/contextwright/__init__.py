@@ -30,7 +30,9 @@ from contextwright.errors import (
     InvalidInputError,
     KeyConflictError,
     LLMError,
+    OutcomeUnknown,
     PlanError,
+    SessionGone,
     SourceError,
     StoreError,
     StoreUnavailable,
@@ -147,4 +149,6 @@ __all__ = [
     "clear_caches",
     "open_store",
     "select_plan",
+    "OutcomeUnknown",
+    "SessionGone",
 ]
