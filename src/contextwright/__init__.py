@@ -114,6 +114,7 @@ __all__ = [
     "ModesConfig",
     "NotesSource",
     "OpenAIChatClient",
+    "OutcomeUnknown",
     "PlanError",
     "PostgresStore",
     "PreparedContext",
@@ -122,6 +123,7 @@ __all__ = [
     "Request",
     "RouteDecision",
     "Router",
+    "SessionGone",
     "SessionKey",
     "SessionState",
     "SourceError",
@@ -149,6 +151,4 @@ __all__ = [
     "clear_caches",
     "open_store",
     "select_plan",
-    "OutcomeUnknown",
-    "SessionGone",
 ]
