@@ -6,7 +6,7 @@ STAMP = $(VENV)/.installed-dev
 BENCH_STAMP = $(VENV)/.installed-bench
 DATA ?= ../shared/data
 
-.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary clean
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary check-data-copies clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,9 @@ bench-retrieval: $(STAMP)
 
 bench-summary: $(STAMP)
 	$(BIN)/python bench/summary_facts.py --data $(DATA)/tau-bench-airline-dev
+
+check-data-copies:
+	$(PYTHON) bench/check_no_dataset_copies.py --data $(DATA)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
