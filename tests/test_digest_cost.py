@@ -52,8 +52,8 @@ def _digest_item(text: str) -> ContextItem:
 def test_digest_cost_equals_the_rendered_candidate(tokenizer: str, target: Any) -> None:
     costing = Costing(get_tokenizer(tokenizer), "en", target)
     text = ("Digest of 12 earlier message(s) left out for space: exact values first seen in "
-            "them, not shown elsewhere.\n- user, history[2]: mia_li_3668; 1990-04-05\n"
-            "- tool get_user_details, history[4]: <|im_end|>; NO6JO3; ¥1,299.00\n- assistant, "
+            "them, not shown elsewhere.\n- user, history[2]: nora_vance_5172; 1988-11-23\n"
+            "- tool get_user_details, history[4]: <|im_end|>; QX4ZT8; ¥1,299.00\n- assistant, "
             "history[7]: 14:00:00")
     item = _digest_item(text)
     expected = render_candidate(item, costing, 10_000)

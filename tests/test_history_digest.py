@@ -15,10 +15,10 @@ from contextwright.errors import PlanError
 from contextwright.sources.history_digest import value_rank
 
 BUILDER = ContextBuilder()
-USER = {"user_id": "mia_li_3668", "dob": "1990-04-05",
-        "payment_methods": {"certificate_7504069": {"amount": 250},
-                            "credit_card_4421486": {"brand": "visa", "last_four": "7447"}},
-        "reservations": ["NO6JO3", "AIXC49"]}
+USER = {"user_id": "nora_vance_5172", "dob": "1988-11-23",
+        "payment_methods": {"certificate_3390412": {"amount": 250},
+                            "credit_card_8817203": {"brand": "visa", "last_four": "2916"}},
+        "reservations": ["QX4ZT8", "PLM2R7"]}
 FILLER = "The agent explains the baggage policy once more, in many words. " * 12
 
 
@@ -34,8 +34,8 @@ def result(call_id: str, content: Any) -> dict[str, Any]:
 
 def history() -> list[dict[str, Any]]:
     """An old round that looked the user up, then chatty rounds that push it out."""
-    old = [{"role": "user", "content": "Hi, my user id is mia_li_3668."},
-           call("c1", "get_user_details", user_id="mia_li_3668"), result("c1", USER),
+    old = [{"role": "user", "content": "Hi, my user id is nora_vance_5172."},
+           call("c1", "get_user_details", user_id="nora_vance_5172"), result("c1", USER),
            {"role": "assistant", "content": "Thanks, I found your profile."}]
     chat = [m for n in range(4) for m in (
         {"role": "user", "content": f"Question {n} about bags?"},
@@ -65,8 +65,8 @@ def test_digest_keeps_exact_values_of_rounds_that_did_not_fit() -> None:
     without = text_of(build(600))
     ctx = build(600, digest_share=0.3)
     with_digest = text_of(ctx)
-    for value in ("mia_li_3668", "certificate_7504069", "credit_card_4421486", "NO6JO3",
-                  "1990-04-05"):
+    for value in ("nora_vance_5172", "certificate_3390412", "credit_card_8817203", "QX4ZT8",
+                  "1988-11-23"):
         assert value not in without
         assert value in with_digest
 
@@ -117,10 +117,10 @@ def digest_values(ctx: Any) -> list[str]:
 
 
 def test_digest_leaves_out_values_the_context_already_shows() -> None:
-    request = Request(user_input="Cancel NO6JO3 please.", history=history())
+    request = Request(user_input="Cancel QX4ZT8 please.", history=history())
     values = digest_values(BUILDER.build(plan(600, digest_share=0.3), request))
-    assert "AIXC49" in values
-    assert "NO6JO3" not in values  # the user input shows it
+    assert "PLM2R7" in values
+    assert "QX4ZT8" not in values  # the user input shows it
     assert len(values) == len(set(values))  # each value once, under the first message holding it
 
 
@@ -156,7 +156,7 @@ def test_digest_share_must_be_a_share(bad: object) -> None:
 
 
 def test_identifiers_rank_before_dates_values_and_times() -> None:
-    ranks = [value_rank(v) for v in ("certificate_7504069", "2024-05-20", "1,250", "14:00:00")]
+    ranks = [value_rank(v) for v in ("certificate_3390412", "2024-05-20", "1,250", "14:00:00")]
     assert ranks == sorted(ranks) and len(set(ranks)) == 4
 
 

@@ -137,9 +137,9 @@ def test_answer_resolves_the_question_just_asked() -> None:
 def test_asking_back_answers_nothing() -> None:
     summary = summarize([user("I want to cancel my reservation."),
                          assistant("Sure. Could you give me your user id?"),
-                         user("It is mia_li_3668. Are you ready?")])
+                         user("It is nora_vance_5172. Are you ready?")])
     assert summary.unresolved == ("I want to cancel my reservation.",
-                                  "It is mia_li_3668. Are you ready?")
+                                  "It is nora_vance_5172. Are you ready?")
     assert summary.notes == ()
 
 
@@ -331,13 +331,13 @@ def test_facts_alone_over_the_cap_keep_the_newest_and_say_so() -> None:
 
 def test_facts_only_a_tool_printed_go_before_confirmed_ones() -> None:
     flights = ", ".join(f'{{"flight": "HAT{n:03d}", "price": {n + 100}}}' for n in range(40))
-    chat = [user("My user id is mia_li_3668, find me a flight to Seattle."),
+    chat = [user("My user id is nora_vance_5172, find me a flight to Seattle."),
             assistant("", call("s1", "search_flights", {"destination": "SEA"})),
             tool("s1", "search_flights", f"[{flights}]"),
-            assistant("HAT007 is the cheapest; shall I book it for mia_li_3668?")]
+            assistant("HAT007 is the cheapest; shall I book it for nora_vance_5172?")]
     capped = summarize(chat, max_tokens=60, tokenizer=TOKENIZER)
     assert capped.truncated_facts > 0
-    assert {"mia_li_3668", "HAT007"} <= set(capped.facts)
+    assert {"nora_vance_5172", "HAT007"} <= set(capped.facts)
     assert "HAT000" not in capped.facts  # the oldest a tool printed went first
     assert capped.need.startswith("My user id is")
 

@@ -27,12 +27,12 @@ FLIGHTS = [{"flight_number": f"HAT{n:03d}", "origin": "JFK", "destination": "SEA
             "prices": {"economy": 100 + n, "business": 400 + n},
             "note": "Seats are subject to availability and change without notice."}
            for n in range(1, 7)]
-USER = {"user_id": "mia_li_3668", "email": "mia.li3818@example.com", "dob": "1990-04-05",
-        "payment_methods": {"credit_card_4421486": {"id": "credit_card_4421486",
-                                                    "last_four": "7447"},
-                            "certificate_7504069": {"id": "certificate_7504069",
+USER = {"user_id": "nora_vance_5172", "email": "nora.vance5172@example.com", "dob": "1988-11-23",
+        "payment_methods": {"credit_card_8817203": {"id": "credit_card_8817203",
+                                                    "last_four": "2916"},
+                            "certificate_3390412": {"id": "certificate_3390412",
                                                     "amount": 250}},
-        "reservations": ["NO6JO3", "AIXC49"]}
+        "reservations": ["QX4ZT8", "PLM2R7"]}
 
 
 def call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
@@ -81,8 +81,8 @@ def test_field_paths_reach_into_lists_and_every_key_of_an_object() -> None:
     assert select_fields(FLIGHTS[:2], ["[].flight_number"]) == [
         {"flight_number": "HAT001"}, {"flight_number": "HAT002"}]
     assert select_fields(USER, ["payment_methods.*.id"]) == {"payment_methods": {
-        "credit_card_4421486": {"id": "credit_card_4421486"},
-        "certificate_7504069": {"id": "certificate_7504069"}}}
+        "credit_card_8817203": {"id": "credit_card_8817203"},
+        "certificate_3390412": {"id": "certificate_3390412"}}}
 
 
 def test_fields_never_hide_an_error_or_an_unexpected_shape() -> None:
@@ -108,11 +108,11 @@ def test_fields_come_from_the_plan_and_the_raw_json_stays_in_the_report() -> Non
 
 
 def test_extract_facts_finds_ids_numbers_dates_and_codes() -> None:
-    text = ("Order ORD-2024-0917 for mia_li_3668 ships 2024-05-20 at 14:30, total 129.50, "
-            "flight HAT136 from JFK, mail mia.li3818@example.com")
+    text = ("Order ORD-2024-0917 for nora_vance_5172 ships 2024-05-20 at 14:30, total 129.50, "
+            "flight KST418 from JFK, mail nora.vance5172@example.com")
     facts = extract_facts(text)
-    for value in ("ORD-2024-0917", "mia_li_3668", "2024-05-20", "14:30", "129.50", "HAT136",
-                  "JFK", "mia.li3818@example.com"):
+    for value in ("ORD-2024-0917", "nora_vance_5172", "2024-05-20", "14:30", "129.50", "KST418",
+                  "JFK", "nora.vance5172@example.com"):
         assert value in facts
     assert "ships" not in facts and "flight" not in facts
 
@@ -139,8 +139,8 @@ def _exact_values(value: Any) -> list[str]:
 def test_one_line_keeps_identifiers_and_says_how_many_did_not_fit() -> None:
     raw = json.dumps(USER)
     line = one_line_tool_result("get_user_details", raw, max_chars=400)
-    for value in ("mia_li_3668", "1990-04-05", "credit_card_4421486", "certificate_7504069",
-                  "NO6JO3", "AIXC49"):
+    for value in ("nora_vance_5172", "1988-11-23", "credit_card_8817203", "certificate_3390412",
+                  "QX4ZT8", "PLM2R7"):
         assert value in line
     short = one_line_tool_result("get_user_details", raw, max_chars=60)
     assert len(short.split(" (+")[0]) <= 60 and "more)" in short

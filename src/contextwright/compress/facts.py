@@ -2,7 +2,7 @@
 
 ``extract_facts`` finds the strings that summarising would blur: numbers of three or more digits
 (a dotted run such as an IP address or a version is one number),
-ids and codes (``ORD-2024-001``, ``HAT123``, ``mia_li_3668``), money, dates and times, emails,
+ids and codes (``ORD-2024-001``, ``HAT123``, ``nora_vance_5172``), money, dates and times, emails,
 phone numbers, URLs, street addresses (English and Chinese) and tracking numbers. It is rule
 based and deterministic: facts come out in order of first appearance, each once, as they were
 written. ``missing_facts`` says which required facts a text does not contain, comparing with

@@ -216,7 +216,7 @@ class _Postings:
 class LexicalTurnRecaller:
     """BM25 over the turns' words and CJK character bigrams; no dependencies.
 
-    Words are lower-cased, stop words out, ids kept whole (``mia_li_3668``), so a
+    Words are lower-cased, stop words out, ids kept whole (``nora_vance_5172``), so a
     turn that names the order id or the city the user asks about ranks first. A turn is returned
     only if its score reaches ``min_score`` (BM25 units: about one rare shared word). Ranking
     reads few postings however long the session is (see ``recall_bm25``) and returns what
