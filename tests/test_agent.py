@@ -106,3 +106,19 @@ def test_an_unreachable_endpoint_is_one_line_and_exit_2(tmp_path: Path) -> None:
                                 input="hi\n")
     assert result.exit_code == 2
     assert "LLMError" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_malformed_call_is_not_run_and_the_turn_is_recorded_whole(tmp_path: Path) -> None:
+    bad = completion({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {
+            "name": "save_memo", "arguments": '{"text": "milk", "text": "milk"}'}}]})
+    with FakeOpenAIServer([bad, answer("Sorry, saving again."), answer("Done.")]) as server:
+        agent = make_agent(server.base_url, "m", tmp_path / "a.db")
+        outputs: list[str] = []
+        assert agent.run_turn("u", "s", "remember milk",
+                              on_tool=lambda _n, _a, out: outputs.append(out)) == (
+            "Sorry, saving again.")
+        assert "duplicate key" in json.loads(outputs[0])["error"]
+        assert agent.memos.list("u") == []  # not run, so not saved twice on a retry
+        assert agent.run_turn("u", "s", "ok?") == "Done."  # the session still builds
+        agent.close()

@@ -273,7 +273,8 @@ def test_anthropic_rendering_without_tools_shows_earlier_calls_as_text_and_says_
     request = ctx.to_request("anthropic")
     assert "system" not in request or request["system"].strip()
     types = {block["type"] for m in request["messages"] for block in m["content"]}
-    assert types == {"text"}
+    assert types == {"text", "search_result"}  # the result is data on the user side
+    assert request["messages"][-1]["role"] == "user"  # never a prefill
     text = json.dumps(request["messages"], ensure_ascii=False)
     assert "get_weather" in text and "多云 25°C" in text
     assert any("defines no tools" in note for note in ctx.rendering_notes("anthropic"))

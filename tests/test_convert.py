@@ -180,3 +180,44 @@ def test_a_langchain_conversation_builds_and_renders_for_anthropic() -> None:
         user_input="and tomorrow?", history=chat_messages(lc), tools=[WEATHER]))
     blocks = [b for m in ctx.to_request("anthropic")["messages"] for b in m["content"]]
     assert [b["id"] for b in blocks if b["type"] == "tool_use"] == ["call_1"]
+
+
+def test_responses_sdk_items_keep_parallel_calls_in_one_message() -> None:
+    response = Response.model_validate({
+        "id": "resp_1", "object": "response", "created_at": 0, "model": "gpt-4o",
+        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "output": [
+            {"type": "function_call", "id": "fc1", "call_id": "a", "name": "get_weather",
+             "arguments": '{"city": "Paris"}', "status": "completed"},
+            {"type": "function_call", "id": "fc2", "call_id": "b", "name": "get_weather",
+             "arguments": '{"city": "Rome"}', "status": "completed"}]})
+    (message,) = chat_messages(list(response.output))
+    assert [c["id"] for c in message["tool_calls"]] == ["a", "b"]
+
+
+def test_refusals_errors_and_text_parts_are_kept() -> None:
+    refusal = ChatCompletionMessage.model_validate(
+        {"role": "assistant", "content": None, "refusal": "I can't help with that."})
+    assert chat_messages(refusal)[0]["content"] == "I can't help with that."
+    (result,) = chat_messages({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "timeout", "is_error": True}]})
+    assert result["content"] == "(tool error) timeout"
+    parts = chat_messages({"role": "user", "content": [{"type": "text", "text": "Hello"},
+                                                       {"type": "text", "text": "world"}]})
+    assert parts[0]["content"] == "Hello\nworld"
+
+
+def test_langchain_anthropic_style_content_and_error_status() -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    ai = AIMessage(content=[{"type": "text", "text": "Checking."},
+                            {"type": "tool_use", "id": "t1", "name": "get_weather",
+                             "input": {"city": "Rome"}}],
+                   tool_calls=[{"name": "get_weather", "args": {"city": "Rome"}, "id": "t1"}])
+    (message,) = chat_messages(ai)
+    assert message["content"] == "Checking." and message["tool_calls"][0]["id"] == "t1"
+    failed = ToolMessage(content="no such city", tool_call_id="t1", status="error")
+    assert chat_messages(failed)[0]["content"] == "(tool error) no such city"
+    with pytest.raises(InvalidInputError, match="assitant"):
+        to_langchain([{"role": "assitant", "content": "typo"}])
+    assert to_langchain([{"role": "tool", "tool_call_id": "t1", "content": "x",
+                          "name": "get_weather"}])[0].name == "get_weather"

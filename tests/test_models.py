@@ -48,7 +48,9 @@ def test_an_unknown_model_is_a_plan_error_and_users_can_register_one() -> None:
     register_model(ModelProfile(name="my-local-llama", provider="openai",
                                 tokenizer="cl100k_base", exact=True, window=8192,
                                 max_output=2048, default_output=512))
-    assert model_profile("my-local-llama-q4").window == 8192
+    assert model_profile("my-local-llama-2025-01-01").window == 8192
+    with pytest.raises(PlanError, match="unknown model"):
+        model_profile("gpt-5-chat-latest")  # another model, not gpt-5 with a suffix
     assert ContextBuilder(model="my-local-llama").tokenizer.name == "cl100k_base"
 
 
@@ -57,3 +59,9 @@ def test_a_mistyped_tokenizer_path_says_file_not_found(tmp_path: Path) -> None:
         get_tokenizer(str(tmp_path / "tokenzier.json"))
     with pytest.raises(TokenizerError, match="file not found"):
         get_tokenizer(str(tmp_path / "models" / "tokenizer"))
+
+
+def test_reserves_above_what_the_model_can_write_are_refused() -> None:
+    plan = BuildPlan.named("simple_qa").with_budget(window=200_000, reserved_reasoning=8000)
+    with pytest.raises(PlanError, match="can write"):
+        ContextBuilder(model="claude-3-5-haiku").build(plan, REQUEST)

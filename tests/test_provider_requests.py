@@ -271,3 +271,50 @@ def test_the_local_server_rejects_what_the_api_rejects(change: dict[str, Any], r
         return
     with pytest.raises(anthropic.BadRequestError, match=rule):
         send(server, "anthropic", body)
+
+
+REUSED_IDS = [
+    {"role": "user", "content": "Weather in Paris?"},
+    call("call_0", city="Paris"), result("call_0", "sun"),
+    {"role": "assistant", "content": "Sunny."},
+    {"role": "user", "content": "And Rome?"},
+    call("functions.get_weather:0", city="Rome"), result("functions.get_weather:0", "rain"),
+    {"role": "assistant", "content": "Rainy."},
+    {"role": "user", "content": "And Oslo?"},
+    call("call_0", city="Oslo"), result("call_0", "snow"),
+    {"role": "assistant", "content": "Snowy."},
+]
+
+
+def test_reused_and_odd_call_ids_are_renamed_and_results_follow(server: ProviderServer) -> None:
+    ctx = build(Request(user_input="Thanks", tools=[WEATHER], history=REUSED_IDS))
+    body = ctx.to_request("anthropic", model=MODELS["anthropic"])
+    blocks = [b for m in body["messages"] for b in m["content"]]
+    uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+    assert len(uses) == len(set(uses)) == 3 and all(":" not in i for i in uses)
+    assert [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"] == uses
+    send(server, "anthropic", body)
+    responses = ctx.to_request("openai-responses", model="gpt-4o")
+    calls = [i["call_id"] for i in responses["input"] if i.get("type") == "function_call"]
+    outputs = [i["call_id"] for i in responses["input"]
+               if i.get("type") == "function_call_output"]
+    assert calls == outputs and len(set(calls)) == 3
+    send(server, "openai-responses", responses)
+    assert any("renamed" in note for note in ctx.rendering_notes("anthropic"))
+
+
+def test_a_caller_message_named_document_is_not_taken_for_one() -> None:
+    history = [{"role": "user", "content": "hi"},
+               {"role": "assistant", "content": "Hello, I am the bot", "name": "document"}]
+    body = build(Request(user_input="ok", history=history), "chat").to_request("anthropic")
+    assert not [b for m in body["messages"] for b in m["content"]
+                if b["type"] == "search_result"]
+    assert any(m["role"] == "assistant" for m in body["messages"])
+
+
+def test_this_turn_without_tools_never_ends_on_an_assistant_prefill() -> None:
+    ctx = build(Request(user_input="Weather?", turn=[call("c1", city="Paris"),
+                                                       result("c1", "sun")]))
+    body = ctx.to_request("anthropic")
+    assert body["messages"][-1]["role"] == "user"
+    assert body["messages"][-1]["content"][-1]["type"] == "search_result"

@@ -14,6 +14,7 @@ runs it in a terminal; ``run_turn`` is the loop for other programs.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contextwright.convert import chat_messages
+from contextwright.core.items import parse_message
 from contextwright.errors import InvalidInputError, LLMError
 from contextwright.manager import ContextManager
 from contextwright.session.sqlite import SqliteStore
@@ -28,6 +31,8 @@ from contextwright.session.sqlite import SqliteStore
 SYSTEM = ("You are a helpful assistant with two abilities: looking up the weather of a city "
           "(get_weather) and keeping memos for the user (save_memo, list_memos). Call a tool "
           "when the user asks for one of these; answer briefly. Only do what the user asked.")
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The providers' rule for a tool name."""
 MAX_STEPS = 8
 """Model calls one user message may take (tool rounds included) before the turn stops."""
 
@@ -135,20 +140,36 @@ class Agent:
         prepared = self.manager.prepare(user_id, session_id, text, tools=TOOLS)
         for _ in range(MAX_STEPS):
             message = self._complete(prepared.to_request("openai", model=self.model))
-            calls = message.tool_calls or []
-            if not calls:
+            if not message.tool_calls:
                 self.manager.record(user_id, session_id, assistant=message)
                 return str(message.content or "")
-            results = []
-            for call in calls:
-                output = run_tool(call.function.name, call.function.arguments, user_id,
-                                  self.memos)
-                if on_tool is not None:
-                    on_tool(call.function.name, call.function.arguments, output)
-                results.append({"tool_call_id": call.id, "content": output})
-            self.manager.record(user_id, session_id, assistant=message, tool_results=results)
+            (assistant,) = chat_messages(message, "assistant")
+            results = [self._answer(call, user_id, on_tool) for call in assistant["tool_calls"]]
+            self.manager.record(user_id, session_id, assistant=assistant, tool_results=results)
             prepared = self.manager.prepare(user_id, session_id, None, tools=TOOLS)
         return f"(stopped after {MAX_STEPS} model calls without a final answer)"
+
+    def _answer(self, call: dict[str, Any], user_id: str,
+                on_tool: Callable[[str, str, str], None] | None) -> dict[str, Any]:
+        """Run one call and return its result message.
+
+        A call the session could not store (arguments that are not strict JSON, a name the
+        providers refuse) is not run: its arguments become ``{}`` and its result says why, so
+        the turn is recorded whole and the model can try again.
+        """
+        function = call["function"]
+        try:
+            parse_message({"role": "assistant", "content": None, "tool_calls": [call]}, "call")
+        except InvalidInputError as exc:
+            function["arguments"] = "{}"
+            if not TOOL_NAME.fullmatch(str(function.get("name", ""))):
+                function["name"] = "invalid_tool_name"
+            output = json.dumps({"error": f"the call was not run: {exc}"}, ensure_ascii=False)
+        else:
+            output = run_tool(function["name"], function["arguments"], user_id, self.memos)
+        if on_tool is not None:
+            on_tool(function["name"], function["arguments"], output)
+        return {"tool_call_id": call["id"], "content": output}
 
     def _complete(self, body: dict[str, Any]) -> Any:
         """The model's reply message.

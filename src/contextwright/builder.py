@@ -93,7 +93,14 @@ class ContextBuilder:
 
         Or to the ``window`` / ``reserved_output`` given to the builder.
         """
-        return plan.with_budget(**self._budget) if self._budget else plan
+        effective = plan.with_budget(**self._budget) if self._budget else plan
+        profile, budget = self._profile, effective.budget
+        if profile is not None and budget.reserved_output + budget.reserved_reasoning > (
+                profile.max_output):
+            raise PlanError(f"plan {plan.name}: output and reasoning reserves "
+                            f"({budget.reserved_output} + {budget.reserved_reasoning}) exceed the "
+                            f"{profile.max_output} tokens {profile.name} can write")
+        return effective
 
     @property
     def sources(self) -> Mapping[str, ContextSource]:

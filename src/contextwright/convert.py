@@ -6,8 +6,12 @@
 params and the Anthropic SDK's ``Message``, LangChain ``BaseMessage`` and LlamaIndex
 ``ChatMessage``. ``to_langchain`` and ``to_llama_index`` go the other way. SDK objects are read
 through their ``model_dump()``, so no SDK has to be installed to use this module. Ids, names and
-tool-call ids are kept; a part a chat message cannot carry (an image, a document block, a thinking
-block) is refused with a typed error naming it rather than dropped. A ``developer`` message becomes
+tool-call ids are kept; a part a chat message cannot carry (an image, audio, a document block) is
+refused with a typed error naming it rather than dropped. The model's own reasoning (Anthropic
+thinking blocks, Responses reasoning items) is left out: it is not the conversation's text, and a
+request that must send it back (extended thinking with tools) is not supported. A refusal keeps
+its words as the content; a failed tool result (``is_error``, LangChain ``status="error"``) is
+marked ``(tool error)``. A ``developer`` message becomes
 a ``system`` message (the role the chat format and every provider take for developer instructions).
 """
 
@@ -35,13 +39,16 @@ def chat_messages(items: object, where: str = "messages") -> list[dict[str, Any]
     run: list[Mapping[str, Any]] = []  # consecutive Responses items: a call joins its message
     for index, item in enumerate(items):
         place = f"{where}[{index}]"
+        given_dict = isinstance(item, Mapping)
+        if _is_sdk_object(item):
+            item = _as_mapping(item, place)
         if _is_responses_item(item):
             run.append(item)
             continue
         if run:
             converted += _from_responses_items(run, f"{where}[{index - len(run)}:]")
             run = []
-        if isinstance(item, Mapping) and _is_plain_chat(item):
+        if given_dict and _is_plain_chat(item):
             converted.append(_from_chat(item, place, keep_all=True))
         else:
             converted.extend(_convert(_as_mapping(item, place), place))
@@ -118,6 +125,8 @@ def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
     message: dict[str, Any] = {} if role is None else {"role": role}  # a caller may imply it
     if "content" in item:
         message["content"] = _chat_content(item["content"], where)
+    if item.get("refusal") and not message.get("content"):
+        message["content"] = item["refusal"]  # the model's answer was a refusal: keep its words
     for key in _KEEP:
         if item.get(key) is not None:
             message[key] = item[key]
@@ -136,7 +145,8 @@ def _chat_content(content: object, where: str) -> str | None:
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, Sequence):
-        return "".join(_text_part(part, f"{where}.content[{i}]") for i, part in enumerate(content))
+        return "\n".join(_text_part(part, f"{where}.content[{i}]")
+                         for i, part in enumerate(content))
     raise InvalidInputError(f"{where}.content must be text or a list of text parts")
 
 
@@ -225,7 +235,7 @@ def _from_anthropic(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]
         else:
             raise InvalidInputError(f"{where}.content[{index}] is a {kind!r} block, which "
                                     "contextwright cannot carry")
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+    message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
         message["tool_calls"] = calls
     if item.get("id") is not None and item.get("type") != "message":
@@ -240,17 +250,22 @@ def _anthropic_user(blocks: Sequence[Mapping[str, Any]], where: str) -> list[dic
     for index, block in enumerate(blocks):
         kind = block.get("type")
         if kind == "tool_result":
+            text = _anthropic_result_text(block.get("content"), f"{where}.content[{index}]")
             results.append({"role": "tool", "tool_call_id": block["tool_use_id"],
-                            "content": _anthropic_result_text(block.get("content"),
-                                                              f"{where}.content[{index}]")})
+                            "content": _error_marked(text, bool(block.get("is_error")))})
         elif kind == "text":
             texts.append(block.get("text", ""))
         else:
             raise InvalidInputError(f"{where}.content[{index}] is a {kind!r} block, which "
                                     "contextwright cannot carry")
     if texts:
-        results.append({"role": "user", "content": "".join(texts)})
+        results.append({"role": "user", "content": "\n".join(texts)})
     return results
+
+
+def _error_marked(text: str, failed: bool) -> str:
+    """A failed tool's result says so in its text (chat messages have no error flag)."""
+    return f"(tool error) {text}" if failed and not text.startswith("(tool error)") else text
 
 
 def _anthropic_result_text(content: object, where: str) -> str:
@@ -270,9 +285,14 @@ _LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "too
 def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     """A LangChain ``BaseMessage`` (dumped): ``tool_calls`` carry parsed ``args``."""
     role = _LANGCHAIN_ROLES[item["type"]]
-    message: dict[str, Any] = {"role": role,
-                               "content": _chat_content(item.get("content"), where)}
     calls = item.get("tool_calls") or []
+    content = item.get("content")
+    if isinstance(content, list) and calls:  # ChatAnthropic repeats its calls as content blocks
+        content = [p for p in content if not (isinstance(p, Mapping)
+                                              and p.get("type") == "tool_use")]
+    message: dict[str, Any] = {"role": role, "content": _chat_content(content, where)}
+    if role == "tool" and item.get("status") == "error":
+        message["content"] = _error_marked(message["content"] or "", True)
     if calls:
         message["tool_calls"] = [
             {"id": call["id"], "type": "function",
@@ -318,7 +338,7 @@ def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
     converted: list[Any] = []
     for message in chat_messages(messages):
         role, content = message.get("role"), message.get("content") or ""
-        extra = {"id": message["id"]} if message.get("id") else {}
+        extra = {key: message[key] for key in ("id", "name") if message.get(key)}
         if role == "assistant":
             calls = [{"name": c["function"]["name"], "id": c["id"],
                       "args": json.loads(c["function"]["arguments"] or "{}")}
@@ -329,8 +349,10 @@ def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
                                          **extra))
         elif role == "system":
             converted.append(SystemMessage(content=content, **extra))
-        else:
+        elif role == "user":
             converted.append(HumanMessage(content=content, **extra))
+        else:
+            raise InvalidInputError(f"messages: role {role!r} has no LangChain message type")
     return converted
 
 

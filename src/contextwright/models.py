@@ -1,8 +1,8 @@
 """Model profiles: the tokenizer, context window and output reserve of a named model.
 
 ``ContextBuilder(model="gpt-4o")`` looks its model up here. The table holds the models' published
-limits (provider documentation, 2025); a dated or suffixed name (``gpt-4o-2024-08-06``,
-``claude-sonnet-4-5-20250929``) matches its family by the longest known prefix. Add or override a
+limits (provider documentation, 2025); a dated name (``gpt-4o-2024-08-06``,
+``claude-sonnet-4-5-20250929``) or ``-latest`` matches its family. Add or override a
 model with ``register_model``. No maintained package ships these limits offline without pulling
 in a whole provider router, so the table is small and kept here.
 
@@ -13,6 +13,7 @@ are marked estimated (``BuildReport.exact_tokens`` is False), so keep a margin i
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 
@@ -56,14 +57,17 @@ def register_model(profile: ModelProfile) -> None:
         _TOKENIZERS.pop(profile.name, None)
 
 
+_VERSION_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
+
+
 def model_profile(name: str) -> ModelProfile:
-    """The profile of ``name``: an exact entry, else the longest registered prefix."""
+    """The profile of ``name``: an exact entry, else its family without a date or ``-latest``.
+
+    Only those suffixes are taken off: ``gpt-5-chat-latest`` or ``gpt-4o-audio-preview`` are
+    other models with other limits, and are refused until registered.
+    """
     with _LOCK:
-        found = _PROFILES.get(name)
-        if found is None:
-            prefixes = [key for key in _PROFILES if name.startswith(key + "-")]
-            if prefixes:
-                found = _PROFILES[max(prefixes, key=len)]
+        found = _PROFILES.get(name) or _PROFILES.get(_VERSION_SUFFIX.sub("", name))
     if found is None:
         known = ", ".join(sorted(_PROFILES))
         raise PlanError(f"unknown model {name!r}: register it with register_model "

@@ -18,7 +18,7 @@ from contextwright.core.accounting import REPLY_PRIMING, message_tokens
 from contextwright.core.fence import DATA_NOTE, label
 from contextwright.core.final import SystemPart
 from contextwright.core.gather import Candidate, Costing, Unit
-from contextwright.core.items import Message
+from contextwright.core.items import ContextItem, Message
 from contextwright.core.plan import BuildPlan
 
 
@@ -33,6 +33,8 @@ class Assembly:
     schema_jsons: tuple[str, ...]
     labels: tuple[str | None, ...]
     """Each message's source label (None for messages without one)."""
+    documents: tuple[bool, ...]
+    """Whether each message carries a document (an untrusted item with a ``document``)."""
     chat_tokens: int
     """Tokens of the OpenAI rendering (only meaningful when costing for chat)."""
 
@@ -53,6 +55,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     messages: list[Message] = []
     sections: list[str] = []
     labels: list[str | None] = []
+    documents: list[bool] = []
     tokens = REPLY_PRIMING
     fenced = False
     for spec in plan.sources:
@@ -69,6 +72,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
                 messages.append(candidate.message)
                 sections.append(spec.source)
                 labels.append(candidate.item.label)
+                documents.append(is_document(candidate.item))
             tokens += candidate.tokens if costing.target == "chat" else 0
     language = costing.language
     if note or fenced:
@@ -78,18 +82,26 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         messages.append(repeated_question(user_input, costing))
         sections.append("user")
         labels.append(None)
+        documents.append(False)
         tokens += message_tokens(messages[-1], costing.tokenizer)
     if system_texts:
         messages.insert(0, Message(role="system", content="\n\n".join(system_texts)))
         sections.insert(0, "system")
         labels.insert(0, None)
+        documents.insert(0, False)
         tokens += message_tokens(messages[0], costing.tokenizer)
     return Assembly(
         messages=tuple(messages), sections=tuple(sections), system_parts=tuple(parts),
         tool_schemas=tuple(c.item.metadata["schema"] for c in schemas),
         schema_jsons=tuple(c.message.content for c in schemas), labels=tuple(labels),
+        documents=tuple(documents),
         chat_tokens=tokens,
     )
+
+
+def is_document(item: ContextItem) -> bool:
+    """A document or passage: untrusted text its source marked with the document it is from."""
+    return item.untrusted and "document" in item.metadata and item.message.role == "assistant"
 
 
 REPEAT_MAX_TOKENS = 128

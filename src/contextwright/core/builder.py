@@ -74,6 +74,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
         schema_jsons=assembly.schema_jsons, total_tokens=total,
         available=plan.budget.available, report=report, language=costing.language,
         tokenizer=tokenizer, target=target, labels=assembly.labels,
+        documents=assembly.documents,
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
     )
 

@@ -75,6 +75,8 @@ class FinalContext:
     """The rendering the build was counted for: chat messages, or the text prompt."""
     labels: tuple[str | None, ...] = ()
     """Source label of each message (a document's file or section), when it has one."""
+    documents: tuple[bool, ...] = ()
+    """Whether each message carries a document (rendered in each provider's form for one)."""
     model: str | None = None
     """The model the builder was made for: the requests' ``model`` unless the caller gives one."""
     max_output_tokens: int | None = None
@@ -136,7 +138,7 @@ class FinalContext:
             validate_openai(rendered.body["messages"])
             check_budget(self._chat_tokens(), self.available)
             return rendered
-        system, rest, labels = self._split_system()
+        system, rest, labels, documents = self._split_system()
         if fmt == "openai-responses":
             rendered = openai_responses(system, rest, self.tool_schemas, settings)
             validate_responses(rendered.body)
@@ -145,7 +147,7 @@ class FinalContext:
         if fmt != "anthropic":
             raise ValueError(f"unknown provider format {fmt!r}; choose one of "
                              f"{', '.join(PROVIDER_FORMATS)}")
-        rendered = anthropic(system, rest, labels, self.tool_schemas, settings)
+        rendered = anthropic(system, rest, labels, documents, self.tool_schemas, settings)
         validate_anthropic_request(rendered.body)
         lead_tokens = (self.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD
                        if rendered.lead else 0)
@@ -164,11 +166,13 @@ class FinalContext:
         check_budget(self.tokenizer.count(text), self.available)
         return text
 
-    def _split_system(self) -> tuple[str, tuple[Message, ...], tuple[str | None, ...]]:
+    def _split_system(self) -> tuple[str, tuple[Message, ...], tuple[str | None, ...],
+                                     tuple[bool, ...]]:
         labels = self.labels or (None,) * len(self.messages)
+        documents = self.documents or (False,) * len(self.messages)
         if self.messages and self.messages[0].role == "system":
-            return self.messages[0].content, self.messages[1:], labels[1:]
-        return "", self.messages, labels
+            return self.messages[0].content, self.messages[1:], labels[1:], documents[1:]
+        return "", self.messages, labels, documents
 
     def recount(self) -> int:
         """Count the OpenAI rendering again from scratch (for checks and tests)."""

@@ -2,19 +2,20 @@
 
 Each renderer turns the built messages into keyword arguments that the provider's SDK call takes
 as they are (``client.chat.completions.create(**body)``), following each API's documented rules.
-Documents are fenced messages in the assistant's voice (``is_document``), so no document text is
-ever in the user's or the system's role:
+Documents are fenced messages in the assistant's voice (the build flags them), so no document
+text is ever in the user's or the system's role; tool call ids are renamed where a provider would
+refuse them (``CallIds``):
 
 - Anthropic: system apart and left out when empty; roles alternate (same roles merged, tool
   results first in their user message); a lead user message when the history starts with the
   assistant; no empty content and no blank text block; every tool's ``input_schema`` is an object
   schema; ``tool_use`` / ``tool_result`` blocks only when the request defines tools (without
-  tools, calls and their fenced results are shown as the assistant's text, and a note says so);
-  documents as
+  tools, calls are shown as the assistant's text and their fenced results as ``search_result``
+  blocks, and a note says so); documents as
   ``search_result`` blocks.
 - OpenAI Responses: system as ``instructions``; calls and results as ``function_call`` /
-  ``function_call_output`` items; documents as fenced user-side input.
-- OpenAI Chat Completions: documents as fenced user-side messages.
+  ``function_call_output`` items.
+- OpenAI Chat Completions: calls inline, results as ``tool`` messages.
 
 What a format cannot carry is listed in the rendering's ``notes`` (never dropped silently).
 """
@@ -22,6 +23,7 @@ What a format cannot carry is listed in the rendering's ``notes`` (never dropped
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,8 +35,6 @@ from contextwright.errors import InvalidInputError
 ProviderFormat = Literal["openai", "openai-responses", "anthropic"]
 PROVIDER_FORMATS: tuple[ProviderFormat, ...] = ("openai", "openai-responses", "anthropic")
 ANTHROPIC_LEAD = "(earlier conversation omitted)"
-DOCUMENT_NAME = "document"
-"""``Message.name`` of a message that carries one document or passage."""
 
 
 @dataclass(slots=True)
@@ -60,9 +60,54 @@ class CallSettings:
     parallel_tool_calls: bool | None = None
 
 
-def is_document(message: Message) -> bool:
-    """Whether ``message`` carries a document (fenced data, not the user's words)."""
-    return message.role == "assistant" and message.name == DOCUMENT_NAME
+_SAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class CallIds:
+    """Provider call ids for one rendering: unique, and of the characters Anthropic allows.
+
+    Agents and OpenAI-compatible servers reuse ids across turns (``call_0`` in every turn) or
+    use characters the Messages API refuses (``functions.get_weather:0``); each call block's
+    ids are renamed only where needed, and its results follow the same renaming.
+    """
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+        self._current: dict[str, str] = {}
+        self.renamed = 0
+
+    def open_block(self, message: Message) -> None:
+        """Assign ids to an assistant message's calls (the block its results answer)."""
+        self._current = {}
+        for call in message.tool_calls:
+            self._current[call.id] = self._fresh(call.id)
+
+    def call(self, call_id: str) -> str:
+        """The rendered id of a call of the open block."""
+        return self._current.get(call_id, call_id)
+
+    def result(self, call_id: str | None) -> str:
+        """The rendered id a result of the open block refers to."""
+        return self._current.get(call_id or "", call_id or "")
+
+    def _fresh(self, call_id: str) -> str:
+        base = _SAFE_ID.sub("_", call_id) or "call"
+        candidate, number = base, 1
+        while candidate in self._used:
+            number += 1
+            candidate = f"{base}_{number}"
+        self._used.add(candidate)
+        if candidate != call_id:
+            self.renamed += 1
+        return candidate
+
+
+def renamed_note(ids: CallIds) -> list[str]:
+    """The note for renamed call ids, if any were."""
+    if not ids.renamed:
+        return []
+    return [f"{ids.renamed} tool call id(s) renamed: reused across turns or with characters the "
+            "API refuses (results follow their calls)"]
 
 
 # --- OpenAI Chat Completions ---------------------------------------------------------------
@@ -117,25 +162,28 @@ def openai_responses(system: str, messages: Sequence[Message],
     if system:
         body["instructions"] = system
     items: list[dict[str, Any]] = []
+    ids = CallIds()
     for message in messages:
-        items.extend(_response_items(message))
+        if message.tool_calls:
+            ids.open_block(message)
+        items.extend(_response_items(message, ids))
     body["input"] = items
     if schemas:
         body["tools"] = [_responses_tool(s) for s in schemas]
     if settings.max_output_tokens:
         body["max_output_tokens"] = settings.max_output_tokens
     _tool_settings(body, schemas, settings, _responses_tool_choice)
-    return Rendered(body)
+    return Rendered(body, renamed_note(ids))
 
 
-def _response_items(message: Message) -> list[dict[str, Any]]:
+def _response_items(message: Message, ids: CallIds) -> list[dict[str, Any]]:
     if message.role == "tool":
-        return [{"type": "function_call_output", "call_id": message.tool_call_id,
+        return [{"type": "function_call_output", "call_id": ids.result(message.tool_call_id),
                  "output": message.content}]
     items: list[dict[str, Any]] = []
     if message.content or not message.tool_calls:
         items.append({"type": "message", "role": message.role, "content": message.content})
-    items.extend({"type": "function_call", "call_id": c.id, "name": c.name,
+    items.extend({"type": "function_call", "call_id": ids.call(c.id), "name": c.name,
                   "arguments": c.arguments} for c in message.tool_calls)
     return items
 
@@ -161,15 +209,24 @@ def _responses_tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, A
 
 
 def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | None],
-              schemas: Sequence[Mapping[str, Any]], settings: CallSettings) -> Rendered:
-    """Keyword arguments for ``anthropic.Anthropic().messages.create``."""
+              documents: Sequence[bool], schemas: Sequence[Mapping[str, Any]],
+              settings: CallSettings) -> Rendered:
+    """Keyword arguments for ``anthropic.Anthropic().messages.create``.
+
+    ``labels`` and ``documents`` say, per message, its source label and whether it carries a
+    document (a flag the build sets, never read from the caller's messages).
+    """
     notes: list[str] = []
     native_tools = bool(schemas)
     merged: list[dict[str, Any]] = []
+    ids = CallIds()
     for index, message in enumerate(messages):
-        role = _anthropic_role(message, native_tools)
+        document = index < len(documents) and documents[index]
+        role = "user" if message.role in ("user", "tool") or document else "assistant"
+        if message.tool_calls:
+            ids.open_block(message)
         blocks = _anthropic_blocks(message, labels[index] if index < len(labels) else None,
-                                   native_tools)
+                                   document, native_tools, ids)
         if not blocks:
             notes.append(f"an empty {message.role} message was left out (the Messages API "
                          "refuses empty content)")
@@ -179,8 +236,10 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
         else:
             merged.append({"role": role, "content": blocks})
     if not native_tools and any(m.tool_calls or m.role == "tool" for m in messages):
-        notes.append("the request defines no tools, so earlier tool calls and results are shown "
-                     "as text (the Messages API refuses tool blocks without tools)")
+        notes.append("the request defines no tools, so tool calls are shown as the assistant's "
+                     "text and their results as search_result blocks (the Messages API refuses "
+                     "tool blocks without tools)")
+    notes += renamed_note(ids)
     for turn in merged:
         if turn["role"] == "user":  # tool results must open a user message
             turn["content"].sort(key=lambda block: block["type"] != "tool_result")
@@ -207,45 +266,35 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     return Rendered(body, notes, lead)
 
 
-def _anthropic_role(message: Message, native_tools: bool) -> str:
-    """The side a message is shown on.
-
-    Results and documents go on the user side, in their own blocks; without tools a call's
-    result is shown in the assistant's turn beside its call, so no tool output is ever text in
-    the user's turn.
-    """
-    if message.role == "user" or is_document(message):
-        return "user"
+def _anthropic_blocks(message: Message, source_label: str | None, document: bool,
+                      native_tools: bool, ids: CallIds) -> list[dict[str, Any]]:
     if message.role == "tool":
-        return "user" if native_tools else "assistant"
-    return "assistant"
-
-
-def _anthropic_blocks(message: Message, source_label: str | None,
-                      native_tools: bool) -> list[dict[str, Any]]:
-    if message.role == "tool":
-        return [_tool_result_block(message, native_tools)]
-    if is_document(message):
-        title = neutralise(" ".join((source_label or "document").split())) or "document"
-        return [{"type": "search_result", "source": title, "title": title,
-                 "content": [{"type": "text", "text": message.content}]}]
+        return [_tool_result_block(message, native_tools, ids)]
+    if document:
+        return [_search_result(source_label or "document", message.content)]
     blocks: list[dict[str, Any]] = []
     if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
         if native_tools:
-            blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
+            blocks.append({"type": "tool_use", "id": ids.call(call.id), "name": call.name,
                            "input": json.loads(call.arguments)})
         else:
             blocks.append({"type": "text", "text": f"→ {call.name}({call.arguments})"})
     return blocks
 
 
-def _tool_result_block(message: Message, native_tools: bool) -> dict[str, Any]:
+def _search_result(source_label: str, text: str) -> dict[str, Any]:
+    """Fenced data as a ``search_result`` block: data by its type, on the user side."""
+    title = neutralise(" ".join(source_label.split())) or "data"
+    return {"type": "search_result", "source": title, "title": title,
+            "content": [{"type": "text", "text": text if text.strip() else "(empty)"}]}
+
+
+def _tool_result_block(message: Message, native_tools: bool, ids: CallIds) -> dict[str, Any]:
     if not native_tools:
-        name = message.name or "tool"
-        return {"type": "text", "text": f"{name} result:\n{message.content or '(empty)'}"}
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+        return _search_result(f"{message.name or 'tool'} result", message.content)
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": ids.result(message.tool_call_id)}
     if message.content:
         block["content"] = message.content
     return block

@@ -13,6 +13,7 @@ contextwright, raised as ``ValidationError`` and never shipped to a provider.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -89,16 +90,32 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> None:
         raise ValidationError("the last assistant message has tool calls without results")
 
 
+_ANTHROPIC_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
 def _check_anthropic_blocks(blocks: Sequence[Mapping[str, Any]], index: int) -> None:
     for block in blocks:
         if block.get("type") == "text" and not str(block.get("text", "")).strip():
             raise ValidationError(f"messages[{index}] has a blank text block")
+        if block.get("type") == "tool_use" and not _ANTHROPIC_ID.match(str(block.get("id"))):
+            raise ValidationError(f"messages[{index}] has a tool_use id the API refuses")
+
+
+def _check_unique_calls(messages: Sequence[Mapping[str, Any]]) -> None:
+    seen: set[str] = set()
+    for message in messages:
+        for block in message.get("content") or []:
+            if block.get("type") == "tool_use":
+                if block["id"] in seen:
+                    raise ValidationError(f"tool_use id {block['id']!r} is used twice")
+                seen.add(block["id"])
 
 
 def validate_anthropic_request(body: Mapping[str, Any]) -> None:
     """Raise ``ValidationError`` unless ``body`` is a Messages API request the API accepts."""
     messages = body.get("messages", [])
     validate_anthropic(messages)
+    _check_unique_calls(messages)
     max_tokens = body.get("max_tokens")
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValidationError("max_tokens must be set, 1 or more")

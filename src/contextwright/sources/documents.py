@@ -14,14 +14,17 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from contextwright.core.items import ContextItem, Layer, Message, check_text
-from contextwright.core.providers import DOCUMENT_NAME
 from contextwright.core.request import Request
 from contextwright.core.versions import VersionKey, version_key
 
 
 def document_message(text: str) -> Message:
-    """The message that carries one document's (or passage's) text."""
-    return Message(role="assistant", content=text, name=DOCUMENT_NAME)
+    """The message that carries one document's (or passage's) text.
+
+    Its item is untrusted and has a ``document`` in its metadata: that is how the renderings
+    know it (``FinalContext.documents``), never by anything a caller's message could say.
+    """
+    return Message(role="assistant", content=text)
 
 
 def newest_per_id(versions: Iterable[tuple[str, int | None, str | None]]) -> list[int]:
