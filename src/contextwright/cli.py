@@ -121,19 +121,12 @@ def _build(request_path: Path, plan_name: str | None, window: int | None,
         raise ContextwrightErrorExit(
             "--format must be openai, openai-responses, anthropic or text", 2)
     request = _read_request(request_path)
-    builder = ContextBuilder(tokenizer=tokenizer, model=model)
+    # --window and --reserve-output win over the plan's and the model's.
+    builder = ContextBuilder(tokenizer=tokenizer, model=model, window=window,
+                             reserved_output=reserve_output)
     plan = builder.effective_plan(_load_plan(plan_name, request))
-    changes: dict[str, Any] = {}
-    if window is not None:
-        changes["window"] = window
-    if reserve_output is not None:
-        changes["reserved_output"] = reserve_output
     if budget is not None:
-        changes["available_override"] = budget
-    if changes:  # given on the command line: they win over the model's
-        plan = plan.with_budget(**changes)
-        builder = ContextBuilder(tokenizer=tokenizer, model=model, window=plan.budget.window,
-                                 reserved_output=plan.budget.reserved_output)
+        plan = plan.with_budget(available_override=budget)
     ctx = builder.build(plan, request, target="text" if fmt == "text" else "chat")
     if debug:
         typer.echo(ctx.report.format_debug(), err=True)

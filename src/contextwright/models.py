@@ -112,34 +112,30 @@ def profile_tokenizer(profile: ModelProfile) -> CountingTokenizer:
     return found
 
 
-def _openai(name: str, window: int, max_output: int, tokenizer: str = "o200k_base") -> None:
-    register_model(ModelProfile(name=name, provider="openai", tokenizer=tokenizer, exact=True,
-                                window=window, max_output=max_output,
-                                default_output=min(4096, max_output)))
+def _known(name: str, provider: str, window: int, max_output: int,
+           tokenizer: str = "o200k_base") -> None:
+    """A shipped profile: OpenAI's tokenizers are exact, Claude's counts are estimates."""
+    register_model(ModelProfile(name=name, provider=provider, tokenizer=tokenizer,
+                                exact=provider == "openai", window=window,
+                                max_output=max_output, default_output=min(4096, max_output)))
 
 
-def _anthropic(name: str, window: int, max_output: int) -> None:
-    register_model(ModelProfile(name=name, provider="anthropic", tokenizer="o200k_base",
-                                exact=False, window=window, max_output=max_output,
-                                default_output=min(4096, max_output)))
-
-
-_openai("gpt-4o", 128_000, 16_384)
-_openai("gpt-4o-mini", 128_000, 16_384)
-_openai("gpt-4.1", 1_047_576, 32_768)
-_openai("gpt-4.1-mini", 1_047_576, 32_768)
-_openai("gpt-4.1-nano", 1_047_576, 32_768)
-_openai("gpt-5", 400_000, 128_000)
-_openai("gpt-5-mini", 400_000, 128_000)
-_openai("gpt-5-nano", 400_000, 128_000)
-_openai("o3", 200_000, 100_000)
-_openai("o4-mini", 200_000, 100_000)
-_openai("gpt-4-turbo", 128_000, 4_096, tokenizer="cl100k_base")
-_openai("gpt-3.5-turbo", 16_385, 4_096, tokenizer="cl100k_base")
-_anthropic("claude-sonnet-4-5", 200_000, 64_000)
-_anthropic("claude-sonnet-4", 200_000, 64_000)
-_anthropic("claude-opus-4-1", 200_000, 32_000)
-_anthropic("claude-opus-4", 200_000, 32_000)
-_anthropic("claude-haiku-4-5", 200_000, 64_000)
-_anthropic("claude-3-7-sonnet", 200_000, 64_000)
-_anthropic("claude-3-5-haiku", 200_000, 8_192)
+_known("gpt-4o", "openai", 128_000, 16_384)
+_known("gpt-4o-mini", "openai", 128_000, 16_384)
+_known("gpt-4.1", "openai", 1_047_576, 32_768)
+_known("gpt-4.1-mini", "openai", 1_047_576, 32_768)
+_known("gpt-4.1-nano", "openai", 1_047_576, 32_768)
+_known("gpt-5", "openai", 400_000, 128_000)
+_known("gpt-5-mini", "openai", 400_000, 128_000)
+_known("gpt-5-nano", "openai", 400_000, 128_000)
+_known("o3", "openai", 200_000, 100_000)
+_known("o4-mini", "openai", 200_000, 100_000)
+_known("gpt-4-turbo", "openai", 128_000, 4_096, tokenizer="cl100k_base")
+_known("gpt-3.5-turbo", "openai", 16_385, 4_096, tokenizer="cl100k_base")
+_known("claude-sonnet-4-5", "anthropic", 200_000, 64_000)
+_known("claude-sonnet-4", "anthropic", 200_000, 64_000)
+_known("claude-opus-4-1", "anthropic", 200_000, 32_000)
+_known("claude-opus-4", "anthropic", 200_000, 32_000)
+_known("claude-haiku-4-5", "anthropic", 200_000, 64_000)
+_known("claude-3-7-sonnet", "anthropic", 200_000, 64_000)
+_known("claude-3-5-haiku", "anthropic", 200_000, 8_192)

@@ -79,7 +79,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     )
 
 
-_PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),
+PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),
                       ("documents", "rag"), ("env", "env"), ("examples", "examples"),
                       ("notes", "notes"), ("system", "system"))
 _FENCED_SOURCES = frozenset(("history", "tool_results", "rag"))
@@ -90,7 +90,7 @@ def unused_request_parts(plan: BuildPlan, request: Request) -> list[str]:
     names = {spec.source for spec in plan.sources}
     return [
         f"request.{part} was given but plan {plan.name!r} has no {source} source; left out"
-        for part, source in _PARTS_AND_SOURCES
+        for part, source in PARTS_AND_SOURCES
         if getattr(request, part) and source not in names
     ]
 

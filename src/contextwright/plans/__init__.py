@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from contextwright.core.builder import PARTS_AND_SOURCES
 from contextwright.core.plan import NEVER_CUT_BY_DEFAULT, BuildPlan, SourceSpec
 from contextwright.core.request import Request
 
@@ -27,9 +28,6 @@ _ADDED: Mapping[str, tuple[float, int | None, tuple[str, ...]]] = {
     "rag": (0.25, None, ("user",)),
     "tool_results": (0.10, None, ()),
 }
-_PART_SOURCES = (("system", "system"), ("env", "env"), ("tools", "tools"),
-                 ("examples", "examples"), ("notes", "notes"), ("history", "history"),
-                 ("documents", "rag"), ("turn", "tool_results"))
 
 
 def select_plan(request: Request) -> BuildPlan:
@@ -65,7 +63,7 @@ def has_tool_activity(history: Sequence[Mapping[str, Any]]) -> bool:
 
 def covering(plan: BuildPlan, request: Request) -> BuildPlan:
     """``plan`` with a source added for every given part of ``request`` it has none for."""
-    missing = [source for part, source in _PART_SOURCES
+    missing = [source for part, source in PARTS_AND_SOURCES
                if getattr(request, part) and plan.spec(source) is None]
     if not missing:
         return plan
