@@ -14,6 +14,7 @@ from contextwright.compress.summarize import (
 from contextwright.compress.summary_llm import LLMSummarizer
 from contextwright.compress.tool_results import ToolTiers
 from contextwright.convert import chat_messages
+from contextwright.core.cache import CachePolicy, CacheReport, Fingerprint
 from contextwright.core.final import FinalContext
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall
 from contextwright.core.plan import Budget, BuildPlan, SourceSpec
@@ -78,6 +79,9 @@ from contextwright.sources.tools import LexicalToolScorer, ToolScorer
 __version__ = "0.1.0"
 
 __all__ = [
+    "CachePolicy",
+    "CacheReport",
+    "Fingerprint",
     "AccessDenied",
     "Budget",
     "BudgetError",

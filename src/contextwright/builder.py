@@ -15,12 +15,13 @@ from types import MappingProxyType
 from typing import Literal
 
 from contextwright.core.builder import build_context
+from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.fence import fence_key
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
-from contextwright.errors import PlanError
+from contextwright.errors import InvalidInputError, PlanError
 from contextwright.models import model_profile, profile_tokenizer
 from contextwright.sources import builtin_sources
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
@@ -81,12 +82,15 @@ class ContextBuilder:
         return budget
 
     async def abuild(self, plan: BuildPlan, request: Request, *,
-                     target: Literal["chat", "text"] = "chat") -> FinalContext:
+                     target: Literal["chat", "text"] = "chat",
+                     previous: Previous = None, cache: CachePolicy | bool | None = None,
+                     cache_key: str | None = None) -> FinalContext:
         """``build`` for an event loop, with the same result.
 
         The build is CPU work; it runs on a worker thread, so the loop never waits for it.
         """
-        return await asyncio.to_thread(self.build, plan, request, target=target)
+        return await asyncio.to_thread(self.build, plan, request, target=target,
+                                       previous=previous, cache=cache, cache_key=cache_key)
 
     def effective_plan(self, plan: BuildPlan) -> BuildPlan:
         """``plan`` as this builder builds it: its window and output reserve set to the model's.
@@ -108,16 +112,60 @@ class ContextBuilder:
         return self._sources
 
     def build(self, plan: BuildPlan, request: Request, *,
-              target: Literal["chat", "text"] = "chat") -> FinalContext:
+              target: Literal["chat", "text"] = "chat", previous: Previous = None,
+              cache: CachePolicy | bool | None = None,
+              cache_key: str | None = None) -> FinalContext:
         """Build the context for one model call.
 
         ``target`` is the rendering the budget is counted for: ``chat`` (OpenAI and Anthropic
         messages, the default) or ``text`` (``FinalContext.to_text()``).
+
+        Keeping the provider's prompt cache warm across the calls of one conversation:
+        ``previous`` is the previous call's ``FinalContext`` (or its ``fingerprint``, or that
+        fingerprint's JSON). The build then keeps what that call showed, in the same order, and
+        appends; a source whose kept run no longer fits is cut again to leave a step of its
+        budget free (``CachePolicy``), and what changes every call (environment facts, notes,
+        documents, session memory) is rendered after the stable part. ``report.cache`` says
+        how much of the request repeats the previous one's prefix, where it broke and why.
+        ``cache=True`` (or a ``CachePolicy``) builds that way from the first call, so the second
+        call can already continue it; ``cache=False`` turns it off even with ``previous``.
+        ``cache_key`` names the conversation for OpenAI's ``prompt_cache_key``.
         """
         plan = self.effective_plan(plan)
+        policy = cache_policy(cache, previous)
         context = build_context(plan, request, self._sources, self.tokenizer, target,
-                                fence_key=self._fence_key)
-        return replace(context, model=self.model) if self.model is not None else context
+                                fence_key=self._fence_key, cache=policy,
+                                previous=previous_fingerprint(previous) if policy else None)
+        if self.model is not None or cache_key is not None:
+            context = replace(context, model=self.model or context.model,
+                              cache_key=cache_key)
+        return context
+
+
+Previous = FinalContext | Fingerprint | str | None
+"""A previous build of the same conversation: its context, fingerprint, or fingerprint JSON."""
+
+
+def cache_policy(cache: CachePolicy | bool | None, previous: Previous) -> CachePolicy | None:
+    """The policy a build keeps a stable prefix with (None: it does not)."""
+    if isinstance(cache, CachePolicy):
+        return cache
+    if cache is None:
+        return CachePolicy() if previous is not None else None
+    if not isinstance(cache, bool):
+        raise InvalidInputError("cache must be True, False or a CachePolicy")
+    return CachePolicy() if cache else None
+
+
+def previous_fingerprint(previous: Previous) -> Fingerprint | None:
+    """``previous`` as a fingerprint; anything else is an ``InvalidInputError``."""
+    if previous is None or isinstance(previous, Fingerprint):
+        return previous
+    if isinstance(previous, FinalContext):
+        return previous.fingerprint
+    if isinstance(previous, str):
+        return Fingerprint.from_json(previous)
+    raise InvalidInputError("previous must be a FinalContext, a Fingerprint or its JSON")
 
 
 def clear_caches() -> None:

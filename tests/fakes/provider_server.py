@@ -39,6 +39,7 @@ class Received:
 
 def check_chat(body: dict[str, Any]) -> None:
     _require_model(body)
+    _check_cache_key(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise Rejected("messages must be a non-empty array")
@@ -88,6 +89,7 @@ def _check_chat_tools(tools: list[dict[str, Any]]) -> None:
 
 def check_responses(body: dict[str, Any]) -> None:
     _require_model(body)
+    _check_cache_key(body)
     items = body.get("input")
     if not isinstance(items, list) or not items:
         raise Rejected("input must be a non-empty array")
@@ -125,10 +127,11 @@ def check_messages(body: dict[str, Any]) -> None:
     _require_model(body)
     if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
         raise Rejected("max_tokens: field required")
-    if "system" in body and (not isinstance(body["system"], str) or not body["system"].strip()):
-        raise Rejected("system: text content blocks must be non-empty")
+    if "system" in body:
+        _check_system(body["system"])
     tools = body.get("tools") or []
     _check_anthropic_tools(tools)
+    _check_cache_control(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise Rejected("messages: at least one message is required")
@@ -159,6 +162,33 @@ def check_messages(body: dict[str, Any]) -> None:
         tail = _blocks(last, len(messages) - 1)[-1]
         if tail["type"] == "text" and tail["text"] != tail["text"].rstrip():
             raise Rejected("final assistant content cannot end with trailing whitespace")
+
+
+def _check_system(system: object) -> None:
+    """A non-blank string, or a list of non-blank text blocks."""
+    if isinstance(system, str) and system.strip():
+        return
+    if isinstance(system, list) and system and all(
+            isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).strip()
+            for b in system):
+        return
+    raise Rejected("system: text content blocks must be non-empty")
+
+
+def _check_cache_control(body: dict[str, Any]) -> None:
+    """At most 4 breakpoints, each ``{"type": "ephemeral"}`` (with an optional ttl)."""
+    system = body.get("system")
+    blocks = [*(body.get("tools") or []), *(system if isinstance(system, list) else []),
+              *(b for m in body.get("messages") or [] if isinstance(m.get("content"), list)
+                for b in m["content"])]
+    marks = [b["cache_control"] for b in blocks if isinstance(b, dict) and "cache_control" in b]
+    if len(marks) > 4:
+        raise Rejected(f"A maximum of 4 blocks with cache_control may be provided. Found "
+                       f"{len(marks)}.")
+    for mark in marks:
+        if not isinstance(mark, dict) or mark.get("type") != "ephemeral" or set(mark) - {
+                "type", "ttl"} or mark.get("ttl", "5m") not in ("5m", "1h"):
+            raise Rejected("cache_control: Input tag does not match 'ephemeral'")
 
 
 def _check_anthropic_tools(tools: list[dict[str, Any]]) -> None:
@@ -204,6 +234,11 @@ def _check_block(block: dict[str, Any], index: int, tools: bool) -> None:
                            "content")
     else:
         raise Rejected(f"messages.{index}: unsupported block type {kind!r}")
+
+
+def _check_cache_key(body: dict[str, Any]) -> None:
+    if "prompt_cache_key" in body and not isinstance(body["prompt_cache_key"], str):
+        raise Rejected("prompt_cache_key: Input should be a valid string")
 
 
 def _require_model(body: dict[str, Any]) -> None:

@@ -30,12 +30,18 @@ def script() -> list[tuple[str, dict[str, Any]]]:
     return steps
 
 
+def without_session_key(body: dict[str, Any]) -> str:
+    """The request without its prompt_cache_key, which names the session (a hash of its ids)."""
+    assert isinstance(body.pop("prompt_cache_key"), str)
+    return json.dumps(body, ensure_ascii=False)
+
+
 def run_sync(manager: ContextManager, session: str) -> list[str]:
     out = []
     for kind, args in script():
         if kind == "prepare":
-            out.append(json.dumps(manager.prepare("u", session, **args).to_request("openai"),
-                                  ensure_ascii=False))
+            out.append(without_session_key(
+                manager.prepare("u", session, **args).to_request("openai")))
         else:
             out.append(json.dumps(manager.record("u", session, **args)))
     return out
@@ -46,7 +52,7 @@ async def run_async(manager: ContextManager, session: str) -> list[str]:
     for kind, args in script():
         if kind == "prepare":
             prepared = await manager.aprepare("u", session, **args)
-            out.append(json.dumps(prepared.to_request("openai"), ensure_ascii=False))
+            out.append(without_session_key(prepared.to_request("openai")))
         else:
             out.append(json.dumps(await manager.arecord("u", session, **args)))
     return out

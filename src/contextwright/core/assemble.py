@@ -37,10 +37,16 @@ class Assembly:
     """Whether each message carries a document (an untrusted item with a ``document``)."""
     chat_tokens: int
     """Tokens of the OpenAI rendering (only meaningful when costing for chat)."""
+    message_tokens: tuple[int, ...] = ()
+    """Tokens of each message in the OpenAI rendering (chat only; empty for text)."""
+    schema_tokens: tuple[int, ...] = ()
+    """Tokens of each tool schema."""
 
 
 def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
-             costing: Costing, *, note: bool, repeat: bool) -> Assembly:
+             costing: Costing, *, note: bool, repeat: bool,
+             ordered: frozenset[str] = frozenset(), tail: frozenset[str] = frozenset()
+             ) -> Assembly:
     """Order the kept units into messages (see the module docstring) and count them.
 
     ``note``: add the data note even if nothing fenced was kept (it was reserved). ``repeat``:
@@ -48,6 +54,11 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     OpenAI rendering, computed from the candidates' costs (each a message's exact content count
     plus its overhead) and an exact count of the merged system message, so a long history is
     not walked twice.
+
+    ``ordered``: sources whose units are already in render order (a stable-prefix layout).
+    ``tail``: sources whose content changes from call to call; they render after everything
+    that stays (their messages just before the user's input, their system parts as one user
+    message at the end), so they do not break the provider's cached prefix.
     """
     parts: list[SystemPart] = []
     system_texts: list[str] = []
@@ -56,11 +67,19 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     sections: list[str] = []
     labels: list[str | None] = []
     documents: list[bool] = []
+    counts: list[int] = []
     tokens = REPLY_PRIMING
     fenced = False
-    for spec in plan.sources:
-        for candidate in _in_render_order(kept.get(spec.source, [])):
+    tail_parts: list[Candidate] = []
+    specs = [spec for spec in plan.sources if spec.source not in tail]
+    before_user = [spec for spec in plan.sources if spec.source in tail]
+    for spec in specs if not before_user else _with_tail(specs, before_user):
+        for candidate in _in_render_order(kept.get(spec.source, []),
+                                          spec.source in ordered):
             fenced = fenced or candidate.item.untrusted
+            if spec.source in tail and candidate.message.role == "system":
+                tail_parts.append(candidate)
+                continue
             if candidate.is_schema:
                 schemas.append(candidate)
             elif candidate.message.role == "system":
@@ -73,6 +92,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
                 sections.append(spec.source)
                 labels.append(candidate.item.label)
                 documents.append(is_document(candidate.item))
+                counts.append(candidate.tokens)
             tokens += candidate.tokens if costing.target == "chat" else 0
     language = costing.language
     if note or fenced:
@@ -83,19 +103,27 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         sections.append("user")
         labels.append(None)
         documents.append(False)
-        tokens += message_tokens(messages[-1], costing.tokenizer)
+        counts.append(message_tokens(messages[-1], costing.tokenizer))
+        tokens += counts[-1]
+    if tail_parts:
+        counts.append(_add_tail_message(tail_parts, messages, sections, labels, documents,
+                                        costing))
+        tokens += counts[-1]
     if system_texts:
         messages.insert(0, Message(role="system", content="\n\n".join(system_texts)))
         sections.insert(0, "system")
         labels.insert(0, None)
         documents.insert(0, False)
-        tokens += message_tokens(messages[0], costing.tokenizer)
+        counts.insert(0, message_tokens(messages[0], costing.tokenizer))
+        tokens += counts[0]
     return Assembly(
         messages=tuple(messages), sections=tuple(sections), system_parts=tuple(parts),
         tool_schemas=tuple(c.item.metadata["schema"] for c in schemas),
         schema_jsons=tuple(c.message.content for c in schemas), labels=tuple(labels),
         documents=tuple(documents),
         chat_tokens=tokens,
+        message_tokens=tuple(counts) if costing.target == "chat" else (),
+        schema_tokens=tuple(c.tokens for c in schemas),
     )
 
 
@@ -121,7 +149,32 @@ def _text_part(candidate: Candidate) -> str:
     return candidate.message.content if candidate.item.untrusted else candidate.item.message.content
 
 
-def _in_render_order(units: list[Unit]) -> list[Candidate]:
+def _in_render_order(units: list[Unit], ordered: bool = False) -> list[Candidate]:
+    if ordered:  # units in layout order; a unit's own messages in their order
+        return [c for unit in units for c in sorted(unit.candidates, key=_order)]
     candidates = [c for unit in units for c in unit.candidates]
-    candidates.sort(key=lambda c: c.item.order)
+    candidates.sort(key=_order)
     return candidates
+
+
+def _order(candidate: Candidate) -> float:
+    return candidate.item.order
+
+
+def _with_tail(specs: list[Any], tail: list[Any]) -> list[Any]:
+    """``specs`` with the tail sources placed right before ``user`` (else at the end)."""
+    at = next((i for i, spec in enumerate(specs) if spec.source == "user"), len(specs))
+    return [*specs[:at], *tail, *specs[at:]]
+
+
+def _add_tail_message(parts: list[Candidate], messages: list[Message], sections: list[str],
+                      labels: list[str | None], documents: list[bool], costing: Costing) -> int:
+    """Append the tail sources' system parts as one user message; returns its tokens."""
+    message = Message(role="user", content="\n\n".join(c.message.content for c in parts))
+    messages.append(message)
+    sections.append(parts[0].item.namespace)
+    labels.append(None)
+    documents.append(False)
+    if costing.target != "chat":
+        return 0
+    return message_tokens(message, costing.tokenizer)

@@ -8,11 +8,20 @@ the same context byte for byte.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import NoReturn
 
 from contextwright.core.accounting import MESSAGE_OVERHEAD, REPLY_PRIMING
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
+from contextwright.core.cache import (
+    CachePolicy,
+    CacheReport,
+    Fingerprint,
+    compare,
+    message_hash,
+    short_hash,
+)
 from contextwright.core.cutting import make_cutter
 from contextwright.core.digest import add_digest, pruning_grant
 from contextwright.core.fence import DATA_NOTE, DEFAULT_FENCE_KEY, language_of, separator
@@ -35,6 +44,18 @@ from contextwright.core.select import (
 )
 from contextwright.core.sequence import show_in_sequence
 from contextwright.core.source import ContextSource
+from contextwright.core.stable import (
+    MESSAGE_LISTS,
+    StableOffer,
+    after_head,
+    decide,
+    digest_request,
+    digest_room_of,
+    in_render_order,
+    layout_of,
+    offer,
+    pinned_head,
+)
 from contextwright.core.text import render_text
 from contextwright.errors import BudgetError, PlanError
 from contextwright.tokens import CountingTokenizer
@@ -42,10 +63,13 @@ from contextwright.tokens import CountingTokenizer
 
 def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
                   tokenizer: CountingTokenizer, target: Target = "chat", *,
-                  fence_key: bytes = DEFAULT_FENCE_KEY) -> FinalContext:
+                  fence_key: bytes = DEFAULT_FENCE_KEY, cache: CachePolicy | None = None,
+                  previous: Fingerprint | None = None) -> FinalContext:
     """Build the context of one model call, counted for the ``target`` rendering.
 
     ``fence_key`` keys the fence markers (``fence.fence_key`` derives one from a secret).
+    With ``cache``, the build keeps a stable prefix (``core.stable``): it continues
+    ``previous``'s layout where it still fits and renders what changes every call last.
     """
     costing = Costing(tokenizer, language_of(check_text(request.user_input, "user_input")),
                       target, fence_key)
@@ -53,21 +77,40 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
     warnings += unused_request_parts(plan, request)
     decisions += drop_duplicates(gathered)
-    note, pool = reserve(pool, data_note_tokens(plan, request, gathered, costing))
+    note, pool = reserve(pool, data_note_tokens(plan, request, gathered, costing,
+                                                stable=cache is not None))
     repeat, pool = reserve(pool, repeat_tokens(plan, request, costing))
     _, pool = reserve(pool, lead_tokens(plan, costing))
+    steps = Stepping(cache, plan_hash(plan), target) if cache is not None else None
+    if steps is not None:
+        steps.offer_all(gathered, sources, request, previous, pool, costing)
     allocations = allocate(plan, gathered, pool)
-    selections = prune(gathered, allocations, request.user_input, costing)
-    give_back(gathered, allocations, selections, pool, request.user_input, costing)
-    add_digests(gathered, sources, request, allocations, selections, costing)
-    show_in_sequence(gathered, selections, request, costing)
+    if steps is None:
+        selections = prune(gathered, allocations, request.user_input, costing)
+    else:
+        selections = steps.prune(gathered, allocations, request.user_input, costing)
+    give_back(gathered, allocations, selections, pool, request.user_input, costing,
+              skip=steps.sources if steps else frozenset())
+    add_digests(gathered, sources, request, allocations, selections, costing,
+                skip=steps.sources if steps else frozenset())
+    if steps is not None:
+        steps.add_digests(gathered, sources, request, allocations, selections, costing)
+    show_in_sequence([g for g in gathered if not (steps and g.spec.source in steps.continued)],
+                     selections, request, costing)
+    if steps is not None:
+        steps.order(selections)
+    tail = steps.tail(plan, sources) if steps is not None and target == "chat" else frozenset()
     assembly, total = fit_exactly(plan, gathered, selections, request.user_input, costing,
-                                  note=note, repeat=repeat)
+                                  note=note, repeat=repeat, tail=tail)
     decisions += [d for g in gathered for d in (*g.omitted, *unread_decisions(g, request))]
     decisions += [d for s in selections.values() for d in s.decisions]
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
                          total)
     require_user_input(report)
+    fingerprint = None
+    if steps is not None:
+        fingerprint = steps.fingerprint(assembly, selections, request, tail)
+        report = replace(report, cache=steps.report(previous, fingerprint, assembly))
     return FinalContext(
         messages=assembly.messages, sections=assembly.sections,
         system_parts=assembly.system_parts, tool_schemas=assembly.tool_schemas,
@@ -76,7 +119,208 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
         tokenizer=tokenizer, target=target, labels=assembly.labels,
         documents=assembly.documents,
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
+        message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
+        cache_points=cache_points(assembly.sections, tail) if steps is not None else (),
     )
+
+
+def cache_points(sections: tuple[str, ...], tail: frozenset[str]) -> tuple[int, ...]:
+    """Where the stable parts end: history's last message, and the last one before the tail."""
+    points = []
+    history = [i for i, section in enumerate(sections) if section == "history"]
+    if history:
+        points.append(history[-1])
+    stays = [i for i, section in enumerate(sections) if section not in tail and i > 0]
+    if stays and stays[-1] not in points:
+        points.append(stays[-1])
+    return tuple(points)
+
+
+def plan_hash(plan: BuildPlan) -> str:
+    """A short hash of everything in a plan (another plan starts another cache line)."""
+    return short_hash(repr(plan))
+
+
+class Stepping:
+    """The stable-prefix side of one build (``core.stable``): offers, cuts, layout, report."""
+
+    def __init__(self, policy: CachePolicy, plan: str, target: str) -> None:
+        self.policy = policy
+        self.plan = plan
+        self.target = target
+        self.offers: dict[str, StableOffer] = {}
+        self.normal: dict[str, tuple[list[Unit], bool]] = {}
+        self.continued: set[str] = set()
+        self.advanced: dict[str, str] = {}
+        """Sources cut afresh in this build, and why."""
+        self.sources: frozenset[str] = frozenset()
+        """The message sources this build lays out (continued or cut in steps)."""
+        self.anchors: dict[str, int] = {}
+        self.digest_rooms: dict[str, int] = {}
+        self.grants: dict[str, int] = {}
+        self.heads: dict[str, list[Unit]] = {}
+        """Pinned heads kept through a cut (``CachePolicy.head_share``)."""
+        self.rests: dict[str, Gathered] = {}
+        """What a source with a pinned head may keep after it."""
+
+    def offer_all(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
+                  request: Request, previous: Fingerprint | None, pool: int,
+                  costing: Costing) -> None:
+        """Offer each message source its previous layout, where there is one to continue."""
+        laid_out = {g.spec.source for g in gathered
+                    if g.spec.cuttable and g.spec.source in MESSAGE_LISTS and g.error is None}
+        self.sources = frozenset(laid_out)
+        for g in gathered:
+            if g.spec.source in laid_out:
+                # Units are kept whole or left out: a cut message could not be found again.
+                g.spec = replace(g.spec, strategy="drop")
+        if previous is None or not previous.stable or previous.plan != self.plan or (
+                previous.target != self.target):
+            return
+        for g in gathered:
+            name = g.spec.source
+            layout = previous.layouts.get(name)
+            if name not in laid_out or layout is None:
+                continue
+            stable = offer(g, sources[name], request, layout, pool, costing)
+            self.offers[name] = stable
+            if stable.failure is None:
+                self.normal[name] = (g.units, g.complete)
+                g.units = [*stable.units, *stable.appended, *stable.recalled]
+                g.complete = True
+
+    def prune(self, gathered: list[Gathered], allocations: dict[str, Allocation], query: str,
+              costing: Costing) -> dict[str, Selection]:
+        """Continue each offered layout that fits; cut the rest, in steps where laid out."""
+        selections: dict[str, Selection] = {}
+        for g in gathered:
+            name = g.spec.source
+            grant = allocations[name].grant
+            self.grants[name] = grant
+            if name not in self.sources:
+                selections[name] = prune_source(g, grant, query, costing)
+                continue
+            stable = self.offers.get(name)
+            why = "the first cut"
+            if stable is not None and stable.failure is None:
+                max_rounds = g.spec.options.get("max_rounds")
+                selection, why = decide(stable, grant, self.policy,
+                                        None if max_rounds is None else int(max_rounds))
+                if selection is not None:
+                    self._continue(g, selection, stable)
+                    selections[name] = selection
+                    continue
+                g.units, g.complete = self.normal.pop(name)
+            elif stable is not None:
+                why = stable.failure or why
+            self.anchors[name] = -1
+            stepped = max(0, int(grant * (1 - self.policy.step)))
+            # Nothing to cut: later calls only append. Shown afresh after a layout that no
+            # longer fits (tiers recomputed), it must also leave a step free, or the next call
+            # would break again.
+            if g.complete and g.need <= (grant if stable is None else stepped):
+                selections[name] = prune_source(g, grant, query, costing)
+                if stable is not None:
+                    self.advanced[name] = f"{why}; everything fits when shown afresh"
+                continue
+            self.advanced[name] = why
+            allocations[name] = Allocation(share=allocations[name].share, grant=stepped)
+            self.grants[name] = stepped
+            head = pinned_head(stable.units if stable is not None else [],
+                               int(stepped * self.policy.head_share))
+            if head:
+                self.heads[name] = head
+                self.rests[name] = after_head(g, head)
+            selections[name] = self._prune_after_head(g, stepped, query, costing)
+        return selections
+
+    def _prune_after_head(self, g: Gathered, grant: int, query: str, costing: Costing,
+                          reserve: bool = True) -> Selection:
+        """``g`` pruned to ``grant``; with a pinned head, the head and what fits after it."""
+        head = self.heads.get(g.spec.source)
+        if not head:
+            return prune_source(g, grant, query, costing, reserve=reserve)
+        rest = prune_source(self.rests[g.spec.source], grant - sum(u.tokens for u in head),
+                            query, costing, reserve=reserve)
+        return Selection(kept=[*head, *rest.kept], decisions=rest.decisions)
+
+    def _continue(self, g: Gathered, selection: Selection, stable: StableOffer) -> None:
+        """Record a continued layout and report the normal units it does not show."""
+        name = g.spec.source
+        self.continued.add(name)
+        self.anchors[name] = stable.anchor
+        self.digest_rooms[name] = stable.digest_room
+        normal, _ = self.normal.pop(name, (g.units, g.complete))
+        g.units = normal
+        shown = {c.item.key for u in selection.kept for c in u.candidates}
+        for unit in normal:
+            if not any(c.item.key in shown for c in unit.candidates):
+                selection.decisions.extend(drop_decisions(
+                    unit, "budget: older than the kept run (kept from the previous build for "
+                          "a stable prefix)"))
+
+    def add_digests(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
+                    request: Request, allocations: Mapping[str, Allocation],
+                    selections: dict[str, Selection], costing: Costing) -> None:
+        """Digests of the sources cut in this build, made as later builds will remake them."""
+        for g in gathered:
+            name = g.spec.source
+            if name not in self.sources or name in self.continued or g.error is not None:
+                continue
+            where = MESSAGE_LISTS[name]
+            frozen = digest_request(request, where, len(getattr(request, where)))
+            grant = allocations[name].grant
+            add_digest(g, sources[name], frozen, grant, selections, costing,
+                       lambda g, grant: self._prune_after_head(g, grant, request.user_input,
+                                                               costing, reserve=False))
+            self.digest_rooms[name] = digest_room_of(selections[name], grant)
+
+    def order(self, selections: dict[str, Selection]) -> None:
+        """Put the freshly cut laid-out sources in render order, a pinned head first.
+
+        A source cut for the first time pins its oldest kept units (up to
+        ``CachePolicy.head_share`` of its grant) before the digest of what it left out: later
+        cuts keep them, so the provider's cache still covers them after a cut.
+        """
+        for name in self.sources - self.continued:
+            selection = in_render_order(selections[name])
+            if name not in self.advanced:
+                continue
+            head = self.heads.get(name) or pinned_head(
+                selection.kept, int(self.grants[name] * self.policy.head_share))
+            pinned = {id(u) for u in head}
+            selection.kept = [*head, *(u for u in selection.kept if id(u) not in pinned)]
+
+    def tail(self, plan: BuildPlan, sources: Mapping[str, ContextSource]) -> frozenset[str]:
+        """Sources that declare their content changes from call to call (``volatile``)."""
+        return frozenset(spec.source for spec in plan.sources
+                         if getattr(sources.get(spec.source), "volatile", False))
+
+    def fingerprint(self, assembly: Assembly, selections: Mapping[str, Selection],
+                    request: Request, tail: frozenset[str]) -> Fingerprint:
+        """What the next build needs to continue this one."""
+        layouts = {}
+        for name in self.sources:
+            where = MESSAGE_LISTS[name]
+            raw = getattr(request, where)
+            anchor = self.anchors.get(name, -1)
+            layouts[name] = layout_of(selections[name], raw, where,
+                                      len(raw) if anchor < 0 else anchor,
+                                      self.digest_rooms.get(name, 0))
+        return Fingerprint(
+            plan=self.plan, target=self.target,
+            tools=short_hash("\x1e".join(assembly.schema_jsons)),
+            tool_tokens=sum(assembly.schema_tokens),
+            messages=tuple(message_hash(m) for m in assembly.messages),
+            tokens=assembly.message_tokens, layouts=layouts,
+            stable_end=next((i for i, section in enumerate(assembly.sections)
+                             if section in tail), len(assembly.sections)))
+
+    def report(self, previous: Fingerprint | None, current: Fingerprint,
+               assembly: Assembly) -> CacheReport:
+        """This build's prefix against the previous one's, with the reasons it broke."""
+        reasons = {name: f"{name}'s cut advanced: {why}" for name, why in self.advanced.items()}
+        return compare(previous, current, assembly.sections, sorted(self.advanced), reasons)
 
 
 PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),
@@ -110,15 +354,16 @@ def framing_tokens(plan: BuildPlan, request: Request, costing: Costing) -> int:
 
 
 def data_note_tokens(plan: BuildPlan, request: Request, gathered: list[Gathered],
-                     costing: Costing) -> int:
+                     costing: Costing, stable: bool = False) -> int:
     """Cost of the note that fenced text is data, when the build may need it (else 0).
 
-    Needed when anything fenced was offered; also when the request brings tools and the plan
-    can show their results, so the note, part of the cacheable prefix, is there from the
-    first call of an agent loop.
+    Needed when anything fenced was offered; also when the request brings tools (or the build
+    keeps a stable prefix) and the plan can show fenced parts, so the note, part of the
+    cacheable prefix, is there from the first call of an agent loop.
     """
     offered = any(c.item.untrusted for g in gathered for u in g.units for c in u.candidates)
-    loop = bool(request.tools) and any(s.source in _FENCED_SOURCES for s in plan.sources)
+    loop = (bool(request.tools) or stable) and any(
+        s.source in _FENCED_SOURCES for s in plan.sources)
     if not (offered or loop):
         return 0
     prompt = bool(request.system) and plan.spec("system") is not None
@@ -236,10 +481,11 @@ def prune_source(g: Gathered, grant: int, query: str, costing: Costing,
 
 def add_digests(gathered: list[Gathered], sources: Mapping[str, ContextSource],
                 request: Request, allocations: Mapping[str, Allocation],
-                selections: dict[str, Selection], costing: Costing) -> None:
+                selections: dict[str, Selection], costing: Costing,
+                skip: frozenset[str] = frozenset()) -> None:
     """Let sources with ``digest_share`` stand in for what they left out (``core.digest``)."""
     for g in gathered:
-        if g.spec.cuttable and g.error is None:
+        if g.spec.cuttable and g.error is None and g.spec.source not in skip:
             add_digest(g, sources[g.spec.source], request, allocations[g.spec.source].grant,
                        selections, costing,
                        lambda g, grant: _prune_whole(g, grant, request.user_input, costing))
@@ -259,12 +505,18 @@ def prune(gathered: list[Gathered], allocations: Mapping[str, Allocation], query
 
 def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
               selections: dict[str, Selection], pool: int, query: str,
-              costing: Costing) -> None:
-    """Hand tokens a source left unused to sources that dropped something, by priority."""
+              costing: Costing, skip: frozenset[str] = frozenset()) -> None:
+    """Hand tokens a source left unused to sources that dropped something, by priority.
+
+    Sources in ``skip`` keep what they have (a stable-prefix layout, or a cut that leaves room
+    on purpose), though what they leave unused is handed on.
+    """
     cuttable = [g for g in gathered if g.spec.cuttable]
     used = {g.spec.source: selections[g.spec.source].tokens for g in cuttable}
     for g in sorted(cuttable, key=lambda g: (g.layer, g.position)):
         leftover = pool - sum(used.values())
+        if g.spec.source in skip:
+            continue
         selection = selections[g.spec.source]
         dropped = [d.tokens_before for d in selection.decisions if d.action == "dropped"]
         if not dropped and g.complete:
@@ -281,8 +533,8 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
 
 
 def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str, Selection],
-                query: str, costing: Costing, *, note: bool, repeat: bool
-                ) -> tuple[Assembly, int]:
+                query: str, costing: Costing, *, note: bool, repeat: bool,
+                tail: frozenset[str] = frozenset()) -> tuple[Assembly, int]:
     """Assemble and count exactly, dropping the least important kept unit while over budget.
 
     Joins, the Anthropic lead message and the text rendering's escapes are only known once the
@@ -290,7 +542,9 @@ def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str,
     """
     while True:
         kept = {name: selection.kept for name, selection in selections.items()}
-        assembly = assemble(plan, kept, query, costing, note=note, repeat=repeat)
+        ordered = frozenset(name for name, selection in selections.items() if selection.ordered)
+        assembly = assemble(plan, kept, query, costing, note=note, repeat=repeat,
+                            ordered=ordered, tail=tail)
         total, checked = exact_tokens(assembly, costing)
         excess = checked - plan.budget.available
         if excess <= 0:
@@ -341,6 +595,6 @@ def _least_important(gathered: list[Gathered], selections: dict[str, Selection]
                      ) -> tuple[Gathered, Selection, Unit] | None:
     for g in sorted(gathered, key=lambda g: (-g.layer, -g.position)):
         selection = selections[g.spec.source]
-        if g.spec.cuttable and selection.kept:
-            return g, selection, selection.kept[-1]
+        if g.spec.cuttable and selection.kept:  # the oldest: last in keep order, first in render
+            return g, selection, selection.kept[0 if selection.ordered else -1]
     return None

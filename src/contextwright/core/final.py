@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from contextwright.core.accounting import MESSAGE_OVERHEAD, context_tokens
+from contextwright.core.cache import Fingerprint, message_hash
 from contextwright.core.items import Message
 from contextwright.core.providers import (
     ANTHROPIC_LEAD,
@@ -82,6 +83,35 @@ class FinalContext:
     max_output_tokens: int | None = None
     """Tokens the plan reserves for the reply (output and reasoning): the requests'
     ``max_tokens`` unless the caller gives one."""
+    message_tokens: tuple[int, ...] = ()
+    """Tokens of each message (chat builds)."""
+    stable_fingerprint: Fingerprint | None = None
+    """Set by a build with a cache policy: what the next build continues (see ``fingerprint``)."""
+    plan: Any = None
+    """The plan the build used (for ``fingerprint``)."""
+    cache_key: str | None = None
+    """Names the conversation for the provider's cache routing (OpenAI ``prompt_cache_key``)."""
+    cache_points: tuple[int, ...] = ()
+    """Indexes of ``messages`` where a stable part ends (history's end, the end of what will be
+    repeated next call): Anthropic ``cache_control`` breakpoints go there."""
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        """What the next build of this conversation needs: ``build(..., previous=...)``.
+
+        Small and plain JSON (``to_json`` / ``Fingerprint.from_json``), for a session store.
+        A build made without a cache policy gives one that only lets the next build compare
+        prefixes (it continues no layout).
+        """
+        if self.stable_fingerprint is not None:
+            return self.stable_fingerprint
+        from contextwright.core.cache import short_hash
+
+        return Fingerprint(
+            plan=short_hash(repr(self.plan)), target=self.target,
+            tools=short_hash("\x1e".join(self.schema_jsons)), tool_tokens=0,
+            messages=tuple(message_hash(m) for m in self.messages),
+            tokens=self.message_tokens or (0,) * len(self.messages), stable=False)
 
     def _chat_tokens(self) -> int:
         return self.total_tokens if self.target == "chat" else self.recount()
@@ -100,7 +130,8 @@ class FinalContext:
     def to_request(self, fmt: ProviderFormat = "openai", *, model: str | None = None,
                    max_tokens: int | None = None,
                    tool_choice: str | Mapping[str, Any] | None = None,
-                   parallel_tool_calls: bool | None = None) -> dict[str, Any]:
+                   parallel_tool_calls: bool | None = None,
+                   cache: bool | None = None) -> dict[str, Any]:
         """Keyword arguments for the provider's SDK call, ready to send.
 
         ``openai``: ``client.chat.completions.create(**body)``; ``openai-responses``:
@@ -109,11 +140,20 @@ class FinalContext:
         plan's reserved output (and reasoning) tokens and ``model`` to the builder's model;
         ``model``, ``tool_choice`` (OpenAI chat form, translated) and ``parallel_tool_calls``
         are sent when given. What the format cannot carry is in ``rendering_notes(fmt)``.
+
+        ``cache`` (default: on for a build with a cache policy): Anthropic requests carry
+        ``cache_control`` breakpoints at the ends of the stable parts (``cache_points``), OpenAI
+        requests the conversation's ``prompt_cache_key`` when the build has one.
         """
+        enabled = self.stable_fingerprint is not None if cache is None else cache
+        offset = 1 if self.messages and self.messages[0].role == "system" else 0
         return self._render(fmt, CallSettings(
             model=self.model if model is None else model,
             max_output_tokens=self.max_output_tokens if max_tokens is None else max_tokens,
-            tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls)).body
+            tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+            cache_points=tuple(i - offset for i in self.cache_points if i >= offset)
+            if enabled else None,
+            cache_key=self.cache_key if enabled else None)).body
 
     def rendering_notes(self, fmt: ProviderFormat) -> list[str]:
         """What the ``fmt`` rendering could not carry as built.

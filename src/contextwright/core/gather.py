@@ -43,6 +43,8 @@ class Candidate:
     """(role, content, calls) of the offered message, for de-duplication."""
     compacted: Decision | None = None
     """The report's ``compacted`` decision for this candidate, made once (see reporting)."""
+    rendered_hash: str = ""
+    """Hash of ``message``, set the first time a stable-prefix build needs it (``core.stable``)."""
 
     def __post_init__(self) -> None:
         m = self.item.message

@@ -58,7 +58,16 @@ class CallSettings:
     "function": {"name": ...}}`` (a bare tool name is taken as the last); translated per
     provider."""
     parallel_tool_calls: bool | None = None
+    cache_points: tuple[int, ...] | None = None
+    """Anthropic: put ``cache_control`` breakpoints on the tools, the system prompt and the
+    messages at these indexes (None: no breakpoints); see ``anthropic``."""
+    cache_key: str | None = None
+    """OpenAI: ``prompt_cache_key``, so calls of one conversation reach the same cache."""
 
+
+CACHE_CONTROL = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4
+"""The Messages API takes at most this many ``cache_control`` breakpoints."""
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -139,6 +148,8 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
         body["tools"] = [dict(s) for s in schemas]
     if settings.max_output_tokens:
         body["max_completion_tokens"] = settings.max_output_tokens
+    if settings.cache_key:
+        body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _openai_tool_choice)
     return Rendered(body)
 
@@ -172,6 +183,8 @@ def openai_responses(system: str, messages: Sequence[Message],
         body["tools"] = [_responses_tool(s) for s in schemas]
     if settings.max_output_tokens:
         body["max_output_tokens"] = settings.max_output_tokens
+    if settings.cache_key:
+        body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _responses_tool_choice)
     return Rendered(body, renamed_note(ids))
 
@@ -214,27 +227,16 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     """Keyword arguments for ``anthropic.Anthropic().messages.create``.
 
     ``labels`` and ``documents`` say, per message, its source label and whether it carries a
-    document (a flag the build sets, never read from the caller's messages).
+    document (a flag the build sets, never read from the caller's messages). With
+    ``settings.cache_points``, ``cache_control`` breakpoints go on the last tool, the system
+    prompt and the last block of each message named (up to four in all, the last ones kept):
+    the provider then caches the request up to each of them.
     """
     notes: list[str] = []
     native_tools = bool(schemas)
-    merged: list[dict[str, Any]] = []
     ids = CallIds()
-    for index, message in enumerate(messages):
-        document = index < len(documents) and documents[index]
-        role = "user" if message.role in ("user", "tool") or document else "assistant"
-        if message.tool_calls:
-            ids.open_block(message)
-        blocks = _anthropic_blocks(message, labels[index] if index < len(labels) else None,
-                                   document, native_tools, ids)
-        if not blocks:
-            notes.append(f"an empty {message.role} message was left out (the Messages API "
-                         "refuses empty content)")
-            continue
-        if merged and merged[-1]["role"] == role:
-            merged[-1]["content"].extend(blocks)
-        else:
-            merged.append({"role": role, "content": blocks})
+    merged, marked = _anthropic_turns(messages, labels, documents, native_tools, ids,
+                                      set(settings.cache_points or ()), notes)
     if not native_tools and any(m.tool_calls or m.role == "tool" for m in messages):
         notes.append("the request defines no tools, so tool calls are shown as the assistant's "
                      "text and their results as search_result blocks (the Messages API refuses "
@@ -259,11 +261,60 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     body["messages"] = merged
     if schemas:
         body["tools"] = [anthropic_tool(s) for s in schemas]
+    if settings.cache_points is not None:
+        _add_breakpoints(body, merged, marked)
     check_tool_choice(schemas, settings)
     choice = _anthropic_tool_choice(settings) if schemas else None
     if choice is not None:
         body["tool_choice"] = choice
     return Rendered(body, notes, lead)
+
+
+def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
+                     documents: Sequence[bool], native_tools: bool, ids: CallIds,
+                     points: set[int], notes: list[str]
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Messages as alternating turns, and the last block of each message in ``points``."""
+    merged: list[dict[str, Any]] = []
+    marked: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        document = index < len(documents) and documents[index]
+        role = "user" if message.role in ("user", "tool") or document else "assistant"
+        if message.tool_calls:
+            ids.open_block(message)
+        blocks = _anthropic_blocks(message, labels[index] if index < len(labels) else None,
+                                   document, native_tools, ids)
+        if not blocks:
+            notes.append(f"an empty {message.role} message was left out (the Messages API "
+                         "refuses empty content)")
+            continue
+        if index in points:
+            marked.append(blocks[-1])
+        if merged and merged[-1]["role"] == role:
+            merged[-1]["content"].extend(blocks)
+        else:
+            merged.append({"role": role, "content": blocks})
+    return merged, marked
+
+
+def _add_breakpoints(body: dict[str, Any], merged: list[dict[str, Any]],
+                     marked: list[dict[str, Any]]) -> None:
+    """``cache_control`` on the last tool, the system prompt and the marked message blocks.
+
+    A marked block the rendering dropped (a stripped final assistant text) is skipped. With more
+    than four in all, the earliest message breakpoints go: the later a breakpoint, the more of
+    the request it caches.
+    """
+    present = {id(block) for turn in merged for block in turn["content"]}
+    blocks = [b for b in marked if id(b) in present]
+    fixed = int(bool(body.get("tools"))) + int("system" in body)
+    for block in blocks[max(0, len(blocks) - (MAX_BREAKPOINTS - fixed)):]:
+        block["cache_control"] = dict(CACHE_CONTROL)
+    if body.get("tools"):
+        body["tools"][-1]["cache_control"] = dict(CACHE_CONTROL)
+    if "system" in body:
+        body["system"] = [{"type": "text", "text": body["system"],
+                           "cache_control": dict(CACHE_CONTROL)}]
 
 
 def _anthropic_blocks(message: Message, source_label: str | None, document: bool,

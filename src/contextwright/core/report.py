@@ -6,7 +6,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from contextwright.core.cache import CacheReport
 
 Action = Literal[
     "kept", "truncated", "compacted", "dropped", "deduplicated", "conflict", "placeholder",
@@ -82,6 +85,8 @@ class BuildReport:
     """Every decision, in the order made."""
     warnings: tuple[str, ...] = ()
     """Key conflicts, isolated source failures, placeholders."""
+    cache: CacheReport | None = None
+    """Builds with a cache policy: how this request's prefix compares with the previous one's."""
 
     def format_debug(self) -> str:
         """The seed 000 §3.5 table: one line per source and the total."""
@@ -104,4 +109,6 @@ class BuildReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form."""
-        return asdict(self)
+        data = asdict(self)
+        data["cache"] = self.cache.to_dict() if self.cache is not None else None
+        return data

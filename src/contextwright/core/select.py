@@ -29,6 +29,8 @@ class Selection:
 
     kept: list[Unit] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    ordered: bool = False
+    """``kept`` is in render order (a stable-prefix layout), not keep order."""
 
     @property
     def tokens(self) -> int:

@@ -119,8 +119,9 @@ def validate_anthropic_request(body: Mapping[str, Any]) -> None:
     max_tokens = body.get("max_tokens")
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValidationError("max_tokens must be set, 1 or more")
-    if "system" in body and not str(body["system"]).strip():
+    if "system" in body and not _system_text(body["system"]).strip():
         raise ValidationError("system is empty (leave it out instead)")
+    _check_breakpoints(body)
     tools = body.get("tools") or []
     for position, tool in enumerate(tools):
         schema = tool.get("input_schema")
@@ -129,6 +130,26 @@ def validate_anthropic_request(body: Mapping[str, Any]) -> None:
     if not tools and any(block.get("type") in ("tool_use", "tool_result")
                          for message in messages for block in message.get("content") or []):
         raise ValidationError("tool_use / tool_result blocks need tools defined")
+
+
+def _system_text(system: object) -> str:
+    """The text of a ``system`` given as a string or as text blocks."""
+    if isinstance(system, list):
+        return "".join(str(block.get("text", "")) for block in system
+                       if isinstance(block, Mapping))
+    return str(system)
+
+
+def _check_breakpoints(body: Mapping[str, Any]) -> None:
+    """At most four ``cache_control`` breakpoints, as the Messages API requires."""
+    system = body.get("system")
+    blocks: list[Any] = [*(body.get("tools") or []),
+                         *(system if isinstance(system, list) else []),
+                         *(block for message in body.get("messages", [])
+                           for block in message.get("content") or [])]
+    count = sum(1 for block in blocks if isinstance(block, Mapping) and "cache_control" in block)
+    if count > 4:
+        raise ValidationError(f"{count} cache_control breakpoints (the API allows 4)")
 
 
 def validate_responses(body: Mapping[str, Any]) -> None:

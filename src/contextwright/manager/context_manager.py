@@ -23,9 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from contextwright.builder import ContextBuilder
+from contextwright.builder import ContextBuilder, cache_policy
 from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
 from contextwright.convert import chat_messages
+from contextwright.core.cache import CachePolicy, Fingerprint, short_hash
 from contextwright.core.fence import language_of
 from contextwright.core.final import FinalContext
 from contextwright.core.items import check_text, parse_message
@@ -55,7 +56,7 @@ from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
 from contextwright.session.memory import MemoryStore
-from contextwright.session.state import ModeSwitch, SessionState, load_state
+from contextwright.session.state import ModeSwitch, SessionState, load_state, update_state
 from contextwright.session.store import (
     Appended,
     SessionKey,
@@ -124,7 +125,12 @@ class ContextManager:
     routing. ``background=True`` runs summary updates on a worker thread, so ``prepare`` never
     waits for them (``flush()`` waits). ``recaller`` ranks a session's older turns for modes that
     recall (default: lexical BM25); their index is kept in process for the most recently served
-    sessions, up to about ``recall_cache_messages`` messages in all.
+    sessions, up to about ``recall_cache_messages`` messages in all. ``cache`` (on by default,
+    or a ``CachePolicy``): every build keeps a stable prefix for the provider's prompt cache
+    and its fingerprint is kept in the session state, so the next build, on any worker,
+    continues it; requests then carry ``cache_control`` breakpoints (Anthropic) and a
+    ``prompt_cache_key`` naming the session by a hash (OpenAI). ``False`` builds every call
+    afresh.
     """
 
     def __init__(self, store: Store | None = None, *,
@@ -136,6 +142,7 @@ class ContextManager:
                  budget: Mapping[str, Any] | None = None, summary_max_tokens: int = 300,
                  max_read_messages: int = 400, background: bool = True,
                  recaller: TurnRecaller | None = None, recall_cache_messages: int = 100_000,
+                 cache: CachePolicy | bool = True,
                  clock: Callable[[], float] = time.time) -> None:
         if router is not None and (modes is not None or classifier is not None):
             raise PlanError("give modes and classifier to the Router, or pass them without one")
@@ -164,6 +171,7 @@ class ContextManager:
         self._recall_indexes = RecallIndexes(recall_cache_messages)
         self._history: ContextSource = next(
             (s for s in reversed(self._sources) if s.namespace == "history"), HistorySource())
+        self._cache = cache_policy(cache, None)
         self._summary_max_tokens = summary_max_tokens
         self._max_read = max_read_messages
         self._clock = clock
@@ -230,6 +238,7 @@ class ContextManager:
             raise InvalidInputError("the session has no user message to answer; pass text")
         settings = self._settings(state.mode)
         context = self._build(key, state, settings, read, recent, user_index, parts, target)
+        self._keep_fingerprint(key, context, appended.epoch if appended is not None else None)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
 
@@ -500,7 +509,31 @@ class ContextManager:
         history = self._session_history(key, settings, read, recent[:user_index + 1])
         builder = ContextBuilder(self.tokenizer, sources=(
             *self._sources, memory, *([history] if history is not None else [])))
-        return builder.build(self._plans[settings.name], request, target=target)
+        if self._cache is None:
+            return builder.build(self._plans[settings.name], request, target=target)
+        return builder.build(self._plans[settings.name], request, target=target,
+                             previous=_previous(key, state), cache=self._cache,
+                             cache_key=short_hash(f"{key.user_id}\x1f{key.session_id}"))
+
+    def _keep_fingerprint(self, key: SessionKey, context: FinalContext,
+                          epoch: str | None) -> None:
+        # The next build of this session, on any worker, continues this one's layout. Only
+        # into the incarnation of the session that was read: an erased session stays erased.
+        if self._cache is None or context.stable_fingerprint is None:
+            return
+        fingerprint = context.stable_fingerprint.to_dict()
+        epoch = epoch if epoch is not None else self.store.epoch(key)
+        if epoch is None:
+            return
+        try:
+            update_state(self.store, key, lambda s: replace(s, cache=fingerprint),
+                         epoch=epoch)
+        except ConflictError:  # a hint only: the next build starts a new cache line
+            logger.warning("prompt-cache fingerprint not saved (state kept changing) user=%s "
+                           "session=%s", key.user_id, key.session_id,
+                           extra={"contextwright": {"event": "fingerprint_conflict",
+                                                    "user_id": key.user_id,
+                                                    "session_id": key.session_id}})
 
     def _session_history(self, key: SessionKey, settings: ModeSettings,
                          read: list[StoredMessage], shown: list[StoredMessage]
@@ -559,6 +592,21 @@ class ContextManager:
 
     def _now_iso(self) -> str:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="seconds")
+
+
+def _previous(key: SessionKey, state: SessionState) -> Fingerprint | None:
+    """The session's stored fingerprint; an unreadable one is logged and a new line started."""
+    if state.cache is None:
+        return None
+    try:
+        return Fingerprint.from_dict(state.cache)
+    except InvalidInputError as error:
+        logger.warning("stored prompt-cache fingerprint unreadable (%s) user=%s session=%s",
+                       error, key.user_id, key.session_id,
+                       extra={"contextwright": {"event": "fingerprint_unreadable",
+                                                "user_id": key.user_id,
+                                                "session_id": key.session_id}})
+        return None
 
 
 def plan_or_name(name: str, settings: ModeSettings,

@@ -25,6 +25,8 @@ class SessionMemorySource:
     """Yields, most important first: instruction, output rules, facts, task, tools, summary."""
 
     namespace = NAMESPACE
+    volatile = True
+    """The summary and zones change as the session goes on: rendered after the stable part."""
 
     def __init__(self, *, settings: ModeSettings, zones: Zones, summary_text: str,
                  language: str) -> None:

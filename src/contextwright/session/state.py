@@ -57,6 +57,8 @@ class SessionState:
     """Facts, task and tools zones."""
     handoff: Mapping[str, Any] | None = None
     """The hand-off summary (``Summary.to_dict()``) that later hand-offs merge into."""
+    cache: Mapping[str, Any] | None = None
+    """The last build's ``Fingerprint.to_dict()``: any worker's next build continues it."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data for a store."""
@@ -71,6 +73,7 @@ class SessionState:
             "summary_upto": self.summary_upto, "summary_failures": self.summary_failures,
             "zones": self.zones.to_dict(),
             "handoff": dict(self.handoff) if self.handoff is not None else None,
+            "cache": dict(self.cache) if self.cache is not None else None,
         }
 
     @staticmethod
@@ -83,7 +86,7 @@ class SessionState:
                 summary=data.get("summary"), summary_upto=int(data.get("summary_upto", 0)),
                 summary_failures=int(data.get("summary_failures", 0)),
                 zones=Zones.from_dict(data.get("zones") or {}),
-                handoff=data.get("handoff"),
+                handoff=data.get("handoff"), cache=data.get("cache"),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise CorruptRecordError(

@@ -17,6 +17,7 @@ older turns relevant to the input are interleaved into the newest-first stream (
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -349,16 +350,32 @@ class HistorySource:
         """Exact values of the omitted messages, for ``digest_share`` (``history_digest``)."""
         return history_digest(request, options, kept, max_tokens, cost)
 
+    def recalled_turns(self, request: Request, options: Mapping[str, Any],
+                       starts: Sequence[int]) -> Iterator[ContextItem]:
+        """The turns opening at ``starts`` (history positions) as recalled, marked turns.
+
+        A build that keeps a stable prefix shows a turn recalled for an earlier input again in
+        the same form, whatever the current input ranks.
+        """
+        if not starts:
+            return
+        index = turn_index(request.history)
+        for start in sorted(set(starts)):
+            position = bisect_left(index.turns, start, key=lambda turn: turn.index)
+            if position < len(index.turns) and index.turns[position].index == start:
+                yield from cached_recalled_items(request, options, index, position, 0.0)
+
     def _recent(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         max_rounds = options.get("max_rounds")
         key = options_key(options)
         tiers = ToolTiers.from_options(options)
         rounds_done = calls_seen = 0
+        anchor = _tier_anchor(options)
         for block in read_blocks_backward(request.history, "history"):
             if max_rounds is not None and rounds_done >= max_rounds:
                 return
             retention = None
-            if tiers is not None and block.messages[0].tool_calls:
+            if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
                 retention = Retention(tiers, calls_seen, request.history)
                 calls_seen += 1
             yield from block_items(block, "history", Layer.HISTORY, True, options, key,
@@ -411,6 +428,26 @@ class HistorySource:
                 yield from cached_recalled_items(request, options, index, position, score)
 
 
+def _tier_anchor(options: Mapping[str, Any]) -> float:
+    """Where tiers are computed as of (``tier_anchor``; infinity: the end of the list).
+
+    A build that keeps a stable prefix sets it to the list's length at its last cut: calls
+    made since stay whole until the next cut, and older results keep the tier they were shown
+    in, so what is shown of them does not change call after call.
+    """
+    anchor = options.get("tier_anchor")
+    return float("inf") if anchor is None else int(anchor)
+
+
+def _calls_from(history: Sequence[Mapping[str, Any]], anchor: float) -> int:
+    """Call blocks at or after ``anchor`` (0 without one): they do not age older results."""
+    if anchor == float("inf"):
+        return 0
+    return sum(1 for raw in history[int(anchor):]
+               if isinstance(raw, Mapping) and raw.get("role") == "assistant"
+               and raw.get("tool_calls"))
+
+
 @lru_cache(maxsize=65_536)
 def _estimate(text: str) -> int:
     """``estimate_tokens``, remembered per content (the recent stream is re-read every build)."""
@@ -451,10 +488,11 @@ def _recent_blocks(request: Request, options: Mapping[str, Any]
     """History's blocks newest first with their items (tiers applied)."""
     key = options_key(options)
     tiers = ToolTiers.from_options(options)
+    anchor = _tier_anchor(options)
     calls_seen = 0
     for block in read_blocks_backward(request.history, "history"):
         retention = None
-        if tiers is not None and block.messages[0].tool_calls:
+        if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
             retention = Retention(tiers, calls_seen, request.history)
             calls_seen += 1
         yield block, block_items(block, "history", Layer.HISTORY, True, options, key, retention)
@@ -473,7 +511,8 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
     turn = index.turns[position]
     key = options_key(options)
     tiers = ToolTiers.from_options(options)
-    calls_seen = index.calls_newer_than(position)
+    calls_seen = index.calls_newer_than(position) - _calls_from(request.history,
+                                                                 _tier_anchor(options))
     items: list[ContextItem] = []
     for block in read_blocks_backward(request.history, "history", index.ends[position],
                                       turn.index):
@@ -546,10 +585,11 @@ class ToolResultSource:
         """One unit per call block of ``request.turn``, newest first."""
         key = options_key(options)
         tiers = ToolTiers.from_options(options)
+        anchor = _tier_anchor(options)
         calls_seen = 0
         for block in read_blocks_backward(request.turn, "turn"):
             retention = None
-            if tiers is not None and block.messages[0].tool_calls:
+            if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
                 retention = Retention(tiers, calls_seen, ())
                 calls_seen += 1
             yield from block_items(block, "tool_results", Layer.EVIDENCE, False, options, key,

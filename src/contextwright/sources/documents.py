@@ -47,6 +47,8 @@ class DocumentSource:
     """Documents from ``request.documents``, best first, one fenced item each."""
 
     namespace = "rag"
+    volatile = True
+    """Documents follow the input, so a stable-prefix build renders them after the stable part."""
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One item per document, best document first."""

@@ -141,6 +141,9 @@ class RetrievalSource:
     (least recently used evicted first; 0 keeps none). Thread-safe.
     """
 
+    volatile = True
+    """Passages follow the input, so a stable-prefix build renders them after the stable part."""
+
     def __init__(self, retriever: Retriever | None = None, *, embedder: Embedder | None = None,
                  tokenizer: str | CountingTokenizer = "o200k_base", alpha: float = 0.5,
                  namespace: str = "rag", max_indexes: int = 32) -> None:

@@ -44,6 +44,8 @@ class EnvInfoSource:
     """
 
     namespace = "env"
+    volatile = True
+    """Facts such as the time change every call: a stable-prefix build renders them last."""
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``env.info`` item listing the facts, if there are any."""
@@ -78,6 +80,8 @@ class NotesSource:
     """Scratchpad / reflection notes of a multi-step task (L7), newest kept first."""
 
     namespace = "notes"
+    volatile = True
+    """A scratchpad grows as a task goes on: a stable-prefix build renders it last."""
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``notes.n<i>`` item per note, newest first."""

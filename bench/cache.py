@@ -1,0 +1,353 @@
+"""Prompt-cache stability: replay real conversations call by call and price the repeated prefix.
+
+    python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0.15]
+
+For consecutive calls of one conversation, from the rendered requests themselves (OpenAI chat
+form, tools then messages, the order providers cache in):
+
+* hit share: tokens of the longest run of leading messages identical to the previous call's
+  ÷ input tokens — for the whole request and for the part after the system prompt and tools;
+* effective input cost at Anthropic prices (cache reads 0.1×, writes 1.25×, from 1,024 tokens)
+  and OpenAI prices (cached input 0.1×, from 1,024 tokens in 128-token steps), summed over the
+  conversation and shown as a ratio to LangChain ``trim_messages`` at the same budget;
+* quality at the same budgets: τ-bench id-fact survival at the dataset's cut points, LoCoMo
+  strict evidence recall of every question asked after the conversation.
+
+Methods, side by side: contextwright today (no ``previous``), contextwright with ``previous``
+(``CachePolicy``), LangChain ``trim_messages`` (exact counts, last messages that fit), and the
+OpenAI Agents SDK's session trimming (the last N items of a session) when ``openai-agents`` is
+installed. τ-bench replays every model call of each agent trajectory with the ``tool_heavy`` plan
+(history and this turn's results each capped at the budget); LoCoMo makes each turn of speaker A
+a call with the ``chat`` plan at a total budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.core.cache import PRICE_MODELS, CachePolicy
+from contextwright.evaluate.locomo import evidence_scores, load_locomo
+from contextwright.evaluate.metrics import message_tokens
+from contextwright.evaluate.tau import (
+    SLACK,
+    budget_plan,
+    load_tau,
+    split_conversation,
+    tau_scores,
+)
+from peers import _lc_to_openai_dict, langchain_trim_exact
+
+Msg = dict[str, Any]
+Count = Callable[[str], int]
+
+
+@dataclass
+class Tally:
+    """Sums over the consecutive calls of every replayed conversation."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    prefix_tokens: int = 0
+    after_system_input: int = 0
+    after_system_prefix: int = 0
+    cost: dict[str, float] = field(default_factory=lambda: {m.name: 0.0 for m in PRICE_MODELS})
+    pairs_ok: int = 0
+    quality: list[float] = field(default_factory=list)
+
+    def add(self, previous: list[Msg] | None, current: list[Msg], count: Count) -> None:
+        """Count one call against the one before it (the first call of a conversation too)."""
+        sizes = [message_tokens(m, count) for m in current]
+        total = sum(sizes)
+        system = sum(s for m, s in zip(current, sizes, strict=True) if m["role"] == "system")
+        prefix = 0
+        if previous is not None:
+            for old, new, size in zip(previous, current, sizes, strict=False):
+                if _canonical(old) != _canonical(new):
+                    break
+                prefix += size
+        self.calls += 1
+        self.input_tokens += total
+        self.prefix_tokens += prefix
+        self.after_system_input += total - system
+        self.after_system_prefix += max(prefix - system, 0)
+        for model in PRICE_MODELS:
+            self.cost[model.name] += model.relative_cost(prefix, total) * total
+        self.pairs_ok += int(_pairs_intact(current))
+
+    def row(self) -> dict[str, float]:
+        """The tally's ratios."""
+        return {
+            "hit": self.prefix_tokens / max(self.input_tokens, 1),
+            "hit_after_system": self.after_system_prefix / max(self.after_system_input, 1),
+            **{f"cost_{name}": cost for name, cost in self.cost.items()},
+            "pairs": self.pairs_ok / max(self.calls, 1),
+            "quality": statistics.fmean(self.quality) if self.quality else float("nan"),
+            "calls": self.calls,
+        }
+
+
+def _canonical(message: Msg) -> str:
+    return json.dumps(message, sort_keys=True, ensure_ascii=False)
+
+
+def _pairs_intact(messages: Sequence[Msg]) -> bool:
+    """Every tool result answers a call before it, and every call has its results."""
+    open_calls: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            if message.get("tool_call_id") not in open_calls:
+                return False
+            open_calls.discard(message["tool_call_id"])
+        elif open_calls:
+            return False
+        for call in message.get("tool_calls") or []:
+            open_calls.add(call["id"])
+    return not open_calls
+
+
+# --- methods -------------------------------------------------------------------------------
+
+
+class Method:
+    """One way of building the calls of a conversation."""
+
+    name = ""
+
+    def start(self) -> None:
+        """A new conversation begins."""
+
+    def call(self, plan: BuildPlan, request: Request, budget: int) -> list[Msg]:
+        """The rendered messages of one call."""
+        raise NotImplementedError
+
+
+class Today(Method):
+    name = "contextwright (no previous)"
+
+    def __init__(self, builder: ContextBuilder) -> None:
+        self.builder = builder
+
+    def call(self, plan: BuildPlan, request: Request, budget: int) -> list[Msg]:
+        return self.builder.build(plan, request).to_messages("openai")
+
+
+class WithPrevious(Method):
+    name = "contextwright (previous)"
+
+    def __init__(self, builder: ContextBuilder, policy: CachePolicy) -> None:
+        self.builder = builder
+        self.policy = policy
+        self.previous: Any = None
+        self.advances = 0
+        self.builds = 0
+
+    def start(self) -> None:
+        self.previous = None
+
+    def call(self, plan: BuildPlan, request: Request, budget: int) -> list[Msg]:
+        ctx = self.builder.build(plan, request, previous=self.previous, cache=self.policy)
+        self.previous = ctx.fingerprint
+        self.builds += 1
+        self.advances += bool(ctx.report.cache and ctx.report.cache.advanced)
+        return ctx.to_messages("openai")
+
+
+class TrimMessages(Method):
+    name = "LangChain trim_messages"
+
+    def call(self, plan: BuildPlan, request: Request, budget: int) -> list[Msg]:
+        messages = _conversation(request)
+        return [_lc_to_openai_dict(m) for m in langchain_trim_exact(messages, budget)]
+
+
+class AgentsSessionLastN(Method):
+    """The Agents SDK's ``SQLiteSession.get_items(limit=N)``, N the most items that fit."""
+
+    name = "OpenAI Agents SDK session (last N items)"
+
+    def __init__(self, count: Count) -> None:
+        self.count = count
+
+    def call(self, plan: BuildPlan, request: Request, budget: int) -> list[Msg]:
+        import asyncio
+
+        from agents import SQLiteSession
+
+        messages = _conversation(request)
+        system, rest = messages[:1], messages[1:]
+        session = SQLiteSession("bench")
+        asyncio.run(session.add_items(rest))  # type: ignore[arg-type]
+        room = budget - sum(message_tokens(m, self.count) for m in system)
+        limit, used = 0, 0
+        for message in reversed(rest):  # the N a caller would set to fit the budget
+            used += message_tokens(message, self.count)
+            if used > room:
+                break
+            limit += 1
+        items = asyncio.run(session.get_items(limit=limit)) if limit else []
+        return [*system, *(dict(item) for item in items)]  # type: ignore[call-overload]
+
+
+def _conversation(request: Request) -> list[Msg]:
+    system = [{"role": "system", "content": request.system}] if request.system else []
+    return [*system, *map(dict, request.history), {"role": "user", "content": request.user_input},
+            *map(dict, request.turn)]
+
+
+# --- replays -------------------------------------------------------------------------------
+
+
+def tau_calls(traj: Sequence[Msg]) -> Iterator[tuple[int, tuple[Msg, ...], str, tuple[Msg, ...]]]:
+    """Every model call of a trajectory: (position, history, user input, this turn)."""
+    for position in range(2, len(traj)):
+        if traj[position].get("role") != "assistant":
+            continue
+        conversation = traj[1:position]
+        if not any(m.get("role") == "user" for m in conversation):
+            continue
+        yield (position, *split_conversation(conversation))
+
+
+def replay_tau(folder: Path, methods: list[Method], budgets: Sequence[int], limit: int | None,
+               count: Count) -> dict[int, dict[str, Tally]]:
+    data = load_tau(folder, limit)
+    trajectories = json.loads((folder / "gpt-4o-airline-dev.json").read_text("utf-8"))
+    cuts = {case.traj_index: case for case in data.cases}
+    results: dict[int, dict[str, Tally]] = {b: {m.name: Tally() for m in methods}
+                                            for b in budgets}
+    for budget in budgets:
+        for traj_index, case in sorted(cuts.items()):
+            traj = trajectories[traj_index]["traj"]
+            cut = len(case.conversation) + 1
+            calls = [c for c in tau_calls(traj) if c[0] <= cut]
+            longest = max(count(user) for _, _, user, _ in calls) + 8
+            available = count(data.policy) + longest + 2 * budget + SLACK
+            plan = budget_plan(BuildPlan.named("tool_heavy"), budget, budget, available)
+            for method in methods:
+                method.start()
+                tally = results[budget][method.name]
+                previous = None
+                last: list[Msg] = []
+                for _, history, user, turn in calls:
+                    request = Request(user_input=user, system=data.policy, history=history,
+                                      turn=turn)
+                    last = method.call(plan, request, _total(budget, data.policy, user, count))
+                    tally.add(previous, last, count)
+                    previous = last
+                # The dataset's cut is the last call replayed: score what that call showed.
+                scores = tau_scores(case, last, count)["fact_survival"]
+                tally.quality.append(scores.numerator / max(scores.denominator, 1))
+    return results
+
+
+def _total(budget: int, system: str, user: str, count: Count) -> int:
+    """A whole-request budget for the peers: system, input, history and this turn's share."""
+    return count(system) + count(user) + 2 * budget
+
+
+def replay_locomo(folder: Path, methods: list[Method], budgets: Sequence[int],
+                  limit: int | None, count: Count, questions: int | None
+                  ) -> dict[int, dict[str, Tally]]:
+    data = load_locomo(folder)
+    results: dict[int, dict[str, Tally]] = {b: {m.name: Tally() for m in methods}
+                                            for b in budgets}
+    conversations = list(data.conversations.values())[:limit] if limit else list(
+        data.conversations.values())
+    for budget in budgets:
+        plan = BuildPlan.named("chat").with_budget(available_override=budget)
+        for conversation in conversations:
+            history = conversation.history
+            asks = [c for c in data.cases if c.sample_id == conversation.sample_id]
+            if questions is not None:
+                asks = asks[:questions]
+            for method in methods:
+                method.start()
+                tally = results[budget][method.name]
+                previous = None
+                for position, message in enumerate(history):
+                    if message["role"] != "user" or position == 0:
+                        continue
+                    request = Request(user_input=str(message["content"]),
+                                      history=history[:position])
+                    current = method.call(plan, request, budget)
+                    tally.add(previous, current, count)
+                    previous = current
+                state = getattr(method, "previous", None)
+                for case in asks:  # each question continues from the conversation's last call
+                    if isinstance(method, WithPrevious):
+                        method.previous = state
+                    request = Request(user_input=case.question, history=history)
+                    messages = method.call(plan, request, budget)
+                    evidence = [conversation.turns[dia_id] for dia_id in case.evidence]
+                    tally.quality.append(
+                        evidence_scores(evidence, messages, count)["strict_recall"].numerator)
+    return results
+
+
+# --- output --------------------------------------------------------------------------------
+
+
+def print_table(title: str, results: dict[int, dict[str, Tally]], quality: str) -> None:
+    print(f"\n## {title}\n")
+    print(f"| budget | method | calls | hit share | hit share after system | "
+          f"cost vs trim (Anthropic) | cost vs trim (OpenAI) | tool pairs | {quality} |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for budget, tallies in results.items():
+        trim = tallies.get(TrimMessages.name)
+        for name, tally in tallies.items():
+            row = tally.row()
+            ratio = {m.name: row[f"cost_{m.name}"] / trim.row()[f"cost_{m.name}"]
+                     if trim else float("nan") for m in PRICE_MODELS}
+            print(f"| {budget} | {name} | {row['calls']} | {row['hit']:.3f} | "
+                  f"{row['hit_after_system']:.3f} | {ratio['anthropic']:.2f} | "
+                  f"{ratio['openai']:.2f} | {row['pairs']:.3f} | {row['quality']:.3f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="folder holding the datasets")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="τ-bench cut points / LoCoMo conversations to replay")
+    parser.add_argument("--questions", type=int, default=None,
+                        help="LoCoMo questions per conversation (default: all)")
+    parser.add_argument("--step", type=float, default=CachePolicy().step)
+    parser.add_argument("--recall-share", type=float, default=CachePolicy().recall_share)
+    parser.add_argument("--tau-budgets", type=int, nargs="*", default=[1000, 2000, 4000])
+    parser.add_argument("--locomo-budgets", type=int, nargs="*", default=[4000, 8000])
+    parser.add_argument("--skip", choices=["tau", "locomo"], default=None)
+    args = parser.parse_args()
+    builder = ContextBuilder()
+    count = builder.tokenizer.count
+    policy = CachePolicy(step=args.step, recall_share=args.recall_share)
+    methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
+    try:
+        import agents  # noqa: F401
+
+        methods.append(AgentsSessionLastN(count))
+    except ImportError:
+        print("openai-agents is not installed: its session trimming is left out")
+    print(f"cache policy: step {policy.step}, recall_share {policy.recall_share}")
+    if args.skip != "tau":
+        tau = replay_tau(args.data / "tau-bench-airline-dev", methods, args.tau_budgets,
+                         args.limit, count)
+        print_table("τ-bench dev trajectories (tool_heavy; budget = history cap and turn cap)",
+                    tau, "fact survival")
+    if args.skip != "locomo":
+        locomo = replay_locomo(args.data / "locomo-dev", methods, args.locomo_budgets,
+                               args.limit, count, args.questions)
+        print_table("LoCoMo dev conversations (chat; budget = total)", locomo,
+                    "strict evidence recall")
+
+
+if __name__ == "__main__":
+    main()

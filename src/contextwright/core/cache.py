@@ -1,0 +1,315 @@
+"""Prompt-cache stability: what a build remembers of itself, and how its prefix compares.
+
+Providers bill the part of a request that repeats the previous request's prefix at a fraction
+of the input price. A build that knows the previous build of the same conversation (its
+``Fingerprint``) keeps what it showed then, in the same order, and only appends, until a source
+no longer fits; then that source's cut advances by a step (``CachePolicy.step``) so the next
+calls only append again (``core.stable``). Each build's ``CacheReport`` says how much of the
+rendered request repeats the previous one's prefix, where and why it broke, and what that costs
+under each provider's price model.
+
+A fingerprint is small (a short hash and a token count per message, a few per kept history
+message) and plain JSON, so a session store can keep it and any worker continue the cache line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextwright.core.items import Message
+from contextwright.errors import InvalidInputError
+
+FINGERPRINT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """How a build trades budget fill for a stable prefix.
+
+    ``step``: when a source's kept run no longer fits, it is cut again to leave this share of its
+    grant free, so the next calls append into the room instead of cutting again (0.25: about
+    every quarter of the grant's worth of new messages). Larger steps mean longer stable runs and
+    less of the budget used right after a cut. ``recall_share``: the share of a source's grant
+    that turns recalled for the current input may add in one call without a cut (they join the
+    kept run and stay until the next cut). ``head_share``: the first cut pins the oldest kept
+    messages, up to this share of the grant, and later cuts keep them, so the cached prefix
+    survives a cut (0: every cut starts the prefix again after the system prompt).
+    """
+
+    step: float = 0.25
+    recall_share: float = 0.15
+    head_share: float = 0.3
+
+    def __post_init__(self) -> None:
+        """Refuse shares outside their range."""
+        if not 0 <= self.head_share < 1:
+            raise InvalidInputError("cache head_share must be in [0, 1)")
+        if not 0 < self.step < 1:
+            raise InvalidInputError("cache step must be a share of the grant, in (0, 1)")
+        if not 0 <= self.recall_share < 1:
+            raise InvalidInputError("cache recall_share must be in [0, 1)")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLayout:
+    """What one message source (history, this turn) kept, in render order.
+
+    ``length`` and ``tail`` say where the caller's message list ended (its size and the hash of
+    its last message), so the next build can find the same place even if the list was re-read
+    from a later offset. ``anchor`` is the list's size at the last cut: tool-result tiers and the
+    digest of left-out messages are computed as of then, so they do not change between cuts.
+    """
+
+    messages: tuple[str, ...]
+    """Hashes of the kept messages as rendered, in render order."""
+    length: int
+    tail: str
+    anchor: int
+    digest_room: int = 0
+    """Tokens the digest of left-out messages was given (0: no digest)."""
+    recalled: tuple[int, ...] = ()
+    """Where the recalled turns it shows open in the list (to offer them again as shown)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON form."""
+        return {"messages": list(self.messages), "length": self.length, "tail": self.tail,
+                "anchor": self.anchor, "digest_room": self.digest_room,
+                "recalled": list(self.recalled)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SourceLayout:
+        """Read ``to_dict``'s form; anything else is an ``InvalidInputError``."""
+        if not isinstance(data, Mapping):
+            raise InvalidInputError("fingerprint layout must be an object")
+        messages = data.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, str) for m in messages):
+            raise InvalidInputError("fingerprint layout messages must be a list of hashes")
+        recalled = data.get("recalled", [])
+        if not isinstance(recalled, list) or not all(
+                isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in recalled):
+            raise InvalidInputError("fingerprint layout recalled must be a list of positions")
+        return cls(messages=tuple(messages), length=_count(data, "length"),
+                   tail=_text(data, "tail"), anchor=_count(data, "anchor"),
+                   digest_room=_count(data, "digest_room"), recalled=tuple(recalled))
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """The previous build as the next build needs it (``build(..., previous=...)``)."""
+
+    plan: str
+    """Hash of the plan the build used: another plan starts a new cache line."""
+    target: str
+    tools: str
+    """Hash of the tool schemas as sent."""
+    tool_tokens: int
+    messages: tuple[str, ...]
+    """Hash of each rendered message, in order."""
+    tokens: tuple[int, ...]
+    """Tokens of each rendered message."""
+    layouts: Mapping[str, SourceLayout] = field(default_factory=dict)
+    stable: bool = True
+    """False for a build made without a cache policy (its layout is today's)."""
+    stable_end: int = -1
+    """Index of the first message that changes every call (the tail; -1: unknown)."""
+    version: int = FINGERPRINT_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON form (what a session store keeps)."""
+        return {"version": self.version, "plan": self.plan, "target": self.target,
+                "tools": self.tools, "tool_tokens": self.tool_tokens,
+                "messages": list(self.messages), "tokens": list(self.tokens),
+                "layouts": {name: layout.to_dict() for name, layout in self.layouts.items()},
+                "stable": self.stable, "stable_end": self.stable_end}
+
+    def to_json(self) -> str:
+        """``to_dict`` as compact JSON."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Fingerprint:
+        """Read ``to_dict``'s form; anything else is an ``InvalidInputError``."""
+        if not isinstance(data, Mapping):
+            raise InvalidInputError("fingerprint must be an object")
+        if data.get("version") != FINGERPRINT_VERSION:
+            raise InvalidInputError(
+                f"fingerprint version {data.get('version')!r} is not {FINGERPRINT_VERSION}")
+        messages, tokens = data.get("messages"), data.get("tokens")
+        if not isinstance(messages, list) or not all(isinstance(m, str) for m in messages):
+            raise InvalidInputError("fingerprint messages must be a list of hashes")
+        if not isinstance(tokens, list) or len(tokens) != len(messages) or not all(
+                isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+            raise InvalidInputError("fingerprint tokens must be one count per message")
+        layouts = data.get("layouts", {})
+        if not isinstance(layouts, Mapping):
+            raise InvalidInputError("fingerprint layouts must be an object")
+        return cls(plan=_text(data, "plan"), target=_text(data, "target"),
+                   tools=_text(data, "tools"), tool_tokens=_count(data, "tool_tokens"),
+                   messages=tuple(messages), tokens=tuple(tokens),
+                   layouts={str(k): SourceLayout.from_dict(v) for k, v in layouts.items()},
+                   stable=bool(data.get("stable", True)),
+                   stable_end=_count(data, "stable_end") if data.get("stable_end", -1) != -1
+                   else -1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Fingerprint:
+        """Read ``to_json``'s form."""
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidInputError(f"fingerprint is not valid JSON: {exc}") from None
+        return cls.from_dict(data)
+
+
+def _count(data: Mapping[str, Any], name: str) -> int:
+    value = data.get(name, 0)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInputError(f"fingerprint {name} must be a whole number, 0 or more")
+    return value
+
+
+def _text(data: Mapping[str, Any], name: str) -> str:
+    value = data.get(name, "")
+    if not isinstance(value, str):
+        raise InvalidInputError(f"fingerprint {name} must be a string")
+    return value
+
+
+def short_hash(text: str) -> str:
+    """16 hex digits of BLAKE2b: enough to tell messages of one conversation apart."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def message_hash(message: Message) -> str:
+    """Hash of everything of a message a provider sees."""
+    calls = "\x1f".join(f"{c.id}\x1e{c.name}\x1e{c.arguments}" for c in message.tool_calls)
+    return short_hash("\x1d".join((message.role, message.content, calls,
+                                   message.tool_call_id or "", message.name or "")))
+
+
+@dataclass(frozen=True, slots=True)
+class PriceModel:
+    """A provider's input pricing relative to its base input price (1.0)."""
+
+    name: str
+    cache_read: float
+    """Price of a cached input token."""
+    cache_write: float
+    """Price of an input token written to the cache (1.0 where writes cost nothing extra)."""
+    min_prefix: int
+    """Shortest prefix the provider caches at all."""
+    granularity: int = 1
+    """The cached prefix is counted in steps of this many tokens (OpenAI: 128)."""
+
+    def cached(self, prefix_tokens: int) -> int:
+        """Tokens of a ``prefix_tokens`` identical prefix the provider bills as cached."""
+        if prefix_tokens < self.min_prefix:
+            return 0
+        return prefix_tokens - (prefix_tokens - self.min_prefix) % self.granularity
+
+    def relative_cost(self, prefix_tokens: int, input_tokens: int) -> float:
+        """Cost of one call's input relative to sending it all uncached (1.0)."""
+        if input_tokens <= 0:
+            return 0.0
+        cached = self.cached(min(prefix_tokens, input_tokens))
+        return (cached * self.cache_read + (input_tokens - cached) * self.cache_write) / (
+            input_tokens)
+
+
+PRICE_MODELS: tuple[PriceModel, ...] = (
+    # Anthropic: reads 0.1x, writes (5-minute cache) 1.25x, from 1,024 tokens (Sonnet/Opus).
+    PriceModel("anthropic", cache_read=0.1, cache_write=1.25, min_prefix=1024),
+    # OpenAI: automatic caching from 1,024 tokens in 128-token steps; cached input at 0.1x
+    # (GPT-5 family and later; 0.25-0.5x for older models), no write surcharge.
+    PriceModel("openai", cache_read=0.1, cache_write=1.0, min_prefix=1024, granularity=128),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheReport:
+    """How a build's rendered request compares with the previous build's."""
+
+    previous: bool
+    """Whether the build knew a previous build."""
+    input_tokens: int
+    """Tokens of this request (tools, system, messages)."""
+    prefix_tokens: int
+    """Tokens at the start of this request identical to the previous request's start."""
+    messages_kept: int
+    """Messages of the previous request this one repeats at its start, in place."""
+    broke_at: int | None = None
+    """Index of the first message that differs (None: the whole previous request is repeated)."""
+    broke_key: str | None = None
+    """Source name of that message in this build."""
+    reason: str | None = None
+    """Why the prefix broke, in words."""
+    advanced: tuple[str, ...] = ()
+    """Sources whose cut advanced in this build (each a planned break)."""
+    cost: Mapping[str, float] = field(default_factory=dict)
+    """Input cost relative to sending everything uncached, per price model."""
+
+    @property
+    def hit_share(self) -> float:
+        """Share of the input tokens that repeat the previous request's prefix."""
+        return self.prefix_tokens / self.input_tokens if self.input_tokens else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON form."""
+        return {"previous": self.previous, "input_tokens": self.input_tokens,
+                "prefix_tokens": self.prefix_tokens, "hit_share": round(self.hit_share, 4),
+                "messages_kept": self.messages_kept, "broke_at": self.broke_at,
+                "broke_key": self.broke_key, "reason": self.reason,
+                "advanced": list(self.advanced), "cost": dict(self.cost)}
+
+
+def compare(previous: Fingerprint | None, current: Fingerprint, sections: Sequence[str],
+            advanced: Sequence[str], reasons: Mapping[str, str]) -> CacheReport:
+    """This build's prefix against ``previous`` (tools first, then messages, as sent)."""
+    input_tokens = current.tool_tokens + sum(current.tokens)
+    if previous is None:
+        return _report(False, input_tokens, 0, 0, None, None, "no previous build", advanced)
+    if previous.plan != current.plan:
+        return _report(True, input_tokens, 0, 0, 0, None, "the plan changed", advanced)
+    if previous.tools != current.tools:
+        return _report(True, input_tokens, 0, 0, 0, None, "the tool definitions changed",
+                       advanced)
+    prefix = current.tool_tokens
+    kept = 0
+    for old, new, tokens in zip(previous.messages, current.messages, current.tokens,
+                                strict=False):
+        if old != new:
+            break
+        prefix += tokens
+        kept += 1
+    if kept == len(previous.messages):
+        return _report(True, input_tokens, prefix, kept, None, None, None, advanced)
+    section = sections[kept] if kept < len(sections) else None
+    why = reasons.get(section or "") or _default_reason(previous, current, kept, section)
+    return _report(True, input_tokens, prefix, kept, kept, section, why, advanced)
+
+
+def _default_reason(previous: Fingerprint, current: Fingerprint, at: int,
+                    section: str | None) -> str:
+    if 0 <= previous.stable_end <= at:
+        return ("the previous request's stable part is repeated whole; only what changes "
+                "every call (rendered after it) differs")
+    if at >= len(current.messages):
+        return "this request is shorter than the previous one"
+    if not previous.stable:
+        return "the previous build was made without a cache policy"
+    if section == "system":
+        return "the system message changed (system prompt, notes or the data note)"
+    return f"message {at} ({section}) differs from the previous request's"
+
+
+def _report(previous: bool, input_tokens: int, prefix: int, kept: int, broke_at: int | None,
+            section: str | None, reason: str | None, advanced: Sequence[str]) -> CacheReport:
+    cost = {model.name: round(model.relative_cost(prefix, input_tokens), 4)
+            for model in PRICE_MODELS}
+    return CacheReport(previous=previous, input_tokens=input_tokens, prefix_tokens=prefix,
+                       messages_kept=kept, broke_at=broke_at, broke_key=section, reason=reason,
+                       advanced=tuple(advanced), cost=cost)

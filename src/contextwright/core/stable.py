@@ -1,0 +1,307 @@
+"""Cutting in steps: a message source keeps its previous cut while it fits, then advances by a step.
+
+With a previous build's ``Fingerprint`` (``core.cache``), each message source (history, this
+turn's calls) is offered its previous layout again: the messages it kept, in the order it showed
+them, found again by their rendered hash, plus the messages appended since, plus (for a source
+that recalls older turns) turns recalled for this input that fit a small allowance. When that
+fits the source's grant, the build shows exactly it: the previous request is a prefix of this one,
+and the provider's cache covers everything up to the newest messages. When it does not fit (or
+the previous layout cannot be found again: the list was edited, the plan changed), the source is
+cut afresh, to leave ``CachePolicy.step`` of its grant free, so the following calls append again.
+
+What a source shows of its older messages must not change between cuts either: tool-result tiers
+are computed as of the list's length at the last cut (the ``tier_anchor`` option the history
+source reads), and the digest of left-out messages from the list as it was then, without the
+current input (which changes every call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from contextwright.core.cache import CachePolicy, SourceLayout, message_hash
+from contextwright.core.digest import DigestCost, digest_share
+from contextwright.core.gather import Candidate, Costing, Gathered, Unit, gather_source
+from contextwright.core.items import ContextItem, parse_message
+from contextwright.core.plan import FrozenOptions
+from contextwright.core.request import Request
+from contextwright.core.select import Selection
+from contextwright.core.source import ContextSource, DigestingSource
+
+MESSAGE_LISTS = {"history": "history", "tool_results": "turn"}
+"""Message sources and the request list each reads: the sources that keep a layout."""
+TAIL_SEARCH = 4096
+"""How far back from the end the previous list's last message is looked for."""
+
+
+def candidate_hash(candidate: Candidate) -> str:
+    """Hash of a candidate as rendered (remembered on it: candidates are never changed)."""
+    if not candidate.rendered_hash:
+        candidate.rendered_hash = message_hash(candidate.message)
+    return candidate.rendered_hash
+
+
+def raw_hash(raw: Mapping[str, Any], where: str) -> str:
+    """Hash of one of the caller's messages, to find a list's previous end again."""
+    return message_hash(parse_message(raw, where))
+
+
+def tail_of(raw: Sequence[Mapping[str, Any]], where: str) -> str:
+    """Hash of the list's last message ('' for an empty list)."""
+    return raw_hash(raw[-1], f"{where}[{len(raw) - 1}]") if raw else ""
+
+
+def locate(layout: SourceLayout, raw: Sequence[Mapping[str, Any]], where: str) -> int | None:
+    """How far the previous list's end moved in ``raw`` (None: it is not there).
+
+    0 when messages were only appended; negative when the list now starts later (a session
+    read from a later message on).
+    """
+    if layout.length == 0:
+        return 0
+    for index in range(len(raw) - 1, max(-1, len(raw) - 1 - TAIL_SEARCH), -1):
+        if raw_hash(raw[index], f"{where}[{index}]") == layout.tail:
+            return index - (layout.length - 1)
+    return None
+
+
+@dataclass(slots=True)
+class StableOffer:
+    """What a message source can show if its previous layout still fits."""
+
+    units: list[Unit] = field(default_factory=list)
+    """The previous layout, found again, in its render order."""
+    appended: list[Unit] = field(default_factory=list)
+    """Units of the messages appended since, oldest first."""
+    recalled: list[Unit] = field(default_factory=list)
+    """Turns recalled for this input that the layout does not show, best first."""
+    anchor: int = 0
+    """The list length tiers and the digest are computed as of (in this list's positions)."""
+    digest_room: int = 0
+    failure: str | None = None
+    """Why the previous layout cannot be continued (None: it can)."""
+
+    @property
+    def base_tokens(self) -> int:
+        """Tokens of the layout and the appended messages."""
+        return sum(u.tokens for u in self.units) + sum(u.tokens for u in self.appended)
+
+
+def anchored_options(options: Mapping[str, Any], anchor: int, *, recall: bool) -> FrozenOptions:
+    """A message source's options with tiers computed as of ``anchor``.
+
+    Without ``recall``, the source offers its plain newest-first stream (no recalled turns);
+    a ``max_rounds`` window may hold up to twice its rounds between cuts.
+    """
+    plain = options.thaw() if isinstance(options, FrozenOptions) else dict(options)
+    plain["tier_anchor"] = anchor
+    if not recall:
+        plain["recall_share"] = 0
+        if plain.get("max_rounds") is not None:
+            plain["max_rounds"] = 2 * int(plain["max_rounds"])
+    return FrozenOptions(plain)
+
+
+def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
+          cap: int, costing: Costing) -> StableOffer:
+    """Find ``layout`` again among what ``source`` offers now (see the module docstring)."""
+    name = g.spec.source
+    where = MESSAGE_LISTS[name]
+    raw = getattr(request, where)
+    shift = locate(layout, raw, where)
+    if shift is None:
+        return StableOffer(failure=f"{where} does not continue the previous build's")
+    anchor = layout.anchor + shift
+    if anchor < 0 or anchor > len(raw):
+        return StableOffer(failure=f"{where} no longer holds the previous cut's messages")
+    plain = gather_source(replace(g.spec, options=anchored_options(g.spec.options, anchor,
+                                                                   recall=False)),
+                          g.position, source, request, cap, costing)
+    pool = [*plain.units, *g.units,
+            *_recalled_again(g, source, request, layout, shift, anchor, cap, costing)]
+    stable = StableOffer(anchor=anchor, digest_room=layout.digest_room)
+    digest = None
+    if layout.digest_room:
+        digest = replay_digest(g, source, request, layout, anchor, pool, costing)
+        if digest is not None:
+            pool.append(digest)
+    stable.units, missing = match_layout(layout.messages, pool)
+    if missing is not None:
+        stable.failure = (f"{name}'s previous message {missing} is no longer offered as it was "
+                          "(changed, or cut differently)")
+        return stable
+    end = layout.length + shift
+    shown = {candidate_hash(c) for u in stable.units for c in u.candidates}
+    stable.appended = sorted(
+        (u for u in plain.units if _first_order(u) >= end and not _recalled(u)),
+        key=_first_order)
+    stable.recalled = [u for u in g.units if _recalled(u) and not any(
+        candidate_hash(c) in shown for c in u.candidates)]
+    return stable
+
+
+class _Turns:
+    """A source's ``recalled_turns`` seen as a source, so gathering costs them as usual."""
+
+    def __init__(self, source: ContextSource, starts: Sequence[int]) -> None:
+        self.namespace = source.namespace
+        self._source = source
+        self._starts = starts
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        recalled_turns = getattr(self._source, "recalled_turns")  # noqa: B009
+        yield from recalled_turns(request, options, self._starts)
+
+
+def _recalled_again(g: Gathered, source: ContextSource, request: Request,
+                    layout: SourceLayout, shift: int, anchor: int, cap: int,
+                    costing: Costing) -> list[Unit]:
+    """The layout's recalled turns, offered again as they were shown (if the source can)."""
+    if not layout.recalled or not callable(getattr(source, "recalled_turns", None)):
+        return []
+    starts = [start + shift for start in layout.recalled if start + shift >= 0]
+    spec = replace(g.spec, options=anchored_options(g.spec.options, anchor, recall=True))
+    return gather_source(spec, g.position, _Turns(source, starts), request, cap, costing).units
+
+
+def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit], int | None]:
+    """Units of ``pool`` that render as ``hashes``, in that order; else the first missing index.
+
+    A unit matches where all its messages (in render order) follow one another in ``hashes``, so
+    a turn kept whole once and as separate blocks now is found all the same.
+    """
+    by_first: dict[str, list[tuple[Unit, list[str]]]] = {}
+    for unit in pool:
+        rendered = [candidate_hash(c) for c in sorted(unit.candidates, key=_order)]
+        by_first.setdefault(rendered[0], []).append((unit, rendered))
+    units: list[Unit] = []
+    index = 0
+    while index < len(hashes):
+        found = next((u for u, rendered in by_first.get(hashes[index], ())
+                      if list(hashes[index:index + len(rendered)]) == rendered), None)
+        if found is None:
+            return units, index
+        units.append(found)
+        index += len(found.candidates)
+    return units, None
+
+
+def replay_digest(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
+                  anchor: int, pool: Sequence[Unit], costing: Costing) -> Unit | None:
+    """The digest as the last cut made it: the list up to ``anchor``, no input, the same room."""
+    if not isinstance(source, DigestingSource) or digest_share(g.spec.options) <= 0:
+        return None
+    where = MESSAGE_LISTS[g.spec.source]
+    frozen = digest_request(request, where, anchor)
+    shown = set(layout.messages)
+    kept = [c.item for u in pool for c in u.candidates
+            if candidate_hash(c) in shown and 0 <= c.item.order < anchor]
+    cost = DigestCost(costing, layout.digest_room + 1)
+    item = source.digest(frozen, g.spec.options, _unique(kept), layout.digest_room, cost)
+    if item is None:
+        return None
+    candidate = cost.render(item)
+    return Unit(source=g.spec.source, candidates=[candidate], round=None, rank=0)
+
+
+def digest_request(request: Request, where: str, end: int) -> Request:
+    """``request`` as a digest between cuts sees it: its list up to ``end``, no input."""
+    return replace(request, user_input="", **{where: getattr(request, where)[:end]})
+
+
+def _unique(items: list[ContextItem]) -> list[ContextItem]:
+    return list({item.key: item for item in reversed(items)}.values())[::-1]
+
+
+def decide(stable: StableOffer, grant: int, policy: CachePolicy,
+           max_rounds: int | None) -> tuple[Selection | None, str]:
+    """The continued layout when it fits ``grant``, else None and why the cut must advance."""
+    if stable.failure is not None:
+        return None, stable.failure
+    base = [*stable.units, *stable.appended]
+    tokens = stable.base_tokens
+    if tokens > grant:
+        return None, f"its kept run no longer fits its grant ({tokens} > {grant} tokens)"
+    if max_rounds is not None and _rounds(base) > 2 * max_rounds:
+        return None, f"its window passed {2 * max_rounds} rounds"
+    room = min(grant - tokens, int(grant * policy.recall_share))
+    extra: list[Unit] = []
+    for unit in stable.recalled:
+        if unit.tokens <= room:
+            extra.append(unit)
+            room -= unit.tokens
+    return Selection(kept=[*base, *extra], ordered=True), ""
+
+
+def pinned_head(units: Sequence[Unit], cap: int) -> list[Unit]:
+    """The leading units of a layout (in render order) up to the first digest, within ``cap``.
+
+    Kept through a cut, they keep the provider's cache warm past the system prompt even when
+    the newest messages no longer fit.
+    """
+    head: list[Unit] = []
+    used = 0
+    for unit in units:
+        if _is_digest(unit) or used + unit.tokens > cap:
+            break
+        head.append(unit)
+        used += unit.tokens
+    return head
+
+
+def after_head(g: Gathered, head: Sequence[Unit]) -> Gathered:
+    """``g`` without the head's messages or plain messages older than it (recalled ones stay)."""
+    keys = {c.item.key for u in head for c in u.candidates}
+    end = max(c.item.order for u in head for c in u.candidates)
+    units = [u for u in g.units
+             if not any(c.item.key in keys for c in u.candidates)
+             and (_recalled(u) or _first_order(u) > end)]
+    return replace(g, units=units)
+
+
+def in_render_order(selection: Selection) -> Selection:
+    """A freshly cut selection as an ordered one: units in the order they render."""
+    selection.kept.sort(key=_first_order)
+    selection.ordered = True
+    return selection
+
+
+def layout_of(selection: Selection, raw: Sequence[Mapping[str, Any]], where: str, anchor: int,
+              digest_room: int) -> SourceLayout:
+    """What the next build needs to find this selection again."""
+    hashes = tuple(candidate_hash(c) for u in selection.kept
+                   for c in sorted(u.candidates, key=_order))
+    recalled = tuple(sorted({int(_first_order(u)) for u in selection.kept if _recalled(u)}))
+    return SourceLayout(messages=hashes, length=len(raw), tail=tail_of(raw, where),
+                        anchor=anchor, digest_room=digest_room, recalled=recalled)
+
+
+def digest_room_of(selection: Selection, grant: int) -> int:
+    """The room a fresh cut's digest had: the grant less what the rest of the source kept."""
+    digests = [u for u in selection.kept if _is_digest(u)]
+    if not digests:
+        return 0
+    return grant - sum(u.tokens for u in selection.kept if not _is_digest(u))
+
+
+def _is_digest(unit: Unit) -> bool:
+    return "digest" in unit.candidates[0].item.metadata
+
+
+def _recalled(unit: Unit) -> bool:
+    return "recalled" in unit.candidates[0].item.metadata
+
+
+def _order(candidate: Candidate) -> float:
+    return candidate.item.order
+
+
+def _first_order(unit: Unit) -> float:
+    return min(c.item.order for c in unit.candidates)
+
+
+def _rounds(units: Sequence[Unit]) -> int:
+    return sum(1 for u in units for c in u.candidates
+               if c.item.round_start and c.message.role == "user")

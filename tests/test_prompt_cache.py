@@ -1,0 +1,298 @@
+"""Builds that keep the provider's prompt cache warm: a stable prefix across the calls of one
+conversation, cut in steps, reported and priced; provider cache hints; the fingerprint kept in
+the session state so any worker continues the cache line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
+from pydantic import TypeAdapter
+
+from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
+from contextwright.core.cache import PRICE_MODELS, CachePolicy, Fingerprint, PriceModel
+from contextwright.core.final import FinalContext
+from contextwright.errors import InvalidInputError
+from contextwright.session.sqlite import SqliteStore
+from fakes.provider_server import ProviderServer
+
+TOOLS = [{"type": "function", "function": {
+    "name": "lookup", "description": "Look up an order by id.",
+    "parameters": {"type": "object", "properties": {"id": {"type": "string"}},
+                   "required": ["id"]}}}]
+SYSTEM = "You are the support agent of a small shop. Answer briefly and check orders."
+
+
+def plan(history: int = 900) -> BuildPlan:
+    """``tool_heavy`` with a small history cap, so cutting happens within a few turns."""
+    base = BuildPlan.named("tool_heavy").with_budget(window=6000, reserved_output=200,
+                                                     safety_ratio=1.0)
+    return replace(base, sources=tuple(
+        replace(s, max_tokens=history) if s.source == "history" else s for s in base.sources))
+
+
+def turn_messages(t: int, size: int = 3) -> list[dict[str, Any]]:
+    """One user turn of an agent: question, a call, its result, the answer."""
+    order = f"ORD{t:04d}"
+    result = {"id": order, "status": "shipped" if t % 2 else "packed",
+              "items": [{"sku": f"SKU{t}{i}", "qty": i + 1} for i in range(size)],
+              "note": "handle with care " * size}
+    return [
+        {"role": "user", "content": f"Where is my order {order}? It has {size} items."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{t}", "type": "function",
+             "function": {"name": "lookup", "arguments": json.dumps({"id": order})}}]},
+        {"role": "tool", "tool_call_id": f"call_{t}", "content": json.dumps(result)},
+        {"role": "assistant", "content": f"Order {order} is {result['status']}."},
+    ]
+
+
+def replay(sizes: list[int], builder: ContextBuilder | None = None, *, cache: Any = True,
+           history: int = 900) -> Iterator[tuple[Request, FinalContext]]:
+    """Each turn a call: the history so far, the next question, the environment's time."""
+    builder = builder or ContextBuilder()
+    messages: list[dict[str, Any]] = []
+    previous: FinalContext | None = None
+    for t, size in enumerate(sizes):
+        question = turn_messages(t, size)[0]["content"]
+        request = Request(user_input=question, system=SYSTEM, history=list(messages),
+                          tools=TOOLS, env={"time": f"2026-12-02T10:{t % 60:02d}:00Z"})
+        ctx = builder.build(plan(history), request, previous=previous, cache=cache)
+        yield request, ctx
+        previous = ctx
+        messages += turn_messages(t, size)
+
+
+def openai_messages(ctx: FinalContext) -> list[str]:
+    return [json.dumps(m, sort_keys=True) for m in ctx.to_messages("openai")]
+
+
+# --- the property -------------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=12), min_size=2, max_size=14))
+def test_each_build_keeps_the_previous_prefix_or_reports_the_break(sizes: list[int]) -> None:
+    before: FinalContext | None = None
+    for _, ctx in replay(sizes):
+        assert ctx.total_tokens <= ctx.available
+        cache = ctx.report.cache
+        assert cache is not None
+        if before is None:
+            assert not cache.previous
+        else:
+            old, new = openai_messages(before), openai_messages(ctx)
+            stable = before.stable_fingerprint.stable_end  # type: ignore[union-attr]
+            same = 0
+            while same < min(len(old), len(new)) and old[same] == new[same]:
+                same += 1
+            assert cache.messages_kept == same
+            if same < stable:  # the stable part did not survive: the report says where, why
+                assert cache.broke_at == same and cache.reason
+                assert cache.advanced or "changed" in cache.reason or "plan" in cache.reason
+        before = ctx
+
+
+def test_the_same_sequence_gives_the_same_requests_in_another_process() -> None:
+    sizes = [3, 9, 2, 11, 4, 8, 1, 12, 5]
+    here = [ctx.to_request("anthropic", model="claude-sonnet-4-5") for _, ctx in replay(sizes)]
+    again = [ctx.to_request("anthropic", model="claude-sonnet-4-5") for _, ctx in replay(sizes)]
+    assert here == again
+    script = (
+        "import json, sys; sys.path[:0] = [sys.argv[1]]\n"
+        "from test_prompt_cache import replay\n"
+        "print(json.dumps([c.to_request('anthropic', model='claude-sonnet-4-5')"
+        f" for _, c in replay({sizes!r})], sort_keys=True))\n")
+    tests = Path(__file__).parent
+    out = subprocess.run([sys.executable, "-c", script, str(tests)], capture_output=True,
+                         text=True, check=True, cwd=tests).stdout
+    assert json.loads(out) == json.loads(json.dumps(here, sort_keys=True))
+
+
+# --- what the build does --------------------------------------------------------------------
+
+
+def test_history_is_cut_in_steps_so_most_calls_only_append() -> None:
+    contexts = [ctx for _, ctx in replay([6] * 24, history=2400)]
+    advanced = [ctx for ctx in contexts if ctx.report.cache and ctx.report.cache.advanced]
+    assert 1 <= len(advanced) <= 4, "cuts come in steps, not on every call"
+    today = [ctx for _, ctx in replay([6] * 24, cache=False, history=2400)]
+    stable_hits = sum(c.report.cache.prefix_tokens for c in contexts[1:])  # type: ignore[union-attr]
+    assert stable_hits > 0
+    # Without previous, the history part of the prefix changes on nearly every call.
+    changed = sum(1 for a, b in itertools.pairwise(today)
+                  if openai_messages(a)[:2] != openai_messages(b)[:2])
+    assert changed >= 10
+    for ctx in advanced:
+        assert "history's cut advanced" in (ctx.report.cache.reason or "")  # type: ignore[union-attr]
+
+
+def test_without_previous_and_cache_the_build_is_as_before() -> None:
+    request = Request(user_input="hi", system=SYSTEM, env={"time": "10:00"})
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"), request)
+    assert ctx.report.cache is None and ctx.stable_fingerprint is None
+    assert "time: 10:00" in ctx.messages[0].content  # env in the system message, as ever
+    assert not ctx.fingerprint.stable
+
+
+def test_environment_facts_go_after_the_stable_part() -> None:
+    builder = ContextBuilder()
+    first = builder.build(BuildPlan.named("tool_heavy"), Request(
+        user_input="hi", system=SYSTEM, env={"time": "10:00"}), cache=True)
+    second = builder.build(BuildPlan.named("tool_heavy"), Request(
+        user_input="hi", system=SYSTEM, env={"time": "10:01"}), previous=first)
+    assert first.messages[0] == second.messages[0], "the system message does not change"
+    assert "10:00" not in first.messages[0].content
+    assert first.messages[-1].role == "user" and "10:00" in first.messages[-1].content
+    assert second.report.cache.prefix_tokens > 0  # type: ignore[union-attr]
+
+
+def test_tool_result_tiers_change_only_when_the_cut_advances() -> None:
+    contexts = [ctx for _, ctx in replay([4] * 12, history=3000)]
+    for before, ctx in itertools.pairwise(contexts):
+        cache = ctx.report.cache
+        assert cache is not None
+        if not cache.advanced:
+            stable = before.stable_fingerprint.stable_end  # type: ignore[union-attr]
+            assert openai_messages(ctx)[:stable] == openai_messages(before)[:stable]
+
+
+def test_a_fingerprint_survives_json_and_bad_ones_are_typed_errors() -> None:
+    _, ctx = list(replay([3, 3]))[-1]
+    text = ctx.fingerprint.to_json()
+    assert Fingerprint.from_json(text) == ctx.fingerprint
+    assert len(text) < 4000, "small enough for a session state"
+    for bad in ("{", "[]", '{"version": 99}', json.dumps({**json.loads(text), "tokens": [1]})):
+        with pytest.raises(InvalidInputError):
+            Fingerprint.from_json(bad)
+    with pytest.raises(InvalidInputError):
+        ContextBuilder().build(plan(), Request(user_input="x"), previous=42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        CachePolicy(step=1.5)
+
+
+def test_previous_from_a_json_fingerprint_continues_like_the_context() -> None:
+    requests = list(replay([5, 5, 5]))
+    request, ctx = requests[-1]
+    previous = requests[-2][1]
+    builder = ContextBuilder()
+    from_json = builder.build(plan(), request, previous=previous.fingerprint.to_json())
+    assert from_json.messages == ctx.messages
+
+
+def test_another_plan_starts_a_new_cache_line() -> None:
+    (_, first), = list(replay([3]))
+    request = Request(user_input="next", system=SYSTEM, tools=TOOLS)
+    ctx = ContextBuilder().build(BuildPlan.named("chat"), request, previous=first)
+    assert ctx.report.cache.reason == "the plan changed"  # type: ignore[union-attr]
+
+
+def test_price_models_price_cached_tokens() -> None:
+    anthropic_prices, openai_prices = PRICE_MODELS
+    assert anthropic_prices.relative_cost(0, 1000) == pytest.approx(1.25)
+    assert anthropic_prices.relative_cost(2000, 2000) == pytest.approx(0.1)
+    assert openai_prices.cached(1000) == 0  # below 1,024 nothing is cached
+    assert openai_prices.cached(1300) == 1280  # 1,024 and whole 128-token steps
+    assert PriceModel("x", 0.5, 1.0, 0).relative_cost(500, 1000) == pytest.approx(0.75)
+
+
+# --- provider hints -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer() as running:
+        yield running
+
+
+def test_anthropic_requests_carry_at_most_four_breakpoints_and_are_accepted(
+        server: ProviderServer) -> None:
+    client = anthropic.Anthropic(base_url=server.origin, api_key="test", max_retries=0)
+    adapter: TypeAdapter[Any] = TypeAdapter(MessageCreateParamsNonStreaming)
+    for _, ctx in replay([4, 7, 2, 9, 3]):
+        body = ctx.to_request("anthropic", model="claude-sonnet-4-5")
+        adapter.validate_python(body)
+        marks = [b for b in [*body.get("tools", []), *body["system"],
+                             *(b for m in body["messages"] for b in m["content"])]
+                 if "cache_control" in b]
+        assert 2 <= len(marks) <= 4
+        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+        client.messages.create(**body)
+        plain = ctx.to_request("anthropic", model="claude-sonnet-4-5", cache=False)
+        assert "cache_control" not in json.dumps(plain)
+
+
+def test_openai_requests_carry_the_prompt_cache_key(server: ProviderServer) -> None:
+    client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+    builder = ContextBuilder()
+    ctx = builder.build(plan(), Request(user_input="hi", system=SYSTEM, tools=TOOLS),
+                        cache=True, cache_key="session-hash-1")
+    chat = ctx.to_request("openai", model="gpt-4o")
+    responses = ctx.to_request("openai-responses", model="gpt-4o")
+    TypeAdapter(CompletionCreateParamsNonStreaming).validate_python(chat)
+    TypeAdapter(ResponseCreateParamsNonStreaming).validate_python(responses)
+    assert chat["prompt_cache_key"] == responses["prompt_cache_key"] == "session-hash-1"
+    client.chat.completions.create(**chat)
+    client.responses.create(**responses)
+
+
+# --- ContextManager ---------------------------------------------------------------------------
+
+
+def test_the_manager_keeps_the_fingerprint_so_another_worker_continues(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    first = ContextManager(SqliteStore(path), system=SYSTEM, background=False)
+    second = ContextManager(SqliteStore(path), system=SYSTEM, background=False)
+    try:
+        prepared = first.prepare("u1", "s1", "Where is my order ORD0001?", tools=TOOLS)
+        assert first.state("u1", "s1").cache is not None
+        first.record("u1", "s1", assistant="It has shipped.")
+        again = second.prepare("u1", "s1", "And ORD0002?", tools=TOOLS)
+        cache = again.report.cache
+        assert cache is not None and cache.previous
+        assert cache.prefix_tokens > 0 and cache.messages_kept >= 2
+        body = again.to_request("openai", model="gpt-4o")
+        assert body["prompt_cache_key"] and "u1" not in body["prompt_cache_key"]
+        assert prepared.to_request("anthropic", model="claude-sonnet-4-5")["system"][0][
+            "cache_control"] == {"type": "ephemeral"}
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_manager_with_cache_off_stores_no_fingerprint() -> None:
+    manager = ContextManager(system=SYSTEM, background=False, cache=False)
+    prepared = manager.prepare("u", "s", "hello")
+    assert prepared.report.cache is None and manager.state("u", "s").cache is None
+
+
+def test_an_unreadable_stored_fingerprint_starts_a_new_line(caplog: pytest.LogCaptureFixture
+                                                            ) -> None:
+    from contextwright.session.memory import MemoryStore
+    from contextwright.session.state import update_state
+    from contextwright.session.store import SessionKey
+
+    store = MemoryStore()
+    manager = ContextManager(store, system=SYSTEM, background=False)
+    manager.prepare("u", "s", "hello")
+    manager.record("u", "s", assistant="hi")
+    key = SessionKey(user_id="u", session_id="s")
+    update_state(store, key, lambda s: replace(s, cache={"version": 0}))
+    prepared = manager.prepare("u", "s", "again")
+    assert prepared.report.cache is not None and not prepared.report.cache.previous
+    assert "fingerprint unreadable" in caplog.text
