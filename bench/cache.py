@@ -250,6 +250,73 @@ def replay_tau(folder: Path, methods: list[Method], budgets: Sequence[int], limi
     return results
 
 
+def manager_calls(traj: Sequence[Msg], cut: int, plan: BuildPlan, system: str,
+                  cache: bool) -> list[list[Msg]]:
+    """Every model call of a trajectory through ``ContextManager`` (each mode on ``plan``).
+
+    A user message is stored by the ``prepare`` of the call that answers it; the agent's
+    calls and their results are recorded as they were made, then the turn continues with
+    ``prepare(text=None)``.
+    """
+    from contextwright import ContextManager, ModesConfig
+
+    modes = ModesConfig.default().modes
+    manager = ContextManager(system=system, plans=dict.fromkeys(modes, plan),
+                             background=False, cache=cache)
+    calls: list[list[Msg]] = []
+    pending: str | None = None
+    position = 1
+    try:
+        while position < min(cut, len(traj)):
+            message = traj[position]
+            position += 1
+            if message["role"] == "user":
+                pending = str(message.get("content") or "")
+                continue
+            if message["role"] != "assistant":
+                continue
+            prepared = manager.prepare("u", "s", pending)
+            pending = None
+            calls.append(prepared.to_messages("openai"))
+            results = []
+            while position < len(traj) and traj[position]["role"] == "tool":
+                results.append(traj[position])
+                position += 1
+            manager.record("u", "s", assistant=message, tool_results=results)
+    finally:
+        manager.close()
+    return calls
+
+
+def replay_tau_manager(folder: Path, budgets: Sequence[int], limit: int | None,
+                       count: Count) -> dict[int, dict[str, Tally]]:
+    """τ-bench through ``ContextManager``: the fingerprint kept in the session state."""
+    data = load_tau(folder, limit)
+    trajectories = json.loads((folder / "gpt-4o-airline-dev.json").read_text("utf-8"))
+    names = {False: "ContextManager (cache off)", True: "ContextManager (cache on)"}
+    results: dict[int, dict[str, Tally]] = {b: {n: Tally() for n in names.values()}
+                                            for b in budgets}
+    for budget in budgets:
+        for case in data.cases:
+            traj = trajectories[case.traj_index]["traj"]
+            cut = len(case.conversation) + 1
+            longest = max(count(str(m.get("content") or "")) for m in traj
+                          if m["role"] == "user") + 8
+            available = count(data.policy) + longest + 2 * budget + SLACK
+            plan = budget_plan(BuildPlan.named("tool_heavy"), budget, budget, available)
+            for cache, name in names.items():
+                tally = results[budget][name]
+                previous = None
+                calls = manager_calls(traj, cut, plan, data.policy, cache)
+                for current in calls:
+                    tally.add(previous, current, count)
+                    previous = current
+                if calls:
+                    scores = tau_scores(case, calls[-1], count)["fact_survival"]
+                    tally.quality.append(scores.numerator / max(scores.denominator, 1))
+    return results
+
+
 def _total(budget: int, system: str, user: str, count: Count) -> int:
     """A whole-request budget for the peers: system, input, history and this turn's share."""
     return count(system) + count(user) + 2 * budget
@@ -297,13 +364,15 @@ def replay_locomo(folder: Path, methods: list[Method], budgets: Sequence[int],
 # --- output --------------------------------------------------------------------------------
 
 
-def print_table(title: str, results: dict[int, dict[str, Tally]], quality: str) -> None:
+def print_table(title: str, results: dict[int, dict[str, Tally]], quality: str,
+                reference: dict[int, dict[str, Tally]] | None = None) -> None:
+    """One row per budget and method; costs as a ratio to ``trim_messages`` at that budget."""
     print(f"\n## {title}\n")
     print(f"| budget | method | calls | hit share | hit share after system | "
           f"cost vs trim (Anthropic) | cost vs trim (OpenAI) | tool pairs | {quality} |")
     print("|---|---|---|---|---|---|---|---|---|")
     for budget, tallies in results.items():
-        trim = tallies.get(TrimMessages.name)
+        trim = (reference or results)[budget].get(TrimMessages.name)
         for name, tally in tallies.items():
             row = tally.row()
             ratio = {m.name: row[f"cost_{m.name}"] / trim.row()[f"cost_{m.name}"]
@@ -342,6 +411,10 @@ def main() -> None:
                          args.limit, count)
         print_table("τ-bench dev trajectories (tool_heavy; budget = history cap and turn cap)",
                     tau, "fact survival")
+        managed = replay_tau_manager(args.data / "tau-bench-airline-dev", args.tau_budgets,
+                                     args.limit, count)
+        print_table("τ-bench dev trajectories through ContextManager (every mode on the same "
+                    "tool_heavy plan)", managed, "fact survival", reference=tau)
     if args.skip != "locomo":
         locomo = replay_locomo(args.data / "locomo-dev", methods, args.locomo_budgets,
                                args.limit, count, args.questions)

@@ -157,8 +157,19 @@ def test_environment_facts_go_after_the_stable_part() -> None:
         user_input="hi", system=SYSTEM, env={"time": "10:01"}), previous=first)
     assert first.messages[0] == second.messages[0], "the system message does not change"
     assert "10:00" not in first.messages[0].content
-    assert first.messages[-1].role == "user" and "10:00" in first.messages[-1].content
+    # Before the question (which stays last), after everything that stays.
+    assert first.messages[-1].content == "hi"
+    assert first.messages[-2].role == "user" and "10:00" in first.messages[-2].content
     assert second.report.cache.prefix_tokens > 0  # type: ignore[union-attr]
+    # In an agent loop whose turn has results, after the results: the loop only appends.
+    turn = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "{}"}]
+    loop = builder.build(BuildPlan.named("tool_heavy"), Request(
+        user_input="hi", system=SYSTEM, tools=TOOLS, turn=turn, env={"time": "10:02"}),
+        cache=True)
+    assert loop.messages[-1].role == "user" and "10:02" in loop.messages[-1].content
+    assert loop.messages[-2].role == "tool"
 
 
 def test_tool_result_tiers_change_only_when_the_cut_advances() -> None:
@@ -194,11 +205,15 @@ def test_previous_from_a_json_fingerprint_continues_like_the_context() -> None:
     assert from_json.messages == ctx.messages
 
 
-def test_another_plan_starts_a_new_cache_line() -> None:
-    (_, first), = list(replay([3]))
-    request = Request(user_input="next", system=SYSTEM, tools=TOOLS)
-    ctx = ContextBuilder().build(BuildPlan.named("chat"), request, previous=first)
-    assert ctx.report.cache.reason == "the plan changed"  # type: ignore[union-attr]
+def test_a_plan_that_places_history_otherwise_cuts_it_afresh() -> None:
+    *_, (request, ctx) = replay([6] * 12, history=1500)
+    builder = ContextBuilder()
+    same = builder.build(plan(1500), request, previous=ctx)
+    other = builder.build(plan(1200), request, previous=ctx)
+    assert same.messages == ctx.messages
+    cache = other.report.cache
+    assert cache is not None and cache.advanced == ("history",)
+    assert cache.reason == "history's cut advanced: the plan gives it other settings"
 
 
 def test_price_models_price_cached_tokens() -> None:
@@ -296,3 +311,43 @@ def test_an_unreadable_stored_fingerprint_starts_a_new_line(caplog: pytest.LogCa
     prepared = manager.prepare("u", "s", "again")
     assert prepared.report.cache is not None and not prepared.report.cache.previous
     assert "fingerprint unreadable" in caplog.text
+
+
+def tool(name: str, description: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description,
+                                             "parameters": {"type": "object", "properties": {}}}}
+
+
+SHOP_TOOLS = [tool("get_weather", "Current weather of a city."),
+              tool("save_memo", "Save a memo for the user."),
+              tool("list_orders", "List the user's orders."),
+              tool("refund_order", "Refund an order.")]
+
+
+def relevant_tools_plan() -> BuildPlan:
+    base = BuildPlan.named("tool_heavy")
+    return replace(base, sources=tuple(
+        replace(s, options={"select": "relevant", "max_tools": 2}) if s.source == "tools"
+        else s for s in base.sources))
+
+
+def tool_names(ctx: FinalContext) -> list[str]:
+    return [schema["function"]["name"] for schema in ctx.tool_schemas]
+
+
+def test_a_tool_once_in_stays_in_until_the_input_needs_another() -> None:
+    builder, plan_ = ContextBuilder(), relevant_tools_plan()
+    first = builder.build(plan_, Request(user_input="What is the weather in Paris?",
+                                         tools=SHOP_TOOLS), cache=True)
+    assert tool_names(first) == ["get_weather"]
+    # A follow-up that names no tool keeps the same tools (fresh, it would offer them all).
+    follow = builder.build(plan_, Request(user_input="and in Rome?", tools=SHOP_TOOLS),
+                           previous=first)
+    fresh = builder.build(plan_, Request(user_input="and in Rome?", tools=SHOP_TOOLS))
+    assert tool_names(follow) == ["get_weather"] and len(tool_names(fresh)) == 2
+    assert follow.report.cache.prefix_tokens > 0  # type: ignore[union-attr]
+    # An input that needs other tools gets them: the set changes, and the report says so.
+    orders = builder.build(plan_, Request(user_input="refund my orders please",
+                                          tools=SHOP_TOOLS), previous=follow)
+    assert set(tool_names(orders)) == {"list_orders", "refund_order"}
+    assert orders.report.cache.reason == "the tool definitions changed"  # type: ignore[union-attr]

@@ -79,14 +79,13 @@ from contextwright.sources.tools import LexicalToolScorer, ToolScorer
 __version__ = "0.1.0"
 
 __all__ = [
-    "CachePolicy",
-    "CacheReport",
-    "Fingerprint",
     "AccessDenied",
     "Budget",
     "BudgetError",
     "BuildPlan",
     "BuildReport",
+    "CachePolicy",
+    "CacheReport",
     "CentroidClassifier",
     "ConflictError",
     "ContextBuilder",
@@ -103,6 +102,7 @@ __all__ = [
     "ExamplesSource",
     "ExtractiveSummarizer",
     "FinalContext",
+    "Fingerprint",
     "HistorySource",
     "InvalidInputError",
     "KeyConflictError",

@@ -80,8 +80,14 @@ def run_sessions_demo(echo: Callable[[str], None] = print) -> list[PreparedConte
               tool_results=[_result("call_2", "check_stock", {"sku": "A-100", "stock": 15})])
     ctx = cm.prepare("U001", "S001", tools=TOOLS)
     _show("3b same turn, after the stock check", ctx, echo)
-    echo("system message the model gets (zones labelled, conversation data fenced):")
-    echo(ctx.to_messages("openai")[0]["content"])
+    messages = ctx.to_messages("openai")
+    echo("system message the model gets (the stable prefix the provider caches):")
+    echo(messages[0]["content"])
+    echo("\nthe session's zones, after the stable part (labelled; conversation data fenced):")
+    for message in messages[1:]:
+        content = str(message["content"] or "")
+        if "[事实区]" in content or "[输出区]" in content:
+            echo(f"({message['role']}) {content}")
     contexts.append(ctx)
 
     state = cm.state("U001", "S001")

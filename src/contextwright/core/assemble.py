@@ -18,7 +18,7 @@ from contextwright.core.accounting import REPLY_PRIMING, message_tokens
 from contextwright.core.fence import DATA_NOTE, label
 from contextwright.core.final import SystemPart
 from contextwright.core.gather import Candidate, Costing, Unit
-from contextwright.core.items import ContextItem, Message
+from contextwright.core.items import ContextItem, Message, Role
 from contextwright.core.plan import BuildPlan
 
 
@@ -45,8 +45,8 @@ class Assembly:
 
 def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
              costing: Costing, *, note: bool, repeat: bool,
-             ordered: frozenset[str] = frozenset(), tail: frozenset[str] = frozenset()
-             ) -> Assembly:
+             ordered: frozenset[str] = frozenset(), tail: frozenset[str] = frozenset(),
+             tail_last: bool = False) -> Assembly:
     """Order the kept units into messages (see the module docstring) and count them.
 
     ``note``: add the data note even if nothing fenced was kept (it was reserved). ``repeat``:
@@ -57,8 +57,9 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
 
     ``ordered``: sources whose units are already in render order (a stable-prefix layout).
     ``tail``: sources whose content changes from call to call; they render after everything
-    that stays (their messages just before the user's input, their system parts as one user
-    message at the end), so they do not break the provider's cached prefix.
+    that stays, so they do not break the provider's cached prefix: their messages just before
+    the user's input, their system parts as one user message there too, or, with
+    ``tail_last`` (an agent loop with this turn's results), at the very end, after them.
     """
     parts: list[SystemPart] = []
     system_texts: list[str] = []
@@ -105,10 +106,26 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         documents.append(False)
         counts.append(message_tokens(messages[-1], costing.tokenizer))
         tokens += counts[-1]
-    if tail_parts:
-        counts.append(_add_tail_message(tail_parts, messages, sections, labels, documents,
-                                        costing))
-        tokens += counts[-1]
+    user_at = next((i for i, section in enumerate(sections) if section == "user"),
+                   len(messages))
+    untrusted = [c for c in tail_parts if c.item.untrusted]
+    trusted = [c for c in tail_parts if not c.item.untrusted]
+    # Trusted facts (the time) may come last; fenced data never sits in the user's role, nor
+    # at the end (an assistant message there would be a prefill): before the input.
+    tail_messages: tuple[tuple[list[Candidate], Role, int], ...] = (
+        (trusted, "user", len(messages) if tail_last else user_at),
+        (untrusted, "assistant", user_at))
+    for group, role, at in tail_messages:
+        if not group:
+            continue
+        message = Message(role=role, content="\n\n".join(c.message.content for c in group))
+        messages.insert(at, message)
+        sections.insert(at, group[0].item.namespace)
+        labels.insert(at, None)
+        documents.insert(at, False)
+        counts.insert(at, message_tokens(message, costing.tokenizer)
+                      if costing.target == "chat" else 0)
+        tokens += counts[at]
     if system_texts:
         messages.insert(0, Message(role="system", content="\n\n".join(system_texts)))
         sections.insert(0, "system")
@@ -165,16 +182,3 @@ def _with_tail(specs: list[Any], tail: list[Any]) -> list[Any]:
     """``specs`` with the tail sources placed right before ``user`` (else at the end)."""
     at = next((i for i, spec in enumerate(specs) if spec.source == "user"), len(specs))
     return [*specs[:at], *tail, *specs[at:]]
-
-
-def _add_tail_message(parts: list[Candidate], messages: list[Message], sections: list[str],
-                      labels: list[str | None], documents: list[bool], costing: Costing) -> int:
-    """Append the tail sources' system parts as one user message; returns its tokens."""
-    message = Message(role="user", content="\n\n".join(c.message.content for c in parts))
-    messages.append(message)
-    sections.append(parts[0].item.namespace)
-    labels.append(None)
-    documents.append(False)
-    if costing.target != "chat":
-        return 0
-    return message_tokens(message, costing.tokenizer)

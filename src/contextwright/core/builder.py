@@ -7,7 +7,7 @@ the same context byte for byte.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import NoReturn
 
@@ -23,13 +23,13 @@ from contextwright.core.cache import (
     short_hash,
 )
 from contextwright.core.cutting import make_cutter
-from contextwright.core.digest import add_digest, pruning_grant
+from contextwright.core.digest import add_digest, digest_share, pruning_grant
 from contextwright.core.fence import DATA_NOTE, DEFAULT_FENCE_KEY, language_of, separator
 from contextwright.core.final import FinalContext
 from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
 from contextwright.core.items import check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
-from contextwright.core.plan import BuildPlan
+from contextwright.core.plan import BuildPlan, FrozenOptions, SourceSpec
 from contextwright.core.providers import ANTHROPIC_LEAD
 from contextwright.core.report import BuildReport
 from contextwright.core.reporting import make_report, unread_decisions
@@ -101,7 +101,8 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
         steps.order(selections)
     tail = steps.tail(plan, sources) if steps is not None and target == "chat" else frozenset()
     assembly, total = fit_exactly(plan, gathered, selections, request.user_input, costing,
-                                  note=note, repeat=repeat, tail=tail)
+                                  note=note, repeat=repeat, tail=tail,
+                                  tail_last=bool(request.turn))
     decisions += [d for g in gathered for d in (*g.omitted, *unread_decisions(g, request))]
     decisions += [d for s in selections.values() for d in s.decisions]
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
@@ -136,9 +137,62 @@ def cache_points(sections: tuple[str, ...], tail: frozenset[str]) -> tuple[int, 
     return tuple(points)
 
 
+MIN_STEP_TOKENS = 200
+"""A step smaller than this would not hold the next message: the cut then uses the whole grant."""
+
+
+def leave_room(selection: Selection, tokens: int, pinned: int) -> Selection:
+    """Leave out the oldest plain units (keep order: last first) until ``tokens`` are free.
+
+    Recalled turns, the digest, the ``pinned`` head and the newest round stay: the room is
+    taken from what was going to scroll out next anyway.
+    """
+    freed = 0
+    kept = list(selection.kept)
+    for index in range(len(kept) - 1, pinned - 1, -1):
+        if freed >= tokens:
+            break
+        unit = kept[index]
+        first = unit.candidates[0].item
+        if unit.round in (None, 0) or "recalled" in first.metadata or "digest" in first.metadata:
+            continue
+        freed += unit.tokens
+        selection.decisions.extend(drop_decisions(
+            unit, "budget: left out to leave room for the next calls (a stable prefix)"))
+        del kept[index]
+    selection.kept = kept
+    return selection
+
+
+def keep_first(g: Gathered, source: ContextSource, request: Request, keys: Sequence[str],
+               cap: int, costing: Costing) -> None:
+    """Offer what ``g`` kept last call first, so a tool (or document) once in stays in.
+
+    A source that takes the ``keep`` option (``keeps``, the tools source) is asked again with
+    it, so its own selection (relevant only, ``max_tools``) keeps them too; it chooses afresh
+    when keeping them would leave out one the input needs.
+    """
+    wanted = set(keys)
+    if getattr(source, "keeps", False):
+        names = [key.split(".", 1)[1] for key in keys if "." in key]
+        options = g.spec.options.thaw() if isinstance(g.spec.options, FrozenOptions) else dict(
+            g.spec.options)
+        again = gather_source(replace(g.spec, options=FrozenOptions({**options, "keep": names})),
+                              g.position, source, request, cap, costing)
+        if again.error is None:
+            g.units, g.complete, g.omitted = again.units, again.complete, again.omitted
+    first = [u for u in g.units if u.candidates[0].item.key in wanted]
+    g.units = [*first, *(u for u in g.units if u.candidates[0].item.key not in wanted)]
+
+
 def plan_hash(plan: BuildPlan) -> str:
-    """A short hash of everything in a plan (another plan starts another cache line)."""
+    """A short hash of everything in a plan (reported when the plan changes between calls)."""
     return short_hash(repr(plan))
+
+
+def spec_hash(spec: SourceSpec) -> str:
+    """A short hash of a source's place in a plan: its layout continues only under the same."""
+    return short_hash(repr(spec))
 
 
 class Stepping:
@@ -158,6 +212,9 @@ class Stepping:
         self.anchors: dict[str, int] = {}
         self.digest_rooms: dict[str, int] = {}
         self.grants: dict[str, int] = {}
+        self.cuttable: frozenset[str] = frozenset()
+        self.specs: dict[str, str] = {}
+        """Hash of each laid-out source's spec as the plan gives it."""
         self.heads: dict[str, list[Unit]] = {}
         """Pinned heads kept through a cut (``CachePolicy.head_share``)."""
         self.rests: dict[str, Gathered] = {}
@@ -170,17 +227,26 @@ class Stepping:
         laid_out = {g.spec.source for g in gathered
                     if g.spec.cuttable and g.spec.source in MESSAGE_LISTS and g.error is None}
         self.sources = frozenset(laid_out)
+        self.cuttable = frozenset(g.spec.source for g in gathered if g.spec.cuttable)
         for g in gathered:
             if g.spec.source in laid_out:
+                self.specs[g.spec.source] = spec_hash(g.spec)
                 # Units are kept whole or left out: a cut message could not be found again.
                 g.spec = replace(g.spec, strategy="drop")
-        if previous is None or not previous.stable or previous.plan != self.plan or (
-                previous.target != self.target):
+        if previous is None or not previous.stable or previous.target != self.target:
             return
+        for g in gathered:
+            keys = previous.kept.get(g.spec.source)
+            if keys and g.spec.cuttable and g.spec.source not in laid_out and g.error is None:
+                cap = min(pool, g.spec.max_tokens if g.spec.max_tokens is not None else pool)
+                keep_first(g, sources[g.spec.source], request, keys, cap, costing)
         for g in gathered:
             name = g.spec.source
             layout = previous.layouts.get(name)
             if name not in laid_out or layout is None:
+                continue
+            if layout.spec != self.specs[name]:  # another plan: the source is cut afresh
+                self.offers[name] = StableOffer(failure="the plan gives it other settings")
                 continue
             stable = offer(g, sources[name], request, layout, pool, costing)
             self.offers[name] = stable
@@ -214,7 +280,9 @@ class Stepping:
             elif stable is not None:
                 why = stable.failure or why
             self.anchors[name] = -1
-            stepped = max(0, int(grant * (1 - self.policy.step)))
+            step = int(grant * self.policy.step)
+            step = step if step >= MIN_STEP_TOKENS else 0  # too small to hold a new message
+            stepped = grant - step
             # Nothing to cut: later calls only append. Shown afresh after a layout that no
             # longer fits (tiers recomputed), it must also leave a step free, or the next call
             # would break again.
@@ -224,14 +292,21 @@ class Stepping:
                     self.advanced[name] = f"{why}; everything fits when shown afresh"
                 continue
             self.advanced[name] = why
-            allocations[name] = Allocation(share=allocations[name].share, grant=stepped)
-            self.grants[name] = stepped
             head = pinned_head(stable.units if stable is not None else [],
                                int(stepped * self.policy.head_share))
             if head:
                 self.heads[name] = head
                 self.rests[name] = after_head(g, head)
-            selections[name] = self._prune_after_head(g, stepped, query, costing)
+            if digest_share(g.spec.options) > 0:
+                # The digest fills whatever room it is given: cut to the smaller grant.
+                allocations[name] = Allocation(share=allocations[name].share, grant=stepped)
+                self.grants[name] = stepped
+                selections[name] = self._prune_after_head(g, stepped, query, costing)
+            else:
+                # Cut with the whole grant (recalled turns keep their share), then free the
+                # step from the oldest plain messages.
+                selections[name] = leave_room(
+                    self._prune_after_head(g, grant, query, costing), step, len(head))
         return selections
 
     def _prune_after_head(self, g: Gathered, grant: int, query: str, costing: Costing,
@@ -304,11 +379,15 @@ class Stepping:
             where = MESSAGE_LISTS[name]
             raw = getattr(request, where)
             anchor = self.anchors.get(name, -1)
-            layouts[name] = layout_of(selections[name], raw, where,
-                                      len(raw) if anchor < 0 else anchor,
-                                      self.digest_rooms.get(name, 0))
+            layouts[name] = replace(
+                layout_of(selections[name], raw, where, len(raw) if anchor < 0 else anchor,
+                          self.digest_rooms.get(name, 0)),
+                spec=self.specs.get(name, ""))
+        kept = {name: tuple(u.candidates[0].item.key for u in selection.kept)
+                for name, selection in selections.items()
+                if name not in self.sources and name in self.cuttable and selection.kept}
         return Fingerprint(
-            plan=self.plan, target=self.target,
+            plan=self.plan, target=self.target, kept=kept,
             tools=short_hash("\x1e".join(assembly.schema_jsons)),
             tool_tokens=sum(assembly.schema_tokens),
             messages=tuple(message_hash(m) for m in assembly.messages),
@@ -534,7 +613,8 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
 
 def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str, Selection],
                 query: str, costing: Costing, *, note: bool, repeat: bool,
-                tail: frozenset[str] = frozenset()) -> tuple[Assembly, int]:
+                tail: frozenset[str] = frozenset(), tail_last: bool = False
+                ) -> tuple[Assembly, int]:
     """Assemble and count exactly, dropping the least important kept unit while over budget.
 
     Joins, the Anthropic lead message and the text rendering's escapes are only known once the
@@ -544,7 +624,7 @@ def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str,
         kept = {name: selection.kept for name, selection in selections.items()}
         ordered = frozenset(name for name, selection in selections.items() if selection.ordered)
         assembly = assemble(plan, kept, query, costing, note=note, repeat=repeat,
-                            ordered=ordered, tail=tail)
+                            ordered=ordered, tail=tail, tail_last=tail_last)
         total, checked = exact_tokens(assembly, costing)
         excess = checked - plan.budget.available
         if excess <= 0:

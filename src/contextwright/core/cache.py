@@ -73,12 +73,14 @@ class SourceLayout:
     """Tokens the digest of left-out messages was given (0: no digest)."""
     recalled: tuple[int, ...] = ()
     """Where the recalled turns it shows open in the list (to offer them again as shown)."""
+    spec: str = ""
+    """Hash of the source's place in the plan (options, strategy): another one starts afresh."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON form."""
         return {"messages": list(self.messages), "length": self.length, "tail": self.tail,
                 "anchor": self.anchor, "digest_room": self.digest_room,
-                "recalled": list(self.recalled)}
+                "recalled": list(self.recalled), "spec": self.spec}
 
     @classmethod
     def from_dict(cls, data: Any) -> SourceLayout:
@@ -94,7 +96,8 @@ class SourceLayout:
             raise InvalidInputError("fingerprint layout recalled must be a list of positions")
         return cls(messages=tuple(messages), length=_count(data, "length"),
                    tail=_text(data, "tail"), anchor=_count(data, "anchor"),
-                   digest_room=_count(data, "digest_room"), recalled=tuple(recalled))
+                   digest_room=_count(data, "digest_room"), recalled=tuple(recalled),
+                   spec=_text(data, "spec"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,8 @@ class Fingerprint:
     tokens: tuple[int, ...]
     """Tokens of each rendered message."""
     layouts: Mapping[str, SourceLayout] = field(default_factory=dict)
+    kept: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Keys of what the other cuttable sources kept (tools, documents), kept first next call."""
     stable: bool = True
     """False for a build made without a cache policy (its layout is today's)."""
     stable_end: int = -1
@@ -124,6 +129,7 @@ class Fingerprint:
                 "tools": self.tools, "tool_tokens": self.tool_tokens,
                 "messages": list(self.messages), "tokens": list(self.tokens),
                 "layouts": {name: layout.to_dict() for name, layout in self.layouts.items()},
+                "kept": {name: list(keys) for name, keys in self.kept.items()},
                 "stable": self.stable, "stable_end": self.stable_end}
 
     def to_json(self) -> str:
@@ -147,10 +153,16 @@ class Fingerprint:
         layouts = data.get("layouts", {})
         if not isinstance(layouts, Mapping):
             raise InvalidInputError("fingerprint layouts must be an object")
+        kept = data.get("kept", {})
+        if not isinstance(kept, Mapping) or not all(
+                isinstance(keys, list) and all(isinstance(k, str) for k in keys)
+                for keys in kept.values()):
+            raise InvalidInputError("fingerprint kept must map sources to lists of keys")
         return cls(plan=_text(data, "plan"), target=_text(data, "target"),
                    tools=_text(data, "tools"), tool_tokens=_count(data, "tool_tokens"),
                    messages=tuple(messages), tokens=tuple(tokens),
                    layouts={str(k): SourceLayout.from_dict(v) for k, v in layouts.items()},
+                   kept={str(name): tuple(keys) for name, keys in kept.items()},
                    stable=bool(data.get("stable", True)),
                    stable_end=_count(data, "stable_end") if data.get("stable_end", -1) != -1
                    else -1)
@@ -272,8 +284,6 @@ def compare(previous: Fingerprint | None, current: Fingerprint, sections: Sequen
     input_tokens = current.tool_tokens + sum(current.tokens)
     if previous is None:
         return _report(False, input_tokens, 0, 0, None, None, "no previous build", advanced)
-    if previous.plan != current.plan:
-        return _report(True, input_tokens, 0, 0, 0, None, "the plan changed", advanced)
     if previous.tools != current.tools:
         return _report(True, input_tokens, 0, 0, 0, None, "the tool definitions changed",
                        advanced)
@@ -294,6 +304,8 @@ def compare(previous: Fingerprint | None, current: Fingerprint, sections: Sequen
 
 def _default_reason(previous: Fingerprint, current: Fingerprint, at: int,
                     section: str | None) -> str:
+    if previous.plan != current.plan:
+        return "the plan changed"
     if 0 <= previous.stable_end <= at:
         return ("the previous request's stable part is repeated whole; only what changes "
                 "every call (rendered after it) differs")

@@ -232,6 +232,10 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
         if unit.tokens <= room:
             extra.append(unit)
             room -= unit.tokens
+    if stable.recalled and not extra:
+        # The turn the recaller ranks first for this input would not be shown: what the input
+        # needs matters more than the cache, so cut afresh (recall then has its full share).
+        return None, "the turn recalled for this input does not fit the room left"
     return Selection(kept=[*base, *extra], ordered=True), ""
 
 
@@ -273,7 +277,10 @@ def layout_of(selection: Selection, raw: Sequence[Mapping[str, Any]], where: str
     """What the next build needs to find this selection again."""
     hashes = tuple(candidate_hash(c) for u in selection.kept
                    for c in sorted(u.candidates, key=_order))
-    recalled = tuple(sorted({int(_first_order(u)) for u in selection.kept if _recalled(u)}))
+    # Only turns of this list can be offered again by position (a session's older turns,
+    # recalled from its store, are found again among what the source offers).
+    recalled = tuple(sorted({int(_first_order(u)) for u in selection.kept
+                             if _recalled(u) and _first_order(u) >= 0}))
     return SourceLayout(messages=hashes, length=len(raw), tail=tail_of(raw, where),
                         anchor=anchor, digest_room=digest_room, recalled=recalled)
 

@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
@@ -209,6 +209,9 @@ class ToolOptions:
     """Compact descriptions always (True), never (False) or over the budget (None: ``auto``)."""
     description_budget: int
     """Estimated tokens of the offered schemas above which ``auto`` compacts."""
+    keep: frozenset[str] = frozenset()
+    """``keep``: names offered again after the always-included ones (a build that keeps a stable
+    prefix sets it to the tools it showed last call, so a tool once in stays in)."""
 
     @classmethod
     def read(cls, options: Mapping[str, Any]) -> ToolOptions:
@@ -225,7 +228,8 @@ class ToolOptions:
                    else _count(options, "max_tools", 0),
                    recent_messages=_count(options, "recent_messages", 20),
                    compact=None if setting == "auto" else setting,
-                   description_budget=_count(options, "description_budget", 1500))
+                   description_budget=_count(options, "description_budget", 1500),
+                   keep=_names(options, "keep"))
 
 
 def _names(options: Mapping[str, Any], name: str) -> frozenset[str]:
@@ -268,6 +272,8 @@ class ToolDefinitionSource:
     """
 
     namespace = "tools"
+    keeps = True
+    """Takes the ``keep`` option: a stable-prefix build offers last call's tools again."""
 
     def __init__(self, scorer: ToolScorer | None = None) -> None:
         """``scorer`` ranks schemas against the input (default: ``LexicalToolScorer``)."""
@@ -278,11 +284,13 @@ class ToolDefinitionSource:
         settings = ToolOptions.read(options)
         names = [tool_name(schema, f"tools[{i}]") for i, schema in enumerate(request.tools)]
         scores = self.scorer.score(request.user_input, request.tools) if request.tools else []
-        always = settings.always
         called = called_tools(request, settings.recent_messages)
-        ranked = sorted(range(len(names)), key=lambda i: (
-            -(names[i] in always), -(names[i] in called), -scores[i], i))
-        offered, left_out = _choose(ranked, names, scores, called, settings)
+        offered, left_out = _offer(names, scores, called, settings)
+        needed = {i for i, name in enumerate(names)
+                  if name in settings.always or name in called or scores[i] > 0}
+        if settings.keep and needed - set(offered):
+            # Keeping last call's tools would leave out one this input needs: choose afresh.
+            offered, left_out = _offer(names, scores, called, replace(settings, keep=frozenset()))
         compact = _should_compact(request.tools, offered, settings)
         for index in offered:
             yield _tool_item(names[index], request.tools[index], index, compact)
@@ -290,6 +298,16 @@ class ToolDefinitionSource:
             yield ContextItem(key=f"tools.{names[index]}",
                               message=Message(role="system", content=""), layer=Layer.TOOLS,
                               order=index, metadata={"omitted": reason})
+
+
+def _offer(names: list[str], scores: list[float], called: set[str], settings: ToolOptions
+           ) -> tuple[list[int], list[tuple[int, str]]]:
+    """Rank the tools (always-included, kept, called, by score) and choose among them."""
+    wanted = called | settings.keep
+    ranked = sorted(range(len(names)), key=lambda i: (
+        -(names[i] in settings.always), -(names[i] in settings.keep), -(names[i] in called),
+        -scores[i], i))
+    return _choose(ranked, names, scores, wanted, settings)
 
 
 def _choose(ranked: list[int], names: list[str], scores: list[float], called: set[str],
