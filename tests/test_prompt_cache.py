@@ -351,3 +351,17 @@ def test_a_tool_once_in_stays_in_until_the_input_needs_another() -> None:
                                           tools=SHOP_TOOLS), previous=follow)
     assert set(tool_names(orders)) == {"list_orders", "refund_order"}
     assert orders.report.cache.reason == "the tool definitions changed"  # type: ignore[union-attr]
+
+
+def test_with_the_cache_on_a_fact_summarised_away_is_still_recalled() -> None:
+    from test_manager_recall import FACT, QUESTION, _say, _small_talk
+
+    manager = ContextManager(background=False)  # cache on: the default
+    _say(manager, FACT, "Noted.")
+    _small_talk(manager, 38, start=2)
+    for _ in range(3):  # whichever call the question comes on, the recalled fact is shown
+        prepared = manager.prepare("u", "s", QUESTION)
+        assert manager.state("u", "s").summary_upto > 2
+        assert any(FACT in str(m["content"]) for m in prepared.to_messages("openai"))
+        assert prepared.to_messages("openai")[-1]["content"] == QUESTION
+        manager.record("u", "s", assistant="It is 4-19-27.")

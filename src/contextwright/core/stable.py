@@ -116,10 +116,14 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     anchor = layout.anchor + shift
     if anchor < 0 or anchor > len(raw):
         return StableOffer(failure=f"{where} no longer holds the previous cut's messages")
-    plain = gather_source(replace(g.spec, options=anchored_options(g.spec.options, anchor,
-                                                                   recall=False)),
-                          g.position, source, request, cap, costing)
-    pool = [*plain.units, *g.units,
+    options = g.spec.options
+    if any(options.get(name) for name in ("tool_full", "recall_share", "max_rounds")):
+        plain = gather_source(replace(g.spec, options=anchored_options(options, anchor,
+                                                                       recall=False)),
+                              g.position, source, request, cap, costing)
+    else:  # no tiers, no recall, no window: what the source offered is the plain stream
+        plain = g
+    pool = [*plain.units, *(g.units if plain is not g else ()),
             *_recalled_again(g, source, request, layout, shift, anchor, cap, costing)]
     stable = StableOffer(anchor=anchor, digest_room=layout.digest_room)
     digest = None
