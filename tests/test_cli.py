@@ -232,3 +232,17 @@ def test_debug_prints_the_warnings_too(runner: CliRunner, tmp_path: Path) -> Non
                                  "--debug"])
     assert result.exit_code == 0, result.stderr
     assert "warning: request.notes was given" in result.stderr
+
+
+def test_build_continues_a_previous_fingerprint(runner: CliRunner, tmp_path: Path) -> None:
+    first = build_json(runner, "--cache")
+    assert first["fingerprint"]["version"] == 1 and first["report"]["cache"]["previous"] is False
+    saved = tmp_path / "first.json"
+    saved.write_text(json.dumps(first), encoding="utf-8")  # a whole earlier output will do
+    again = build_json(runner, "--previous", str(saved))
+    cache = again["report"]["cache"]
+    assert cache["previous"] is True and cache["prefix_tokens"] == cache["input_tokens"]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 7}', encoding="utf-8")
+    result = build(runner, "--previous", str(bad))
+    assert result.exit_code == 2 and "fingerprint version" in result.stderr

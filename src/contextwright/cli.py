@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from contextwright.builder import ContextBuilder
+from contextwright.core.cache import Fingerprint
 from contextwright.cli_common import describe, fail, library_errors
 from contextwright.cli_eval import eval_app
 from contextwright.cli_session import session_app
@@ -97,11 +98,17 @@ def build(
              "and the request's model field.")] = None,
     debug: Annotated[bool, typer.Option(
         help="Print the seed-style report, warnings and rendering notes on stderr.")] = False,
+    previous: Annotated[Path | None, typer.Option(
+        help="The previous call's fingerprint (the output's 'fingerprint', as JSON): keep its "
+             "prefix stable for the provider's prompt cache.")] = None,
+    cache: Annotated[bool, typer.Option(
+        help="Build for a stable prefix even without --previous (and print the fingerprint).")
+    ] = False,
 ) -> None:
     """Build a context from a request file and print messages, tokens, budget and report."""
     try:
         output = _build(request, plan, window, reserve_output, budget, format, tokenizer, debug,
-                        model)
+                        model, previous, cache)
     except ContextwrightErrorExit as exc:
         fail(str(exc), exc.code)
     except BudgetError as exc:
@@ -116,7 +123,8 @@ def build(
 
 def _build(request_path: Path, plan_name: str | None, window: int | None,
            reserve_output: int | None, budget: int | None, fmt: str, tokenizer: str | None,
-           debug: bool, model: str | None = None) -> dict[str, Any]:
+           debug: bool, model: str | None = None, previous_path: Path | None = None,
+           cache: bool = False) -> dict[str, Any]:
     if fmt not in ("openai", "openai-responses", "anthropic", "text"):
         raise ContextwrightErrorExit(
             "--format must be openai, openai-responses, anthropic or text", 2)
@@ -127,7 +135,10 @@ def _build(request_path: Path, plan_name: str | None, window: int | None,
     plan = builder.effective_plan(_load_plan(plan_name, request))
     if budget is not None:
         plan = plan.with_budget(available_override=budget)
-    ctx = builder.build(plan, request, target="text" if fmt == "text" else "chat")
+    previous = _read_previous(previous_path) if previous_path is not None else None
+    stable = cache or previous is not None
+    ctx = builder.build(plan, request, target="text" if fmt == "text" else "chat",
+                        previous=previous, cache=True if stable else None)
     if debug:
         typer.echo(ctx.report.format_debug(), err=True)
         notes = [] if fmt == "text" else ctx.rendering_notes(fmt)  # type: ignore[arg-type]
@@ -146,7 +157,24 @@ def _build(request_path: Path, plan_name: str | None, window: int | None,
                    "reserved_reasoning": b.reserved_reasoning, "available": b.available},
         "report": ctx.report.to_dict(),
     })
+    if stable:
+        output["fingerprint"] = ctx.fingerprint.to_dict()
     return output
+
+
+def _read_previous(path: Path) -> Fingerprint:
+    """A fingerprint file: the ``fingerprint`` object, or a whole earlier output holding it."""
+    try:
+        data = parse_document(path.read_bytes(), "json")
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read fingerprint file {path.name}: {exc.strerror}"
+                                ) from None
+    except MalformedDocument as exc:
+        raise InvalidInputError(f"fingerprint file {path.name} is not valid JSON: {exc}"
+                                ) from None
+    if isinstance(data, dict) and "fingerprint" in data:
+        data = data["fingerprint"]
+    return Fingerprint.from_dict(data)
 
 
 @app.command()
