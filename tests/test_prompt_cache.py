@@ -138,7 +138,9 @@ def test_history_is_cut_in_steps_so_most_calls_only_append() -> None:
                   if openai_messages(a)[:2] != openai_messages(b)[:2])
     assert changed >= 10
     for ctx in advanced:
-        assert "history's cut advanced" in (ctx.report.cache.reason or "")  # type: ignore[union-attr]
+        cache = ctx.report.cache
+        assert cache is not None and "history's cut advanced" in (cache.reason or "")
+        assert cache.broke_key == "history" and (cache.broke_item or "").startswith("history.")
 
 
 def test_without_previous_and_cache_the_build_is_as_before() -> None:

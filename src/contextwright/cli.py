@@ -16,10 +16,10 @@ from typing import Annotated, Any
 import typer
 
 from contextwright.builder import ContextBuilder
-from contextwright.core.cache import Fingerprint
 from contextwright.cli_common import describe, fail, library_errors
 from contextwright.cli_eval import eval_app
 from contextwright.cli_session import session_app
+from contextwright.core.cache import Fingerprint
 from contextwright.core.parsing import MalformedDocument, parse_document
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
 from contextwright.core.request import Request

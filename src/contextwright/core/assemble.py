@@ -41,6 +41,9 @@ class Assembly:
     """Tokens of each message in the OpenAI rendering (chat only; empty for text)."""
     schema_tokens: tuple[int, ...] = ()
     """Tokens of each tool schema."""
+    keys: tuple[str, ...] = ()
+    """The item key of each message (``system`` for the merged system message, the source's
+    name for messages the build made: the repeated question, the volatile tail)."""
 
 
 def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
@@ -69,6 +72,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     labels: list[str | None] = []
     documents: list[bool] = []
     counts: list[int] = []
+    keys: list[str] = []
     tokens = REPLY_PRIMING
     fenced = False
     tail_parts: list[Candidate] = []
@@ -94,6 +98,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
                 labels.append(candidate.item.label)
                 documents.append(is_document(candidate.item))
                 counts.append(candidate.tokens)
+                keys.append(candidate.item.key)
             tokens += candidate.tokens if costing.target == "chat" else 0
     language = costing.language
     if note or fenced:
@@ -104,6 +109,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         sections.append("user")
         labels.append(None)
         documents.append(False)
+        keys.append("user.repeated")
         counts.append(message_tokens(messages[-1], costing.tokenizer))
         tokens += counts[-1]
     user_at = next((i for i, section in enumerate(sections) if section == "user"),
@@ -123,6 +129,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         sections.insert(at, group[0].item.namespace)
         labels.insert(at, None)
         documents.insert(at, False)
+        keys.insert(at, ",".join(c.item.key for c in group))
         counts.insert(at, message_tokens(message, costing.tokenizer)
                       if costing.target == "chat" else 0)
         tokens += counts[at]
@@ -131,6 +138,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         sections.insert(0, "system")
         labels.insert(0, None)
         documents.insert(0, False)
+        keys.insert(0, "system")
         counts.insert(0, message_tokens(messages[0], costing.tokenizer))
         tokens += counts[0]
     return Assembly(
@@ -140,7 +148,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         documents=tuple(documents),
         chat_tokens=tokens,
         message_tokens=tuple(counts) if costing.target == "chat" else (),
-        schema_tokens=tuple(c.tokens for c in schemas),
+        schema_tokens=tuple(c.tokens for c in schemas), keys=tuple(keys),
     )
 
 

@@ -399,7 +399,8 @@ class Stepping:
                assembly: Assembly) -> CacheReport:
         """This build's prefix against the previous one's, with the reasons it broke."""
         reasons = {name: f"{name}'s cut advanced: {why}" for name, why in self.advanced.items()}
-        return compare(previous, current, assembly.sections, sorted(self.advanced), reasons)
+        return compare(previous, current, assembly.sections, sorted(self.advanced), reasons,
+                       assembly.keys)
 
 
 PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contextwright.core.items import Message
@@ -257,6 +257,8 @@ class CacheReport:
     """Index of the first message that differs (None: the whole previous request is repeated)."""
     broke_key: str | None = None
     """Source name of that message in this build."""
+    broke_item: str | None = None
+    """Item key of that message in this build (``history.m12``, ``system``...)."""
     reason: str | None = None
     """Why the prefix broke, in words."""
     advanced: tuple[str, ...] = ()
@@ -274,12 +276,14 @@ class CacheReport:
         return {"previous": self.previous, "input_tokens": self.input_tokens,
                 "prefix_tokens": self.prefix_tokens, "hit_share": round(self.hit_share, 4),
                 "messages_kept": self.messages_kept, "broke_at": self.broke_at,
-                "broke_key": self.broke_key, "reason": self.reason,
+                "broke_key": self.broke_key, "broke_item": self.broke_item,
+                "reason": self.reason,
                 "advanced": list(self.advanced), "cost": dict(self.cost)}
 
 
 def compare(previous: Fingerprint | None, current: Fingerprint, sections: Sequence[str],
-            advanced: Sequence[str], reasons: Mapping[str, str]) -> CacheReport:
+            advanced: Sequence[str], reasons: Mapping[str, str],
+            keys: Sequence[str] = ()) -> CacheReport:
     """This build's prefix against ``previous`` (tools first, then messages, as sent)."""
     input_tokens = current.tool_tokens + sum(current.tokens)
     if previous is None:
@@ -299,7 +303,8 @@ def compare(previous: Fingerprint | None, current: Fingerprint, sections: Sequen
         return _report(True, input_tokens, prefix, kept, None, None, None, advanced)
     section = sections[kept] if kept < len(sections) else None
     why = reasons.get(section or "") or _default_reason(previous, current, kept, section)
-    return _report(True, input_tokens, prefix, kept, kept, section, why, advanced)
+    report = _report(True, input_tokens, prefix, kept, kept, section, why, advanced)
+    return replace(report, broke_item=keys[kept] if kept < len(keys) else None)
 
 
 def _default_reason(previous: Fingerprint, current: Fingerprint, at: int,
