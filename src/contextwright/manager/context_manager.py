@@ -54,6 +54,8 @@ from contextwright.manager.turns import last_user_index, plain
 from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
+from contextwright.observe.recorder import SnapshotRecorder, as_recorder
+from contextwright.observe.sinks import SnapshotSink
 from contextwright.session.memory import MemoryStore
 from contextwright.session.state import ModeSwitch, SessionState, load_state
 from contextwright.session.store import (
@@ -124,7 +126,9 @@ class ContextManager:
     routing. ``background=True`` runs summary updates on a worker thread, so ``prepare`` never
     waits for them (``flush()`` waits). ``recaller`` ranks a session's older turns for modes that
     recall (default: lexical BM25); their index is kept in process for the most recently served
-    sessions, up to about ``recall_cache_messages`` messages in all.
+    sessions, up to about ``recall_cache_messages`` messages in all. ``snapshots`` (a sink or
+    ``SnapshotRecorder``, see ``contextwright.observe``) records every build with its session,
+    mode and route, off the request path; ``self.snapshots`` is its recorder.
     """
 
     def __init__(self, store: Store | None = None, *,
@@ -136,7 +140,9 @@ class ContextManager:
                  budget: Mapping[str, Any] | None = None, summary_max_tokens: int = 300,
                  max_read_messages: int = 400, background: bool = True,
                  recaller: TurnRecaller | None = None, recall_cache_messages: int = 100_000,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 snapshots: SnapshotRecorder | SnapshotSink | None = None) -> None:
+        self.snapshots = as_recorder(snapshots)
         if router is not None and (modes is not None or classifier is not None):
             raise PlanError("give modes and classifier to the Router, or pass them without one")
         config = modes if isinstance(modes, ModesConfig) else (
@@ -229,7 +235,8 @@ class ContextManager:
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
         settings = self._settings(state.mode)
-        context = self._build(key, state, settings, read, recent, user_index, parts, target)
+        context = self._build(key, state, settings, read, recent, user_index, parts, target,
+                              route, switch)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
 
@@ -488,7 +495,8 @@ class ContextManager:
 
     def _build(self, key: SessionKey, state: SessionState, settings: ModeSettings,
                read: list[StoredMessage], recent: list[StoredMessage], user_index: int,
-               parts: Request, target: Literal["chat", "text"]) -> FinalContext:
+               parts: Request, target: Literal["chat", "text"], route: RouteDecision | None = None,
+               switch: ModeSwitch | None = None) -> FinalContext:
         language = state.language or "en"
         summary = Summary.from_dict(state.summary).render(language) if state.summary else ""
         memory = SessionMemorySource(settings=settings, zones=state.zones,
@@ -499,7 +507,9 @@ class ContextManager:
                           turn=plain(recent[user_index + 1:]))
         history = self._session_history(key, settings, read, recent[:user_index + 1])
         builder = ContextBuilder(self.tokenizer, sources=(
-            *self._sources, memory, *([history] if history is not None else [])))
+            *self._sources, memory, *([history] if history is not None else [])),
+            snapshots=self.snapshots and self.snapshots.labelled(
+                session=key, mode=settings.name, route=route, switch=switch))
         return builder.build(self._plans[settings.name], request, target=target)
 
     def _session_history(self, key: SessionKey, settings: ModeSettings,
