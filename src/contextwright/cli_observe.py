@@ -139,9 +139,10 @@ def list_snapshots(sink: SinkOption = DEFAULT_SINK,
     """The newest snapshots: id, time, plan, mode, status, tokens."""
     with _opened(sink) as opened:
         found = opened.read(SnapshotQuery(plan=plan, limit=limit))
-    rows: list[dict[str, Any]] = [{"id": s.id, "created_at": s.created_at, "plan": s.plan, "mode": s.mode,
-             "status": s.status, "total_tokens": s.total_tokens, "window": s.window}
-            for s in found]
+    rows: list[dict[str, Any]] = [
+        {"id": s.id, "created_at": s.created_at, "plan": s.plan, "mode": s.mode,
+         "status": s.status, "total_tokens": s.total_tokens, "window": s.window}
+        for s in found]
     if as_json:
         _print_json(rows)
         return
