@@ -21,8 +21,13 @@ from contextwright.observe import (
     SqliteSink,
     replay,
 )
-from contextwright.observe.snapshot import BuildRecord, capture, frozen_request, plan_hash
-from contextwright.observe.snapshot import plan_to_dict
+from contextwright.observe.snapshot import (
+    BuildRecord,
+    capture,
+    frozen_request,
+    plan_hash,
+    plan_to_dict,
+)
 
 
 def _recorded(tmp_path: Path, **options: Any) -> SnapshotRecorder:

@@ -28,7 +28,7 @@ class ItemChange:
     source: str
     """Source name."""
     key: str
-    """Decision key, or ``message:<id>`` / ``message:<section>:<hash>`` for a rendered message."""
+    """Decision key, or ``message:<id>`` / ``message:<role>:<hash>`` for a rendered message."""
     change: str
     """``added`` (only in B's context), ``removed`` (only in A's) or ``changed`` (both, fate
     or size differ)."""
@@ -105,10 +105,14 @@ class _Fate:
 
 
 def message_key(message: Mapping[str, Any]) -> str:
-    """A rendered message's identity: its id, or its section and content hash."""
+    """A rendered message's identity: its id, or its role and content hash.
+
+    Not its section: the user's question of one call is a history message of the next, and the
+    diff shows that as the same item, moved.
+    """
     if message.get("id"):
         return f"message:{message['id']}"
-    return f"message:{message.get('section', '?')}:{content_hash(message)[:12]}"
+    return f"message:{message.get('role', '?')}:{content_hash(message)[:12]}"
 
 
 def content_hash(message: Mapping[str, Any]) -> str:
@@ -139,7 +143,8 @@ def _fates(snapshot: Snapshot) -> dict[str, _Fate]:
             fates[key] = _Fate(str(d["source"]), fate, int(d.get("tokens_after", 0)))
     for message in snapshot.messages:
         fates.setdefault(message_key(message), _Fate(
-            str(message.get("section", "?")), f"kept: rendered as {message.get('role')}",
+            str(message.get("section", "?")),
+            f"kept: in {message.get('section')} as {message.get('role')}",
             int(message.get("tokens", 0))))
     return fates
 
