@@ -153,6 +153,9 @@ class _Writer:
         stop = False
         for item in batch:
             if isinstance(item, BuildRecord):
+                # Hand the interpreter back between snapshots: a build waiting for it should
+                # not wait out a whole switch interval behind this thread.
+                time.sleep(0)
                 snapshot = self._capture(item)
                 if snapshot is not None:
                     snapshots.append(snapshot)
@@ -187,6 +190,7 @@ class _Writer:
     def _write(self, snapshots: list[Snapshot]) -> None:
         if not snapshots:
             return
+        time.sleep(0)
         try:
             self.sink.write(snapshots)
         except Exception as exc:

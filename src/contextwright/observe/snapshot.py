@@ -22,10 +22,10 @@ from typing import Any, Literal
 from contextwright.core.final import FinalContext
 from contextwright.core.items import Message
 from contextwright.core.plan import BuildPlan, FrozenOptions
-from contextwright.core.report import BuildReport, Decision
+from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Document, Request
 from contextwright.errors import CorruptRecordError
-from contextwright.sources.conversation import looks_recalled
+from contextwright.sources.conversation import RECALL_PREFIX
 
 Status = Literal["ok", "budget_error"]
 SCHEMA_VERSION = 1
@@ -103,8 +103,10 @@ class Snapshot:
 
     def to_json(self) -> str:
         """Compact JSON, ASCII only (safe for any text column)."""
-        return json.dumps(self.to_dict(), ensure_ascii=True, allow_nan=False,
-                          separators=(",", ":"))
+        # The nested parts are already plain (dicts, tuples, strings): no copy before dumping.
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["schema"] = SCHEMA_VERSION
+        return json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: object) -> Snapshot:
@@ -200,7 +202,8 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snaps
     ctx = record.context
     specs = {spec.source: spec for spec in record.plan.sources}
     sources = tuple(
-        {**asdict(row), "cuttable": specs[row.source].cuttable if row.source in specs else True,
+        {**_fields(row, _SOURCE_FIELDS),
+         "cuttable": specs[row.source].cuttable if row.source in specs else True,
          "weight": specs[row.source].weight if row.source in specs else 0.0}
         for row in (report.sources if report else ()))
     labels = dict(record.labels)
@@ -252,9 +255,18 @@ def _cache(ctx: FinalContext | None, report: BuildReport | None) -> Mapping[str,
     return _plain(to_dict() if callable(to_dict) else asdict(value))  # type: ignore[no-any-return]
 
 
+_SOURCE_FIELDS = tuple(SourceReport.__dataclass_fields__)
+_DECISION_FIELDS = tuple(name for name in Decision.__dataclass_fields__ if name != "detail")
+
+
+def _fields(value: object, names: tuple[str, ...]) -> dict[str, Any]:
+    """A flat dataclass as a dict (``asdict`` deep-copies, which costs more than the build)."""
+    return {name: getattr(value, name) for name in names}
+
+
 def _decision(decision: Decision, redact: bool) -> dict[str, Any]:
-    data = asdict(decision)
-    detail = data.pop("detail")
+    data = _fields(decision, _DECISION_FIELDS)
+    detail = decision.detail
     if detail is not None:
         data["detail"] = text_digest(detail) if redact else detail
     return data
@@ -277,8 +289,9 @@ def _message(message: Message, section: str, label: str | None, document: bool,
     optional = {"label": label, "id": message.id, "name": message.name,
                 "tool_call_id": message.tool_call_id, "document": document or None}
     data.update({k: v for k, v in optional.items() if v is not None})
-    if message.role != "system" and looks_recalled(message.content):
-        data["recalled"] = True  # the history source marks recalled turns; nothing else can
+    if message.content.startswith(RECALL_PREFIX):
+        # Only the history source writes this prefix: it escapes any content that starts so.
+        data["recalled"] = True
     if message.tool_calls:
         data["tool_calls"] = [
             {"id": call.id, "name": call.name,
