@@ -10,7 +10,9 @@ see the same caches and the same machine noise. Reported per sink:
   (timing, the request copy, the queue put), measured around an already-made result;
 - ``build`` / ``build + snapshot``: median and p99 of the two builders' per-turn times, with
   the writer thread serialising and writing every snapshot meanwhile;
-- ``overhead``: the difference of the medians (and of the p99s), as a share of the median build.
+- ``overhead``: the median of the per-turn differences (recorded minus plain, the same turn), as a
+  share of the median build: pairing the two builds of a turn cancels most of the noise a
+  shared machine adds.
 
 Run: ``.venv/bin/python bench/snapshot_overhead.py [--turns 300] [--size 10000]
 [--sinks none,jsonl,sqlite,redis,postgres] [--json]``. Redis and PostgreSQL are the local
@@ -24,12 +26,11 @@ import argparse
 import gc
 import json
 import random
-import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -128,13 +129,14 @@ def bench_sink(name: str, args: argparse.Namespace, folder: Path) -> dict[str, A
         recorder.close()
     base, with_snapshot = times["plain"], times["recorded"]
     median = _ms(base, 0.5)
+    paired = [b - a for a, b in zip(base, with_snapshot, strict=True)]
     return {
         "sink": name, "messages": len(history), "turns": args.turns,
         "build_median_ms": round(median, 3), "build_p99_ms": round(_ms(base, 0.99), 3),
         "recorded_median_ms": round(_ms(with_snapshot, 0.5), 3),
         "recorded_p99_ms": round(_ms(with_snapshot, 0.99), 3),
-        "overhead_median_ms": round(_ms(with_snapshot, 0.5) - median, 3),
-        "overhead_share": round((_ms(with_snapshot, 0.5) - median) / median, 4),
+        "overhead_median_ms": round(_ms(paired, 0.5), 4),
+        "overhead_share": round(_ms(paired, 0.5) / median, 4),
         "record_path_median_ms": round(_ms(path, 0.5), 4),
         "record_path_p99_ms": round(_ms(path, 0.99), 4),
         "record_path_share": round(_ms(path, 0.5) / median, 4),
@@ -169,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.sinks.split(","):
             rows.append(bench_sink(name.strip(), args, Path(folder)))
     print(json.dumps(rows, indent=2) if args.json else _table(rows))
-    limit: Callable[[dict[str, Any]], bool] = lambda r: r["record_path_share"] < 0.05
-    return 0 if all(limit(r) for r in rows) else 1
+    # The bar: what a build pays on its own thread stays under 5% of the build.
+    return 0 if all(r["record_path_share"] < 0.05 for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from contextwright import ContextBuilder
 from contextwright.cli import app
-from contextwright.observe import SnapshotRecorder, SqliteSink, render_html
+from contextwright.observe import Snapshot, SnapshotRecorder, SqliteSink, render_html
 from contextwright.observe.replay import snapshot_of
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -64,6 +64,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _latest(path: Path) -> Snapshot:
+    sink = SqliteSink(path)
+    try:
+        return sink.read()[-1]
+    finally:
+        sink.close()
+
+
 @needs_chromium
 def test_the_pressured_build_renders_in_chromium_with_every_source_and_decision(
         recorded: Path, tmp_path: Path) -> None:
@@ -71,7 +79,7 @@ def test_the_pressured_build_renders_in_chromium_with_every_source_and_decision(
     result = CliRunner().invoke(app, ["inspect", "latest", "--sink", f"sqlite:///{recorded}",
                                       "--html", str(out)])
     assert result.exit_code == 0, result.output
-    snapshot = SqliteSink(recorded).read()[-1]
+    snapshot = _latest(recorded)
     page = out.read_text("utf-8")
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing from a network
     assert "<script" not in page
@@ -96,7 +104,7 @@ def test_the_page_paints_something(recorded: Path, tmp_path: Path) -> None:
     from PIL import Image
 
     out = tmp_path / "build.html"
-    out.write_text(render_html(SqliteSink(recorded).read()[-1]), encoding="utf-8")
+    out.write_text(render_html(_latest(recorded)), encoding="utf-8")
     shot = tmp_path / "shot.png"
     _chromium(f"--screenshot={shot}", "--window-size=1000,900", out.as_uri(),
               home=tmp_path / "profile")
@@ -138,3 +146,25 @@ def test_a_redacted_build_shows_hashes_not_text() -> None:
     plan, request = pressured()
     page = render_html(snapshot_of(plan, request, redact=True))
     assert "上海" not in page and "sha256" in page
+
+
+def test_turns_brought_back_by_recall_are_marked_in_the_snapshot_and_the_page(
+        tmp_path: Path) -> None:
+    from contextwright import ContextManager
+
+    recorder = SnapshotRecorder(SqliteSink(tmp_path / "s.db"), redact=True)
+    manager = ContextManager(snapshots=recorder, background=False,
+                             budget={"window": 2048, "reserved_output": 256})
+    for index in range(40):
+        manager.prepare("ada_quist_31", "s", f"question {index}: where is parcel KST{index} "
+                        f"and what is the weather in city{index}?")
+        manager.record("ada_quist_31", "s", assistant=f"answer {index}: parcel KST{index} "
+                       f"is on its way, city{index} is sunny. " * 3)
+    prepared = manager.prepare("ada_quist_31", "s", "what about parcel KST3 again?")
+    assert any("recalled" in d.key for d in prepared.report.decisions)
+    recorder.close()
+    snapshot = _latest(tmp_path / "s.db")
+    recalled = [m for m in snapshot.messages if m.get("recalled")]
+    assert recalled and all(m["section"] == "history" for m in recalled)
+    page = render_html(snapshot)
+    assert page.count(" recalled\"") == len(recalled)

@@ -77,6 +77,7 @@ def test_diff_of_two_consecutive_session_builds_names_the_items_that_changed(
     assert deltas["history"].delta == sum(m["tokens"] + MESSAGE_OVERHEAD for m in shown)
     # The first question is the first message of both: the renderings part after it.
     assert diff.first_divergence == 1
+    recorder.close()
 
 
 def test_diff_of_two_plans_on_one_request_shows_reasons_and_token_deltas() -> None:

@@ -104,6 +104,7 @@ def test_a_budget_error_is_recorded_with_its_report(tmp_path: Path) -> None:
     (snap,) = recorder.sink.read()
     assert snap.status == "budget_error" and "exceed" in (snap.error or "")
     assert snap.messages == () and snap.sources
+    recorder.close()
 
 
 def test_a_sink_that_raises_leaves_every_build_unchanged(tmp_path: Path) -> None:

@@ -195,9 +195,24 @@ def new_snapshot_id(now: float) -> str:
     return f"{int(now * 1000):012x}{os.urandom(4).hex()}"
 
 
+_PLANS: dict[int, tuple[BuildPlan, dict[str, Any], str]] = {}
+"""Plans seen before, by object, with their JSON and hash (a deployment has a handful)."""
+
+
+def _plan_data(plan: BuildPlan) -> tuple[dict[str, Any], str]:
+    known = _PLANS.get(id(plan))
+    if known is not None and known[0] is plan:
+        return known[1], known[2]
+    data = plan_to_dict(plan)
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[id(plan)] = (plan, data, plan_hash(data))
+    return data, _PLANS[id(plan)][2]
+
+
 def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snapshot:
     """The snapshot of one finished (or failed) build."""
-    plan_data = plan_to_dict(record.plan)
+    plan_data, hashed = _plan_data(record.plan)
     report = record.report
     ctx = record.context
     specs = {spec.source: spec for spec in record.plan.sources}
@@ -211,7 +226,7 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snaps
     return Snapshot(
         id=new_snapshot_id(now), created_at=now,
         status="ok" if record.error is None else "budget_error",
-        plan=record.plan.name, plan_hash=plan_hash(plan_data), tokenizer=record.tokenizer,
+        plan=record.plan.name, plan_hash=hashed, tokenizer=record.tokenizer,
         exact_tokens=report.exact_tokens if report else True, library_version=library_version,
         window=record.plan.budget.window, available=record.plan.budget.available,
         total_tokens=ctx.total_tokens if ctx else (report.total_tokens if report else 0),
@@ -275,14 +290,35 @@ def _decision(decision: Decision, redact: bool) -> dict[str, Any]:
 def _messages(ctx: FinalContext, redact: bool) -> tuple[dict[str, Any], ...]:
     labels = ctx.labels or (None,) * len(ctx.messages)
     documents = ctx.documents or (False,) * len(ctx.messages)
+    tokenizer = ctx.tokenizer.name
     return tuple(
-        _message(message, section, label, document, ctx, redact)
+        _message(message, section, label, document, ctx, redact, tokenizer)
         for message, section, label, document in zip(
             ctx.messages, ctx.sections, labels, documents, strict=True))
 
 
+_MESSAGE_CACHE_SIZE = 50_000
+_RENDERED: dict[tuple[int, str, str | None, bool, bool, str], tuple[Message, dict[str, Any]]] = {}
+"""Recorded form of messages seen before, by object: the builder hands the same ``Message``
+objects to every build of a session, so consecutive snapshots share nearly all their messages
+and each is hashed once. The entry holds the message itself, so its id cannot be reused."""
+
+
 def _message(message: Message, section: str, label: str | None, document: bool,
-             ctx: FinalContext, redact: bool) -> dict[str, Any]:
+             ctx: FinalContext, redact: bool, tokenizer: str) -> dict[str, Any]:
+    key = (id(message), section, label, document, redact, tokenizer)
+    known = _RENDERED.get(key)
+    if known is not None and known[0] is message:
+        return known[1]
+    data = _message_data(message, section, label, document, ctx, redact)
+    if len(_RENDERED) >= _MESSAGE_CACHE_SIZE:
+        _RENDERED.clear()
+    _RENDERED[key] = (message, data)
+    return data
+
+
+def _message_data(message: Message, section: str, label: str | None, document: bool,
+                  ctx: FinalContext, redact: bool) -> dict[str, Any]:
     data: dict[str, Any] = {"role": message.role, "section": section,
                             "tokens": ctx.tokenizer.count(message.content)}
     data["content"] = text_digest(message.content) if redact else message.content
