@@ -221,3 +221,26 @@ def test_appending_to_the_history_after_a_build_does_not_change_its_snapshot(
     (snap,) = recorder.sink.read()
     assert [m["content"] for m in snap.request["history"]] == ["one", "two"]
     recorder.close()
+
+
+def test_labels_go_into_every_snapshot_and_must_be_json(tmp_path: Path) -> None:
+    recorder = _recorded(tmp_path, labels={"tenant": "acme"})
+    view = recorder.labelled(scenario="pressure")
+    ContextBuilder(snapshots=view).build(*pressured())
+    recorder.flush()
+    (snap,) = recorder.sink.read()
+    assert snap.labels == {"tenant": "acme", "scenario": "pressure"}
+    with pytest.raises(InvalidInputError, match="label 'when'"):
+        recorder.labelled(when=object())
+    recorder.close()
+
+
+def test_a_request_that_is_not_json_loses_only_its_own_snapshot(tmp_path: Path) -> None:
+    recorder = _recorded(tmp_path, redact=False, batch_size=8)
+    builder = ContextBuilder(snapshots=recorder)
+    odd = {"role": "user", "content": "hi", "meta": {1, 2}}  # a set: not JSON
+    builder.build(BuildPlan.named("chat"), Request(user_input="a", history=[odd]))
+    builder.build(BuildPlan.named("chat"), Request(user_input="b"))
+    recorder.flush()
+    assert recorder.stats.capture_errors == 1 and recorder.stats.written == 1
+    recorder.close()

@@ -11,6 +11,7 @@ writer thread every ``Retention.every`` writes and on ``close``.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import queue
 import threading
@@ -173,6 +174,8 @@ class _Writer:
     def _capture(self, record: BuildRecord) -> Snapshot | None:
         try:
             snapshot = capture(record, redact=self.redact, library_version=self.version)
+            if not self.redact:  # caller data: one that is not JSON must not sink the batch
+                json.dumps(snapshot.request, allow_nan=False)
         except Exception:  # a record that cannot be serialised must not stop the others
             self.counters.add("capture_errors")
             logger.warning("a build's snapshot could not be made", exc_info=True,
@@ -269,7 +272,7 @@ class SnapshotRecorder:
         self._writer = _Writer(sink, redact=redact, queue_size=queue_size,
                                batch_size=batch_size, retention=retention,
                                observers=tuple(observers))
-        self._labels: Mapping[str, Any] = dict(labels or {})
+        self._labels: Mapping[str, Any] = _checked_labels(labels or {})
 
     @property
     def sink(self) -> SnapshotSink:
@@ -285,7 +288,7 @@ class SnapshotRecorder:
         """A view of this recorder whose snapshots carry ``labels`` as well."""
         view = object.__new__(SnapshotRecorder)
         view._writer = self._writer
-        view._labels = {**self._labels, **labels}
+        view._labels = {**self._labels, **_checked_labels(labels)}
         return view
 
     def record_build(self, build: Callable[[], FinalContext], plan: BuildPlan,
@@ -337,6 +340,22 @@ class SnapshotRecorder:
     def close(self, timeout: float | None = 5.0) -> None:
         """Write what is queued, apply retention, stop the thread and close the sink."""
         self._writer.close(timeout)
+
+
+_BUILD_LABELS = frozenset(("mode", "route", "switch", "session"))
+"""Labels a ``ContextManager`` sets; the snapshot turns them into its own fields."""
+
+
+def _checked_labels(labels: Mapping[str, Any]) -> dict[str, Any]:
+    """``labels`` as a dict; ``InvalidInputError`` when a caller's label is not JSON."""
+    for name, value in labels.items():
+        if name in _BUILD_LABELS:
+            continue
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"snapshot label {name!r} is not JSON") from None
+    return dict(labels)
 
 
 def as_recorder(snapshots: SnapshotRecorder | SnapshotSink | None) -> SnapshotRecorder | None:
