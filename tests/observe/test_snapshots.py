@@ -244,3 +244,17 @@ def test_a_request_that_is_not_json_loses_only_its_own_snapshot(tmp_path: Path) 
     recorder.flush()
     assert recorder.stats.capture_errors == 1 and recorder.stats.written == 1
     recorder.close()
+
+
+def test_the_metrics_extras_are_imported_only_when_used() -> None:
+    import subprocess
+    import sys
+
+    import contextwright.observe as observe
+
+    assert all(hasattr(observe, name) for name in observe.__all__)
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, contextwright, contextwright.observe; print(sorted("
+         "{m.split('.')[0] for m in sys.modules} & {'prometheus_client', 'opentelemetry', "
+         "'psycopg', 'redis'}))"], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
