@@ -1,6 +1,7 @@
-"""The ``contextwright`` command line: ``demo``, ``build``, ``plans``, ``session``, ``eval``, ...
+"""The ``contextwright`` command line: demo, build, plans, session, eval, snapshots and more.
 
-Also ``snapshots``, ``inspect``, ``diff`` and ``replay`` (``cli_observe``).
+``demo``, ``build``, ``plans`` and ``agent`` are here; ``session``, ``eval`` and the snapshot
+commands (``snapshots``, ``inspect``, ``diff``, ``replay``) have their own modules.
 
 A thin shell over the library: it reads files, calls the builder and prints JSON. Errors of the
 library become a one-line message on stderr and exit code 2 (bad input) or 3 (budget, followed by
