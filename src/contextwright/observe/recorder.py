@@ -5,7 +5,7 @@ one record on a bounded queue without waiting. A writer thread turns records int
 hands them to the observers (metrics, alerts) and writes them to the sink in batches. A full
 queue drops the record, a sink that raises drops the batch; both are counted (``stats``) and
 logged, and neither ever slows or fails a build. Retention (age, count) is applied by the
-writer thread every ``Retention.every`` writes and on ``close``.
+writer thread every ``Retention.every`` writes, on ``flush`` and on ``close``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Retention:
     max_count: int | None = None
     """Only the newest this many are kept."""
     every: int = 200
-    """Apply it after this many writes (and on ``close``)."""
+    """Apply it after this many writes (and on ``flush`` and ``close``)."""
 
     def __post_init__(self) -> None:
         """Refuse limits that mean nothing."""
@@ -165,8 +165,8 @@ class _Writer:
             elif item is _STOP:
                 stop = True
         self._write(snapshots)
-        if flushes or stop:
-            self._apply_retention(force=stop)
+        if flushes or stop:  # a flush or close leaves the sink as retention wants it
+            self._apply_retention(force=True)
         for flush in flushes:
             flush.done.set()
         return stop
