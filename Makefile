@@ -6,7 +6,7 @@ STAMP = $(VENV)/.installed-dev
 BENCH_STAMP = $(VENV)/.installed-bench
 DATA ?= ../shared/data
 
-.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache check-data-copies clean
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots check-data-copies clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache
+bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots
 
 bench-speed: $(BENCH_STAMP)
 	$(BIN)/python bench/build_speed.py
@@ -57,6 +57,9 @@ bench-summary: $(STAMP)
 
 bench-cache: $(BENCH_STAMP)
 	$(BIN)/python bench/cache.py --data $(DATA)
+
+bench-snapshots: $(STAMP)
+	$(BIN)/python bench/snapshot_overhead.py
 
 check-data-copies:
 	$(PYTHON) bench/check_no_dataset_copies.py --data $(DATA)

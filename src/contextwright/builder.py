@@ -11,8 +11,9 @@ import asyncio
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from functools import partial
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from contextwright.core.builder import build_context
 from contextwright.core.cache import CachePolicy, Fingerprint
@@ -25,6 +26,9 @@ from contextwright.errors import InvalidInputError, PlanError
 from contextwright.models import model_profile, profile_tokenizer
 from contextwright.sources import builtin_sources
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
+
+if TYPE_CHECKING:
+    from contextwright.observe import SnapshotRecorder, SnapshotSink
 
 FENCE_SECRET_VARIABLE = "CONTEXTWRIGHT_FENCE_SECRET"
 """Environment variable with the deployment's fence secret (read when a builder is made)."""
@@ -43,13 +47,19 @@ class ContextBuilder:
     ``fence_secret`` keys the fence markers of untrusted text, so they cannot be predicted from
     the source code; it defaults to the ``CONTEXTWRIGHT_FENCE_SECRET`` environment variable,
     and without either the built-in key is used. Builds with one secret are byte-identical.
+    ``snapshots`` (a ``SnapshotSink`` or ``SnapshotRecorder``, see ``contextwright.observe``)
+    records every build off the request path; ``self.snapshots`` is its recorder.
     """
 
     def __init__(self, tokenizer: str | Tokenizer | CountingTokenizer | None = None,
                  sources: Iterable[ContextSource] = (), *,
                  model: str | None = None, window: int | None = None,
                  reserved_output: int | None = None,
-                 fence_secret: str | bytes | None = None) -> None:
+                 fence_secret: str | bytes | None = None,
+                 snapshots: SnapshotRecorder | SnapshotSink | None = None) -> None:
+        from contextwright.observe.recorder import as_recorder
+
+        self.snapshots = as_recorder(snapshots)
         self.model = model
         self._profile = model_profile(model) if model is not None else None
         if tokenizer is None:
@@ -133,9 +143,11 @@ class ContextBuilder:
         """
         plan = self.effective_plan(plan)
         policy = cache_policy(cache, previous)
-        context = build_context(plan, request, self._sources, self.tokenizer, target,
-                                fence_key=self._fence_key, cache=policy,
-                                previous=previous_fingerprint(previous) if policy else None)
+        run = partial(build_context, plan, request, self._sources, self.tokenizer, target,
+                      fence_key=self._fence_key, cache=policy,
+                      previous=previous_fingerprint(previous) if policy else None)
+        context = run() if self.snapshots is None else self.snapshots.record_build(
+            run, plan, request, self.tokenizer.name)
         if self.model is not None or cache_key is not None:
             context = replace(context, model=self.model or context.model,
                               cache_key=cache_key)

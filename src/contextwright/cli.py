@@ -1,4 +1,7 @@
-"""The ``contextwright`` command line: ``demo``, ``build``, ``plans``, ``session`` and ``eval``.
+"""The ``contextwright`` command line: demo, build, plans, session, eval, snapshots and more.
+
+``demo``, ``build``, ``plans`` and ``agent`` are here; ``session``, ``eval`` and the snapshot
+commands (``snapshots``, ``inspect``, ``diff``, ``replay``) have their own modules.
 
 A thin shell over the library: it reads files, calls the builder and prints JSON. Errors of the
 library become a one-line message on stderr and exit code 2 (bad input) or 3 (budget, followed by
@@ -18,6 +21,7 @@ import typer
 from contextwright.builder import ContextBuilder
 from contextwright.cli_common import describe, fail, library_errors
 from contextwright.cli_eval import eval_app
+from contextwright.cli_observe import diff, inspect, replay, snapshots_app
 from contextwright.cli_session import session_app
 from contextwright.core.cache import Fingerprint
 from contextwright.core.parsing import MalformedDocument, parse_document
@@ -29,6 +33,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Decide what an LLM agent sees on every call.")
 app.add_typer(session_app, name="session")
 app.add_typer(eval_app, name="eval")
+app.add_typer(snapshots_app, name="snapshots")
+app.command("inspect")(inspect)
+app.command("diff")(diff)
+app.command("replay")(replay)
 
 
 @app.command()

@@ -55,6 +55,8 @@ from contextwright.manager.turns import last_user_index, plain
 from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
+from contextwright.observe.recorder import SnapshotRecorder, as_recorder
+from contextwright.observe.sinks import SnapshotSink
 from contextwright.session.memory import MemoryStore
 from contextwright.session.state import ModeSwitch, SessionState, load_state, update_state
 from contextwright.session.store import (
@@ -130,7 +132,9 @@ class ContextManager:
     and its fingerprint is kept in the session state, so the next build, on any worker,
     continues it; requests then carry ``cache_control`` breakpoints (Anthropic) and a
     ``prompt_cache_key`` naming the session by a hash (OpenAI). ``False`` builds every call
-    afresh.
+    afresh. ``snapshots`` (a sink or ``SnapshotRecorder``, see ``contextwright.observe``)
+    records every build with its session, mode and route, off the request path;
+    ``self.snapshots`` is its recorder.
     """
 
     def __init__(self, store: Store | None = None, *,
@@ -143,7 +147,9 @@ class ContextManager:
                  max_read_messages: int = 400, background: bool = True,
                  recaller: TurnRecaller | None = None, recall_cache_messages: int = 100_000,
                  cache: CachePolicy | bool = True,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 snapshots: SnapshotRecorder | SnapshotSink | None = None) -> None:
+        self.snapshots = as_recorder(snapshots)
         if router is not None and (modes is not None or classifier is not None):
             raise PlanError("give modes and classifier to the Router, or pass them without one")
         config = modes if isinstance(modes, ModesConfig) else (
@@ -237,7 +243,8 @@ class ContextManager:
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
         settings = self._settings(state.mode)
-        context = self._build(key, state, settings, read, recent, user_index, parts, target)
+        context = self._build(key, state, settings, read, recent, user_index, parts, target,
+                              route, switch)
         self._keep_fingerprint(key, context, appended.epoch if appended is not None else None)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
@@ -497,7 +504,8 @@ class ContextManager:
 
     def _build(self, key: SessionKey, state: SessionState, settings: ModeSettings,
                read: list[StoredMessage], recent: list[StoredMessage], user_index: int,
-               parts: Request, target: Literal["chat", "text"]) -> FinalContext:
+               parts: Request, target: Literal["chat", "text"], route: RouteDecision | None = None,
+               switch: ModeSwitch | None = None) -> FinalContext:
         language = state.language or "en"
         summary = Summary.from_dict(state.summary).render(language) if state.summary else ""
         memory = SessionMemorySource(settings=settings, zones=state.zones,
@@ -508,7 +516,9 @@ class ContextManager:
                           turn=plain(recent[user_index + 1:]))
         history = self._session_history(key, settings, read, recent[:user_index + 1])
         builder = ContextBuilder(self.tokenizer, sources=(
-            *self._sources, memory, *([history] if history is not None else [])))
+            *self._sources, memory, *([history] if history is not None else [])),
+            snapshots=self.snapshots and self.snapshots.labelled(
+                session=key, mode=settings.name, route=route, switch=switch))
         if self._cache is None:
             return builder.build(self._plans[settings.name], request, target=target)
         return builder.build(self._plans[settings.name], request, target=target,

@@ -1,0 +1,213 @@
+"""What changed between two builds: items, their fates and reasons, tokens, the rendered prefix.
+
+An item is known by its source and key in the decisions, and, for what made it into the
+context, by its rendered message: the caller's message id when it has one, else its section and
+content hash. So a diff works on redacted snapshots too (hashes compare like texts). The first
+divergent message is where the two renderings stop sharing a prefix: from there on a
+provider's prompt cache cannot help.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from contextwright.observe.snapshot import Snapshot
+
+_SEVERITY = ("failed", "conflict", "deduplicated", "dropped", "truncated", "compacted",
+             "placeholder", "hoisted", "kept")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemChange:
+    """One item whose fate differs between the two builds."""
+
+    source: str
+    """Source name."""
+    key: str
+    """Decision key, or ``message:<id>`` / ``message:<role>:<hash>`` for a rendered message."""
+    change: str
+    """``added`` (only in B's context), ``removed`` (only in A's) or ``changed`` (both, fate
+    or size differ)."""
+    before: str | None
+    """A's fate and reason (None when A never saw the item)."""
+    after: str | None
+    """B's fate and reason."""
+    tokens_before: int
+    """Tokens in A's context."""
+    tokens_after: int
+    """Tokens in B's context."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceDelta:
+    """One source's tokens and grant in A and B."""
+
+    source: str
+    """Source name."""
+    tokens_a: int
+    """Tokens used in A."""
+    tokens_b: int
+    """Tokens used in B."""
+    budget_a: int
+    """Tokens granted in A."""
+    budget_b: int
+    """Tokens granted in B."""
+
+    @property
+    def delta(self) -> int:
+        """``tokens_b - tokens_a``."""
+        return self.tokens_b - self.tokens_a
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotDiff:
+    """The answer of ``diff_snapshots``."""
+
+    a: str
+    """Id of the first snapshot."""
+    b: str
+    """Id of the second."""
+    plans: tuple[str, str]
+    """Plan name of each (with its hash when the names match but the plans do not)."""
+    total_tokens: tuple[int, int]
+    """Context tokens of each."""
+    items: tuple[ItemChange, ...]
+    """Items added, removed or changed."""
+    sources: tuple[SourceDelta, ...]
+    """Per-source tokens, in the order the sources appear."""
+    first_divergence: int | None
+    """Index of the first rendered message that differs (None: identical renderings)."""
+    messages: tuple[int, int]
+    """Number of rendered messages in each."""
+
+    @property
+    def changed_keys(self) -> tuple[str, ...]:
+        """Keys of every item that changed."""
+        return tuple(item.key for item in self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form."""
+        data = asdict(self)
+        for row, delta in zip(data["sources"], self.sources, strict=True):
+            row["delta"] = delta.delta
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class _Fate:
+    source: str
+    fate: str
+    tokens: int
+
+
+def message_key(message: Mapping[str, Any]) -> str:
+    """A rendered message's identity: its id, or its role and content hash.
+
+    Not its section: the user's question of one call is a history message of the next, and the
+    diff shows that as the same item, moved.
+    """
+    if message.get("id"):
+        return f"message:{message['id']}"
+    return f"message:{message.get('role', '?')}:{content_hash(message)[:12]}"
+
+
+def content_hash(message: Mapping[str, Any]) -> str:
+    """Hash of what a message renders (content and calls), equal for redacted and raw twins."""
+    content = message.get("content")
+    text = content["sha256"] if isinstance(content, Mapping) else _sha(str(content))
+    calls = [[c.get("id"), c.get("name"), c["arguments"]["sha256"]
+              if isinstance(c.get("arguments"), Mapping) else _sha(str(c.get("arguments")))]
+             for c in message.get("tool_calls", ())]
+    return _sha(json.dumps([message.get("role"), text, calls, message.get("tool_call_id")]))
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _fates(snapshot: Snapshot) -> dict[str, _Fate]:
+    fates: dict[str, _Fate] = {}
+    runs: dict[str, int] = {}
+    for d in snapshot.decisions:
+        key = str(d["key"])
+        if key.endswith(".*"):  # runs the build never read: one entry per run, in order
+            runs[key] = runs.get(key, 0) + 1
+            key = f"{key}#{runs[key]}"
+        fate = f"{d['action']}: {d['reason']}"
+        known = fates.get(key)
+        if known is None or _rank(str(d["action"])) < _rank(known.fate.split(":")[0]):
+            fates[key] = _Fate(str(d["source"]), fate, int(d.get("tokens_after", 0)))
+    for message in snapshot.messages:
+        fates.setdefault(message_key(message), _Fate(
+            str(message.get("section", "?")),
+            f"kept: in {message.get('section')} as {message.get('role')}",
+            int(message.get("tokens", 0))))
+    return fates
+
+
+def _rank(action: str) -> int:
+    return _SEVERITY.index(action) if action in _SEVERITY else len(_SEVERITY)
+
+
+def _in_context(fate: _Fate | None) -> bool:
+    return fate is not None and fate.fate.split(":")[0] in (
+        "kept", "truncated", "compacted", "placeholder", "hoisted")
+
+
+def _item_changes(a: Snapshot, b: Snapshot) -> list[ItemChange]:
+    before, after = _fates(a), _fates(b)
+    changes = []
+    for key in [*before, *(k for k in after if k not in before)]:
+        old, new = before.get(key), after.get(key)
+        if old is not None and new is not None and old.fate == new.fate and (
+                old.tokens == new.tokens):
+            continue
+        if _in_context(new) and not _in_context(old):
+            change = "added"
+        elif _in_context(old) and not _in_context(new):
+            change = "removed"
+        else:
+            change = "changed"
+        source = (new or old).source  # type: ignore[union-attr]
+        changes.append(ItemChange(
+            source=source, key=key, change=change, before=old.fate if old else None,
+            after=new.fate if new else None,
+            tokens_before=old.tokens if _in_context(old) else 0,  # type: ignore[union-attr]
+            tokens_after=new.tokens if _in_context(new) else 0))  # type: ignore[union-attr]
+    return changes
+
+
+def _source_deltas(a: Snapshot, b: Snapshot) -> list[SourceDelta]:
+    rows_a = {str(r["source"]): r for r in a.sources}
+    rows_b = {str(r["source"]): r for r in b.sources}
+    names = [*rows_a, *(n for n in rows_b if n not in rows_a)]
+    empty: Mapping[str, Any] = {"tokens": 0, "budget": 0}
+    return [SourceDelta(source=n, tokens_a=int(rows_a.get(n, empty)["tokens"]),
+                        tokens_b=int(rows_b.get(n, empty)["tokens"]),
+                        budget_a=int(rows_a.get(n, empty)["budget"]),
+                        budget_b=int(rows_b.get(n, empty)["budget"])) for n in names]
+
+
+def first_divergence(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]
+                     ) -> int | None:
+    """Index of the first message that differs in role, content or calls (None: none does)."""
+    for index, (left, right) in enumerate(zip(a, b, strict=False)):
+        if content_hash(left) != content_hash(right):
+            return index
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def diff_snapshots(a: Snapshot, b: Snapshot) -> SnapshotDiff:
+    """Items added / removed / cut differently, token deltas per source, first divergence."""
+    plans = (a.plan, b.plan)
+    if a.plan == b.plan and a.plan_hash != b.plan_hash:
+        plans = (f"{a.plan}@{a.plan_hash}", f"{b.plan}@{b.plan_hash}")
+    return SnapshotDiff(
+        a=a.id, b=b.id, plans=plans, total_tokens=(a.total_tokens, b.total_tokens),
+        items=tuple(_item_changes(a, b)), sources=tuple(_source_deltas(a, b)),
+        first_divergence=first_divergence(a.messages, b.messages),
+        messages=(len(a.messages), len(b.messages)))

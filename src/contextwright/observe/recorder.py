@@ -1,0 +1,365 @@
+"""``SnapshotRecorder``: takes each build off the request path and writes its snapshot.
+
+The request path does only this: time the build, copy the request's lists (references), and put
+one record on a bounded queue without waiting. A writer thread turns records into snapshots,
+hands them to the observers (metrics, alerts) and writes them to the sink in batches. A full
+queue drops the record, a sink that raises drops the batch; both are counted (``stats``) and
+logged, and neither ever slows or fails a build. Retention (age, count) is applied by the
+writer thread every ``Retention.every`` writes, on ``flush`` and on ``close``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from contextwright.core.final import FinalContext
+from contextwright.core.plan import BuildPlan
+from contextwright.core.request import Request
+from contextwright.errors import BudgetError, InvalidInputError
+from contextwright.observe.sinks import SnapshotSink
+from contextwright.observe.snapshot import BuildRecord, Snapshot, capture, frozen_request
+
+logger = logging.getLogger("contextwright.observe")
+
+LOG_EVERY_SECONDS = 60.0
+"""A failing sink is logged at most this often (with the count since the last line)."""
+
+
+class SnapshotObserver(Protocol):
+    """Sees every snapshot on the writer thread, before the sink does (metrics, alerts)."""
+
+    def observe(self, snapshot: Snapshot) -> None:
+        """Take one snapshot into account; an exception is counted, never propagated."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """How long snapshots are kept: by age, by count, or both."""
+
+    max_age_seconds: float | None = None
+    """Snapshots older than this are removed."""
+    max_count: int | None = None
+    """Only the newest this many are kept."""
+    every: int = 200
+    """Apply it after this many writes (and on ``flush`` and ``close``)."""
+
+    def __post_init__(self) -> None:
+        """Refuse limits that mean nothing."""
+        if self.max_age_seconds is not None and self.max_age_seconds <= 0:
+            raise InvalidInputError("retention max_age_seconds must be above 0")
+        if self.max_count is not None and self.max_count < 0:
+            raise InvalidInputError("retention max_count must be 0 or more")
+        if self.every < 1:
+            raise InvalidInputError("retention every must be 1 or more")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecorderStats:
+    """What became of the builds handed to a recorder."""
+
+    submitted: int
+    """Builds put on the queue."""
+    written: int
+    """Snapshots the sink accepted."""
+    dropped_queue_full: int
+    """Builds dropped because the queue was full."""
+    dropped_sink_error: int
+    """Snapshots lost because the sink raised."""
+    capture_errors: int
+    """Builds whose snapshot could not be made (e.g. a request that is not JSON)."""
+    observer_errors: int
+    """Exceptions raised by observers."""
+    purged: int
+    """Snapshots removed by retention."""
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.values = dict.fromkeys(RecorderStats.__dataclass_fields__, 0)
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self.lock:
+            self.values[name] += amount
+
+
+class _Flush:
+    """A marker on the queue: set when everything before it is written."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+_STOP = object()
+
+
+class _Writer:
+    """The state one recorder and all its labelled views share."""
+
+    def __init__(self, sink: SnapshotSink, *, redact: bool, queue_size: int, batch_size: int,
+                 retention: Retention | None, observers: tuple[SnapshotObserver, ...]) -> None:
+        from contextwright import __version__
+
+        self.sink = sink
+        self.redact = redact
+        self.batch_size = batch_size
+        self.retention = retention
+        self.observers = observers
+        self.version = __version__
+        self.queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
+        self.counters = _Counters()
+        self.closed = False
+        self._since_purge = 0
+        self._last_log = 0.0
+        self._unlogged = 0
+        self.thread = threading.Thread(target=self._run, name="cw-snapshots", daemon=True)
+        self.thread.start()
+        atexit.register(self.close, 2.0)
+
+    def submit(self, record: BuildRecord) -> None:
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:
+            self.counters.add("dropped_queue_full")
+            return
+        self.counters.add("submitted")
+
+    def _run(self) -> None:
+        while True:
+            first = self.queue.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            while len(batch) < self.batch_size:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            if self._handle(batch):
+                return
+
+    def _handle(self, batch: list[object]) -> bool:
+        """Write one batch; True when it held the stop marker."""
+        snapshots: list[Snapshot] = []
+        flushes: list[_Flush] = []
+        stop = False
+        for item in batch:
+            if isinstance(item, BuildRecord):
+                # Hand the interpreter back between snapshots: a build waiting for it should
+                # not wait out a whole switch interval behind this thread.
+                time.sleep(0)
+                snapshot = self._capture(item)
+                if snapshot is not None:
+                    snapshots.append(snapshot)
+            elif isinstance(item, _Flush):
+                flushes.append(item)
+            elif item is _STOP:
+                stop = True
+        self._write(snapshots)
+        if flushes or stop:  # a flush or close leaves the sink as retention wants it
+            self._apply_retention(force=True)
+        for flush in flushes:
+            flush.done.set()
+        return stop
+
+    def _capture(self, record: BuildRecord) -> Snapshot | None:
+        try:
+            snapshot = capture(record, redact=self.redact, library_version=self.version)
+            if not self.redact:  # caller data: one that is not JSON must not sink the batch
+                json.dumps(snapshot.request, allow_nan=False)
+        except Exception:  # a record that cannot be serialised must not stop the others
+            self.counters.add("capture_errors")
+            logger.warning("a build's snapshot could not be made", exc_info=True,
+                           extra={"contextwright": {"event": "snapshot_capture_failed"}})
+            return None
+        for observer in self.observers:
+            try:
+                observer.observe(snapshot)
+            except Exception:
+                self.counters.add("observer_errors")
+                logger.warning("a snapshot observer failed", exc_info=True,
+                               extra={"contextwright": {"event": "snapshot_observer_failed"}})
+        return snapshot
+
+    def _write(self, snapshots: list[Snapshot]) -> None:
+        if not snapshots:
+            return
+        time.sleep(0)
+        try:
+            self.sink.write(snapshots)
+        except Exception as exc:
+            self.counters.add("dropped_sink_error", len(snapshots))
+            self._log_sink_failure(exc, len(snapshots))
+            return
+        self.counters.add("written", len(snapshots))
+        self._since_purge += len(snapshots)
+        if self.retention is not None and self._since_purge >= self.retention.every:
+            self._apply_retention(force=True)
+
+    def _log_sink_failure(self, exc: Exception, lost: int) -> None:
+        self._unlogged += lost
+        now = time.monotonic()
+        if now - self._last_log < LOG_EVERY_SECONDS and self._last_log:
+            return
+        logger.warning("snapshot sink failed (%s); %d snapshots dropped", type(exc).__name__,
+                       self._unlogged, extra={"contextwright": {
+                           "event": "snapshot_sink_failed", "error": type(exc).__name__,
+                           "dropped": self._unlogged}})
+        self._last_log, self._unlogged = now, 0
+
+    def _apply_retention(self, *, force: bool) -> None:
+        retention = self.retention
+        if retention is None or not (force or self._since_purge >= retention.every):
+            return
+        self._since_purge = 0
+        older_than = (time.time() - retention.max_age_seconds
+                      if retention.max_age_seconds is not None else None)
+        try:
+            removed = self.sink.purge(older_than=older_than, keep_last=retention.max_count)
+        except Exception as exc:
+            self._log_sink_failure(exc, 0)
+            return
+        self.counters.add("purged", removed)
+
+    def flush(self, timeout: float | None) -> bool:
+        if self.closed or not self.thread.is_alive():
+            return not self.thread.is_alive()
+        marker = _Flush()
+        try:
+            self.queue.put(marker, timeout=timeout)
+        except queue.Full:
+            return False
+        return marker.done.wait(timeout)
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        atexit.unregister(self.close)
+        try:
+            self.queue.put(_STOP, timeout=timeout)
+        except queue.Full:
+            logger.warning("snapshot queue still full at close; pending snapshots are lost")
+        self.thread.join(timeout)
+        self.sink.close()
+
+
+class SnapshotRecorder:
+    """Records one snapshot per build into ``sink``, off the request path; thread-safe.
+
+    ``redact`` (default True) keeps hashes and sizes instead of texts. ``queue_size`` bounds
+    the builds waiting to be written; when it is full a build's snapshot is dropped and
+    counted. ``observers`` (``PrometheusMetrics``, ``OpenTelemetryMetrics``, ``AlertMonitor``)
+    see each snapshot on the writer thread. ``labels`` go into every snapshot; ``labelled``
+    makes a view with more labels that shares this recorder's queue, thread and sink.
+    """
+
+    def __init__(self, sink: SnapshotSink, *, redact: bool = True, queue_size: int = 1024,
+                 batch_size: int = 64, retention: Retention | None = None,
+                 observers: Iterable[SnapshotObserver] = (),
+                 labels: Mapping[str, Any] | None = None) -> None:
+        if queue_size < 1 or batch_size < 1:
+            raise InvalidInputError("queue_size and batch_size must be 1 or more")
+        self._writer = _Writer(sink, redact=redact, queue_size=queue_size,
+                               batch_size=batch_size, retention=retention,
+                               observers=tuple(observers))
+        self._labels: Mapping[str, Any] = _checked_labels(labels or {})
+
+    @property
+    def sink(self) -> SnapshotSink:
+        """Where snapshots go."""
+        return self._writer.sink
+
+    @property
+    def redact(self) -> bool:
+        """Whether texts are kept as hashes and sizes only."""
+        return self._writer.redact
+
+    def labelled(self, **labels: Any) -> SnapshotRecorder:
+        """A view of this recorder whose snapshots carry ``labels`` as well."""
+        view = object.__new__(SnapshotRecorder)
+        view._writer = self._writer
+        view._labels = {**self._labels, **_checked_labels(labels)}
+        return view
+
+    def record_build(self, build: Callable[[], FinalContext], plan: BuildPlan,
+                     request: Request, tokenizer: str) -> FinalContext:
+        """Run ``build`` and hand its result (or its ``BudgetError``) to the writer thread.
+
+        Returns what ``build`` returns and raises what it raises; recording never raises.
+        """
+        started = time.time()
+        begin = time.perf_counter_ns()
+        try:
+            context = build()
+        except BudgetError as error:
+            self._submit(request, plan, None, error, started, time.perf_counter_ns() - begin,
+                         tokenizer)
+            raise
+        self._submit(request, plan, context, None, started, time.perf_counter_ns() - begin,
+                     tokenizer)
+        return context
+
+    def _submit(self, request: Request, plan: BuildPlan, context: FinalContext | None,
+                error: BudgetError | None, started: float, build_ns: int,
+                tokenizer: str) -> None:
+        writer = self._writer
+        if writer.closed:
+            writer.counters.add("dropped_queue_full")
+            return
+        try:
+            record = BuildRecord(
+                request=frozen_request(request, with_history=not writer.redact), plan=plan,
+                context=context, report=context.report if context else error.report
+                if error else None, error=error, started=started, build_ns=build_ns,
+                tokenizer=tokenizer, history_length=len(request.history), labels=self._labels)
+        except Exception:  # never fail a build for its record
+            writer.counters.add("capture_errors")
+            return
+        writer.submit(record)
+
+    @property
+    def stats(self) -> RecorderStats:
+        """Counts so far."""
+        with self._writer.counters.lock:
+            return RecorderStats(**self._writer.counters.values)
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Wait until every build handed over so far is written (or dropped); False on timeout."""
+        return self._writer.flush(timeout)
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Write what is queued, apply retention, stop the thread and close the sink."""
+        self._writer.close(timeout)
+
+
+_BUILD_LABELS = frozenset(("mode", "route", "switch", "session"))
+"""Labels a ``ContextManager`` sets; the snapshot turns them into its own fields."""
+
+
+def _checked_labels(labels: Mapping[str, Any]) -> dict[str, Any]:
+    """``labels`` as a dict; ``InvalidInputError`` when a caller's label is not JSON."""
+    for name, value in labels.items():
+        if name in _BUILD_LABELS:
+            continue
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"snapshot label {name!r} is not JSON") from None
+    return dict(labels)
+
+
+def as_recorder(snapshots: SnapshotRecorder | SnapshotSink | None) -> SnapshotRecorder | None:
+    """A recorder for what a builder or manager was given: a recorder, a sink, or nothing."""
+    if snapshots is None or isinstance(snapshots, SnapshotRecorder):
+        return snapshots
+    return SnapshotRecorder(snapshots)

@@ -1,0 +1,305 @@
+"""Where snapshots are kept: the ``SnapshotSink`` protocol, JSONL and SQLite sinks, ``open_sink``.
+
+SQLite is the embedded default (one file, WAL, safe for a writer and many readers); JSONL is an
+append-only file for shipping elsewhere; Redis and PostgreSQL (``sinks_redis``,
+``sinks_postgres``) keep a fleet's snapshots next to its sessions. Every sink stores the
+snapshot's JSON and indexes its time, plan, mode and status, so a query reads only what it asks
+for. Errors are the store errors: ``StoreUnavailable``, ``StoreError``, ``CorruptRecordError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+from contextwright.errors import CorruptRecordError, InvalidInputError, StoreError
+from contextwright.observe.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotQuery:
+    """Which snapshots to read; every field left out matches all."""
+
+    since: float | None = None
+    """Unix time: only snapshots made at or after it."""
+    until: float | None = None
+    """Unix time: only snapshots made before it."""
+    plan: str | None = None
+    """Only builds of this plan."""
+    mode: str | None = None
+    """Only builds in this mode."""
+    status: str | None = None
+    """``ok`` or ``budget_error``."""
+    limit: int | None = None
+    """Only the newest this many (still returned oldest first)."""
+
+    def matches(self, snapshot: Snapshot) -> bool:
+        """Whether ``snapshot`` is one this query asks for (the limit aside)."""
+        return ((self.since is None or snapshot.created_at >= self.since)
+                and (self.until is None or snapshot.created_at < self.until)
+                and (self.plan is None or snapshot.plan == self.plan)
+                and (self.mode is None or snapshot.mode == self.mode)
+                and (self.status is None or snapshot.status == self.status))
+
+
+class SnapshotSink(Protocol):
+    """Keeps snapshots. ``write`` is called from one writer thread; reads from any thread."""
+
+    def write(self, snapshots: Sequence[Snapshot]) -> None:
+        """Store a batch of snapshots."""
+        ...
+
+    def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
+        """The snapshots ``query`` asks for, oldest first."""
+        ...
+
+    def get(self, snapshot_id: str) -> Snapshot:
+        """One snapshot; ``InvalidInputError`` when there is none with that id."""
+        ...
+
+    def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
+        """Remove snapshots made before ``older_than`` and all but the newest ``keep_last``."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+def not_found(snapshot_id: str) -> InvalidInputError:
+    """The error of a ``get`` for an id the sink does not hold."""
+    shown = snapshot_id if snapshot_id.isalnum() and len(snapshot_id) <= 40 else "given"
+    return InvalidInputError(f"no snapshot with id {shown}")
+
+
+def newest(snapshots: list[Snapshot], query: SnapshotQuery) -> list[Snapshot]:
+    """``snapshots`` (oldest first) filtered by ``query``, cut to its limit."""
+    chosen = [s for s in snapshots if query.matches(s)]
+    chosen.sort(key=lambda s: (s.created_at, s.id))
+    return chosen[-query.limit:] if query.limit is not None else chosen
+
+
+class JsonlSink:
+    """Snapshots as JSON lines appended to one file (created with its folder if missing)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.touch(exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot open snapshot file {self.path.name}: {exc.strerror}"
+                             ) from None
+
+    def write(self, snapshots: Sequence[Snapshot]) -> None:
+        """Append one line per snapshot and flush."""
+        lines = "".join(s.to_json() + "\n" for s in snapshots)
+        with self._lock, self._file("a") as handle:
+            handle.write(lines)
+            handle.flush()
+
+    def _records(self) -> list[Snapshot]:
+        with self._lock, self._file("r") as handle:
+            lines = handle.readlines()
+        records = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(Snapshot.from_json(line))
+            except CorruptRecordError:
+                raise CorruptRecordError(
+                    f"line {number} of {self.path.name} is not a snapshot") from None
+        return records
+
+    def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
+        """Scan the file."""
+        query = query or SnapshotQuery()
+        return newest(self._records(), query)
+
+    def get(self, snapshot_id: str) -> Snapshot:
+        """Scan the file for one id."""
+        for snapshot in self._records():
+            if snapshot.id == snapshot_id:
+                return snapshot
+        raise not_found(snapshot_id)
+
+    def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
+        """Rewrite the file without the removed lines (atomically: a new file replaces it)."""
+        with self._lock:  # no append may land between the read and the replace
+            records = self._records()
+            keep = [s for s in records if older_than is None or s.created_at >= older_than]
+            keep.sort(key=lambda s: (s.created_at, s.id))
+            if keep_last is not None:
+                keep = keep[max(0, len(keep) - keep_last):] if keep_last else []
+            if len(keep) == len(records):
+                return 0
+            temporary = self.path.with_name(self.path.name + ".tmp")
+            try:
+                with open(temporary, "w", encoding="utf-8") as handle:
+                    handle.write("".join(s.to_json() + "\n" for s in keep))
+                os.replace(temporary, self.path)
+            except OSError as exc:
+                raise StoreError(f"snapshot file {self.path.name}: {exc.strerror}") from None
+        return len(records) - len(keep)
+
+    def close(self) -> None:
+        """Nothing stays open between writes."""
+
+    @contextmanager
+    def _file(self, mode: str) -> Iterator[IO[str]]:
+        try:
+            with open(self.path, mode, encoding="utf-8") as handle:
+                yield handle
+        except OSError as exc:
+            raise StoreError(f"snapshot file {self.path.name}: {exc.strerror}") from None
+
+
+_SQLITE_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS snapshots (
+        id TEXT PRIMARY KEY, created_at REAL NOT NULL, plan TEXT NOT NULL, mode TEXT,
+        status TEXT NOT NULL, body TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS snapshots_by_time ON snapshots (created_at)",
+    "CREATE INDEX IF NOT EXISTS snapshots_by_plan ON snapshots (plan, created_at)",
+)
+
+
+def query_sql(query: SnapshotQuery, placeholder: str) -> tuple[str, list[object]]:
+    """The WHERE clause (and its parameters) of ``query`` for a SQL sink."""
+    clauses: list[str] = []
+    params: list[object] = []
+    for column, op, value in (("created_at", ">=", query.since), ("created_at", "<", query.until),
+                              ("plan", "=", query.plan), ("mode", "=", query.mode),
+                              ("status", "=", query.status)):
+        if value is not None:
+            clauses.append(f"{column} {op} {placeholder}")
+            params.append(value)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+class SqliteSink:
+    """Snapshots in a SQLite file (WAL; one writer thread, readers anywhere)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._lock = threading.Lock()
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=10,
+                                       isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            for statement in _SQLITE_SCHEMA:
+                self._db.execute(statement)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the snapshot database ({type(exc).__name__})"
+                             ) from None
+
+    def write(self, snapshots: Sequence[Snapshot]) -> None:
+        """Insert the batch in one transaction."""
+        rows = [(s.id, s.created_at, s.plan, s.mode, s.status, s.to_json()) for s in snapshots]
+        with self._errors():
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?)",
+                                     rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
+        """Read through the time and plan indexes."""
+        query = query or SnapshotQuery()
+        where, params = query_sql(query, "?")
+        sql = f"SELECT body FROM snapshots{where} ORDER BY created_at DESC, id DESC"
+        if query.limit is not None:
+            sql += " LIMIT ?"
+            params.append(query.limit)
+        with self._errors():
+            rows = self._db.execute(sql, params).fetchall()
+        return [Snapshot.from_json(body) for (body,) in reversed(rows)]
+
+    def get(self, snapshot_id: str) -> Snapshot:
+        """One snapshot by id."""
+        with self._errors():
+            row = self._db.execute("SELECT body FROM snapshots WHERE id = ?",
+                                   (snapshot_id,)).fetchone()
+        if row is None:
+            raise not_found(snapshot_id)
+        return Snapshot.from_json(row[0])
+
+    def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
+        """Delete by age, then all but the newest ``keep_last``."""
+        removed = 0
+        with self._errors():
+            if older_than is not None:
+                removed += self._db.execute("DELETE FROM snapshots WHERE created_at < ?",
+                                            (older_than,)).rowcount
+            if keep_last is not None:
+                removed += self._db.execute(
+                    "DELETE FROM snapshots WHERE id NOT IN (SELECT id FROM snapshots "
+                    "ORDER BY created_at DESC, id DESC LIMIT ?)", (keep_last,)).rowcount
+        return removed
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise StoreError(f"snapshot database failed ({type(exc).__name__})") from None
+
+
+def open_sink(url: str) -> SnapshotSink:
+    """A sink from a URL: ``sqlite:///file.db``, ``jsonl:///file.jsonl``, ``redis://…``, ``postgresql://…``.
+
+    Paths follow ``open_store``: ``sqlite:///snapshots.db`` is relative to the working
+    directory, four slashes make it absolute. A Redis URL may carry ``?prefix=…`` and a
+    PostgreSQL URL ``?schema=…``.
+    """
+    from contextwright.session.store import _pop_query
+
+    scheme, sep, rest = url.partition("://") if isinstance(url, str) else ("", "", "")
+    if not sep:
+        raise InvalidInputError("a snapshot sink URL looks like scheme://…")
+    if scheme in ("sqlite", "jsonl"):
+        if not rest.startswith("/") or rest == "/":
+            raise InvalidInputError(f"a {scheme} sink URL looks like {scheme}:///path/to/file")
+        return SqliteSink(rest[1:]) if scheme == "sqlite" else JsonlSink(rest[1:])
+    if scheme in ("redis", "rediss", "unix"):
+        from contextwright.observe.sinks_redis import RedisSink
+
+        url, prefix = _pop_query(url, "prefix", "contextwright")
+        return RedisSink(url, prefix=prefix)
+    if scheme in ("postgresql", "postgres"):
+        from contextwright.observe.sinks_postgres import PostgresSink
+
+        url, schema = _pop_query(url, "schema", "contextwright")
+        return PostgresSink(url, schema=schema)
+    raise InvalidInputError("unknown snapshot sink scheme (sqlite, jsonl, redis, postgresql)")
+
+
+def snapshot_from_file(path: Path) -> Snapshot:
+    """A snapshot saved as a JSON file (``snapshots show --json`` output)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read snapshot file {path.name}: {exc.strerror}"
+                                ) from None
+    except (ValueError, RecursionError):
+        raise InvalidInputError(f"snapshot file {path.name} is not JSON") from None
+    return Snapshot.from_dict(data)

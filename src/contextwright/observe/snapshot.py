@@ -1,0 +1,385 @@
+"""``Snapshot``: the record of one build, as plain JSON-ready data, and how one is made.
+
+A snapshot holds what a person needs to see what the model saw and why: the plan (name, hash and
+its specs), the rendered messages, every source's budget, grant and use, every decision with its
+reason, the mode and route, the cache-prefix result when the build has one, the build time, the
+tokenizer and the library version. With redaction on (the default) no content is kept: each text
+becomes its SHA-256 and its size, the request becomes counts, and a snapshot cannot be replayed.
+
+``capture`` runs on the recorder's writer thread, never on the request path; it reads only
+immutable build results and the shallow copy of the request taken when the build ended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+from contextwright.core.final import FinalContext
+from contextwright.core.items import Message
+from contextwright.core.plan import BuildPlan, FrozenOptions
+from contextwright.core.report import BuildReport, Decision, SourceReport
+from contextwright.core.request import Document, Request
+from contextwright.errors import CorruptRecordError
+from contextwright.sources.conversation import RECALL_PREFIX
+
+Status = Literal["ok", "budget_error"]
+SCHEMA_VERSION = 1
+"""Version of the snapshot layout; a record of another version is refused when read."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """One build, as recorded. Nested parts are plain JSON data (dicts, lists, strings)."""
+
+    id: str
+    """Time-ordered unique id (hex milliseconds, then random hex)."""
+    created_at: float
+    """Unix time when the build ended."""
+    status: Status
+    """``ok``, or ``budget_error`` when the parts that may not be cut did not fit."""
+    plan: str
+    """Plan name."""
+    plan_hash: str
+    """SHA-256 (first 16 hex digits) of the plan's canonical JSON: equal hashes, equal plans."""
+    tokenizer: str
+    """Tokenizer the build counted with."""
+    exact_tokens: bool
+    """False when counts are estimates."""
+    library_version: str
+    """contextwright's version."""
+    window: int
+    """The plan's model window."""
+    available: int
+    """Tokens the context could use."""
+    total_tokens: int
+    """Tokens the context used (for a budget error: what the parts that may not be cut need)."""
+    build_ms: float
+    """Wall time of the build, in milliseconds."""
+    redacted: bool
+    """True when texts are kept as hashes and sizes only."""
+    sources: tuple[Mapping[str, Any], ...]
+    """Per-source rows: the report's row plus the plan's ``cuttable`` and ``weight``."""
+    decisions: tuple[Mapping[str, Any], ...]
+    """Every decision of the report, in order."""
+    messages: tuple[Mapping[str, Any], ...]
+    """The rendered messages: role, section, label, tokens, content (or its hash), and
+    ``recalled`` for an older turn brought back by recall."""
+    request: Mapping[str, Any]
+    """The request as ``Request.from_dict`` reads it, or (redacted) its hashes and counts."""
+    plan_spec: Mapping[str, Any]
+    """The plan itself, as JSON (replay and diff show it)."""
+    warnings: tuple[str, ...] = ()
+    """The report's warnings."""
+    mode: str | None = None
+    """The mode a ``ContextManager`` built in."""
+    route: Mapping[str, Any] | None = None
+    """The router's decision (mode, basis, trigger, confidence), when one was made."""
+    switch: Mapping[str, Any] | None = None
+    """The mode hand-off this build followed, if any."""
+    session: Mapping[str, str] | None = None
+    """``user_id`` and ``session_id`` of a manager's build."""
+    cache: Mapping[str, Any] | None = None
+    """The cache-prefix result of the build, when the build reports one."""
+    error: str | None = None
+    """The error message of a failed build."""
+    labels: Mapping[str, Any] = field(default_factory=dict)
+    """Caller-given labels (tenant, scenario...)."""
+
+    @property
+    def window_share(self) -> float:
+        """``total_tokens / window``."""
+        return self.total_tokens / self.window if self.window else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form (with the layout's ``schema`` version)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["schema"] = SCHEMA_VERSION
+        return _plain(data)  # type: ignore[no-any-return]
+
+    def to_json(self) -> str:
+        """Compact JSON, ASCII only (safe for any text column)."""
+        # The nested parts are already plain (dicts, tuples, strings): no copy before dumping.
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["schema"] = SCHEMA_VERSION
+        return json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: object) -> Snapshot:
+        """Read a snapshot written by ``to_dict``; ``CorruptRecordError`` when it is not one."""
+        if not isinstance(data, Mapping) or data.get("schema") != SCHEMA_VERSION:
+            raise CorruptRecordError("not a snapshot record of this version")
+        names = {f.name for f in fields(cls)}
+        try:
+            values = {name: data[name] for name in names if name in data}
+            for name in ("sources", "decisions", "messages", "warnings"):
+                values[name] = tuple(values.get(name, ()))
+            return cls(**values)
+        except TypeError:
+            raise CorruptRecordError("a snapshot record lacks a field") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Snapshot:
+        """Read ``to_json``'s output."""
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            raise CorruptRecordError("a snapshot record is not JSON") from None
+        return cls.from_dict(data)
+
+
+def _plain(value: Any) -> Any:
+    """Tuples and mappings as lists and dicts, for JSON."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildRecord:
+    """What the request path hands the recorder: references only, nothing serialised yet."""
+
+    request: Request
+    """The request, with its lists copied (shallowly) when the build ended."""
+    plan: BuildPlan
+    """The plan as built (the builder's effective plan)."""
+    context: FinalContext | None
+    """The result, or None when the build raised."""
+    report: BuildReport | None
+    """The report (also a ``BudgetError``'s)."""
+    error: Exception | None
+    """The error the build raised, if any."""
+    started: float
+    """``time.time()`` when the build began."""
+    build_ns: int
+    """Build time in nanoseconds (``perf_counter_ns``)."""
+    tokenizer: str
+    """Tokenizer name."""
+    history_length: int
+    """Messages in the request's history when the build ended."""
+    labels: Mapping[str, Any] = field(default_factory=dict)
+    """Mode, route, switch, session and caller labels."""
+
+
+def text_digest(text: str) -> dict[str, Any]:
+    """What a redacted snapshot keeps of a text: its SHA-256 and size."""
+    data = text.encode("utf-8", "surrogatepass")
+    return {"sha256": hashlib.sha256(data).hexdigest(), "chars": len(text)}
+
+
+def plan_to_dict(plan: BuildPlan) -> dict[str, Any]:
+    """The plan as JSON data (options thawed)."""
+    data = asdict(plan)
+    data["sources"] = [
+        {**{k: v for k, v in spec.items() if k != "options"},
+         "options": (s.options.thaw() if isinstance(s.options, FrozenOptions)
+                     else dict(s.options))}
+        for spec, s in zip(data["sources"], plan.sources, strict=True)]
+    return _plain(data)  # type: ignore[no-any-return]
+
+
+def plan_hash(plan_data: Mapping[str, Any]) -> str:
+    """First 16 hex digits of the SHA-256 of the plan's canonical JSON."""
+    text = json.dumps(plan_data, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
+
+
+def new_snapshot_id(now: float) -> str:
+    """Sorts by time: 12 hex digits of milliseconds, then 8 random ones."""
+    return f"{int(now * 1000):012x}{os.urandom(4).hex()}"
+
+
+_PLANS: dict[int, tuple[BuildPlan, dict[str, Any], str]] = {}
+"""Plans seen before, by object, with their JSON and hash (a deployment has a handful)."""
+
+
+def _plan_data(plan: BuildPlan) -> tuple[dict[str, Any], str]:
+    known = _PLANS.get(id(plan))
+    if known is not None and known[0] is plan:
+        return known[1], known[2]
+    data = plan_to_dict(plan)
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[id(plan)] = (plan, data, plan_hash(data))
+    return data, _PLANS[id(plan)][2]
+
+
+def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snapshot:
+    """The snapshot of one finished (or failed) build."""
+    plan_data, hashed = _plan_data(record.plan)
+    report = record.report
+    ctx = record.context
+    specs = {spec.source: spec for spec in record.plan.sources}
+    sources = tuple(
+        {**_fields(row, _SOURCE_FIELDS),
+         "cuttable": specs[row.source].cuttable if row.source in specs else True,
+         "weight": specs[row.source].weight if row.source in specs else 0.0}
+        for row in (report.sources if report else ()))
+    labels = dict(record.labels)
+    now = record.started + record.build_ns / 1e9
+    return Snapshot(
+        id=new_snapshot_id(now), created_at=now,
+        status="ok" if record.error is None else "budget_error",
+        plan=record.plan.name, plan_hash=hashed, tokenizer=record.tokenizer,
+        exact_tokens=report.exact_tokens if report else True, library_version=library_version,
+        window=record.plan.budget.window, available=record.plan.budget.available,
+        total_tokens=ctx.total_tokens if ctx else (report.total_tokens if report else 0),
+        build_ms=record.build_ns / 1e6, redacted=redact, sources=sources,
+        decisions=tuple(_decision(d, redact) for d in (report.decisions if report else ())),
+        messages=_messages(ctx, redact) if ctx else (),
+        request=(redacted_request(record.request, record.history_length) if redact
+                 else request_to_dict(record.request)),
+        plan_spec=plan_data, warnings=tuple(report.warnings) if report else (),
+        mode=labels.pop("mode", None), route=_jsonable(labels.pop("route", None)),
+        switch=_jsonable(labels.pop("switch", None)), session=_session(labels.pop("session", None)),
+        cache=_cache(ctx, report), error=str(record.error) if record.error else None,
+        labels=_plain(labels),
+    )
+
+
+def _jsonable(value: Any) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return _plain(value)  # type: ignore[no-any-return]
+    return _plain(asdict(value))  # type: ignore[no-any-return]
+
+
+def _session(value: Any) -> Mapping[str, str] | None:
+    if value is None:
+        return None
+    return {"user_id": str(value.user_id), "session_id": str(value.session_id)}
+
+
+def _cache(ctx: FinalContext | None, report: BuildReport | None) -> Mapping[str, Any] | None:
+    """The cache-prefix result of a build that keeps a stable prefix (``report.cache``)."""
+    if report is None or report.cache is None:
+        return None
+    return report.cache.to_dict()
+
+
+_SOURCE_FIELDS = tuple(SourceReport.__dataclass_fields__)
+_DECISION_FIELDS = tuple(name for name in Decision.__dataclass_fields__ if name != "detail")
+
+
+def _fields(value: object, names: tuple[str, ...]) -> dict[str, Any]:
+    """A flat dataclass as a dict (``asdict`` deep-copies, which costs more than the build)."""
+    return {name: getattr(value, name) for name in names}
+
+
+def _decision(decision: Decision, redact: bool) -> dict[str, Any]:
+    data = _fields(decision, _DECISION_FIELDS)
+    detail = decision.detail
+    if detail is not None:
+        data["detail"] = text_digest(detail) if redact else detail
+    return data
+
+
+def _messages(ctx: FinalContext, redact: bool) -> tuple[dict[str, Any], ...]:
+    labels = ctx.labels or (None,) * len(ctx.messages)
+    documents = ctx.documents or (False,) * len(ctx.messages)
+    tokenizer = ctx.tokenizer.name
+    return tuple(
+        _message(message, section, label, document, ctx, redact, tokenizer)
+        for message, section, label, document in zip(
+            ctx.messages, ctx.sections, labels, documents, strict=True))
+
+
+_MESSAGE_CACHE_SIZE = 50_000
+_RENDERED: dict[tuple[int, str, str | None, bool, bool, str], tuple[Message, dict[str, Any]]] = {}
+"""Recorded form of messages seen before, by object: the builder hands the same ``Message``
+objects to every build of a session, so consecutive snapshots share nearly all their messages
+and each is hashed once. The entry holds the message itself, so its id cannot be reused."""
+
+
+def _message(message: Message, section: str, label: str | None, document: bool,
+             ctx: FinalContext, redact: bool, tokenizer: str) -> dict[str, Any]:
+    key = (id(message), section, label, document, redact, tokenizer)
+    known = _RENDERED.get(key)
+    if known is not None and known[0] is message:
+        return known[1]
+    data = _message_data(message, section, label, document, ctx, redact)
+    if len(_RENDERED) >= _MESSAGE_CACHE_SIZE:
+        _RENDERED.clear()
+    _RENDERED[key] = (message, data)
+    return data
+
+
+def _message_data(message: Message, section: str, label: str | None, document: bool,
+                  ctx: FinalContext, redact: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {"role": message.role, "section": section,
+                            "tokens": ctx.tokenizer.count(message.content)}
+    data["content"] = text_digest(message.content) if redact else message.content
+    optional = {"label": label, "id": message.id, "name": message.name,
+                "tool_call_id": message.tool_call_id, "document": document or None}
+    data.update({k: v for k, v in optional.items() if v is not None})
+    if message.content.startswith(RECALL_PREFIX):
+        # Only the history source writes this prefix: it escapes any content that starts so.
+        data["recalled"] = True
+    if message.tool_calls:
+        data["tool_calls"] = [
+            {"id": call.id, "name": call.name,
+             "arguments": text_digest(call.arguments) if redact else call.arguments}
+            for call in message.tool_calls]
+    return data
+
+
+def request_to_dict(request: Request) -> dict[str, Any]:
+    """The request in the form ``Request.from_dict`` reads (what replay needs)."""
+    data: dict[str, Any] = {"user_input": request.user_input}
+    if request.system is not None:
+        data["system"] = request.system
+    for name in ("history", "turn", "tools", "examples", "notes"):
+        value = getattr(request, name)
+        if value:
+            data[name] = [dict(item) if isinstance(item, Mapping) else item for item in value]
+    if request.documents:
+        data["documents"] = [_document(doc) for doc in request.documents]
+    if request.env:
+        data["env"] = dict(request.env)
+    return _plain(data)  # type: ignore[no-any-return]
+
+
+def _document(doc: Document) -> dict[str, Any]:
+    return {k: v for k, v in asdict(doc).items() if v is not None}
+
+
+def redacted_request(request: Request, history_length: int) -> dict[str, Any]:
+    """Hashes and sizes of the request's texts, counts of its lists; no content.
+
+    History is counted, not walked: a redacted snapshot of a 10,000-message session costs what
+    one of a short session does.
+    """
+    data: dict[str, Any] = {"redacted": True, "user_input": text_digest(request.user_input),
+                            "history": {"messages": history_length},
+                            "turn": {"messages": len(request.turn)},
+                            "tools": {"count": len(request.tools)},
+                            "examples": {"count": len(request.examples)},
+                            "notes": {"count": len(request.notes)},
+                            "env": {"keys": sorted(request.env)}}
+    if request.system is not None:
+        data["system"] = text_digest(request.system)
+    if request.documents:
+        data["documents"] = [{"id": doc.id, **text_digest(doc.text)} for doc in request.documents]
+    return data
+
+
+def frozen_request(request: Request, *, with_history: bool) -> Request:
+    """``request`` with its lists copied, so a caller appending to them later changes nothing.
+
+    Copies references only; the messages themselves are the caller's and, as with the builder,
+    must not be changed in place. ``with_history=False`` leaves the history out (a redacted
+    snapshot keeps only its length, which the recorder notes apart).
+    """
+    return Request(
+        user_input=request.user_input, system=request.system,
+        history=tuple(request.history) if with_history else (),
+        turn=tuple(request.turn), tools=tuple(request.tools),
+        documents=tuple(request.documents), env=dict(request.env),
+        examples=tuple(request.examples), notes=tuple(request.notes))

@@ -1,0 +1,150 @@
+"""``contextwright snapshots query|list|show|purge``, ``inspect``, ``diff``, ``replay``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from observe_helpers import pressured
+from typer.testing import CliRunner
+
+from contextwright import BuildPlan, ContextBuilder, ContextManager
+from contextwright.cli import app
+from contextwright.observe import SnapshotRecorder, SqliteSink, open_sink
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "request.json"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def _run(runner: CliRunner, *args: str, code: int = 0) -> Any:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    """A snapshot database with three pressured builds and one roomy one, unredacted."""
+    path = tmp_path / "snapshots.db"
+    recorder = SnapshotRecorder(SqliteSink(path), redact=False)
+    builder = ContextBuilder(snapshots=recorder)
+    plan, request = pressured()
+    for _ in range(3):
+        builder.build(plan, request)
+    builder.build(plan.with_budget(window=32768), request)
+    recorder.close()
+    return f"sqlite:///{path}"
+
+
+def test_query_prints_the_distribution_and_the_wasteful_sources(runner: CliRunner,
+                                                               db: str) -> None:
+    data = json.loads(_run(runner, "snapshots", "query", "--sink", db, "--json").stdout)
+    assert data["builds"] == 4
+    (heavy,) = data["lengths"]
+    assert heavy["group"] == "tool_heavy" and heavy["builds"] == 4
+    assert heavy["p95_tokens"] == heavy["max_tokens"] > heavy["p50_tokens"]
+    assert heavy["truncated_builds"] == 3
+    assert data["most_dropped"][0]["key"] == "history.*"
+    assert {row["source"] for row in data["sources"]} >= {"history", "tools", "env"}
+    table = _run(runner, "snapshots", "query", "--sink", db).stdout
+    for title in ("context length", "granted but unused", "most cut sources",
+                  "most dropped items"):
+        assert title in table
+    none = json.loads(_run(runner, "snapshots", "query", "--sink", db, "--plan", "chat",
+                           "--json").stdout)
+    assert none["builds"] == 0
+    recent = json.loads(_run(runner, "snapshots", "query", "--sink", db, "--since", "1h",
+                             "--json").stdout)
+    assert recent["builds"] == 4
+
+
+def test_list_show_and_purge(runner: CliRunner, db: str, tmp_path: Path) -> None:
+    rows = json.loads(_run(runner, "snapshots", "list", "--sink", db, "--json").stdout)
+    assert len(rows) == 4 and rows[-1]["window"] == 32768
+    shown = _run(runner, "snapshots", "show", rows[0]["id"], "--sink", db, "--json").stdout
+    saved = tmp_path / "one.json"
+    saved.write_text(shown, encoding="utf-8")
+    assert json.loads(shown)["id"] == rows[0]["id"]
+    table = _run(runner, "snapshots", "show", "latest", "--sink", db).stdout
+    assert "budget vs use per source" in table and "items and their fate" in table
+    assert "removed 2" in _run(runner, "snapshots", "purge", "--sink", db, "--keep", "2").stdout
+    assert len(open_sink(db).read()) == 2
+    inspected = _run(runner, "inspect", str(saved)).stdout
+    assert rows[0]["id"] in inspected
+
+
+def test_inspect_a_request_file_shows_sources_and_item_fates(runner: CliRunner) -> None:
+    out = _run(runner, "inspect", "--request", str(EXAMPLE), "--plan", "tool_heavy",
+               "--messages").stdout
+    assert "plan tool_heavy" in out and "tool_results" in out and "kept" in out
+
+
+def test_diff_of_two_snapshots_and_of_two_plans(runner: CliRunner, db: str) -> None:
+    data = json.loads(_run(runner, "diff", "latest~1", "latest", "--sink", db,
+                           "--json").stdout)
+    assert data["total_tokens"][1] > data["total_tokens"][0]
+    assert any(item["change"] == "added" for item in data["items"])
+    history = next(row for row in data["sources"] if row["source"] == "history")
+    assert history["delta"] > 0
+    two = json.loads(_run(runner, "diff", "--request", str(EXAMPLE), "--plan", "tool_heavy",
+                          "--plan", "simple_qa", "--json").stdout)
+    assert two["plans"] == ["tool_heavy", "simple_qa"]
+    assert "tokens per source" in _run(runner, "diff", "latest~1", "latest", "--sink",
+                                       db).stdout
+
+
+def test_replay_under_another_plan_shows_the_diff(runner: CliRunner, db: str,
+                                                  tmp_path: Path) -> None:
+    plan_file = tmp_path / "wide.json"
+    plan = BuildPlan.named("tool_heavy")
+    plan_file.write_text(json.dumps({"name": "wide", "sources": [
+        {"source": s.source, "weight": s.weight} for s in plan.sources],
+        "budget": {"window": 16384}}), encoding="utf-8")
+    html = tmp_path / "replay.html"
+    data = json.loads(_run(runner, "replay", "latest~3", "--plan", str(plan_file), "--sink", db,
+                           "--json", "--html", str(html)).stdout)
+    assert data["replayed"]["plan"] == "wide" and data["replayed"]["window"] == 16384
+    assert data["diff"]["plans"] == ["tool_heavy", "wide"]
+    assert 'id="diff"' in html.read_text("utf-8")
+
+
+def test_a_redacted_snapshot_cannot_be_replayed(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    recorder = SnapshotRecorder(SqliteSink(path))
+    ContextBuilder(snapshots=recorder).build(*pressured())
+    recorder.close()
+    result = _run(runner, "replay", "latest", "--plan", "chat", "--sink", f"sqlite:///{path}",
+                  code=2)
+    assert "redacted" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_bad_input_is_one_line_and_exit_code_2(runner: CliRunner, tmp_path: Path,
+                                               db: str) -> None:
+    missing = f"sqlite:///{tmp_path}/nothing.db"
+    for args in (["snapshots", "query", "--sink", missing],
+                 ["snapshots", "show", "0123abc", "--sink", db],
+                 ["snapshots", "query", "--sink", db, "--since", "yesterday"],
+                 ["snapshots", "query", "--sink", db, "--group-by", "tenant"],
+                 ["snapshots", "purge", "--sink", db],
+                 ["diff", "latest", "--sink", db],
+                 ["inspect"],
+                 ["snapshots", "show", "latest~99", "--sink", db]):
+        result = _run(runner, *args, code=2)
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, args
+    assert not (tmp_path / "nothing.db").exists()
+
+
+def test_the_cli_reads_a_redis_sink(runner: CliRunner, redis_prefix_url: str) -> None:
+    recorder = SnapshotRecorder(open_sink(redis_prefix_url))
+    manager = ContextManager(snapshots=recorder, background=False)
+    manager.prepare("lena_park_88", "s", "hello")
+    recorder.close()
+    rows = json.loads(_run(runner, "snapshots", "list", "--sink", redis_prefix_url,
+                           "--json").stdout)
+    assert len(rows) == 1 and rows[0]["mode"] is not None

@@ -1,0 +1,116 @@
+"""Every sink keeps, filters, finds and forgets snapshots alike: JSONL, SQLite, Redis, Postgres."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from observe_helpers import pressured
+
+from contextwright import ContextBuilder
+from contextwright.errors import InvalidInputError
+from contextwright.observe import (
+    Retention,
+    Snapshot,
+    SnapshotQuery,
+    SnapshotRecorder,
+    SnapshotSink,
+    SqliteSink,
+    open_sink,
+)
+from contextwright.observe.replay import snapshot_of
+
+
+@pytest.fixture(scope="module")
+def base() -> Snapshot:
+    plan, request = pressured()
+    return snapshot_of(plan, request, redact=True)
+
+
+def _series(base: Snapshot, count: int) -> list[Snapshot]:
+    return [replace(base, id=f"{index:04d}snap", created_at=1000.0 + index,
+                    plan="chat" if index % 2 else "tool_heavy",
+                    mode="deep" if index % 3 == 0 else None) for index in range(count)]
+
+
+def test_a_sink_returns_what_was_written_oldest_first(sink: SnapshotSink,
+                                                     base: Snapshot) -> None:
+    series = _series(base, 10)
+    sink.write(series[5:])
+    sink.write(series[:5])
+    assert sink.read() == series
+    assert sink.get("0003snap") == series[3]
+    with pytest.raises(InvalidInputError, match="no snapshot"):
+        sink.get("9999snap")
+
+
+def test_a_sink_filters_by_time_plan_mode_and_limit(sink: SnapshotSink, base: Snapshot) -> None:
+    series = _series(base, 10)
+    sink.write(series)
+    assert [s.id for s in sink.read(SnapshotQuery(since=1003, until=1006))] == [
+        "0003snap", "0004snap", "0005snap"]
+    assert all(s.plan == "chat" for s in sink.read(SnapshotQuery(plan="chat")))
+    assert len(sink.read(SnapshotQuery(plan="chat"))) == 5
+    assert [s.id for s in sink.read(SnapshotQuery(mode="deep"))] == [
+        "0000snap", "0003snap", "0006snap", "0009snap"]
+    assert [s.id for s in sink.read(SnapshotQuery(limit=2))] == ["0008snap", "0009snap"]
+    assert [s.id for s in sink.read(SnapshotQuery(plan="tool_heavy", limit=1))] == ["0008snap"]
+
+
+def test_a_sink_purges_by_age_then_by_count(sink: SnapshotSink, base: Snapshot) -> None:
+    sink.write(_series(base, 10))
+    assert sink.purge(older_than=1004) == 4
+    assert sink.read()[0].id == "0004snap"
+    assert sink.purge(keep_last=2) == 4
+    assert [s.id for s in sink.read()] == ["0008snap", "0009snap"]
+    assert sink.purge(keep_last=5) == 0
+    assert sink.purge(keep_last=0) == 2 and sink.read() == []
+
+
+def test_the_recorder_applies_retention_to_the_sink(sink: SnapshotSink) -> None:
+    recorder = SnapshotRecorder(sink, retention=Retention(max_count=3, every=2))
+    builder = ContextBuilder(snapshots=recorder)
+    plan, request = pressured()
+    for _ in range(7):
+        builder.build(plan, request)
+    assert recorder.flush()
+    assert len(sink.read()) == 3 and recorder.stats.purged == 4
+    recorder.close()
+
+
+def test_retention_by_age_removes_old_snapshots_on_close(tmp_path: Path,
+                                                         base: Snapshot) -> None:
+    sink = SqliteSink(tmp_path / "s.db")
+    sink.write([replace(base, id="oldsnap", created_at=1000.0)])
+    recorder = SnapshotRecorder(sink, retention=Retention(max_age_seconds=3600))
+    plan, request = pressured()
+    ContextBuilder(snapshots=recorder).build(plan, request)
+    recorder.close()
+    reopened = SqliteSink(tmp_path / "s.db")
+    ids = [s.id for s in reopened.read()]
+    assert "oldsnap" not in ids and len(ids) == 1
+    reopened.close()
+
+
+def test_open_sink_reads_urls_and_refuses_unknown_ones(tmp_path: Path) -> None:
+    sink = open_sink(f"sqlite:///{tmp_path}/a.db")
+    assert isinstance(sink, SqliteSink)
+    sink.close()
+    for bad in ("nothing", "ftp://x", "sqlite://relative"):
+        with pytest.raises(InvalidInputError):
+            open_sink(bad)
+    with pytest.raises(InvalidInputError):
+        Retention(max_age_seconds=0)
+
+
+def test_a_corrupt_jsonl_line_is_named_not_skipped(tmp_path: Path, base: Snapshot) -> None:
+    from contextwright.errors import CorruptRecordError
+    from contextwright.observe import JsonlSink
+
+    sink = JsonlSink(tmp_path / "s.jsonl")
+    sink.write([base])
+    with open(tmp_path / "s.jsonl", "a", encoding="utf-8") as handle:
+        handle.write("{not json\n")
+    with pytest.raises(CorruptRecordError, match="line 2"):
+        sink.read()
