@@ -18,6 +18,7 @@ import typer
 from contextwright.builder import ContextBuilder
 from contextwright.cli_common import describe, fail, library_errors
 from contextwright.cli_eval import eval_app
+from contextwright.cli_serve import api_key, serve
 from contextwright.cli_session import session_app
 from contextwright.core.parsing import MalformedDocument, parse_document
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
@@ -28,6 +29,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Decide what an LLM agent sees on every call.")
 app.add_typer(session_app, name="session")
 app.add_typer(eval_app, name="eval")
+app.command()(serve)
+app.command("api-key")(api_key)
 
 
 @app.command()
