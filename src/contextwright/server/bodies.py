@@ -64,7 +64,7 @@ class RecordBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    assistant: str | dict[str, Any] | None = None
+    assistant: str | dict[str, Any] | list[dict[str, Any]] | None = None
     """The model's answer: text, or a message with tool calls (OpenAI, Responses, Anthropic)."""
     tool_results: list[dict[str, Any]] = []
     """Tool results answering its calls."""
