@@ -14,6 +14,7 @@ twice; retries back off and honour ``Retry-After``. Problems come back as the li
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -46,6 +47,7 @@ __all__ = ["AsyncClient", "Client", "RateLimited", "RemoteContext", "ServiceErro
            "SessionView"]
 
 Format = Literal["openai", "openai-responses", "anthropic", "text"]
+logger = logging.getLogger("contextwright.client")
 
 
 class ServiceError(ContextwrightError):
@@ -341,6 +343,11 @@ class _Base:
         return response.json() if response.content else {}
 
 
+def _log_retry(call: _Call, why: str, wait: float) -> None:
+    logger.info("retrying %s %s in %.2f s after %s", call.method, call.path.split("/")[2],
+                wait, why, extra={"contextwright": {"event": "client_retry", "why": why}})
+
+
 def _transport_error(error: httpx.TransportError, call: _Call) -> ContextwrightError:
     if call.method == "POST":
         return OutcomeUnknown(f"the service did not answer ({type(error).__name__}); retry with "
@@ -370,10 +377,12 @@ class Client(_Base):
                 wait = self._wait(attempt, None)
                 if wait is None:
                     raise _transport_error(error, call) from None
+                _log_retry(call, type(error).__name__, wait)
             else:
                 wait = self._wait(attempt, response)
                 if wait is None:
                     return self._read(call, response)
+                _log_retry(call, f"HTTP {response.status_code}", wait)
             time.sleep(wait)
 
     def prepare(self, user_id: str, session_id: str, text: str | None = None, *,
@@ -471,10 +480,12 @@ class AsyncClient(_Base):
                 wait = self._wait(attempt, None)
                 if wait is None:
                     raise _transport_error(error, call) from None
+                _log_retry(call, type(error).__name__, wait)
             else:
                 wait = self._wait(attempt, response)
                 if wait is None:
                     return self._read(call, response)
+                _log_retry(call, f"HTTP {response.status_code}", wait)
             await asyncio.sleep(wait)
 
     async def prepare(self, user_id: str, session_id: str, text: str | None = None,
