@@ -28,6 +28,7 @@ from contextwright.server.problems import (
     INTERNAL,
     METHOD,
     NOT_FOUND,
+    Json,
     Kind,
     Problem,
     library_problem,
@@ -106,13 +107,13 @@ def _add_build(app: FastAPI, service: Service) -> None:
         "examples, notes) plus the options below.")
 
     @app.post("/v1/build", tags=["build"], openapi_extra=build_schema)
-    async def build(request: HttpRequest, authorization: Authorization = None
-                    ) -> dict[str, Any]:
+    async def build(request: HttpRequest,
+                    authorization: Authorization = None) -> JSONResponse:
         """Build one context, stateless: request + plan → the rendering asked for + report."""
         await service.admit(authorization)
         data = await read_json(request, service.limits.max_body_bytes)
-        return await service.run(lambda: service.build(data),
-                                 within=service.limits.build_timeout)
+        return Json(await service.run(lambda: service.build(data),
+                                              within=service.limits.build_timeout))
 
 
 def _add_sessions(app: FastAPI, service: Service) -> None:
@@ -121,30 +122,31 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
     @app.post(path + "/prepare", tags=["sessions"], openapi_extra=_body_schema(PrepareBody))
     async def prepare(user_id: str, session_id: str, request: HttpRequest,
                       authorization: Authorization = None,
-                      idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
+                      idempotency_key: IdempotencyKey = None) -> JSONResponse:
         """Append the user's message (if any) and build the session's context."""
         tenant = await service.admit(authorization)
         data = await read_json(request, service.limits.max_body_bytes)
-        return await service.run(
+        return Json(await service.run(
             lambda: service.prepare(tenant, user_id, session_id, data, idempotency_key),
-            within=service.limits.build_timeout)
+            within=service.limits.build_timeout))
 
     @app.post(path + "/record", tags=["sessions"], openapi_extra=_body_schema(RecordBody))
     async def record(user_id: str, session_id: str, request: HttpRequest,
                      authorization: Authorization = None,
-                     idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
+                     idempotency_key: IdempotencyKey = None) -> JSONResponse:
         """Append the model's answer and tool results atomically; the seqs stored."""
         tenant = await service.admit(authorization)
         data = await read_json(request, service.limits.max_body_bytes)
-        return await service.run(
-            lambda: service.record(tenant, user_id, session_id, data, idempotency_key))
+        return Json(await service.run(
+            lambda: service.record(tenant, user_id, session_id, data, idempotency_key)))
 
     @app.get(path, tags=["sessions"])
     async def session(user_id: str, session_id: str, authorization: Authorization = None,
-                      last: Annotated[int, Query(ge=0, le=1000)] = 20) -> dict[str, Any]:
+                      last: Annotated[int, Query(ge=0, le=1000)] = 20) -> JSONResponse:
         """The session's state (mode, summary, zones) and its newest ``last`` messages."""
         tenant = await service.admit(authorization)
-        return await service.run(lambda: service.session(tenant, user_id, session_id, last))
+        return Json(await service.run(
+            lambda: service.session(tenant, user_id, session_id, last)))
 
     @app.delete(path, tags=["sessions"], status_code=204)
     async def erase_session(user_id: str, session_id: str,
@@ -155,10 +157,10 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
         return Response(status_code=204)
 
     @app.delete("/v1/users/{user_id}", tags=["sessions"])
-    async def erase_user(user_id: str, authorization: Authorization = None) -> dict[str, Any]:
+    async def erase_user(user_id: str, authorization: Authorization = None) -> JSONResponse:
         """Erase every session of the user; how many there were."""
         tenant = await service.admit(authorization)
-        return await service.run(lambda: service.erase_user(tenant, user_id))
+        return Json(await service.run(lambda: service.erase_user(tenant, user_id)))
 
 
 _HTTP_KINDS = {404: NOT_FOUND, 405: METHOD}

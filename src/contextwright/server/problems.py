@@ -9,6 +9,7 @@ a bare 500.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,15 @@ logger = logging.getLogger("contextwright.server")
 PROBLEM_TYPE = "urn:contextwright:problem:"
 """Prefix of every problem ``type``; the rest is the slug below."""
 MEDIA_TYPE = "application/problem+json"
+
+
+class Json(JSONResponse):
+    """A JSON response in ASCII: stored text may hold lone surrogates, which UTF-8 cannot."""
+
+    def render(self, content: Any) -> bytes:
+        """``content`` as compact ASCII JSON."""
+        return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,7 +118,7 @@ def problem_response(kind: Kind, detail: str, *, retry_after: str | None = None,
     body: dict[str, Any] = {"type": PROBLEM_TYPE + kind.slug, "title": kind.title,
                             "status": kind.status, "detail": detail, **extensions}
     headers = {"Retry-After": retry_after} if retry_after is not None else None
-    return JSONResponse(body, status_code=kind.status, headers=headers, media_type=MEDIA_TYPE)
+    return Json(body, status_code=kind.status, headers=headers, media_type=MEDIA_TYPE)
 
 
 def library_problem(error: ContextwrightError) -> JSONResponse:
