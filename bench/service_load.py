@@ -1,7 +1,7 @@
 """HTTP service load: prepare + record turns through ``contextwright serve`` on loopback.
 
 For Redis and PostgreSQL, and 1, 2 and 4 worker processes (``serve --workers N``), 64
-concurrent clients (``AsyncClient``, one event loop in this process) run agent turns, each a
+concurrent clients (one event loop in this process) run agent turns, each a
 ``prepare`` with the user's message and a ``record`` of the answer, spread over 10,000 sessions
 that already hold three rounds each. Reported: turns per second, p50 / p99 latency of
 ``prepare`` and ``record``, and the error rate (the clients do not retry, so every failure
@@ -10,8 +10,10 @@ divided by the median in-process ``ContextManager.prepare`` on the same store.
 
 Bounded: at most ``--turns`` turns and ``--seconds`` seconds per configuration; loopback only;
 each store runs in a throw-away namespace (random Redis prefix, random PostgreSQL schema).
-The load generator shares the machine's cores with the workers, which is part of what is
-measured on a small machine.
+The load generator shares the machine's cores with the workers. By default it speaks
+HTTP/1.1 itself over keep-alive connections (a few dozen lines below), because ``httpx`` costs
+more CPU per call than the service does and would measure itself; ``--client httpx`` runs the
+same load through ``contextwright.client.AsyncClient`` instead.
 
 Run: ``.venv/bin/python bench/service_load.py [--quick] [--json out.json]``.
 """
@@ -153,8 +155,56 @@ def wait_ready(base: str, process: subprocess.Popen[bytes], workers: int) -> Non
     time.sleep(1.0 * workers)
 
 
+class RawConnection:
+    """One keep-alive HTTP/1.1 connection that POSTs JSON and reads JSON answers."""
+
+    def __init__(self, base: str) -> None:
+        host, port = base.removeprefix("http://").split(":")
+        self.host, self.port = host, int(port)
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        payload = json.dumps(body).encode()
+        self.writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+            .encode() + payload)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        answer = json.loads(await self.reader.readexactly(length))
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {answer.get('type')}")
+        return dict(answer)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+class RawClient:
+    """``prepare`` and ``record`` over ``RawConnection``s (one per concurrent client)."""
+
+    def __init__(self, base: str) -> None:
+        self.connection = RawConnection(base)
+
+    async def prepare(self, user: str, session: str, text: str) -> None:
+        await self.connection.post(f"/v1/sessions/{user}/{session}/prepare",
+                                   {"text": text, "idempotency_key": uuid.uuid4().hex})
+
+    async def record(self, user: str, session: str, *, assistant: str) -> None:
+        await self.connection.post(f"/v1/sessions/{user}/{session}/record",
+                                   {"assistant": assistant,
+                                    "idempotency_key": uuid.uuid4().hex})
+
+
 async def load(base: str, sessions: int, clients: int, turns: int, seconds: float,
-               start: int) -> tuple[int, float, list[float], list[float], int]:
+               start: int, kind: str = "raw") -> tuple[int, float, list[float], list[float], int]:
     prepare_ms: list[float] = []
     record_ms: list[float] = []
     errors = 0
@@ -162,10 +212,12 @@ async def load(base: str, sessions: int, clients: int, turns: int, seconds: floa
     counter = iter(range(turns))
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with AsyncClient(base, api_key=KEY, retries=0, timeout=30.0, limits=limits) as client:
+    async with AsyncClient(base, api_key=KEY, retries=0, timeout=30.0, limits=limits) as shared:
 
         async def one_client() -> None:
             nonlocal errors, done
+            raw = RawClient(base) if kind == "raw" else None
+            client: Any = raw if raw is not None else shared
             for n in counter:
                 if time.monotonic() > deadline:
                     return
@@ -179,10 +231,16 @@ async def load(base: str, sessions: int, clients: int, turns: int, seconds: floa
                     ended = time.perf_counter()
                 except Exception:
                     errors += 1
+                    if raw is not None:  # the connection may be broken: start a new one
+                        await raw.connection.close()
+                        raw = RawClient(base)
+                        client = raw
                     continue
                 prepare_ms.append((middle - began) * 1000)
                 record_ms.append((ended - middle) * 1000)
                 done += 1
+            if raw is not None:
+                await raw.connection.close()
 
         began = time.perf_counter()
         await asyncio.gather(*(one_client() for _ in range(clients)))
@@ -208,16 +266,20 @@ def in_process_prepare_ms(url: str, sessions: int, count: int) -> float:
     return statistics.median(timings)
 
 
-async def one_client_prepare_ms(base: str, sessions: int, count: int) -> float:
+async def one_client_prepare_ms(base: str, sessions: int, count: int, kind: str) -> float:
+    """Median ``prepare`` of one client against one worker (nothing else running)."""
     timings = []
-    async with AsyncClient(base, api_key=KEY, retries=0) as client:
+    async with AsyncClient(base, api_key=KEY, retries=0) as shared:
+        raw = RawClient(base)
+        client: Any = raw if kind == "raw" else shared
         for n in range(count):
-            index = (n * 104_729 + 17) % sessions
+            index = (n * 104_729 + 17 + (kind == "raw")) % sessions
             user, session = f"u{index % 1000}", f"s{index}"
             began = time.perf_counter()
             await client.prepare(user, session, question(n))
             timings.append((time.perf_counter() - began) * 1000)
             await client.record(user, session, assistant="ok")
+        await raw.connection.close()
     return statistics.median(timings)
 
 
@@ -232,7 +294,7 @@ def run_store(store: str, args: argparse.Namespace, keys: Path) -> dict[str, Any
             with serving(url, keys, workers) as base:
                 done, elapsed, prep, rec, errors = asyncio.run(load(
                     base, args.sessions, args.clients, args.turns, args.seconds,
-                    start=offset * args.turns))
+                    start=offset * args.turns, kind=args.client))
             attempts = done + errors
             result = Result(
                 store=store, workers=workers, clients=args.clients, turns=done,
@@ -246,11 +308,14 @@ def run_store(store: str, args: argparse.Namespace, keys: Path) -> dict[str, Any
             print(json.dumps(asdict(result)), flush=True)
         local = in_process_prepare_ms(url, args.sessions, args.overhead_calls)
         with serving(url, keys, 1) as base:
-            remote = asyncio.run(one_client_prepare_ms(base, args.sessions,
-                                                       args.overhead_calls))
+            remote = {kind: asyncio.run(one_client_prepare_ms(base, args.sessions,
+                                                              args.overhead_calls, kind))
+                      for kind in ("raw", "httpx")}
     overhead = {"store": store, "in_process_prepare_p50_ms": round(local, 2),
-                "service_prepare_p50_ms": round(remote, 2),
-                "ratio": round(remote / local, 2)}
+                "service_prepare_p50_ms": round(remote["raw"], 2),
+                "ratio": round(remote["raw"] / local, 2),
+                "async_client_prepare_p50_ms": round(remote["httpx"], 2),
+                "async_client_ratio": round(remote["httpx"] / local, 2)}
     print(json.dumps(overhead), flush=True)
     return {"load": [asdict(r) for r in results], "overhead": overhead}
 
@@ -266,6 +331,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0,
                         help="most seconds of load per configuration")
     parser.add_argument("--overhead-calls", type=int, default=300)
+    parser.add_argument("--client", choices=["raw", "httpx"], default="raw",
+                        help="load generator: minimal HTTP/1.1 (default) or AsyncClient")
     parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     args = parser.parse_args()
@@ -275,7 +342,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         keys = Path(folder) / "keys.toml"
         keys.write_text(f'[tenants.{TENANT}]\nkeys = ["{hash_key(KEY)}"]\n', "utf-8")
-        report = {"cores": os.cpu_count(), **{
+        report = {"cores": os.cpu_count(), "client": args.client,
+                  "load_average_before": os.getloadavg()[0], **{
             store: run_store(store, args, keys) for store in args.stores.split(",")}}
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2), "utf-8")
@@ -283,7 +351,8 @@ def main() -> None:
 
 
 def print_table(report: dict[str, Any]) -> None:
-    print(f"\ncores: {report['cores']}")
+    print(f"\ncores: {report['cores']}, load generator: {report['client']}, load average "
+          f"before: {report['load_average_before']:.2f}")
     print("| store | workers | turns/s | prepare p50 / p99 ms | record p50 / p99 ms | errors |")
     print("| --- | --- | --- | --- | --- | --- |")
     for store in ("redis", "postgres"):
@@ -295,8 +364,9 @@ def print_table(report: dict[str, Any]) -> None:
     for store in ("redis", "postgres"):
         if store in report:
             o = report[store]["overhead"]
-            print(f"{store}: service prepare p50 {o['service_prepare_p50_ms']} ms vs in-process "
-                  f"{o['in_process_prepare_p50_ms']} ms: x{o['ratio']}")
+            print(f"{store}: prepare p50 in process {o['in_process_prepare_p50_ms']} ms; over "
+                  f"HTTP {o['service_prepare_p50_ms']} ms (x{o['ratio']}), through AsyncClient "
+                  f"{o['async_client_prepare_p50_ms']} ms (x{o['async_client_ratio']})")
 
 
 if __name__ == "__main__":

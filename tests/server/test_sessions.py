@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 
 import httpx
@@ -140,3 +141,15 @@ def test_stored_ids_are_scoped_by_tenant(tmp_path: object,
             SessionKey(user_id="acme/u", session_id="s")]
     finally:
         store.close()
+
+
+def test_the_report_json_is_the_reports_to_dict() -> None:
+    from contextwright.server.service import report_json
+
+    manager = ContextManager(MemoryStore(), background=False)
+    manager.prepare("u", "s", "What is the weather in Paris?", tools=[WEATHER_TOOL])
+    manager.record("u", "s", assistant=CALL)
+    manager.record("u", "s", tool_results=[RESULT])
+    report = manager.prepare("u", "s", None, tools=[WEATHER_TOOL]).report
+    assert report.decisions
+    assert report_json(report) == json.loads(json.dumps(report.to_dict()))

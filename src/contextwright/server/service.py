@@ -12,12 +12,13 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any, TypeVar
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, plan_from_mapping
+from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError, PlanError
 from contextwright.manager import ContextManager, PreparedContext
@@ -217,7 +218,7 @@ class Service:
         context = builder.build(plan, request,
                                 target="text" if options.format == "text" else "chat")
         return {**rendered(context, options), "total_tokens": context.total_tokens,
-                "report": context.report.to_dict()}
+                "report": report_json(context.report)}
 
     def _builder(self, options: BuildOptions) -> ContextBuilder:
         key = (options.tokenizer, options.model, options.window, options.reserved_output)
@@ -273,5 +274,28 @@ def prepared_json(prepared: PreparedContext, body: PrepareBody) -> dict[str, Any
         "route": asdict(prepared.route) if prepared.route is not None else None,
         "switch": asdict(prepared.switch) if prepared.switch is not None else None,
         "total_tokens": prepared.context.total_tokens,
-        "report": prepared.report.to_dict(),
+        "report": report_json(prepared.report),
     }
+
+
+def report_json(report: BuildReport) -> dict[str, Any]:
+    """``report.to_dict()``, made field by field.
+
+    ``dataclasses.asdict`` deep-copies every value of every decision, the largest cost of
+    answering a call; the fields here are all scalars (and a tuple of strings), so a shallow
+    copy is the same data.
+    """
+    return {
+        "plan": report.plan, "tokenizer": report.tokenizer,
+        "exact_tokens": report.exact_tokens, "available": report.available,
+        "total_tokens": report.total_tokens,
+        "sources": [{name: getattr(row, name) for name in _SOURCE_FIELDS}
+                    for row in report.sources],
+        "decisions": [{name: getattr(decision, name) for name in _DECISION_FIELDS}
+                      for decision in report.decisions],
+        "warnings": list(report.warnings),
+    }
+
+
+_SOURCE_FIELDS = tuple(f.name for f in fields(SourceReport))
+_DECISION_FIELDS = tuple(f.name for f in fields(Decision))
