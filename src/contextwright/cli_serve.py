@@ -59,7 +59,8 @@ def serve(
     with library_errors():
         limits = Limits(max_body_bytes=max_body_bytes, max_messages=max_messages,
                         requests_per_minute=rate, burst=burst, build_timeout=build_timeout)
-        config = ServerConfig(store=store, keys=str(keys.resolve()), modes=modes,
+        config = ServerConfig(store=store, keys=str(keys.resolve()),
+                              modes=str(Path(modes).resolve()) if modes else None,
                               rate_store=rate_store, limits=limits, threads=threads)
         # A bad keys file or store fails here, once, not in every worker.
         _check_shared_rate(config, KeysFile(config.keys), workers)

@@ -153,3 +153,18 @@ def test_the_report_json_is_the_reports_to_dict() -> None:
     report = manager.prepare("u", "s", None, tools=[WEATHER_TOOL]).report
     assert report.decisions
     assert report_json(report) == json.loads(json.dumps(report.to_dict()))
+
+
+def test_record_takes_the_openai_sdks_message_objects(tmp_path: object,
+                                                      serve_app: Callable[..., Running]) -> None:
+    from openai.types.chat import ChatCompletionMessage
+
+    running = serve_app("sqlite:///" + str(tmp_path) + "/s.db")
+    answer = ChatCompletionMessage.model_validate({**CALL, "content": None})
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        client.prepare("u", "s", "What is the weather in Paris?", tools=[WEATHER_TOOL])
+        assert client.record("u", "s", assistant=answer) == [2]
+        assert client.record("u", "s", tool_results=[RESULT]) == [3]
+        view = client.session("u", "s")
+        assert view is not None
+        assert view.messages[1].message["tool_calls"][0]["id"] == "call_1"
