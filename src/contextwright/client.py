@@ -488,9 +488,19 @@ class AsyncClient(_Base):
                 _log_retry(call, f"HTTP {response.status_code}", wait)
             await asyncio.sleep(wait)
 
-    async def prepare(self, user_id: str, session_id: str, text: str | None = None,
-                      **options: Any) -> RemoteContext:
+    async def prepare(self, user_id: str, session_id: str, text: str | None = None, *,
+                      tools: Sequence[Mapping[str, Any]] = (), documents: Sequence[Any] = (),
+                      env: Mapping[str, str] | None = None, system: str | None = None,
+                      target: Literal["chat", "text"] | None = None,
+                      idempotency_key: str | None = None, format: Format = "openai",
+                      model: str | None = None, max_tokens: int | None = None,
+                      tool_choice: str | Mapping[str, Any] | None = None,
+                      parallel_tool_calls: bool | None = None) -> RemoteContext:
         """``Client.prepare``, awaited."""
+        options = {"tools": tools, "documents": documents, "env": env, "system": system,
+                   "target": target, "idempotency_key": idempotency_key, "format": format,
+                   "model": model, "max_tokens": max_tokens, "tool_choice": tool_choice,
+                   "parallel_tool_calls": parallel_tool_calls}
         return _context(await self._send(_prepare_call(user_id, session_id, text, options)))
 
     async def record(self, user_id: str, session_id: str, *, assistant: object = None,
@@ -527,9 +537,15 @@ class AsyncClient(_Base):
         data = await self._send(_Call(method="DELETE", path=f"/v1/users/{_segment(user_id)}"))
         return int(data["erased"])
 
-    async def build(self, request: object, **options: Any) -> RemoteContext:
+    async def build(self, request: object, *, plan: str | Mapping[str, Any] | None = None,
+                    format: Format = "openai", model: str | None = None,
+                    tokenizer: str | None = None, window: int | None = None,
+                    reserved_output: int | None = None, budget: int | None = None,
+                    max_tokens: int | None = None) -> RemoteContext:
         """``Client.build``, awaited."""
-        options["plan"] = _plain(options.get("plan"))
+        options = {"plan": _plain(plan), "format": format, "model": model,
+                   "tokenizer": tokenizer, "window": window, "reserved_output": reserved_output,
+                   "budget": budget, "max_tokens": max_tokens}
         return _context(await self._send(_build_call(request, options)))
 
     async def aclose(self) -> None:

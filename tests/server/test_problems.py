@@ -172,3 +172,13 @@ def test_a_store_outage_is_503_with_retry_after_and_readyz_says_so(
     with Client(running.url, api_key=KEYS["acme"], retries=1, backoff=0.01) as client, \
             pytest.raises(errors.StoreUnavailable):
         client.prepare("u", "s", "again")
+
+
+def test_the_documented_build_body_is_the_request_schema_plus_the_options() -> None:
+    from dataclasses import fields
+
+    from contextwright.core.request import Request
+    from contextwright.server.bodies import BuildBody, BuildOptions
+
+    documented = set(BuildBody.model_fields) - set(BuildOptions.model_fields)
+    assert documented == {field.name for field in fields(Request)}

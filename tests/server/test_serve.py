@@ -155,6 +155,8 @@ def test_serve_answers_probes_and_documents_its_api(
     prepare = schema["paths"]["/v1/sessions/{user_id}/{session_id}/prepare"]["post"]
     fields = prepare["requestBody"]["content"]["application/json"]["schema"]["properties"]
     assert {"text", "tools", "documents", "idempotency_key", "format"} <= set(fields)
+    build = schema["paths"]["/v1/build"]["post"]["requestBody"]["content"]["application/json"]
+    assert {"user_input", "history", "plan", "format"} <= set(build["schema"]["properties"])
     with Client(server.url, api_key=KEYS["acme"]) as client:
         assert client.prepare("u", "s", "hello").user_seq == 1
 

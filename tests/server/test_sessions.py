@@ -168,3 +168,28 @@ def test_record_takes_the_openai_sdks_message_objects(tmp_path: object,
         view = client.session("u", "s")
         assert view is not None
         assert view.messages[1].message["tool_calls"][0]["id"] == "call_1"
+
+
+def test_the_clients_have_the_managers_method_names_and_arguments() -> None:
+    import inspect
+
+    for name in ("prepare", "record", "state", "erase_session", "erase_user"):
+        manager = inspect.signature(getattr(ContextManager, name)).parameters
+        for client in (Client, AsyncClient):
+            method = getattr(client, name)
+            assert set(manager) <= set(inspect.signature(method).parameters), (client, name)
+            assert inspect.iscoroutinefunction(method) == (client is AsyncClient)
+    for name in ("aprepare", "arecord"):
+        assert inspect.iscoroutinefunction(getattr(AsyncClient, name))
+
+
+def test_ids_with_any_characters_but_a_slash_round_trip(tmp_path: object,
+                                                        serve_app: Callable[..., Running]
+                                                        ) -> None:
+    running = serve_app("sqlite:///" + str(tmp_path) + "/s.db")
+    user, session = "nora vance?#%20用户", "trip 1 & 2 ; é"
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        client.prepare(user, session, "hi")
+        view = client.session(user, session)
+        assert view is not None and view.message_count == 1
+        assert client.session(user + "x", session) is None

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 
 from contextwright.errors import ContextwrightError, InvalidInputError
 from contextwright.manager import ContextManager
-from contextwright.server.bodies import BuildOptions, PrepareBody, RecordBody, read_json
+from contextwright.server.bodies import BuildBody, PrepareBody, RecordBody, read_json
 from contextwright.server.config import CONFIG_VARIABLE, ServerConfig
 from contextwright.server.problems import (
     BAD_INPUT,
@@ -101,10 +101,7 @@ def _add_probes(app: FastAPI, service: Service) -> None:
 
 
 def _add_build(app: FastAPI, service: Service) -> None:
-    build_schema = _body_schema(BuildOptions)
-    build_schema["requestBody"]["description"] = (
-        "The request schema (user_input, system, history, turn, tools, documents, env, "
-        "examples, notes) plus the options below.")
+    build_schema = _body_schema(BuildBody)
 
     @app.post("/v1/build", tags=["build"], openapi_extra=build_schema)
     async def build(request: HttpRequest,

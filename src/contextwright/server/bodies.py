@@ -91,6 +91,33 @@ class BuildOptions(Rendering):
     """Available tokens, set directly."""
 
 
+class BuildBody(BuildOptions):
+    """``POST /v1/build``: the request schema's fields and the options.
+
+    Only documented here: the request fields are validated by ``Request.from_dict``, the one
+    definition of the request schema (a test keeps the two field lists equal).
+    """
+
+    user_input: str
+    """The current user message; never cut."""
+    system: str | None = None
+    """System prompt; never cut."""
+    history: list[dict[str, Any]] = []
+    """Earlier turns as OpenAI chat messages, oldest first."""
+    turn: list[dict[str, Any]] = []
+    """This turn's assistant tool calls and tool results so far."""
+    tools: list[dict[str, Any]] = []
+    """OpenAI tool schemas."""
+    documents: list[dict[str, Any]] = []
+    """Retrieved documents ``{id, text, score?, source?, timestamp?, version?}``."""
+    env: dict[str, str] = {}
+    """Environment facts."""
+    examples: list[dict[str, str]] = []
+    """Few-shot examples ``{input, output}``."""
+    notes: list[str] = []
+    """Scratchpad notes."""
+
+
 BUILD_OPTION_FIELDS = frozenset(BuildOptions.model_fields)
 M = TypeVar("M", bound=BaseModel)
 

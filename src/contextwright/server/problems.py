@@ -75,7 +75,7 @@ INTERNAL = Kind(status=500, slug="internal", title="Internal error")
 CORRUPT = Kind(status=500, slug="corrupt-record", title="A stored record cannot be decoded")
 UNAVAILABLE = Kind(status=503, slug="store-unavailable",
                    title="The session store cannot be reached")
-TIMEOUT = Kind(status=503, slug="build-timeout", title="The build took too long")
+TIMEOUT = Kind(status=503, slug="build-timeout", title="The call took too long")
 
 _BY_ERROR: tuple[tuple[type[ContextwrightError], Kind], ...] = (
     # Most specific first: SessionGone is a StoreError beside ConflictError.

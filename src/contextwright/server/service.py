@@ -108,8 +108,8 @@ class Service:
         try:
             return await asyncio.wait_for(future, within)
         except TimeoutError:
-            raise Problem(TIMEOUT, f"the build did not finish within {within:g} s; retry "
-                          "(with the same idempotency key for a message)",
+            raise Problem(TIMEOUT, f"the call did not finish within {within:g} s; retry (a "
+                          "message sent again with its idempotency key is stored once)",
                           retry_after="1") from None
 
     # ----- who is calling -----
