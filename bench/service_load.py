@@ -67,6 +67,8 @@ class Result:
     record_p99_ms: float
     errors: int
     error_rate: float
+    load_average: float
+    """The machine's 1-minute load average when the row ended (other jobs included)."""
 
 
 def question(n: int) -> str:
@@ -303,7 +305,8 @@ def run_store(store: str, args: argparse.Namespace, keys: Path) -> dict[str, Any
                 prepare_p99_ms=round(percentile(prep, 0.99), 1),
                 record_p50_ms=round(percentile(rec, 0.5), 1),
                 record_p99_ms=round(percentile(rec, 0.99), 1),
-                errors=errors, error_rate=round(errors / attempts, 4) if attempts else 0.0)
+                errors=errors, error_rate=round(errors / attempts, 4) if attempts else 0.0,
+                load_average=round(os.getloadavg()[0], 2))
             results.append(result)
             print(json.dumps(asdict(result)), flush=True)
         local = in_process_prepare_ms(url, args.sessions, args.overhead_calls)
@@ -353,14 +356,15 @@ def main() -> None:
 def print_table(report: dict[str, Any]) -> None:
     print(f"\ncores: {report['cores']}, load generator: {report['client']}, load average "
           f"before: {report['load_average_before']:.2f}")
-    print("| store | workers | turns/s | prepare p50 / p99 ms | record p50 / p99 ms | errors |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| store | workers | turns/s | prepare p50 / p99 ms | record p50 / p99 ms | errors "
+          "| load average |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for store in ("redis", "postgres"):
         for r in report.get(store, {}).get("load", []):
             print(f"| {store} | {r['workers']} | {r['turns_per_second']} | "
                   f"{r['prepare_p50_ms']} / {r['prepare_p99_ms']} | "
                   f"{r['record_p50_ms']} / {r['record_p99_ms']} | "
-                  f"{r['errors']} ({r['error_rate']:.2%}) |")
+                  f"{r['errors']} ({r['error_rate']:.2%}) | {r['load_average']} |")
     for store in ("redis", "postgres"):
         if store in report:
             o = report[store]["overhead"]
