@@ -1,4 +1,6 @@
-"""The ``contextwright`` command line: ``demo``, ``build``, ``plans``, ``session`` and ``eval``.
+"""The ``contextwright`` command line: demo, build, plans, session, eval, serve and api-key.
+
+``serve`` and ``api-key`` (the HTTP service) live in ``cli_serve``.
 
 A thin shell over the library: it reads files, calls the builder and prints JSON. Errors of the
 library become a one-line message on stderr and exit code 2 (bad input) or 3 (budget, followed by

@@ -22,7 +22,11 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from types import TracebackType
 from typing import Any, Literal
 
-import httpx
+try:
+    import httpx
+except ImportError as missing:  # pragma: no cover - depends on the installed extras
+    raise ImportError("contextwright.client needs httpx: pip install 'contextwright[client]'"
+                      ) from missing
 
 from contextwright.convert import chat_messages
 from contextwright.core.report import BuildReport, Decision, SourceReport

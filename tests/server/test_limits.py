@@ -107,3 +107,20 @@ def test_a_build_over_the_time_limit_is_503_and_a_retry_stores_nothing_twice(
     generous = serve_app(running.config.store)
     with _http(generous) as http:
         assert http.get("/v1/sessions/u/s").json()["message_count"] == 1
+
+
+def test_the_local_bucket_refills_at_the_sustained_rate() -> None:
+    from contextwright.server.ratelimit import LocalRateLimiter, Rate
+
+    now = [1000.0]
+    limiter = LocalRateLimiter(clock=lambda: now[0])
+    rate = Rate(requests_per_minute=60, burst=2)
+    assert [limiter.acquire("acme", rate) for _ in range(2)] == [0.0, 0.0]
+    assert limiter.acquire("acme", rate) == pytest.approx(1.0)
+    assert limiter.acquire("other", rate) == 0.0  # tenants have their own buckets
+    now[0] += 1.0
+    assert limiter.acquire("acme", rate) == 0.0
+    assert limiter.acquire("acme", rate) == pytest.approx(1.0)
+    now[0] += 60.0  # a quiet spell refills the burst, no more
+    waits = [limiter.acquire("acme", rate) for _ in range(3)]
+    assert waits[:2] == [0.0, 0.0] and waits[2] == pytest.approx(1.0)
