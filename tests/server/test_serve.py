@@ -71,6 +71,23 @@ class Serving:
         return [int(child) for child in children
                 if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
 
+    def serving_now(self, pid: int) -> bool:
+        """Whether worker ``pid`` holds an established connection: a request in flight."""
+        inodes = set()
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].split(":")[1], 16)
+            if local_port == self.port and fields[3] == "01" and fields[9] in inodes:
+                return True
+        return False
+
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         try:
@@ -126,6 +143,10 @@ def test_a_worker_killed_mid_burst_loses_and_duplicates_no_acknowledged_write(
         thread.start()
     while len(acknowledged) < THREADS * WRITES // 3 and not failures:
         time.sleep(0.005)
+    # Kill the victim while it holds a request (a connection per request), if it gets one soon.
+    busy_until = time.monotonic() + 5
+    while not server.serving_now(victim) and time.monotonic() < busy_until:
+        time.sleep(0.001)
     os.kill(victim, signal.SIGKILL)
     for thread in threads:
         thread.join(timeout=120)
