@@ -1,7 +1,8 @@
-"""The ``contextwright`` command line: demo, build, plans, session, eval, snapshots and more.
+"""The ``contextwright`` command line: demo, build, plans, session, eval, snapshots, serve...
 
-``demo``, ``build``, ``plans`` and ``agent`` are here; ``session``, ``eval`` and the snapshot
-commands (``snapshots``, ``inspect``, ``diff``, ``replay``) have their own modules.
+``demo``, ``build``, ``plans`` and ``agent`` are here; ``session``, ``eval``, the snapshot
+commands (``snapshots``, ``inspect``, ``diff``, ``replay``) and the HTTP service (``serve``,
+``api-key``) have their own modules.
 
 A thin shell over the library: it reads files, calls the builder and prints JSON. Errors of the
 library become a one-line message on stderr and exit code 2 (bad input) or 3 (budget, followed by
@@ -22,6 +23,7 @@ from contextwright.builder import ContextBuilder
 from contextwright.cli_common import describe, fail, library_errors
 from contextwright.cli_eval import eval_app
 from contextwright.cli_observe import diff, inspect, replay, snapshots_app
+from contextwright.cli_serve import api_key, serve
 from contextwright.cli_session import session_app
 from contextwright.core.cache import Fingerprint
 from contextwright.core.parsing import MalformedDocument, parse_document
@@ -37,6 +39,8 @@ app.add_typer(snapshots_app, name="snapshots")
 app.command("inspect")(inspect)
 app.command("diff")(diff)
 app.command("replay")(replay)
+app.command()(serve)
+app.command("api-key")(api_key)
 
 
 @app.command()

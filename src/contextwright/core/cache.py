@@ -281,6 +281,19 @@ class CacheReport:
                 "advanced": list(self.advanced), "cost": dict(self.cost)}
 
 
+def cache_report_from_dict(data: Mapping[str, Any]) -> CacheReport:
+    """Read ``CacheReport.to_dict``'s form (``hit_share`` is computed, not read)."""
+    try:
+        return CacheReport(
+            previous=bool(data["previous"]), input_tokens=int(data["input_tokens"]),
+            prefix_tokens=int(data["prefix_tokens"]), messages_kept=int(data["messages_kept"]),
+            broke_at=data.get("broke_at"), broke_key=data.get("broke_key"),
+            broke_item=data.get("broke_item"), reason=data.get("reason"),
+            advanced=tuple(data.get("advanced", ())), cost=dict(data.get("cost", {})))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"cache report is malformed ({type(exc).__name__})") from None
+
+
 def compare(previous: Fingerprint | None, current: Fingerprint, sections: Sequence[str],
             advanced: Sequence[str], reasons: Mapping[str, str],
             keys: Sequence[str] = ()) -> CacheReport:

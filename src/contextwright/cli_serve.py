@@ -1,0 +1,95 @@
+"""``contextwright serve`` and ``contextwright api-key``: run the HTTP service, make its keys.
+
+The service needs the ``server`` extra (FastAPI, uvicorn), imported only when these commands run.
+Options may also come from ``CONTEXTWRIGHT_…`` environment variables (named in ``--help``).
+A bad option, keys file or store is one line on stderr and exit code 2, before any worker starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from contextwright.cli_common import fail, library_errors
+
+if TYPE_CHECKING:
+    from contextwright.server.config import ServerConfig
+    from contextwright.server.tenants import KeysFile
+
+StoreOption = Annotated[str, typer.Option(
+    "--store", envvar="CONTEXTWRIGHT_STORE",
+    help="Store URL: redis://…, postgresql://…, sqlite:///file.db")]
+KeysOption = Annotated[Path, typer.Option(
+    "--keys", envvar="CONTEXTWRIGHT_KEYS",
+    help="Keys file (TOML): [tenants.<name>] keys = [\"sha256:<hex>\"]. Reloaded on change.")]
+
+
+def serve(
+    store: StoreOption,
+    keys: KeysOption,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    workers: Annotated[int, typer.Option(help="Worker processes (they share the store).")] = 1,
+    modes: Annotated[str | None, typer.Option(help="Modes config file for sessions.")] = None,
+    rate: Annotated[int, typer.Option(
+        help="Requests per minute per tenant (0: unlimited; the keys file may set a "
+             "tenant's own).")] = 0,
+    burst: Annotated[int | None, typer.Option(
+        help="Requests a tenant may make at once (default: a tenth of --rate).")] = None,
+    rate_store: Annotated[str | None, typer.Option(
+        envvar="CONTEXTWRIGHT_RATE_STORE",
+        help="Redis URL for the rate limits (default: the store's, when it is Redis).")] = None,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (413).")] = 4 << 20,
+    max_messages: Annotated[int, typer.Option(help="Most messages in one call.")] = 1000,
+    build_timeout: Annotated[float, typer.Option(help="Seconds a build may take (503).")] = 30.0,
+    threads: Annotated[int, typer.Option(help="Build and store threads per worker.")] = 16,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the builder and sessions over HTTP (OpenAPI at /docs)."""
+    try:
+        from contextwright.server import Limits, ServerConfig
+        from contextwright.server import serve as run
+        from contextwright.server.tenants import KeysFile
+    except ImportError:
+        fail("the service needs the server extra: pip install 'contextwright[server]'")
+    if workers < 1:
+        fail("--workers must be 1 or more")
+    with library_errors():
+        limits = Limits(max_body_bytes=max_body_bytes, max_messages=max_messages,
+                        requests_per_minute=rate, burst=burst, build_timeout=build_timeout)
+        config = ServerConfig(store=store, keys=str(keys.resolve()),
+                              modes=str(Path(modes).resolve()) if modes else None,
+                              rate_store=rate_store, limits=limits, threads=threads)
+        # A bad keys file or store fails here, once, not in every worker.
+        _check_shared_rate(config, KeysFile(config.keys), workers)
+        _check_store(config.store)
+    run(config, host=host, port=port, workers=workers, log_level=log_level)
+
+
+def _check_shared_rate(config: ServerConfig, keys: KeysFile, workers: int) -> None:
+    rated = bool(config.limits.requests_per_minute) or any(
+        tenant.requests_per_minute for tenant in keys.tenants())
+    if workers > 1 and rated and config.rate_store_url() is None:
+        fail("with --workers above 1 a rate limit must live in Redis: give --rate-store "
+             "redis://… (or a Redis --store), or each worker would allow the full rate")
+
+
+def _check_store(url: str) -> None:
+    from contextwright.session.store import open_store
+
+    open_store(url).close()
+
+
+def api_key(
+    tenant: Annotated[str, typer.Argument(help="The tenant the key is for.")],
+) -> None:
+    """Make a new random API key; print it and the keys-file line that admits it."""
+    from contextwright.server.tenants import TENANT_NAME, hash_key, new_key
+
+    if not TENANT_NAME.fullmatch(tenant):
+        fail("tenant names are 1-64 of a-z, 0-9, _ and - (starting with a letter or digit)")
+    key = new_key()
+    typer.echo(f"key (give it to the tenant; it is not stored): {key}")
+    typer.echo(f"keys file:\n[tenants.{tenant}]\nkeys = [\"{hash_key(key)}\"]")

@@ -1,0 +1,566 @@
+"""``Client`` and ``AsyncClient``: the HTTP service with the method names of ``ContextManager``.
+
+Moving an agent from in-process to the service is one line: ``ContextManager(store)`` becomes
+``Client(url, api_key=key)``; ``prepare``, ``record``, ``state``, ``erase_session`` and
+``erase_user`` take the same arguments (``prepare`` also the rendering wanted: ``format``,
+``model``, ``max_tokens``, ...). Both clients share one sans-I/O core (``_Call``: what to send,
+how to read the answer) and differ only in how they send. Writes carry an idempotency key (a
+fresh one unless given), so a retry after a timeout, a lost connection or a 503 stores nothing
+twice; retries back off and honour ``Retry-After``. Problems come back as the library's errors
+(``BudgetError`` with its report, ``ConflictError``, ``InvalidInputError``...). Needs ``httpx``
+(the ``client`` or ``server`` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+try:
+    import httpx
+except ImportError as missing:  # pragma: no cover - depends on the installed extras
+    raise ImportError("contextwright.client needs httpx: pip install 'contextwright[client]'"
+                      ) from missing
+
+from contextwright.convert import chat_messages
+from contextwright.core.cache import cache_report_from_dict
+from contextwright.core.report import BuildReport, Decision, SourceReport
+from contextwright.errors import (
+    AccessDenied,
+    BudgetError,
+    ConflictError,
+    ContextwrightError,
+    CorruptRecordError,
+    InvalidInputError,
+    KeyConflictError,
+    OutcomeUnknown,
+    PlanError,
+    SessionGone,
+    StoreUnavailable,
+    TokenizerError,
+)
+from contextwright.modes.router import RouteDecision
+from contextwright.session.state import ModeSwitch, SessionState
+
+__all__ = ["AsyncClient", "Client", "RateLimited", "RemoteContext", "ServiceError",
+           "SessionView"]
+
+Format = Literal["openai", "openai-responses", "anthropic", "text"]
+logger = logging.getLogger("contextwright.client")
+
+
+class ServiceError(ContextwrightError):
+    """The service refused a call for a reason the library has no error for."""
+
+    def __init__(self, message: str, *, status: int, problem: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.status = status
+        self.problem = problem
+
+
+class RateLimited(ServiceError):
+    """429: the tenant's request rate is spent; ``retry_after`` says for how many seconds."""
+
+    def __init__(self, message: str, *, status: int, problem: Mapping[str, Any],
+                 retry_after: float) -> None:
+        super().__init__(message, status=status, problem=problem)
+        self.retry_after = retry_after
+
+
+_LIBRARY_ERRORS: dict[str, type[ContextwrightError]] = {cls.__name__: cls for cls in (
+    AccessDenied, ConflictError, CorruptRecordError, InvalidInputError, KeyConflictError,
+    OutcomeUnknown, PlanError, SessionGone, StoreUnavailable, TokenizerError)}
+_RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteContext:
+    """A context the service built: its rendering, the report and (for ``prepare``) the route.
+
+    The rendering is the one asked for (``format`` and the request settings of ``prepare`` or
+    ``build``); ``to_request``, ``to_messages`` and ``to_text`` return it.
+    """
+
+    format: Format
+    """The rendering the service returned."""
+    request: Mapping[str, Any] | None
+    """Keyword arguments for the provider's SDK call (``None`` for the text format)."""
+    text: str | None
+    """The plain prompt (only for the text format)."""
+    total_tokens: int
+    """Tokens of the built context."""
+    report: BuildReport
+    """Every decision of the build."""
+    mode: str | None = None
+    """The mode it was built in (sessions only)."""
+    user_seq: int | None = None
+    """Sequence number of the user message it answers (sessions only)."""
+    route: RouteDecision | None = None
+    """The router's decision for this message (None when continuing a turn)."""
+    switch: ModeSwitch | None = None
+    """The hand-off this message caused, if any."""
+
+    def to_request(self, fmt: Format | None = None, **settings: Any) -> dict[str, Any]:
+        """The provider request; ``fmt`` and ``settings`` must be the ones asked for."""
+        self._check(fmt, settings)
+        if self.request is None:
+            raise ValueError("this context was rendered as text: use to_text()")
+        return dict(self.request)
+
+    def to_messages(self, fmt: Format | None = None) -> list[dict[str, Any]]:
+        """The messages of the provider request (without Anthropic's and Responses' system)."""
+        body = self.to_request(fmt)
+        return list(body["input"] if self.format == "openai-responses" else body["messages"])
+
+    def to_text(self) -> str:
+        """The plain prompt (ask for ``format="text"``)."""
+        if self.text is None:
+            raise ValueError(f"this context was rendered for {self.format}: ask for "
+                             "format='text'")
+        return self.text
+
+    def _check(self, fmt: Format | None, settings: Mapping[str, Any]) -> None:
+        if fmt is not None and fmt != self.format:
+            raise ValueError(f"the service rendered {self.format}; pass format={fmt!r} to the "
+                             "call to get that rendering")
+        if settings:
+            raise ValueError("request settings (model, max_tokens, ...) are given to the call, "
+                             "which renders on the service")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredEntry:
+    """One message of a session's log, as the service returns it."""
+
+    seq: int
+    """1-based position in the session."""
+    message: Mapping[str, Any]
+    """The stored message."""
+    created_at: float
+    """Unix seconds when it was appended."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionView:
+    """What ``GET`` on a session returns."""
+
+    state: SessionState
+    """Mode, mode history, summary, zones."""
+    message_count: int
+    """Messages in the log."""
+    messages: tuple[StoredEntry, ...] = ()
+    """The newest messages asked for, oldest first."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Call:
+    """One call: what to send, and whether a 404 ``session-not-found`` is an answer."""
+
+    method: str
+    path: str
+    body: Mapping[str, Any] | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    missing_ok: bool = False
+
+
+def _session_path(user_id: str, session_id: str) -> str:
+    return f"/v1/sessions/{_segment(user_id)}/{_segment(session_id)}"
+
+
+def _segment(value: str) -> str:
+    if not isinstance(value, str) or not value or "/" in value:
+        raise InvalidInputError("ids must be non-empty strings without '/' to be named in a URL")
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def _plain(value: object) -> Any:
+    """Documents, tools and the like as JSON data (dataclasses → dicts)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+def _messages(value: object, where: str) -> list[dict[str, Any]]:
+    """SDK objects (OpenAI, Anthropic, Responses) as chat dicts, as ``record`` reads them."""
+    return chat_messages(value, where)
+
+
+def _assistant(value: object) -> Any:
+    if value is None or isinstance(value, str | Mapping):
+        return _plain(value)
+    converted = _messages(value, "assistant")
+    return converted[0] if len(converted) == 1 else converted
+
+
+def _tool_results(results: Sequence[object]) -> list[dict[str, Any]]:
+    if isinstance(results, str | bytes | Mapping):
+        raise InvalidInputError("tool_results must be a list of message objects")
+    out: list[dict[str, Any]] = []
+    for index, result in enumerate(results):
+        out += [dict(result)] if isinstance(result, Mapping) else _messages(
+            result, f"tool_results[{index}]")
+    return out
+
+
+def _prepare_call(user_id: str, session_id: str, text: str | None,
+                  options: Mapping[str, Any]) -> _Call:
+    body = {key: _plain(value) for key, value in options.items() if value is not None}
+    for name in ("tools", "documents"):
+        body[name] = [_plain(item) for item in options.get(name) or ()]
+    if text is not None:
+        body["text"] = text
+        body.setdefault("idempotency_key", uuid.uuid4().hex)
+    return _Call(method="POST", path=_session_path(user_id, session_id) + "/prepare", body=body)
+
+
+def _record_call(user_id: str, session_id: str, assistant: object,
+                 tool_results: Sequence[object], messages: Sequence[object],
+                 idempotency_key: str | None) -> _Call:
+    body = {"assistant": _assistant(assistant), "tool_results": _tool_results(tool_results),
+            "messages": [_plain(m) if isinstance(m, Mapping) else _messages(m, "messages")[0]
+                         for m in messages],
+            "idempotency_key": idempotency_key or uuid.uuid4().hex}
+    return _Call(method="POST", path=_session_path(user_id, session_id) + "/record", body=body)
+
+
+def _build_call(request: object, options: Mapping[str, Any]) -> _Call:
+    fields = _plain(request)
+    if not isinstance(fields, dict):
+        raise InvalidInputError("request must be a Request or a dict of the request schema")
+    fields = {key: value for key, value in fields.items() if value not in (None, (), [], {})}
+    if "documents" in fields:
+        fields["documents"] = [
+            {k: v for k, v in _plain(doc).items() if v is not None} for doc in fields["documents"]]
+    for name in ("history", "turn", "tools", "examples", "notes"):
+        if name in fields:
+            fields[name] = [_plain(item) for item in fields[name]]
+    body = {**fields, **{key: value for key, value in options.items() if value is not None}}
+    return _Call(method="POST", path="/v1/build", body=body)
+
+
+def _report(data: Mapping[str, Any]) -> BuildReport:
+    return BuildReport(
+        plan=data["plan"], tokenizer=data["tokenizer"], exact_tokens=data["exact_tokens"],
+        available=data["available"], total_tokens=data["total_tokens"],
+        sources=tuple(SourceReport(**row) for row in data["sources"]),
+        decisions=tuple(Decision(**row) for row in data["decisions"]),
+        warnings=tuple(data.get("warnings", ())),
+        cache=cache_report_from_dict(data["cache"]) if data.get("cache") else None)
+
+
+def _context(data: Mapping[str, Any]) -> RemoteContext:
+    route, switch = data.get("route"), data.get("switch")
+    return RemoteContext(
+        format=data["format"], request=data.get("request"), text=data.get("text"),
+        total_tokens=data["total_tokens"], report=_report(data["report"]),
+        mode=data.get("mode"), user_seq=data.get("user_seq"),
+        route=RouteDecision(**route) if route else None,
+        switch=ModeSwitch(**switch) if switch else None)
+
+
+def _view(data: Mapping[str, Any]) -> SessionView:
+    return SessionView(
+        state=SessionState.from_dict(data["state"]), message_count=data["message_count"],
+        messages=tuple(StoredEntry(seq=m["seq"], message=m["message"],
+                                   created_at=m["created_at"]) for m in data["messages"]))
+
+
+def _problem_error(response: httpx.Response) -> ContextwrightError:
+    """The error a problem response stands for."""
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = {}
+    if not isinstance(problem, dict):
+        problem = {}
+    detail = str(problem.get("detail") or problem.get("title") or f"HTTP {response.status_code}")
+    name = problem.get("error")
+    error: ContextwrightError
+    if response.status_code == 429:
+        error = RateLimited(detail, status=429, problem=problem,
+                            retry_after=_retry_after(response) or 1.0)
+    elif name == "BudgetError" and isinstance(problem.get("report"), dict):
+        error = BudgetError(detail, _report(problem["report"]))
+    elif isinstance(name, str) and name in _LIBRARY_ERRORS:
+        error = _LIBRARY_ERRORS[name](detail)
+    elif response.status_code == 401:
+        error = AccessDenied(detail)
+    else:
+        error = ServiceError(detail, status=response.status_code, problem=problem)
+    if isinstance(problem.get("stored_seq"), int):
+        error.stored_seq = problem["stored_seq"]
+    return error
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after", "")
+    return float(value) if value.isdigit() else None
+
+
+def _missing(call: _Call, response: httpx.Response) -> bool:
+    if not call.missing_ok or response.status_code != 404:
+        return False
+    try:
+        kind = response.json().get("type", "")
+    except ValueError:
+        return False
+    return isinstance(kind, str) and kind.endswith(":session-not-found")
+
+
+class _Base:
+    """Settings and the retry policy both clients share."""
+
+    def __init__(self, base_url: str, *, api_key: str, timeout: float, retries: int,
+                 backoff: float, max_retry_wait: float) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+        self._timeout = timeout
+        self._retries = retries
+        self._backoff = backoff
+        self._max_retry_wait = max_retry_wait
+
+    def _wait(self, attempt: int, response: httpx.Response | None) -> float | None:
+        """Seconds to wait before retry ``attempt`` (None: do not retry)."""
+        if attempt > self._retries:
+            return None
+        if response is not None:
+            if response.status_code not in _RETRY_STATUSES:
+                return None
+            told = _retry_after(response)
+            if told is not None:
+                return told if told <= self._max_retry_wait else None
+        return min(self._backoff * 2.0 ** (attempt - 1), self._max_retry_wait)
+
+    def _read(self, call: _Call, response: httpx.Response) -> Any:
+        if _missing(call, response):
+            return None
+        if response.status_code >= 400:
+            raise _problem_error(response)
+        return response.json() if response.content else {}
+
+
+def _log_retry(call: _Call, why: str, wait: float) -> None:
+    logger.info("retrying %s %s in %.2f s after %s", call.method, call.path.split("/")[2],
+                wait, why, extra={"contextwright": {"event": "client_retry", "why": why}})
+
+
+def _transport_error(error: httpx.TransportError, call: _Call) -> ContextwrightError:
+    if call.method == "POST":
+        return OutcomeUnknown(f"the service did not answer ({type(error).__name__}); retry with "
+                              "the same idempotency key")
+    return StoreUnavailable(f"the service cannot be reached ({type(error).__name__})")
+
+
+class Client(_Base):
+    """The service, called synchronously (thread-safe, one connection pool)."""
+
+    def __init__(self, base_url: str, *, api_key: str, timeout: float = 60.0, retries: int = 3,
+                 backoff: float = 0.2, max_retry_wait: float = 5.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(base_url, api_key=api_key, timeout=timeout, retries=retries,
+                         backoff=backoff, max_retry_wait=max_retry_wait)
+        self._http = httpx.Client(base_url=self.base_url, headers=self._headers,
+                                  timeout=timeout, transport=transport)
+
+    def _send(self, call: _Call) -> Any:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._http.request(call.method, call.path, json=call.body,
+                                              params=dict(call.params))
+            except httpx.TransportError as error:
+                wait = self._wait(attempt, None)
+                if wait is None:
+                    raise _transport_error(error, call) from None
+                _log_retry(call, type(error).__name__, wait)
+            else:
+                wait = self._wait(attempt, response)
+                if wait is None:
+                    return self._read(call, response)
+                _log_retry(call, f"HTTP {response.status_code}", wait)
+            time.sleep(wait)
+
+    def prepare(self, user_id: str, session_id: str, text: str | None = None, *,
+                tools: Sequence[Mapping[str, Any]] = (), documents: Sequence[Any] = (),
+                env: Mapping[str, str] | None = None, system: str | None = None,
+                target: Literal["chat", "text"] | None = None,
+                idempotency_key: str | None = None, format: Format = "openai",
+                model: str | None = None, max_tokens: int | None = None,
+                tool_choice: str | Mapping[str, Any] | None = None,
+                parallel_tool_calls: bool | None = None) -> RemoteContext:
+        """``ContextManager.prepare`` on the service, rendered as ``format`` asks."""
+        options = {"tools": tools, "documents": documents, "env": env, "system": system,
+                   "target": target, "idempotency_key": idempotency_key, "format": format,
+                   "model": model, "max_tokens": max_tokens, "tool_choice": tool_choice,
+                   "parallel_tool_calls": parallel_tool_calls}
+        return _context(self._send(_prepare_call(user_id, session_id, text, options)))
+
+    def record(self, user_id: str, session_id: str, *, assistant: object = None,
+               tool_results: Sequence[object] = (), messages: Sequence[object] = (),
+               idempotency_key: str | None = None) -> list[int]:
+        """``ContextManager.record`` on the service: the seqs stored."""
+        call = _record_call(user_id, session_id, assistant, tool_results, messages,
+                            idempotency_key)
+        return list(self._send(call)["seqs"])
+
+    def state(self, user_id: str, session_id: str) -> SessionState:
+        """The session's mode, mode history, summary and zones (empty when there is none)."""
+        view = self.session(user_id, session_id, last=0)
+        return view.state if view is not None else SessionState()
+
+    def session(self, user_id: str, session_id: str, *, last: int = 20) -> SessionView | None:
+        """State, message count and the newest ``last`` messages; None if there is no session."""
+        data = self._send(_Call(method="GET", path=_session_path(user_id, session_id),
+                                params={"last": last}, missing_ok=True))
+        return _view(data) if data is not None else None
+
+    def erase_session(self, user_id: str, session_id: str) -> bool:
+        """Erase one session; True if it existed (a retried erase may find it gone: False)."""
+        data = self._send(_Call(method="DELETE", path=_session_path(user_id, session_id),
+                                missing_ok=True))
+        return data is not None
+
+    def erase_user(self, user_id: str) -> int:
+        """Erase every session of ``user_id``; how many there were."""
+        data = self._send(_Call(method="DELETE", path=f"/v1/users/{_segment(user_id)}"))
+        return int(data["erased"])
+
+    def build(self, request: object, *, plan: str | Mapping[str, Any] | None = None,
+              format: Format = "openai", model: str | None = None,
+              tokenizer: str | None = None, window: int | None = None,
+              reserved_output: int | None = None, budget: int | None = None,
+              max_tokens: int | None = None) -> RemoteContext:
+        """A stateless build: ``request`` (a ``Request`` or the request schema as a dict)."""
+        options = {"plan": _plain(plan), "format": format, "model": model,
+                   "tokenizer": tokenizer, "window": window, "reserved_output": reserved_output,
+                   "budget": budget, "max_tokens": max_tokens}
+        return _context(self._send(_build_call(request, options)))
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+
+class AsyncClient(_Base):
+    """The service, called from an event loop.
+
+    ``aprepare`` / ``arecord`` as on ``ContextManager``, and every method under its plain name.
+    """
+
+    def __init__(self, base_url: str, *, api_key: str, timeout: float = 60.0, retries: int = 3,
+                 backoff: float = 0.2, max_retry_wait: float = 5.0,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 limits: httpx.Limits | None = None) -> None:
+        super().__init__(base_url, api_key=api_key, timeout=timeout, retries=retries,
+                         backoff=backoff, max_retry_wait=max_retry_wait)
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self._headers,
+                                       timeout=timeout, transport=transport,
+                                       limits=limits or httpx.Limits(max_connections=100))
+
+    async def _send(self, call: _Call) -> Any:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._http.request(call.method, call.path, json=call.body,
+                                                    params=dict(call.params))
+            except httpx.TransportError as error:
+                wait = self._wait(attempt, None)
+                if wait is None:
+                    raise _transport_error(error, call) from None
+                _log_retry(call, type(error).__name__, wait)
+            else:
+                wait = self._wait(attempt, response)
+                if wait is None:
+                    return self._read(call, response)
+                _log_retry(call, f"HTTP {response.status_code}", wait)
+            await asyncio.sleep(wait)
+
+    async def prepare(self, user_id: str, session_id: str, text: str | None = None, *,
+                      tools: Sequence[Mapping[str, Any]] = (), documents: Sequence[Any] = (),
+                      env: Mapping[str, str] | None = None, system: str | None = None,
+                      target: Literal["chat", "text"] | None = None,
+                      idempotency_key: str | None = None, format: Format = "openai",
+                      model: str | None = None, max_tokens: int | None = None,
+                      tool_choice: str | Mapping[str, Any] | None = None,
+                      parallel_tool_calls: bool | None = None) -> RemoteContext:
+        """``Client.prepare``, awaited."""
+        options = {"tools": tools, "documents": documents, "env": env, "system": system,
+                   "target": target, "idempotency_key": idempotency_key, "format": format,
+                   "model": model, "max_tokens": max_tokens, "tool_choice": tool_choice,
+                   "parallel_tool_calls": parallel_tool_calls}
+        return _context(await self._send(_prepare_call(user_id, session_id, text, options)))
+
+    async def record(self, user_id: str, session_id: str, *, assistant: object = None,
+                     tool_results: Sequence[object] = (), messages: Sequence[object] = (),
+                     idempotency_key: str | None = None) -> list[int]:
+        """``Client.record``, awaited."""
+        call = _record_call(user_id, session_id, assistant, tool_results, messages,
+                            idempotency_key)
+        return list((await self._send(call))["seqs"])
+
+    aprepare = prepare
+    arecord = record
+
+    async def state(self, user_id: str, session_id: str) -> SessionState:
+        """``Client.state``, awaited."""
+        view = await self.session(user_id, session_id, last=0)
+        return view.state if view is not None else SessionState()
+
+    async def session(self, user_id: str, session_id: str, *,
+                      last: int = 20) -> SessionView | None:
+        """``Client.session``, awaited."""
+        data = await self._send(_Call(method="GET", path=_session_path(user_id, session_id),
+                                      params={"last": last}, missing_ok=True))
+        return _view(data) if data is not None else None
+
+    async def erase_session(self, user_id: str, session_id: str) -> bool:
+        """``Client.erase_session``, awaited."""
+        data = await self._send(_Call(method="DELETE", path=_session_path(user_id, session_id),
+                                      missing_ok=True))
+        return data is not None
+
+    async def erase_user(self, user_id: str) -> int:
+        """``Client.erase_user``, awaited."""
+        data = await self._send(_Call(method="DELETE", path=f"/v1/users/{_segment(user_id)}"))
+        return int(data["erased"])
+
+    async def build(self, request: object, *, plan: str | Mapping[str, Any] | None = None,
+                    format: Format = "openai", model: str | None = None,
+                    tokenizer: str | None = None, window: int | None = None,
+                    reserved_output: int | None = None, budget: int | None = None,
+                    max_tokens: int | None = None) -> RemoteContext:
+        """``Client.build``, awaited."""
+        options = {"plan": _plain(plan), "format": format, "model": model,
+                   "tokenizer": tokenizer, "window": window, "reserved_output": reserved_output,
+                   "budget": budget, "max_tokens": max_tokens}
+        return _context(await self._send(_build_call(request, options)))
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.aclose()

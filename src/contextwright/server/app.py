@@ -1,0 +1,198 @@
+"""The FastAPI application: routes, authentication, and every failure as a problem.
+
+``create_app(config)`` makes one worker's app; ``app_from_environment`` is the factory uvicorn
+calls in each worker process of ``contextwright serve``. Routes are thin: they read the body
+with bounded work, admit the tenant (key, then rate) and hand the call to ``Service`` on its
+thread pool. ``/healthz`` and ``/readyz`` need no key; OpenAPI is at ``/docs``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Header, Query
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response
+
+from contextwright.errors import ContextwrightError, InvalidInputError
+from contextwright.manager import ContextManager
+from contextwright.server.bodies import BuildBody, PrepareBody, RecordBody, read_json
+from contextwright.server.config import CONFIG_VARIABLE, ServerConfig
+from contextwright.server.problems import (
+    BAD_INPUT,
+    INTERNAL,
+    METHOD,
+    NOT_FOUND,
+    Json,
+    Kind,
+    Problem,
+    library_problem,
+    problem_response,
+    unexpected_problem,
+)
+from contextwright.server.ratelimit import RateLimiter
+from contextwright.server.service import Service
+from contextwright.session.store import Store
+
+Authorization = Annotated[str | None, Header(description="Bearer <api key>")]
+IdempotencyKey = Annotated[str | None, Header(
+    alias="Idempotency-Key", description="Names a write: a retry with the same key stores "
+    "nothing twice.")]
+PROBLEM = {"content": {"application/problem+json": {}}, "description": "RFC 9457 problem"}
+ERRORS: dict[int | str, dict[str, Any]] = dict.fromkeys(
+    (400, 401, 404, 409, 413, 422, 429, 503), PROBLEM)
+
+
+def create_app(config: ServerConfig, *, store: Store | None = None,
+               manager: ContextManager | None = None,
+               limiter: RateLimiter | None = None) -> FastAPI:
+    """The service's app for one worker; ``store``, ``manager`` and ``limiter`` may be given."""
+    service = Service(config, store=store, manager=manager, limiter=limiter)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        service.close()
+
+    app = FastAPI(title="contextwright", lifespan=lifespan, responses=ERRORS,
+                  description="What an LLM agent sees on every call, over HTTP. Every call but "
+                  "/healthz and /readyz carries `Authorization: Bearer <api key>`; failures are "
+                  "RFC 9457 problem details.")
+    app.state.service = service
+    _add_problem_handlers(app)
+    _add_probes(app, service)
+    _add_build(app, service)
+    _add_sessions(app, service)
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one ``contextwright serve`` worker (config: ``CONTEXTWRIGHT_SERVER_CONFIG``)."""
+    text = os.environ.get(CONFIG_VARIABLE)
+    if not text:
+        raise InvalidInputError(f"{CONFIG_VARIABLE} is not set (start with contextwright serve)")
+    return create_app(ServerConfig.from_json(text))
+
+
+def _body_schema(model: type[Any]) -> dict[str, Any]:
+    # Bodies are read by ``read_json`` (bounded), not by FastAPI; the schema is only documented.
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return {"requestBody": {"required": True,
+                            "content": {"application/json": {"schema": schema}}}}
+
+
+def _add_probes(app: FastAPI, service: Service) -> None:
+    @app.get("/healthz", tags=["probes"])
+    async def healthz() -> dict[str, str]:
+        """The process serves."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["probes"])
+    async def readyz() -> dict[str, str]:
+        """The store (and the rate limiter's Redis) answer; 503 otherwise."""
+        await service.run(service.ready, within=5.0)
+        return {"status": "ready"}
+
+
+def _add_build(app: FastAPI, service: Service) -> None:
+    build_schema = _body_schema(BuildBody)
+
+    @app.post("/v1/build", tags=["build"], openapi_extra=build_schema)
+    async def build(request: HttpRequest,
+                    authorization: Authorization = None) -> JSONResponse:
+        """Build one context, stateless: request + plan → the rendering asked for + report."""
+        await service.admit(authorization)
+        data = await read_json(request, service.limits.max_body_bytes)
+        return Json(await service.run(lambda: service.build(data),
+                                              within=service.limits.build_timeout))
+
+
+def _add_sessions(app: FastAPI, service: Service) -> None:
+    path = "/v1/sessions/{user_id}/{session_id}"
+
+    @app.post(path + "/prepare", tags=["sessions"], openapi_extra=_body_schema(PrepareBody))
+    async def prepare(user_id: str, session_id: str, request: HttpRequest,
+                      authorization: Authorization = None,
+                      idempotency_key: IdempotencyKey = None) -> JSONResponse:
+        """Append the user's message (if any) and build the session's context."""
+        tenant = await service.admit(authorization)
+        data = await read_json(request, service.limits.max_body_bytes)
+        return Json(await service.run(
+            lambda: service.prepare(tenant, user_id, session_id, data, idempotency_key),
+            within=service.limits.build_timeout))
+
+    @app.post(path + "/record", tags=["sessions"], openapi_extra=_body_schema(RecordBody))
+    async def record(user_id: str, session_id: str, request: HttpRequest,
+                     authorization: Authorization = None,
+                     idempotency_key: IdempotencyKey = None) -> JSONResponse:
+        """Append the model's answer and tool results atomically; the seqs stored."""
+        tenant = await service.admit(authorization)
+        data = await read_json(request, service.limits.max_body_bytes)
+        return Json(await service.run(
+            lambda: service.record(tenant, user_id, session_id, data, idempotency_key)))
+
+    @app.get(path, tags=["sessions"])
+    async def session(user_id: str, session_id: str, authorization: Authorization = None,
+                      last: Annotated[int, Query(ge=0, le=1000)] = 20) -> JSONResponse:
+        """The session's state (mode, summary, zones) and its newest ``last`` messages."""
+        tenant = await service.admit(authorization)
+        return Json(await service.run(
+            lambda: service.session(tenant, user_id, session_id, last)))
+
+    @app.delete(path, tags=["sessions"], status_code=204)
+    async def erase_session(user_id: str, session_id: str,
+                            authorization: Authorization = None) -> Response:
+        """Erase the session (messages, summary, zones, mode); 404 if there was none."""
+        tenant = await service.admit(authorization)
+        await service.run(lambda: service.erase_session(tenant, user_id, session_id))
+        return Response(status_code=204)
+
+    @app.delete("/v1/users/{user_id}", tags=["sessions"])
+    async def erase_user(user_id: str, authorization: Authorization = None) -> JSONResponse:
+        """Erase every session of the user; how many there were."""
+        tenant = await service.admit(authorization)
+        return Json(await service.run(lambda: service.erase_user(tenant, user_id)))
+
+
+_HTTP_KINDS = {404: NOT_FOUND, 405: METHOD}
+
+
+def _add_problem_handlers(app: FastAPI) -> None:
+    async def on_problem(_: HttpRequest, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, Problem)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.kind.status == 401 else {}
+        response = problem_response(exc.kind, exc.detail, retry_after=exc.retry_after,
+                                    **exc.extensions)
+        response.headers.update(headers)
+        return response
+
+    async def on_library_error(_: HttpRequest, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ContextwrightError)
+        return library_problem(exc)
+
+    async def on_validation(_: HttpRequest, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        where = "; ".join(".".join(str(p) for p in error["loc"]) + ": " + error["msg"]
+                          for error in list(exc.errors())[:5])
+        return problem_response(BAD_INPUT, f"invalid request: {where}")
+
+    async def on_http(_: HttpRequest, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        kind = _HTTP_KINDS.get(exc.status_code) or Kind(
+            status=exc.status_code, slug="http-" + str(exc.status_code), title="HTTP error")
+        return problem_response(kind, kind.title if kind.status != 500 else INTERNAL.title)
+
+    async def on_unexpected(_: HttpRequest, exc: Exception) -> JSONResponse:
+        return unexpected_problem(exc)
+
+    app.add_exception_handler(Problem, on_problem)
+    app.add_exception_handler(ContextwrightError, on_library_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_unexpected)

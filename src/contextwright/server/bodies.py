@@ -1,0 +1,168 @@
+"""Request bodies of the service: read with bounded work, validated, described without echoing.
+
+A body is read up to the configured size (413 past it), parsed by ``core.parsing`` (UTF-8 JSON,
+nesting bounded) and validated with the pydantic models below, which are also the OpenAPI schema.
+Their fields are the keyword arguments of the Python API (``ContextManager.prepare`` and
+``record``, ``ContextBuilder.build`` with the request schema) plus how to render the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+from starlette.requests import Request as HttpRequest
+
+from contextwright.core.parsing import MalformedDocument, parse_document
+from contextwright.server.problems import BAD_INPUT, MEDIA, TOO_LARGE, Problem
+
+RenderFormat = Literal["openai", "openai-responses", "anthropic", "text"]
+TokenizerName = Literal["o200k_base", "cl100k_base", "estimate"]
+
+
+class Rendering(BaseModel):
+    """How the built context is returned: the format and the settings of ``to_request``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: RenderFormat = "openai"
+    """``openai``, ``openai-responses``, ``anthropic`` (a request body for the provider's SDK)
+    or ``text`` (a plain prompt)."""
+    model: str | None = None
+    """The request's ``model`` field (for ``build``, also the model's tokenizer and window)."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """The request's output limit (default: the plan's output reserve)."""
+    tool_choice: str | dict[str, Any] | None = None
+    """OpenAI chat form; translated for the other formats."""
+    parallel_tool_calls: bool | None = None
+    """Sent when given."""
+
+
+class PrepareBody(Rendering):
+    """``ContextManager.prepare``'s keyword arguments, and the rendering wanted."""
+
+    text: str | None = None
+    """The user's message; ``null`` continues the current turn (after tool results)."""
+    tools: list[dict[str, Any]] = []
+    """OpenAI tool schemas offered this call."""
+    documents: list[dict[str, Any]] = []
+    """Retrieved documents ``{id, text, score?, source?, timestamp?, version?}``."""
+    env: dict[str, str] | None = None
+    """Environment facts."""
+    system: str | None = None
+    """System prompt (default: the server's, if any)."""
+    target: Literal["chat", "text"] | None = None
+    """The rendering the budget is counted for (default: ``text`` for the text format)."""
+    idempotency_key: str | None = None
+    """Names this message: a retry with the same key stores it once (or send the
+    ``Idempotency-Key`` header)."""
+
+
+class RecordBody(BaseModel):
+    """``ContextManager.record``'s keyword arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assistant: str | dict[str, Any] | list[dict[str, Any]] | None = None
+    """The model's answer: text, or a message with tool calls (OpenAI, Responses, Anthropic)."""
+    tool_results: list[dict[str, Any]] = []
+    """Tool results answering its calls."""
+    messages: list[dict[str, Any]] = []
+    """Further messages to append."""
+    idempotency_key: str | None = None
+    """Names this write: a retry with the same key stores nothing again and returns the first
+    call's seqs (or send the ``Idempotency-Key`` header)."""
+
+
+class BuildOptions(Rendering):
+    """What ``POST /v1/build`` takes besides the request schema's fields."""
+
+    plan: str | dict[str, Any] | None = None
+    """A shipped plan's name, or a plan inline (the plan file format as JSON); default: the
+    plan ``select_plan`` picks for the request."""
+    tokenizer: TokenizerName | None = None
+    """Tokenizer (default: the model's, else ``o200k_base``)."""
+    window: int | None = Field(default=None, ge=1)
+    """The model's context window, overriding the plan's and the model's."""
+    reserved_output: int | None = Field(default=None, ge=0)
+    """Tokens kept for the answer, overriding the plan's and the model's."""
+    budget: int | None = Field(default=None, ge=1)
+    """Available tokens, set directly."""
+
+
+class BuildBody(BuildOptions):
+    """``POST /v1/build``: the request schema's fields and the options.
+
+    Only documented here: the request fields are validated by ``Request.from_dict``, the one
+    definition of the request schema (a test keeps the two field lists equal).
+    """
+
+    user_input: str
+    """The current user message; never cut."""
+    system: str | None = None
+    """System prompt; never cut."""
+    history: list[dict[str, Any]] = []
+    """Earlier turns as OpenAI chat messages, oldest first."""
+    turn: list[dict[str, Any]] = []
+    """This turn's assistant tool calls and tool results so far."""
+    tools: list[dict[str, Any]] = []
+    """OpenAI tool schemas."""
+    documents: list[dict[str, Any]] = []
+    """Retrieved documents ``{id, text, score?, source?, timestamp?, version?}``."""
+    env: dict[str, str] = {}
+    """Environment facts."""
+    examples: list[dict[str, str]] = []
+    """Few-shot examples ``{input, output}``."""
+    notes: list[str] = []
+    """Scratchpad notes."""
+
+
+BUILD_OPTION_FIELDS = frozenset(BuildOptions.model_fields)
+M = TypeVar("M", bound=BaseModel)
+
+
+async def read_json(request: HttpRequest, max_bytes: int) -> Any:
+    """The request's JSON body: at most ``max_bytes`` (413), UTF-8 JSON, nesting bounded (400)."""
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if media != "application/json" and not media.endswith("+json"):
+        raise Problem(MEDIA, "the body must be application/json")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise Problem(TOO_LARGE, f"the body is larger than {max_bytes} bytes",
+                      max_body_bytes=max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise Problem(TOO_LARGE, f"the body is larger than {max_bytes} bytes",
+                          max_body_bytes=max_bytes)
+        chunks.append(chunk)
+    try:
+        return parse_document(b"".join(chunks), "json")
+    except MalformedDocument as exc:
+        raise Problem(BAD_INPUT, f"the body is not valid JSON: {exc}") from None
+
+
+def validated(model: type[M], data: Any) -> M:
+    """``data`` as ``model``; a 400 problem naming the fields (never their values) otherwise."""
+    try:
+        return model.model_validate(data)
+    except PydanticValidationError as exc:
+        raise Problem(BAD_INPUT, describe_errors(exc)) from None
+
+
+def describe_errors(exc: PydanticValidationError) -> str:
+    """Where and what, for the first few errors, without the input."""
+    parts = []
+    for error in exc.errors()[:5]:
+        location = ".".join(str(part) for part in error["loc"]) or "body"
+        parts.append(f"{location}: {error['msg']}")
+    return "invalid body: " + "; ".join(parts)
+
+
+def check_count(name: str, items: list[Any], limit: int) -> None:
+    """413 when a list of the body holds more than ``limit`` entries."""
+    if len(items) > limit:
+        raise Problem(TOO_LARGE, f"{name} holds more than {limit} entries", max_messages=limit)

@@ -1,0 +1,302 @@
+"""What the service does for one call, over the same objects as the Python API.
+
+``Service`` owns one worker's store, ``ContextManager``, keys file, rate limiter and thread pool.
+Every method takes the caller's tenant and scopes the user id with it before the store sees it,
+so no call can name another tenant's data. Builds and store calls run on the pool, never on the
+event loop; results are plain JSON data. HTTP lives in ``server.app``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, fields
+from typing import Any, TypeVar
+
+from contextwright.builder import ContextBuilder
+from contextwright.core.final import FinalContext
+from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, plan_from_mapping
+from contextwright.core.report import BuildReport, Decision, SourceReport
+from contextwright.core.request import Request
+from contextwright.errors import InvalidInputError, PlanError
+from contextwright.manager import ContextManager, PreparedContext
+from contextwright.server.bodies import (
+    BUILD_OPTION_FIELDS,
+    BuildOptions,
+    PrepareBody,
+    RecordBody,
+    Rendering,
+    check_count,
+    validated,
+)
+from contextwright.server.config import ServerConfig
+from contextwright.server.problems import (
+    RATE,
+    SESSION_NOT_FOUND,
+    TIMEOUT,
+    UNAUTHENTICATED,
+    Problem,
+)
+from contextwright.server.ratelimit import (
+    LocalRateLimiter,
+    Rate,
+    RateLimiter,
+    RedisRateLimiter,
+    retry_after_header,
+)
+from contextwright.server.tenants import KeysFile, Tenant, scoped_user
+from contextwright.session.state import load_state
+from contextwright.session.store import SessionKey, Store, open_store
+
+T = TypeVar("T")
+PROBE = SessionKey(user_id="readyz", session_id="probe")
+"""What ``/readyz`` reads; no tenant's user is stored under an id without ``/``."""
+MAX_LAST = 1000
+"""Most messages ``GET`` on a session returns."""
+_BUILDERS = 32
+"""Builders (one per tokenizer, model, window and reserve asked for) kept per worker."""
+
+
+class Service:
+    """One worker's state.
+
+    ``store``, ``manager`` and ``limiter`` may be given (tests, embedding); the service closes
+    only what it opened.
+    """
+
+    def __init__(self, config: ServerConfig, *, store: Store | None = None,
+                 manager: ContextManager | None = None,
+                 limiter: RateLimiter | None = None) -> None:
+        self.config = config
+        self.limits = config.limits
+        self.keys = KeysFile(config.keys, check_every=config.keys_check_every)
+        self._owned: list[Callable[[], None]] = []
+        self.store = store if store is not None else self._own(open_store(config.store))
+        if manager is None:
+            manager = ContextManager(self.store, modes=config.modes)
+            self._owned.append(manager.close)
+        self.manager = manager
+        self.limiter = limiter if limiter is not None else self._own_limiter()
+        self.pool = ThreadPoolExecutor(max_workers=config.threads,
+                                       thread_name_prefix="cw-serve")
+        self._builders: OrderedDict[tuple[Any, ...], ContextBuilder] = OrderedDict()
+
+    def _own(self, store: Store) -> Store:
+        self._owned.append(store.close)
+        return store
+
+    def _own_limiter(self) -> RateLimiter:
+        url = self.config.rate_store_url()
+        limiter: RateLimiter = (RedisRateLimiter.from_url(url) if url is not None
+                                else LocalRateLimiter())
+        self._owned.append(limiter.close)
+        return limiter
+
+    def close(self) -> None:
+        """Finish pending work and release what the service opened (newest first)."""
+        self.pool.shutdown(wait=True)
+        for close in reversed(self._owned):
+            close()
+
+    async def run(self, work: Callable[[], T], *, within: float | None = None) -> T:
+        """``work()`` on the pool; ``within`` seconds at most (then a 503 problem)."""
+        future = asyncio.get_running_loop().run_in_executor(self.pool, work)
+        if within is None:
+            return await future
+        try:
+            return await asyncio.wait_for(future, within)
+        except TimeoutError:
+            raise Problem(TIMEOUT, f"the call did not finish within {within:g} s; retry (a "
+                          "message sent again with its idempotency key is stored once)",
+                          retry_after="1") from None
+
+    # ----- who is calling -----
+
+    async def admit(self, authorization: str | None) -> Tenant:
+        """The tenant of the call's bearer key, once its rate allows the call (401, 429)."""
+        tenant = self._authenticate(authorization)
+        rate = self._rate(tenant)
+        if rate is not None:
+            wait = await self.run(lambda: self.limiter.acquire(tenant.name, rate))
+            if wait > 0:
+                raise Problem(RATE, f"more than {rate.requests_per_minute} requests per minute",
+                              retry_after=retry_after_header(wait))
+        return tenant
+
+    def _authenticate(self, authorization: str | None) -> Tenant:
+        scheme, _, key = (authorization or "").partition(" ")
+        key = key.strip()
+        if scheme.lower() != "bearer" or not key:
+            raise Problem(UNAUTHENTICATED, "send Authorization: Bearer <api key>")
+        tenant = self.keys.tenant_for(key)
+        if tenant is None:
+            raise Problem(UNAUTHENTICATED, "the API key is not valid")
+        return tenant
+
+    def _rate(self, tenant: Tenant) -> Rate | None:
+        per_minute = (tenant.requests_per_minute if tenant.requests_per_minute is not None
+                      else self.limits.requests_per_minute)
+        if not per_minute:
+            return None
+        return Rate(requests_per_minute=per_minute, burst=self.limits.burst_for(per_minute))
+
+    def ready(self) -> None:
+        """Raise ``StoreUnavailable`` unless the store and the rate limiter answer."""
+        self.store.count(PROBE)
+        self.limiter.ping()
+
+    # ----- sessions -----
+
+    def prepare(self, tenant: Tenant, user_id: str, session_id: str, data: Any,
+                idempotency_key: str | None) -> dict[str, Any]:
+        """``ContextManager.prepare`` for the tenant's session, rendered as asked."""
+        body = validated(PrepareBody, data)
+        check_count("tools", body.tools, self.limits.max_messages)
+        check_count("documents", body.documents, self.limits.max_messages)
+        target = body.target or ("text" if body.format == "text" else "chat")
+        prepared = self.manager.prepare(
+            scoped_user(tenant.name, user_id), session_id, body.text, tools=body.tools,
+            documents=body.documents, env=body.env, system=body.system, target=target,
+            idempotency_key=_one_key(body.idempotency_key, idempotency_key))
+        return prepared_json(prepared, body)
+
+    def record(self, tenant: Tenant, user_id: str, session_id: str, data: Any,
+               idempotency_key: str | None) -> dict[str, Any]:
+        """``ContextManager.record`` for the tenant's session: the seqs stored."""
+        body = validated(RecordBody, data)
+        check_count("tool_results + messages", [*body.tool_results, *body.messages],
+                    self.limits.max_messages - (body.assistant is not None))
+        seqs = self.manager.record(
+            scoped_user(tenant.name, user_id), session_id, assistant=body.assistant,
+            tool_results=body.tool_results, messages=body.messages,
+            idempotency_key=_one_key(body.idempotency_key, idempotency_key))
+        return {"seqs": seqs}
+
+    def session(self, tenant: Tenant, user_id: str, session_id: str,
+                last: int) -> dict[str, Any]:
+        """The session's state and newest ``last`` messages (404 when it does not exist)."""
+        if not 0 <= last <= MAX_LAST:
+            raise InvalidInputError(f"last must be between 0 and {MAX_LAST}")
+        key = SessionKey(user_id=scoped_user(tenant.name, user_id), session_id=session_id)
+        count = self.store.count(key)
+        record, state = load_state(self.store, key)
+        if count == 0 and record is None:
+            raise Problem(SESSION_NOT_FOUND, "this tenant has no such session")
+        messages = self.store.read(key, last=last) if last else []
+        return {"message_count": count, "state": state.to_dict(),
+                "messages": [{"seq": m.seq, "created_at": m.created_at, "message": m.message}
+                             for m in messages]}
+
+    def erase_session(self, tenant: Tenant, user_id: str, session_id: str) -> None:
+        """Erase the tenant's session (404 when it did not exist)."""
+        if not self.manager.erase_session(scoped_user(tenant.name, user_id), session_id):
+            raise Problem(SESSION_NOT_FOUND, "this tenant has no such session")
+
+    def erase_user(self, tenant: Tenant, user_id: str) -> dict[str, Any]:
+        """Erase every session of the tenant's user; how many there were."""
+        return {"erased": self.manager.erase_user(scoped_user(tenant.name, user_id))}
+
+    # ----- stateless builds -----
+
+    def build(self, data: Any) -> dict[str, Any]:
+        """``ContextBuilder.build`` of a request body (the request schema plus options)."""
+        if not isinstance(data, dict):
+            raise InvalidInputError("the body must be a JSON object")
+        options = validated(BuildOptions, {k: v for k, v in data.items()
+                                           if k in BUILD_OPTION_FIELDS})
+        fields = {k: v for k, v in data.items() if k not in BUILD_OPTION_FIELDS}
+        for name in ("history", "turn", "tools", "documents"):
+            value = fields.get(name, [])
+            check_count(name, value if isinstance(value, list) else [], self.limits.max_messages)
+        request = Request.from_dict(fields)
+        builder = self._builder(options)
+        plan = builder.effective_plan(_plan(options.plan, request))
+        if options.budget is not None:
+            plan = plan.with_budget(available_override=options.budget)
+        context = builder.build(plan, request,
+                                target="text" if options.format == "text" else "chat")
+        return {**rendered(context, options), "total_tokens": context.total_tokens,
+                "report": report_json(context.report)}
+
+    def _builder(self, options: BuildOptions) -> ContextBuilder:
+        key = (options.tokenizer, options.model, options.window, options.reserved_output)
+        builder = self._builders.get(key)
+        if builder is None:
+            builder = ContextBuilder(tokenizer=options.tokenizer, model=options.model,
+                                     window=options.window,
+                                     reserved_output=options.reserved_output)
+            self._builders[key] = builder
+            if len(self._builders) > _BUILDERS:
+                self._builders.popitem(last=False)
+        return builder
+
+
+def _one_key(in_body: str | None, in_header: str | None) -> str | None:
+    if in_body is not None and in_header is not None and in_body != in_header:
+        raise InvalidInputError("the Idempotency-Key header and the body's idempotency_key "
+                                "differ")
+    return in_body if in_body is not None else in_header
+
+
+def _plan(plan: str | dict[str, Any] | None, request: Request) -> BuildPlan:
+    # Plan files are the server's to read, never a caller's: by name or inline only.
+    if plan is None:
+        from contextwright.plans import select_plan
+
+        return select_plan(request)
+    if isinstance(plan, str):
+        if plan not in SHIPPED_PLANS:
+            raise PlanError(f"no shipped plan named {plan!r}; choose one of {SHIPPED_PLANS} "
+                            "or send the plan inline")
+        return BuildPlan.named(plan)
+    return plan_from_mapping(plan, origin="inline plan")
+
+
+def rendered(context: FinalContext | PreparedContext, rendering: Rendering) -> dict[str, Any]:
+    """The rendering asked for: ``{"format", "request"}`` or ``{"format", "text"}``."""
+    if rendering.format == "text":
+        return {"format": "text", "text": context.to_text()}
+    body = context.to_request(rendering.format, model=rendering.model,
+                              max_tokens=rendering.max_tokens,
+                              tool_choice=rendering.tool_choice,
+                              parallel_tool_calls=rendering.parallel_tool_calls)
+    return {"format": rendering.format, "request": body}
+
+
+def prepared_json(prepared: PreparedContext, body: PrepareBody) -> dict[str, Any]:
+    """A ``PreparedContext`` as the service returns it (no store key: it is tenant-scoped)."""
+    return {
+        **rendered(prepared, body),
+        "mode": prepared.mode,
+        "user_seq": prepared.user_seq,
+        "route": asdict(prepared.route) if prepared.route is not None else None,
+        "switch": asdict(prepared.switch) if prepared.switch is not None else None,
+        "total_tokens": prepared.context.total_tokens,
+        "report": report_json(prepared.report),
+    }
+
+
+def report_json(report: BuildReport) -> dict[str, Any]:
+    """``report.to_dict()``, made field by field.
+
+    ``dataclasses.asdict`` deep-copies every value of every decision, the largest cost of
+    answering a call; the fields here are all scalars (and a tuple of strings), so a shallow
+    copy is the same data.
+    """
+    return {
+        "plan": report.plan, "tokenizer": report.tokenizer,
+        "exact_tokens": report.exact_tokens, "available": report.available,
+        "total_tokens": report.total_tokens,
+        "sources": [{name: getattr(row, name) for name in _SOURCE_FIELDS}
+                    for row in report.sources],
+        "decisions": [{name: getattr(decision, name) for name in _DECISION_FIELDS}
+                      for decision in report.decisions],
+        "warnings": list(report.warnings),
+        "cache": report.cache.to_dict() if report.cache is not None else None,
+    }
+
+
+_SOURCE_FIELDS = tuple(f.name for f in fields(SourceReport))
+_DECISION_FIELDS = tuple(f.name for f in fields(Decision))
