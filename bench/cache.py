@@ -391,13 +391,16 @@ def main() -> None:
                         help="LoCoMo questions per conversation (default: all)")
     parser.add_argument("--step", type=float, default=CachePolicy().step)
     parser.add_argument("--recall-share", type=float, default=CachePolicy().recall_share)
+    parser.add_argument("--min-recall-coverage", type=float,
+                        default=CachePolicy().min_recall_coverage)
     parser.add_argument("--tau-budgets", type=int, nargs="*", default=[1000, 2000, 4000])
     parser.add_argument("--locomo-budgets", type=int, nargs="*", default=[4000, 8000])
     parser.add_argument("--skip", choices=["tau", "locomo"], default=None)
     args = parser.parse_args()
     builder = ContextBuilder()
     count = builder.tokenizer.count
-    policy = CachePolicy(step=args.step, recall_share=args.recall_share)
+    policy = CachePolicy(step=args.step, recall_share=args.recall_share,
+                         min_recall_coverage=args.min_recall_coverage)
     methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
     try:
         import agents  # noqa: F401
@@ -405,7 +408,7 @@ def main() -> None:
         methods.append(AgentsSessionLastN(count))
     except ImportError:
         print("openai-agents is not installed: its session trimming is left out")
-    print(f"cache policy: step {policy.step}, recall_share {policy.recall_share}")
+    print(f"cache policy: {policy}")
     if args.skip != "tau":
         tau = replay_tau(args.data / "tau-bench-airline-dev", methods, args.tau_budgets,
                          args.limit, count)

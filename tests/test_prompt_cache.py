@@ -367,3 +367,33 @@ def test_with_the_cache_on_a_fact_summarised_away_is_still_recalled() -> None:
         assert any(FACT in str(m["content"]) for m in prepared.to_messages("openai"))
         assert prepared.to_messages("openai")[-1]["content"] == QUESTION
         manager.record("u", "s", assistant="It is 4-19-27.")
+
+
+TOPICS = ["the lighthouse trip", "Maya's violin recital", "the broken bike", "a sourdough starter",
+          "the chess club", "moving to Lisbon", "the garden shed", "a job interview"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(TOPICS) - 1), st.integers(1, 30)), min_size=3,
+                max_size=30))
+def test_a_chat_with_recall_keeps_its_prefix_or_reports_the_break(
+        turns: list[tuple[int, int]]) -> None:
+    builder = ContextBuilder()
+    chat = BuildPlan.named("chat").with_budget(available_override=900)
+    history: list[dict[str, Any]] = []
+    before: FinalContext | None = None
+    for index, (topic, length) in enumerate(turns):
+        question = f"What did we decide about {TOPICS[topic]}? ({index})"
+        ctx = builder.build(chat, Request(user_input=question, history=list(history)),
+                            previous=before, cache=True)
+        assert ctx.total_tokens <= ctx.available
+        cache = ctx.report.cache
+        assert cache is not None
+        if before is not None:
+            old, new = openai_messages(before), openai_messages(ctx)
+            stable = before.stable_fingerprint.stable_end  # type: ignore[union-attr]
+            if old[:stable] != new[:stable]:
+                assert cache.broke_at is not None and cache.broke_at < stable and cache.reason
+        before = ctx
+        history += [{"role": "user", "content": question},
+                    {"role": "assistant", "content": f"About {TOPICS[topic]}: " + "fine " * length}]

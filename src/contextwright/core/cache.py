@@ -38,16 +38,23 @@ class CachePolicy:
     kept run and stay until the next cut). ``head_share``: the first cut pins the oldest kept
     messages, up to this share of the grant, and later cuts keep them, so the cached prefix
     survives a cut (0: every cut starts the prefix again after the system prompt).
+    ``min_recall_coverage``: when the kept run and the allowance would show less than this share
+    (by tokens) of the turns recalled for the input (the best, up to half the grant), the cut
+    advances instead, so recall serves the input first (0: never for recall; 1: whenever a
+    recalled turn is missing).
     """
 
     step: float = 0.25
     recall_share: float = 0.15
     head_share: float = 0.3
+    min_recall_coverage: float = 0.5
 
     def __post_init__(self) -> None:
         """Refuse shares outside their range."""
         if not 0 <= self.head_share < 1:
             raise InvalidInputError("cache head_share must be in [0, 1)")
+        if not 0 <= self.min_recall_coverage <= 1:
+            raise InvalidInputError("cache min_recall_coverage must be in [0, 1]")
         if not 0 < self.step < 1:
             raise InvalidInputError("cache step must be a share of the grant, in (0, 1)")
         if not 0 <= self.recall_share < 1:

@@ -77,6 +77,10 @@ class StableOffer:
     """Units of the messages appended since, oldest first."""
     recalled: list[Unit] = field(default_factory=list)
     """Turns recalled for this input that the layout does not show, best first."""
+    ranked: list[Unit] = field(default_factory=list)
+    """Every turn recalled for this input, best first, shown or not (for the coverage)."""
+    shown: set[str] = field(default_factory=set)
+    """Hashes of the messages the layout shows."""
     anchor: int = 0
     """The list length tiers and the digest are computed as of (in this list's positions)."""
     digest_room: int = 0
@@ -141,8 +145,10 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     stable.appended = sorted(
         (u for u in plain.units if _first_order(u) >= end and not _recalled(u)),
         key=_first_order)
-    stable.recalled = [u for u in g.units if _recalled(u) and not any(
+    stable.ranked = [u for u in g.units if _recalled(u)]
+    stable.recalled = [u for u in stable.ranked if not any(
         candidate_hash(c) in shown for c in u.candidates)]
+    stable.shown = shown
     return stable
 
 
@@ -236,11 +242,29 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
         if unit.tokens <= room:
             extra.append(unit)
             room -= unit.tokens
-    if stable.recalled and not extra:
-        # The turn the recaller ranks first for this input would not be shown: what the input
-        # needs matters more than the cache, so cut afresh (recall then has its full share).
-        return None, "the turn recalled for this input does not fit the room left"
+    coverage = recall_coverage(stable, extra, grant)
+    if coverage < policy.min_recall_coverage:
+        # Too little of what the recaller ranks best for this input would be shown: what the
+        # input needs matters more than the cache, so cut afresh (recall has its full share).
+        return None, (f"the layout shows {coverage:.0%} of the turns recalled for this input "
+                      f"(under {policy.min_recall_coverage:.0%})")
     return Selection(kept=[*base, *extra], ordered=True), ""
+
+
+def recall_coverage(stable: StableOffer, extra: Sequence[Unit], grant: int) -> float:
+    """Share (by tokens) of the best recalled turns, up to half the grant, that would be shown.
+
+    1.0 when nothing is recalled for this input.
+    """
+    shown = stable.shown | {candidate_hash(c) for u in extra for c in u.candidates}
+    total = covered = 0
+    for unit in stable.ranked:
+        if total + unit.tokens > grant // 2 and total:
+            break
+        total += unit.tokens
+        if all(candidate_hash(c) in shown for c in unit.candidates):
+            covered += unit.tokens
+    return covered / total if total else 1.0
 
 
 def pinned_head(units: Sequence[Unit], cap: int) -> list[Unit]:
