@@ -1,0 +1,175 @@
+"""OpenAI Agents SDK: a ``Session`` on contextwright's stores and a model-input filter that builds.
+
+``ContextwrightSession(store, user_id=..., session_id=...)`` keeps a run's items in any
+contextwright ``Store`` (memory, SQLite, Redis, PostgreSQL), one log per (user, session) pair
+with the store's isolation, retention and erasure, so ``Runner.run(agent, input,
+session=...)`` works unchanged. ``ContextwrightInputFilter`` goes into
+``RunConfig(call_model_input_filter=...)``: before every model call it builds the input from
+the SDK's items and the agent's instructions (plan, budget, tool-pair safety, fencing); the data
+note about fenced text joins the instructions, the one place the SDK lets a filter speak for
+the system. Reasoning items that precede a kept tool call go back in front of it, as the
+Responses API wants them within a turn. The tool schemas the SDK sends are not part of the
+build (a filter cannot change them), so ``budget`` covers the instructions and the input.
+Needs the ``openai-agents`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any, cast
+
+from agents import SessionSettings
+from agents.memory.session_settings import resolve_session_limit
+from agents.run_config import CallModelData, ModelInputData
+
+from contextwright.builder import ContextBuilder
+from contextwright.convert import chat_messages
+from contextwright.core.final import FinalContext
+from contextwright.core.report import BuildReport
+from contextwright.errors import ConflictError
+from contextwright.integrations._core import ContextShaper, PlanChoice
+from contextwright.session.store import SessionKey, StateWrite, Store
+
+__all__ = ["ContextwrightInputFilter", "ContextwrightSession"]
+
+REPORT_KEY = "contextwright_report"
+"""Where the filter puts each build's report in a mapping run context."""
+
+_POPPED = "openai_agents_popped"
+"""State field with the seqs ``pop_item`` removed (the store's log is append-only)."""
+
+
+class ContextwrightSession:
+    """The Agents SDK ``Session`` protocol over a contextwright ``Store``.
+
+    Items are kept as the SDK gives them (Responses input items, JSON). The store's log is
+    append-only, so ``pop_item`` records the seq it removed in the session's state document,
+    atomically with a check that nothing was appended meanwhile; a session key used here is
+    not also used by a ``ContextManager``, whose state document it would share. Store calls
+    run on a worker thread, so the event loop never waits on the database.
+    """
+
+    def __init__(self, store: Store, *, user_id: str, session_id: str,
+                 session_settings: SessionSettings | None = None) -> None:
+        self.key = SessionKey(user_id=user_id, session_id=session_id)
+        self.session_id = session_id
+        self.session_settings = session_settings or SessionSettings()
+        self.store = store
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The newest ``limit`` items (the settings' limit; ``None``: all), oldest first."""
+        limit = resolve_session_limit(limit, self.session_settings)
+        return await asyncio.to_thread(self._items, limit)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append ``items`` in one atomic write."""
+        if items:
+            dumped = [_as_json(item) for item in items]
+            await asyncio.to_thread(self.store.append, self.key, dumped)
+
+    async def pop_item(self) -> Any | None:
+        """Remove and return the newest item (``None`` when the session is empty)."""
+        return await asyncio.to_thread(self._pop)
+
+    async def clear_session(self) -> None:
+        """Erase the session: its items and its state."""
+        await asyncio.to_thread(self.store.erase_session, self.key)
+
+    def _popped(self) -> tuple[int | None, set[int]]:
+        record = self.store.get_state(self.key)
+        if record is None:
+            return None, set()
+        return record.version, set(record.data.get(_POPPED) or ())
+
+    def _items(self, limit: int | None) -> list[Any]:
+        if limit is not None and limit <= 0:
+            return []
+        _, popped = self._popped()
+        last = None if limit is None else limit + len(popped)
+        live = [stored.message for stored in self.store.read(self.key, last=last)
+                if stored.seq not in popped]
+        return live if limit is None else live[-limit:]
+
+    def _pop(self) -> Any | None:
+        while True:
+            version, popped = self._popped()
+            recent = self.store.read(self.key, last=len(popped) + 1)
+            live = [stored for stored in recent if stored.seq not in popped]
+            if not live:
+                return None
+            newest = live[-1]
+            record = self.store.get_state(self.key)
+            data = dict(record.data) if record is not None else {}
+            data[_POPPED] = sorted(popped | {newest.seq})
+            try:
+                self.store.append_if(self.key, [], last_seq=recent[-1].seq,
+                                     state=StateWrite(data=data, expected_version=version))
+            except ConflictError:
+                continue  # an append or another pop came first: look again
+            return newest.message
+
+
+def _as_json(item: object) -> dict[str, Any]:
+    """An SDK item as the JSON dict the store keeps (SDK objects through ``model_dump``)."""
+    if isinstance(item, Mapping):
+        return dict(item)
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        return cast(dict[str, Any], dump(exclude_unset=True))
+    raise TypeError(f"a session item must be a mapping or an SDK model, not "
+                    f"{type(item).__name__}")
+
+
+class ContextwrightInputFilter:
+    """``RunConfig(call_model_input_filter=...)``: each model call's input built by contextwright.
+
+    ``plan`` is a ``BuildPlan``, a shipped plan's name or a function of the ``Request``
+    (``None``: ``select_plan`` per call); ``budget`` caps instructions plus input in tokens.
+    The report of the last build is ``last_report``; when the run's context is a mutable
+    mapping it also gets the report's dict under ``contextwright_report``, so it is reachable
+    from ``result.context_wrapper.context`` of concurrent runs.
+    """
+
+    def __init__(self, *, builder: ContextBuilder | None = None, plan: PlanChoice = None,
+                 budget: int | None = None) -> None:
+        self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
+                                    budget=budget)
+        self.last_report: BuildReport | None = None
+
+    def build(self, items: Sequence[Any], instructions: str | None) -> FinalContext:
+        """The build for the SDK's input ``items`` and the agent's ``instructions``."""
+        return self.shaper.build(chat_messages(list(items), "input"), system=instructions)
+
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        """Build the model input (on a worker thread) and record the report."""
+        given = data.model_data
+        context = await asyncio.to_thread(self.build, given.input, given.instructions)
+        self.last_report = context.report
+        if isinstance(data.context, MutableMapping):
+            data.context[REPORT_KEY] = context.report.to_dict()
+        body = context.to_request("openai-responses")
+        items = _with_reasoning(body["input"], given.input)
+        return ModelInputData(input=items, instructions=body.get("instructions") or None)
+
+
+def _with_reasoning(built: list[dict[str, Any]], given: Sequence[Any]) -> list[Any]:
+    """``built`` with each kept call's preceding reasoning items put back in front of it."""
+    before_call: dict[str, list[Any]] = {}
+    pending: list[Any] = []
+    for item in given:
+        fields = item if isinstance(item, Mapping) else _as_json(item)
+        kind = fields.get("type")
+        if kind == "reasoning":
+            pending.append(item)
+        elif kind == "function_call" and pending:
+            before_call[str(fields.get("call_id"))] = pending
+            pending = []
+        elif kind is not None or fields.get("role") is not None:
+            pending = []  # reasoning before a message: the API does not need it back
+    result: list[Any] = []
+    for item in built:
+        if item.get("type") == "function_call":
+            result.extend(before_call.pop(str(item.get("call_id")), ()))
+        result.append(item)
+    return result
