@@ -308,27 +308,52 @@ def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A LlamaIndex ``ChatMessage`` (dumped): text blocks, calls in ``additional_kwargs``."""
+    """A LlamaIndex ``ChatMessage`` (dumped): text blocks, calls as ``ToolCallBlock``s or in
+    ``additional_kwargs``; thinking blocks are left out like other reasoning."""
     role = str(getattr(item["role"], "value", item["role"]))
     if role not in ("system", "developer", "user", "assistant", "tool"):
         raise InvalidInputError(f"{where}.role {role!r} has no chat equivalent")
-    texts = []
-    for index, block in enumerate(item.get("blocks") or []):
-        if block.get("block_type") != "text":
-            raise InvalidInputError(f"{where}.blocks[{index}] is a {block.get('block_type')!r} "
-                                    "block, which contextwright cannot carry (text only)")
-        texts.append(block.get("text", ""))
+    texts, calls = _llama_index_blocks(item.get("blocks") or [], where)
     extra = item.get("additional_kwargs") or {}
     message: dict[str, Any] = {"role": "system" if role == "developer" else role,
                                "content": "".join(texts)}
     if extra.get("tool_calls"):
-        message["tool_calls"] = _from_chat({"tool_calls": extra["tool_calls"]}, where)[
-            "tool_calls"]
+        calls = _from_chat({"tool_calls": extra["tool_calls"]}, where)["tool_calls"] + calls
+    if calls:
+        message["tool_calls"] = calls
         message["content"] = message["content"] or None
     for key in ("tool_call_id", "name", "id"):
         if extra.get(key) is not None:
             message[key] = extra[key]
     return message
+
+
+def _llama_index_blocks(blocks: Sequence[Mapping[str, Any]], where: str
+                        ) -> tuple[list[str], list[dict[str, Any]]]:
+    """Text and tool calls (``ToolCallBlock``, as function-calling agents record them)."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        kind = block.get("block_type")
+        if kind == "text":
+            texts.append(block.get("text", ""))
+        elif kind == "tool_call":
+            calls.append(_llama_index_call(block, f"{where}.blocks[{index}]"))
+        elif kind != "thinking":  # the model's own reasoning is not the conversation's text
+            raise InvalidInputError(f"{where}.blocks[{index}] is a {kind!r} block, which "
+                                    "contextwright cannot carry (text and tool calls only)")
+    return texts, calls
+
+
+def _llama_index_call(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    if not block.get("tool_call_id"):
+        raise InvalidInputError(f"{where} is a tool call without an id, so no result can "
+                                "answer it")
+    arguments = block.get("tool_kwargs")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments or {}, ensure_ascii=False)
+    return {"id": block["tool_call_id"], "type": "function",
+            "function": {"name": block.get("tool_name", ""), "arguments": arguments or "{}"}}
 
 
 def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
