@@ -294,10 +294,11 @@ def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     if role == "tool" and item.get("status") == "error":
         message["content"] = _error_marked(message["content"] or "", True)
     if calls:
+        raw = _raw_arguments(item.get("additional_kwargs") or {})
         message["tool_calls"] = [
             {"id": call["id"], "type": "function",
              "function": {"name": call["name"],
-                          "arguments": json.dumps(call.get("args") or {}, ensure_ascii=False)}}
+                          "arguments": _arguments_text(call, raw.get(call["id"]))}}
             for call in calls]
     if role == "tool":
         message["tool_call_id"] = item.get("tool_call_id")
@@ -305,6 +306,33 @@ def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
         if item.get(key) is not None:
             message[key] = item[key]
     return message
+
+
+def _raw_arguments(extra: Mapping[str, Any]) -> dict[str, str]:
+    """Argument strings by call id, as the provider sent them (``additional_kwargs``)."""
+    raw: dict[str, str] = {}
+    for call in extra.get("tool_calls") or ():
+        if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+            arguments = call["function"].get("arguments")
+            if isinstance(arguments, str) and call.get("id"):
+                raw[str(call["id"])] = arguments
+    return raw
+
+
+def _arguments_text(call: Mapping[str, Any], raw: str | None) -> str:
+    """The call's arguments as the provider wrote them when they still say what ``args`` says.
+
+    A re-serialised ``args`` may differ in spacing (and so in tokens) from what the model wrote
+    and the budget was counted on; an edited ``args`` wins over a stale original.
+    """
+    args = call.get("args") or {}
+    if raw is not None:
+        try:
+            if json.loads(raw) == args:
+                return raw
+        except ValueError:
+            pass  # not JSON: the parsed args are what the call says
+    return json.dumps(args, ensure_ascii=False)
 
 
 def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -357,7 +385,11 @@ def _llama_index_call(block: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """LangChain messages for OpenAI chat dicts (needs ``langchain-core``); ids are kept."""
+    """LangChain messages for OpenAI chat dicts (needs ``langchain-core``); ids are kept.
+
+    An assistant's calls keep their argument text in ``additional_kwargs["tool_calls"]`` (as
+    LangChain's OpenAI models keep what the API sent), so converting back gives it unchanged.
+    """
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
     converted: list[Any] = []
@@ -365,10 +397,12 @@ def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
         role, content = message.get("role"), message.get("content") or ""
         extra = {key: message[key] for key in ("id", "name") if message.get(key)}
         if role == "assistant":
+            raw = message.get("tool_calls") or []
             calls = [{"name": c["function"]["name"], "id": c["id"],
-                      "args": json.loads(c["function"]["arguments"] or "{}")}
-                     for c in message.get("tool_calls") or ()]
-            converted.append(AIMessage(content=content, tool_calls=calls, **extra))
+                      "args": json.loads(c["function"]["arguments"] or "{}")} for c in raw]
+            kwargs = {"tool_calls": [dict(c) for c in raw]} if raw else {}  # the exact text
+            converted.append(AIMessage(content=content, tool_calls=calls,
+                                       additional_kwargs=kwargs, **extra))
         elif role == "tool":
             converted.append(ToolMessage(content=content, tool_call_id=message["tool_call_id"],
                                          **extra))
