@@ -399,8 +399,8 @@ def overhead_table(history: Msgs, turns: int, frameworks: list[str], folder: Pat
         ours = row["contextwright"] - row["alone"]
         if "native" in row:
             theirs = row["native"] - row["alone"]
-            tail = (f"{ms(row['native'])} | {ms(theirs)} | "
-                    f"{ours / theirs:.2f}×" if theirs > 0 else "n/a")
+            ratio = f"{ours / theirs:.2f}×" if theirs > 0 else "n/a (native is faster than alone)"
+            tail = f"{ms(row['native'])} | {ms(theirs)} | {ratio}"
         else:
             tail = "— (none) | — | —"
         lines.append(f"| {name} | {ms(row['alone'])} | {ms(row['contextwright'])} | {ms(ours)} "

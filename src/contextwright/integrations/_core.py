@@ -33,11 +33,11 @@ class Turn:
 
     system: str | None
     """The system messages' text, joined (``None`` when there is none)."""
-    history: tuple[Chat, ...]
+    history: tuple[Mapping[str, Any], ...]
     """Messages before the last user message."""
     user_input: str
     """The last user message's text."""
-    turn: tuple[Chat, ...]
+    turn: tuple[Mapping[str, Any], ...]
     """Tool calls, results and replies after the last user message."""
 
 
@@ -48,16 +48,18 @@ def split_turn(messages: Sequence[Mapping[str, Any]], system: str | None = None)
     input), so it is an ``InvalidInputError``.
     """
     systems = [system] if system else []
-    rest: list[Chat] = []
-    for message in messages:
-        if message.get("role") == "system":
+    rest: list[Mapping[str, Any]] = []
+    last = -1
+    for message in messages:  # one pass: an agent's conversation may be 100,000 messages
+        role = message.get("role")
+        if role == "system":
             systems.append(str(message.get("content") or ""))
-        else:
-            rest.append(dict(message))
-    users = [index for index, message in enumerate(rest) if message.get("role") == "user"]
-    if not users:
+            continue
+        if role == "user":
+            last = len(rest)
+        rest.append(message)  # the same object: the builder remembers its parse by object
+    if last < 0:
         raise InvalidInputError("messages: the conversation has no user message to answer")
-    last = users[-1]
     return Turn(system="\n\n".join(systems) if systems else None, history=tuple(rest[:last]),
                 user_input=str(rest[last].get("content") or ""), turn=tuple(rest[last + 1:]))
 
@@ -141,3 +143,42 @@ def report_from_dict(data: Mapping[str, Any]) -> BuildReport:
                "warnings": tuple(data.get("warnings") or ())})
     except (KeyError, TypeError) as exc:
         raise InvalidInputError(f"not a build report ({exc})") from None
+
+
+class ConversionMemo:
+    """Converts framework messages to chat dicts, each message object once.
+
+    An agent's conversation is the same message objects call after call, so converting only
+    the new ones keeps a 10,000-message conversation cheap, and handing the builder the same
+    dicts lets it reuse what it parsed and counted. ``fingerprint`` names what a message's
+    conversion depends on (its content, the length of its parts...): a remembered conversion is
+    used only while the fingerprint is equal (the same objects compare at once), so a message
+    changed by reassignment or an appended part is converted again. It forgets everything past
+    ``limit`` objects.
+    """
+
+    def __init__(self, convert: Callable[[Any], list[Chat]],
+                 fingerprint: Callable[[Any], tuple[Any, ...]], limit: int = 200_000) -> None:
+        self._convert = convert
+        self._fingerprint = fingerprint
+        self._limit = limit
+        self._memo: dict[int, tuple[Any, tuple[Any, ...], list[Chat]]] = {}
+
+    def __call__(self, items: Sequence[Any]) -> list[Chat]:
+        """The chat dicts of ``items``, in order."""
+        converted: list[Chat] = []
+        memo, fingerprint = self._memo, self._fingerprint
+        for item in items:
+            hit = memo.get(id(item))
+            if hit is not None and hit[0] is item and hit[1] == fingerprint(item):
+                converted.extend(hit[2])
+            else:
+                converted.extend(self._remember(item))
+        return converted
+
+    def _remember(self, item: Any) -> list[Chat]:
+        chats = self._convert(item)
+        if len(self._memo) >= self._limit:
+            self._memo.clear()
+        self._memo[id(item)] = (item, self._fingerprint(item), chats)  # holding it keeps its id
+        return chats

@@ -35,6 +35,7 @@ from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
 from contextwright.integrations._core import (
     ContextShaper,
+    ConversionMemo,
     PlanChoice,
     kept_tool_names,
     report_from_dict,
@@ -67,6 +68,18 @@ def from_langchain(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     return chat_messages(list(messages), "messages")
 
 
+def _one_message(message: BaseMessage) -> list[dict[str, Any]]:
+    return chat_messages([message], "messages")
+
+
+def _fingerprint(message: BaseMessage) -> tuple[Any, ...]:
+    """What a message's conversion reads, by object (see ``ConversionMemo``)."""
+    fields = message.__dict__  # a missing attribute is slow to ask a pydantic model for
+    calls = fields.get("tool_calls")
+    return (fields.get("content"), fields.get("id"), fields.get("additional_kwargs"), calls,
+            len(calls) if calls else 0, fields.get("status"))
+
+
 class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
     """Replaces each model call's messages with contextwright's build of them.
 
@@ -83,12 +96,13 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         super().__init__()
         self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
                                     budget=budget)
+        self._chats = ConversionMemo(_one_message, _fingerprint)
 
     def shape(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], FinalContext]:
         """The model request with the built messages, system prompt and tools, and the build."""
         schemas = [_tool_schema(tool, index) for index, tool in enumerate(request.tools)]
         system = request.system_message.text if request.system_message is not None else None
-        context = self.shaper.build(from_langchain(request.messages), system=system,
+        context = self.shaper.build(self._chats(request.messages), system=system,
                                     tools=[schema for schema in schemas if schema is not None])
         system_text, rest = system_and_rest(context.to_messages("openai"))
         kept = kept_tool_names(context)

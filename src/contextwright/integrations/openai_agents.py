@@ -136,10 +136,27 @@ class ContextwrightInputFilter:
         self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
                                     budget=budget)
         self.last_report: BuildReport | None = None
+        self._memo: dict[tuple[int, ...], tuple[tuple[Any, ...], tuple[Any, ...],
+                                                list[dict[str, Any]]]] = {}
 
     def build(self, items: Sequence[Any], instructions: str | None) -> FinalContext:
         """The build for the SDK's input ``items`` and the agent's ``instructions``."""
-        return self.shaper.build(chat_messages(list(items), "input"), system=instructions)
+        return self.shaper.build(self._chats(items), system=instructions)
+
+    def _chats(self, items: Sequence[Any]) -> list[dict[str, Any]]:
+        """Chat dicts of ``items``, each unit converted once (see ``_units``)."""
+        chats: list[dict[str, Any]] = []
+        for unit in _units(items):
+            key = tuple(map(id, unit))
+            hit = self._memo.get(key)
+            state = tuple(_fields(item) for item in unit)
+            if hit is None or hit[1] != state:
+                hit = (unit, state, chat_messages(list(unit), "input"))
+                if len(self._memo) >= 200_000:
+                    self._memo.clear()
+                self._memo[key] = hit  # holding the items keeps their ids unique
+            chats += hit[2]
+        return chats
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         """Build the model input (on a worker thread) and record the report."""
@@ -153,12 +170,41 @@ class ContextwrightInputFilter:
         return ModelInputData(input=items, instructions=body.get("instructions") or None)
 
 
+_FOLLOWERS = frozenset(("function_call", "reasoning"))
+"""Items that join the message before them (a call joins its assistant message)."""
+
+
+def _units(items: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """``items`` cut before every item that joins nothing: each unit converts on its own.
+
+    The SDK hands the filter the same item objects call after call, so units are converted
+    once and their chat dicts reused, which keeps a long conversation cheap and lets the
+    builder reuse what it parsed.
+    """
+    units: list[tuple[Any, ...]] = []
+    current: list[Any] = []
+    for item in items:
+        if current and _fields(item).get("type") not in _FOLLOWERS:
+            units.append(tuple(current))
+            current = []
+        current.append(item)
+    if current:
+        units.append(tuple(current))
+    return units
+
+
+def _fields(item: Any) -> Mapping[str, Any]:
+    if type(item) is dict:  # the common case, without an abstract-class check
+        return item
+    return item if isinstance(item, Mapping) else _as_json(item)
+
+
 def _with_reasoning(built: list[dict[str, Any]], given: Sequence[Any]) -> list[Any]:
     """``built`` with each kept call's preceding reasoning items put back in front of it."""
     before_call: dict[str, list[Any]] = {}
     pending: list[Any] = []
     for item in given:
-        fields = item if isinstance(item, Mapping) else _as_json(item)
+        fields = _fields(item)
         kind = fields.get("type")
         if kind == "reasoning":
             pending.append(item)

@@ -46,6 +46,7 @@ from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
 from contextwright.integrations._core import (
     ContextShaper,
+    ConversionMemo,
     PlanChoice,
     kept_tool_names,
     report_from_dict,
@@ -72,6 +73,7 @@ class ContextwrightHistory(AbstractCapability[Any]):
                  budget: int | None = None) -> None:
         self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
                                     budget=budget)
+        self._chats = ConversionMemo(_one_message, _fingerprint)
 
     def build(self, messages: Sequence[ModelMessage], instructions: str | None = None,
               tools: Sequence[Mapping[str, Any]] = ()) -> FinalContext:
@@ -87,7 +89,7 @@ class ContextwrightHistory(AbstractCapability[Any]):
                 raise InvalidInputError(f"the instructions alone take {spent} tokens of the "
                                         f"{shaper.budget}-token budget")
             shaper = dataclasses.replace(shaper, budget=shaper.budget - spent)
-        return shaper.build(from_pydantic_ai(messages), tools=tools)
+        return shaper.build(self._chats(messages), tools=tools)
 
     async def before_model_request(self, ctx: RunContext[Any],
                                    request_context: ModelRequestContext) -> ModelRequestContext:
@@ -142,6 +144,15 @@ def report_from_messages(messages: Sequence[ModelMessage]) -> BuildReport:
 
 
 # --- conversions -----------------------------------------------------------------------------
+
+
+def _one_message(message: ModelMessage) -> list[Chat]:
+    return from_pydantic_ai([message])
+
+
+def _fingerprint(message: ModelMessage) -> tuple[Any, ...]:
+    """What a message's conversion reads: its parts, by object (see ``ConversionMemo``)."""
+    return (message.parts, len(message.parts), *message.parts)
 
 
 def from_pydantic_ai(messages: Sequence[ModelMessage]) -> list[Chat]:
