@@ -39,13 +39,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from synthetic import make_history  # noqa: E402
-
-from contextwright import BuildPlan, ContextBuilder, MemoryStore, SqliteStore, chat_messages  # noqa: E402
-from contextwright.convert import to_langchain, to_llama_index  # noqa: E402
-from contextwright.evaluate import baseline  # noqa: E402
-from contextwright.evaluate.metrics import message_tokens  # noqa: E402
-from contextwright.evaluate.tau import (  # noqa: E402
+from contextwright import BuildPlan, ContextBuilder, MemoryStore, SqliteStore, chat_messages
+from contextwright.convert import to_langchain, to_llama_index
+from contextwright.evaluate import baseline
+from contextwright.evaluate.metrics import message_tokens
+from contextwright.evaluate.tau import (
     TauCase,
     TauSet,
     build_tau,
@@ -53,6 +51,7 @@ from contextwright.evaluate.tau import (  # noqa: E402
     load_tau,
     tau_scores,
 )
+from synthetic import make_history
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)  # frameworks' own deprecations
 SYSTEM = "You are a customer service agent. Answer briefly."

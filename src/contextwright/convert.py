@@ -336,8 +336,11 @@ def _arguments_text(call: Mapping[str, Any], raw: str | None) -> str:
 
 
 def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A LlamaIndex ``ChatMessage`` (dumped): text blocks, calls as ``ToolCallBlock``s or in
-    ``additional_kwargs``; thinking blocks are left out like other reasoning."""
+    """A LlamaIndex ``ChatMessage`` (dumped): text, and calls as blocks or in its kwargs.
+
+    Calls come as ``ToolCallBlock``s (function-calling agents) or in ``additional_kwargs``;
+    thinking blocks are left out like other reasoning.
+    """
     role = str(getattr(item["role"], "value", item["role"]))
     if role not in ("system", "developer", "user", "assistant", "tool"):
         raise InvalidInputError(f"{where}.role {role!r} has no chat equivalent")

@@ -14,8 +14,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from fakes.provider_server import check_chat, check_responses
 from hypothesis import strategies as st
+
+from fakes.provider_server import check_chat, check_responses
 from strategies import TOOL_NAMES, draw_text, draw_tool_result
 
 SYSTEM = "You are the support agent of an airline. Answer briefly."

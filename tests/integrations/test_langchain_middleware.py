@@ -21,7 +21,6 @@ from conversations import (
     provider_accepts_chat,
     result_ids,
 )
-from fakes.provider_server import ProviderServer
 from hypothesis import HealthCheck, given, settings
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
@@ -38,6 +37,7 @@ from contextwright.integrations.langchain import (
     report_from_state,
     to_langchain,
 )
+from fakes.provider_server import ProviderServer
 
 
 class ToolCallingFake(GenericFakeChatModel):

@@ -24,7 +24,6 @@ from conversations import (
     long_conversation,
     provider_accepts_responses,
 )
-from fakes.provider_server import ProviderServer
 from hypothesis import HealthCheck, given, settings
 from openai import AsyncOpenAI
 
@@ -33,6 +32,7 @@ from contextwright.integrations.openai_agents import (
     ContextwrightInputFilter,
     ContextwrightSession,
 )
+from fakes.provider_server import ProviderServer
 
 QUIET = {"tracing_disabled": True}
 

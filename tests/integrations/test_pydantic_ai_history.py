@@ -19,7 +19,6 @@ from conversations import (
     provider_accepts_chat,
     result_ids,
 )
-from fakes.provider_server import ProviderServer
 from hypothesis import HealthCheck, given, settings
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -40,6 +39,7 @@ from contextwright.integrations.pydantic_ai import (
     report_from_messages,
     to_pydantic_ai,
 )
+from fakes.provider_server import ProviderServer
 
 
 class Recorder:

@@ -53,7 +53,9 @@ class ContextwrightMemory(BaseMemory):
                  system: str | None = None, builder: ContextBuilder | None = None,
                  plan: PlanChoice = None, budget: int | None = None) -> None:
         SessionKey(user_id=user_id, session_id=session_id)  # both ids checked now
-        super().__init__(user_id=user_id, session_id=session_id, system=system)
+        # The fields declared above; mypy reads BaseMemory's __init__, not the pydantic model's.
+        super().__init__(user_id=user_id, session_id=session_id,  # type: ignore[call-arg]
+                         system=system)
         self._store = store
         self._shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
                                      budget=budget)
