@@ -126,3 +126,16 @@ def test_report_before_any_build_is_an_error_and_ids_are_required() -> None:
         _ = memory.report
     with pytest.raises(InvalidInputError, match="user_id"):
         ContextwrightMemory(MemoryStore(), user_id="", session_id="s")
+
+
+def test_a_second_memory_on_the_session_sees_its_appends_and_its_erasure(store: Store) -> None:
+    first = ContextwrightMemory(store, user_id="u", session_id="shared")
+    second = ContextwrightMemory(store, user_id="u", session_id="shared")
+    first.put(ChatMessage(role="user", content="a"))
+    assert [m.content for m in first.get()][-1] == "a"
+    second.put_messages([ChatMessage(role="assistant", content="b"),
+                         ChatMessage(role="user", content="c")])
+    assert [m.content for m in first.get_all()] == ["a", "b", "c"]
+    second.reset()
+    second.put(ChatMessage(role="user", content="d"))
+    assert [m.content for m in first.get_all()] == ["d"]

@@ -48,6 +48,7 @@ class ContextwrightMemory(BaseMemory):
     _store: Store = PrivateAttr()
     _shaper: ContextShaper = PrivateAttr()
     _report: BuildReport | None = PrivateAttr(default=None)
+    _read: tuple[str | None, int, list[dict[str, Any]]] = PrivateAttr(default=(None, 0, []))
 
     def __init__(self, store: Store, *, user_id: str, session_id: str,
                  system: str | None = None, builder: ContextBuilder | None = None,
@@ -120,4 +121,19 @@ class ContextwrightMemory(BaseMemory):
         self._store.erase_session(self.key)
 
     def _chats(self) -> list[dict[str, Any]]:
-        return [dict(stored.message) for stored in self._store.read(self.key)]
+        """The session's messages: what was read before, and what was appended since.
+
+        The log is append-only within one incarnation of the session (its epoch), so only new
+        seqs are read; the same dicts handed to the builder again let it reuse its parses.
+        """
+        epoch = self._store.epoch(self.key)
+        cached_epoch, last_seq, chats = self._read
+        if epoch is None or epoch != cached_epoch:
+            last_seq, chats = 0, []
+        new = self._store.read(self.key, after=last_seq)
+        if self._store.epoch(self.key) != epoch or (new and new[0].seq != last_seq + 1):
+            self._read = (None, 0, [])  # erased or recreated meanwhile: read it whole again
+            return self._chats()
+        chats = chats + [dict(stored.message) for stored in new]
+        self._read = (epoch, new[-1].seq if new else last_seq, chats)
+        return list(chats)
