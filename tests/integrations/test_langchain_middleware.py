@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -204,3 +205,27 @@ def test_from_langchain_and_to_langchain_keep_ids_and_pairs() -> None:
     assert [json.loads(c["function"]["arguments"]) for m in back for c in m.get("tool_calls", ())
             ] == [json.loads(c["function"]["arguments"]) for m in chats
                   for c in m.get("tool_calls", ())]
+
+
+@pytest.mark.data
+def test_tau_bench_through_the_middleware_keeps_pairs_and_the_direct_builds_facts(
+        shared_data: Path) -> None:
+    from contextwright.evaluate.tau import build_tau, history_budget_plan, load_tau, tau_scores
+
+    data = load_tau(shared_data / "tau-bench-airline-dev")
+    builder, base = ContextBuilder(), BuildPlan.named("tool_heavy")
+    count = builder.tokenizer.count
+    for case in data.cases:
+        received = Received()
+        middleware = ContextwrightMiddleware(
+            builder=builder, plan=lambda request: history_budget_plan(builder, base, request,
+                                                                      1000))
+        agent = create_agent(fake(), system_prompt=data.policy, middleware=[middleware])
+        agent.invoke({"messages": to_langchain(list(case.conversation))},
+                     {"callbacks": [received]})
+        ours = tau_scores(case, openai_dicts(received.calls[0]), count)
+        direct = tau_scores(case, build_tau(builder, base, data.policy, case, 1000)
+                            .to_messages("openai"), count)
+        assert ours["pair_integrity"].numerator == 1, case.traj_index
+        assert ours["fact_survival"].numerator >= direct["fact_survival"].numerator, (
+            case.traj_index)
