@@ -25,9 +25,10 @@ from conversations import (
     provider_accepts_responses,
 )
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from openai import AsyncOpenAI
 
-from contextwright import MemoryStore, Store
+from contextwright import MemoryStore, Store, chat_messages
 from contextwright.integrations.openai_agents import (
     ContextwrightInputFilter,
     ContextwrightSession,
@@ -195,3 +196,31 @@ def test_requests_reach_the_responses_api_valid() -> None:
     assert [r.status for r in server.received] == [200], server.received[-1].error
     assert DATA_NOTE in server.received[0].body["instructions"]
     assert result.final_output == "ok"
+
+
+def sdk_items(messages: list[Chat], draw_flags: list[bool]) -> list[Chat]:
+    """Items as the SDK's own runs leave them: typed output messages, call ids, reasoning."""
+    items: list[Chat] = []
+    for index, item in enumerate(as_items(messages)):
+        typed = draw_flags[index % len(draw_flags)]
+        if typed and item.get("role") == "assistant":
+            items.append({"id": f"msg_{index}", "type": "message", "role": "assistant",
+                          "status": "completed", "content": [
+                              {"type": "output_text", "text": item["content"] or "",
+                               "annotations": []}]})
+        elif typed and item.get("type") == "function_call":
+            items += [{"type": "reasoning", "id": f"rs_{index}", "summary": []},
+                      {**item, "id": f"fc_{index}", "status": "completed"}]
+        else:
+            items.append(item)
+    return items
+
+
+@settings(max_examples=40, deadline=None)
+@given(conversations(), st.lists(st.booleans(), min_size=1, max_size=5))
+def test_the_direct_reading_of_plain_items_matches_chat_messages(
+        conversation: Conversation, flags: list[bool]) -> None:
+    from contextwright.integrations.openai_agents import _units, unit_chats
+
+    items = sdk_items(conversation.messages, flags)
+    assert [c for unit in _units(items) for c in unit_chats(unit)] == chat_messages(items)

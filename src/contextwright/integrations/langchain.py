@@ -13,6 +13,7 @@ of them, not both. ``to_langchain`` / ``from_langchain`` convert messages either
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired
 
@@ -127,8 +128,6 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ExtendedModelResponse[Any]:
         """``wrap_model_call`` for an async agent (the build runs on a worker thread)."""
-        import asyncio
-
         shaped, context = await asyncio.to_thread(self.shape, request)
         return _with_report(await handler(shaped), context.report)
 
