@@ -6,6 +6,7 @@ or ``OpenAIChatModel`` talking to the local fake OpenAI server, which rejects wh
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -57,6 +58,11 @@ class Recorder:
         return ModelResponse(parts=[TextPart("All set.")])
 
 
+def run(agent: Agent[None, str], prompt: str, **kwargs: Any) -> Any:
+    """``agent.run`` in a loop of its own (``run_sync`` leaves its loop open for good)."""
+    return asyncio.run(agent.run(prompt, **kwargs))
+
+
 def agent_with(model: Any, history: ContextwrightHistory, instructions: str = SYSTEM
                ) -> Agent[None, str]:
     agent: Agent[None, str] = Agent(model, instructions=instructions, capabilities=[history])
@@ -72,7 +78,7 @@ def agent_with(model: Any, history: ContextwrightHistory, instructions: str = SY
 def test_model_sees_the_build_while_the_run_keeps_every_message() -> None:
     recorder = Recorder()
     history = to_pydantic_ai(long_conversation(400))
-    result = agent_with(FunctionModel(recorder), ContextwrightHistory(budget=1500)).run_sync(
+    result = run(agent_with(FunctionModel(recorder), ContextwrightHistory(budget=1500)),
         "Where is KST499?", message_history=history)
     sent = recorder.requests[0]
     assert len(sent) < len(history) / 4
@@ -89,7 +95,7 @@ def test_model_sees_the_build_while_the_run_keeps_every_message() -> None:
 
 def test_this_turns_results_are_fenced_for_the_model_but_not_in_the_run() -> None:
     recorder = Recorder(call_tool=True)
-    result = agent_with(FunctionModel(recorder), ContextwrightHistory()).run_sync(
+    result = run(agent_with(FunctionModel(recorder), ContextwrightHistory()),
         "Is KST7 confirmed?", message_history=to_pydantic_ai(long_conversation(20)))
     sent = recorder.requests[1][-1].parts[-1]
     assert isinstance(sent, ToolReturnPart) and "<<data " in sent.content and "12C" in sent.content
@@ -104,7 +110,7 @@ def test_this_turns_results_are_fenced_for_the_model_but_not_in_the_run() -> Non
 def test_tool_pairs_stay_whole_under_any_budget(conversation: Conversation) -> None:
     recorder = Recorder()
     agent = agent_with(FunctionModel(recorder), ContextwrightHistory(budget=conversation.budget))
-    result = agent.run_sync(conversation.user,
+    result = run(agent, conversation.user,
                             message_history=to_pydantic_ai(conversation.history) or None)
     sent = from_pydantic_ai(recorder.requests[0])
     provider_accepts_chat(sent)
@@ -123,7 +129,7 @@ def test_requests_reach_the_openai_api_valid_through_openai_chat_model() -> None
     with ProviderServer() as server:
         model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=server.base_url,
                                                                   api_key="test-key"))
-        result = agent_with(model, ContextwrightHistory(budget=1200)).run_sync(
+        result = run(agent_with(model, ContextwrightHistory(budget=1200)),
             "Is KST449 confirmed?", message_history=to_pydantic_ai(long_conversation(150)))
     assert [r.status for r in server.received] == [200], server.received[-1].error
     messages = server.received[0].body["messages"]
@@ -136,3 +142,16 @@ def test_conversions_keep_pairs_and_text() -> None:
     back = from_pydantic_ai(to_pydantic_ai(chats))
     assert call_ids(back) == call_ids(chats) and result_ids(back) == result_ids(chats)
     assert [m["content"] for m in back] == [m["content"] for m in chats]
+
+
+def test_a_part_it_cannot_carry_is_refused_naming_its_position() -> None:
+    import pytest
+    from pydantic_ai.messages import ImageUrl, UserPromptPart
+
+    from contextwright import InvalidInputError
+
+    history = [*to_pydantic_ai(long_conversation(3)),
+               ModelRequest(parts=[UserPromptPart(["look", ImageUrl("https://example.com/a.png")])])]
+    agent = agent_with(FunctionModel(Recorder()), ContextwrightHistory())
+    with pytest.raises(InvalidInputError, match=rf"messages\[{len(history) - 1}\]"):
+        run(agent, "What is in the picture?", message_history=history)

@@ -157,9 +157,9 @@ class ConversionMemo:
     ``limit`` objects.
     """
 
-    def __init__(self, convert: Callable[[Any], list[Chat]],
+    def __init__(self, convert_all: Callable[[Sequence[Any]], list[Chat]],
                  fingerprint: Callable[[Any], tuple[Any, ...]], limit: int = 200_000) -> None:
-        self._convert = convert
+        self._convert_all = convert_all
         self._fingerprint = fingerprint
         self._limit = limit
         self._memo: dict[int, tuple[Any, tuple[Any, ...], list[Chat]]] = {}
@@ -168,16 +168,20 @@ class ConversionMemo:
         """The chat dicts of ``items``, in order."""
         converted: list[Chat] = []
         memo, fingerprint = self._memo, self._fingerprint
-        for item in items:
-            hit = memo.get(id(item))
-            if hit is not None and hit[0] is item and hit[1] == fingerprint(item):
-                converted.extend(hit[2])
-            else:
-                converted.extend(self._remember(item))
+        try:
+            for item in items:
+                hit = memo.get(id(item))
+                if hit is not None and hit[0] is item and hit[1] == fingerprint(item):
+                    converted.extend(hit[2])
+                else:
+                    converted.extend(self._remember(item))
+        except InvalidInputError:
+            self._convert_all(items)  # raises the same error, naming the item's position
+            raise
         return converted
 
     def _remember(self, item: Any) -> list[Chat]:
-        chats = self._convert(item)
+        chats = self._convert_all([item])
         if len(self._memo) >= self._limit:
             self._memo.clear()
         self._memo[id(item)] = (item, self._fingerprint(item), chats)  # holding it keeps its id

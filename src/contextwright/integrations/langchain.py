@@ -69,10 +69,6 @@ def from_langchain(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     return chat_messages(list(messages), "messages")
 
 
-def _one_message(message: BaseMessage) -> list[dict[str, Any]]:
-    return chat_messages([message], "messages")
-
-
 def _fingerprint(message: BaseMessage) -> tuple[Any, ...]:
     """What a message's conversion reads, by object (see ``ConversionMemo``)."""
     fields = message.__dict__  # a missing attribute is slow to ask a pydantic model for
@@ -97,7 +93,7 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         super().__init__()
         self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
                                     budget=budget)
-        self._chats = ConversionMemo(_one_message, _fingerprint)
+        self._chats = ConversionMemo(from_langchain, _fingerprint)
 
     def shape(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], FinalContext]:
         """The model request with the built messages, system prompt and tools, and the build."""

@@ -73,7 +73,7 @@ class ContextwrightHistory(AbstractCapability[Any]):
                  budget: int | None = None) -> None:
         self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
                                     budget=budget)
-        self._chats = ConversionMemo(_one_message, _fingerprint)
+        self._chats = ConversionMemo(from_pydantic_ai, _fingerprint)
 
     def build(self, messages: Sequence[ModelMessage], instructions: str | None = None,
               tools: Sequence[Mapping[str, Any]] = ()) -> FinalContext:
@@ -145,9 +145,6 @@ def report_from_messages(messages: Sequence[ModelMessage]) -> BuildReport:
 
 # --- conversions -----------------------------------------------------------------------------
 
-
-def _one_message(message: ModelMessage) -> list[Chat]:
-    return from_pydantic_ai([message])
 
 
 def _fingerprint(message: ModelMessage) -> tuple[Any, ...]:
