@@ -224,3 +224,15 @@ def test_the_direct_reading_of_plain_items_matches_chat_messages(
 
     items = sdk_items(conversation.messages, flags)
     assert [c for unit in _units(items) for c in unit_chats(unit)] == chat_messages(items)
+
+
+def test_an_item_changed_between_calls_is_read_again() -> None:
+    apply = ContextwrightInputFilter()
+    items = [{"role": "user", "content": "Is KST7 confirmed?"},
+             {"type": "function_call", "call_id": "call_a", "name": "get_booking",
+              "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "call_a", "output": "pending"}]
+    assert "pending" in str(apply.build(items, SYSTEM).to_messages("openai"))
+    items[2]["output"] = "confirmed"
+    text = str(apply.build(items, SYSTEM).to_messages("openai"))
+    assert "confirmed" in text and "pending" not in text

@@ -27,7 +27,7 @@ from contextwright.builder import ContextBuilder
 from contextwright.convert import chat_messages
 from contextwright.core.final import FinalContext
 from contextwright.core.report import BuildReport
-from contextwright.errors import ConflictError
+from contextwright.errors import ConflictError, InvalidInputError
 from contextwright.integrations._core import ContextShaper, PlanChoice
 from contextwright.session.store import SessionKey, StateWrite, Store
 
@@ -117,8 +117,8 @@ def _as_json(item: object) -> dict[str, Any]:
     dump = getattr(item, "model_dump", None)
     if callable(dump):
         return cast(dict[str, Any], dump(exclude_unset=True))
-    raise TypeError(f"a session item must be a mapping or an SDK model, not "
-                    f"{type(item).__name__}")
+    raise InvalidInputError(f"a session item must be a mapping or an SDK model, not "
+                            f"{type(item).__name__}")
 
 
 class ContextwrightInputFilter:
@@ -149,7 +149,7 @@ class ContextwrightInputFilter:
         for unit in _units(items):
             key = tuple(map(id, unit))
             hit = self._memo.get(key)
-            state = tuple(_fields(item) for item in unit)
+            state = tuple(tuple(_fields(item).values()) for item in unit)  # values by object
             if hit is None or hit[1] != state:
                 hit = (unit, state, unit_chats(unit))
                 if len(self._memo) >= 200_000:
