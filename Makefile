@@ -6,7 +6,7 @@ STAMP = $(VENV)/.installed-dev
 BENCH_STAMP = $(VENV)/.installed-bench
 DATA ?= ../shared/data
 
-.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots check-data-copies clean
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations check-data-copies clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots
+bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations
 
 bench-speed: $(BENCH_STAMP)
 	$(BIN)/python bench/build_speed.py
@@ -60,6 +60,9 @@ bench-cache: $(BENCH_STAMP)
 
 bench-snapshots: $(STAMP)
 	$(BIN)/python bench/snapshot_overhead.py
+
+bench-integrations: $(STAMP)
+	$(BIN)/python bench/integrations.py --data $(DATA)/tau-bench-airline-dev
 
 check-data-copies:
 	$(PYTHON) bench/check_no_dataset_copies.py --data $(DATA)

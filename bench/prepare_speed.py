@@ -14,6 +14,7 @@ the steady state.
 
     .venv/bin/python bench/prepare_speed.py [--sizes 1000,10000,100000] [--steps 200]
         [--synchronous NORMAL|FULL] [--cases sliding_window,recall_off,recall_old,...]
+        [--no-cache]
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def measure(name: str, size: int, steps: int, folder: Path, synchronous: str
     store = SqliteStore(folder / f"{name}-{size}.db", synchronous=synchronous)
     key = SessionKey(user_id="bench", session_id=f"{name}-{size}")
     fill(store, key, size)
-    cm = ContextManager(store=store, modes=only(case.mode, case.recall), background=True)
+    cm = ContextManager(store=store, modes=only(case.mode, case.recall), background=True,
+                        cache=CACHE)
     extra = {"tools": TOOLS} if case.mode == STRUCTURED else {}
     extra_docs = {"documents": DOCS} if case.mode == RAG_ENHANCED else {}
     start = time.perf_counter()  # a cold start: with recall, the session's turns are indexed
@@ -124,15 +126,23 @@ def measure(name: str, size: int, steps: int, folder: Path, synchronous: str
     return statistics.median(timings[steps // 5:]) * 1000, first * 1000
 
 
+CACHE = True
+"""Whether the manager keeps a stable prefix (``--no-cache``: off)."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--synchronous", default="NORMAL", choices=["NORMAL", "FULL"],
                         help="SQLite durability: NORMAL (default) or FULL (fsync per write)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="build without the stable prefix (and its fingerprint write)")
     parser.add_argument("--cases", default=",".join(CASES),
                         help=f"comma-separated, of: {', '.join(CASES)}")
     args = parser.parse_args()
+    global CACHE
+    CACHE = not args.no_cache
     sizes = [int(s) for s in args.sizes.split(",")]
     cases = [name for name in args.cases.split(",") if name]
     unknown = sorted(set(cases) - set(CASES))

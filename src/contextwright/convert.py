@@ -294,10 +294,11 @@ def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     if role == "tool" and item.get("status") == "error":
         message["content"] = _error_marked(message["content"] or "", True)
     if calls:
+        raw = _raw_arguments(item.get("additional_kwargs") or {})
         message["tool_calls"] = [
             {"id": call["id"], "type": "function",
              "function": {"name": call["name"],
-                          "arguments": json.dumps(call.get("args") or {}, ensure_ascii=False)}}
+                          "arguments": _arguments_text(call, raw.get(call["id"]))}}
             for call in calls]
     if role == "tool":
         message["tool_call_id"] = item.get("tool_call_id")
@@ -307,23 +308,50 @@ def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     return message
 
 
+def _raw_arguments(extra: Mapping[str, Any]) -> dict[str, str]:
+    """Argument strings by call id, as the provider sent them (``additional_kwargs``)."""
+    raw: dict[str, str] = {}
+    for call in extra.get("tool_calls") or ():
+        if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+            arguments = call["function"].get("arguments")
+            if isinstance(arguments, str) and call.get("id"):
+                raw[str(call["id"])] = arguments
+    return raw
+
+
+def _arguments_text(call: Mapping[str, Any], raw: str | None) -> str:
+    """The call's arguments as the provider wrote them when they still say what ``args`` says.
+
+    A re-serialised ``args`` may differ in spacing (and so in tokens) from what the model wrote
+    and the budget was counted on; an edited ``args`` wins over a stale original.
+    """
+    args = call.get("args") or {}
+    if raw is not None:
+        try:
+            if json.loads(raw) == args:
+                return raw
+        except ValueError:
+            pass  # not JSON: the parsed args are what the call says
+    return json.dumps(args, ensure_ascii=False)
+
+
 def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A LlamaIndex ``ChatMessage`` (dumped): text blocks, calls in ``additional_kwargs``."""
+    """A LlamaIndex ``ChatMessage`` (dumped): text, and calls as blocks or in its kwargs.
+
+    Calls come as ``ToolCallBlock``s (function-calling agents) or in ``additional_kwargs``;
+    thinking blocks are left out like other reasoning.
+    """
     role = str(getattr(item["role"], "value", item["role"]))
     if role not in ("system", "developer", "user", "assistant", "tool"):
         raise InvalidInputError(f"{where}.role {role!r} has no chat equivalent")
-    texts = []
-    for index, block in enumerate(item.get("blocks") or []):
-        if block.get("block_type") != "text":
-            raise InvalidInputError(f"{where}.blocks[{index}] is a {block.get('block_type')!r} "
-                                    "block, which contextwright cannot carry (text only)")
-        texts.append(block.get("text", ""))
+    texts, calls = _llama_index_blocks(item.get("blocks") or [], where)
     extra = item.get("additional_kwargs") or {}
     message: dict[str, Any] = {"role": "system" if role == "developer" else role,
                                "content": "".join(texts)}
     if extra.get("tool_calls"):
-        message["tool_calls"] = _from_chat({"tool_calls": extra["tool_calls"]}, where)[
-            "tool_calls"]
+        calls = _from_chat({"tool_calls": extra["tool_calls"]}, where)["tool_calls"] + calls
+    if calls:
+        message["tool_calls"] = calls
         message["content"] = message["content"] or None
     for key in ("tool_call_id", "name", "id"):
         if extra.get(key) is not None:
@@ -331,8 +359,40 @@ def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     return message
 
 
+def _llama_index_blocks(blocks: Sequence[Mapping[str, Any]], where: str
+                        ) -> tuple[list[str], list[dict[str, Any]]]:
+    """Text and tool calls (``ToolCallBlock``, as function-calling agents record them)."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        kind = block.get("block_type")
+        if kind == "text":
+            texts.append(block.get("text", ""))
+        elif kind == "tool_call":
+            calls.append(_llama_index_call(block, f"{where}.blocks[{index}]"))
+        elif kind != "thinking":  # the model's own reasoning is not the conversation's text
+            raise InvalidInputError(f"{where}.blocks[{index}] is a {kind!r} block, which "
+                                    "contextwright cannot carry (text and tool calls only)")
+    return texts, calls
+
+
+def _llama_index_call(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    if not block.get("tool_call_id"):
+        raise InvalidInputError(f"{where} is a tool call without an id, so no result can "
+                                "answer it")
+    arguments = block.get("tool_kwargs")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments or {}, ensure_ascii=False)
+    return {"id": block["tool_call_id"], "type": "function",
+            "function": {"name": block.get("tool_name", ""), "arguments": arguments or "{}"}}
+
+
 def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """LangChain messages for OpenAI chat dicts (needs ``langchain-core``); ids are kept."""
+    """LangChain messages for OpenAI chat dicts (needs ``langchain-core``); ids are kept.
+
+    An assistant's calls keep their argument text in ``additional_kwargs["tool_calls"]`` (as
+    LangChain's OpenAI models keep what the API sent), so converting back gives it unchanged.
+    """
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
     converted: list[Any] = []
@@ -340,10 +400,12 @@ def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
         role, content = message.get("role"), message.get("content") or ""
         extra = {key: message[key] for key in ("id", "name") if message.get(key)}
         if role == "assistant":
+            raw = message.get("tool_calls") or []
             calls = [{"name": c["function"]["name"], "id": c["id"],
-                      "args": json.loads(c["function"]["arguments"] or "{}")}
-                     for c in message.get("tool_calls") or ()]
-            converted.append(AIMessage(content=content, tool_calls=calls, **extra))
+                      "args": json.loads(c["function"]["arguments"] or "{}")} for c in raw]
+            kwargs = {"tool_calls": [dict(c) for c in raw]} if raw else {}  # the exact text
+            converted.append(AIMessage(content=content, tool_calls=calls,
+                                       additional_kwargs=kwargs, **extra))
         elif role == "tool":
             converted.append(ToolMessage(content=content, tool_call_id=message["tool_call_id"],
                                          **extra))

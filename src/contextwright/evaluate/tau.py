@@ -190,22 +190,32 @@ def budget_plan(base: BuildPlan, history_max: int, turn_max: int, available: int
 def build_tau(builder: ContextBuilder, base: BuildPlan, system: str, case: TauCase,
               budget: int) -> FinalContext:
     """The contextwright build of ``case``: user input and turn first, history in what is left."""
+    request = Request(user_input=case.user_input, system=system, history=case.history,
+                      turn=case.turn)
+    return builder.build(history_budget_plan(builder, base, request, budget), request)
+
+
+def history_budget_plan(builder: ContextBuilder, base: BuildPlan, request: Request,
+                        budget: int) -> BuildPlan:
+    """``base`` capped so the conversation of ``request`` (all but its system) fits ``budget``.
+
+    This turn's input and tool activity are measured first (a probe build); history gets what
+    is left. A function of the request alone, so a framework integration given it as its plan
+    builds exactly what ``build_tau`` builds.
+    """
     count = builder.tokenizer.count
-    user_tokens = count(case.user_input) + MESSAGE_COST
-    available = count(system) + user_tokens + 2 * budget + SLACK
+    user_tokens = count(request.user_input) + MESSAGE_COST
+    available = count(request.system or "") + user_tokens + 2 * budget + SLACK
     turn_max = max(budget - user_tokens, 0)
     turn_tokens = 0
-    if case.turn:
+    if request.turn:
         probe = builder.build(
             budget_plan(base, 0, turn_max, available),
-            Request(user_input=case.user_input, system=system, turn=case.turn),
+            Request(user_input=request.user_input, system=request.system, turn=request.turn),
         )
         turn_tokens = sum(row.tokens for row in probe.report.sources
                           if row.source == "tool_results")
-    plan = budget_plan(base, max(turn_max - turn_tokens, 0), turn_max, available)
-    request = Request(user_input=case.user_input, system=system, history=case.history,
-                      turn=case.turn)
-    return builder.build(plan, request)
+    return budget_plan(base, max(turn_max - turn_tokens, 0), turn_max, available)
 
 
 def recency_messages(system: str, case: TauCase, budget: int, count: Count) -> list[Msg]:

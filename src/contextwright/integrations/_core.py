@@ -1,0 +1,188 @@
+"""What every framework integration shares: from a framework's message list to one build.
+
+A framework hands over the conversation as it will send it (system prompt, earlier turns, the
+current user message, this turn's tool calls and results). ``ContextShaper`` splits it the way
+contextwright's sources read a turn, picks the plan, applies the budget and builds; each
+integration only converts its framework's message types to OpenAI chat dicts and back. No I/O
+happens here beyond what the builder's sources do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from contextwright.builder import ContextBuilder
+from contextwright.core.final import FinalContext
+from contextwright.core.plan import BuildPlan
+from contextwright.core.report import BuildReport, Decision, SourceReport
+from contextwright.core.request import Request
+from contextwright.errors import InvalidInputError
+from contextwright.plans import select_plan
+
+PlanChoice: TypeAlias = BuildPlan | str | Callable[[Request], BuildPlan] | None
+"""A plan, a shipped plan's name, a function of the request, or ``None`` for ``select_plan``."""
+
+Chat: TypeAlias = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turn:
+    """A conversation split the way a build reads it."""
+
+    system: str | None
+    """The system messages' text, joined (``None`` when there is none)."""
+    history: tuple[Mapping[str, Any], ...]
+    """Messages before the last user message."""
+    user_input: str
+    """The last user message's text."""
+    turn: tuple[Mapping[str, Any], ...]
+    """Tool calls, results and replies after the last user message."""
+
+
+def split_turn(messages: Sequence[Mapping[str, Any]], system: str | None = None) -> Turn:
+    """Split OpenAI chat dicts at the last user message; system messages join ``system``.
+
+    A conversation without a user message cannot be built (the build needs this turn's
+    input), so it is an ``InvalidInputError``.
+    """
+    systems = [system] if system else []
+    rest: list[Mapping[str, Any]] = []
+    last = -1
+    for message in messages:  # one pass: an agent's conversation may be 100,000 messages
+        role = message.get("role")
+        if role == "system":
+            systems.append(str(message.get("content") or ""))
+            continue
+        if role == "user":
+            last = len(rest)
+        rest.append(message)  # the same object: the builder remembers its parse by object
+    if last < 0:
+        raise InvalidInputError("messages: the conversation has no user message to answer")
+    return Turn(system="\n\n".join(systems) if systems else None, history=tuple(rest[:last]),
+                user_input=str(rest[last].get("content") or ""), turn=tuple(rest[last + 1:]))
+
+
+def resolve_plan(choice: PlanChoice, request: Request) -> BuildPlan:
+    """The plan ``choice`` names for ``request``."""
+    if choice is None:
+        return select_plan(request)
+    if isinstance(choice, BuildPlan):
+        return choice
+    if isinstance(choice, str):
+        return BuildPlan.named(choice)
+    return choice(request)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextShaper:
+    """Builds the context of one model call from a framework's messages.
+
+    Immutable and shared by every call of an agent, so it is safe across threads and runs.
+    """
+
+    builder: ContextBuilder = field(default_factory=ContextBuilder)
+    """Counts and builds (its model, window and fence secret apply)."""
+    plan: PlanChoice = None
+    """The plan of every call; ``None`` picks one per call with ``select_plan``."""
+    budget: int | None = None
+    """Tokens the whole context may use (system, tools and messages); ``None``: the plan's."""
+
+    def __post_init__(self) -> None:
+        """Refuse a budget that is not a positive whole number now, not at the first call."""
+        budget = self.budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
+                                   or budget < 1):
+            raise InvalidInputError("budget must be a whole number of tokens, 1 or more")
+
+    def request(self, messages: Sequence[Mapping[str, Any]], *, system: str | None = None,
+                tools: Sequence[Mapping[str, Any]] = ()) -> Request:
+        """The request for ``messages`` (OpenAI chat dicts) with ``system`` and tool schemas."""
+        turn = split_turn(messages, system)
+        return Request(user_input=turn.user_input, system=turn.system, history=turn.history,
+                       turn=turn.turn, tools=tuple(tools))
+
+    def plan_for(self, request: Request) -> BuildPlan:
+        """The plan this shaper builds ``request`` with, its budget applied."""
+        plan = resolve_plan(self.plan, request)
+        return plan.with_budget(available_override=self.budget) if self.budget else plan
+
+    def build(self, messages: Sequence[Mapping[str, Any]], *, system: str | None = None,
+              tools: Sequence[Mapping[str, Any]] = ()) -> FinalContext:
+        """Build the context for ``messages`` (OpenAI chat dicts)."""
+        request = self.request(messages, system=system, tools=tools)
+        return self.builder.build(self.plan_for(request), request)
+
+
+def kept_tool_names(context: FinalContext) -> frozenset[str]:
+    """Names of the tool schemas the build kept."""
+    return frozenset(str(schema.get("function", {}).get("name"))
+                     for schema in context.tool_schemas)
+
+
+def system_and_rest(messages: list[Chat]) -> tuple[str | None, list[Chat]]:
+    """The leading system message's text (the build puts at most one, first) and the rest."""
+    if messages and messages[0].get("role") == "system":
+        return str(messages[0].get("content") or ""), messages[1:]
+    return None, messages
+
+
+def report_from_dict(data: Mapping[str, Any]) -> BuildReport:
+    """The ``BuildReport`` back from its ``to_dict()`` form (as frameworks' checkpoints keep it).
+
+    Framework state is saved by the framework's serializer, which takes plain JSON everywhere
+    and our dataclasses nowhere (LangGraph's msgpack refuses unregistered types), so the
+    integrations keep the report's dict in state and this reads it back.
+    """
+    try:
+        return BuildReport(
+            **{**data,
+               "sources": tuple(SourceReport(**row) for row in data["sources"]),
+               "decisions": tuple(Decision(**row) for row in data["decisions"]),
+               "warnings": tuple(data.get("warnings") or ())})
+    except (KeyError, TypeError) as exc:
+        raise InvalidInputError(f"not a build report ({exc})") from None
+
+
+class ConversionMemo:
+    """Converts framework messages to chat dicts, each message object once.
+
+    An agent's conversation is the same message objects call after call, so converting only
+    the new ones keeps a 10,000-message conversation cheap, and handing the builder the same
+    dicts lets it reuse what it parsed and counted. ``fingerprint`` names what a message's
+    conversion depends on (its content, the length of its parts...): a remembered conversion is
+    used only while the fingerprint is equal (the same objects compare at once), so a message
+    changed by reassignment or an appended part is converted again. It forgets everything past
+    ``limit`` objects.
+    """
+
+    def __init__(self, convert_all: Callable[[Sequence[Any]], list[Chat]],
+                 fingerprint: Callable[[Any], tuple[Any, ...]], limit: int = 200_000) -> None:
+        self._convert_all = convert_all
+        self._fingerprint = fingerprint
+        self._limit = limit
+        self._memo: dict[int, tuple[Any, tuple[Any, ...], list[Chat]]] = {}
+
+    def __call__(self, items: Sequence[Any]) -> list[Chat]:
+        """The chat dicts of ``items``, in order."""
+        converted: list[Chat] = []
+        memo, fingerprint = self._memo, self._fingerprint
+        try:
+            for item in items:
+                hit = memo.get(id(item))
+                if hit is not None and hit[0] is item and hit[1] == fingerprint(item):
+                    converted.extend(hit[2])
+                else:
+                    converted.extend(self._remember(item))
+        except InvalidInputError:
+            self._convert_all(items)  # raises the same error, naming the item's position
+            raise
+        return converted
+
+    def _remember(self, item: Any) -> list[Chat]:
+        chats = self._convert_all([item])
+        if len(self._memo) >= self._limit:
+            self._memo.clear()
+        self._memo[id(item)] = (item, self._fingerprint(item), chats)  # holding it keeps its id
+        return chats

@@ -1,0 +1,294 @@
+"""OpenAI Agents SDK: a ``Session`` on contextwright's stores and a model-input filter that builds.
+
+``ContextwrightSession(store, user_id=..., session_id=...)`` keeps a run's items in any
+contextwright ``Store`` (memory, SQLite, Redis, PostgreSQL), one log per (user, session) pair
+with the store's isolation, retention and erasure, so ``Runner.run(agent, input,
+session=...)`` works unchanged. ``ContextwrightInputFilter`` goes into
+``RunConfig(call_model_input_filter=...)``: before every model call it builds the input from
+the SDK's items and the agent's instructions (plan, budget, tool-pair safety, fencing); the data
+note about fenced text joins the instructions, the one place the SDK lets a filter speak for
+the system. Reasoning items that precede a kept tool call go back in front of it, as the
+Responses API wants them within a turn. The tool schemas the SDK sends are not part of the
+build (a filter cannot change them), so ``budget`` covers the instructions and the input.
+Needs the ``openai-agents`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any, cast
+
+from agents import SessionSettings
+from agents.memory.session_settings import resolve_session_limit
+from agents.run_config import CallModelData, ModelInputData
+
+from contextwright.builder import ContextBuilder
+from contextwright.convert import chat_messages
+from contextwright.core.final import FinalContext
+from contextwright.core.report import BuildReport
+from contextwright.errors import ConflictError, InvalidInputError
+from contextwright.integrations._core import ContextShaper, PlanChoice
+from contextwright.session.store import SessionKey, StateWrite, Store
+
+__all__ = ["ContextwrightInputFilter", "ContextwrightSession"]
+
+REPORT_KEY = "contextwright_report"
+"""Where the filter puts each build's report in a mapping run context."""
+
+_POPPED = "openai_agents_popped"
+"""State field with the seqs ``pop_item`` removed (the store's log is append-only)."""
+
+
+class ContextwrightSession:
+    """The Agents SDK ``Session`` protocol over a contextwright ``Store``.
+
+    Items are kept as the SDK gives them (Responses input items, JSON). The store's log is
+    append-only, so ``pop_item`` records the seq it removed in the session's state document,
+    atomically with a check that nothing was appended meanwhile; a session key used here is
+    not also used by a ``ContextManager``, whose state document it would share. Store calls
+    run on a worker thread, so the event loop never waits on the database.
+    """
+
+    def __init__(self, store: Store, *, user_id: str, session_id: str,
+                 session_settings: SessionSettings | None = None) -> None:
+        self.key = SessionKey(user_id=user_id, session_id=session_id)
+        self.session_id = session_id
+        self.session_settings = session_settings or SessionSettings()
+        self.store = store
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The newest ``limit`` items (the settings' limit; ``None``: all), oldest first."""
+        limit = resolve_session_limit(limit, self.session_settings)
+        return await asyncio.to_thread(self._items, limit)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append ``items`` in one atomic write."""
+        if items:
+            dumped = [_as_json(item) for item in items]
+            await asyncio.to_thread(self.store.append, self.key, dumped)
+
+    async def pop_item(self) -> Any | None:
+        """Remove and return the newest item (``None`` when the session is empty)."""
+        return await asyncio.to_thread(self._pop)
+
+    async def clear_session(self) -> None:
+        """Erase the session: its items and its state."""
+        await asyncio.to_thread(self.store.erase_session, self.key)
+
+    def _popped(self) -> tuple[int | None, set[int]]:
+        record = self.store.get_state(self.key)
+        if record is None:
+            return None, set()
+        return record.version, set(record.data.get(_POPPED) or ())
+
+    def _items(self, limit: int | None) -> list[Any]:
+        if limit is not None and limit <= 0:
+            return []
+        _, popped = self._popped()
+        last = None if limit is None else limit + len(popped)
+        live = [stored.message for stored in self.store.read(self.key, last=last)
+                if stored.seq not in popped]
+        return live if limit is None else live[-limit:]
+
+    def _pop(self) -> Any | None:
+        while True:
+            version, popped = self._popped()
+            recent = self.store.read(self.key, last=len(popped) + 1)
+            live = [stored for stored in recent if stored.seq not in popped]
+            if not live:
+                return None
+            newest = live[-1]
+            record = self.store.get_state(self.key)
+            data = dict(record.data) if record is not None else {}
+            data[_POPPED] = sorted(popped | {newest.seq})
+            try:
+                self.store.append_if(self.key, [], last_seq=recent[-1].seq,
+                                     state=StateWrite(data=data, expected_version=version))
+            except ConflictError:
+                continue  # an append or another pop came first: look again
+            return newest.message
+
+
+def _as_json(item: object) -> dict[str, Any]:
+    """An SDK item as the JSON dict the store keeps (SDK objects through ``model_dump``)."""
+    if isinstance(item, Mapping):
+        return dict(item)
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        return cast(dict[str, Any], dump(exclude_unset=True))
+    raise InvalidInputError(f"a session item must be a mapping or an SDK model, not "
+                            f"{type(item).__name__}")
+
+
+class ContextwrightInputFilter:
+    """``RunConfig(call_model_input_filter=...)``: each model call's input built by contextwright.
+
+    ``plan`` is a ``BuildPlan``, a shipped plan's name or a function of the ``Request``
+    (``None``: ``select_plan`` per call); ``budget`` caps instructions plus input in tokens.
+    The report of the last build is ``last_report``; when the run's context is a mutable
+    mapping it also gets the report's dict under ``contextwright_report``, so it is reachable
+    from ``result.context_wrapper.context`` of concurrent runs.
+    """
+
+    def __init__(self, *, builder: ContextBuilder | None = None, plan: PlanChoice = None,
+                 budget: int | None = None) -> None:
+        self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
+                                    budget=budget)
+        self.last_report: BuildReport | None = None
+        self._memo: dict[tuple[int, ...], tuple[tuple[Any, ...], tuple[Any, ...],
+                                                list[dict[str, Any]]]] = {}
+
+    def build(self, items: Sequence[Any], instructions: str | None) -> FinalContext:
+        """The build for the SDK's input ``items`` and the agent's ``instructions``."""
+        return self.shaper.build(self._chats(items), system=instructions)
+
+    def _chats(self, items: Sequence[Any]) -> list[dict[str, Any]]:
+        """Chat dicts of ``items``, each unit converted once (see ``_units``)."""
+        chats: list[dict[str, Any]] = []
+        for unit in _units(items):
+            key = tuple(map(id, unit))
+            hit = self._memo.get(key)
+            state = tuple(tuple(_fields(item).values()) for item in unit)  # values by object
+            if hit is None or hit[1] != state:
+                hit = (unit, state, unit_chats(unit))
+                if len(self._memo) >= 200_000:
+                    self._memo.clear()
+                self._memo[key] = hit  # holding the items keeps their ids unique
+            chats += hit[2]
+        return chats
+
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        """Build the model input (on a worker thread) and record the report."""
+        given = data.model_data
+        context = await asyncio.to_thread(self.build, given.input, given.instructions)
+        self.last_report = context.report
+        if isinstance(data.context, MutableMapping):
+            data.context[REPORT_KEY] = context.report.to_dict()
+        body = context.to_request("openai-responses")
+        items = _with_reasoning(body["input"], given.input)
+        return ModelInputData(input=items, instructions=body.get("instructions") or None)
+
+
+_FOLLOWERS = frozenset(("function_call", "reasoning"))
+"""Items that join the message before them (a call joins its assistant message)."""
+
+
+def _units(items: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """``items`` cut before every item that joins nothing: each unit converts on its own.
+
+    The SDK hands the filter the same item objects call after call, so units are converted
+    once and their chat dicts reused, which keeps a long conversation cheap and lets the
+    builder reuse what it parsed.
+    """
+    units: list[tuple[Any, ...]] = []
+    current: list[Any] = []
+    for item in items:
+        if current and _fields(item).get("type") not in _FOLLOWERS:
+            units.append(tuple(current))
+            current = []
+        current.append(item)
+    if current:
+        units.append(tuple(current))
+    return units
+
+
+def unit_chats(unit: Sequence[Any]) -> list[dict[str, Any]]:
+    """``chat_messages`` of one unit, by a direct path for the plain items the SDK holds."""
+    fast = _plain_unit(unit)
+    return fast if fast is not None else chat_messages(list(unit), "input")
+
+
+def _plain_unit(unit: Sequence[Any]) -> list[dict[str, Any]] | None:
+    """What ``chat_messages`` makes of a unit of plain dict items; ``None``: anything else.
+
+    The SDK's items are mostly text messages, calls and string outputs; reading them directly
+    is several times faster than the general reader, which a 10,000-item session pays on
+    every model call. Anything unusual goes to the general reader.
+    """
+    head = unit[0]
+    chats = _plain_head(head) if type(head) is dict else None
+    if chats is None:
+        return None
+    typed_assistant = head.get("type") == "message" and chats[0]["role"] == "assistant"
+    target = chats[0] if typed_assistant else None
+    for item in unit[1:]:
+        if type(item) is not dict:
+            return None
+        if item.get("type") == "reasoning":
+            continue
+        arguments = item.get("arguments")
+        if not (isinstance(item.get("call_id"), str) and isinstance(item.get("name"), str)
+                and isinstance(arguments, str | None)):
+            return None
+        if target is None:
+            target = {"role": "assistant", "content": None}
+            chats.append(target)
+        target.setdefault("tool_calls", []).append(
+            {"id": item["call_id"], "type": "function",
+             "function": {"name": item["name"], "arguments": arguments or "{}"}})
+    return chats
+
+
+def _plain_head(item: dict[str, Any]) -> list[dict[str, Any]] | None:
+    kind, role, content = item.get("type"), item.get("role"), item.get("content")
+    if kind is None:  # an easy input message: kept as given, like any plain chat dict
+        plain = role in ("user", "assistant", "system") and "choices" not in item
+        return [dict(item)] if plain and isinstance(content, str) else None
+    if kind == "reasoning":
+        return []
+    if kind == "function_call_output":
+        output = item.get("output")
+        if not (isinstance(output, str) and isinstance(item.get("call_id"), str)):
+            return None
+        return [{"role": "tool", "tool_call_id": item["call_id"], "content": output}]
+    if kind != "message" or role not in ("user", "assistant", "system") or item.get("refusal"):
+        return None
+    text = content if isinstance(content, str) else _plain_text(content)
+    if text is None:
+        return None
+    message: dict[str, Any] = {"role": role, "content": text}
+    for key in ("id", "timestamp", "name", "consumed"):
+        if item.get(key) is not None:
+            message[key] = item[key]
+    return [message]
+
+
+def _plain_text(parts: object) -> str | None:
+    if not isinstance(parts, list):
+        return None
+    texts = []
+    for part in parts:
+        if not (type(part) is dict and part.get("type") in ("text", "input_text", "output_text")
+                and isinstance(part.get("text"), str)):
+            return None
+        texts.append(part["text"])
+    return "\n".join(texts)
+
+
+def _fields(item: Any) -> Mapping[str, Any]:
+    if type(item) is dict:  # the common case, without an abstract-class check
+        return item
+    return item if isinstance(item, Mapping) else _as_json(item)
+
+
+def _with_reasoning(built: list[dict[str, Any]], given: Sequence[Any]) -> list[Any]:
+    """``built`` with each kept call's preceding reasoning items put back in front of it."""
+    before_call: dict[str, list[Any]] = {}
+    pending: list[Any] = []
+    for item in given:
+        fields = _fields(item)
+        kind = fields.get("type")
+        if kind == "reasoning":
+            pending.append(item)
+        elif kind == "function_call" and pending:
+            before_call[str(fields.get("call_id"))] = pending
+            pending = []
+        elif kind is not None or fields.get("role") is not None:
+            pending = []  # reasoning before a message: the API does not need it back
+    result: list[Any] = []
+    for item in built:
+        if item.get("type") == "function_call":
+            result.extend(before_call.pop(str(item.get("call_id")), ()))
+        result.append(item)
+    return result

@@ -1,0 +1,248 @@
+"""Pydantic AI: a history-processing capability that sends the model contextwright's build.
+
+``ContextwrightHistory`` goes into ``Agent(..., capabilities=[...])``. Before every model
+request it builds the context from the run's messages (plan, budget, tool-pair safety, fencing)
+and sends the model that. It changes only the request, never the run's history: Pydantic AI's
+``ProcessHistory`` writes a processor's result back into the run, and a built context (cut and
+fenced) is not a history to build from again, since its fences would be fenced once more on the
+next request. The data note about fenced text comes first, as a system prompt part; the agent's
+``instructions`` are sent by Pydantic AI as they are, and a ``budget`` leaves room for them
+and counts the function tools' schemas.
+Each build's report is put on the run's newest request as ``metadata["contextwright_report"]``
+(its dict), so ``result.all_messages()`` carries it; ``report_from_messages`` reads the last one.
+``to_pydantic_ai`` / ``from_pydantic_ai`` convert messages either way. Needs the ``pydantic-ai``
+extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.tools import RunContext, ToolDefinition
+
+from contextwright.builder import ContextBuilder
+from contextwright.core.accounting import MESSAGE_OVERHEAD
+from contextwright.core.final import FinalContext
+from contextwright.core.report import BuildReport
+from contextwright.errors import InvalidInputError
+from contextwright.integrations._core import (
+    ContextShaper,
+    ConversionMemo,
+    PlanChoice,
+    kept_tool_names,
+    report_from_dict,
+)
+
+__all__ = ["ContextwrightHistory", "from_pydantic_ai", "report_from_messages", "to_pydantic_ai"]
+
+REPORT_KEY = "contextwright_report"
+"""The ``metadata`` key of the request a build's report is put on."""
+
+Chat = dict[str, Any]
+
+
+class ContextwrightHistory(AbstractCapability[Any]):
+    """Sends each model request contextwright's build of the run's messages.
+
+    ``plan`` is a ``BuildPlan``, a shipped plan's name or a function of the ``Request``
+    (``None``: ``select_plan`` per request); ``budget`` caps the whole context in tokens, the
+    agent's instructions and its function tools' schemas included. Tools the build leaves out
+    (a plan with a tool budget) are not offered to the model on that request.
+    """
+
+    def __init__(self, *, builder: ContextBuilder | None = None, plan: PlanChoice = None,
+                 budget: int | None = None) -> None:
+        self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
+                                    budget=budget)
+        self._chats = ConversionMemo(from_pydantic_ai, _fingerprint)
+
+    def build(self, messages: Sequence[ModelMessage], instructions: str | None = None,
+              tools: Sequence[Mapping[str, Any]] = ()) -> FinalContext:
+        """The build for a run's ``messages``.
+
+        ``instructions`` are what the agent sends apart; ``tools`` the OpenAI schemas of its
+        function tools.
+        """
+        shaper = self.shaper
+        if shaper.budget is not None and instructions:
+            spent = shaper.builder.tokenizer.count(instructions) + MESSAGE_OVERHEAD
+            if spent >= shaper.budget:
+                raise InvalidInputError(f"the instructions alone take {spent} tokens of the "
+                                        f"{shaper.budget}-token budget")
+            shaper = dataclasses.replace(shaper, budget=shaper.budget - spent)
+        return shaper.build(self._chats(messages), tools=tools)
+
+    async def before_model_request(self, ctx: RunContext[Any],
+                                   request_context: ModelRequestContext) -> ModelRequestContext:
+        """Replace the request's messages with the build; note the report on the run."""
+        given = list(request_context.messages)
+        instructions = _instructions(request_context, given)
+        parameters = request_context.model_request_parameters
+        schemas = [_tool_schema(tool) for tool in parameters.function_tools]
+        context = await asyncio.to_thread(self.build, given, instructions, schemas)
+        built = to_pydantic_ai(context.to_messages("openai"))
+        if isinstance(given[-1], ModelRequest) and isinstance(built[-1], ModelRequest):
+            built[-1] = dataclasses.replace(built[-1], instructions=given[-1].instructions)
+        kept = kept_tool_names(context)
+        request_context.messages = built
+        request_context.model_request_parameters = dataclasses.replace(
+            parameters, function_tools=[t for t in parameters.function_tools if t.name in kept])
+        _note_report(ctx.messages, context.report)
+        return request_context
+
+
+def _tool_schema(tool: ToolDefinition) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters_json_schema}
+    if tool.description:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
+def _instructions(request_context: ModelRequestContext, messages: Sequence[ModelMessage]
+                  ) -> str | None:
+    parts = request_context.model_request_parameters.instruction_parts
+    if parts:
+        return "\n\n".join(part.content for part in parts)
+    last = messages[-1] if messages else None
+    return last.instructions if isinstance(last, ModelRequest) else None
+
+
+def _note_report(history: list[ModelMessage], report: BuildReport) -> None:
+    """Put the report on the run's newest request (``metadata`` is never sent to the model)."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, ModelRequest):
+            message.metadata = {**(message.metadata or {}), REPORT_KEY: report.to_dict()}
+            return
+
+
+def report_from_messages(messages: Sequence[ModelMessage]) -> BuildReport:
+    """The newest build's ``BuildReport`` from a run's messages (``result.all_messages()``)."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest) and REPORT_KEY in (message.metadata or {}):
+            return report_from_dict(message.metadata[REPORT_KEY])  # type: ignore[index]
+    raise InvalidInputError("no request in these messages went through ContextwrightHistory")
+
+
+# --- conversions -----------------------------------------------------------------------------
+
+
+
+def _fingerprint(message: ModelMessage) -> tuple[Any, ...]:
+    """What a message's conversion reads: its parts, by object (see ``ConversionMemo``)."""
+    return (message.parts, len(message.parts), *message.parts)
+
+
+def from_pydantic_ai(messages: Sequence[ModelMessage]) -> list[Chat]:
+    """OpenAI chat dicts for Pydantic AI messages (thinking is the model's own and left out)."""
+    chats: list[Chat] = []
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if isinstance(message, ModelRequest):
+            for number, part in enumerate(message.parts):
+                chats.append(_request_part(part, f"{where}.parts[{number}]"))
+        else:
+            chats.append(_response(message, where))
+    return chats
+
+
+def _request_part(part: ModelRequestPart, where: str) -> Chat:
+    if isinstance(part, SystemPromptPart):
+        return {"role": "system", "content": part.content}
+    if isinstance(part, UserPromptPart):
+        return {"role": "user", "content": _user_text(part.content, where)}
+    if isinstance(part, ToolReturnPart):
+        return {"role": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
+                "content": part.model_response_str()}
+    if isinstance(part, RetryPromptPart):
+        if part.tool_name is None:  # a retry of the final answer: the user's side says why
+            return {"role": "user", "content": part.model_response()}
+        return {"role": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
+                "content": f"(tool error) {part.model_response()}"}
+    raise InvalidInputError(f"{where} is a {type(part).__name__}, which contextwright cannot "
+                            "carry")
+
+
+def _user_text(content: object, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence) and all(isinstance(item, str) for item in content):
+        return "\n".join(content)
+    raise InvalidInputError(f"{where} has non-text content (images, audio, documents), which "
+                            "contextwright cannot carry")
+
+
+def _response(message: ModelResponse, where: str) -> Chat:
+    texts: list[str] = []
+    calls: list[Chat] = []
+    for number, part in enumerate(message.parts):
+        if isinstance(part, TextPart):
+            texts.append(part.content)
+        elif isinstance(part, ToolCallPart):
+            calls.append({"id": part.tool_call_id, "type": "function", "function": {
+                "name": part.tool_name, "arguments": part.args_as_json_str()}})
+        elif not isinstance(part, ThinkingPart):
+            raise InvalidInputError(f"{where}.parts[{number}] is a {type(part).__name__}, "
+                                    "which contextwright cannot carry")
+    chat: Chat = {"role": "assistant", "content": "\n".join(texts) or None}
+    if calls:
+        chat["tool_calls"] = calls
+    return chat
+
+
+def to_pydantic_ai(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
+    """Pydantic AI messages for OpenAI chat dicts: request parts in a row share one request."""
+    result: list[ModelMessage] = []
+    parts: list[ModelRequestPart] = []
+    names: dict[str, str] = {}  # tool-call id → tool name, for the results that follow
+    for index, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content") or ""
+        if role == "assistant":
+            if parts:
+                result.append(ModelRequest(parts=parts))
+                parts = []
+            result.append(_to_response(message, names))
+        elif role == "system":
+            parts.append(SystemPromptPart(content=content))
+        elif role == "user":
+            parts.append(UserPromptPart(content=content))
+        elif role == "tool":
+            call_id = str(message.get("tool_call_id"))
+            parts.append(ToolReturnPart(tool_name=names.get(call_id) or str(message.get("name")),
+                                        content=content, tool_call_id=call_id))
+        else:
+            raise InvalidInputError(f"messages[{index}]: role {role!r} has no Pydantic AI part")
+    if parts:
+        result.append(ModelRequest(parts=parts))
+    return result
+
+
+def _to_response(message: Mapping[str, Any], names: dict[str, str]) -> ModelResponse:
+    response_parts: list[TextPart | ToolCallPart] = []
+    if message.get("content"):
+        response_parts.append(TextPart(content=message["content"]))
+    for call in message.get("tool_calls") or ():
+        names[call["id"]] = call["function"]["name"]
+        response_parts.append(ToolCallPart(tool_name=call["function"]["name"],
+                                           args=json.loads(call["function"]["arguments"] or "{}"),
+                                           tool_call_id=call["id"]))
+    return ModelResponse(parts=response_parts)

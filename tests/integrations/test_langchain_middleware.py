@@ -1,0 +1,231 @@
+"""The LangChain middleware inside a real ``create_agent`` loop (LangGraph), with no network.
+
+The model is LangChain's own ``GenericFakeChatModel`` (a callback records what it received) or
+``ChatOpenAI`` talking to the local fake OpenAI server, which rejects what the API would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conversations import (
+    DATA_NOTE,
+    SYSTEM,
+    Conversation,
+    call_ids,
+    conversations,
+    long_conversation,
+    provider_accepts_chat,
+    result_ids,
+)
+from hypothesis import HealthCheck, given, settings
+from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.utils import convert_to_openai_messages
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from contextwright import BuildPlan, ContextBuilder, InvalidInputError
+from contextwright.integrations.langchain import (
+    ContextwrightMiddleware,
+    from_langchain,
+    report_from_state,
+    to_langchain,
+)
+from fakes.provider_server import ProviderServer
+
+
+class ToolCallingFake(GenericFakeChatModel):
+    """LangChain's fake chat model, accepting tools as a tool-calling model does."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ToolCallingFake:  # type: ignore[override]
+        return self
+
+
+class Received(BaseCallbackHandler):
+    """Records the messages of every chat model call."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[BaseMessage]] = []
+
+    def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]],
+                            **kwargs: Any) -> None:
+        self.calls.append(messages[0])
+
+
+@tool
+def get_booking(code: str) -> str:
+    """Look up a booking by its code."""
+    return json.dumps({"code": code, "status": "confirmed", "seat": "12C"})
+
+
+def fake(*replies: AIMessage) -> ToolCallingFake:
+    return ToolCallingFake(messages=iter(replies or [AIMessage("All set.")]))
+
+
+def openai_dicts(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    return convert_to_openai_messages(messages)  # type: ignore[return-value]
+
+
+def test_model_sees_the_build_while_the_state_keeps_the_whole_conversation() -> None:
+    history = to_langchain(long_conversation(400))
+    received = Received()
+    agent = create_agent(fake(), [get_booking], system_prompt=SYSTEM,
+                         middleware=[ContextwrightMiddleware(budget=1500)])
+    state = agent.invoke({"messages": [*history, HumanMessage("Where is KST499?")]},
+                         {"callbacks": [received]})
+    sent = received.calls[0]
+    assert len(state["messages"]) == len(history) + 2  # everything kept, plus the answer
+    assert len(sent) < len(history) / 4
+    assert sent[0].type == "system" and SYSTEM in sent[0].text and DATA_NOTE in sent[0].text
+    assert sent[-1].type == "human" and sent[-1].text == "Where is KST499?"
+    report = report_from_state(state)
+    assert report.total_tokens <= 1500 and report.cuts()
+    assert all("<<data " in m.text for m in sent if isinstance(m, ToolMessage))
+    provider_accepts_chat(openai_dicts(sent))
+
+
+def test_tool_loop_builds_every_call_and_keeps_this_turns_results() -> None:
+    received = Received()
+    model = fake(AIMessage("", tool_calls=[{"name": "get_booking", "args": {"code": "KST7"},
+                                            "id": "call_a"}]),
+                 AIMessage("KST7 is confirmed, seat 12C."))
+    agent = create_agent(model, [get_booking], middleware=[ContextwrightMiddleware()])
+    state = agent.invoke({"messages": [*to_langchain(long_conversation(30)),
+                                       HumanMessage("And KST7?")]}, {"callbacks": [received]})
+    second = received.calls[1]
+    assert [m.type for m in second[-3:]] == ["human", "ai", "tool"]
+    assert "12C" in second[-1].text and "<<data " in second[-1].text
+    assert state["messages"][-1].text == "KST7 is confirmed, seat 12C."
+    assert report_from_state(state).plan.startswith("tool_heavy")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations())
+def test_tool_pairs_stay_whole_under_any_budget(conversation: Conversation) -> None:
+    received = Received()
+    agent = create_agent(fake(), [get_booking], system_prompt=SYSTEM,
+                         middleware=[ContextwrightMiddleware(budget=conversation.budget)])
+    state = agent.invoke({"messages": to_langchain(conversation.messages)},
+                         {"callbacks": [received]})
+    sent = openai_dicts(received.calls[0])
+    provider_accepts_chat(sent)  # every result right after its call, every call answered
+    kept = set(call_ids(sent))
+    assert set(result_ids(sent)) == kept
+    for message in conversation.messages:  # a call is kept with all of its results or not
+        ids = {call["id"] for call in message.get("tool_calls") or ()}
+        assert ids <= kept or not ids & kept
+    assert report_from_state(state).total_tokens <= conversation.budget
+
+
+def test_requests_reach_the_openai_api_valid_through_chat_openai() -> None:
+    from langchain_openai import ChatOpenAI
+
+    with ProviderServer() as server:
+        model = ChatOpenAI(model="gpt-4o", base_url=server.base_url, api_key="test-key",
+                           max_retries=0)
+        agent = create_agent(model, [get_booking], system_prompt=SYSTEM,
+                             middleware=[ContextwrightMiddleware(budget=1200)])
+        state = agent.invoke({"messages": [*to_langchain(long_conversation(120)),
+                                           HumanMessage("Is KST219 confirmed?")]})
+    assert [r.status for r in server.received] == [200], server.received[-1].error
+    body = server.received[0].body
+    assert body["messages"][0]["role"] == "system" and DATA_NOTE in body["messages"][0]["content"]
+    assert [t["function"]["name"] for t in body["tools"]] == ["get_booking"]
+    assert state["messages"][-1].text == "ok"
+
+
+def test_report_survives_a_checkpointer_and_the_thread_goes_on() -> None:
+    agent = create_agent(fake(AIMessage("one"), AIMessage("two")), [get_booking],
+                         middleware=[ContextwrightMiddleware(budget=800)],
+                         checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t-1"}}
+    agent.invoke({"messages": [*to_langchain(long_conversation(60)), HumanMessage("Hi")]},
+                 thread)
+    state = agent.invoke({"messages": [HumanMessage("Still there?")]}, thread)
+    saved = agent.get_state(thread).values
+    assert report_from_state(saved) == report_from_state(state)
+    assert len(saved["messages"]) == len(long_conversation(60)) + 4
+
+
+def test_async_agent_builds_the_same_context() -> None:
+    received_sync, received_async = Received(), Received()
+    messages = [*to_langchain(long_conversation(50)), HumanMessage("KST120?")]
+    for handler, run in ((received_sync, False), (received_async, True)):
+        agent = create_agent(fake(), [get_booking], middleware=[ContextwrightMiddleware(
+            budget=900)])
+        if run:
+            asyncio.run(agent.ainvoke({"messages": messages}, {"callbacks": [handler]}))
+        else:
+            agent.invoke({"messages": messages}, {"callbacks": [handler]})
+    assert openai_dicts(received_sync.calls[0]) == openai_dicts(received_async.calls[0])
+
+
+def test_a_plan_with_a_small_tool_budget_offers_the_model_only_the_tools_it_kept() -> None:
+    @tool
+    def cancel_booking(code: str) -> str:
+        """Cancel a booking by its code and refund the fare to the original card."""
+        return "cancelled"
+
+    plan = BuildPlan.named("tool_heavy")
+    seen: list[list[str]] = []
+
+    class Recording(ToolCallingFake):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Recording:  # type: ignore[override]
+            seen.append([t.name for t in tools])
+            return self
+
+    builder = ContextBuilder()
+    middleware = ContextwrightMiddleware(builder=builder, plan=plan, budget=4000)
+    agent = create_agent(Recording(messages=iter([AIMessage("ok")])),
+                         [get_booking, cancel_booking], middleware=[middleware])
+    state = agent.invoke({"messages": [HumanMessage("Look up booking KST1")]})
+    kept = [row for row in report_from_state(state).sources if row.source == "tools"]
+    assert seen and len(seen[0]) == kept[0].items
+
+
+def test_a_conversation_without_a_user_message_is_refused() -> None:
+    agent = create_agent(fake(), [], middleware=[ContextwrightMiddleware()])
+    with pytest.raises(InvalidInputError, match="no user message"):
+        agent.invoke({"messages": [AIMessage("Hello, how can I help?")]})
+
+
+def test_from_langchain_and_to_langchain_keep_ids_and_pairs() -> None:
+    chats = long_conversation(9)
+    messages = to_langchain(chats)
+    back = from_langchain(messages)
+    assert call_ids(back) == call_ids(chats) and result_ids(back) == result_ids(chats)
+    assert [m["role"] for m in back] == [m["role"] for m in chats]
+    assert [json.loads(c["function"]["arguments"]) for m in back for c in m.get("tool_calls", ())
+            ] == [json.loads(c["function"]["arguments"]) for m in chats
+                  for c in m.get("tool_calls", ())]
+
+
+@pytest.mark.data
+def test_tau_bench_through_the_middleware_keeps_pairs_and_the_direct_builds_facts(
+        shared_data: Path) -> None:
+    from contextwright.evaluate.tau import build_tau, history_budget_plan, load_tau, tau_scores
+
+    data = load_tau(shared_data / "tau-bench-airline-dev")
+    builder, base = ContextBuilder(), BuildPlan.named("tool_heavy")
+    count = builder.tokenizer.count
+    for case in data.cases:
+        received = Received()
+        middleware = ContextwrightMiddleware(
+            builder=builder, plan=lambda request: history_budget_plan(builder, base, request,
+                                                                      1000))
+        agent = create_agent(fake(), system_prompt=data.policy, middleware=[middleware])
+        agent.invoke({"messages": to_langchain(list(case.conversation))},
+                     {"callbacks": [received]})
+        ours = tau_scores(case, openai_dicts(received.calls[0]), count)
+        direct = tau_scores(case, build_tau(builder, base, data.policy, case, 1000)
+                            .to_messages("openai"), count)
+        assert ours["pair_integrity"].numerator == 1, case.traj_index
+        assert ours["fact_survival"].numerator >= direct["fact_survival"].numerator, (
+            case.traj_index)

@@ -1,0 +1,157 @@
+"""The Pydantic AI capability inside real agent runs, with no network.
+
+The model is Pydantic AI's own ``FunctionModel`` (it sees exactly what a provider would be sent)
+or ``OpenAIChatModel`` talking to the local fake OpenAI server, which rejects what the API would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from conversations import (
+    DATA_NOTE,
+    SYSTEM,
+    Conversation,
+    call_ids,
+    conversations,
+    long_conversation,
+    provider_accepts_chat,
+    result_ids,
+)
+from hypothesis import HealthCheck, given, settings
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from contextwright import ContextBuilder
+from contextwright.integrations.pydantic_ai import (
+    ContextwrightHistory,
+    from_pydantic_ai,
+    report_from_messages,
+    to_pydantic_ai,
+)
+from fakes.provider_server import ProviderServer
+
+
+class Recorder:
+    """A ``FunctionModel`` function: records each request, calls a tool once, then answers."""
+
+    def __init__(self, *, call_tool: bool = False) -> None:
+        self.requests: list[list[ModelMessage]] = []
+        self.call_tool = call_tool
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.requests.append(messages)
+        if self.call_tool and len(self.requests) == 1:
+            return ModelResponse(parts=[ToolCallPart("get_booking", {"code": "KST7"},
+                                                     tool_call_id="call_a")])
+        return ModelResponse(parts=[TextPart("All set.")])
+
+
+def run(agent: Agent[None, str], prompt: str, **kwargs: Any) -> Any:
+    """``agent.run`` in a loop of its own (``run_sync`` leaves its loop open for good)."""
+    return asyncio.run(agent.run(prompt, **kwargs))
+
+
+def agent_with(model: Any, history: ContextwrightHistory, instructions: str = SYSTEM
+               ) -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(model, instructions=instructions, capabilities=[history])
+
+    @agent.tool_plain
+    def get_booking(code: str) -> str:
+        """Look up a booking by its code."""
+        return json.dumps({"code": code, "status": "confirmed", "seat": "12C"})
+
+    return agent
+
+
+def test_model_sees_the_build_while_the_run_keeps_every_message() -> None:
+    recorder = Recorder()
+    history = to_pydantic_ai(long_conversation(400))
+    result = run(agent_with(FunctionModel(recorder), ContextwrightHistory(budget=1500)),
+        "Where is KST499?", message_history=history)
+    sent = recorder.requests[0]
+    assert len(sent) < len(history) / 4
+    first = sent[0].parts[0]
+    assert isinstance(first, SystemPromptPart) and DATA_NOTE in first.content
+    assert from_pydantic_ai(sent)[-1] == {"role": "user", "content": "Where is KST499?"}
+    assert len(result.all_messages()) == len(history) + 2
+    report = report_from_messages(result.all_messages())
+    assert report.cuts()
+    instructions = ContextBuilder().tokenizer.count(SYSTEM)
+    assert report.total_tokens + instructions <= 1500
+    provider_accepts_chat(from_pydantic_ai(sent))
+
+
+def test_this_turns_results_are_fenced_for_the_model_but_not_in_the_run() -> None:
+    recorder = Recorder(call_tool=True)
+    result = run(agent_with(FunctionModel(recorder), ContextwrightHistory()),
+        "Is KST7 confirmed?", message_history=to_pydantic_ai(long_conversation(20)))
+    sent = recorder.requests[1][-1].parts[-1]
+    assert isinstance(sent, ToolReturnPart) and "<<data " in sent.content and "12C" in sent.content
+    kept = [p for m in result.all_messages() if isinstance(m, ModelRequest) for p in m.parts
+            if isinstance(p, ToolReturnPart) and p.tool_call_id == "call_a"]
+    assert "<<data " not in kept[0].model_response_str()
+    assert result.output == "All set."
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(with_turn=False))
+def test_tool_pairs_stay_whole_under_any_budget(conversation: Conversation) -> None:
+    recorder = Recorder()
+    agent = agent_with(FunctionModel(recorder), ContextwrightHistory(budget=conversation.budget))
+    result = run(agent, conversation.user,
+                            message_history=to_pydantic_ai(conversation.history) or None)
+    sent = from_pydantic_ai(recorder.requests[0])
+    provider_accepts_chat(sent)
+    kept = set(call_ids(sent))
+    assert set(result_ids(sent)) == kept
+    for message in conversation.history:
+        ids = {call["id"] for call in message.get("tool_calls") or ()}
+        assert ids <= kept or not ids & kept
+    assert report_from_messages(result.all_messages()).total_tokens <= conversation.budget
+
+
+def test_requests_reach_the_openai_api_valid_through_openai_chat_model() -> None:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    with ProviderServer() as server:
+        model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=server.base_url,
+                                                                  api_key="test-key"))
+        result = run(agent_with(model, ContextwrightHistory(budget=1200)),
+            "Is KST449 confirmed?", message_history=to_pydantic_ai(long_conversation(150)))
+    assert [r.status for r in server.received] == [200], server.received[-1].error
+    messages = server.received[0].body["messages"]
+    assert any(DATA_NOTE in str(m.get("content")) for m in messages if m["role"] == "system")
+    assert result.output == "ok"
+
+
+def test_conversions_keep_pairs_and_text() -> None:
+    chats = long_conversation(9)
+    back = from_pydantic_ai(to_pydantic_ai(chats))
+    assert call_ids(back) == call_ids(chats) and result_ids(back) == result_ids(chats)
+    assert [m["content"] for m in back] == [m["content"] for m in chats]
+
+
+def test_a_part_it_cannot_carry_is_refused_naming_its_position() -> None:
+    import pytest
+    from pydantic_ai.messages import ImageUrl, UserPromptPart
+
+    from contextwright import InvalidInputError
+
+    history = [*to_pydantic_ai(long_conversation(3)),
+               ModelRequest(parts=[UserPromptPart(["look", ImageUrl("https://example.com/a.png")])])]
+    agent = agent_with(FunctionModel(Recorder()), ContextwrightHistory())
+    with pytest.raises(InvalidInputError, match=rf"messages\[{len(history) - 1}\]"):
+        run(agent, "What is in the picture?", message_history=history)
