@@ -7,6 +7,7 @@ fails at load with a ``PlanError`` naming the field. Changing a plan means makin
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -144,8 +145,7 @@ class BuildPlan:
         """One of the shipped plans: chat, tool_heavy, rag_qa, doc_analysis, simple_qa."""
         if name not in SHIPPED_PLANS:
             raise PlanError(f"no shipped plan named {name!r}; choose one of {SHIPPED_PLANS}")
-        data = resources.files("contextwright.plans").joinpath(f"{name}.yaml").read_bytes()
-        return plan_from_mapping(parse_document(data, "yaml"), origin=f"shipped plan {name}")
+        return _shipped(name)
 
     @staticmethod
     def load(path: str | Path) -> BuildPlan:
@@ -297,6 +297,16 @@ def _spec(model: _SourceModel) -> SourceSpec:
         strategy=model.strategy,
         options=FrozenOptions(model.options),
     )
+
+
+@functools.cache
+def _shipped(name: str) -> BuildPlan:
+    """A shipped plan, read once per process.
+
+    Plans are immutable, and ``select_plan`` asks for one on every call.
+    """
+    data = resources.files("contextwright.plans").joinpath(f"{name}.yaml").read_bytes()
+    return plan_from_mapping(parse_document(data, "yaml"), origin=f"shipped plan {name}")
 
 
 def load_plan(path: Path) -> BuildPlan:
