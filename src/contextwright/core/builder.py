@@ -7,55 +7,36 @@ the same context byte for byte.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import NoReturn
 
 from contextwright.core.accounting import MESSAGE_OVERHEAD, REPLY_PRIMING
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
-from contextwright.core.cache import (
-    CachePolicy,
-    CacheReport,
-    Fingerprint,
-    compare,
-    message_hash,
-    short_hash,
-)
+from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.cutting import make_cutter
-from contextwright.core.digest import add_digest, digest_share, pruning_grant
+from contextwright.core.digest import add_digest
 from contextwright.core.fence import DATA_NOTE, DEFAULT_FENCE_KEY, language_of, separator
 from contextwright.core.final import FinalContext
 from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
 from contextwright.core.items import check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
-from contextwright.core.plan import BuildPlan, FrozenOptions, SourceSpec
+from contextwright.core.plan import BuildPlan
 from contextwright.core.providers import ANTHROPIC_LEAD
+from contextwright.core.pruning import prune_source
 from contextwright.core.report import BuildReport
 from contextwright.core.reporting import make_report, unread_decisions
 from contextwright.core.request import Request
 from contextwright.core.select import (
-    CONTIGUOUS_SOURCES,
     MIN_CUT_TOKENS,
     Selection,
     cut_decisions,
     drop_decisions,
-    select_units,
 )
 from contextwright.core.sequence import show_in_sequence
 from contextwright.core.source import ContextSource
-from contextwright.core.stable import (
-    MESSAGE_LISTS,
-    StableOffer,
-    after_head,
-    decide,
-    digest_request,
-    digest_room_of,
-    in_render_order,
-    layout_of,
-    offer,
-    pinned_head,
-)
+from contextwright.core.stepping import Stepping, cache_points, plan_hash
 from contextwright.core.text import render_text
 from contextwright.errors import BudgetError, PlanError
 from contextwright.tokens import CountingTokenizer
@@ -68,7 +49,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     """Build the context of one model call, counted for the ``target`` rendering.
 
     ``fence_key`` keys the fence markers (``fence.fence_key`` derives one from a secret).
-    With ``cache``, the build keeps a stable prefix (``core.stable``): it continues
+    With ``cache``, the build keeps a stable prefix (``core.stepping``): it continues
     ``previous``'s layout where it still fits and renders what changes every call last.
     """
     costing = Costing(tokenizer, language_of(check_text(request.user_input, "user_input")),
@@ -123,284 +104,6 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
         message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
         cache_points=cache_points(assembly.sections, tail) if steps is not None else (),
     )
-
-
-def cache_points(sections: tuple[str, ...], tail: frozenset[str]) -> tuple[int, ...]:
-    """Where the stable parts end: history's last message, and the last one before the tail."""
-    points = []
-    history = [i for i, section in enumerate(sections) if section == "history"]
-    if history:
-        points.append(history[-1])
-    stays = [i for i, section in enumerate(sections) if section not in tail and i > 0]
-    if stays and stays[-1] not in points:
-        points.append(stays[-1])
-    return tuple(points)
-
-
-MIN_STEP_TOKENS = 200
-"""A step smaller than this would not hold the next message: the cut then uses the whole grant."""
-
-
-def leave_room(selection: Selection, tokens: int, pinned: int) -> Selection:
-    """Leave out the oldest plain units (keep order: last first) until ``tokens`` are free.
-
-    Recalled turns, the digest, the ``pinned`` head and the newest round stay: the room is
-    taken from what was going to scroll out next anyway.
-    """
-    freed = 0
-    kept = list(selection.kept)
-    for index in range(len(kept) - 1, pinned - 1, -1):
-        if freed >= tokens:
-            break
-        unit = kept[index]
-        first = unit.candidates[0].item
-        if unit.round in (None, 0) or "recalled" in first.metadata or "digest" in first.metadata:
-            continue
-        freed += unit.tokens
-        selection.decisions.extend(drop_decisions(
-            unit, "budget: left out to leave room for the next calls (a stable prefix)"))
-        del kept[index]
-    selection.kept = kept
-    return selection
-
-
-def keep_first(g: Gathered, source: ContextSource, request: Request, keys: Sequence[str],
-               cap: int, costing: Costing) -> None:
-    """Offer what ``g`` kept last call first, so a tool (or document) once in stays in.
-
-    A source that takes the ``keep`` option (``keeps``, the tools source) is asked again with
-    it, so its own selection (relevant only, ``max_tools``) keeps them too; it chooses afresh
-    when keeping them would leave out one the input needs.
-    """
-    wanted = set(keys)
-    if getattr(source, "keeps", False):
-        names = [key.split(".", 1)[1] for key in keys if "." in key]
-        options = g.spec.options.thaw() if isinstance(g.spec.options, FrozenOptions) else dict(
-            g.spec.options)
-        again = gather_source(replace(g.spec, options=FrozenOptions({**options, "keep": names})),
-                              g.position, source, request, cap, costing)
-        if again.error is None:
-            g.units, g.complete, g.omitted = again.units, again.complete, again.omitted
-    first = [u for u in g.units if u.candidates[0].item.key in wanted]
-    g.units = [*first, *(u for u in g.units if u.candidates[0].item.key not in wanted)]
-
-
-def plan_hash(plan: BuildPlan) -> str:
-    """A short hash of everything in a plan (reported when the plan changes between calls)."""
-    return short_hash(repr(plan))
-
-
-def spec_hash(spec: SourceSpec) -> str:
-    """A short hash of a source's place in a plan: its layout continues only under the same."""
-    return short_hash(repr(spec))
-
-
-class Stepping:
-    """The stable-prefix side of one build (``core.stable``): offers, cuts, layout, report."""
-
-    def __init__(self, policy: CachePolicy, plan: str, target: str) -> None:
-        self.policy = policy
-        self.plan = plan
-        self.target = target
-        self.offers: dict[str, StableOffer] = {}
-        self.normal: dict[str, tuple[list[Unit], bool]] = {}
-        self.continued: set[str] = set()
-        self.advanced: dict[str, str] = {}
-        """Sources cut afresh in this build, and why."""
-        self.sources: frozenset[str] = frozenset()
-        """The message sources this build lays out (continued or cut in steps)."""
-        self.anchors: dict[str, int] = {}
-        self.digest_rooms: dict[str, int] = {}
-        self.grants: dict[str, int] = {}
-        self.cuttable: frozenset[str] = frozenset()
-        self.specs: dict[str, str] = {}
-        """Hash of each laid-out source's spec as the plan gives it."""
-        self.heads: dict[str, list[Unit]] = {}
-        """Pinned heads kept through a cut (``CachePolicy.head_share``)."""
-        self.rests: dict[str, Gathered] = {}
-        """What a source with a pinned head may keep after it."""
-
-    def offer_all(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
-                  request: Request, previous: Fingerprint | None, pool: int,
-                  costing: Costing) -> None:
-        """Offer each message source its previous layout, where there is one to continue."""
-        laid_out = {g.spec.source for g in gathered
-                    if g.spec.cuttable and g.spec.source in MESSAGE_LISTS and g.error is None}
-        self.sources = frozenset(laid_out)
-        self.cuttable = frozenset(g.spec.source for g in gathered if g.spec.cuttable)
-        for g in gathered:
-            if g.spec.source in laid_out:
-                self.specs[g.spec.source] = spec_hash(g.spec)
-                # Units are kept whole or left out: a cut message could not be found again.
-                g.spec = replace(g.spec, strategy="drop")
-        if previous is None or not previous.stable or previous.target != self.target:
-            return
-        for g in gathered:
-            keys = previous.kept.get(g.spec.source)
-            if keys and g.spec.cuttable and g.spec.source not in laid_out and g.error is None:
-                cap = min(pool, g.spec.max_tokens if g.spec.max_tokens is not None else pool)
-                keep_first(g, sources[g.spec.source], request, keys, cap, costing)
-        for g in gathered:
-            name = g.spec.source
-            layout = previous.layouts.get(name)
-            if name not in laid_out or layout is None:
-                continue
-            if layout.spec != self.specs[name]:  # another plan: the source is cut afresh
-                self.offers[name] = StableOffer(failure="the plan gives it other settings")
-                continue
-            stable = offer(g, sources[name], request, layout, pool, costing)
-            self.offers[name] = stable
-            if stable.failure is None:
-                self.normal[name] = (g.units, g.complete)
-                g.units = [*stable.units, *stable.appended, *stable.recalled]
-                g.complete = True
-
-    def prune(self, gathered: list[Gathered], allocations: dict[str, Allocation], query: str,
-              costing: Costing) -> dict[str, Selection]:
-        """Continue each offered layout that fits; cut the rest, in steps where laid out."""
-        selections: dict[str, Selection] = {}
-        for g in gathered:
-            name = g.spec.source
-            grant = allocations[name].grant
-            self.grants[name] = grant
-            if name not in self.sources:
-                selections[name] = prune_source(g, grant, query, costing)
-                continue
-            stable = self.offers.get(name)
-            why = "the first cut"
-            if stable is not None and stable.failure is None:
-                max_rounds = g.spec.options.get("max_rounds")
-                selection, why = decide(stable, grant, self.policy,
-                                        None if max_rounds is None else int(max_rounds))
-                if selection is not None:
-                    self._continue(g, selection, stable)
-                    selections[name] = selection
-                    continue
-                g.units, g.complete = self.normal.pop(name)
-            elif stable is not None:
-                why = stable.failure or why
-            self.anchors[name] = -1
-            step = int(grant * self.policy.step)
-            step = step if step >= MIN_STEP_TOKENS else 0  # too small to hold a new message
-            stepped = grant - step
-            # Nothing to cut: later calls only append. Shown afresh after a layout that no
-            # longer fits (tiers recomputed), it must also leave a step free, or the next call
-            # would break again.
-            if g.complete and g.need <= (grant if stable is None else stepped):
-                selections[name] = prune_source(g, grant, query, costing)
-                if stable is not None:
-                    self.advanced[name] = f"{why}; everything fits when shown afresh"
-                continue
-            self.advanced[name] = why
-            head = pinned_head(stable.units if stable is not None else [],
-                               int(stepped * self.policy.head_share))
-            if head:
-                self.heads[name] = head
-                self.rests[name] = after_head(g, head)
-            if digest_share(g.spec.options) > 0:
-                # The digest fills whatever room it is given: cut to the smaller grant.
-                allocations[name] = Allocation(share=allocations[name].share, grant=stepped)
-                self.grants[name] = stepped
-                selections[name] = self._prune_after_head(g, stepped, query, costing)
-            else:
-                # Cut with the whole grant (recalled turns keep their share), then free the
-                # step from the oldest plain messages.
-                selections[name] = leave_room(
-                    self._prune_after_head(g, grant, query, costing), step, len(head))
-        return selections
-
-    def _prune_after_head(self, g: Gathered, grant: int, query: str, costing: Costing,
-                          reserve: bool = True) -> Selection:
-        """``g`` pruned to ``grant``; with a pinned head, the head and what fits after it."""
-        head = self.heads.get(g.spec.source)
-        if not head:
-            return prune_source(g, grant, query, costing, reserve=reserve)
-        rest = prune_source(self.rests[g.spec.source], grant - sum(u.tokens for u in head),
-                            query, costing, reserve=reserve)
-        return Selection(kept=[*head, *rest.kept], decisions=rest.decisions)
-
-    def _continue(self, g: Gathered, selection: Selection, stable: StableOffer) -> None:
-        """Record a continued layout and report the normal units it does not show."""
-        name = g.spec.source
-        self.continued.add(name)
-        self.anchors[name] = stable.anchor
-        self.digest_rooms[name] = stable.digest_room
-        normal, _ = self.normal.pop(name, (g.units, g.complete))
-        g.units = normal
-        shown = {c.item.key for u in selection.kept for c in u.candidates}
-        for unit in normal:
-            if not any(c.item.key in shown for c in unit.candidates):
-                selection.decisions.extend(drop_decisions(
-                    unit, "budget: older than the kept run (kept from the previous build for "
-                          "a stable prefix)"))
-
-    def add_digests(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
-                    request: Request, allocations: Mapping[str, Allocation],
-                    selections: dict[str, Selection], costing: Costing) -> None:
-        """Digests of the sources cut in this build, made as later builds will remake them."""
-        for g in gathered:
-            name = g.spec.source
-            if name not in self.sources or name in self.continued or g.error is not None:
-                continue
-            where = MESSAGE_LISTS[name]
-            frozen = digest_request(request, where, len(getattr(request, where)))
-            grant = allocations[name].grant
-            add_digest(g, sources[name], frozen, grant, selections, costing,
-                       lambda g, grant: self._prune_after_head(g, grant, request.user_input,
-                                                               costing, reserve=False))
-            self.digest_rooms[name] = digest_room_of(selections[name], grant)
-
-    def order(self, selections: dict[str, Selection]) -> None:
-        """Put the freshly cut laid-out sources in render order, a pinned head first.
-
-        A source cut for the first time pins its oldest kept units (up to
-        ``CachePolicy.head_share`` of its grant) before the digest of what it left out: later
-        cuts keep them, so the provider's cache still covers them after a cut.
-        """
-        for name in self.sources - self.continued:
-            selection = in_render_order(selections[name])
-            if name not in self.advanced:
-                continue
-            head = self.heads.get(name) or pinned_head(
-                selection.kept, int(self.grants[name] * self.policy.head_share))
-            pinned = {id(u) for u in head}
-            selection.kept = [*head, *(u for u in selection.kept if id(u) not in pinned)]
-
-    def tail(self, plan: BuildPlan, sources: Mapping[str, ContextSource]) -> frozenset[str]:
-        """Sources that declare their content changes from call to call (``volatile``)."""
-        return frozenset(spec.source for spec in plan.sources
-                         if getattr(sources.get(spec.source), "volatile", False))
-
-    def fingerprint(self, assembly: Assembly, selections: Mapping[str, Selection],
-                    request: Request, tail: frozenset[str]) -> Fingerprint:
-        """What the next build needs to continue this one."""
-        layouts = {}
-        for name in self.sources:
-            where = MESSAGE_LISTS[name]
-            raw = getattr(request, where)
-            anchor = self.anchors.get(name, -1)
-            layouts[name] = replace(
-                layout_of(selections[name], raw, where, len(raw) if anchor < 0 else anchor,
-                          self.digest_rooms.get(name, 0)),
-                spec=self.specs.get(name, ""))
-        kept = {name: tuple(u.candidates[0].item.key for u in selection.kept)
-                for name, selection in selections.items()
-                if name not in self.sources and name in self.cuttable and selection.kept}
-        return Fingerprint(
-            plan=self.plan, target=self.target, kept=kept,
-            tools=short_hash("\x1e".join(assembly.schema_jsons)),
-            tool_tokens=sum(assembly.schema_tokens),
-            messages=tuple(message_hash(m) for m in assembly.messages),
-            tokens=assembly.message_tokens, layouts=layouts,
-            stable_end=next((i for i, section in enumerate(assembly.sections)
-                             if section in tail), len(assembly.sections)))
-
-    def report(self, previous: Fingerprint | None, current: Fingerprint,
-               assembly: Assembly) -> CacheReport:
-        """This build's prefix against the previous one's, with the reasons it broke."""
-        reasons = {name: f"{name}'s cut advanced: {why}" for name, why in self.advanced.items()}
-        return compare(previous, current, assembly.sections, sorted(self.advanced), reasons,
-                       assembly.keys)
 
 
 PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),
@@ -538,25 +241,6 @@ def allocate(plan: BuildPlan, gathered: list[Gathered], pool: int) -> dict[str, 
         if not g.spec.cuttable:
             allocations[g.spec.source] = Allocation(share=g.need, grant=g.need)
     return allocations
-
-
-def prune_source(g: Gathered, grant: int, query: str, costing: Costing,
-                 reserve: bool = True) -> Selection:
-    """Fit one source's units into ``grant`` (less its digest's share, with ``reserve``)."""
-    if not g.spec.cuttable:
-        return Selection(kept=list(g.units))
-    options = g.spec.options
-    grant = pruning_grant(g, grant) if reserve else grant
-    contiguous = options.get("contiguous", g.spec.source in CONTIGUOUS_SOURCES)
-    share = options.get("max_item_share", 0.5 if g.spec.source == "history" else None)
-    if g.complete and g.need <= grant:
-        share = None  # everything fits: nothing to protect older rounds from
-    return select_units(
-        g.units, grant, contiguous=bool(contiguous),
-        partial_rounds=bool(options.get("partial_rounds", False)),
-        cutter=make_cutter(g.spec.strategy, query, costing),
-        unit_cap=None if share is None else int(grant * float(share)),
-    )
 
 
 def add_digests(gathered: list[Gathered], sources: Mapping[str, ContextSource],
