@@ -46,6 +46,9 @@ def serve(
     build_timeout: Annotated[float, typer.Option(help="Seconds a build may take (503).")] = 30.0,
     threads: Annotated[int, typer.Option(help="Build and store threads per worker.")] = 16,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    snapshots: Annotated[str | None, typer.Option(
+        help="Snapshot sink URL (sqlite:///…, redis://…, postgresql://…): record every "
+             "session build there and serve its metrics at /metrics.")] = None,
 ) -> None:
     """Serve the builder and sessions over HTTP (OpenAPI at /docs)."""
     try:
@@ -61,10 +64,13 @@ def serve(
                         requests_per_minute=rate, burst=burst, build_timeout=build_timeout)
         config = ServerConfig(store=store, keys=str(keys.resolve()),
                               modes=str(Path(modes).resolve()) if modes else None,
-                              rate_store=rate_store, limits=limits, threads=threads)
+                              rate_store=rate_store, limits=limits, threads=threads,
+                              snapshots=snapshots)
         # A bad keys file or store fails here, once, not in every worker.
         _check_shared_rate(config, KeysFile(config.keys), workers)
         _check_store(config.store)
+        if snapshots is not None:
+            _check_sink(snapshots)
     run(config, host=host, port=port, workers=workers, log_level=log_level)
 
 
@@ -80,6 +86,12 @@ def _check_store(url: str) -> None:
     from contextwright.session.store import open_store
 
     open_store(url).close()
+
+
+def _check_sink(url: str) -> None:
+    from contextwright.observe.sinks import open_sink
+
+    open_sink(url).close()
 
 
 def api_key(

@@ -93,6 +93,17 @@ def _add_probes(app: FastAPI, service: Service) -> None:
         """The process serves."""
         return {"status": "ok"}
 
+    @app.get("/metrics", tags=["probes"], response_class=Response,
+             responses={200: {"content": {"text/plain": {}},
+                              "description": "Prometheus text format"}, 404: PROBLEM})
+    async def metrics() -> Response:
+        """The builds' Prometheus metrics (this worker's), when serving with ``--snapshots``."""
+        if service.metrics is None:
+            raise Problem(NOT_FOUND, "metrics need snapshots: start the service with "
+                          "--snapshots URL")
+        return Response(service.metrics.exposition(),
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
+
     @app.get("/readyz", tags=["probes"])
     async def readyz() -> dict[str, str]:
         """The store (and the rate limiter's Redis) answer; 503 otherwise."""

@@ -74,6 +74,10 @@ class ServerConfig:
     """Worker threads per process for builds and store calls."""
     keys_check_every: float = 1.0
     """Seconds between two looks at the keys file for a new version."""
+    snapshots: str | None = None
+    """Snapshot sink URL (``observe.open_sink``: ``sqlite:///…``, ``redis://…``,
+    ``postgresql://…``): every session build is recorded there, and ``/metrics`` serves the
+    builds' Prometheus metrics (None: no snapshots, no ``/metrics``)."""
 
     def to_json(self) -> str:
         """The config as JSON (for worker processes)."""

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.final import FinalContext
@@ -59,6 +59,11 @@ _BUILDERS = 32
 """Builders (one per tokenizer, model, window and reserve asked for) kept per worker."""
 
 
+if TYPE_CHECKING:
+    from contextwright.observe.metrics import PrometheusMetrics
+    from contextwright.observe.recorder import SnapshotRecorder
+
+
 class Service:
     """One worker's state.
 
@@ -74,14 +79,29 @@ class Service:
         self.keys = KeysFile(config.keys, check_every=config.keys_check_every)
         self._owned: list[Callable[[], None]] = []
         self.store = store if store is not None else self._own(open_store(config.store))
+        self.metrics: PrometheusMetrics | None = None
         if manager is None:
-            manager = ContextManager(self.store, modes=config.modes)
+            manager = ContextManager(self.store, modes=config.modes,
+                                     snapshots=self._recorder(config.snapshots))
             self._owned.append(manager.close)
         self.manager = manager
         self.limiter = limiter if limiter is not None else self._own_limiter()
         self.pool = ThreadPoolExecutor(max_workers=config.threads,
                                        thread_name_prefix="cw-serve")
         self._builders: OrderedDict[tuple[Any, ...], ContextBuilder] = OrderedDict()
+
+    def _recorder(self, url: str | None) -> SnapshotRecorder | None:
+        """A recorder on the snapshot sink, counting builds for ``/metrics`` (None: no sink)."""
+        if url is None:
+            return None
+        from contextwright.observe.metrics import PrometheusMetrics
+        from contextwright.observe.recorder import SnapshotRecorder
+        from contextwright.observe.sinks import open_sink
+
+        self.metrics = PrometheusMetrics()
+        recorder = SnapshotRecorder(open_sink(url), observers=[self.metrics])
+        self._owned.append(recorder.close)
+        return recorder
 
     def _own(self, store: Store) -> Store:
         self._owned.append(store.close)
