@@ -47,7 +47,7 @@ class CachePolicy:
     step: float = 0.25
     recall_share: float = 0.15
     head_share: float = 0.3
-    min_recall_coverage: float = 0.5
+    min_recall_coverage: float = 0.8
 
     def __post_init__(self) -> None:
         """Refuse shares outside their range."""
