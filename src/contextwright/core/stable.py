@@ -121,7 +121,7 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     if anchor < 0 or anchor > len(raw):
         return StableOffer(failure=f"{where} no longer holds the previous cut's messages")
     options = g.spec.options
-    if any(options.get(name) for name in ("tool_full", "recall_share", "max_rounds")):
+    if any(options.get(option) for option in ("tool_full", "recall_share", "max_rounds")):
         plain = gather_source(replace(g.spec, options=anchored_options(options, anchor,
                                                                        recall=False)),
                               g.position, source, request, cap, costing)
