@@ -220,7 +220,8 @@ def test_a_plan_that_places_history_otherwise_cuts_it_afresh() -> None:
 
 def test_price_models_price_cached_tokens() -> None:
     anthropic_prices, openai_prices = PRICE_MODELS
-    assert anthropic_prices.relative_cost(0, 1000) == pytest.approx(1.25)
+    assert anthropic_prices.relative_cost(0, 1000) == 1.0  # under 1,024: nothing is written
+    assert anthropic_prices.relative_cost(0, 2000) == pytest.approx(1.25)
     assert anthropic_prices.relative_cost(2000, 2000) == pytest.approx(0.1)
     assert openai_prices.cached(1000) == 0  # below 1,024 nothing is cached
     assert openai_prices.cached(1300) == 1280  # 1,024 and whole 128-token steps
@@ -397,3 +398,67 @@ def test_a_chat_with_recall_keeps_its_prefix_or_reports_the_break(
         before = ctx
         history += [{"role": "user", "content": question},
                     {"role": "assistant", "content": f"About {TOPICS[topic]}: " + "fine " * length}]
+
+
+def test_a_reply_that_repeats_the_previous_last_message_is_not_taken_for_its_end() -> None:
+    builder, chat = ContextBuilder(), BuildPlan.named("chat").with_budget(window=4000)
+    first = [{"role": "user", "content": "first question"}, {"role": "assistant", "content": "OK."}]
+    one = builder.build(chat, Request(user_input="next", history=first), cache=True)
+    more = [*first, {"role": "user", "content": "please remember my name is Bob"},
+            {"role": "assistant", "content": "OK."}]
+    two = builder.build(chat, Request(user_input="what is my name?", history=more), previous=one)
+    assert any("Bob" in m.content for m in two.messages)
+    assert [m.content for m in two.messages] == [
+        m.content for m in builder.build(chat, Request(user_input="what is my name?",
+                                                       history=more), cache=True).messages]
+
+
+def test_a_text_build_continues_its_own_fingerprint() -> None:
+    builder = ContextBuilder()
+    request = Request(user_input="hello", system=SYSTEM)
+    first = builder.build(plan(), request, target="text", cache=True)
+    again = builder.build(plan(), request, target="text",
+                          previous=Fingerprint.from_json(first.fingerprint.to_json()))
+    cache = again.report.cache
+    assert cache is not None and cache.messages_kept == len(first.messages)
+
+
+def test_a_session_erased_during_a_build_does_not_get_its_fingerprint_back() -> None:
+    from contextwright.errors import SessionGone
+    from contextwright.session.memory import MemoryStore
+    from contextwright.session.store import SessionKey
+
+    store = MemoryStore()
+    manager = ContextManager(store, system=SYSTEM, background=False)
+    manager.prepare("u", "s", "hello")
+    manager.record("u", "s", assistant="hi")
+    key = SessionKey(user_id="u", session_id="s")
+    build = manager._build
+
+    def erase_and_recreate(*args: Any, **kwargs: Any) -> FinalContext:
+        context = build(*args, **kwargs)
+        manager.erase_session("u", "s")
+        store.append(key, [{"role": "user", "content": "a new session"}])
+        return context
+
+    manager._build = erase_and_recreate  # type: ignore[method-assign]
+    with pytest.raises(SessionGone):
+        manager.prepare("u", "s", None)
+    assert manager.state("u", "s").cache is None
+
+
+def test_trusted_mode_rules_stay_in_the_system_prompt_and_zones_are_data() -> None:
+    from contextwright.core.providers import ANTHROPIC_LEAD
+
+    manager = ContextManager(system="你是客服助手。", background=False)
+    prepared = manager.prepare("u", "s", "先查订单 A-20241001 再退款")
+    messages = prepared.to_messages("openai")
+    assert "[输出区]" in messages[0]["content"]  # trusted: the system prompt
+    assert not any("<<data" in str(m["content"]) for m in messages if m["role"] == "user")
+    body = prepared.to_request("anthropic", model="claude-sonnet-4-5")
+    text = json.dumps(body, ensure_ascii=False)
+    assert ANTHROPIC_LEAD not in text  # nothing was omitted, so no lead message
+    blocks = [b for m in body["messages"] for b in m["content"]]
+    assert any(b["type"] == "search_result" and "[任务区]" in json.dumps(b, ensure_ascii=False)
+               for b in blocks)
+    assert body["messages"][-1]["content"][-1]["text"] == "先查订单 A-20241001 再退款"

@@ -8,6 +8,7 @@ itself never reads the environment.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -178,6 +179,18 @@ def previous_fingerprint(previous: Previous) -> Fingerprint | None:
     if isinstance(previous, str):
         return Fingerprint.from_json(previous)
     raise InvalidInputError("previous must be a FinalContext, a Fingerprint or its JSON")
+
+
+def session_cache_key(*ids: str) -> str:
+    """A provider cache key (OpenAI ``prompt_cache_key``) naming a session by its ids.
+
+    A keyed hash, keyed by the deployment's fence secret (``CONTEXTWRIGHT_FENCE_SECRET``), so
+    the provider cannot tell users apart by guessing ids, nor link one deployment's sessions to
+    another's; without a secret the built-in key is used and the hash only hides the ids.
+    """
+    key = fence_key(os.environ.get(FENCE_SECRET_VARIABLE))
+    text = "\x1f".join(ids).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(text, key=key, digest_size=12, person=b"cw-cache-key").hexdigest()
 
 
 def clear_caches() -> None:

@@ -82,7 +82,8 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         for candidate in _in_render_order(kept.get(spec.source, []),
                                           spec.source in ordered):
             fenced = fenced or candidate.item.untrusted
-            if spec.source in tail and candidate.message.role == "system":
+            if (spec.source in tail and candidate.message.role == "system"
+                    and not candidate.item.metadata.get("stable")):
                 tail_parts.append(candidate)
                 continue
             if candidate.is_schema:
@@ -116,10 +117,12 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
                    len(messages))
     untrusted = [c for c in tail_parts if c.item.untrusted]
     trusted = [c for c in tail_parts if not c.item.untrusted]
-    # Trusted facts (the time) may come last; fenced data never sits in the user's role, nor
-    # at the end (an assistant message there would be a prefill): before the input.
+    # Trusted facts (the time) may come last (before a repeated question); fenced data never
+    # sits in the user's role, nor at the end (an assistant message there would be a prefill):
+    # it goes before the input, as a document (a search result for Anthropic).
+    end = len(messages) - (1 if keys and keys[-1] == "user.repeated" else 0)
     tail_messages: tuple[tuple[list[Candidate], Role, int], ...] = (
-        (trusted, "user", len(messages) if tail_last else user_at),
+        (trusted, "user", end if tail_last else user_at),
         (untrusted, "assistant", user_at))
     for group, role, at in tail_messages:
         if not group:
@@ -127,8 +130,8 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         message = Message(role=role, content="\n\n".join(c.message.content for c in group))
         messages.insert(at, message)
         sections.insert(at, group[0].item.namespace)
-        labels.insert(at, None)
-        documents.insert(at, False)
+        labels.insert(at, group[0].item.namespace if role == "assistant" else None)
+        documents.insert(at, role == "assistant")
         keys.insert(at, ",".join(c.item.key for c in group))
         counts.insert(at, message_tokens(message, costing.tokenizer)
                       if costing.target == "chat" else 0)

@@ -234,6 +234,8 @@ class PriceModel:
         """Cost of one call's input relative to sending it all uncached (1.0)."""
         if input_tokens <= 0:
             return 0.0
+        if input_tokens < self.min_prefix:  # too short to be cached: nothing read or written
+            return 1.0
         cached = self.cached(min(prefix_tokens, input_tokens))
         return (cached * self.cache_read + (input_tokens - cached) * self.cache_write) / (
             input_tokens)

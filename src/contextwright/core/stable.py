@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from contextwright.core.cache import CachePolicy, SourceLayout, message_hash
+from contextwright.core.cache import CachePolicy, SourceLayout, message_hash, short_hash
 from contextwright.core.digest import DigestCost, digest_share
 from contextwright.core.gather import Candidate, Costing, Gathered, Unit, gather_source
 from contextwright.core.items import ContextItem, parse_message
@@ -48,22 +48,32 @@ def raw_hash(raw: Mapping[str, Any], where: str) -> str:
     return message_hash(parse_message(raw, where))
 
 
-def tail_of(raw: Sequence[Mapping[str, Any]], where: str) -> str:
-    """Hash of the list's last message ('' for an empty list)."""
-    return raw_hash(raw[-1], f"{where}[{len(raw) - 1}]") if raw else ""
+TAIL_MESSAGES = 4
+"""How many of a list's last messages its ``tail`` hash covers: one message ("OK.") repeats."""
+
+
+def tail_of(raw: Sequence[Mapping[str, Any]], where: str, end: int | None = None) -> str:
+    """Hash of the last ``TAIL_MESSAGES`` messages of ``raw[:end]`` ('' for an empty list)."""
+    end = len(raw) if end is None else end
+    start = max(0, end - TAIL_MESSAGES)
+    return short_hash("\x1f".join(raw_hash(raw[i], f"{where}[{i}]") for i in range(start, end)))
 
 
 def locate(layout: SourceLayout, raw: Sequence[Mapping[str, Any]], where: str) -> int | None:
     """How far the previous list's end moved in ``raw`` (None: it is not there).
 
-    0 when messages were only appended; negative when the list now starts later (a session
-    read from a later message on).
+    0 when messages were only appended (checked first); negative when the list now starts
+    later (a session read from a later message on). The end is known by its last few messages,
+    not one, so a repeated reply is not taken for it.
     """
     if layout.length == 0:
         return 0
-    for index in range(len(raw) - 1, max(-1, len(raw) - 1 - TAIL_SEARCH), -1):
-        if raw_hash(raw[index], f"{where}[{index}]") == layout.tail:
-            return index - (layout.length - 1)
+    expected = layout.length
+    if expected <= len(raw) and tail_of(raw, where, expected) == layout.tail:
+        return 0
+    for end in range(len(raw), max(0, len(raw) - TAIL_SEARCH), -1):
+        if end != expected and tail_of(raw, where, end) == layout.tail:
+            return end - expected
     return None
 
 
@@ -187,12 +197,20 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
         rendered = [candidate_hash(c) for c in sorted(unit.candidates, key=_order)]
         by_first.setdefault(rendered[0], []).append((unit, rendered))
     units: list[Unit] = []
+    shown: set[str] = set()  # two messages that render alike are two units, not one twice
     index = 0
+    last = float("-inf")
     while index < len(hashes):
-        found = next((u for u, rendered in by_first.get(hashes[index], ())
-                      if list(hashes[index:index + len(rendered)]) == rendered), None)
+        fits = [u for u, rendered in by_first.get(hashes[index], ())
+                if not any(c.item.key in shown for c in u.candidates)
+                and list(hashes[index:index + len(rendered)]) == rendered]
+        # Alike messages: take the one that keeps the run in order (the next one along).
+        found = min((u for u in fits if _first_order(u) > last), key=_first_order,
+                    default=fits[0] if fits else None)
         if found is None:
             return units, index
+        last = max(last, _first_order(found))
+        shown.update(c.item.key for c in found.candidates)
         units.append(found)
         index += len(found.candidates)
     return units, None
@@ -268,7 +286,7 @@ def recall_coverage(stable: StableOffer, extra: Sequence[Unit], grant: int) -> f
 
 
 def pinned_head(units: Sequence[Unit], cap: int) -> list[Unit]:
-    """The leading units of a layout (in render order) up to the first digest, within ``cap``.
+    """The leading units of a layout (render order), before any digest or tool result, in ``cap``.
 
     Kept through a cut, they keep the provider's cache warm past the system prompt even when
     the newest messages no longer fit.
@@ -276,8 +294,9 @@ def pinned_head(units: Sequence[Unit], cap: int) -> list[Unit]:
     head: list[Unit] = []
     used = 0
     for unit in units:
-        if _is_digest(unit) or used + unit.tokens > cap:
-            break
+        if _is_digest(unit) or used + unit.tokens > cap or any(
+                c.message.role == "tool" for c in unit.candidates):
+            break  # a tool result's tier is recomputed at a cut: it could not stay as shown
         head.append(unit)
         used += unit.tokens
     return head

@@ -279,8 +279,9 @@ class Stepping:
             selection = in_render_order(selections[name])
             if name not in self.advanced:
                 continue
-            head = self.heads.get(name) or pinned_head(
-                selection.kept, int(self.grants[name] * self.policy.head_share))
+            head = self.heads.get(name) or pinned_head(  # the digest goes after the head
+                [u for u in selection.kept if "digest" not in u.candidates[0].item.metadata],
+                int(self.grants[name] * self.policy.head_share))
             pinned = {id(u) for u in head}
             selection.kept = [*head, *(u for u in selection.kept if id(u) not in pinned)]
 
@@ -293,7 +294,7 @@ class Stepping:
                     request: Request, tail: frozenset[str]) -> Fingerprint:
         """What the next build needs to continue this one."""
         layouts = {}
-        for name in self.sources:
+        for name in sorted(self.sources):  # the same JSON in every process
             where = MESSAGE_LISTS[name]
             raw = getattr(request, where)
             anchor = self.anchors.get(name, -1)
@@ -309,7 +310,8 @@ class Stepping:
             tools=short_hash("\x1e".join(assembly.schema_jsons)),
             tool_tokens=sum(assembly.schema_tokens),
             messages=tuple(message_hash(m) for m in assembly.messages),
-            tokens=assembly.message_tokens, layouts=layouts,
+            # A text build counts the prompt whole, not per message: zeros, same length.
+            tokens=assembly.message_tokens or (0,) * len(assembly.messages), layouts=layouts,
             stable_end=next((i for i, section in enumerate(assembly.sections)
                              if section in tail), len(assembly.sections)))
 

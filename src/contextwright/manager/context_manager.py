@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from contextwright.builder import ContextBuilder, cache_policy
+from contextwright.builder import ContextBuilder, cache_policy, session_cache_key
 from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
 from contextwright.convert import chat_messages
-from contextwright.core.cache import CachePolicy, Fingerprint, short_hash
+from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.fence import language_of
 from contextwright.core.final import FinalContext
 from contextwright.core.items import check_text, parse_message
@@ -237,6 +237,8 @@ class ContextManager:
 
     def _prepare_stored(self, key: SessionKey, text: str | None, appended: Appended | None,
                         parts: Request, target: Literal["chat", "text"]) -> PreparedContext:
+        # The incarnation read, taken first: the fingerprint may go only into it.
+        epoch = appended.epoch if appended is not None else self.store.epoch(key)
         record, read, recent = self._read_recent(key)
         state, route, switch = self._route(key, text, appended, recent, record)
         user_index = last_user_index(recent)
@@ -245,7 +247,7 @@ class ContextManager:
         settings = self._settings(state.mode)
         context = self._build(key, state, settings, read, recent, user_index, parts, target,
                               route, switch)
-        self._keep_fingerprint(key, context, appended.epoch if appended is not None else None)
+        self._keep_fingerprint(key, context, epoch)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
 
@@ -523,7 +525,7 @@ class ContextManager:
             return builder.build(self._plans[settings.name], request, target=target)
         return builder.build(self._plans[settings.name], request, target=target,
                              previous=_previous(key, state), cache=self._cache,
-                             cache_key=short_hash(f"{key.user_id}\x1f{key.session_id}"))
+                             cache_key=session_cache_key(key.user_id, key.session_id))
 
     def _keep_fingerprint(self, key: SessionKey, context: FinalContext,
                           epoch: str | None) -> None:
@@ -532,8 +534,7 @@ class ContextManager:
         if self._cache is None or context.stable_fingerprint is None:
             return
         fingerprint = context.stable_fingerprint.to_dict()
-        epoch = epoch if epoch is not None else self.store.epoch(key)
-        if epoch is None:
+        if epoch is None:  # no session was there when the call began
             return
         try:
             update_state(self.store, key, lambda s: replace(s, cache=fingerprint),

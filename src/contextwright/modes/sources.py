@@ -26,7 +26,8 @@ class SessionMemorySource:
 
     namespace = NAMESPACE
     volatile = True
-    """The summary and zones change as the session goes on: rendered after the stable part."""
+    """The summary and zones change as the session goes on: rendered after the stable part
+    (the mode's instruction and output rules, marked ``stable``, stay in the system prompt)."""
 
     def __init__(self, *, settings: ModeSettings, zones: Zones, summary_text: str,
                  language: str) -> None:
@@ -58,8 +59,11 @@ class SessionMemorySource:
 
 
 def _item(name: str, text: str, *, order: int, trusted: bool = False) -> ContextItem:
+    # The developer's instruction and output rules are trusted and change only with the mode:
+    # they stay in the system prompt even in a build that keeps a stable prefix.
     return ContextItem(
         key=f"{NAMESPACE}.{name}", message=Message(role="system", content=text),
         layer=Layer.SYSTEM if trusted else Layer.EVIDENCE, order=order,
         untrusted=not trusted, truncatable=not trusted, label=name,
+        metadata={"stable": True} if trusted else {},
     )
