@@ -147,8 +147,12 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
             pool.append(digest)
     stable.units, missing = match_layout(layout.messages, pool)
     if missing is not None:
-        stable.failure = (f"{name}'s previous message {missing} is no longer offered as it was "
-                          "(changed, or cut differently)")
+        if not plain.complete and missing == 0:
+            stable.failure = ("its kept run starts past what it may read now (a smaller "
+                              "budget, or a window of rounds that moved on)")
+        else:
+            stable.failure = (f"{name}'s previous message {missing} is no longer offered as "
+                              "it was (changed, or cut differently)")
         return stable
     end = layout.length + shift
     shown = {candidate_hash(c) for u in stable.units for c in u.candidates}
