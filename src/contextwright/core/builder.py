@@ -14,7 +14,7 @@ from typing import NoReturn
 from contextwright.core.accounting import MESSAGE_OVERHEAD, REPLY_PRIMING
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
-from contextwright.core.cache import CachePolicy, Fingerprint
+from contextwright.core.cache import CachePolicy, Fingerprint, plan_hash
 from contextwright.core.cutting import make_cutter
 from contextwright.core.digest import add_digest
 from contextwright.core.fence import DATA_NOTE, DEFAULT_FENCE_KEY, language_of, separator
@@ -36,7 +36,7 @@ from contextwright.core.select import (
 )
 from contextwright.core.sequence import show_in_sequence
 from contextwright.core.source import ContextSource
-from contextwright.core.stepping import Stepping, cache_points, plan_hash
+from contextwright.core.stepping import Stepping, cache_points
 from contextwright.core.text import render_text
 from contextwright.errors import BudgetError, PlanError
 from contextwright.tokens import CountingTokenizer

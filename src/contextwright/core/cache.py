@@ -203,6 +203,16 @@ def short_hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
+def plan_hash(plan: object) -> str:
+    """A short hash of everything in a plan or source spec (frozen dataclasses: ``repr``)."""
+    return short_hash(repr(plan))
+
+
+def tools_hash(schema_jsons: Sequence[str]) -> str:
+    """A short hash of the tool schemas as sent."""
+    return short_hash("\x1e".join(schema_jsons))
+
+
 def message_hash(message: Message) -> str:
     """Hash of everything of a message a provider sees."""
     calls = "\x1f".join(f"{c.id}\x1e{c.name}\x1e{c.arguments}" for c in message.tool_calls)

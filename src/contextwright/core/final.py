@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from contextwright.core.accounting import MESSAGE_OVERHEAD, context_tokens
-from contextwright.core.cache import Fingerprint, message_hash
+from contextwright.core.cache import Fingerprint, message_hash, plan_hash, tools_hash
 from contextwright.core.items import Message
 from contextwright.core.providers import (
     ANTHROPIC_LEAD,
@@ -105,11 +105,9 @@ class FinalContext:
         """
         if self.stable_fingerprint is not None:
             return self.stable_fingerprint
-        from contextwright.core.cache import short_hash
-
         return Fingerprint(
-            plan=short_hash(repr(self.plan)), target=self.target,
-            tools=short_hash("\x1e".join(self.schema_jsons)), tool_tokens=0,
+            plan=plan_hash(self.plan), target=self.target,
+            tools=tools_hash(self.schema_jsons), tool_tokens=0,
             messages=tuple(message_hash(m) for m in self.messages),
             tokens=self.message_tokens or (0,) * len(self.messages), stable=False)
 

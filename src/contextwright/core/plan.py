@@ -56,6 +56,11 @@ class FrozenOptions(Mapping[str, Any]):
         return {key: _thaw(value) for key, value in self._data.items()}
 
 
+def thawed(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Source options as a plain, mutable dict (a deep copy for ``FrozenOptions``)."""
+    return options.thaw() if isinstance(options, FrozenOptions) else dict(options)
+
+
 def _freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
         return FrozenOptions(value)

@@ -25,7 +25,7 @@ from contextwright.core.cache import CachePolicy, SourceLayout, message_hash, sh
 from contextwright.core.digest import DigestCost, digest_share
 from contextwright.core.gather import Candidate, Costing, Gathered, Unit, gather_source
 from contextwright.core.items import ContextItem, parse_message
-from contextwright.core.plan import FrozenOptions
+from contextwright.core.plan import FrozenOptions, thawed
 from contextwright.core.request import Request
 from contextwright.core.select import Selection
 from contextwright.core.source import ContextSource, DigestingSource
@@ -109,7 +109,7 @@ def anchored_options(options: Mapping[str, Any], anchor: int, *, recall: bool) -
     Without ``recall``, the source offers its plain newest-first stream (no recalled turns);
     a ``max_rounds`` window may hold up to twice its rounds between cuts.
     """
-    plain = options.thaw() if isinstance(options, FrozenOptions) else dict(options)
+    plain = thawed(options)
     plain["tier_anchor"] = anchor
     if not recall:
         plain["recall_share"] = 0

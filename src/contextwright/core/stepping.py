@@ -20,11 +20,12 @@ from contextwright.core.cache import (
     Fingerprint,
     compare,
     message_hash,
-    short_hash,
+    plan_hash,
+    tools_hash,
 )
 from contextwright.core.digest import add_digest, digest_share
 from contextwright.core.gather import Costing, Gathered, Unit, gather_source
-from contextwright.core.plan import BuildPlan, FrozenOptions, SourceSpec
+from contextwright.core.plan import BuildPlan, FrozenOptions, thawed
 from contextwright.core.pruning import prune_source
 from contextwright.core.request import Request
 from contextwright.core.select import Selection, drop_decisions
@@ -93,24 +94,13 @@ def keep_first(g: Gathered, source: ContextSource, request: Request, keys: Seque
     wanted = set(keys)
     if getattr(source, "keeps", False):
         names = [key.split(".", 1)[1] for key in keys if "." in key]
-        options = g.spec.options.thaw() if isinstance(g.spec.options, FrozenOptions) else dict(
-            g.spec.options)
+        options = thawed(g.spec.options)
         again = gather_source(replace(g.spec, options=FrozenOptions({**options, "keep": names})),
                               g.position, source, request, cap, costing)
         if again.error is None:
             g.units, g.complete, g.omitted = again.units, again.complete, again.omitted
     first = [u for u in g.units if u.candidates[0].item.key in wanted]
     g.units = [*first, *(u for u in g.units if u.candidates[0].item.key not in wanted)]
-
-
-def plan_hash(plan: BuildPlan) -> str:
-    """A short hash of everything in a plan (reported when the plan changes between calls)."""
-    return short_hash(repr(plan))
-
-
-def spec_hash(spec: SourceSpec) -> str:
-    """A short hash of a source's place in a plan: its layout continues only under the same."""
-    return short_hash(repr(spec))
 
 
 class Stepping:
@@ -148,7 +138,7 @@ class Stepping:
         self.cuttable = frozenset(g.spec.source for g in gathered if g.spec.cuttable)
         for g in gathered:
             if g.spec.source in laid_out:
-                self.specs[g.spec.source] = spec_hash(g.spec)
+                self.specs[g.spec.source] = plan_hash(g.spec)
                 # Units are kept whole or left out: a cut message could not be found again.
                 g.spec = replace(g.spec, strategy="drop")
         if previous is None or not previous.stable or previous.target != self.target:
@@ -307,7 +297,7 @@ class Stepping:
                 if name not in self.sources and name in self.cuttable and selection.kept}
         return Fingerprint(
             plan=self.plan, target=self.target, kept=kept,
-            tools=short_hash("\x1e".join(assembly.schema_jsons)),
+            tools=tools_hash(assembly.schema_jsons),
             tool_tokens=sum(assembly.schema_tokens),
             messages=tuple(message_hash(m) for m in assembly.messages),
             # A text build counts the prompt whole, not per message: zeros, same length.

@@ -30,7 +30,7 @@ from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.fence import language_of
 from contextwright.core.final import FinalContext
 from contextwright.core.items import check_text, parse_message
-from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, SourceSpec
+from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, SourceSpec, thawed
 from contextwright.core.providers import ProviderFormat
 from contextwright.core.report import BuildReport
 from contextwright.core.request import Request
@@ -642,14 +642,14 @@ def _plan_with_session(plan: BuildPlan, settings: ModeSettings,
     for spec in plan.sources:
         if spec.source in ("rag", "retrieval"):
             spec = replace(spec, options=FrozenOptions(
-                {**settings.retrieval_options(), **_thawed(spec.options)}))
+                {**settings.retrieval_options(), **thawed(spec.options)}))
         if spec.source == "history" and (settings.enable_summary or settings.recall is not None
                                          ) and spec.options.get("recall_share"):
             # With a running summary the request holds only the rounds after it, which fit
             # the budget anyway: recall works session-wide instead (``session_recall``), as it
             # does whenever the mode sets ``recall`` itself.
             spec = replace(spec, options=FrozenOptions(
-                {**_thawed(spec.options), "recall_share": 0}))
+                {**thawed(spec.options), "recall_share": 0}))
         specs.append(spec)
     if plan.spec("session") is None:
         specs.insert(_after(specs, "system"),
@@ -665,10 +665,6 @@ def _plan_with_session(plan: BuildPlan, settings: ModeSettings,
 
 def _after(specs: list[SourceSpec], source: str) -> int:
     return next((i + 1 for i, spec in enumerate(specs) if spec.source == source), len(specs))
-
-
-def _thawed(options: Mapping[str, Any]) -> dict[str, Any]:
-    return options.thaw() if isinstance(options, FrozenOptions) else dict(options)
 
 
 _RECORD_TAIL = 16

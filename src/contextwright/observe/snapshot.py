@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from contextwright.core.final import FinalContext
 from contextwright.core.items import Message
-from contextwright.core.plan import BuildPlan, FrozenOptions
+from contextwright.core.plan import BuildPlan, thawed
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Document, Request
 from contextwright.errors import CorruptRecordError
@@ -178,8 +178,7 @@ def plan_to_dict(plan: BuildPlan) -> dict[str, Any]:
     data = asdict(plan)
     data["sources"] = [
         {**{k: v for k, v in spec.items() if k != "options"},
-         "options": (s.options.thaw() if isinstance(s.options, FrozenOptions)
-                     else dict(s.options))}
+         "options": thawed(s.options)}
         for spec, s in zip(data["sources"], plan.sources, strict=True)]
     return _plain(data)  # type: ignore[no-any-return]
 
