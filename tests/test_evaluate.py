@@ -385,9 +385,17 @@ def test_hotpotqa_suite_packs_documents_and_measures_the_retriever() -> None:
 
 
 def test_a_plan_without_a_document_source_is_a_plan_error() -> None:
-    suite = load_suite("hotpotqa", FIXTURES / "hotpotqa", plan=BuildPlan.named("chat"))
+    plan = BuildPlan.builder("no_documents").add("system").add("user").build()
+    suite = load_suite("hotpotqa", FIXTURES / "hotpotqa", plan=plan)
     with pytest.raises(PlanError, match="needs one of the sources rag"):
         run_suite(suite, [256])
+
+
+def test_a_shipped_plan_without_a_document_source_gets_one() -> None:
+    suite = load_suite("hotpotqa", FIXTURES / "hotpotqa", plan=BuildPlan.named("chat"))
+    row = run_suite(suite, [256]).budgets[0]
+    assert row.failures == 0
+    assert row.contextwright["sentence_recall"] == 1.0
 
 
 def test_the_dump_carries_the_rendered_messages_of_every_case() -> None:

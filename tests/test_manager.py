@@ -15,6 +15,7 @@ import pytest
 
 from contextwright.compress.summarize import ExtractiveSummarizer, Summary
 from contextwright.core.items import Message
+from contextwright.core.plan import BuildPlan
 from contextwright.errors import BudgetError, InvalidInputError, StoreUnavailable
 from contextwright.manager import ContextManager, PreparedContext
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED
@@ -215,11 +216,20 @@ def test_conflicting_configuration_is_a_plan_error() -> None:
 
 
 def test_a_mode_can_build_with_another_plan() -> None:
+    no_history = BuildPlan.builder("no_history").add("system", 0.3).add("user", 0.7).build()
+    cm = ContextManager(plans={"sliding_window": no_history}, background=False)
+    _chat(cm, 2)
+    ctx = cm.prepare("u", "s", "hello again")
+    assert ctx.report.plan == "no_history"
+    assert "Round 1" not in _texts(ctx.to_messages("openai"))
+
+
+def test_a_shipped_plan_shows_the_history_it_has_no_source_for() -> None:
     cm = ContextManager(plans={"sliding_window": "simple_qa"}, background=False)
     _chat(cm, 2)
     ctx = cm.prepare("u", "s", "hello again")
-    assert ctx.report.plan == "simple_qa"
-    assert "Round 1" not in _texts(ctx.to_messages("openai"))  # simple_qa has no history
+    assert ctx.report.plan == "simple_qa+history"
+    assert "Round 1" in _texts(ctx.to_messages("openai"))
 
 
 def test_ids_are_required() -> None:

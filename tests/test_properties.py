@@ -391,7 +391,7 @@ def test_no_source_exceeds_its_max_tokens(scenario: Scenario) -> None:
     if ctx is None:
         return
     for row in ctx.report.sources:
-        spec = scenario.plan.spec(row.source)
+        spec = ctx.plan.spec(row.source)
         assert spec is not None
         if spec.cuttable and spec.max_tokens is not None:
             assert row.tokens <= spec.max_tokens, f"{row.source} uses {row.tokens} tokens"
@@ -407,7 +407,7 @@ def test_system_prompt_and_user_input_are_never_cut(scenario: Scenario) -> None:
         return
     messages = ctx.to_messages("openai")
     request = scenario.request
-    if request.system and scenario.plan.spec("system") is not None:
+    if request.system and ctx.plan.spec("system") is not None:
         assert messages[0]["role"] == "system"
         assert request.system in messages[0]["content"]
     assert any(m["role"] == "user" and m["content"] == request.user_input for m in messages)
@@ -443,8 +443,8 @@ def test_every_history_and_turn_message_is_kept_or_reported(scenario: Scenario) 
     if ctx is None:
         return
     request = scenario.request
-    _check_every_message_accounted(ctx, scenario.plan, request.history, "history", "history")
-    _check_every_message_accounted(ctx, scenario.plan, request.turn, "turn", "tool_results")
+    _check_every_message_accounted(ctx, ctx.plan, request.history, "history", "history")
+    _check_every_message_accounted(ctx, ctx.plan, request.turn, "turn", "tool_results")
 
 
 @PROPERTY
@@ -453,7 +453,7 @@ def test_every_document_and_tool_definition_is_kept_or_reported(scenario: Scenar
     ctx = built(scenario)
     if ctx is None:
         return
-    plan, request = scenario.plan, scenario.request
+    plan, request = ctx.plan, scenario.request
     decisions = decisions_by_key(ctx.report.decisions)
     left_out = {key for key, ds in decisions.items() if any(d.action in LEFT_OUT for d in ds)}
     if request.tools and plan.spec("tools") is not None:
@@ -482,21 +482,37 @@ def test_tool_call_never_separated_from_its_result(scenario: Scenario) -> None:
     check_openai_tool_pairing(ctx.to_messages("openai"))
 
 
+def _in_a_tool_round(history: Sequence[Mapping[str, Any]], index: int) -> bool:
+    """Whether the round holding ``history[index]`` has tool calls or results."""
+    begin = index
+    while begin > 0 and history[begin].get("role") != "user":
+        begin -= 1
+    end = index + 1
+    while end < len(history) and history[end].get("role") != "user":
+        end += 1
+    return any(m.get("role") == "tool" or m.get("tool_calls") for m in history[begin:end])
+
+
 @PROPERTY
 @given(scenarios())
 def test_history_is_dropped_oldest_first(scenario: Scenario) -> None:
     ctx = built(scenario)
-    spec = scenario.plan.spec("history")
+    if ctx is None:
+        return
+    spec = ctx.plan.spec("history")
     history = scenario.request.history
-    if ctx is None or spec is None or not history:
+    if spec is None or not history:
         return
     account = Account(ctx, history, "history")
     oldest = check_newest_first_run(account, len(history))
-    if oldest is None or spec.options.get("partial_rounds", False):
+    partial = spec.options.get("partial_rounds", "tool_rounds")
+    if oldest is None or partial is True:
         return
-    start = oldest  # without partial_rounds, whole rounds: the run opens a round
+    start = oldest  # whole rounds (but for an agent round with tool_rounds): it opens a round
     while start > 0 and account.has(start - 1, "deduplicated"):
         start -= 1
+    if partial == "tool_rounds" and _in_a_tool_round(history, start):
+        return
     assert start == 0 or history[start]["role"] == "user", (
         f"kept history starts inside a round (m{oldest}, a {history[oldest]['role']} message)")
 
@@ -506,7 +522,7 @@ def test_history_is_dropped_oldest_first(scenario: Scenario) -> None:
 def test_latest_tool_results_are_kept_first(scenario: Scenario) -> None:
     ctx = built(scenario)
     turn = scenario.request.turn
-    if ctx is None or scenario.plan.spec("tool_results") is None or not turn:
+    if ctx is None or ctx.plan.spec("tool_results") is None or not turn:
         return
     check_newest_first_run(Account(ctx, turn, "tool_results"), len(turn))
 
@@ -519,11 +535,11 @@ def test_parts_follow_the_plan_order(scenario: Scenario) -> None:
     ctx = built(scenario)
     if ctx is None:
         return
-    positions = {spec.source: i for i, spec in enumerate(scenario.plan.sources)}
+    positions = {spec.source: i for i, spec in enumerate(ctx.plan.sources)}
     sections = list(ctx.sections)
     if sections and ctx.messages[0].role == "system":
         sections = sections[1:]
-    if scenario.plan.repeat_question and len(sections) > 1 and sections[-1] == "user":
+    if ctx.plan.repeat_question and len(sections) > 1 and sections[-1] == "user":
         sections = sections[:-1]
     order = [positions[s] for s in sections]
     assert order == sorted(order), f"sections out of plan order: {sections}"
@@ -702,8 +718,9 @@ def test_rounds_beyond_max_rounds_are_reported() -> None:
     for i in range(6):
         history += [{"role": "user", "content": f"question {i}"},
                     {"role": "assistant", "content": f"answer {i}"}]
-    ctx = BUILDER.build(BuildPlan.named("rag_qa"),  # max_rounds: 4
-                        Request(user_input="hi", system="Be brief.", history=history))
+    plan = (BuildPlan.builder("four_rounds").add("system", 0.2)
+            .add("history", 0.5, options={"max_rounds": 4}).add("user", 0.3).build())
+    ctx = BUILDER.build(plan, Request(user_input="hi", system="Be brief.", history=history))
     contents = [m["content"] for m in ctx.to_messages("openai")]
     assert "question 1" not in contents
     decisions = decisions_by_key(ctx.report.decisions)

@@ -484,3 +484,70 @@ def _rounds_in_fives(history: list[Message]) -> Iterator[list[Message]]:
         rounds[-1].append(message)
     for start in range(0, len(rounds), 5):
         yield [m for round_ in rounds[start:start + 5] for m in round_]
+
+
+# ----- the library's own framing is never a fact -----
+
+def _fence_marker_of_a_build() -> str:
+    import re
+
+    from contextwright import BuildPlan, ContextBuilder, Request
+
+    call = {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": '{"temp": 4, "code": "OSL771"}'}
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"),
+                                 Request(user_input="weather?", turn=[call, result]))
+    rendered = json.dumps(ctx.to_messages("openai"))
+    found = re.search(r"<<data ([0-9a-f]{12}) ", rendered)
+    assert found is not None
+    return found.group(1)
+
+
+def _messages(*raw: dict[str, Any]) -> list[Message]:
+    return [parse_message(message, f"messages[{i}]") for i, message in enumerate(raw)]
+
+
+def test_a_fence_marker_the_model_copied_into_a_tool_argument_is_no_summary_fact() -> None:
+    marker = _fence_marker_of_a_build()
+    memo = json.dumps({"text": f"Oslo 4C, ref {marker}, code OSL771"})
+    messages = _messages(
+        {"role": "user", "content": "Save a memo about the Oslo weather."},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "c2", "type": "function",
+            "function": {"name": "save_memo", "arguments": memo}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": '{"memo_id": "M-5521"}'},
+        {"role": "assistant", "content": f"Saved memo M-5521 (<<end {marker}>>)."},
+    )
+    summary = ExtractiveSummarizer().summarize(None, messages, language="en")
+    assert marker not in summary.facts
+    assert marker not in summary.render("en")
+    assert "M-5521" in summary.facts and "OSL771" in summary.facts
+
+
+def test_a_marker_shaped_id_a_tool_returned_stays_a_fact() -> None:
+    container = "3f9a2b7c1d0e"  # a container id has the same shape as a fence marker
+    messages = _messages(
+        {"role": "user", "content": "Start the build container."},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "c1", "type": "function", "function": {"name": "start", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"container": container})},
+        {"role": "assistant", "content": f"Container {container} is up."},
+    )
+    summary = ExtractiveSummarizer().summarize(None, messages, language="en")
+    assert container in summary.facts
+
+
+def test_fence_lines_and_recalled_markers_are_not_facts() -> None:
+    text = ("<<data 6d237235dad1 tool get_weather>>\ntemp 4 at HAT028\n<<end 6d237235dad1>>\n"
+            "[recalled 2023-05-08] we met on 2023-05-07")
+    assert extract_facts(text) == ("HAT028", "2023-05-07")
+
+
+def test_an_llm_summary_loses_the_fences_it_copied(server: FakeOpenAIServer) -> None:
+    facts = ["20241001", "SF1234567890", "北京市朝阳区建国路88号", "a6d21a3571f5"]
+    server.script(text(reply(facts=facts, notes=["<<data a6d21a3571f5 tool track>>运输中"])))
+    summary = llm(server).summarize(None, ORDER_CHAT, language="zh")
+    assert summary.facts == tuple(facts[:3])
+    assert summary.notes == ("运输中",)

@@ -199,12 +199,13 @@ def clear_caches() -> None:
     The caches make re-reading a long history cheap; clearing them frees their memory and
     makes the next build a cold one (benchmarks use this).
     """
-    from contextwright.core import gather, items
+    from contextwright.core import covering, gather, items
     from contextwright.sources import conversation, tools
     from contextwright.tokens import CountingTokenizer
 
     items._PARSED.clear()
     gather._CANDIDATES.clear()
+    covering.clear_covered()
     conversation._ITEMS.clear()
     conversation._BLOCKS.clear()
     conversation._OPTION_KEYS.clear()

@@ -129,7 +129,8 @@ def test_renderings_are_the_ones_asked_for(serve_app: Callable[..., Running],
         assert "Hello" in text.to_text()
         built = client.build({"user_input": "Summarise the note", "notes": ["the note"]},
                              plan="simple_qa", format="openai-responses")
-        assert built.report.plan == "simple_qa"
+        assert built.report.plan == "simple_qa+notes"  # a source for the notes was added
+        assert "the note" in str(built.to_messages())
         assert built.to_messages()[-1]["role"] == "user"
 
 

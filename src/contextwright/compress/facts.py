@@ -19,7 +19,8 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["extract_facts", "fact_key", "missing_facts"]
+__all__ = ["extract_facts", "fact_key", "looks_like_fence_marker", "missing_facts",
+           "without_framing"]
 
 # ASCII-alphanumeric boundaries: Python's \b sees CJK as word characters, so "订单号20241001"
 # has no \b before the digits. These look only at ASCII letters and digits.
@@ -221,8 +222,40 @@ def _extract_cached(text: str) -> tuple[str, ...]:
     return _extract(text)
 
 
+# The library's own framing, as ``core.fence`` and the renderings write it: fence lines
+# (``<<data 6d237235dad1 tool get_weather>>``, ``<<end 6d237235dad1>>``) and the marker of a
+# recalled turn. A model that copies them into its answer or a tool argument must not turn
+# them into facts a summary keeps for ever.
+_FRAMING = re.compile(r"<<(?:data [0-9a-f]{12}[^\n>]{0,200}|end [0-9a-f]{12})>>"
+                      r"|\[recalled(?: [0-9T:+\-Z.]{4,40})?\]")
+_MARKER_SHAPE = re.compile(r"[0-9a-f]{12}")
+
+
+def looks_like_fence_marker(fact: str) -> bool:
+    """Whether ``fact`` has the shape of a fence marker (12 lower-case hex digits).
+
+    Callers drop such a value when only the model wrote it (an answer, a tool argument) and no
+    user or tool message holds it: then it is the fence of an earlier context copied back.
+    """
+    return _MARKER_SHAPE.fullmatch(fact) is not None
+
+
+def without_framing(text: str) -> str:
+    """``text`` without the library's fence lines and recalled-turn markers (for quoting)."""
+    if "<<" not in text and "[recalled" not in text:
+        return text
+    return _FRAMING.sub("", text)
+
+
+def _without_framing(text: str) -> str:
+    """``text`` with the library's framing blanked out (same length, so offsets still hold)."""
+    if "<<" not in text and "[recalled" not in text:
+        return text
+    return _FRAMING.sub(lambda m: " " * len(m.group()), text)
+
+
 def _extract(text: str) -> tuple[str, ...]:
-    folded = text.translate(_FOLD)
+    folded = _without_framing(text).translate(_FOLD)
     spans = _best_spans(_candidates(folded))
     facts: dict[str, str] = {}
     for start, end in spans:

@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from contextwright.compress.facts import extract_facts, fact_key, missing_facts
+from contextwright.compress.facts import (
+    extract_facts,
+    fact_key,
+    looks_like_fence_marker,
+    missing_facts,
+    without_framing,
+)
 from contextwright.core.items import Message
 from contextwright.errors import SummaryError
 from contextwright.tokens import Tokenizer
@@ -184,8 +190,8 @@ _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=\.)\s|\n")
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
-    """One line: whitespace collapsed, cut at a sentence end when the text is long."""
-    flat = " ".join(text.split())
+    """One line: framing removed, whitespace collapsed, cut at a sentence end when long."""
+    flat = " ".join(without_framing(text).split())
     if len(flat) <= limit:
         return flat
     cut = 0
@@ -222,9 +228,17 @@ def _is_substantive(text: str) -> bool:
     return len(flat) >= 2 and not _GREETING.match(flat)
 
 
-def facts_of_messages(messages: Iterable[Message]) -> tuple[str, ...]:
-    """Exact facts of user, assistant and tool messages, tool-call arguments included."""
+def facts_of_messages(messages: Iterable[Message],
+                      grounding: Iterable[Message] | None = None) -> tuple[str, ...]:
+    """Exact facts of user, assistant and tool messages, tool-call arguments included.
+
+    A value shaped like a fence marker that only the assistant wrote — in no user or tool
+    message of ``grounding`` (default: ``messages``) — is left out: it is the library's own
+    framing that the model copied back, not a fact of the conversation.
+    """
+    messages = list(messages)
     found: dict[str, str] = {}
+    echoed: set[str] = set()
     for message in messages:
         if message.role == "system":
             continue  # instructions, not conversation: they are never summarised away
@@ -232,7 +246,37 @@ def facts_of_messages(messages: Iterable[Message]) -> tuple[str, ...]:
         for text in texts:
             for fact in extract_facts(text):
                 found.setdefault(fact_key(fact), fact)
-    return tuple(found.values())
+                if message.role == "assistant" and looks_like_fence_marker(fact):
+                    echoed.add(fact_key(fact))
+    if echoed:
+        echoed -= _grounded_keys(messages if grounding is None else grounding)
+    return tuple(fact for key, fact in found.items() if key not in echoed)
+
+
+def without_echoed_framing(summary: Summary, messages: Sequence[Message],
+                           previous: Summary | None = None) -> Summary:
+    """``summary`` without the library's framing (fence lines, recalled-turn markers).
+
+    Marker-shaped facts are dropped unless a user or tool message of ``messages`` or the
+    ``previous`` summary holds them: a summary model copies what its context showed it,
+    fences included.
+    """
+    grounded = _grounded_keys(messages)
+    if previous is not None:
+        grounded |= {fact_key(f) for f in previous.facts}
+    facts = tuple(f for f in summary.facts
+                  if not (looks_like_fence_marker(f) and fact_key(f) not in grounded))
+    return replace(
+        summary, need=without_framing(summary.need), facts=facts,
+        unresolved=tuple(without_framing(t) for t in summary.unresolved),
+        corrected=tuple(without_framing(t) for t in summary.corrected),
+        notes=tuple(without_framing(t) for t in summary.notes))
+
+
+def _grounded_keys(messages: Iterable[Message]) -> set[str]:
+    """Fact keys of what users and tools wrote (what the model could have read, not made)."""
+    return {fact_key(fact) for m in messages if m.role in ("user", "tool")
+            for fact in extract_facts(m.content)}
 
 
 def confirmed_facts(previous: Summary, messages: Iterable[Message]) -> tuple[str, ...]:
@@ -241,8 +285,9 @@ def confirmed_facts(previous: Summary, messages: Iterable[Message]) -> tuple[str
     Those the user or the assistant wrote, or a tool call used as an argument, in ``messages``;
     and facts of ``previous`` that its other parts (need, open items, corrections, notes) name.
     """
+    messages = list(messages)
     spoken = [m for m in messages if m.role in ("user", "assistant")]
-    found = facts_of_messages(spoken)
+    found = facts_of_messages(spoken, grounding=messages)
     context = fact_key(" ".join((previous.need, *previous.unresolved, *previous.corrected,
                                  *previous.notes)))
     carried = [f for f in previous.facts if fact_key(f) in context]

@@ -21,6 +21,7 @@ from contextwright.compress.summarize import (
     confirmed_facts,
     facts_of_messages,
     fit_summary,
+    without_echoed_framing,
 )
 from contextwright.core.items import Message
 from contextwright.errors import LLMError, SummaryError
@@ -81,7 +82,7 @@ class LLMSummarizer:
                 response_format={"type": "json_object"} if self.json_mode else None)
         except LLMError as exc:
             raise SummaryError(f"the summary model call failed ({exc.kind})") from exc
-        summary = parse_summary_reply(reply)
+        summary = without_echoed_framing(parse_summary_reply(reply), messages, base)
         summary = replace(summary, truncated_facts=base.truncated_facts)
         return fit_summary(summary, max_tokens, tokenizer,
                            confirmed=confirmed_facts(base, messages))

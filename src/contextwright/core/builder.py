@@ -15,6 +15,12 @@ from contextwright.core.accounting import MESSAGE_OVERHEAD, REPLY_PRIMING
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cache import CachePolicy, Fingerprint, plan_hash
+from contextwright.core.covering import (
+    ADDED_SOURCES,
+    PARTS_AND_SOURCES,
+    covering,
+    missing_sources,
+)
 from contextwright.core.cutting import make_cutter
 from contextwright.core.digest import add_digest
 from contextwright.core.fence import DATA_NOTE, DEFAULT_FENCE_KEY, language_of, separator
@@ -54,9 +60,10 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     """
     costing = Costing(tokenizer, language_of(check_text(request.user_input, "user_input")),
                       target, fence_key)
+    plan, added = added_sources(plan, request)
     gathered, pool = gather_all(plan, request, sources, costing)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
-    warnings += unused_request_parts(plan, request)
+    warnings += added + unused_request_parts(plan, request)
     decisions += drop_duplicates(gathered)
     note, pool = reserve(pool, data_note_tokens(plan, request, gathered, costing,
                                                 stable=cache is not None))
@@ -106,9 +113,6 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     )
 
 
-PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),
-                      ("documents", "rag"), ("env", "env"), ("examples", "examples"),
-                      ("notes", "notes"), ("system", "system"))
 _FENCED_SOURCES = frozenset(("history", "tool_results", "rag"))
 
 
@@ -120,6 +124,19 @@ def unused_request_parts(plan: BuildPlan, request: Request) -> list[str]:
         for part, source in PARTS_AND_SOURCES
         if getattr(request, part) and source not in names
     ]
+
+
+def added_sources(plan: BuildPlan, request: Request) -> tuple[BuildPlan, list[str]]:
+    """``plan`` covering every part of ``request`` when the plan asks for it, with notes."""
+    if not plan.add_missing_sources:
+        return plan, []
+    missing = missing_sources(plan, request)
+    if not missing:
+        return plan, []
+    notes = [f"request.{part} was given and plan {plan.name!r} has no {source} source; added "
+             f"one (weight {ADDED_SOURCES[source][0]})"
+             for part, source in PARTS_AND_SOURCES if source in missing]
+    return covering(plan, request), notes
 
 
 def framing_tokens(plan: BuildPlan, request: Request, costing: Costing) -> int:
@@ -172,7 +189,8 @@ def lead_tokens(plan: BuildPlan, costing: Costing) -> int:
     exact count deals with it.
     """
     history = plan.spec("history")
-    if costing.target != "chat" or history is None or not history.options.get("partial_rounds"):
+    if (costing.target != "chat" or history is None
+            or history.options.get("partial_rounds") is not True):
         return 0
     return costing.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD
 

@@ -139,6 +139,10 @@ class BuildPlan:
     """Raise on key conflicts instead of warning."""
     description: str = ""
     """What the plan is for."""
+    add_missing_sources: bool = False
+    """Add a source (modest weight, its usual place) for each request part the plan has none
+    for, instead of leaving the part out with a warning (``core.covering``). Every shipped plan
+    sets it."""
 
     @staticmethod
     def builder(name: str = "custom") -> PlanBuilder:
@@ -208,6 +212,11 @@ class PlanBuilder:
         self._flags["strict"] = enabled
         return self
 
+    def add_missing_sources(self, enabled: bool = True) -> PlanBuilder:
+        """Add a source for each request part the plan has none for (``core.covering``)."""
+        self._flags["add_missing_sources"] = enabled
+        return self
+
     def build(self) -> BuildPlan:
         """Validate and freeze the plan."""
         data = {"name": self._name, "sources": self._specs, "budget": _budget_dict(self._budget),
@@ -254,6 +263,7 @@ class _PlanModel(BaseModel):
     budget: _BudgetModel = _BudgetModel()
     repeat_question: bool = False
     strict: bool = False
+    add_missing_sources: bool = False
 
     @model_validator(mode="after")
     def _unique_sources(self) -> _PlanModel:
@@ -287,6 +297,7 @@ def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
         budget=budget,
         repeat_question=model.repeat_question,
         strict=model.strict,
+        add_missing_sources=model.add_missing_sources,
     )
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from contextwright.core.cutting import make_cutter
 from contextwright.core.digest import pruning_grant
 from contextwright.core.gather import Costing, Gathered
-from contextwright.core.select import CONTIGUOUS_SOURCES, Selection, select_units
+from contextwright.core.select import CONTIGUOUS_SOURCES, PartialRounds, Selection, select_units
+from contextwright.errors import PlanError
 
 
 def prune_source(g: Gathered, grant: int, query: str, costing: Costing,
@@ -24,7 +25,15 @@ def prune_source(g: Gathered, grant: int, query: str, costing: Costing,
         share = None  # everything fits: nothing to protect older rounds from
     return select_units(
         g.units, grant, contiguous=bool(contiguous),
-        partial_rounds=bool(options.get("partial_rounds", False)),
+        partial_rounds=partial_rounds(g),
         cutter=make_cutter(g.spec.strategy, query, costing),
         unit_cap=None if share is None else int(grant * float(share)),
     )
+
+
+def partial_rounds(g: Gathered) -> PartialRounds:
+    """The source's ``partial_rounds`` option (default ``tool_rounds``), checked."""
+    value = g.spec.options.get("partial_rounds", "tool_rounds")
+    if value is True or value is False or value == "tool_rounds":
+        return value  # type: ignore[no-any-return]
+    raise PlanError(f"{g.spec.source}: partial_rounds must be true, false or 'tool_rounds'")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from contextwright.core.gather import Unit
 from contextwright.core.report import Decision
@@ -21,6 +22,10 @@ MIN_CUT_TOKENS = 48
 
 Cutter = Callable[[Unit, int], Unit | None]
 """Cuts a unit to at most the given tokens, or returns None when it cannot."""
+PartialRounds = bool | Literal["tool_rounds"]
+"""Whether the newest units of the oldest round that does not fit whole may be kept: always,
+never, or (``tool_rounds``) only for a round with tool calls or results — an agent round can
+be dozens of messages, and its newest calls matter most; a chat round stays whole."""
 
 
 @dataclass(slots=True)
@@ -38,7 +43,8 @@ class Selection:
         return sum(u.tokens for u in self.kept)
 
 
-def select_units(units: list[Unit], grant: int, *, contiguous: bool, partial_rounds: bool,
+def select_units(units: list[Unit], grant: int, *, contiguous: bool,
+                 partial_rounds: PartialRounds,
                  cutter: Cutter | None, unit_cap: int | None = None) -> Selection:
     """Keep what fits in ``grant``; see the module docstring for the rules.
 
@@ -68,7 +74,7 @@ def _select_greedy(units: list[Unit], grant: int, cutter: Cutter | None) -> Sele
     return selection
 
 
-def _select_contiguous(units: list[Unit], grant: int, partial_rounds: bool,
+def _select_contiguous(units: list[Unit], grant: int, partial_rounds: PartialRounds,
                        cutter: Cutter | None, unit_cap: int | None) -> Selection:
     selection = Selection()
     room = grant
@@ -90,12 +96,18 @@ def _select_contiguous(units: list[Unit], grant: int, partial_rounds: bool,
             room -= sum(u.tokens for u in fitted)
             index += len(round_units)
             continue
-        if partial_rounds:
+        if partial_rounds is True or (partial_rounds == "tool_rounds"
+                                      and _has_tool_activity(round_units)):
             index += _fill_partially(round_units, room, grant, cutter, selection)
         break
     for unit in units[index:]:
         selection.decisions.extend(drop_decisions(unit, "budget: older than what fits"))
     return selection
+
+
+def _has_tool_activity(round_units: list[Unit]) -> bool:
+    return any(c.item.message.tool_calls or c.item.message.role == "tool"
+               for unit in round_units for c in unit.candidates)
 
 
 def _capped(unit: Unit, cap: int, cutter: Cutter, selection: Selection) -> Unit:

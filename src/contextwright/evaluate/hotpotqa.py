@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from contextwright.builder import ContextBuilder
+from contextwright.core.covering import covering
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Document, Request
 from contextwright.errors import DatasetError, PlanError
@@ -119,9 +120,15 @@ def hotpot_request(case: HotpotCase) -> Request:
     return Request(user_input=case.question, documents=documents)
 
 
+def covered(plan: BuildPlan, request: Request) -> BuildPlan:
+    """``plan`` with the sources the build would add for ``request`` (so they can be capped)."""
+    return covering(plan, request) if plan.add_missing_sources else plan
+
+
 def document_plan(base: BuildPlan, budget: int, question_tokens: int) -> BuildPlan:
     """``base`` with every document source capped at ``budget`` and a large ``available``."""
-    if not any(spec.source in DOCUMENT_SOURCES for spec in base.sources):
+    if not base.add_missing_sources and not any(spec.source in DOCUMENT_SOURCES
+                                                for spec in base.sources):
         raise PlanError(f"plan {base.name}: the hotpotqa eval needs one of the sources "
                         f"{', '.join(DOCUMENT_SOURCES)}")
     sources = tuple(replace(spec, max_tokens=budget) if spec.source in DOCUMENT_SOURCES else spec
@@ -188,8 +195,9 @@ class HotpotSuite:
         """One outcome per question at ``budget``."""
         count = self.builder.tokenizer.count
         for case in self.cases:
-            plan = document_plan(self.plan, budget, count(case.question))
-            messages, error = build_messages(self.builder, plan, hotpot_request(case))
+            request = hotpot_request(case)
+            plan = document_plan(covered(self.plan, request), budget, count(case.question))
+            messages, error = build_messages(self.builder, plan, request)
             yield CaseOutcome(case_id=case.id, budget=budget,
                               contextwright=sentence_scores(case, messages),
                               baseline=sentence_scores(case, in_order_messages(case, budget,

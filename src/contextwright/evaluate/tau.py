@@ -37,6 +37,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from contextwright.builder import ContextBuilder
+from contextwright.core.covering import covering
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import BuildPlan, FrozenOptions
 from contextwright.core.request import Request
@@ -203,6 +204,8 @@ def history_budget_plan(builder: ContextBuilder, base: BuildPlan, request: Reque
     is left. A function of the request alone, so a framework integration given it as its plan
     builds exactly what ``build_tau`` builds.
     """
+    if base.add_missing_sources:  # the sources a build would add are capped like the others
+        base = covering(base, request)
     count = builder.tokenizer.count
     user_tokens = count(request.user_input) + MESSAGE_COST
     available = count(request.system or "") + user_tokens + 2 * budget + SLACK

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from contextwright.compress.facts import extract_facts, fact_key
+from contextwright.compress.facts import extract_facts, fact_key, looks_like_fence_marker
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
 
@@ -243,6 +243,9 @@ def _message_facts(message: Message) -> _Facts:
         return cached[1]
     texts = [message.content, *(call.arguments for call in message.tool_calls)]
     values = tuple(dict.fromkeys(v for text in texts if text for v in _values(text)))
+    if message.role == "assistant":
+        # A marker-shaped value the model wrote is an earlier context's fence copied back.
+        values = tuple(v for v in values if not looks_like_fence_marker(v))
     pairs = tuple((v, _key(v)) for v in values)
     facts = (values, frozenset(k for _, k in pairs), pairs)
     if len(_MESSAGE_FACTS) >= _CACHE_LIMIT:
