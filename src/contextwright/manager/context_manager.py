@@ -473,7 +473,8 @@ class ContextManager:
             # A stored mode this manager does not configure (removed, or another worker's
             # config) is routed from afresh and handed off from, not an error on every call.
             known = state.mode if state.mode in self.modes.modes else None
-            route = self.router.route(text, known)
+            route = self.router.route(text, known, kept_turns=state.kept_turns,
+                                      task_done=state.zones.task.closed)
             new_state, switch = self._apply_route(state, route, text, seq, recent)
             if new_state == state:
                 _log_route(key, route, state.mode)
@@ -501,6 +502,9 @@ class ContextManager:
                              window_size=self._settings(state.mode).window_size
                              if state.mode else 0,
                              tokenizer=self.tokenizer)
+        kept = state.kept_turns + 1 if route.basis == "kept" else 0
+        if kept != state.kept_turns:
+            state = replace(state, kept_turns=kept)
         settings = self._settings(state.mode)
         return note_user_message(state, text, settings), switch
 

@@ -23,6 +23,7 @@ from contextwright.modes.zones import (
     add_facts,
     add_handoff,
     add_tool_calls,
+    close_task,
     cut_result,
     fill_tool_results,
     update_task,
@@ -76,7 +77,16 @@ def record_turn_in_zones(state: SessionState, batch: Sequence[Mapping[str, Any]]
     records = tool_records(batch)
     zones = fill_tool_results(state.zones, later_results(batch), _result_text)
     zones = add_tool_calls(zones, records, settings.tool_zone_keep)
+    if _answers(batch):
+        zones = close_task(zones)
     return state if zones == state.zones else replace(state, zones=zones)
+
+
+def _answers(batch: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``batch`` ends with the assistant's answer (text, no further tool call)."""
+    last = batch[-1] if batch else None
+    return (last is not None and last.get("role") == "assistant"
+            and not last.get("tool_calls") and bool(str(last.get("content") or "").strip()))
 
 
 def tool_records(batch: Sequence[Mapping[str, Any]]) -> list[ToolRecord]:

@@ -125,6 +125,10 @@ class ModesConfig:
     order lookup should not tear down the retrieval context); ``default``: go to the default."""
     classifier_threshold: float = 0.5
     """A classifier's answer below this confidence counts as unsure."""
+    keep_limit: int = 4
+    """With ``keep``, unmatched messages stay in a mode other than the default at most this many
+    times in a row; the next goes to the default mode. A structured task that is done lets go
+    at once. 0: never keep."""
 
     def __post_init__(self) -> None:
         if self.default_mode not in self.modes:
@@ -243,6 +247,7 @@ class _ConfigModel(BaseModel):
     default_mode: str = SLIDING_WINDOW
     when_unsure: WhenUnsure = "keep"
     classifier_threshold: float = Field(default=0.5, ge=0, le=1)
+    keep_limit: int = Field(default=4, ge=0)
     modes: dict[str, _ModeModel] = {}
     rules: list[_RuleModel] | None = None
 
@@ -271,7 +276,7 @@ def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfi
         rules=tuple(RouteRule(mode=r.mode, keywords=tuple(r.keywords),
                               patterns=tuple(r.patterns)) for r in rules),
         default_mode=model.default_mode, when_unsure=model.when_unsure,
-        classifier_threshold=model.classifier_threshold,
+        classifier_threshold=model.classifier_threshold, keep_limit=model.keep_limit,
     )
 
 

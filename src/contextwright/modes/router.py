@@ -14,7 +14,7 @@ from typing import Literal, Protocol, runtime_checkable
 from contextwright.errors import PlanError
 from contextwright.modes.config import ModesConfig, RouteRule
 
-RouteBasis = Literal["rule", "classifier", "kept", "default"]
+RouteBasis = Literal["rule", "classifier", "kept", "released", "default"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,7 +25,8 @@ class RouteDecision:
     """The chosen mode."""
     basis: RouteBasis
     """``rule`` (a keyword or pattern matched), ``classifier``, ``kept`` (unsure: stayed in the
-    current mode) or ``default`` (unsure: the default mode)."""
+    current mode), ``released`` (unsure, and the current mode's task is done or it was kept
+    ``keep_limit`` times in a row: the default mode) or ``default`` (unsure: the default mode)."""
     trigger: str = ""
     """What decided it: the matched keyword or pattern, or the classifier's name."""
     confidence: float = 1.0
@@ -100,8 +101,14 @@ class Router:
         self.classifier = classifier
         self._rules = tuple(_CompiledRule(rule) for rule in self.config.rules)
 
-    def route(self, text: str, current_mode: str | None = None) -> RouteDecision:
-        """The mode for ``text`` given the session's ``current_mode`` (None for a new session)."""
+    def route(self, text: str, current_mode: str | None = None, *, kept_turns: int = 0,
+              task_done: bool = False) -> RouteDecision:
+        """The mode for ``text`` given the session's ``current_mode`` (None for a new session).
+
+        ``kept_turns``: unmatched messages in a row the session has stayed in ``current_mode``;
+        ``task_done``: the current mode's task is complete. Either lets an unsure message go to
+        the default mode (basis ``released``) instead of keeping a mode whose work is over.
+        """
         for rule in self._rules:
             trigger = rule.match(text)
             if trigger is not None:
@@ -109,9 +116,16 @@ class Router:
         decided = self._classify(text)
         if decided is not None:
             return decided
-        if current_mode is not None and self.config.when_unsure == "keep":
-            return RouteDecision(mode=current_mode, basis="kept", confidence=0.0)
-        return RouteDecision(mode=self.config.default_mode, basis="default", confidence=0.0)
+        default = self.config.default_mode
+        if current_mode is None or current_mode == default or self.config.when_unsure != "keep":
+            return RouteDecision(mode=default, basis="default", confidence=0.0)
+        if task_done:
+            return RouteDecision(mode=default, basis="released", trigger="task done",
+                                 confidence=0.0)
+        if kept_turns >= self.config.keep_limit:
+            return RouteDecision(mode=default, basis="released", trigger="turn limit",
+                                 confidence=0.0)
+        return RouteDecision(mode=current_mode, basis="kept", confidence=0.0)
 
     def _classify(self, text: str) -> RouteDecision | None:
         if self.classifier is None:

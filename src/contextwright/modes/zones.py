@@ -21,7 +21,9 @@ from contextwright.modes.config import OutputRules
 MAX_FACTS = 200
 """Facts beyond this many are not added (the zone would crowd out the conversation)."""
 MAX_STEPS = 20
-"""Steps kept in each of the task's lists."""
+"""Planned steps kept."""
+MAX_DONE = 8
+"""Done steps kept (the newest): the zone says where the task stands, not its whole log."""
 TOOL_RESULT_CHARS = 300
 """A tool result in the tools zone is cut to this many characters (its exact values first)."""
 PENDING_RESULT = "…"
@@ -67,6 +69,9 @@ class Task:
     """Steps completed, oldest first."""
     next: tuple[str, ...] = ()
     """Steps still to do, in order."""
+    closed: bool = False
+    """The task is done: every planned step ran (or tools ran without a plan) and the
+    assistant answered without calling another tool. The next request starts a new task."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +92,7 @@ class Zones:
         return {
             "facts": list(self.facts), "handoffs": list(self.handoffs),
             "task": {"goal": self.task.goal, "done": list(self.task.done),
-                     "next": list(self.task.next)},
+                     "next": list(self.task.next), "closed": self.task.closed},
             "tools": [record.to_dict() for record in self.tools],
         }
 
@@ -98,7 +103,7 @@ class Zones:
         return Zones(
             facts=tuple(data.get("facts", ())), handoffs=tuple(data.get("handoffs", ())),
             task=Task(goal=task.get("goal", ""), done=tuple(task.get("done", ())),
-                      next=tuple(task.get("next", ()))),
+                      next=tuple(task.get("next", ())), closed=bool(task.get("closed", False))),
             tools=tuple(ToolRecord(**record) for record in data.get("tools", ())),
         )
 
@@ -164,22 +169,53 @@ def _newest_pending(tools: Sequence[ToolRecord], call_id: str) -> int | None:
 
 def _complete_step(task: Task, record: ToolRecord) -> Task:
     # Steps run in order: a tool call completes the next planned step. Without a plan the call
-    # itself is recorded as a done step.
+    # itself is recorded as a done step, once: a call repeated with the same arguments is the
+    # same step (retries, polling), not progress.
     if task.next:
         step = f"{task.next[0]} ({record.name})"
-        return replace(task, done=(*task.done, step)[-MAX_STEPS:], next=task.next[1:])
-    return replace(task, done=(*task.done, record.name)[-MAX_STEPS:])
+        return replace(task, done=_done(task.done, step), next=task.next[1:], closed=False)
+    step = record.name if record.arguments in ("", "{}") else f"{record.name}({record.arguments})"
+    return replace(task, done=_done(task.done, _one_line(step, 120)), closed=False)
+
+
+def _done(done: tuple[str, ...], step: str) -> tuple[str, ...]:
+    return (*(d for d in done if d != step), step)[-MAX_DONE:]
+
+
+def close_task(zones: Zones) -> Zones:
+    """The assistant answered without a tool call: a task whose steps have all run is done."""
+    task = zones.task
+    if task.closed or not task.goal or task.next or not task.done:
+        return zones
+    return replace(zones, task=replace(task, closed=True))
 
 
 def update_task(zones: Zones, user_text: str) -> Zones:
-    """Update the task zone from a new user message: first goal, and any steps it plans."""
+    """Update the task zone from a new user message.
+
+    The first substantive request is the goal; a message that plans steps, or any substantive
+    request after the task was done, starts a new task (goal, no done steps, its own plan), so
+    the zone never carries a finished task's goal and log into the next one.
+    """
     task = zones.task
     steps = plan_steps(user_text)
-    if not task.goal:
+    substantive = _is_request(user_text)
+    if steps or (task.closed and substantive):
+        task = Task(goal=_one_line(user_text, 200), next=tuple(steps[:MAX_STEPS]))
+    elif not task.goal and substantive:
         task = replace(task, goal=_one_line(user_text, 200))
-    if steps:
-        task = replace(task, next=tuple(steps[:MAX_STEPS]))
-    return replace(zones, task=task) if task is not zones.task else zones
+    return zones if task == zones.task else replace(zones, task=task)
+
+
+_ACKNOWLEDGEMENT = re.compile(
+    r"^\W*(?:thanks?(?: you)?|thx|ok(?:ay)?|great|cool|got it|sure|yes|no|hi|hello|hey|bye|"
+    r"谢谢(?:你)?|多谢|好的?|嗯+|行|可以|你好|您好|再见|收到)\W*$", re.IGNORECASE)
+
+
+def _is_request(text: str) -> bool:
+    """Whether a message asks for something (not a greeting, thanks or a bare yes)."""
+    flat = text.strip()
+    return len(flat) >= 2 and not _ACKNOWLEDGEMENT.match(flat)
 
 
 _ZH_STEP = re.compile(r"(?:首先|先|然后|接着|再|之后|最后|完成后)")

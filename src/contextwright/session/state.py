@@ -30,7 +30,7 @@ class ModeSwitch:
     trigger: str
     """The keyword, pattern or classifier that caused it ('' for a default)."""
     basis: str
-    """How the router decided: rule, classifier, kept or default."""
+    """How the router decided: rule, classifier, kept, released or default."""
     at_seq: int
     """Sequence number of the user message that caused it."""
     at: float
@@ -59,6 +59,8 @@ class SessionState:
     """The hand-off summary (``Summary.to_dict()``) that later hand-offs merge into."""
     cache: Mapping[str, Any] | None = None
     """The last build's ``Fingerprint.to_dict()``: any worker's next build continues it."""
+    kept_turns: int = 0
+    """User messages in a row that matched no rule and stayed in the current mode."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data for a store."""
@@ -74,6 +76,7 @@ class SessionState:
             "zones": self.zones.to_dict(),
             "handoff": dict(self.handoff) if self.handoff is not None else None,
             "cache": dict(self.cache) if self.cache is not None else None,
+            "kept_turns": self.kept_turns,
         }
 
     @staticmethod
@@ -87,6 +90,7 @@ class SessionState:
                 summary_failures=int(data.get("summary_failures", 0)),
                 zones=Zones.from_dict(data.get("zones") or {}),
                 handoff=data.get("handoff"), cache=data.get("cache"),
+                kept_turns=int(data.get("kept_turns", 0)),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise CorruptRecordError(

@@ -1,0 +1,140 @@
+"""Modes and task zones that let go: a mode ends when its task does, or after a few unsure turns.
+
+With ``when_unsure: keep`` a "thanks" after an order lookup stays in the retrieval mode — but a
+poem request thirty turns after a finished structured task must not still be built as that task,
+with its goal and a log of every call made since.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contextwright.errors import PlanError
+from contextwright.manager import ContextManager
+from contextwright.modes import SLIDING_WINDOW, STRUCTURED, ModesConfig, Router
+from contextwright.modes.config import modes_from_mapping
+from contextwright.modes.zones import MAX_DONE, ToolRecord, Zones, add_tool_calls, close_task
+from contextwright.modes.zones import update_task
+from contextwright.session import MemoryStore
+
+PLAN = "先查库存再调用供应商接口更新订单状态"
+
+
+def _call(call_id: str, name: str, arguments: str = "{}") -> dict[str, Any]:
+    return {"content": "", "tool_calls": [{"id": call_id, "type": "function",
+                                           "function": {"name": name, "arguments": arguments}}]}
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def _manager(**kwargs: Any) -> ContextManager:
+    return ContextManager(store=MemoryStore(), background=False, **kwargs)
+
+
+def test_an_unsure_message_is_kept_at_most_keep_limit_times_in_a_row() -> None:
+    router = Router(modes_from_mapping({"keep_limit": 2}))
+    assert router.route("ok", STRUCTURED, kept_turns=0).basis == "kept"
+    assert router.route("ok", STRUCTURED, kept_turns=1).mode == STRUCTURED
+    released = router.route("ok", STRUCTURED, kept_turns=2)
+    assert (released.mode, released.basis, released.trigger) == (
+        SLIDING_WINDOW, "released", "turn limit")
+
+
+def test_a_done_task_lets_its_mode_go_at_once() -> None:
+    released = Router().route("写一首诗", STRUCTURED, task_done=True)
+    assert (released.mode, released.basis, released.trigger) == (
+        SLIDING_WINDOW, "released", "task done")
+    # a rule still wins over a done task: a new multi-step request is a new structured task
+    assert Router().route(PLAN, STRUCTURED, task_done=True).mode == STRUCTURED
+
+
+def test_keep_limit_must_not_be_negative() -> None:
+    with pytest.raises(PlanError, match="keep_limit"):
+        modes_from_mapping({"keep_limit": -1})
+    assert ModesConfig.default().keep_limit == 4
+
+
+def test_structured_mode_ends_when_its_task_is_done() -> None:
+    cm = _manager()
+    assert cm.prepare("u", "s", PLAN).mode == STRUCTURED
+    cm.record("u", "s", assistant=_call("c1", "check_stock"),
+              tool_results=[_result("c1", '{"stock": 3}')])
+    cm.record("u", "s", assistant=_call("c2", "supplier_api"),
+              tool_results=[_result("c2", '{"status": "updated"}')])
+    cm.record("u", "s", assistant="库存 3 件，订单状态已更新。")
+    assert cm.state("u", "s").zones.task.closed
+    poem = cm.prepare("u", "s", "写一首诗")
+    assert poem.mode == SLIDING_WINDOW
+    switch = cm.state("u", "s").mode_history[-1]
+    assert (switch.basis, switch.trigger) == ("released", "task done")
+    assert cm.prepare("u", "s", "你好").mode == SLIDING_WINDOW
+
+
+def test_an_unfinished_structured_task_is_kept_only_a_few_unsure_turns() -> None:
+    cm = _manager()
+    cm.prepare("u", "s", PLAN)
+    cm.record("u", "s", assistant="好的，我先查库存。")
+    modes = []
+    for text in ("嗯", "今天天气不错", "你好", "讲个笑话", "写一首诗"):
+        modes.append(cm.prepare("u", "s", text).mode)
+        cm.record("u", "s", assistant="好的。")
+    assert modes == [STRUCTURED] * 4 + [SLIDING_WINDOW]
+
+
+def test_a_rule_match_resets_the_count_of_kept_turns() -> None:
+    cm = _manager()
+    cm.prepare("u", "s", PLAN)
+    for _ in range(3):
+        cm.prepare("u", "s", "嗯")
+    assert cm.state("u", "s").kept_turns == 3
+    cm.prepare("u", "s", "First check the stock, then call the supplier API")
+    assert cm.state("u", "s").kept_turns == 0
+
+
+def test_a_new_request_after_a_done_task_starts_a_new_task() -> None:
+    zones = update_task(Zones(), "查一下订单 A-1 的物流")
+    zones = close_task(add_tool_calls(zones, [ToolRecord(name="track", arguments='{"id":"A-1"}',
+                                                          result="ok")], keep=3))
+    assert zones.task.closed
+    assert update_task(zones, "谢谢") == zones  # thanks is no new task
+    fresh = update_task(zones, "帮我订一张去上海的票")
+    assert fresh.task.goal == "帮我订一张去上海的票"
+    assert fresh.task.done == () and not fresh.task.closed
+
+
+def test_a_plan_restarts_the_task_with_its_own_steps() -> None:
+    zones = update_task(Zones(), "查订单")
+    zones = add_tool_calls(zones, [ToolRecord(name="lookup", arguments="{}", result="ok")], 3)
+    planned = update_task(zones, PLAN)
+    assert planned.task.goal == PLAN and planned.task.done == ()
+    assert planned.task.next == ("查库存", "调用供应商接口更新订单状态")
+
+
+def test_the_task_zone_keeps_current_deduplicated_steps() -> None:
+    zones = update_task(Zones(), "盯着订单 A-1 的物流")
+    poll = ToolRecord(name="track", arguments='{"id":"A-1"}', result="in transit")
+    for _ in range(5):
+        zones = add_tool_calls(zones, [poll], keep=3)
+    assert zones.task.done == ('track({"id":"A-1"})',)
+    for i in range(20):
+        zones = add_tool_calls(zones, [ToolRecord(name=f"step{i}", arguments="{}",
+                                                  result="ok")], keep=3)
+    assert len(zones.task.done) == MAX_DONE
+    assert zones.task.done[-1] == "step19"
+
+
+def test_an_open_plan_is_not_done_by_an_answer() -> None:
+    zones = update_task(Zones(), PLAN)
+    zones = add_tool_calls(zones, [ToolRecord(name="check_stock", arguments="{}", result="3")], 3)
+    assert not close_task(zones).task.closed  # one planned step is still to do
+
+
+def test_closed_survives_the_store() -> None:
+    zones = close_task(add_tool_calls(update_task(Zones(), "查订单 A-1"), [
+        ToolRecord(name="lookup", arguments="{}", result="ok")], 3))
+    assert Zones.from_dict(zones.to_dict()) == zones
+    assert not Zones.from_dict({"task": {"goal": "x"}}).task.closed  # stored before the flag
