@@ -17,7 +17,8 @@ from contextwright.sources.recall import (
     turn_index,
 )
 
-BUILDER = ContextBuilder()
+BUILDER = ContextBuilder(sources=[HistorySource(LexicalTurnRecaller())])
+"""Plain BM25 (no expansion): these tests pin which turns a ranking's hits bring back."""
 MARKER = re.compile(r"^\[recalled( \d{4}-\d{2}-\d{2})?\]\n")
 
 

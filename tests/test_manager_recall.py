@@ -92,6 +92,8 @@ def _manager(store: Store | None = None, **kwargs: Any) -> ContextManager:
     # These tests read where recall places turns in a fresh build; a build that continues a
     # stable prefix places newly recalled turns after it (tests/test_prompt_cache.py).
     kwargs.setdefault("cache", False)
+    # Plain BM25: the tests pin which summarised turns come back (no neighbours, no feedback).
+    kwargs.setdefault("recaller", LexicalTurnRecaller())
     return ContextManager(store=store or MemoryStore(), background=False, **kwargs)
 
 

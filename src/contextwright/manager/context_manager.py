@@ -68,7 +68,7 @@ from contextwright.session.store import (
     StoredMessage,
 )
 from contextwright.sources.conversation import HistorySource, read_blocks_backward
-from contextwright.sources.recall import LexicalTurnRecaller, TurnRecaller
+from contextwright.sources.recall import LexicalTurnRecaller, RecallExpansion, TurnRecaller
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
 
 logger = logging.getLogger("contextwright.session")
@@ -173,7 +173,8 @@ class ContextManager:
                        for name, settings in self.modes.modes.items()}
         self._recall_tokens = {name: recall_tokens(self._plans[name], self._recall[name])
                                for name in self._plans}
-        self.recaller: TurnRecaller = recaller if recaller is not None else LexicalTurnRecaller()
+        self.recaller: TurnRecaller = (recaller if recaller is not None
+                                     else LexicalTurnRecaller(expansion=RecallExpansion()))
         self._recall_indexes = RecallIndexes(recall_cache_messages)
         self._history: ContextSource = next(
             (s for s in reversed(self._sources) if s.namespace == "history"), HistorySource())

@@ -41,6 +41,7 @@ from contextwright.sources.history_digest import history_digest, omitted_digest
 from contextwright.sources.recall import (
     RECALLED_UNITS,
     LexicalTurnRecaller,
+    RecallExpansion,
     TurnIndex,
     TurnRecaller,
     turn_index,
@@ -327,7 +328,8 @@ class HistorySource:
 
     def __init__(self, recaller: TurnRecaller | None = None) -> None:
         """``recaller`` ranks older turns for ``recall_share`` (default: lexical BM25)."""
-        self.recaller: TurnRecaller = recaller if recaller is not None else LexicalTurnRecaller()
+        self.recaller: TurnRecaller = (recaller if recaller is not None
+                                     else LexicalTurnRecaller(expansion=RecallExpansion()))
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """Items newest round first; each round's blocks newest first; recalled turns between.
