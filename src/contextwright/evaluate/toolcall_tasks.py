@@ -199,19 +199,28 @@ class _History:
 
     def build(self, target: int, spec: TaskSpec, position: str) -> list[dict[str, Any]]:
         """Filler rounds up to ``target`` tokens, the fact at ``position``, distractors after."""
-        rounds: list[list[dict[str, Any]]] = []
-        total = 0
+        # Every history holds large results of two tools and a city nobody asks about.
+        rounds: list[list[dict[str, Any]]] = [_forecast(self), _distractor(self), _events(self)]
+        total = sum(self.tokens(r) for r in rounds)
         while total < target:
             rounds.append(self.filler())
             total += self.tokens(rounds[-1])
         if spec.fact:
-            at = {"old": 0.08, "middle": 0.5, "recent": 0.85}[position]
-            place = min(int(len(rounds) * at), len(rounds) - 1)
-            later = [*spec.after_fact]
+            place = self.place(rounds, {"old": 0.05, "middle": 0.5, "recent": 0.85}[position])
             rounds.insert(place, spec.fact)
-            for offset, extra in enumerate(later, start=1):
+            for offset, extra in enumerate(spec.after_fact, start=1):
                 rounds.insert(min(place + offset * 2, len(rounds)), extra)
         return [m for r in rounds for m in r]
+
+    def place(self, rounds: list[list[dict[str, Any]]], share: float) -> int:
+        """The round before which ``share`` of the history's tokens lie."""
+        sizes = [self.tokens(r) for r in rounds]
+        total, seen = sum(sizes), 0
+        for index, size in enumerate(sizes):
+            if seen + size / 2 >= share * total:
+                return index
+            seen += size
+        return len(rounds)
 
 
 def _chat(h: _History) -> list[dict[str, Any]]:
