@@ -6,7 +6,7 @@ STAMP = $(VENV)/.installed-dev
 BENCH_STAMP = $(VENV)/.installed-bench
 DATA ?= ../shared/data
 
-.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations check-data-copies clean
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations bench-toolcalls-fake check-data-copies clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,9 @@ bench-cache: $(BENCH_STAMP)
 
 bench-snapshots: $(STAMP)
 	$(BIN)/python bench/snapshot_overhead.py
+
+bench-toolcalls-fake: $(STAMP)
+	$(BIN)/python bench/toolcalls_fake.py --families
 
 bench-integrations: $(STAMP)
 	$(BIN)/python bench/integrations.py --data $(DATA)/tau-bench-airline-dev

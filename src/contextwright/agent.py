@@ -55,6 +55,11 @@ _SAMPLE_WEATHER = {
     "beijing": ("sunny", 28, 35), "北京": ("sunny", 28, 35),
     "hangzhou": ("light rain", 21, 85), "杭州": ("light rain", 21, 85),
     "london": ("overcast", 14, 78), "paris": ("clear", 18, 55),
+    "tokyo": ("sunny", 19, 50), "东京": ("sunny", 19, 50),
+    "berlin": ("windy", 11, 70), "柏林": ("windy", 11, 70),
+    "shenzhen": ("thunderstorms", 29, 88), "深圳": ("thunderstorms", 29, 88),
+    "chengdu": ("foggy", 17, 92), "成都": ("foggy", 17, 92),
+    "new york": ("snow", -2, 80), "纽约": ("snow", -2, 80),
 }
 
 

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from contextwright.cli_common import describe, fail
+from contextwright.cli_eval_toolcalls import toolcalls
 from contextwright.errors import ContextwrightError, PlanError
 from contextwright.evaluate import (
     CaseOutcome,
@@ -36,6 +37,7 @@ from contextwright.evaluate.runner import RECALLERS, make_embedder, run_label
 
 eval_app = typer.Typer(add_completion=False, no_args_is_help=True,
                        help="Measure context quality on a dataset folder, next to a baseline.")
+eval_app.command("toolcalls")(toolcalls)
 
 DataOption = Annotated[Path, typer.Option("--data", help="Folder laid out like the matching "
                                           "folder of ../shared/data.")]

@@ -4,7 +4,8 @@ It runs ``http.server`` in a thread on 127.0.0.1 (an ephemeral port), answers
 ``POST /v1/chat/completions`` from a script of replies, and records every request it received
 (path, headers, JSON body) so tests can check what went over the wire. No network leaves the
 machine. Replies are consumed in order; when the script runs out the server answers 500 so a test
-that asks more than it scripted fails loudly instead of hanging.
+that asks more than it scripted fails loudly instead of hanging. Instead of a script, a
+``responder`` may compute each reply from the request body (a deterministic fake model).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -60,8 +62,10 @@ class Recorded:
 class FakeOpenAIServer:
     """Scriptable chat-completions server; use as a context manager."""
 
-    def __init__(self, replies: list[Reply] | None = None) -> None:
+    def __init__(self, replies: list[Reply] | None = None,
+                 responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
         self._replies: deque[Reply] = deque(replies or [])
+        self._responder = responder
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -111,7 +115,8 @@ class FakeOpenAIServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 server._record(Recorded(path=self.path, headers=headers, body=body))
-                reply = server._next_reply()
+                reply = (server._responder(body) if server._responder is not None
+                         else server._next_reply())
                 if reply.delay and server._stopping.wait(reply.delay):
                     return
                 self._answer(reply, body)

@@ -230,6 +230,9 @@ class RecallExpansion:
     """How far from a hit its neighbours are brought in (0: none)."""
     neighbour_weight: float = 0.7
     """A neighbour's score as a share of its hit's (at distance 1)."""
+    neighbour_hits: int = 64
+    """Only the best this many hits bring in neighbours (a neighbour of a weaker hit would
+    rank below what any budget shows)."""
     feedback_turns: int = 5
     """Best hits whose words are searched for (0: no feedback)."""
     feedback_terms: int = 8
@@ -240,7 +243,7 @@ class RecallExpansion:
     """A word in more than this share of the turns is not taken."""
 
     def __post_init__(self) -> None:
-        counts = (self.neighbours, self.feedback_turns, self.feedback_terms)
+        counts = (self.neighbours, self.neighbour_hits, self.feedback_turns, self.feedback_terms)
         shares = (self.neighbour_weight, self.feedback_weight, self.feedback_max_share)
         if any(n < 0 for n in counts) or not all(math.isfinite(w) and 0 <= w <= 1
                                                  for w in shares):
@@ -336,7 +339,8 @@ def _expanded(hits: list[tuple[int, float]], feedback: list[tuple[int, float]],
         for position, score in feedback:
             scores[position] = scores.get(position, 0.0) + score * scale
     if expansion.neighbours and expansion.neighbour_weight:
-        direct = sorted(scores.items(), key=lambda entry: (-entry[1], entry[0]))[:limit]
+        best = min(limit, expansion.neighbour_hits)
+        direct = sorted(scores.items(), key=lambda entry: (-entry[1], entry[0]))[:best]
         for position, score in direct:
             for distance in range(1, expansion.neighbours + 1):
                 lifted = expansion.neighbour_weight * score / distance
