@@ -366,3 +366,18 @@ def test_a_case_that_fails_now_regresses_and_a_bad_baseline_is_exit_2(tmp_path: 
     assert bad.exit_code == 2 and "format" in bad.stderr
     wrong = runner.invoke(eval_app, ["cases", str(path), "--tolerance", "speed=1"])
     assert wrong.exit_code == 2 and "--tolerance 'speed=1'" in wrong.stderr
+
+
+def test_a_shown_tool_result_is_useful_without_its_fence_lines() -> None:
+    call = {"role": "assistant", "content": None, "id": "t1", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    request = Request(user_input="q", turn=[call, {"role": "tool", "tool_call_id": "c1",
+                                                   "content": '{"a": 1}', "id": "t2"}])
+    body = "Tool result (f): a: 1"
+    rendered = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": None, "tool_calls": call["tool_calls"]},
+                {"role": "tool", "tool_call_id": "c1",
+                 "content": f"<<data 0123456789ab tool f>>\n{body}\n<<end 0123456789ab>>"}]
+    result = measure(request, Checks(required=Wanted(messages=("t2",))), rendered, [], COUNT)
+    assert result.missing == ()
+    assert result.useful_tokens == COUNT("q") + COUNT(body)

@@ -368,7 +368,7 @@ class Finder:
         if call is not None and position is not None:
             result = self.rendered.result_of(call.id, position)
             if result is not None and not _placeholder(self.rendered.contents[result]):
-                return [Span(result, 0, len(self.rendered.contents[result]))]
+                return [_inside_fence(result, self.rendered.contents[result])]
             return []
         # The call is not found as given (say its id was renamed): look for the text itself.
         return self._text(message.content, whole)
@@ -390,6 +390,17 @@ def sentences(text: str) -> list[str]:
     """
     pieces = (piece.strip() for piece in _PIECE_BREAK.split(text))
     return [piece for piece in pieces if len(piece) >= PIECE_MIN_CHARS]
+
+
+def _inside_fence(index: int, content: str) -> Span:
+    """The span of a shown tool result without its fence lines (framing, like a message's)."""
+    start, end = 0, len(content)
+    if content.startswith("<<data "):
+        first = content.find("\n")
+        last = content.rfind("\n<<end ")
+        if 0 <= first < last:
+            start, end = first + 1, last
+    return Span(index, start, end)
 
 
 def _text_of(message: Msg) -> str:

@@ -260,7 +260,7 @@ def format_cases(result: CasesResult) -> str:
     rows.append(["overall", "", _tokens_cell(result.overall.get("tokens")),
                  *(_number(result.overall.get(m)) for m in METRICS[:-1])])
     widths = [max(len(line[i]) for line in [headers, *rows]) for i in range(len(headers))]
-    title = (f"cases {result.file}: plan {result.plan}; budget "
+    title = (f"cases{' ' + result.file if result.file else ''}: plan {result.plan}; budget "
              f"{result.budget if result.budget is not None else 'per case'}; "
              f"tokenizer {result.tokenizer}")
     lines = [title, "", _join(headers, widths), "-+-".join("-" * w for w in widths)]
