@@ -371,7 +371,7 @@ def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOptio
         answer_max_tokens=answer_max_tokens, timeout=timeout)
     try:
         chosen = _target(target, file, data, plan, budget, limit, tokenizer)
-        result = _ablate(chosen, settings)
+        result = _ablate(chosen, settings, tokenizer)
     except NotConfirmed as exc:
         fail(str(exc), 1)
     except LLMError as exc:
@@ -409,7 +409,8 @@ def _target(name: str, file: Path | None, data: Path | None, plan: str | None,
     return SuiteTarget(suite=suite, budget_list=(budget,) if budget else (), label=label)
 
 
-def _ablate(target: Target, settings: _JudgeSettings | None) -> AblationResult:
+def _ablate(target: Target, settings: _JudgeSettings | None, tokenizer: str
+            ) -> AblationResult:
     total = len(target) * len(target.budgets) * (1 + len(ablations(target.plans())))
     if settings is None:
         with _progress(total) as advance:
@@ -419,7 +420,8 @@ def _ablate(target: Target, settings: _JudgeSettings | None) -> AblationResult:
     cache = ReplyCache(settings.cache_dir / "replies.sqlite")
     client = OpenAIChatClient(settings.base_url, settings.api_key, timeout=settings.timeout)
     judge = Judge(client=client, cache=cache, judge_model=settings.judge_model,
-                  answer_model=settings.answer_model, count=_counter(target),
+                  answer_model=settings.answer_model,
+                  count=ContextBuilder(tokenizer=tokenizer).tokenizer.count,
                   answer_max_tokens=settings.answer_max_tokens)
     builds = _bar("builds", total)
     calls = _bar("model calls", 0)
@@ -449,14 +451,6 @@ def _bar(label: str, total: int) -> Progress:
                         TimeRemainingColumn(), console=Console(stderr=True), transient=True)
     progress.add_task(label, total=total)
     return progress
-
-
-def _counter(target: Target) -> Callable[[str], int]:
-    builder = getattr(target, "builder", None) or getattr(getattr(target, "suite", None),
-                                                          "builder", None)
-    if isinstance(builder, ContextBuilder):
-        return builder.tokenizer.count
-    return ContextBuilder(tokenizer="o200k_base").tokenizer.count
 
 
 def _confirm(estimate: Estimate, settings: _JudgeSettings) -> bool:

@@ -1,13 +1,14 @@
 """Evaluation on a user's own cases: a JSON Lines file of requests and what their context needs.
 
-Each line is one case (README "Evaluation cases"): a request in the schema ``contextwright build
---request`` reads, what its context must show (facts verbatim, evidence message and document ids,
-tool definitions), what is irrelevant (noise), where things must sit (constraints at the head,
-the question at the tail), and optionally the reference ``answer`` or the ``expected_call`` a
-model should make. ``load_cases`` validates the file (pydantic; a ``DatasetError`` names the
-line and the field); ``run_cases`` builds every case with its plan and budget and measures the
-rendered request (``case_metrics``); ``case_results`` holds the results, their JSON form and the
-regression check against a saved run. No I/O but reading the cases (and plan) files.
+Each line is one case (README "Evaluation on your own cases"): a request in the schema
+``contextwright build --request`` reads, what its context must show (facts verbatim, evidence
+message and document ids, tool definitions), what is irrelevant (noise), where things must sit
+(constraints at the head, the question at the tail), and optionally the reference ``answer`` or
+the ``expected_call`` a model should make. ``load_cases`` validates the file (pydantic; a
+``DatasetError`` names the line and the field); ``run_cases`` builds every case with its plan and
+budget and measures the rendered request (``case_metrics``); ``case_results`` holds the results,
+their JSON form and the regression check against a saved run. No I/O but reading the cases
+(and plan) files.
 """
 
 from __future__ import annotations
