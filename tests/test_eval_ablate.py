@@ -128,3 +128,27 @@ def test_on_tau_dev_the_digest_and_history_carry_the_facts(shared_data: Path) ->
     assert rows["-history.digest"]["delta"]["fact_survival"] < -0.05
     assert rows["-history"]["delta"]["fact_survival"] < rows["-history.digest"]["delta"][
         "fact_survival"]
+
+
+def test_a_removed_source_stays_removed_and_the_parts_the_plan_covers_stay_covered(
+        tmp_path: Path) -> None:
+    call = {"role": "assistant", "content": None, "id": "t1", "tool_calls": [
+        {"id": "k1", "type": "function", "function": {"name": "track_order",
+                                                      "arguments": '{"order_id": "ORD-9"}'}}]}
+    line = {"id": "turn", "plan": "chat",
+            "request": {"user_input": "Where is ORD-9?", "history": [
+                {"role": "user", "content": "Hello, I have a question.", "id": "h1"},
+                {"role": "assistant", "content": "Sure, go ahead.", "id": "h2"}],
+                "turn": [call, {"role": "tool", "tool_call_id": "k1", "id": "t2",
+                                "content": '{"status": "shipped"}'}]},
+            "must_contain": {"messages": ["h1", "t1", "t2"]}}
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps(line) + "\n", "utf-8")
+    target = CasesTarget(cases=load_cases(path), builder=ContextBuilder(tokenizer="o200k_base"))
+    assert "-tool_results" in [a.label for a in ablations(target.plans())]  # chat+tool_results
+    result = run_ablation(target)
+    rows = {row.label: row for row in result.rows}
+    assert rows["full plan"].metrics["completeness"] == 1.0
+    # Without history the turn's call and result are still shown; without them, history is.
+    assert rows["-history"].metrics["completeness"] == pytest.approx(2 / 3)
+    assert rows["-tool_results"].metrics["completeness"] == pytest.approx(1 / 3)

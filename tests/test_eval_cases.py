@@ -322,7 +322,7 @@ def test_without_the_digest_the_order_id_of_a_long_history_is_lost() -> None:
 # --- baselines ---------------------------------------------------------------------------------
 
 
-def test_save_then_compare_passes_and_a_worse_plan_is_a_regression(tmp_path: Path) -> None:
+def test_save_then_compare_passes_and_a_smaller_budget_is_a_regression(tmp_path: Path) -> None:
     runner = CliRunner()
     cases = str(EXAMPLES / "cases.jsonl")
     saved = tmp_path / "results.json"
@@ -331,12 +331,11 @@ def test_save_then_compare_passes_and_a_worse_plan_is_a_regression(tmp_path: Pat
     same = runner.invoke(eval_app, ["cases", cases, "--baseline", str(saved)])
     assert same.exit_code == 0 and "regression" not in same.stderr
     worse = runner.invoke(eval_app, ["cases", cases, "--baseline", str(saved),
-                                     "--plan", "simple_qa"])
+                                     "--budget", "300"])
     assert worse.exit_code == 1
     lines = [line for line in worse.stderr.splitlines() if line]
     assert "regression: overall: completeness 1.000 → " in lines[0]
-    assert any(line.startswith("regression: case order-id-long-history: completeness 1.000 → "
-                               "0.000") for line in lines)
+    assert "regression: case agent-loop-turn: completeness 1.000 → 0.000 (tolerance 0)" in lines
     assert worse.stdout.startswith("cases ")  # the table is still printed
 
 

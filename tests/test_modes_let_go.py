@@ -15,8 +15,14 @@ from contextwright.errors import PlanError
 from contextwright.manager import ContextManager
 from contextwright.modes import SLIDING_WINDOW, STRUCTURED, ModesConfig, Router
 from contextwright.modes.config import modes_from_mapping
-from contextwright.modes.zones import MAX_DONE, ToolRecord, Zones, add_tool_calls, close_task
-from contextwright.modes.zones import update_task
+from contextwright.modes.zones import (
+    MAX_DONE,
+    ToolRecord,
+    Zones,
+    add_tool_calls,
+    close_task,
+    update_task,
+)
 from contextwright.session import MemoryStore
 
 PLAN = "先查库存再调用供应商接口更新订单状态"

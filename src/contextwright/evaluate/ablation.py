@@ -17,7 +17,9 @@ from typing import Any, Literal, Protocol, cast
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.cache import plan_hash
+from contextwright.core.covering import covering
 from contextwright.core.plan import BuildPlan, FrozenOptions
+from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError
 from contextwright.evaluate.case_results import METRICS as CASE_METRICS
 from contextwright.evaluate.cases import CaseRun, EvalCase, iter_builds
@@ -89,20 +91,32 @@ class Ablation:
     """Options set instead."""
 
     def apply(self, plan: BuildPlan) -> BuildPlan | None:
-        """``plan`` without this part; None when ``plan`` does not have it."""
+        """``plan`` without this part; None when ``plan`` does not have it.
+
+        A removed source stays removed: the plan no longer adds sources for the request's
+        parts it lacks (``add_missing_sources``), or the build would add it back. Give
+        ``covered(plan, request)`` first where the request is known, so every other part the
+        plan would have covered still is.
+        """
         if self.kind == "repeat_question":
             return replace(plan, repeat_question=False) if plan.repeat_question else None
         spec = plan.spec(self.source or "")
         if spec is None:
             return None
         if self.kind == "source":
-            return replace(plan, sources=tuple(s for s in plan.sources if s is not spec))
+            return replace(plan, sources=tuple(s for s in plan.sources if s is not spec),
+                           add_missing_sources=False)
         options = {k: v for k, v in spec.options.items() if k not in self.keys}
         options.update(self.sets)
         if options == dict(spec.options):
             return None
         changed = replace(spec, options=FrozenOptions(options))
         return replace(plan, sources=tuple(changed if s is spec else s for s in plan.sources))
+
+
+def covered(plan: BuildPlan, request: Request) -> BuildPlan:
+    """``plan`` with the sources a build would add for ``request`` already in it."""
+    return covering(plan, request) if plan.add_missing_sources else plan
 
 
 def ablations(plans: Sequence[BuildPlan]) -> tuple[Ablation, ...]:
@@ -191,7 +205,12 @@ class Target(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SuiteTarget:
-    """A dataset suite (``locomo``, ``tau``, ``hotpotqa``) over some of its budgets."""
+    """A dataset suite (``locomo``, ``tau``, ``hotpotqa``) over some of its budgets.
+
+    The suite builds each request itself, so a variant without a source adds no missing source
+    for any request part: with a suite's own plan none is missing; with another plan (``--plan
+    chat`` on τ-bench) the sources it would have added are left out of that variant too.
+    """
 
     suite: Suite
     """The suite, with its full plan."""
@@ -266,10 +285,10 @@ class CasesTarget:
         return f"plan {plan}"
 
     def plans(self) -> list[BuildPlan]:
-        """The distinct plans of the cases."""
+        """The distinct plans of the cases, with the sources their builds would add."""
         plans: dict[str, BuildPlan] = {}
         for case in self.cases:
-            plan = self.run.plan_of(case)
+            plan = covered(self.run.plan_of(case), case.request)
             plans.setdefault(plan_hash(plan), plan)
         return list(plans.values())
 
@@ -281,8 +300,11 @@ class CasesTarget:
         """Every case; a case whose plan lacks what the ablation removes keeps its plan."""
         applied: dict[str, bool] = {}
 
-        def transform(plan: BuildPlan) -> BuildPlan:
-            changed = ablation.apply(plan) if ablation is not None else None
+        def transform(plan: BuildPlan, case: EvalCase) -> BuildPlan:
+            if ablation is None:
+                return plan
+            full = covered(plan, case.request)
+            changed = ablation.apply(full)
             applied["last"] = changed is not None
             return changed if changed is not None else plan
 

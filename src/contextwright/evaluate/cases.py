@@ -309,13 +309,13 @@ def build_case(builder: ContextBuilder, case: EvalCase, plan: BuildPlan) -> Case
 
 
 def iter_builds(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun,
-                transform: Callable[[BuildPlan], BuildPlan] | None = None
+                transform: Callable[[BuildPlan, EvalCase], BuildPlan] | None = None
                 ) -> Iterator[tuple[EvalCase, CaseBuild]]:
     """Build every case; ``transform`` changes each case's plan first (an ablation)."""
     for case in cases:
         plan = run.plan_of(case)
         if transform is not None:
-            plan = transform(plan)
+            plan = transform(plan, case)
         yield case, build_case(builder, case, run.budgeted(case, plan))
 
 
