@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import pathlib
 from collections.abc import Iterator
 
@@ -139,3 +140,37 @@ def test_llm_package_imports_only_errors_of_ours() -> None:
             for name in names.split(","):
                 if name.startswith("contextwright"):
                     assert name in {"contextwright.errors", "contextwright.llm.client"}, module
+
+
+def _completion(message: dict[str, object]) -> Reply:
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+            "usage": {"prompt_tokens": 41, "completion_tokens": 7, "total_tokens": 48}}
+    return Reply(raw_body=json.dumps(body).encode())
+
+
+def test_respond_offers_tools_and_returns_calls_and_usage(server: FakeOpenAIServer) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    server.script(_completion({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "k1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]}))
+    with client_for(server) as client:
+        reply = client.respond(MESSAGES, model="m", tools=tools, tool_choice="auto",
+                               max_tokens=32)
+    assert reply.content is None
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("f", '{"a": 1}')]
+    assert (reply.prompt_tokens, reply.completion_tokens) == (41, 7)
+    [request] = server.requests
+    assert request.body["tools"] == tools and request.body["tool_choice"] == "auto"
+    assert request.body["max_tokens"] == 32
+
+
+def test_respond_without_tools_sends_no_tool_choice_and_refuses_an_empty_reply(
+        server: FakeOpenAIServer) -> None:
+    server.script(text("An answer."), text("  "))
+    with client_for(server) as client:
+        assert client.respond(MESSAGES, model="m", tool_choice="none").content == "An answer."
+        with pytest.raises(LLMError) as caught:
+            client.respond(MESSAGES, model="m")
+    assert caught.value.kind == "empty"
+    assert "tools" not in server.requests[0].body
+    assert "tool_choice" not in server.requests[0].body

@@ -32,6 +32,7 @@ from contextwright import (
     Request,
     ValidationError,
 )
+from contextwright.core.covering import covering
 from contextwright.core.providers import ANTHROPIC_LEAD
 from contextwright.sources.conversation import MISSING_RESULT
 from strategies import UNTRUSTED_TAG, Scenario, scenarios
@@ -573,7 +574,9 @@ def test_rebuild_after_editing_the_request_in_place_matches_a_fresh_build(
     request = scenario.request
     build(scenario)
     history = cast(list[dict[str, Any]], request.history)
-    history_spec = scenario.plan.spec("history")
+    # A plan without history gets one added for the request (add_missing_sources), with recall.
+    plan = covering(scenario.plan, request) if scenario.plan.add_missing_sources else scenario.plan
+    history_spec = plan.spec("history")
     recall = history_spec is not None and bool(history_spec.options.get("recall_share"))
     # The recall index is documented to notice replaced messages but not dicts edited in place
     # (checking every old message on every build would cost what the index saves).

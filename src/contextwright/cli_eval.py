@@ -1,15 +1,19 @@
-"""``contextwright eval locomo|tau|hotpotqa``: run a quality suite and print the comparison.
+"""``contextwright eval locomo|tau|hotpotqa|cases|ablate``: measure context quality.
 
-A thin shell over ``contextwright.evaluate``: it loads the folder, runs every case at every
-budget with a progress bar on stderr, prints a table (or ``--json``) on stdout, and may write
-one JSON line per case and budget (``--dump``). Exit codes: 2 when the folder, plan or options
-are bad (one-line message on stderr), 1 when a contextwright build failed or broke a tool pair
-(the table is still printed), else 0.
+A thin shell over ``contextwright.evaluate``. The suites load a dataset folder, run every case at
+every budget with a progress bar on stderr, print a table (or ``--json``) on stdout, and may write
+one JSON line per case and budget (``--dump``). ``cases`` measures a user's own cases file and
+compares it with a saved run (``--baseline``, ``--save``); ``ablate`` reruns a suite or a cases
+file without each source or plan option in turn, optionally with a model answering and a judge
+scoring. Exit codes: 2 when a file, plan or option is bad (one-line message on stderr); 1 when a
+contextwright build failed or broke a tool pair, a case regressed against the baseline, a judged
+run was not confirmed, or its endpoint failed (the table is printed when there is one); else 0.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,13 +21,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, TextIO
 
+import click
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
+from contextwright.builder import ContextBuilder
 from contextwright.cli_common import describe, fail
 from contextwright.cli_eval_toolcalls import toolcalls
-from contextwright.errors import ContextwrightError, PlanError
+from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
+from contextwright.errors import ContextwrightError, LLMError, PlanError
 from contextwright.evaluate import (
     CaseOutcome,
     SuiteResult,
@@ -33,7 +47,27 @@ from contextwright.evaluate import (
     resolve_plan,
     run_suite,
 )
-from contextwright.evaluate.runner import RECALLERS, make_embedder, run_label
+from contextwright.evaluate.ablation import (
+    AblationResult,
+    CasesTarget,
+    SuiteTarget,
+    Target,
+    ablations,
+    format_ablation,
+    run_ablation,
+)
+from contextwright.evaluate.case_results import (
+    CasesResult,
+    Regression,
+    find_regressions,
+    format_cases,
+    missing_from_run,
+    parse_tolerances,
+    read_baseline,
+)
+from contextwright.evaluate.cases import CaseRun, load_cases, run_cases
+from contextwright.evaluate.judge import Estimate, Judge, NotConfirmed, ReplyCache, judge_ablation
+from contextwright.evaluate.runner import RECALLERS, SUITES, make_embedder, run_label
 
 eval_app = typer.Typer(add_completion=False, no_args_is_help=True,
                        help="Measure context quality on a dataset folder, next to a baseline.")
@@ -190,3 +224,245 @@ def _broken(result: SuiteResult) -> bool:
     """A failed build, or a tool pair broken by contextwright (integrity must be 100%)."""
     integrity = [row.contextwright.get("pair_integrity") for row in result.budgets]
     return result.failures > 0 or any(v is not None and v < 1.0 for v in integrity)
+
+
+# --- eval cases --------------------------------------------------------------------------------
+
+CasesFile = Annotated[Path, typer.Argument(help="Cases file: one JSON object per line (README "
+                                           "'Evaluation on your own cases').")]
+CasesPlanOption = Annotated[str | None, typer.Option(
+    "--plan", help="Shipped plan name or plan file for every case (default: each case's plan, "
+    "else the one contextwright build would choose).")]
+CasesBudgetOption = Annotated[int | None, typer.Option(
+    "--budget", min=1, help="Available tokens of every case (default: each case's budget, "
+    "else the plan's).")]
+BaselineOption = Annotated[Path | None, typer.Option(
+    help="A result saved with --save: exit 1 when a metric got worse beyond its tolerance.")]
+SaveOption = Annotated[Path | None, typer.Option(help="Write the result as JSON (a baseline).")]
+ToleranceOption = Annotated[list[str] | None, typer.Option(
+    help="metric=value: how far a metric may get worse before it is a regression (defaults: "
+    "completeness, position, pair_integrity 0; density, noise 0.02). Repeatable.")]
+
+
+@eval_app.command("cases")
+def cases_command(file: CasesFile, plan: CasesPlanOption = None, budget: CasesBudgetOption = None,
+                  baseline: BaselineOption = None, save: SaveOption = None,
+                  json_output: JsonOption = False, tokenizer: TokenizerOption = "o200k_base",
+                  tolerance: ToleranceOption = None) -> None:
+    """Completeness, density, position and noise of your own cases; regressions vs a baseline."""
+    try:
+        tolerances = parse_tolerances(tolerance or [])
+        saved = read_baseline(baseline) if baseline is not None else None
+        cases = load_cases(file)
+        run = CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent)
+        builder = ContextBuilder(tokenizer=tokenizer)
+        with _progress(len(cases)) as advance:
+            result = run_cases(cases, builder, run, source=str(file),
+                               on_result=lambda _: advance())
+    except ContextwrightError as exc:
+        fail(describe(exc))
+    if save is not None:
+        _write_json(save, result.to_dict())
+    regressions = find_regressions(result, saved, tolerances) if saved is not None else []
+    _print_cases(result, regressions, json_output,
+                 missing_from_run(result, saved) if saved is not None else [])
+    integrity = result.overall.get("pair_integrity")
+    if regressions or result.failures or (integrity is not None and integrity < 1.0):
+        raise typer.Exit(1)
+
+
+def _plan(name: str | None) -> BuildPlan | None:
+    if name is None:
+        return None
+    return BuildPlan.named(name) if name in SHIPPED_PLANS else BuildPlan.load(name)
+
+
+def _write_json(path: Path, data: object) -> None:
+    try:
+        path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", "utf-8")
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror}")
+
+
+def _print_cases(result: CasesResult, regressions: list[Regression], json_output: bool,
+                 missing: list[str]) -> None:
+    lines = [f"regression: {r.describe()}" for r in regressions]
+    lines += [f"note: baseline case {case} is not in this run" for case in missing]
+    if json_output:
+        data = result.to_dict()
+        data["regressions"] = [r.describe() for r in regressions]
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    else:
+        typer.echo(format_cases(result))
+    for line in lines:
+        typer.echo(line, err=True)
+
+
+# --- eval ablate -------------------------------------------------------------------------------
+
+TargetArgument = Annotated[str, typer.Argument(
+    help="locomo, tau or hotpotqa (with --data), or cases (with FILE).")]
+FileArgument = Annotated[Path | None, typer.Argument(help="The cases file (target cases).")]
+DataForOption = Annotated[Path | None, typer.Option(
+    "--data", help="Folder laid out like the matching folder of ../shared/data (suites).")]
+JudgeUrlOption = Annotated[str | None, typer.Option(
+    help="OpenAI-compatible endpoint: each case is also answered from its context and scored.")]
+JudgeModelOption = Annotated[str | None, typer.Option(help="Model that judges the answers.")]
+AnswerModelOption = Annotated[str | None, typer.Option(
+    help="Model that answers from the context (default: the judge model).")]
+ApiKeyOption = Annotated[str, typer.Option(envvar="OPENAI_API_KEY",
+                                           help="API key of the endpoint (OPENAI_API_KEY).")]
+CacheDirOption = Annotated[Path | None, typer.Option(
+    help="Where replies are kept, so a run resumes and reruns cost nothing (default: "
+    "$XDG_CACHE_HOME/contextwright/judge, else ~/.cache/contextwright/judge).")]
+PriceOption = Annotated[float | None, typer.Option(min=0, help="Price per million tokens, for "
+                                                   "the estimate.")]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _JudgeSettings:
+    """The judge options of one ``ablate`` invocation."""
+
+    base_url: str
+    """Endpoint."""
+    judge_model: str
+    """Judging model."""
+    answer_model: str
+    """Answering model."""
+    api_key: str
+    """API key."""
+    cache_dir: Path
+    """Reply cache folder."""
+    price_input: float | None
+    """Input price per million tokens."""
+    price_output: float | None
+    """Output price per million tokens."""
+    seconds_per_call: float
+    """Assumed latency, for the estimate."""
+    yes: bool
+    """Skip the confirmation."""
+    answer_max_tokens: int
+    """``max_tokens`` of an answer."""
+    timeout: float
+    """Seconds per call."""
+
+
+@eval_app.command()
+def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOption = None,
+           plan: CasesPlanOption = None, budget: CasesBudgetOption = None,
+           limit: LimitOption = None, tokenizer: TokenizerOption = "o200k_base",
+           json_output: JsonOption = False, judge_base_url: JudgeUrlOption = None,
+           judge_model: JudgeModelOption = None, answer_model: AnswerModelOption = None,
+           api_key: ApiKeyOption = "not-needed", cache_dir: CacheDirOption = None,
+           price_input: PriceOption = None, price_output: PriceOption = None,
+           seconds_per_call: Annotated[float, typer.Option(
+               min=0, help="Assumed seconds per model call, for the estimate.")] = 2.0,
+           yes: Annotated[bool, typer.Option("--yes", help="Do not ask before sending.")] = False,
+           answer_max_tokens: Annotated[int, typer.Option(
+               min=1, help="max_tokens of an answer.")] = 512,
+           timeout: Annotated[float, typer.Option(min=1, help="Seconds per model call.")] = 60,
+           ) -> None:
+    """Remove each source and plan option in turn and show every metric's change."""
+    if (judge_base_url is None) != (judge_model is None):
+        fail("--judge-base-url and --judge-model go together")
+    settings = None if judge_base_url is None or judge_model is None else _JudgeSettings(
+        base_url=judge_base_url, judge_model=judge_model,
+        answer_model=answer_model or judge_model, api_key=api_key,
+        cache_dir=cache_dir or _default_cache_dir(), price_input=price_input,
+        price_output=price_output, seconds_per_call=seconds_per_call, yes=yes,
+        answer_max_tokens=answer_max_tokens, timeout=timeout)
+    try:
+        chosen = _target(target, file, data, plan, budget, limit, tokenizer)
+        result = _ablate(chosen, settings, tokenizer)
+    except NotConfirmed as exc:
+        fail(str(exc), 1)
+    except LLMError as exc:
+        fail(f"{describe(exc)}; the replies so far are stored: run again to resume", 1)
+    except ContextwrightError as exc:
+        fail(describe(exc))
+    if json_output:
+        sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) + "\n")
+    else:
+        typer.echo(format_ablation(result))
+
+
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "contextwright" / "judge"
+
+
+def _target(name: str, file: Path | None, data: Path | None, plan: str | None,
+            budget: int | None, limit: int | None, tokenizer: str) -> Target:
+    if name == "cases":
+        if file is None or data is not None:
+            fail("eval ablate cases takes a cases FILE (and no --data)")
+        cases = load_cases(file)
+        if limit is not None:
+            cases = cases[:limit]
+        return CasesTarget(cases=cases, builder=ContextBuilder(tokenizer=tokenizer),
+                           run=CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent))
+    if name not in SUITES:
+        fail(f"the target must be one of {', '.join((*SUITES, 'cases'))}")
+    if data is None or file is not None:
+        fail(f"eval ablate {name} takes --data DIR (and no FILE)")
+    full, label = resolve_plan(plan, name)
+    suite = load_suite(name, data, plan=full, tokenizer=tokenizer, limit=limit,
+                       retrieval=name == "hotpotqa")
+    return SuiteTarget(suite=suite, budget_list=(budget,) if budget else (), label=label)
+
+
+def _ablate(target: Target, settings: _JudgeSettings | None, tokenizer: str
+            ) -> AblationResult:
+    total = len(target) * len(target.budgets) * (1 + len(ablations(target.plans())))
+    if settings is None:
+        with _progress(total) as advance:
+            return run_ablation(target, on_built=lambda *_: advance())
+    from contextwright.llm.client import OpenAIChatClient
+
+    cache = ReplyCache(settings.cache_dir / "replies.sqlite")
+    client = OpenAIChatClient(settings.base_url, settings.api_key, timeout=settings.timeout)
+    judge = Judge(client=client, cache=cache, judge_model=settings.judge_model,
+                  answer_model=settings.answer_model,
+                  count=ContextBuilder(tokenizer=tokenizer).tokenizer.count,
+                  answer_max_tokens=settings.answer_max_tokens)
+    builds = _bar("builds", total)
+    calls = _bar("model calls", 0)
+
+    def confirm(estimate: Estimate) -> bool:
+        builds.stop()  # one live display at a time: the prompt and the calls' bar come next
+        agreed = _confirm(estimate, settings)
+        if agreed and estimate.calls:
+            calls.update(calls.task_ids[0], total=estimate.calls)
+            calls.start()
+        return agreed
+
+    builds.start()
+    try:
+        return judge_ablation(target, judge, confirm=confirm,
+                              on_calls=lambda n: calls.advance(calls.task_ids[0], n),
+                              on_built=lambda *_: builds.advance(builds.task_ids[0]))
+    finally:
+        builds.stop()
+        calls.stop()
+        client.close()
+        cache.close()
+
+
+def _bar(label: str, total: int) -> Progress:
+    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+    progress.add_task(label, total=total)
+    return progress
+
+
+def _confirm(estimate: Estimate, settings: _JudgeSettings) -> bool:
+    for line in estimate.describe(price_input=settings.price_input,
+                                  price_output=settings.price_output,
+                                  seconds_per_call=settings.seconds_per_call):
+        typer.echo(line, err=True)
+    if not estimate.calls or settings.yes:
+        return True
+    try:
+        return typer.confirm("Send these calls?", default=False, err=True)
+    except click.exceptions.Abort:
+        return False

@@ -3,9 +3,10 @@
 It runs ``http.server`` in a thread on 127.0.0.1 (an ephemeral port), answers
 ``POST /v1/chat/completions`` from a script of replies, and records every request it received
 (path, headers, JSON body) so tests can check what went over the wire. No network leaves the
-machine. Replies are consumed in order; when the script runs out the server answers 500 so a test
-that asks more than it scripted fails loudly instead of hanging. Instead of a script, a
-``responder`` may compute each reply from the request body (a deterministic fake model).
+machine. Replies are consumed in order; when the script runs out the server asks the
+``responder`` (a function of the request body, for tests whose calls depend on what is asked)
+or, without one, answers 500 so a test that asks more than it scripted fails loudly instead of
+hanging.
 """
 
 from __future__ import annotations
@@ -96,10 +97,12 @@ class FakeOpenAIServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def _next_reply(self) -> Reply:
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
             if self._replies:
                 return self._replies.popleft()
+        if self._responder is not None:
+            return self._responder(body)
         return Reply(status=500, content="script exhausted")
 
     def _record(self, entry: Recorded) -> None:
@@ -115,8 +118,7 @@ class FakeOpenAIServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 server._record(Recorded(path=self.path, headers=headers, body=body))
-                reply = (server._responder(body) if server._responder is not None
-                         else server._next_reply())
+                reply = server._next_reply(body)
                 if reply.delay and server._stopping.wait(reply.delay):
                     return
                 self._answer(reply, body)

@@ -34,7 +34,7 @@ from contextwright.evaluate import baseline
 from contextwright.evaluate._files import Row, get, read_jsonl, require_files, spread
 from contextwright.evaluate.beir import BeirPool, RankerFactory, evaluate_ranker, load_beir
 from contextwright.evaluate.metrics import MESSAGE_COST, Count, Msg, locate
-from contextwright.evaluate.records import CaseOutcome, Ratio, Scores
+from contextwright.evaluate.records import CaseOutcome, ExpectedAnswer, Ratio, Scores
 from contextwright.evaluate.render import build_messages
 
 LAYOUT = "../shared/data/hotpotqa-dev"
@@ -76,6 +76,8 @@ class HotpotCase:
     """The 10 paragraphs in shuffled order."""
     supporting: tuple[str, ...]
     """Supporting sentences whose paragraph is among the 10."""
+    answer: str = ""
+    """The reference answer ('' when the row has none); a judge compares with it."""
 
 
 def load_hotpotqa(folder: Path, limit: int | None = None) -> tuple[HotpotCase, ...]:
@@ -102,8 +104,10 @@ def _case(row: Row, where: str) -> HotpotCase:
         paragraph = by_title.get(fact[0])
         if paragraph is not None and 0 <= fact[1] < len(paragraph.sentences):
             supporting.append(paragraph.sentences[fact[1]].strip())
+    answer = row.get("answer")
     return HotpotCase(id=case_id, question=get(row, "question", str, where),
-                      paragraphs=shuffled(paragraphs, case_id), supporting=tuple(supporting))
+                      paragraphs=shuffled(paragraphs, case_id), supporting=tuple(supporting),
+                      answer=answer if isinstance(answer, str) else "")
 
 
 def shuffled(paragraphs: Sequence[Paragraph], case_id: str) -> tuple[Paragraph, ...]:
@@ -202,7 +206,9 @@ class HotpotSuite:
                               contextwright=sentence_scores(case, messages),
                               baseline=sentence_scores(case, in_order_messages(case, budget,
                                                                                count)),
-                              messages=messages, error=error)
+                              messages=messages, error=error,
+                              expected=ExpectedAnswer(question=case.question, answer=case.answer)
+                              if case.answer else None)
 
     def extra(self) -> dict[str, float | str | None]:
         """nDCG@10 and Recall@10 of the retrieval step on the pool, or why it was not measured."""

@@ -48,7 +48,7 @@ from contextwright.evaluate.metrics import (
     message_tokens,
     relative_position,
 )
-from contextwright.evaluate.records import CaseOutcome, Ratio, Scores
+from contextwright.evaluate.records import CaseOutcome, ExpectedAnswer, Ratio, Scores
 from contextwright.evaluate.render import build_messages
 
 LAYOUT = "../shared/data/locomo-dev"
@@ -88,6 +88,8 @@ class LocomoCase:
     """LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)."""
     evidence: tuple[str, ...]
     """``dia_id`` of every evidence turn."""
+    answer: str = ""
+    """The reference answer ('' when the row has none); a judge compares with it."""
 
     @property
     def case_id(self) -> list[Any]:
@@ -172,9 +174,12 @@ def _case(row: Row, where: str, conversations: Mapping[str, Conversation]) -> Lo
     unknown = [dia_id for dia_id in evidence if dia_id not in conversation.turns]
     if unknown:
         raise DatasetError(f"{where}: evidence id {unknown[0]!r} is no turn of {sample_id}")
+    answer = row.get("answer")
     return LocomoCase(sample_id=sample_id, qa_index=get(row, "qa_index", int, where),
                       question=get(row, "question", str, where), category=category,
-                      evidence=evidence)
+                      evidence=evidence,
+                      answer="" if answer is None or isinstance(answer, dict | list)
+                      else str(answer))
 
 
 def locomo_request(conversation: Conversation, case: LocomoCase) -> Request:
@@ -207,6 +212,11 @@ def evidence_scores(evidence: Sequence[str], messages: Sequence[Msg], count: Cou
         "tail": Ratio(numerator=sum(p > TAIL for p in positions), denominator=len(positions)),
         "tokens": Ratio.of(total),
     }
+
+
+def expected_answer(case: LocomoCase) -> ExpectedAnswer | None:
+    """The question and its reference answer, for a judge (none without an answer)."""
+    return ExpectedAnswer(question=case.question, answer=case.answer) if case.answer else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,7 +259,7 @@ class LocomoSuite:
             yield CaseOutcome(case_id=case.case_id, budget=budget,
                               contextwright=evidence_scores(evidence, messages, count),
                               baseline=evidence_scores(evidence, base, count),
-                              messages=messages, error=error)
+                              messages=messages, error=error, expected=expected_answer(case))
 
     def extra(self) -> dict[str, float | str | None]:
         """Nothing budget-independent."""

@@ -31,6 +31,30 @@ Scores = Mapping[str, Ratio]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ExpectedAnswer:
+    """A question whose answer a judge model compares with a reference answer."""
+
+    question: str
+    """The question the context is built for."""
+    answer: str
+    """The reference answer."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpectedCall:
+    """The tool call a model should make next, compared exactly (name and arguments)."""
+
+    name: str
+    """Function name."""
+    arguments: Mapping[str, Any]
+    """Arguments as parsed JSON."""
+
+
+Expectation = ExpectedAnswer | ExpectedCall
+"""What a model answering from the built context should produce."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CaseOutcome:
     """contextwright and the baseline on one case at one budget."""
 
@@ -47,6 +71,10 @@ class CaseOutcome:
     """contextwright's rendered OpenAI messages (empty when the build failed)."""
     error: str | None = None
     """Why contextwright's build or its validation failed (the metrics then count as 0)."""
+    expected: Expectation | None = None
+    """What a model answering from ``messages`` should produce, when the case says."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """Tool schemas sent with ``messages`` when a model answers (OpenAI format)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

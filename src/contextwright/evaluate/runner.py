@@ -51,6 +51,11 @@ class Suite(Protocol):
         ...
 
     @property
+    def plan(self) -> BuildPlan:
+        """The plan every case is built with (before the budget is applied)."""
+        ...
+
+    @property
     def default_budgets(self) -> tuple[int, ...]:
         """The budgets of the issue."""
         ...

@@ -30,6 +30,7 @@ reference was computed some other way; compare with the baseline column.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,7 +54,7 @@ from contextwright.evaluate.metrics import (
     message_tokens,
     pair_problems,
 )
-from contextwright.evaluate.records import CaseOutcome, Ratio, Scores
+from contextwright.evaluate.records import CaseOutcome, ExpectedCall, Ratio, Scores
 from contextwright.evaluate.render import failure, render
 from contextwright.sources.conversation import MISSING_RESULT
 
@@ -89,6 +90,9 @@ class TauCase:
     """Tool calls and results after the last user message."""
     facts: tuple[str, ...]
     """Values of the id-like facts first seen in a user or tool message."""
+    expected_call: ExpectedCall | None = None
+    """The write the agent should make next (at ``cut_index``): the row's ground-truth action
+    of that name (``gt_actions``), else the recorded call itself; None without a cut."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +103,9 @@ class TauSet:
     """The system prompt."""
     cases: tuple[TauCase, ...]
     """One case per row of ``required_facts.jsonl``."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """Tool schemas inferred from every call and ground-truth action of the folder (the file
+    has none); sent with the context when a model is asked for the next call."""
 
 
 def load_tau(folder: Path, limit: int | None = None) -> TauSet:
@@ -111,9 +118,10 @@ def load_tau(folder: Path, limit: int | None = None) -> TauSet:
     trajectories = read_json(folder / FILES[1])
     if not isinstance(trajectories, list):
         raise DatasetError(f"{folder / FILES[1]}: expected a list of trajectories")
-    rows = spread(list(enumerate(read_jsonl(folder / FILES[2]), 1)), limit)
+    all_rows = read_jsonl(folder / FILES[2])
+    rows = spread(list(enumerate(all_rows, 1)), limit)
     cases = tuple(_case(row, f"{FILES[2]}:{n}", trajectories) for n, row in rows)
-    return TauSet(policy=policy, cases=cases)
+    return TauSet(policy=policy, cases=cases, tools=infer_tools(trajectories, all_rows))
 
 
 def _case(row: Row, where: str, trajectories: Sequence[Any]) -> TauCase:
@@ -132,7 +140,91 @@ def _case(row: Row, where: str, trajectories: Sequence[Any]) -> TauCase:
         if fact.get("id_like") and fact.get("first_msg_role") in FACT_ROLES
     )
     return TauCase(traj_index=index, has_cut=cut is not None, conversation=conversation,
-                   history=history, user_input=user_input, turn=turn, facts=facts)
+                   history=history, user_input=user_input, turn=turn, facts=facts,
+                   expected_call=None if cut is None else _expected_call(row, traj, cut, where))
+
+
+def _expected_call(row: Row, traj: Sequence[Any], cut: int, where: str) -> ExpectedCall | None:
+    """The ground-truth action named like the call at ``cut`` (else that call's arguments)."""
+    message = traj[cut] if 0 <= cut < len(traj) else None
+    calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+    if not calls or not isinstance(calls[0], Mapping):
+        return None
+    function = calls[0].get("function") or {}
+    name = function.get("name")
+    if not isinstance(name, str):
+        raise DatasetError(f"{where}: the call at cut_index has no function name")
+    for action in row.get("gt_actions") or ():
+        if isinstance(action, Mapping) and action.get("name") == name:
+            kwargs = action.get("kwargs")
+            if isinstance(kwargs, Mapping):
+                return ExpectedCall(name=name, arguments=dict(kwargs))
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        raise DatasetError(f"{where}: the call at cut_index has arguments that are not "
+                           "JSON") from None
+    return ExpectedCall(name=name, arguments=arguments if isinstance(arguments, dict) else {})
+
+
+def infer_tools(trajectories: Sequence[Any], rows: Sequence[Row]) -> tuple[dict[str, Any], ...]:
+    """OpenAI tool schemas for every function the folder calls or names as a ground truth.
+
+    Each has the argument names seen, typed by the values seen (the file ships no schemas).
+    """
+    seen: dict[str, dict[str, Any]] = {}
+    for name, arguments in _calls_seen(trajectories, rows):
+        properties = seen.setdefault(name, {})
+        for key, value in arguments.items():
+            properties.setdefault(str(key), json_schema_of(value))
+    return tuple({"type": "function", "function": {
+        "name": name, "description": f"{name} (argument names and types as seen in the data)",
+        "parameters": {"type": "object", "properties": properties}}}
+        for name, properties in sorted(seen.items()))
+
+
+def _calls_seen(trajectories: Sequence[Any], rows: Sequence[Row]
+                ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for trajectory in trajectories:
+        messages = trajectory.get("traj") if isinstance(trajectory, Mapping) else None
+        for message in messages if isinstance(messages, list) else ():
+            calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+            for call in calls if isinstance(calls, list) else ():
+                function = call.get("function") if isinstance(call, Mapping) else None
+                if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                    yield function["name"], _json_object(function.get("arguments"))
+    for row in rows:
+        for action in row.get("gt_actions") or ():
+            if isinstance(action, Mapping) and isinstance(action.get("name"), str):
+                kwargs = action.get("kwargs")
+                yield action["name"], kwargs if isinstance(kwargs, Mapping) else {}
+
+
+def _json_object(text: object) -> Mapping[str, Any]:
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def json_schema_of(value: Any) -> dict[str, Any]:
+    """A JSON schema of ``value``'s shape: objects and arrays recursively.
+
+    An array is typed by its first item: OpenAI's function schemas need ``items`` on every array.
+    """
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "integer"}
+    if isinstance(value, float):
+        return {"type": "number"}
+    if isinstance(value, Mapping):
+        return {"type": "object",
+                "properties": {str(k): json_schema_of(v) for k, v in value.items()}}
+    if isinstance(value, list):
+        return {"type": "array", "items": json_schema_of(value[0]) if value else {}}
+    return {"type": "string"}
 
 
 def split_conversation(conversation: Sequence[Msg], where: str = "conversation"
@@ -282,7 +374,8 @@ class TauSuite:
             yield CaseOutcome(case_id=case.traj_index, budget=budget,
                               contextwright=tau_scores(case, messages, count, error is None),
                               baseline=tau_scores(case, base, count),
-                              messages=messages, error=error)
+                              messages=messages, error=error, expected=case.expected_call,
+                              tools=self.data.tools if case.expected_call else ())
 
     def extra(self) -> dict[str, float | str | None]:
         """Nothing budget-independent."""

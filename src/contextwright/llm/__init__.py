@@ -5,6 +5,6 @@ This package imports nothing else of contextwright but ``errors``; the ``openai`
 protocol is usable without it.
 """
 
-from contextwright.llm.client import ChatClient, OpenAIChatClient
+from contextwright.llm.client import ChatClient, ChatReply, OpenAIChatClient, ReplyCall
 
-__all__ = ["ChatClient", "OpenAIChatClient"]
+__all__ = ["ChatClient", "ChatReply", "OpenAIChatClient", "ReplyCall"]

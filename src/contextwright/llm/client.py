@@ -9,6 +9,7 @@ This module may import only ``contextwright.errors`` of this project.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from contextwright.errors import LLMError
@@ -36,6 +37,30 @@ class ChatClient(Protocol):
             LLMError: the call failed or the reply was empty.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplyCall:
+    """One tool call of a reply."""
+
+    name: str
+    """Function name."""
+    arguments: str
+    """Arguments as the model wrote them (JSON text, not checked)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatReply:
+    """The first choice of a completion: its text and its tool calls."""
+
+    content: str | None
+    """The text (None when the model only called tools)."""
+    tool_calls: tuple[ReplyCall, ...] = ()
+    """The tool calls, in order."""
+    prompt_tokens: int | None = None
+    """Input tokens the server billed, when it says."""
+    completion_tokens: int | None = None
+    """Output tokens the server billed, when it says."""
 
 
 class OpenAIChatClient:
@@ -84,6 +109,39 @@ class OpenAIChatClient:
         except ValueError:  # a 200 whose JSON body does not parse
             raise LLMError("chat completion reply is not valid JSON", kind="response") from None
         return _reply_text(completion)
+
+    def respond(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: str,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> ChatReply:
+        """The first choice's text and tool calls; ``tools`` are offered when given.
+
+        Raises:
+            LLMError: the call failed, or the reply has neither text nor a tool call.
+        """
+        import openai
+
+        options: dict[str, Any] = {"model": model, "messages": messages,
+                                   "temperature": temperature}
+        if tools:
+            options["tools"] = tools
+            if tool_choice is not None:
+                options["tool_choice"] = tool_choice
+        if max_tokens is not None:
+            options["max_tokens"] = max_tokens
+        try:
+            completion = self._client.chat.completions.create(**options)
+        except openai.OpenAIError as exc:
+            raise _as_llm_error(exc, self.timeout) from None
+        except ValueError:  # a 200 whose JSON body does not parse
+            raise LLMError("chat completion reply is not valid JSON", kind="response") from None
+        return _reply(completion)
 
     def close(self) -> None:
         """Close the underlying HTTP connection pool."""
@@ -139,3 +197,36 @@ def _reply_text(completion: object) -> str:
     if content is None or not content.strip():
         raise LLMError("chat completion reply has empty content", kind="empty")
     return content
+
+
+def _reply(completion: object) -> ChatReply:
+    """The first choice as a ``ChatReply``; ``LLMError`` when it holds nothing to use."""
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list):
+        raise LLMError("chat completion reply has no list of choices", kind="response")
+    if not choices:
+        raise LLMError("chat completion reply has no choices", kind="empty")
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if content is not None and not isinstance(content, str):
+        raise LLMError("chat completion reply content is not text", kind="response")
+    calls = tuple(_reply_call(call) for call in getattr(message, "tool_calls", None) or ())
+    if not calls and (content is None or not content.strip()):
+        raise LLMError("chat completion reply has neither content nor tool calls", kind="empty")
+    usage = getattr(completion, "usage", None)
+    return ChatReply(content=content, tool_calls=calls,
+                     prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
+                     completion_tokens=_count(getattr(usage, "completion_tokens", None)))
+
+
+def _reply_call(call: object) -> ReplyCall:
+    function = getattr(call, "function", None)
+    name = getattr(function, "name", None)
+    arguments = getattr(function, "arguments", None)
+    if not isinstance(name, str) or not isinstance(arguments, str):
+        raise LLMError("chat completion tool call has no name or arguments", kind="response")
+    return ReplyCall(name=name, arguments=arguments)
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

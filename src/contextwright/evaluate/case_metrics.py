@@ -1,0 +1,441 @@
+"""Metrics of one built context against what its case says it needs, must not hold, and where.
+
+Everything is measured on the rendered OpenAI request (messages and tool schemas), so only what
+a model would see is credited. A request message is *shown* when:
+
+* a user, assistant or system message: its whole text appears verbatim (a cut message is not);
+* an assistant message with tool calls: a rendered assistant message makes every one of its
+  calls (same id, name and JSON-equal arguments);
+* a tool result: a rendered result answers its call, in any form the build chose (full,
+  compacted, reduced to key facts) but a placeholder; list the values the model needs as facts
+  to check that they survived.
+
+A document is shown when its whole text appears verbatim; a tool when its schema is offered.
+Irrelevant material is counted by what of it is shown: its whole text, else each of its
+sentences (16 characters or more) that appears verbatim. Pure functions: no builds, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextwright.compress.tool_results import dropped_tool_result
+from contextwright.core.items import Message, ToolCall, parse_message
+from contextwright.core.request import Request
+from contextwright.evaluate.metrics import (
+    HEAD,
+    TAIL,
+    Count,
+    Msg,
+    context_tokens,
+    pair_problems,
+    relative_position,
+)
+from contextwright.sources.conversation import MISSING_RESULT
+
+PIECE_MIN_CHARS = 16
+"""Sentences shorter than this are not looked for alone: "OK." would be found anywhere."""
+_PIECE_BREAK = re.compile(r"(?<=[.!?。！？；;])\s+|\n+")
+_DROPPED_PREFIX = dropped_tool_result("\x00").split("\x00", 1)[0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wanted:
+    """Material a case names: facts (verbatim text), message ids, document ids, tool names."""
+
+    facts: tuple[str, ...] = ()
+    """Exact strings."""
+    messages: tuple[str, ...] = ()
+    """Ids of ``request.history`` or ``request.turn`` messages."""
+    documents: tuple[str, ...] = ()
+    """Ids of ``request.documents``."""
+    tools: tuple[str, ...] = ()
+    """Names of ``request.tools``."""
+
+    def __len__(self) -> int:
+        """How many things are named."""
+        return len(self.facts) + len(self.messages) + len(self.documents) + len(self.tools)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Placement:
+    """Where things must sit."""
+
+    head: tuple[str, ...] = ()
+    """Texts (core constraints) whose first copy must be in the first message or start within
+    the first ``HEAD`` share of the context's tokens."""
+    tail: tuple[str, ...] = ()
+    """Texts whose last copy must be in the last message or start after the ``TAIL`` share."""
+    question_at_tail: bool = False
+    """The user's input must sit at the tail the same way."""
+
+    def __len__(self) -> int:
+        """How many placement checks there are."""
+        return len(self.head) + len(self.tail) + int(self.question_at_tail)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checks:
+    """Everything one case checks in its context."""
+
+    required: Wanted = field(default_factory=Wanted)
+    """What the context must show (completeness; counted as useful for density)."""
+    noise: Wanted = field(default_factory=Wanted)
+    """What is irrelevant: every shown token of it counts as noise."""
+    placement: Placement = field(default_factory=Placement)
+    """Where things must sit (position)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measure:
+    """The metrics of one context and what lowered them."""
+
+    scores: Mapping[str, float | None]
+    """``completeness``, ``density``, ``position``, ``noise``, ``pair_integrity``, ``tokens``
+    (``None``: the case checks nothing of that kind)."""
+    missing: tuple[str, ...] = ()
+    """Required things not shown (``fact[0]``, ``message h3``, ``document d1``, ``tool t``)."""
+    noise_shown: tuple[str, ...] = ()
+    """Irrelevant things shown, whole or in part."""
+    misplaced: tuple[str, ...] = ()
+    """Placement checks that failed, with where the text sits."""
+    useful_tokens: int = 0
+    """Tokens of the system prompt, the input and the required material shown."""
+    noise_tokens: int = 0
+    """Tokens of irrelevant material shown."""
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Characters ``start:end`` of one rendered message's content.
+
+    ``start == CALLS`` stands for all of that message's tool calls instead.
+    """
+
+    message: int
+    start: int
+    end: int
+
+
+CALLS = -1
+"""``Span.start`` of a span covering a message's tool calls."""
+
+
+class Rendered:
+    """The rendered request with the look-ups the metrics need."""
+
+    def __init__(self, messages: Sequence[Msg], tools: Sequence[Mapping[str, Any]],
+                 count: Count) -> None:
+        self.messages = messages
+        self.count = count
+        self.contents: list[str] = [_text_of(m) for m in messages]
+        self.tools = {_tool_name(schema): schema for schema in tools}
+        self.message_tokens = context_tokens(messages, count)
+        self.total = self.message_tokens + sum(self.tool_tokens(n) for n in self.tools)
+
+    def tool_tokens(self, name: str) -> int:
+        """Tokens of one offered tool's schema (0 when it is not offered)."""
+        schema = self.tools.get(name)
+        if schema is None:
+            return 0
+        return self.count(json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
+
+    def find_all(self, text: str) -> list[Span]:
+        """Every verbatim copy of ``text`` in the messages' contents."""
+        spans = []
+        for index, content in enumerate(self.contents):
+            start = content.find(text) if text else -1
+            while start >= 0:
+                spans.append(Span(index, start, start + len(text)))
+                start = content.find(text, start + len(text))
+        return spans
+
+    def in_arguments(self, text: str) -> bool:
+        """Whether ``text`` appears in the arguments of a rendered tool call."""
+        return any(text in str(call.get("function", {}).get("arguments", ""))
+                   for _, call in self.calls())
+
+    def calls(self) -> Iterable[tuple[int, Mapping[str, Any]]]:
+        """(message index, call) of every rendered tool call."""
+        for index, message in enumerate(self.messages):
+            if message.get("role") == "assistant":
+                for call in message.get("tool_calls") or ():
+                    yield index, call
+
+    def call_position(self, call: ToolCall) -> int | None:
+        """The rendered message making ``call`` (same id, name and arguments), if any."""
+        for index, shown in self.calls():
+            function = shown.get("function", {})
+            if (shown.get("id") == call.id and function.get("name") == call.name
+                    and _same_json(function.get("arguments"), call.arguments)):
+                return index
+        return None
+
+    def result_of(self, call_id: str, after: int) -> int | None:
+        """The rendered tool message answering ``call_id`` in the block after ``after``."""
+        index = after + 1
+        while index < len(self.messages) and self.messages[index].get("role") == "tool":
+            if self.messages[index].get("tool_call_id") == call_id:
+                return index
+            index += 1
+        return None
+
+    def tokens(self, spans: Iterable[Span]) -> int:
+        """Tokens of the union of ``spans`` (overlaps counted once)."""
+        by_message: dict[int, list[tuple[int, int]]] = {}
+        calls: set[int] = set()
+        for span in spans:
+            if span.start == CALLS:
+                calls.add(span.message)
+            else:
+                by_message.setdefault(span.message, []).append((span.start, span.end))
+        total = sum(self.count(self.contents[index][start:end])
+                    for index, intervals in by_message.items()
+                    for start, end in _merged(intervals))
+        for index in calls:
+            total += sum(self.count(str(call.get("function", {}).get("arguments", "")))
+                         for call in self.messages[index].get("tool_calls") or ())
+        return total
+
+
+def measure(request: Request, checks: Checks, messages: Sequence[Msg],
+            tools: Sequence[Mapping[str, Any]], count: Count) -> Measure:
+    """The case metrics of one rendered context (see the module docstring)."""
+    rendered = Rendered(messages, tools, count)
+    found = Finder(request, rendered)
+    required, missing, useful = _required(checks.required, found)
+    noise_spans, noise_tools, noise_shown = _noise(checks.noise, found)
+    useful += found.all_copies(request.user_input)
+    if request.system:
+        useful += found.all_copies(request.system)[:1]
+    placed, misplaced, placement_spans = _placement(checks.placement, request, rendered)
+    useful += placement_spans
+    useful_tokens = rendered.tokens(useful) + sum(rendered.tool_tokens(t)
+                                                  for t in checks.required.tools)
+    noise_tokens = rendered.tokens(noise_spans) + sum(rendered.tool_tokens(t)
+                                                      for t in noise_tools)
+    total = rendered.total
+    scores: dict[str, float | None] = {
+        "completeness": required / len(checks.required) if len(checks.required) else None,
+        "density": min(useful_tokens / total, 1.0) if total else 0.0,
+        "position": placed / len(checks.placement) if len(checks.placement) else None,
+        "noise": (min(noise_tokens / total, 1.0) if total else 0.0) if len(checks.noise)
+        else None,
+        "pair_integrity": 0.0 if pair_problems(messages) else 1.0,
+        "tokens": float(total),
+    }
+    return Measure(scores=scores, missing=tuple(missing), noise_shown=tuple(noise_shown),
+                   misplaced=tuple(misplaced), useful_tokens=useful_tokens,
+                   noise_tokens=noise_tokens)
+
+
+def _required(wanted: Wanted, found: Finder) -> tuple[int, list[str], list[Span]]:
+    """(how many are shown, what is missing, the spans of what is shown)."""
+    shown = 0
+    missing: list[str] = []
+    spans: list[Span] = []
+    for index, fact in enumerate(wanted.facts):
+        copies = found.all_copies(fact)
+        if copies or found.rendered.in_arguments(fact):
+            shown += 1
+            spans += copies
+        else:
+            missing.append(f"fact[{index}] {_quoted(fact)}")
+    for kind, ids, look in (("message", wanted.messages, found.message),
+                            ("document", wanted.documents, found.document)):
+        for item_id in ids:
+            located = look(item_id, whole=True)
+            if located:
+                shown += 1
+                spans += located
+            else:
+                missing.append(f"{kind} {item_id}")
+    for name in wanted.tools:
+        if name in found.rendered.tools:
+            shown += 1
+        else:
+            missing.append(f"tool {name}")
+    return shown, missing, spans
+
+
+def _noise(wanted: Wanted, found: Finder) -> tuple[list[Span], list[str], list[str]]:
+    """(spans of irrelevant text shown, irrelevant tools offered, what was shown)."""
+    spans: list[Span] = []
+    shown: list[str] = []
+    for index, fact in enumerate(wanted.facts):
+        copies = found.all_copies(fact)
+        if copies:
+            spans += copies
+            shown.append(f"fact[{index}] {_quoted(fact)}")
+    for kind, ids, look in (("message", wanted.messages, found.message),
+                            ("document", wanted.documents, found.document)):
+        for item_id in ids:
+            located = look(item_id, whole=False)
+            if located:
+                spans += located
+                shown.append(f"{kind} {item_id}")
+    tools = [name for name in wanted.tools if name in found.rendered.tools]
+    shown += [f"tool {name}" for name in tools]
+    return spans, tools, shown
+
+
+def _placement(placement: Placement, request: Request, rendered: Rendered
+               ) -> tuple[int, list[str], list[Span]]:
+    """(checks met, the failed ones described, the spans of the texts found)."""
+    met = 0
+    failed: list[str] = []
+    spans: list[Span] = []
+    checks = [(f"head[{i}]", text, True) for i, text in enumerate(placement.head)]
+    checks += [(f"tail[{i}]", text, False) for i, text in enumerate(placement.tail)]
+    if placement.question_at_tail:
+        checks.append(("question", request.user_input, False))
+    for name, text, at_head in checks:
+        copies = rendered.find_all(text)
+        if not copies:
+            failed.append(f"{name} not shown")
+            continue
+        span = copies[0] if at_head else copies[-1]
+        spans.append(span)
+        where = relative_position((span.message, span.start), rendered.messages, rendered.count)
+        if at_head and (span.message == 0 or where < HEAD):
+            met += 1
+        elif not at_head and (span.message == len(rendered.messages) - 1 or where > TAIL):
+            met += 1
+        else:
+            failed.append(f"{name} sits at {where:.2f} of the context, not at the "
+                          f"{'head' if at_head else 'tail'}")
+    return met, failed, spans
+
+
+class Finder:
+    """Finds a request's messages, documents and texts in its rendered context."""
+
+    def __init__(self, request: Request, rendered: Rendered) -> None:
+        self.request = request
+        self.rendered = rendered
+        self._lists = [[parse_message(raw, f"{name}[{i}]") for i, raw in enumerate(messages)]
+                       for name, messages in (("history", request.history),
+                                              ("turn", request.turn))]
+
+    def all_copies(self, text: str) -> list[Span]:
+        """Every verbatim copy of ``text``."""
+        return self.rendered.find_all(text)
+
+    def message(self, message_id: str, *, whole: bool) -> list[Span]:
+        """Where the messages with this id are shown (empty: nowhere).
+
+        ``whole=False`` also credits the sentences of a text message that was cut.
+        """
+        spans: list[Span] = []
+        for messages in self._lists:
+            for position, message in enumerate(messages):
+                if message.id == message_id:
+                    spans += self._shown(message, messages[:position], whole)
+        return spans
+
+    def document(self, document_id: str, *, whole: bool) -> list[Span]:
+        """Where the documents with this id (every version) are shown."""
+        spans: list[Span] = []
+        for document in self.request.documents:
+            if document.id == document_id:
+                spans += self._text(document.text, whole)
+        return spans
+
+    def _shown(self, message: Message, before: Sequence[Message], whole: bool) -> list[Span]:
+        if message.role == "tool":
+            return self._result(message, before, whole)
+        spans: list[Span] = []
+        if message.tool_calls:
+            positions = [self.rendered.call_position(call) for call in message.tool_calls]
+            if whole and None in positions:
+                return []
+            spans += [Span(p, CALLS, CALLS) for p in dict.fromkeys(positions) if p is not None]
+        if message.content:
+            text_spans = self._text(message.content, whole)
+            if whole and not text_spans:
+                return []
+            spans += text_spans
+        return spans
+
+    def _result(self, message: Message, before: Sequence[Message], whole: bool) -> list[Span]:
+        call = next((c for m in reversed(before) for c in m.tool_calls
+                     if c.id == message.tool_call_id), None)
+        position = self.rendered.call_position(call) if call is not None else None
+        if call is not None and position is not None:
+            result = self.rendered.result_of(call.id, position)
+            if result is not None and not _placeholder(self.rendered.contents[result]):
+                return [_inside_fence(result, self.rendered.contents[result])]
+            return []
+        # The call is not found as given (say its id was renamed): look for the text itself.
+        return self._text(message.content, whole)
+
+    def _text(self, text: str, whole: bool) -> list[Span]:
+        copies = self.rendered.find_all(text)
+        if copies or whole:
+            return copies[:1]
+        spans: list[Span] = []
+        for piece in sentences(text):
+            spans += self.rendered.find_all(piece)[:1]
+        return spans
+
+
+def sentences(text: str) -> list[str]:
+    """The pieces of ``text`` looked for one by one: lines and sentences.
+
+    Only pieces of ``PIECE_MIN_CHARS`` or more, long enough to say something.
+    """
+    pieces = (piece.strip() for piece in _PIECE_BREAK.split(text))
+    return [piece for piece in pieces if len(piece) >= PIECE_MIN_CHARS]
+
+
+def _inside_fence(index: int, content: str) -> Span:
+    """The span of a shown tool result without its fence lines (framing, like a message's)."""
+    start, end = 0, len(content)
+    if content.startswith("<<data "):
+        first = content.find("\n")
+        last = content.rfind("\n<<end ")
+        if 0 <= first < last:
+            start, end = first + 1, last
+    return Span(index, start, end)
+
+
+def _text_of(message: Msg) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _placeholder(content: str) -> bool:
+    return MISSING_RESULT in content or _DROPPED_PREFIX in content
+
+
+def _same_json(shown: object, given: str) -> bool:
+    if shown == given:
+        return True
+    try:
+        return bool(json.loads(str(shown)) == json.loads(given))
+    except ValueError:
+        return False
+
+
+def _tool_name(schema: Mapping[str, Any]) -> str:
+    function = schema.get("function")
+    return str(function.get("name")) if isinstance(function, Mapping) else ""
+
+
+def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _quoted(text: str, limit: int = 40) -> str:
+    shown = text if len(text) <= limit else text[: limit - 1] + "…"
+    return json.dumps(shown, ensure_ascii=False)

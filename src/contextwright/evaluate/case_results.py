@@ -1,0 +1,313 @@
+"""Results of a cases run: per-case rows, the overall means, their JSON form, regressions.
+
+``CasesResult.to_dict`` is what ``contextwright eval cases --json`` prints and ``--save``
+writes; ``read_baseline`` reads such a file back and ``find_regressions`` compares a run with it
+metric by metric, per case and overall, within ``DEFAULT_TOLERANCES``. ``format_cases`` lays a
+result out as a fixed-width table with the targets of seed 004 (density above 60%, noise below
+20%) next to the overall numbers. Pure data and text: the only I/O is ``read_baseline``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import ValidationError as PydanticValidationError
+
+from contextwright.core.parsing import MalformedDocument, parse_document
+from contextwright.errors import DatasetError
+
+FORMAT = "contextwright-eval-cases/1"
+"""The ``format`` field of a saved result."""
+METRICS = ("completeness", "density", "position", "noise", "budget_use", "pair_integrity",
+           "tokens")
+"""Metric names in display order."""
+LOWER_IS_BETTER = frozenset(("noise",))
+"""Metrics where a rise is the regression."""
+DEFAULT_TOLERANCES: Mapping[str, float] = {
+    "completeness": 0.0, "position": 0.0, "pair_integrity": 0.0, "density": 0.02, "noise": 0.02,
+}
+"""How far a metric may move the wrong way before it counts as a regression. Builds are
+deterministic, so a lost fact or a misplaced constraint is a real change (0); density and
+noise move a little with any change of wording in the context (a tool's description, the
+data note), so they get 0.02. ``budget_use`` and ``tokens`` are reported, never judged."""
+TARGETS: Mapping[str, tuple[str, float]] = {"density": (">", 0.6), "noise": ("<", 0.2)}
+"""Seed 004 §5.1: useful tokens above 60%, irrelevant ones below 20%."""
+EPSILON = 1e-9
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaseResult:
+    """One case's metrics and what lowered them."""
+
+    id: str
+    """The case's id."""
+    plan: str
+    """The plan's name."""
+    available: int
+    """The tokens the plan made available."""
+    scores: Mapping[str, float | None]
+    """Metric values (``None``: not measured for this case)."""
+    missing: tuple[str, ...] = ()
+    """Required things not shown."""
+    noise_shown: tuple[str, ...] = ()
+    """Irrelevant things shown."""
+    misplaced: tuple[str, ...] = ()
+    """Placement checks that failed."""
+    error: str | None = None
+    """Why the build failed (then every metric is ``None``)."""
+    tags: tuple[str, ...] = ()
+    """The case's tags."""
+
+    @staticmethod
+    def failed(case_id: str, plan: str, available: int, error: str,
+               tags: tuple[str, ...] = ()) -> CaseResult:
+        """The row of a case whose build or rendering failed."""
+        return CaseResult(id=case_id, plan=plan, available=available,
+                          scores=dict.fromkeys(METRICS), error=error, tags=tags)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"id": self.id, "plan": self.plan, "available": self.available,
+                "scores": dict(self.scores), "missing": list(self.missing),
+                "noise_shown": list(self.noise_shown), "misplaced": list(self.misplaced),
+                "error": self.error, "tags": list(self.tags)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CasesResult:
+    """A whole run of a cases file."""
+
+    file: str
+    """The cases file."""
+    plan: str
+    """The plan of the run (one for all, or how each case's was chosen)."""
+    budget: int | None
+    """The budget of every case, or None when each case has its own."""
+    tokenizer: str
+    """Tokenizer of the builds and the metrics."""
+    cases: tuple[CaseResult, ...]
+    """One row per case, in file order."""
+    overall: Mapping[str, float | None] = field(default_factory=dict)
+    """Each metric's mean over the cases that measure it."""
+
+    @property
+    def failures(self) -> int:
+        """Cases whose build failed."""
+        return sum(row.error is not None for row in self.cases)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (also the baseline file format)."""
+        return {"format": FORMAT, "file": self.file, "plan": self.plan, "budget": self.budget,
+                "tokenizer": self.tokenizer, "metrics": list(METRICS),
+                "targets": {m: list(t) for m, t in TARGETS.items()},
+                "overall": dict(self.overall), "failures": self.failures,
+                "cases": [row.to_dict() for row in self.cases]}
+
+
+def overall(rows: Sequence[CaseResult]) -> dict[str, float | None]:
+    """The mean of each metric over the cases that measure it (failed builds excluded)."""
+    means: dict[str, float | None] = {}
+    for metric in METRICS:
+        values = [v for row in rows if (v := row.scores.get(metric)) is not None]
+        means[metric] = sum(values) / len(values) if values else None
+    return means
+
+
+# --- baseline and regressions ----------------------------------------------------------------
+
+
+class _SavedCase(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    scores: dict[str, float | None]
+    error: str | None = None
+
+
+class _Saved(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    format: str
+    overall: dict[str, float | None]
+    cases: list[_SavedCase]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Baseline:
+    """A saved run to compare with."""
+
+    overall: Mapping[str, float | None]
+    """Its overall metrics."""
+    cases: Mapping[str, Mapping[str, float | None]]
+    """Its metrics by case id."""
+    failed: frozenset[str]
+    """Cases whose build failed in it."""
+
+
+def read_baseline(path: Path) -> Baseline:
+    """A file written by ``--save`` (or ``--json``); ``DatasetError`` names what is wrong."""
+    try:
+        data = parse_document(path.read_bytes(), "json")
+    except OSError as exc:
+        raise DatasetError(f"cannot read baseline {path.name}: {exc.strerror}") from None
+    except MalformedDocument as exc:
+        raise DatasetError(f"baseline {path.name} is not valid JSON: {exc}") from None
+    try:
+        saved = _Saved.model_validate(data)
+    except PydanticValidationError as exc:
+        error = exc.errors()[0]
+        location = ".".join(str(part) for part in error["loc"]) or "baseline"
+        raise DatasetError(f"baseline {path.name}: {location}: {error['msg']}") from None
+    if saved.format != FORMAT:
+        raise DatasetError(f"baseline {path.name}: format: expected {FORMAT!r}")
+    return Baseline(overall=saved.overall,
+                    cases={case.id: case.scores for case in saved.cases},
+                    failed=frozenset(case.id for case in saved.cases if case.error))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Regression:
+    """One metric that moved the wrong way by more than its tolerance."""
+
+    case: str | None
+    """The case's id; None for the overall mean."""
+    metric: str
+    """The metric (``build`` when a case that built now fails)."""
+    before: float | None
+    """The baseline's value."""
+    after: float | None
+    """This run's value."""
+    tolerance: float
+    """The tolerance that was exceeded."""
+
+    def describe(self) -> str:
+        """One line: ``case x: completeness 1.000 → 0.667 (tolerance 0)``."""
+        where = "overall" if self.case is None else f"case {self.case}"
+        if self.metric == "build":
+            return f"{where}: the build fails now (it built in the baseline)"
+        return (f"{where}: {self.metric} {_number(self.before)} → {_number(self.after)} "
+                f"(tolerance {self.tolerance:g})")
+
+
+def find_regressions(result: CasesResult, baseline: Baseline,
+                     tolerances: Mapping[str, float] = DEFAULT_TOLERANCES) -> list[Regression]:
+    """Every metric of ``tolerances`` that got worse by more than its tolerance.
+
+    Compared per case (the cases of both runs) and overall; a case that built in the baseline
+    and fails now is a regression too.
+    """
+    found = _compare(None, baseline.overall, result.overall, tolerances)
+    for row in result.cases:
+        before = baseline.cases.get(row.id)
+        if before is None:
+            continue
+        if row.error is not None and row.id not in baseline.failed:
+            found.append(Regression(case=row.id, metric="build", before=None, after=None,
+                                    tolerance=0.0))
+            continue
+        found += _compare(row.id, before, row.scores, tolerances)
+    return found
+
+
+def missing_from_run(result: CasesResult, baseline: Baseline) -> list[str]:
+    """Ids of baseline cases this run does not have (reported, not a regression)."""
+    ids = {row.id for row in result.cases}
+    return sorted(case for case in baseline.cases if case not in ids)
+
+
+def _compare(case: str | None, before: Mapping[str, float | None],
+             after: Mapping[str, float | None], tolerances: Mapping[str, float]
+             ) -> list[Regression]:
+    found = []
+    for metric, tolerance in tolerances.items():
+        old, new = before.get(metric), after.get(metric)
+        if old is None or new is None:
+            continue
+        worse = new - old if metric in LOWER_IS_BETTER else old - new
+        if worse > tolerance + EPSILON:
+            found.append(Regression(case=case, metric=metric, before=old, after=new,
+                                    tolerance=tolerance))
+    return found
+
+
+def parse_tolerances(values: Sequence[str]) -> dict[str, float]:
+    """``DEFAULT_TOLERANCES`` with ``metric=value`` overrides; ``DatasetError`` on a bad one."""
+    tolerances = dict(DEFAULT_TOLERANCES)
+    for text in values:
+        metric, _, number = text.partition("=")
+        if metric not in DEFAULT_TOLERANCES:
+            raise DatasetError(f"--tolerance {text!r}: the metric must be one of "
+                               f"{', '.join(DEFAULT_TOLERANCES)}")
+        try:
+            value = float(number)
+        except ValueError:
+            raise DatasetError(f"--tolerance {text!r}: expected metric=number") from None
+        if not 0 <= value <= 1:
+            raise DatasetError(f"--tolerance {text!r}: the tolerance must be within 0 and 1")
+        tolerances[metric] = value
+    return tolerances
+
+
+# --- text ------------------------------------------------------------------------------------
+
+
+def format_cases(result: CasesResult) -> str:
+    """A fixed-width table: one row per case, the overall row with the targets, then notes."""
+    headers = ["case", "plan", "tokens / available", *METRICS[:-1]]
+    rows = [_row(row) for row in result.cases]
+    rows.append(["overall", "", _tokens_cell(result.overall.get("tokens")),
+                 *(_number(result.overall.get(m)) for m in METRICS[:-1])])
+    widths = [max(len(line[i]) for line in [headers, *rows]) for i in range(len(headers))]
+    title = (f"cases{' ' + result.file if result.file else ''}: plan {result.plan}; budget "
+             f"{result.budget if result.budget is not None else 'per case'}; "
+             f"tokenizer {result.tokenizer}")
+    lines = [title, "", _join(headers, widths), "-+-".join("-" * w for w in widths)]
+    lines += [_join(row, widths) for row in rows]
+    return "\n".join([*lines, "", target_line(result.overall), *_notes(result)])
+
+
+def target_line(values: Mapping[str, float | None]) -> str:
+    """``targets: density > 0.6 met; noise < 0.2 met`` for the overall values."""
+    parts = []
+    for metric, (sign, goal) in TARGETS.items():
+        value = values.get(metric)
+        if value is None:
+            parts.append(f"{metric} {sign} {goal:g} not measured")
+            continue
+        met = value > goal if sign == ">" else value < goal
+        parts.append(f"{metric} {sign} {goal:g} {'met' if met else 'missed'}")
+    return "targets (overall): " + "; ".join(parts)
+
+
+def _row(row: CaseResult) -> list[str]:
+    tokens = row.scores.get("tokens")
+    return [row.id, row.plan,
+            f"{_tokens_cell(tokens)} / {row.available:,}" if row.error is None else "failed",
+            *(_number(row.scores.get(m)) for m in METRICS[:-1])]
+
+
+def _notes(result: CasesResult) -> list[str]:
+    notes = []
+    for row in result.cases:
+        if row.error is not None:
+            notes.append(f"{row.id}: {row.error}")
+        for label, items in (("missing", row.missing), ("noise shown", row.noise_shown),
+                             ("misplaced", row.misplaced)):
+            if items:
+                notes.append(f"{row.id}: {label}: {'; '.join(items)}")
+    return notes
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _tokens_cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _join(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return " | ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                      for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()

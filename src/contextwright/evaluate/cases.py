@@ -1,0 +1,336 @@
+"""Evaluation on a user's own cases: a JSON Lines file of requests and what their context needs.
+
+Each line is one case (README "Evaluation on your own cases"): a request in the schema
+``contextwright build --request`` reads, what its context must show (facts verbatim, evidence
+message and document ids, tool definitions), what is irrelevant (noise), where things must sit
+(constraints at the head, the question at the tail), and optionally the reference ``answer`` or
+the ``expected_call`` a model should make. ``load_cases`` validates the file (pydantic; a
+``DatasetError`` names the line and the field); ``run_cases`` builds every case with its plan and
+budget and measures the rendered request (``case_metrics``); ``case_results`` holds the results,
+their JSON form and the regression check against a saved run. No I/O but reading the cases
+(and plan) files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+)
+from pydantic import ValidationError as PydanticValidationError
+
+from contextwright.builder import ContextBuilder
+from contextwright.core.parsing import MalformedDocument, decode_utf8, parse_document
+from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
+from contextwright.core.request import Request
+from contextwright.errors import ContextwrightError, DatasetError, InvalidInputError, PlanError
+from contextwright.evaluate.case_metrics import Checks, Placement, Wanted, measure
+from contextwright.evaluate.case_results import CaseResult, CasesResult, overall
+from contextwright.evaluate.records import CaseOutcome, ExpectedAnswer, ExpectedCall, Ratio
+from contextwright.evaluate.render import failure
+from contextwright.plans import select_plan
+
+MAX_FILE_BYTES = 256 << 20
+"""Largest cases file read (a case with a long history is a few hundred kilobytes)."""
+
+NonEmpty = Annotated[str, StringConstraints(strict=True, min_length=1)]
+PlanChooser = Callable[["EvalCase"], BuildPlan]
+
+
+class _Material(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    facts: list[NonEmpty] = []
+    messages: list[NonEmpty] = []
+    documents: list[NonEmpty] = []
+    tools: list[NonEmpty] = []
+
+
+class _Position(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    head: list[NonEmpty] = []
+    tail: list[NonEmpty] = []
+    question_at_tail: StrictBool = False
+
+
+class _Call(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: StrictStr = Field(min_length=1)
+    arguments: dict[str, Any] = {}
+
+
+class _Case(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: StrictStr = Field(min_length=1)
+    request: dict[str, Any]
+    plan: StrictStr | None = Field(default=None, min_length=1)
+    budget: StrictInt | None = Field(default=None, gt=0)
+    must_contain: _Material = _Material()
+    noise: _Material = _Material()
+    position: _Position = _Position()
+    answer: StrictStr | None = Field(default=None, min_length=1)
+    expected_call: _Call | None = None
+    tags: list[StrictStr] = []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalCase:
+    """One validated line of a cases file."""
+
+    id: str
+    """The case's id (unique in its file)."""
+    line: int
+    """Its line number (for messages)."""
+    request: Request
+    """The request to build."""
+    checks: Checks
+    """What its context must show, must not show, and where."""
+    plan: str | None = None
+    """A shipped plan's name or a plan file (relative to the cases file); None: chosen from
+    the request (``select_plan``), as ``contextwright build`` does."""
+    budget: int | None = None
+    """Available tokens (``available_override``); None: the plan's."""
+    answer: str | None = None
+    """The reference answer, for a judge."""
+    expected_call: ExpectedCall | None = None
+    """The tool call a model should make next."""
+    tags: tuple[str, ...] = ()
+    """Free labels (shown in the JSON result)."""
+
+    @property
+    def expected(self) -> ExpectedAnswer | ExpectedCall | None:
+        """What a model answering from the context should produce (the call first)."""
+        if self.expected_call is not None:
+            return self.expected_call
+        if self.answer is not None:
+            return ExpectedAnswer(question=self.request.user_input, answer=self.answer)
+        return None
+
+
+def load_cases(path: Path) -> tuple[EvalCase, ...]:
+    """Read and validate a cases file; ``DatasetError`` names the line and the field."""
+    lines = _lines(path)
+    cases: list[EvalCase] = []
+    first_line: dict[str, int] = {}
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        case = parse_case(text, f"{path.name}:{number}", number)
+        if case.id in first_line:
+            raise DatasetError(f"{path.name}:{number}: id: {case.id!r} is also the id of line "
+                               f"{first_line[case.id]}")
+        first_line[case.id] = number
+        cases.append(case)
+    if not cases:
+        raise DatasetError(f"{path.name} holds no cases (one JSON object per line)")
+    return tuple(cases)
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise DatasetError(f"cannot read cases file {path.name}: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise DatasetError(f"cases file {path.name} is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        return decode_utf8(data).split("\n")
+    except MalformedDocument as exc:
+        raise DatasetError(f"cases file {path.name} is {exc}") from None
+
+
+def parse_case(text: str, where: str, line: int = 0) -> EvalCase:
+    """One case from its JSON text; ``where`` (``file:line``) starts every error message."""
+    try:
+        data = parse_document(text, "json")
+    except MalformedDocument as exc:
+        raise DatasetError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise DatasetError(f"{where}: a case must be a JSON object")
+    try:
+        model = _Case.model_validate(data)
+    except PydanticValidationError as exc:
+        raise DatasetError(f"{where}: {_first_error(exc)}") from None
+    try:
+        request = Request.from_dict(model.request)
+    except InvalidInputError as exc:
+        raise DatasetError(f"{where}: {_request_error(str(exc))}") from None
+    case = EvalCase(
+        id=model.id, line=line, request=request, plan=model.plan, budget=model.budget,
+        checks=Checks(required=_wanted(model.must_contain), noise=_wanted(model.noise),
+                      placement=Placement(head=tuple(model.position.head),
+                                          tail=tuple(model.position.tail),
+                                          question_at_tail=model.position.question_at_tail)),
+        answer=model.answer, tags=tuple(model.tags),
+        expected_call=None if model.expected_call is None else ExpectedCall(
+            name=model.expected_call.name, arguments=model.expected_call.arguments))
+    check_references(case, where)
+    return case
+
+
+def _wanted(model: _Material) -> Wanted:
+    return Wanted(facts=tuple(model.facts), messages=tuple(model.messages),
+                  documents=tuple(model.documents), tools=tuple(model.tools))
+
+
+def check_references(case: EvalCase, where: str) -> None:
+    """Refuse ids and names its request lacks, and anything both required and noise.
+
+    ``DatasetError`` names the field.
+    """
+    request = case.request
+    message_ids = {str(m.get("id")) for part in (request.history, request.turn) for m in part
+                   if isinstance(m, Mapping) and m.get("id") is not None}
+    known = {"messages": (message_ids, "no message of request.history or request.turn has "
+                                       "id"),
+             "documents": ({d.id for d in request.documents}, "no document of request.documents "
+                                                              "has id"),
+             "tools": ({_tool_name(t) for t in request.tools}, "no tool of request.tools is "
+                                                               "named")}
+    for group, wanted in (("must_contain", case.checks.required), ("noise", case.checks.noise)):
+        for kind, (ids, problem) in known.items():
+            for index, name in enumerate(getattr(wanted, kind)):
+                if name not in ids:
+                    raise DatasetError(f"{where}: {group}.{kind}[{index}]: {problem} {name!r}")
+    for kind in ("facts", "messages", "documents", "tools"):
+        both = set(getattr(case.checks.required, kind)) & set(getattr(case.checks.noise, kind))
+        if both:
+            raise DatasetError(f"{where}: noise.{kind}: {sorted(both)[0]!r} is also in "
+                               f"must_contain.{kind}")
+    call = case.expected_call
+    if call is not None and call.name not in known["tools"][0]:
+        raise DatasetError(f"{where}: expected_call.name: no tool of request.tools is named "
+                           f"{call.name!r}")
+
+
+def _tool_name(schema: Mapping[str, Any]) -> str:
+    function = schema.get("function")
+    return str(function.get("name")) if isinstance(function, Mapping) else ""
+
+
+def _first_error(exc: PydanticValidationError) -> str:
+    error = exc.errors()[0]
+    location = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                       for part in error["loc"]).lstrip(".") or "case"
+    return f"{location}: {error['msg']}"
+
+
+def _request_error(message: str) -> str:
+    prefix = "invalid request: "
+    if message.startswith(prefix):
+        return "request." + message[len(prefix):]
+    return "request." + message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaseRun:
+    """How to run a cases file: one plan for all (else each case's own), one budget for all."""
+
+    plan: BuildPlan | None = None
+    """The plan of every case (``--plan``); None: the case's ``plan``, else ``select_plan``."""
+    budget: int | None = None
+    """The budget of every case (``--budget``); None: the case's ``budget``, else the plan's."""
+    base_dir: Path = Path()
+    """Where a case's plan file is looked for."""
+    _plan_files: dict[str, BuildPlan] = field(default_factory=dict, init=False, repr=False,
+                                              compare=False)
+
+    def plan_of(self, case: EvalCase) -> BuildPlan:
+        """The plan ``case`` is built with, before its budget is set."""
+        if self.plan is not None:
+            return self.plan
+        if case.plan is None:
+            return select_plan(case.request)
+        if case.plan in SHIPPED_PLANS:
+            return BuildPlan.named(case.plan)
+        if case.plan not in self._plan_files:
+            try:
+                self._plan_files[case.plan] = BuildPlan.load(self.base_dir / case.plan)
+            except PlanError as exc:
+                raise DatasetError(f"line {case.line}: plan: {exc}") from None
+        return self._plan_files[case.plan]
+
+    def budgeted(self, case: EvalCase, plan: BuildPlan) -> BuildPlan:
+        """``plan`` with the run's or the case's budget as its available tokens."""
+        budget = self.budget if self.budget is not None else case.budget
+        return plan if budget is None else plan.with_budget(available_override=budget)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaseBuild:
+    """One case built and measured: the result row and what a model would be sent."""
+
+    result: CaseResult
+    """The metrics and what lowered them."""
+    plan: BuildPlan
+    """The plan it was built with (budget included)."""
+    messages: list[dict[str, Any]]
+    """The rendered OpenAI messages (empty when the build failed)."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """The tool schemas the rendering offers."""
+
+    def outcome(self, case: EvalCase) -> CaseOutcome:
+        """The build as a suite outcome (for ablation and judging)."""
+        scores = {name: Ratio.of(value) for name, value in self.result.scores.items()
+                  if value is not None}
+        return CaseOutcome(case_id=case.id, budget=self.result.available,
+                           contextwright=scores, baseline={}, messages=self.messages,
+                           error=self.result.error, expected=case.expected, tools=self.tools)
+
+
+def build_case(builder: ContextBuilder, case: EvalCase, plan: BuildPlan) -> CaseBuild:
+    """Build ``case`` with ``plan`` and measure it; a failed build is a result, not an error."""
+    available = plan.budget.available
+    try:
+        ctx = builder.build(plan, case.request)
+        body = ctx.to_request("openai")
+    except ContextwrightError as exc:
+        return CaseBuild(result=CaseResult.failed(case.id, plan.name, available,
+                                                  failure("build", exc), case.tags),
+                         plan=plan, messages=[])
+    messages = list(body["messages"])
+    tools = tuple(body.get("tools") or ())
+    measured = measure(case.request, case.checks, messages, tools, builder.tokenizer.count)
+    scores = {**measured.scores, "budget_use": ctx.total_tokens / available}
+    result = CaseResult(id=case.id, plan=plan.name, available=available, scores=scores,
+                        missing=measured.missing, noise_shown=measured.noise_shown,
+                        misplaced=measured.misplaced, tags=case.tags)
+    return CaseBuild(result=result, plan=plan, messages=messages, tools=tools)
+
+
+def iter_builds(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun,
+                transform: Callable[[BuildPlan, EvalCase], BuildPlan] | None = None
+                ) -> Iterator[tuple[EvalCase, CaseBuild]]:
+    """Build every case; ``transform`` changes each case's plan first (an ablation)."""
+    for case in cases:
+        plan = run.plan_of(case)
+        if transform is not None:
+            plan = transform(plan, case)
+        yield case, build_case(builder, case, run.budgeted(case, plan))
+
+
+def run_cases(cases: Sequence[EvalCase], builder: ContextBuilder | None = None,
+              run: CaseRun | None = None, *, source: str = "",
+              on_result: Callable[[CaseResult], None] | None = None) -> CasesResult:
+    """Build and measure every case; ``on_result`` sees each result as it is made."""
+    builder = builder or ContextBuilder(tokenizer="o200k_base")
+    run = run or CaseRun()
+    results = []
+    for _, build in iter_builds(cases, builder, run):
+        if on_result is not None:
+            on_result(build.result)
+        results.append(build.result)
+    plan = run.plan.name if run.plan is not None else "each case's plan, else chosen per request"
+    return CasesResult(file=source, plan=plan, budget=run.budget,
+                       tokenizer=builder.tokenizer.name, cases=tuple(results),
+                       overall=overall(results))

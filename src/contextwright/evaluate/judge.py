@@ -1,0 +1,489 @@
+"""A model answers from each built context, and the answer is scored: exactly or by a judge.
+
+For a case that expects a tool call (τ-bench's next write, a case's ``expected_call``) the
+model is sent the context with its tool schemas and its first call is compared exactly: same
+function name, JSON-equal arguments. For a question with a reference answer (LoCoMo, HotpotQA, a
+case's ``answer``) the model answers from the context and a judge model, given the question,
+the reference and the answer, says ``CORRECT`` or ``WRONG`` (``parse_verdict`` is strict: any
+other reply is an error, counted and reported, never taken as wrong).
+
+Every reply is kept in a ``ReplyCache`` (SQLite) under a key of the case id, a hash of the plan
+it was built with, the model and a hash of the context sent, so an interrupted run resumes
+where it stopped and a rerun makes no call twice; a request identical to one already answered
+(another plan that builds the same context) reuses that answer. ``Judge.estimate`` says what a
+run will send before anything is sent. Network I/O goes through ``OpenAIChatClient`` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from contextwright.errors import LLMError
+from contextwright.evaluate.ablation import (
+    AblationResult,
+    Built,
+    Target,
+    run_ablation,
+    with_metrics,
+)
+from contextwright.evaluate.metrics import Count, context_tokens
+from contextwright.evaluate.records import CaseOutcome, ExpectedAnswer, ExpectedCall, Ratio
+from contextwright.llm.client import ChatReply, OpenAIChatClient, ReplyCall
+
+JUDGE_SYSTEM = (
+    "You grade answers to questions. You are given a question, its reference answer and a "
+    "candidate answer. The candidate is CORRECT when it gives the same answer as the reference: "
+    "other wording, extra detail, or another format of the same date or number do not matter. "
+    "It is WRONG when it contradicts the reference, gives a different answer, leaves out what "
+    "the question asks for, or says it does not know. Reply with exactly one word: CORRECT or "
+    "WRONG."
+)
+JUDGE_TEMPLATE = ("Question: {question}\nReference answer: {reference}\nCandidate answer: "
+                  "{answer}\n\nVerdict (CORRECT or WRONG):")
+_VERDICT = re.compile(r"\s*(correct|wrong)\s*\.?\s*", re.IGNORECASE)
+FATAL_KINDS = frozenset(("config", "connection", "timeout"))
+"""``LLMError`` kinds that stop a run (the endpoint is unusable; rerun to resume)."""
+RETRYABLE_STATUS = frozenset((408, 409, 429))
+JUDGED_METRICS = ("judged_correct", "call_exact", "judge_errors")
+"""What a judged run adds to each variant's row."""
+
+TaskKind = Literal["answer", "call"]
+
+
+class UnparseableVerdict(ValueError):
+    """The judge's reply is not exactly ``CORRECT`` or ``WRONG``."""
+
+
+def judge_messages(question: str, reference: str, answer: str) -> list[dict[str, Any]]:
+    """The judge's prompt for one answer."""
+    return [{"role": "system", "content": JUDGE_SYSTEM},
+            {"role": "user", "content": JUDGE_TEMPLATE.format(
+                question=question, reference=reference, answer=answer)}]
+
+
+def parse_verdict(reply: str) -> bool:
+    """True for ``CORRECT``, False for ``WRONG`` (either case, an optional final full stop).
+
+    Anything else — an explanation, both words, a verdict inside a sentence, nothing — raises
+    ``UnparseableVerdict``: a judge that does not follow the format is not a grade.
+    """
+    match = _VERDICT.fullmatch(reply)
+    if match is None:
+        raise UnparseableVerdict("the judge's reply is not CORRECT or WRONG")
+    return match.group(1).lower() == "correct"
+
+
+def compare_call(expected: ExpectedCall, reply: ChatReply) -> tuple[bool, str]:
+    """(exact, why): the reply's first tool call against the expected one."""
+    if not reply.tool_calls:
+        return False, "no tool call"
+    call = reply.tool_calls[0]
+    if call.name != expected.name:
+        return False, f"called {call.name}"
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return False, "arguments are not JSON"
+    if arguments != dict(expected.arguments):
+        return False, "other arguments"
+    return True, "exact"
+
+
+def digest(value: object) -> str:
+    """A stable SHA-256 of JSON-ready data."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                      default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ReplyCache:
+    """Model replies on disk (SQLite), by key; each write is committed at once."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path)
+        self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, kind TEXT "
+                         "NOT NULL, model TEXT NOT NULL, request TEXT NOT NULL, reply TEXT NOT "
+                         "NULL, created REAL NOT NULL)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS replies_request ON replies (request)")
+        self._db.commit()
+
+    def get(self, key: str) -> str | None:
+        """The reply stored under ``key``."""
+        row = self._db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def by_request(self, request: str) -> str | None:
+        """A reply to a request with this hash, under any key."""
+        row = self._db.execute("SELECT reply FROM replies WHERE request = ? LIMIT 1",
+                               (request,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put(self, key: str, *, kind: str, model: str, request: str, reply: str) -> None:
+        """Store ``reply`` (a later write under the same key replaces it)."""
+        self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?)",
+                         (key, kind, model, request, reply, time.time()))
+        self._db.commit()
+
+    def __len__(self) -> int:
+        """Replies stored."""
+        return int(self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """One model call to make (and, for a question, one judgment)."""
+
+    kind: TaskKind
+    """``call`` (compared exactly) or ``answer`` (judged)."""
+    key: str
+    """The answer's cache key: case id, plan hash, model, budget and context."""
+    request: str
+    """Hash of the exact request body (reused across plans that build the same context)."""
+    expected: ExpectedAnswer | ExpectedCall
+    """What the answer is scored against."""
+    input_tokens: int
+    """Tokens of the context and tool schemas sent."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Estimate:
+    """What a run will send, before it sends anything."""
+
+    answers: int = 0
+    """Answer calls still to make."""
+    judgments: int = 0
+    """Judge calls still to make (at most; an answer that fails needs none)."""
+    cached: int = 0
+    """Answers already stored (no call)."""
+    input_tokens: int = 0
+    """Input tokens of those calls."""
+    output_tokens: int = 0
+    """Output tokens at most (``max_tokens`` per call)."""
+
+    @property
+    def calls(self) -> int:
+        """Calls in all."""
+        return self.answers + self.judgments
+
+    def describe(self, *, price_input: float | None, price_output: float | None,
+                 seconds_per_call: float) -> list[str]:
+        """Lines for the terminal: calls, tokens, cost (with prices) and time."""
+        lines = [f"model calls: {self.answers:,} answers + up to {self.judgments:,} judgments "
+                 f"({self.cached:,} answers cached); {self.input_tokens:,} input tokens, at "
+                 f"most {self.output_tokens:,} output tokens"]
+        if price_input is not None and price_output is not None:
+            cost = (self.input_tokens * price_input + self.output_tokens * price_output) / 1e6
+            lines.append(f"cost: at most ${cost:,.2f} at ${price_input:g} / ${price_output:g} "
+                         "per million input / output tokens")
+        else:
+            lines.append("cost: pass --price-input and --price-output (per million tokens)")
+        minutes = self.calls * seconds_per_call / 60
+        lines.append(f"time: about {minutes:,.1f} min at {seconds_per_call:g} s per call")
+        return lines
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scored:
+    """One task's score."""
+
+    kind: TaskKind
+    """``call`` or ``answer``."""
+    correct: bool | None
+    """The score; None when it could not be made (an error)."""
+    note: str = ""
+    """Why (``exact``, ``other arguments``, the error)."""
+
+
+def stops_the_run(exc: LLMError) -> bool:
+    """Whether a failed call means the endpoint is unusable (not just this request).
+
+    Unreachable, timed out, misconfigured, rate-limited or a server error: the run stops and
+    what is stored stays stored; a rerun resumes. Anything else fails only its task.
+    """
+    if exc.kind in FATAL_KINDS:
+        return True
+    status = exc.status_code or 0
+    return exc.kind == "status" and (status in RETRYABLE_STATUS or status >= 500)
+
+
+@dataclass(slots=True, kw_only=True)
+class Judge:
+    """Answers and judges tasks through one OpenAI-compatible endpoint, with a reply cache."""
+
+    client: OpenAIChatClient
+    """The endpoint."""
+    cache: ReplyCache
+    """Where replies are kept."""
+    judge_model: str
+    """The model that judges answers."""
+    answer_model: str
+    """The model that answers from the context."""
+    count: Count
+    """Counts tokens for the estimate."""
+    answer_max_tokens: int = 512
+    """``max_tokens`` of an answer."""
+    judge_max_tokens: int = 16
+    """``max_tokens`` of a judgment."""
+    calls_made: int = 0
+    """Calls sent by this judge."""
+    errors: dict[str, str] = field(default_factory=dict)
+    """Tasks whose answer call failed this run, by key (not cached: a rerun tries again)."""
+
+    def task(self, target: str, plan_hash: str, outcome: CaseOutcome) -> Task | None:
+        """The task of one build, or None when it expects nothing or did not build."""
+        expected = outcome.expected
+        if expected is None or outcome.error is not None or not outcome.messages:
+            return None
+        body = self._answer_body(outcome)
+        key = digest(["answer", target, outcome.case_id, plan_hash, self.answer_model,
+                      outcome.budget, body])
+        tokens = context_tokens(outcome.messages, self.count) + sum(
+            self.count(json.dumps(t, ensure_ascii=False)) for t in outcome.tools)
+        return Task(kind="call" if isinstance(expected, ExpectedCall) else "answer", key=key,
+                    request=digest(body), expected=expected, input_tokens=tokens)
+
+    def _answer_body(self, outcome: CaseOutcome) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.answer_model, "messages": list(outcome.messages),
+                                "max_tokens": self.answer_max_tokens}
+        if outcome.tools:
+            body["tools"] = list(outcome.tools)
+            body["tool_choice"] = ("auto" if isinstance(outcome.expected, ExpectedCall)
+                                   else "none")
+        return body
+
+    def estimate(self, tasks: Iterable[Task]) -> Estimate:
+        """Calls, tokens and cached answers of ``tasks`` (each distinct request once)."""
+        answers = judgments = cached = input_tokens = output_tokens = 0
+        seen: set[str] = set()
+        for task in tasks:
+            reply = self.cache.get(task.key) or self.cache.by_request(task.request)
+            if reply is None:
+                if task.request in seen:
+                    continue  # asked once, answered once, judged once
+                seen.add(task.request)
+                answers += 1
+                input_tokens += task.input_tokens
+                output_tokens += self.answer_max_tokens
+            else:
+                cached += 1
+            if task.kind == "answer" and (reply is None or self._judgment(task, reply) is None):
+                judgments += 1
+                input_tokens += self._judge_tokens(task)
+                output_tokens += self.judge_max_tokens
+        return Estimate(answers=answers, judgments=judgments, cached=cached,
+                        input_tokens=input_tokens, output_tokens=output_tokens)
+
+    def _judge_tokens(self, task: Task) -> int:
+        expected = task.expected
+        if not isinstance(expected, ExpectedAnswer):
+            return 0
+        prompt = judge_messages(expected.question, expected.answer, "")
+        return context_tokens(prompt, self.count) + self.answer_max_tokens
+
+    def pending(self, task: Task) -> bool:
+        """Whether ``task`` still needs a call."""
+        reply = self.cache.get(task.key) or self.cache.by_request(task.request)
+        return reply is None or (task.kind == "answer" and self._judgment(task, reply) is None)
+
+    def settle(self, task: Task, outcome: CaseOutcome) -> None:
+        """Make the calls ``task`` still needs and store their replies.
+
+        A call that fails for this request alone is recorded in ``errors`` (not stored, so a
+        rerun tries again).
+
+        Raises:
+            LLMError: the endpoint is unusable (``stops_the_run``); what is stored stays.
+        """
+        reply = self._answer(task, outcome)
+        if reply is not None and task.kind == "answer" and self._judgment(task, reply) is None:
+            self._judge(task, reply)
+
+    def _answer(self, task: Task, outcome: CaseOutcome) -> str | None:
+        stored = self.cache.get(task.key)
+        if stored is not None:
+            return stored
+        reused = self.cache.by_request(task.request)
+        if reused is not None:
+            self.cache.put(task.key, kind=task.kind, model=self.answer_model,
+                           request=task.request, reply=reused)
+            return reused
+        body = self._answer_body(outcome)
+        try:
+            reply = self._call(lambda: self.client.respond(
+                body["messages"], model=self.answer_model, tools=body.get("tools"),
+                tool_choice=body.get("tool_choice"), max_tokens=self.answer_max_tokens))
+        except LLMError as exc:
+            if stops_the_run(exc):
+                raise
+            self.errors[task.key] = f"answer failed: {exc}"
+            return None
+        text = json.dumps({"content": reply.content, "tool_calls": [
+            {"name": c.name, "arguments": c.arguments} for c in reply.tool_calls]},
+            ensure_ascii=False)
+        self.cache.put(task.key, kind=task.kind, model=self.answer_model, request=task.request,
+                       reply=text)
+        return text
+
+    def _judge(self, task: Task, answer: str) -> None:
+        key, messages = self._judgment_request(task, answer)
+        try:
+            reply = self._call(lambda: self.client.respond(
+                messages, model=self.judge_model, max_tokens=self.judge_max_tokens))
+        except LLMError as exc:
+            if stops_the_run(exc):
+                raise
+            self.errors[task.key] = f"judgment failed: {exc}"
+            return
+        self.cache.put(key, kind="judgment", model=self.judge_model, request=key,
+                       reply=reply.content or "")
+
+    def _call(self, send: Callable[[], ChatReply]) -> ChatReply:
+        self.calls_made += 1
+        return send()
+
+    def _judgment_request(self, task: Task, answer: str) -> tuple[str, list[dict[str, Any]]]:
+        expected = task.expected
+        question = expected.question if isinstance(expected, ExpectedAnswer) else ""
+        reference = expected.answer if isinstance(expected, ExpectedAnswer) else ""
+        messages = judge_messages(question, reference, _answer_text(answer))
+        return digest(["judgment", self.judge_model, messages]), messages
+
+    def _judgment(self, task: Task, answer: str) -> str | None:
+        key, _ = self._judgment_request(task, answer)
+        return self.cache.get(key)
+
+    def score(self, task: Task) -> Scored:
+        """The task's score from what is stored (an error when something is missing)."""
+        if task.key in self.errors:
+            return Scored(kind=task.kind, correct=None, note=self.errors[task.key])
+        answer = self.cache.get(task.key) or self.cache.by_request(task.request)
+        if answer is None:
+            return Scored(kind=task.kind, correct=None, note="not answered")
+        if isinstance(task.expected, ExpectedCall):
+            exact, why = compare_call(task.expected, _stored_reply(answer))
+            return Scored(kind="call", correct=exact, note=why)
+        verdict = self._judgment(task, answer)
+        if verdict is None:
+            return Scored(kind="answer", correct=None, note="not judged")
+        try:
+            return Scored(kind="answer", correct=parse_verdict(verdict))
+        except UnparseableVerdict:
+            return Scored(kind="answer", correct=None,
+                          note=f"unparseable verdict {json.dumps(verdict[:60])}")
+
+
+def _stored_reply(text: str) -> ChatReply:
+    data = json.loads(text)
+    return ChatReply(content=data.get("content"), tool_calls=tuple(
+        ReplyCall(name=c["name"], arguments=c["arguments"]) for c in data.get("tool_calls", [])))
+
+
+def _answer_text(stored: str) -> str:
+    reply = _stored_reply(stored)
+    if reply.content and reply.content.strip():
+        return reply.content.strip()
+    if reply.tool_calls:  # a model that calls a tool instead of answering has not answered
+        return "(no answer: the model called a tool)"
+    return "(no answer)"
+
+
+def judged_metrics(scores: Sequence[Scored]) -> dict[str, float | None]:
+    """The judged metrics of one variant's scores.
+
+    ``judged_correct``: share of the judged answers graded CORRECT; ``call_exact``: share of
+    the expected calls made exactly; ``judge_errors``: tasks that could not be scored (they
+    count in neither share).
+    """
+    answers = [Ratio.of(float(s.correct)) for s in scores if s.kind == "answer"
+               and s.correct is not None]
+    calls = [Ratio.of(float(s.correct)) for s in scores if s.kind == "call"
+             and s.correct is not None]
+    return {"judged_correct": _mean(answers), "call_exact": _mean(calls),
+            "judge_errors": float(sum(s.correct is None for s in scores)) if scores else None}
+
+
+def _mean(values: Sequence[Ratio]) -> float | None:
+    return sum(v.numerator for v in values) / len(values) if values else None
+
+
+def error_notes(scored: Mapping[str, Sequence[tuple[Any, Scored]]], limit: int = 5) -> list[str]:
+    """Up to ``limit`` lines per variant naming cases that could not be scored and why."""
+    lines = []
+    for label, items in scored.items():
+        failed = [(case, s) for case, s in items if s.correct is None]
+        for case, s in failed[:limit]:
+            lines.append(f"judge error ({label}): case {json.dumps(case)}: {s.note}")
+        if len(failed) > limit:
+            lines.append(f"judge error ({label}): {len(failed) - limit} more")
+    return lines
+
+
+Confirm = Callable[[Estimate], bool]
+"""Shown the estimate before any call; False stops the run (nothing is sent)."""
+
+
+class NotConfirmed(Exception):
+    """The run was not confirmed after its estimate; nothing was sent."""
+
+
+def judge_ablation(target: Target, judge: Judge, *, confirm: Confirm,
+                   on_calls: Callable[[int], None] | None = None,
+                   on_built: Callable[[str, int | None, Built], None] | None = None
+                   ) -> AblationResult:
+    """Run the ablation of ``target``, then answer and score every case of every variant.
+
+    Builds first (every variant, every budget) and estimates what is not stored yet; after
+    ``confirm`` the builds are made again and the missing calls sent, each reply stored as it
+    comes (``on_calls`` with the number of calls after each task that needed any; ``on_built``
+    sees each build of the first pass). The judged metrics
+    (``JUDGED_METRICS``) join each row.
+
+    Raises:
+        NotConfirmed: ``confirm`` said no.
+        LLMError: the endpoint became unusable (``stops_the_run``); rerun to resume.
+    """
+    tasks: dict[tuple[str, int | None], list[tuple[Any, Task]]] = {}
+
+    def collect(label: str, budget: int | None, built: Built) -> None:
+        if on_built is not None:
+            on_built(label, budget, built)
+        task = judge.task(target.name, built.plan_hash, built.outcome)
+        if task is not None:
+            tasks.setdefault((label, budget), []).append((built.outcome.case_id, task))
+
+    result = run_ablation(target, on_built=collect)
+    if not confirm(judge.estimate(t for items in tasks.values() for _, t in items)):
+        raise NotConfirmed("not confirmed: nothing was sent")
+    by_label = {a.label: a for a in result.ablations}
+    for (label, budget), items in tasks.items():
+        if not any(judge.pending(task) for _, task in items):
+            continue
+        for built in target.builds(by_label.get(label), budget):
+            task = judge.task(target.name, built.plan_hash, built.outcome)
+            if task is not None and judge.pending(task) and task.key not in judge.errors:
+                before = judge.calls_made
+                judge.settle(task, built.outcome)
+                if on_calls is not None:
+                    on_calls(judge.calls_made - before)
+    scored = {key: [(case, judge.score(task)) for case, task in items]
+              for key, items in tasks.items()}
+    extra = {key: judged_metrics([s for _, s in items]) for key, items in scored.items()}
+    notes = error_notes({f"{label} @ {budget if budget is not None else 'per case'}": items
+                         for (label, budget), items in scored.items()})
+    notes.insert(0, f"judged by {judge.judge_model}; answered by {judge.answer_model}; "
+                    f"{judge.calls_made} calls made now, replies in {judge.cache.path}")
+    return with_metrics(result, extra, JUDGED_METRICS, notes)
