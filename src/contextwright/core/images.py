@@ -295,7 +295,7 @@ def _image_from_mapping(part: Mapping[str, Any], where: str) -> ImagePart:
             raise InvalidInputError(f"{where} refers to an uploaded file (file_id), which only "
                                     "its provider can read; send the image's url or data")
         return ImagePart(url=_text(part.get("image_url"), "image_url"),
-                         detail=_detail(part.get("detail")))
+                         detail=image_detail(part.get("detail")))
     if kind == "image" and "source" in part:
         return _anthropic_image(part["source"], where)
     if kind == "image":
@@ -309,7 +309,7 @@ def _openai_chat_image(image_url: object) -> ImagePart:
     if not isinstance(image_url, Mapping):
         raise InvalidInputError("image_url must be an object with a url")
     return ImagePart(url=_text(image_url.get("url"), "image_url.url"),
-                     detail=_detail(image_url.get("detail")),
+                     detail=image_detail(image_url.get("detail")),
                      width=image_url.get("width"), height=image_url.get("height"))
 
 
@@ -346,7 +346,8 @@ def _text(value: object, name: str) -> str:
     return value
 
 
-def _detail(value: object) -> ImageDetail:
+def image_detail(value: object) -> ImageDetail:
+    """An OpenAI detail hint as given (None: ``auto``); ``InvalidInputError`` for another."""
     if value is None:
         return "auto"
     if value not in DETAILS:
