@@ -10,9 +10,10 @@ tool-call ids are kept. Images of user and tool messages (OpenAI ``image_url`` a
 ``input_image`` parts, Anthropic ``image`` blocks with a base64 or url source, LangChain's image
 blocks, LlamaIndex ``ImageBlock``, ``ImagePart`` objects) become OpenAI ``image_url`` parts,
 checked (``core.images``); a part a chat message cannot carry (audio, a document block, an
-uploaded file's id) is refused with a typed error naming it rather than dropped. The model's own reasoning (Anthropic
-thinking blocks, Responses reasoning items) is left out: it is not the conversation's text, and a
-request that must send it back (extended thinking with tools) is not supported. A refusal keeps
+uploaded file's id) is refused with a typed error naming it rather than dropped. The model's
+own reasoning (Anthropic thinking blocks, Responses reasoning items) is left out: it is not the
+conversation's text, and a request that must send it back (extended thinking with tools) is not
+supported. A refusal keeps
 its words as the content; a failed tool result (``is_error``, LangChain ``status="error"``) is
 marked ``(tool error)``. A ``developer`` message becomes
 a ``system`` message (the role the chat format and every provider take for developer instructions).
