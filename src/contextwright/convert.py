@@ -429,7 +429,7 @@ def _llama_index_image(block: Mapping[str, Any], where: str) -> ImagePart:
             data = block["image"]
             text = data.decode("ascii") if isinstance(data, bytes) else data
             return ImagePart(data=text, media_type=block.get("image_mimetype"), detail=detail)
-        if block.get("url") is not None:
+        if block.get("url") is not None:  # its guessed type is not kept: the URL tells
             return ImagePart(url=str(block["url"]), detail=detail)
     except UnicodeDecodeError:
         raise InvalidInputError(f"{where}: image data is not valid base64") from None
