@@ -94,6 +94,8 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     if report.exact_tokens and not counts_exactly(assembly.messages, assembly.schema_jsons,
                                                   tokenizer, images):
         report = replace(report, exact_tokens=False)
+    if tokenizer.warning:
+        report = replace(report, warnings=(*report.warnings, tokenizer.warning))
     fingerprint = None
     if steps is not None:
         fingerprint = steps.fingerprint(assembly, selections, request, tail)

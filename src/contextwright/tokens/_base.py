@@ -125,6 +125,9 @@ class CountingTokenizer:
         frame = getattr(inner, "chat_frame", None)
         self.frame: ChatFrame = frame if isinstance(frame, ChatFrame) else OPENAI_CHAT_FRAME
         """How chat messages are framed for this tokenizer's model."""
+        warning = getattr(inner, "warning", None)
+        self.warning: str | None = warning if isinstance(warning, str) else None
+        """Why the tokenizer counts less exactly than it could (put in every build's report)."""
         with self._caches_lock:
             self._cache = self._caches.setdefault(inner.name, {})
 
