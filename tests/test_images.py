@@ -548,3 +548,30 @@ def test_prepare_and_record_carry_images_through_the_session(server: ProviderSer
     send(server, "openai", sent)
     with pytest.raises(InvalidInputError, match="images go with a user message"):
         manager.prepare("u", "s", None, images=[CAT_PART])
+
+
+def test_langchain_messages_with_standard_image_blocks_are_read() -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    human = HumanMessage(content=[
+        {"type": "text", "text": "these"},
+        {"type": "image", "base64": b64(CAT), "mime_type": "image/png"},
+        {"type": "image", "url": URL_PART.url}], id="h1")
+    tool = ToolMessage(content=[{"type": "image_url", "image_url": {"url": URL_PART.url}}],
+                       tool_call_id="c1", status="error")
+    parsed = [parse_message(m, "m") for m in chat_messages([human, tool])]
+    assert [len(m.images) for m in parsed] == [2, 1]
+    assert parsed[0].id == "h1" and parsed[1].content == "(tool error) "
+
+
+def test_a_snapshot_records_what_each_image_is_and_replays_with_it() -> None:
+    from contextwright.observe.replay import replay, snapshot_of
+
+    request = Request(user_input="What is this?", images=[CAT_PART, URL_PART])
+    snapshot = snapshot_of(BuildPlan.named("simple_qa"), request)
+    (user,) = [m for m in snapshot.messages if m["role"] == "user"]
+    assert [i["media_type"] for i in user["images"]] == ["image/png", None]
+    assert all("data" not in i for i in user["images"])  # what it is, never its bytes
+    again = replay(snapshot, BuildPlan.named("chat"))
+    (replayed,) = [m for m in again.replayed.messages if m["role"] == "user"]
+    assert [i["digest"] for i in replayed["images"]] == [i["digest"] for i in user["images"]]
