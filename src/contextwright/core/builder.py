@@ -116,7 +116,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
 
 PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),
                       ("documents", "rag"), ("env", "env"), ("examples", "examples"),
-                      ("notes", "notes"), ("system", "system"), ("images", "user"))
+                      ("notes", "notes"), ("system", "system"))
 _FENCED_SOURCES = frozenset(("history", "tool_results", "rag"))
 
 
