@@ -87,12 +87,14 @@ def test_developer_role_is_taken_as_system_and_plain_dicts_keep_their_fields() -
     assert chat_messages(given) == [given]
 
 
-@pytest.mark.parametrize("part", [
-    {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}},
-    {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}},
+@pytest.mark.parametrize(("part", "named"), [
+    ({"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}, "input_audio"),
+    ({"type": "input_image", "file_id": "file-123", "detail": "auto"}, "file_id"),
+    ({"type": "image", "source": {"type": "file", "file_id": "file_1"}}, "'file' image source"),
 ])
-def test_a_part_that_cannot_be_carried_is_refused_by_name(part: dict[str, Any]) -> None:
-    with pytest.raises(InvalidInputError, match=part["type"]):
+def test_a_part_that_cannot_be_carried_is_refused_by_name(part: dict[str, Any],
+                                                          named: str) -> None:
+    with pytest.raises(InvalidInputError, match=named):
         chat_messages({"role": "user", "content": [part]})
 
 

@@ -98,3 +98,14 @@ def test_a_build_recalls_the_reply_to_the_matching_turn(recaller: LexicalTurnRec
 def test_bad_expansion_settings_are_refused(arguments: dict[str, float]) -> None:
     with pytest.raises(InvalidInputError, match="recall expansion"):
         RecallExpansion(**arguments)  # type: ignore[arg-type]
+
+
+def test_the_hybrid_recaller_brings_neighbours_too() -> None:
+    from contextwright.retrieval import HybridTurnRecaller
+
+    turns = turns_of(thread())
+    plain = HybridTurnRecaller(None).rank("pottery workshop", turns, limit=5)
+    expanded = HybridTurnRecaller(None, expansion=RecallExpansion()).rank(
+        "pottery workshop", turns, limit=5)
+    assert [p for p, _ in plain] == [10]
+    assert [p for p, _ in expanded][:3] == [10, 9, 11]

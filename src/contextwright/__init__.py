@@ -16,6 +16,7 @@ from contextwright.compress.tool_results import ToolTiers
 from contextwright.convert import chat_messages
 from contextwright.core.cache import CachePolicy, CacheReport, Fingerprint
 from contextwright.core.final import FinalContext
+from contextwright.core.images import ImagePart
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall
 from contextwright.core.plan import Budget, BuildPlan, SourceSpec
 from contextwright.core.report import BuildReport, Decision, SourceReport
@@ -104,6 +105,7 @@ __all__ = [
     "FinalContext",
     "Fingerprint",
     "HistorySource",
+    "ImagePart",
     "InvalidInputError",
     "KeyConflictError",
     "LLMError",

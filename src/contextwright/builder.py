@@ -26,7 +26,13 @@ from contextwright.core.source import ContextSource
 from contextwright.errors import InvalidInputError, PlanError
 from contextwright.models import model_profile, profile_tokenizer
 from contextwright.sources import builtin_sources
-from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
+from contextwright.tokens import (
+    DEFAULT_IMAGES,
+    CountingTokenizer,
+    ImageTokenRule,
+    Tokenizer,
+    get_tokenizer,
+)
 
 if TYPE_CHECKING:
     from contextwright.observe import SnapshotRecorder, SnapshotSink
@@ -69,6 +75,10 @@ class ContextBuilder:
         else:
             self.tokenizer = get_tokenizer(tokenizer)
         self._budget = self._model_budget(window, reserved_output)
+        self.image_rule: ImageTokenRule = (self._profile.images if self._profile is not None
+                                           else DEFAULT_IMAGES)
+        """How builds count images: the model's rule, else the larger of GPT-4o's and
+        Claude's (estimated)."""
         if fence_secret is None:
             fence_secret = os.environ.get(FENCE_SECRET_VARIABLE)
         self._fence_key = fence_key(fence_secret)
@@ -146,7 +156,8 @@ class ContextBuilder:
         policy = cache_policy(cache, previous)
         run = partial(build_context, plan, request, self._sources, self.tokenizer, target,
                       fence_key=self._fence_key, cache=policy,
-                      previous=previous_fingerprint(previous) if policy else None)
+                      previous=previous_fingerprint(previous) if policy else None,
+                      images=self.image_rule)
         context = run() if self.snapshots is None else self.snapshots.record_build(
             run, plan, request, self.tokenizer.name)
         if self.model is not None or cache_key is not None:

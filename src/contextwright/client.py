@@ -30,7 +30,9 @@ except ImportError as missing:  # pragma: no cover - depends on the installed ex
 
 from contextwright.convert import chat_messages
 from contextwright.core.cache import cache_report_from_dict
+from contextwright.core.images import image_from_part
 from contextwright.core.report import BuildReport, Decision, SourceReport
+from contextwright.core.request import Request
 from contextwright.errors import (
     AccessDenied,
     BudgetError,
@@ -212,6 +214,12 @@ def _tool_results(results: Sequence[object]) -> list[dict[str, Any]]:
     return out
 
 
+def _image_parts(images: Sequence[object]) -> list[dict[str, Any]]:
+    """Images as the OpenAI ``image_url`` parts the service reads (checked here first)."""
+    return [image_from_part(image, f"images[{index}]").to_chat_part()
+            for index, image in enumerate(images)]
+
+
 def _prepare_call(user_id: str, session_id: str, text: str | None,
                   options: Mapping[str, Any]) -> _Call:
     body = {key: _plain(value) for key, value in options.items() if value is not None}
@@ -234,6 +242,7 @@ def _record_call(user_id: str, session_id: str, assistant: object,
 
 
 def _build_call(request: object, options: Mapping[str, Any]) -> _Call:
+    images = _image_parts(request.images) if isinstance(request, Request) else None
     fields = _plain(request)
     if not isinstance(fields, dict):
         raise InvalidInputError("request must be a Request or a dict of the request schema")
@@ -241,9 +250,11 @@ def _build_call(request: object, options: Mapping[str, Any]) -> _Call:
     if "documents" in fields:
         fields["documents"] = [
             {k: v for k, v in _plain(doc).items() if v is not None} for doc in fields["documents"]]
-    for name in ("history", "turn", "tools", "examples", "notes"):
+    for name in ("history", "turn", "tools", "examples", "notes", "images"):
         if name in fields:
             fields[name] = [_plain(item) for item in fields[name]]
+    if images:
+        fields["images"] = images
     body = {**fields, **{key: value for key, value in options.items() if value is not None}}
     return _Call(method="POST", path="/v1/build", body=body)
 
@@ -392,6 +403,7 @@ class Client(_Base):
             time.sleep(wait)
 
     def prepare(self, user_id: str, session_id: str, text: str | None = None, *,
+                images: Sequence[object] = (),
                 tools: Sequence[Mapping[str, Any]] = (), documents: Sequence[Any] = (),
                 env: Mapping[str, str] | None = None, system: str | None = None,
                 target: Literal["chat", "text"] | None = None,
@@ -400,7 +412,8 @@ class Client(_Base):
                 tool_choice: str | Mapping[str, Any] | None = None,
                 parallel_tool_calls: bool | None = None) -> RemoteContext:
         """``ContextManager.prepare`` on the service, rendered as ``format`` asks."""
-        options = {"tools": tools, "documents": documents, "env": env, "system": system,
+        options = {"images": _image_parts(images), "tools": tools, "documents": documents,
+                   "env": env, "system": system,
                    "target": target, "idempotency_key": idempotency_key, "format": format,
                    "model": model, "max_tokens": max_tokens, "tool_choice": tool_choice,
                    "parallel_tool_calls": parallel_tool_calls}
@@ -495,6 +508,7 @@ class AsyncClient(_Base):
             await asyncio.sleep(wait)
 
     async def prepare(self, user_id: str, session_id: str, text: str | None = None, *,
+                      images: Sequence[object] = (),
                       tools: Sequence[Mapping[str, Any]] = (), documents: Sequence[Any] = (),
                       env: Mapping[str, str] | None = None, system: str | None = None,
                       target: Literal["chat", "text"] | None = None,
@@ -503,7 +517,8 @@ class AsyncClient(_Base):
                       tool_choice: str | Mapping[str, Any] | None = None,
                       parallel_tool_calls: bool | None = None) -> RemoteContext:
         """``Client.prepare``, awaited."""
-        options = {"tools": tools, "documents": documents, "env": env, "system": system,
+        options = {"images": _image_parts(images), "tools": tools, "documents": documents,
+                   "env": env, "system": system,
                    "target": target, "idempotency_key": idempotency_key, "format": format,
                    "model": model, "max_tokens": max_tokens, "tool_choice": tool_choice,
                    "parallel_tool_calls": parallel_tool_calls}

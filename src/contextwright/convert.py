@@ -6,10 +6,14 @@
 params and the Anthropic SDK's ``Message``, LangChain ``BaseMessage`` and LlamaIndex
 ``ChatMessage``. ``to_langchain`` and ``to_llama_index`` go the other way. SDK objects are read
 through their ``model_dump()``, so no SDK has to be installed to use this module. Ids, names and
-tool-call ids are kept; a part a chat message cannot carry (an image, audio, a document block) is
-refused with a typed error naming it rather than dropped. The model's own reasoning (Anthropic
-thinking blocks, Responses reasoning items) is left out: it is not the conversation's text, and a
-request that must send it back (extended thinking with tools) is not supported. A refusal keeps
+tool-call ids are kept. Images of user and tool messages (OpenAI ``image_url`` and
+``input_image`` parts, Anthropic ``image`` blocks with a base64 or url source, LangChain's image
+blocks, LlamaIndex ``ImageBlock``, ``ImagePart`` objects) become OpenAI ``image_url`` parts,
+checked (``core.images``); a part a chat message cannot carry (audio, a document block, an
+uploaded file's id) is refused with a typed error naming it rather than dropped. The model's
+own reasoning (Anthropic thinking blocks, Responses reasoning items) is left out: it is not the
+conversation's text, and a request that must send it back (extended thinking with tools) is not
+supported. A refusal keeps
 its words as the content; a failed tool result (``is_error``, LangChain ``status="error"``) is
 marked ``(tool error)``. A ``developer`` message becomes
 a ``system`` message (the role the chat format and every provider take for developer instructions).
@@ -21,6 +25,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from contextwright.core.images import ImagePart, image_detail, image_from_part, is_image_part
 from contextwright.errors import InvalidInputError
 
 __all__ = ["chat_messages", "to_langchain", "to_llama_index"]
@@ -141,13 +146,38 @@ def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
     return message
 
 
-def _chat_content(content: object, where: str) -> str | None:
+Content = str | list[dict[str, Any]] | None
+"""Chat content: text, or OpenAI parts (text and ``image_url``) when there are images."""
+
+
+def _chat_content(content: object, where: str) -> Content:
+    """Text, or text and image parts in their order when the content has images."""
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, Sequence):
-        return "\n".join(_text_part(part, f"{where}.content[{i}]")
-                         for i, part in enumerate(content))
-    raise InvalidInputError(f"{where}.content must be text or a list of text parts")
+        places = [f"{where}.content[{i}]" for i in range(len(content))]
+        if not any(is_image_part(part) for part in content):
+            return "\n".join(_text_part(part, place) for part, place in zip(content, places,
+                                                                            strict=True))
+        return [image_from_part(part, place).to_chat_part() if is_image_part(part)
+                else {"type": "text", "text": _text_part(part, place)}
+                for part, place in zip(content, places, strict=True)]
+    raise InvalidInputError(f"{where}.content must be text or a list of text and image parts")
+
+
+def _text_of(content: Content) -> str:
+    """The text of chat content (its text parts joined)."""
+    if isinstance(content, list):
+        return "\n".join(part["text"] for part in content if part.get("type") == "text")
+    return content or ""
+
+
+def _joined(texts: list[str], images: list[dict[str, Any]], joiner: str = "\n") -> Content:
+    """Content of separate texts and image parts: text, or a text part then the images."""
+    text = joiner.join(texts)
+    if not images:
+        return text
+    return [{"type": "text", "text": text}, *images] if text else images
 
 
 def _text_part(part: object, where: str) -> str:
@@ -159,7 +189,7 @@ def _text_part(part: object, where: str) -> str:
             return text
     kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
     raise InvalidInputError(f"{where} is a {kind!r} part, which contextwright cannot carry "
-                            "(text parts only)")
+                            "(text and image parts only)")
 
 
 # --- OpenAI Responses ------------------------------------------------------------------------
@@ -198,7 +228,7 @@ def _from_responses_items(items: Sequence[Mapping[str, Any]], where: str
     return messages
 
 
-def _output_text(output: object, where: str) -> str:
+def _output_text(output: object, where: str) -> Content:
     if isinstance(output, str):
         return output
     return _chat_content(output, where) or ""
@@ -247,28 +277,39 @@ def _anthropic_user(blocks: Sequence[Mapping[str, Any]], where: str) -> list[dic
     """Tool results become ``tool`` messages (first, as the API orders them), text the user's."""
     results: list[dict[str, Any]] = []
     texts: list[str] = []
+    images: list[dict[str, Any]] = []
     for index, block in enumerate(blocks):
         kind = block.get("type")
+        place = f"{where}.content[{index}]"
         if kind == "tool_result":
-            text = _anthropic_result_text(block.get("content"), f"{where}.content[{index}]")
+            content = _anthropic_result_text(block.get("content"), place)
             results.append({"role": "tool", "tool_call_id": block["tool_use_id"],
-                            "content": _error_marked(text, bool(block.get("is_error")))})
+                            "content": _error_marked(content, bool(block.get("is_error")))})
         elif kind == "text":
             texts.append(block.get("text", ""))
+        elif kind == "image":
+            images.append(image_from_part(block, place).to_chat_part())
         else:
-            raise InvalidInputError(f"{where}.content[{index}] is a {kind!r} block, which "
-                                    "contextwright cannot carry")
-    if texts:
-        results.append({"role": "user", "content": "\n".join(texts)})
+            raise InvalidInputError(f"{place} is a {kind!r} block, which contextwright cannot "
+                                    "carry")
+    if texts or images:
+        results.append({"role": "user", "content": _joined(texts, images)})
     return results
 
 
-def _error_marked(text: str, failed: bool) -> str:
+def _error_marked(content: Content, failed: bool) -> Content:
     """A failed tool's result says so in its text (chat messages have no error flag)."""
-    return f"(tool error) {text}" if failed and not text.startswith("(tool error)") else text
+    if not failed:
+        return content
+    if isinstance(content, list):
+        text = _text_of(content)
+        images = [part for part in content if part.get("type") != "text"]
+        return _joined([_error_marked(text, True)], images)  # type: ignore[list-item]
+    text = content or ""
+    return text if text.startswith("(tool error)") else f"(tool error) {text}"
 
 
-def _anthropic_result_text(content: object, where: str) -> str:
+def _anthropic_result_text(content: object, where: str) -> Content:
     if content is None:
         return ""
     if isinstance(content, str):
@@ -344,10 +385,10 @@ def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     role = str(getattr(item["role"], "value", item["role"]))
     if role not in ("system", "developer", "user", "assistant", "tool"):
         raise InvalidInputError(f"{where}.role {role!r} has no chat equivalent")
-    texts, calls = _llama_index_blocks(item.get("blocks") or [], where)
+    texts, calls, images = _llama_index_blocks(item.get("blocks") or [], where)
     extra = item.get("additional_kwargs") or {}
     message: dict[str, Any] = {"role": "system" if role == "developer" else role,
-                               "content": "".join(texts)}
+                               "content": _joined(texts, images, "")}
     if extra.get("tool_calls"):
         calls = _from_chat({"tool_calls": extra["tool_calls"]}, where)["tool_calls"] + calls
     if calls:
@@ -360,20 +401,44 @@ def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def _llama_index_blocks(blocks: Sequence[Mapping[str, Any]], where: str
-                        ) -> tuple[list[str], list[dict[str, Any]]]:
-    """Text and tool calls (``ToolCallBlock``, as function-calling agents record them)."""
+                        ) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Text, tool calls (``ToolCallBlock``, as function-calling agents record them), images."""
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
     for index, block in enumerate(blocks):
         kind = block.get("block_type")
         if kind == "text":
             texts.append(block.get("text", ""))
         elif kind == "tool_call":
             calls.append(_llama_index_call(block, f"{where}.blocks[{index}]"))
+        elif kind == "image":
+            images.append(_llama_index_image(block, f"{where}.blocks[{index}]").to_chat_part())
         elif kind != "thinking":  # the model's own reasoning is not the conversation's text
             raise InvalidInputError(f"{where}.blocks[{index}] is a {kind!r} block, which "
-                                    "contextwright cannot carry (text and tool calls only)")
-    return texts, calls
+                                    "contextwright cannot carry (text, images and tool calls "
+                                    "only)")
+    return texts, calls, images
+
+
+def _llama_index_image(block: Mapping[str, Any], where: str) -> ImagePart:
+    """An ``ImageBlock`` (dumped): its data (kept as base64 bytes) or its URL."""
+    try:
+        detail = image_detail(block.get("detail"))
+        if block.get("image") is not None:
+            data = block["image"]
+            text = data.decode("ascii") if isinstance(data, bytes) else data
+            return ImagePart(data=text, media_type=block.get("image_mimetype"), detail=detail)
+        if block.get("url") is not None:  # its guessed type is not kept: the URL tells
+            return ImagePart(url=str(block["url"]), detail=detail)
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{where}: image data is not valid base64") from None
+    except InvalidInputError as error:
+        raise InvalidInputError(f"{where}: {error}") from None
+    if block.get("path") is not None:
+        raise InvalidInputError(f"{where} is an image on a local path; load it into the block "
+                                "(ImageBlock(image=...)) so it can be sent")
+    raise InvalidInputError(f"{where} is an image without data or a url")
 
 
 def _llama_index_call(block: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -387,17 +452,42 @@ def _llama_index_call(block: Mapping[str, Any], where: str) -> dict[str, Any]:
             "function": {"name": block.get("tool_name", ""), "arguments": arguments or "{}"}}
 
 
+def _images_of(content: Content, where: str) -> list[ImagePart]:
+    if not isinstance(content, list):
+        return []
+    return [image_from_part(part, f"{where}.content[{index}]")
+            for index, part in enumerate(content) if part.get("type") != "text"]
+
+
+def _langchain_content(content: Content, where: str) -> str | list[str | dict[Any, Any]]:
+    """Text, or text and OpenAI ``image_url`` parts (which LangChain reads for every model)."""
+    images = _images_of(content, where)
+    if not images:
+        return _text_of(content)
+    text = _text_of(content)
+    parts: list[str | dict[Any, Any]] = [{"type": "text", "text": text}] if text else []
+    for image in images:
+        image_url: dict[str, Any] = {"url": image.source}
+        if image.detail != "auto":
+            image_url["detail"] = image.detail
+        parts.append({"type": "image_url", "image_url": image_url})
+    return parts
+
+
 def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
     """LangChain messages for OpenAI chat dicts (needs ``langchain-core``); ids are kept.
 
     An assistant's calls keep their argument text in ``additional_kwargs["tool_calls"]`` (as
     LangChain's OpenAI models keep what the API sent), so converting back gives it unchanged.
+    Images are OpenAI ``image_url`` content parts (a URL's given width and height are not
+    kept: LangChain's parts have no place for them).
     """
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
     converted: list[Any] = []
-    for message in chat_messages(messages):
-        role, content = message.get("role"), message.get("content") or ""
+    for index, message in enumerate(chat_messages(messages)):
+        role = message.get("role")
+        content = _langchain_content(message.get("content"), f"messages[{index}]")
         extra = {key: message[key] for key in ("id", "name") if message.get(key)}
         if role == "assistant":
             raw = message.get("tool_calls") or []
@@ -419,13 +509,40 @@ def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
 
 
 def to_llama_index(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """LlamaIndex ``ChatMessage``s for OpenAI chat dicts (needs ``llama-index-core``)."""
+    """LlamaIndex ``ChatMessage``s for OpenAI chat dicts (needs ``llama-index-core``).
+
+    Images are ``ImageBlock``s after the text (data as bytes, or the URL, with the detail).
+    """
     from llama_index.core.llms import ChatMessage
 
     converted: list[Any] = []
-    for message in chat_messages(messages):
+    for index, message in enumerate(chat_messages(messages)):
         extra = {key: message[key] for key in ("tool_calls", "tool_call_id", "name", "id")
                  if message.get(key)}
-        converted.append(ChatMessage(role=message["role"], content=message.get("content") or "",
-                                     additional_kwargs=extra))
+        content = message.get("content")
+        images = _images_of(content, f"messages[{index}]")
+        if images:
+            converted.append(ChatMessage(role=message["role"],
+                                         blocks=_llama_index_blocks_of(_text_of(content), images),
+                                         additional_kwargs=extra))
+        else:
+            converted.append(ChatMessage(role=message["role"], content=_text_of(content),
+                                         additional_kwargs=extra))
     return converted
+
+
+def _llama_index_blocks_of(text: str, images: list[ImagePart]) -> list[Any]:
+    import base64
+
+    from llama_index.core.base.llms.types import ImageBlock, TextBlock
+
+    blocks: list[Any] = [TextBlock(text=text)] if text else []
+    for image in images:
+        detail = None if image.detail == "auto" else image.detail
+        if image.data is not None:
+            blocks.append(ImageBlock(image=base64.b64decode(image.data),
+                                     image_mimetype=image.media_type, detail=detail))
+        else:
+            blocks.append(ImageBlock(url=image.url, image_mimetype=image.media_type,
+                                     detail=detail))
+    return blocks

@@ -9,6 +9,11 @@ in a whole provider router, so the table is small and kept here.
 Anthropic does not publish its tokenizer: Claude models count with ``o200k_base`` and their counts
 are marked estimated (``BuildReport.exact_tokens`` is False), so keep a margin in the plan's
 ``safety_ratio``.
+
+Each profile also names how the model counts images (``contextwright.tokens``' rules, from the
+providers' published tables): GPT-4o and GPT-4.1 by 85 + 170 tokens per 512-pixel tile, GPT-4o
+mini by 2,833 + 5,667, GPT-5 by 70 + 140, o1 / o3 by 75 + 150, the small GPT-4.1 / GPT-5 models
+and o4-mini by 32-pixel patches times a multiplier, Claude by ``width * height / 750``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,18 @@ import threading
 from dataclasses import dataclass
 
 from contextwright.errors import PlanError
-from contextwright.tokens import CountingTokenizer, get_tokenizer
+from contextwright.tokens import (
+    ANTHROPIC_IMAGES,
+    DEFAULT_IMAGES,
+    GPT_4O_IMAGES,
+    GPT_4O_MINI_IMAGES,
+    GPT_5_IMAGES,
+    O_SERIES_IMAGES,
+    CountingTokenizer,
+    ImageTokenRule,
+    get_tokenizer,
+    patch_rule,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +58,9 @@ class ModelProfile:
 
     A typical answer, well below ``max_output``, so the context keeps its room.
     """
+    images: ImageTokenRule = DEFAULT_IMAGES
+    """How the model counts an image (default: the larger of GPT-4o's and Claude's counts,
+    marked estimated)."""
 
 
 _PROFILES: dict[str, ModelProfile] = {}
@@ -113,29 +132,28 @@ def profile_tokenizer(profile: ModelProfile) -> CountingTokenizer:
 
 
 def _known(name: str, provider: str, window: int, max_output: int,
-           tokenizer: str = "o200k_base") -> None:
+           images: ImageTokenRule, tokenizer: str = "o200k_base") -> None:
     """A shipped profile: OpenAI's tokenizers are exact, Claude's counts are estimates."""
     register_model(ModelProfile(name=name, provider=provider, tokenizer=tokenizer,
                                 exact=provider == "openai", window=window,
-                                max_output=max_output, default_output=min(4096, max_output)))
+                                max_output=max_output, default_output=min(4096, max_output),
+                                images=images))
 
 
-_known("gpt-4o", "openai", 128_000, 16_384)
-_known("gpt-4o-mini", "openai", 128_000, 16_384)
-_known("gpt-4.1", "openai", 1_047_576, 32_768)
-_known("gpt-4.1-mini", "openai", 1_047_576, 32_768)
-_known("gpt-4.1-nano", "openai", 1_047_576, 32_768)
-_known("gpt-5", "openai", 400_000, 128_000)
-_known("gpt-5-mini", "openai", 400_000, 128_000)
-_known("gpt-5-nano", "openai", 400_000, 128_000)
-_known("o3", "openai", 200_000, 100_000)
-_known("o4-mini", "openai", 200_000, 100_000)
-_known("gpt-4-turbo", "openai", 128_000, 4_096, tokenizer="cl100k_base")
-_known("gpt-3.5-turbo", "openai", 16_385, 4_096, tokenizer="cl100k_base")
-_known("claude-sonnet-4-5", "anthropic", 200_000, 64_000)
-_known("claude-sonnet-4", "anthropic", 200_000, 64_000)
-_known("claude-opus-4-1", "anthropic", 200_000, 32_000)
-_known("claude-opus-4", "anthropic", 200_000, 32_000)
-_known("claude-haiku-4-5", "anthropic", 200_000, 64_000)
-_known("claude-3-7-sonnet", "anthropic", 200_000, 64_000)
-_known("claude-3-5-haiku", "anthropic", 200_000, 8_192)
+_known("gpt-4o", "openai", 128_000, 16_384, GPT_4O_IMAGES)
+_known("gpt-4o-mini", "openai", 128_000, 16_384, GPT_4O_MINI_IMAGES)
+_known("gpt-4.1", "openai", 1_047_576, 32_768, GPT_4O_IMAGES)
+_known("gpt-4.1-mini", "openai", 1_047_576, 32_768, patch_rule(1.62))
+_known("gpt-4.1-nano", "openai", 1_047_576, 32_768, patch_rule(2.46))
+_known("gpt-5", "openai", 400_000, 128_000, GPT_5_IMAGES)
+_known("gpt-5-mini", "openai", 400_000, 128_000, patch_rule(1.62))
+_known("gpt-5-nano", "openai", 400_000, 128_000, patch_rule(2.46))
+_known("o3", "openai", 200_000, 100_000, O_SERIES_IMAGES)
+_known("o4-mini", "openai", 200_000, 100_000, patch_rule(1.72))
+_known("gpt-4-turbo", "openai", 128_000, 4_096, GPT_4O_IMAGES, tokenizer="cl100k_base")
+_known("gpt-3.5-turbo", "openai", 16_385, 4_096, GPT_4O_IMAGES, tokenizer="cl100k_base")
+for _claude in ("claude-sonnet-4-5", "claude-sonnet-4", "claude-haiku-4-5", "claude-3-7-sonnet"):
+    _known(_claude, "anthropic", 200_000, 64_000, ANTHROPIC_IMAGES)
+_known("claude-opus-4-1", "anthropic", 200_000, 32_000, ANTHROPIC_IMAGES)
+_known("claude-opus-4", "anthropic", 200_000, 32_000, ANTHROPIC_IMAGES)
+_known("claude-3-5-haiku", "anthropic", 200_000, 8_192, ANTHROPIC_IMAGES)

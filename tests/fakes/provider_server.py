@@ -10,6 +10,8 @@ contextwright's own validator. Every request is recorded (path and JSON body).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import threading
@@ -18,6 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+DETAILS = ("auto", "low", "high", "original")
+MAGIC = {"image/png": b"\x89PNG", "image/jpeg": b"\xff\xd8", "image/gif": b"GIF8",
+         "image/webp": b"RIFF"}
 
 
 class Rejected(Exception):
@@ -32,6 +38,34 @@ class Received:
     body: dict[str, Any]
     status: int
     error: str | None
+
+
+# --- images ------------------------------------------------------------------------------
+
+
+def _check_image_data(media_type: object, data: object, where: str) -> None:
+    """Base64 of an image of the stated type (the APIs refuse a mismatch)."""
+    if media_type not in IMAGE_TYPES:
+        raise Rejected(f"{where}: image media type must be one of {', '.join(IMAGE_TYPES)}")
+    try:
+        raw = base64.b64decode(str(data), validate=True)
+    except (binascii.Error, ValueError):
+        raise Rejected(f"{where}: image data is not valid base64") from None
+    if not raw.startswith(MAGIC[str(media_type)]):
+        raise Rejected(f"{where}: image does not match the provided media type {media_type}")
+
+
+def _check_image_url(url: object, where: str) -> None:
+    """An http(s) URL, or a data: URL of base64 image data."""
+    if not isinstance(url, str):
+        raise Rejected(f"{where}: image url must be a string")
+    if url.startswith("data:"):
+        match = re.fullmatch(r"data:([^;,]+);base64,(.+)", url, re.DOTALL)
+        if match is None:
+            raise Rejected(f"{where}: invalid image data URL")
+        _check_image_data(match.group(1), match.group(2), where)
+    elif not re.fullmatch(r"https?://\S+", url):
+        raise Rejected(f"{where}: invalid image URL")
 
 
 # --- OpenAI Chat Completions -------------------------------------------------------------
@@ -53,6 +87,7 @@ def check_chat(body: dict[str, Any]) -> None:
         role = message.get("role")
         if role not in ("system", "developer", "user", "assistant", "tool"):
             raise Rejected(f"messages[{index}].role is invalid")
+        _check_chat_content(message, index)
         if role == "tool":
             if message.get("tool_call_id") not in pending:
                 raise Rejected(f"messages[{index}]: messages with role 'tool' must be a response "
@@ -72,6 +107,33 @@ def check_chat(body: dict[str, Any]) -> None:
             pending.append(call["id"])
     if pending:
         raise Rejected("an assistant message with 'tool_calls' must be followed by tool messages")
+
+
+_CHAT_PARTS = {"user": ("text", "image_url", "input_audio", "file"), "system": ("text",),
+               "developer": ("text",), "assistant": ("text", "refusal"), "tool": ("text",)}
+
+
+def _check_chat_content(message: dict[str, Any], index: int) -> None:
+    """Content parts each role takes; images only in user messages (url, data URL, detail)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return
+    role = message["role"]
+    for number, part in enumerate(content):
+        where = f"messages[{index}].content[{number}]"
+        kind = part.get("type")
+        if kind not in _CHAT_PARTS[role]:
+            raise Rejected(f"{where}.type: Invalid value: '{kind}'. Supported values for "
+                           f"role {role} are: {', '.join(_CHAT_PARTS[role])}")
+        if kind == "text" and not isinstance(part.get("text"), str):
+            raise Rejected(f"{where}.text is required")
+        if kind == "image_url":
+            image_url = part.get("image_url")
+            if not isinstance(image_url, dict) or set(image_url) - {"url", "detail"}:
+                raise Rejected(f"{where}.image_url takes url and detail only")
+            if image_url.get("detail", "auto") not in DETAILS:
+                raise Rejected(f"{where}.image_url.detail is invalid")
+            _check_image_url(image_url.get("url"), where)
 
 
 def _check_chat_tools(tools: list[dict[str, Any]]) -> None:
@@ -111,13 +173,38 @@ def check_responses(body: dict[str, Any]) -> None:
             if item.get("call_id") not in calls:
                 raise Rejected(f"input[{index}]: no tool call found for function call output "
                                f"with call_id {item.get('call_id')}")
+            _check_responses_parts(item.get("output"), ("input_text", "input_image"),
+                                   f"input[{index}].output")
         elif kind == "message":
             if item.get("role") not in ("user", "assistant", "system", "developer"):
                 raise Rejected(f"input[{index}].role is invalid")
             if not isinstance(item.get("content"), str | list):
                 raise Rejected(f"input[{index}].content is required")
+            allowed = (("input_text", "input_image", "input_file") if item["role"] == "user"
+                       else ("output_text", "refusal", "input_text")
+                       if item["role"] == "assistant" else ("input_text",))
+            _check_responses_parts(item.get("content"), allowed, f"input[{index}].content")
         else:
             raise Rejected(f"input[{index}].type {kind!r} is not supported here")
+
+
+def _check_responses_parts(content: object, allowed: tuple[str, ...], where: str) -> None:
+    """Parts of a message or a function call's output; ``input_image`` with url and detail."""
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list) or not content:
+        raise Rejected(f"{where} must be a string or a non-empty array")
+    for number, part in enumerate(content):
+        kind = part.get("type")
+        if kind not in allowed:
+            raise Rejected(f"{where}[{number}].type: Invalid value: '{kind}'. Supported values "
+                           f"are: {', '.join(allowed)}")
+        if kind == "input_image":
+            if part.get("detail") not in DETAILS:
+                raise Rejected(f"{where}[{number}].detail is required")
+            _check_image_url(part.get("image_url"), f"{where}[{number}]")
+        elif not isinstance(part.get("text"), str):
+            raise Rejected(f"{where}[{number}].text is required")
 
 
 # --- Anthropic Messages ------------------------------------------------------------------
@@ -142,6 +229,9 @@ def check_messages(body: dict[str, Any]) -> None:
         blocks = _blocks(message, index)
         for block in blocks:
             _check_block(block, index, bool(tools))
+            if block["type"] == "image" and message["role"] != "user":
+                raise Rejected(f"messages.{index}: image blocks are only allowed in user "
+                               "messages")
         if message["role"] == "user":
             results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
             if previous_calls and (blocks[: len(results)] != [b for b in blocks
@@ -225,6 +315,14 @@ def _check_block(block: dict[str, Any], index: int, tools: bool) -> None:
                            "define tools")
         if kind == "tool_use" and not isinstance(block.get("input"), dict):
             raise Rejected(f"messages.{index}: tool_use.input must be an object")
+        if kind == "tool_result" and isinstance(block.get("content"), list):
+            for part in block["content"]:
+                if part.get("type") not in ("text", "image", "search_result", "document"):
+                    raise Rejected(f"messages.{index}: tool_result content takes text, image, "
+                                   "search_result and document blocks")
+                _check_block(part, index, tools)
+    elif kind == "image":
+        _check_anthropic_image(block.get("source"), index)
     elif kind == "search_result":
         content = block.get("content")
         if (not isinstance(block.get("source"), str) or not isinstance(block.get("title"), str)
@@ -234,6 +332,20 @@ def _check_block(block: dict[str, Any], index: int, tools: bool) -> None:
                            "content")
     else:
         raise Rejected(f"messages.{index}: unsupported block type {kind!r}")
+
+
+def _check_anthropic_image(source: object, index: int) -> None:
+    if not isinstance(source, dict):
+        raise Rejected(f"messages.{index}: image.source: Field required")
+    if source.get("type") == "base64":
+        _check_image_data(source.get("media_type"), source.get("data"), f"messages.{index}")
+        if len(base64.b64decode(source["data"])) > 5 * 1024 * 1024:
+            raise Rejected(f"messages.{index}: image exceeds 5 MB maximum")
+    elif source.get("type") == "url":
+        if not re.fullmatch(r"https?://\S+", str(source.get("url"))):
+            raise Rejected(f"messages.{index}: image.source.url is invalid")
+    else:
+        raise Rejected(f"messages.{index}: image.source.type must be base64 or url")
 
 
 def _check_cache_key(body: dict[str, Any]) -> None:

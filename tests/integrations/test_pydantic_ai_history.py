@@ -146,12 +146,41 @@ def test_conversions_keep_pairs_and_text() -> None:
 
 def test_a_part_it_cannot_carry_is_refused_naming_its_position() -> None:
     import pytest
-    from pydantic_ai.messages import ImageUrl, UserPromptPart
+    from pydantic_ai.messages import AudioUrl, UserPromptPart
 
     from contextwright import InvalidInputError
 
     history = [*to_pydantic_ai(long_conversation(3)),
-               ModelRequest(parts=[UserPromptPart(["look", ImageUrl("https://example.com/a.png")])])]
+               ModelRequest(parts=[UserPromptPart(["listen", AudioUrl("https://example.com/a.wav")])])]
     agent = agent_with(FunctionModel(Recorder()), ContextwrightHistory())
     with pytest.raises(InvalidInputError, match=rf"messages\[{len(history) - 1}\]"):
-        run(agent, "What is in the picture?", message_history=history)
+        run(agent, "What is in the recording?", message_history=history)
+
+
+def test_images_reach_the_model_and_the_run_keeps_them() -> None:
+    import base64
+    import struct
+    import zlib
+
+    from pydantic_ai.messages import BinaryContent, ImageUrl, UserPromptPart
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + data))
+        return struct.pack(">I", len(data)) + kind + data + crc
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 3, 8, 0, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(b"\x00" * 15)) + chunk(b"IEND", b""))
+    images = [ImageUrl("https://example.com/a.png"), BinaryContent(png, media_type="image/png")]
+    history = [*to_pydantic_ai(long_conversation(3)),
+               ModelRequest(parts=[UserPromptPart(["look", *images])]),
+               ModelResponse(parts=[TextPart("Two pictures.")])]
+    recorder = Recorder()
+    run(agent_with(FunctionModel(recorder), ContextwrightHistory()), "Which is larger?",
+        message_history=history)
+    sent = [part.content for message in recorder.requests[0] for part in message.parts
+            if isinstance(part, UserPromptPart) and not isinstance(part.content, str)]
+    assert sent == [["look", *images]]
+    chat = from_pydantic_ai([ModelRequest(parts=[UserPromptPart(["look", *images])])])[0]
+    assert [p["type"] for p in chat["content"]] == ["text", "image_url", "image_url"]
+    assert chat["content"][2]["image_url"]["url"] == (
+        "data:image/png;base64," + base64.b64encode(png).decode())

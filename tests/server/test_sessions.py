@@ -198,3 +198,22 @@ def test_ids_with_any_characters_but_a_slash_round_trip(tmp_path: object,
         view = client.session(user, session)
         assert view is not None and view.message_count == 1
         assert client.session(user + "x", session) is None
+
+
+def test_images_go_through_the_service_as_in_process(serve_app: Callable[..., Running],
+                                                     tmp_path: object) -> None:
+    from contextwright import Request
+    from contextwright.core.images import ImagePart
+
+    image = ImagePart(url="https://example.invalid/map.png", width=800, height=600)
+    running = serve_app(f"sqlite:///{tmp_path}/images.db")
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        remote = client.prepare("nora", "trip", "Where is this?", images=[image])
+        built = client.build(Request(user_input="And this?", images=[image]), plan="simple_qa")
+    local = ContextManager(MemoryStore(), background=False).prepare(
+        "nora", "trip", "Where is this?", images=[image])
+    for body in (remote.to_request("openai"), local.to_request("openai")):
+        parts = body["messages"][-1]["content"]
+        assert parts[1] == {"type": "image_url", "image_url": {"url": image.url}}
+    assert remote.report.total_tokens == local.report.total_tokens
+    assert built.to_request("openai")["messages"][-1]["content"][1]["type"] == "image_url"

@@ -1,20 +1,25 @@
-"""How many tokens a rendered context costs: content, per-message overhead, tool calls, schemas.
+"""How many tokens a rendered context costs: content, message framing, tool calls, schemas, images.
 
-Content is counted by the exact tokenizer. The fixed overheads follow OpenAI's published counting
-for chat messages (3 tokens of framing per message plus the role, 3 to prime the reply); tool calls
-and schemas are counted as their JSON text plus a fixed framing allowance that is larger than the
-provider's own (more compact) rendering, so the count errs on the safe side.
+Content is counted by the exact tokenizer. The framing of each message and the reply's primer
+come from the tokenizer's ``ChatFrame``: OpenAI's published counting (3 tokens of framing per
+message plus the role, 3 to prime the reply) unless the tokenizer measured its model's own chat
+template. Tool calls and schemas are counted as their JSON text plus a fixed framing allowance
+that is larger than the provider's own (more compact) rendering, so the count errs on the safe
+side. Images are counted by the build's ``ImageTokenRule`` (each provider's published rule).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from contextwright.core.images import ImagePart
 from contextwright.core.items import Message
-from contextwright.tokens import CountingTokenizer
+from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule, TokenCount
 
 MESSAGE_OVERHEAD = 4
-"""Framing of one chat message: 3 tokens plus the role."""
+"""OpenAI's framing of one chat message: 3 tokens plus the role (``ChatFrame``'s default)."""
 REPLY_PRIMING = 3
-"""Tokens that prime the assistant's reply."""
+"""OpenAI's tokens that prime the assistant's reply (``ChatFrame``'s default)."""
 CALL_OVERHEAD = 8
 """Framing of one tool call (id, type, braces) beyond its name and arguments."""
 SCHEMA_OVERHEAD = 8
@@ -29,9 +34,29 @@ def call_tokens(message: Message, tokenizer: CountingTokenizer) -> int:
     )
 
 
-def message_tokens(message: Message, tokenizer: CountingTokenizer) -> int:
+def image_tokens(images: Sequence[ImagePart], rule: ImageTokenRule) -> TokenCount:
+    """Tokens of a message's images under ``rule``, and whether the count is exact."""
+    total = TokenCount(0)
+    for image in images:
+        total += rule.count(image.width, image.height, image.detail)
+    return total
+
+
+def frame_tokens(message: Message, tokenizer: CountingTokenizer,
+                 images: ImageTokenRule = DEFAULT_IMAGES) -> int:
+    """Tokens of a rendered message besides its content: framing, tool calls, images."""
+    tokens = tokenizer.frame.message(message.role)
+    if message.tool_calls:
+        tokens += call_tokens(message, tokenizer)
+    if message.images:
+        tokens += image_tokens(message.images, images).tokens
+    return tokens
+
+
+def message_tokens(message: Message, tokenizer: CountingTokenizer,
+                   images: ImageTokenRule = DEFAULT_IMAGES) -> int:
     """Tokens of one rendered message."""
-    return tokenizer.count(message.content) + MESSAGE_OVERHEAD + call_tokens(message, tokenizer)
+    return tokenizer.count(message.content) + frame_tokens(message, tokenizer, images)
 
 
 def schema_tokens(schema_json: str, tokenizer: CountingTokenizer) -> int:
@@ -40,7 +65,19 @@ def schema_tokens(schema_json: str, tokenizer: CountingTokenizer) -> int:
 
 
 def context_tokens(messages: tuple[Message, ...], schema_jsons: tuple[str, ...],
-                   tokenizer: CountingTokenizer) -> int:
+                   tokenizer: CountingTokenizer,
+                   images: ImageTokenRule = DEFAULT_IMAGES) -> int:
     """Total tokens of a context: every message, every tool schema and the reply priming."""
-    total = REPLY_PRIMING + sum(message_tokens(m, tokenizer) for m in messages)
+    total = tokenizer.frame.reply + sum(message_tokens(m, tokenizer, images) for m in messages)
     return total + sum(schema_tokens(s, tokenizer) for s in schema_jsons)
+
+
+def counts_exactly(messages: Sequence[Message], schema_jsons: Sequence[str],
+                   tokenizer: CountingTokenizer, images: ImageTokenRule) -> bool:
+    """Whether the count of this context is exact: the tokenizer's, each image's, the tools'."""
+    if not tokenizer.exact:
+        return False
+    tools = bool(schema_jsons) or any(m.tool_calls or m.role == "tool" for m in messages)
+    if tools and not tokenizer.frame.tools_exact:
+        return False
+    return all(image_tokens(m.images, images).exact for m in messages if m.images)

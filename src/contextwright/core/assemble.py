@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contextwright.core.accounting import REPLY_PRIMING, message_tokens
+from contextwright.core.accounting import message_tokens
 from contextwright.core.fence import DATA_NOTE, label
 from contextwright.core.final import SystemPart
 from contextwright.core.gather import Candidate, Costing, Unit
@@ -73,7 +73,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     documents: list[bool] = []
     counts: list[int] = []
     keys: list[str] = []
-    tokens = REPLY_PRIMING
+    tokens = costing.tokenizer.frame.reply
     fenced = False
     tail_parts: list[Candidate] = []
     specs = [spec for spec in plan.sources if spec.source not in tail]

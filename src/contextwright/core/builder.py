@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import NoReturn
 
-from contextwright.core.accounting import MESSAGE_OVERHEAD, REPLY_PRIMING
+from contextwright.core.accounting import counts_exactly
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cache import CachePolicy, Fingerprint, plan_hash
@@ -45,21 +45,23 @@ from contextwright.core.source import ContextSource
 from contextwright.core.stepping import Stepping, cache_points
 from contextwright.core.text import render_text
 from contextwright.errors import BudgetError, PlanError
-from contextwright.tokens import CountingTokenizer
+from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
 
 
 def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
                   tokenizer: CountingTokenizer, target: Target = "chat", *,
                   fence_key: bytes = DEFAULT_FENCE_KEY, cache: CachePolicy | None = None,
-                  previous: Fingerprint | None = None) -> FinalContext:
+                  previous: Fingerprint | None = None,
+                  images: ImageTokenRule = DEFAULT_IMAGES) -> FinalContext:
     """Build the context of one model call, counted for the ``target`` rendering.
 
     ``fence_key`` keys the fence markers (``fence.fence_key`` derives one from a secret).
     With ``cache``, the build keeps a stable prefix (``core.stepping``): it continues
     ``previous``'s layout where it still fits and renders what changes every call last.
+    ``images`` counts the images of messages (the model's provider rule).
     """
     costing = Costing(tokenizer, language_of(check_text(request.user_input, "user_input")),
-                      target, fence_key)
+                      target, fence_key, images)
     plan, added = added_sources(plan, request)
     gathered, pool = gather_all(plan, request, sources, costing)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
@@ -96,6 +98,11 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
                          total)
     require_user_input(report)
+    if report.exact_tokens and not counts_exactly(assembly.messages, assembly.schema_jsons,
+                                                  tokenizer, images):
+        report = replace(report, exact_tokens=False)
+    if tokenizer.warning:
+        report = replace(report, warnings=(*report.warnings, tokenizer.warning))
     fingerprint = None
     if steps is not None:
         fingerprint = steps.fingerprint(assembly, selections, request, tail)
@@ -110,6 +117,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
         message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
         cache_points=cache_points(assembly.sections, tail) if steps is not None else (),
+        image_rule=images,
     )
 
 
@@ -150,7 +158,8 @@ def framing_tokens(plan: BuildPlan, request: Request, costing: Costing) -> int:
         return sum(costing.tokenizer.count(separator(name, costing.language)) + 1
                    for name in names)
     prompt = bool(request.system) and plan.spec("system") is not None
-    return REPLY_PRIMING + (MESSAGE_OVERHEAD if prompt else 0)
+    frame = costing.tokenizer.frame
+    return frame.reply + (frame.system if prompt else 0)
 
 
 def data_note_tokens(plan: BuildPlan, request: Request, gathered: list[Gathered],
@@ -167,7 +176,7 @@ def data_note_tokens(plan: BuildPlan, request: Request, gathered: list[Gathered]
     if not (offered or loop):
         return 0
     prompt = bool(request.system) and plan.spec("system") is not None
-    frame = 0 if prompt else MESSAGE_OVERHEAD  # the note may open the system message
+    frame = 0 if prompt else costing.tokenizer.frame.system  # the note may open the message
     return costing.tokenizer.count(DATA_NOTE[costing.language]) + 2 + frame
 
 
@@ -178,7 +187,7 @@ def repeat_tokens(plan: BuildPlan, request: Request, costing: Costing) -> int:
     if not (plan.repeat_question and follows):
         return 0
     question = repeated_question(request.user_input, costing).content
-    return costing.tokenizer.count(question) + MESSAGE_OVERHEAD + 1
+    return costing.tokenizer.count(question) + costing.tokenizer.frame.user + 1
 
 
 def lead_tokens(plan: BuildPlan, costing: Costing) -> int:
@@ -192,7 +201,7 @@ def lead_tokens(plan: BuildPlan, costing: Costing) -> int:
     if (costing.target != "chat" or history is None
             or history.options.get("partial_rounds") is not True):
         return 0
-    return costing.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD
+    return costing.tokenizer.count(ANTHROPIC_LEAD) + costing.tokenizer.frame.user
 
 
 def reserve(pool: int, tokens: int) -> tuple[bool, int]:
@@ -370,7 +379,8 @@ def exact_tokens(assembly: Assembly, costing: Costing) -> tuple[int, int]:
         total = costing.tokenizer.count(text)
         return total, total
     first = next((m.role for m in assembly.messages if m.role != "system"), "user")
-    lead = costing.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD if first != "user" else 0
+    tokenizer = costing.tokenizer
+    lead = tokenizer.count(ANTHROPIC_LEAD) + tokenizer.frame.user if first != "user" else 0
     return assembly.chat_tokens, assembly.chat_tokens + lead
 
 

@@ -214,10 +214,15 @@ def tools_hash(schema_jsons: Sequence[str]) -> str:
 
 
 def message_hash(message: Message) -> str:
-    """Hash of everything of a message a provider sees."""
+    """Hash of everything of a message a provider sees.
+
+    Its images too: another image, or another detail, is another message.
+    """
     calls = "\x1f".join(f"{c.id}\x1e{c.name}\x1e{c.arguments}" for c in message.tool_calls)
-    return short_hash("\x1d".join((message.role, message.content, calls,
-                                   message.tool_call_id or "", message.name or "")))
+    parts = [message.role, message.content, calls, message.tool_call_id or "", message.name or ""]
+    if message.images:
+        parts.append("\x1f".join(image.digest() for image in message.images))
+    return short_hash("\x1d".join(parts))
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from contextwright.core.accounting import MESSAGE_OVERHEAD, call_tokens
+from contextwright.core.accounting import frame_tokens
 from contextwright.core.fence import fence
 from contextwright.core.gather import (
     Candidate,
@@ -183,7 +183,8 @@ def _render_by_lines(item: ContextItem, costing: Costing) -> Candidate | None:
     content_tokens = _fenced_tokens(tokenizer.count, shown.content)
     if content_tokens is None:
         return None
-    return Candidate(item, shown, content_tokens + MESSAGE_OVERHEAD + call_tokens(shown, tokenizer))
+    return Candidate(item, shown,
+                     content_tokens + frame_tokens(shown, tokenizer, costing.images))
 
 
 _OPEN, _CLOSE = "<<data", "<<end"

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from contextwright.core.accounting import MESSAGE_OVERHEAD, context_tokens
+from contextwright.core.accounting import context_tokens
 from contextwright.core.cache import Fingerprint, message_hash, plan_hash, tools_hash
 from contextwright.core.items import Message
 from contextwright.core.providers import (
@@ -32,7 +32,7 @@ from contextwright.core.validate import (
     validate_responses,
 )
 from contextwright.errors import InvalidInputError
-from contextwright.tokens import CountingTokenizer
+from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
 
 Format = Literal["openai", "openai-responses", "anthropic", "text"]
 
@@ -94,6 +94,8 @@ class FinalContext:
     cache_points: tuple[int, ...] = ()
     """Indexes of ``messages`` where a stable part ends (history's end, the end of what will be
     repeated next call): Anthropic ``cache_control`` breakpoints go there."""
+    image_rule: ImageTokenRule = DEFAULT_IMAGES
+    """How the build counted images (the model's provider rule)."""
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -153,12 +155,16 @@ class FinalContext:
             if enabled else None,
             cache_key=self.cache_key if enabled else None)).body
 
-    def rendering_notes(self, fmt: ProviderFormat) -> list[str]:
+    def rendering_notes(self, fmt: Format) -> list[str]:
         """What the ``fmt`` rendering could not carry as built.
 
-        For example an empty message it left out, or tool calls shown as text because the
-        request defines no tools.
+        For example an empty message it left out, tool calls shown as text because the
+        request defines no tools, or images shown as placeholders (always, in ``text``).
         """
+        if fmt == "text":
+            images = sum(len(m.images) for m in self.messages)
+            return [f"{images} image(s) shown as placeholders: the text prompt carries no "
+                    "images"] if images else []
         return self._render(fmt, self._any_max_tokens()).notes
 
     def _any_max_tokens(self) -> CallSettings:
@@ -187,7 +193,7 @@ class FinalContext:
                              f"{', '.join(PROVIDER_FORMATS)}")
         rendered = anthropic(system, rest, labels, documents, self.tool_schemas, settings)
         validate_anthropic_request(rendered.body)
-        lead_tokens = (self.tokenizer.count(ANTHROPIC_LEAD) + MESSAGE_OVERHEAD
+        lead_tokens = (self.tokenizer.count(ANTHROPIC_LEAD) + self.tokenizer.frame.user
                        if rendered.lead else 0)
         check_budget(self._chat_tokens() + lead_tokens, self.available)
         return rendered
@@ -214,4 +220,4 @@ class FinalContext:
 
     def recount(self) -> int:
         """Count the OpenAI rendering again from scratch (for checks and tests)."""
-        return context_tokens(self.messages, self.schema_jsons, self.tokenizer)
+        return context_tokens(self.messages, self.schema_jsons, self.tokenizer, self.image_rule)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contextwright.core.accounting import MESSAGE_OVERHEAD, call_tokens, schema_tokens
+from contextwright.core.accounting import frame_tokens, schema_tokens
 from contextwright.core.fence import DEFAULT_FENCE_KEY, escape_lines, fence, label, separator
 from contextwright.core.items import ContextItem, Message
 from contextwright.core.plan import SourceSpec
@@ -22,7 +22,7 @@ from contextwright.core.request import Request
 from contextwright.core.source import ContextSource
 from contextwright.core.text import text_block
 from contextwright.errors import InvalidInputError, SourceError
-from contextwright.tokens import CountingTokenizer
+from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
 
 logger = logging.getLogger("contextwright")
 Target = Literal["chat", "text"]
@@ -49,6 +49,8 @@ class Candidate:
     def __post_init__(self) -> None:
         m = self.item.message
         self.fingerprint = (m.role, m.content, tuple((t.name, t.arguments) for t in m.tool_calls))
+        if m.images:  # the same words with other images are another message
+            self.fingerprint += (m.images,)
 
     @property
     def is_schema(self) -> bool:
@@ -103,18 +105,21 @@ class Gathered:
 
 @dataclass(frozen=True, slots=True)
 class Costing:
-    """How a build renders and counts: tokenizer, labels' language, target, fence key."""
+    """How a build renders and counts: tokenizer, labels' language, target, fence key, images."""
 
     tokenizer: CountingTokenizer
     language: str
     target: Target = "chat"
     fence_key: bytes = DEFAULT_FENCE_KEY
     """The key fence markers are hashed with (``fence.fence_key``)."""
+    images: ImageTokenRule = DEFAULT_IMAGES
+    """How images are counted (the model's provider rule)."""
 
     @property
-    def key(self) -> tuple[str, str, str, bytes]:
+    def key(self) -> tuple[str, str, str, bytes, str]:
         """What a rendered candidate depends on besides its item."""
-        return (self.tokenizer.name, self.language, self.target, self.fence_key)
+        return (self.tokenizer.name, self.language, self.target, self.fence_key,
+                self.images.name)
 
 
 def render_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:
@@ -138,8 +143,7 @@ def render_candidate(item: ContextItem, costing: Costing, limit: int) -> Candida
         join = 0 if item.key == "system.prompt" else SECTION_JOIN_TOKENS
         return Candidate(item, message, content_tokens + join, complete)
     return Candidate(item, message,
-                     content_tokens + MESSAGE_OVERHEAD + call_tokens(message, tokenizer),
-                     complete)
+                     content_tokens + frame_tokens(message, tokenizer, costing.images), complete)
 
 
 def _text_tokens(item: ContextItem, message: Message, costing: Costing, limit: int) -> int:
@@ -157,7 +161,7 @@ def _text_tokens(item: ContextItem, message: Message, costing: Costing, limit: i
     return tokenizer.count_up_to(text_block(message, language), limit) + 1
 
 
-_CANDIDATES: dict[tuple[int, tuple[str, str, str, bytes]], tuple[ContextItem, Candidate]] = {}
+_CANDIDATES: dict[tuple[int, tuple[str, str, str, bytes, str]], tuple[ContextItem, Candidate]] = {}
 
 
 def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:
@@ -183,7 +187,7 @@ def with_content(message: Message, content: str) -> Message:
     """``message`` with other content (as rendered: fenced or labelled)."""
     return Message(role=message.role, content=content, tool_calls=message.tool_calls,
                    tool_call_id=message.tool_call_id, name=message.name, id=message.id,
-                   timestamp=message.timestamp)
+                   timestamp=message.timestamp, images=message.images)
 
 
 def gather_source(spec: SourceSpec, position: int, source: ContextSource, request: Request,

@@ -1,7 +1,8 @@
 """Messages, tool calls, layers and context items: the data every build step passes along.
 
 Pure data; nothing here does I/O. ``parse_message`` turns an OpenAI-format dict into a ``Message``
-and is the single place where a malformed message is rejected.
+and is the single place where a malformed message is rejected. A message's images
+(``core.images.ImagePart``) ride beside its text: user and tool messages may carry them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal, cast
 
+from contextwright.core.images import ImagePart, image_from_part
 from contextwright.errors import InvalidInputError
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -70,6 +72,13 @@ class Message:
     """Caller's message id, used for de-duplication."""
     timestamp: str | None = None
     """Caller's timestamp, kept as given."""
+    images: tuple[ImagePart, ...] = ()
+    """Images of a user or tool message, in order; they are shown after its text and are
+    kept or dropped with the message, never cut."""
+
+
+IMAGE_ROLES = frozenset(("user", "tool"))
+"""Roles whose messages may carry images (no provider takes images from the others)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,18 +199,25 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _content_text(content: object, where: str) -> str:
-    """Accept string content or OpenAI content parts of type text."""
+def _content(content: object, where: str) -> tuple[str, tuple[ImagePart, ...]]:
+    """Text and images of string content or OpenAI content parts (text and ``image_url``).
+
+    The text parts are joined by line breaks; the images keep their order.
+    """
     if content is None:
-        return ""
+        return "", ()
     if isinstance(content, list):
         texts = []
+        images = []
         for index, part in enumerate(content):
+            if isinstance(part, Mapping) and part.get("type") == "image_url":
+                images.append(image_from_part(part, f"{where}[{index}]"))
+                continue
             if not isinstance(part, Mapping) or part.get("type") != "text":
-                raise InvalidInputError(f"{where}[{index}] must be a text part")
+                raise InvalidInputError(f"{where}[{index}] must be a text or image_url part")
             texts.append(check_text(part.get("text"), f"{where}[{index}].text"))
-        return "\n".join(texts)
-    return check_text(content, where)
+        return "\n".join(texts), tuple(images)
+    return check_text(content, where), ()
 
 
 _PARSED: dict[int, tuple[Mapping[str, Any], dict[str, Any], Message]] = {}
@@ -261,9 +277,13 @@ def _parse_message(raw: object, where: str) -> Message:
     message_id = _optional_text(raw.get("id"), f"{where}.id")
     timestamp = _optional_text(raw.get("timestamp"), f"{where}.timestamp")
     name = raw.get("name")
+    content, images = _content(raw.get("content"), f"{where}.content")
+    if images and role not in IMAGE_ROLES:
+        raise InvalidInputError(f"{where}.content has images, which only user and tool "
+                                "messages may carry")
     return Message(
         role=cast(Role, role),
-        content=_content_text(raw.get("content"), f"{where}.content"),
+        content=content,
         tool_calls=tuple(
             _parse_tool_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls)
         ),
@@ -271,6 +291,7 @@ def _parse_message(raw: object, where: str) -> Message:
         name=check_text(name, f"{where}.name") if isinstance(name, str) else None,
         id=message_id,
         timestamp=timestamp,
+        images=images,
     )
 
 

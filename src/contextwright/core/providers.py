@@ -17,6 +17,13 @@ refuse them (``CallIds``):
   ``function_call_output`` items.
 - OpenAI Chat Completions: calls inline, results as ``tool`` messages.
 
+Images go in each provider's own form: ``image_url`` parts (Chat Completions), ``input_image``
+parts (Responses, also in ``function_call_output``), ``image`` blocks (Anthropic, also inside
+``tool_result``). An image of fenced data sits inside its fence: between the text block that
+opens it and the one that closes it. Where a format takes no image (a Chat Completions tool
+message, an Anthropic ``search_result``, an image over Anthropic's 5 MB), a short placeholder
+line stands in its place.
+
 What a format cannot carry is listed in the rendering's ``notes`` (never dropped silently).
 """
 
@@ -29,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from contextwright.core.fence import neutralise
+from contextwright.core.images import ANTHROPIC_MAX_IMAGE_BYTES, ImagePart
 from contextwright.core.items import Message
 from contextwright.errors import InvalidInputError
 
@@ -119,12 +127,105 @@ def renamed_note(ids: CallIds) -> list[str]:
             "API refuses (results follow their calls)"]
 
 
+# --- images ----------------------------------------------------------------------------------
+
+_FENCE_END = re.compile(r"\n<<end [0-9a-f]{12}>>\Z")
+
+
+def split_fence(content: str) -> tuple[str, str]:
+    """(everything before a fence's closing line, that line) of fenced text; (text, '') else."""
+    match = _FENCE_END.search(content)
+    if match is None:
+        return content, ""
+    return content[: match.start()], content[match.start() + 1:]
+
+
+def image_segments(message: Message, carried: Callable[[ImagePart], bool]
+                   ) -> list[str | ImagePart]:
+    """The message as text and images in order, images ``carried`` cannot take as placeholders.
+
+    A fenced text keeps its images inside the fence: the closing line comes last. Empty texts
+    are left out.
+    """
+    head, tail = split_fence(message.content)
+    shown = [image for image in message.images if carried(image)]
+    head += "".join(f"\n{image.placeholder()}" for image in message.images
+                    if not carried(image))
+    segments: list[str | ImagePart] = [head.lstrip("\n") if not message.content else head]
+    segments += shown
+    if tail:
+        segments.append(tail)
+    return [s for s in segments if not isinstance(s, str) or s.strip()]
+
+
+def with_placeholders(message: Message) -> str:
+    """The message's text with a placeholder line for each image (inside its fence)."""
+    if not message.images:
+        return message.content
+    head, tail = split_fence(message.content)
+    lines = "\n".join(image.placeholder() for image in message.images)
+    text = f"{head}\n{lines}" if head else lines
+    return f"{text}\n{tail}" if tail else text
+
+
+@dataclass(slots=True)
+class ImageNotes:
+    """Counts of images a rendering showed as placeholders, by reason, for the notes."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, reason: str, number: int = 1) -> None:
+        """Count ``number`` images shown as placeholders for ``reason``."""
+        if number:
+            self.counts[reason] = self.counts.get(reason, 0) + number
+
+    def notes(self) -> list[str]:
+        """One note per reason."""
+        return [f"{number} image(s) shown as placeholders: {reason}"
+                for reason, number in self.counts.items()]
+
+
+def openai_image(image: ImagePart) -> dict[str, Any]:
+    """An ``image_url`` content part for Chat Completions."""
+    image_url: dict[str, Any] = {"url": image.source}
+    if image.detail != "auto":
+        image_url["detail"] = image.detail
+    return {"type": "image_url", "image_url": image_url}
+
+
+def responses_image(image: ImagePart) -> dict[str, Any]:
+    """An ``input_image`` content part for the Responses API."""
+    return {"type": "input_image", "image_url": image.source, "detail": image.detail}
+
+
+def anthropic_image(image: ImagePart) -> dict[str, Any]:
+    """An ``image`` block for the Messages API (base64 or url source)."""
+    if image.data is not None:
+        return {"type": "image", "source": {"type": "base64", "media_type": image.media_type,
+                                            "data": image.data}}
+    return {"type": "image", "source": {"type": "url", "url": image.url}}
+
+
+def _anthropic_takes(image: ImagePart) -> bool:
+    return image.size_bytes <= ANTHROPIC_MAX_IMAGE_BYTES
+
+
 # --- OpenAI Chat Completions ---------------------------------------------------------------
 
+_OPENAI_TOOL_IMAGES = "Chat Completions tool messages carry text only"
 
-def openai_message(message: Message) -> dict[str, Any]:
-    """One message in OpenAI chat form."""
+
+def openai_message(message: Message, images: ImageNotes | None = None) -> dict[str, Any]:
+    """One message in OpenAI chat form (``images`` counts the images shown as placeholders)."""
     rendered: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.images:
+        if message.role == "user":
+            parts = [{"type": "text", "text": message.content}] if message.content else []
+            rendered["content"] = parts + [openai_image(image) for image in message.images]
+        else:
+            rendered["content"] = with_placeholders(message)
+            if images is not None:
+                images.add(_OPENAI_TOOL_IMAGES, len(message.images))
     if message.tool_calls:
         rendered["content"] = message.content or None
         rendered["tool_calls"] = [
@@ -143,7 +244,8 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     body: dict[str, Any] = {}
     if settings.model is not None:
         body["model"] = settings.model
-    body["messages"] = [openai_message(m) for m in messages]
+    images = ImageNotes()
+    body["messages"] = [openai_message(m, images) for m in messages]
     if schemas:
         body["tools"] = [dict(s) for s in schemas]
     if settings.max_output_tokens:
@@ -151,7 +253,7 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     if settings.cache_key:
         body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _openai_tool_choice)
-    return Rendered(body)
+    return Rendered(body, images.notes())
 
 
 def _openai_tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, Any]:
@@ -191,10 +293,19 @@ def openai_responses(system: str, messages: Sequence[Message],
 
 def _response_items(message: Message, ids: CallIds) -> list[dict[str, Any]]:
     if message.role == "tool":
+        output: str | list[dict[str, Any]] = message.content
+        if message.images:
+            output = [responses_image(s) if isinstance(s, ImagePart)
+                      else {"type": "input_text", "text": s}
+                      for s in image_segments(message, lambda image: True)]
         return [{"type": "function_call_output", "call_id": ids.result(message.tool_call_id),
-                 "output": message.content}]
+                 "output": output}]
     items: list[dict[str, Any]] = []
-    if message.content or not message.tool_calls:
+    if message.images:
+        parts = [{"type": "input_text", "text": message.content}] if message.content else []
+        items.append({"type": "message", "role": message.role,
+                      "content": parts + [responses_image(image) for image in message.images]})
+    elif message.content or not message.tool_calls:
         items.append({"type": "message", "role": message.role, "content": message.content})
     items.extend({"type": "function_call", "call_id": ids.call(c.id), "name": c.name,
                   "arguments": c.arguments} for c in message.tool_calls)
@@ -235,13 +346,18 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     notes: list[str] = []
     native_tools = bool(schemas)
     ids = CallIds()
+    images = ImageNotes()
     merged, marked = _anthropic_turns(messages, labels, documents, native_tools, ids,
-                                      set(settings.cache_points or ()), notes)
+                                      set(settings.cache_points or ()), notes, images)
     if not native_tools and any(m.tool_calls or m.role == "tool" for m in messages):
         notes.append("the request defines no tools, so tool calls are shown as the assistant's "
                      "text and their results as search_result blocks (the Messages API refuses "
                      "tool blocks without tools)")
     notes += renamed_note(ids)
+    notes += images.notes()
+    if any(image.detail != "auto" for message in messages for image in message.images):
+        notes.append("image detail hints are OpenAI's; the Messages API has none, so they are "
+                     "not sent")
     for turn in merged:
         if turn["role"] == "user":  # tool results must open a user message
             turn["content"].sort(key=lambda block: block["type"] != "tool_result")
@@ -272,7 +388,7 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
 
 def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
                      documents: Sequence[bool], native_tools: bool, ids: CallIds,
-                     points: set[int], notes: list[str]
+                     points: set[int], notes: list[str], images: ImageNotes
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Messages as alternating turns, and the last block of each message in ``points``."""
     merged: list[dict[str, Any]] = []
@@ -283,7 +399,7 @@ def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
         if message.tool_calls:
             ids.open_block(message)
         blocks = _anthropic_blocks(message, labels[index] if index < len(labels) else None,
-                                   document, native_tools, ids)
+                                   document, native_tools, ids, images)
         if not blocks:
             notes.append(f"an empty {message.role} message was left out (the Messages API "
                          "refuses empty content)")
@@ -317,12 +433,20 @@ def _add_breakpoints(body: dict[str, Any], merged: list[dict[str, Any]],
                            "cache_control": dict(CACHE_CONTROL)}]
 
 
+_OVER_5_MB = "the Messages API takes images up to 5 MB"
+_SEARCH_RESULT_IMAGES = ("without tools, tool results are search_result blocks, which carry "
+                         "text only")
+
+
 def _anthropic_blocks(message: Message, source_label: str | None, document: bool,
-                      native_tools: bool, ids: CallIds) -> list[dict[str, Any]]:
+                      native_tools: bool, ids: CallIds, images: ImageNotes
+                      ) -> list[dict[str, Any]]:
     if message.role == "tool":
-        return [_tool_result_block(message, native_tools, ids)]
+        return [_tool_result_block(message, native_tools, ids, images)]
     if document:
         return [_search_result(source_label or "document", message.content)]
+    if message.images:
+        return _anthropic_content(message, images)
     blocks: list[dict[str, Any]] = []
     if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
@@ -342,11 +466,22 @@ def _search_result(source_label: str, text: str) -> dict[str, Any]:
             "content": [{"type": "text", "text": text if text.strip() else "(empty)"}]}
 
 
-def _tool_result_block(message: Message, native_tools: bool, ids: CallIds) -> dict[str, Any]:
+def _anthropic_content(message: Message, images: ImageNotes) -> list[dict[str, Any]]:
+    """Text and image blocks of a message with images (those over 5 MB as placeholders)."""
+    images.add(_OVER_5_MB, sum(1 for image in message.images if not _anthropic_takes(image)))
+    return [anthropic_image(s) if isinstance(s, ImagePart) else {"type": "text", "text": s}
+            for s in image_segments(message, _anthropic_takes)]
+
+
+def _tool_result_block(message: Message, native_tools: bool, ids: CallIds,
+                       images: ImageNotes) -> dict[str, Any]:
     if not native_tools:
-        return _search_result(f"{message.name or 'tool'} result", message.content)
+        images.add(_SEARCH_RESULT_IMAGES, len(message.images))
+        return _search_result(f"{message.name or 'tool'} result", with_placeholders(message))
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": ids.result(message.tool_call_id)}
-    if message.content:
+    if message.images:
+        block["content"] = _anthropic_content(message, images)
+    elif message.content:
         block["content"] = message.content
     return block
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
+from contextwright.core.images import ImagePart, image_from_part
 from contextwright.core.items import Message, check_text, parse_message
 from contextwright.errors import InvalidInputError
 
@@ -62,10 +63,16 @@ class Request:
     """Few-shot examples as ``{"input": ..., "output": ...}``."""
     notes: Sequence[str] = ()
     """Scratchpad / reflection notes of a multi-step task."""
+    images: Sequence[ImagePart] = ()
+    """Images of the user's input, shown after its text (never cut; counted by the model's
+    image rule). Image parts in any accepted form are read into ``ImagePart``s."""
 
     def __post_init__(self) -> None:
-        """Check the containers' shapes (cheap: no element is read, see ``validate``)."""
-        for name in ("history", "turn", "tools", "documents", "examples", "notes"):
+        """Check the containers' shapes (cheap: no message is read, see ``validate``).
+
+        Images are read and checked here: they are few, and a bad one must fail early.
+        """
+        for name in ("history", "turn", "tools", "documents", "examples", "notes", "images"):
             value = getattr(self, name)
             if not isinstance(value, Sequence) or isinstance(value, str | bytes):
                 raise InvalidInputError(f"{name} must be a list")
@@ -74,6 +81,10 @@ class Request:
         if any(not isinstance(doc, Document) for doc in self.documents):
             docs = tuple(_as_document(doc, i) for i, doc in enumerate(self.documents))
             object.__setattr__(self, "documents", docs)
+        if not isinstance(self.images, tuple) or any(
+                not isinstance(image, ImagePart) for image in self.images):
+            object.__setattr__(self, "images", tuple(
+                image_from_part(image, f"images[{i}]") for i, image in enumerate(self.images)))
 
     @classmethod
     def from_dict(cls, data: object) -> Request:
@@ -92,6 +103,8 @@ class Request:
             env=model.env,
             examples=model.examples,
             notes=model.notes,
+            images=tuple(image_from_part(image, f"images[{index}]")
+                         for index, image in enumerate(model.images)),
         )
         request.validate()
         return request
@@ -174,6 +187,7 @@ class _RequestModel(BaseModel):
     env: dict[str, str] = {}
     examples: list[dict[str, str]] = []
     notes: list[str] = []
+    images: list[dict[str, Any]] = []
 
 
 def _describe(exc: PydanticValidationError) -> str:

@@ -176,7 +176,9 @@ def _fill_partially(round_units: list[Unit], room: int, grant: int, cutter: Cutt
 def drop_decisions(unit: Unit, reason: str) -> list[Decision]:
     """One ``dropped`` decision per item of ``unit``."""
     return [
-        Decision(source=unit.source, key=c.item.key, action="dropped", reason=reason,
+        Decision(source=unit.source, key=c.item.key, action="dropped",
+                 reason=f"{reason} (with its {len(c.message.images)} image(s))"
+                 if c.message.images else reason,
                  tokens_before=c.tokens)
         for c in unit.candidates
     ]

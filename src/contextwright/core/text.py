@@ -36,11 +36,16 @@ class SystemPartLike(Protocol):
 
 
 def text_block(message: Message, language: str) -> str:
-    """One non-system message as ``Speaker: content`` plus its tool calls."""
+    """One non-system message as ``Speaker: content``, its images' placeholders, its calls.
+
+    A placeholder line (``[image: image/png 800x600]``) starts with ``[``, which no content
+    line can (it would be escaped), so content cannot pass for an image.
+    """
     speaker = label(message.role, language)
     body = escape_lines(message.content, skip_first_line=True)
+    images = "".join("\n" + image.placeholder() for image in message.images)
     calls = "".join("\n" + call_line(call) for call in message.tool_calls)
-    return f"{speaker}: {body}{calls}" if body else f"{speaker}:{calls}"
+    return f"{speaker}: {body}{images}{calls}" if body else f"{speaker}:{images}{calls}"
 
 
 def call_line(call: ToolCall) -> str:

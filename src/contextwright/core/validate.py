@@ -42,10 +42,17 @@ def validate_openai(messages: Sequence[Mapping[str, Any]]) -> None:
         seen_other = seen_other or role != "system"
         if role == "tool":
             raise ValidationError(f"messages[{index}] is a tool result that follows no call")
+        if role != "user" and _has_part(message.get("content"), "image_url"):
+            raise ValidationError(f"messages[{index}] has an image outside a user message")
         index += 1
         calls = message.get("tool_calls") or []
         if calls:
             index = _check_openai_results(messages, index, [c["id"] for c in calls])
+
+
+def _has_part(content: object, kind: str) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(part, Mapping) and part.get("type") == kind for part in content)
 
 
 def _check_openai_results(messages: Sequence[Mapping[str, Any]], index: int,
@@ -56,6 +63,8 @@ def _check_openai_results(messages: Sequence[Mapping[str, Any]], index: int,
         call_id = messages[index].get("tool_call_id")
         if call_id not in pending:
             raise ValidationError(f"messages[{index}] answers no call of the message before it")
+        if _has_part(messages[index].get("content"), "image_url"):
+            raise ValidationError(f"messages[{index}] is a tool message with an image")
         pending.remove(call_id)
         index += 1
     if pending:
@@ -78,6 +87,8 @@ def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> None:
         if not blocks:
             raise ValidationError(f"messages[{index}] has empty content")
         _check_anthropic_blocks(blocks, index)
+        if role == "assistant" and any(b.get("type") == "image" for b in blocks):
+            raise ValidationError(f"messages[{index}] has an image in an assistant message")
         if role == "user":
             answered = [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"]
             if sorted(answered) != sorted(previous_calls):

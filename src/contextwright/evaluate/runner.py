@@ -152,8 +152,10 @@ def _sources(retrieval: bool, tokenizer: str, embedder: Embedder | None, recalle
             raise ContextwrightError("hybrid recall needs an embedder (the embeddings extra)")
         from contextwright.retrieval import HybridTurnRecaller
         from contextwright.sources.conversation import HistorySource
+        from contextwright.sources.recall import RecallExpansion
 
-        sources.append(HistorySource(HybridTurnRecaller(embedder)))
+        # Neighbours of the best hits, as the shipped lexical recaller has them.
+        sources.append(HistorySource(HybridTurnRecaller(embedder, expansion=RecallExpansion())))
     elif recaller != "lexical":
         raise ContextwrightError(f"recaller must be one of {RECALLERS}")
     return tuple(sources)

@@ -15,6 +15,8 @@ from typing import Any, TypeAlias
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.final import FinalContext
+from contextwright.core.images import ImagePart
+from contextwright.core.items import parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
@@ -39,6 +41,8 @@ class Turn:
     """The last user message's text."""
     turn: tuple[Mapping[str, Any], ...]
     """Tool calls, results and replies after the last user message."""
+    images: tuple[ImagePart, ...] = ()
+    """The last user message's images."""
 
 
 def split_turn(messages: Sequence[Mapping[str, Any]], system: str | None = None) -> Turn:
@@ -60,8 +64,9 @@ def split_turn(messages: Sequence[Mapping[str, Any]], system: str | None = None)
         rest.append(message)  # the same object: the builder remembers its parse by object
     if last < 0:
         raise InvalidInputError("messages: the conversation has no user message to answer")
+    user = parse_message(rest[last], "messages[last user]")
     return Turn(system="\n\n".join(systems) if systems else None, history=tuple(rest[:last]),
-                user_input=str(rest[last].get("content") or ""), turn=tuple(rest[last + 1:]))
+                user_input=user.content, turn=tuple(rest[last + 1:]), images=user.images)
 
 
 def resolve_plan(choice: PlanChoice, request: Request) -> BuildPlan:
@@ -101,7 +106,7 @@ class ContextShaper:
         """The request for ``messages`` (OpenAI chat dicts) with ``system`` and tool schemas."""
         turn = split_turn(messages, system)
         return Request(user_input=turn.user_input, system=turn.system, history=turn.history,
-                       turn=turn.turn, tools=tuple(tools))
+                       turn=turn.turn, tools=tuple(tools), images=turn.images)
 
     def plan_for(self, request: Request) -> BuildPlan:
         """The plan this shaper builds ``request`` with, its budget applied."""

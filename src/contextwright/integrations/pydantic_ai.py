@@ -10,13 +10,15 @@ next request. The data note about fenced text comes first, as a system prompt pa
 and counts the function tools' schemas.
 Each build's report is put on the run's newest request as ``metadata["contextwright_report"]``
 (its dict), so ``result.all_messages()`` carries it; ``report_from_messages`` reads the last one.
-``to_pydantic_ai`` / ``from_pydantic_ai`` convert messages either way. Needs the ``pydantic-ai``
-extra.
+``to_pydantic_ai`` / ``from_pydantic_ai`` convert messages either way; a user prompt's images
+(``ImageUrl``, image ``BinaryContent``) are carried, audio, video and documents are refused.
+Needs the ``pydantic-ai`` extra.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
@@ -24,6 +26,8 @@ from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
+    BinaryContent,
+    ImageUrl,
     ModelMessage,
     ModelRequest,
     ModelRequestPart,
@@ -42,6 +46,8 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 from contextwright.builder import ContextBuilder
 from contextwright.core.accounting import MESSAGE_OVERHEAD
 from contextwright.core.final import FinalContext
+from contextwright.core.images import ImagePart
+from contextwright.core.items import parse_message
 from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
 from contextwright.integrations._core import (
@@ -169,7 +175,7 @@ def _request_part(part: ModelRequestPart, where: str) -> Chat:
     if isinstance(part, SystemPromptPart):
         return {"role": "system", "content": part.content}
     if isinstance(part, UserPromptPart):
-        return {"role": "user", "content": _user_text(part.content, where)}
+        return {"role": "user", "content": _user_content(part.content, where)}
     if isinstance(part, ToolReturnPart):
         return {"role": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
                 "content": part.model_response_str()}
@@ -182,13 +188,31 @@ def _request_part(part: ModelRequestPart, where: str) -> Chat:
                             "carry")
 
 
-def _user_text(content: object, where: str) -> str:
+def _user_content(content: object, where: str) -> str | list[Chat]:
+    """Text, or text and ``image_url`` parts for ``ImageUrl`` / image ``BinaryContent``."""
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence) and all(isinstance(item, str) for item in content):
         return "\n".join(content)
-    raise InvalidInputError(f"{where} has non-text content (images, audio, documents), which "
-                            "contextwright cannot carry")
+    if isinstance(content, Sequence):
+        return [_user_item(item, f"{where}.content[{index}]")
+                for index, item in enumerate(content)]
+    raise InvalidInputError(f"{where} has content contextwright cannot carry")
+
+
+def _user_item(item: object, where: str) -> Chat:
+    if isinstance(item, str):
+        return {"type": "text", "text": item}
+    try:
+        if isinstance(item, ImageUrl):
+            return ImagePart(url=item.url).to_chat_part()
+        if isinstance(item, BinaryContent) and item.is_image:
+            return ImagePart(data=base64.b64encode(item.data).decode("ascii"),
+                             media_type=item.media_type).to_chat_part()
+    except InvalidInputError as error:
+        raise InvalidInputError(f"{where}: {error}") from None
+    raise InvalidInputError(f"{where} is a {type(item).__name__} (audio, video or a document), "
+                            "which contextwright cannot carry")
 
 
 def _response(message: ModelResponse, where: str) -> Chat:
@@ -224,7 +248,7 @@ def to_pydantic_ai(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
         elif role == "system":
             parts.append(SystemPromptPart(content=content))
         elif role == "user":
-            parts.append(UserPromptPart(content=content))
+            parts.append(UserPromptPart(content=_prompt_content(message, index)))
         elif role == "tool":
             call_id = str(message.get("tool_call_id"))
             parts.append(ToolReturnPart(tool_name=names.get(call_id) or str(message.get("name")),
@@ -234,6 +258,23 @@ def to_pydantic_ai(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
     if parts:
         result.append(ModelRequest(parts=parts))
     return result
+
+
+def _prompt_content(message: Mapping[str, Any], index: int
+                    ) -> str | list[str | ImageUrl | BinaryContent]:
+    """A user message's text, or its text and images as Pydantic AI's content items."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return content or ""
+    parsed = parse_message(message, f"messages[{index}]")
+    items: list[str | ImageUrl | BinaryContent] = [parsed.content] if parsed.content else []
+    for image in parsed.images:
+        if image.data is not None:
+            items.append(BinaryContent(data=base64.b64decode(image.data),
+                                       media_type=str(image.media_type)))
+        else:
+            items.append(ImageUrl(url=str(image.url)))
+    return items
 
 
 def _to_response(message: Mapping[str, Any], names: dict[str, str]) -> ModelResponse:

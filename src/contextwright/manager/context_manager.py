@@ -29,6 +29,7 @@ from contextwright.convert import chat_messages
 from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.fence import language_of
 from contextwright.core.final import FinalContext
+from contextwright.core.images import image_from_part
 from contextwright.core.items import check_text, parse_message
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, SourceSpec, thawed
 from contextwright.core.providers import ProviderFormat
@@ -194,12 +195,15 @@ class ContextManager:
     # ----- the two calls of the agent loop -----
 
     def prepare(self, user_id: str, session_id: str, text: str | None = None, *,
+                images: Sequence[object] = (),
                 tools: Sequence[Mapping[str, Any]] = (),
                 documents: Sequence[Any] = (), env: Mapping[str, str] | None = None,
                 system: str | None = None, target: Literal["chat", "text"] = "chat",
                 idempotency_key: str | None = None) -> PreparedContext:
         """Append ``text`` as the user's message (None: continue the current turn) and build.
 
+        ``images`` go with the message (``ImagePart``s or image parts in any accepted form:
+        OpenAI, Anthropic, LangChain), stored as OpenAI ``image_url`` parts.
         ``target`` is the rendering the budget is counted for: ``chat`` (``to_messages``,
         ``to_request``) or ``text`` (``to_text``, whose separators and escapes cost more).
         ``idempotency_key`` names this message: a retry with the same key (after a timeout,
@@ -216,9 +220,12 @@ class ContextManager:
                               system=system or self.system)
         if text is not None:
             check_text(text, "text")
+        parts_of_images = _image_parts(images)
+        if parts_of_images and text is None:
+            raise InvalidInputError("images go with a user message: pass text (it may be '')")
         erasures = self._erasures
-        appended = (self._append_user(key, text, idempotency_key) if text is not None
-                    else None)
+        appended = (self._append_user(key, text, idempotency_key, parts_of_images)
+                    if text is not None else None)
         try:
             return self._prepare_stored(key, text, appended, parts, target)
         except SessionGone as error:
@@ -420,8 +427,12 @@ class ContextManager:
 
     # ----- steps of prepare -----
 
-    def _append_user(self, key: SessionKey, text: str, idempotency_key: str | None) -> Appended:
-        message = {"role": "user", "content": text, "timestamp": self._now_iso()}
+    def _append_user(self, key: SessionKey, text: str, idempotency_key: str | None,
+                     images: list[dict[str, Any]]) -> Appended:
+        content: str | list[dict[str, Any]] = text
+        if images:
+            content = [{"type": "text", "text": text}, *images] if text else images
+        message = {"role": "user", "content": content, "timestamp": self._now_iso()}
         return self.store.append_if(key, [message], idempotency_key=idempotency_key)
 
     def _read_recent(self, key: SessionKey
@@ -517,8 +528,9 @@ class ContextManager:
         summary = Summary.from_dict(state.summary).render(language) if state.summary else ""
         memory = SessionMemorySource(settings=settings, zones=state.zones,
                                      summary_text=summary, language=language)
-        content = recent[user_index].message.get("content")
-        request = replace(parts, user_input=content if isinstance(content, str) else "",
+        stored = recent[user_index]
+        user = parse_message(stored.message, f"session[seq {stored.seq}]")
+        request = replace(parts, user_input=user.content, images=user.images,
                           history=plain(recent[:user_index]),
                           turn=plain(recent[user_index + 1:]))
         history = self._session_history(key, settings, read, recent[:user_index + 1])
@@ -670,6 +682,14 @@ def _plan_with_session(plan: BuildPlan, settings: ModeSettings,
 
 def _after(specs: list[SourceSpec], source: str) -> int:
     return next((i + 1 for i, spec in enumerate(specs) if spec.source == source), len(specs))
+
+
+def _image_parts(images: object) -> list[dict[str, Any]]:
+    """``prepare``'s images as OpenAI ``image_url`` parts (checked)."""
+    if isinstance(images, str | bytes | Mapping) or not isinstance(images, Sequence):
+        raise InvalidInputError("images must be a list of images")
+    return [image_from_part(image, f"images[{index}]").to_chat_part()
+            for index, image in enumerate(images)]
 
 
 _RECORD_TAIL = 16

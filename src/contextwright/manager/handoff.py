@@ -15,6 +15,7 @@ from typing import Any
 from contextwright.compress.facts import extract_facts
 from contextwright.compress.json_compact import compact_tool_result
 from contextwright.compress.summarize import Summary, condense_for_handoff
+from contextwright.core.items import parse_message
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
 from contextwright.modes.zones import (
@@ -116,7 +117,7 @@ def later_results(batch: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def _results_by_call_id(batch: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    return {str(m["tool_call_id"]): str(m.get("content") or "") for m in batch
+    return {str(m["tool_call_id"]): parse_message(m, "tool result").content for m in batch
             if m.get("role") == "tool" and m.get("tool_call_id")}
 
 

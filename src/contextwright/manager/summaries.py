@@ -64,8 +64,7 @@ def rounds_due(uncovered: Sequence[StoredMessage], job: SummaryJob) -> list[Stor
     batch = [stored for round_ in older for stored in round_]
     if len(older) >= job.settings.summary_every:
         return batch
-    tokens = sum(job.tokenizer.count(str(stored.message.get("content") or ""))
-                 for stored in batch)
+    tokens = sum(job.tokenizer.count(message.content) for message in as_messages(batch))
     return batch if tokens >= job.threshold_tokens else []
 
 

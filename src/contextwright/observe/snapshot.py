@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from contextwright.core.final import FinalContext
+from contextwright.core.images import ImagePart
 from contextwright.core.items import Message
 from contextwright.core.plan import BuildPlan, thawed
 from contextwright.core.report import BuildReport, Decision, SourceReport
@@ -326,6 +327,17 @@ def _message_data(message: Message, section: str, label: str | None, document: b
             {"id": call.id, "name": call.name,
              "arguments": text_digest(call.arguments) if redact else call.arguments}
             for call in message.tool_calls]
+    if message.images:  # what each image is, never its data (a snapshot stays small)
+        data["images"] = [_image_data(image, redact) for image in message.images]
+    return data
+
+
+def _image_data(image: ImagePart, redact: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {"digest": image.digest(), "media_type": image.media_type,
+                            "width": image.width, "height": image.height,
+                            "detail": image.detail, "bytes": image.size_bytes}
+    if image.url is not None and not redact:
+        data["url"] = image.url
     return data
 
 
@@ -342,6 +354,8 @@ def request_to_dict(request: Request) -> dict[str, Any]:
         data["documents"] = [_document(doc) for doc in request.documents]
     if request.env:
         data["env"] = dict(request.env)
+    if request.images:  # replay needs the images themselves
+        data["images"] = [image.to_chat_part() for image in request.images]
     return _plain(data)  # type: ignore[no-any-return]
 
 
@@ -361,6 +375,7 @@ def redacted_request(request: Request, history_length: int) -> dict[str, Any]:
                             "tools": {"count": len(request.tools)},
                             "examples": {"count": len(request.examples)},
                             "notes": {"count": len(request.notes)},
+                            "images": [_image_data(image, True) for image in request.images],
                             "env": {"keys": sorted(request.env)}}
     if request.system is not None:
         data["system"] = text_digest(request.system)
@@ -381,4 +396,5 @@ def frozen_request(request: Request, *, with_history: bool) -> Request:
         history=tuple(request.history) if with_history else (),
         turn=tuple(request.turn), tools=tuple(request.tools),
         documents=tuple(request.documents), env=dict(request.env),
-        examples=tuple(request.examples), notes=tuple(request.notes))
+        examples=tuple(request.examples), notes=tuple(request.notes),
+        images=tuple(request.images))

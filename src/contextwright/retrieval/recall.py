@@ -31,6 +31,7 @@ from contextwright.retrieval.fusion import (
 from contextwright.retrieval.lexical import Bm25Index
 from contextwright.retrieval.retriever import _cached
 from contextwright.retrieval.text import search_tokens
+from contextwright.sources.recall import RecallExpansion, with_neighbours
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,7 +130,7 @@ class HybridTurnRecaller:
 
     def __init__(self, embedder: Embedder | None = None, *, alpha: float = 0.3,
                  threshold: float | None = None, calibration: Calibration = E5_CALIBRATION,
-                 max_sessions: int = 16) -> None:
+                 max_sessions: int = 16, expansion: RecallExpansion | None = None) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise InvalidInputError("alpha must be between 0 and 1")
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) \
@@ -142,6 +143,9 @@ class HybridTurnRecaller:
         self._sessions: list[_SessionIndex] = []
         """Cached indexes, least recently used first."""
         self._max_sessions = max_sessions
+        self.expansion = expansion
+        """Neighbours of the best hits (``RecallExpansion``; its feedback settings are lexical
+        and not used here)."""
         self._lock = threading.Lock()
 
     def rank(self, query: str, turns: Sequence[TurnLike], *, limit: int
@@ -156,7 +160,10 @@ class HybridTurnRecaller:
             fused, similarity = self._score(index, query, positions)
         passing = np.flatnonzero((similarity > 0) & (similarity >= self.threshold))
         best = passing[np.lexsort((passing, -fused[passing]))][:limit]
-        return [(int(i), float(fused[i])) for i in best]
+        ranked = [(int(i), float(fused[i])) for i in best]
+        if self.expansion is None or not ranked:
+            return ranked
+        return with_neighbours(ranked, self.expansion, len(turns), limit)
 
     def _index_for(self, turns: Sequence[TurnLike]) -> _SessionIndex:
         """The cached index ``turns`` extend (most recent first), else a new empty one."""

@@ -44,6 +44,8 @@ class PrepareBody(Rendering):
 
     text: str | None = None
     """The user's message; ``null`` continues the current turn (after tool results)."""
+    images: list[dict[str, Any]] = []
+    """Images of the user's message (OpenAI ``image_url``, Responses or Anthropic parts)."""
     tools: list[dict[str, Any]] = []
     """OpenAI tool schemas offered this call."""
     documents: list[dict[str, Any]] = []
@@ -116,6 +118,8 @@ class BuildBody(BuildOptions):
     """Few-shot examples ``{input, output}``."""
     notes: list[str] = []
     """Scratchpad notes."""
+    images: list[dict[str, Any]] = []
+    """Images of the user's input (OpenAI ``image_url``, Responses or Anthropic image parts)."""
 
 
 BUILD_OPTION_FIELDS = frozenset(BuildOptions.model_fields)

@@ -175,9 +175,11 @@ class Service:
         body = validated(PrepareBody, data)
         check_count("tools", body.tools, self.limits.max_messages)
         check_count("documents", body.documents, self.limits.max_messages)
+        check_count("images", body.images, self.limits.max_messages)
         target = body.target or ("text" if body.format == "text" else "chat")
         prepared = self.manager.prepare(
-            scoped_user(tenant.name, user_id), session_id, body.text, tools=body.tools,
+            scoped_user(tenant.name, user_id), session_id, body.text, images=body.images,
+            tools=body.tools,
             documents=body.documents, env=body.env, system=body.system, target=target,
             idempotency_key=_one_key(body.idempotency_key, idempotency_key))
         return prepared_json(prepared, body)

@@ -158,12 +158,12 @@ def _without_copies_of(prompt: str, items: Iterator[ContextItem]) -> Iterator[Co
 
 def _with_content(message: Message, content: str) -> Message:
     return Message(role=message.role, content=content, tool_calls=message.tool_calls,
-                   id=message.id, timestamp=message.timestamp)
+                   id=message.id, timestamp=message.timestamp, images=message.images)
 
 
 def _with_name(result: Message, name: str | None) -> Message:
     return Message(role="tool", content=result.content, tool_call_id=result.tool_call_id,
-                   name=name, id=result.id, timestamp=result.timestamp)
+                   name=name, id=result.id, timestamp=result.timestamp, images=result.images)
 
 
 def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
@@ -266,9 +266,14 @@ def _item(message: Message, key: str, layer: Layer, group: str, round_start: boo
         shown_text = _shown_result(message, options, tier)
         if tier != "full":
             metadata["compaction"] = _TIER_REASONS[tier].format(why=why)
-    shown = message if shown_text is None else Message(
-        role="tool", content=shown_text, tool_call_id=message.tool_call_id, name=message.name,
-        id=message.id, timestamp=message.timestamp)
+    images = message.images
+    if images and tier in ("line", "drop"):  # an early result's images go with its text
+        metadata["compaction"] += f"; its {len(images)} image(s) left out"
+        images = ()
+    shown = message if shown_text is None and images is message.images else Message(
+        role="tool", content=message.content if shown_text is None else shown_text,
+        tool_call_id=message.tool_call_id, name=message.name, id=message.id,
+        timestamp=message.timestamp, images=images)
     return ContextItem(key=key, message=shown, layer=layer, group=group, round_start=round_start,
                        order=order, untrusted=True, truncatable=True,
                        label=f"tool {message.name or 'result'}",
@@ -529,7 +534,7 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
     content = recall_marker(opening.message.content, opening.message.timestamp)
     head = content[: len(content) - len(opening.message.content)]
     marked = Message(role=opening.message.role, content=content, id=opening.message.id,
-                     timestamp=opening.message.timestamp)
+                     timestamp=opening.message.timestamp, images=opening.message.images)
     reason = (f"recalled: older turn relevant to the input (score {score:.2f}, "
               f"history[{turn.index}:{index.ends[position]}])")
     first = replace(opening, message=marked, group=group, round_start=True,

@@ -338,10 +338,17 @@ def _expanded(hits: list[tuple[int, float]], feedback: list[tuple[int, float]],
         scale = expansion.feedback_weight * hits[0][1] / feedback[0][1]
         for position, score in feedback:
             scores[position] = scores.get(position, 0.0) + score * scale
+    return with_neighbours(sorted(scores.items(), key=lambda entry: (-entry[1], entry[0])),
+                           expansion, size, limit)
+
+
+def with_neighbours(ranked: list[tuple[int, float]], expansion: RecallExpansion, size: int,
+                    limit: int) -> list[tuple[int, float]]:
+    """``ranked`` (best first) with the neighbours of its best hits added: best first."""
+    scores = dict(ranked)
     if expansion.neighbours and expansion.neighbour_weight:
         best = min(limit, expansion.neighbour_hits)
-        direct = sorted(scores.items(), key=lambda entry: (-entry[1], entry[0]))[:best]
-        for position, score in direct:
+        for position, score in ranked[:best]:
             for distance in range(1, expansion.neighbours + 1):
                 lifted = expansion.neighbour_weight * score / distance
                 for near in (position - distance, position + distance):

@@ -30,10 +30,10 @@ class UserInputSource:
     namespace = "user"
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
-        """One ``user.input`` item."""
+        """One ``user.input`` item, with the request's images."""
         text = check_text(request.user_input, "user_input")
-        yield ContextItem(key="user.input", message=Message(role="user", content=text),
-                          layer=Layer.TASK)
+        message = Message(role="user", content=text, images=tuple(request.images))
+        yield ContextItem(key="user.input", message=message, layer=Layer.TASK)
 
 
 class EnvInfoSource:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -77,6 +78,38 @@ def _safe_cut(text: str, low: int, high: int) -> int | None:
     return None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatFrame:
+    """Tokens a chat rendering adds around each message's content, and to prime the reply.
+
+    The defaults are OpenAI's published counting (3 tokens of framing per message plus the
+    role, 3 to prime the reply). A Hugging Face tokenizer with a chat template measures its own
+    (``tokens._chat_template``); a tokenizer offers one as its ``chat_frame`` attribute.
+    """
+
+    system: int = 4
+    user: int = 4
+    assistant: int = 4
+    tool: int = 4
+    reply: int = 3
+    """Tokens before the reply (the template's generation prompt) and at the very start."""
+    tools_exact: bool = True
+    """Whether tool calls, tool results and tool schemas are framed as counted (False: the
+    counts of contexts that hold them are estimates)."""
+
+    def message(self, role: str) -> int:
+        """Framing of one message of ``role``."""
+        if role == "user":
+            return self.user
+        if role == "assistant":
+            return self.assistant
+        return self.system if role == "system" else self.tool
+
+
+OPENAI_CHAT_FRAME = ChatFrame()
+"""OpenAI's framing, used for every tokenizer that brings none of its own."""
+
+
 class CountingTokenizer:
     """A tokenizer with a process-wide count cache keyed by (tokenizer name, content).
 
@@ -89,6 +122,12 @@ class CountingTokenizer:
 
     def __init__(self, inner: Tokenizer) -> None:
         self.inner = inner
+        frame = getattr(inner, "chat_frame", None)
+        self.frame: ChatFrame = frame if isinstance(frame, ChatFrame) else OPENAI_CHAT_FRAME
+        """How chat messages are framed for this tokenizer's model."""
+        warning = getattr(inner, "warning", None)
+        self.warning: str | None = warning if isinstance(warning, str) else None
+        """Why the tokenizer counts less exactly than it could (put in every build's report)."""
         with self._caches_lock:
             self._cache = self._caches.setdefault(inner.name, {})
 
