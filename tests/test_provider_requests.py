@@ -149,6 +149,18 @@ def test_anthropic_request_has_model_and_max_tokens_from_the_reserved_output() -
     assert ctx.to_request("anthropic", max_tokens=50)["max_tokens"] == 50
 
 
+def test_the_output_limit_may_go_in_max_tokens_for_compatible_servers(
+        server: ProviderServer) -> None:
+    ctx = build(SUITE["plain question"], "simple_qa")
+    body = ctx.to_request("openai", model="llama3", max_tokens_field="max_tokens")
+    assert body["max_tokens"] == 1024 and "max_completion_tokens" not in body
+    check_sdk_type("openai", body)
+    send(server, "openai", body)
+    assert server.received[-1].body["max_tokens"] == 1024 and server.received[-1].status == 200
+    with pytest.raises(ValueError, match="max_tokens_field"):
+        ctx.to_request("openai", max_tokens_field="n_predict")  # type: ignore[arg-type]
+
+
 def test_a_plan_without_reserved_output_needs_max_tokens_for_anthropic() -> None:
     plan = BuildPlan.named("simple_qa").with_budget(reserved_output=0)
     ctx = ContextBuilder().build(plan, SUITE["plain question"])

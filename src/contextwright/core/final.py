@@ -131,7 +131,9 @@ class FinalContext:
                    max_tokens: int | None = None,
                    tool_choice: str | Mapping[str, Any] | None = None,
                    parallel_tool_calls: bool | None = None,
-                   cache: bool | None = None) -> dict[str, Any]:
+                   cache: bool | None = None,
+                   max_tokens_field: Literal["max_completion_tokens", "max_tokens"]
+                   = "max_completion_tokens") -> dict[str, Any]:
         """Keyword arguments for the provider's SDK call, ready to send.
 
         ``openai``: ``client.chat.completions.create(**body)``; ``openai-responses``:
@@ -144,7 +146,12 @@ class FinalContext:
         ``cache`` (default: on for a build with a cache policy): Anthropic requests carry
         ``cache_control`` breakpoints at the ends of the stable parts (``cache_points``), OpenAI
         requests the conversation's ``prompt_cache_key`` when the build has one.
+
+        ``max_tokens_field`` (``openai`` only): ``max_tokens`` for an OpenAI-compatible server
+        that does not read ``max_completion_tokens``.
         """
+        if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
+            raise ValueError("max_tokens_field must be 'max_completion_tokens' or 'max_tokens'")
         enabled = self.stable_fingerprint is not None if cache is None else cache
         offset = 1 if self.messages and self.messages[0].role == "system" else 0
         return self._render(fmt, CallSettings(
@@ -153,7 +160,8 @@ class FinalContext:
             tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
             cache_points=tuple(i - offset for i in self.cache_points if i >= offset)
             if enabled else None,
-            cache_key=self.cache_key if enabled else None)).body
+            cache_key=self.cache_key if enabled else None,
+            max_tokens_field=max_tokens_field)).body
 
     def rendering_notes(self, fmt: Format) -> list[str]:
         """What the ``fmt`` rendering could not carry as built.

@@ -71,6 +71,10 @@ class CallSettings:
     messages at these indexes (None: no breakpoints); see ``anthropic``."""
     cache_key: str | None = None
     """OpenAI: ``prompt_cache_key``, so calls of one conversation reach the same cache."""
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    """OpenAI chat: the field the output limit goes in. OpenAI's own API wants
+    ``max_completion_tokens`` (reasoning models refuse ``max_tokens``); some OpenAI-compatible
+    servers read only ``max_tokens``."""
 
 
 CACHE_CONTROL = {"type": "ephemeral"}
@@ -249,7 +253,7 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     if schemas:
         body["tools"] = [dict(s) for s in schemas]
     if settings.max_output_tokens:
-        body["max_completion_tokens"] = settings.max_output_tokens
+        body[settings.max_tokens_field] = settings.max_output_tokens
     if settings.cache_key:
         body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _openai_tool_choice)
