@@ -205,6 +205,79 @@ class Store(Protocol):
         ...
 
 
+@runtime_checkable
+class AsyncStore(Protocol):
+    """``Store`` for an event loop: the same methods with the same semantics, as coroutines.
+
+    Epochs, ``append_if``'s conditions and their order, idempotency keys, expiry, and the errors
+    (``SessionGone``, ``ConflictError``, ``OutcomeUnknown``, ``StoreUnavailable``, ...) are the
+    sync protocol's; the backends share their data layout with the sync ones, so a sync and an
+    async worker can serve one session. ``aclose`` replaces ``close``. The same conformance
+    suite runs over both kinds (``tests/stores``).
+    """
+
+    async def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """As ``Store.append``."""
+        ...
+
+    async def append_if(
+        self, key: SessionKey, messages: Sequence[Mapping[str, Any]], *,
+        last_seq: int | None = None, epoch: str | None = None,
+        idempotency_key: str | None = None, state: StateWrite | None = None,
+    ) -> Appended:
+        """As ``Store.append_if``."""
+        ...
+
+    async def read(
+        self, key: SessionKey, *, after: int = 0, last: int | None = None
+    ) -> list[StoredMessage]:
+        """As ``Store.read``."""
+        ...
+
+    async def epoch(self, key: SessionKey) -> str | None:
+        """As ``Store.epoch``."""
+        ...
+
+    async def find_write(self, key: SessionKey, idempotency_key: str) -> list[int] | None:
+        """As ``Store.find_write``."""
+        ...
+
+    async def count(self, key: SessionKey) -> int:
+        """As ``Store.count``."""
+        ...
+
+    async def get_state(self, key: SessionKey) -> StateRecord | None:
+        """As ``Store.get_state``."""
+        ...
+
+    async def put_state(
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None,
+        epoch: str | None = None,
+    ) -> int:
+        """As ``Store.put_state``."""
+        ...
+
+    async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
+        """As ``Store.list_sessions``."""
+        ...
+
+    async def erase_session(self, key: SessionKey) -> bool:
+        """As ``Store.erase_session``."""
+        ...
+
+    async def erase_user(self, user_id: str) -> int:
+        """As ``Store.erase_user``."""
+        ...
+
+    async def purge_expired(self) -> int:
+        """As ``Store.purge_expired``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections (and threads); the store may not be used afterwards."""
+        ...
+
+
 def validate_ttl(ttl_seconds: float | None) -> float | None:
     """Return ``ttl_seconds`` if it is ``None`` or a positive finite number."""
     if ttl_seconds is None:
