@@ -8,7 +8,8 @@ from an erased session can be written back. Backends live in
 sibling modules; this module does no I/O. The helpers here fix the things all backends must agree
 on: which ids are valid, how a message or state becomes stored text (ASCII JSON, so lone
 surrogates and NUL round-trip through any database), how stored text is decoded, and what "expired"
-means.
+means. ``AsyncStore`` is the same protocol for an event loop; its backends share each sync
+backend's data layout.
 """
 
 from __future__ import annotations
@@ -444,6 +445,38 @@ def open_store(url: str, *, ttl_seconds: float | None = None) -> Store:
 
         url, schema = _pop_query(url, "schema", "contextwright")
         return PostgresStore(url, schema=schema, ttl_seconds=ttl_seconds)
+    raise InvalidInputError("unknown store URL scheme (memory, sqlite, redis, postgresql)")
+
+
+def open_async_store(url: str, *, ttl_seconds: float | None = None) -> AsyncStore:
+    """``open_store`` for an event loop: the same URLs, the async backend of each.
+
+    ``AsyncRedisStore`` and ``AsyncPostgresStore`` connect on their first call (on the loop
+    that makes it); ``AsyncSqliteStore`` opens its file on its own thread.
+    """
+    scheme, sep, rest = url.partition("://") if isinstance(url, str) else ("", "", "")
+    if not sep:
+        raise InvalidInputError("a store URL looks like scheme://…")
+    if scheme == "memory":
+        from contextwright.session.async_local import AsyncMemoryStore
+
+        return AsyncMemoryStore(ttl_seconds=ttl_seconds)
+    if scheme == "sqlite":
+        from contextwright.session.async_local import AsyncSqliteStore
+
+        if not rest.startswith("/") or rest == "/":
+            raise InvalidInputError("a SQLite store URL looks like sqlite:///path/to/file.db")
+        return AsyncSqliteStore(rest[1:], ttl_seconds=ttl_seconds)
+    if scheme in ("redis", "rediss", "unix"):
+        from contextwright.session.async_redis import AsyncRedisStore
+
+        url, prefix = _pop_query(url, "prefix", "contextwright")
+        return AsyncRedisStore(url, prefix=prefix, ttl_seconds=ttl_seconds)
+    if scheme in ("postgresql", "postgres"):
+        from contextwright.session.async_postgres import AsyncPostgresStore
+
+        url, schema = _pop_query(url, "schema", "contextwright")
+        return AsyncPostgresStore(url, schema=schema, ttl_seconds=ttl_seconds)
     raise InvalidInputError("unknown store URL scheme (memory, sqlite, redis, postgresql)")
 
 
