@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from contextwright.errors import InvalidInputError, StoreError
 from contextwright.session.memory import MemoryStore
@@ -41,6 +41,19 @@ class _SyncBacked:
 
     async def _call(self, work: Callable[[Store], T]) -> T:
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release the store."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        """Open the store now (``StoreUnavailable`` if its file cannot be opened)."""
+        await self._call(lambda store: None)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Close the store."""
+        await self.aclose()
 
     async def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """As ``Store.append``."""

@@ -210,7 +210,15 @@ class PostgresLayout:
     # -- writes (each flow runs in one transaction) -------------------------------------------
 
     def create_schema(self) -> SqlFlow[None]:
-        """Create the schema and its tables if missing."""
+        """Create the schema and its tables if missing (nothing, when they are all there)."""
+        # ALTER TABLE takes an exclusive lock even when the column exists: a store opened while
+        # other workers append would deadlock with them. So a complete schema is left alone.
+        complete = yield self._one(
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = %s AND"
+            " ((table_name = 'sessions' AND column_name = 'epoch') OR"
+            " (table_name = 'write_keys' AND column_name = 'write_key'))", (self.schema,))
+        if complete is not None and int(complete[0]) == 2:
+            return
         # Concurrent CREATE … IF NOT EXISTS can still collide in the catalogue; serialise them.
         yield self._none("SELECT pg_advisory_xact_lock(hashtext(%s))",
                          (f"contextwright:{self.schema}",))
