@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
-from contextwright.errors import StoreUsageError
+from contextwright.errors import InvalidInputError, StoreUsageError
 from contextwright.manager.flows import SessionFlows, Target
 from contextwright.manager.prepared import PreparedContext
 from contextwright.session.flow import Flow, arun_flow, is_async_store, run_flow
@@ -51,14 +51,22 @@ class ContextManager(SessionFlows):
     ``prompt_cache_key`` naming the session by a hash (OpenAI). ``False`` builds every call
     afresh. ``snapshots`` (a sink or ``SnapshotRecorder``, see ``contextwright.observe``)
     records every build with its session, mode and route, off the request path;
-    ``self.snapshots`` is its recorder. The other keywords are ``SessionFlows``'.
+    ``self.snapshots`` is its recorder. ``build_threads`` run the builds (and recall indexing)
+    of the ``a…`` calls over an ``AsyncStore``: one by default, since under the GIL more add
+    little throughput and make the event loop wait longer for its turn; raise it when sources
+    block on I/O. The other keywords are ``SessionFlows``'.
     """
 
     def __init__(self, store: Store | AsyncStore | None = None, *, background: bool = True,
-                 **settings: Any) -> None:
+                 build_threads: int = 1, **settings: Any) -> None:
         super().__init__(**settings)
         self.store: Store | AsyncStore = store if store is not None else MemoryStore()
         self._native_async = is_async_store(self.store)
+        if isinstance(build_threads, bool) or not isinstance(build_threads, int) or (
+                build_threads < 1):
+            raise InvalidInputError("build_threads must be an integer >= 1")
+        self._cpu = (ThreadPoolExecutor(max_workers=build_threads, thread_name_prefix="cw-build")
+                     if self._native_async else None)
         self._background = background
         self._executor = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-summary")
                           if background and not self._native_async else None)
@@ -204,12 +212,15 @@ class ContextManager(SessionFlows):
         """Finish pending summaries and stop the worker (the store stays open: it is yours)."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+        if self._cpu is not None:
+            self._cpu.shutdown(wait=True)
 
     async def aclose(self) -> None:
         """``close`` for an event loop: awaits the summary tasks too (the store stays open)."""
         await self.aflush()
-        if self._executor is not None:
-            await asyncio.to_thread(self._executor.shutdown, wait=True)
+        for executor in (self._executor, self._cpu):
+            if executor is not None:
+                await asyncio.to_thread(executor.shutdown, wait=True)
 
     # ----- running flows -----
 
@@ -223,7 +234,7 @@ class ContextManager(SessionFlows):
 
     async def _arun(self, flow: Flow[T]) -> T:
         if self._native_async:
-            return await arun_flow(flow, self.store)  # type: ignore[arg-type]
+            return await arun_flow(flow, self.store, cpu=self._cpu)  # type: ignore[arg-type]
         # A sync store's calls block: the whole flow runs on a worker thread, as one call.
         return await asyncio.to_thread(run_flow, flow, self._sync_store())
 

@@ -241,7 +241,7 @@ class SessionFlows:
                 return state, None, None
             route, new_state, switch = yield from flow.compute(
                 partial(self._decide_route, state, text, appended.seqs[0], recent),
-                offload=self.router.classifier is not None)  # keyword rules take microseconds
+                where="cpu" if self.router.classifier is not None else "loop")  # rules: µs
             if new_state == state:
                 _log_route(key, route, state.mode)
                 return state, route, None

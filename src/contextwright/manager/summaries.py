@@ -94,7 +94,7 @@ def summary_update(job: SummaryJob) -> Flow[Outcome]:
     try:
         summary = yield from flow.compute(lambda: verified(
             job.summarizer, previous, as_messages(batch), language=language,
-            max_tokens=job.max_tokens, tokenizer=job.tokenizer))
+            max_tokens=job.max_tokens, tokenizer=job.tokenizer), where="thread")  # may call a model
     except Exception as exc:  # a summariser is pluggable: any failure must leave the originals
         _log("summary_rejected", job.key, reason=type(exc).__name__, detail=str(exc)[:200])
         yield from _commit(job, basis, lambda s: replace(

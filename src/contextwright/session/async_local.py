@@ -2,7 +2,8 @@
 
 Neither has an async driver to use, so each wraps its sync store, whose semantics it keeps
 exactly. The memory store's operations are short and hold only its own lock, so they run on the
-loop itself; the SQLite store's block on the file, so they run on one worker thread that belongs
+loop itself, all but ``read``, which decodes every message it returns and so runs on a worker
+thread; the SQLite store's block on the file, so they run on one worker thread that belongs
 to the store: SQLite's rules for connections and threads hold as in a single-threaded program,
 and the operations run in the order they were called. A sync and an async store on the same
 SQLite file (or an ``AsyncMemoryStore`` given the ``MemoryStore`` a sync manager uses) serve the
@@ -135,6 +136,12 @@ class AsyncMemoryStore(_SyncBacked):
     async def _call(self, work: Callable[[Store], T]) -> T:
         # Microseconds under the store's own lock: a thread hop would cost more than it saves.
         return work(self.store)
+
+    async def read(
+        self, key: SessionKey, *, after: int = 0, last: int | None = None
+    ) -> list[StoredMessage]:
+        """As ``Store.read``, on a worker thread: decoding a long log would stall the loop."""
+        return await asyncio.to_thread(self.store.read, key, after=after, last=last)
 
     async def aclose(self) -> None:
         """Drop everything; later calls raise ``StoreError``."""

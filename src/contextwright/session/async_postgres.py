@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-DECODE_INLINE = 256
+DECODE_INLINE = 64
 """Messages a read decodes on the loop itself; more are decoded on a worker thread."""
 
 

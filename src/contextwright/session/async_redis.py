@@ -48,7 +48,7 @@ from contextwright.session.store import (
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-DECODE_INLINE = 256
+DECODE_INLINE = 64
 """Messages a read decodes on the loop itself; more are decoded on a worker thread."""
 
 

@@ -4,7 +4,7 @@ A *flow* is a generator that yields steps and is sent each step's result: a ``St
 store method's name and its arguments) or a ``Compute`` (CPU work such as a build or a summary).
 The logic lives in the flow and does no I/O itself; ``run_flow`` drives it over a ``Store`` (each
 call made in turn, each computation inline), ``arun_flow`` over an ``AsyncStore`` (each call
-awaited, heavy computations on a worker thread so the event loop keeps running). A store call's
+awaited, heavy computations on worker threads so the event loop keeps running). A store call's
 error is thrown into the flow at the step that made it, so ``try`` / ``except`` / ``finally`` in
 a flow behave as in plain code. Flows compose with ``yield from``; the typed helpers here
 (``read``, ``append_if``, ...) give each step its result type.
@@ -13,8 +13,11 @@ a flow behave as in plain code. Flows compose with ``yield from``; the typed hel
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 from collections.abc import Callable, Generator, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -50,16 +53,22 @@ class StoreCall:
     """Its keyword arguments."""
 
 
+Where = Literal["cpu", "thread", "loop"]
+"""Where the async driver runs a computation: ``cpu``, CPU work that may take long enough to
+stall an event loop (a build, recall indexing), on the driver's CPU executor; ``thread``, work
+that may also wait on I/O (a pluggable summariser calling a model), on a thread of the loop's
+default executor, so it never holds up the CPU executor; ``loop``, bounded bookkeeping, inline,
+where a thread hop would only cost time."""
+
+
 @dataclass(frozen=True, slots=True)
 class Compute:
-    """CPU work of a flow: run inline by the sync driver, maybe on a thread by the async one."""
+    """Work of a flow that is not a store call: inline for the sync driver (see ``Where``)."""
 
     work: Callable[[], Any]
     """The work; its return value is sent back into the flow."""
-    offload: bool = True
-    """Whether it may take long enough to stall an event loop (a build, a summariser, a
-    pluggable classifier); ``False`` for bounded bookkeeping, which a thread hop would only
-    slow down."""
+    where: Where = "cpu"
+    """Where the async driver runs it."""
 
 
 Step = StoreCall | Compute
@@ -90,8 +99,13 @@ def run_flow(flow: Flow[T], store: Store) -> T:
         del step  # drop the step's references (its messages) while the flow waits
 
 
-async def arun_flow(flow: Flow[T], store: AsyncStore) -> T:
-    """Drive ``flow`` to its end over an async store, without blocking the event loop."""
+async def arun_flow(flow: Flow[T], store: AsyncStore, *, cpu: Executor | None = None) -> T:
+    """Drive ``flow`` to its end over an async store, without blocking the event loop.
+
+    ``cpu`` runs the flow's CPU work (None: the loop's default executor). Under the GIL a few
+    threads give all the throughput there is, and each more makes the loop wait longer for
+    its turn, so a small executor (one thread) keeps the loop responsive.
+    """
     result: Any = None
     error: BaseException | None = None
     while True:
@@ -101,13 +115,22 @@ async def arun_flow(flow: Flow[T], store: AsyncStore) -> T:
             return cast(T, stop.value)
         result, error = None, None
         try:
-            if isinstance(step, Compute):
-                result = (await asyncio.to_thread(step.work)) if step.offload else step.work()
-            else:
+            if not isinstance(step, Compute):
                 result = await getattr(store, step.method)(*step.args, **step.kwargs)
+            elif step.where == "loop":
+                result = step.work()
+            else:
+                result = await _off_loop(step.work, cpu if step.where == "cpu" else None)
         except BaseException as exc:  # cancellation too: the flow's ``finally`` blocks run
             error = exc
         del step
+
+
+async def _off_loop(work: Callable[[], T], executor: Executor | None) -> T:
+    """``work`` on ``executor`` (None: the default one), in this task's context (as to_thread)."""
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(
+        executor, functools.partial(context.run, work))
 
 
 def is_async_store(store: object) -> bool:
@@ -141,9 +164,9 @@ class LoopGuard:
 # ----- typed steps -----
 
 
-def compute(work: Callable[[], T], *, offload: bool = True) -> Flow[T]:
+def compute(work: Callable[[], T], *, where: Where = "cpu") -> Flow[T]:
     """Run ``work`` as a step of the flow (see ``Compute``); returns its result."""
-    return cast(T, (yield Compute(work, offload)))
+    return cast(T, (yield Compute(work, where)))
 
 
 def append_if(key: SessionKey, messages: Sequence[Mapping[str, Any]], *,
