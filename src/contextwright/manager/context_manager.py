@@ -12,17 +12,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
 from typing import Any, TypeVar
 
+from contextwright.compress.summarize import Summarizer
+from contextwright.core.cache import CachePolicy
+from contextwright.core.plan import BuildPlan
+from contextwright.core.source import ContextSource
 from contextwright.errors import InvalidInputError, StoreUsageError
 from contextwright.manager.flows import SessionFlows, Target
 from contextwright.manager.prepared import PreparedContext
+from contextwright.modes.config import ModesConfig
+from contextwright.modes.router import ModeClassifier, Router
+from contextwright.observe.recorder import SnapshotRecorder
+from contextwright.observe.sinks import SnapshotSink
 from contextwright.session.flow import Flow, arun_flow, is_async_store, run_flow
 from contextwright.session.memory import MemoryStore
 from contextwright.session.state import SessionState
 from contextwright.session.store import AsyncStore, SessionKey, Store
+from contextwright.sources.recall import TurnRecaller
+from contextwright.tokens import Tokenizer
 
 logger = logging.getLogger("contextwright.session")
 
@@ -54,12 +66,28 @@ class ContextManager(SessionFlows):
     ``self.snapshots`` is its recorder. ``build_threads`` run the builds (and recall indexing)
     of the ``a…`` calls over an ``AsyncStore``: one by default, since under the GIL more add
     little throughput and make the event loop wait longer for its turn; raise it when sources
-    block on I/O. The other keywords are ``SessionFlows``'.
+    block on I/O.
     """
 
-    def __init__(self, store: Store | AsyncStore | None = None, *, background: bool = True,
-                 build_threads: int = 1, **settings: Any) -> None:
-        super().__init__(**settings)
+    def __init__(self, store: Store | AsyncStore | None = None, *,
+                 modes: ModesConfig | str | Path | None = None,
+                 plans: Mapping[str, BuildPlan | str] | None = None,
+                 router: Router | None = None, classifier: ModeClassifier | None = None,
+                 system: str | None = None, tokenizer: str | Tokenizer = "o200k_base",
+                 sources: Iterable[ContextSource] = (), summarizer: Summarizer | None = None,
+                 budget: Mapping[str, Any] | None = None, summary_max_tokens: int = 300,
+                 max_read_messages: int = 400, background: bool = True,
+                 recaller: TurnRecaller | None = None, recall_cache_messages: int = 100_000,
+                 cache: CachePolicy | bool = True,
+                 clock: Callable[[], float] = time.time,
+                 snapshots: SnapshotRecorder | SnapshotSink | None = None,
+                 build_threads: int = 1) -> None:
+        super().__init__(
+            modes=modes, plans=plans, router=router, classifier=classifier, system=system,
+            tokenizer=tokenizer, sources=sources, summarizer=summarizer, budget=budget,
+            summary_max_tokens=summary_max_tokens, max_read_messages=max_read_messages,
+            recaller=recaller, recall_cache_messages=recall_cache_messages, cache=cache,
+            clock=clock, snapshots=snapshots)
         self.store: Store | AsyncStore = store if store is not None else MemoryStore()
         self._native_async = is_async_store(self.store)
         if isinstance(build_threads, bool) or not isinstance(build_threads, int) or (

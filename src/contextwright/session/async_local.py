@@ -125,13 +125,15 @@ class AsyncMemoryStore(_SyncBacked):
         """A new memory store with ``ttl_seconds`` and ``clock``, or the given ``store``.
 
         Giving the ``MemoryStore`` a sync manager uses lets sync and async calls share its
-        sessions (its own retention and clock then apply).
+        sessions (its own retention and clock then apply); it stays the caller's, open after
+        ``aclose``.
         """
         if store is not None and (ttl_seconds is not None or clock is not time.time):
             raise InvalidInputError("give ttl_seconds and clock to the MemoryStore itself")
         self.store = store if store is not None else MemoryStore(ttl_seconds=ttl_seconds,
                                                                  clock=clock)
         """The wrapped store."""
+        self._owned = store is None
 
     async def _call(self, work: Callable[[Store], T]) -> T:
         # Microseconds under the store's own lock: a thread hop would cost more than it saves.
@@ -144,8 +146,9 @@ class AsyncMemoryStore(_SyncBacked):
         return await asyncio.to_thread(self.store.read, key, after=after, last=last)
 
     async def aclose(self) -> None:
-        """Drop everything; later calls raise ``StoreError``."""
-        self.store.close()
+        """Drop everything (unless the store was given); later calls raise ``StoreError``."""
+        if self._owned:
+            self.store.close()
 
 
 class AsyncSqliteStore(_SyncBacked):
