@@ -409,7 +409,8 @@ def test_open_async_store_understands_each_scheme(backend: Backend, tmp_path: An
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:1/0",
-                                 "postgresql://postgres@127.0.0.1:1/test"])
+                                 "postgresql://postgres@127.0.0.1:1/test",
+                                 "sqlite:////nonexistent-dir/for/sure/x.db"])
 def test_unreachable_async_store_raises_store_unavailable_on_first_use(url: str) -> None:
     from contextwright.errors import StoreUnavailable
 
@@ -420,3 +421,38 @@ def test_unreachable_async_store_raises_store_unavailable_on_first_use(url: str)
         await store.aclose()
 
     asyncio.run(main())
+
+
+# ----- one sans-I/O core -----
+
+FLOW_MODULES = ("manager/flows.py", "manager/summaries.py", "manager/recall.py",
+                "session/state.py", "session/postgres_common.py", "session/redis_common.py")
+IO_MODULES = {"asyncio", "sqlite3", "redis", "psycopg", "psycopg_pool", "socket", "httpx",
+              "concurrent"}
+
+
+def test_the_shared_logic_imports_no_driver_and_no_event_loop() -> None:
+    """The flows and the shared SQL / Lua layer run under both drivers: neither kind's I/O."""
+    import ast
+    from pathlib import Path
+
+    import contextwright
+
+    root = Path(contextwright.__file__).parent
+    for module in FLOW_MODULES:
+        tree = ast.parse((root / module).read_text("utf-8"))
+        top = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+        names = {alias.name.split(".")[0] for node in top if isinstance(node, ast.Import)
+                 for alias in node.names}
+        names |= {(node.module or "").split(".")[0] for node in top
+                  if isinstance(node, ast.ImportFrom)}
+        assert not names & IO_MODULES, (module, names & IO_MODULES)
+
+
+def test_the_session_package_exports_the_async_store_api() -> None:
+    import contextwright.session as session
+
+    for name in ("AsyncStore", "AsyncMemoryStore", "AsyncSqliteStore", "AsyncRedisStore",
+                 "AsyncPostgresStore", "open_async_store"):
+        assert name in session.__all__
+        assert getattr(session, name) is not None
