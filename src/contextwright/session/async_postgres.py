@@ -229,7 +229,13 @@ class AsyncPostgresStore:
         return self._pool
 
     async def _open_pool(self) -> AsyncConnectionPool[Any]:
-        psycopg_module()
+        driver = psycopg_module()
+        # One direct connection first: a refused or misconfigured server fails at once with
+        # StoreUnavailable, where the pool would keep retrying until its timeout.
+        with postgres_errors():
+            probe = await driver.AsyncConnection.connect(
+                self._dsn, autocommit=True, connect_timeout=max(2, round(self._timeout)))
+            await probe.close()
         try:
             from psycopg_pool import AsyncConnectionPool, PoolTimeout
         except ImportError as exc:
