@@ -6,7 +6,7 @@ STAMP = $(VENV)/.installed-dev
 BENCH_STAMP = $(VENV)/.installed-bench
 DATA ?= ../shared/data
 
-.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations bench-toolcalls-fake check-data-copies clean
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations bench-toolcalls-fake check-data-copies clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations
+bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations
 
 bench-speed: $(BENCH_STAMP)
 	$(BIN)/python bench/build_speed.py
@@ -48,6 +48,9 @@ bench-stores: $(STAMP)
 
 bench-prepare: $(STAMP)
 	$(BIN)/python bench/prepare_speed.py
+
+bench-async: $(STAMP)
+	$(BIN)/python bench/async_prepare.py
 
 bench-retrieval: $(STAMP)
 	$(BIN)/python bench/retrieval_speed.py --data $(DATA)

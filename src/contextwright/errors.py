@@ -15,7 +15,8 @@ Every error the library raises on purpose is a ``ContextwrightError``::
     │   │   └── OutcomeUnknown   a write was sent but never answered: it may land, now or later
     │   ├── ConflictError
     │   ├── SessionGone      the session a write was meant for was erased (or expired) meanwhile
-    │   └── CorruptRecordError
+    │   ├── CorruptRecordError
+    │   └── StoreUsageError  a blocking call on an async store, or one async store on two loops
     ├── AccessDenied
     ├── SummaryError         a summariser failed, returned nothing usable or lost a fact
     ├── LLMError             a chat-completions call failed (transport, status, empty reply)
@@ -47,6 +48,7 @@ __all__ = [
     "SourceError",
     "StoreError",
     "StoreUnavailable",
+    "StoreUsageError",
     "SummaryError",
     "TokenizerError",
     "ValidationError",
@@ -123,6 +125,14 @@ class SessionGone(StoreError):
 
 class CorruptRecordError(StoreError):
     """A stored record cannot be decoded."""
+
+
+class StoreUsageError(StoreError):
+    """A store was used in a way its kind does not allow.
+
+    A blocking call (``ContextManager.prepare``) on an async store (use ``aprepare``), or an
+    async store used from a second event loop (its connections belong to the first).
+    """
 
 
 class AccessDenied(ContextwrightError):

@@ -4,7 +4,9 @@ Redis and PostgreSQL are the real servers on this machine (``.ci/run`` starts th
 unreachable its tests FAIL, so CI can never pass by skipping them; set
 ``CONTEXTWRIGHT_SKIP_SERVICES=1`` to skip them instead (a laptop without the servers). Every test
 gets a fresh namespace (a SQLite file, a random Redis key prefix, a random PostgreSQL schema) that
-is removed afterwards.
+is removed afterwards. The contract suites run each backend twice: its sync store, and its async
+store through ``BlockingStore`` (``async-…`` in the test ids), so one suite holds both kinds to
+one contract.
 """
 
 from __future__ import annotations
@@ -24,6 +26,18 @@ REDIS_URL = os.environ.get("CONTEXTWRIGHT_TEST_REDIS_URL", "redis://127.0.0.1:63
 POSTGRES_DSN = os.environ.get("CONTEXTWRIGHT_TEST_POSTGRES_DSN",
                               "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ("memory", "sqlite", "redis", "postgres")
+ASYNC_BACKENDS = ("async-memory", "async-sqlite", "async-redis", "async-postgres")
+"""Each backend's async store, driven through ``BlockingStore``."""
+CONTRACT_MODULES = frozenset(("test_store_conformance", "test_store_conditional_writes"))
+"""The store contract: run over the async stores too. The manager's own race tests drive a sync
+manager and run on the sync stores (``test_async_manager`` races the async manager itself)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        contract = metafunc.module.__name__.rpartition(".")[2] in CONTRACT_MODULES
+        metafunc.parametrize("backend", BACKENDS + ASYNC_BACKENDS if contract else BACKENDS,
+                             indirect=True)
 
 
 def _service_or_fail(name: str, probe: Callable[[], object]) -> None:
@@ -36,21 +50,21 @@ def _service_or_fail(name: str, probe: Callable[[], object]) -> None:
                     "or set CONTEXTWRIGHT_SKIP_SERVICES=1 to skip", pytrace=False)
 
 
-def _redis_backend() -> Iterator[Backend]:
+def _redis_backend(driver: str) -> Iterator[Backend]:
     import redis
 
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
     _service_or_fail("Redis", client.ping)
     prefix = f"cwtest-{uuid.uuid4().hex}"
     yield Backend(name="redis", spec=StoreSpec(kind="redis", target=REDIS_URL,
-                                               options={"prefix": prefix}),
+                                               options={"prefix": prefix}, driver=driver),
                   native_ttl=True, ttl=2.0)
     for name in client.scan_iter(match=f"{prefix}:*", count=1000):
         client.delete(name)
     client.close()
 
 
-def _postgres_backend() -> Iterator[Backend]:
+def _postgres_backend(driver: str) -> Iterator[Backend]:
     import psycopg
 
     holder: list[psycopg.Connection[Any]] = []
@@ -58,23 +72,26 @@ def _postgres_backend() -> Iterator[Backend]:
         psycopg.connect(POSTGRES_DSN, autocommit=True, connect_timeout=3)))
     schema = f"cwtest_{uuid.uuid4().hex}"
     yield Backend(name="postgres", spec=StoreSpec(kind="postgres", target=POSTGRES_DSN,
-                                                  options={"schema": schema}))
+                                                  options={"schema": schema}, driver=driver))
     with holder[0] as admin:
         admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    name = request.param
+    # ``name`` is the kind for both drivers, so tests that reach into a backend work on both.
+    name = request.param.removeprefix("async-")
+    driver = "async" if request.param.startswith("async-") else "sync"
     if name == "memory":
-        source: Iterator[Backend] = iter([Backend(name=name, spec=StoreSpec(kind="memory"))])
+        source: Iterator[Backend] = iter([Backend(name=name, spec=StoreSpec(
+            kind="memory", driver=driver))])
     elif name == "sqlite":
-        spec = StoreSpec(kind="sqlite", target=str(tmp_path / "sessions.db"))
+        spec = StoreSpec(kind="sqlite", target=str(tmp_path / "sessions.db"), driver=driver)
         source = iter([Backend(name=name, spec=spec)])
     elif name == "redis":
-        source = _redis_backend()
+        source = _redis_backend(driver)
     else:
-        source = _postgres_backend()
+        source = _postgres_backend(driver)
     item = next(source)
     yield item
     for store in item.opened:

@@ -8,13 +8,21 @@ The test modules import ``Backend`` and ``FakeClock`` from here rather than from
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
 from contextwright.session import (
+    AsyncMemoryStore,
+    AsyncPostgresStore,
+    AsyncRedisStore,
+    AsyncSqliteStore,
+    AsyncStore,
     MemoryStore,
     PostgresStore,
     RedisStore,
@@ -34,11 +42,15 @@ class StoreSpec:
     """File path, Redis URL or PostgreSQL DSN."""
     options: dict[str, Any] = field(default_factory=dict)
     """Constructor keywords that isolate the namespace (prefix, schema)."""
+    driver: str = "sync"
+    """sync, or async: the backend's ``AsyncStore``, driven through ``BlockingStore``."""
 
 
 def make_store(spec: StoreSpec, **extra: Any) -> Store:
     """Build the store ``spec`` describes; ``extra`` adds ttl_seconds or clock."""
     options = {**spec.options, **extra}
+    if spec.driver == "async":
+        return BlockingStore(make_async_store(spec, **extra))
     if spec.kind == "memory":
         return MemoryStore(**options)
     if spec.kind == "sqlite":
@@ -48,6 +60,67 @@ def make_store(spec: StoreSpec, **extra: Any) -> Store:
     if spec.kind == "postgres":
         return PostgresStore(spec.target, **options)
     raise ValueError(f"unknown store kind {spec.kind}")
+
+
+def make_async_store(spec: StoreSpec, **extra: Any) -> AsyncStore:
+    """Build the async store of ``spec``'s backend; ``extra`` adds ttl_seconds or clock."""
+    options = {**spec.options, **extra}
+    if spec.kind == "memory":
+        return AsyncMemoryStore(**options)
+    if spec.kind == "sqlite":
+        return AsyncSqliteStore(spec.target, **options)
+    if spec.kind == "redis":
+        return AsyncRedisStore(spec.target, **options)
+    if spec.kind == "postgres":
+        return AsyncPostgresStore(spec.target, **options)
+    raise ValueError(f"unknown store kind {spec.kind}")
+
+
+class BlockingStore:
+    """The ``Store`` protocol over an ``AsyncStore``: each call awaited on a private loop.
+
+    The loop runs on a thread of its own, and calls from many threads run concurrently on it
+    as coroutines, so the conformance suite, written against ``Store``, runs unchanged over
+    every async backend, its thread races included. The async store is made by the caller
+    (a bad argument fails there, as with the sync constructors), then opened on the loop
+    (``async with``'s ``__aenter__``: connected, schema created), as a sync store is when made.
+    """
+
+    def __init__(self, inner: AsyncStore) -> None:
+        self.inner = inner
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.run(inner.__aenter__())  # type: ignore[attr-defined]
+
+    def run(self, call: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(call, self._loop).result(timeout=300)
+
+    def __getattr__(self, name: str) -> Any:
+        if isinstance(self.inner, AsyncMemoryStore):
+            return getattr(self.inner.store, name)  # the corruption tests reach into memory
+        raise AttributeError(name)
+
+    def close(self) -> None:
+        try:
+            self.run(self.inner.aclose())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+            self._loop.close()
+
+
+def _blocking(name: str) -> Callable[..., Any]:
+    def call(self: BlockingStore, *args: Any, **kwargs: Any) -> Any:
+        return self.run(getattr(self.inner, name)(*args, **kwargs))
+    call.__name__ = name
+    return call
+
+
+STORE_METHODS = ("append", "append_if", "read", "epoch", "find_write", "count", "get_state",
+                 "put_state", "list_sessions", "erase_session", "erase_user", "purge_expired")
+for _name in STORE_METHODS:
+    setattr(BlockingStore, _name, _blocking(_name))
 
 
 def append_worker(spec: StoreSpec, key: SessionKey, writer: int, count: int,

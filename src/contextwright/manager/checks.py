@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from contextwright.core.images import image_from_part
 from contextwright.core.items import check_text
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
@@ -40,3 +41,11 @@ def checked_parts(*, tools: Sequence[Mapping[str, Any]], documents: Sequence[Any
         check_text(str(name), "env key")
         check_text(value, "env value")
     return request
+
+
+def image_parts(images: object) -> list[dict[str, Any]]:
+    """``prepare``'s images as OpenAI ``image_url`` parts (checked)."""
+    if isinstance(images, str | bytes | Mapping) or not isinstance(images, Sequence):
+        raise InvalidInputError("images must be a list of images")
+    return [image_from_part(image, f"images[{index}]").to_chat_part()
+            for index, image in enumerate(images)]

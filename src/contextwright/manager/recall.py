@@ -10,7 +10,7 @@ The turns are indexed per session in this process (``RecallIndexes``): a derived
 (least recently used sessions dropped first), extended with only the messages that passed the
 summary boundary since it was last extended, and checked against the store on every use, so a
 session erased and started again elsewhere is noticed and re-read. The store stays the only source
-of truth. This module reads the store; it never writes it.
+of truth. This module reads the store (as a step of the manager's flows); it never writes it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from contextwright.core.items import ContextItem, Message, parse_message
@@ -28,7 +29,9 @@ from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, DigestingSource
 from contextwright.modes.config import ModeSettings, RecallSettings
-from contextwright.session.store import SessionKey, Store, StoredMessage
+from contextwright.session import flow
+from contextwright.session.flow import Flow
+from contextwright.session.store import SessionKey, StoredMessage
 from contextwright.sources.conversation import cached_recalled_items
 from contextwright.sources.recall import RecallTurn, TurnIndex, TurnRecaller, turn_text
 from contextwright.tokens import estimate_tokens
@@ -162,22 +165,26 @@ class RecallIndexes:
         self._entries: OrderedDict[SessionKey, SessionTurns] = OrderedDict()
         self._lock = threading.Lock()
 
-    def turns_before(self, store: Store, key: SessionKey, begin: int,
-                     read: Sequence[StoredMessage]) -> SessionTurns | None:
+    def turns_before(self, key: SessionKey, begin: int, read: Sequence[StoredMessage]
+                     ) -> Flow[SessionTurns | None]:
         """The session's turns before seq ``begin`` (a user message), caught up with the store.
 
         ``read`` is what the caller just read of the session's tail (it holds ``begin``);
         messages the index lacks come from it, or from one store read when it does not reach
         back far enough. None when the session changed under this call (an erase racing it).
+        Indexing is CPU work under the session's lock, so it runs as a computation (on a
+        worker thread under an event loop); the store read happens outside the lock.
         """
         for _ in range(2):  # a stale index is dropped and rebuilt once
             turns = self._entry(key)
-            with turns.lock:
-                try:
-                    added = self._catch_up(store, key, turns, begin, read)
-                except StaleIndex:
-                    self._replace(key, turns)
-                    continue
+            added = yield from flow.compute(partial(_catch_up, key, turns, begin, read, None))
+            if isinstance(added, _NeedsRead):
+                older = yield from flow.read(key, after=added.after)
+                added = yield from flow.compute(partial(_catch_up, key, turns, begin, read,
+                                                        older))
+            if added is None or isinstance(added, _NeedsRead):
+                self._replace(key, turns)
+                continue
             if added:
                 self._evict(keep=key)
             return turns
@@ -207,27 +214,6 @@ class RecallIndexes:
             if self._entries.get(key) is stale:
                 del self._entries[key]
 
-    def _catch_up(self, store: Store, key: SessionKey, turns: SessionTurns, begin: int,
-                  read: Sequence[StoredMessage]) -> int:
-        """Extend ``turns`` to every message before seq ``begin``; returns how many were added."""
-        upto = len(turns.messages)
-        if begin - 1 < upto:
-            raise StaleIndex  # the verbatim window never moves back in one session
-        if begin - 1 == upto:
-            _check_next(turns, _at(read, begin))
-            turns.next_message = _next(read, begin)
-            return 0
-        source = read if read and read[0].seq <= upto + 1 else store.read(key, after=upto)
-        new = [stored for stored in source if upto < stored.seq < begin]
-        if len(new) != begin - 1 - upto or new[0].seq != upto + 1:
-            raise StaleIndex  # not gap-free: the session changed between the two reads
-        _check_next(turns, new[0])
-        if not turns.tag:  # the first extension starts at seq 1
-            turns.tag = _tag(key, new[0])
-        _extend(turns, new)
-        turns.next_message = _next(read, begin)
-        return len(new)
-
     def _evict(self, keep: SessionKey) -> None:
         with self._lock:
             held = sum(len(t.messages) for t in self._entries.values())
@@ -238,6 +224,53 @@ class RecallIndexes:
                     self._entries.move_to_end(keep)
                     continue
                 held -= len(self._entries.pop(oldest).messages)
+
+
+@dataclass(frozen=True, slots=True)
+class _NeedsRead:
+    """The tail the caller read does not reach back to the index's end: read after ``after``."""
+
+    after: int
+
+
+def _catch_up(key: SessionKey, turns: SessionTurns, begin: int, read: Sequence[StoredMessage],
+              older: Sequence[StoredMessage] | None) -> int | _NeedsRead | None:
+    """Extend ``turns`` to every message before seq ``begin``; how many messages were added.
+
+    ``older`` is a read of the session after the index's end, if ``read`` was not enough (else
+    ``_NeedsRead`` says from where). None: the index is stale (the session was replaced).
+    """
+    with turns.lock:
+        try:
+            return _extend_to(key, turns, begin, read, older)
+        except StaleIndex:
+            return None
+
+
+def _extend_to(key: SessionKey, turns: SessionTurns, begin: int,
+               read: Sequence[StoredMessage], older: Sequence[StoredMessage] | None
+               ) -> int | _NeedsRead:
+    upto = len(turns.messages)
+    if begin - 1 < upto:
+        raise StaleIndex  # the verbatim window never moves back in one session
+    if begin - 1 == upto:
+        _check_next(turns, _at(read, begin))
+        turns.next_message = _next(read, begin)
+        return 0
+    # The index may have grown since ``older`` was read (after an earlier end): it only grows,
+    # so what ``older`` holds past the current end is still what the index lacks.
+    source = read if read and read[0].seq <= upto + 1 else older
+    if source is None:
+        return _NeedsRead(after=upto)
+    new = [stored for stored in source if upto < stored.seq < begin]
+    if len(new) != begin - 1 - upto or new[0].seq != upto + 1:
+        raise StaleIndex  # not gap-free: the session changed between the two reads
+    _check_next(turns, new[0])
+    if not turns.tag:  # the first extension starts at seq 1
+        turns.tag = _tag(key, new[0])
+    _extend(turns, new)
+    turns.next_message = _next(read, begin)
+    return len(new)
 
 
 def _at(read: Sequence[StoredMessage], seq: int) -> StoredMessage:

@@ -7,7 +7,9 @@ of everything). A summary is committed only if it is not empty and keeps every e
 keep (``verified``); otherwise the previous summary and the original messages stay. Originals are
 never deleted: the summary only moves ``summary_upto``, the point from which history is shown
 verbatim. Nor is a summary committed to a session erased or restarted while it was being written:
-the write is conditioned on the session's epoch as the job first read it.
+the write is conditioned on the session's epoch as the job first read it. The update is a flow
+(``summary_update``): its store calls are steps, and the summariser runs as a computation (on a
+worker thread under an event loop), so it runs over sync and async stores alike.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from contextwright.compress.summarize import Summarizer, Summary, verified
 from contextwright.errors import ConflictError, SessionGone
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
-from contextwright.session.state import SessionState, load_state
+from contextwright.session import flow
+from contextwright.session.flow import Flow, run_flow
+from contextwright.session.state import SessionState, read_state
 from contextwright.session.store import SessionKey, StateRecord, Store, StoredMessage
 from contextwright.tokens import CountingTokenizer
 
@@ -36,8 +40,6 @@ MAX_COMMIT_ATTEMPTS = 5
 class SummaryJob:
     """Everything one summary update needs."""
 
-    store: Store
-    """Where the session lives."""
     key: SessionKey
     """Which session."""
     settings: ModeSettings
@@ -68,15 +70,21 @@ def rounds_due(uncovered: Sequence[StoredMessage], job: SummaryJob) -> list[Stor
     return batch if tokens >= job.threshold_tokens else []
 
 
-def update_summary(job: SummaryJob) -> Outcome:
+def update_summary(store: Store, job: SummaryJob) -> Outcome:
+    """``summary_update`` on a sync store."""
+    return run_flow(summary_update(job), store)
+
+
+def summary_update(job: SummaryJob) -> Flow[Outcome]:
     """Merge the due rounds into the session's summary and commit it if it passes the check."""
     if not job.settings.enable_summary:
         return "nothing_to_do"
-    epoch = job.store.epoch(job.key)  # first: all read after it is of it, or of a later one
+    epoch = yield from flow.epoch(job.key)  # first: all read after it is of it, or a later one
     if epoch is None:
         return "nothing_to_do"
-    record, state = load_state(job.store, job.key)
-    batch = rounds_due(job.store.read(job.key, after=state.summary_upto), job)
+    record, state = yield from read_state(job.key)
+    uncovered = yield from flow.read(job.key, after=state.summary_upto)
+    batch = yield from flow.compute(lambda: rounds_due(uncovered, job))
     if not batch:
         return "nothing_to_do"
     basis = _Basis(epoch=epoch, had_state=record is not None, summary_upto=state.summary_upto,
@@ -84,14 +92,16 @@ def update_summary(job: SummaryJob) -> Outcome:
     previous = Summary.from_dict(state.summary) if state.summary else None
     language = state.language or "en"
     try:
-        summary = verified(job.summarizer, previous, as_messages(batch), language=language,
-                           max_tokens=job.max_tokens, tokenizer=job.tokenizer)
+        summary = yield from flow.compute(lambda: verified(
+            job.summarizer, previous, as_messages(batch), language=language,
+            max_tokens=job.max_tokens, tokenizer=job.tokenizer), where="thread")  # may call a model
     except Exception as exc:  # a summariser is pluggable: any failure must leave the originals
         _log("summary_rejected", job.key, reason=type(exc).__name__, detail=str(exc)[:200])
-        _commit(job, basis, lambda s: replace(s, summary_failures=s.summary_failures + 1))
+        yield from _commit(job, basis, lambda s: replace(
+            s, summary_failures=s.summary_failures + 1))
         return "rejected"
     upto = basis.last_summarised.seq
-    outcome = _commit(job, basis, lambda s: replace(
+    outcome = yield from _commit(job, basis, lambda s: replace(
         s, summary=summary.to_dict(), summary_upto=upto, summary_failures=0))
     if outcome == "committed":
         _log("summary_committed", job.key, upto=upto, messages=len(batch))
@@ -112,23 +122,23 @@ class _Basis:
     """The newest message the job summarised (its seq becomes ``summary_upto``)."""
 
 
-def _commit(job: SummaryJob, basis: _Basis, change: _StateChange) -> Outcome:
+def _commit(job: SummaryJob, basis: _Basis, change: _StateChange) -> Flow[Outcome]:
     # Other writers (prepare, another process) may change the state meanwhile: re-read and
     # re-apply under the state's version. The summary is stale if someone else already
     # summarised past ``basis``, or if the session was erased or restarted while it ran: writing
     # then would bring back erased facts and hide the new session's first messages.
     for _ in range(MAX_COMMIT_ATTEMPTS):
-        record, state = load_state(job.store, job.key)
-        stale = _why_stale(job, basis, record, state)
+        record, state = yield from read_state(job.key)
+        stale = yield from _why_stale(job, basis, record, state)
         if stale is not None:
             return stale
         new_state = change(state)
         if new_state == state:
             return "committed"
         try:
-            job.store.put_state(job.key, new_state.to_dict(),
-                                expected_version=record.version if record else None,
-                                epoch=basis.epoch)
+            yield from flow.put_state(job.key, new_state.to_dict(),
+                                      expected_version=record.version if record else None,
+                                      epoch=basis.epoch)
         except ConflictError:
             continue
         except SessionGone:
@@ -139,23 +149,23 @@ def _commit(job: SummaryJob, basis: _Basis, change: _StateChange) -> Outcome:
 
 
 def _why_stale(job: SummaryJob, basis: _Basis, record: StateRecord | None,
-               state: SessionState) -> Outcome | None:
+               state: SessionState) -> Flow[Outcome | None]:
     if basis.had_state and record is None:
         _log("summary_discarded", job.key, reason="session_gone")
         return "session_gone"  # erased, or expired (an expired session reads as absent)
     if state.summary_upto != basis.summary_upto:
         return "superseded"
-    if not _still_stored(job, basis.last_summarised):
+    if not (yield from _still_stored(job, basis.last_summarised)):
         _log("summary_discarded", job.key, reason="session_gone")
         return "session_gone"
     return None
 
 
-def _still_stored(job: SummaryJob, message: StoredMessage) -> bool:
+def _still_stored(job: SummaryJob, message: StoredMessage) -> Flow[bool]:
     # The log is append-only, so while a session lives the message at a seq never changes; an
     # erase removes it and a restart (after an erase or a TTL expiry) numbers from 1 again, so
     # the seq holds another message (appended later: another created_at) or none.
-    found = job.store.read(job.key, after=message.seq - 1)
+    found = yield from flow.read(job.key, after=message.seq - 1, last=None)
     return bool(found) and found[0].seq == message.seq and (
         found[0].created_at == message.created_at and found[0].message == message.message)
 

@@ -14,7 +14,8 @@ from typing import Any
 from contextwright.errors import InvalidInputError
 from contextwright.observe.sinks import SnapshotQuery, newest, not_found
 from contextwright.observe.snapshot import Snapshot
-from contextwright.session.redis import _connect, _errors
+from contextwright.session.redis import _connect
+from contextwright.session.redis_common import redis_errors as _errors
 
 
 class RedisSink:

@@ -65,7 +65,8 @@ _SCHEMA = (
 )
 _TABLES = ("messages", "states", "write_keys", "sessions")
 """Every table holding a session's data; ``sessions`` last, so its row is deleted after them."""
-_SYNCHRONOUS = frozenset(("OFF", "NORMAL", "FULL", "EXTRA"))
+SYNCHRONOUS_MODES = frozenset(("OFF", "NORMAL", "FULL", "EXTRA"))
+"""The values ``synchronous`` may take (SQLite's PRAGMA synchronous)."""
 _PK = "user_id = ? AND session_id = ?"
 
 
@@ -88,7 +89,7 @@ class SqliteStore:
         fsync per write; ``"FULL"`` also survives power loss, at one fsync (~4 ms here) per
         write.
         """
-        if synchronous not in _SYNCHRONOUS:
+        if synchronous not in SYNCHRONOUS_MODES:
             raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
         self._path = os.fspath(path)
         self._ttl = validate_ttl(ttl_seconds)

@@ -2,7 +2,8 @@
 
 The current mode and its history of switches, the running summary with the last message it
 covers, the zones and the session's language. It is immutable data that round-trips through a
-store's JSON state document; the message log itself lives in the store, append-only.
+store's JSON state document; the message log itself lives in the store, append-only. Reading and
+updating it are flows (``read_state``, ``change_state``), so they run over sync and async stores.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 from contextwright.errors import ConflictError, CorruptRecordError
 from contextwright.modes.zones import Zones
+from contextwright.session import flow
+from contextwright.session.flow import Flow, run_flow
 from contextwright.session.store import SessionKey, StateRecord, Store
 
 MAX_MODE_HISTORY = 100
@@ -97,15 +100,14 @@ class SessionState:
                 f"session state document is malformed ({type(exc).__name__})") from None
 
 
-def load_state(store: Store, key: SessionKey) -> tuple[StateRecord | None, SessionState]:
+def read_state(key: SessionKey) -> Flow[tuple[StateRecord | None, SessionState]]:
     """The stored record (None if never written) and the state it holds (empty if none)."""
-    record = store.get_state(key)
+    record = yield from flow.get_state(key)
     return record, SessionState.from_dict(record.data) if record else SessionState()
 
 
-def update_state(store: Store, key: SessionKey,
-                 change: Callable[[SessionState], SessionState | None], *,
-                 attempts: int = 8, epoch: str | None = None) -> SessionState:
+def change_state(key: SessionKey, change: Callable[[SessionState], SessionState | None], *,
+                 attempts: int = 8, epoch: str | None = None) -> Flow[SessionState]:
     """Apply ``change`` under optimistic concurrency, re-reading and re-applying on a conflict.
 
     ``change`` returning None, or a state equal to the one read, writes nothing. Returns the
@@ -113,14 +115,27 @@ def update_state(store: Store, key: SessionKey,
     ``SessionGone`` if ``epoch`` is given and that incarnation of the session is gone.
     """
     for _ in range(attempts):
-        record, state = load_state(store, key)
+        record, state = yield from read_state(key)
         new_state = change(state)
         if new_state is None or new_state == state:
             return state
         try:
-            store.put_state(key, new_state.to_dict(),
-                            expected_version=record.version if record else None, epoch=epoch)
+            yield from flow.put_state(key, new_state.to_dict(),
+                                      expected_version=record.version if record else None,
+                                      epoch=epoch)
         except ConflictError:
             continue
         return new_state
     raise ConflictError("session state kept changing under this update; try again")
+
+
+def load_state(store: Store, key: SessionKey) -> tuple[StateRecord | None, SessionState]:
+    """``read_state`` on a sync store."""
+    return run_flow(read_state(key), store)
+
+
+def update_state(store: Store, key: SessionKey,
+                 change: Callable[[SessionState], SessionState | None], *,
+                 attempts: int = 8, epoch: str | None = None) -> SessionState:
+    """``change_state`` on a sync store."""
+    return run_flow(change_state(key, change, attempts=attempts, epoch=epoch), store)

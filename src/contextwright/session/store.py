@@ -8,7 +8,8 @@ from an erased session can be written back. Backends live in
 sibling modules; this module does no I/O. The helpers here fix the things all backends must agree
 on: which ids are valid, how a message or state becomes stored text (ASCII JSON, so lone
 surrogates and NUL round-trip through any database), how stored text is decoded, and what "expired"
-means.
+means. ``AsyncStore`` is the same protocol for an event loop; its backends share each sync
+backend's data layout.
 """
 
 from __future__ import annotations
@@ -205,6 +206,79 @@ class Store(Protocol):
         ...
 
 
+@runtime_checkable
+class AsyncStore(Protocol):
+    """``Store`` for an event loop: the same methods with the same semantics, as coroutines.
+
+    Epochs, ``append_if``'s conditions and their order, idempotency keys, expiry, and the errors
+    (``SessionGone``, ``ConflictError``, ``OutcomeUnknown``, ``StoreUnavailable``, ...) are the
+    sync protocol's; the backends share their data layout with the sync ones, so a sync and an
+    async worker can serve one session. ``aclose`` replaces ``close``. The same conformance
+    suite runs over both kinds (``tests/stores``).
+    """
+
+    async def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """As ``Store.append``."""
+        ...
+
+    async def append_if(
+        self, key: SessionKey, messages: Sequence[Mapping[str, Any]], *,
+        last_seq: int | None = None, epoch: str | None = None,
+        idempotency_key: str | None = None, state: StateWrite | None = None,
+    ) -> Appended:
+        """As ``Store.append_if``."""
+        ...
+
+    async def read(
+        self, key: SessionKey, *, after: int = 0, last: int | None = None
+    ) -> list[StoredMessage]:
+        """As ``Store.read``."""
+        ...
+
+    async def epoch(self, key: SessionKey) -> str | None:
+        """As ``Store.epoch``."""
+        ...
+
+    async def find_write(self, key: SessionKey, idempotency_key: str) -> list[int] | None:
+        """As ``Store.find_write``."""
+        ...
+
+    async def count(self, key: SessionKey) -> int:
+        """As ``Store.count``."""
+        ...
+
+    async def get_state(self, key: SessionKey) -> StateRecord | None:
+        """As ``Store.get_state``."""
+        ...
+
+    async def put_state(
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None,
+        epoch: str | None = None,
+    ) -> int:
+        """As ``Store.put_state``."""
+        ...
+
+    async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
+        """As ``Store.list_sessions``."""
+        ...
+
+    async def erase_session(self, key: SessionKey) -> bool:
+        """As ``Store.erase_session``."""
+        ...
+
+    async def erase_user(self, user_id: str) -> int:
+        """As ``Store.erase_user``."""
+        ...
+
+    async def purge_expired(self) -> int:
+        """As ``Store.purge_expired``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections (and threads); the store may not be used afterwards."""
+        ...
+
+
 def validate_ttl(ttl_seconds: float | None) -> float | None:
     """Return ``ttl_seconds`` if it is ``None`` or a positive finite number."""
     if ttl_seconds is None:
@@ -371,6 +445,38 @@ def open_store(url: str, *, ttl_seconds: float | None = None) -> Store:
 
         url, schema = _pop_query(url, "schema", "contextwright")
         return PostgresStore(url, schema=schema, ttl_seconds=ttl_seconds)
+    raise InvalidInputError("unknown store URL scheme (memory, sqlite, redis, postgresql)")
+
+
+def open_async_store(url: str, *, ttl_seconds: float | None = None) -> AsyncStore:
+    """``open_store`` for an event loop: the same URLs, the async backend of each.
+
+    ``AsyncRedisStore`` and ``AsyncPostgresStore`` connect on their first call (on the loop
+    that makes it); ``AsyncSqliteStore`` opens its file on its own thread.
+    """
+    scheme, sep, rest = url.partition("://") if isinstance(url, str) else ("", "", "")
+    if not sep:
+        raise InvalidInputError("a store URL looks like scheme://…")
+    if scheme == "memory":
+        from contextwright.session.async_local import AsyncMemoryStore
+
+        return AsyncMemoryStore(ttl_seconds=ttl_seconds)
+    if scheme == "sqlite":
+        from contextwright.session.async_local import AsyncSqliteStore
+
+        if not rest.startswith("/") or rest == "/":
+            raise InvalidInputError("a SQLite store URL looks like sqlite:///path/to/file.db")
+        return AsyncSqliteStore(rest[1:], ttl_seconds=ttl_seconds)
+    if scheme in ("redis", "rediss", "unix"):
+        from contextwright.session.async_redis import AsyncRedisStore
+
+        url, prefix = _pop_query(url, "prefix", "contextwright")
+        return AsyncRedisStore(url, prefix=prefix, ttl_seconds=ttl_seconds)
+    if scheme in ("postgresql", "postgres"):
+        from contextwright.session.async_postgres import AsyncPostgresStore
+
+        url, schema = _pop_query(url, "schema", "contextwright")
+        return AsyncPostgresStore(url, schema=schema, ttl_seconds=ttl_seconds)
     raise InvalidInputError("unknown store URL scheme (memory, sqlite, redis, postgresql)")
 
 

@@ -1,0 +1,512 @@
+"""``SessionFlows``: what ``ContextManager`` does, written once over store calls as data.
+
+``prepare`` checks its arguments, appends the user's message, routes it to a mode (handing off
+explicitly when the mode changes), and builds the context from the session's summary, zones and
+recent messages, with older turns relevant to the message recalled when the mode asks for it;
+``record`` checks and appends the model's answer and tool results with the zones they update;
+the summary update, the state read and the erasures complete the set. Each is a flow
+(``contextwright.session.flow``): it yields store calls and computations and does no I/O, so
+``ContextManager`` runs the same logic over a sync store (``prepare``) and an async one
+(``aprepare``). All state lives in the store (what is kept in process is derived from it and
+checked against it), so any number of managers in any number of processes can serve the same
+sessions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+from contextwright.builder import ContextBuilder, cache_policy, session_cache_key
+from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
+from contextwright.core.cache import CachePolicy, Fingerprint
+from contextwright.core.fence import language_of
+from contextwright.core.final import FinalContext
+from contextwright.core.items import check_text, parse_message
+from contextwright.core.plan import BuildPlan
+from contextwright.core.request import Request
+from contextwright.core.source import ContextSource
+from contextwright.errors import (
+    ConflictError,
+    ContextwrightError,
+    InvalidInputError,
+    PlanError,
+    SessionGone,
+)
+from contextwright.manager.batches import RECORD_TAIL, recorded_messages
+from contextwright.manager.checks import checked_parts, image_parts
+from contextwright.manager.handoff import hand_off, note_user_message, record_turn_in_zones
+from contextwright.manager.plans import plan_or_name, plan_with_session, resolve_plan
+from contextwright.manager.prepared import PreparedContext
+from contextwright.manager.recall import (
+    RecallIndexes,
+    SessionHistorySource,
+    SessionTurns,
+    recall_tokens,
+    session_recall,
+)
+from contextwright.manager.summaries import Outcome, SummaryJob, summary_update
+from contextwright.manager.turns import last_user_index, plain
+from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
+from contextwright.modes.router import ModeClassifier, RouteDecision, Router
+from contextwright.modes.sources import SessionMemorySource
+from contextwright.observe.recorder import SnapshotRecorder, as_recorder
+from contextwright.observe.sinks import SnapshotSink
+from contextwright.session import flow
+from contextwright.session.flow import Flow
+from contextwright.session.state import ModeSwitch, SessionState, change_state, read_state
+from contextwright.session.store import Appended, SessionKey, StateRecord, StateWrite, StoredMessage
+from contextwright.sources.conversation import HistorySource, read_blocks_backward
+from contextwright.sources.recall import LexicalTurnRecaller, RecallExpansion, TurnRecaller
+from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
+
+logger = logging.getLogger("contextwright.session")
+
+MAX_STATE_ATTEMPTS = 8
+"""Optimistic state updates retried this often under contention before giving up."""
+MESSAGE_CACHE_SIZE = 50_000
+"""Stored message dicts remembered by (session, seq) so the builder's per-object caches hit."""
+
+Target = Literal["chat", "text"]
+
+
+class SessionFlows:
+    """The manager's configuration, in-process caches and flows; no store, no threads, no loop.
+
+    The arguments are ``ContextManager``'s (see there).
+    """
+
+    def __init__(self, *, modes: ModesConfig | str | Path | None = None,
+                 plans: Mapping[str, BuildPlan | str] | None = None,
+                 router: Router | None = None, classifier: ModeClassifier | None = None,
+                 system: str | None = None, tokenizer: str | Tokenizer = "o200k_base",
+                 sources: Iterable[ContextSource] = (), summarizer: Summarizer | None = None,
+                 budget: Mapping[str, Any] | None = None, summary_max_tokens: int = 300,
+                 max_read_messages: int = 400, recaller: TurnRecaller | None = None,
+                 recall_cache_messages: int = 100_000, cache: CachePolicy | bool = True,
+                 clock: Callable[[], float] = time.time,
+                 snapshots: SnapshotRecorder | SnapshotSink | None = None) -> None:
+        self.snapshots = as_recorder(snapshots)
+        if router is not None and (modes is not None or classifier is not None):
+            raise PlanError("give modes and classifier to the Router, or pass them without one")
+        config = modes if isinstance(modes, ModesConfig) else (
+            ModesConfig.load(modes) if modes is not None else ModesConfig.default())
+        self.router = router or Router(config, classifier)
+        self.modes = self.router.config
+        self.system = system
+        self.tokenizer: CountingTokenizer = get_tokenizer(tokenizer)
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
+        self._sources = tuple(sources)
+        unknown = sorted(set(plans or {}) - set(self.modes.modes))
+        if unknown:
+            raise PlanError(f"plans given for unknown modes: {unknown}")
+        given = {name: resolve_plan(plan_or_name(name, settings, plans))
+                 for name, settings in self.modes.modes.items()}
+        self._recall: dict[str, RecallSettings] = {
+            name: session_recall(settings, given[name])
+            for name, settings in self.modes.modes.items()}
+        self._plans = {name: plan_with_session(given[name], settings, budget)
+                       for name, settings in self.modes.modes.items()}
+        self._recall_tokens = {name: recall_tokens(self._plans[name], self._recall[name])
+                               for name in self._plans}
+        self.recaller: TurnRecaller = (recaller if recaller is not None
+                                     else LexicalTurnRecaller(expansion=RecallExpansion()))
+        self._recall_indexes = RecallIndexes(recall_cache_messages)
+        self._history: ContextSource = next(
+            (s for s in reversed(self._sources) if s.namespace == "history"), HistorySource())
+        self._cache = cache_policy(cache, None)
+        self._summary_max_tokens = summary_max_tokens
+        self._max_read = max_read_messages
+        self._clock = clock
+        self._messages: OrderedDict[tuple[str, str, int, float], Mapping[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._erasures = 0
+        """Erases this manager has begun: a call that saw it change drops what it cached."""
+
+    # ----- prepare -----
+
+    def _prepare_flow(self, user_id: str, session_id: str, text: str | None, *,
+                      images: Sequence[object], tools: Sequence[Mapping[str, Any]],
+                      documents: Sequence[Any],
+                      env: Mapping[str, str] | None, system: str | None, target: Target,
+                      idempotency_key: str | None) -> Flow[PreparedContext]:
+        key = SessionKey(user_id=user_id, session_id=session_id)
+        parts = checked_parts(tools=tools, documents=documents, env=env,
+                              system=system or self.system)
+        if text is not None:
+            check_text(text, "text")
+        parts_of_images = image_parts(images)
+        if parts_of_images and text is None:
+            raise InvalidInputError("images go with a user message: pass text (it may be '')")
+        erasures = self._erasures
+        appended = ((yield from self._append_user(key, text, idempotency_key, parts_of_images))
+                    if text is not None else None)
+        try:
+            return (yield from self._prepare_stored(key, text, appended, parts, target))
+        except SessionGone as error:
+            error.add_note("the session was erased while this call ran; the user message was "
+                           "erased with it")
+            raise
+        except ContextwrightError as error:
+            if appended is not None:
+                seq = appended.seqs[0]
+                error.stored_seq = seq
+                error.add_note(f"the user message is stored as seq {seq}: build again with "
+                               "text=None (e.g. after changing the mode or budget), do not "
+                               "resend it")
+            raise
+        finally:
+            self._unless_erased_since(erasures, key)
+
+    def _prepare_stored(self, key: SessionKey, text: str | None, appended: Appended | None,
+                        parts: Request, target: Target) -> Flow[PreparedContext]:
+        # The incarnation read, taken first: the fingerprint may go only into it.
+        epoch = appended.epoch if appended is not None else (yield from flow.epoch(key))
+        record, read, recent = yield from self._read_recent(key)
+        state, route, switch = yield from self._route(key, text, appended, recent, record)
+        user_index = last_user_index(recent)
+        if user_index is None:
+            raise InvalidInputError("the session has no user message to answer; pass text")
+        settings = self._settings(state.mode)
+        history = yield from self._session_history(key, settings, read,
+                                                   recent[:user_index + 1])
+        context = yield from flow.compute(partial(
+            self._build, key, state, settings, recent, user_index, parts, target, route,
+            switch, history))
+        yield from self._keep_fingerprint(key, context, epoch)
+        return PreparedContext(context=context, key=key, mode=settings.name, route=route,
+                               switch=switch, user_seq=recent[user_index].seq)
+
+    def _append_user(self, key: SessionKey, text: str, idempotency_key: str | None,
+                     images: list[dict[str, Any]]) -> Flow[Appended]:
+        content: str | list[dict[str, Any]] = text
+        if images:
+            content = [{"type": "text", "text": text}, *images] if text else images
+        message = {"role": "user", "content": content, "timestamp": self._now_iso()}
+        return (yield from flow.append_if(key, [message], idempotency_key=idempotency_key))
+
+    def _read_recent(self, key: SessionKey) -> Flow[
+            tuple[StateRecord | None, list[StoredMessage], list[StoredMessage]]]:
+        # The messages after the summary, newest ``max_read`` of them (as read), and the same
+        # from a whole round on (as shown).
+        record, state = yield from read_state(key)
+        read = yield from flow.read(key, after=state.summary_upto, last=self._max_read)
+        start = next((i for i, m in enumerate(read) if m.message.get("role") == "user"), 0)
+        return record, read, [self._remembered(key, stored) for stored in read[start:]]
+
+    def _remembered(self, key: SessionKey, stored: StoredMessage) -> StoredMessage:
+        # The log is append-only: (session, seq, created_at) names one message forever, so the
+        # same dict object can be handed to the builder every time and its caches hit.
+        cache_key = (key.user_id, key.session_id, stored.seq, stored.created_at)
+        with self._lock:
+            known = self._messages.get(cache_key)
+            if known is None:
+                self._messages[cache_key] = stored.message
+                if len(self._messages) > MESSAGE_CACHE_SIZE:
+                    self._messages.popitem(last=False)
+                return stored
+        return replace(stored, message=known)
+
+    def _settings(self, mode: str | None) -> ModeSettings:
+        """A session's mode settings; the default mode's for a new session.
+
+        Also the default's for a stored mode this manager does not configure (logged; the
+        next routed message hands off from it).
+        """
+        if mode is not None and mode not in self.modes.modes:
+            logger.warning("session mode %r is not configured here; using %r", mode,
+                           self.modes.default_mode,
+                           extra={"contextwright": {"event": "unknown_mode", "mode": mode}})
+            mode = None
+        return self.modes.settings(mode or self.modes.default_mode)
+
+    def _route(self, key: SessionKey, text: str | None, appended: Appended | None,
+               recent: list[StoredMessage], record: StateRecord | None
+               ) -> Flow[tuple[SessionState, RouteDecision | None, ModeSwitch | None]]:
+        # The routed state is written only into the incarnation of the session the message
+        # went into: after an erase, nothing derived from the message may come back.
+        for attempt in range(MAX_STATE_ATTEMPTS):
+            if attempt:
+                record = yield from flow.get_state(key)
+            state = SessionState.from_dict(record.data) if record else SessionState()
+            if text is None or appended is None:
+                return state, None, None
+            route, new_state, switch = yield from flow.compute(
+                partial(self._decide_route, state, text, appended.seqs[0], recent),
+                where="cpu" if self.router.classifier is not None else "loop")  # rules: µs
+            if new_state == state:
+                _log_route(key, route, state.mode)
+                return state, route, None
+            try:
+                yield from flow.put_state(key, new_state.to_dict(),
+                                          expected_version=record.version if record else None,
+                                          epoch=appended.epoch)
+            except ConflictError:
+                continue
+            _log_route(key, route, state.mode)
+            if switch is not None:
+                _log_switch(key, switch)
+            return new_state, route, switch
+        raise ConflictError("session state kept changing under this prepare; try again")
+
+    def _decide_route(self, state: SessionState, text: str, seq: int,
+                      recent: list[StoredMessage]
+                      ) -> tuple[RouteDecision, SessionState, ModeSwitch | None]:
+        # A stored mode this manager does not configure (removed, or another worker's
+        # config) is routed from afresh and handed off from, not an error on every call.
+        known = state.mode if state.mode in self.modes.modes else None
+        route = self.router.route(text, known, kept_turns=state.kept_turns,
+                                  task_done=state.zones.task.closed)
+        new_state, switch = self._apply_route(state, route, text, seq, recent)
+        return route, new_state, switch
+
+    def _apply_route(self, state: SessionState, route: RouteDecision, text: str, seq: int,
+                     recent: list[StoredMessage]) -> tuple[SessionState, ModeSwitch | None]:
+        state = state if state.language else replace(state, language=language_of(text))
+        switch = None
+        if route.mode != state.mode:
+            switch = ModeSwitch(old_mode=state.mode, new_mode=route.mode, trigger=route.trigger,
+                                basis=route.basis, at_seq=seq, at=self._clock())
+            state = hand_off(state, switch, [m for m in recent if m.seq < seq],
+                             window_size=self._settings(state.mode).window_size
+                             if state.mode else 0,
+                             tokenizer=self.tokenizer)
+        kept = state.kept_turns + 1 if route.basis == "kept" else 0
+        if kept != state.kept_turns:
+            state = replace(state, kept_turns=kept)
+        settings = self._settings(state.mode)
+        return note_user_message(state, text, settings), switch
+
+    def _build(self, key: SessionKey, state: SessionState, settings: ModeSettings,
+               recent: list[StoredMessage], user_index: int, parts: Request, target: Target,
+               route: RouteDecision | None, switch: ModeSwitch | None,
+               history: SessionHistorySource | None) -> FinalContext:
+        language = state.language or "en"
+        summary = Summary.from_dict(state.summary).render(language) if state.summary else ""
+        memory = SessionMemorySource(settings=settings, zones=state.zones,
+                                     summary_text=summary, language=language)
+        stored = recent[user_index]
+        user = parse_message(stored.message, f"session[seq {stored.seq}]")
+        request = replace(parts, user_input=user.content, images=user.images,
+                          history=plain(recent[:user_index]),
+                          turn=plain(recent[user_index + 1:]))
+        builder = ContextBuilder(self.tokenizer, sources=(
+            *self._sources, memory, *([history] if history is not None else [])),
+            snapshots=self.snapshots and self.snapshots.labelled(
+                session=key, mode=settings.name, route=route, switch=switch))
+        if self._cache is None:
+            return builder.build(self._plans[settings.name], request, target=target)
+        return builder.build(self._plans[settings.name], request, target=target,
+                             previous=_previous(key, state), cache=self._cache,
+                             cache_key=session_cache_key(key.user_id, key.session_id))
+
+    def _keep_fingerprint(self, key: SessionKey, context: FinalContext,
+                          epoch: str | None) -> Flow[None]:
+        # The next build of this session, on any worker, continues this one's layout. Only
+        # into the incarnation of the session that was read: an erased session stays erased.
+        if self._cache is None or context.stable_fingerprint is None:
+            return
+        fingerprint = context.stable_fingerprint.to_dict()
+        if epoch is None:  # no session was there when the call began
+            return
+        try:
+            yield from change_state(key, lambda s: replace(s, cache=fingerprint), epoch=epoch)
+        except ConflictError:  # a hint only: the next build starts a new cache line
+            logger.warning("prompt-cache fingerprint not saved (state kept changing) user=%s "
+                           "session=%s", key.user_id, key.session_id,
+                           extra={"contextwright": {"event": "fingerprint_conflict",
+                                                    "user_id": key.user_id,
+                                                    "session_id": key.session_id}})
+
+    def _session_history(self, key: SessionKey, settings: ModeSettings,
+                         read: list[StoredMessage], shown: list[StoredMessage]
+                         ) -> Flow[SessionHistorySource | None]:
+        # ``shown`` is the request's history and the user message: older turns are recalled.
+        recall = self._recall[settings.name]
+        if not recall.enabled or self._plans[settings.name].spec("history") is None:
+            return None
+        turns: SessionTurns | None = yield from self._recall_indexes.turns_before(
+            key, shown[0].seq, read)
+        if turns is None:
+            return None
+        calls = sum(1 for stored in shown if stored.message.get("tool_calls"))
+        return SessionHistorySource(
+            history=self._history, turns=turns, recaller=self.recaller, recall=recall,
+            max_tokens=self._recall_tokens[settings.name], begin=shown[0].seq,
+            recent_calls=calls, anchor=settings.window_size)
+
+    # ----- record -----
+
+    def _record_flow(self, user_id: str, session_id: str, *, assistant: object,
+                     tool_results: Sequence[object], messages: Sequence[object],
+                     idempotency_key: str | None) -> Flow[tuple[list[int], bool]]:
+        """The seqs ``record`` returns, and whether it stored them (then a summary is due)."""
+        key = SessionKey(user_id=user_id, session_id=session_id)
+        batch = recorded_messages(assistant, tool_results, messages, self._now_iso())
+        if not batch:
+            raise InvalidInputError("record needs an assistant message, tool results or messages")
+        if idempotency_key is not None:
+            done = yield from flow.find_write(key, idempotency_key)
+            if done is not None:
+                return done, False
+        try:
+            appended = yield from self._append_turn(key, batch, idempotency_key)
+        except InvalidInputError:
+            # The first try of this call may have landed meanwhile: its results are answered.
+            done = ((yield from flow.find_write(key, idempotency_key))
+                    if idempotency_key is not None else None)
+            if done is None:
+                raise
+            return done, False
+        return appended.seqs, True
+
+    def _append_turn(self, key: SessionKey, batch: list[dict[str, Any]],
+                     idempotency_key: str | None) -> Flow[Appended]:
+        """Check ``batch`` against the session and append it with its zones in one write.
+
+        The write is conditioned on what the check read (the epoch, the last seq when there are
+        tool results, the state's version); if anything moved, check again.
+        """
+        for _ in range(MAX_STATE_ATTEMPTS):
+            epoch = yield from flow.epoch(key)  # read first: what follows is of it or later
+            record, state = yield from read_state(key)
+            last_seq = yield from self._check_results_answer_open_calls(key, batch)
+            new_state = record_turn_in_zones(state, batch, self._settings(state.mode))
+            write = None if new_state == state else StateWrite(
+                data=new_state.to_dict(), expected_version=record.version if record else None)
+            try:
+                return (yield from flow.append_if(key, batch, last_seq=last_seq, epoch=epoch,
+                                                  idempotency_key=idempotency_key, state=write))
+            except ConflictError:
+                continue
+        raise ConflictError("the session kept changing under this record; try again")
+
+    def _check_results_answer_open_calls(self, key: SessionKey, batch: list[dict[str, Any]]
+                                         ) -> Flow[int | None]:
+        """Refuse tool results that answer no call just before them, in the batch or stored.
+
+        Stored, such a result would make every later build of the session fail (a result must
+        follow the assistant message whose call it answers, as in the chat formats). Returns
+        the last seq the check read (None when the batch has no results): the batch may only be
+        appended right after it.
+        """
+        if not any(message["role"] == "tool" for message in batch):
+            return None
+        tail = yield from flow.read(key, last=RECORD_TAIL)
+        if len(tail) == RECORD_TAIL and all(m.message.get("role") == "tool" for m in tail):
+            tail = yield from flow.read(key, last=self._max_read)
+        stored = [m.message for m in tail]
+        start = len(stored)
+        while start > 0 and stored[start - 1].get("role") == "tool":
+            start -= 1  # the results already recorded for the newest call ...
+        start = max(start - 1, 0)  # ... and the message before them: a block starts there
+        try:
+            for _ in read_blocks_backward([*stored[start:], *batch], "record"):
+                pass
+        except InvalidInputError:
+            raise InvalidInputError(
+                "record: a tool result must answer a call of the assistant message just before "
+                "it (in this batch, or the session's newest one), each call once") from None
+        return tail[-1].seq if tail else 0
+
+    # ----- state, summaries, erasure -----
+
+    def _state_flow(self, user_id: str, session_id: str) -> Flow[SessionState]:
+        _, state = yield from read_state(SessionKey(user_id=user_id, session_id=session_id))
+        return state
+
+    def _summary_flow(self, key: SessionKey) -> Flow[Outcome]:
+        _, state = yield from read_state(key)
+        settings = self._settings(state.mode)
+        plan = self._plans[settings.name]
+        job = SummaryJob(
+            key=key, settings=settings, summarizer=self.summarizer, tokenizer=self.tokenizer,
+            max_tokens=self._summary_max_tokens,
+            threshold_tokens=int(plan.budget.available * settings.summary_threshold_ratio))
+        return (yield from summary_update(job))
+
+    def _erase_session_flow(self, user_id: str, session_id: str) -> Flow[bool]:
+        key = SessionKey(user_id=user_id, session_id=session_id)
+        self._begin_erase()
+        self._forget_cached(user_id, session_id)
+        existed = yield from flow.erase_session(key)
+        self._forget_cached(user_id, session_id)
+        return existed
+
+    def _erase_user_flow(self, user_id: str) -> Flow[int]:
+        self._begin_erase()
+        self._forget_cached(user_id)
+        erased = yield from flow.erase_user(user_id)
+        self._forget_cached(user_id)
+        return erased
+
+    def _begin_erase(self) -> None:
+        with self._lock:
+            self._erasures += 1
+
+    def _unless_erased_since(self, erasures: int, key: SessionKey) -> None:
+        """Drop what a call cached of ``key`` if an erase began while it ran.
+
+        An erase counts itself before it forgets, so a call that cached after that forget sees
+        the count changed and forgets its own entries (at worst a live session's, which are
+        derived and rebuilt on the next call).
+        """
+        with self._lock:
+            changed = self._erasures != erasures
+        if changed:
+            self._forget_cached(key.user_id, key.session_id)
+
+    def _forget_cached(self, user_id: str, session_id: str | None = None) -> None:
+        self._forget(lambda cached: cached[0] == user_id and (
+            session_id is None or cached[1] == session_id))
+        self._recall_indexes.forget(user_id, session_id)
+
+    def _forget(self, matches: Callable[[tuple[str, str, int, float]], bool]) -> None:
+        with self._lock:
+            for cached in [k for k in self._messages if matches(k)]:
+                del self._messages[cached]
+
+    def _now_iso(self) -> str:
+        return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="seconds")
+
+
+def _previous(key: SessionKey, state: SessionState) -> Fingerprint | None:
+    """The session's stored fingerprint; an unreadable one is logged and a new line started."""
+    if state.cache is None:
+        return None
+    try:
+        return Fingerprint.from_dict(state.cache)
+    except InvalidInputError as error:
+        logger.warning("stored prompt-cache fingerprint unreadable (%s) user=%s session=%s",
+                       error, key.user_id, key.session_id,
+                       extra={"contextwright": {"event": "fingerprint_unreadable",
+                                                "user_id": key.user_id,
+                                                "session_id": key.session_id}})
+        return None
+
+
+def _log_route(key: SessionKey, route: RouteDecision, previous: str | None) -> None:
+    logger.info("route user=%s session=%s mode=%s basis=%s trigger=%r", key.user_id,
+                key.session_id, route.mode, route.basis, route.trigger,
+                extra={"contextwright": {
+                    "event": "route", "user_id": key.user_id, "session_id": key.session_id,
+                    "mode": route.mode, "basis": route.basis, "trigger": route.trigger,
+                    "confidence": route.confidence, "previous_mode": previous}})
+
+
+def _log_switch(key: SessionKey, switch: ModeSwitch) -> None:
+    logger.info("mode_switch user=%s session=%s %s -> %s trigger=%r", key.user_id,
+                key.session_id, switch.old_mode, switch.new_mode, switch.trigger,
+                extra={"contextwright": {
+                    "event": "mode_switch", "user_id": key.user_id,
+                    "session_id": key.session_id, "old_mode": switch.old_mode,
+                    "new_mode": switch.new_mode, "trigger": switch.trigger,
+                    "basis": switch.basis, "at_seq": switch.at_seq}})

@@ -1,0 +1,64 @@
+"""The plan each mode of a ``ContextManager`` builds with: the configured one, made session-ready.
+
+A mode's plan gets the session's memory (summary, zones) right after the system prompt, the mode's
+retrieval parameters, and tool sources when it has none, so an agent loop's tool results are never
+lost in any mode. Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, SourceSpec, thawed
+from contextwright.modes.config import ModeSettings
+
+
+def plan_or_name(name: str, settings: ModeSettings,
+                 plans: Mapping[str, BuildPlan | str] | None) -> BuildPlan | str:
+    """The plan a mode builds with: an override from ``plans``, else its configured one."""
+    return (plans or {}).get(name, settings.plan)
+
+
+def resolve_plan(plan: BuildPlan | str) -> BuildPlan:
+    """A plan given by name (a shipped one, or a file) loaded; a ``BuildPlan`` as it is."""
+    if isinstance(plan, BuildPlan):
+        return plan
+    return BuildPlan.named(plan) if plan in SHIPPED_PLANS else BuildPlan.load(plan)
+
+
+def plan_with_session(plan: BuildPlan, settings: ModeSettings,
+                      budget: Mapping[str, Any] | None) -> BuildPlan:
+    """``plan`` as a mode of the manager builds with it (``budget`` overrides its budget)."""
+    # The session's memory sits right after the system prompt; retrieval sources get the
+    # mode's retrieval parameters.
+    if budget:
+        plan = plan.with_budget(**budget)
+    specs: list[SourceSpec] = []
+    for spec in plan.sources:
+        if spec.source in ("rag", "retrieval"):
+            spec = replace(spec, options=FrozenOptions(
+                {**settings.retrieval_options(), **thawed(spec.options)}))
+        if spec.source == "history" and (settings.enable_summary or settings.recall is not None
+                                         ) and spec.options.get("recall_share"):
+            # With a running summary the request holds only the rounds after it, which fit
+            # the budget anyway: recall works session-wide instead (``session_recall``), as it
+            # does whenever the mode sets ``recall`` itself.
+            spec = replace(spec, options=FrozenOptions(
+                {**thawed(spec.options), "recall_share": 0}))
+        specs.append(spec)
+    if plan.spec("session") is None:
+        specs.insert(_after(specs, "system"),
+                     SourceSpec(source="session", weight=0.2 if settings.zones else 0.12))
+    # An agent loop may call tools in any mode: a plan without them would silently lose this
+    # turn's results. Unused, their share flows back to the other sources.
+    if plan.spec("tools") is None:
+        specs.insert(_after(specs, "session"), SourceSpec(source="tools", weight=0.1))
+    if plan.spec("tool_results") is None:
+        specs.insert(_after(specs, "user"), SourceSpec(source="tool_results", weight=0.1))
+    return replace(plan, sources=tuple(specs))
+
+
+def _after(specs: list[SourceSpec], source: str) -> int:
+    return next((i + 1 for i, spec in enumerate(specs) if spec.source == source), len(specs))

@@ -1,0 +1,52 @@
+"""``PreparedContext``: what ``ContextManager.prepare`` returns for one model call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from contextwright.core.final import FinalContext
+from contextwright.core.providers import ProviderFormat
+from contextwright.core.report import BuildReport
+from contextwright.modes.router import RouteDecision
+from contextwright.session.state import ModeSwitch
+from contextwright.session.store import SessionKey
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedContext:
+    """The context for one model call, with the routing that produced it."""
+
+    context: FinalContext
+    """The built context (messages, report)."""
+    key: SessionKey
+    """The session."""
+    mode: str
+    """The mode the context was built in."""
+    route: RouteDecision | None
+    """The router's decision for this message (None when continuing a turn)."""
+    switch: ModeSwitch | None
+    """The hand-off this message caused, if any."""
+    user_seq: int
+    """Sequence number of the user message this context answers."""
+
+    @property
+    def report(self) -> BuildReport:
+        """Every decision of the build."""
+        return self.context.report
+
+    def to_messages(self, fmt: ProviderFormat = "openai") -> list[dict[str, Any]]:
+        """Messages for the provider (see ``FinalContext.to_messages``)."""
+        return self.context.to_messages(fmt)
+
+    def to_request(self, fmt: ProviderFormat = "openai", **settings: Any) -> dict[str, Any]:
+        """Keyword arguments for the provider's SDK call.
+
+        ``settings``: ``model``, ``max_tokens``, ``tool_choice``, ``parallel_tool_calls`` (see
+        ``FinalContext.to_request``).
+        """
+        return self.context.to_request(fmt, **settings)
+
+    def to_text(self) -> str:
+        """A plain prompt (see ``FinalContext.to_text``)."""
+        return self.context.to_text()

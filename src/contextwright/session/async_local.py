@@ -1,0 +1,198 @@
+"""``AsyncMemoryStore`` and ``AsyncSqliteStore``: the in-process stores behind an async face.
+
+Neither has an async driver to use, so each wraps its sync store, whose semantics it keeps
+exactly. The memory store's operations are short and hold only its own lock, so they run on the
+loop itself, all but ``read``, which decodes every message it returns and so runs on a worker
+thread; the SQLite store's block on the file, so they run on one worker thread that belongs
+to the store: SQLite's rules for connections and threads hold as in a single-threaded program,
+and the operations run in the order they were called. A sync and an async store on the same
+SQLite file (or an ``AsyncMemoryStore`` given the ``MemoryStore`` a sync manager uses) serve the
+same sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Self, TypeVar
+
+from contextwright.errors import InvalidInputError, StoreError
+from contextwright.session.memory import MemoryStore
+from contextwright.session.sqlite import SYNCHRONOUS_MODES, SqliteStore
+from contextwright.session.store import (
+    Appended,
+    Clock,
+    SessionInfo,
+    SessionKey,
+    StateRecord,
+    StateWrite,
+    Store,
+    StoredMessage,
+    validate_ttl,
+)
+
+T = TypeVar("T")
+
+
+class _SyncBacked:
+    """The ``AsyncStore`` methods, each one call of the wrapped store through ``_call``."""
+
+    async def _call(self, work: Callable[[Store], T]) -> T:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release the store."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        """Open the store now (``StoreUnavailable`` if its file cannot be opened)."""
+        await self._call(lambda store: None)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Close the store."""
+        await self.aclose()
+
+    async def append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """As ``Store.append``."""
+        return await self._call(lambda store: store.append(key, messages))
+
+    async def append_if(
+        self, key: SessionKey, messages: Sequence[Mapping[str, Any]], *,
+        last_seq: int | None = None, epoch: str | None = None,
+        idempotency_key: str | None = None, state: StateWrite | None = None,
+    ) -> Appended:
+        """As ``Store.append_if``."""
+        return await self._call(lambda store: store.append_if(
+            key, messages, last_seq=last_seq, epoch=epoch, idempotency_key=idempotency_key,
+            state=state))
+
+    async def read(
+        self, key: SessionKey, *, after: int = 0, last: int | None = None
+    ) -> list[StoredMessage]:
+        """As ``Store.read``."""
+        return await self._call(lambda store: store.read(key, after=after, last=last))
+
+    async def epoch(self, key: SessionKey) -> str | None:
+        """As ``Store.epoch``."""
+        return await self._call(lambda store: store.epoch(key))
+
+    async def find_write(self, key: SessionKey, idempotency_key: str) -> list[int] | None:
+        """As ``Store.find_write``."""
+        return await self._call(lambda store: store.find_write(key, idempotency_key))
+
+    async def count(self, key: SessionKey) -> int:
+        """As ``Store.count``."""
+        return await self._call(lambda store: store.count(key))
+
+    async def get_state(self, key: SessionKey) -> StateRecord | None:
+        """As ``Store.get_state``."""
+        return await self._call(lambda store: store.get_state(key))
+
+    async def put_state(
+        self, key: SessionKey, data: Mapping[str, Any], *, expected_version: int | None,
+        epoch: str | None = None,
+    ) -> int:
+        """As ``Store.put_state``."""
+        return await self._call(lambda store: store.put_state(
+            key, data, expected_version=expected_version, epoch=epoch))
+
+    async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
+        """As ``Store.list_sessions``."""
+        return await self._call(lambda store: store.list_sessions(user_id))
+
+    async def erase_session(self, key: SessionKey) -> bool:
+        """As ``Store.erase_session``."""
+        return await self._call(lambda store: store.erase_session(key))
+
+    async def erase_user(self, user_id: str) -> int:
+        """As ``Store.erase_user``."""
+        return await self._call(lambda store: store.erase_user(user_id))
+
+    async def purge_expired(self) -> int:
+        """As ``Store.purge_expired``."""
+        return await self._call(lambda store: store.purge_expired())
+
+
+class AsyncMemoryStore(_SyncBacked):
+    """An ``AsyncStore`` in process memory, over a ``MemoryStore`` (its own, or one given)."""
+
+    def __init__(self, *, ttl_seconds: float | None = None, clock: Clock = time.time,
+                 store: MemoryStore | None = None) -> None:
+        """A new memory store with ``ttl_seconds`` and ``clock``, or the given ``store``.
+
+        Giving the ``MemoryStore`` a sync manager uses lets sync and async calls share its
+        sessions (its own retention and clock then apply); it stays the caller's, open after
+        ``aclose``.
+        """
+        if store is not None and (ttl_seconds is not None or clock is not time.time):
+            raise InvalidInputError("give ttl_seconds and clock to the MemoryStore itself")
+        self.store = store if store is not None else MemoryStore(ttl_seconds=ttl_seconds,
+                                                                 clock=clock)
+        """The wrapped store."""
+        self._owned = store is None
+
+    async def _call(self, work: Callable[[Store], T]) -> T:
+        # Microseconds under the store's own lock: a thread hop would cost more than it saves.
+        return work(self.store)
+
+    async def read(
+        self, key: SessionKey, *, after: int = 0, last: int | None = None
+    ) -> list[StoredMessage]:
+        """As ``Store.read``, on a worker thread: decoding a long log would stall the loop."""
+        return await asyncio.to_thread(self.store.read, key, after=after, last=last)
+
+    async def aclose(self) -> None:
+        """Drop everything (unless the store was given); later calls raise ``StoreError``."""
+        if self._owned:
+            self.store.close()
+
+
+class AsyncSqliteStore(_SyncBacked):
+    """An ``AsyncStore`` in one SQLite file: a ``SqliteStore`` on a thread of its own."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        ttl_seconds: float | None = None,
+        clock: Clock = time.time,
+        busy_timeout_ms: int = 30_000,
+        synchronous: str = "NORMAL",
+    ) -> None:
+        """Open ``path`` as ``SqliteStore`` does, on the store's thread.
+
+        The arguments are ``SqliteStore``'s and are checked here; the file is opened on the
+        thread, so a file that cannot be opened raises on the first call.
+        """
+        validate_ttl(ttl_seconds)
+        if synchronous not in SYNCHRONOUS_MODES:
+            raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-sqlite")
+        # Submitted first, so every call queued after it finds the store open.
+        self._opened = self._thread.submit(
+            SqliteStore, path, ttl_seconds=ttl_seconds, clock=clock,
+            busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+        self._closed = False
+
+    async def _call(self, work: Callable[[Store], T]) -> T:
+        if self._closed:
+            raise StoreError("the store is closed")
+        return await asyncio.wrap_future(self._thread.submit(
+            lambda: work(self._opened.result())))
+
+    async def aclose(self) -> None:
+        """Close the database and stop the store's thread."""
+        if self._closed:
+            return
+        self._closed = True
+
+        def close() -> None:
+            if self._opened.exception() is None:
+                self._opened.result().close()
+
+        await asyncio.wrap_future(self._thread.submit(close))
+        self._thread.shutdown(wait=False)
