@@ -330,3 +330,20 @@ def test_this_turn_without_tools_never_ends_on_an_assistant_prefill() -> None:
     body = ctx.to_request("anthropic")
     assert body["messages"][-1]["role"] == "user"
     assert body["messages"][-1]["content"][-1]["type"] == "search_result"
+
+
+def test_a_strict_tool_stays_strict_for_every_provider(server: ProviderServer) -> None:
+    tool = {"type": "function", "function": {
+        "name": "save_memo", "strict": True, "description": "Save a memo.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                       "required": ["text"], "additionalProperties": False}}}
+    ctx = build(Request(user_input="note: buy milk", tools=[tool]))
+    assert ctx.to_request("openai")["tools"][0]["function"]["strict"] is True
+    assert ctx.to_request("openai-responses")["tools"][0]["strict"] is True
+    body = ctx.to_request("anthropic", model="claude-sonnet-4-5")
+    assert body["tools"][0]["strict"] is True
+    check_sdk_type("anthropic", body)
+    send(server, "anthropic", body)
+    loose = build(Request(user_input="note", tools=[{**tool, "function": {
+        **tool["function"], "strict": False}}]))
+    assert "strict" not in loose.to_request("anthropic", model="claude-sonnet-4-5")["tools"][0]

@@ -529,6 +529,8 @@ def anthropic_tool(schema: Mapping[str, Any]) -> dict[str, Any]:
                             "input_schema": object_schema(function.get("parameters"))}
     if function.get("description"):
         tool["description"] = function["description"]
+    if function.get("strict") is True:  # the Messages API takes it too (strict tool use)
+        tool["strict"] = True
     return tool
 
 
