@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 from contextwright.core.builder import build_context
 from contextwright.core.cache import CachePolicy, Fingerprint
+from contextwright.core.caches import clear_registered_caches
 from contextwright.core.fence import fence_key
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import BuildPlan
@@ -208,34 +209,7 @@ def clear_caches() -> None:
     """Forget every remembered parse, item, rendering and token count of this process.
 
     The caches make re-reading a long history cheap; clearing them frees their memory and
-    makes the next build a cold one (benchmarks use this).
+    makes the next build a cold one (benchmarks use this). Every process-wide cache registers
+    itself where it is defined (``core.caches``); a module not imported yet has nothing cached.
     """
-    from contextwright.core import covering, gather, items
-    from contextwright.sources import conversation, tools
-    from contextwright.tokens import CountingTokenizer
-
-    items._PARSED.clear()
-    gather._CANDIDATES.clear()
-    covering.clear_covered()
-    conversation._ITEMS.clear()
-    conversation._BLOCKS.clear()
-    conversation._OPTION_KEYS.clear()
-    tools._SCHEMA_JSON.clear()
-    for cache in CountingTokenizer._caches.values():
-        cache.clear()
-    from contextwright.compress.json_compact import _compact_cached
-    from contextwright.compress.tool_results import _line_cached, _reduce_cached
-    from contextwright.sources.recall import clear_recall_caches
-
-    _compact_cached.cache_clear()
-    _reduce_cached.cache_clear()
-    _line_cached.cache_clear()
-    tools._schema_terms.cache_clear()
-    clear_recall_caches()
-    from contextwright.sources import history_digest
-
-    history_digest._ITEM_KEYS.clear()
-    history_digest._MESSAGE_FACTS.clear()
-    for cached in (history_digest._values, history_digest._text_keys, history_digest._key,
-                   history_digest._value_rank, conversation._estimate):
-        cached.cache_clear()
+    clear_registered_caches()

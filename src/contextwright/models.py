@@ -22,6 +22,7 @@ import re
 import threading
 from dataclasses import dataclass
 
+from contextwright.core.caches import register_cache
 from contextwright.errors import PlanError
 from contextwright.tokens import (
     ANTHROPIC_IMAGES,
@@ -157,3 +158,6 @@ for _claude in ("claude-sonnet-4-5", "claude-sonnet-4", "claude-haiku-4-5", "cla
 _known("claude-opus-4-1", "anthropic", 200_000, 32_000, ANTHROPIC_IMAGES)
 _known("claude-opus-4", "anthropic", 200_000, 32_000, ANTHROPIC_IMAGES)
 _known("claude-3-5-haiku", "anthropic", 200_000, 8_192, ANTHROPIC_IMAGES)
+
+
+register_cache("models.tokenizers", _TOKENIZERS)

@@ -19,6 +19,8 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from contextwright.core.caches import register_cache
+
 __all__ = ["extract_facts", "fact_key", "looks_like_fence_marker", "missing_facts",
            "without_framing"]
 
@@ -334,3 +336,6 @@ def _address_start(text: str, start: int, end: int) -> int:
     head = span[:10]
     cut = max((head.rfind(word) + len(word) for word in _ZH_LEAD_INS if word in head), default=0)
     return start + cut
+
+
+register_cache("compress.facts.extract", _extract_cached)

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from contextwright.core.caches import register_cache
+
 MAX_COMPACT_CHARS = 200_000
 """Larger results are not parsed (that alone would cost too much); they are cut as text."""
 
@@ -187,3 +189,6 @@ def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+register_cache("compress.json_compact.compact", _compact_cached)

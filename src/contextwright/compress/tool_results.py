@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from contextwright.compress.json_compact import MAX_COMPACT_CHARS, select_fields
+from contextwright.core.caches import register_cache
 from contextwright.errors import PlanError
 
 Tier = Literal["full", "reduced", "line", "drop"]
@@ -240,3 +241,7 @@ def _is_identifier(fact: str) -> bool:
     if digits == len(fact.replace(".", "").replace(",", "").lstrip("-")):
         return digits >= 4  # a plain number: only long ones (card ends, zips, amounts in cents)
     return True
+
+
+register_cache("compress.tool_results.reduce", _reduce_cached)
+register_cache("compress.tool_results.line", _line_cached)

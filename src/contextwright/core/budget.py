@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from contextwright.core.caches import register_cache
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
@@ -113,3 +115,6 @@ def _proportional(amounts: dict[str, int], pool: int) -> dict[str, int]:
     if total <= pool:
         return dict(amounts)
     return {name: math.floor(amount * pool / total) for name, amount in amounts.items()}
+
+
+register_cache("core.budget.decimal", _decimal)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from contextwright.core.caches import register_cache
 from contextwright.core.plan import NEVER_CUT_BY_DEFAULT, BuildPlan, FrozenOptions, SourceSpec
 from contextwright.core.request import Request
 
@@ -102,3 +103,6 @@ def _added_spec(source: str) -> SourceSpec:
     return SourceSpec(source=source, weight=weight, max_tokens=max_tokens,
                       cuttable=not never_cut, required=never_cut,
                       options=FrozenOptions(ADDED_OPTIONS.get(source, {})))
+
+
+register_cache("core.covering.covered", _COVERED)

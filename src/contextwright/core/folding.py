@@ -16,6 +16,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from contextwright.core.caches import register_cache
+
 # Unicode 14 general category Cf, Default_Ignorable_Code_Point and the control characters that
 # are not whitespace (tab and the line breaks stay: they are visible layout). A test checks that
 # every Cf code point of the running Python is listed, so a Unicode upgrade cannot slip one in.
@@ -94,3 +96,6 @@ def fold_with_origins(text: str) -> tuple[str, list[int]]:
         pieces.append(folded)
         origins.extend([index] * len(folded))
     return "".join(pieces), origins
+
+
+register_cache("core.folding.fold_char", _fold_char)

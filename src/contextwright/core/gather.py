@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from contextwright.core.accounting import frame_tokens, schema_tokens
+from contextwright.core.caches import register_cache
 from contextwright.core.fence import DEFAULT_FENCE_KEY, escape_lines, fence, label, separator
 from contextwright.core.items import ContextItem, Message
 from contextwright.core.plan import SourceSpec
@@ -266,3 +267,6 @@ def _close_unit(name: str, candidates: list[Candidate], round_no: int, rank: int
     tokens = first.tokens if len(candidates) == 1 else sum(c.tokens for c in candidates)
     return Unit(source=name, candidates=candidates,
                 round=None if opens_round is None else round_no, rank=rank, tokens=tokens)
+
+
+register_cache("core.gather.candidates", _CANDIDATES)

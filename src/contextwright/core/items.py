@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal, cast
 
+from contextwright.core.caches import register_cache
 from contextwright.core.images import ImagePart, image_from_part
 from contextwright.errors import InvalidInputError
 
@@ -300,3 +301,6 @@ def _optional_text(value: object, where: str) -> str | None:
     if value is None:
         return None
     return check_text(value if isinstance(value, str) else str(value), where)
+
+
+register_cache("core.items.parsed", _PARSED)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from contextwright.core.caches import register_cache
 from contextwright.core.parsing import Format, MalformedDocument, parse_document
 from contextwright.errors import PlanError
 
@@ -356,3 +357,6 @@ def read_config_file(path: Path, what: str) -> Any:
         return parse_document(data, fmt)
     except MalformedDocument as exc:
         raise PlanError(f"{what} {path.name} is not valid {fmt}: {exc}") from None
+
+
+register_cache("core.plan.shipped", _shipped)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
+from contextwright.core.caches import register_cache
 from contextwright.core.cutting import KEEP_HEAD, split_head
 from contextwright.core.gather import Costing, Gathered, Unit, cached_candidate
 from contextwright.core.items import ContextItem
@@ -79,3 +80,6 @@ def _plain_item(item: ContextItem) -> ContextItem:
             _PLAIN.clear()
         _PLAIN[id(item)] = (item, plain)
     return plain
+
+
+register_cache("core.sequence.plain", _PLAIN)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from contextwright.core.caches import register_cache
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
 from contextwright.core.items import Message
@@ -398,3 +399,7 @@ def frozen_request(request: Request, *, with_history: bool) -> Request:
         documents=tuple(request.documents), env=dict(request.env),
         examples=tuple(request.examples), notes=tuple(request.notes),
         images=tuple(request.images))
+
+
+register_cache("observe.snapshot.plans", _PLANS)
+register_cache("observe.snapshot.rendered", _RENDERED)

@@ -32,6 +32,7 @@ from contextwright.compress.tool_results import (
     one_line_tool_result,
     reduce_tool_result,
 )
+from contextwright.core.caches import register_cache
 from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import fold
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
@@ -608,3 +609,9 @@ class ToolResultSource:
         """Exact values of this turn's omitted calls and results, for ``digest_share``."""
         return omitted_digest(request.turn, "turn", request.user_input, options, kept,
                               max_tokens, cost)
+
+
+register_cache("sources.conversation.blocks", _BLOCKS)
+register_cache("sources.conversation.items", _ITEMS)
+register_cache("sources.conversation.option_keys", _OPTION_KEYS)
+register_cache("sources.conversation.estimate", _estimate)

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from contextwright.compress.facts import extract_facts, fact_key, looks_like_fence_marker
+from contextwright.core.caches import register_cache
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
 
@@ -283,3 +284,11 @@ def _item(entries: Sequence[Entry], chosen: set[str], omitted: int, where: str) 
     return ContextItem(key=f"{namespace}.digest", message=Message(role="assistant", content=text),
                        layer=Layer.HISTORY, group="digest", order=-1.0, untrusted=True,
                        label=LABEL, metadata={"digest": reason})
+
+
+register_cache("sources.history_digest.item_keys", _ITEM_KEYS)
+register_cache("sources.history_digest.message_facts", _MESSAGE_FACTS)
+register_cache("sources.history_digest.value_rank", _value_rank)
+register_cache("sources.history_digest.values", _values)
+register_cache("sources.history_digest.text_keys", _text_keys)
+register_cache("sources.history_digest.key", _key)

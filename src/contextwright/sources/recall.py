@@ -23,6 +23,7 @@ from itertools import chain
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from contextwright.compress.json_compact import compact_tool_result
+from contextwright.core.caches import register_cache, register_clear
 from contextwright.core.items import Message, parse_message
 from contextwright.errors import InvalidInputError
 from contextwright.sources.recall_bm25 import TurnPostings
@@ -422,3 +423,10 @@ def stem(word: str) -> str:
                 word = word[:-1]
             return word
     return word
+
+
+register_cache("sources.recall.recalled_units", RECALLED_UNITS)
+register_cache("sources.recall.match_terms", _MATCH_TERMS)
+
+
+register_clear("sources.recall.indexes", _INDEXES, clear_recall_caches)

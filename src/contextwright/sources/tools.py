@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
+from contextwright.core.caches import register_cache
 from contextwright.core.items import ContextItem, Layer, Message
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError, PlanError
@@ -370,3 +371,7 @@ def called_tools(request: Request, recent_messages: int) -> set[str]:
         if message.get("role") == "tool" and isinstance(message.get("name"), str):
             names.add(message["name"])
     return names
+
+
+register_cache("sources.tools.schema_json", _SCHEMA_JSON)
+register_cache("sources.tools.schema_terms", _schema_terms)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
+from contextwright.core.caches import register_clear
 from contextwright.errors import TokenizerError
 
 # Pieces this long (in characters) stay far below the 200,000-token limit of bpe-openai's encode,
@@ -226,3 +227,12 @@ def _load(spec: str) -> Tokenizer:
     raise TokenizerError(
         "unknown tokenizer: use o200k_base, cl100k_base, estimate or a path to tokenizer.json"
     )
+
+
+def _clear_counts() -> None:
+    # Each CountingTokenizer holds its name's dict: empty them, so live instances forget too.
+    for counts in list(CountingTokenizer._caches.values()):
+        counts.clear()
+
+
+register_clear("tokens.counts", CountingTokenizer._caches, _clear_counts)
