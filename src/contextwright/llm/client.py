@@ -94,21 +94,13 @@ class OpenAIChatClient:
         response_format: dict[str, Any] | None = None,
     ) -> str:
         """The first choice's text; see ``ChatClient.complete``."""
-        import openai
-
         options: dict[str, Any] = {"model": model, "messages": messages,
                                    "temperature": temperature}
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
         if response_format is not None:
             options["response_format"] = response_format
-        try:
-            completion = self._client.chat.completions.create(**options)
-        except openai.OpenAIError as exc:
-            raise _as_llm_error(exc, self.timeout) from None
-        except ValueError:  # a 200 whose JSON body does not parse
-            raise LLMError("chat completion reply is not valid JSON", kind="response") from None
-        return _reply_text(completion)
+        return _reply_text(self._create(options))
 
     def respond(
         self,
@@ -125,8 +117,6 @@ class OpenAIChatClient:
         Raises:
             LLMError: the call failed, or the reply has neither text nor a tool call.
         """
-        import openai
-
         options: dict[str, Any] = {"model": model, "messages": messages,
                                    "temperature": temperature}
         if tools:
@@ -135,13 +125,18 @@ class OpenAIChatClient:
                 options["tool_choice"] = tool_choice
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
+        return _reply(self._create(options))
+
+    def _create(self, options: dict[str, Any]) -> Any:
+        """One chat completion; every failure of the call an ``LLMError``."""
+        import openai
+
         try:
-            completion = self._client.chat.completions.create(**options)
+            return self._client.chat.completions.create(**options)
         except openai.OpenAIError as exc:
             raise _as_llm_error(exc, self.timeout) from None
         except ValueError:  # a 200 whose JSON body does not parse
             raise LLMError("chat completion reply is not valid JSON", kind="response") from None
-        return _reply(completion)
 
     def close(self) -> None:
         """Close the underlying HTTP connection pool."""

@@ -19,7 +19,7 @@ import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from contextwright.errors import ConflictError, CorruptRecordError, InvalidInputError, SessionGone
@@ -422,29 +422,46 @@ def open_store(url: str, *, ttl_seconds: float | None = None) -> Store:
     PostgreSQL URL ``?schema=…``; both are taken out before the URL reaches the driver. Backends
     are imported here, on demand, because the Redis and PostgreSQL drivers are optional extras.
     """
+    kind, target, option = parse_store_url(url)
+    if kind == "memory":
+        from contextwright.session.memory import MemoryStore
+
+        return MemoryStore(ttl_seconds=ttl_seconds)
+    if kind == "sqlite":
+        from contextwright.session.sqlite import SqliteStore
+
+        return SqliteStore(target, ttl_seconds=ttl_seconds)
+    if kind == "redis":
+        from contextwright.session.redis import RedisStore
+
+        return RedisStore(target, prefix=option, ttl_seconds=ttl_seconds)
+    from contextwright.session.postgres import PostgresStore
+
+    return PostgresStore(target, schema=option, ttl_seconds=ttl_seconds)
+
+
+StoreKind = Literal["memory", "sqlite", "redis", "postgresql"]
+
+
+def parse_store_url(url: str) -> tuple[StoreKind, str, str]:
+    """(backend, what it opens, its key prefix or schema) of a store URL; see ``open_store``.
+
+    The SQLite target is the file path; for Redis and PostgreSQL it is the URL without the
+    ``prefix`` / ``schema`` query parameter (default ``contextwright``), which is the third part.
+    """
     scheme, sep, rest = url.partition("://") if isinstance(url, str) else ("", "", "")
     if not sep:
         raise InvalidInputError("a store URL looks like scheme://…")
     if scheme == "memory":
-        from contextwright.session.memory import MemoryStore
-
-        return MemoryStore(ttl_seconds=ttl_seconds)
+        return "memory", "", ""
     if scheme == "sqlite":
-        from contextwright.session.sqlite import SqliteStore
-
         if not rest.startswith("/") or rest == "/":
             raise InvalidInputError("a SQLite store URL looks like sqlite:///path/to/file.db")
-        return SqliteStore(rest[1:], ttl_seconds=ttl_seconds)
+        return "sqlite", rest[1:], ""
     if scheme in ("redis", "rediss", "unix"):
-        from contextwright.session.redis import RedisStore
-
-        url, prefix = _pop_query(url, "prefix", "contextwright")
-        return RedisStore(url, prefix=prefix, ttl_seconds=ttl_seconds)
+        return ("redis", *_pop_query(url, "prefix", "contextwright"))
     if scheme in ("postgresql", "postgres"):
-        from contextwright.session.postgres import PostgresStore
-
-        url, schema = _pop_query(url, "schema", "contextwright")
-        return PostgresStore(url, schema=schema, ttl_seconds=ttl_seconds)
+        return ("postgresql", *_pop_query(url, "schema", "contextwright"))
     raise InvalidInputError("unknown store URL scheme (memory, sqlite, redis, postgresql)")
 
 
@@ -454,30 +471,22 @@ def open_async_store(url: str, *, ttl_seconds: float | None = None) -> AsyncStor
     ``AsyncRedisStore`` and ``AsyncPostgresStore`` connect on their first call (on the loop
     that makes it); ``AsyncSqliteStore`` opens its file on its own thread.
     """
-    scheme, sep, rest = url.partition("://") if isinstance(url, str) else ("", "", "")
-    if not sep:
-        raise InvalidInputError("a store URL looks like scheme://…")
-    if scheme == "memory":
+    kind, target, option = parse_store_url(url)
+    if kind == "memory":
         from contextwright.session.async_local import AsyncMemoryStore
 
         return AsyncMemoryStore(ttl_seconds=ttl_seconds)
-    if scheme == "sqlite":
+    if kind == "sqlite":
         from contextwright.session.async_local import AsyncSqliteStore
 
-        if not rest.startswith("/") or rest == "/":
-            raise InvalidInputError("a SQLite store URL looks like sqlite:///path/to/file.db")
-        return AsyncSqliteStore(rest[1:], ttl_seconds=ttl_seconds)
-    if scheme in ("redis", "rediss", "unix"):
+        return AsyncSqliteStore(target, ttl_seconds=ttl_seconds)
+    if kind == "redis":
         from contextwright.session.async_redis import AsyncRedisStore
 
-        url, prefix = _pop_query(url, "prefix", "contextwright")
-        return AsyncRedisStore(url, prefix=prefix, ttl_seconds=ttl_seconds)
-    if scheme in ("postgresql", "postgres"):
-        from contextwright.session.async_postgres import AsyncPostgresStore
+        return AsyncRedisStore(target, prefix=option, ttl_seconds=ttl_seconds)
+    from contextwright.session.async_postgres import AsyncPostgresStore
 
-        url, schema = _pop_query(url, "schema", "contextwright")
-        return AsyncPostgresStore(url, schema=schema, ttl_seconds=ttl_seconds)
-    raise InvalidInputError("unknown store URL scheme (memory, sqlite, redis, postgresql)")
+    return AsyncPostgresStore(target, schema=option, ttl_seconds=ttl_seconds)
 
 
 def _pop_query(url: str, name: str, default: str) -> tuple[str, str]:
