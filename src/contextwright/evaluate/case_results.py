@@ -3,8 +3,8 @@
 ``CasesResult.to_dict`` is what ``contextwright eval cases --json`` prints and ``--save``
 writes; ``read_baseline`` reads such a file back and ``find_regressions`` compares a run with it
 metric by metric, per case and overall, within ``DEFAULT_TOLERANCES``. ``format_cases`` lays a
-result out as a fixed-width table with the targets of seed 004 (density above 60%, noise below
-20%) next to the overall numbers. Pure data and text: the only I/O is ``read_baseline``.
+result out as a fixed-width table with the usual context-quality targets (density above 60%,
+noise below 20%) next to the overall numbers. Pure data and text: the only I/O is ``read_baseline``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ deterministic, so a lost fact or a misplaced constraint is a real change (0); de
 noise move a little with any change of wording in the context (a tool's description, the
 data note), so they get 0.02. ``budget_use`` and ``tokens`` are reported, never judged."""
 TARGETS: Mapping[str, tuple[str, float]] = {"density": (">", 0.6), "noise": ("<", 0.2)}
-"""Seed 004 §5.1: useful tokens above 60%, irrelevant ones below 20%."""
+"""A good context: useful tokens above 60% of it, irrelevant ones below 20%."""
 EPSILON = 1e-9
 
 
