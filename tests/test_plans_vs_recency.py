@@ -6,7 +6,7 @@ still see the context a plain recency window would give them, or better. On the 
 trajectories of ``tests/fixtures/tau_pairs`` (ids first seen in user and tool messages, pooled
 over every cut point), and, marked ``data``, on the development sets of ``../shared/data``
 (``bench/plans_vs_recency.py``: τ-bench fact survival and pair integrity, LoCoMo evidence
-recall and density).
+recall and density, HotpotQA supporting-sentence recall).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def bench() -> ModuleType:
 
 
 @pytest.mark.data
-@pytest.mark.parametrize("suite", ["tau", "locomo"])
+@pytest.mark.parametrize("suite", ["tau", "locomo", "hotpotqa"])
 def test_every_shipped_plan_is_at_least_recency_on_the_dev_sets(shared_data: Path,
                                                                 suite: str) -> None:
     below = [f"{plan} at {budget}: {cells}"

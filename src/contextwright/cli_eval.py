@@ -85,7 +85,8 @@ LimitOption = Annotated[int | None, typer.Option(min=1, help="Only N cases, spre
                                                  "over the set.")]
 RetrievalOption = Annotated[bool, typer.Option(
     "--retrieval/--documents", help="Documents through RetrievalSource (search, rerank, fill "
-    "the budget; the default) or the built-in DocumentSource (taken in the given order).")]
+    "the budget; the default) or the built-in DocumentSource (whole documents, the most "
+    "relevant to the question kept when they do not all fit).")]
 DenseOption = Annotated[bool, typer.Option(
     "--dense", help="Hybrid search (BM25 + e5; needs the embeddings extra).")]
 RecallerOption = Annotated[str, typer.Option(

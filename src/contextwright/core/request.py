@@ -32,7 +32,8 @@ class Document:
     text: str
     """The document text."""
     score: float | None = None
-    """Retriever score; higher is better. Without scores, the given order is the rank."""
+    """Retriever score; higher is better. Without any score, ``DocumentSource`` keeps the
+    documents most relevant to the input (option ``rank: given``: the first ones)."""
     source: str | None = None
     """Source label shown with the text (file, URL, section)."""
     timestamp: str | None = None

@@ -116,7 +116,7 @@ def load_suite(suite: str, data: Path, *, plan: BuildPlan, tokenizer: str = "o20
     """Load the folder ``data`` for ``suite``.
 
     ``retrieval`` registers ``RetrievalSource`` as the ``rag`` source, so the documents are
-    chunked, searched for the input and reranked instead of taken in the given order; with an
+    chunked, searched for the input and reranked instead of kept whole (``DocumentSource``); with an
     ``embedder`` the search is hybrid (BM25 + dense), else BM25 only. ``recaller="hybrid"``
     gives the history source a ``HybridTurnRecaller`` over ``embedder`` (LoCoMo's recall), in
     place of the history source's own lexical recaller. Raises ``DatasetError`` when the

@@ -3,9 +3,15 @@
 Documents are untrusted data: each is fenced and labelled, and each provider rendering gives it the
 form that provider has for documents (Anthropic ``search_result`` blocks; elsewhere a fenced message
 in the assistant's voice, as a retrieval step would have put it, so no document text is ever in the
-user's or the system's role), never a tool call the request did not define. Best-scored first (the
-given order when there are no scores); a document id seen twice keeps its newest version
-(``core.versions``: the retriever's rule). Long documents are cut around the query.
+user's or the system's role), never a tool call the request did not define. A document id seen
+twice keeps its newest version (``core.versions``: the retriever's rule). Long documents are cut
+around the query.
+
+Which documents are kept when not all fit: with scores, the best-scored first, rendered best
+first. Without any score, the ones most relevant to the user's input (BM25 over the request's
+documents, the lexical recaller's index and terms), rendered in the given order, so a build where
+everything fits shows the documents exactly as given. Plan option ``rank``: ``relevance`` (the
+default, as just described) or ``given`` (keep the first documents as given).
 """
 
 from __future__ import annotations
@@ -16,6 +22,14 @@ from typing import Any
 from contextwright.core.items import ContextItem, Layer, Message, check_text
 from contextwright.core.request import Request
 from contextwright.core.versions import VersionKey, version_key
+from contextwright.errors import PlanError
+from contextwright.sources.recall import _term_counts, _terms
+from contextwright.sources.recall_bm25 import TurnPostings
+
+RANKS = ("relevance", "given")
+"""Values of the ``rank`` option."""
+K1, B = 1.2, 0.75
+"""BM25 constants (those of the lexical recaller)."""
 
 
 def document_message(text: str) -> Message:
@@ -51,17 +65,41 @@ class DocumentSource:
     """Documents follow the input, so a stable-prefix build renders them after the stable part."""
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
-        """One item per document, best document first."""
+        """One item per document, in keep order (see the module docstring)."""
+        rank_by = options.get("rank", "relevance")
+        if rank_by not in RANKS:
+            raise PlanError(f"rag: rank must be one of {', '.join(RANKS)}, not {rank_by!r}")
         kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
         docs = [(index, request.documents[index]) for index in kept]
-        docs.sort(key=lambda entry: (-(entry[1].score or 0.0), entry[0]))
-        for rank, (index, doc) in enumerate(docs):
-            text = check_text(doc.text, f"documents[{index}].text")
+        for index, doc in docs:
+            check_text(doc.text, f"documents[{index}].text")
             for field in ("id", "source", "timestamp"):
                 value = getattr(doc, field)
                 if value is not None:
                     check_text(value, f"documents[{index}].{field}")
+        scored = any(doc.score is not None for _, doc in docs)
+        if scored:
+            docs.sort(key=lambda entry: (-(entry[1].score or 0.0), entry[0]))
+        shown_at = {index: place for place, (index, _) in enumerate(docs)}
+        if not scored and rank_by == "relevance" and len(docs) > 1:
+            docs = [docs[at] for at in relevance_order([doc.text for _, doc in docs],
+                                                       request.user_input)]
+        for rank, (index, doc) in enumerate(docs):
             metadata = {"document": doc.id, "score": doc.score, "timestamp": doc.timestamp}
-            yield ContextItem(key=f"rag.{rank}.text", message=document_message(text),
-                              layer=Layer.EVIDENCE, order=rank, untrusted=True,
+            yield ContextItem(key=f"rag.{rank}.text", message=document_message(doc.text),
+                              layer=Layer.EVIDENCE, order=shown_at[index], untrusted=True,
                               truncatable=True, label=doc.source or doc.id, metadata=metadata)
+
+
+def relevance_order(texts: list[str], query: str) -> list[int]:
+    """Positions of ``texts``, most relevant to ``query`` first (BM25; ties keep the order).
+
+    Texts that share no term with the query follow in their order, so a query with no usable
+    term leaves the order as it is.
+    """
+    index = TurnPostings()
+    for text in texts:
+        index.add(_term_counts(text))
+    # sorted: scores add up in the same order in every process
+    ranked = index.top(sorted(set(_terms(query))), limit=len(texts), min_score=0.0, k1=K1, b=B)
+    return [position for position, _ in ranked]

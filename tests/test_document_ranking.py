@@ -1,0 +1,93 @@
+"""Documents as given: which are kept when they do not all fit, and in what order they show."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.errors import PlanError
+from contextwright.sources.documents import DocumentSource, relevance_order
+
+TOPICS = ["shipping speed", "warranty repairs", "gift cards", "store hours", "loyalty points",
+          "refund window", "price matching", "order tracking"]
+QUESTION = "How long is the refund window for returned shoes?"
+
+
+def shop_documents(**scores: float) -> list[dict[str, object]]:
+    """One FAQ per topic, each about 40 tokens; ``scores`` by document id."""
+    documents: list[dict[str, object]] = []
+    for n, topic in enumerate(TOPICS):
+        doc: dict[str, object] = {
+            "id": f"faq-{n}", "source": f"faq-{n}.md",
+            "text": f"FAQ about {topic}. Our counter staff explain {topic} to every customer "
+                    f"who asks, and the printed leaflet on {topic} sits next to the till."}
+        if doc["id"] in scores:
+            doc["score"] = scores[str(doc["id"])]
+        documents.append(doc)
+    return documents
+
+
+def plan(budget: int, **options: object) -> BuildPlan:
+    return (BuildPlan.builder("docs").add("user").add("rag", max_tokens=budget, options=options)
+            .budget(available_override=4000).build())
+
+
+def shown(budget: int, documents: list[dict[str, object]], **options: object) -> list[str]:
+    """Document ids in the rendered order."""
+    ctx = ContextBuilder().build(plan(budget, **options),
+                                 Request(user_input=QUESTION, documents=documents))
+    return [label.split(".md")[0] for label, section in zip(ctx.labels, ctx.sections, strict=True)
+            if section == "rag" and label is not None]
+
+
+def test_when_everything_fits_the_documents_show_exactly_as_given() -> None:
+    assert shown(4000, shop_documents()) == [f"faq-{n}" for n in range(len(TOPICS))]
+
+
+def test_without_scores_the_documents_the_question_is_about_are_the_ones_kept() -> None:
+    kept = shown(120, shop_documents())
+    assert "faq-5" in kept, "the refund FAQ answers the question, wherever it sits in the list"
+    assert len(kept) < len(TOPICS)
+
+
+def test_kept_documents_without_scores_keep_their_given_order() -> None:
+    documents = shop_documents()
+    documents[1]["text"] = f"{documents[1]['text']} Refund questions go to the returns desk."
+    kept = shown(150, documents)
+    assert {"faq-1", "faq-5"} <= set(kept)
+    assert kept == sorted(kept, key=lambda doc_id: int(doc_id.split("-")[1]))
+
+
+def test_rank_given_keeps_the_first_documents_as_before() -> None:
+    kept = shown(120, shop_documents(), rank="given")
+    assert kept == [f"faq-{n}" for n in range(len(kept))]
+    assert "faq-5" not in kept
+
+
+def test_scores_decide_over_relevance_and_the_best_scored_shows_first() -> None:
+    kept = shown(120, shop_documents(**{"faq-2": 0.9, "faq-7": 0.8}))
+    assert kept[:2] == ["faq-2", "faq-7"]
+    assert "faq-5" not in kept, "given scores are the caller's ranking: they are not overruled"
+
+
+def test_a_question_with_no_shared_word_leaves_the_given_order() -> None:
+    assert relevance_order(["alpha beta", "gamma delta", "epsilon"], "zzz qqq") == [0, 1, 2]
+
+
+def test_an_unknown_rank_is_a_plan_error() -> None:
+    request = Request(user_input=QUESTION, documents=shop_documents())
+    with pytest.raises(PlanError, match="rank must be one of relevance, given"):
+        list(DocumentSource().build(request, {"rank": "best"}))
+
+
+def test_the_relevance_order_is_the_same_in_every_process() -> None:
+    code = ("from contextwright.sources.documents import relevance_order;"
+            "print(relevance_order(['refund window shoes', 'shoes shop', 'window cleaning',"
+            " 'refund'], 'refund window for shoes'))")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={"PYTHONHASHSEED": str(seed)}).stdout
+            for seed in (1, 2, 3)}
+    assert runs == {"[0, 3, 1, 2]\n"}
