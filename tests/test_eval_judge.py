@@ -264,11 +264,14 @@ def test_the_estimate_comes_first_and_no_confirmation_sends_nothing(
 
 def test_a_failing_endpoint_stops_the_run_and_keeps_what_was_stored(tmp_path: Path) -> None:
     answered = 0
+    lock = threading.Lock()
 
     def flaky(body: dict[str, Any]) -> Reply:
         nonlocal answered
-        answered += 1
-        return answerer_and_judge()(body) if answered <= 3 else Reply(status=503)
+        with lock:  # the calls come in on several threads
+            answered += 1
+            ok = answered <= 3
+        return answerer_and_judge()(body) if ok else Reply(status=503)
 
     cases = str(generated_cases(tmp_path))
     with FakeOpenAIServer(responder=flaky) as fake:
@@ -296,8 +299,9 @@ def test_tau_cases_are_scored_by_their_expected_call(server: FakeOpenAIServer,
 
 
 def stored(cache: Path) -> int:
+    """Distinct requests answered: a reply reused for an identical request is one of them."""
     with sqlite3.connect(cache / "replies.sqlite") as db:
-        return int(db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+        return int(db.execute("SELECT COUNT(DISTINCT request) FROM replies").fetchone()[0])
 
 
 def test_a_killed_run_resumes_and_makes_only_the_missing_calls(tmp_path: Path) -> None:
@@ -321,7 +325,8 @@ def test_a_killed_run_resumes_and_makes_only_the_missing_calls(tmp_path: Path) -
         process = subprocess.Popen(
             [sys.executable, "-c", "from contextwright.cli import main; main()", "eval",
              "ablate", "cases", cases, "--judge-base-url", killed.base_url, "--judge-model",
-             "judge", "--answer-model", "answerer", "--cache-dir", str(cache), "--yes"],
+             "judge", "--answer-model", "answerer", "--cache-dir", str(cache), "--yes",
+             "--judge-concurrency", "1"],  # one call in flight: the kill leaves exactly one
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         deadline = time.monotonic() + 60
@@ -357,3 +362,68 @@ def test_question_suites_are_judged_against_their_reference_answers(
     full = json.loads(result.stdout)["rows"][0]["metrics"]
     assert full["judged_correct"] == 0.0  # the fake answers only codes: every grade is WRONG
     assert full["judge_errors"] == 0.0 and full["call_exact"] is None
+
+
+# --- calls in flight at once -------------------------------------------------------------------
+
+
+def test_calls_go_out_concurrently_and_score_as_a_serial_run(tmp_path: Path) -> None:
+    cases = str(generated_cases(tmp_path))
+    with FakeOpenAIServer(responder=answerer_and_judge()) as serial:
+        one = judged(serial, tmp_path / "serial", "cases", cases, "--judge-concurrency", "1")
+        assert one.exit_code == 0, one.stderr
+        serial_bodies = sorted(json.dumps(r.body, sort_keys=True) for r in serial.requests)
+    in_flight, most = 0, 0
+    lock = threading.Lock()
+    together = threading.Event()
+    respond = answerer_and_judge()
+
+    def overlapping(body: dict[str, Any]) -> Reply:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+            if in_flight >= 2:
+                together.set()
+        together.wait(5)  # the first call waits for a second one to arrive
+        try:
+            return respond(body)
+        finally:
+            with lock:
+                in_flight -= 1
+
+    with FakeOpenAIServer(responder=overlapping) as fake:
+        four = judged(fake, tmp_path / "four", "cases", cases, "--judge-concurrency", "4")
+        assert four.exit_code == 0, four.stderr
+        bodies = sorted(json.dumps(r.body, sort_keys=True) for r in fake.requests)
+    assert most >= 2, "calls were sent one at a time"
+    assert bodies == serial_bodies, "the same calls, each once, in any order"
+    assert json.loads(four.stdout)["rows"] == json.loads(one.stdout)["rows"]
+    assert "4 at a time" in four.stderr
+
+
+def test_a_fatal_error_under_concurrency_stops_new_calls_and_keeps_the_replies(
+        tmp_path: Path) -> None:
+    lock = threading.Lock()
+    answered = 0
+
+    def failing_after_two(body: dict[str, Any]) -> Reply:
+        nonlocal answered
+        with lock:
+            answered += 1
+            ok = answered <= 2
+        return answerer_and_judge()(body) if ok else Reply(status=503)
+
+    cases = str(generated_cases(tmp_path))
+    with FakeOpenAIServer(responder=answerer_and_judge()) as clean:
+        assert judged(clean, tmp_path / "clean", "cases", cases).exit_code == 0
+        total = len(clean.requests)
+    with FakeOpenAIServer(responder=failing_after_two) as fake:
+        result = judged(fake, tmp_path / "cache", "cases", cases, "--judge-concurrency", "3")
+        calls = {json.dumps(r.body, sort_keys=True) for r in fake.requests}
+    assert result.exit_code == 1
+    assert "run again to resume" in result.stderr
+    assert stored(tmp_path / "cache") == 2
+    # Each of the 3 threads has at most the call it was making and one more it started while
+    # the first failure was still being retried by the SDK; the rest are never sent.
+    assert len(calls) <= 2 + 2 * 3 < total

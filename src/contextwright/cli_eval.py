@@ -346,6 +346,8 @@ class _JudgeSettings:
     """``max_tokens`` of an answer."""
     timeout: float
     """Seconds per call."""
+    concurrency: int
+    """Calls in flight at once."""
 
 
 @eval_app.command()
@@ -362,6 +364,9 @@ def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOptio
            answer_max_tokens: Annotated[int, typer.Option(
                min=1, help="max_tokens of an answer.")] = 512,
            timeout: Annotated[float, typer.Option(min=1, help="Seconds per model call.")] = 60,
+           concurrency: Annotated[int, typer.Option(
+               "--judge-concurrency", min=1,
+               help="Model calls in flight at once (identical requests are sent once).")] = 4,
            ) -> None:
     """Remove each source and plan option in turn and show every metric's change."""
     if (judge_base_url is None) != (judge_model is None):
@@ -371,7 +376,7 @@ def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOptio
         answer_model=answer_model or judge_model, api_key=api_key,
         cache_dir=cache_dir or _default_cache_dir(), price_input=price_input,
         price_output=price_output, seconds_per_call=seconds_per_call, yes=yes,
-        answer_max_tokens=answer_max_tokens, timeout=timeout)
+        answer_max_tokens=answer_max_tokens, timeout=timeout, concurrency=concurrency)
     try:
         chosen = _target(target, file, data, plan, budget, limit, tokenizer)
         result = _ablate(chosen, settings, tokenizer)
@@ -441,7 +446,8 @@ def _ablate(target: Target, settings: _JudgeSettings | None, tokenizer: str
     try:
         return judge_ablation(target, judge, confirm=confirm,
                               on_calls=lambda n: calls.advance(calls.task_ids[0], n),
-                              on_built=lambda *_: builds.advance(builds.task_ids[0]))
+                              on_built=lambda *_: builds.advance(builds.task_ids[0]),
+                              concurrency=settings.concurrency)
     finally:
         builds.stop()
         calls.stop()
@@ -459,7 +465,8 @@ def _bar(label: str, total: int) -> Progress:
 def _confirm(estimate: Estimate, settings: _JudgeSettings) -> bool:
     for line in estimate.describe(price_input=settings.price_input,
                                   price_output=settings.price_output,
-                                  seconds_per_call=settings.seconds_per_call):
+                                  seconds_per_call=settings.seconds_per_call,
+                                  concurrency=settings.concurrency):
         typer.echo(line, err=True)
     if not estimate.calls or settings.yes:
         return True

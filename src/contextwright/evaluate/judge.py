@@ -12,6 +12,11 @@ it was built with, the model and a hash of the context sent, so an interrupted r
 where it stopped and a rerun makes no call twice; a request identical to one already answered
 (another plan that builds the same context) reuses that answer. ``Judge.estimate`` says what a
 run will send before anything is sent. Network I/O goes through ``OpenAIChatClient`` only.
+
+Calls go out ``concurrency`` at a time (threads: the work is waiting on the endpoint). Requests
+with the same body are grouped, so one is sent and the others reuse its reply, as in a serial run;
+the first error that makes the endpoint unusable stops new calls, lets those in flight finish (and
+be stored), and is raised.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import hashlib
 import json
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -105,12 +112,16 @@ def digest(value: object) -> str:
 
 
 class ReplyCache:
-    """Model replies on disk (SQLite), by key; each write is committed at once."""
+    """Model replies on disk (SQLite), by key; each write is committed at once.
+
+    Safe to share between threads: one connection, every statement under a lock.
+    """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, kind TEXT "
                          "NOT NULL, model TEXT NOT NULL, request TEXT NOT NULL, reply TEXT NOT "
                          "NULL, created REAL NOT NULL)")
@@ -119,28 +130,34 @@ class ReplyCache:
 
     def get(self, key: str) -> str | None:
         """The reply stored under ``key``."""
-        row = self._db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT reply FROM replies WHERE key = ?",
+                                   (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def by_request(self, request: str) -> str | None:
         """A reply to a request with this hash, under any key."""
-        row = self._db.execute("SELECT reply FROM replies WHERE request = ? LIMIT 1",
-                               (request,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT reply FROM replies WHERE request = ? LIMIT 1",
+                                   (request,)).fetchone()
         return None if row is None else str(row[0])
 
     def put(self, key: str, *, kind: str, model: str, request: str, reply: str) -> None:
         """Store ``reply`` (a later write under the same key replaces it)."""
-        self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?)",
-                         (key, kind, model, request, reply, time.time()))
-        self._db.commit()
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?)",
+                             (key, kind, model, request, reply, time.time()))
+            self._db.commit()
 
     def __len__(self) -> int:
         """Replies stored."""
-        return int(self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
 
     def close(self) -> None:
         """Close the database."""
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,7 +197,7 @@ class Estimate:
         return self.answers + self.judgments
 
     def describe(self, *, price_input: float | None, price_output: float | None,
-                 seconds_per_call: float) -> list[str]:
+                 seconds_per_call: float, concurrency: int = 1) -> list[str]:
         """Lines for the terminal: calls, tokens, cost (with prices) and time."""
         lines = [f"model calls: {self.answers:,} answers + up to {self.judgments:,} judgments "
                  f"({self.cached:,} answers cached); {self.input_tokens:,} input tokens, at "
@@ -191,8 +208,9 @@ class Estimate:
                          "per million input / output tokens")
         else:
             lines.append("cost: pass --price-input and --price-output (per million tokens)")
-        minutes = self.calls * seconds_per_call / 60
-        lines.append(f"time: about {minutes:,.1f} min at {seconds_per_call:g} s per call")
+        minutes = self.calls * seconds_per_call / 60 / max(concurrency, 1)
+        lines.append(f"time: about {minutes:,.1f} min at {seconds_per_call:g} s per call"
+                     + (f", {concurrency} at a time" if concurrency > 1 else ""))
         return lines
 
 
@@ -242,6 +260,8 @@ class Judge:
     """Calls sent by this judge."""
     errors: dict[str, str] = field(default_factory=dict)
     """Tasks whose answer call failed this run, by key (not cached: a rerun tries again)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Guards ``calls_made`` and ``errors`` (tasks settle on several threads)."""
 
     def task(self, target: str, plan_hash: str, outcome: CaseOutcome) -> Task | None:
         """The task of one build, or None when it expects nothing or did not build."""
@@ -299,8 +319,8 @@ class Judge:
         reply = self.cache.get(task.key) or self.cache.by_request(task.request)
         return reply is None or (task.kind == "answer" and self._judgment(task, reply) is None)
 
-    def settle(self, task: Task, outcome: CaseOutcome) -> None:
-        """Make the calls ``task`` still needs and store their replies.
+    def settle(self, task: Task, outcome: CaseOutcome) -> int:
+        """Make the calls ``task`` still needs, store their replies; returns how many were made.
 
         A call that fails for this request alone is recorded in ``errors`` (not stored, so a
         rerun tries again).
@@ -308,19 +328,22 @@ class Judge:
         Raises:
             LLMError: the endpoint is unusable (``stops_the_run``); what is stored stays.
         """
-        reply = self._answer(task, outcome)
+        reply, made = self._answer(task, outcome)
         if reply is not None and task.kind == "answer" and self._judgment(task, reply) is None:
             self._judge(task, reply)
+            made += 1
+        return made
 
-    def _answer(self, task: Task, outcome: CaseOutcome) -> str | None:
+    def _answer(self, task: Task, outcome: CaseOutcome) -> tuple[str | None, int]:
+        """The stored or new answer, and the calls made for it (0 or 1)."""
         stored = self.cache.get(task.key)
         if stored is not None:
-            return stored
+            return stored, 0
         reused = self.cache.by_request(task.request)
         if reused is not None:
             self.cache.put(task.key, kind=task.kind, model=self.answer_model,
                            request=task.request, reply=reused)
-            return reused
+            return reused, 0
         body = self._answer_body(outcome)
         try:
             reply = self._call(lambda: self.client.respond(
@@ -329,14 +352,15 @@ class Judge:
         except LLMError as exc:
             if stops_the_run(exc):
                 raise
-            self.errors[task.key] = f"answer failed: {exc}"
-            return None
+            with self._lock:
+                self.errors[task.key] = f"answer failed: {exc}"
+            return None, 1
         text = json.dumps({"content": reply.content, "tool_calls": [
             {"name": c.name, "arguments": c.arguments} for c in reply.tool_calls]},
             ensure_ascii=False)
         self.cache.put(task.key, kind=task.kind, model=self.answer_model, request=task.request,
                        reply=text)
-        return text
+        return text, 1
 
     def _judge(self, task: Task, answer: str) -> None:
         key, messages = self._judgment_request(task, answer)
@@ -346,13 +370,15 @@ class Judge:
         except LLMError as exc:
             if stops_the_run(exc):
                 raise
-            self.errors[task.key] = f"judgment failed: {exc}"
+            with self._lock:
+                self.errors[task.key] = f"judgment failed: {exc}"
             return
         self.cache.put(key, kind="judgment", model=self.judge_model, request=key,
                        reply=reply.content or "")
 
     def _call(self, send: Callable[[], ChatReply]) -> ChatReply:
-        self.calls_made += 1
+        with self._lock:
+            self.calls_made += 1
         return send()
 
     def _judgment_request(self, task: Task, answer: str) -> tuple[str, list[dict[str, Any]]]:
@@ -442,20 +468,22 @@ class NotConfirmed(Exception):
 
 def judge_ablation(target: Target, judge: Judge, *, confirm: Confirm,
                    on_calls: Callable[[int], None] | None = None,
-                   on_built: Callable[[str, int | None, Built], None] | None = None
-                   ) -> AblationResult:
+                   on_built: Callable[[str, int | None, Built], None] | None = None,
+                   concurrency: int = 1) -> AblationResult:
     """Run the ablation of ``target``, then answer and score every case of every variant.
 
     Builds first (every variant, every budget) and estimates what is not stored yet; after
-    ``confirm`` the builds are made again and the missing calls sent, each reply stored as it
-    comes (``on_calls`` with the number of calls after each task that needed any; ``on_built``
-    sees each build of the first pass). The judged metrics
-    (``JUDGED_METRICS``) join each row.
+    ``confirm`` the builds that still need calls are made again and the calls sent,
+    ``concurrency`` at a time, each reply stored as it comes (``on_calls``, on the calling
+    thread, with the number of calls each group of identical requests made; ``on_built`` sees
+    each build of the first pass). The judged metrics (``JUDGED_METRICS``) join each row.
 
     Raises:
         NotConfirmed: ``confirm`` said no.
         LLMError: the endpoint became unusable (``stops_the_run``); rerun to resume.
     """
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
     tasks: dict[tuple[str, int | None], list[tuple[Any, Task]]] = {}
 
     def collect(label: str, budget: int | None, built: Built) -> None:
@@ -468,17 +496,7 @@ def judge_ablation(target: Target, judge: Judge, *, confirm: Confirm,
     result = run_ablation(target, on_built=collect)
     if not confirm(judge.estimate(t for items in tasks.values() for _, t in items)):
         raise NotConfirmed("not confirmed: nothing was sent")
-    by_label = {a.label: a for a in result.ablations}
-    for (label, budget), items in tasks.items():
-        if not any(judge.pending(task) for _, task in items):
-            continue
-        for built in target.builds(by_label.get(label), budget):
-            task = judge.task(target.name, built.plan_hash, built.outcome)
-            if task is not None and judge.pending(task) and task.key not in judge.errors:
-                before = judge.calls_made
-                judge.settle(task, built.outcome)
-                if on_calls is not None:
-                    on_calls(judge.calls_made - before)
+    settle_all(judge, _pending_groups(target, judge, tasks, result), concurrency, on_calls)
     scored = {key: [(case, judge.score(task)) for case, task in items]
               for key, items in tasks.items()}
     extra = {key: judged_metrics([s for _, s in items]) for key, items in scored.items()}
@@ -487,3 +505,69 @@ def judge_ablation(target: Target, judge: Judge, *, confirm: Confirm,
     notes.insert(0, f"judged by {judge.judge_model}; answered by {judge.answer_model}; "
                     f"{judge.calls_made} calls made now, replies in {judge.cache.path}")
     return with_metrics(result, extra, JUDGED_METRICS, notes)
+
+
+Job = tuple[Task, CaseOutcome]
+"""A task still to settle, with the build it asks about."""
+
+
+def _pending_groups(target: Target, judge: Judge,
+                    tasks: Mapping[tuple[str, int | None], Sequence[tuple[Any, Task]]],
+                    result: AblationResult) -> list[list[Job]]:
+    """The jobs that still need calls, grouped by request body, in the order first met."""
+    groups: dict[str, list[Job]] = {}
+    by_label = {a.label: a for a in result.ablations}
+    for (label, budget), items in tasks.items():
+        if not any(judge.pending(task) for _, task in items):
+            continue
+        for built in target.builds(by_label.get(label), budget):
+            task = judge.task(target.name, built.plan_hash, built.outcome)
+            if task is not None and judge.pending(task) and task.key not in judge.errors:
+                groups.setdefault(task.request, []).append((task, built.outcome))
+    return list(groups.values())
+
+
+def settle_all(judge: Judge, groups: Sequence[Sequence[Job]], concurrency: int,
+               on_calls: Callable[[int], None] | None = None) -> None:
+    """Settle every group, ``concurrency`` groups at a time (see the module docstring).
+
+    Raises:
+        LLMError: the first error that stops the run, once the calls in flight are done.
+    """
+    stop = threading.Event()
+
+    def settle_group(group: Sequence[Job]) -> int:
+        made = 0
+        for task, outcome in group:
+            if stop.is_set():
+                break
+            try:
+                made += judge.settle(task, outcome)
+            except BaseException:
+                stop.set()
+                raise
+        return made
+
+    if concurrency == 1:
+        for group in groups:
+            made = settle_group(group)
+            if on_calls is not None:
+                on_calls(made)
+        return
+    failure: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=concurrency,
+                            thread_name_prefix="contextwright-judge") as pool:
+        futures: list[Future[int]] = [pool.submit(settle_group, g) for g in groups]
+        for future in as_completed(futures):
+            if future.cancelled():
+                continue
+            error = future.exception()
+            if error is None:
+                if on_calls is not None:
+                    on_calls(future.result())
+            elif failure is None:
+                failure = error  # groups not started are cancelled; those running stop soon
+                for other in futures:
+                    other.cancel()
+    if failure is not None:
+        raise failure
