@@ -427,3 +427,56 @@ def test_a_fatal_error_under_concurrency_stops_new_calls_and_keeps_the_replies(
     # Each of the 3 threads has at most the call it was making and one more it started while
     # the first failure was still being retried by the SDK; the rest are never sent.
     assert len(calls) <= 2 + 2 * 3 < total
+
+
+# --- eval cases, judged ------------------------------------------------------------------------
+
+
+def judged_cases(server: FakeOpenAIServer, cache: Path, *args: str) -> Any:
+    return CliRunner().invoke(eval_app, [
+        "cases", *args, "--judge-base-url", server.base_url, "--judge-model", "judge",
+        "--answer-model", "answerer", "--cache-dir", str(cache), "--yes"])
+
+
+def test_eval_cases_judges_each_case_that_expects_an_answer_or_a_call(
+        server: FakeOpenAIServer, tmp_path: Path) -> None:
+    result = judged_cases(server, tmp_path / "cache", str(generated_cases(tmp_path)), "--json")
+    assert result.exit_code == 0, result.stderr
+    output = json.loads(result.stdout)
+    scores = {case["id"]: case["scores"] for case in output["cases"]}
+    assert {scores[f"vault-{i}"]["judged_correct"] for i in range(3)} == {1.0}
+    assert scores["order"]["call_exact"] == 1.0 and "judged_correct" not in scores["order"]
+    assert output["overall"]["judged_correct"] == 1.0 and output["overall"]["call_exact"] == 1.0
+    assert output["metrics"][-2:] == ["judged_correct", "call_exact"]
+    assert output["notes"][0].startswith("judged by judge; answered by answerer; ")
+    assert "model calls: 4 answers + up to 3 judgments" in result.stderr
+
+
+def test_a_judged_grade_that_falls_is_a_regression_against_the_baseline(
+        server: FakeOpenAIServer, tmp_path: Path) -> None:
+    cases = str(generated_cases(tmp_path))
+    saved = tmp_path / "baseline.json"
+    first = judged_cases(server, tmp_path / "cache", cases, "--save", str(saved))
+    assert first.exit_code == 0, first.stderr
+    with FakeOpenAIServer(responder=answerer_and_judge(lambda *_: "WRONG")) as harsh:
+        again = judged_cases(harsh, tmp_path / "other", cases, "--baseline", str(saved))
+    assert again.exit_code == 1
+    assert "regression: overall: judged_correct 1.000 → 0.000 (tolerance 0)" in again.stderr
+    assert "regression: case vault-0: judged_correct 1.000 → 0.000" in again.stderr
+    table = again.stdout.splitlines()
+    assert "judged_correct" in table[2] and "call_exact" in table[2]
+
+
+def test_cases_without_a_judge_have_no_judged_columns(tmp_path: Path) -> None:
+    result = CliRunner().invoke(eval_app, ["cases", str(generated_cases(tmp_path)), "--json"])
+    assert result.exit_code == 0, result.stderr
+    output = json.loads(result.stdout)
+    assert "judged_correct" not in output["metrics"]
+    assert "judged_correct" not in output["overall"]
+
+
+def test_a_judge_without_a_model_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    result = CliRunner().invoke(eval_app, ["cases", str(generated_cases(tmp_path)),
+                                           "--judge-base-url", "http://127.0.0.1:9/v1"])
+    assert result.exit_code == 2
+    assert "--judge-base-url and --judge-model go together" in result.stderr

@@ -4,10 +4,11 @@ A thin shell over ``contextwright.evaluate``. The suites load a dataset folder, 
 every budget with a progress bar on stderr, print a table (or ``--json``) on stdout, and may write
 one JSON line per case and budget (``--dump``). ``cases`` measures a user's own cases file and
 compares it with a saved run (``--baseline``, ``--save``); ``ablate`` reruns a suite or a cases
-file without each source or plan option in turn, optionally with a model answering and a judge
-scoring. Exit codes: 2 when a file, plan or option is bad (one-line message on stderr); 1 when a
-contextwright build failed or broke a tool pair, a case regressed against the baseline, a judged
-run was not confirmed, or its endpoint failed (the table is printed when there is one); else 0.
+file without each source or plan option in turn. Both may also have a model answer from each
+context and a judge score it (``--judge-base-url``). Exit codes: 2 when a file, plan or option is
+bad (one-line message on stderr); 1 when a contextwright build failed or broke a tool pair, a
+case regressed against the baseline, a judged run was not confirmed, or its endpoint failed (the
+table is printed when there is one); else 0.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,8 +66,15 @@ from contextwright.evaluate.case_results import (
     parse_tolerances,
     read_baseline,
 )
-from contextwright.evaluate.cases import CaseRun, load_cases, run_cases
-from contextwright.evaluate.judge import Estimate, Judge, NotConfirmed, ReplyCache, judge_ablation
+from contextwright.evaluate.cases import CaseRun, EvalCase, load_cases, run_cases
+from contextwright.evaluate.judge import (
+    Estimate,
+    Judge,
+    NotConfirmed,
+    ReplyCache,
+    judge_ablation,
+    judge_cases,
+)
 from contextwright.evaluate.runner import RECALLERS, SUITES, make_embedder, run_label
 
 eval_app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -229,6 +237,75 @@ def _broken(result: SuiteResult) -> bool:
 
 # --- eval cases --------------------------------------------------------------------------------
 
+JudgeUrlOption = Annotated[str | None, typer.Option(
+    help="OpenAI-compatible endpoint: each case is also answered from its context and scored.")]
+JudgeModelOption = Annotated[str | None, typer.Option(help="Model that judges the answers.")]
+AnswerModelOption = Annotated[str | None, typer.Option(
+    help="Model that answers from the context (default: the judge model).")]
+ApiKeyOption = Annotated[str, typer.Option(envvar="OPENAI_API_KEY",
+                                           help="API key of the endpoint (OPENAI_API_KEY).")]
+CacheDirOption = Annotated[Path | None, typer.Option(
+    help="Where replies are kept, so a run resumes and reruns cost nothing (default: "
+    "$XDG_CACHE_HOME/contextwright/judge, else ~/.cache/contextwright/judge).")]
+PriceOption = Annotated[float | None, typer.Option(min=0, help="Price per million tokens, for "
+                                                   "the estimate.")]
+SecondsOption = Annotated[float, typer.Option(
+    min=0, help="Assumed seconds per model call, for the estimate.")]
+YesOption = Annotated[bool, typer.Option("--yes", help="Do not ask before sending.")]
+AnswerTokensOption = Annotated[int, typer.Option(min=1, help="max_tokens of an answer.")]
+TimeoutOption = Annotated[float, typer.Option(min=1, help="Seconds per model call.")]
+ConcurrencyOption = Annotated[int, typer.Option(
+    "--judge-concurrency", min=1,
+    help="Model calls in flight at once (identical requests are sent once).")]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _JudgeSettings:
+    """The judge options of one ``ablate`` or ``cases`` invocation."""
+
+    base_url: str
+    """Endpoint."""
+    judge_model: str
+    """Judging model."""
+    answer_model: str
+    """Answering model."""
+    api_key: str
+    """API key."""
+    cache_dir: Path
+    """Reply cache folder."""
+    price_input: float | None
+    """Input price per million tokens."""
+    price_output: float | None
+    """Output price per million tokens."""
+    seconds_per_call: float
+    """Assumed latency, for the estimate."""
+    yes: bool
+    """Skip the confirmation."""
+    answer_max_tokens: int
+    """``max_tokens`` of an answer."""
+    timeout: float
+    """Seconds per call."""
+    concurrency: int
+    """Calls in flight at once."""
+
+
+def _judge_settings(base_url: str | None, judge_model: str | None, answer_model: str | None,
+                    api_key: str, cache_dir: Path | None, price_input: float | None,
+                    price_output: float | None, seconds_per_call: float, yes: bool,
+                    answer_max_tokens: int, timeout: float, concurrency: int
+                    ) -> _JudgeSettings | None:
+    """The judge options given, or None when no judge was asked for (exit 2 on half a pair)."""
+    if (base_url is None) != (judge_model is None):
+        fail("--judge-base-url and --judge-model go together")
+    if base_url is None or judge_model is None:
+        return None
+    return _JudgeSettings(
+        base_url=base_url, judge_model=judge_model, answer_model=answer_model or judge_model,
+        api_key=api_key, cache_dir=cache_dir or _default_cache_dir(), price_input=price_input,
+        price_output=price_output, seconds_per_call=seconds_per_call, yes=yes,
+        answer_max_tokens=answer_max_tokens, timeout=timeout, concurrency=concurrency)
+
+
 CasesFile = Annotated[Path, typer.Argument(help="Cases file: one JSON object per line (README "
                                            "'Evaluation on your own cases').")]
 CasesPlanOption = Annotated[str | None, typer.Option(
@@ -249,17 +326,28 @@ ToleranceOption = Annotated[list[str] | None, typer.Option(
 def cases_command(file: CasesFile, plan: CasesPlanOption = None, budget: CasesBudgetOption = None,
                   baseline: BaselineOption = None, save: SaveOption = None,
                   json_output: JsonOption = False, tokenizer: TokenizerOption = "o200k_base",
-                  tolerance: ToleranceOption = None) -> None:
+                  tolerance: ToleranceOption = None, judge_base_url: JudgeUrlOption = None,
+                  judge_model: JudgeModelOption = None, answer_model: AnswerModelOption = None,
+                  api_key: ApiKeyOption = "not-needed", cache_dir: CacheDirOption = None,
+                  price_input: PriceOption = None, price_output: PriceOption = None,
+                  seconds_per_call: SecondsOption = 2.0, yes: YesOption = False,
+                  answer_max_tokens: AnswerTokensOption = 512, timeout: TimeoutOption = 60,
+                  concurrency: ConcurrencyOption = 4) -> None:
     """Completeness, density, position and noise of your own cases; regressions vs a baseline."""
+    settings = _judge_settings(judge_base_url, judge_model, answer_model, api_key, cache_dir,
+                               price_input, price_output, seconds_per_call, yes,
+                               answer_max_tokens, timeout, concurrency)
     try:
         tolerances = parse_tolerances(tolerance or [])
         saved = read_baseline(baseline) if baseline is not None else None
         cases = load_cases(file)
         run = CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent)
         builder = ContextBuilder(tokenizer=tokenizer)
-        with _progress(len(cases)) as advance:
-            result = run_cases(cases, builder, run, source=str(file),
-                               on_result=lambda _: advance())
+        result = _run_cases(cases, builder, run, str(file), settings, tokenizer)
+    except NotConfirmed as exc:
+        fail(str(exc), 1)
+    except LLMError as exc:
+        fail(f"{describe(exc)}; the replies so far are stored: run again to resume", 1)
     except ContextwrightError as exc:
         fail(describe(exc))
     if save is not None:
@@ -270,6 +358,17 @@ def cases_command(file: CasesFile, plan: CasesPlanOption = None, budget: CasesBu
     integrity = result.overall.get("pair_integrity")
     if regressions or result.failures or (integrity is not None and integrity < 1.0):
         raise typer.Exit(1)
+
+
+def _run_cases(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun, source: str,
+               settings: _JudgeSettings | None, tokenizer: str) -> CasesResult:
+    if settings is None:
+        with _progress(len(cases)) as advance:
+            return run_cases(cases, builder, run, source=source, on_result=lambda _: advance())
+    with _judging(settings, tokenizer, len(cases)) as judging:
+        return judge_cases(cases, builder, run, judging.judge, confirm=judging.confirm,
+                           source=source, on_result=lambda _: judging.built(),
+                           on_calls=judging.called, concurrency=settings.concurrency)
 
 
 def _plan(name: str | None) -> BuildPlan | None:
@@ -306,50 +405,6 @@ TargetArgument = Annotated[str, typer.Argument(
 FileArgument = Annotated[Path | None, typer.Argument(help="The cases file (target cases).")]
 DataForOption = Annotated[Path | None, typer.Option(
     "--data", help="Folder laid out like the matching folder of ../shared/data (suites).")]
-JudgeUrlOption = Annotated[str | None, typer.Option(
-    help="OpenAI-compatible endpoint: each case is also answered from its context and scored.")]
-JudgeModelOption = Annotated[str | None, typer.Option(help="Model that judges the answers.")]
-AnswerModelOption = Annotated[str | None, typer.Option(
-    help="Model that answers from the context (default: the judge model).")]
-ApiKeyOption = Annotated[str, typer.Option(envvar="OPENAI_API_KEY",
-                                           help="API key of the endpoint (OPENAI_API_KEY).")]
-CacheDirOption = Annotated[Path | None, typer.Option(
-    help="Where replies are kept, so a run resumes and reruns cost nothing (default: "
-    "$XDG_CACHE_HOME/contextwright/judge, else ~/.cache/contextwright/judge).")]
-PriceOption = Annotated[float | None, typer.Option(min=0, help="Price per million tokens, for "
-                                                   "the estimate.")]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _JudgeSettings:
-    """The judge options of one ``ablate`` invocation."""
-
-    base_url: str
-    """Endpoint."""
-    judge_model: str
-    """Judging model."""
-    answer_model: str
-    """Answering model."""
-    api_key: str
-    """API key."""
-    cache_dir: Path
-    """Reply cache folder."""
-    price_input: float | None
-    """Input price per million tokens."""
-    price_output: float | None
-    """Output price per million tokens."""
-    seconds_per_call: float
-    """Assumed latency, for the estimate."""
-    yes: bool
-    """Skip the confirmation."""
-    answer_max_tokens: int
-    """``max_tokens`` of an answer."""
-    timeout: float
-    """Seconds per call."""
-    concurrency: int
-    """Calls in flight at once."""
-
-
 @eval_app.command()
 def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOption = None,
            plan: CasesPlanOption = None, budget: CasesBudgetOption = None,
@@ -358,25 +413,13 @@ def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOptio
            judge_model: JudgeModelOption = None, answer_model: AnswerModelOption = None,
            api_key: ApiKeyOption = "not-needed", cache_dir: CacheDirOption = None,
            price_input: PriceOption = None, price_output: PriceOption = None,
-           seconds_per_call: Annotated[float, typer.Option(
-               min=0, help="Assumed seconds per model call, for the estimate.")] = 2.0,
-           yes: Annotated[bool, typer.Option("--yes", help="Do not ask before sending.")] = False,
-           answer_max_tokens: Annotated[int, typer.Option(
-               min=1, help="max_tokens of an answer.")] = 512,
-           timeout: Annotated[float, typer.Option(min=1, help="Seconds per model call.")] = 60,
-           concurrency: Annotated[int, typer.Option(
-               "--judge-concurrency", min=1,
-               help="Model calls in flight at once (identical requests are sent once).")] = 4,
-           ) -> None:
+           seconds_per_call: SecondsOption = 2.0, yes: YesOption = False,
+           answer_max_tokens: AnswerTokensOption = 512, timeout: TimeoutOption = 60,
+           concurrency: ConcurrencyOption = 4) -> None:
     """Remove each source and plan option in turn and show every metric's change."""
-    if (judge_base_url is None) != (judge_model is None):
-        fail("--judge-base-url and --judge-model go together")
-    settings = None if judge_base_url is None or judge_model is None else _JudgeSettings(
-        base_url=judge_base_url, judge_model=judge_model,
-        answer_model=answer_model or judge_model, api_key=api_key,
-        cache_dir=cache_dir or _default_cache_dir(), price_input=price_input,
-        price_output=price_output, seconds_per_call=seconds_per_call, yes=yes,
-        answer_max_tokens=answer_max_tokens, timeout=timeout, concurrency=concurrency)
+    settings = _judge_settings(judge_base_url, judge_model, answer_model, api_key, cache_dir,
+                               price_input, price_output, seconds_per_call, yes,
+                               answer_max_tokens, timeout, concurrency)
     try:
         chosen = _target(target, file, data, plan, budget, limit, tokenizer)
         result = _ablate(chosen, settings, tokenizer)
@@ -423,6 +466,42 @@ def _ablate(target: Target, settings: _JudgeSettings | None, tokenizer: str
     if settings is None:
         with _progress(total) as advance:
             return run_ablation(target, on_built=lambda *_: advance())
+    with _judging(settings, tokenizer, total) as judging:
+        return judge_ablation(target, judging.judge, confirm=judging.confirm,
+                              on_calls=judging.called, on_built=lambda *_: judging.built(),
+                              concurrency=settings.concurrency)
+
+
+@dataclass(slots=True, kw_only=True)
+class _Judging:
+    """A judge for one run, with its progress bars: builds first, then the calls."""
+
+    judge: Judge
+    settings: _JudgeSettings
+    builds: Progress
+    calls: Progress
+
+    def built(self) -> None:
+        """One more build made."""
+        self.builds.advance(self.builds.task_ids[0])
+
+    def called(self, count: int) -> None:
+        """``count`` more calls made."""
+        self.calls.advance(self.calls.task_ids[0], count)
+
+    def confirm(self, estimate: Estimate) -> bool:
+        """Show the estimate and ask (``--yes``: don't); the calls' bar starts if agreed."""
+        self.builds.stop()  # one live display at a time: the prompt and the calls' bar next
+        agreed = _confirm(estimate, self.settings)
+        if agreed and estimate.calls:
+            self.calls.update(self.calls.task_ids[0], total=estimate.calls)
+            self.calls.start()
+        return agreed
+
+
+@contextmanager
+def _judging(settings: _JudgeSettings, tokenizer: str, builds: int) -> Iterator[_Judging]:
+    """A ``_Judging`` over the settings' endpoint and reply cache, closed afterwards."""
     from contextwright.llm.client import OpenAIChatClient
 
     cache = ReplyCache(settings.cache_dir / "replies.sqlite")
@@ -431,26 +510,14 @@ def _ablate(target: Target, settings: _JudgeSettings | None, tokenizer: str
                   answer_model=settings.answer_model,
                   count=ContextBuilder(tokenizer=tokenizer).tokenizer.count,
                   answer_max_tokens=settings.answer_max_tokens)
-    builds = _bar("builds", total)
-    calls = _bar("model calls", 0)
-
-    def confirm(estimate: Estimate) -> bool:
-        builds.stop()  # one live display at a time: the prompt and the calls' bar come next
-        agreed = _confirm(estimate, settings)
-        if agreed and estimate.calls:
-            calls.update(calls.task_ids[0], total=estimate.calls)
-            calls.start()
-        return agreed
-
-    builds.start()
+    judging = _Judging(judge=judge, settings=settings, builds=_bar("builds", builds),
+                       calls=_bar("model calls", 0))
+    judging.builds.start()
     try:
-        return judge_ablation(target, judge, confirm=confirm,
-                              on_calls=lambda n: calls.advance(calls.task_ids[0], n),
-                              on_built=lambda *_: builds.advance(builds.task_ids[0]),
-                              concurrency=settings.concurrency)
+        yield judging
     finally:
-        builds.stop()
-        calls.stop()
+        judging.builds.stop()
+        judging.calls.stop()
         client.close()
         cache.close()
 

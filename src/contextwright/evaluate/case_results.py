@@ -25,15 +25,22 @@ FORMAT = "contextwright-eval-cases/1"
 METRICS = ("completeness", "density", "position", "noise", "budget_use", "pair_integrity",
            "tokens")
 """Metric names in display order."""
+JUDGED = ("judged_correct", "call_exact")
+"""Per-case scores of a judged run (``eval cases --judge-…``): 1 or 0, None when not judged.
+``judged_correct``: the judge graded the model's answer CORRECT; ``call_exact``: the model's
+first tool call was the expected one exactly."""
 LOWER_IS_BETTER = frozenset(("noise",))
 """Metrics where a rise is the regression."""
 DEFAULT_TOLERANCES: Mapping[str, float] = {
     "completeness": 0.0, "position": 0.0, "pair_integrity": 0.0, "density": 0.02, "noise": 0.02,
+    "judged_correct": 0.0, "call_exact": 0.0,
 }
 """How far a metric may move the wrong way before it counts as a regression. Builds are
 deterministic, so a lost fact or a misplaced constraint is a real change (0); density and
 noise move a little with any change of wording in the context (a tool's description, the
-data note), so they get 0.02. ``budget_use`` and ``tokens`` are reported, never judged."""
+data note), so they get 0.02. ``budget_use`` and ``tokens`` are reported, never judged. The
+judged scores get 0 too: answers are cached by the exact request, so the same context gets the
+same answer, and a changed grade means the context changed what the model answered."""
 TARGETS: Mapping[str, tuple[str, float]] = {"density": (">", 0.6), "noise": ("<", 0.2)}
 """A good context: useful tokens above 60% of it, irrelevant ones below 20%."""
 EPSILON = 1e-9
@@ -93,27 +100,40 @@ class CasesResult:
     """One row per case, in file order."""
     overall: Mapping[str, float | None] = field(default_factory=dict)
     """Each metric's mean over the cases that measure it."""
+    notes: tuple[str, ...] = ()
+    """What the run says besides the rows (who judged, cases that could not be judged)."""
 
     @property
     def failures(self) -> int:
         """Cases whose build failed."""
         return sum(row.error is not None for row in self.cases)
 
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """``METRICS``, and the judged scores when any case has one."""
+        judged = tuple(m for m in JUDGED
+                       if any(row.scores.get(m) is not None for row in self.cases))
+        return (*METRICS, *judged)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (also the baseline file format)."""
         return {"format": FORMAT, "file": self.file, "plan": self.plan, "budget": self.budget,
-                "tokenizer": self.tokenizer, "metrics": list(METRICS),
+                "tokenizer": self.tokenizer, "metrics": list(self.metrics),
                 "targets": {m: list(t) for m, t in TARGETS.items()},
                 "overall": dict(self.overall), "failures": self.failures,
-                "cases": [row.to_dict() for row in self.cases]}
+                "notes": list(self.notes), "cases": [row.to_dict() for row in self.cases]}
 
 
 def overall(rows: Sequence[CaseResult]) -> dict[str, float | None]:
-    """The mean of each metric over the cases that measure it (failed builds excluded)."""
+    """The mean of each metric over the cases that measure it (failed builds excluded).
+
+    The judged scores are there only when some case has one.
+    """
     means: dict[str, float | None] = {}
-    for metric in METRICS:
+    for metric in (*METRICS, *JUDGED):
         values = [v for row in rows if (v := row.scores.get(metric)) is not None]
-        means[metric] = sum(values) / len(values) if values else None
+        if values or metric in METRICS:
+            means[metric] = sum(values) / len(values) if values else None
     return means
 
 
@@ -255,10 +275,11 @@ def parse_tolerances(values: Sequence[str]) -> dict[str, float]:
 
 def format_cases(result: CasesResult) -> str:
     """A fixed-width table: one row per case, the overall row with the targets, then notes."""
-    headers = ["case", "plan", "tokens / available", *METRICS[:-1]]
-    rows = [_row(row) for row in result.cases]
+    shown = [m for m in result.metrics if m != "tokens"]
+    headers = ["case", "plan", "tokens / available", *shown]
+    rows = [_row(row, shown) for row in result.cases]
     rows.append(["overall", "", _tokens_cell(result.overall.get("tokens")),
-                 *(_number(result.overall.get(m)) for m in METRICS[:-1])])
+                 *(_number(result.overall.get(m)) for m in shown)])
     widths = [max(len(line[i]) for line in [headers, *rows]) for i in range(len(headers))]
     title = (f"cases{' ' + result.file if result.file else ''}: plan {result.plan}; budget "
              f"{result.budget if result.budget is not None else 'per case'}; "
@@ -281,15 +302,15 @@ def target_line(values: Mapping[str, float | None]) -> str:
     return "targets (overall): " + "; ".join(parts)
 
 
-def _row(row: CaseResult) -> list[str]:
+def _row(row: CaseResult, shown: Sequence[str]) -> list[str]:
     tokens = row.scores.get("tokens")
     return [row.id, row.plan,
             f"{_tokens_cell(tokens)} / {row.available:,}" if row.error is None else "failed",
-            *(_number(row.scores.get(m)) for m in METRICS[:-1])]
+            *(_number(row.scores.get(m)) for m in shown)]
 
 
 def _notes(result: CasesResult) -> list[str]:
-    notes = []
+    notes = list(result.notes)
     for row in result.cases:
         if row.error is not None:
             notes.append(f"{row.id}: {row.error}")

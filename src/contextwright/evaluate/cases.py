@@ -245,6 +245,13 @@ class CaseRun:
     _plan_files: dict[str, BuildPlan] = field(default_factory=dict, init=False, repr=False,
                                               compare=False)
 
+    @property
+    def label(self) -> str:
+        """The plan of the run, as a result names it."""
+        if self.plan is not None:
+            return self.plan.name
+        return "each case's plan, else chosen per request"
+
     def plan_of(self, case: EvalCase) -> BuildPlan:
         """The plan ``case`` is built with, before its budget is set."""
         if self.plan is not None:
@@ -330,7 +337,6 @@ def run_cases(cases: Sequence[EvalCase], builder: ContextBuilder | None = None,
         if on_result is not None:
             on_result(build.result)
         results.append(build.result)
-    plan = run.plan.name if run.plan is not None else "each case's plan, else chosen per request"
-    return CasesResult(file=source, plan=plan, budget=run.budget,
+    return CasesResult(file=source, plan=run.label, budget=run.budget,
                        tokenizer=builder.tokenizer.name, cases=tuple(results),
                        overall=overall(results))

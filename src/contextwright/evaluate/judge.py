@@ -29,10 +29,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from contextwright.builder import ContextBuilder
+from contextwright.core.cache import plan_hash
 from contextwright.errors import LLMError
 from contextwright.evaluate.ablation import (
     AblationResult,
@@ -41,6 +43,8 @@ from contextwright.evaluate.ablation import (
     run_ablation,
     with_metrics,
 )
+from contextwright.evaluate.case_results import CaseResult, CasesResult, overall
+from contextwright.evaluate.cases import CaseRun, EvalCase, iter_builds
 from contextwright.evaluate.metrics import Count, context_tokens
 from contextwright.evaluate.records import CaseOutcome, ExpectedAnswer, ExpectedCall, Ratio
 from contextwright.llm.client import ChatReply, OpenAIChatClient, ReplyCall
@@ -505,6 +509,53 @@ def judge_ablation(target: Target, judge: Judge, *, confirm: Confirm,
     notes.insert(0, f"judged by {judge.judge_model}; answered by {judge.answer_model}; "
                     f"{judge.calls_made} calls made now, replies in {judge.cache.path}")
     return with_metrics(result, extra, JUDGED_METRICS, notes)
+
+
+def judge_cases(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun,
+                judge: Judge, *, confirm: Confirm, source: str = "",
+                on_result: Callable[[CaseResult], None] | None = None,
+                on_calls: Callable[[int], None] | None = None,
+                concurrency: int = 1) -> CasesResult:
+    """``run_cases`` with every case that expects an answer or a call also judged.
+
+    Each built case with an ``answer`` is answered by the model and graded by the judge
+    (``judged_correct``); one with an ``expected_call`` is sent with its tools and its first
+    call compared exactly (``call_exact``). The estimate goes to ``confirm`` first; replies are
+    cached as in the judged ablation. A case that could not be judged gets no score and a note.
+
+    Raises:
+        NotConfirmed: ``confirm`` said no.
+        LLMError: the endpoint became unusable (``stops_the_run``); rerun to resume.
+    """
+    built = []
+    for case, build in iter_builds(cases, builder, run):
+        if on_result is not None:
+            on_result(build.result)
+        outcome = build.outcome(case)
+        built.append((build.result, outcome, judge.task("cases", plan_hash(build.plan),
+                                                        outcome)))
+    if not confirm(judge.estimate(task for _, _, task in built if task is not None)):
+        raise NotConfirmed("not confirmed: nothing was sent")
+    groups: dict[str, list[Job]] = {}
+    for _, outcome, task in built:
+        if task is not None and judge.pending(task):
+            groups.setdefault(task.request, []).append((task, outcome))
+    settle_all(judge, list(groups.values()), concurrency, on_calls)
+    rows, notes = [], [f"judged by {judge.judge_model}; answered by {judge.answer_model}; "
+                       f"{judge.calls_made} calls made now, replies in {judge.cache.path}"]
+    for result, _, task in built:
+        if task is None:
+            rows.append(result)
+            continue
+        scored = judge.score(task)
+        metric = "call_exact" if scored.kind == "call" else "judged_correct"
+        value = None if scored.correct is None else float(scored.correct)
+        rows.append(replace(result, scores={**result.scores, metric: value}))
+        if scored.correct is None:
+            notes.append(f"{result.id}: not judged: {scored.note}")
+    return CasesResult(file=source, plan=run.label, budget=run.budget,
+                       tokenizer=builder.tokenizer.name, cases=tuple(rows),
+                       overall=overall(rows), notes=tuple(notes))
 
 
 Job = tuple[Task, CaseOutcome]
