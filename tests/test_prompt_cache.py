@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -370,6 +371,7 @@ def test_with_the_cache_on_a_fact_summarised_away_is_still_recalled() -> None:
         manager.record("u", "s", assistant="It is 4-19-27.")
 
 
+RECALL_MARKER = re.compile(r"^\[recalled[^\]]*\]\n")
 TOPICS = ["the lighthouse trip", "Maya's violin recital", "the broken bike", "a sourdough starter",
           "the chess club", "moving to Lisbon", "the garden shed", "a job interview"]
 
@@ -388,6 +390,8 @@ def test_a_chat_with_recall_keeps_its_prefix_or_reports_the_break(
         ctx = builder.build(chat, Request(user_input=question, history=list(history)),
                             previous=before, cache=True)
         assert ctx.total_tokens <= ctx.available
+        shown = [RECALL_MARKER.sub("", str(m["content"])) for m in ctx.to_messages("openai")]
+        assert len(shown) == len(set(shown)), "a message was shown twice (plain and recalled)"
         cache = ctx.report.cache
         assert cache is not None
         if before is not None:
@@ -397,7 +401,31 @@ def test_a_chat_with_recall_keeps_its_prefix_or_reports_the_break(
                 assert cache.broke_at is not None and cache.broke_at < stable and cache.reason
         before = ctx
         history += [{"role": "user", "content": question},
-                    {"role": "assistant", "content": f"About {TOPICS[topic]}: " + "fine " * length}]
+                    {"role": "assistant",
+                     "content": f"About {TOPICS[topic]} ({index}): " + "fine " * length}]
+
+
+def test_a_turn_the_layout_shows_in_its_place_is_not_recalled_into_it_again() -> None:
+    # Turn 1 answers every fourth question; once the cut advances it stays in the pinned head,
+    # in its place and unmarked. Recalled again, it must not be shown a second time (marked).
+    builder = ContextBuilder()
+    chat = BuildPlan.named("chat").with_budget(available_override=900)
+    words = ["lighthouse", "violin", "bicycle", "sourdough", "chess", "Lisbon", "garden",
+             "interview", "painting", "camping", "pottery", "marathon"]
+    history: list[dict[str, Any]] = []
+    before: FinalContext | None = None
+    for t in range(90):
+        topic = words[t % len(words)]
+        question = (f"Tell me again about my career options in counseling ({t})" if t % 4 == 3
+                    else f"Today I did some {topic} with friends, it was fun ({t}).")
+        ctx = builder.build(chat, Request(user_input=question, history=list(history)),
+                            previous=before, cache=True)
+        shown = [RECALL_MARKER.sub("", str(m["content"])) for m in ctx.to_messages("openai")]
+        assert len(shown) == len(set(shown)), f"call {t} shows a message twice"
+        before = ctx
+        reply = (f"Your career options in counseling: school counselor, therapist ({t})."
+                 if t == 1 else f"Nice, {topic} sounds lovely; tell me more about it ({t}).")
+        history += [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
 
 
 def test_a_reply_that_repeats_the_previous_last_message_is_not_taken_for_its_end() -> None:

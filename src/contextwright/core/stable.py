@@ -90,7 +90,7 @@ class StableOffer:
     ranked: list[Unit] = field(default_factory=list)
     """Every turn recalled for this input, best first, shown or not (for the coverage)."""
     shown: set[str] = field(default_factory=set)
-    """Hashes of the messages the layout shows."""
+    """Item keys of the messages the layout shows (a message recalled or plain: one key)."""
     anchor: int = 0
     """The list length tiers and the digest are computed as of (in this list's positions)."""
     digest_room: int = 0
@@ -155,13 +155,16 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
                               "it was (changed, or cut differently)")
         return stable
     end = layout.length + shift
-    shown = {candidate_hash(c) for u in stable.units for c in u.candidates}
+    # By item key, not by rendering: a turn the layout shows plain (in its place) and the same
+    # turn recalled (marked) are one turn, and must not be shown twice.
+    shown = {c.item.key for u in stable.units for c in u.candidates}
     stable.appended = sorted(
         (u for u in plain.units if _first_order(u) >= end and not _recalled(u)),
         key=_first_order)
+    shown.update(c.item.key for u in stable.appended for c in u.candidates)
     stable.ranked = [u for u in g.units if _recalled(u)]
     stable.recalled = [u for u in stable.ranked if not any(
-        candidate_hash(c) in shown for c in u.candidates)]
+        c.item.key in shown for c in u.candidates)]
     stable.shown = shown
     return stable
 
@@ -278,13 +281,13 @@ def recall_coverage(stable: StableOffer, extra: Sequence[Unit], grant: int) -> f
 
     1.0 when nothing is recalled for this input.
     """
-    shown = stable.shown | {candidate_hash(c) for u in extra for c in u.candidates}
+    shown = stable.shown | {c.item.key for u in extra for c in u.candidates}
     total = covered = 0
     for unit in stable.ranked:
         if total + unit.tokens > grant // 2 and total:
             break
         total += unit.tokens
-        if all(candidate_hash(c) in shown for c in unit.candidates):
+        if all(c.item.key in shown for c in unit.candidates):
             covered += unit.tokens
     return covered / total if total else 1.0
 
