@@ -41,13 +41,15 @@ class CachePolicy:
     ``min_recall_coverage``: when the kept run and the allowance would show less than this share
     (by tokens) of the turns recalled for the input (the best, up to half the grant), the cut
     advances instead, so recall serves the input first (0: never for recall; 1: whenever a
-    recalled turn is missing).
+    recalled turn is missing). Measured on long chats (LoCoMo dev, 4k / 8k budgets): 0.8 kept
+    0.38 / 0.57 of the history cached at evidence recall 0.822 / 0.898; 0.65 keeps 0.43 / 0.64
+    at 0.822 / 0.901 (a fresh build: 0.828 / 0.890); 0.5 keeps 0.51 / 0.69 at 0.809 / 0.877.
     """
 
     step: float = 0.25
     recall_share: float = 0.15
     head_share: float = 0.3
-    min_recall_coverage: float = 0.8
+    min_recall_coverage: float = 0.65
 
     def __post_init__(self) -> None:
         """Refuse shares outside their range."""
