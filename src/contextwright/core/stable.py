@@ -1,7 +1,8 @@
 """Cutting in steps: a message source keeps its previous cut while it fits, then advances by a step.
 
-With a previous build's ``Fingerprint`` (``core.cache``), each message source (history, this
-turn's calls) is offered its previous layout again: the messages it kept, in the order it showed
+With a previous build's ``Fingerprint`` (``core.cache``), each message source (one that offers
+the messages of a request list, ``SourceTraits.message_list``: history, this turn's calls) is
+offered its previous layout again: the messages it kept, in the order it showed
 them, found again by their rendered hash, plus the messages appended since, plus (for a source
 that recalls older turns) turns recalled for this input that fit a small allowance. When that
 fits the source's grant, the build shows exactly it: the previous request is a prefix of this one,
@@ -30,10 +31,16 @@ from contextwright.core.request import Request
 from contextwright.core.select import Selection
 from contextwright.core.source import ContextSource, DigestingSource
 
-MESSAGE_LISTS = {"history": "history", "tool_results": "turn"}
-"""Message sources and the request list each reads: the sources that keep a layout."""
 TAIL_SEARCH = 4096
 """How far back from the end the previous list's last message is looked for."""
+
+
+def laid_out_list(g: Gathered) -> str:
+    """The request list ``g``'s source reads (only message sources keep a layout)."""
+    where = g.traits.message_list
+    if where is None:
+        raise ValueError(f"source {g.spec.source!r} offers no request list to lay out")
+    return where
 
 
 def candidate_hash(candidate: Candidate) -> str:
@@ -122,7 +129,7 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
           cap: int, costing: Costing) -> StableOffer:
     """Find ``layout`` again among what ``source`` offers now (see the module docstring)."""
     name = g.spec.source
-    where = MESSAGE_LISTS[name]
+    where = laid_out_list(g)
     raw = getattr(request, where)
     shift = locate(layout, raw, where)
     if shift is None:
@@ -225,8 +232,7 @@ def replay_digest(g: Gathered, source: ContextSource, request: Request, layout: 
     """The digest as the last cut made it: the list up to ``anchor``, no input, the same room."""
     if not isinstance(source, DigestingSource) or digest_share(g.spec.options) <= 0:
         return None
-    where = MESSAGE_LISTS[g.spec.source]
-    frozen = digest_request(request, where, anchor)
+    frozen = digest_request(request, laid_out_list(g), anchor)
     shown = set(layout.messages)
     kept = [c.item for u in pool for c in u.candidates
             if candidate_hash(c) in shown and 0 <= c.item.order < anchor]

@@ -29,25 +29,29 @@ from contextwright.core.plan import BuildPlan, FrozenOptions, thawed
 from contextwright.core.pruning import prune_source
 from contextwright.core.request import Request
 from contextwright.core.select import Selection, drop_decisions
-from contextwright.core.source import ContextSource
+from contextwright.core.source import ContextSource, traits_of
 from contextwright.core.stable import (
-    MESSAGE_LISTS,
     StableOffer,
     after_head,
     decide,
     digest_request,
     digest_room_of,
     in_render_order,
+    laid_out_list,
     layout_of,
     offer,
     pinned_head,
 )
 
 
-def cache_points(sections: tuple[str, ...], tail: frozenset[str]) -> tuple[int, ...]:
-    """Where the stable parts end: history's last message, and the last one before the tail."""
+def cache_points(sections: tuple[str, ...], tail: frozenset[str],
+                 conversation: frozenset[str]) -> tuple[int, ...]:
+    """Where the stable parts end: the conversation's last message, the last one before the tail.
+
+    ``conversation``: the laid-out message sources placed before the user's input (history).
+    """
     points = []
-    history = [i for i, section in enumerate(sections) if section == "history"]
+    history = [i for i, section in enumerate(sections) if section in conversation]
     if history:
         points.append(history[-1])
     stays = [i for i, section in enumerate(sections) if section not in tail and i > 0]
@@ -117,6 +121,10 @@ class Stepping:
         """Sources cut afresh in this build, and why."""
         self.sources: frozenset[str] = frozenset()
         """The message sources this build lays out (continued or cut in steps)."""
+        self.lists: dict[str, str] = {}
+        """The request list each laid-out source reads."""
+        self.conversation: frozenset[str] = frozenset()
+        """The laid-out sources placed before the user's input (where a cache point goes)."""
         self.anchors: dict[str, int] = {}
         self.digest_rooms: dict[str, int] = {}
         self.grants: dict[str, int] = {}
@@ -133,7 +141,13 @@ class Stepping:
                   costing: Costing) -> None:
         """Offer each message source its previous layout, where there is one to continue."""
         laid_out = {g.spec.source for g in gathered
-                    if g.spec.cuttable and g.spec.source in MESSAGE_LISTS and g.error is None}
+                    if g.spec.cuttable and g.traits.message_list is not None and g.error is None}
+        self.lists = {g.spec.source: laid_out_list(g) for g in gathered
+                      if g.spec.source in laid_out}
+        question = min((g.position for g in gathered if g.traits.question), default=None)
+        self.conversation = frozenset(
+            g.spec.source for g in gathered
+            if g.spec.source in laid_out and (question is None or g.position < question))
         self.sources = frozenset(laid_out)
         self.cuttable = frozenset(g.spec.source for g in gathered if g.spec.cuttable)
         for g in gathered:
@@ -250,7 +264,7 @@ class Stepping:
             name = g.spec.source
             if name not in self.sources or name in self.continued or g.error is not None:
                 continue
-            where = MESSAGE_LISTS[name]
+            where = self.lists[name]
             frozen = digest_request(request, where, len(getattr(request, where)))
             grant = allocations[name].grant
             add_digest(g, sources[name], frozen, grant, selections, costing,
@@ -278,14 +292,14 @@ class Stepping:
     def tail(self, plan: BuildPlan, sources: Mapping[str, ContextSource]) -> frozenset[str]:
         """Sources that declare their content changes from call to call (``volatile``)."""
         return frozenset(spec.source for spec in plan.sources
-                         if getattr(sources.get(spec.source), "volatile", False))
+                         if spec.source in sources and traits_of(sources[spec.source]).volatile)
 
     def fingerprint(self, assembly: Assembly, selections: Mapping[str, Selection],
                     request: Request, tail: frozenset[str]) -> Fingerprint:
         """What the next build needs to continue this one."""
         layouts = {}
         for name in sorted(self.sources):  # the same JSON in every process
-            where = MESSAGE_LISTS[name]
+            where = self.lists[name]
             raw = getattr(request, where)
             anchor = self.anchors.get(name, -1)
             layouts[name] = replace(
