@@ -107,6 +107,25 @@ class AddedSource:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """How a message source's options shape what a stable-prefix build offers (``core.stable``).
+
+    Between cuts the build asks the source for its plain newest-first stream as of the last
+    cut, so what it shows of its older messages does not change call after call; these name
+    the source's options that build sets or reads to do that.
+    """
+
+    anchor_option: str | None = None
+    """The option set to the list's length at the last cut (tiers are computed as of it)."""
+    recall_option: str | None = None
+    """The option set to 0 for the plain stream (no recalled turns)."""
+    window_option: str | None = None
+    """The option that caps the source's rounds; it may hold twice as many between cuts."""
+    shaping_options: tuple[str, ...] = ()
+    """Options under which what the source offers is not its plain stream as of the last cut."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SourceTraits:
     """What a source is, as the builder needs to know it; declared on the source's class.
 
@@ -130,6 +149,11 @@ class SourceTraits:
     """It can stand in for what it left out (it implements ``DigestingSource``)."""
     volatile: bool = False
     """Its content changes from call to call: a stable-prefix build renders it last."""
+    layout: Layout = field(default_factory=Layout)
+    """With ``message_list``: how a stable-prefix build lays it out (``Layout``)."""
+    keep_option: str | None = None
+    """The option a stable-prefix build sets to the keys (after the namespace) of what it showed
+    last call, for the source to offer them again first (the tools source's ``keep``)."""
     recalls: bool = False
     """It may offer older units out of order, marked (``metadata["keep_head"]``); the marker is
     dropped when the unit ends up in its place (``core.sequence``)."""

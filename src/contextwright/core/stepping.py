@@ -91,15 +91,16 @@ def keep_first(g: Gathered, source: ContextSource, request: Request, keys: Seque
                cap: int, costing: Costing) -> None:
     """Offer what ``g`` kept last call first, so a tool (or document) once in stays in.
 
-    A source that takes the ``keep`` option (``keeps``, the tools source) is asked again with
-    it, so its own selection (relevant only, ``max_tools``) keeps them too; it chooses afresh
-    when keeping them would leave out one the input needs.
+    A source that takes such an option (``SourceTraits.keep_option``: the tools source's
+    ``keep``) is asked again with it, so its own selection (relevant only, ``max_tools``) keeps
+    them too; it chooses afresh when keeping them would leave out one the input needs.
     """
     wanted = set(keys)
-    if getattr(source, "keeps", False):
+    option = g.traits.keep_option
+    if option is not None:
         names = [key.split(".", 1)[1] for key in keys if "." in key]
         options = thawed(g.spec.options)
-        again = gather_source(replace(g.spec, options=FrozenOptions({**options, "keep": names})),
+        again = gather_source(replace(g.spec, options=FrozenOptions({**options, option: names})),
                               g.position, source, request, cap, costing)
         if again.error is None:
             g.units, g.complete, g.omitted = again.units, again.complete, again.omitted
@@ -191,7 +192,8 @@ class Stepping:
             stable = self.offers.get(name)
             why = "the first cut"
             if stable is not None and stable.failure is None:
-                max_rounds = g.spec.options.get("max_rounds")
+                window = g.traits.layout.window_option
+                max_rounds = None if window is None else g.spec.options.get(window)
                 selection, why = decide(stable, grant, self.policy,
                                         None if max_rounds is None else int(max_rounds))
                 if selection is not None:

@@ -276,11 +276,12 @@ class ToolDefinitionSource:
 
     namespace = "tools"
     traits = SourceTraits(
-        request_part="tools", labels={"en": "Tools", "zh": "工具"},
+        request_part="tools", labels={"en": "Tools", "zh": "工具"}, keep_option="keep",
         added=AddedSource(weight=0.15, before=("examples", "notes", "history", "user"), rank=2))
     options_model = ToolDefinitionOptions
     keeps = True
-    """Takes the ``keep`` option: a stable-prefix build offers last call's tools again."""
+    """Takes the ``keep`` option (``traits.keep_option``): a stable-prefix build offers last
+    call's tools again."""
 
     def __init__(self, scorer: ToolScorer | None = None) -> None:
         """``scorer`` ranks schemas against the input (default: ``LexicalToolScorer``)."""
