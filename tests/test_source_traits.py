@@ -8,6 +8,7 @@ no built-in source in a condition (checked on its syntax tree).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -33,7 +34,14 @@ from contextwright.core.source import (
     registered_sources,
     traits_of,
 )
-from contextwright.sources import BUILTIN_SOURCE_CLASSES, builtin_sources
+from contextwright.sources import BUILTIN_SOURCE_CLASSES, builtin_sources, retrieval
+from contextwright.sources.options import (
+    DocumentOptions,
+    EnvOptions,
+    HistoryOptions,
+    ToolDefinitionOptions,
+    ToolResultOptions,
+)
 
 PACKAGE = Path(contextwright.__file__).parent
 CORE_FILES = [*sorted((PACKAGE / "core").glob("*.py")), PACKAGE / "builder.py"]
@@ -287,3 +295,24 @@ def test_the_check_leaves_roles_and_provider_fields_alone(code: str) -> None:
 @pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)
 def test_the_core_names_no_built_in_source_in_a_condition(path: Path) -> None:
     assert source_name_conditions(path.read_text("utf-8")) == []
+
+
+OPTION_READ = re.compile(r'(?:options\.get\(\s*|_count\(options,\s*|_names\(options,\s*)"(\w+)"')
+READERS = {
+    # The modules that read a source's options, and the model those options must be in.
+    "sources/conversation.py": HistoryOptions, "sources/history_digest.py": HistoryOptions,
+    "compress/tool_results.py": ToolResultOptions, "manager/recall.py": HistoryOptions,
+    "sources/tools.py": ToolDefinitionOptions, "sources/simple.py": EnvOptions,
+}
+
+
+@pytest.mark.parametrize("module", list(READERS))
+def test_every_option_a_source_reads_is_in_its_model(module: str) -> None:
+    read = set(OPTION_READ.findall((PACKAGE / module).read_text("utf-8")))
+    assert read, "the pattern finds the module's option reads"
+    assert read <= set(READERS[module].model_fields)
+
+
+def test_every_retrieval_option_is_in_the_documents_model() -> None:
+    names = {*retrieval._INTS, *retrieval._FLOATS, *retrieval._FLAGS, "alpha"}
+    assert names == set(DocumentOptions.model_fields) - set(SourceOptions.model_fields)

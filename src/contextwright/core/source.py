@@ -1,5 +1,10 @@
 """The ``ContextSource`` protocol: the seam through which anything contributes context.
 
+A source's class declares what it is (``traits``, a ``SourceTraits``: cut as a run, fenced, how
+it offers units, digestible, volatile, its label, how a build adds it) and the options it takes
+(``options_model``, extending ``SourceOptions``). The builder reads those, never a source's
+name, so a source of the user's own behaves like a built-in one.
+
 A source declares what it can contribute; it never touches the message list. It yields items in
 *keep order* — the item it would keep first comes first (history: newest round first; documents:
 best first) — and the builder reads only as far as the budget can reach, so a source over a

@@ -235,7 +235,8 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
 def replay_digest(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
                   anchor: int, pool: Sequence[Unit], costing: Costing) -> Unit | None:
     """The digest as the last cut made it: the list up to ``anchor``, no input, the same room."""
-    if not isinstance(source, DigestingSource) or digest_share(g.spec.options) <= 0:
+    if (not (g.traits.digestible and isinstance(source, DigestingSource))
+            or digest_share(g.spec.options, g.spec.source) <= 0):
         return None
     frozen = digest_request(request, laid_out_list(g), anchor)
     shown = set(layout.messages)
