@@ -71,7 +71,7 @@ def add_digest(g: Gathered, source: ContextSource, request: Request, grant: int,
     name = g.spec.source
     if pruning_grant(g, grant) == grant:
         return
-    if not (g.traits.digestible and isinstance(source, DigestingSource)):  # nothing to make room
+    if not (g.traits.digestible and isinstance(source, DigestingSource)):  # no digest, no reserve
         selections[name] = prune(g, grant)
         return
     first = _digest(g, source, request, selections[name], grant, costing)
