@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.core.plan import plan_from_mapping
 from contextwright.errors import PlanError
 from contextwright.sources.documents import DocumentSource, relevance_order
 
@@ -91,3 +92,9 @@ def test_the_relevance_order_is_the_same_in_every_process() -> None:
                            check=True, env={"PYTHONHASHSEED": str(seed)}).stdout
             for seed in (1, 2, 3)}
     assert runs == {"[0, 3, 1, 2]\n"}
+
+
+def test_a_mistyped_rank_is_refused_when_the_plan_loads() -> None:
+    with pytest.raises(PlanError, match="rank"):
+        plan_from_mapping({"name": "docs", "sources": [
+            {"source": "user"}, {"source": "rag", "options": {"rank": "best"}}]})

@@ -46,13 +46,19 @@ def nested(depth: int) -> str:
 
 
 def deep_text(fmt: str, depth: int) -> str:
-    """A plan-shaped document whose option ``deep`` nests ``depth`` lists."""
+    """A plan-shaped document whose option ``deep`` nests ``depth`` lists.
+
+    The option belongs to a source no class is registered for (a builder's own), so the plan
+    loads without checking it against an options model.
+    """
     if fmt == "json":
-        return ('{"name": "p", "sources": [{"source": "user", "options": {"deep": '
-                + nested(depth) + "}}]}")
+        return ('{"name": "p", "sources": [{"source": "probe", "options": {"deep": '
+                + nested(depth) + '}}, {"source": "user"}]}')
     if fmt == "toml":
-        return f'name = "p"\n[[sources]]\nsource = "user"\noptions.deep = {nested(depth)}\n'
-    return f"name: p\nsources:\n  - source: user\n    options:\n      deep: {nested(depth)}\n"
+        return (f'name = "p"\n[[sources]]\nsource = "probe"\noptions.deep = {nested(depth)}\n'
+                '[[sources]]\nsource = "user"\n')
+    return (f"name: p\nsources:\n  - source: probe\n    options:\n      deep: {nested(depth)}\n"
+            "  - source: user\n")
 
 
 def bad_utf8(fmt: str) -> bytes:
@@ -136,7 +142,7 @@ def test_nesting_up_to_the_limit_still_loads(tmp_path: Path) -> None:
         path = tmp_path / f"plan{SUFFIXES[suffix]}"
         # The options mapping and the sources list take levels of their own.
         path.write_text(deep_text(fmt, MAX_DEPTH - 5), "utf-8")
-        assert BuildPlan.load(path).sources[0].source == "user"
+        assert [s.source for s in BuildPlan.load(path).sources] == ["probe", "user"]
 
 
 def test_plain_yaml_plans_with_anchors_but_no_aliases_load(tmp_path: Path) -> None:

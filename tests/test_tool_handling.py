@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright import BuildPlan, ContextBuilder, PlanError, Request
 from contextwright.compress.json_compact import compact_tool_result, select_fields
 from contextwright.compress.tool_results import (
     ToolTiers,
@@ -15,6 +16,7 @@ from contextwright.compress.tool_results import (
     one_line_tool_result,
     reduce_tool_result,
 )
+from contextwright.core.plan import FrozenOptions
 
 BUILDER = ContextBuilder()
 ORDER = {"code": 200, "data": {
@@ -233,10 +235,18 @@ def test_tiers_follow_the_history_as_it_grows() -> None:
     assert "Earlier tool result" in second[1], "the once-newest result is now early"
 
 
-def test_bad_tier_option_is_reported_not_ignored() -> None:
-    request = Request(user_input="x", history=tool_rounds(1))
-    ctx = BUILDER.build(plan(tool_full=1, tool_early="forget"), request)
-    assert any("history" in w and "PlanError" in w for w in ctx.report.warnings)
+def test_bad_tier_option_is_a_plan_error_when_the_plan_is_made() -> None:
+    with pytest.raises(PlanError, match="history: option tool_early"):
+        plan(tool_full=1, tool_early="forget")
+
+
+def test_bad_tier_option_given_to_the_source_is_reported_not_ignored() -> None:
+    """A plan changed after it loaded is checked again by the builder, against its source."""
+    good = plan(tool_full=1)
+    bad = tuple(replace(s, options=FrozenOptions({**s.options, "tool_early": "forget"}))
+                if s.source == "history" else s for s in good.sources)
+    with pytest.raises(PlanError, match="history: option tool_early"):
+        BUILDER.build(replace(good, sources=bad), Request(user_input="x", history=tool_rounds(1)))
 
 
 def test_compact_results_keep_null_and_empty_values() -> None:

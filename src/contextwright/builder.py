@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Literal
 from contextwright.core.builder import build_context
 from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.caches import clear_registered_caches
-from contextwright.core.fence import fence_key
+from contextwright.core.fence import fence_key, register_labels
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
-from contextwright.core.source import ContextSource
+from contextwright.core.source import ContextSource, traits_of
 from contextwright.errors import InvalidInputError, PlanError
 from contextwright.models import model_profile, profile_tokenizer
 from contextwright.sources import builtin_sources
@@ -51,7 +51,9 @@ class ContextBuilder:
     tokenizer, every plan's window and output reserve from the model's profile, and the model
     the requests name; ``window`` / ``reserved_output`` override those (with or without a
     model), while each plan's weights and safety ratio still apply.
-    ``sources`` adds custom sources or replaces built-ins, keyed by their namespace.
+    ``sources`` adds custom sources or replaces built-ins, keyed by their namespace. A source
+    declares what it is (``traits``, a ``SourceTraits``) and the options it takes
+    (``options_model``); one that replaces a built-in without declaring them is built like it.
     ``fence_secret`` keys the fence markers of untrusted text, so they cannot be predicted from
     the source code; it defaults to the ``CONTEXTWRIGHT_FENCE_SECRET`` environment variable,
     and without either the built-in key is used. Builds with one secret are byte-identical.
@@ -85,6 +87,12 @@ class ContextBuilder:
         self._fence_key = fence_key(fence_secret)
         registry = builtin_sources()
         for source in sources:
+            labels = traits_of(source).labels
+            if labels:  # a source's own part label, escaped in content like the built-in ones
+                try:
+                    register_labels(source.namespace, labels)
+                except ValueError as exc:
+                    raise PlanError(f"source {source.namespace!r}: {exc}") from None
             registry[source.namespace] = source
         self._sources: Mapping[str, ContextSource] = MappingProxyType(dict(registry))
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextwright.core.accounting import message_tokens
-from contextwright.core.fence import DATA_NOTE, label
+from contextwright.core.fence import DATA_NOTE, SYSTEM_MESSAGE, label
 from contextwright.core.final import SystemPart
 from contextwright.core.gather import Candidate, Costing, Unit
 from contextwright.core.items import ContextItem, Message, Role
@@ -49,7 +49,7 @@ class Assembly:
 def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
              costing: Costing, *, note: bool, repeat: bool,
              ordered: frozenset[str] = frozenset(), tail: frozenset[str] = frozenset(),
-             tail_last: bool = False) -> Assembly:
+             tail_last: bool = False, question: str | None = None) -> Assembly:
     """Order the kept units into messages (see the module docstring) and count them.
 
     ``note``: add the data note even if nothing fenced was kept (it was reserved). ``repeat``:
@@ -63,6 +63,8 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     that stays, so they do not break the provider's cached prefix: their messages just before
     the user's input, their system parts as one user message there too, or, with
     ``tail_last`` (an agent loop with this turn's results), at the very end, after them.
+    ``question``: the source that renders the user's input (``SourceTraits.question``); the
+    tail goes before it and the repeated question is its section.
     """
     parts: list[SystemPart] = []
     system_texts: list[str] = []
@@ -78,7 +80,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     tail_parts: list[Candidate] = []
     specs = [spec for spec in plan.sources if spec.source not in tail]
     before_user = [spec for spec in plan.sources if spec.source in tail]
-    for spec in specs if not before_user else _with_tail(specs, before_user):
+    for spec in specs if not before_user else _with_tail(specs, before_user, question):
         for candidate in _in_render_order(kept.get(spec.source, []),
                                           spec.source in ordered):
             fenced = fenced or candidate.item.untrusted
@@ -104,23 +106,24 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     language = costing.language
     if note or fenced:
         system_texts.append(DATA_NOTE[language])
-        parts.append(SystemPart(section="system", text=DATA_NOTE[language]))
-    if repeat and messages and sections[-1] != "user":
+        parts.append(SystemPart(section=SYSTEM_MESSAGE, text=DATA_NOTE[language]))
+    repeated_key = f"{question}.repeated"
+    if repeat and question is not None and messages and sections[-1] != question:
         messages.append(repeated_question(user_input, costing))
-        sections.append("user")
+        sections.append(question)
         labels.append(None)
         documents.append(False)
-        keys.append("user.repeated")
+        keys.append(repeated_key)
         counts.append(message_tokens(messages[-1], costing.tokenizer))
         tokens += counts[-1]
-    user_at = next((i for i, section in enumerate(sections) if section == "user"),
+    user_at = next((i for i, section in enumerate(sections) if section == question),
                    len(messages))
     untrusted = [c for c in tail_parts if c.item.untrusted]
     trusted = [c for c in tail_parts if not c.item.untrusted]
     # Trusted facts (the time) may come last (before a repeated question); fenced data never
     # sits in the user's role, nor at the end (an assistant message there would be a prefill):
     # it goes before the input, as a document (a search result for Anthropic).
-    end = len(messages) - (1 if keys and keys[-1] == "user.repeated" else 0)
+    end = len(messages) - (1 if keys and keys[-1] == repeated_key else 0)
     tail_messages: tuple[tuple[list[Candidate], Role, int], ...] = (
         (trusted, "user", end if tail_last else user_at),
         (untrusted, "assistant", user_at))
@@ -138,10 +141,10 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         tokens += counts[at]
     if system_texts:
         messages.insert(0, Message(role="system", content="\n\n".join(system_texts)))
-        sections.insert(0, "system")
+        sections.insert(0, SYSTEM_MESSAGE)
         labels.insert(0, None)
         documents.insert(0, False)
-        keys.insert(0, "system")
+        keys.insert(0, SYSTEM_MESSAGE)
         counts.insert(0, message_tokens(messages[0], costing.tokenizer))
         tokens += counts[0]
     return Assembly(
@@ -189,7 +192,7 @@ def _order(candidate: Candidate) -> float:
     return candidate.item.order
 
 
-def _with_tail(specs: list[Any], tail: list[Any]) -> list[Any]:
-    """``specs`` with the tail sources placed right before ``user`` (else at the end)."""
-    at = next((i for i, spec in enumerate(specs) if spec.source == "user"), len(specs))
+def _with_tail(specs: list[Any], tail: list[Any], question: str | None) -> list[Any]:
+    """``specs`` with the tail sources placed right before ``question`` (else at the end)."""
+    at = next((i for i, spec in enumerate(specs) if spec.source == question), len(specs))
     return [*specs[:at], *tail, *specs[at:]]

@@ -15,15 +15,16 @@ from contextwright.core.accounting import counts_exactly
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cache import CachePolicy, Fingerprint, plan_hash
-from contextwright.core.covering import (
-    ADDED_SOURCES,
-    PARTS_AND_SOURCES,
-    covering,
-    missing_sources,
-)
+from contextwright.core.covering import covering, missing_sources, request_parts
 from contextwright.core.cutting import make_cutter
 from contextwright.core.digest import add_digest
-from contextwright.core.fence import DATA_NOTE, DEFAULT_FENCE_KEY, language_of, separator
+from contextwright.core.fence import (
+    DATA_NOTE,
+    DEFAULT_FENCE_KEY,
+    TOOL_LIST,
+    language_of,
+    separator,
+)
 from contextwright.core.final import FinalContext
 from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
 from contextwright.core.items import check_text
@@ -41,7 +42,14 @@ from contextwright.core.select import (
     drop_decisions,
 )
 from contextwright.core.sequence import show_in_sequence
-from contextwright.core.source import ContextSource
+from contextwright.core.source import (
+    ContextSource,
+    SourceTraits,
+    checked_options,
+    core_options,
+    options_model_of,
+    traits_of,
+)
 from contextwright.core.stepping import Stepping, cache_points
 from contextwright.core.text import render_text
 from contextwright.errors import BudgetError, PlanError
@@ -62,15 +70,15 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     """
     costing = Costing(tokenizer, language_of(check_text(request.user_input, "user_input")),
                       target, fence_key, images)
-    plan, added = added_sources(plan, request)
+    plan, added = added_sources(plan, request, sources)
     gathered, pool = gather_all(plan, request, sources, costing)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
-    warnings += added + unused_request_parts(plan, request)
+    warnings += added + unused_request_parts(plan, request, sources)
     decisions += drop_duplicates(gathered)
     note, pool = reserve(pool, data_note_tokens(plan, request, gathered, costing,
                                                 stable=cache is not None))
-    repeat, pool = reserve(pool, repeat_tokens(plan, request, costing))
-    _, pool = reserve(pool, lead_tokens(plan, costing))
+    repeat, pool = reserve(pool, repeat_tokens(plan, request, sources, costing))
+    _, pool = reserve(pool, lead_tokens(plan, sources, costing))
     steps = Stepping(cache, plan_hash(plan), target) if cache is not None else None
     if steps is not None:
         steps.offer_all(gathered, sources, request, previous, pool, costing)
@@ -97,7 +105,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     decisions += [d for s in selections.values() for d in s.decisions]
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
                          total)
-    require_user_input(report)
+    require_user_input(report, plan, sources)
     if report.exact_tokens and not counts_exactly(assembly.messages, assembly.schema_jsons,
                                                   tokenizer, images):
         report = replace(report, exact_tokens=False)
@@ -116,50 +124,64 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
         documents=assembly.documents,
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
         message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
-        cache_points=cache_points(assembly.sections, tail) if steps is not None else (),
+        cache_points=(cache_points(assembly.sections, tail, steps.conversation)
+                      if steps is not None else ()),
         image_rule=images,
     )
 
 
-_FENCED_SOURCES = frozenset(("history", "tool_results", "rag"))
+def plan_traits(plan: BuildPlan, sources: Mapping[str, ContextSource]
+                ) -> list[tuple[str, SourceTraits]]:
+    """Each of the plan's sources (in plan order) with its traits; unregistered ones left out."""
+    return [(spec.source, traits_of(sources[spec.source])) for spec in plan.sources
+            if spec.source in sources]
 
 
-def unused_request_parts(plan: BuildPlan, request: Request) -> list[str]:
+def unused_request_parts(plan: BuildPlan, request: Request,
+                         sources: Mapping[str, ContextSource]) -> list[str]:
     """Warnings for request parts the plan has no source for (left out, but never silently)."""
     names = {spec.source for spec in plan.sources}
     return [
         f"request.{part} was given but plan {plan.name!r} has no {source} source; left out"
-        for part, source in PARTS_AND_SOURCES
+        for part, source, _ in request_parts(sources)
         if getattr(request, part) and source not in names
     ]
 
 
-def added_sources(plan: BuildPlan, request: Request) -> tuple[BuildPlan, list[str]]:
+def added_sources(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource]
+                  ) -> tuple[BuildPlan, list[str]]:
     """``plan`` covering every part of ``request`` when the plan asks for it, with notes."""
     if not plan.add_missing_sources:
         return plan, []
-    missing = missing_sources(plan, request)
+    missing = missing_sources(plan, request, sources)
     if not missing:
         return plan, []
     notes = [f"request.{part} was given and plan {plan.name!r} has no {source} source; added "
-             f"one (weight {ADDED_SOURCES[source][0]})"
-             for part, source in PARTS_AND_SOURCES if source in missing]
-    return covering(plan, request), notes
+             f"one (weight {traits.added.weight})"
+             for part, source, traits in request_parts(sources)
+             if source in missing and traits.added is not None]
+    return covering(plan, request, sources), notes
 
 
-def framing_tokens(plan: BuildPlan, request: Request, costing: Costing) -> int:
+def _shows_prompt(plan: BuildPlan, request: Request,
+                  sources: Mapping[str, ContextSource]) -> bool:
+    """Whether the build shows a system prompt (the request has one, a source renders it)."""
+    return bool(request.system) and any(t.prompt for _, t in plan_traits(plan, sources))
+
+
+def framing_tokens(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
+                   costing: Costing) -> int:
     """Tokens no source owns and every context pays.
 
     Chat: the reply priming and, with a system prompt, the system message's frame. Text: a
-    separator line for each part the plan may render (an upper bound).
+    separator line for each part the plan may render and the tool list's (an upper bound).
     """
     if costing.target == "text":
-        names = [spec.source for spec in plan.sources] + ["tools"]
+        names = [spec.source for spec in plan.sources] + [TOOL_LIST]
         return sum(costing.tokenizer.count(separator(name, costing.language)) + 1
                    for name in names)
-    prompt = bool(request.system) and plan.spec("system") is not None
     frame = costing.tokenizer.frame
-    return frame.reply + (frame.system if prompt else 0)
+    return frame.reply + (frame.system if _shows_prompt(plan, request, sources) else 0)
 
 
 def data_note_tokens(plan: BuildPlan, request: Request, gathered: list[Gathered],
@@ -167,39 +189,50 @@ def data_note_tokens(plan: BuildPlan, request: Request, gathered: list[Gathered]
     """Cost of the note that fenced text is data, when the build may need it (else 0).
 
     Needed when anything fenced was offered; also when the request brings tools (or the build
-    keeps a stable prefix) and the plan can show fenced parts, so the note, part of the
-    cacheable prefix, is there from the first call of an agent loop.
+    keeps a stable prefix) and the plan has a source that may show fenced parts
+    (``SourceTraits.fenced``), so the note, part of the cacheable prefix, is there from the
+    first call of an agent loop.
     """
     offered = any(c.item.untrusted for g in gathered for u in g.units for c in u.candidates)
-    loop = (bool(request.tools) or stable) and any(
-        s.source in _FENCED_SOURCES for s in plan.sources)
+    loop = (bool(request.tools) or stable) and any(g.traits.fenced for g in gathered)
     if not (offered or loop):
         return 0
-    prompt = bool(request.system) and plan.spec("system") is not None
+    prompt = bool(request.system) and any(g.traits.prompt for g in gathered)
     frame = 0 if prompt else costing.tokenizer.frame.system  # the note may open the message
     return costing.tokenizer.count(DATA_NOTE[costing.language]) + 2 + frame
 
 
-def repeat_tokens(plan: BuildPlan, request: Request, costing: Costing) -> int:
+def _question_at(plan: BuildPlan, sources: Mapping[str, ContextSource]) -> int | None:
+    """Position in the plan of the source that renders the user's input (None: there is none)."""
+    return next((i for i, (_, traits) in enumerate(plan_traits(plan, sources))
+                 if traits.question), None)
+
+
+def repeat_tokens(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
+                  costing: Costing) -> int:
     """Cost of repeating the question at the tail (0 unless the plan asks and a part follows)."""
-    names = [spec.source for spec in plan.sources]
-    follows = "user" in names and names.index("user") < len(names) - 1
+    at = _question_at(plan, sources)
+    follows = at is not None and at < len(plan.sources) - 1
     if not (plan.repeat_question and follows):
         return 0
     question = repeated_question(request.user_input, costing).content
     return costing.tokenizer.count(question) + costing.tokenizer.frame.user + 1
 
 
-def lead_tokens(plan: BuildPlan, costing: Costing) -> int:
-    """Cost of the lead message Anthropic needs, set aside when history may start mid-round.
+def lead_tokens(plan: BuildPlan, sources: Mapping[str, ContextSource], costing: Costing) -> int:
+    """Cost of the lead message Anthropic needs, set aside when a conversation may start mid-round.
 
-    With ``partial_rounds`` the oldest kept history message is often the assistant's; setting
-    the lead aside up front spares the exact count a second pass. Elsewhere it is rare and the
-    exact count deals with it.
+    A message source placed before the user's input with ``partial_rounds: true`` (history)
+    often keeps the assistant's message as its oldest; setting the lead aside up front spares
+    the exact count a second pass. Elsewhere it is rare and the exact count deals with it.
     """
-    history = plan.spec("history")
-    if (costing.target != "chat" or history is None
-            or history.options.get("partial_rounds") is not True):
+    if costing.target != "chat":
+        return 0
+    at = _question_at(plan, sources)
+    leading = plan.sources if at is None else plan.sources[:at]
+    if not any(traits_of(sources[spec.source]).offers == "messages"
+               and core_options(spec.source, spec.options).partial_rounds is True
+               for spec in leading if spec.source in sources):
         return 0
     return costing.tokenizer.count(ANTHROPIC_LEAD) + costing.tokenizer.frame.user
 
@@ -218,10 +251,15 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
     missing = [spec.source for spec in plan.sources if spec.source not in sources]
     if missing:
         raise PlanError(f"plan {plan.name!r} names unregistered sources: {', '.join(missing)}")
+    for spec in plan.sources:
+        model = options_model_of(sources[spec.source])
+        if model is not None:
+            checked_options(spec.source, spec.options, model)
     specs = list(enumerate(plan.sources))
     fixed = [gather_source(spec, i, sources[spec.source], request, available, costing)
              for i, spec in specs if not spec.cuttable]
-    pool = available - framing_tokens(plan, request, costing) - sum(g.need for g in fixed)
+    pool = (available - framing_tokens(plan, request, sources, costing)
+            - sum(g.need for g in fixed))
     if pool < 0 or not all(g.complete for g in fixed):
         fail_budget(plan, fixed, costing.tokenizer,
                     "the never-cut parts alone exceed the budget")
@@ -242,13 +280,16 @@ def fail_budget(plan: BuildPlan, gathered: list[Gathered], tokenizer: CountingTo
     raise BudgetError(f"{why} (available {plan.budget.available} tokens)", report)
 
 
-def require_user_input(report: BuildReport) -> None:
+def require_user_input(report: BuildReport, plan: BuildPlan,
+                       sources: Mapping[str, ContextSource]) -> None:
     """Raise ``BudgetError`` when the build would show none of the user's input.
 
-    Only a plan that lets ``user`` be cut gets here: cut it may be, but a context without the
-    question answers one nobody asked (with ``system`` cuttable too, it would be empty).
+    Only a plan that lets the input's source be cut gets here: cut it may be, but a context
+    without the question answers one nobody asked (with the prompt cuttable too, it would be
+    empty).
     """
-    row = next((r for r in report.sources if r.source == "user"), None)
+    questions = {name for name, traits in plan_traits(plan, sources) if traits.question}
+    row = next((r for r in report.sources if r.source in questions), None)
     if row is not None and row.items == 0 and row.dropped > 0:
         raise BudgetError("the user's input does not fit, even cut "
                           f"(available {report.available} tokens)", report)
@@ -332,11 +373,12 @@ def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str,
     Joins, the Anthropic lead message and the text rendering's escapes are only known once the
     context is assembled, so the exact count has the last word.
     """
+    question = next((g.spec.source for g in gathered if g.traits.question), None)
     while True:
         kept = {name: selection.kept for name, selection in selections.items()}
         ordered = frozenset(name for name, selection in selections.items() if selection.ordered)
         assembly = assemble(plan, kept, query, costing, note=note, repeat=repeat,
-                            ordered=ordered, tail=tail, tail_last=tail_last)
+                            ordered=ordered, tail=tail, tail_last=tail_last, question=question)
         total, checked = exact_tokens(assembly, costing)
         excess = checked - plan.budget.available
         if excess <= 0:

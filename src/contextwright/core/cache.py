@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from contextwright.core.fence import SYSTEM_MESSAGE
 from contextwright.core.items import Message
 from contextwright.errors import InvalidInputError
 
@@ -357,7 +358,7 @@ def _default_reason(previous: Fingerprint, current: Fingerprint, at: int,
         return "this request is shorter than the previous one"
     if not previous.stable:
         return "the previous build was made without a cache policy"
-    if section == "system":
+    if section == SYSTEM_MESSAGE:
         return "the system message changed (system prompt, notes or the data note)"
     return f"message {at} ({section}) differs from the previous request's"
 

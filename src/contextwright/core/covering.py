@@ -14,63 +14,61 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from contextwright.core.caches import register_cache
-from contextwright.core.plan import NEVER_CUT_BY_DEFAULT, BuildPlan, FrozenOptions, SourceSpec
+from contextwright.core.plan import BuildPlan, FrozenOptions, SourceSpec
 from contextwright.core.request import Request
+from contextwright.core.source import AddedSource, SourceTraits, registered_sources, traits_of
 
-PARTS_AND_SOURCES = (("history", "history"), ("turn", "tool_results"), ("tools", "tools"),
-                     ("documents", "rag"), ("env", "env"), ("examples", "examples"),
-                     ("notes", "notes"), ("system", "system"))
-"""Each request field and the built-in source that renders it."""
+Part = tuple[str, str, SourceTraits]
+"""A request field, the source that renders it, and that source's traits."""
 
-# Where an added source lands: (weight, max_tokens, the sources it goes before — the first one
-# the plan has; at the end otherwise). History goes before the user's input in every plan
-# (some plans put documents after the question).
-ADDED_SOURCES: Mapping[str, tuple[float, int | None, tuple[str, ...]]] = {
-    "system": (0.15, None, ("env", "tools", "history", "user")),
-    "env": (0.02, 200, ("tools", "examples", "notes", "history", "user")),
-    "tools": (0.15, None, ("examples", "notes", "history", "user")),
-    "examples": (0.05, 400, ("notes", "history", "user")),
-    "notes": (0.05, 400, ("history", "user")),
-    "history": (0.20, None, ("user",)),
-    "rag": (0.25, None, ("user",)),
-    "tool_results": (0.10, None, ()),
-}
-
-TOOL_TIERS: Mapping[str, int] = {"tool_full": 2, "tool_reduced": 3}
-"""Older tool results reduced, as every shipped plan does: the newest two call blocks whole."""
-ADDED_OPTIONS: Mapping[str, Mapping[str, Any]] = {
-    # An added history is a conversation's: the newest rounds, then older turns that the
-    # input recalls (as the chat plan shows them), tool results in tiers.
-    "history": {"recall_share": 0.9, "recall_limit": 400, "recent_rounds": 3, **TOOL_TIERS},
-    "tool_results": TOOL_TIERS,
-}
-
-_COVERED: dict[tuple[int, tuple[str, ...]], tuple[BuildPlan, BuildPlan]] = {}
+_COVERED: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[BuildPlan, BuildPlan]] = {}
 _MAX_COVERED = 512
-"""Covered plans remembered (a plan object and the parts missing → the plan with them), so
+"""Covered plans remembered (a plan object and the sources missing → the plan with them), so
 builds of one plan share one covered plan object and its per-plan caches."""
 
 
-def missing_sources(plan: BuildPlan, request: Request) -> tuple[str, ...]:
-    """The built-in sources for the non-empty parts of ``request`` that ``plan`` does not have."""
+def request_parts(sources: Mapping[str, object] | None = None) -> list[Part]:
+    """Each request field a source renders (``SourceTraits.request_part``), in adding order.
+
+    ``sources``: the builder's sources by namespace (default: the registered source classes).
+    """
+    known = registered_sources() if sources is None else sources
+    parts = []
+    for name, source in known.items():
+        traits = traits_of(source)
+        if traits.request_part is not None:
+            rank = traits.added.rank if traits.added else len(known)
+            parts.append((rank, name, traits.request_part, traits))
+    return [(part, name, traits) for _, name, part, traits in sorted(
+        parts, key=lambda entry: (entry[0], entry[1]))]
+
+
+def missing_sources(plan: BuildPlan, request: Request,
+                    sources: Mapping[str, object] | None = None) -> tuple[str, ...]:
+    """The sources for the non-empty parts of ``request`` that ``plan`` does not have.
+
+    Only those a build can add (their traits say how).
+    """
     names = {spec.source for spec in plan.sources}
-    return tuple(source for part, source in PARTS_AND_SOURCES
-                 if getattr(request, part) and source not in names)
+    return tuple(source for part, source, traits in request_parts(sources)
+                 if traits.added is not None and getattr(request, part) and source not in names)
 
 
-def covering(plan: BuildPlan, request: Request) -> BuildPlan:
+def covering(plan: BuildPlan, request: Request,
+             sources: Mapping[str, object] | None = None) -> BuildPlan:
     """``plan`` with a source added for every given part of ``request`` it has none for."""
-    missing = missing_sources(plan, request)
+    parts = {name: traits for _, name, traits in request_parts(sources)}
+    missing = missing_sources(plan, request, sources)
     if not missing:
         return plan
-    key = (id(plan), missing)
+    key = (id(plan), tuple((name, id(parts[name])) for name in missing))
     known = _COVERED.get(key)
     if known is not None and known[0] is plan:
         return known[1]
-    covered = _with_sources(plan, missing)
+    covered = _with_sources(plan, [(name, added, parts[name].never_cut) for name in missing
+                                   if (added := parts[name].added) is not None])
     if len(_COVERED) >= _MAX_COVERED:
         _COVERED.clear()
     _COVERED[key] = (plan, covered)
@@ -82,11 +80,13 @@ def clear_covered() -> None:
     _COVERED.clear()
 
 
-def _with_sources(plan: BuildPlan, missing: tuple[str, ...]) -> BuildPlan:
+def _with_sources(plan: BuildPlan, missing: list[tuple[str, AddedSource, bool]]) -> BuildPlan:
+    """``plan`` with each (source, how it is added, whether it is never cut) inserted."""
     sources = list(plan.sources)
-    for source in missing:
-        sources.insert(_position(sources, ADDED_SOURCES[source][2]), _added_spec(source))
-    return replace(plan, name=f"{plan.name}+{'+'.join(missing)}", sources=tuple(sources))
+    for name, added, never_cut in missing:
+        sources.insert(_position(sources, added.before), _added_spec(name, added, never_cut))
+    return replace(plan, name=f"{plan.name}+{'+'.join(name for name, _, _ in missing)}",
+                   sources=tuple(sources))
 
 
 def _position(sources: list[SourceSpec], before: tuple[str, ...]) -> int:
@@ -97,12 +97,10 @@ def _position(sources: list[SourceSpec], before: tuple[str, ...]) -> int:
     return len(sources)
 
 
-def _added_spec(source: str) -> SourceSpec:
-    weight, max_tokens, _ = ADDED_SOURCES[source]
-    never_cut = source in NEVER_CUT_BY_DEFAULT
-    return SourceSpec(source=source, weight=weight, max_tokens=max_tokens,
+def _added_spec(source: str, added: AddedSource, never_cut: bool) -> SourceSpec:
+    return SourceSpec(source=source, weight=added.weight, max_tokens=added.max_tokens,
                       cuttable=not never_cut, required=never_cut,
-                      options=FrozenOptions(ADDED_OPTIONS.get(source, {})))
+                      options=FrozenOptions(added.options))
 
 
 register_cache("core.covering.covered", _COVERED)

@@ -36,25 +36,22 @@ from contextwright.core.items import ContextItem
 from contextwright.core.report import Decision
 from contextwright.core.request import Request
 from contextwright.core.select import Selection
-from contextwright.core.source import ContextSource, DigestingSource
-from contextwright.errors import PlanError, SourceError
+from contextwright.core.source import ContextSource, DigestingSource, core_options
+from contextwright.errors import SourceError
 
 DIGEST_OPTION = "digest_share"
 MIN_DIGEST_TOKENS = 16
 """Less room than this cannot hold a digest worth its framing."""
 
 
-def digest_share(options: Mapping[str, Any]) -> float:
+def digest_share(options: Mapping[str, Any], source: str = "source") -> float:
     """The plan's ``digest_share`` for a source (0 when off); a bad value is a ``PlanError``."""
-    value = options.get(DIGEST_OPTION, 0) or 0
-    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
-        raise PlanError(f"option {DIGEST_OPTION} must be a number in [0, 1)")
-    return float(value)
+    return core_options(source, options).digest_share
 
 
 def pruning_grant(g: Gathered, grant: int) -> int:
     """The grant to prune ``g`` with: less the digest's share when it cannot keep everything."""
-    share = digest_share(g.spec.options)
+    share = digest_share(g.spec.options, g.spec.source)
     if share <= 0 or (g.complete and g.need <= grant):
         return grant
     return grant - int(grant * share)
@@ -74,7 +71,7 @@ def add_digest(g: Gathered, source: ContextSource, request: Request, grant: int,
     name = g.spec.source
     if pruning_grant(g, grant) == grant:
         return
-    if not isinstance(source, DigestingSource):  # nothing to make room for
+    if not (g.traits.digestible and isinstance(source, DigestingSource)):  # no digest, no reserve
         selections[name] = prune(g, grant)
         return
     first = _digest(g, source, request, selections[name], grant, costing)

@@ -20,7 +20,7 @@ from contextwright.core.items import ContextItem, Message
 from contextwright.core.plan import SourceSpec
 from contextwright.core.report import Decision
 from contextwright.core.request import Request
-from contextwright.core.source import ContextSource
+from contextwright.core.source import DEFAULT_TRAITS, ContextSource, SourceTraits, traits_of
 from contextwright.core.text import text_block
 from contextwright.errors import InvalidInputError, SourceError
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
@@ -75,16 +75,14 @@ class Unit:
             self.tokens = sum(c.tokens for c in self.candidates)
 
 
-MESSAGE_SOURCES = frozenset(("history", "tool_results"))
-"""Sources whose items carry their message's index as ``order`` (placeholders between)."""
-
-
 @dataclass(slots=True)
 class Gathered:
     """What one source offered, as units in keep order."""
 
     spec: SourceSpec
     position: int
+    traits: SourceTraits = DEFAULT_TRAITS
+    """What the source is (``SourceTraits``): how it is cut, fenced, laid out."""
     units: list[Unit] = field(default_factory=list)
     complete: bool = True
     error: str | None = None
@@ -93,8 +91,12 @@ class Gathered:
     read_units: int = 0
     """Units read, before normalisation removed any."""
     read_positions: frozenset[int] = frozenset()
-    """For history and the turn (``MESSAGE_SOURCES``), the indexes of the messages read (recall
-    reads out of order, so what was not read need not be a prefix); empty for other sources."""
+    """For a source that offers messages of a request list (history, the turn), the indexes of
+    the messages read (recall reads out of order, so what was not read need not be a prefix);
+    empty for other sources. Their items carry their message's index as ``order``."""
+    offered: int | None = None
+    """How many units the source offers in all (``offered_units``), when it did not offer them
+    all and can say (None: unknown, or everything was read)."""
     omitted: list[Decision] = field(default_factory=list)
     """Items the source itself left out, with its reason (``metadata["omitted"]``)."""
 
@@ -194,7 +196,8 @@ def with_content(message: Message, content: str) -> Message:
 def gather_source(spec: SourceSpec, position: int, source: ContextSource, request: Request,
                   cap: int, costing: Costing) -> Gathered:
     """Units of one source in keep order, read until their tokens pass ``cap``."""
-    gathered = Gathered(spec=spec, position=position)
+    traits = traits_of(source)
+    gathered = Gathered(spec=spec, position=position, traits=traits)
     try:
         items = source.build(request, spec.options)
         omitted_at: list[float] = []
@@ -202,11 +205,14 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
             spec.source, source.namespace, items, cap, costing, gathered.omitted, omitted_at)
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
-        if spec.source in MESSAGE_SOURCES:
+        if traits.offers == "messages":
             # A message the source left out on purpose was read: it is not "unread".
             orders = [c.item.order for u in gathered.units for c in u.candidates] + omitted_at
             gathered.read_positions = frozenset(
                 int(order) for order in orders if order >= 0 and order == int(order))
+        elif not gathered.complete:
+            count = getattr(source, "offered_units", None)
+            gathered.offered = int(count(request)) if callable(count) else None
     except InvalidInputError:
         raise
     except Exception as exc:  # a source is third-party code: isolate whatever it raises

@@ -20,10 +20,10 @@ from pydantic import ValidationError as PydanticValidationError
 
 from contextwright.core.caches import register_cache
 from contextwright.core.parsing import Format, MalformedDocument, parse_document
+from contextwright.core.source import SourceTraits, check_options, registered_sources
 from contextwright.errors import PlanError
 
 Strategy = Literal["truncate", "keyword_window", "head", "drop"]
-NEVER_CUT_BY_DEFAULT = frozenset(("system", "user"))
 SHIPPED_PLANS = ("chat", "tool_heavy", "rag_qa", "doc_analysis", "simple_qa")
 
 
@@ -192,8 +192,9 @@ class PlanBuilder:
     def add(self, source: str, weight: float = 1.0, max_tokens: int | None = None,
             **settings: Any) -> PlanBuilder:
         """Add a source in render order (settings: min_tokens, cuttable, strategy, options...)."""
-        settings.setdefault("cuttable", source not in NEVER_CUT_BY_DEFAULT)
-        settings.setdefault("required", source in NEVER_CUT_BY_DEFAULT)
+        never_cut = never_cut_by_default(source)
+        settings.setdefault("cuttable", not never_cut)
+        settings.setdefault("required", never_cut)
         self._specs.append({"source": source, "weight": weight, "max_tokens": max_tokens,
                             **settings})
         return self
@@ -274,10 +275,23 @@ class _PlanModel(BaseModel):
             raise ValueError(f"source listed twice: {', '.join(duplicates)}")
         if sum(spec.weight for spec in self.sources) <= 0:
             raise ValueError("the weights of the sources sum to zero")
-        if "user" not in names:
+        questions = [name for name, traits in _registered_traits().items() if traits.question]
+        if questions and not set(questions) & set(names):
             # Without it the current input is never rendered, and nothing would say so.
-            raise ValueError("no user source: the user's input would not be shown")
+            raise ValueError(f"no {questions[0]} source: the user's input would not be shown")
         return self
+
+
+def _registered_traits() -> dict[str, SourceTraits]:
+    """The declared traits of the registered source classes, by namespace."""
+    return {name: traits for name, cls in registered_sources().items()
+            if isinstance(traits := getattr(cls, "traits", None), SourceTraits)}
+
+
+def never_cut_by_default(source: str) -> bool:
+    """Whether the source registered as ``source`` is never cut unless a plan says otherwise."""
+    traits = getattr(registered_sources().get(source), "traits", None)
+    return isinstance(traits, SourceTraits) and traits.never_cut
 
 
 def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
@@ -291,6 +305,13 @@ def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
     budget = Budget(**model.budget.model_dump())
     if budget.available <= 0:
         raise PlanError(f"{origin}: budget: nothing is left after the reserves")
+    for source in model.sources:
+        options_model = getattr(registered_sources().get(source.source), "options_model", None)
+        if options_model is not None:
+            try:
+                check_options(source.source, source.options, options_model)
+            except PlanError as exc:
+                raise PlanError(f"{origin}: {exc}") from None
     return BuildPlan(
         name=model.name,
         description=model.description,
@@ -303,7 +324,7 @@ def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
 
 
 def _spec(model: _SourceModel) -> SourceSpec:
-    never_cut = model.source in NEVER_CUT_BY_DEFAULT
+    never_cut = never_cut_by_default(model.source)
     return SourceSpec(
         source=model.source,
         weight=model.weight,

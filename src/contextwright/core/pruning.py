@@ -8,32 +8,33 @@ from __future__ import annotations
 from contextwright.core.cutting import make_cutter
 from contextwright.core.digest import pruning_grant
 from contextwright.core.gather import Costing, Gathered
-from contextwright.core.select import CONTIGUOUS_SOURCES, PartialRounds, Selection, select_units
-from contextwright.errors import PlanError
+from contextwright.core.select import PartialRounds, Selection, select_units
+from contextwright.core.source import core_options
 
 
 def prune_source(g: Gathered, grant: int, query: str, costing: Costing,
                  reserve: bool = True) -> Selection:
-    """Fit one source's units into ``grant`` (less its digest's share, with ``reserve``)."""
+    """Fit one source's units into ``grant`` (less its digest's share, with ``reserve``).
+
+    Whether the source is cut as a run and how large one unit may be come from its options,
+    else from its traits.
+    """
     if not g.spec.cuttable:
         return Selection(kept=list(g.units))
-    options = g.spec.options
+    options = core_options(g.spec.source, g.spec.options)
     grant = pruning_grant(g, grant) if reserve else grant
-    contiguous = options.get("contiguous", g.spec.source in CONTIGUOUS_SOURCES)
-    share = options.get("max_item_share", 0.5 if g.spec.source == "history" else None)
+    contiguous = g.traits.contiguous if options.contiguous is None else options.contiguous
+    share = g.traits.max_item_share if options.max_item_share is None else options.max_item_share
     if g.complete and g.need <= grant:
         share = None  # everything fits: nothing to protect older rounds from
     return select_units(
-        g.units, grant, contiguous=bool(contiguous),
+        g.units, grant, contiguous=contiguous,
         partial_rounds=partial_rounds(g),
         cutter=make_cutter(g.spec.strategy, query, costing),
-        unit_cap=None if share is None else int(grant * float(share)),
+        unit_cap=None if share is None else int(grant * share),
     )
 
 
 def partial_rounds(g: Gathered) -> PartialRounds:
     """The source's ``partial_rounds`` option (default ``tool_rounds``), checked."""
-    value = g.spec.options.get("partial_rounds", "tool_rounds")
-    if value is True or value is False or value == "tool_rounds":
-        return value  # type: ignore[no-any-return]
-    raise PlanError(f"{g.spec.source}: partial_rounds must be true, false or 'tool_rounds'")
+    return core_options(g.spec.source, g.spec.options).partial_rounds

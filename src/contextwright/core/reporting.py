@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from contextwright.core.budget import Allocation
-from contextwright.core.gather import MESSAGE_SOURCES, Gathered
+from contextwright.core.gather import Gathered
 from contextwright.core.plan import BuildPlan
 from contextwright.core.report import Action, BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
@@ -16,18 +16,6 @@ from contextwright.tokens import CountingTokenizer
 _LEFT_OUT: tuple[Action, ...] = ("dropped", "deduplicated", "conflict")
 
 
-def _offered_units(source: str, request: Request) -> int | None:
-    """How many units a built-in source offers for ``request`` (None when unknown)."""
-    counts = {
-        "rag": lambda: len({doc.id for doc in request.documents}),
-        "tools": lambda: len(request.tools),
-        "examples": lambda: len(request.examples),
-        "notes": lambda: len(request.notes),
-    }
-    count = counts.get(source)
-    return None if count is None else count()
-
-
 def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
     """Decisions for the items a source offered but the build never read.
 
@@ -35,15 +23,15 @@ def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
     are known: one decision per run of them, naming it (``history.m0–m11``). Without recall
     that is everything older than the oldest message read (beyond the budget, or beyond
     ``max_rounds``); with recall there may also be runs between the recalled turns and the
-    recent rounds. For the other built-in sources the number offered is known from the
-    request; for custom sources it is not, and the decision says so.
+    recent rounds. For other sources the number offered is known when the source can say
+    (``offered_units``); else the decision says it is not.
     """
     name = g.spec.source
-    if name in MESSAGE_SOURCES:
-        return _unread_message_decisions(g, request)
+    if g.traits.message_list is not None:
+        return _unread_message_decisions(g, g.traits.message_list, request)
     if g.complete:
         return []
-    offered = _offered_units(name, request)
+    offered = g.offered
     count = 0 if offered is None else offered - g.read_units
     reason = "budget: lower-ranked than anything that could fit; not read" + (
         " (number unknown)" if offered is None else "")
@@ -53,10 +41,11 @@ def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
                      count=max(count, 0))]
 
 
-def _unread_message_decisions(g: Gathered, request: Request) -> list[Decision]:
+def _unread_message_decisions(g: Gathered, message_list: str, request: Request
+                              ) -> list[Decision]:
     name = g.spec.source
-    size = len(request.history if name == "history" else request.turn)
-    namespace = "history" if name == "history" else "turn"
+    size = len(getattr(request, message_list))
+    namespace = message_list
     decisions = []
     for start, end in unread_runs(g.read_positions, size):
         if not g.complete:

@@ -1,31 +1,29 @@
 """Pruning: fit one source's units into its grant, recording why each left-out unit went.
 
-Contiguous sources (history, this turn's tool results, notes) keep a newest-first run and drop
-everything older than the first unit that does not fit — oldest rounds go first and the kept
-history has no holes. Other sources (documents, tools, examples) skip a unit that does not fit and
-try the next. The first unit that does not fit may be cut to fit (its longest cuttable item, around
-the query's keywords) unless the strategy is ``drop``.
+Contiguous sources (``SourceTraits.contiguous``: history, this turn's tool results, notes) keep a
+newest-first run and drop everything older than the first unit that does not fit — oldest rounds
+go first and the kept history has no holes. Other sources (documents, tools, examples) skip a unit
+that does not fit and try the next. The first unit that does not fit may be cut to fit (its
+longest cuttable item, around the query's keywords) unless the strategy is ``drop``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 from contextwright.core.gather import Unit
 from contextwright.core.report import Decision
+from contextwright.core.source import PartialRounds
 
-CONTIGUOUS_SOURCES = frozenset(("history", "tool_results", "notes"))
 MIN_CUT_TOKENS = 48
 """A cut item shorter than this says too little to be worth its framing."""
 
 Cutter = Callable[[Unit, int], Unit | None]
 """Cuts a unit to at most the given tokens, or returns None when it cannot."""
-PartialRounds = bool | Literal["tool_rounds"]
-"""Whether the newest units of the oldest round that does not fit whole may be kept: always,
-never, or (``tool_rounds``) only for a round with tool calls or results — an agent round can
-be dozens of messages, and its newest calls matter most; a chat round stays whole."""
+__all__ = ["MIN_CUT_TOKENS", "Cutter", "PartialRounds", "Selection", "select_units"]
+# PartialRounds (``core.source``): ``tool_rounds`` because an agent round can be dozens of
+# messages, and its newest calls matter most; a chat round stays whole.
 
 
 @dataclass(slots=True)

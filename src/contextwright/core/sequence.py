@@ -1,7 +1,8 @@
 """Recalled turns that end up in their place are shown as plain history.
 
-A history source may offer an older turn out of order (recall) with a marker line on its opening
-item, named by ``metadata["keep_head"]`` (so a cut keeps it too). Whether the marker is needed is
+A source that recalls (``SourceTraits.recalls``: history) may offer an older turn out of order
+with a marker line on its opening item, named by ``metadata["keep_head"]`` (so a cut keeps it
+too). Whether the marker is needed is
 only known after pruning: when every history message after the turn is kept as well, nothing was
 left out between it and the recent rounds, so the turn simply reads in its place. This step drops
 the marker line of such an item. It only removes text, so the budget still holds.
@@ -22,20 +23,21 @@ from contextwright.core.select import Selection
 
 def show_in_sequence(gathered: list[Gathered], selections: dict[str, Selection],
                      request: Request, costing: Costing) -> None:
-    """Unmark the history source's kept recalled turns that nothing left out follows."""
+    """Unmark the kept recalled turns that nothing left out follows, for each recalling source."""
     for g in gathered:
-        if g.spec.source != "history" or g.error is not None:
+        where = g.traits.message_list
+        if not g.traits.recalls or where is None or g.error is not None:
             continue
         selection = selections[g.spec.source]
         if not any(KEEP_HEAD in u.candidates[0].item.metadata for u in selection.kept):
             continue
-        start = _kept_tail_start(selection, len(request.history))
+        start = _kept_tail_start(selection, len(getattr(request, where)))
         selection.kept[:] = [_unmarked(u, costing) if _in_tail(u, start) else u
                              for u in selection.kept]
 
 
 def _kept_tail_start(selection: Selection, size: int) -> int:
-    """The first history position from which every message to the end is kept."""
+    """The first list position from which every message to the end is kept."""
     kept = {int(c.item.order) for u in selection.kept for c in u.candidates
             if c.item.order == int(c.item.order)}
     start = size

@@ -1,5 +1,10 @@
 """The ``ContextSource`` protocol: the seam through which anything contributes context.
 
+A source's class declares what it is (``traits``, a ``SourceTraits``: cut as a run, fenced, how
+it offers units, digestible, volatile, its label, how a build adds it) and the options it takes
+(``options_model``, extending ``SourceOptions``). The builder reads those, never a source's
+name, so a source of the user's own behaves like a built-in one.
+
 A source declares what it can contribute; it never touches the message list. It yields items in
 *keep order* — the item it would keep first comes first (history: newest round first; documents:
 best first) — and the builder reads only as far as the budget can reach, so a source over a
@@ -9,11 +14,21 @@ results) share a ``group`` and are yielded together in render order.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from contextwright.core.caches import register_cache
 from contextwright.core.items import ContextItem
 from contextwright.core.request import Request
+from contextwright.errors import PlanError
+
+S = TypeVar("S", bound=type)
 
 
 @runtime_checkable
@@ -48,3 +63,270 @@ class DigestingSource(Protocol):
         worth saying.
         """
         ...
+
+
+Offers = Literal["messages", "items", "block"]
+"""How a source offers its units: messages read from one of the request's message lists
+(kept whole per call block, in rounds), separate items (documents, tools, examples), or one
+block (the system prompt, the user's input, environment facts)."""
+PartialRounds = bool | Literal["tool_rounds"]
+"""Whether the newest units of the oldest round that does not fit whole may be kept: always,
+never, or (``tool_rounds``) only for a round with tool calls or results."""
+
+
+class SourceOptions(BaseModel):
+    """Options every source takes; a source's own options model extends it.
+
+    Strict: ``"0.3"`` is not a number and ``"false"`` is not a boolean, and an option the model
+    does not name is an error (``check_options``), so a misspelt option never passes unnoticed.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    contiguous: bool | None = None
+    """Keep a newest-first run and drop everything older than the first unit that does not
+    fit (None: as the source's ``traits`` say)."""
+    max_item_share: float | None = Field(default=None, ge=0)
+    """A unit larger than this share of the grant is cut down to it first (None: as the
+    source's ``traits`` say)."""
+    partial_rounds: PartialRounds = "tool_rounds"
+    """For a contiguous source: may the oldest round that does not fit whole be kept in part."""
+    digest_share: float = Field(default=0, ge=0, lt=1)
+    """Share of the source's grant kept for its digest when it cannot keep everything (0: off;
+    only a digestible source makes one, and a plan may not know which source it will get)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddedSource:
+    """How a build adds a source for a request part its plan has none for (``core.covering``)."""
+
+    weight: float
+    """The added source's weight."""
+    max_tokens: int | None = None
+    """Its cap."""
+    before: tuple[str, ...] = ()
+    """It goes before the first of these sources the plan has (at the end otherwise)."""
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """Its options."""
+    rank: int = 0
+    """Where it comes among added sources: in the plan's name, the notes, insertion order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """How a message source's options shape what a stable-prefix build offers (``core.stable``).
+
+    Between cuts the build asks the source for its plain newest-first stream as of the last
+    cut, so what it shows of its older messages does not change call after call; these name
+    the source's options that build sets or reads to do that.
+    """
+
+    anchor_option: str | None = None
+    """The option set to the list's length at the last cut (tiers are computed as of it)."""
+    recall_option: str | None = None
+    """The option set to 0 for the plain stream (no recalled turns)."""
+    window_option: str | None = None
+    """The option that caps the source's rounds; it may hold twice as many between cuts."""
+    shaping_options: tuple[str, ...] = ()
+    """Options under which what the source offers is not its plain stream as of the last cut."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceTraits:
+    """What a source is, as the builder needs to know it; declared on the source's class.
+
+    The builder reads these, never a source's name, so a user's own source can be cut,
+    fenced, digested and laid out like a built-in one.
+    """
+
+    offers: Offers = "items"
+    """How its units come (``Offers``)."""
+    message_list: str | None = None
+    """With ``offers="messages"``: the ``Request`` field it reads (``history``, ``turn``).
+    Its items carry their message's index as ``order``, and a stable-prefix build keeps its
+    layout from call to call."""
+    contiguous: bool = False
+    """Cut as a newest-first run (oldest rounds go first, no holes) rather than item by item."""
+    max_item_share: float | None = None
+    """Default of the ``max_item_share`` option."""
+    fenced: bool = False
+    """It may offer untrusted text, which renders fenced as data (with the note saying so)."""
+    digestible: bool = False
+    """It can stand in for what it left out (it implements ``DigestingSource``)."""
+    volatile: bool = False
+    """Its content changes from call to call: a stable-prefix build renders it last."""
+    layout: Layout = field(default_factory=Layout)
+    """With ``message_list``: how a stable-prefix build lays it out (``Layout``)."""
+    keep_option: str | None = None
+    """The option a stable-prefix build sets to the keys (after the namespace) of what it showed
+    last call, for the source to offer them again first (the tools source's ``keep``)."""
+    recalls: bool = False
+    """It may offer older units out of order, marked (``metadata["keep_head"]``); the marker is
+    dropped when the unit ends up in its place (``core.sequence``)."""
+    never_cut: bool = False
+    """A plan entry of it is neither cuttable nor optional unless the plan says otherwise."""
+    prompt: bool = False
+    """It renders the request's system prompt (whose message frame every build pays)."""
+    question: bool = False
+    """It renders the user's input: the question a build must show."""
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Its part's label by language (``en``, ``zh``): headings, separators, fence heads."""
+    request_part: str | None = None
+    """The ``Request`` field it renders (a build warns, or adds it, when a plan lacks it)."""
+    added: AddedSource | None = None
+    """How a build adds it for its request part (None: it is never added)."""
+
+    def __post_init__(self) -> None:
+        if (self.offers == "messages") != (self.message_list is not None):
+            raise ValueError("a source offers messages exactly when it names its message_list")
+
+
+DEFAULT_TRAITS = SourceTraits()
+"""The traits of a source that declares none (and replaces no registered source)."""
+
+_CATALOG: dict[str, type] = {}
+
+
+def register_source(cls: S) -> S:
+    """Register a source class under its ``namespace`` (usable as a class decorator).
+
+    A plan naming that source has its options checked against the class's ``options_model``
+    when it loads, and a source of another class given the same namespace without traits of its
+    own (a replacement) is built with this class's traits and options. Re-registering a name
+    with another class replaces it.
+    """
+    namespace = getattr(cls, "namespace", None)
+    if not isinstance(namespace, str) or not namespace:
+        raise TypeError(f"{cls.__name__} has no class-level namespace to register it under")
+    traits = getattr(cls, "traits", None)
+    if traits is not None and not isinstance(traits, SourceTraits):
+        raise TypeError(f"{cls.__name__}.traits must be SourceTraits")
+    model = getattr(cls, "options_model", None)
+    if model is not None and not (isinstance(model, type) and issubclass(model, SourceOptions)):
+        raise TypeError(f"{cls.__name__}.options_model must extend SourceOptions")
+    if traits is not None and traits.digestible and not callable(getattr(cls, "digest", None)):
+        raise TypeError(f"{cls.__name__} declares digestible but has no digest method")
+    _CATALOG[namespace] = cls
+    return cls
+
+
+def registered_sources() -> Mapping[str, type]:
+    """The registered source classes by namespace."""
+    return MappingProxyType(_CATALOG)
+
+
+def traits_of(source: object) -> SourceTraits:
+    """The traits ``source`` is built with.
+
+    Its own (class-level ``traits``); else, for a replacement of a registered source, that
+    source's, with ``digestible`` and ``volatile`` as the replacement itself is; else the
+    defaults, with ``volatile`` as the source says.
+    """
+    own = getattr(source, "traits", None)
+    if isinstance(own, SourceTraits):
+        return own
+    volatile = getattr(source, "volatile", None)
+    registered = _CATALOG.get(str(getattr(source, "namespace", "")))
+    inherited = getattr(registered, "traits", None)
+    if isinstance(inherited, SourceTraits):
+        return replace(inherited, digestible=isinstance(source, DigestingSource),
+                       volatile=inherited.volatile if volatile is None else bool(volatile))
+    return replace(DEFAULT_TRAITS, volatile=bool(volatile),
+                   digestible=isinstance(source, DigestingSource))
+
+
+def options_model_of(source: object) -> type[SourceOptions] | None:
+    """The model ``source``'s options are checked against (None: they are not checked).
+
+    Its own ``options_model``, else that of the source registered under its namespace.
+    """
+    own = getattr(source, "options_model", None)
+    if own is not None:
+        return own  # type: ignore[no-any-return]
+    registered = _CATALOG.get(str(getattr(source, "namespace", "")))
+    return getattr(registered, "options_model", None)
+
+
+def check_options(name: str, options: Mapping[str, Any], model: type[SourceOptions]
+                  ) -> SourceOptions:
+    """``options`` validated against ``model``; a ``PlanError`` names the option and the source.
+
+    An unknown option is named with the closest valid one: ``history: unknown option
+    'recal_share' (did you mean 'recall_share'?)``.
+    """
+    valid = list(model.model_fields)
+    for key in options:
+        if key not in model.model_fields:
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else (
+                f" (valid options: {', '.join(sorted(valid))})")
+            raise PlanError(f"{name}: unknown option {key!r}{hint}")
+    try:
+        return model.model_validate(_plain(options))
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise PlanError(f"{name}: option {where}: {first['msg']}") from None
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts and lists of a (possibly frozen) options value, as strict models take them."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+_CHECKED: dict[int, tuple[Mapping[str, Any], type[SourceOptions]]] = {}
+_CHECKED_LIMIT = 4096
+
+
+def checked_options(name: str, options: Mapping[str, Any], model: type[SourceOptions]) -> None:
+    """``check_options``, remembered per options object and model.
+
+    Options belong to an immutable plan and a build checks them against the source it has,
+    on every build.
+    """
+    known = _CHECKED.get(id(options))
+    if known is not None and known[0] is options and known[1] is model:
+        return
+    check_options(name, options, model)
+    if len(_CHECKED) >= _CHECKED_LIMIT:
+        _CHECKED.clear()
+    _CHECKED[id(options)] = (options, model)
+
+
+class _CoreReads(SourceOptions):
+    """What the builder itself reads of any source's options; the source checks the rest."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+
+_CORE_READS: dict[int, tuple[Mapping[str, Any], _CoreReads]] = {}
+_CORE_READS_LIMIT = 4096
+
+
+def core_options(name: str, options: Mapping[str, Any]) -> SourceOptions:
+    """The options the builder reads of source ``name`` (typed; a bad value is a ``PlanError``).
+
+    Remembered per options object: options belong to an immutable plan and are read on every
+    build.
+    """
+    known = _CORE_READS.get(id(options))
+    if known is not None and known[0] is options:
+        return known[1]
+    fields = {key: options[key] for key in _CoreReads.model_fields if key in options}
+    try:
+        typed = _CoreReads.model_validate(_plain(fields))
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise PlanError(f"{name}: option {where}: {first['msg']}") from None
+    if len(_CORE_READS) >= _CORE_READS_LIMIT:
+        _CORE_READS.clear()
+    _CORE_READS[id(options)] = (options, typed)
+    return typed
+
+
+register_cache("core.source.core_reads", _CORE_READS)
+register_cache("core.source.checked", _CHECKED)

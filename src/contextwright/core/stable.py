@@ -1,7 +1,8 @@
 """Cutting in steps: a message source keeps its previous cut while it fits, then advances by a step.
 
-With a previous build's ``Fingerprint`` (``core.cache``), each message source (history, this
-turn's calls) is offered its previous layout again: the messages it kept, in the order it showed
+With a previous build's ``Fingerprint`` (``core.cache``), each message source (one that offers
+the messages of a request list, ``SourceTraits.message_list``: history, this turn's calls) is
+offered its previous layout again: the messages it kept, in the order it showed
 them, found again by their rendered hash, plus the messages appended since, plus (for a source
 that recalls older turns) turns recalled for this input that fit a small allowance. When that
 fits the source's grant, the build shows exactly it: the previous request is a prefix of this one,
@@ -10,9 +11,9 @@ the previous layout cannot be found again: the list was edited, the plan changed
 cut afresh, to leave ``CachePolicy.step`` of its grant free, so the following calls append again.
 
 What a source shows of its older messages must not change between cuts either: tool-result tiers
-are computed as of the list's length at the last cut (the ``tier_anchor`` option the history
-source reads), and the digest of left-out messages from the list as it was then, without the
-current input (which changes every call).
+are computed as of the list's length at the last cut (the option the source's ``Layout``
+names, history's ``tier_anchor``), and the digest of left-out messages from the list as it was
+then, without the current input (which changes every call).
 """
 
 from __future__ import annotations
@@ -28,12 +29,18 @@ from contextwright.core.items import ContextItem, parse_message
 from contextwright.core.plan import FrozenOptions, thawed
 from contextwright.core.request import Request
 from contextwright.core.select import Selection
-from contextwright.core.source import ContextSource, DigestingSource
+from contextwright.core.source import ContextSource, DigestingSource, Layout
 
-MESSAGE_LISTS = {"history": "history", "tool_results": "turn"}
-"""Message sources and the request list each reads: the sources that keep a layout."""
 TAIL_SEARCH = 4096
 """How far back from the end the previous list's last message is looked for."""
+
+
+def laid_out_list(g: Gathered) -> str:
+    """The request list ``g``'s source reads (only message sources keep a layout)."""
+    where = g.traits.message_list
+    if where is None:
+        raise ValueError(f"source {g.spec.source!r} offers no request list to lay out")
+    return where
 
 
 def candidate_hash(candidate: Candidate) -> str:
@@ -103,18 +110,22 @@ class StableOffer:
         return sum(u.tokens for u in self.units) + sum(u.tokens for u in self.appended)
 
 
-def anchored_options(options: Mapping[str, Any], anchor: int, *, recall: bool) -> FrozenOptions:
-    """A message source's options with tiers computed as of ``anchor``.
+def anchored_options(options: Mapping[str, Any], anchor: int, layout: Layout, *,
+                     recall: bool) -> FrozenOptions:
+    """A message source's options with tiers computed as of ``anchor`` (its ``layout`` names them).
 
     Without ``recall``, the source offers its plain newest-first stream (no recalled turns);
-    a ``max_rounds`` window may hold up to twice its rounds between cuts.
+    a window of rounds may hold up to twice its rounds between cuts.
     """
     plain = thawed(options)
-    plain["tier_anchor"] = anchor
+    if layout.anchor_option is not None:
+        plain[layout.anchor_option] = anchor
     if not recall:
-        plain["recall_share"] = 0
-        if plain.get("max_rounds") is not None:
-            plain["max_rounds"] = 2 * int(plain["max_rounds"])
+        if layout.recall_option is not None:
+            plain[layout.recall_option] = 0
+        window = layout.window_option
+        if window is not None and plain.get(window) is not None:
+            plain[window] = 2 * int(plain[window])
     return FrozenOptions(plain)
 
 
@@ -122,7 +133,7 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
           cap: int, costing: Costing) -> StableOffer:
     """Find ``layout`` again among what ``source`` offers now (see the module docstring)."""
     name = g.spec.source
-    where = MESSAGE_LISTS[name]
+    where = laid_out_list(g)
     raw = getattr(request, where)
     shift = locate(layout, raw, where)
     if shift is None:
@@ -130,9 +141,9 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     anchor = layout.anchor + shift
     if anchor < 0 or anchor > len(raw):
         return StableOffer(failure=f"{where} no longer holds the previous cut's messages")
-    options = g.spec.options
-    if any(options.get(option) for option in ("tool_full", "recall_share", "max_rounds")):
-        plain = gather_source(replace(g.spec, options=anchored_options(options, anchor,
+    options, shape = g.spec.options, g.traits.layout
+    if any(options.get(option) for option in shape.shaping_options):
+        plain = gather_source(replace(g.spec, options=anchored_options(options, anchor, shape,
                                                                        recall=False)),
                               g.position, source, request, cap, costing)
     else:  # no tiers, no recall, no window: what the source offered is the plain stream
@@ -189,7 +200,8 @@ def _recalled_again(g: Gathered, source: ContextSource, request: Request,
     if not layout.recalled or not callable(getattr(source, "recalled_turns", None)):
         return []
     starts = [start + shift for start in layout.recalled if start + shift >= 0]
-    spec = replace(g.spec, options=anchored_options(g.spec.options, anchor, recall=True))
+    spec = replace(g.spec, options=anchored_options(g.spec.options, anchor, g.traits.layout,
+                                                    recall=True))
     return gather_source(spec, g.position, _Turns(source, starts), request, cap, costing).units
 
 
@@ -226,10 +238,10 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
 def replay_digest(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
                   anchor: int, pool: Sequence[Unit], costing: Costing) -> Unit | None:
     """The digest as the last cut made it: the list up to ``anchor``, no input, the same room."""
-    if not isinstance(source, DigestingSource) or digest_share(g.spec.options) <= 0:
+    if (not (g.traits.digestible and isinstance(source, DigestingSource))
+            or digest_share(g.spec.options, g.spec.source) <= 0):
         return None
-    where = MESSAGE_LISTS[g.spec.source]
-    frozen = digest_request(request, where, anchor)
+    frozen = digest_request(request, laid_out_list(g), anchor)
     shown = set(layout.messages)
     kept = [c.item for u in pool for c in u.candidates
             if candidate_hash(c) in shown and 0 <= c.item.order < anchor]

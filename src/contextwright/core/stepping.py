@@ -29,25 +29,29 @@ from contextwright.core.plan import BuildPlan, FrozenOptions, thawed
 from contextwright.core.pruning import prune_source
 from contextwright.core.request import Request
 from contextwright.core.select import Selection, drop_decisions
-from contextwright.core.source import ContextSource
+from contextwright.core.source import ContextSource, traits_of
 from contextwright.core.stable import (
-    MESSAGE_LISTS,
     StableOffer,
     after_head,
     decide,
     digest_request,
     digest_room_of,
     in_render_order,
+    laid_out_list,
     layout_of,
     offer,
     pinned_head,
 )
 
 
-def cache_points(sections: tuple[str, ...], tail: frozenset[str]) -> tuple[int, ...]:
-    """Where the stable parts end: history's last message, and the last one before the tail."""
+def cache_points(sections: tuple[str, ...], tail: frozenset[str],
+                 conversation: frozenset[str]) -> tuple[int, ...]:
+    """Where the stable parts end: the conversation's last message, the last one before the tail.
+
+    ``conversation``: the laid-out message sources placed before the user's input (history).
+    """
     points = []
-    history = [i for i, section in enumerate(sections) if section == "history"]
+    history = [i for i, section in enumerate(sections) if section in conversation]
     if history:
         points.append(history[-1])
     stays = [i for i, section in enumerate(sections) if section not in tail and i > 0]
@@ -87,15 +91,16 @@ def keep_first(g: Gathered, source: ContextSource, request: Request, keys: Seque
                cap: int, costing: Costing) -> None:
     """Offer what ``g`` kept last call first, so a tool (or document) once in stays in.
 
-    A source that takes the ``keep`` option (``keeps``, the tools source) is asked again with
-    it, so its own selection (relevant only, ``max_tools``) keeps them too; it chooses afresh
-    when keeping them would leave out one the input needs.
+    A source that takes such an option (``SourceTraits.keep_option``: the tools source's
+    ``keep``) is asked again with it, so its own selection (relevant only, ``max_tools``) keeps
+    them too; it chooses afresh when keeping them would leave out one the input needs.
     """
     wanted = set(keys)
-    if getattr(source, "keeps", False):
+    option = g.traits.keep_option
+    if option is not None:
         names = [key.split(".", 1)[1] for key in keys if "." in key]
         options = thawed(g.spec.options)
-        again = gather_source(replace(g.spec, options=FrozenOptions({**options, "keep": names})),
+        again = gather_source(replace(g.spec, options=FrozenOptions({**options, option: names})),
                               g.position, source, request, cap, costing)
         if again.error is None:
             g.units, g.complete, g.omitted = again.units, again.complete, again.omitted
@@ -117,6 +122,10 @@ class Stepping:
         """Sources cut afresh in this build, and why."""
         self.sources: frozenset[str] = frozenset()
         """The message sources this build lays out (continued or cut in steps)."""
+        self.lists: dict[str, str] = {}
+        """The request list each laid-out source reads."""
+        self.conversation: frozenset[str] = frozenset()
+        """The laid-out sources placed before the user's input (where a cache point goes)."""
         self.anchors: dict[str, int] = {}
         self.digest_rooms: dict[str, int] = {}
         self.grants: dict[str, int] = {}
@@ -133,7 +142,13 @@ class Stepping:
                   costing: Costing) -> None:
         """Offer each message source its previous layout, where there is one to continue."""
         laid_out = {g.spec.source for g in gathered
-                    if g.spec.cuttable and g.spec.source in MESSAGE_LISTS and g.error is None}
+                    if g.spec.cuttable and g.traits.message_list is not None and g.error is None}
+        self.lists = {g.spec.source: laid_out_list(g) for g in gathered
+                      if g.spec.source in laid_out}
+        question = min((g.position for g in gathered if g.traits.question), default=None)
+        self.conversation = frozenset(
+            g.spec.source for g in gathered
+            if g.spec.source in laid_out and (question is None or g.position < question))
         self.sources = frozenset(laid_out)
         self.cuttable = frozenset(g.spec.source for g in gathered if g.spec.cuttable)
         for g in gathered:
@@ -177,7 +192,8 @@ class Stepping:
             stable = self.offers.get(name)
             why = "the first cut"
             if stable is not None and stable.failure is None:
-                max_rounds = g.spec.options.get("max_rounds")
+                window = g.traits.layout.window_option
+                max_rounds = None if window is None else g.spec.options.get(window)
                 selection, why = decide(stable, grant, self.policy,
                                         None if max_rounds is None else int(max_rounds))
                 if selection is not None:
@@ -250,7 +266,7 @@ class Stepping:
             name = g.spec.source
             if name not in self.sources or name in self.continued or g.error is not None:
                 continue
-            where = MESSAGE_LISTS[name]
+            where = self.lists[name]
             frozen = digest_request(request, where, len(getattr(request, where)))
             grant = allocations[name].grant
             add_digest(g, sources[name], frozen, grant, selections, costing,
@@ -278,14 +294,14 @@ class Stepping:
     def tail(self, plan: BuildPlan, sources: Mapping[str, ContextSource]) -> frozenset[str]:
         """Sources that declare their content changes from call to call (``volatile``)."""
         return frozenset(spec.source for spec in plan.sources
-                         if getattr(sources.get(spec.source), "volatile", False))
+                         if spec.source in sources and traits_of(sources[spec.source]).volatile)
 
     def fingerprint(self, assembly: Assembly, selections: Mapping[str, Selection],
                     request: Request, tail: frozenset[str]) -> Fingerprint:
         """What the next build needs to continue this one."""
         layouts = {}
         for name in sorted(self.sources):  # the same JSON in every process
-            where = MESSAGE_LISTS[name]
+            where = self.lists[name]
             raw = getattr(request, where)
             anchor = self.anchors.get(name, -1)
             layouts[name] = replace(

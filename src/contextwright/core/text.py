@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-from contextwright.core.fence import escape_lines, label, separator
+from contextwright.core.fence import TOOL_LIST, escape_lines, label, separator
 from contextwright.core.items import Message, ToolCall
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -65,7 +65,7 @@ def render_text(system_parts: Sequence[SystemPartLike], schema_jsons: Sequence[s
             previous = part.section
         blocks.append(escape_lines(part.text))
     if schema_jsons:
-        blocks.append(separator("tools", language))
+        blocks.append(separator(TOOL_LIST, language))
         blocks.extend(escape_lines(schema) for schema in schema_jsons)
     current = None
     for section, message in zip(sections, messages, strict=True):

@@ -1,6 +1,7 @@
 """Built-in context sources; each owns one namespace and never touches the message list."""
 
-from contextwright.core.source import ContextSource
+from contextwright.core.fence import register_labels
+from contextwright.core.source import ContextSource, register_source
 from contextwright.sources.conversation import HistorySource, ToolResultSource
 from contextwright.sources.documents import DocumentSource
 from contextwright.sources.simple import (
@@ -24,6 +25,20 @@ __all__ = [
     "UserInputSource",
     "builtin_sources",
 ]
+
+
+BUILTIN_SOURCE_CLASSES: tuple[
+    type[SystemPromptSource | ToolDefinitionSource | HistorySource | UserInputSource
+         | ToolResultSource | DocumentSource | EnvInfoSource | ExamplesSource | NotesSource], ...
+] = (
+    SystemPromptSource, ToolDefinitionSource, HistorySource, UserInputSource, ToolResultSource,
+    DocumentSource, EnvInfoSource, ExamplesSource, NotesSource,
+)
+"""The built-in source classes, registered (``register_source``) when this package loads."""
+
+for _cls in BUILTIN_SOURCE_CLASSES:
+    register_source(_cls)
+    register_labels(_cls.namespace, _cls.traits.labels)
 
 
 def builtin_sources() -> dict[str, ContextSource]:

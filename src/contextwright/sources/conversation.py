@@ -37,8 +37,10 @@ from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import fold
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
+from contextwright.core.source import AddedSource, Layout, SourceTraits
 from contextwright.errors import InvalidInputError
 from contextwright.sources.history_digest import history_digest, omitted_digest
+from contextwright.sources.options import HistoryOptions, ToolResultOptions
 from contextwright.sources.recall import (
     RECALLED_UNITS,
     LexicalTurnRecaller,
@@ -331,6 +333,19 @@ class HistorySource:
     """
 
     namespace = "history"
+    traits = SourceTraits(
+        offers="messages", message_list="history", contiguous=True, max_item_share=0.5,
+        fenced=True, digestible=True, recalls=True, request_part="history",
+        layout=Layout(anchor_option="tier_anchor", recall_option="recall_share",
+                      window_option="max_rounds",
+                      shaping_options=("tool_full", "recall_share", "max_rounds")),
+        labels={"en": "History", "zh": "历史对话"},
+        added=AddedSource(weight=0.20, before=("user",), rank=0, options={
+            # An added history is a conversation's: the newest rounds, then older turns that
+            # the input recalls (as the chat plan shows them), tool results in tiers.
+            "recall_share": 0.9, "recall_limit": 400, "recent_rounds": 3,
+            "tool_full": 2, "tool_reduced": 3}))
+    options_model = HistoryOptions
 
     def __init__(self, recaller: TurnRecaller | None = None) -> None:
         """``recaller`` ranks older turns for ``recall_share`` (default: lexical BM25)."""
@@ -588,6 +603,12 @@ class ToolResultSource:
     """
 
     namespace = "tool_results"
+    traits = SourceTraits(
+        offers="messages", message_list="turn", contiguous=True, fenced=True, digestible=True,
+        request_part="turn", labels={"en": "Tool results", "zh": "工具结果"},
+        layout=Layout(anchor_option="tier_anchor", shaping_options=("tool_full",)),
+        added=AddedSource(weight=0.10, rank=1, options={"tool_full": 2, "tool_reduced": 3}))
+    options_model = ToolResultOptions
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One unit per call block of ``request.turn``, newest first."""

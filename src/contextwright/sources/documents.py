@@ -21,8 +21,10 @@ from typing import Any
 
 from contextwright.core.items import ContextItem, Layer, Message, check_text
 from contextwright.core.request import Request
+from contextwright.core.source import AddedSource, SourceTraits
 from contextwright.core.versions import VersionKey, version_key
 from contextwright.errors import PlanError
+from contextwright.sources.options import DocumentOptions
 from contextwright.sources.recall import _term_counts, _terms
 from contextwright.sources.recall_bm25 import TurnPostings
 
@@ -63,6 +65,15 @@ class DocumentSource:
     namespace = "rag"
     volatile = True
     """Documents follow the input, so a stable-prefix build renders them after the stable part."""
+    traits = SourceTraits(
+        fenced=True, volatile=True, request_part="documents",
+        labels={"en": "Documents", "zh": "参考资料"},
+        added=AddedSource(weight=0.25, before=("user",), rank=3))
+    options_model = DocumentOptions
+
+    def offered_units(self, request: Request) -> int:
+        """How many units it offers for ``request``: one per document id."""
+        return len({doc.id for doc in request.documents})
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One item per document, in keep order (see the module docstring)."""

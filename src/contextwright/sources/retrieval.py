@@ -160,6 +160,10 @@ class RetrievalSource:
         self._max_indexes = max_indexes
         self._lock = threading.Lock()
 
+    def offered_units(self, request: Request) -> int:
+        """How many units the report counts as offered for ``request``: one per document id."""
+        return len({doc.id for doc in request.documents})
+
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """Two items per kept passage (the synthetic call and its result), best first."""
         settings = read_options(options, self.alpha)

@@ -8,13 +8,20 @@ from typing import Any
 
 from contextwright.core.items import ContextItem, Layer, Message, check_text
 from contextwright.core.request import Request
+from contextwright.core.source import AddedSource, SourceOptions, SourceTraits
 from contextwright.errors import InvalidInputError
+from contextwright.sources.options import EnvOptions
 
 
 class SystemPromptSource:
     """The system prompt (L1, never cut)."""
 
     namespace = "system"
+    traits = SourceTraits(
+        offers="block", never_cut=True, prompt=True, request_part="system",
+        labels={"en": "System", "zh": "系统"},
+        added=AddedSource(weight=0.15, before=("env", "tools", "history", "user"), rank=7))
+    options_model = SourceOptions
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``system.prompt`` item when the request has a system prompt."""
@@ -28,6 +35,9 @@ class UserInputSource:
     """The current user input (L2, never cut)."""
 
     namespace = "user"
+    traits = SourceTraits(offers="block", never_cut=True, question=True,
+                          labels={"en": "User", "zh": "用户"})
+    options_model = SourceOptions
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``user.input`` item, with the request's images."""
@@ -46,6 +56,12 @@ class EnvInfoSource:
     namespace = "env"
     volatile = True
     """Facts such as the time change every call: a stable-prefix build renders them last."""
+    traits = SourceTraits(
+        offers="block", volatile=True, request_part="env",
+        labels={"en": "Environment", "zh": "环境信息"},
+        added=AddedSource(weight=0.02, max_tokens=200,
+                          before=("tools", "examples", "notes", "history", "user"), rank=4))
+    options_model = EnvOptions
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``env.info`` item listing the facts, if there are any."""
@@ -63,6 +79,15 @@ class ExamplesSource:
     """Few-shot examples (L6), cut from the last one."""
 
     namespace = "examples"
+    traits = SourceTraits(
+        request_part="examples", labels={"en": "Examples", "zh": "示例"},
+        added=AddedSource(weight=0.05, max_tokens=400, before=("notes", "history", "user"),
+                          rank=5))
+    options_model = SourceOptions
+
+    def offered_units(self, request: Request) -> int:
+        """How many units it offers for ``request``: one per example."""
+        return len(request.examples)
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``examples.e<i>`` item per example, in the given order."""
@@ -82,6 +107,14 @@ class NotesSource:
     namespace = "notes"
     volatile = True
     """A scratchpad grows as a task goes on: a stable-prefix build renders it last."""
+    traits = SourceTraits(
+        contiguous=True, volatile=True, request_part="notes", labels={"en": "Notes", "zh": "笔记"},
+        added=AddedSource(weight=0.05, max_tokens=400, before=("history", "user"), rank=6))
+    options_model = SourceOptions
+
+    def offered_units(self, request: Request) -> int:
+        """How many units it offers for ``request``: one per note."""
+        return len(request.notes)
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``notes.n<i>`` item per note, newest first."""

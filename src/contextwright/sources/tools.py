@@ -24,7 +24,9 @@ from typing import Any, Protocol, runtime_checkable
 from contextwright.core.caches import register_cache
 from contextwright.core.items import ContextItem, Layer, Message
 from contextwright.core.request import Request
+from contextwright.core.source import AddedSource, SourceTraits
 from contextwright.errors import InvalidInputError, PlanError
+from contextwright.sources.options import ToolDefinitionOptions
 from contextwright.tokens import estimate_tokens
 
 
@@ -273,12 +275,21 @@ class ToolDefinitionSource:
     """
 
     namespace = "tools"
+    traits = SourceTraits(
+        request_part="tools", labels={"en": "Tools", "zh": "工具"}, keep_option="keep",
+        added=AddedSource(weight=0.15, before=("examples", "notes", "history", "user"), rank=2))
+    options_model = ToolDefinitionOptions
     keeps = True
-    """Takes the ``keep`` option: a stable-prefix build offers last call's tools again."""
+    """Takes the ``keep`` option (``traits.keep_option``): a stable-prefix build offers last
+    call's tools again."""
 
     def __init__(self, scorer: ToolScorer | None = None) -> None:
         """``scorer`` ranks schemas against the input (default: ``LexicalToolScorer``)."""
         self.scorer: ToolScorer = scorer if scorer is not None else LexicalToolScorer()
+
+    def offered_units(self, request: Request) -> int:
+        """How many units it offers for ``request``: one per tool."""
+        return len(request.tools)
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``tools.<name>`` item per offered schema, best first; left-out ones flagged."""
