@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from contextwright.analysis import HAN, cjk_class
 from contextwright.core.folding import fold, fold_with_origins, reads_as_itself
 
 DATA_NOTE = {
@@ -59,7 +60,7 @@ _STRUCTURE_LINE = re.compile(rf"^(?={_STRUCTURE})", re.MULTILINE | re.IGNORECASE
 _STRUCTURE_START = re.compile(_STRUCTURE, re.IGNORECASE)
 # Everything str.splitlines() treats as a line break, so no content line hides from the escape.
 _LINE_BREAKS = re.compile(r"\r\n|[\r\v\f\x1c-\x1e\x85\u2028\u2029]")
-_CJK = re.compile(r"[\u4e00-\u9fff]")
+_CJK = re.compile(rf"[{cjk_class(HAN)}]")
 DEFAULT_FENCE_KEY = b"contextwright-fence-v1"
 """The key fence markers are hashed with when the deployment sets no secret of its own."""
 
