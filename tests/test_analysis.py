@@ -14,6 +14,7 @@ from contextwright.analysis import (
     CJK_RANGES,
     ENGLISH_STOPWORDS,
     HAN,
+    SEARCH_KEEPS,
     analyzer,
     cjk_class,
     is_cjk_char,
@@ -40,10 +41,16 @@ def test_the_table_builds_character_classes_and_tests_characters() -> None:
     assert set(CJK) == set(CJK_RANGES)
 
 
-@pytest.mark.parametrize("name", sorted(ANALYZERS))
-def test_every_analyzer_drops_the_one_english_stop_list(name: str) -> None:
+@pytest.mark.parametrize("name", ["recall", "cutting", "tools"])
+def test_the_conversation_analyzers_drop_the_one_english_stop_list(name: str) -> None:
     terms = analyzer(name).terms(" ".join(sorted(ENGLISH_STOPWORDS)) + " lisbon")
     assert terms == ["lisbon"]
+
+
+def test_search_drops_the_list_but_the_words_it_keeps() -> None:
+    assert SEARCH_KEEPS < ENGLISH_STOPWORDS
+    terms = search_tokens(" ".join(sorted(ENGLISH_STOPWORDS)) + " lisbon")
+    assert terms == [*sorted(SEARCH_KEEPS), "lisbon"]
 
 
 @pytest.mark.parametrize("name", sorted(ANALYZERS))

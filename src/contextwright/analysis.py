@@ -119,6 +119,13 @@ class AnalyzerConfig:
     """Split ``snake_case`` and ``camelCase`` into words first (``split_identifiers``)."""
     dropped: frozenset[str] = frozenset({"_"})
     """Words dropped besides ``ENGLISH_STOPWORDS`` (a bare underscore is no word)."""
+    kept: frozenset[str] = frozenset()
+    """Words of ``ENGLISH_STOPWORDS`` this analyzer keeps (see ``SEARCH_KEEPS``)."""
+
+    @property
+    def stopwords(self) -> frozenset[str]:
+        """The words this analyzer drops."""
+        return (ENGLISH_STOPWORDS - self.kept) | self.dropped
 
 
 _MEMO_LIMIT = 200_000
@@ -139,7 +146,7 @@ class _MatchTerms(dict[str, tuple[str, ...]]):
         super().__init__()
         self._config = config
         self._cjk = frozenset(config.cjk)
-        self._stop = ENGLISH_STOPWORDS | config.dropped
+        self._stop = config.stopwords
 
     def __missing__(self, match: str) -> tuple[str, ...]:
         if is_cjk_char(match[0], self._cjk):
@@ -187,13 +194,25 @@ class Analyzer:
         self._memo.clear()
 
 
+SEARCH_KEEPS: Final = frozenset(
+    "about all any been can could did do does from get he her his how i its me my ok our please "
+    "set she should than thank thanks them we were what when where which who whom why would yes "
+    "you your".split()
+)
+"""Stop words the search analyzer keeps: it drops bm25s's English list only. Over documents,
+question words and pronouns still tell passages apart; dropping them too cost HotpotQA
+sentence recall with the hybrid retriever 0.856 / 0.994 → 0.852 / 0.988 (256 / 1,024 tokens),
+its nDCG@10 0.962 → 0.959, and LoCoMo strict recall with the hybrid recaller 0.945 → 0.930 at
+8,000 tokens."""
+
 ANALYZERS: Final[dict[str, Analyzer]] = {
     config.name: Analyzer(config) for config in (
         AnalyzerConfig(name="recall", words=r"[a-z0-9_\-]{2,}", stem=light_stem),
         AnalyzerConfig(name="cutting", words=r"[a-z0-9_\-]{2,}"),
         AnalyzerConfig(name="tools", words=r"[a-z0-9]+", identifiers=True, min_length=2,
                        stem=plural_stem),
-        AnalyzerConfig(name="search", words=rf"[^\W{cjk_class(CJK)}]+", cjk=CJK),
+        AnalyzerConfig(name="search", words=rf"[^\W{cjk_class(CJK)}]+", cjk=CJK,
+                       kept=SEARCH_KEEPS),
     )
 }
 """The named analyzers: ``recall`` (history recall and document ranking: ids kept whole,

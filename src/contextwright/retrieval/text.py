@@ -16,8 +16,9 @@ from contextwright.analysis import CHINESE_STOPWORDS, CJK, ENGLISH_STOPWORDS, an
 
 _CJK_CLASS = cjk_class(CJK)
 _CJK_START = re.compile(rf"[{_CJK_CLASS}]")
-STOPWORDS = ENGLISH_STOPWORDS
 _SEARCH = analyzer("search")
+STOPWORDS = ENGLISH_STOPWORDS - _SEARCH.config.kept
+"""What search drops: bm25s's English list (``analysis.SEARCH_KEEPS``)."""
 # Chinese function words never make a term on their own; query entities are the CJK runs left
 # between them.
 _ZH_SPLIT = re.compile(f"[{''.join(sorted(CHINESE_STOPWORDS))}]+")
