@@ -102,6 +102,10 @@ def split_identifiers(text: str) -> str:
     return _CAMEL.sub(" ", text.replace("_", " "))
 
 
+def _split_lower(text: str) -> str:
+    return split_identifiers(text).lower()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AnalyzerConfig:
     """How one matcher turns text into terms."""
@@ -169,25 +173,25 @@ class Analyzer:
     def __init__(self, config: AnalyzerConfig) -> None:
         self.config = config
         cjk = cjk_class(config.cjk)
-        self._pattern = re.compile(rf"[{cjk}]+|{config.words}")
+        self._findall = re.compile(rf"[{cjk}]+|{config.words}").findall
         self._memo = _MatchTerms(config)
-
-    def _matches(self, text: str) -> list[str]:
-        if self.config.identifiers:
-            text = split_identifiers(text)
-        return self._pattern.findall(text.lower())
+        self._lookup = self._memo.__getitem__
+        # Bound once: recall analyses every turn of a long session through these.
+        self._normalise: Callable[[str], str] = (
+            _split_lower if config.identifiers else str.lower)
 
     def terms(self, text: str) -> list[str]:
         """The terms of ``text`` in order, repeats kept."""
-        return list(chain.from_iterable(map(self._memo.__getitem__, self._matches(text))))
+        return list(chain.from_iterable(map(self._lookup, self._findall(self._normalise(text)))))
 
     def term_set(self, text: str) -> set[str]:
         """The distinct terms of ``text``."""
-        return set(chain.from_iterable(map(self._memo.__getitem__, self._matches(text))))
+        return set(chain.from_iterable(map(self._lookup, self._findall(self._normalise(text)))))
 
     def term_counts(self, text: str) -> Counter[str]:
         """``Counter(terms(text))``, counted without building the list."""
-        return Counter(chain.from_iterable(map(self._memo.__getitem__, self._matches(text))))
+        return Counter(chain.from_iterable(map(self._lookup,
+                                               self._findall(self._normalise(text)))))
 
     def clear(self) -> None:
         """Forget the remembered matches."""

@@ -53,10 +53,11 @@ def _extend(index: TurnIndex, history: Sequence[Mapping[str, Any]]) -> None:
     # a third more, but a turn recalled later is then rendered from the remembered parse (the
     # history source checks recalled units by parse identity) instead of being parsed on the
     # request path of a steady build.
+    add, keep = index.add, index.raws.append
     for position in range(len(index.raws), len(history)):
         raw = history[position]
-        index.add(parse_message(raw, f"history[{position}]"), position)
-        index.raws.append(raw)
+        add(parse_message(raw, f"history[{position}]"), position)
+        keep(raw)
 
 
 RECALLED_UNITS: dict[tuple[object, ...], tuple[tuple[Message, ...], list[Any]]] = {}
