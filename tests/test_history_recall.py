@@ -269,9 +269,10 @@ def test_a_cut_recalled_turn_keeps_its_marker() -> None:
 
 def test_recall_caches_drop_the_least_recently_used_history_not_everything(
         monkeypatch: Any) -> None:
-    import contextwright.sources.recall as recall
+    import contextwright.recall.history as recall
+    import contextwright.recall.turns as turns
 
-    monkeypatch.setattr(recall, "_INDEX_MESSAGES", 100)  # about two 40-message histories
+    monkeypatch.setattr(turns, "INDEX_MESSAGES", 100)  # about two 40-message histories
     clear_recall_caches()
     recaller = LexicalTurnRecaller()
     histories = [chat(20) for _ in range(3)]  # 40 messages each
@@ -285,7 +286,7 @@ def test_recall_caches_drop_the_least_recently_used_history_not_everything(
     index = turn_index(histories[1])
     assert len(index.turns) == 19, "a dropped history is simply indexed again"
 
-    monkeypatch.setattr(recall, "_INDEX_MESSAGES", 40)  # the recaller counts turns: two fit
+    monkeypatch.setattr(turns, "INDEX_MESSAGES", 40)  # the recaller counts turns: two fit
     assert len(recaller._indexes) == 3
     recaller.rank(QUESTION, index.turns, limit=3)
     kept = [entry.turns for entry in recaller._indexes.values()]

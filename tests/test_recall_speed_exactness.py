@@ -24,8 +24,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextwright.analysis import ENGLISH_STOPWORDS
 from contextwright.errors import InvalidInputError
-from contextwright.sources import recall_bm25
+from contextwright.recall import bm25 as recall_bm25
 from contextwright.sources.recall import (
     LexicalTurnRecaller,
     RecallTurn,
@@ -39,10 +40,7 @@ LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
 
 def reference_terms(text: str) -> list[str]:
     """The recaller's tokenizer written plainly: words stemmed, stop words out, CJK bigrams."""
-    stop = set("the a an and or of to in on for is are was were be been it this that with as at "
-               "by from what which who whom how when where why do does did can could would "
-               "should my your our me you i we they he she them his her its please about into "
-               "than then there yes no ok thanks thank".split())
+    stop = ENGLISH_STOPWORDS
     terms: list[str] = []
     for match in re.findall(r"[A-Za-z0-9_\-]{2,}|[\u4e00-\u9fff]+", text.lower()):
         if "\u4e00" <= match[0] <= "\u9fff":

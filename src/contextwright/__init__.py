@@ -53,6 +53,7 @@ from contextwright.modes import (
     Router,
 )
 from contextwright.plans import select_plan
+from contextwright.recall import LexicalTurnRecaller, RecallTurn, TurnRecaller
 from contextwright.session import (
     MemoryStore,
     PostgresStore,
@@ -74,7 +75,6 @@ from contextwright.sources import (
     ToolResultSource,
     UserInputSource,
 )
-from contextwright.sources.recall import LexicalTurnRecaller, RecallTurn, TurnRecaller
 from contextwright.sources.tools import LexicalToolScorer, ToolScorer
 
 __version__ = "0.1.0"

@@ -19,6 +19,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from contextwright.analysis import HAN, cjk_class, is_cjk_char
 from contextwright.core.caches import register_cache
 
 __all__ = ["extract_facts", "fact_key", "looks_like_fence_marker", "missing_facts",
@@ -82,7 +83,7 @@ _EN_ADDRESS = (
     r"(?:,\s[A-Z][a-z]+(?:\s[A-Z][a-z]+){0,2}(?:,\s[A-Z]{2})?(?:\s\d{5}(?:-\d{4})?)?)?"
 )
 
-_CJK = r"[\u4e00-\u9fff]"
+_CJK = rf"[{cjk_class(HAN)}]"
 _ZH_ADMIN = r"(?:省|自治区|特别行政区|市|自治州|地区|区|县|旗)"
 # Atomic groups (?>…): a segment, once matched, is never re-split; without them a long run of
 # suffix characters ("路路路…") makes the pattern backtrack exponentially.
@@ -171,7 +172,7 @@ def _has_three_digits(token: str) -> bool:
 
 
 _DIGIT = re.compile(r"\d")
-_HAN = re.compile(r"[\u4e00-\u9fff]")
+_HAN = re.compile(_CJK)
 
 
 def _rules() -> tuple[_Rule, ...]:
@@ -318,7 +319,7 @@ def _trim(kind: str, text: str, start: int, end: int) -> tuple[int, int]:
     if kind == "url":
         while end > start and text[end - 1] in _URL_TAIL:
             end -= 1
-    elif kind == "address" and "\u4e00" <= text[start] <= "\u9fff":
+    elif kind == "address" and is_cjk_char(text[start], HAN):
         start = _address_start(text, start, end)
     return start, end
 

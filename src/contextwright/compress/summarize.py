@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from contextwright.analysis import HAN, cjk_class
 from contextwright.compress.facts import (
     extract_facts,
     fact_key,
@@ -138,7 +139,7 @@ class Summarizer(Protocol):
 
 # ----- language -----------------------------------------------------------------------------
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
+_CJK = re.compile(rf"[{cjk_class(('han_extension_a', 'han'))}]")
 _LATIN = re.compile(r"[A-Za-z]")
 
 
@@ -215,7 +216,8 @@ def _first_sentence(text: str) -> str:
 
 
 _LEADING_GREETING = re.compile(
-    r"^(?:你好|您好|嗨|哈喽|hi|hello|hey)(?:[\s!！。.,，~]+|(?=[\u4e00-\u9fff]))", re.IGNORECASE)
+    r"^(?:你好|您好|嗨|哈喽|hi|hello|hey)(?:[\s!！。.,，~]+|(?=[" + cjk_class(HAN) + r"]))",
+    re.IGNORECASE)
 
 
 def _need_of(text: str) -> str:

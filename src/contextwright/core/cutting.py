@@ -10,31 +10,21 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from contextwright.analysis import analyzer
 from contextwright.core.gather import Costing, Unit, render_candidate
 from contextwright.core.items import ContextItem
 from contextwright.core.select import MIN_CUT_TOKENS, Cutter
 from contextwright.tokens import CountingTokenizer
 
 GAP = "[…]"
-_WORD = re.compile(r"[A-Za-z0-9_\-]{2,}|[\u4e00-\u9fff]+")
 _PARAGRAPHS = re.compile(r"\n\s*\n|\n")
 _SENTENCES = re.compile(r"(?<=[.!?。！？；;])\s*")
-_STOPWORDS = frozenset(
-    "the a an and or of to in on for is are was were be been it this that with as at by from "
-    "what which who whom how when where why do does did can could would should my your our "
-    "me you i we they he she them his her its please about into than then there".split()
-)
+_KEYWORDS = analyzer("cutting")
 
 
 def query_keywords(query: str) -> frozenset[str]:
     """Lower-cased words of the query without stop words; CJK runs become character bigrams."""
-    words: set[str] = set()
-    for match in _WORD.findall(query.lower()):
-        if "\u4e00" <= match[0] <= "\u9fff":
-            words.update(match[i : i + 2] for i in range(max(len(match) - 1, 1)))
-        elif match not in _STOPWORDS:
-            words.add(match)
-    return frozenset(words)
+    return frozenset(_KEYWORDS.term_set(query))
 
 
 def split_paragraphs(text: str) -> list[str]:

@@ -17,6 +17,7 @@ import re
 import threading
 from collections.abc import Mapping
 
+from contextwright.analysis import HAN, cjk_class
 from contextwright.core.folding import fold, fold_with_origins, reads_as_itself
 
 DATA_NOTE = {
@@ -98,7 +99,7 @@ def register_labels(name: str, labels: Mapping[str, str]) -> None:
 
 # Everything str.splitlines() treats as a line break, so no content line hides from the escape.
 _LINE_BREAKS = re.compile(r"\r\n|[\r\v\f\x1c-\x1e\x85\u2028\u2029]")
-_CJK = re.compile(r"[\u4e00-\u9fff]")
+_CJK = re.compile(rf"[{cjk_class(HAN)}]")
 DEFAULT_FENCE_KEY = b"contextwright-fence-v1"
 """The key fence markers are hashed with when the deployment sets no secret of its own."""
 

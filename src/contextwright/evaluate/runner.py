@@ -150,9 +150,9 @@ def _sources(retrieval: bool, tokenizer: str, embedder: Embedder | None, recalle
     if recaller == "hybrid":
         if embedder is None:
             raise ContextwrightError("hybrid recall needs an embedder (the embeddings extra)")
+        from contextwright.recall import RecallExpansion
         from contextwright.retrieval import HybridTurnRecaller
         from contextwright.sources.conversation import HistorySource
-        from contextwright.sources.recall import RecallExpansion
 
         # Neighbours of the best hits, as the shipped lexical recaller has them.
         sources.append(HistorySource(HybridTurnRecaller(embedder, expansion=RecallExpansion())))

@@ -29,11 +29,11 @@ from contextwright.modes.config import ModesConfig
 from contextwright.modes.router import ModeClassifier, Router
 from contextwright.observe.recorder import SnapshotRecorder
 from contextwright.observe.sinks import SnapshotSink
+from contextwright.recall import TurnRecaller
 from contextwright.session.flow import Flow, arun_flow, is_async_store, run_flow
 from contextwright.session.memory import MemoryStore
 from contextwright.session.state import SessionState
 from contextwright.session.store import AsyncStore, SessionKey, Store
-from contextwright.sources.recall import TurnRecaller
 from contextwright.tokens import Tokenizer
 
 logger = logging.getLogger("contextwright.session")

@@ -60,12 +60,12 @@ from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
 from contextwright.observe.recorder import SnapshotRecorder, as_recorder
 from contextwright.observe.sinks import SnapshotSink
+from contextwright.recall import LexicalTurnRecaller, RecallExpansion, TurnRecaller
 from contextwright.session import flow
 from contextwright.session.flow import Flow
 from contextwright.session.state import ModeSwitch, SessionState, change_state, read_state
 from contextwright.session.store import Appended, SessionKey, StateRecord, StateWrite, StoredMessage
 from contextwright.sources.conversation import HistorySource, read_blocks_backward
-from contextwright.sources.recall import LexicalTurnRecaller, RecallExpansion, TurnRecaller
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
 
 logger = logging.getLogger("contextwright.session")

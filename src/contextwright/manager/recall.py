@@ -18,22 +18,23 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from contextwright.core.items import ContextItem, Message, parse_message
+from contextwright.core.items import ContextItem, parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, DigestingSource
 from contextwright.modes.config import ModeSettings, RecallSettings
+from contextwright.recall.interleave import Interleaving, Segment, interleave
+from contextwright.recall.turns import TurnIndex, TurnKey, TurnRecaller
 from contextwright.session import flow
 from contextwright.session.flow import Flow
 from contextwright.session.store import SessionKey, StoredMessage
 from contextwright.sources.conversation import cached_recalled_items
-from contextwright.sources.recall import RecallTurn, TurnIndex, TurnRecaller, turn_text
 from contextwright.tokens import estimate_tokens
 
 logger = logging.getLogger("contextwright.session")
@@ -122,38 +123,25 @@ def _check_next(turns: SessionTurns, stored: StoredMessage) -> None:
 
 
 def _extend(turns: SessionTurns, new: Sequence[StoredMessage]) -> None:
-    """Append ``new`` and close the turns it completes.
+    """Feed ``new`` to the session's turn index and close the turn it ends with.
 
     ``new`` is gap-free, starts right after ``messages`` and ends before a user message.
     """
     index = turns.index
-    opening: list[Message] = []
     if index.open_start is not None:  # the region always ends before a user message
         raise AssertionError("an indexed session ends inside a turn")
     for stored in new:
-        message = parse_message(stored.message, f"session[seq {stored.seq}]")
-        if message.role == "user":
-            _close_turn(turns, opening)
-            index.open_start, opening = stored.seq - 1, []
-        if message.tool_calls:
-            index.calls += 1
-        if index.open_start is not None:
-            opening.append(message)
+        index.add(parse_message(stored.message, f"session[seq {stored.seq}]"), stored.seq - 1)
         turns.messages.append(stored.message)
-    _close_turn(turns, opening)
+    index.close(len(turns.messages))
 
 
-def _close_turn(turns: SessionTurns, messages: list[Message]) -> None:
-    index = turns.index
-    start = index.open_start
-    if start is None:
-        return
-    text = turn_text(messages)
-    index.turns.append(RecallTurn(index=start, text=text, key=f"{turns.tag}:{start + 1}"))
-    index.ends.append(start + len(messages))
-    index.tokens.append(estimate_tokens(text))
-    index.calls_after.append(index.calls)
-    index.open_start = None
+def _session_key(tag: str) -> TurnKey:
+    """Turns keyed by the session's incarnation and seq.
+
+    A hybrid recaller then finds its vectors again after the index is rebuilt.
+    """
+    return lambda start, messages, text: f"{tag}:{start + 1}"
 
 
 class RecallIndexes:
@@ -268,6 +256,7 @@ def _extend_to(key: SessionKey, turns: SessionTurns, begin: int,
     _check_next(turns, new[0])
     if not turns.tag:  # the first extension starts at seq 1
         turns.tag = _tag(key, new[0])
+        turns.index.key = _session_key(turns.tag)
     _extend(turns, new)
     turns.next_message = _next(read, begin)
     return len(new)
@@ -321,27 +310,19 @@ class SessionHistorySource:
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """The wrapped stream, with recalled turns offered at round boundaries."""
-        pending = deque(self._ranked(request.user_input))
-        if not pending:
+        ranked = self._ranked(request.user_input)
+        if not ranked:
             yield from self._history.build(request, options)
             return
         index = self._index(options)
         old = Request(user_input=request.user_input, history=self._turns.messages)
-        anchor = max(self._anchor, int(options.get("recent_rounds", 0) or 0))
-        recent_tokens = recalled_tokens = rounds = 0
-        for item in self._history.build(request, options):
-            yield item
-            recent_tokens += estimate_tokens(item.message.content) + 4
-            rounds += 1 if item.round_start else 0
-            while item.round_start and rounds >= anchor and pending and recalled_tokens < min(
-                    self._share * (recent_tokens + recalled_tokens), self._max_tokens):
-                position, score = pending.popleft()
-                recalled_tokens += index.tokens[position]
-                yield from self._placed(old, options, index, position, score)
-        while pending and recalled_tokens < self._max_tokens:
-            position, score = pending.popleft()
-            recalled_tokens += index.tokens[position]
-            yield from self._placed(old, options, index, position, score)
+        segments = (Segment((item,), estimate_tokens(item.message.content) + 4,
+                            bool(item.round_start))
+                    for item in self._history.build(request, options))
+        rule = Interleaving(share=self._share, max_tokens=self._max_tokens,
+                            anchor=max(self._anchor, int(options.get("recent_rounds", 0) or 0)))
+        yield from interleave(segments, ranked, index, rule, recalled=lambda position, score:
+                              self._placed(old, options, index, position, score))
 
     def digest(self, request: Request, options: Mapping[str, Any],
                kept: Sequence[ContextItem], max_tokens: int,
@@ -374,8 +355,7 @@ class SessionHistorySource:
         index = self._turns.index
         if not options.get("tool_full") or not self._recent_calls:
             return index
-        return TurnIndex(turns=index.turns, ends=index.ends, tokens=index.tokens,
-                         calls_after=index.calls_after, calls=index.calls + self._recent_calls)
+        return index.view(extra_calls=self._recent_calls)
 
     def _placed(self, old: Request, options: Mapping[str, Any], index: TurnIndex,
                 position: int, score: float) -> list[ContextItem]:

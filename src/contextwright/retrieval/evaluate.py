@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Literal
 
 from contextwright.errors import InvalidInputError
+from contextwright.recall.hybrid import HybridTurnRecaller
+from contextwright.recall.turns import RecallTurn
 from contextwright.retrieval.chunking import SourceDocument
 from contextwright.retrieval.dense import Embedder
 from contextwright.retrieval.fusion import RankingWeights
-from contextwright.retrieval.recall import HybridTurnRecaller, RecallTurn
 from contextwright.retrieval.rerank import FusionReranker
 from contextwright.retrieval.retriever import Retriever
 

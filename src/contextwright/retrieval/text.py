@@ -1,9 +1,10 @@
 """Text helpers of retrieval: the search tokenizer, query entities and content hashes.
 
-The tokenizer is what makes BM25 work for Chinese: latin-script words are lower-cased runs of
-word characters (English stop words removed), and every run of CJK ideographs, kana or Hangul
-becomes its overlapping character bigrams (a lone character stays a unigram), so ``上海天气``
-matches ``上海的天气`` on ``上海`` and ``天气``. Pure functions; nothing here does I/O.
+The tokenizer is the ``search`` analyzer of ``contextwright.analysis``, what makes BM25 work for
+Chinese: latin-script words are lower-cased runs of word characters (English stop words
+removed), and every run of CJK ideographs, kana or Hangul becomes its overlapping character
+bigrams (a lone character stays a unigram), so ``上海天气`` matches ``上海的天气`` on ``上海`` and
+``天气``. Pure functions; nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -11,18 +12,16 @@ from __future__ import annotations
 import hashlib
 import re
 
-_CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_CJK_CLASS}]+|[^\W{_CJK_CLASS}]+")
+from contextwright.analysis import CHINESE_STOPWORDS, CJK, ENGLISH_STOPWORDS, analyzer, cjk_class
+
+_CJK_CLASS = cjk_class(CJK)
 _CJK_START = re.compile(rf"[{_CJK_CLASS}]")
-# The stop words bm25s uses for English (its "en" list), so lexical scores match its tokenizer.
-STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with".split()
-)
-# Function words and particles that never make a Chinese term on their own; query entities are
-# the CJK runs left between them.
-_ZH_SPLIT = re.compile(
-    r"[的了吗呢吧啊是在和与及或我你他她它们这那怎么样什么哪谁请帮给把被有个也都就还要想能会可以]+")
+_SEARCH = analyzer("search")
+STOPWORDS = ENGLISH_STOPWORDS - _SEARCH.config.kept
+"""What search drops: bm25s's English list (``analysis.SEARCH_KEEPS``)."""
+# Chinese function words never make a term on their own; query entities are the CJK runs left
+# between them.
+_ZH_SPLIT = re.compile(f"[{''.join(sorted(CHINESE_STOPWORDS))}]+")
 _NUMBER = re.compile(r"\d[\d.,:/\-]*\d|\d")
 _ID_LIKE = re.compile(r"\b(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{3,}\b")
 _CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'\-]+(?:\s+[A-Z][A-Za-z0-9'\-]+)*")
@@ -33,13 +32,7 @@ _CJK_RUN = re.compile(rf"[{_CJK_CLASS}]+")
 
 def search_tokens(text: str) -> list[str]:
     """Lower-cased words without English stop words; CJK runs as overlapping bigrams."""
-    tokens: list[str] = []
-    for run in _TOKEN.findall(text.lower()):
-        if _CJK_START.match(run):
-            tokens.extend(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
-        elif run not in STOPWORDS and run != "_":
-            tokens.append(run)
-    return tokens
+    return _SEARCH.terms(text)
 
 
 def is_cjk(token: str) -> bool:

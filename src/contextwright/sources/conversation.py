@@ -39,16 +39,12 @@ from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, Layout, SourceTraits
 from contextwright.errors import InvalidInputError
+from contextwright.recall.history import RECALLED_UNITS, turn_index
+from contextwright.recall.interleave import Interleaving, Segment, interleave
+from contextwright.recall.lexical import LexicalTurnRecaller, RecallExpansion
+from contextwright.recall.turns import TurnIndex, TurnRecaller
 from contextwright.sources.history_digest import history_digest, omitted_digest
 from contextwright.sources.options import HistoryOptions, ToolResultOptions
-from contextwright.sources.recall import (
-    RECALLED_UNITS,
-    LexicalTurnRecaller,
-    RecallExpansion,
-    TurnIndex,
-    TurnRecaller,
-    turn_index,
-)
 from contextwright.tokens import estimate_tokens
 
 MISSING_RESULT = "[no result was recorded for this call]"
@@ -419,36 +415,14 @@ class HistorySource:
         index = turn_index(request.history)
         ranked = self.recaller.rank(request.user_input, index.turns,
                                     limit=int(options.get("recall_limit", 8)))
-        pending = [(position, score) for position, score in ranked]
-        recalled: set[int] = set()  # positions of the messages of turns offered as recalled
-        recent_tokens = recalled_tokens = 0
-        frontier = len(request.history)
-        max_rounds = options.get("max_rounds")
-        anchor = int(options.get("recent_rounds", 0) or 0)
-        rounds_done = 0
-        for block, items in _recent_blocks(request, options):
-            if block.start in recalled:
-                continue
-            if max_rounds is not None and rounds_done >= max_rounds:
-                break  # max_rounds caps the recent rounds; recalled turns are not counted
-            yield from items
-            recent_tokens += sum(_estimate(i.message.content) + 4 for i in items)
-            frontier = block.start
-            if block.messages[0].role != "user":
-                continue
-            rounds_done += 1
-            while (rounds_done >= anchor and pending
-                   and recalled_tokens < share * (recent_tokens + recalled_tokens)):
-                position, score = pending.pop(0)
-                turn = index.turns[position]
-                if index.ends[position] > frontier:
-                    continue  # the recent stream has it (or part of it) already
-                recalled.update(range(turn.index, index.ends[position]))
-                recalled_tokens += index.tokens[position]
-                yield from cached_recalled_items(request, options, index, position, score)
-        for position, score in pending:  # past max_rounds (or the start): the rest, best first
-            if index.ends[position] <= frontier:
-                yield from cached_recalled_items(request, options, index, position, score)
+        segments = (Segment(items, sum(_estimate(i.message.content) + 4 for i in items),
+                            block.messages[0].role == "user", block.start)
+                    for block, items in _recent_blocks(request, options))
+        rule = Interleaving(share=share, anchor=int(options.get("recent_rounds", 0) or 0),
+                            max_rounds=options.get("max_rounds"))
+        yield from interleave(segments, ranked, index, rule, frontier=len(request.history),
+                              recalled=lambda position, score: cached_recalled_items(
+                                  request, options, index, position, score))
 
 
 def _tier_anchor(options: Mapping[str, Any]) -> float:

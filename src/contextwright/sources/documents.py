@@ -19,15 +19,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from contextwright.analysis import analyzer
 from contextwright.core.items import ContextItem, Layer, Message, check_text
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, SourceTraits
 from contextwright.core.versions import VersionKey, version_key
 from contextwright.errors import PlanError
+from contextwright.recall.bm25 import TurnPostings
 from contextwright.sources.options import DocumentOptions
-from contextwright.sources.recall import _term_counts, _terms
-from contextwright.sources.recall_bm25 import TurnPostings
 
+_TERMS = analyzer("recall")
+"""Documents are ranked as recall ranks turns: ids whole, words stemmed."""
 RANKS = ("relevance", "given")
 """Values of the ``rank`` option."""
 K1, B = 1.2, 0.75
@@ -110,7 +112,7 @@ def relevance_order(texts: list[str], query: str) -> list[int]:
     """
     index = TurnPostings()
     for text in texts:
-        index.add(_term_counts(text))
+        index.add(_TERMS.term_counts(text))
     # sorted: scores add up in the same order in every process
-    ranked = index.top(sorted(set(_terms(query))), limit=len(texts), min_score=0.0, k1=K1, b=B)
+    ranked = index.top(sorted(_TERMS.term_set(query)), limit=len(texts), min_score=0.0, k1=K1, b=B)
     return [position for position, _ in ranked]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
+from contextwright.analysis import HAN, analyzer, cjk_class
 from contextwright.core.caches import register_cache
 from contextwright.core.items import ContextItem, Layer, Message
 from contextwright.core.request import Request
@@ -92,26 +93,17 @@ _GLOSSARY: dict[str, tuple[str, ...]] = {
     "位置": ("location",), "时间": ("time",), "股票": ("stock",), "新闻": ("news",),
     "行李": ("baggage", "luggage"), "座位": ("seat",), "地址": ("address",),
 }
-_WORDS = re.compile(r"[A-Za-z0-9]+|[\u4e00-\u9fff]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_STOP = frozenset(
-    "the a an and or of to in on for is are was were be it this that with as at by from what "
-    "which how when where do does can could would should my your me you i we please get set "
-    "about into any all".split()
-)
+_TERMS = analyzer("tools")
+_HAN_RUN = re.compile(rf"[{cjk_class(HAN)}]+")
 _NAME_WEIGHT, _PARAMETER_WEIGHT, _DESCRIPTION_WEIGHT = 3.0, 2.0, 1.0
 
 
 def _terms(text: str) -> set[str]:
     """Lower-cased words (``get_weather`` -> get, weather) and CJK bigrams, stop words out."""
-    terms: set[str] = set()
-    for word in _WORDS.findall(_CAMEL.sub(" ", text.replace("_", " "))):
-        if "\u4e00" <= word[0] <= "\u9fff":
-            terms.update(word[i : i + 2] for i in range(max(len(word) - 1, 1)))
-            terms.update(english for key, words in _GLOSSARY.items() if key in word
-                         for english in words)
-        elif (lowered := word.lower()) not in _STOP and len(lowered) > 1:
-            terms.add(lowered[:-1] if lowered.endswith("s") and len(lowered) > 3 else lowered)
+    terms = _TERMS.term_set(text)
+    for run in _HAN_RUN.findall(text):  # the glossary's English for Chinese words
+        terms.update(english for key, words in _GLOSSARY.items() if key in run
+                     for english in words)
     return terms
 
 

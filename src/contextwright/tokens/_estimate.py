@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 import re
 
+from contextwright.analysis import CJK, cjk_class
+
 # CJK ideographs, kana and Hangul cost about one token per character in modern BPE vocabularies;
 # other text costs about one token per four characters.
-_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_WIDE = re.compile(rf"[{cjk_class(CJK)}]")
 
 
 def estimate_tokens(text: str) -> int:

@@ -1,0 +1,76 @@
+"""The turn index of a request's history: ``TurnIndex`` fed from ``request.history``.
+
+A history's turns are split and their texts built once, then extended as messages are appended,
+so a build pays for the new messages only. The index assumes what agents do: history is
+append-only. A message *replaced* by a different one is noticed (the turns are rebuilt); a
+message dict edited in place after it was indexed is not.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextwright.core.caches import register_cache, register_clear
+from contextwright.core.items import Message, parse_message
+from contextwright.recall.turns import TurnIndex, keep_bounded
+
+_INDEXES: OrderedDict[int, TurnIndex] = OrderedDict()
+_INDEX_LOCK = threading.Lock()
+
+
+def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
+    """The turn index of ``history``, extended by the messages appended since the last build.
+
+    What is returned is a view for this build (``TurnIndex.view``): read it, do not extend it.
+
+    Keyed by the history's first message object, so a session rebuilt into a new list each turn
+    still hits. Every indexed message is checked before use: the index is kept only if the
+    messages it was built from equal the history's first ones. That is one list comparison, which
+    settles each message by identity in C and compares contents only where a message was
+    replaced by another object (equal contents make the same turns).
+    """
+    if not history:
+        return TurnIndex()
+    key = id(history[0])
+    with _INDEX_LOCK:
+        index = _INDEXES.pop(key, None)  # put back last: the most recently used
+        known = len(index.raws) if index is not None else 0
+        prefix = history[:known]
+        if index is None or known > len(history) or index.raws != (
+                prefix if isinstance(prefix, list) else list(prefix)):
+            index = TurnIndex()
+        _INDEXES[key] = index
+        _extend(index, history)
+        keep_bounded(_INDEXES, lambda entry: len(entry.raws))
+        return index.view()
+
+
+def _extend(index: TurnIndex, history: Sequence[Mapping[str, Any]]) -> None:
+    # Parsed through the shared parse cache on purpose: its deep copies cost a cold index about
+    # a third more, but a turn recalled later is then rendered from the remembered parse (the
+    # history source checks recalled units by parse identity) instead of being parsed on the
+    # request path of a steady build.
+    add, keep = index.add, index.raws.append
+    for position in range(len(index.raws), len(history)):
+        raw = history[position]
+        add(parse_message(raw, f"history[{position}]"), position)
+        keep(raw)
+
+
+RECALLED_UNITS: dict[tuple[object, ...], tuple[tuple[Message, ...], list[Any]]] = {}
+"""Recalled turns as the history source rendered them into items, per turn and options (kept
+here so ``clear_recall_caches`` forgets them with the indexes)."""
+
+
+def clear_recall_caches() -> None:
+    """Forget every turn index and recalled unit (tests, memory pressure)."""
+    with _INDEX_LOCK:
+        _INDEXES.clear()
+    RECALLED_UNITS.clear()
+
+
+register_cache("recall.history.recalled_units", RECALLED_UNITS)
+register_clear("recall.history.indexes", _INDEXES, clear_recall_caches)

@@ -1,0 +1,176 @@
+"""The dependency-free recaller: BM25 (``recall.bm25``) over the turns' terms, with expansion.
+
+Terms come from the ``recall`` analyzer (``contextwright.analysis``): words lower-cased and
+lightly stemmed, stop words out, ids kept whole, CJK runs as character bigrams.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from contextwright.analysis import analyzer
+from contextwright.errors import InvalidInputError
+from contextwright.recall.bm25 import TurnPostings
+from contextwright.recall.turns import RecallTurn, keep_bounded
+
+_ANALYZER = analyzer("recall")
+_terms = _ANALYZER.terms
+_term_counts = _ANALYZER.term_counts
+
+
+@dataclass(slots=True)
+class _Postings:
+    """The inverted index of one turn list, and the keys it was built from."""
+
+    turns: Sequence[RecallTurn]
+    keys: list[str] = field(default_factory=list)
+    """Key of every indexed turn (the last one is checked before the index is reused)."""
+    index: TurnPostings = field(default_factory=TurnPostings)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallExpansion:
+    """What a ranking adds to the turns that share words with the input.
+
+    Conversations run in threads: the answer to "when did Caroline go to the support group?"
+    is often the reply after the turn that names the group, in words the question does not use.
+    Two standard steps reach such turns. Pseudo-relevance feedback: the rarest words of the
+    best hits (in at most ``feedback_max_share`` of the turns, so no name or filler word) are
+    searched for too, their scores weighted by ``feedback_weight``. Neighbours: the turns up to
+    ``neighbours`` positions from a hit score ``neighbour_weight`` × its score ÷ distance, so a
+    thread comes back around its best match. Both may bring in turns below ``min_score``.
+    """
+
+    neighbours: int = 2
+    """How far from a hit its neighbours are brought in (0: none)."""
+    neighbour_weight: float = 0.7
+    """A neighbour's score as a share of its hit's (at distance 1)."""
+    neighbour_hits: int = 64
+    """Only the best this many hits bring in neighbours (a neighbour of a weaker hit would
+    rank below what any budget shows)."""
+    feedback_turns: int = 5
+    """Best hits whose words are searched for (0: no feedback)."""
+    feedback_terms: int = 8
+    """Words taken from them, the rarest and best-placed first."""
+    feedback_weight: float = 0.5
+    """Their search's scores, scaled to the first search's best, times this."""
+    feedback_max_share: float = 0.05
+    """A word in more than this share of the turns is not taken."""
+
+    def __post_init__(self) -> None:
+        counts = (self.neighbours, self.neighbour_hits, self.feedback_turns, self.feedback_terms)
+        shares = (self.neighbour_weight, self.feedback_weight, self.feedback_max_share)
+        if any(n < 0 for n in counts) or not all(math.isfinite(w) and 0 <= w <= 1
+                                                 for w in shares):
+            raise InvalidInputError("recall expansion: counts must be >= 0 and weights and "
+                                    "shares between 0 and 1")
+
+
+class LexicalTurnRecaller:
+    """BM25 over the turns' words and CJK character bigrams; no dependencies.
+
+    Words are lower-cased, stop words out, ids kept whole (``nora_vance_5172``), so a
+    turn that names the order id or the city the user asks about ranks first. A turn is returned
+    only if its score reaches ``min_score`` (BM25 units: about one rare shared word). Ranking
+    reads few postings however long the session is (see ``recall.bm25``) and returns what
+    scoring every turn would. With an ``expansion`` (``HistorySource``'s and
+    ``ContextManager``'s default recaller has ``RecallExpansion()``), feedback words and the
+    neighbours of hits are added (see ``RecallExpansion``).
+    """
+
+    def __init__(self, *, min_score: float = 1.0, k1: float = 1.2, b: float = 0.75,
+                 expansion: RecallExpansion | None = None) -> None:
+        """``min_score``: relevance threshold; ``k1`` ≥ 0, 0 ≤ ``b`` ≤ 1: the BM25 constants."""
+        if not math.isfinite(min_score):
+            raise InvalidInputError("min_score must be a finite number")
+        if not (math.isfinite(k1) and k1 >= 0 and 0 <= b <= 1):
+            raise InvalidInputError("BM25 needs k1 >= 0 and 0 <= b <= 1")
+        self.min_score = min_score
+        self.k1 = k1
+        self.b = b
+        self.expansion = expansion
+        self._indexes: OrderedDict[int, _Postings] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+             ) -> list[tuple[int, float]]:
+        """(position in ``turns``, score), best first, at most ``limit``, above ``min_score``."""
+        terms = sorted(set(_terms(query)))  # sorted: scores add up in the same order every run
+        if not terms or not turns or limit <= 0:
+            return []
+        with self._lock:
+            index = self._postings(turns).index
+            hits = self._top(index, terms, limit)
+            if self.expansion is None or not hits:
+                return hits
+            return _expanded(hits, self._feedback(index, turns, hits, set(terms), limit),
+                             self.expansion, len(turns), limit)
+
+    def _top(self, index: TurnPostings, terms: Sequence[str], limit: int
+             ) -> list[tuple[int, float]]:
+        return index.top(terms, limit=limit, min_score=self.min_score, k1=self.k1, b=self.b)
+
+    def _feedback(self, index: TurnPostings, turns: Sequence[RecallTurn],
+                  hits: list[tuple[int, float]], query: set[str], limit: int
+                  ) -> list[tuple[int, float]]:
+        """The ranking for the rarest words of the best hits (empty without feedback)."""
+        expansion = self.expansion
+        assert expansion is not None
+        if not (expansion.feedback_turns and expansion.feedback_terms):
+            return []
+        size, best = len(turns), hits[0][1]
+        most = expansion.feedback_max_share * size
+        weights: dict[str, float] = {}
+        for position, score in hits[:expansion.feedback_turns]:
+            for term in _term_counts(turns[position].text):
+                df = len(index.postings.get(term, ()))
+                if term in query or not 0 < df <= most:
+                    continue
+                weights[term] = weights.get(term, 0.0) + score / best * math.log(size / df)
+        chosen = sorted(weights, key=lambda term: (-weights[term], term))
+        words = sorted(chosen[:expansion.feedback_terms])
+        return self._top(index, words, limit) if words else []
+
+    def _postings(self, turns: Sequence[RecallTurn]) -> _Postings:
+        """The index of ``turns``, extended to its new turns (rebuilt if it changed)."""
+        index = self._indexes.pop(id(turns), None)  # put back last: the most recently used
+        if index is None or index.turns is not turns or len(index.keys) > len(turns) or (
+                index.keys and turns[len(index.keys) - 1].key != index.keys[-1]):
+            index = _Postings(turns=turns)
+        self._indexes[id(turns)] = index
+        for position in range(len(index.keys), len(turns)):
+            index.index.add(_term_counts(turns[position].text))
+            index.keys.append(turns[position].key)
+        keep_bounded(self._indexes, lambda entry: len(entry.keys))
+        return index
+
+
+def _expanded(hits: list[tuple[int, float]], feedback: list[tuple[int, float]],
+              expansion: RecallExpansion, size: int, limit: int) -> list[tuple[int, float]]:
+    """Hits, feedback hits and neighbours merged: best first, ties by position."""
+    scores = dict(hits)
+    if feedback:
+        scale = expansion.feedback_weight * hits[0][1] / feedback[0][1]
+        for position, score in feedback:
+            scores[position] = scores.get(position, 0.0) + score * scale
+    return with_neighbours(sorted(scores.items(), key=lambda entry: (-entry[1], entry[0])),
+                           expansion, size, limit)
+
+
+def with_neighbours(ranked: list[tuple[int, float]], expansion: RecallExpansion, size: int,
+                    limit: int) -> list[tuple[int, float]]:
+    """``ranked`` (best first) with the neighbours of its best hits added: best first."""
+    scores = dict(ranked)
+    if expansion.neighbours and expansion.neighbour_weight:
+        best = min(limit, expansion.neighbour_hits)
+        for position, score in ranked[:best]:
+            for distance in range(1, expansion.neighbours + 1):
+                lifted = expansion.neighbour_weight * score / distance
+                for near in (position - distance, position + distance):
+                    if 0 <= near < size and scores.get(near, 0.0) < lifted:
+                        scores[near] = lifted
+    return sorted(scores.items(), key=lambda entry: (-entry[1], entry[0]))[:limit]

@@ -1,0 +1,151 @@
+"""The seam of recall (``RecallTurn``, ``TurnRecaller``) and the one incremental turn index.
+
+A ``TurnIndex`` splits a message list into complete turns (a user message and everything up to
+the next one) as messages are fed to it, one at a time, oldest first: a turn is built once,
+when the next user message closes it, and never again. Two adapters feed it: the request's
+history (``recall.history``, for ``HistorySource``) and a session's stored messages
+(``manager.recall``, for ``ContextManager``).
+
+Its state is plain data (turns of ints and strings, lists of ints) that only grows, so it can
+be extended by appending, shared by readers holding a shorter prefix, and saved beside a session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar, runtime_checkable
+
+from contextwright.compress.json_compact import compact_tool_result
+from contextwright.core.items import Message
+from contextwright.tokens import estimate_tokens
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallTurn:
+    """One complete older turn (a user message and everything up to the next one)."""
+
+    index: int
+    """Position of the turn's first message in the indexed message list."""
+    text: str
+    """The turn's text: user and assistant content, tool calls, tool results compacted."""
+    key: str
+    """Stable identity (message id if present, else content hash), for caches across builds."""
+
+
+@runtime_checkable
+class TurnRecaller(Protocol):
+    """Ranks older turns by relevance to a query. Must be safe to call from many threads."""
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+             ) -> list[tuple[int, float]]:
+        """(position in ``turns``, score), best first, only turns above the relevance threshold."""
+        ...
+
+
+TurnKey = Callable[[int, Sequence[Message], str], str]
+"""A turn's key from its start position, its messages and its text."""
+
+
+def content_key(start: int, messages: Sequence[Message], text: str) -> str:
+    """The first message's id, else a hash of the turn's text."""
+    first_id = messages[0].id
+    return first_id if first_id is not None else hashlib.blake2b(
+        text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+@dataclass(slots=True)
+class TurnIndex:
+    """The complete turns of one message list, built as messages are fed (``add``)."""
+
+    turns: list[RecallTurn] = field(default_factory=list)
+    """Complete turns, oldest first; a list that only grows while the history only grows."""
+    ends: list[int] = field(default_factory=list)
+    """One past the last message of each turn."""
+    tokens: list[int] = field(default_factory=list)
+    """Estimated tokens of each turn's text (for sharing the budget, not for counting it)."""
+    calls_after: list[int] = field(default_factory=list)
+    """Tool-call blocks before each turn's end (turned into "after" with ``calls``)."""
+    calls: int = 0
+    """Tool-call blocks in the indexed messages, the open turn's included."""
+    raws: list[object] = field(default_factory=list)
+    """The message objects fed so far, when the adapter keeps them (identity-checked by the
+    request-history adapter on every use)."""
+    open_start: int | None = None
+    """Where the newest, still open turn begins (None before the first user message)."""
+    open_messages: list[Message] = field(default_factory=list)
+    """The open turn's messages, parsed (each message is parsed once, when it is fed)."""
+    key: TurnKey = content_key
+    """How a closed turn is keyed."""
+
+    def calls_newer_than(self, position: int) -> int:
+        """Tool-call blocks after the end of ``turns[position]``."""
+        return self.calls - self.calls_after[position]
+
+    def add(self, message: Message, position: int) -> None:
+        """Feed the next message, at ``position``; a user message closes the open turn."""
+        if message.role == "user":
+            self.close(position)
+            self.open_start, self.open_messages = position, []
+        if message.tool_calls:
+            self.calls += 1
+        if self.open_start is not None:
+            self.open_messages.append(message)
+
+    def close(self, end: int) -> None:
+        """Close the open turn, if any, at ``end`` (one past its last message)."""
+        start, messages = self.open_start, self.open_messages
+        if start is None:
+            return
+        text = turn_text(messages)
+        self.turns.append(RecallTurn(index=start, text=text, key=self.key(start, messages, text)))
+        self.ends.append(end)
+        self.tokens.append(estimate_tokens(text))
+        self.calls_after.append(self.calls)
+        self.open_start, self.open_messages = None, []
+
+    def view(self, *, extra_calls: int = 0) -> TurnIndex:
+        """The index as of now, for one reader: shared lists, its own call count.
+
+        The lists only grow and positions already there never change, so they are shared. A
+        concurrent feed of more messages extends the shared index; this reader must not count
+        its calls. ``extra_calls``: call blocks after the indexed messages that age its turns'
+        tool results too.
+        """
+        return TurnIndex(turns=self.turns, ends=self.ends, tokens=self.tokens,
+                         calls_after=self.calls_after, calls=self.calls + extra_calls,
+                         raws=self.raws, key=self.key)
+
+
+def turn_text(messages: Sequence[Message]) -> str:
+    """What a recaller reads of a turn: contents, calls with arguments, compacted results."""
+    parts = []
+    for message in messages:
+        if message.role == "tool":
+            parts.append(compact_tool_result(message.name, message.content) or message.content)
+            continue
+        if message.content:
+            parts.append(message.content)
+        parts.extend(f"{call.name} {call.arguments}" for call in message.tool_calls)
+    return "\n".join(parts)
+
+
+_Sized = TypeVar("_Sized")
+INDEX_LIMIT = 1_000
+"""At most this many histories are indexed at once (least recently used dropped first) ..."""
+INDEX_MESSAGES = 500_000
+"""... and their messages together at most this many (an index holds its turns' text), so a
+server seeing many long sessions keeps a bounded index, not one per session ever seen."""
+
+
+def keep_bounded(cache: OrderedDict[int, _Sized], size: Callable[[_Sized], int]) -> None:
+    """Drop the least recently used entries (the front) until ``cache`` is within the limits.
+
+    The newest entry (the back) is always kept, however large.
+    """
+    total = sum(size(entry) for entry in cache.values())
+    while len(cache) > 1 and (len(cache) > INDEX_LIMIT or total > INDEX_MESSAGES):
+        _, dropped = cache.popitem(last=False)
+        total -= size(dropped)
