@@ -35,6 +35,7 @@ from contextwright.core.caches import BoundedCache, memoized, register_cache, te
 from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import fold
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
+from contextwright.core.pairing import pair_results
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
 from contextwright.sources.history_digest import history_digest, omitted_digest
@@ -98,13 +99,9 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str, end: int 
 
 def _check_results_answer_calls(call: Message, results: list[Message], where: str,
                                 index: int) -> None:
-    expected = [c.id for c in call.tool_calls]
-    for offset, result in enumerate(results, start=1):
-        if result.tool_call_id not in expected:
-            raise InvalidInputError(
-                f"{where}[{index + offset}] answers no call of {where}[{index}]"
-            )
-        expected.remove(result.tool_call_id)  # each call is answered once, by position
+    stray = pair_results([c.id for c in call.tool_calls], [r.tool_call_id for r in results]).stray
+    if stray is not None:
+        raise InvalidInputError(f"{where}[{index + 1 + stray}] answers no call of {where}[{index}]")
 
 
 _BLOCKS: dict[tuple[int, ...], tuple[Message, list[Message], tuple[Message, ...]]] = {}
