@@ -6,7 +6,7 @@ STAMP = $(VENV)/.installed-dev
 BENCH_STAMP = $(VENV)/.installed-bench
 DATA ?= ../shared/data
 
-.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations bench-toolcalls-fake check-data-copies clean
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations bench-toolcalls-fake bench-memory check-data-copies clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations
+bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations bench-memory
 
 bench-speed: $(BENCH_STAMP)
 	$(BIN)/python bench/build_speed.py
@@ -66,6 +66,9 @@ bench-snapshots: $(STAMP)
 
 bench-toolcalls-fake: $(STAMP)
 	$(BIN)/python bench/toolcalls_fake.py --families
+
+bench-memory: $(STAMP)
+	$(BIN)/python bench/memory_flat.py
 
 bench-integrations: $(STAMP)
 	$(BIN)/python bench/integrations.py --data $(DATA)/tau-bench-airline-dev

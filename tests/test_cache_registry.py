@@ -13,7 +13,12 @@ from types import ModuleType
 
 import contextwright
 from contextwright import BuildPlan, ContextBuilder, Request, clear_caches
-from contextwright.core.caches import register_cache, registered_caches
+from contextwright.core.caches import (
+    BoundedCache,
+    cache_stats,
+    register_cache,
+    registered_caches,
+)
 
 EMPTY_BY_DESIGN: frozenset[str] = frozenset()
 """Module-level empty dicts that are no caches (none today)."""
@@ -27,12 +32,15 @@ def modules() -> list[ModuleType]:
 
 
 def unregistered(module: ModuleType) -> list[str]:
-    """Module-level caches of ``module`` not in the registry: ``lru_cache`` functions defined
-    there, and dicts that are empty at import under a constant's name (``_PARSED``)."""
+    """Module-level caches of ``module`` not in the registry: ``BoundedCache`` objects,
+    ``lru_cache`` (and ``memoized``) functions defined there, and dicts that are empty at
+    import under a constant's name (``_SEEN``)."""
     registered = {id(cache) for cache in registered_caches().values()}
     found = []
     for name, value in vars(module).items():
-        if callable(getattr(value, "cache_clear", None)):
+        if isinstance(value, BoundedCache):
+            is_cache = True
+        elif callable(getattr(value, "cache_clear", None)) and not isinstance(value, type):
             is_cache = getattr(value, "__module__", None) == module.__name__
         else:
             is_cache = isinstance(value, dict) and not value and name.lstrip("_").isupper()
@@ -58,7 +66,11 @@ def test_the_check_finds_an_unregistered_cache() -> None:
     probe.remembered = remembered  # type: ignore[attr-defined]
     probe._SEEN = {}  # type: ignore[attr-defined]
     probe._TABLE = {"a": 1}  # type: ignore[attr-defined]  # a constant, not a cache
-    assert unregistered(probe) == ["contextwright_probe.remembered", "contextwright_probe._SEEN"]
+    probe._BOUNDED = BoundedCache(  # type: ignore[attr-defined]
+        "tests.registry.bounded", max_entries=8, share=0.01, size=lambda _, __: 1)
+    assert unregistered(probe) == ["contextwright_probe.remembered", "contextwright_probe._SEEN",
+                                   "contextwright_probe._BOUNDED"]
+    register_cache("tests.registry.bounded", probe._BOUNDED)  # type: ignore[attr-defined]
     register_cache("tests.registry.seen", probe._SEEN)  # type: ignore[attr-defined]
     assert unregistered(probe) == ["contextwright_probe.remembered"]
 
@@ -68,10 +80,11 @@ def test_clear_caches_empties_every_registered_cache() -> None:
                 "content": f"turn {i} about order ORD-{1000 + i}"} for i in range(60)]
     ContextBuilder().build(BuildPlan.named("chat"), Request(user_input="ORD-1010?",
                                                             history=history))
-    filled = [name for name, cache in registered_caches().items() if _size(cache)]
-    assert "core.items.parsed" in filled and "tokens.counts" in filled
+    filled = [name for name, stats in cache_stats().items() if stats.entries]
+    assert "core.items.parsed" in filled and "tokens.counts.o200k_base" in filled
     clear_caches()
-    left = [name for name, cache in registered_caches().items() if _size(cache)]
+    left = [name for name, stats in cache_stats().items() if stats.entries]
+    assert set(cache_stats()) == set(registered_caches())  # every cache reports its entries
     assert not left, f"not emptied by clear_caches(): {left}"
 
 
@@ -85,14 +98,3 @@ def test_a_name_is_registered_once() -> None:
         register_cache("tests.registry.probe", {})
     with pytest.raises(TypeError):
         register_cache("tests.registry.other", 42)
-
-
-def _size(cache: object) -> int:
-    info = getattr(cache, "cache_info", None)
-    if info is not None:
-        return int(info().currsize)
-    if isinstance(cache, dict):
-        if cache and all(isinstance(v, dict) for v in cache.values()):
-            return sum(len(v) for v in cache.values())  # the token counts, per tokenizer
-        return len(cache)
-    return len(cache)  # type: ignore[arg-type]

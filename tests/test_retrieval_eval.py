@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from contextwright.errors import InvalidInputError
-from contextwright.retrieval.evaluate import beir_ndcg, ndcg
+from contextwright.evaluate.metrics import ndcg_at_k as ndcg
+from contextwright.retrieval.evaluate import beir_ndcg
 
 BEIR_POOL = Path(__file__).parents[2] / "shared" / "data" / "hotpotqa-dev" / "beir_pool"
 
@@ -17,6 +18,14 @@ def test_ndcg_is_one_for_the_ideal_order_and_discounts_later_hits() -> None:
     assert ndcg(["a", "b", "x"], {"a": 1, "b": 1}, 10) == 1.0
     assert ndcg(["x", "a"], {"a": 1}, 10) == pytest.approx(1 / 1.5849625, rel=1e-6)
     assert ndcg(["x"], {"a": 1}, 10) == 0.0
+
+
+def test_ndcg_counts_a_repeated_document_once_at_its_first_rank() -> None:
+    # Chunks of one document repeat its id: the repeat neither scores again nor takes a rank.
+    assert ndcg(["a", "a", "a"], {"a": 1}, 10) == 1.0
+    assert ndcg(["a", "a", "b"], {"a": 1, "b": 1}, 2) == 1.0  # k counts distinct documents
+    assert ndcg(["x", "a", "x", "a"], {"a": 1}, 10) == pytest.approx(1 / 1.5849625, rel=1e-6)
+    assert ndcg(["a", "a"], {"a": 2, "b": 1}, 10) == pytest.approx(2 / (2 + 1 / 1.5849625))
 
 
 def test_beir_ndcg_on_a_tiny_folder(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from contextwright.compress.summary_llm import LLMSummarizer
 from contextwright.compress.tool_results import ToolTiers
 from contextwright.convert import chat_messages
 from contextwright.core.cache import CachePolicy, CacheReport, Fingerprint
+from contextwright.core.caches import CacheStats, cache_stats, set_cache_limits
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
 from contextwright.core.items import ContextItem, Layer, Message, ToolCall
@@ -87,6 +88,7 @@ __all__ = [
     "BuildReport",
     "CachePolicy",
     "CacheReport",
+    "CacheStats",
     "CentroidClassifier",
     "ConflictError",
     "ContextBuilder",
@@ -153,8 +155,10 @@ __all__ = [
     "UserInputSource",
     "ValidationError",
     "__version__",
+    "cache_stats",
     "chat_messages",
     "clear_caches",
     "open_store",
     "select_plan",
+    "set_cache_limits",
 ]

@@ -13,14 +13,13 @@ Pure functions of their input; no I/O, no model.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from contextwright.analysis import HAN, cjk_class, is_cjk_char
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import call_bytes, memoized, register_cache
 
 __all__ = ["extract_facts", "fact_key", "looks_like_fence_marker", "missing_facts",
            "without_framing"]
@@ -218,7 +217,7 @@ def extract_facts(text: str) -> tuple[str, ...]:
 _CACHED_CHARS = 20_000
 
 
-@functools.lru_cache(maxsize=4096)
+@memoized("compress.facts.extract", max_entries=4096, share=0.02, size=call_bytes)
 def _extract_cached(text: str) -> tuple[str, ...]:
     # A summary merge and its check both read the same messages; remember short texts only,
     # so the cache stays small (4,096 × 20,000 characters at the very most).

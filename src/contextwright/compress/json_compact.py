@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import call_bytes, memoized, register_cache
 
 MAX_COMPACT_CHARS = 200_000
 """Larger results are not parsed (that alone would cost too much); they are cut as text."""
@@ -42,7 +41,7 @@ def compact_tool_result(tool_name: str | None, content: str,
     return _compact_cached(tool_name, content, None if fields is None else tuple(fields))
 
 
-@lru_cache(maxsize=65_536)
+@memoized("compress.json_compact.compact", max_entries=65_536, share=0.05, size=call_bytes)
 def _compact_cached(tool_name: str | None, content: str, fields: tuple[str, ...] | None
                     ) -> str | None:
     stripped = content.strip()

@@ -27,6 +27,7 @@ from contextwright.compress.facts import (
     missing_facts,
     without_framing,
 )
+from contextwright.core.fence import language_of
 from contextwright.core.items import Message
 from contextwright.errors import SummaryError
 from contextwright.tokens import Tokenizer
@@ -139,16 +140,8 @@ class Summarizer(Protocol):
 
 # ----- language -----------------------------------------------------------------------------
 
-_CJK = re.compile(rf"[{cjk_class(('han_extension_a', 'han'))}]")
-_LATIN = re.compile(r"[A-Za-z]")
-
-
-def detect_language(text: str) -> str:
-    """``zh`` when Chinese characters are at least a fifth of the letters, else ``en``."""
-    cjk = len(_CJK.findall(text))
-    latin = len(_LATIN.findall(text))
-    # A CJK character carries about a word; Latin letters are counted per word (~5 letters).
-    return "zh" if cjk and cjk >= 0.2 * (cjk + latin / 5) else "en"
+detect_language = language_of
+"""``zh`` or ``en`` for ``language="auto"``: the library's one rule (``core.fence.language_of``)."""
 
 
 def _language(language: str, text: str) -> str:

@@ -15,11 +15,10 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal
 
 from contextwright.compress.json_compact import MAX_COMPACT_CHARS, select_fields
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import call_bytes, memoized, register_cache
 from contextwright.errors import PlanError
 
 Tier = Literal["full", "reduced", "line", "drop"]
@@ -106,7 +105,7 @@ def reduce_tool_result(tool_name: str | None, content: str,
     return _reduce_cached(tool_name, content, None if fields is None else tuple(fields))
 
 
-@lru_cache(maxsize=16_384)
+@memoized("compress.tool_results.reduce", max_entries=16_384, share=0.03, size=call_bytes)
 def _reduce_cached(tool_name: str | None, content: str, fields: tuple[str, ...] | None) -> str:
     prefix = f"Tool result ({tool_name}), key facts" if tool_name else "Tool result, key facts"
     value = _parse_json(content)
@@ -132,7 +131,7 @@ def one_line_tool_result(tool_name: str | None, content: str, max_chars: int = 2
     return _line_cached(tool_name, content, max_chars)
 
 
-@lru_cache(maxsize=16_384)
+@memoized("compress.tool_results.line", max_entries=16_384, share=0.03, size=call_bytes)
 def _line_cached(tool_name: str | None, content: str, max_chars: int) -> str:
     prefix = f"Earlier tool result ({tool_name})" if tool_name else "Earlier tool result"
     value = _parse_json(content)

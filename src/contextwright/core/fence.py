@@ -104,9 +104,21 @@ DEFAULT_FENCE_KEY = b"contextwright-fence-v1"
 """The key fence markers are hashed with when the deployment sets no secret of its own."""
 
 
+_LATIN = re.compile(r"[A-Za-z]")
+
+
 def language_of(text: str) -> str:
-    """``zh`` if the text contains CJK ideographs, else ``en`` (labels follow the user)."""
-    return "zh" if _CJK.search(text) else "en"
+    """``zh`` when Chinese characters are at least a fifth of the words, else ``en``.
+
+    The one language rule of the library: a build's labels follow the user's input, a session
+    and its summaries the session's first message. A Chinese character carries about a word,
+    Latin letters are counted per word (~5 letters), so an English question naming one Chinese
+    city stays English and a Chinese one with an order number stays Chinese.
+    """
+    cjk = len(_CJK.findall(text))
+    if not cjk:
+        return "en"
+    return "zh" if cjk >= 0.2 * (cjk + len(_LATIN.findall(text)) / 5) else "en"
 
 
 def label(name: str, language: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from contextwright.core.accounting import frame_tokens, schema_tokens
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.fence import DEFAULT_FENCE_KEY, escape_lines, fence, label, separator
 from contextwright.core.items import ContextItem, Message
 from contextwright.core.plan import SourceSpec
@@ -164,7 +164,16 @@ def _text_tokens(item: ContextItem, message: Message, costing: Costing, limit: i
     return tokenizer.count_up_to(text_block(message, language), limit) + 1
 
 
-_CANDIDATES: dict[tuple[int, tuple[str, str, str, bytes, str]], tuple[ContextItem, Candidate]] = {}
+_CandidateKey = tuple[int, tuple[str, str, str, bytes, str]]
+
+
+def _candidate_bytes(_: _CandidateKey, entry: tuple[ContextItem, Candidate]) -> int:
+    """The rendered text and the objects (the item is counted by the cache that made it)."""
+    return text_bytes(entry[1].message.content) + 500
+
+
+_CANDIDATES: BoundedCache[_CandidateKey, tuple[ContextItem, Candidate]] = BoundedCache(
+    "core.gather.candidates", max_entries=200_000, share=0.15, size=_candidate_bytes)
 
 
 def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:
@@ -174,15 +183,13 @@ def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candida
     re-rendering. Candidates are never mutated.
     """
     key = (id(item), costing.key)
-    cached = _CANDIDATES.get(key)
+    cached = _CANDIDATES.get(key) or _CANDIDATES.revive(key)
     if cached is not None and cached[0] is item:
         return cached[1]
     candidate = render_candidate(item, costing, limit)
     if not candidate.complete_count:  # a partial count depends on the limit: never reuse it
         return candidate
-    if len(_CANDIDATES) >= 200_000:
-        _CANDIDATES.clear()
-    _CANDIDATES[key] = (item, candidate)
+    _CANDIDATES.put(key, (item, candidate))
     return candidate
 
 
@@ -241,7 +248,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     group: str | None = None
     total = 0
     round_no = 0
-    cache, costing_key = _CANDIDATES, costing.key
+    cached, costing_key = _CANDIDATES.get, costing.key  # a hit: one dict lookup
     for item in items:
         if not item.key.startswith(prefix):
             raise SourceError(f"source {namespace!r} produced a key outside its namespace")
@@ -258,7 +265,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
             current = []
             if total > cap and (item.round_start is None or round_no != unit.round):
                 return units, False
-        hit = cache.get((id(item), costing_key))  # cached_candidate, inlined for the hot path
+        hit = cached((id(item), costing_key))  # cached_candidate, inlined for the hot path
         current.append(hit[1] if hit is not None and hit[0] is item
                        else cached_candidate(item, costing, cap))
         group = item.group

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal, cast
 
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.images import ImagePart, image_from_part
 from contextwright.errors import InvalidInputError
 
@@ -221,8 +221,18 @@ def _content(content: object, where: str) -> tuple[str, tuple[ImagePart, ...]]:
     return check_text(content, where), ()
 
 
-_PARSED: dict[int, tuple[Mapping[str, Any], dict[str, Any], Message]] = {}
-_PARSED_LIMIT = 200_000
+_Parsed = tuple[Mapping[str, Any], dict[str, Any], Message]
+
+
+def _parsed_bytes(_: int, entry: _Parsed) -> int:
+    """The message's text (the dict and its copy share the caller's strings) and objects."""
+    message = entry[2]
+    return (text_bytes(message.content) + sum(text_bytes(c.arguments) for c in message.tool_calls)
+            + 600 + 300 * len(message.tool_calls))
+
+
+_PARSED: BoundedCache[int, _Parsed] = BoundedCache(
+    "core.items.parsed", max_entries=200_000, share=0.15, size=_parsed_bytes)
 
 
 def parse_message(raw: object, where: str) -> Message:
@@ -235,13 +245,11 @@ def parse_message(raw: object, where: str) -> Message:
     """
     if isinstance(raw, Message):
         return raw
-    entry = _PARSED.get(id(raw))
+    entry = _PARSED.get(id(raw)) or _PARSED.revive(id(raw))
     if entry is not None and entry[0] is raw and raw == entry[1]:
         return entry[2]
     message = _parse_message(raw, where)
-    if len(_PARSED) >= _PARSED_LIMIT:
-        _PARSED.clear()
-    _PARSED[id(raw)] = (cast(Mapping[str, Any], raw), _snapshot(raw), message)
+    _PARSED.put(id(raw), (cast(Mapping[str, Any], raw), _snapshot(raw), message))
     return message
 
 

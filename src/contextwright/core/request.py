@@ -16,6 +16,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from contextwright.core.images import ImagePart, image_from_part
 from contextwright.core.items import Message, check_text, parse_message
+from contextwright.core.pairing import pair_results
 from contextwright.errors import InvalidInputError
 
 # A single text field larger than this is refused outright: nothing that large can be meant for
@@ -141,19 +142,26 @@ def check_tool_pairing(messages: Sequence[Message], where: str) -> None:
     (a later message may reuse a call id). A call without a result is not an error: the build
     shows a placeholder result for it.
     """
-    unanswered: list[str] | None = None  # calls of the open call block; None outside one
-    opened_at = -1
-    for index, message in enumerate(messages):
-        if message.role != "tool":
-            unanswered = [c.id for c in message.tool_calls] if message.tool_calls else None
-            opened_at = index
-        elif unanswered is None:
+    index = 0
+    while index < len(messages):
+        opened_at, message = index, messages[index]
+        if message.role == "tool":  # only the first message can be a result opening a run
             raise InvalidInputError(
                 f"{where}[{index}] is a tool result that follows no assistant tool call")
-        elif message.tool_call_id in unanswered:
-            unanswered.remove(message.tool_call_id)
-        else:
-            raise InvalidInputError(f"{where}[{index}] answers no call of {where}[{opened_at}]")
+        index += 1
+        results = []
+        while index < len(messages) and messages[index].role == "tool":
+            results.append(messages[index].tool_call_id)
+            index += 1
+        if not results:
+            continue
+        if not message.tool_calls:
+            raise InvalidInputError(
+                f"{where}[{opened_at + 1}] is a tool result that follows no assistant tool call")
+        stray = pair_results([c.id for c in message.tool_calls], results).stray
+        if stray is not None:
+            raise InvalidInputError(
+                f"{where}[{opened_at + 1 + stray}] answers no call of {where}[{opened_at}]")
 
 
 def _as_document(doc: object, index: int) -> Document:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.cutting import KEEP_HEAD, split_head
 from contextwright.core.gather import Costing, Gathered, Unit, cached_candidate
 from contextwright.core.items import ContextItem
@@ -57,9 +57,10 @@ def _unmarked(unit: Unit, costing: Costing) -> Unit:
     return replace(unit, candidates=[plain, *unit.candidates[1:]], tokens=-1)
 
 
-_PLAIN: dict[int, tuple[ContextItem, ContextItem]] = {}
+_PLAIN: BoundedCache[int, tuple[ContextItem, ContextItem]] = BoundedCache(
+    "core.sequence.plain", max_entries=20_000, share=0.03,
+    size=lambda _, entry: text_bytes(entry[1].message.content) + 600)
 _PLAIN_LOCK = threading.Lock()
-_PLAIN_LIMIT = 20_000
 
 
 def _plain_item(item: ContextItem) -> ContextItem:
@@ -69,7 +70,7 @@ def _plain_item(item: ContextItem) -> ContextItem:
     marked one's.
     """
     with _PLAIN_LOCK:
-        known = _PLAIN.get(id(item))
+        known = _PLAIN.get(id(item)) or _PLAIN.revive(id(item))
         if known is not None and known[0] is item:
             return known[1]
     _, body = split_head(item)
@@ -78,9 +79,7 @@ def _plain_item(item: ContextItem) -> ContextItem:
         metadata["recalled"] = f"{metadata['recalled']}; in sequence, shown unmarked"
     plain = replace(item, message=replace(item.message, content=body), metadata=metadata)
     with _PLAIN_LOCK:
-        if len(_PLAIN) >= _PLAIN_LIMIT:
-            _PLAIN.clear()
-        _PLAIN[id(item)] = (item, plain)
+        _PLAIN.put(id(item), (item, plain))
     return plain
 
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from contextwright.core.pairing import pair_results
 from contextwright.errors import ValidationError
 
 _OPENAI_ROLES = frozenset(("system", "user", "assistant", "tool"))
@@ -58,16 +59,17 @@ def _has_part(content: object, kind: str) -> bool:
 def _check_openai_results(messages: Sequence[Mapping[str, Any]], index: int,
                           call_ids: list[str]) -> int:
     """Check the tool messages after an assistant call; returns the index after them."""
-    pending = list(call_ids)
+    start = index
     while index < len(messages) and messages[index].get("role") == "tool":
-        call_id = messages[index].get("tool_call_id")
-        if call_id not in pending:
-            raise ValidationError(f"messages[{index}] answers no call of the message before it")
-        if _has_part(messages[index].get("content"), "image_url"):
-            raise ValidationError(f"messages[{index}] is a tool message with an image")
-        pending.remove(call_id)
         index += 1
-    if pending:
+    pairing = pair_results(call_ids, [m.get("tool_call_id") for m in messages[start:index]])
+    checked = index if pairing.stray is None else start + pairing.stray
+    for at in range(start, checked):  # the results before a stray: as found, in order
+        if _has_part(messages[at].get("content"), "image_url"):
+            raise ValidationError(f"messages[{at}] is a tool message with an image")
+    if pairing.stray is not None:
+        raise ValidationError(f"messages[{checked}] answers no call of the message before it")
+    if pairing.unanswered:
         raise ValidationError(f"a tool call before messages[{index}] has no result")
     return index
 

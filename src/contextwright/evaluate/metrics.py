@@ -113,7 +113,13 @@ def dcg(gains: Sequence[float]) -> float:
 
 
 def ndcg_at_k(ranking: Sequence[str], relevance: Mapping[str, float], k: int = 10) -> float:
-    """nDCG@k of ``ranking`` against graded ``relevance`` (a document counts once)."""
+    """nDCG@k of ``ranking`` against graded ``relevance``, log2 discount; the one nDCG here.
+
+    Duplicates: a document counts once, at its first rank; a repeat is skipped and takes no
+    rank, so ``k`` counts distinct documents (as trec_eval reads a run: one score per
+    document). A ranking of chunks that repeats a relevant document thus never scores above 1.
+    The ideal ranking is the ``k`` best positive gains; without any, the score is 0.
+    """
     seen: set[str] = set()
     gains: list[float] = []
     for doc in ranking:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
 from contextwright.core.items import Message
@@ -293,7 +293,10 @@ def _messages(ctx: FinalContext, redact: bool) -> tuple[dict[str, Any], ...]:
 
 
 _MESSAGE_CACHE_SIZE = 50_000
-_RENDERED: dict[tuple[int, str, str | None, bool, bool, str], tuple[Message, dict[str, Any]]] = {}
+_RENDERED: BoundedCache[tuple[int, str, str | None, bool, bool, str],
+                        tuple[Message, dict[str, Any]]] = BoundedCache(
+    "observe.snapshot.rendered", max_entries=_MESSAGE_CACHE_SIZE, share=0.05,
+    size=lambda _, entry: text_bytes(entry[0].content) + 800)
 """Recorded form of messages seen before, by object: the builder hands the same ``Message``
 objects to every build of a session, so consecutive snapshots share nearly all their messages
 and each is hashed once. The entry holds the message itself, so its id cannot be reused."""
@@ -302,13 +305,11 @@ and each is hashed once. The entry holds the message itself, so its id cannot be
 def _message(message: Message, section: str, label: str | None, document: bool,
              ctx: FinalContext, redact: bool, tokenizer: str) -> dict[str, Any]:
     key = (id(message), section, label, document, redact, tokenizer)
-    known = _RENDERED.get(key)
+    known = _RENDERED.get(key) or _RENDERED.revive(key)
     if known is not None and known[0] is message:
         return known[1]
     data = _message_data(message, section, label, document, ctx, redact)
-    if len(_RENDERED) >= _MESSAGE_CACHE_SIZE:
-        _RENDERED.clear()
-    _RENDERED[key] = (message, data)
+    _RENDERED.put(key, (message, data))
     return data
 
 

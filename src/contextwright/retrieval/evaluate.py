@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from contextwright.errors import InvalidInputError
+from contextwright.evaluate.metrics import ndcg_at_k
 from contextwright.recall.hybrid import HybridTurnRecaller
 from contextwright.recall.turns import RecallTurn
 from contextwright.retrieval.chunking import SourceDocument
@@ -53,7 +53,7 @@ def beir_ndcg(folder: str | Path, *, mode: Mode = "lexical", embedder: Embedder 
         if not relevant:
             continue
         found = retriever.search(text, top_k=k, similarity_threshold=0.0, rerank_top_k=k)
-        scores.append(ndcg([p.doc_id for p in found], relevant, k))
+        scores.append(ndcg_at_k([p.doc_id for p in found], relevant, k))
     return sum(scores) / len(scores) if scores else 0.0
 
 
@@ -94,7 +94,7 @@ def locomo_recall_quality(folder: str | Path, *, embedder: Embedder | None = Non
             turns = conversations[row["sample_id"]]
             ranked = recaller.rank(row["question"], turns, limit=k)
             top = [(turns[i].key, score) for i, score in ranked]
-            ndcgs.append(ndcg([key for key, _ in top], dict.fromkeys(evidence, 1), k))
+            ndcgs.append(ndcg_at_k([key for key, _ in top], dict.fromkeys(evidence, 1), k))
             hits = [(key, score) for key, score in top if key in evidence]
             recalls.append(len(hits) / len(evidence))
             found += len(hits)
@@ -126,14 +126,6 @@ def _locomo_turns(conversation: dict[str, object]) -> list[RecallTurn]:
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
-
-
-def ndcg(ranked: list[str], relevant: dict[str, int], k: int) -> float:
-    """nDCG@k with graded relevance (log2 discount)."""
-    gain = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:k]))
-    ideal = sorted(relevant.values(), reverse=True)[:k]
-    best = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return gain / best if best > 0 else 0.0
 
 
 def _corpus(path: Path) -> list[SourceDocument]:

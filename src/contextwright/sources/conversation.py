@@ -21,7 +21,6 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from contextwright.compress.json_compact import compact_tool_result
@@ -32,10 +31,11 @@ from contextwright.compress.tool_results import (
     one_line_tool_result,
     reduce_tool_result,
 )
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
 from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import fold
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
+from contextwright.core.pairing import pair_results
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, Layout, SourceTraits
 from contextwright.errors import InvalidInputError
@@ -97,13 +97,9 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str, end: int 
 
 def _check_results_answer_calls(call: Message, results: list[Message], where: str,
                                 index: int) -> None:
-    expected = [c.id for c in call.tool_calls]
-    for offset, result in enumerate(results, start=1):
-        if result.tool_call_id not in expected:
-            raise InvalidInputError(
-                f"{where}[{index + offset}] answers no call of {where}[{index}]"
-            )
-        expected.remove(result.tool_call_id)  # each call is answered once, by position
+    stray = pair_results([c.id for c in call.tool_calls], [r.tool_call_id for r in results]).stray
+    if stray is not None:
+        raise InvalidInputError(f"{where}[{index + 1 + stray}] answers no call of {where}[{index}]")
 
 
 _BLOCKS: dict[tuple[int, ...], tuple[Message, list[Message], tuple[Message, ...]]] = {}
@@ -191,15 +187,13 @@ def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
             "full", "")
         cache_key = (id(message), index, namespace,
                      options_key if tier == "full" else f"{options_key}|{tier}|{why}")
-        cached = _ITEMS.get(cache_key)
+        cached = _ITEMS.get(cache_key) or _ITEMS.revive(cache_key)
         if cached is not None and cached[0] is message:
             items.append(cached[1])
             continue
         item = _item(message, f"{namespace}.m{index}", layer, f"b{block.start}",
                      (message.role == "user") if rounds else None, index, options, tier, why)
-        if len(_ITEMS) >= _ITEMS_LIMIT:
-            _ITEMS.clear()
-        _ITEMS[cache_key] = (message, item)
+        _ITEMS.put(cache_key, (message, item))
         items.append(item)
     return items
 
@@ -227,8 +221,15 @@ class Retention(NamedTuple):
         return tier, f"older than the newest {newest} call block(s)"
 
 
-_ITEMS: dict[tuple[int, int, str, str], tuple[Message, ContextItem]] = {}
-_ITEMS_LIMIT = 200_000
+def _item_bytes(_: tuple[int, int, str, str], entry: tuple[Message, ContextItem]) -> int:
+    """What the item adds to its message: a tiered or compacted text, the raw result."""
+    message, item = entry
+    added = 0 if item.message is message else text_bytes(item.message.content)
+    return added + (text_bytes(item.raw) if item.raw is not None else 0) + 700
+
+
+_ITEMS: BoundedCache[tuple[int, int, str, str], tuple[Message, ContextItem]] = BoundedCache(
+    "sources.conversation.items", max_entries=200_000, share=0.15, size=_item_bytes)
 
 
 _OPTION_KEYS: dict[int, tuple[Mapping[str, Any], str]] = {}
@@ -445,7 +446,8 @@ def _calls_from(history: Sequence[Mapping[str, Any]], anchor: float) -> int:
                and raw.get("tool_calls"))
 
 
-@lru_cache(maxsize=65_536)
+@memoized("sources.conversation.estimate", max_entries=65_536, share=0.03,
+          size=lambda args, _: text_bytes(args[0]))
 def _estimate(text: str) -> int:
     """``estimate_tokens``, remembered per content (the recent stream is re-read every build)."""
     return estimate_tokens(text)

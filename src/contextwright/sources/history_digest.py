@@ -18,12 +18,12 @@ Pure functions of the request and the kept items; nothing here knows budgets bey
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from contextwright.compress.facts import extract_facts, fact_key, looks_like_fence_marker
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.request import Request
 
@@ -109,8 +109,16 @@ def _known_values(kept: Sequence[ContextItem], user_input: str) -> frozenset[str
     return frozenset(known.union(*map(_item_keys, kept)))
 
 
-_ITEM_KEYS: dict[int, tuple[ContextItem, frozenset[str]]] = {}
 _CACHE_LIMIT = 100_000
+
+
+def _keys_bytes(keys: Iterable[str]) -> int:
+    return sum(text_bytes(k) + 60 for k in keys) + 200
+
+
+_ITEM_KEYS: BoundedCache[int, tuple[ContextItem, frozenset[str]]] = BoundedCache(
+    "sources.history_digest.item_keys", max_entries=_CACHE_LIMIT, share=0.03,
+    size=lambda _, entry: _keys_bytes(entry[1]))
 
 
 def _item_keys(item: ContextItem) -> frozenset[str]:
@@ -119,7 +127,7 @@ def _item_keys(item: ContextItem) -> frozenset[str]:
     Remembered per item object: items are immutable, and a history's items are re-yielded as
     the same objects on every build.
     """
-    cached = _ITEM_KEYS.get(id(item))
+    cached = _ITEM_KEYS.get(id(item)) or _ITEM_KEYS.revive(id(item))
     if cached is not None and cached[0] is item:
         return cached[1]
     texts = [item.raw if item.raw is not None else item.message.content]
@@ -127,9 +135,7 @@ def _item_keys(item: ContextItem) -> frozenset[str]:
     if item.raw is not None:
         texts.append(item.message.content)
     keys = frozenset(k for text in texts if text for k in _text_keys(text))
-    if len(_ITEM_KEYS) >= _CACHE_LIMIT:
-        _ITEM_KEYS.clear()
-    _ITEM_KEYS[id(item)] = (item, keys)
+    _ITEM_KEYS.put(id(item), (item, keys))
     return keys
 
 
@@ -230,7 +236,9 @@ def _who(message: Message, names: Mapping[str, str]) -> str:
 
 
 _Facts = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, str], ...]]
-_MESSAGE_FACTS: dict[int, tuple[Message, _Facts]] = {}
+_MESSAGE_FACTS: BoundedCache[int, tuple[Message, _Facts]] = BoundedCache(
+    "sources.history_digest.message_facts", max_entries=_CACHE_LIMIT, share=0.03,
+    size=lambda _, entry: 2 * _keys_bytes(entry[1][0]))
 
 
 def _message_facts(message: Message) -> _Facts:
@@ -239,7 +247,7 @@ def _message_facts(message: Message) -> _Facts:
     Remembered per parsed message object (``parse_message`` hands back the same object while
     the dict is unchanged): the same omitted messages are read on every build.
     """
-    cached = _MESSAGE_FACTS.get(id(message))
+    cached = _MESSAGE_FACTS.get(id(message)) or _MESSAGE_FACTS.revive(id(message))
     if cached is not None and cached[0] is message:
         return cached[1]
     texts = [message.content, *(call.arguments for call in message.tool_calls)]
@@ -249,18 +257,18 @@ def _message_facts(message: Message) -> _Facts:
         values = tuple(v for v in values if not looks_like_fence_marker(v))
     pairs = tuple((v, _key(v)) for v in values)
     facts = (values, frozenset(k for _, k in pairs), pairs)
-    if len(_MESSAGE_FACTS) >= _CACHE_LIMIT:
-        _MESSAGE_FACTS.clear()
-    _MESSAGE_FACTS[id(message)] = (message, facts)
+    _MESSAGE_FACTS.put(id(message), (message, facts))
     return facts
 
 
-@lru_cache(maxsize=32_768)
+@memoized("sources.history_digest.values", max_entries=32_768, share=0.02,
+          size=lambda args, values: text_bytes(args[0]) + _keys_bytes(values))
 def _values(text: str) -> tuple[str, ...]:
     return extract_facts(text)
 
 
-@lru_cache(maxsize=32_768)
+@memoized("sources.history_digest.text_keys", max_entries=32_768, share=0.02,
+          size=lambda args, keys: text_bytes(args[0]) + _keys_bytes(keys))
 def _text_keys(text: str) -> tuple[str, ...]:
     return tuple(_key(v) for v in _values(text))
 

@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from contextwright.analysis import HAN, analyzer, cjk_class
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.items import ContextItem, Layer, Message
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, SourceTraits
@@ -42,7 +42,9 @@ def tool_name(schema: Mapping[str, Any], where: str) -> str:
     return name
 
 
-_SCHEMA_JSON: dict[int, tuple[Mapping[str, Any], dict[str, Any], str]] = {}
+_SCHEMA_JSON: BoundedCache[int, tuple[Mapping[str, Any], dict[str, Any], str]] = BoundedCache(
+    "sources.tools.schema_json", max_entries=10_000, share=0.01,
+    size=lambda _, entry: 3 * text_bytes(entry[2]))  # the schema, its copy and its JSON
 
 
 def schema_json(schema: Mapping[str, Any]) -> str:
@@ -50,7 +52,7 @@ def schema_json(schema: Mapping[str, Any]) -> str:
 
     Remembered per schema object while it is unchanged (checked against a deep copy).
     """
-    cached = _SCHEMA_JSON.get(id(schema))
+    cached = _SCHEMA_JSON.get(id(schema)) or _SCHEMA_JSON.revive(id(schema))
     if cached is not None and cached[0] is schema and schema == cached[1]:
         return cached[2]
     try:
@@ -59,9 +61,7 @@ def schema_json(schema: Mapping[str, Any]) -> str:
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         raise InvalidInputError(f"a tool schema is not valid JSON text ({type(exc).__name__})"
                                 ) from None
-    if len(_SCHEMA_JSON) > 10_000:
-        _SCHEMA_JSON.clear()
-    _SCHEMA_JSON[id(schema)] = (schema, copy.deepcopy(dict(schema)), text)
+    _SCHEMA_JSON.put(id(schema), (schema, copy.deepcopy(dict(schema)), text))
     return text
 
 

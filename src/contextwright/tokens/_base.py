@@ -8,13 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
-from contextwright.core.caches import register_clear
+from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.errors import TokenizerError
 
 # Pieces this long (in characters) stay far below the 200,000-token limit of bpe-openai's encode,
 # even for text that costs several tokens per character.
 PIECE_CHARS = 32_000
 _CACHE_LIMIT = 2_000_000
+_CACHE_SHARE = 0.2
+"""Each tokenizer's counts may hold this share of the caches' byte budget (``core.caches``)."""
 
 
 @runtime_checkable
@@ -118,7 +120,7 @@ class CountingTokenizer:
     pure function of its key, so a race only computes one count twice.
     """
 
-    _caches: ClassVar[dict[str, dict[str, int]]] = {}
+    _caches: ClassVar[dict[str, BoundedCache[str, int]]] = {}
     _caches_lock = threading.Lock()
 
     def __init__(self, inner: Tokenizer) -> None:
@@ -130,7 +132,17 @@ class CountingTokenizer:
         self.warning: str | None = warning if isinstance(warning, str) else None
         """Why the tokenizer counts less exactly than it could (put in every build's report)."""
         with self._caches_lock:
-            self._cache = self._caches.setdefault(inner.name, {})
+            known = self._caches.get(inner.name)
+            self._cache = known if known is not None else self._new_cache(inner.name)
+
+    @classmethod
+    def _new_cache(cls, name: str) -> BoundedCache[str, int]:
+        """The counts of tokenizer ``name``, shared by every instance of that name."""
+        cache: BoundedCache[str, int] = BoundedCache(
+            f"tokens.counts.{name}", max_entries=_CACHE_LIMIT, share=_CACHE_SHARE,
+            size=lambda text, _: text_bytes(text) + 60)
+        cls._caches[name] = register_cache(cache.name, cache)
+        return cache
 
     @property
     def name(self) -> str:
@@ -144,17 +156,18 @@ class CountingTokenizer:
 
     def count(self, text: str) -> int:
         """Token count of ``text``, computed once per distinct content."""
-        cached = self._cache.get(text)
+        cache = self._cache
+        cached = cache.get(text)
+        if cached is not None:
+            return cached
+        cached = cache.revive(text)
         if cached is not None:
             return cached
         if len(text) > PIECE_CHARS:  # sum of piece counts, so count_up_to agrees exactly
             value = sum(self.count(piece) for piece in split_into_pieces(text))
         else:
             value = self.inner.count(text)
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[text] = value
-        return value
+        return cache.put(text, value)
 
     def count_up_to(self, text: str, limit: int) -> int:
         """Exact count if it is at most ``limit``; otherwise a number above ``limit``.
@@ -228,11 +241,3 @@ def _load(spec: str) -> Tokenizer:
         "unknown tokenizer: use o200k_base, cl100k_base, estimate or a path to tokenizer.json"
     )
 
-
-def _clear_counts() -> None:
-    # Each CountingTokenizer holds its name's dict: empty them, so live instances forget too.
-    for counts in list(CountingTokenizer._caches.values()):
-        counts.clear()
-
-
-register_clear("tokens.counts", CountingTokenizer._caches, _clear_counts)
