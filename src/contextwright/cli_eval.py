@@ -337,19 +337,13 @@ def cases_command(file: CasesFile, plan: CasesPlanOption = None, budget: CasesBu
     settings = _judge_settings(judge_base_url, judge_model, answer_model, api_key, cache_dir,
                                price_input, price_output, seconds_per_call, yes,
                                answer_max_tokens, timeout, concurrency)
-    try:
+    with _exits_on_errors():
         tolerances = parse_tolerances(tolerance or [])
         saved = read_baseline(baseline) if baseline is not None else None
         cases = load_cases(file)
         run = CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent)
         builder = ContextBuilder(tokenizer=tokenizer)
         result = _run_cases(cases, builder, run, str(file), settings, tokenizer)
-    except NotConfirmed as exc:
-        fail(str(exc), 1)
-    except LLMError as exc:
-        fail(f"{describe(exc)}; the replies so far are stored: run again to resume", 1)
-    except ContextwrightError as exc:
-        fail(describe(exc))
     if save is not None:
         _write_json(save, result.to_dict())
     regressions = find_regressions(result, saved, tolerances) if saved is not None else []
@@ -358,6 +352,19 @@ def cases_command(file: CasesFile, plan: CasesPlanOption = None, budget: CasesBu
     integrity = result.overall.get("pair_integrity")
     if regressions or result.failures or (integrity is not None and integrity < 1.0):
         raise typer.Exit(1)
+
+
+@contextmanager
+def _exits_on_errors() -> Iterator[None]:
+    """A judged run's failures as exits: not confirmed or the endpoint failed 1, bad input 2."""
+    try:
+        yield
+    except NotConfirmed as exc:
+        fail(str(exc), 1)
+    except LLMError as exc:
+        fail(f"{describe(exc)}; the replies so far are stored: run again to resume", 1)
+    except ContextwrightError as exc:
+        fail(describe(exc))
 
 
 def _run_cases(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun, source: str,
@@ -405,6 +412,8 @@ TargetArgument = Annotated[str, typer.Argument(
 FileArgument = Annotated[Path | None, typer.Argument(help="The cases file (target cases).")]
 DataForOption = Annotated[Path | None, typer.Option(
     "--data", help="Folder laid out like the matching folder of ../shared/data (suites).")]
+
+
 @eval_app.command()
 def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOption = None,
            plan: CasesPlanOption = None, budget: CasesBudgetOption = None,
@@ -420,15 +429,9 @@ def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOptio
     settings = _judge_settings(judge_base_url, judge_model, answer_model, api_key, cache_dir,
                                price_input, price_output, seconds_per_call, yes,
                                answer_max_tokens, timeout, concurrency)
-    try:
+    with _exits_on_errors():
         chosen = _target(target, file, data, plan, budget, limit, tokenizer)
         result = _ablate(chosen, settings, tokenizer)
-    except NotConfirmed as exc:
-        fail(str(exc), 1)
-    except LLMError as exc:
-        fail(f"{describe(exc)}; the replies so far are stored: run again to resume", 1)
-    except ContextwrightError as exc:
-        fail(describe(exc))
     if json_output:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) + "\n")
     else:

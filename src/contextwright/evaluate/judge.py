@@ -396,6 +396,11 @@ class Judge:
         key, _ = self._judgment_request(task, answer)
         return self.cache.get(key)
 
+    def run_note(self) -> str:
+        """The line a judged run's notes open with: who judged, who answered, calls made."""
+        return (f"judged by {self.judge_model}; answered by {self.answer_model}; "
+                f"{self.calls_made} calls made now, replies in {self.cache.path}")
+
     def score(self, task: Task) -> Scored:
         """The task's score from what is stored (an error when something is missing)."""
         if task.key in self.errors:
@@ -506,8 +511,7 @@ def judge_ablation(target: Target, judge: Judge, *, confirm: Confirm,
     extra = {key: judged_metrics([s for _, s in items]) for key, items in scored.items()}
     notes = error_notes({f"{label} @ {budget if budget is not None else 'per case'}": items
                          for (label, budget), items in scored.items()})
-    notes.insert(0, f"judged by {judge.judge_model}; answered by {judge.answer_model}; "
-                    f"{judge.calls_made} calls made now, replies in {judge.cache.path}")
+    notes.insert(0, judge.run_note())
     return with_metrics(result, extra, JUDGED_METRICS, notes)
 
 
@@ -541,8 +545,7 @@ def judge_cases(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun
         if task is not None and judge.pending(task):
             groups.setdefault(task.request, []).append((task, outcome))
     settle_all(judge, list(groups.values()), concurrency, on_calls)
-    rows, notes = [], [f"judged by {judge.judge_model}; answered by {judge.answer_model}; "
-                       f"{judge.calls_made} calls made now, replies in {judge.cache.path}"]
+    rows, notes = [], [judge.run_note()]
     for result, _, task in built:
         if task is None:
             rows.append(result)
