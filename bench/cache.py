@@ -1,6 +1,7 @@
 """Prompt-cache stability: replay real conversations call by call and price the repeated prefix.
 
     python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0.15]
+        [--head-share 0.3] [--min-recall-coverage 0.65] [--skip tau|locomo]
 
 For consecutive calls of one conversation, from the rendered requests themselves (OpenAI chat
 form, tools then messages, the order providers cache in):
@@ -391,6 +392,7 @@ def main() -> None:
                         help="LoCoMo questions per conversation (default: all)")
     parser.add_argument("--step", type=float, default=CachePolicy().step)
     parser.add_argument("--recall-share", type=float, default=CachePolicy().recall_share)
+    parser.add_argument("--head-share", type=float, default=CachePolicy().head_share)
     parser.add_argument("--min-recall-coverage", type=float,
                         default=CachePolicy().min_recall_coverage)
     parser.add_argument("--tau-budgets", type=int, nargs="*", default=[1000, 2000, 4000])
@@ -400,6 +402,7 @@ def main() -> None:
     builder = ContextBuilder()
     count = builder.tokenizer.count
     policy = CachePolicy(step=args.step, recall_share=args.recall_share,
+                         head_share=args.head_share,
                          min_recall_coverage=args.min_recall_coverage)
     methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
     try:
