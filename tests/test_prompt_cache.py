@@ -490,3 +490,47 @@ def test_trusted_mode_rules_stay_in_the_system_prompt_and_zones_are_data() -> No
     assert any(b["type"] == "search_result" and "[任务区]" in json.dumps(b, ensure_ascii=False)
                for b in blocks)
     assert body["messages"][-1]["content"][-1]["text"] == "先查订单 A-20241001 再退款"
+
+
+def _recall_chat(objective: str, calls: int = 70) -> list[FinalContext]:
+    """A chat whose inputs each recall other older turns, replayed with ``objective``."""
+    builder = ContextBuilder()
+    chat = BuildPlan.named("chat").with_budget(available_override=1500)
+    policy = CachePolicy(objective=objective)  # type: ignore[arg-type]
+    history: list[dict[str, Any]] = []
+    before: FinalContext | None = None
+    built = []
+    for t in range(calls):
+        topic = TOPICS[(t * 3) % len(TOPICS)]
+        question = f"Remind me what we said about {topic} last time ({t})."
+        ctx = builder.build(chat, Request(user_input=question, history=list(history)),
+                            previous=before, cache=policy)
+        assert ctx.total_tokens <= ctx.available
+        built.append(ctx)
+        before = ctx
+        history += [{"role": "user", "content": f"Some news on {topic} ({t})."},
+                    {"role": "assistant",
+                     "content": f"Noted about {topic} ({t}): " + "details " * (8 + t % 9)}]
+    return built
+
+
+def test_the_cost_objective_frees_its_step_from_lesser_recalled_turns_and_cuts_less() -> None:
+    fill, cost = _recall_chat("fill"), _recall_chat("cost")
+    cuts = {name: sum(bool(c.report.cache and c.report.cache.advanced) for c in built)
+            for name, built in (("fill", fill), ("cost", cost))}
+    assert 0 < cuts["cost"] < cuts["fill"]
+    cached = {name: sum(c.report.cache.prefix_tokens for c in built if c.report.cache)
+              / sum(c.total_tokens for c in built)
+              for name, built in (("fill", fill), ("cost", cost))}
+    assert cached["cost"] > cached["fill"]
+    lesser = "recalled below the best for this input; left out to leave room"
+    assert any(lesser in d.reason for c in cost for d in c.report.decisions)
+    assert not any(lesser in d.reason for c in fill for d in c.report.decisions)
+    for ctx in cost:  # what was left out to free the step is not shown after all
+        shown = {d.key for d in ctx.report.decisions if d.action == "kept"}
+        assert not {d.key for d in ctx.report.decisions if lesser in d.reason} & shown
+
+
+def test_an_unknown_cache_objective_is_a_typed_error() -> None:
+    with pytest.raises(InvalidInputError, match="objective"):
+        CachePolicy(objective="speed")  # type: ignore[arg-type]

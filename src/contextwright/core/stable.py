@@ -293,15 +293,35 @@ def recall_coverage(stable: StableOffer, extra: Sequence[Unit], grant: int) -> f
 
     1.0 when nothing is recalled for this input.
     """
-    shown = stable.shown | {c.item.key for u in extra for c in u.candidates}
+    return covered_share(stable.ranked,
+                         stable.shown | {c.item.key for u in extra for c in u.candidates}, grant)
+
+
+def covered_share(ranked: Sequence[Unit], shown: set[str], grant: int) -> float:
+    """Share (by tokens) of the best of ``ranked`` (``best_recalled``) that ``shown`` holds whole.
+
+    1.0 when nothing is ranked.
+    """
     total = covered = 0
-    for unit in stable.ranked:
-        if total + unit.tokens > grant // 2 and total:
-            break
+    for unit in _best(ranked, grant):
         total += unit.tokens
         if all(c.item.key in shown for c in unit.candidates):
             covered += unit.tokens
     return covered / total if total else 1.0
+
+
+def best_recalled(ranked: Sequence[Unit], grant: int) -> frozenset[str]:
+    """Item keys of the best recalled turns, by rank, up to half the grant (at least one)."""
+    return frozenset(c.item.key for unit in _best(ranked, grant) for c in unit.candidates)
+
+
+def _best(ranked: Sequence[Unit], grant: int) -> Iterator[Unit]:
+    total = 0
+    for unit in ranked:
+        if total + unit.tokens > grant // 2 and total:
+            return
+        total += unit.tokens
+        yield unit
 
 
 def pinned_head(units: Sequence[Unit], cap: int) -> list[Unit]:

@@ -33,6 +33,7 @@ from contextwright.core.source import ContextSource, traits_of
 from contextwright.core.stable import (
     StableOffer,
     after_head,
+    best_recalled,
     decide,
     digest_request,
     digest_room_of,
@@ -64,11 +65,12 @@ MIN_STEP_TOKENS = 200
 """A step smaller than this would not hold the next message: the cut then uses the whole grant."""
 
 
-def leave_room(selection: Selection, tokens: int, pinned: int) -> Selection:
+def leave_room(selection: Selection, tokens: int, pinned: int,
+               spare: frozenset[str] = frozenset()) -> Selection:
     """Leave out the oldest plain units (keep order: last first) until ``tokens`` are free.
 
-    Recalled turns, the digest, the ``pinned`` head and the newest round stay: the room is
-    taken from what was going to scroll out next anyway.
+    Recalled turns (but those in ``spare``), the digest, the ``pinned`` head and the newest
+    round stay: the room is taken from what was going to scroll out next anyway.
     """
     freed = 0
     kept = list(selection.kept)
@@ -77,11 +79,15 @@ def leave_room(selection: Selection, tokens: int, pinned: int) -> Selection:
             break
         unit = kept[index]
         first = unit.candidates[0].item
-        if unit.round in (None, 0) or "recalled" in first.metadata or "digest" in first.metadata:
+        if unit.round in (None, 0) or "digest" in first.metadata or (
+                "recalled" in first.metadata
+                and not all(c.item.key in spare for c in unit.candidates)):
             continue
         freed += unit.tokens
+        why = ("recalled below the best for this input; " if "recalled" in first.metadata
+               else "")
         selection.decisions.extend(drop_decisions(
-            unit, "budget: left out to leave room for the next calls (a stable prefix)"))
+            unit, f"budget: {why}left out to leave room for the next calls (a stable prefix)"))
         del kept[index]
     selection.kept = kept
     return selection
@@ -228,10 +234,25 @@ class Stepping:
                 selections[name] = self._prune_after_head(g, stepped, query, costing)
             else:
                 # Cut with the whole grant (recalled turns keep their share), then free the
-                # step from the oldest plain messages.
+                # step from the oldest plain messages (for cost, from turns recalled below the
+                # best too).
                 selections[name] = leave_room(
-                    self._prune_after_head(g, grant, query, costing), step, len(head))
+                    self._prune_after_head(g, grant, query, costing), step, len(head),
+                    self._spare(g, grant))
         return selections
+
+    def _spare(self, g: Gathered, grant: int) -> frozenset[str]:
+        """Keys of the recalled turns a cut may leave out to free its step (``objective``).
+
+        With ``"cost"``, those ranked below the best (the half of the grant the recall coverage
+        counts): the step is then really free in a source that is mostly recall, and the
+        following calls append instead of cutting again.
+        """
+        if self.policy.objective != "cost":
+            return frozenset()
+        ranked = [u for u in g.units if "recalled" in u.candidates[0].item.metadata]
+        every = frozenset(c.item.key for u in ranked for c in u.candidates)
+        return every - best_recalled(ranked, grant)
 
     def _prune_after_head(self, g: Gathered, grant: int, query: str, costing: Costing,
                           reserve: bool = True) -> Selection:
