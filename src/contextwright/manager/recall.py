@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from contextwright.core.caches import GrowingCache, text_bytes
 from contextwright.core.items import ContextItem, parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
@@ -44,6 +44,9 @@ MAX_RECALL_SHARE = 0.9
 MAX_INDEXED_SESSIONS = 1_000
 """Sessions indexed at most, whatever their size (the message bound usually binds first)."""
 _PLACED_LIMIT = 4_096
+MESSAGE_BYTES = 400
+"""What one stored message costs an index besides its text: the decoded dict and its list
+slot (its text is counted twice: the dict's and the turn's)."""
 
 
 def session_recall(settings: ModeSettings, plan: BuildPlan) -> RecallSettings:
@@ -130,10 +133,13 @@ def _extend(turns: SessionTurns, new: Sequence[StoredMessage]) -> None:
     index = turns.index
     if index.open_start is not None:  # the region always ends before a user message
         raise AssertionError("an indexed session ends inside a turn")
+    closed = len(index.turns)
     for stored in new:
         index.add(parse_message(stored.message, f"session[seq {stored.seq}]"), stored.seq - 1)
         turns.messages.append(stored.message)
     index.close(len(turns.messages))
+    index.held += MESSAGE_BYTES * len(new) + sum(
+        text_bytes(turn.text) for turn in index.turns[closed:])
 
 
 def _session_key(tag: str) -> TurnKey:
@@ -150,7 +156,9 @@ class RecallIndexes:
     def __init__(self, max_messages: int) -> None:
         """Keep at most about ``max_messages`` indexed messages (the newest session always)."""
         self._max_messages = max_messages
-        self._entries: OrderedDict[SessionKey, SessionTurns] = OrderedDict()
+        self._entries: GrowingCache[SessionKey, SessionTurns] = GrowingCache(
+            "manager.recall.sessions", max_entries=MAX_INDEXED_SESSIONS, share=0.25,
+            size=lambda turns: turns.index.held)
         self._lock = threading.Lock()
 
     def turns_before(self, key: SessionKey, begin: int, read: Sequence[StoredMessage]
@@ -174,7 +182,7 @@ class RecallIndexes:
                 self._replace(key, turns)
                 continue
             if added:
-                self._evict(keep=key)
+                self._evict(key, turns)
             return turns
         logger.warning("recall skipped user=%s session=%s: the session changed while read",
                        key.user_id, key.session_id, extra={"contextwright": {
@@ -202,8 +210,15 @@ class RecallIndexes:
             if self._entries.get(key) is stale:
                 del self._entries[key]
 
-    def _evict(self, keep: SessionKey) -> None:
+    def _evict(self, keep: SessionKey, grown: SessionTurns) -> None:
+        """Drop the least recently used sessions while over the bounds; ``keep`` stays.
+
+        ``grown`` (the entry of ``keep`` that was just extended) is put back, so it is sized
+        anew and is the newest: the byte bound never drops it.
+        """
         with self._lock:
+            if self._entries.get(keep) is grown:
+                self._entries[keep] = grown
             held = sum(len(t.messages) for t in self._entries.values())
             while len(self._entries) > 1 and (held > self._max_messages
                                               or len(self._entries) > MAX_INDEXED_SESSIONS):
@@ -211,7 +226,9 @@ class RecallIndexes:
                 if oldest == keep:
                     self._entries.move_to_end(keep)
                     continue
-                held -= len(self._entries.pop(oldest).messages)
+                dropped = self._entries.pop(oldest)
+                held -= len(dropped.messages) if dropped is not None else 0
+            self._entries.trim()
 
 
 @dataclass(frozen=True, slots=True)
