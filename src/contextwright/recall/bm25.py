@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import heapq
 import math
-import operator
 import sys
 from array import array
-from collections import OrderedDict, defaultdict, deque
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import repeat
 
 from contextwright.core.caches import GrowingCache
 from contextwright.errors import InvalidInputError
@@ -67,11 +65,10 @@ _LOW_COUNTS = (1 << _COUNT_BITS) - 1
 """A posting is one int, ``position << 3 | count``; a count of 7 or more is stored as 7 and
 kept whole in ``TurnPostings.big_counts`` (about one posting in a thousand)."""
 _MAX_POSITION = (2**31 - 1) >> _COUNT_BITS
-_TERM_BYTES = 180
+_TERM_BYTES = 250
 """What a term new to an index costs besides its characters: the key string, its postings
 array and the dict slot (measured with ``tracemalloc``, rounded up)."""
 _new_postings = partial(array, "i")
-_append = array.append
 
 
 def common_above(size: int) -> int:
@@ -172,8 +169,8 @@ class TurnPostings:
 
     postings: defaultdict[str, array[int]] = field(
         default_factory=lambda: defaultdict(_new_postings))
-    """Per term, ``position << 3 | min(count, 7)`` of each turn that has it, in order. A
-    ``defaultdict`` so adding a turn's postings runs in C; read it with ``get``."""
+    """Per term, ``position << 3 | min(count, 7)`` of each turn that has it, in order (a
+    ``defaultdict``: read it with ``get``, which adds no term)."""
     big_counts: dict[tuple[str, int], int] = field(default_factory=dict)
     """(term, position) → count, for counts of 7 or more."""
     lengths: array[int] = field(default_factory=lambda: array("i"))
@@ -199,30 +196,22 @@ class TurnPostings:
         self.add_all((counts,))
 
     def add_all(self, counted: Iterable[Mapping[str, int]]) -> None:
-        """Index the next turns, each given as its terms' counts.
-
-        The same postings as ``add`` one turn at a time; the work per term runs in C
-        (``map`` over the postings' ``__getitem__`` and ``array.append``), so a long history
-        is indexed several times faster than by a loop over its terms.
-        """
+        """Index the next turns, each given as its terms' counts (as ``add`` one by one)."""
         postings, lengths, big = self.postings, self.lengths, self.big_counts
-        terms_before = len(postings)
-        fetch, first, added, total = postings.__getitem__, len(lengths), 0, 0
+        terms_before, first, added, total = len(postings), len(lengths), 0, 0
         position = first
         for counts in counted:
             if position > _MAX_POSITION:
                 raise InvalidInputError("history too long to index for recall")
             code = position << _COUNT_BITS
-            values: Iterable[int] = counts.values()
-            length = sum(values)
-            if counts and max(values) >= _LOW_COUNTS:
-                values = [min(count, _LOW_COUNTS) for count in values]
-                for term, count in counts.items():
-                    if count >= _LOW_COUNTS:
-                        big[term, position] = count
-                        self.held += 150
-            deque(map(_append, map(fetch, counts), map(operator.or_, repeat(code), values)),
-                  maxlen=0)
+            for term, count in counts.items():
+                if count < _LOW_COUNTS:
+                    postings[term].append(code | count)
+                else:
+                    postings[term].append(code | _LOW_COUNTS)
+                    big[term, position] = count
+                    self.held += 150
+            length = sum(counts.values())
             lengths.append(length)
             total += length
             added += len(counts)
