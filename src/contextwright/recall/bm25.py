@@ -466,13 +466,17 @@ def indexed_postings(cache: GrowingCache[int, IndexedTurns], turns: Sequence[Rec
     The caller holds the lock that guards ``cache``.
     """
     entry = cache.pop(id(turns), None)  # put back last: the most recently used
+    carried = getattr(turns, "postings", None)
+    if not isinstance(carried, TurnPostings) or len(carried) > len(turns):
+        carried = None
     if entry is None or entry.turns is not turns or len(entry.keys) > len(turns) or (
             entry.keys and turns[len(entry.keys) - 1].key != entry.keys[-1]):
         entry = IndexedTurns(turns=turns)
-        carried = getattr(turns, "postings", None)
-        if isinstance(carried, TurnPostings) and len(carried) <= len(turns):
+        if carried is not None:
             entry.index = carried
-            entry.keys = [turn.key for turn in turns[:len(carried)]]
+    if carried is not None and entry.index is carried and len(carried) > len(entry.keys):
+        # the list's owner extended its postings with the list: only the keys follow
+        entry.keys.extend([turn.key for turn in turns[len(entry.keys):len(carried)]])
     start = len(entry.keys)
     if start < len(turns):
         entry.index.add_all(map(term_counts, [turn.text for turn in turns[start:]]))
