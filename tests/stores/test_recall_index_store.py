@@ -16,7 +16,7 @@ import pytest
 from store_workers import Backend, make_async_store
 
 from contextwright import ContextManager
-from contextwright.manager.recall import INDEX_FORMAT, SessionTurns
+from contextwright.manager.recall import INDEX_FORMAT, SessionTurns, _digest
 from contextwright.recall import clear_recall_caches
 from contextwright.recall.bm25 import TurnPostings
 from contextwright.session.store import IndexStore, SessionKey, Store
@@ -151,7 +151,13 @@ def test_a_fresh_worker_loads_the_stored_index_and_prepares_the_same(store: Stor
         "the stored parts are extended, never rewritten")
 
 
-@pytest.mark.parametrize("damage", ["garbage", "version", "postings"])
+def _signed(part: dict[str, Any]) -> str:
+    """A part as the manager writes it: its checksum, then its JSON."""
+    body = json.dumps(part)
+    return f"{_digest(body)} {body}"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "flipped", "version", "postings"])
 def test_an_unusable_stored_index_is_rebuilt_and_reported(
         store: Store, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     first = _manager(store)
@@ -160,13 +166,17 @@ def test_an_unusable_stored_index_is_rebuilt_and_reported(
     indexes = _indexing(store)
     stored = indexes.read_index(KEY)
     assert stored is not None and stored.parts
-    part = json.loads(stored.parts[0])
+    digest, _, body = stored.parts[0].partition(" ")
+    part = json.loads(body)
     if damage == "garbage":
         bad = "{not json"
+    elif damage == "flipped":  # still JSON, still well formed: only the checksum tells
+        bad = f"{digest} {body.replace('locker', 'locket', 1)}"
+        assert bad != stored.parts[0]
     elif damage == "version":
-        bad = json.dumps({**part, "format": INDEX_FORMAT + 1})
+        bad = _signed({**part, "format": INDEX_FORMAT + 1})
     else:
-        bad = json.dumps({**part, "postings": {**part["postings"], "codes": "AAAA"}})
+        bad = _signed({**part, "postings": {**part["postings"], "codes": "AAAA"}})
     assert indexes.append_index(KEY, bad, epoch=stored.epoch, replace=True)
     clear_recall_caches()
     fresh = _manager(store)

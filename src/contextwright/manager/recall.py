@@ -25,6 +25,7 @@ import base64
 import hashlib
 import json
 import logging
+import operator
 import threading
 from array import array
 from bisect import bisect_left
@@ -232,7 +233,7 @@ def encode_part(turns: SessionTurns) -> tuple[str, int] | None:
 
     None when there is nothing new. The turns' texts, positions, token estimates and call
     counts, and the postings of their terms (``position << 3 | count``, as ``TurnPostings``
-    keeps them), in ASCII JSON.
+    keeps them), in ASCII JSON after its checksum.
     """
     index, begin = turns.index, turns.persisted
     end = len(turns.messages)
@@ -249,7 +250,14 @@ def encode_part(turns: SessionTurns) -> tuple[str, int] | None:
     postings = _postings(turns)
     if postings is not None and len(postings) == len(index.turns):
         part["postings"] = _encode_postings(postings, first)
-    return json.dumps(part, ensure_ascii=True, separators=(",", ":")), end
+    body = json.dumps(part, ensure_ascii=True, separators=(",", ":"))
+    return f"{_digest(body)} {body}", end
+
+
+def _digest(body: str) -> str:
+    # Damage anywhere in a part (a truncated write, a flipped byte) fails this check, not
+    # just damage that breaks the JSON or the structure.
+    return hashlib.blake2b(body.encode("ascii", "replace"), digest_size=16).hexdigest()
 
 
 def _encode_postings(postings: TurnPostings, first: int) -> dict[str, Any]:
@@ -271,8 +279,11 @@ def _encode_postings(postings: TurnPostings, first: int) -> dict[str, Any]:
 
 def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict[str, Any]:
     """A stored part, checked against the session and the index it must follow."""
+    digest, _, body = text.partition(" ")
+    if digest != _digest(body):
+        raise CorruptIndex("a part does not match its checksum")
     try:
-        part = json.loads(text)
+        part = json.loads(body)
     except (TypeError, ValueError, RecursionError) as exc:
         raise CorruptIndex("a part does not decode") from exc
     if not isinstance(part, dict):
@@ -337,23 +348,27 @@ def _load_postings(postings: TurnPostings, stored: object, first: int, count: in
     floor, ceiling = first << 3, (first + count) << 3
     if codes and (min(codes) < floor or max(codes) >= ceiling):
         raise CorruptIndex("a part's postings point outside its turns")
-    fresh = TurnPostings()  # built apart first: a bad part leaves the index as it was
-    for term, start, stop in zip(terms, offsets, offsets[1:], strict=False):
-        if not isinstance(term, str) or start >= stop:
-            raise CorruptIndex("a part's postings are malformed")
-        fresh.postings[term] = codes[start:stop]
+    if not all(isinstance(term, str) for term in terms) or len(set(terms)) != len(terms) or (
+            not all(map(operator.lt, offsets, offsets[1:]))):
+        raise CorruptIndex("a part's postings are malformed")
+    big_counts: dict[tuple[str, int], int] = {}
     for entry in big:
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
                 and isinstance(entry[1], int) and isinstance(entry[2], int)):
             raise CorruptIndex("a part's large counts are malformed")
-        fresh.big_counts[entry[0], entry[1]] = entry[2]
+        big_counts[entry[0], entry[1]] = entry[2]
+    # Checked before anything is added: a bad part leaves the index as it was.
+    slices = map(codes.__getitem__, map(slice, offsets, offsets[1:]))
     known = len(postings.postings)
-    for term, codes_of in fresh.postings.items():
-        postings.postings[term].extend(codes_of)
-    postings.big_counts.update(fresh.big_counts)
+    if not known:  # the first part (the usual case): the arrays go in as they are
+        postings.postings.update(zip(terms, slices, strict=True))
+    else:
+        for term, codes_of in zip(terms, slices, strict=True):
+            postings.postings[term].extend(codes_of)
+    postings.big_counts.update(big_counts)
     postings.lengths.extend(lengths)
     postings.total_length += sum(lengths)
-    postings.held += 4 * (len(codes) + count) + 150 * len(fresh.big_counts) + 250 * (
+    postings.held += 4 * (len(codes) + count) + 150 * len(big_counts) + 250 * (
         len(postings.postings) - known)
 
 
