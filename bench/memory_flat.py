@@ -16,7 +16,7 @@ traced peak too (tracing makes the run several times slower). The growth between
 tenth of the run and its end is the answer: flat means RSS grew less than 5% over that span.
 
 Run: ``make bench-memory`` or ``.venv/bin/python bench/memory_flat.py [--builds 100000]
-[--every 10000] [--sessions 64] [--cache-mb N] [--tracemalloc] [--json]``.
+[--every 10000] [--sessions 64] [--cache-mb N] [--index-mb N] [--tracemalloc] [--json]``.
 """
 
 from __future__ import annotations
@@ -223,21 +223,16 @@ def main() -> None:
     parser.add_argument("--cache-mb", type=float, default=None,
                         help="the caches' byte budget (default: the library's)")
     parser.add_argument("--tracemalloc", action="store_true", help="also trace the peak")
-    parser.add_argument("--recall-indexes", type=int, default=None,
-                        help="probe: keep at most this many session recall indexes (and 200 "
-                             "messages each) instead of the recall module's bounds")
+    parser.add_argument("--index-mb", type=float, default=None,
+                        help="the recall indexes' byte budget (default: the library's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.builds < 1 or args.every < 1 or args.sessions < 1:
         parser.error("--builds, --every and --sessions must be at least 1")
     if args.cache_mb is not None:
         set_cache_limits(int(args.cache_mb * 2**20))
-    if args.recall_indexes is not None:
-        # The recall indexes are bounded by counts of their own (histories and messages), not
-        # by the caches' byte budget; this shows what the rest of the process does without them.
-        from contextwright.sources import recall
-        recall._INDEX_LIMIT = args.recall_indexes
-        recall._INDEX_MESSAGES = 200 * args.recall_indexes
+    if args.index_mb is not None:
+        set_cache_limits(index_bytes=int(args.index_mb * 2**20))
     result = run(args.builds, args.every, args.sessions, args.seed, args.tracemalloc)
     if args.json:
         print(json.dumps(result, indent=2))

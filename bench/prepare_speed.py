@@ -15,6 +15,13 @@ the steady state.
     .venv/bin/python bench/prepare_speed.py [--sizes 1000,10000,100000] [--steps 200]
         [--synchronous NORMAL|FULL] [--cases sliding_window,recall_off,recall_old,...]
         [--no-cache]
+
+``--fresh-worker memory,sqlite,redis,postgresql`` measures instead what a fresh worker's first
+``prepare`` of a long stored session costs on each store: one worker prepares the session
+(indexing it and storing the index beside it), then, with every process cache cleared, a new
+manager prepares it again: once loading the stored index (``stored index``), once over the same
+store without its index methods, so it indexes every message as before (``no stored index``).
+Redis and PostgreSQL are the servers on 127.0.0.1 (``--redis``, ``--postgres``).
 """
 
 from __future__ import annotations
@@ -23,14 +30,18 @@ import argparse
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
+from contextwright import clear_caches
 from contextwright.manager import ContextManager
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED, ModesConfig
 from contextwright.modes.config import RecallSettings
+from contextwright.recall import clear_recall_caches
 from contextwright.session import SqliteStore
 from contextwright.session.store import SessionKey
 
@@ -50,7 +61,7 @@ DOCS = [{"id": f"policy-{i}", "text": f"Refund policy section {i}: refunds withi
         for i in range(5)]
 
 
-def fill(store: SqliteStore, key: SessionKey, size: int) -> None:
+def fill(store: Any, key: SessionKey, size: int) -> None:
     batch: list[dict[str, str]] = []
     for i in range(size // 2):
         batch.append({"role": "user", "content": USER_LINES[i % 4].format(n=100000 + i)})
@@ -130,6 +141,74 @@ CACHE = True
 """Whether the manager keeps a stable prefix (``--no-cache``: off)."""
 
 
+class WithoutIndex:
+    """A store as one that keeps no recall index: every method but the index ones."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("read_index", "append_index"):
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def open_store(kind: str, folder: Path, redis: str, postgres: str) -> tuple[Any, Any]:
+    """A store of ``kind`` in a namespace of its own, and what removes that namespace."""
+    name = uuid.uuid4().hex[:12]
+    if kind == "memory":
+        from contextwright.session import MemoryStore
+        store: Any = MemoryStore()
+        return store, store.close
+    if kind == "sqlite":
+        store = SqliteStore(folder / f"fresh-{name}.db")
+        return store, store.close
+    if kind == "redis":
+        from contextwright.session.redis import RedisStore
+        store = RedisStore(redis, prefix=f"cwbench-{name}")
+    else:
+        from contextwright.session.postgres import PostgresStore
+        store = PostgresStore(postgres, schema=f"cwbench_{name}")
+
+    def drop() -> None:
+        for info in store.list_sessions():
+            store.erase_session(info.key)
+        if kind == "postgresql":
+            import psycopg
+            with psycopg.connect(postgres, autocommit=True) as admin:
+                admin.execute(f'DROP SCHEMA IF EXISTS "cwbench_{name}" CASCADE')
+        store.close()
+    return store, drop
+
+
+def fresh_worker(kind: str, size: int, repeats: int, folder: Path, redis: str,
+                 postgres: str) -> tuple[float, float]:
+    """(first prepare with the stored index, without it), medians in ms, cold caches each."""
+    store, drop = open_store(kind, folder, redis, postgres)
+    key = SessionKey(user_id="bench", session_id=f"fresh-{size}")
+    try:
+        fill(store, key, size)
+        worker = ContextManager(store=store, modes=only(SLIDING_WINDOW), background=False,
+                                cache=CACHE)
+        worker.prepare(key.user_id, key.session_id, "hello")  # indexes and stores the index
+        worker.close()
+        timings: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(repeats):
+            for stored in (True, False):  # alternated: the machine's load hits both alike
+                clear_caches()
+                clear_recall_caches()
+                cm = ContextManager(store=store if stored else WithoutIndex(store),
+                                    modes=only(SLIDING_WINDOW), background=False, cache=CACHE)
+                start = time.perf_counter()
+                cm.prepare(key.user_id, key.session_id, old_order_question(1, size))
+                timings[stored].append(time.perf_counter() - start)
+                cm.close()
+        return (statistics.median(timings[True]) * 1000,
+                statistics.median(timings[False]) * 1000)
+    finally:
+        drop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -140,10 +219,31 @@ def main() -> None:
                         help="build without the stable prefix (and its fingerprint write)")
     parser.add_argument("--cases", default=",".join(CASES),
                         help=f"comma-separated, of: {', '.join(CASES)}")
+    parser.add_argument("--fresh-worker", default="",
+                        help="comma-separated stores (memory,sqlite,redis,postgresql): a fresh "
+                             "worker's first prepare with and without the stored index")
+    parser.add_argument("--repeats", type=int, default=3, help="with --fresh-worker")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
     global CACHE
     CACHE = not args.no_cache
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.fresh_worker:
+        kinds = [kind for kind in args.fresh_worker.split(",") if kind]
+        unknown_kinds = sorted(set(kinds) - {"memory", "sqlite", "redis", "postgresql"})
+        if unknown_kinds:
+            parser.error(f"unknown stores: {', '.join(unknown_kinds)}")
+        print("| store | messages | first prepare, stored index | no stored index | ratio |")
+        print("| --- | --- | --- | --- | --- |")
+        with tempfile.TemporaryDirectory() as tmp:
+            for kind in kinds:
+                for size in sizes:
+                    stored, rebuilt = fresh_worker(kind, size, args.repeats, Path(tmp),
+                                                   args.redis, args.postgres)
+                    print(f"| {kind} | {size:,} | {stored:.0f} ms | {rebuilt:.0f} ms | "
+                          f"{rebuilt / stored:.1f}× |", flush=True)
+        return
     cases = [name for name in args.cases.split(",") if name]
     unknown = sorted(set(cases) - set(CASES))
     if unknown:

@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from functools import update_wrapper
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 __all__ = [
+    "DEFAULT_INDEX_BYTES",
     "DEFAULT_TOTAL_BYTES",
     "BoundedCache",
     "CacheStats",
+    "GrowingCache",
+    "MappingCache",
     "cache_limits",
     "cache_stats",
     "call_bytes",
@@ -47,10 +51,16 @@ R = TypeVar("R")
 DEFAULT_TOTAL_BYTES = 256 * 2**20
 """The process-wide budget of the byte-bounded caches when nothing else is configured."""
 
+DEFAULT_INDEX_BYTES = 256 * 2**20
+"""The process-wide budget of the recall indexes (``GrowingCache``, and the recalled turns'
+renderings) when nothing else is configured. Apart from the caches' budget: an index is the
+working set of the sessions being served, not a memo, and the caches' shares are spent."""
+
 ENTRY_BYTES = 160
 """What one entry costs besides its text: its hash-table slot, key and value tuples."""
 
 _MB = 2**20
+_POOLS = frozenset(("caches", "indexes"))
 
 _REGISTRY: dict[str, tuple[object, Callable[[], None]]] = {}
 
@@ -98,43 +108,54 @@ class _Limits:
     total_bytes: int
     per_cache: dict[str, int]
     count_hits: bool
+    index_bytes: int = DEFAULT_INDEX_BYTES
+
+    def pool_bytes(self, pool: str) -> int:
+        return self.index_bytes if pool == "indexes" else self.total_bytes
 
 
-def _env_total_bytes() -> int:
-    raw = os.environ.get("CONTEXTWRIGHT_CACHE_MB", "").strip()
+def _env_total_bytes(variable: str = "CONTEXTWRIGHT_CACHE_MB",
+                     default: int = DEFAULT_TOTAL_BYTES) -> int:
+    raw = os.environ.get(variable, "").strip()
     if not raw:
-        return DEFAULT_TOTAL_BYTES
+        return default
     try:
         megabytes = float(raw)
     except ValueError:
-        raise ValueError("CONTEXTWRIGHT_CACHE_MB must be a number of megabytes") from None
+        raise ValueError(f"{variable} must be a number of megabytes") from None
     if not megabytes >= 0:  # also rejects NaN
-        raise ValueError("CONTEXTWRIGHT_CACHE_MB must be a number of megabytes, at least 0")
+        raise ValueError(f"{variable} must be a number of megabytes, at least 0")
     return int(megabytes * _MB)
 
 
 _LIMITS = _Limits(total_bytes=_env_total_bytes(), per_cache={},
-                  count_hits=os.environ.get("CONTEXTWRIGHT_CACHE_STATS", "") not in ("", "0"))
+                  count_hits=os.environ.get("CONTEXTWRIGHT_CACHE_STATS", "") not in ("", "0"),
+                  index_bytes=_env_total_bytes("CONTEXTWRIGHT_INDEX_MB", DEFAULT_INDEX_BYTES))
 
 
 def set_cache_limits(total_bytes: int | None = None, *,
                      per_cache: Mapping[str, int | None] | None = None,
-                     count_hits: bool | None = None) -> None:
+                     count_hits: bool | None = None, index_bytes: int | None = None) -> None:
     """Change the memory bounds of the byte-bounded caches; each argument left None is kept.
 
     ``total_bytes``: the process-wide budget; each cache gets its ``share`` of it.
     ``per_cache``: byte limits by cache name, overriding the share (names as ``cache_stats``
     shows them; a name not registered yet applies when that cache is created); None for a
     name removes its override.
+    ``index_bytes``: the process-wide budget of the recall indexes (the ``indexes`` pool; the
+    ``CONTEXTWRIGHT_INDEX_MB`` environment variable at import).
     ``count_hits``: count every hit (a few per cent of a steady build; off by default, the
     ``CONTEXTWRIGHT_CACHE_STATS=1`` environment variable turns it on). Misses are always counted.
     A cache over its new bound drops its oldest entries at once.
     """
     total = None if total_bytes is None else _checked_bytes("total_bytes", total_bytes)
+    indexes = None if index_bytes is None else _checked_bytes("index_bytes", index_bytes)
     limits = {name: None if limit is None else _checked_bytes(f"per_cache[{name!r}]", limit)
               for name, limit in (per_cache or {}).items()}  # all checked before any applies
     if total is not None:
         _LIMITS.total_bytes = total
+    if indexes is not None:
+        _LIMITS.index_bytes = indexes
     for name, limit in limits.items():
         if limit is None:
             _LIMITS.per_cache.pop(name, None)
@@ -144,11 +165,14 @@ def set_cache_limits(total_bytes: int | None = None, *,
         _LIMITS.count_hits = bool(count_hits)
     for cache in list(_LIVE):
         cache.apply_limits()
+    for growing in list(_LIVE_GROWING.values()):
+        growing.apply_limits()
 
 
 def cache_limits() -> Mapping[str, Any]:
-    """The limits in force: ``total_bytes``, ``per_cache`` overrides and ``count_hits``."""
-    return {"total_bytes": _LIMITS.total_bytes, "per_cache": dict(_LIMITS.per_cache),
+    """The limits in force: the two budgets, ``per_cache`` overrides and ``count_hits``."""
+    return {"total_bytes": _LIMITS.total_bytes, "index_bytes": _LIMITS.index_bytes,
+            "per_cache": dict(_LIMITS.per_cache),
             "count_hits": _LIMITS.count_hits}
 
 
@@ -228,18 +252,22 @@ class BoundedCache(Generic[K, V]):
 
     __slots__ = ("__weakref__", "_old", "_old_bytes", "_size", "_young", "_young_bytes",
                  "evictions", "get", "hits", "max_bytes", "max_entries", "misses", "name",
-                 "revived", "share")
+                 "pool", "revived", "share")
 
     get: Callable[[K], V | None]
     """The young generation's ``dict.get``: a hit costs what a plain dict lookup does."""
 
     def __init__(self, name: str, *, max_entries: int, share: float,
-                 size: Callable[[K, V], int]) -> None:
+                 size: Callable[[K, V], int], pool: str = "caches") -> None:
+        """``share`` of the ``pool``'s budget: ``caches`` (``total_bytes``) or ``indexes``."""
         if max_entries < 2:
             raise ValueError(f"cache {name!r}: max_entries must be at least 2")
         if not 0 < share <= 1:
             raise ValueError(f"cache {name!r}: share must be in (0, 1]")
+        if pool not in _POOLS:
+            raise ValueError(f"cache {name!r}: pool must be one of {sorted(_POOLS)}")
         self.name = name
+        self.pool = pool
         self.share = share
         self.max_entries = max_entries
         self.max_bytes = 0
@@ -259,13 +287,16 @@ class BoundedCache(Generic[K, V]):
         """Take the byte bound and hit counting now configured (``set_cache_limits``)."""
         override = _LIMITS.per_cache.get(self.name)
         self.max_bytes = override if override is not None else int(
-            _LIMITS.total_bytes * self.share)
-        self.get = self._counting_get if _LIMITS.count_hits else self._young.get
+            _LIMITS.pool_bytes(self.pool) * self.share)
+        self._bind_get()
         if self._young_bytes * 2 > self.max_bytes or len(self._young) * 2 > self.max_entries:
             self._turn_over()  # each generation holds at most half of the bounds
         if self._old_bytes * 2 > self.max_bytes:
             self.evictions += len(self._old)
             self._old, self._old_bytes = {}, 0
+
+    def _bind_get(self) -> None:
+        self.get = self._counting_get if _LIMITS.count_hits else self._young.get
 
     def _counting_get(self, key: K) -> V | None:
         value = self._young.get(key)
@@ -284,6 +315,14 @@ class BoundedCache(Generic[K, V]):
         self._old_bytes -= size
         self._insert(key, value, size)
         return value
+
+    def lookup(self, key: K) -> V | None:
+        """The entry for ``key`` from either generation (None: a miss)."""
+        value = self.get(key)
+        return self.revive(key) if value is None else value
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self.put(key, value)
 
     def put(self, key: K, value: V) -> V:
         """Remember ``value`` under ``key`` (replacing what was there) and return it."""
@@ -308,7 +347,7 @@ class BoundedCache(Generic[K, V]):
         self.evictions += len(self._old)
         self._old, self._old_bytes = self._young, self._young_bytes
         self._young, self._young_bytes = {}, 0
-        self.get = self._counting_get if _LIMITS.count_hits else self._young.get
+        self._bind_get()
 
     def clear(self) -> None:
         """Forget every entry (the statistics are kept)."""
@@ -336,8 +375,131 @@ class BoundedCache(Generic[K, V]):
             misses=self.misses, evictions=self.evictions)
 
 
+class MappingCache(BoundedCache[K, V]):
+    """A ``BoundedCache`` used as a plain mapping, for callers written against a dict.
+
+    ``get`` looks in both generations; ``cache[key] = value`` puts.
+    """
+
+    def _bind_get(self) -> None:
+        self.get = self.lookup
+
+    def lookup(self, key: K) -> V | None:
+        """The entry for ``key`` from either generation (None: a miss)."""
+        value = self._young.get(key)
+        if value is not None:
+            if _LIMITS.count_hits:
+                self.hits += 1
+            return value
+        return self.revive(key)
+
+
+class GrowingCache(OrderedDict[K, V]):
+    """An LRU of entries that grow after they are put, bounded by entries and approximate bytes.
+
+    For indexes extended build after build. A ``BoundedCache`` sizes an entry once, when it is
+    put; an index grows while it is held, so here each entry is sized again (``size(value)``,
+    cheap: a counter the entry keeps) every time it is put back. Callers take an entry out
+    (``pop``), use and extend it, put it back (``cache[key] = value``, now the most recently
+    used) and call ``trim``. Unlike a ``BoundedCache`` the newest entry is always kept, however
+    large: it is the one in use, and dropping it would rebuild it on every call.
+
+    Its byte bound is ``share`` of the ``indexes`` pool (``set_cache_limits(index_bytes=...)``).
+    Iteration, ``len`` and ``values`` are an ``OrderedDict``'s (least recently used first). Not
+    thread-safe on its own: callers hold their lock around take, put and ``trim``.
+    """
+
+    def __init__(self, name: str, *, max_entries: int, share: float,
+                 size: Callable[[V], int]) -> None:
+        super().__init__()
+        if max_entries < 1:
+            raise ValueError(f"cache {name!r}: max_entries must be at least 1")
+        if not 0 < share <= 1:
+            raise ValueError(f"cache {name!r}: share must be in (0, 1]")
+        self.name = name
+        self.share = share
+        self.max_entries = max_entries
+        self.max_bytes = 0
+        self.evictions = 0
+        self.misses = 0
+        self._size = size
+        self._sizes: dict[K, int] = {}
+        self._bytes = 0
+        self.apply_limits()
+        _LIVE_GROWING[id(self)] = self  # unhashable (a dict): kept by id
+
+    def apply_limits(self) -> None:
+        """Take the byte bound now configured (``set_cache_limits``); trim to it."""
+        override = _LIMITS.per_cache.get(self.name)
+        self.max_bytes = override if override is not None else int(
+            _LIMITS.index_bytes * self.share)
+        self.trim()
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        size = self._size(value) + ENTRY_BYTES
+        self._bytes += size - self._sizes.get(key, 0)
+        self._sizes[key] = size
+
+    def __delitem__(self, key: K) -> None:
+        super().__delitem__(key)
+        self._bytes -= self._sizes.pop(key, 0)
+
+    def pop(self, key: K, default: V | None = None) -> V | None:  # type: ignore[override]
+        """The entry under ``key``, taken out (``default`` if none: counted as a miss)."""
+        if key not in self:
+            self.misses += 1
+            return default
+        value = super().pop(key)
+        self._bytes -= self._sizes.pop(key, 0)
+        return value
+
+    def popitem(self, last: bool = True) -> tuple[K, V]:
+        """Take out the newest entry (``last``) or the least recently used one."""
+        key, value = super().popitem(last=last)
+        self._bytes -= self._sizes.pop(key, 0)
+        return key, value
+
+    def clear(self) -> None:
+        """Forget every entry (the statistics are kept)."""
+        super().clear()
+        self._sizes.clear()
+        self._bytes = 0
+
+    def trim(self, *, max_entries: int | None = None, max_bytes: int | None = None) -> int:
+        """Drop the least recently used entries until within the bounds; how many were dropped.
+
+        ``max_entries`` / ``max_bytes`` tighten the configured bounds for this call. The newest
+        entry is always kept.
+        """
+        entries = self.max_entries if max_entries is None else min(max_entries,
+                                                                   self.max_entries)
+        limit = self.max_bytes if max_bytes is None else min(max_bytes, self.max_bytes)
+        dropped = 0
+        while len(self) > 1 and (len(self) > entries or self._bytes > limit):
+            self.popitem(last=False)
+            dropped += 1
+        self.evictions += dropped
+        return dropped
+
+    @property
+    def bytes(self) -> int:
+        """Approximate bytes held, as of each entry's last put."""
+        return max(0, self._bytes)
+
+    def stats(self) -> CacheStats:
+        """Entries, bytes, bounds, misses and evictions (hits are not counted)."""
+        return CacheStats(entries=len(self), bytes=self.bytes, max_entries=self.max_entries,
+                          max_bytes=self.max_bytes, hits=None, misses=self.misses,
+                          evictions=self.evictions)
+
+
 _LIVE: weakref.WeakSet[BoundedCache[Any, Any]] = weakref.WeakSet()
 """Every cache alive, registered or not, so new limits reach each one."""
+_LIVE_GROWING: weakref.WeakValueDictionary[int, GrowingCache[Any, Any]] = (
+    weakref.WeakValueDictionary())
+"""Likewise every ``GrowingCache`` (by id)."""
 
 
 class _Memoized(Generic[P, R]):
@@ -385,18 +547,19 @@ def memoized(name: str, *, max_entries: int, share: float,
 
 
 # --------------------------------------------------------------------------- statistics
-def _bounded(cache: object) -> BoundedCache[Any, Any] | None:
-    if isinstance(cache, BoundedCache):
+def _bounded(cache: object) -> BoundedCache[Any, Any] | GrowingCache[Any, Any] | None:
+    if isinstance(cache, BoundedCache | GrowingCache):
         return cache
     inner = getattr(cache, "cache", None)
     return inner if isinstance(inner, BoundedCache) else None
 
 
 def _bounded_caches() -> dict[str, BoundedCache[Any, Any]]:
+    """The registered caches that share the caches' budget (``total_bytes``)."""
     found = {}
     for name, (cache, _) in list(_REGISTRY.items()):
         bounded = _bounded(cache)
-        if bounded is not None:
+        if isinstance(bounded, BoundedCache) and bounded.pool == "caches":
             found[name] = bounded
     return found
 

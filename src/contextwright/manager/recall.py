@@ -10,30 +10,45 @@ The turns are indexed per session in this process (``RecallIndexes``): a derived
 (least recently used sessions dropped first), extended with only the messages that passed the
 summary boundary since it was last extended, and checked against the store on every use, so a
 session erased and started again elsewhere is noticed and re-read. The store stays the only source
-of truth. This module reads the store (as a step of the manager's flows); it never writes it.
+of truth for the messages. A store that keeps indexes (``IndexStore``: every shipped backend) also
+keeps this one beside the session, so a fresh worker loads a long session's turns and postings
+instead of analysing every message again: each extension appends one part (its turns' texts and
+postings, ``encode_part``), never rewriting the parts before it, and the parts go with the session
+when it is erased. A part that does not decode, has another format or analyzer, or does not fit
+the session is not used: the turns are indexed from the messages (a warning says so) and the
+stored parts replaced.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import logging
+import operator
 import threading
-from collections import OrderedDict
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from itertools import pairwise
 from typing import Any
 
+from contextwright.analysis import analyzer
+from contextwright.core.caches import GrowingCache, text_bytes
 from contextwright.core.items import ContextItem, parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, DigestingSource
+from contextwright.errors import StoreError
 from contextwright.modes.config import ModeSettings, RecallSettings
+from contextwright.recall.bm25 import TurnList, TurnPostings
 from contextwright.recall.interleave import Interleaving, Segment, interleave
-from contextwright.recall.turns import TurnIndex, TurnKey, TurnRecaller
+from contextwright.recall.turns import TURN_BYTES, RecallTurn, TurnIndex, TurnKey, TurnRecaller
 from contextwright.session import flow
 from contextwright.session.flow import Flow
-from contextwright.session.store import SessionKey, StoredMessage
+from contextwright.session.store import SessionKey, StoredIndex, StoredMessage
 from contextwright.sources.conversation import cached_recalled_items
 from contextwright.tokens import estimate_tokens
 
@@ -44,6 +59,9 @@ MAX_RECALL_SHARE = 0.9
 MAX_INDEXED_SESSIONS = 1_000
 """Sessions indexed at most, whatever their size (the message bound usually binds first)."""
 _PLACED_LIMIT = 4_096
+MESSAGE_BYTES = 400
+"""What one stored message costs an index besides its text: the decoded dict and its list
+slot (its text is counted twice: the dict's and the turn's)."""
 
 
 def session_recall(settings: ModeSettings, plan: BuildPlan) -> RecallSettings:
@@ -103,6 +121,18 @@ class SessionTurns:
     """(query, turns, limit) and the recaller's answer: an agent loop prepares the same turn
     again after each tool result, and the ranking cannot have changed."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stored: StoredIndex | None = None
+    """The store's parts of this index, read before the first extension and used by it."""
+    epoch: str | None = None
+    """The incarnation the stored parts belong to (None: the store keeps no index)."""
+    persisted: int = 0
+    """Messages the store's parts cover."""
+    rewrite: bool = False
+    """The stored parts are unusable: the next part written replaces them all."""
+
+
+def _new_session_turns() -> SessionTurns:
+    return SessionTurns(tag="", index=TurnIndex(turns=TurnList()))
 
 
 class StaleIndex(Exception):
@@ -130,10 +160,256 @@ def _extend(turns: SessionTurns, new: Sequence[StoredMessage]) -> None:
     index = turns.index
     if index.open_start is not None:  # the region always ends before a user message
         raise AssertionError("an indexed session ends inside a turn")
+    closed = len(index.turns)
     for stored in new:
         index.add(parse_message(stored.message, f"session[seq {stored.seq}]"), stored.seq - 1)
         turns.messages.append(stored.message)
     index.close(len(turns.messages))
+    index.held += MESSAGE_BYTES * len(new) + sum(
+        text_bytes(turn.text) for turn in index.turns[closed:])
+    postings = _postings(turns)
+    if postings is not None:  # kept for the store, and read by the lexical recaller
+        before = postings.held
+        postings.add_all(_TERMS.term_counts(turn.text) for turn in index.turns[len(postings):])
+        index.held += postings.held - before
+
+
+def _carry_postings(turns: SessionTurns) -> None:
+    """Keep postings with the session's turn list from now on (it is still empty)."""
+    if isinstance(turns.index.turns, TurnList):
+        turns.index.turns.postings = TurnPostings()
+
+
+def _postings(turns: SessionTurns) -> TurnPostings | None:
+    postings = getattr(turns.index.turns, "postings", None)
+    return postings if isinstance(postings, TurnPostings) else None
+
+
+# --------------------------------------------------------------------------- the stored index
+
+INDEX_FORMAT = 1
+"""Version of a stored part's layout; a part of another version is not used (it is rebuilt)."""
+_TERMS = analyzer("recall")
+"""The lexical recaller's analyzer: stored postings are in its terms."""
+
+
+def _analyzer_fingerprint() -> str:
+    # The configuration and what it makes of a probe text: postings analysed otherwise are
+    # not used (a new stemmer or stop list changes one or the other).
+    config = _TERMS.config
+    probe = ("Painting paints painted shopping cities ORD-7731 nora_vance_5172 the THANKS "
+             "上海的天气 东京 ok a-b x 12")
+    described = [config.name, config.words, list(config.cjk), config.min_length,
+                 config.identifiers, sorted(config.stopwords), config.stem.__qualname__,
+                 sorted(_TERMS.term_counts(probe).items())]
+    return hashlib.blake2b(json.dumps(described, ensure_ascii=True).encode(),
+                           digest_size=8).hexdigest()
+
+
+ANALYZER_FINGERPRINT = _analyzer_fingerprint()
+
+
+class CorruptIndex(Exception):
+    """A stored part does not decode or does not fit the session (why, in its message)."""
+
+
+def _ints(values: Sequence[int]) -> str:
+    return base64.b64encode(array("i", values).tobytes()).decode("ascii")
+
+
+def _array(text: object, what: str) -> array[int]:
+    if not isinstance(text, str):
+        raise CorruptIndex(f"{what} is not text")
+    values = array("i")
+    try:
+        values.frombytes(base64.b64decode(text.encode("ascii"), validate=True))
+    except ValueError as exc:
+        raise CorruptIndex(f"{what} does not decode") from exc
+    return values
+
+
+def encode_part(turns: SessionTurns) -> tuple[str, int] | None:
+    """The part that stores what ``turns`` holds past the stored parts, and where it ends.
+
+    None when there is nothing new. The turns' texts, positions, token estimates and call
+    counts, and the postings of their terms (``position << 3 | count``, as ``TurnPostings``
+    keeps them), in ASCII JSON after its checksum.
+    """
+    index, begin = turns.index, turns.persisted
+    end = len(turns.messages)
+    if end <= begin:
+        return None
+    first = bisect_left(index.turns, begin, key=lambda turn: turn.index)
+    new = index.turns[first:]
+    part: dict[str, Any] = {
+        "format": INDEX_FORMAT, "analyzer": ANALYZER_FINGERPRINT, "tag": turns.tag,
+        "begin": begin, "end": end, "first": first, "calls": index.calls,
+        "starts": [turn.index for turn in new], "ends": index.ends[first:],
+        "tokens": index.tokens[first:], "calls_after": index.calls_after[first:],
+        "texts": [turn.text for turn in new]}
+    postings = _postings(turns)
+    if postings is not None and len(postings) == len(index.turns):
+        part["postings"] = _encode_postings(postings, first)
+    body = json.dumps(part, ensure_ascii=True, separators=(",", ":"))
+    return f"{_digest(body)} {body}", end
+
+
+def _digest(body: str) -> str:
+    # Damage anywhere in a part (a truncated write, a flipped byte) fails this check, not
+    # just damage that breaks the JSON or the structure.
+    return hashlib.blake2b(body.encode("ascii", "replace"), digest_size=16).hexdigest()
+
+
+def _encode_postings(postings: TurnPostings, first: int) -> dict[str, Any]:
+    """The postings of the turns from position ``first`` on."""
+    floor = first << 3
+    terms, offsets, codes = [], [0], array("i")
+    for term, codes_of in postings.postings.items():
+        if codes_of and codes_of[-1] >= floor:
+            start = bisect_left(codes_of, floor)
+            terms.append(term)
+            codes.extend(codes_of[start:])
+            offsets.append(len(codes))
+    big = [[term, position, count] for (term, position), count in postings.big_counts.items()
+           if position >= first]
+    return {"terms": terms, "offsets": _ints(offsets),
+            "codes": base64.b64encode(codes.tobytes()).decode("ascii"),
+            "lengths": _ints(postings.lengths[first:]), "big": big}
+
+
+def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict[str, Any]:
+    """A stored part, checked against the session and the index it must follow."""
+    digest, _, body = text.partition(" ")
+    if digest != _digest(body):
+        raise CorruptIndex("a part does not match its checksum")
+    try:
+        part = json.loads(body)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise CorruptIndex("a part does not decode") from exc
+    if not isinstance(part, dict):
+        raise CorruptIndex("a part is not an object")
+    if part.get("format") != INDEX_FORMAT or part.get("analyzer") != ANALYZER_FINGERPRINT:
+        raise CorruptIndex(f"a part has format {part.get('format')!r} or another analyzer "
+                           f"(this version reads format {INDEX_FORMAT})")
+    if part.get("tag") != turns.tag:
+        raise CorruptIndex("a part belongs to another incarnation of the session")
+    if part.get("begin") != begin or part.get("first") != first:
+        raise CorruptIndex("the parts are not contiguous")
+    lists: list[list[Any]] = []
+    for name in ("starts", "ends", "tokens", "calls_after", "texts"):
+        values = part.get(name)
+        if not isinstance(values, list) or (lists and len(values) != len(lists[0])):
+            raise CorruptIndex("a part's turn lists are missing or differ in length")
+        lists.append(values)
+    starts, ends = lists[0], lists[1]
+    end, calls = part.get("end"), part.get("calls")
+    if not (isinstance(end, int) and isinstance(calls, int) and end >= begin) or not all(
+            isinstance(x, int) for values in lists[:4] for x in values) or not all(
+            isinstance(t, str) for t in lists[4]):
+        raise CorruptIndex("a part has values of the wrong type")
+    bounds = [begin, *[x for pair in zip(starts, ends, strict=True) for x in pair], end]
+    if any(a > b for a, b in pairwise(bounds)) or any(
+            s >= e for s, e in zip(starts, ends, strict=True)) or (ends and ends[-1] != end):
+        raise CorruptIndex("a part's turns are out of order")
+    return part
+
+
+def _load_part(turns: SessionTurns, part: dict[str, Any],
+               messages: Sequence[StoredMessage]) -> None:
+    """Add a checked part's turns (and postings) to ``turns``, with its stored messages."""
+    index, tag = turns.index, turns.tag
+    begin, end = part["begin"], part["end"]
+    loaded = [RecallTurn(index=start, text=text, key=f"{tag}:{start + 1}")
+              for start, text in zip(part["starts"], part["texts"], strict=True)]
+    postings = _postings(turns)
+    if postings is not None:
+        _load_postings(postings, part.get("postings"), part["first"], len(loaded))
+    index.turns.extend(loaded)
+    index.ends.extend(part["ends"])
+    index.tokens.extend(part["tokens"])
+    index.calls_after.extend(part["calls_after"])
+    index.calls = part["calls"]
+    turns.messages.extend(stored.message for stored in messages[begin:end])
+    index.held += MESSAGE_BYTES * (end - begin) + sum(
+        2 * text_bytes(turn.text) + len(turn.key) + TURN_BYTES for turn in loaded)
+
+
+def _load_postings(postings: TurnPostings, stored: object, first: int, count: int) -> None:
+    if not isinstance(stored, dict):
+        raise CorruptIndex("a part has no postings")
+    terms, big = stored.get("terms"), stored.get("big")
+    offsets = _array(stored.get("offsets"), "offsets")
+    codes = _array(stored.get("codes"), "postings")
+    lengths = _array(stored.get("lengths"), "lengths")
+    if not isinstance(terms, list) or not isinstance(big, list) or len(offsets) != len(
+            terms) + 1 or len(lengths) != count or len(postings) != first or (
+            offsets and offsets[-1] != len(codes)):
+        raise CorruptIndex("a part's postings do not fit its turns")
+    floor, ceiling = first << 3, (first + count) << 3
+    if codes and (min(codes) < floor or max(codes) >= ceiling):
+        raise CorruptIndex("a part's postings point outside its turns")
+    if not all(isinstance(term, str) for term in terms) or len(set(terms)) != len(terms) or (
+            not all(map(operator.lt, offsets, offsets[1:]))):
+        raise CorruptIndex("a part's postings are malformed")
+    big_counts: dict[tuple[str, int], int] = {}
+    for entry in big:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+                and isinstance(entry[1], int) and isinstance(entry[2], int)):
+            raise CorruptIndex("a part's large counts are malformed")
+        big_counts[entry[0], entry[1]] = entry[2]
+    # Checked before anything is added: a bad part leaves the index as it was.
+    slices = map(codes.__getitem__, map(slice, offsets, offsets[1:]))
+    known = len(postings.postings)
+    if not known:  # the first part (the usual case): the arrays go in as they are
+        postings.postings.update(zip(terms, slices, strict=True))
+    else:
+        for term, codes_of in zip(terms, slices, strict=True):
+            postings.postings[term].extend(codes_of)
+    postings.big_counts.update(big_counts)
+    postings.lengths.extend(lengths)
+    postings.total_length += sum(lengths)
+    postings.held += 4 * (len(codes) + count) + 150 * len(big_counts) + 250 * (
+        len(postings.postings) - known)
+
+
+def _load_stored(key: SessionKey, turns: SessionTurns, messages: Sequence[StoredMessage]
+                 ) -> int:
+    """Load the stored parts that fit before ``messages`` ends; how many messages they cover.
+
+    ``messages`` are the session's from seq 1. A part that does not fit is reported, and the
+    stored parts are then replaced by the next write.
+    """
+    stored, turns.stored = turns.stored, None
+    if stored is None or not stored.parts:
+        return 0
+    begin = 0
+    try:
+        for text in stored.parts:
+            first = len(turns.index.turns)
+            part = _decode_part(text, turns, begin, first)
+            if part["end"] > len(messages):
+                break  # covers messages past this window: the rest is indexed again
+            _load_part(turns, part, messages)
+            begin = part["end"]
+    except CorruptIndex as exc:
+        _reset(turns)
+        turns.rewrite = True
+        logger.warning("recall index rebuilt user=%s session=%s: %s", key.user_id,
+                       key.session_id, exc, extra={"contextwright": {
+                           "event": "recall_index_rebuilt", "user_id": key.user_id,
+                           "session_id": key.session_id, "reason": str(exc)}})
+        return 0
+    turns.persisted = begin
+    return begin
+
+
+def _reset(turns: SessionTurns) -> None:
+    """Empty the index again (a part failed to load half-way)."""
+    fresh = _new_session_turns()
+    if _postings(turns) is not None:
+        _carry_postings(fresh)
+    fresh.index.key = turns.index.key
+    turns.index, turns.messages = fresh.index, []
 
 
 def _session_key(tag: str) -> TurnKey:
@@ -150,8 +426,12 @@ class RecallIndexes:
     def __init__(self, max_messages: int) -> None:
         """Keep at most about ``max_messages`` indexed messages (the newest session always)."""
         self._max_messages = max_messages
-        self._entries: OrderedDict[SessionKey, SessionTurns] = OrderedDict()
+        self._entries: GrowingCache[SessionKey, SessionTurns] = GrowingCache(
+            "manager.recall.sessions", max_entries=MAX_INDEXED_SESSIONS, share=0.25,
+            size=lambda turns: turns.index.held)
         self._lock = threading.Lock()
+        self._keeps_index = True
+        """Whether the store keeps indexes (``IndexStore``); found out on first use."""
 
     def turns_before(self, key: SessionKey, begin: int, read: Sequence[StoredMessage]
                      ) -> Flow[SessionTurns | None]:
@@ -165,6 +445,8 @@ class RecallIndexes:
         """
         for _ in range(2):  # a stale index is dropped and rebuilt once
             turns = self._entry(key)
+            if self._keeps_index and not turns.tag and not turns.messages:
+                yield from self._read_stored(key, turns)
             added = yield from flow.compute(partial(_catch_up, key, turns, begin, read, None))
             if isinstance(added, _NeedsRead):
                 older = yield from flow.read(key, after=added.after)
@@ -174,13 +456,52 @@ class RecallIndexes:
                 self._replace(key, turns)
                 continue
             if added:
-                self._evict(keep=key)
+                self._evict(key, turns)
+                yield from self._persist(key, turns)
             return turns
         logger.warning("recall skipped user=%s session=%s: the session changed while read",
                        key.user_id, key.session_id, extra={"contextwright": {
                            "event": "recall_skipped", "user_id": key.user_id,
                            "session_id": key.session_id}})
         return None
+
+    def _read_stored(self, key: SessionKey, turns: SessionTurns) -> Flow[None]:
+        """Read the store's parts of a session about to be indexed (once per entry)."""
+        try:
+            stored = yield from flow.read_index(key)
+        except AttributeError:  # a store that keeps no index
+            self._keeps_index = False
+            return
+        with turns.lock:
+            if not turns.tag and not turns.messages and turns.epoch is None and stored:
+                turns.stored, turns.epoch = stored, stored.epoch
+                _carry_postings(turns)
+
+    def _persist(self, key: SessionKey, turns: SessionTurns) -> Flow[None]:
+        """Append what the index gained to the store's parts (replace them if unusable).
+
+        The range is claimed under the session's lock, so two builds in this process never
+        write the same turns; a write that fails is not retried (the next part replaces all).
+        """
+        if turns.epoch is None:
+            return
+        claimed = yield from flow.compute(partial(_claim_part, turns))
+        if claimed is None:
+            return
+        text, replace_all = claimed
+        try:
+            written = yield from flow.append_index(key, text, epoch=turns.epoch,
+                                                   replace=replace_all)
+        except StoreError as exc:
+            written = False
+            logger.warning("recall index not stored user=%s session=%s (%s)", key.user_id,
+                           key.session_id, type(exc).__name__, extra={"contextwright": {
+                               "event": "recall_index_not_stored", "user_id": key.user_id,
+                               "session_id": key.session_id}})
+        if not written:
+            with turns.lock:  # erased meanwhile, or unknown: whatever is stored is replaced
+                turns.rewrite = True
+                turns.persisted = 0
 
     def forget(self, user_id: str, session_id: str | None = None) -> None:
         """Drop the index of one session, or of every session of ``user_id``."""
@@ -193,7 +514,7 @@ class RecallIndexes:
         with self._lock:
             turns = self._entries.get(key)
             if turns is None:
-                turns = self._entries[key] = SessionTurns(tag="")
+                turns = self._entries[key] = _new_session_turns()
             self._entries.move_to_end(key)
             return turns
 
@@ -202,8 +523,15 @@ class RecallIndexes:
             if self._entries.get(key) is stale:
                 del self._entries[key]
 
-    def _evict(self, keep: SessionKey) -> None:
+    def _evict(self, keep: SessionKey, grown: SessionTurns) -> None:
+        """Drop the least recently used sessions while over the bounds; ``keep`` stays.
+
+        ``grown`` (the entry of ``keep`` that was just extended) is put back, so it is sized
+        anew and is the newest: the byte bound never drops it.
+        """
         with self._lock:
+            if self._entries.get(keep) is grown:
+                self._entries[keep] = grown
             held = sum(len(t.messages) for t in self._entries.values())
             while len(self._entries) > 1 and (held > self._max_messages
                                               or len(self._entries) > MAX_INDEXED_SESSIONS):
@@ -211,7 +539,26 @@ class RecallIndexes:
                 if oldest == keep:
                     self._entries.move_to_end(keep)
                     continue
-                held -= len(self._entries.pop(oldest).messages)
+                dropped = self._entries.pop(oldest)
+                held -= len(dropped.messages) if dropped is not None else 0
+            self._entries.trim()
+
+
+def _claim_part(turns: SessionTurns) -> tuple[str, bool] | None:
+    """The part to write for ``turns`` and whether it replaces the others (None: no news).
+
+    The range is claimed: a concurrent build of the session writes only what comes after it.
+    """
+    with turns.lock:
+        replace_all = turns.rewrite
+        if replace_all:
+            turns.persisted = 0
+        encoded = encode_part(turns)
+        if encoded is None:
+            return None
+        text, end = encoded
+        turns.persisted, turns.rewrite = end, False
+        return text, replace_all
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +604,10 @@ def _extend_to(key: SessionKey, turns: SessionTurns, begin: int,
     if not turns.tag:  # the first extension starts at seq 1
         turns.tag = _tag(key, new[0])
         turns.index.key = _session_key(turns.tag)
-    _extend(turns, new)
+        loaded = _load_stored(key, turns, new)
+        new = new[loaded:]
+    if new:
+        _extend(turns, new)
     turns.next_message = _next(read, begin)
     return len(new)
 

@@ -34,11 +34,14 @@ import heapq
 import math
 import sys
 from array import array
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
+from contextwright.core.caches import GrowingCache
 from contextwright.errors import InvalidInputError
+from contextwright.recall.turns import INDEX_LIMIT, RecallTurn, keep_bounded
 
 _PROBE_COST = 2
 """Probing one turn's count costs about this many steps of a posting walk (CPython 3.11):
@@ -62,6 +65,10 @@ _LOW_COUNTS = (1 << _COUNT_BITS) - 1
 """A posting is one int, ``position << 3 | count``; a count of 7 or more is stored as 7 and
 kept whole in ``TurnPostings.big_counts`` (about one posting in a thousand)."""
 _MAX_POSITION = (2**31 - 1) >> _COUNT_BITS
+_TERM_BYTES = 250
+"""What a term new to an index costs besides its characters: the key string, its postings
+array and the dict slot (measured with ``tracemalloc``, rounded up)."""
+_new_postings = partial(array, "i")
 
 
 def common_above(size: int) -> int:
@@ -160,8 +167,10 @@ class _QueryTerm:
 class TurnPostings:
     """An inverted index over a list of turns' terms, extended as the list grows."""
 
-    postings: dict[str, array[int]] = field(default_factory=dict)
-    """Per term, ``position << 3 | min(count, 7)`` of each turn that has it, in order."""
+    postings: defaultdict[str, array[int]] = field(
+        default_factory=lambda: defaultdict(_new_postings))
+    """Per term, ``position << 3 | min(count, 7)`` of each turn that has it, in order (a
+    ``defaultdict``: read it with ``get``, which adds no term)."""
     big_counts: dict[tuple[str, int], int] = field(default_factory=dict)
     """(term, position) → count, for counts of 7 or more."""
     lengths: array[int] = field(default_factory=lambda: array("i"))
@@ -172,30 +181,45 @@ class TurnPostings:
     """Views of the terms queried, least recently queried first."""
     view_bytes: int = 0
     """Memory held by the views, about."""
+    held: int = 0
+    """Memory held by the postings, lengths and big counts, about."""
 
     def __len__(self) -> int:
         return len(self.lengths)
 
+    def bytes(self) -> int:
+        """Approximate memory of the index and its views."""
+        return self.held + self.view_bytes
+
     def add(self, counts: Mapping[str, int]) -> None:
         """Index the next turn, given as its terms' counts."""
-        position = len(self.lengths)
-        if position > _MAX_POSITION:
-            raise InvalidInputError("history too long to index for recall")
-        code = position << _COUNT_BITS
-        postings = self.postings
-        get = postings.get
-        for term, count in counts.items():
-            codes = get(term)
-            if codes is None:
-                codes = postings[term] = array("i")
-            if count < _LOW_COUNTS:
-                codes.append(code | count)
-            else:
-                codes.append(code | _LOW_COUNTS)
-                self.big_counts[term, position] = count
-        length = sum(counts.values())
-        self.lengths.append(length)
-        self.total_length += length
+        self.add_all((counts,))
+
+    def add_all(self, counted: Iterable[Mapping[str, int]]) -> None:
+        """Index the next turns, each given as its terms' counts (as ``add`` one by one)."""
+        postings, lengths, big = self.postings, self.lengths, self.big_counts
+        terms_before, first, added, total = len(postings), len(lengths), 0, 0
+        position = first
+        for counts in counted:
+            if position > _MAX_POSITION:
+                raise InvalidInputError("history too long to index for recall")
+            code = position << _COUNT_BITS
+            for term, count in counts.items():
+                if count < _LOW_COUNTS:
+                    postings[term].append(code | count)
+                else:
+                    postings[term].append(code | _LOW_COUNTS)
+                    big[term, position] = count
+                    self.held += 150
+            length = sum(counts.values())
+            lengths.append(length)
+            total += length
+            added += len(counts)
+            position += 1
+        self.total_length += total
+        # 4 bytes a posting and a length; each new term its key, array and slot
+        self.held += 4 * (added + position - first) + _TERM_BYTES * (
+            len(postings) - terms_before)
 
     def top(self, terms: Sequence[str], *, limit: int, min_score: float, k1: float, b: float
             ) -> list[tuple[int, float]]:
@@ -402,3 +426,61 @@ def _unmatched(size: int, matched: set[int], limit: int) -> list[tuple[int, floa
         if position not in matched:
             found.append((position, 0.0))
     return found
+
+
+class TurnList(list[RecallTurn]):
+    """A list of turns that may carry their postings, built elsewhere (read from a store).
+
+    A recaller indexing the list starts from ``postings`` instead of analysing every turn
+    again; the postings must be those of the list's first ``len(postings)`` turns, analysed as
+    the lexical recaller analyses them (whoever sets it checks that).
+    """
+
+    postings: TurnPostings | None = None
+
+
+@dataclass(slots=True)
+class IndexedTurns:
+    """The inverted index of one turn list, and the keys it was built from."""
+
+    turns: Sequence[RecallTurn]
+    keys: list[str] = field(default_factory=list)
+    """Key of every indexed turn (the last one is checked before the index is reused)."""
+    index: TurnPostings = field(default_factory=TurnPostings)
+
+
+def postings_cache() -> GrowingCache[int, IndexedTurns]:
+    """The indexes one recaller keeps, bounded like every turn index (``keep_bounded``).
+
+    Bytes are a share of the process-wide cache budget (``set_cache_limits``).
+    """
+    return GrowingCache("recall.lexical.postings", max_entries=INDEX_LIMIT, share=0.25,
+                        size=lambda entry: entry.index.bytes() + 16 * len(entry.keys))
+
+
+def indexed_postings(cache: GrowingCache[int, IndexedTurns], turns: Sequence[RecallTurn],
+                     term_counts: Callable[[str], Mapping[str, int]]) -> IndexedTurns:
+    """The index of ``turns`` from ``cache``, extended to its new turns (rebuilt if it changed).
+
+    A list seen for the first time starts from the postings it carries (``TurnList``), if any.
+    The caller holds the lock that guards ``cache``.
+    """
+    entry = cache.pop(id(turns), None)  # put back last: the most recently used
+    carried = getattr(turns, "postings", None)
+    if not isinstance(carried, TurnPostings) or len(carried) > len(turns):
+        carried = None
+    if entry is None or entry.turns is not turns or len(entry.keys) > len(turns) or (
+            entry.keys and turns[len(entry.keys) - 1].key != entry.keys[-1]):
+        entry = IndexedTurns(turns=turns)
+        if carried is not None:
+            entry.index = carried
+    if carried is not None and entry.index is carried and len(carried) > len(entry.keys):
+        # the list's owner extended its postings with the list: only the keys follow
+        entry.keys.extend([turn.key for turn in turns[len(entry.keys):len(carried)]])
+    start = len(entry.keys)
+    if start < len(turns):
+        entry.index.add_all(map(term_counts, [turn.text for turn in turns[start:]]))
+        entry.keys.extend([turn.key for turn in turns[start:]])
+    cache[id(turns)] = entry
+    keep_bounded(cache, lambda held: len(held.keys))
+    return entry

@@ -9,15 +9,29 @@ message dict edited in place after it was indexed is not.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextwright.core.caches import register_cache, register_clear
+from contextwright.core.caches import (
+    ENTRY_BYTES,
+    GrowingCache,
+    MappingCache,
+    register_cache,
+    register_clear,
+    text_bytes,
+)
 from contextwright.core.items import Message, parse_message
-from contextwright.recall.turns import TurnIndex, keep_bounded
+from contextwright.recall.turns import INDEX_LIMIT, TurnIndex, keep_bounded
 
-_INDEXES: OrderedDict[int, TurnIndex] = OrderedDict()
+RAW_BYTES = 120
+"""What keeping one of the caller's messages costs an index: a list slot, and the message dict
+itself once the caller has dropped its history (its text is counted with the turn's)."""
+
+_INDEXES: GrowingCache[int, TurnIndex] = GrowingCache(
+    "recall.history.indexes", max_entries=INDEX_LIMIT, share=0.25,
+    size=lambda index: index.held)
+"""Turn indexes of recent histories: at most ``INDEX_LIMIT`` of them and ``INDEX_MESSAGES``
+messages, and a share of the process-wide cache budget in bytes (``set_cache_limits``)."""
 _INDEX_LOCK = threading.Lock()
 
 
@@ -42,9 +56,11 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
         if index is None or known > len(history) or index.raws != (
                 prefix if isinstance(prefix, list) else list(prefix)):
             index = TurnIndex()
-        _INDEXES[key] = index
-        _extend(index, history)
-        keep_bounded(_INDEXES, lambda entry: len(entry.raws))
+        try:
+            _extend(index, history)
+        finally:  # put back (now sized anew) even when a bad message stopped the extension
+            _INDEXES[key] = index
+            keep_bounded(_INDEXES, lambda entry: len(entry.raws))
         return index.view()
 
 
@@ -54,15 +70,31 @@ def _extend(index: TurnIndex, history: Sequence[Mapping[str, Any]]) -> None:
     # history source checks recalled units by parse identity) instead of being parsed on the
     # request path of a steady build.
     add, keep = index.add, index.raws.append
-    for position in range(len(index.raws), len(history)):
-        raw = history[position]
-        add(parse_message(raw, f"history[{position}]"), position)
-        keep(raw)
+    known = len(index.raws)
+    try:
+        for position in range(known, len(history)):
+            raw = history[position]
+            add(parse_message(raw, f"history[{position}]"), position)
+            keep(raw)
+    finally:
+        index.held += RAW_BYTES * (len(index.raws) - known)
 
 
-RECALLED_UNITS: dict[tuple[object, ...], tuple[tuple[Message, ...], list[Any]]] = {}
+_Unit = tuple[tuple[Message, ...], list[Any]]
+
+
+def _unit_bytes(key: tuple[object, ...], unit: _Unit) -> int:
+    # Each message's text twice (the parse and the item rendered from it), and the objects.
+    messages, items = unit
+    return sum(2 * text_bytes(message.content) + ENTRY_BYTES for message in messages) + (
+        300 * len(items))
+
+
+RECALLED_UNITS: MappingCache[tuple[object, ...], _Unit] = MappingCache(
+    "recall.history.recalled_units", max_entries=20_000, share=0.05, size=_unit_bytes,
+    pool="indexes")
 """Recalled turns as the history source rendered them into items, per turn and options (kept
-here so ``clear_recall_caches`` forgets them with the indexes)."""
+here so ``clear_recall_caches`` forgets them with the indexes); bounded by entries and bytes."""
 
 
 def clear_recall_caches() -> None:

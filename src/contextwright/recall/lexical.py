@@ -8,28 +8,17 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from contextwright.analysis import analyzer
 from contextwright.errors import InvalidInputError
-from contextwright.recall.bm25 import TurnPostings
-from contextwright.recall.turns import RecallTurn, keep_bounded
+from contextwright.recall.bm25 import IndexedTurns, TurnPostings, indexed_postings, postings_cache
+from contextwright.recall.turns import RecallTurn
 
 _ANALYZER = analyzer("recall")
 _terms = _ANALYZER.terms
 _term_counts = _ANALYZER.term_counts
-
-
-@dataclass(slots=True)
-class _Postings:
-    """The inverted index of one turn list, and the keys it was built from."""
-
-    turns: Sequence[RecallTurn]
-    keys: list[str] = field(default_factory=list)
-    """Key of every indexed turn (the last one is checked before the index is reused)."""
-    index: TurnPostings = field(default_factory=TurnPostings)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +82,7 @@ class LexicalTurnRecaller:
         self.k1 = k1
         self.b = b
         self.expansion = expansion
-        self._indexes: OrderedDict[int, _Postings] = OrderedDict()
+        self._indexes = postings_cache()
         self._lock = threading.Lock()
 
     def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
@@ -135,18 +124,9 @@ class LexicalTurnRecaller:
         words = sorted(chosen[:expansion.feedback_terms])
         return self._top(index, words, limit) if words else []
 
-    def _postings(self, turns: Sequence[RecallTurn]) -> _Postings:
+    def _postings(self, turns: Sequence[RecallTurn]) -> IndexedTurns:
         """The index of ``turns``, extended to its new turns (rebuilt if it changed)."""
-        index = self._indexes.pop(id(turns), None)  # put back last: the most recently used
-        if index is None or index.turns is not turns or len(index.keys) > len(turns) or (
-                index.keys and turns[len(index.keys) - 1].key != index.keys[-1]):
-            index = _Postings(turns=turns)
-        self._indexes[id(turns)] = index
-        for position in range(len(index.keys), len(turns)):
-            index.index.add(_term_counts(turns[position].text))
-            index.keys.append(turns[position].key)
-        keep_bounded(self._indexes, lambda entry: len(entry.keys))
-        return index
+        return indexed_postings(self._indexes, turns, _term_counts)
 
 
 def _expanded(hits: list[tuple[int, float]], feedback: list[tuple[int, float]],

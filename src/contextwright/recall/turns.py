@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, runtime_checkable
 
 from contextwright.compress.json_compact import compact_tool_result
+from contextwright.core.caches import GrowingCache, text_bytes
 from contextwright.core.items import Message
 from contextwright.tokens import estimate_tokens
 
@@ -79,6 +80,9 @@ class TurnIndex:
     """The open turn's messages, parsed (each message is parsed once, when it is fed)."""
     key: TurnKey = content_key
     """How a closed turn is keyed."""
+    held: int = 0
+    """Approximate bytes the index holds (its turns, and what adapters add for the messages
+    they keep), for the byte bound of the caches that keep indexes."""
 
     def calls_newer_than(self, position: int) -> int:
         """Tool-call blocks after the end of ``turns[position]``."""
@@ -100,7 +104,9 @@ class TurnIndex:
         if start is None:
             return
         text = turn_text(messages)
-        self.turns.append(RecallTurn(index=start, text=text, key=self.key(start, messages, text)))
+        key = self.key(start, messages, text)
+        self.turns.append(RecallTurn(index=start, text=text, key=key))
+        self.held += text_bytes(text) + len(key) + TURN_BYTES
         self.ends.append(end)
         self.tokens.append(estimate_tokens(text))
         self.calls_after.append(self.calls)
@@ -132,6 +138,10 @@ def turn_text(messages: Sequence[Message]) -> str:
     return "\n".join(parts)
 
 
+TURN_BYTES = 400
+"""What one turn costs an index besides its text and key: its ``RecallTurn``, key and text
+objects, four list slots and ints (measured with ``tracemalloc``, rounded up)."""
+
 _Sized = TypeVar("_Sized")
 INDEX_LIMIT = 1_000
 """At most this many histories are indexed at once (least recently used dropped first) ..."""
@@ -143,9 +153,15 @@ server seeing many long sessions keeps a bounded index, not one per session ever
 def keep_bounded(cache: OrderedDict[int, _Sized], size: Callable[[_Sized], int]) -> None:
     """Drop the least recently used entries (the front) until ``cache`` is within the limits.
 
+    The limits are ``INDEX_LIMIT`` entries and ``INDEX_MESSAGES`` of what ``size`` counts,
+    and, for a ``GrowingCache``, its byte bound (a share of the process-wide cache budget).
     The newest entry (the back) is always kept, however large.
     """
     total = sum(size(entry) for entry in cache.values())
     while len(cache) > 1 and (len(cache) > INDEX_LIMIT or total > INDEX_MESSAGES):
         _, dropped = cache.popitem(last=False)
         total -= size(dropped)
+        if isinstance(cache, GrowingCache):
+            cache.evictions += 1
+    if isinstance(cache, GrowingCache):
+        cache.trim()

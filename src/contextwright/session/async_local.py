@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 from contextwright.errors import InvalidInputError, StoreError
 from contextwright.session.memory import MemoryStore
@@ -25,11 +25,13 @@ from contextwright.session.sqlite import SYNCHRONOUS_MODES, SqliteStore
 from contextwright.session.store import (
     Appended,
     Clock,
+    IndexStore,
     SessionInfo,
     SessionKey,
     StateRecord,
     StateWrite,
     Store,
+    StoredIndex,
     StoredMessage,
     validate_ttl,
 )
@@ -115,6 +117,16 @@ class _SyncBacked:
     async def purge_expired(self) -> int:
         """As ``Store.purge_expired``."""
         return await self._call(lambda store: store.purge_expired())
+
+    async def append_index(self, key: SessionKey, part: str, *, epoch: str,
+                           replace: bool = False) -> bool:
+        """As ``IndexStore.append_index``."""
+        return await self._call(lambda store: cast(IndexStore, store).append_index(
+            key, part, epoch=epoch, replace=replace))
+
+    async def read_index(self, key: SessionKey) -> StoredIndex | None:
+        """As ``IndexStore.read_index``."""
+        return await self._call(lambda store: cast(IndexStore, store).read_index(key))
 
 
 class AsyncMemoryStore(_SyncBacked):

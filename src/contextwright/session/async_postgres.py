@@ -39,9 +39,11 @@ from contextwright.session.store import (
     SessionKey,
     StateRecord,
     StateWrite,
+    StoredIndex,
     StoredMessage,
     validate_conditions,
     validate_id,
+    validate_index_part,
     validate_read_args,
 )
 
@@ -151,6 +153,16 @@ class AsyncPostgresStore:
         if user_id is not None:
             validate_id(user_id, "user_id")
         return await self._query(self._layout.list_sessions(user_id))
+
+    async def append_index(self, key: SessionKey, part: str, *, epoch: str,
+                           replace: bool = False) -> bool:
+        """Append a part of the recall index if ``epoch`` is live (one transaction)."""
+        validate_index_part(part, epoch)
+        return await self._write(lambda: self._layout.append_index(key, part, epoch, replace))
+
+    async def read_index(self, key: SessionKey) -> StoredIndex | None:
+        """The live session's epoch and recall index parts."""
+        return await self._query(self._layout.read_index(key))
 
     async def erase_session(self, key: SessionKey) -> bool:
         """Remove the session; ``True`` if it was live."""

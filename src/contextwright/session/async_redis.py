@@ -28,6 +28,7 @@ from contextwright.session.redis_common import (
     redis_module,
     session_infos,
     state_record,
+    stored_index,
     write_seqs,
 )
 from contextwright.session.store import (
@@ -37,10 +38,12 @@ from contextwright.session.store import (
     SessionKey,
     StateRecord,
     StateWrite,
+    StoredIndex,
     StoredMessage,
     sorted_infos,
     validate_conditions,
     validate_id,
+    validate_index_part,
     validate_messages,
     validate_read_args,
 )
@@ -167,6 +170,17 @@ class AsyncRedisStore:
                     for s in await self._members(self._layout.user_index(user))]
             infos.extend(await self._infos(keys))
         return sorted_infos(infos)
+
+    async def append_index(self, key: SessionKey, part: str, *, epoch: str,
+                           replace: bool = False) -> bool:
+        """Append a part of the recall index if ``epoch`` is live (one script); False if not."""
+        validate_index_part(part, epoch)
+        return bool(await self._run("index_append", self._layout.index_keys(key),
+                          [epoch, "1" if replace else "", part], write=True))
+
+    async def read_index(self, key: SessionKey) -> StoredIndex | None:
+        """The live session's epoch and recall index parts (one script)."""
+        return stored_index(await self._run("index_read", self._layout.index_keys(key), []))
 
     async def erase_session(self, key: SessionKey) -> bool:
         """Remove the session; ``True`` if it was live."""

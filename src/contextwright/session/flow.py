@@ -28,6 +28,7 @@ from contextwright.session.store import (
     SessionKey,
     StateRecord,
     StateWrite,
+    StoredIndex,
     StoredMessage,
 )
 
@@ -38,7 +39,7 @@ T = TypeVar("T")
 
 StoreMethod = Literal["append", "append_if", "read", "epoch", "find_write", "count",
                       "get_state", "put_state", "list_sessions", "erase_session",
-                      "erase_user", "purge_expired"]
+                      "erase_user", "purge_expired", "append_index", "read_index"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +217,18 @@ def put_state(key: SessionKey, data: Mapping[str, Any], *, expected_version: int
 def list_sessions(user_id: str | None = None) -> Flow[list[SessionInfo]]:
     """``Store.list_sessions`` as a step."""
     return cast(list[SessionInfo], (yield StoreCall("list_sessions", (user_id,))))
+
+
+def read_index(key: SessionKey) -> Flow[StoredIndex | None]:
+    """``IndexStore.read_index`` as a step (``AttributeError`` from a store without it)."""
+    return cast("StoredIndex | None", (yield StoreCall("read_index", (key,))))
+
+
+def append_index(key: SessionKey, part: str, *, epoch: str, replace: bool = False
+                 ) -> Flow[bool]:
+    """``IndexStore.append_index`` as a step (``AttributeError`` from a store without it)."""
+    return cast(bool, (yield StoreCall("append_index", (key, part), {
+        "epoch": epoch, "replace": replace})))
 
 
 def erase_session(key: SessionKey) -> Flow[bool]:

@@ -21,6 +21,7 @@ from contextwright.session.store import (
     SessionKey,
     StateRecord,
     StateWrite,
+    StoredIndex,
     StoredMessage,
     WriteConditions,
     decode_document,
@@ -32,6 +33,7 @@ from contextwright.session.store import (
     validate_conditions,
     validate_expected_version,
     validate_id,
+    validate_index_part,
     validate_messages,
     validate_read_args,
     validate_ttl,
@@ -54,6 +56,8 @@ class _Session:
     """(version, JSON text, updated_at) of the state document."""
     writes: dict[str, list[int]] = field(default_factory=dict)
     """Idempotency key → the seqs its write stored."""
+    index_parts: list[str] = field(default_factory=list)
+    """The recall index's parts (they go with the session record)."""
 
 
 class MemoryStore:
@@ -169,6 +173,26 @@ class MemoryStore:
         version = self.append_if(key, [], epoch=epoch, state=write).state_version
         assert version is not None  # a StateWrite that passed its checks is always written
         return version
+
+    def append_index(self, key: SessionKey, part: str, *, epoch: str,
+                     replace: bool = False) -> bool:
+        """Append a part of the recall index if ``epoch`` is live; False if not."""
+        validate_index_part(part, epoch)
+        with self._lock:
+            session = self._live(key)
+            if session is None or session.epoch != epoch:
+                return False
+            if replace:
+                session.index_parts = []
+            session.index_parts.append(part)
+            return True
+
+    def read_index(self, key: SessionKey) -> StoredIndex | None:
+        """The live session's epoch and recall index parts."""
+        with self._lock:
+            session = self._live(key)
+            return None if session is None else StoredIndex(epoch=session.epoch,
+                                                            parts=list(session.index_parts))
 
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""

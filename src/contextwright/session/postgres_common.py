@@ -27,6 +27,7 @@ from contextwright.session.store import (
     SessionKey,
     StateRecord,
     StateWrite,
+    StoredIndex,
     StoredMessage,
     WriteConditions,
     decode_document,
@@ -71,8 +72,12 @@ _CREATE = (
         user_id TEXT NOT NULL, session_id TEXT NOT NULL, write_key TEXT NOT NULL,
         first_seq BIGINT NOT NULL, count BIGINT NOT NULL,
         PRIMARY KEY (user_id, session_id, write_key))""",
+    """CREATE TABLE IF NOT EXISTS {s}.recall_index (
+        user_id TEXT NOT NULL, session_id TEXT NOT NULL, epoch TEXT NOT NULL,
+        part BIGINT NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (user_id, session_id, part))""",
 )
-_DATA_TABLES = ("messages", "states", "write_keys")
+_DATA_TABLES = ("messages", "states", "write_keys", "recall_index")
 """The tables holding a session's data besides its ``sessions`` row."""
 
 
@@ -254,6 +259,43 @@ class PostgresLayout:
                                 (key.user_id, key.session_id))
         return Appended(seqs=seqs, epoch=str(epoch[0] or "") if epoch else "",
                         state_version=version if state_text is not None else None)
+
+    def read_index(self, key: SessionKey) -> SqlFlow[StoredIndex | None]:
+        """The live session's epoch and recall index parts (one statement)."""
+        rows: list[Row] = yield self._all(
+            "SELECT x.epoch, i.data FROM {s}.sessions x LEFT JOIN {s}.recall_index i"
+            " ON i.user_id = x.user_id AND i.session_id = x.session_id AND i.epoch = x.epoch"
+            " WHERE x.user_id = %s AND x.session_id = %s AND x.updated_at > %s ORDER BY i.part",
+            (key.user_id, key.session_id, self.cutoff()))
+        if not rows:
+            return None
+        return StoredIndex(epoch=str(rows[0][0] or ""),
+                           parts=[str(data) for _, data in rows if data is not None])
+
+    def append_index(self, key: SessionKey, part: str, epoch: str, replace: bool
+                     ) -> SqlFlow[bool]:
+        """Append a part if ``epoch`` is live, checked on the locked session row.
+
+        An erase deletes that row first, so it waits for this write or this write finds none.
+        """
+        row = yield self._one(
+            f"SELECT epoch, updated_at FROM {{s}}.sessions WHERE {_PK} FOR UPDATE",
+            (key.user_id, key.session_id))
+        if row is None or str(row[0] or "") != epoch or is_expired(
+                float(row[1]), self._clock(), self.ttl):
+            return False
+        if replace:
+            yield self._none(f"DELETE FROM {{s}}.recall_index WHERE {_PK}",
+                             (key.user_id, key.session_id))
+        else:  # parts of another incarnation
+            yield self._none(f"DELETE FROM {{s}}.recall_index WHERE {_PK} AND epoch <> %s",
+                             (key.user_id, key.session_id, epoch))
+        yield self._none(
+            "INSERT INTO {s}.recall_index (user_id, session_id, epoch, part, data) VALUES"
+            " (%s, %s, %s, (SELECT coalesce(max(part), 0) + 1 FROM {s}.recall_index"
+            f" WHERE {_PK}), %s)",
+            (key.user_id, key.session_id, epoch, key.user_id, key.session_id, part))
+        return True
 
     def erase_session(self, key: SessionKey) -> SqlFlow[bool]:
         """Remove the session; whether it was live."""

@@ -28,6 +28,7 @@ from contextwright.session.store import (
     SessionKey,
     StateRecord,
     StateWrite,
+    StoredIndex,
     StoredMessage,
     decode_document,
     encode_document,
@@ -37,7 +38,7 @@ from contextwright.session.store import (
     validate_ttl,
 )
 
-# KEYS: meta, msgs, state, user index, users index, write keys.
+# KEYS: meta, msgs, state, user index, users index, write keys, recall index.
 # ARGV: now, ttl_ms (0 = none), user, session, fresh epoch, '1' if an epoch is required, that
 # epoch, last_seq (-1 = any), idempotency key ('' = none), '1' if a state is written, its
 # expected version ('' = none), its data; ARGV[13..]: stored messages.
@@ -68,6 +69,7 @@ if ARGV[10] == '1' then
 end
 if not live then
   redis.call('HSET', KEYS[1], 'created_at', ARGV[1], 'epoch', ARGV[5])
+  redis.call('DEL', KEYS[7])
   live = ARGV[5]
 end
 redis.call('HSET', KEYS[1], 'updated_at', ARGV[1])
@@ -78,7 +80,9 @@ redis.call('SADD', KEYS[4], ARGV[4])
 redis.call('SADD', KEYS[5], ARGV[3])
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
-  for _, k in ipairs({KEYS[1], KEYS[2], KEYS[3], KEYS[6]}) do redis.call('PEXPIRE', k, ttl) end
+  for _, k in ipairs({KEYS[1], KEYS[2], KEYS[3], KEYS[6], KEYS[7]}) do
+    redis.call('PEXPIRE', k, ttl)
+  end
 end
 return {'ok', n, live, v, #ARGV - 12}
 """
@@ -94,7 +98,7 @@ return {start, redis.call('LRANGE', KEYS[1], start - n, -1)}
 # KEYS: as _WRITE's. ARGV: user, session. Returns 1 if it existed.
 _ERASE = """
 local existed = redis.call('EXISTS', KEYS[1])
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[6])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[6], KEYS[7])
 redis.call('SREM', KEYS[4], ARGV[2])
 if redis.call('SCARD', KEYS[4]) == 0 then redis.call('SREM', KEYS[5], ARGV[1]) end
 return existed
@@ -107,7 +111,29 @@ if redis.call('SCARD', KEYS[4]) == 0 then redis.call('SREM', KEYS[5], ARGV[1]) e
 return dropped
 """
 
-SCRIPTS = {"write": _WRITE, "read": _READ, "erase": _ERASE, "forget": _FORGET}
+# The recall index: a list whose first element is the epoch its parts belong to.
+# KEYS: meta, recall index. ARGV: epoch, '1' to replace the parts, the part.
+# Returns 1 if written, 0 if the epoch is not the live session's.
+_INDEX_APPEND = """
+local meta = redis.call('HMGET', KEYS[1], 'created_at', 'epoch')
+if not meta[1] or (meta[2] or '') ~= ARGV[1] then return 0 end
+local head = redis.call('LINDEX', KEYS[2], 0)
+if ARGV[2] == '1' or (head and head ~= ARGV[1]) then redis.call('DEL', KEYS[2]) end
+if redis.call('LLEN', KEYS[2]) == 0 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
+redis.call('RPUSH', KEYS[2], ARGV[3])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return 1
+"""
+# KEYS: meta, recall index. Returns {0} (no session) or {1, live epoch, the list}.
+_INDEX_READ = """
+local meta = redis.call('HMGET', KEYS[1], 'created_at', 'epoch')
+if not meta[1] then return {0} end
+return {1, meta[2] or '', redis.call('LRANGE', KEYS[2], 0, -1)}
+"""
+
+SCRIPTS = {"write": _WRITE, "read": _READ, "erase": _ERASE, "forget": _FORGET,
+           "index_append": _INDEX_APPEND, "index_read": _INDEX_READ}
 """The store's Lua scripts by name."""
 
 
@@ -136,7 +162,12 @@ class RedisLayout:
     def keys(self, key: SessionKey) -> list[str]:
         """The KEYS of the write, erase and forget scripts."""
         return [self.key("meta", key), self.key("msgs", key), self.key("state", key),
-                self.user_index(key.user_id), self.users, self.key("writes", key)]
+                self.user_index(key.user_id), self.users, self.key("writes", key),
+                self.key("recall", key)]
+
+    def index_keys(self, key: SessionKey) -> list[str]:
+        """The KEYS of the recall index scripts."""
+        return [self.key("meta", key), self.key("recall", key)]
 
     def write_args(self, key: SessionKey, messages: Sequence[Mapping[str, Any]], now: float, *,
                    last_seq: int | None, epoch: str | None, idempotency_key: str | None,
@@ -185,6 +216,15 @@ def write_seqs(done: str) -> list[int]:
         return list(range(int(first), int(first) + int(count)))
     except ValueError:
         raise CorruptRecordError("an idempotency record cannot be decoded") from None
+
+
+def stored_index(reply: list[Any]) -> StoredIndex | None:
+    """``read_index``'s answer from the index read script's reply."""
+    if not reply or int(reply[0]) == 0:
+        return None
+    live, items = str(reply[1]), [str(item) for item in reply[2]]
+    parts = items[1:] if items and items[0] == live else []  # another epoch's: none
+    return StoredIndex(epoch=live, parts=parts)
 
 
 def read_args(after: int, last: int | None) -> list[int]:

@@ -25,6 +25,7 @@ from contextwright.session.store import (
     SessionKey,
     StateRecord,
     StateWrite,
+    StoredIndex,
     StoredMessage,
     WriteConditions,
     decode_document,
@@ -37,6 +38,7 @@ from contextwright.session.store import (
     validate_conditions,
     validate_expected_version,
     validate_id,
+    validate_index_part,
     validate_messages,
     validate_read_args,
     validate_ttl,
@@ -62,8 +64,12 @@ _SCHEMA = (
         user_id TEXT NOT NULL, session_id TEXT NOT NULL, write_key TEXT NOT NULL,
         first_seq INTEGER NOT NULL, count INTEGER NOT NULL,
         PRIMARY KEY (user_id, session_id, write_key)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS recall_index (
+        user_id TEXT NOT NULL, session_id TEXT NOT NULL, epoch TEXT NOT NULL,
+        part INTEGER NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (user_id, session_id, part)) WITHOUT ROWID""",
 )
-_TABLES = ("messages", "states", "write_keys", "sessions")
+_TABLES = ("messages", "states", "write_keys", "recall_index", "sessions")
 """Every table holding a session's data; ``sessions`` last, so its row is deleted after them."""
 SYNCHRONOUS_MODES = frozenset(("OFF", "NORMAL", "FULL", "EXTRA"))
 """The values ``synchronous`` may take (SQLite's PRAGMA synchronous)."""
@@ -190,6 +196,29 @@ class SqliteStore:
         assert version is not None  # a StateWrite that passed its checks is always written
         return version
 
+    def append_index(self, key: SessionKey, part: str, *, epoch: str,
+                     replace: bool = False) -> bool:
+        """Append a part of the recall index if ``epoch`` is live; False if not.
+
+        In one write transaction with the epoch check, so an erase (which deletes the parts
+        with the session) either happens before it (nothing written) or after it.
+        """
+        validate_index_part(part, epoch)
+        return self._write(lambda db: self._append_index(db, key, part, epoch, replace))
+
+    def read_index(self, key: SessionKey) -> StoredIndex | None:
+        """The live session's epoch and recall index parts (one read transaction)."""
+        cutoff = expiry_cutoff(self._clock(), self._ttl)
+        rows = self._query(
+            "SELECT s.epoch, i.data FROM sessions s LEFT JOIN recall_index i"
+            " ON i.user_id = s.user_id AND i.session_id = s.session_id AND i.epoch = s.epoch"
+            " WHERE s.user_id = ? AND s.session_id = ? AND s.updated_at > ? ORDER BY i.part",
+            (key.user_id, key.session_id, cutoff))
+        if not rows:
+            return None
+        return StoredIndex(epoch=str(rows[0][0] or ""),
+                           parts=[data for _, data in rows if data is not None])
+
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
         sql = ("SELECT user_id, session_id, last_seq, created_at, updated_at FROM sessions"
@@ -255,6 +284,25 @@ class SqliteStore:
                                                    when.idempotency_key, seqs[0], len(seqs)))
         return Appended(seqs=seqs, epoch=self._live_epoch(db, key) or "",
                         state_version=version if state_text is not None else None)
+
+    def _append_index(self, db: sqlite3.Connection, key: SessionKey, part: str, epoch: str,
+                      replace: bool) -> bool:
+        row = db.execute(f"SELECT epoch, updated_at FROM sessions WHERE {_PK}",
+                         (key.user_id, key.session_id)).fetchone()
+        if row is None or str(row[0] or "") != epoch or is_expired(
+                float(row[1]), self._clock(), self._ttl):
+            return False
+        if replace:
+            db.execute(f"DELETE FROM recall_index WHERE {_PK}", (key.user_id, key.session_id))
+        else:  # parts of an older incarnation (a database written before erases cleared them)
+            db.execute(f"DELETE FROM recall_index WHERE {_PK} AND epoch != ?",
+                       (key.user_id, key.session_id, epoch))
+        db.execute(
+            "INSERT INTO recall_index (user_id, session_id, epoch, part, data) VALUES"
+            " (?, ?, ?, (SELECT coalesce(max(part), 0) + 1 FROM recall_index"
+            f" WHERE {_PK}), ?)", (key.user_id, key.session_id, epoch, key.user_id,
+                                   key.session_id, part))
+        return True
 
     def _live_epoch(self, db: sqlite3.Connection, key: SessionKey) -> str | None:
         # Sessions stored before epochs existed read as epoch "" until they are erased.

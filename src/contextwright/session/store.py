@@ -125,6 +125,40 @@ class SessionInfo:
     """Unix seconds of the last write (append or ``put_state``); retention counts from here."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredIndex:
+    """What a store keeps of a session's derived recall index (``read_index``)."""
+
+    epoch: str
+    """The live incarnation the parts belong to."""
+    parts: list[str]
+    """The parts in the order they were appended (opaque text; the reader decodes it)."""
+
+
+@runtime_checkable
+class IndexStore(Protocol):
+    """A store that also keeps a session's recall index beside its messages.
+
+    Every shipped backend does; a third-party ``Store`` without these methods keeps none. The
+    index is derived data: parts appended as the session grows, kept per incarnation, and
+    erased, purged and expired with the session. A part is written only while ``epoch`` is the
+    live incarnation (checked in the same atomic operation), so an erase racing a write can
+    never bring an index back, and a session started again never reads an old one.
+    """
+
+    def append_index(self, key: SessionKey, part: str, *, epoch: str,
+                     replace: bool = False) -> bool:
+        """Append ``part`` (``replace``: instead of every part so far).
+
+        False if ``epoch`` is not the live session's (nothing is written then).
+        """
+        ...
+
+    def read_index(self, key: SessionKey) -> StoredIndex | None:
+        """The live session's epoch and index parts; None when the session is absent."""
+        ...
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where sessions live. Every backend passes the same conformance suite (``tests/stores``).
@@ -277,6 +311,14 @@ class AsyncStore(Protocol):
     async def aclose(self) -> None:
         """Release connections (and threads); the store may not be used afterwards."""
         ...
+
+
+def validate_index_part(part: object, epoch: object) -> None:
+    """``append_index``'s arguments: text parts (ASCII, as encoded), a string epoch."""
+    if not isinstance(part, str) or not part.isascii():
+        raise InvalidInputError("an index part must be ASCII text")
+    if not isinstance(epoch, str):
+        raise InvalidInputError("epoch must be a string")
 
 
 def validate_ttl(ttl_seconds: float | None) -> float | None:

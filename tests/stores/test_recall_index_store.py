@@ -1,0 +1,209 @@
+"""The recall index kept beside a session: in every store, per epoch, erased with the session.
+
+A fresh worker loads it instead of indexing the session's messages again, and what it loads is
+what indexing them builds; a part that does not decode or has another format is rebuilt and
+reported, never used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import pytest
+from store_workers import Backend, make_async_store
+
+from contextwright import ContextManager
+from contextwright.manager.recall import INDEX_FORMAT, SessionTurns, _digest
+from contextwright.recall import clear_recall_caches
+from contextwright.recall.bm25 import TurnPostings
+from contextwright.session.store import IndexStore, SessionKey, Store
+from contextwright.sources.recall import LexicalTurnRecaller
+
+KEY = SessionKey(user_id="u", session_id="s")
+FACT = "My locker combination is 4-19-27 and my locker is number 812 in the west gym."
+QUESTION = "What was my locker combination again?"
+TOPICS = ["pasta recipes", "the weather in Oslo", "jazz albums", "python decorators",
+          "hiking boots", "chess openings", "tea brewing", "bicycle repair", "houseplants"]
+
+
+def _indexing(store: Store) -> IndexStore:
+    assert isinstance(store, IndexStore), "every shipped store keeps indexes"
+    return store
+
+
+# ----- the store contract -----
+
+
+def test_parts_are_kept_per_epoch_and_erased_with_the_session(store: Store) -> None:
+    indexes = _indexing(store)
+    assert indexes.read_index(KEY) is None
+    assert not indexes.append_index(KEY, "p0", epoch="nope"), "no session: nothing written"
+    store.append(KEY, [{"role": "user", "content": "hi"}])
+    epoch = store.epoch(KEY)
+    assert epoch is not None
+    stored = indexes.read_index(KEY)
+    assert stored is not None and (stored.epoch, stored.parts) == (epoch, [])
+    assert indexes.append_index(KEY, "p1", epoch=epoch)
+    assert indexes.append_index(KEY, "p2", epoch=epoch)
+    assert not indexes.append_index(KEY, "stale", epoch="another incarnation")
+    assert indexes.read_index(KEY).parts == ["p1", "p2"]  # type: ignore[union-attr]
+    assert indexes.append_index(KEY, "p3", epoch=epoch, replace=True)
+    assert indexes.read_index(KEY).parts == ["p3"]  # type: ignore[union-attr]
+    assert store.erase_session(KEY)
+    assert indexes.read_index(KEY) is None
+    assert not indexes.append_index(KEY, "late", epoch=epoch), "an erase is never undone"
+    store.append(KEY, [{"role": "user", "content": "a new session"}])
+    again = indexes.read_index(KEY)
+    assert again is not None and again.parts == [] and again.epoch != epoch
+
+
+def test_erase_user_removes_every_index_of_the_user(store: Store) -> None:
+    indexes = _indexing(store)
+    for session in ("a", "b"):
+        key = SessionKey(user_id="v", session_id=session)
+        store.append(key, [{"role": "user", "content": "hi"}])
+        assert indexes.append_index(key, f"part {session}", epoch=store.epoch(key) or "")
+    assert store.erase_user("v") == 2
+    assert all(indexes.read_index(SessionKey(user_id="v", session_id=s)) is None
+               for s in ("a", "b"))
+
+
+def test_async_stores_keep_the_same_parts(backend: Backend) -> None:
+    async def run() -> None:
+        store: Any = make_async_store(backend.spec)
+        try:
+            assert await store.read_index(KEY) is None
+            await store.append(KEY, [{"role": "user", "content": "hi"}])
+            epoch = await store.epoch(KEY)
+            assert await store.append_index(KEY, "p1", epoch=epoch)
+            assert not await store.append_index(KEY, "p2", epoch="other")
+            assert (await store.read_index(KEY)).parts == ["p1"]
+            await store.erase_session(KEY)
+            assert await store.read_index(KEY) is None
+        finally:
+            await store.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_part_must_be_ascii_text(store: Store) -> None:
+    from contextwright.errors import InvalidInputError
+
+    store.append(KEY, [{"role": "user", "content": "hi"}])
+    with pytest.raises(InvalidInputError, match="ASCII"):
+        _indexing(store).append_index(KEY, "天气", epoch=store.epoch(KEY) or "")
+
+
+# ----- the manager -----
+
+
+def _manager(store: Store) -> ContextManager:
+    return ContextManager(store=store, background=False, cache=False,
+                          recaller=LexicalTurnRecaller())
+
+
+def _fill(cm: ContextManager, rounds: int = 30) -> None:
+    cm.prepare("u", "s", FACT)
+    cm.record("u", "s", assistant="Noted: locker 812, combination 4-19-27.")
+    for i in range(2, rounds):
+        topic = TOPICS[i % len(TOPICS)]
+        cm.prepare("u", "s", f"Round {i}: tell me something about {topic}.")
+        cm.record("u", "s", assistant=f"Here is a thought on {topic} for round {i}.")
+
+
+def _turns(cm: ContextManager) -> SessionTurns:
+    return cm._recall_indexes._entries[KEY]
+
+
+def _same_index(loaded: SessionTurns, built: SessionTurns) -> None:
+    """The loaded index is the built one: turns, positions, estimates, calls and postings."""
+    a, b = loaded.index, built.index
+    assert a.turns == b.turns and a.ends == b.ends and a.tokens == b.tokens
+    assert a.calls_after == b.calls_after and a.calls == b.calls
+    assert loaded.messages == built.messages and loaded.tag == built.tag
+    p = getattr(a.turns, "postings", None)
+    q = getattr(b.turns, "postings", None)
+    assert isinstance(p, TurnPostings) and isinstance(q, TurnPostings)
+    assert {t: list(c) for t, c in p.postings.items() if c} == {
+        t: list(c) for t, c in q.postings.items() if c}
+    assert p.big_counts == q.big_counts and list(p.lengths) == list(q.lengths)
+    assert p.total_length == q.total_length
+
+
+def test_a_fresh_worker_loads_the_stored_index_and_prepares_the_same(store: Store) -> None:
+    first = _manager(store)
+    _fill(first)
+    parts = _indexing(store).read_index(KEY)
+    assert parts is not None and len(parts.parts) >= 2, "one part per extension, appended"
+    built = first.prepare("u", "s", QUESTION)
+    clear_recall_caches()
+    fresh = _manager(store)  # another worker: nothing in memory
+    loaded = fresh.prepare("u", "s", QUESTION)
+    assert loaded.to_messages("openai") == built.to_messages("openai")
+    assert any("4-19-27" in str(m.get("content")) for m in loaded.to_messages("openai"))
+    _same_index(_turns(fresh), _turns(first))
+    assert _turns(fresh).persisted == len(_turns(fresh).messages), "it used the stored parts"
+    after = _indexing(store).read_index(KEY)
+    assert after is not None and after.parts[:len(parts.parts)] == parts.parts, (
+        "the stored parts are extended, never rewritten")
+
+
+def _signed(part: dict[str, Any]) -> str:
+    """A part as the manager writes it: its checksum, then its JSON."""
+    body = json.dumps(part)
+    return f"{_digest(body)} {body}"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "flipped", "version", "postings"])
+def test_an_unusable_stored_index_is_rebuilt_and_reported(
+        store: Store, damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    first = _manager(store)
+    _fill(first)
+    built = first.prepare("u", "s", QUESTION)
+    indexes = _indexing(store)
+    stored = indexes.read_index(KEY)
+    assert stored is not None and stored.parts
+    digest, _, body = stored.parts[0].partition(" ")
+    part = json.loads(body)
+    if damage == "garbage":
+        bad = "{not json"
+    elif damage == "flipped":  # still JSON, still well formed: only the checksum tells
+        bad = f"{digest} {body.replace('locker', 'locket', 1)}"
+        assert bad != stored.parts[0]
+    elif damage == "version":
+        bad = _signed({**part, "format": INDEX_FORMAT + 1})
+    else:
+        bad = _signed({**part, "postings": {**part["postings"], "codes": "AAAA"}})
+    assert indexes.append_index(KEY, bad, epoch=stored.epoch, replace=True)
+    clear_recall_caches()
+    fresh = _manager(store)
+    with caplog.at_level(logging.WARNING, logger="contextwright.session"):
+        loaded = fresh.prepare("u", "s", QUESTION)
+    assert [r for r in caplog.records
+            if getattr(r, "contextwright", {}).get("event") == "recall_index_rebuilt"]
+    assert loaded.to_messages("openai") == built.to_messages("openai")
+    _same_index(_turns(fresh), _turns(first))
+    replaced = indexes.read_index(KEY)
+    assert replaced is not None and bad not in replaced.parts, "the bad parts are replaced"
+    clear_recall_caches()
+    again = _manager(store)
+    with caplog.at_level(logging.WARNING, logger="contextwright.session"):
+        caplog.clear()
+        assert again.prepare("u", "s", QUESTION).to_messages("openai") == \
+            built.to_messages("openai")
+    assert not [r for r in caplog.records
+                if getattr(r, "contextwright", {}).get("event") == "recall_index_rebuilt"]
+
+
+def test_erasing_the_session_erases_its_index(store: Store) -> None:
+    cm = _manager(store)
+    _fill(cm, rounds=20)
+    assert _indexing(store).read_index(KEY) is not None
+    cm.erase_session("u", "s")
+    assert _indexing(store).read_index(KEY) is None
+    cm.prepare("u", "s", QUESTION)  # a new incarnation starts without the old index
+    stored = _indexing(store).read_index(KEY)
+    assert stored is not None and stored.parts == []
