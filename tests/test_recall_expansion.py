@@ -85,7 +85,7 @@ def test_a_build_recalls_the_reply_to_the_matching_turn(recaller: LexicalTurnRec
     plan = (BuildPlan.builder("recall").add("history", 1.0, max_tokens=200, options={
         "recall_share": 0.9, "recall_limit": 6}).add("user", 0.2).build())
     builder = ContextBuilder(sources=[HistorySource(recaller)])
-    ctx = builder.build(plan, Request(user_input="When was the pottery workshop?",
+    ctx = builder.build(plan, Request(user_input="How was the pottery workshop?",
                                       history=history))
     text = " ".join(m.content for m in ctx.messages)
     assert "pottery workshop?" in text

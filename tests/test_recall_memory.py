@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, ContextManager, MemoryStore, Request
-from contextwright.analysis import analyzer
 from contextwright.core.caches import (
     GrowingCache,
     MappingCache,
@@ -20,6 +19,12 @@ from contextwright.core.caches import (
 from contextwright.recall import LexicalTurnRecaller, RecallExpansion, clear_recall_caches
 from contextwright.recall import history as recall_history
 from contextwright.recall.bm25 import TurnList, TurnPostings
+from contextwright.recall.lexical import (
+    DATED_TERMS,
+    WORD_TERMS,
+    dated_term_counts,
+    word_term_counts,
+)
 from contextwright.recall.turns import RecallTurn
 from contextwright.sources.conversation import HistorySource
 
@@ -127,13 +132,33 @@ def test_a_recaller_starts_from_the_postings_a_turn_list_carries() -> None:
              for n in range(60)]
     plain = _turns(texts)
     carried = TurnList(plain)
-    terms = analyzer("recall")
-    carried.postings = TurnPostings()
-    carried.postings.add_all(terms.term_counts(text) for text in texts[:40])  # a prefix
+    carried.postings = TurnPostings(terms=DATED_TERMS)
+    carried.postings.add_all(map(dated_term_counts, plain[:40]))  # a prefix
     for query in ("which order was ORD-3?", "tell me about owls and tea"):
         expected = LexicalTurnRecaller().rank(query, plain, limit=8)
         assert LexicalTurnRecaller().rank(query, carried, limit=8) == expected
     assert len(carried.postings) == 60, "extended with the turns it lacked"
+
+
+def test_postings_made_another_way_are_not_used() -> None:
+    # Postings without date terms must not serve a recaller that matches dates, and the other
+    # way round: each ranks as it would from the turns alone, and the carried ones stay as made.
+    texts = [f"turn {n} about {TOPICS[n % len(TOPICS)]}, said {n % 3 + 1} days ago"
+             for n in range(30)]
+    plain = [RecallTurn(index=i, text=text, key=f"k{i}", timestamp=f"2023-05-{i % 28 + 1:02d}")
+             for i, text in enumerate(texts)]
+    for terms, counts, recaller in (
+            (WORD_TERMS, word_term_counts, LexicalTurnRecaller()),
+            (DATED_TERMS, dated_term_counts, LexicalTurnRecaller(dates=False))):
+        carried = TurnList(plain)
+        carried.postings = TurnPostings(terms=terms)
+        carried.postings.add_all(map(counts, plain))
+        query = "what about owls on 5 May 2023?"
+        fresh = type(recaller)(dates=recaller.dates)
+        assert recaller.rank(query, carried, limit=8) == fresh.rank(query, plain, limit=8)
+        assert len(carried.postings) == 30
+    dated = LexicalTurnRecaller().rank("what about owls on 5 May 2023?", plain, limit=3)
+    assert dated[0][0] == 4, "the turn said on 5 May ranks first"
 
 
 # ----- the indexes under a byte bound -----

@@ -58,7 +58,7 @@ _TEXT = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
 @given(texts=st.lists(_TEXT, min_size=1, max_size=60), query=_TEXT,
        limit=st.integers(1, 10))
 def test_ranking_equals_plain_bm25(texts: list[str], query: str, limit: int) -> None:
-    recaller = LexicalTurnRecaller()
+    recaller = LexicalTurnRecaller(dates=False)
     turns = turns_of(texts)
     assert_same_ranking(recaller.rank(query, turns, limit=limit),
                         reference_rank(recaller, query, turns, limit))
@@ -69,7 +69,7 @@ def test_rare_and_common_query_terms_rank_alike() -> None:
     # (accumulated in a list): both must give the reference ranking, ties broken by position.
     texts = [f"salt water pasta {n % 7}" for n in range(200)] + ["ORD-7731 kettle refund"] * 3
     turns = turns_of(texts)
-    recaller = LexicalTurnRecaller(min_score=0.1)
+    recaller = LexicalTurnRecaller(dates=False, min_score=0.1)
     for query in ("ORD-7731 refund", "pasta water 3", "salt 5 kettle"):
         for limit in (1, 3, 64):
             assert_same_ranking(recaller.rank(query, turns, limit=limit),
@@ -77,7 +77,7 @@ def test_rare_and_common_query_terms_rank_alike() -> None:
 
 
 def test_ranking_follows_a_growing_turn_list() -> None:
-    recaller = LexicalTurnRecaller()
+    recaller = LexicalTurnRecaller(dates=False)
     texts = [f"Tell me about pasta number {n}" for n in range(30)]
     turns = turns_of(texts)
     for n in range(5):
@@ -132,7 +132,7 @@ def test_a_recalled_turn_edited_in_place_shows_its_new_text() -> None:
 
 def test_turn_index_and_recaller_agree_after_appends() -> None:
     messages = history(40)
-    recaller = LexicalTurnRecaller()
+    recaller = LexicalTurnRecaller(dates=False)
     for n in range(6):
         messages += [{"role": "user", "content": f"More about kettle ORD-7731, part {n}"},
                      {"role": "assistant", "content": "Noted."}]

@@ -38,6 +38,10 @@ from contextwright.sources.recall import (
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
 
 
+# The recallers under test match words only (``dates=False``): the reference is BM25 over the
+# analyzer's words, and date terms have tests of their own (``test_recall_dates.py``).
+
+
 def reference_terms(text: str) -> list[str]:
     """The recaller's tokenizer written plainly: words stemmed, stop words out, CJK bigrams."""
     stop = ENGLISH_STOPWORDS
@@ -135,7 +139,8 @@ def test_random_histories_rank_exactly_like_plain_bm25(texts: list[str], query: 
                                                        path: str) -> None:
     k1, b = constants
     with forced(path):
-        assert_exactly(LexicalTurnRecaller(min_score=min_score, k1=k1, b=b), query, texts, limit)
+        recaller = LexicalTurnRecaller(dates=False, min_score=min_score, k1=k1, b=b)
+        assert_exactly(recaller, query, texts, limit)
 
 
 def realistic_texts(count: int, seed: int) -> list[str]:
@@ -173,14 +178,14 @@ QUERIES = [
 @pytest.mark.parametrize("limit", [1, 7, 64, 500])
 def test_tie_heavy_sessions_rank_exactly(probe_cost: str, limit: int) -> None:
     texts = realistic_texts(1500, seed=limit)
-    recaller = LexicalTurnRecaller()
+    recaller = LexicalTurnRecaller(dates=False)
     for query in QUERIES:
         assert_exactly(recaller, query, texts, limit)
 
 
 def test_a_tie_cut_by_the_limit_keeps_the_oldest_turns(probe_cost: str) -> None:
     texts = ["filler text number one"] * 40 + ["kettle ORD-7731 refund"] * 30 + ["pasta"] * 40
-    got = assert_exactly(LexicalTurnRecaller(), "kettle ORD-7731", texts, 5)
+    got = assert_exactly(LexicalTurnRecaller(dates=False), "kettle ORD-7731", texts, 5)
     assert [p for p, _ in got] == [40, 41, 42, 43, 44]
     assert len({score for _, score in got}) == 1
 
@@ -192,7 +197,7 @@ def test_no_limit_means_nothing(limit: int) -> None:
 
 def test_limits_around_the_number_of_matches(probe_cost: str) -> None:
     texts = [f"kettle {n}" if n % 4 == 0 else f"pasta salt {n}" for n in range(200)]
-    recaller = LexicalTurnRecaller(min_score=0.0)
+    recaller = LexicalTurnRecaller(dates=False, min_score=0.0)
     matches = len(reference_rank("kettle", texts, limit=10**6, min_score=1e-12))
     for limit in (matches - 1, matches, matches + 1, 200, 201):
         got = assert_exactly(recaller, "kettle", texts, limit)
@@ -201,7 +206,7 @@ def test_limits_around_the_number_of_matches(probe_cost: str) -> None:
 
 
 def test_a_growing_session_stays_exact(probe_cost: str) -> None:
-    recaller = LexicalTurnRecaller()
+    recaller = LexicalTurnRecaller(dates=False)
     texts = realistic_texts(600, seed=7)
     turns = turns_of(texts)
     for step, text in enumerate(realistic_texts(60, seed=8)):
@@ -217,7 +222,7 @@ def test_long_queries_on_a_zipf_vocabulary(probe_cost: str) -> None:
     weights = [1 / (n + 1) for n in range(400)]
     texts = [" ".join(rng.choices(vocabulary, weights, k=rng.randint(3, 40)))
              for _ in range(1500)]
-    recaller = LexicalTurnRecaller(min_score=0.5)
+    recaller = LexicalTurnRecaller(dates=False, min_score=0.5)
     for n in range(8):
         query = " ".join(rng.choices(vocabulary, weights, k=3 + n))
         for limit in (1, 10, 64):
@@ -232,7 +237,7 @@ def test_locomo_sessions_rank_exactly(probe_cost: str) -> None:
     texts = [f"{turn['speaker']}: {turn['text']}" for sample in samples
              for n in range(1, 100)
              for turn in sample["conversation"].get(f"session_{n}", [])]
-    recaller = LexicalTurnRecaller()
+    recaller = LexicalTurnRecaller(dates=False)
     turns = turns_of(texts)
     for question in questions[::8]:
         expected = reference_rank(question, texts, limit=400)  # the chat plan's recall_limit
@@ -260,14 +265,15 @@ def test_counts_past_a_byte_are_read_exactly(probe_cost: str) -> None:
     texts += ["kettle " * n + "refund " * (15 - n) for n in range(5, 11)]  # around 7
     texts += [f"pasta salt {n}" for n in range(40)]
     for limit in (1, 6, 20):
-        assert_exactly(LexicalTurnRecaller(min_score=0.0), "kettle refund", texts, limit)
+        assert_exactly(LexicalTurnRecaller(dates=False, min_score=0.0), "kettle refund", texts,
+                       limit)
 
 
 def test_views_dropped_over_budget_are_rebuilt_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(recall_bm25, "_VIEW_BUDGET", 3_000)  # a few terms' views at a time
     monkeypatch.setattr(recall_bm25, "_EXHAUSTIVE_POSTINGS", -1)
     texts = realistic_texts(800, seed=3)
-    recaller = LexicalTurnRecaller()
+    recaller = LexicalTurnRecaller(dates=False)
     turns = turns_of(texts)
     for round_ in range(3):
         for query in QUERIES:

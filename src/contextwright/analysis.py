@@ -65,24 +65,80 @@ CHINESE_STOPWORDS: Final = frozenset(
 so these split query entities (``retrieval.text.query_entities``) rather than drop terms."""
 
 
-_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "ly", "s")
+_VOWELS = frozenset("aeiou")
+
+
+def _is_consonant(word: str, i: int) -> bool:
+    """Porter's consonant: not a vowel, and ``y`` only after a vowel (or at the start)."""
+    char = word[i]
+    if char in _VOWELS:
+        return False
+    return char != "y" or i == 0 or not _is_consonant(word, i - 1)
+
+
+def _measure(stem: str) -> int:
+    """Porter's *m*: the vowel-consonant sequences in ``stem`` (``tree`` 0, ``trouble`` 1)."""
+    pattern = "".join("c" if _is_consonant(stem, i) else "v" for i in range(len(stem)))
+    return len(re.findall(r"v+c+", pattern))
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _is_consonant(stem, i) for i in range(len(stem)))
+
+
+def _ends_cvc(stem: str) -> bool:
+    """Consonant-vowel-consonant at the end, the last not ``w``, ``x`` or ``y`` (``hop``)."""
+    end = len(stem)
+    return end >= 3 and _is_consonant(stem, end - 3) and not _is_consonant(stem, end - 2) and (
+        _is_consonant(stem, end - 1) and stem[-1] not in "wxy")
+
+
+def _strip_plural(word: str) -> str:
+    """Porter step 1a: ``caresses`` → ``caress``, ``ponies`` → ``poni``, ``cats`` → ``cat``."""
+    if word.endswith("sses") or word.endswith("ies"):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _strip_tense(word: str) -> str:
+    """Porter step 1b: ``agreed`` → ``agree``, ``hopping`` → ``hop``, ``hoping`` → ``hope``."""
+    if word.endswith("eed"):
+        return word[:-1] if _measure(word[:-3]) > 0 else word
+    for suffix in ("ed", "ing"):
+        stem = word[: -len(suffix)]
+        if word.endswith(suffix) and _has_vowel(stem):
+            return _restore_ending(stem)
+    return word
+
+
+def _restore_ending(stem: str) -> str:
+    if stem.endswith(("at", "bl", "iz")):
+        return stem + "e"
+    if len(stem) >= 2 and stem[-1] == stem[-2] and _is_consonant(stem, len(stem) - 1) and (
+            stem[-1] not in "lsz"):
+        return stem[:-1]
+    if _measure(stem) == 1 and _ends_cvc(stem):
+        return stem + "e"
+    return stem
 
 
 def light_stem(word: str) -> str:
-    """A light English stem: ``painting``, ``painted``, ``paints`` → ``paint``.
+    """An inflectional English stem (Porter's step 1): plurals and tenses folded.
 
-    Strips one common suffix when at least three letters remain, and a doubled final consonant
-    left by it (``shopping`` → ``shop``). Words with digits are ids and stay whole.
+    ``paintings``, ``painted``, ``paints`` → ``paint``; ``games`` and ``game`` → ``game``;
+    ``cities`` and ``city`` → ``citi``; ``shopping`` → ``shop``. Derivational suffixes stay
+    (``painter``, ``quickly``): folding them conflates words (``never``, ``water``) more often
+    than it matches a question to its answer. Words with digits are ids, and words of three
+    letters or fewer are too short to carry a suffix: both stay whole.
     """
-    if len(word) < 5 or not word.isalpha() or not word.isascii():
+    if len(word) <= 3 or not word.isalpha() or not word.isascii():
         return word
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
-            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
-                word = word[:-1]
-            return word
-    return word
+    stem = _strip_tense(_strip_plural(word))
+    if stem.endswith("y") and _has_vowel(stem[:-1]):
+        stem = stem[:-1] + "i"
+    return stem
 
 
 def plural_stem(word: str) -> str:

@@ -45,6 +45,7 @@ from contextwright.errors import StoreError
 from contextwright.modes.config import ModeSettings, RecallSettings
 from contextwright.recall.bm25 import TurnList, TurnPostings
 from contextwright.recall.interleave import Interleaving, Segment, interleave
+from contextwright.recall.lexical import DATED_TERMS, dated_term_counts
 from contextwright.recall.turns import TURN_BYTES, RecallTurn, TurnIndex, TurnKey, TurnRecaller
 from contextwright.session import flow
 from contextwright.session.flow import Flow
@@ -170,14 +171,14 @@ def _extend(turns: SessionTurns, new: Sequence[StoredMessage]) -> None:
     postings = _postings(turns)
     if postings is not None:  # kept for the store, and read by the lexical recaller
         before = postings.held
-        postings.add_all(_TERMS.term_counts(turn.text) for turn in index.turns[len(postings):])
+        postings.add_all(map(dated_term_counts, index.turns[len(postings):]))
         index.held += postings.held - before
 
 
 def _carry_postings(turns: SessionTurns) -> None:
     """Keep postings with the session's turn list from now on (it is still empty)."""
     if isinstance(turns.index.turns, TurnList):
-        turns.index.turns.postings = TurnPostings()
+        turns.index.turns.postings = TurnPostings(terms=DATED_TERMS)
 
 
 def _postings(turns: SessionTurns) -> TurnPostings | None:
@@ -187,10 +188,11 @@ def _postings(turns: SessionTurns) -> TurnPostings | None:
 
 # --------------------------------------------------------------------------- the stored index
 
-INDEX_FORMAT = 1
-"""Version of a stored part's layout; a part of another version is not used (it is rebuilt)."""
+INDEX_FORMAT = 2
+"""Version of a stored part's layout; a part of another version is not used (it is rebuilt).
+Format 2 added each turn's timestamp and date terms in the postings."""
 _TERMS = analyzer("recall")
-"""The lexical recaller's analyzer: stored postings are in its terms."""
+"""The lexical recaller's analyzer: stored postings are in its terms (and its date terms)."""
 
 
 def _analyzer_fingerprint() -> str:
@@ -199,9 +201,12 @@ def _analyzer_fingerprint() -> str:
     config = _TERMS.config
     probe = ("Painting paints painted shopping cities ORD-7731 nora_vance_5172 the THANKS "
              "上海的天气 东京 ok a-b x 12")
+    dated = RecallTurn(index=0, key="probe", timestamp="2023-05-08T13:56:00",
+                       text="yesterday, last month, two weeks ago, on 3 June 2022, 上个月")
     described = [config.name, config.words, list(config.cjk), config.min_length,
                  config.identifiers, sorted(config.stopwords), config.stem.__qualname__,
-                 sorted(_TERMS.term_counts(probe).items())]
+                 sorted(_TERMS.term_counts(probe).items()), DATED_TERMS,
+                 sorted(dated_term_counts(dated).items())]
     return hashlib.blake2b(json.dumps(described, ensure_ascii=True).encode(),
                            digest_size=8).hexdigest()
 
@@ -246,7 +251,7 @@ def encode_part(turns: SessionTurns) -> tuple[str, int] | None:
         "begin": begin, "end": end, "first": first, "calls": index.calls,
         "starts": [turn.index for turn in new], "ends": index.ends[first:],
         "tokens": index.tokens[first:], "calls_after": index.calls_after[first:],
-        "texts": [turn.text for turn in new]}
+        "texts": [turn.text for turn in new], "stamps": [turn.timestamp for turn in new]}
     postings = _postings(turns)
     if postings is not None and len(postings) == len(index.turns):
         part["postings"] = _encode_postings(postings, first)
@@ -301,6 +306,10 @@ def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict
         if not isinstance(values, list) or (lists and len(values) != len(lists[0])):
             raise CorruptIndex("a part's turn lists are missing or differ in length")
         lists.append(values)
+    stamps = part.get("stamps")
+    if not isinstance(stamps, list) or len(stamps) != len(lists[0]) or not all(
+            stamp is None or isinstance(stamp, str) for stamp in stamps):
+        raise CorruptIndex("a part's timestamps are missing or malformed")
     starts, ends = lists[0], lists[1]
     end, calls = part.get("end"), part.get("calls")
     if not (isinstance(end, int) and isinstance(calls, int) and end >= begin) or not all(
@@ -319,8 +328,9 @@ def _load_part(turns: SessionTurns, part: dict[str, Any],
     """Add a checked part's turns (and postings) to ``turns``, with its stored messages."""
     index, tag = turns.index, turns.tag
     begin, end = part["begin"], part["end"]
-    loaded = [RecallTurn(index=start, text=text, key=f"{tag}:{start + 1}")
-              for start, text in zip(part["starts"], part["texts"], strict=True)]
+    loaded = [RecallTurn(index=start, text=text, key=f"{tag}:{start + 1}", timestamp=stamp)
+              for start, text, stamp in zip(part["starts"], part["texts"], part["stamps"],
+                                            strict=True)]
     postings = _postings(turns)
     if postings is not None:
         _load_postings(postings, part.get("postings"), part["first"], len(loaded))

@@ -183,6 +183,9 @@ class TurnPostings:
     """Memory held by the views, about."""
     held: int = 0
     """Memory held by the postings, lengths and big counts, about."""
+    terms: str = ""
+    """How the turns' terms were made (a recaller's ``TERMS``): postings carried by a turn list
+    are used only by a recaller that makes its terms the same way."""
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -459,19 +462,22 @@ def postings_cache() -> GrowingCache[int, IndexedTurns]:
 
 
 def indexed_postings(cache: GrowingCache[int, IndexedTurns], turns: Sequence[RecallTurn],
-                     term_counts: Callable[[str], Mapping[str, int]]) -> IndexedTurns:
+                     term_counts: Callable[[RecallTurn], Mapping[str, int]], terms: str
+                     ) -> IndexedTurns:
     """The index of ``turns`` from ``cache``, extended to its new turns (rebuilt if it changed).
 
-    A list seen for the first time starts from the postings it carries (``TurnList``), if any.
-    The caller holds the lock that guards ``cache``.
+    ``term_counts`` gives a turn's terms, made the way ``terms`` names. A list seen for the
+    first time starts from the postings it carries (``TurnList``), if they were made the same
+    way. The caller holds the lock that guards ``cache``.
     """
     entry = cache.pop(id(turns), None)  # put back last: the most recently used
     carried = getattr(turns, "postings", None)
-    if not isinstance(carried, TurnPostings) or len(carried) > len(turns):
+    if not isinstance(carried, TurnPostings) or len(carried) > len(turns) or (
+            carried.terms != terms):
         carried = None
     if entry is None or entry.turns is not turns or len(entry.keys) > len(turns) or (
             entry.keys and turns[len(entry.keys) - 1].key != entry.keys[-1]):
-        entry = IndexedTurns(turns=turns)
+        entry = IndexedTurns(turns=turns, index=TurnPostings(terms=terms))
         if carried is not None:
             entry.index = carried
     if carried is not None and entry.index is carried and len(carried) > len(entry.keys):
@@ -479,7 +485,7 @@ def indexed_postings(cache: GrowingCache[int, IndexedTurns], turns: Sequence[Rec
         entry.keys.extend([turn.key for turn in turns[len(entry.keys):len(carried)]])
     start = len(entry.keys)
     if start < len(turns):
-        entry.index.add_all(map(term_counts, [turn.text for turn in turns[start:]]))
+        entry.index.add_all(map(term_counts, turns[start:]))
         entry.keys.extend([turn.key for turn in turns[start:]])
     cache[id(turns)] = entry
     keep_bounded(cache, lambda held: len(held.keys))

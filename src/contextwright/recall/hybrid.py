@@ -20,7 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextwright.analysis import analyzer
 from contextwright.errors import InvalidInputError
+from contextwright.recall.dates import query_date_terms, turn_date_terms
 from contextwright.recall.lexical import RecallExpansion, with_neighbours
 from contextwright.recall.turns import RecallTurn
 from contextwright.retrieval._numpy import np
@@ -33,10 +35,14 @@ from contextwright.retrieval.fusion import (
 )
 from contextwright.retrieval.lexical import Bm25Index
 from contextwright.retrieval.retriever import _cached
-from contextwright.retrieval.text import search_tokens
 
-_Identity = tuple[str, str]
-"""A turn's (key, text): a key alone is only unique within one history."""
+_terms = analyzer("recall").terms
+"""The lexical recaller's terms: stemmed words count as one. Measured on LoCoMo dev (strict
+recall at 2k / 4k / 8k), against the retriever's unstemmed ``search`` terms: 0.809 / 0.859 /
+0.945 → 0.833 / 0.885 / 0.945."""
+
+_Identity = tuple[str, str, str | None]
+"""A turn's (key, text, timestamp): a key alone is only unique within one history."""
 
 
 @dataclass(slots=True, eq=False)
@@ -61,11 +67,11 @@ class _SessionIndex:
         if not seen or seen > len(turns):
             return False
         last = turns[seen - 1]
-        if (last.key, last.text) != self.identities[-1]:  # rejects most other histories at once
+        if _identity(last) != self.identities[-1]:  # rejects most other histories at once
             return False
         head = turns[:seen]
         return all(map(operator.is_, head, self.turns)) or all(
-            known == (turn.key, turn.text)
+            known == _identity(turn)
             for known, turn in zip(self.identities, head, strict=True))
 
 
@@ -87,7 +93,8 @@ class HybridTurnRecaller:
 
     def __init__(self, embedder: Embedder | None = None, *, alpha: float = 0.3,
                  threshold: float | None = None, calibration: Calibration = E5_CALIBRATION,
-                 max_sessions: int = 16, expansion: RecallExpansion | None = None) -> None:
+                 max_sessions: int = 16, expansion: RecallExpansion | None = None,
+                 dates: bool = True) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise InvalidInputError("alpha must be between 0 and 1")
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) \
@@ -100,6 +107,8 @@ class HybridTurnRecaller:
         self._sessions: list[_SessionIndex] = []
         """Cached indexes, least recently used first."""
         self._max_sessions = max_sessions
+        self.dates = dates
+        """Whether turns and queries carry date terms (``recall.dates``) in the BM25 part."""
         self.expansion = expansion
         """Neighbours of the best hits (``RecallExpansion``; its feedback settings are lexical
         and not used here)."""
@@ -146,13 +155,13 @@ class HybridTurnRecaller:
         index as it was.
         """
         seen = len(index.identities)
-        new = [(turn.key, turn.text) for turn in turns[seen:]]
+        new = [_identity(turn) for turn in turns[seen:]]
         fresh = [identity for identity in dict.fromkeys(new) if identity not in index.rows]
         vectors = None
         if fresh and index.vectors is not None and self.embedder is not None:
-            vectors = self.embedder.embed_passages([text for _, text in fresh])
+            vectors = self.embedder.embed_passages([text for _, text, _ in fresh])
         for identity in fresh:
-            index.rows[identity] = index.lexical.add(search_tokens(identity[1]))
+            index.rows[identity] = index.lexical.add(self._turn_tokens(identity))
         if vectors is not None and index.vectors is not None:
             index.vectors.append(vectors)
         prefix = index.positions if seen else np.zeros(0, dtype=np.int64)
@@ -162,8 +171,15 @@ class HybridTurnRecaller:
         index.positions = np.concatenate((prefix, tail))
         return index.positions
 
+    def _turn_tokens(self, identity: _Identity) -> list[str]:
+        _, text, timestamp = identity
+        tokens = _terms(text)
+        return [*tokens, *turn_date_terms(text, timestamp)] if self.dates else tokens
+
     def _score(self, index: _SessionIndex, query: str, positions: Any) -> tuple[Any, Any]:
-        tokens = search_tokens(query)
+        tokens = _terms(query)
+        if self.dates:
+            tokens = [*tokens, *query_date_terms(query)]
         bm25 = index.lexical.scores(tokens)[positions]
         coverage = index.lexical.coverage(tokens)[positions]
         if index.vectors is None or self.embedder is None or self.alpha >= 1.0:
@@ -173,3 +189,7 @@ class HybridTurnRecaller:
         similarity = (self.alpha * coverage
                       + (1.0 - self.alpha) * self.calibration.apply(cosine))
         return fused, similarity
+
+
+def _identity(turn: RecallTurn) -> _Identity:
+    return turn.key, turn.text, turn.timestamp

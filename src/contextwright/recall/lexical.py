@@ -1,24 +1,46 @@
 """The dependency-free recaller: BM25 (``recall.bm25``) over the turns' terms, with expansion.
 
 Terms come from the ``recall`` analyzer (``contextwright.analysis``): words lower-cased and
-lightly stemmed, stop words out, ids kept whole, CJK runs as character bigrams.
+lightly stemmed, stop words out, ids kept whole, CJK runs as character bigrams; and, unless a
+recaller is made with ``dates=False``, the date terms of ``recall.dates`` (a turn's date and the
+dates it speaks of; the dates a query names, and whether it asks "when").
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from contextwright.analysis import analyzer
 from contextwright.errors import InvalidInputError
 from contextwright.recall.bm25 import IndexedTurns, TurnPostings, indexed_postings, postings_cache
+from contextwright.recall.dates import query_date_terms, turn_date_terms
 from contextwright.recall.turns import RecallTurn
 
 _ANALYZER = analyzer("recall")
 _terms = _ANALYZER.terms
 _term_counts = _ANALYZER.term_counts
+
+DATED_TERMS: Final = "recall+dates"
+"""How ``dated_term_counts`` makes a turn's terms (postings made so carry this name)."""
+WORD_TERMS: Final = "recall"
+"""How ``word_term_counts`` makes them."""
+
+
+def dated_term_counts(turn: RecallTurn) -> Counter[str]:
+    """A turn's words (the ``recall`` analyzer) and its date terms (``recall.dates``)."""
+    counts = _term_counts(turn.text)
+    counts.update(turn_date_terms(turn.text, turn.timestamp))
+    return counts
+
+
+def word_term_counts(turn: RecallTurn) -> Counter[str]:
+    """A turn's words only."""
+    return _term_counts(turn.text)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,8 +94,12 @@ class LexicalTurnRecaller:
     """
 
     def __init__(self, *, min_score: float = 1.0, k1: float = 1.2, b: float = 0.75,
-                 expansion: RecallExpansion | None = None) -> None:
-        """``min_score``: relevance threshold; ``k1`` ≥ 0, 0 ≤ ``b`` ≤ 1: the BM25 constants."""
+                 expansion: RecallExpansion | None = None, dates: bool = True) -> None:
+        """A recaller; see the class for what it matches.
+
+        ``min_score``: relevance threshold; ``k1`` ≥ 0, 0 ≤ ``b`` ≤ 1: the BM25 constants;
+        ``dates``: match turns by date too (``recall.dates``).
+        """
         if not math.isfinite(min_score):
             raise InvalidInputError("min_score must be a finite number")
         if not (math.isfinite(k1) and k1 >= 0 and 0 <= b <= 1):
@@ -82,13 +108,17 @@ class LexicalTurnRecaller:
         self.k1 = k1
         self.b = b
         self.expansion = expansion
+        self.dates = dates
         self._indexes = postings_cache()
         self._lock = threading.Lock()
 
     def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
              ) -> list[tuple[int, float]]:
         """(position in ``turns``, score), best first, at most ``limit``, above ``min_score``."""
-        terms = sorted(set(_terms(query)))  # sorted: scores add up in the same order every run
+        wanted = set(_terms(query))
+        if self.dates:
+            wanted.update(query_date_terms(query))
+        terms = sorted(wanted)  # sorted: scores add up in the same order every run
         if not terms or not turns or limit <= 0:
             return []
         with self._lock:
@@ -112,6 +142,8 @@ class LexicalTurnRecaller:
         if not (expansion.feedback_turns and expansion.feedback_terms):
             return []
         size, best = len(turns), hits[0][1]
+        if best <= 0:  # a min_score of 0 or below lets zero-score turns in: nothing to weigh by
+            return []
         most = expansion.feedback_max_share * size
         weights: dict[str, float] = {}
         for position, score in hits[:expansion.feedback_turns]:
@@ -126,14 +158,16 @@ class LexicalTurnRecaller:
 
     def _postings(self, turns: Sequence[RecallTurn]) -> IndexedTurns:
         """The index of ``turns``, extended to its new turns (rebuilt if it changed)."""
-        return indexed_postings(self._indexes, turns, _term_counts)
+        if self.dates:
+            return indexed_postings(self._indexes, turns, dated_term_counts, DATED_TERMS)
+        return indexed_postings(self._indexes, turns, word_term_counts, WORD_TERMS)
 
 
 def _expanded(hits: list[tuple[int, float]], feedback: list[tuple[int, float]],
               expansion: RecallExpansion, size: int, limit: int) -> list[tuple[int, float]]:
     """Hits, feedback hits and neighbours merged: best first, ties by position."""
     scores = dict(hits)
-    if feedback:
+    if feedback and feedback[0][1] > 0:
         scale = expansion.feedback_weight * hits[0][1] / feedback[0][1]
         for position, score in feedback:
             scores[position] = scores.get(position, 0.0) + score * scale

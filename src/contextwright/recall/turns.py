@@ -34,6 +34,9 @@ class RecallTurn:
     """The turn's text: user and assistant content, tool calls, tool results compacted."""
     key: str
     """Stable identity (message id if present, else content hash), for caches across builds."""
+    timestamp: str | None = None
+    """When the turn was said: the first of its messages' timestamps, as the caller gave it
+    (recallers index turns under its date, ``recall.dates``)."""
 
 
 @runtime_checkable
@@ -105,7 +108,8 @@ class TurnIndex:
             return
         text = turn_text(messages)
         key = self.key(start, messages, text)
-        self.turns.append(RecallTurn(index=start, text=text, key=key))
+        stamp = next((message.timestamp for message in messages if message.timestamp), None)
+        self.turns.append(RecallTurn(index=start, text=text, key=key, timestamp=stamp))
         self.held += text_bytes(text) + len(key) + TURN_BYTES
         self.ends.append(end)
         self.tokens.append(estimate_tokens(text))
