@@ -18,6 +18,7 @@ from contextwright.analysis import (
     analyzer,
     cjk_class,
     is_cjk_char,
+    light_stem,
 )
 from contextwright.core.cutting import query_keywords
 from contextwright.retrieval.text import query_entities, search_tokens
@@ -62,6 +63,16 @@ def test_every_analyzer_makes_chinese_bigrams(name: str) -> None:
 def test_recall_stems_words_and_keeps_ids_whole() -> None:
     assert analyzer("recall").terms("Painting paintings ORD-7731 nora_vance_5172") == [
         "paint", "paint", "ord-7731", "nora_vance_5172"]
+
+
+@pytest.mark.parametrize(("word", "stem"), [
+    ("games", "game"), ("game", "game"), ("cities", "citi"), ("city", "citi"),
+    ("hoping", "hope"), ("hopping", "hop"), ("agreed", "agree"), ("caresses", "caress"),
+    ("running", "run"), ("classes", "class"), ("adopted", "adopt"), ("adopting", "adopt"),
+    ("never", "never"), ("water", "water"), ("sing", "sing"), ("bring", "bring"),
+    ("falling", "fall"), ("ORD-7731", "ORD-7731"), ("cafés", "cafés"), ("was", "was")])
+def test_the_recall_stem_folds_inflections_only(word: str, stem: str) -> None:
+    assert light_stem(word) == stem
 
 
 def test_cutting_keeps_words_unstemmed() -> None:
