@@ -38,18 +38,20 @@ _NUMBERS: Final = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "
                    "few": 3, "a few": 3}
 _NUMBER: Final = "|".join(sorted(map(re.escape, _NUMBERS), key=len, reverse=True)) + r"|\d{1,2}"
 
-_FLAGS: Final = re.IGNORECASE
+# Patterns run on the lower-cased text, and only when a cheap look at its words says they may
+# match (``_Words``): most turns name no date, and a case-blind alternation of month names is
+# slow to search for.
 _ISO_DATE: Final = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
 _MONTH_DAY: Final = re.compile(
-    rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?", _FLAGS)
+    rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?")
 _DAY_MONTH: Final = re.compile(
-    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b\.?(?:,?\s+(\d{{4}})\b)?", _FLAGS)
-_MONTH_YEAR: Final = re.compile(rf"\b({_MONTH})\.?,?\s+(\d{{4}})\b", _FLAGS)
+    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b\.?(?:,?\s+(\d{{4}})\b)?")
+_MONTH_YEAR: Final = re.compile(rf"\b({_MONTH})\.?,?\s+(\d{{4}})\b")
 _IN_MONTH: Final = re.compile(
-    rf"\b(?:in|since|until|till|during|by|of|early|late|mid|last|next|this)[\s-]+({_MONTH})\b",
-    _FLAGS)
-_YEAR: Final = re.compile(r"\b(?:in|since|until|of|by|during|from|year)\s+((?:19|20)\d{2})\b"
-                          r"|\b((?:19|20)\d{2})\b(?=\s*(?:[,.;:?!)]|$))", _FLAGS)
+    rf"\b(?:in|since|until|till|during|by|of|early|late|mid|last|next|this)[\s-]+({_MONTH})\b")
+_YEAR: Final = re.compile(r"(?<![\w-])(?:19|20)\d{2}(?![\w-])")
+_BEFORE_YEAR: Final = frozenset({"in", "since", "until", "of", "by", "during", "from", "year"})
+"""A bare number such as 2019 is a year after one of these words, or at the end of a clause."""
 _CJK_DATE: Final = re.compile(r"(?:(\d{4})年)?(?:(\d{1,2})月)(?:(\d{1,2})[日号])?|(\d{4})年")
 
 _RELATIVE_DAYS: Final = {"yesterday": -1, "today": 0, "tonight": 0, "tomorrow": 1,
@@ -64,17 +66,59 @@ _RELATIVE_MONTHS: Final = {"last month": -1, "this month": 0, "next month": 1,
                            "上个月": -1, "这个月": 0, "本月": 0, "下个月": 1}
 _RELATIVE_YEARS: Final = {"last year": -1, "this year": 0, "next year": 1,
                           "去年": -1, "今年": 0, "明年": 1, "前年": -2}
-_RELATIVE: Final = re.compile(
-    "|".join(sorted(map(re.escape, (*_RELATIVE_DAYS, *_RELATIVE_WEEKS, *_RELATIVE_MONTHS,
-                                    *_RELATIVE_YEARS)), key=len, reverse=True)), _FLAGS)
-_AGO: Final = re.compile(rf"\b({_NUMBER})\s+(day|week|month|year)s?\s+ago\b", _FLAGS)
-_WEEKDAY: Final = re.compile(rf"\b(?:last|on|this past)\s+({'|'.join(_WEEKDAYS)})\b", _FLAGS)
-_TIME_WORDS: Final = re.compile(
-    rf"\b(?:ago|recently|lately|weekend|{'|'.join(_WEEKDAYS)})\b|几天前|最近|周末", _FLAGS)
+_PHRASES: Final = (*_RELATIVE_DAYS, *_RELATIVE_WEEKS, *_RELATIVE_MONTHS, *_RELATIVE_YEARS)
+_ONE_WORD: Final = frozenset(p for p in _PHRASES if p.isascii() and " " not in p)
+_TWO_WORDS: Final = frozenset(tuple(p.split()) for p in _PHRASES if p.count(" ") == 1)
+_CJK_RELATIVE: Final = re.compile("|".join(
+    sorted((p for p in _PHRASES if not p.isascii()), key=len, reverse=True)))
+_AGO: Final = re.compile(rf"\b({_NUMBER})\s+(day|week|month|year)s?\s+ago\b")
+_WEEKDAY: Final = re.compile(rf"\b(?:last|on|this past)\s+({'|'.join(_WEEKDAYS)})\b")
 _ASKS_WHEN: Final = re.compile(
     r"^\W*when\b|\bwhen (?:did|does|do|was|were|is|will|has|have)\b"
     r"|\b(?:what|which) (?:date|day|year|month|week|time)\b|\bhow long ago\b"
-    r"|什么时候|哪天|哪一天|几号|哪年|哪一年|几月|何时", _FLAGS)
+    r"|什么时候|哪天|哪一天|几号|哪年|哪一年|几月|何时")
+
+_WORD: Final = re.compile(r"[a-z]+")
+_MONTH_WORDS: Final = frozenset(_MONTHS)
+_RELATIVE_HEADS: Final = frozenset(head for head, _ in _TWO_WORDS) | _ONE_WORD
+_TIME_WORDS: Final = frozenset({"ago", "recently", "lately", "weekend", *_WEEKDAYS})
+_CJK_TIME: Final = re.compile(r"[昨前今明去上下这本年月周]|几天前|最近")
+_CJK_TIME_WORDS: Final = ("几天前", "最近", "周末")
+
+
+_DIGIT: Final = re.compile(r"\d")
+
+
+class _Words:
+    """What a text holds, looked at once: its lower-cased form, words, digits, CJK time marks."""
+
+    __slots__ = ("cjk", "digits", "lowered", "sequence", "words")
+
+    def __init__(self, text: str) -> None:
+        self.lowered = text.lower()
+        self.sequence = _WORD.findall(self.lowered)
+        self.words = frozenset(self.sequence)
+        self.digits = _DIGIT.search(text) is not None
+        self.cjk = _CJK_TIME.search(text) is not None
+
+    def relative_phrases(self) -> list[str]:
+        """The English relative time phrases in the text, in order ("yesterday", "last week").
+
+        "the day before yesterday" is "before yesterday" here, so it is not also "yesterday".
+        """
+        if _RELATIVE_HEADS.isdisjoint(self.words):
+            return []
+        found, words = [], self.sequence
+        for at, word in enumerate(words):
+            following = words[at + 1] if at + 1 < len(words) else ""
+            if (word, following) in _TWO_WORDS:
+                found.append(f"{word} {following}")
+            elif word == "before" and following == "yesterday":
+                found.append("the day before yesterday")
+            elif word in _ONE_WORD and not (word == "yesterday" and at and words[at - 1] ==
+                                            "before"):
+                found.append(word)
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,21 +164,22 @@ def turn_date_terms(text: str, timestamp: str | None) -> list[str]:
     one, only the dates the text names in full (with a year) count.
     """
     anchor = timestamp_date(timestamp)
-    mentions = _named_dates(text, anchor.year if anchor is not None else None)
+    seen = _Words(text)
+    mentions = _named_dates(text, seen, anchor.year if anchor is not None else None)
     if anchor is not None:
         mentions = [_Mention(anchor.year, anchor.month, anchor.day), *mentions,
-                    *_resolved_dates(text, anchor)]
+                    *_resolved_dates(text, seen, anchor)]
     terms = [term for mention in mentions for term in mention.terms()]
-    spoken_of = len(mentions) - (anchor is not None)
-    if spoken_of or _TIME_WORDS.search(text) or _RELATIVE.search(text) or _AGO.search(text):
+    if len(mentions) > (anchor is not None) or _speaks_of_time(text, seen):
         terms.append(WHEN)
     return list(dict.fromkeys(terms))
 
 
 def query_date_terms(query: str) -> list[str]:
     """The date terms to search for with ``query``: the dates it names, ``WHEN`` if it asks."""
-    terms = [term for mention in _named_dates(query, None) for term in mention.terms()]
-    if _ASKS_WHEN.search(query):
+    seen = _Words(query)
+    terms = [term for mention in _named_dates(query, seen, None) for term in mention.terms()]
+    if _ASKS_WHEN.search(seen.lowered):
         terms.append(WHEN)
     return list(dict.fromkeys(terms))
 
@@ -144,29 +189,54 @@ def is_date_term(term: str) -> bool:
     return term.startswith(TERM_PREFIX)
 
 
-def _named_dates(text: str, default_year: int | None) -> list[_Mention]:
+def _speaks_of_time(text: str, seen: _Words) -> bool:
+    """Whether the text uses a time word ("ago", "last week", "周末"), dated or not."""
+    if not _TIME_WORDS.isdisjoint(seen.words):
+        return True
+    if seen.relative_phrases():
+        return True
+    return seen.cjk and (_CJK_RELATIVE.search(text) is not None or any(
+        word in text for word in _CJK_TIME_WORDS))
+
+
+def _named_dates(text: str, seen: _Words, default_year: int | None) -> list[_Mention]:
     """Dates the text writes out: full dates, months with or without a year, years."""
     found: list[_Mention] = []
-    for year, month, day in _ISO_DATE.findall(text):
-        found.append(_Mention(int(year), int(month), int(day)))
-    for month_name, day, year in _MONTH_DAY.findall(text):
-        found.append(_Mention(_year(year, default_year), _MONTHS[month_name.lower()], int(day)))
-    for day, month_name, year in _DAY_MONTH.findall(text):
-        found.append(_Mention(_year(year, default_year), _MONTHS[month_name.lower()], int(day)))
-    for month_name, year in _MONTH_YEAR.findall(text):
-        found.append(_Mention(int(year), _MONTHS[month_name.lower()]))
-    for month_name in _IN_MONTH.findall(text):
-        if month_name.lower() != "may" or month_name[0] == "M":  # not "in may be"
-            found.append(_Mention(default_year, _MONTHS[month_name.lower()]))
-    for after_word, alone in _YEAR.findall(text):
-        found.append(_Mention(int(after_word or alone)))
-    for year, month, day, year_only in _CJK_DATE.findall(text):
-        if year_only:
-            found.append(_Mention(int(year_only)))
-        else:
-            found.append(_Mention(_year(year, default_year), int(month),
-                                  int(day) if day else None))
+    lowered = seen.lowered
+    if seen.digits:
+        found += [_Mention(int(y), int(m), int(d)) for y, m, d in _ISO_DATE.findall(lowered)]
+    if seen.digits and not _MONTH_WORDS.isdisjoint(seen.words):
+        for month, day, year in _MONTH_DAY.findall(lowered):
+            found.append(_Mention(_year(year, default_year), _MONTHS[month], int(day)))
+        for day, month, year in _DAY_MONTH.findall(lowered):
+            found.append(_Mention(_year(year, default_year), _MONTHS[month], int(day)))
+        found += [_Mention(int(year), _MONTHS[month])
+                  for month, year in _MONTH_YEAR.findall(lowered)]
+    if not _MONTH_WORDS.isdisjoint(seen.words):
+        for match in _IN_MONTH.finditer(lowered):
+            month = match.group(1)
+            if month != "may" or _capitalised(text, lowered, match.start(1)):  # not "in may be"
+                found.append(_Mention(default_year, _MONTHS[month]))
+    if seen.digits:  # after the dates that name a month: the most precise terms come first
+        found += [_Mention(int(match.group())) for match in _YEAR.finditer(lowered)
+                  if _is_year(lowered, match)]
+    if seen.cjk and seen.digits:
+        for year, month, day, year_only in _CJK_DATE.findall(text):
+            found.append(_Mention(int(year_only)) if year_only else _Mention(
+                _year(year, default_year), int(month), int(day) if day else None))
     return [mention for mention in found if _valid(mention)]
+
+
+def _is_year(lowered: str, match: re.Match[str]) -> bool:
+    """Whether a four-digit number reads as a year: "in 2019", "year 2020", "… in 2019."."""
+    before = lowered[max(0, match.start() - 8):match.start()].split()
+    after = lowered[match.end():match.end() + 2].lstrip()
+    return bool(before and before[-1] in _BEFORE_YEAR) or not after or after[0] in ",.;:?!)"
+
+
+def _capitalised(text: str, lowered: str, at: int) -> bool:
+    """Whether the word at ``at`` of ``lowered`` is written with a capital in ``text``."""
+    return len(text) != len(lowered) or text[at].isupper()
 
 
 def _year(written: str, default: int | None) -> int | None:
@@ -187,18 +257,22 @@ def _valid(mention: _Mention) -> bool:
     return 1 <= mention.day <= days
 
 
-def _resolved_dates(text: str, anchor: date) -> list[_Mention]:
+def _resolved_dates(text: str, seen: _Words, anchor: date) -> list[_Mention]:
     """The dates the text's time words point to, said on ``anchor``."""
     found: list[_Mention] = []
-    for phrase in _RELATIVE.findall(text):
-        found.append(_relative(phrase.lower(), anchor))
-    for number, unit in _AGO.findall(text):
-        count = _NUMBERS.get(number.lower()) or int(number)
-        found.append(_shifted(anchor, unit.lower(), -count))
-    for weekday in _WEEKDAY.findall(text):
-        back = (anchor.weekday() - _WEEKDAYS.index(weekday.lower())) % 7 or 7
-        day = anchor - timedelta(days=back)
-        found.append(_Mention(day.year, day.month, day.day))
+    lowered = seen.lowered
+    found += [_relative(phrase, anchor) for phrase in seen.relative_phrases()]
+    if seen.cjk:
+        found += [_relative(phrase, anchor) for phrase in _CJK_RELATIVE.findall(text)]
+    if "ago" in seen.words:
+        for number, unit in _AGO.findall(lowered):
+            count = _NUMBERS.get(number) or int(number)
+            found.append(_shifted(anchor, unit, -count))
+    if not seen.words.isdisjoint(_WEEKDAYS):
+        for weekday in _WEEKDAY.findall(lowered):
+            back = (anchor.weekday() - _WEEKDAYS.index(weekday)) % 7 or 7
+            day = anchor - timedelta(days=back)
+            found.append(_Mention(day.year, day.month, day.day))
     return found
 
 
