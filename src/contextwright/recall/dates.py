@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from calendar import monthrange
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Final
 
@@ -31,7 +31,6 @@ _MONTHS: Final = {name: number for number, names in enumerate((
     ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
     ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
     ("october", "oct"), ("november", "nov"), ("december", "dec")), start=1) for name in names}
-_MONTH: Final = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _WEEKDAYS: Final = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _NUMBERS: Final = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
                    "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "couple of": 2,
@@ -41,18 +40,21 @@ _NUMBER: Final = "|".join(sorted(map(re.escape, _NUMBERS), key=len, reverse=True
 # Patterns run on the lower-cased text, and only when a cheap look at its words says they may
 # match (``_Words``): most turns name no date, and a case-blind alternation of month names is
 # slow to search for.
-_ISO_DATE: Final = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
-_MONTH_DAY: Final = re.compile(
-    rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?")
-_DAY_MONTH: Final = re.compile(
-    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b\.?(?:,?\s+(\d{{4}})\b)?")
-_MONTH_YEAR: Final = re.compile(rf"\b({_MONTH})\.?,?\s+(\d{{4}})\b")
-_IN_MONTH: Final = re.compile(
-    rf"\b(?:in|since|until|till|during|by|of|early|late|mid|last|next|this)[\s-]+({_MONTH})\b")
-_YEAR: Final = re.compile(r"(?<![\w-])(?:19|20)\d{2}(?![\w-])")
+_BEFORE_MONTH: Final = frozenset(
+    {"in", "since", "until", "till", "during", "by", "of", "early", "late", "mid", "last",
+     "next", "this"})
+"""Words after which a month name alone names the month: "in June", "since March"."""
+_BEFORE_MAY: Final = _BEFORE_MONTH - {"by", "of", "this"}
+"""The same for "may", which is a verb after "this", "by" or "of" far more often."""
+_ORDINALS: Final = frozenset({"st", "nd", "rd", "th"})
+_YEAR_OR_DATE: Final = re.compile(r"(?:19|20)\d\d(?:-\d\d?-\d\d?)?")
+"""A year, or an ISO 8601 date (``2023-05-08``); its ends are checked apart (a pattern that
+starts with its digits is searched for several times faster than one that starts with a
+look-behind)."""
 _BEFORE_YEAR: Final = frozenset({"in", "since", "until", "of", "by", "during", "from", "year"})
 """A bare number such as 2019 is a year after one of these words, or at the end of a clause."""
-_CJK_DATE: Final = re.compile(r"(?:(\d{4})年)?(?:(\d{1,2})月)(?:(\d{1,2})[日号])?|(\d{4})年")
+_CJK_DATE: Final = re.compile(
+    r"(\d{4})年(?:(\d{1,2})月(?:(\d{1,2})[日号])?)?|(\d{1,2})月(?:(\d{1,2})[日号])?")
 
 _RELATIVE_DAYS: Final = {"yesterday": -1, "today": 0, "tonight": 0, "tomorrow": 1,
                          "this morning": 0, "this afternoon": 0, "this evening": 0,
@@ -78,7 +80,7 @@ _ASKS_WHEN: Final = re.compile(
     r"|\b(?:what|which) (?:date|day|year|month|week|time)\b|\bhow long ago\b"
     r"|什么时候|哪天|哪一天|几号|哪年|哪一年|几月|何时")
 
-_WORD: Final = re.compile(r"[a-z]+")
+_WORD: Final = re.compile(r"[a-z]+|\d+")
 _MONTH_WORDS: Final = frozenset(_MONTHS)
 _RELATIVE_HEADS: Final = frozenset(head for head, _ in _TWO_WORDS) | _ONE_WORD
 _TIME_WORDS: Final = frozenset({"ago", "recently", "lately", "weekend", *_WEEKDAYS})
@@ -203,44 +205,106 @@ def _named_dates(text: str, seen: _Words, default_year: int | None) -> list[_Men
     """Dates the text writes out: full dates, months with or without a year, years."""
     found: list[_Mention] = []
     lowered = seen.lowered
+    years: list[_Mention] = []
     if seen.digits:
-        found += [_Mention(int(y), int(m), int(d)) for y, m, d in _ISO_DATE.findall(lowered)]
-    if seen.digits and not _MONTH_WORDS.isdisjoint(seen.words):
-        for month, day, year in _MONTH_DAY.findall(lowered):
-            found.append(_Mention(_year(year, default_year), _MONTHS[month], int(day)))
-        for day, month, year in _DAY_MONTH.findall(lowered):
-            found.append(_Mention(_year(year, default_year), _MONTHS[month], int(day)))
-        found += [_Mention(int(year), _MONTHS[month])
-                  for month, year in _MONTH_YEAR.findall(lowered)]
+        for match in _YEAR_OR_DATE.finditer(lowered):
+            if _stands_alone(lowered, match.start(), match.end()):
+                _add_year_or_date(match, lowered, found, years)
     if not _MONTH_WORDS.isdisjoint(seen.words):
-        for match in _IN_MONTH.finditer(lowered):
-            month = match.group(1)
-            if month != "may" or _capitalised(text, lowered, match.start(1)):  # not "in may be"
-                found.append(_Mention(default_year, _MONTHS[month]))
-    if seen.digits:  # after the dates that name a month: the most precise terms come first
-        found += [_Mention(int(match.group())) for match in _YEAR.finditer(lowered)
-                  if _is_year(lowered, match)]
-    if seen.cjk and seen.digits:
-        for year, month, day, year_only in _CJK_DATE.findall(text):
-            found.append(_Mention(int(year_only)) if year_only else _Mention(
-                _year(year, default_year), int(month), int(day) if day else None))
+        found += _month_dates(seen.sequence, default_year)
+    found += years  # after the dates that name a month: the most precise terms come first
+    if seen.cjk and seen.digits and ("年" in text or "月" in text):
+        for year, month, day, month_alone, day_of_month in _CJK_DATE.findall(text):
+            if year:
+                found.append(_Mention(int(year), int(month) if month else None,
+                                      int(day) if day else None))
+            else:
+                found.append(_Mention(default_year, int(month_alone),
+                                      int(day_of_month) if day_of_month else None))
     return [mention for mention in found if _valid(mention)]
 
 
-def _is_year(lowered: str, match: re.Match[str]) -> bool:
+def _stands_alone(lowered: str, start: int, end: int) -> bool:
+    """Whether ``lowered[start:end]`` is not part of a longer word, number or id."""
+    return not (start and _joins(lowered[start - 1])) and not (
+        end < len(lowered) and _joins(lowered[end]))
+
+
+def _joins(char: str) -> bool:
+    return char.isalnum() or char in "-_"
+
+
+def _add_year_or_date(match: re.Match[str], lowered: str, dates: list[_Mention],
+                      years: list[_Mention]) -> None:
+    """An ISO date to ``dates``; a four-digit number that reads as a year to ``years``."""
+    parts = match.group().split("-")
+    if len(parts) == 3:
+        dates.append(_Mention(int(parts[0]), int(parts[1]), int(parts[2])))
+    elif _is_year(lowered, match.start(), match.end()):
+        years.append(_Mention(int(parts[0])))
+
+
+def _is_year(lowered: str, start: int, end: int) -> bool:
     """Whether a four-digit number reads as a year: "in 2019", "year 2020", "… in 2019."."""
-    before = lowered[max(0, match.start() - 8):match.start()].split()
-    after = lowered[match.end():match.end() + 2].lstrip()
+    before = lowered[max(0, start - 8):start].split()
+    after = lowered[end:end + 2].lstrip()
     return bool(before and before[-1] in _BEFORE_YEAR) or not after or after[0] in ",.;:?!)"
 
 
-def _capitalised(text: str, lowered: str, at: int) -> bool:
-    """Whether the word at ``at`` of ``lowered`` is written with a capital in ``text``."""
-    return len(text) != len(lowered) or text[at].isupper()
+def _month_dates(words: list[str], default_year: int | None) -> list[_Mention]:
+    """Dates that name a month, read off the text's words and numbers.
+
+    "June 3rd, 2023", "3 June 2023", "the 3rd of June", "June 2023", "in June" (a month alone
+    needs a word before it that makes it one: "may" is mostly a verb).
+    """
+    found = []
+    for at, word in enumerate(words):
+        month = _MONTHS.get(word)
+        if month is None:
+            continue
+        day, after = _day_at(words, at + 1)
+        if day is None:
+            day = _day_before(words, at)
+            after = at + 1
+        year = _number_at(words, after, 4)
+        if day is not None:  # a day the month does not have still names the month
+            dated = _Mention(year if year is not None else default_year, month, day)
+            found.append(dated if _valid(dated) else replace(dated, day=None))
+        elif year is not None:
+            found.append(_Mention(year, month))
+        elif at and words[at - 1] in (_BEFORE_MAY if word == "may" else _BEFORE_MONTH):
+            found.append(_Mention(default_year, month))
+    return found
 
 
-def _year(written: str, default: int | None) -> int | None:
-    return int(written) if written else default
+def _number_at(words: list[str], at: int, digits: int) -> int | None:
+    """The number at ``words[at]`` if it has ``digits`` digits (or fewer, for a day)."""
+    if at >= len(words) or not words[at].isdigit():
+        return None
+    word = words[at]
+    fits = len(word) == digits if digits == 4 else len(word) <= digits
+    return int(word) if fits else None
+
+
+def _day_at(words: list[str], at: int) -> tuple[int | None, int]:
+    """A day number at ``words[at]`` ("3", "3rd") and the position after it."""
+    day = _number_at(words, at, 2)
+    if day is None:
+        return None, at
+    after = at + 1
+    if after < len(words) and words[after] in _ORDINALS:
+        after += 1
+    return day, after
+
+
+def _day_before(words: list[str], at: int) -> int | None:
+    """A day number before the month at ``at``: "3 June", "3rd June", "3rd of June"."""
+    before = at - 1
+    if before >= 0 and words[before] == "of":
+        before -= 1
+    if before >= 0 and words[before] in _ORDINALS:
+        before -= 1
+    return _number_at(words, before, 2) if before >= 0 else None
 
 
 def _valid(mention: _Mention) -> bool:
