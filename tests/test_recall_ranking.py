@@ -150,3 +150,21 @@ def test_turn_index_is_kept_for_equal_copies_and_rebuilt_for_changed_messages() 
     rebuilt = turn_index(messages)
     assert rebuilt.turns is not index.turns
     assert rebuilt.turns[5].text.startswith("Question about a different thing?")
+
+
+def test_a_repeated_ranking_is_remembered_until_the_turns_or_the_input_change() -> None:
+    texts = [f"turn {n} about the {'kettle' if n % 7 == 0 else 'pasta'} order" for n in range(50)]
+    turns = turns_of(texts)
+    recaller = LexicalTurnRecaller(dates=False)
+    first = recaller.rank("kettle order", turns, limit=5)
+    again = recaller.rank("kettle order", turns, limit=5)
+    assert again == first and again is not first, "the caller gets its own list"
+    again.clear()
+    assert recaller.rank("kettle order", turns, limit=5) == first, "not changed by a caller"
+    turns.append(RecallTurn(index=100, text="one more kettle, please", key="k50"))
+    grown = recaller.rank("kettle order", turns, limit=5)
+    assert grown == LexicalTurnRecaller(dates=False).rank("kettle order", turns, limit=5)
+    assert grown != first, "a new turn ranks anew"
+    assert recaller.rank("pasta", turns, limit=5) == LexicalTurnRecaller(dates=False).rank(
+        "pasta", turns, limit=5)
+    assert recaller.rank("kettle order", turns, limit=2) == grown[:2]

@@ -450,6 +450,10 @@ class IndexedTurns:
     keys: list[str] = field(default_factory=list)
     """Key of every indexed turn (the last one is checked before the index is reused)."""
     index: TurnPostings = field(default_factory=TurnPostings)
+    last_ranking: tuple[object, int, list[tuple[int, float]]] | None = None
+    """(what was asked, turns indexed then, the ranking): an agent loop builds again and again
+    with the same input while its turn is open, and the closed turns, so the ranking, are
+    the same."""
 
 
 def postings_cache() -> GrowingCache[int, IndexedTurns]:

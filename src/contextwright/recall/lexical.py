@@ -122,12 +122,22 @@ class LexicalTurnRecaller:
         if not terms or not turns or limit <= 0:
             return []
         with self._lock:
-            index = self._postings(turns).index
-            hits = self._top(index, terms, limit)
-            if self.expansion is None or not hits:
-                return hits
-            return _expanded(hits, self._feedback(index, turns, hits, set(terms), limit),
-                             self.expansion, len(turns), limit)
+            entry = self._postings(turns)
+            asked = (terms, limit)
+            known = entry.last_ranking
+            if known is not None and known[0] == asked and known[1] == len(entry.keys):
+                return list(known[2])
+            ranked = self._ranked(entry.index, turns, terms, limit)
+            entry.last_ranking = (asked, len(entry.keys), ranked)
+            return list(ranked)
+
+    def _ranked(self, index: TurnPostings, turns: Sequence[RecallTurn], terms: list[str],
+                limit: int) -> list[tuple[int, float]]:
+        hits = self._top(index, terms, limit)
+        if self.expansion is None or not hits:
+            return hits
+        return _expanded(hits, self._feedback(index, turns, hits, set(terms), limit),
+                         self.expansion, len(turns), limit)
 
     def _top(self, index: TurnPostings, terms: Sequence[str], limit: int
              ) -> list[tuple[int, float]]:
