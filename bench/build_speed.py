@@ -19,15 +19,19 @@ last 2,000 messages (its loading is quadratic in the history: 10,000 messages ta
 per-turn cost depends on the active window, not on the archive.
 
 Run: ``make bench-speed`` or ``.venv/bin/python bench/build_speed.py [--sizes 100,1000]
-[--turns 100] [--json] [--no-peers] [--repeats 3]``. Needs the ``bench`` extra. On a shared
-machine use ``--repeats``: contextwright's cases run that many times and the medians are shown.
+[--turns 100] [--json] [--no-peers] [--repeats 3] [--profile PLAN]``. Needs the ``bench``
+extra. On a shared machine use ``--repeats``: contextwright's cases run that many times and the
+medians are shown. ``--profile PLAN`` prints where PLAN's steady builds spend their time instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
+import io
 import json
+import pstats
 import statistics
 import sys
 import time
@@ -83,6 +87,38 @@ def bench_contextwright(history: list[dict[str, Any]], turns: int, plan_name: st
         samples.append(time.perf_counter() - start)
         del turn
     return {"cold_ms": cold * 1000, "steady_ms": _median_ms(samples), "turns": turns}
+
+
+def profile_steady(size: int, turns: int, plan_name: str, top: int = 25) -> str:
+    """Where ``turns`` steady builds of ``plan_name`` spend their time, as pstats text.
+
+    The cold build runs first, unprofiled; the functions are listed by their own time and by
+    their cumulative time (the profiler slows small calls down more than big ones, so shares
+    are a guide, not a measurement).
+    """
+    history = make_history(size)
+    builder = ContextBuilder(tokenizer="o200k_base")
+    plan = BuildPlan.named(plan_name).with_budget(available_override=BUDGET)
+    tools = make_tools()
+
+    def build() -> None:
+        request = Request(user_input=USER_INPUT, system=SYSTEM, history=history, tools=tools)
+        builder.build(plan, request).to_messages("openai")
+
+    clear_caches()
+    build()
+    profiler = cProfile.Profile()
+    for _ in range(turns):
+        history.append(next_message(len(history)))
+        profiler.enable()
+        build()
+        profiler.disable()
+    out = io.StringIO()
+    out.write(f"## {plan_name}, {size:,} messages, {turns} steady builds\n")
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
 
 
 def _peer_turns(put: Callable[[dict[str, Any]], None], get: Callable[[], object],
@@ -192,7 +228,14 @@ def main() -> None:
                         help="time contextwright only (no LangChain / LlamaIndex runs)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="run contextwright's cases this many times; report the medians")
+    parser.add_argument("--profile", metavar="PLAN", default=None,
+                        help="instead of timing: profile PLAN's steady builds at each size "
+                             "and print where the time goes")
     args = parser.parse_args()
+    if args.profile:
+        for size in (int(s) for s in args.sizes.split(",")):
+            print(profile_steady(size, args.turns, args.profile))
+        return
     results = run([int(s) for s in args.sizes.split(",")], args.turns, peers=not args.no_peers,
                   repeats=args.repeats)
     if args.json:
