@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextwright import BuildPlan, ContextBuilder, ContextManager, MemoryStore, Request
 from contextwright.core.items import parse_message
@@ -43,6 +47,35 @@ def test_without_a_timestamp_only_written_out_dates_count() -> None:
 def test_a_timestamp_that_is_not_iso_8601_dates_nothing(stamp: str | None) -> None:
     assert timestamp_date(stamp) is None
     assert turn_date_terms("we met yesterday", stamp) == [WHEN]
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00", "9999-12-31"])
+def test_time_words_at_the_ends_of_the_calendar_date_nothing_outside_it(stamp: str) -> None:
+    terms = turn_date_terms("yesterday, tomorrow, last Monday, 3 years ago, next month", stamp)
+    assert terms[:4] == turn_date_terms("", stamp)[:4]
+    assert all(term.startswith(("@d0", "@m0", "@y0", "@mon", "@d9", "@m9", "@y9", WHEN))
+               for term in terms)
+
+
+_TIMESTAMPS = st.one_of(st.none(), st.text(max_size=30),
+                        st.datetimes(min_value=datetime(1, 1, 1)).map(datetime.isoformat))
+
+
+_DATE_WORDS = ["May", "may", "3", "31", "13th", "of", "2023", "0001", "9999", "2023-02-30",
+               "2024-02-29", "yesterday", "before", "ago", "two", "weeks", "a", "few", "days",
+               "last", "next", "Monday", "month", "year", "in", "June", ",", ".", "上个月",
+               "5月", "7号", "2023年", "去年", "昨天", "on"]
+_TEXTS = st.one_of(st.text(max_size=200),
+                   st.lists(st.sampled_from(_DATE_WORDS), max_size=12).map(" ".join),
+                   st.lists(st.sampled_from(_DATE_WORDS), max_size=12).map("".join))
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_TEXTS, stamp=_TIMESTAMPS)
+def test_any_text_and_timestamp_give_terms_and_never_fail(text: str, stamp: str | None) -> None:
+    terms = turn_date_terms(text, stamp)
+    assert all(term.startswith("@") for term in terms) and len(terms) == len(set(terms))
+    assert all(term.startswith("@") for term in query_date_terms(text))
 
 
 def test_impossible_dates_are_no_dates() -> None:

@@ -323,7 +323,7 @@ def _valid(mention: _Mention) -> bool:
 
 def _resolved_dates(text: str, seen: _Words, anchor: date) -> list[_Mention]:
     """The dates the text's time words point to, said on ``anchor``."""
-    found: list[_Mention] = []
+    found: list[_Mention | None] = []
     lowered = seen.lowered
     found += [_relative(phrase, anchor) for phrase in seen.relative_phrases()]
     if seen.cjk:
@@ -335,12 +335,12 @@ def _resolved_dates(text: str, seen: _Words, anchor: date) -> list[_Mention]:
     if not seen.words.isdisjoint(_WEEKDAYS):
         for weekday in _WEEKDAY.findall(lowered):
             back = (anchor.weekday() - _WEEKDAYS.index(weekday)) % 7 or 7
-            day = anchor - timedelta(days=back)
-            found.append(_Mention(day.year, day.month, day.day))
-    return found
+            found.append(_shifted(anchor, "day", -back))
+    # A time word said on the calendar's first or last days points outside it: no date.
+    return [mention for mention in found if mention is not None and _valid(mention)]
 
 
-def _relative(phrase: str, anchor: date) -> _Mention:
+def _relative(phrase: str, anchor: date) -> _Mention | None:
     if phrase in _RELATIVE_DAYS:
         return _shifted(anchor, "day", _RELATIVE_DAYS[phrase])
     if phrase in _RELATIVE_WEEKS:
@@ -350,12 +350,19 @@ def _relative(phrase: str, anchor: date) -> _Mention:
     return _shifted(anchor, "year", _RELATIVE_YEARS[phrase])
 
 
-def _shifted(anchor: date, unit: str, count: int) -> _Mention:
-    """``anchor`` moved by ``count`` units, as precisely as the unit allows.
+def _shifted(anchor: date, unit: str, count: int) -> _Mention | None:
+    """``anchor`` moved by ``count`` units, as precisely as the unit allows (None: off it).
 
     A day is exact; a week ago is known to its month (the day it names is a guess); a month
     to its month; a year to its year.
     """
+    try:
+        return _moved(anchor, unit, count)
+    except OverflowError:
+        return None
+
+
+def _moved(anchor: date, unit: str, count: int) -> _Mention:
     if unit == "day":
         day = anchor + timedelta(days=count)
         return _Mention(day.year, day.month, day.day)
