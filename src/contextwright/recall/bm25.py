@@ -184,8 +184,9 @@ class TurnPostings:
     held: int = 0
     """Memory held by the postings, lengths and big counts, about."""
     terms: str = ""
-    """How the turns' terms were made (a recaller's ``TERMS``): postings carried by a turn list
-    are used only by a recaller that makes its terms the same way."""
+    """How the turns' terms were made (``recall.lexical``'s ``DATED_TERMS`` or ``WORD_TERMS``):
+    postings carried by a turn list are used only by a recaller that makes its terms the same
+    way."""
 
     def __len__(self) -> int:
         return len(self.lengths)

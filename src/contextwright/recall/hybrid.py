@@ -1,8 +1,9 @@
 """The hybrid recaller: earlier turns ranked by BM25 fused with dense similarity.
 
 ``HybridTurnRecaller`` keeps one incremental index per session across calls. Turns are
-identified by key *and* text: ids such as ``D1:1`` repeat across histories, and one history must
-never be scored with another's text. An index is reused only for a history that starts with
+identified by key *and* text (and timestamp: its BM25 part matches dates, ``recall.dates``): ids
+such as ``D1:1`` repeat across histories, and one history must never be scored with another's
+text. An index is reused only for a history that starts with
 every turn it has indexed, in order, so its BM25 statistics are always those of the history
 being ranked: two histories that merely open alike get an index each. A history that grows by
 one turn per call indexes (and embeds) only that turn, and ``rank`` costs a prefix check plus
