@@ -50,7 +50,7 @@ from contextwright.recall.turns import TURN_BYTES, RecallTurn, TurnIndex, TurnKe
 from contextwright.session import flow
 from contextwright.session.flow import Flow
 from contextwright.session.store import SessionKey, StoredIndex, StoredMessage
-from contextwright.sources.conversation import cached_recalled_items
+from contextwright.sources.conversation import cached_recalled_items, calls_since_cut
 from contextwright.tokens import estimate_tokens
 
 logger = logging.getLogger("contextwright.session")
@@ -675,6 +675,10 @@ class SessionHistorySource:
             yield from self._history.build(request, options)
             return
         index = self._index(options)
+        # Calls of the request's history (the window) since the last cut: the tiers of a
+        # recalled turn's results count the calls after it up to the cut, as the history
+        # source counts them (the session's older messages are another list).
+        since_cut = calls_since_cut(request, options)
         old = Request(user_input=request.user_input, history=self._turns.messages)
         segments = (Segment((item,), estimate_tokens(item.message.content) + 4,
                             bool(item.round_start))
@@ -682,7 +686,7 @@ class SessionHistorySource:
         rule = Interleaving(share=self._share, max_tokens=self._max_tokens,
                             anchor=max(self._anchor, int(options.get("recent_rounds", 0) or 0)))
         yield from interleave(segments, ranked, index, rule, recalled=lambda position, score:
-                              self._placed(old, options, index, position, score))
+                              self._placed(old, options, index, position, score, since_cut))
 
     def digest(self, request: Request, options: Mapping[str, Any],
                kept: Sequence[ContextItem], max_tokens: int,
@@ -718,9 +722,9 @@ class SessionHistorySource:
         return index.view(extra_calls=self._recent_calls)
 
     def _placed(self, old: Request, options: Mapping[str, Any], index: TurnIndex,
-                position: int, score: float) -> list[ContextItem]:
+                position: int, score: float, since_cut: int) -> list[ContextItem]:
         """One recalled turn's items, keyed apart from the request's and ordered before them."""
-        items = cached_recalled_items(old, options, index, position, score)
+        items = cached_recalled_items(old, options, index, position, score, since_cut)
         cache_key = (id(items), self._offset)
         cached = self._turns.placed.get(cache_key)
         if cached is not None and cached[0] is items:

@@ -380,10 +380,12 @@ class HistorySource:
         if not starts:
             return
         index = turn_index(request.history)
+        since_cut = calls_since_cut(request, options)
         for start in sorted(set(starts)):
             position = bisect_left(index.turns, start, key=lambda turn: turn.index)
             if position < len(index.turns) and index.turns[position].index == start:
-                yield from cached_recalled_items(request, options, index, position, 0.0)
+                yield from cached_recalled_items(request, options, index, position, 0.0,
+                                                 since_cut)
 
     def _recent(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         max_rounds = options.get("max_rounds")
@@ -421,9 +423,10 @@ class HistorySource:
                     for block, items in _recent_blocks(request, options))
         rule = Interleaving(share=share, anchor=int(options.get("recent_rounds", 0) or 0),
                             max_rounds=options.get("max_rounds"))
+        since_cut = calls_since_cut(request, options)
         yield from interleave(segments, ranked, index, rule, frontier=len(request.history),
                               recalled=lambda position, score: cached_recalled_items(
-                                  request, options, index, position, score))
+                                  request, options, index, position, score, since_cut))
 
 
 def _tier_anchor(options: Mapping[str, Any]) -> float:
@@ -435,6 +438,15 @@ def _tier_anchor(options: Mapping[str, Any]) -> float:
     """
     anchor = options.get("tier_anchor")
     return float("inf") if anchor is None else int(anchor)
+
+
+def calls_since_cut(request: Request, options: Mapping[str, Any]) -> int:
+    """Call blocks of ``request.history`` since the last cut (``tier_anchor``; 0 without one).
+
+    They do not age the tool results of older turns until the next cut. Counted once per
+    build: a recalled turn's tiers need it, and the list may be long.
+    """
+    return _calls_from(request.history, _tier_anchor(options))
 
 
 def _calls_from(history: Sequence[Mapping[str, Any]], anchor: float) -> int:
@@ -457,8 +469,11 @@ _RECALLED_LIMIT = 20_000
 
 
 def cached_recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
-                          position: int, score: float) -> list[ContextItem]:
+                          position: int, score: float, since_cut: int) -> list[ContextItem]:
     """``recalled_items``, remembered per turn, options, shown score and tool tiers.
+
+    ``since_cut``: call blocks made since the last cut (``calls_since_cut``), which do not age
+    the turn's tool results.
 
     The same turns are recalled build after build; handing back the very same items lets the
     builder reuse their rendering. A remembered turn is used only if each of its messages still
@@ -467,13 +482,13 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
     turn, end = index.turns[position], index.ends[position]
     history = request.history
     key = (id(history[turn.index]), turn.index, end, options_key(options), f"{score:.2f}",
-           index.calls_newer_than(position))
+           index.calls_newer_than(position) - since_cut)
     cached = RECALLED_UNITS.get(key)
     if cached is not None and all(
             parse_message(history[at], f"history[{at}]") is message
             for at, message in zip(range(turn.index, end), cached[0], strict=True)):
         return cached[1]
-    items = recalled_items(request, options, index, position, score)
+    items = recalled_items(request, options, index, position, score, since_cut)
     messages = tuple(parse_message(history[at], f"history[{at}]")
                      for at in range(turn.index, end))
     if len(RECALLED_UNITS) >= _RECALLED_LIMIT:
@@ -498,7 +513,7 @@ def _recent_blocks(request: Request, options: Mapping[str, Any]
 
 
 def recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
-                   position: int, score: float) -> list[ContextItem]:
+                   position: int, score: float, since_cut: int) -> list[ContextItem]:
     """One recalled turn as a single unit: its opening user message first, then the rest.
 
     One group, so the turn is kept or dropped whole; the opening message comes first so the unit
@@ -510,8 +525,7 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
     turn = index.turns[position]
     key = options_key(options)
     tiers = ToolTiers.from_options(options)
-    calls_seen = index.calls_newer_than(position) - _calls_from(request.history,
-                                                                 _tier_anchor(options))
+    calls_seen = index.calls_newer_than(position) - since_cut
     items: list[ContextItem] = []
     for block in read_blocks_backward(request.history, "history", index.ends[position],
                                       turn.index):
