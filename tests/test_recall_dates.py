@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import pytest
@@ -179,3 +180,63 @@ def test_the_manager_recalls_by_the_dates_it_stamped() -> None:
     text = "\n".join(str(m.get("content")) for m in manager.prepare(
         "u", "s", "What did I do on 7 February 2023?").to_messages("openai"))
     assert "[recalled 2023-02-07]\nI adopted a puppy named Coco!" in text
+
+
+def test_a_query_asked_at_a_time_dates_its_own_time_words() -> None:
+    asked = "2023-05-08T10:00:00+00:00"
+    assert query_date_terms("What did I tell you yesterday?") == []
+    assert query_date_terms("What did I tell you yesterday?", asked)[:2] == [
+        "@d2023-05-07", "@m2023-05"]
+    assert "@m2023-04" in query_date_terms("What did we plan last month?", asked)
+    assert query_date_terms("When is it?", "not a time") == [WHEN]
+
+
+def _manager_over_days() -> ContextManager:
+    """40 days of small talk, one round a day, and on the last day (14 March 2023) a puppy
+    first, then a dozen more rounds: the puppy is out of the verbatim window."""
+    now = [1_675_414_800.0]  # 2023-02-03 09:00 UTC
+    manager = ContextManager(store=MemoryStore(), background=False, cache=False,
+                             clock=lambda: now[0])
+    for day in range(40):
+        said = ["I adopted a puppy named Coco!", *(f"Round {day}.{n}: more about tea brewing."
+                                                   for n in range(12))] if day == 39 else [
+            f"Round {day}: tell me something about tea brewing."]
+        for text in said:
+            manager.prepare("u", "s", text)
+            manager.record("u", "s", assistant="Here is a thought on that.")
+        now[0] += 86_400
+    return manager
+
+
+def test_the_manager_recalls_what_was_said_yesterday() -> None:
+    # Asked on 15 March: "yesterday" is 14 March, the day the puppy was named.
+    manager = _manager_over_days()
+    text = "\n".join(str(m.get("content")) for m in manager.prepare(
+        "u", "s", "What did I tell you yesterday?").to_messages("openai"))
+    assert "[recalled 2023-03-14]\nI adopted a puppy named Coco!" in text
+    manager = _manager_over_days()
+    plain = "\n".join(str(m.get("content")) for m in manager.prepare(
+        "u", "s", "What did I tell you?").to_messages("openai"))
+    assert "Coco" not in plain, "without a time word nothing points to that day"
+
+
+class _WordsOnly:
+    """A user's recaller that knows nothing of ``now``."""
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+             ) -> list[tuple[int, float]]:
+        return [(position, 1.0) for position, turn in enumerate(turns)
+                if "Coco" in turn.text][:limit]
+
+
+def test_a_recaller_without_now_is_asked_without_it() -> None:
+    history = _history()
+    plan = (BuildPlan.builder("dates").add("history", 1.0, max_tokens=120, options={
+        "recall_share": 0.9, "recall_limit": 4, "recent_rounds": 1}).add("user", 0.2).build())
+    ctx = ContextBuilder(sources=[HistorySource(_WordsOnly())]).build(
+        plan, Request(user_input="What happened yesterday?", history=history))
+    assert "Coco" in "\n".join(m.content for m in ctx.messages)
+    asked = ContextBuilder(sources=[HistorySource()]).build(plan, Request(
+        user_input="What happened 14 days ago?", history=history))
+    assert "[recalled 2023-02-14]\nI finally adopted a puppy named Coco!" in "\n".join(
+        m.content for m in asked.messages), "asked on 28 February (the last message's date)"

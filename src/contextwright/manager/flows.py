@@ -338,10 +338,12 @@ class SessionFlows:
         if turns is None:
             return None
         calls = sum(1 for stored in shown if stored.message.get("tool_calls"))
+        said = shown[-1].message.get("timestamp")
         return SessionHistorySource(
             history=self._history, turns=turns, recaller=self.recaller, recall=recall,
             max_tokens=self._recall_tokens[settings.name], begin=shown[0].seq,
-            recent_calls=calls, anchor=settings.window_size)
+            recent_calls=calls, anchor=settings.window_size,
+            now=said if isinstance(said, str) else None)
 
     # ----- record -----
 

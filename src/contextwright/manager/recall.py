@@ -46,7 +46,14 @@ from contextwright.modes.config import ModeSettings, RecallSettings
 from contextwright.recall.bm25 import TurnList, TurnPostings
 from contextwright.recall.interleave import Interleaving, Segment, interleave
 from contextwright.recall.lexical import DATED_TERMS, dated_term_counts
-from contextwright.recall.turns import TURN_BYTES, RecallTurn, TurnIndex, TurnKey, TurnRecaller
+from contextwright.recall.turns import (
+    TURN_BYTES,
+    RecallTurn,
+    TurnIndex,
+    TurnKey,
+    TurnRecaller,
+    rank_turns,
+)
 from contextwright.session import flow
 from contextwright.session.flow import Flow
 from contextwright.session.store import SessionKey, StoredIndex, StoredMessage
@@ -118,7 +125,7 @@ class SessionTurns:
     placed: dict[tuple[int, int], tuple[list[ContextItem], list[ContextItem]]] = field(
         default_factory=dict)
     """Recalled items as placed before a window starting at a position, per item list."""
-    last_ranking: tuple[tuple[str, int, int], list[tuple[int, float]]] | None = None
+    last_ranking: tuple[tuple[str, int, int, str | None], list[tuple[int, float]]] | None = None
     """(query, turns, limit) and the recaller's answer: an agent loop prepares the same turn
     again after each tool result, and the ranking cannot have changed."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -656,8 +663,12 @@ class SessionHistorySource:
 
     def __init__(self, *, history: ContextSource, turns: SessionTurns, recaller: TurnRecaller,
                  recall: RecallSettings, max_tokens: int, begin: int, recent_calls: int,
-                 anchor: int) -> None:
-        """``begin``: seq of the first message of the request's history."""
+                 anchor: int, now: str | None = None) -> None:
+        """A source over ``history`` that recalls from ``turns``.
+
+        ``begin``: seq of the first message of the request's history; ``now``: when the user's
+        message was said (its timestamp), to date the time words of the query.
+        """
         self._anchor = anchor
         self._history = history
         self._turns = turns
@@ -667,6 +678,7 @@ class SessionHistorySource:
         self._max_tokens = max_tokens
         self._offset = begin - 1
         self._recent_calls = recent_calls
+        self._now = now
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """The wrapped stream, with recalled turns offered at round boundaries."""
@@ -699,11 +711,12 @@ class SessionHistorySource:
     def _ranked(self, query: str) -> list[tuple[int, float]]:
         turns = self._turns
         with turns.lock:  # the recaller extends its own index from this growing list
-            asked = (query, len(turns.index.turns), self._limit)
+            asked = (query, len(turns.index.turns), self._limit, self._now)
             if turns.last_ranking is not None and turns.last_ranking[0] == asked:
                 ranked = turns.last_ranking[1]
             else:
-                ranked = self._recaller.rank(query, turns.index.turns, limit=self._limit)
+                ranked = rank_turns(self._recaller, query, turns.index.turns, limit=self._limit,
+                                    now=self._now)
                 turns.last_ranking = (asked, ranked)
             ends = turns.index.ends
             # Another thread may have indexed past this call's window: never recall what the

@@ -177,10 +177,18 @@ def turn_date_terms(text: str, timestamp: str | None) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
-def query_date_terms(query: str) -> list[str]:
-    """The date terms to search for with ``query``: the dates it names, ``WHEN`` if it asks."""
+def query_date_terms(query: str, now: str | None = None) -> list[str]:
+    """The date terms to search for with ``query``: the dates it names, ``WHEN`` if it asks.
+
+    ``now``: when the query is asked (ISO 8601); its time words are then resolved against it
+    ("what did I say yesterday?"). A month named without a year stays a month of any year.
+    """
     seen = _Words(query)
-    terms = [term for mention in _named_dates(query, seen, None) for term in mention.terms()]
+    mentions = _named_dates(query, seen, None)
+    asked = timestamp_date(now)
+    if asked is not None:
+        mentions += _resolved_dates(query, seen, asked)
+    terms = [term for mention in mentions for term in mention.terms()]
     if _ASKS_WHEN.search(seen.lowered):
         terms.append(WHEN)
     return list(dict.fromkeys(terms))

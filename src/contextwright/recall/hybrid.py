@@ -115,16 +115,22 @@ class HybridTurnRecaller:
         and not used here)."""
         self._lock = threading.Lock()
 
-    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
-             ) -> list[tuple[int, float]]:
-        """(position in ``turns``, fused score), best first, at most ``limit``."""
+    resolves_time = True
+    """It takes ``now`` (``TimedTurnRecaller``): a query's time words are then dated."""
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int,
+             now: str | None = None) -> list[tuple[int, float]]:
+        """(position in ``turns``, fused score), best first, at most ``limit``.
+
+        ``now``: when the query is asked (ISO 8601), to date its time words ("yesterday").
+        """
         if not turns or limit <= 0:
             return []
         with self._lock:
             index = self._index_for(turns)
             positions = self._sync(index, turns)
             self._remember(index)
-            fused, similarity = self._score(index, query, positions)
+            fused, similarity = self._score(index, query, positions, now)
         passing = np.flatnonzero((similarity > 0) & (similarity >= self.threshold))
         best = passing[np.lexsort((passing, -fused[passing]))][:limit]
         ranked = [(int(i), float(fused[i])) for i in best]
@@ -177,10 +183,11 @@ class HybridTurnRecaller:
         tokens = _terms(text)
         return [*tokens, *turn_date_terms(text, timestamp)] if self.dates else tokens
 
-    def _score(self, index: _SessionIndex, query: str, positions: Any) -> tuple[Any, Any]:
+    def _score(self, index: _SessionIndex, query: str, positions: Any, now: str | None
+               ) -> tuple[Any, Any]:
         tokens = _terms(query)
         if self.dates:
-            tokens = [*tokens, *query_date_terms(query)]
+            tokens = [*tokens, *query_date_terms(query, now)]
         bm25 = index.lexical.scores(tokens)[positions]
         coverage = index.lexical.coverage(tokens)[positions]
         if index.vectors is None or self.embedder is None or self.alpha >= 1.0:

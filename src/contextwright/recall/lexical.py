@@ -112,12 +112,18 @@ class LexicalTurnRecaller:
         self._indexes = postings_cache()
         self._lock = threading.Lock()
 
-    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
-             ) -> list[tuple[int, float]]:
-        """(position in ``turns``, score), best first, at most ``limit``, above ``min_score``."""
+    resolves_time = True
+    """It takes ``now`` (``TimedTurnRecaller``): a query's time words are then dated."""
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int,
+             now: str | None = None) -> list[tuple[int, float]]:
+        """(position in ``turns``, score), best first, at most ``limit``, above ``min_score``.
+
+        ``now``: when the query is asked (ISO 8601), to date its time words ("yesterday").
+        """
         wanted = set(_terms(query))
         if self.dates:
-            wanted.update(query_date_terms(query))
+            wanted.update(query_date_terms(query, now))
         terms = sorted(wanted)  # sorted: scores add up in the same order every run
         if not terms or not turns or limit <= 0:
             return []

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from contextwright.compress.json_compact import compact_tool_result
 from contextwright.core.caches import GrowingCache, text_bytes
@@ -47,6 +47,44 @@ class TurnRecaller(Protocol):
              ) -> list[tuple[int, float]]:
         """(position in ``turns``, score), best first, only turns above the relevance threshold."""
         ...
+
+
+@runtime_checkable
+class TimedTurnRecaller(TurnRecaller, Protocol):
+    """A recaller that can be told when the query is asked, to resolve its time words.
+
+    "What did I say yesterday?" names no date; asked on 8 May it means 7 May. The shipped
+    recallers take ``now`` (an ISO 8601 timestamp) and say so with ``resolves_time``.
+    """
+
+    resolves_time: bool
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int,
+             now: str | None = None) -> list[tuple[int, float]]:
+        """As ``TurnRecaller.rank``; ``now``: when ``query`` is asked."""
+        ...
+
+
+def rank_turns(recaller: TurnRecaller, query: str, turns: Sequence[RecallTurn], *, limit: int,
+               now: str | None) -> list[tuple[int, float]]:
+    """``recaller.rank``, told ``now`` when it can take it (``TimedTurnRecaller``)."""
+    if now is not None and isinstance(recaller, TimedTurnRecaller) and recaller.resolves_time:
+        return recaller.rank(query, turns, limit=limit, now=now)
+    return recaller.rank(query, turns, limit=limit)
+
+
+def asked_at(*messages: Sequence[Mapping[str, Any]], scan: int = 64) -> str | None:
+    """When a request is asked, as far as its messages tell it.
+
+    The newest timestamp among the last ``scan`` messages of each list (the turn's, then the
+    history's), else None.
+    """
+    for listed in messages:
+        for raw in reversed(listed[-scan:]):
+            stamp = raw.get("timestamp") if isinstance(raw, Mapping) else None
+            if isinstance(stamp, str) and stamp:
+                return stamp
+    return None
 
 
 TurnKey = Callable[[int, Sequence[Message], str], str]

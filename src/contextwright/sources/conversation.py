@@ -42,7 +42,7 @@ from contextwright.errors import InvalidInputError
 from contextwright.recall.history import RECALLED_UNITS, turn_index
 from contextwright.recall.interleave import Interleaving, Segment, interleave
 from contextwright.recall.lexical import LexicalTurnRecaller, RecallExpansion
-from contextwright.recall.turns import TurnIndex, TurnRecaller
+from contextwright.recall.turns import TurnIndex, TurnRecaller, asked_at, rank_turns
 from contextwright.sources.history_digest import history_digest, omitted_digest
 from contextwright.sources.options import HistoryOptions, ToolResultOptions
 from contextwright.tokens import estimate_tokens
@@ -416,8 +416,10 @@ class HistorySource:
         eligible, and the recent stream skips a turn already recalled: no turn is offered twice.
         """
         index = turn_index(request.history)
-        ranked = self.recaller.rank(request.user_input, index.turns,
-                                    limit=int(options.get("recall_limit", 8)))
+        # When the input is asked, as the messages tell it: its time words are dated from it.
+        ranked = rank_turns(self.recaller, request.user_input, index.turns,
+                            limit=int(options.get("recall_limit", 8)),
+                            now=asked_at(request.turn, request.history))
         segments = (Segment(items, sum(_estimate(i.message.content) + 4 for i in items),
                             block.messages[0].role == "user", block.start)
                     for block, items in _recent_blocks(request, options))
