@@ -13,6 +13,7 @@ from contextwright import BuildPlan, ContextBuilder, ContextManager, MemoryStore
 from contextwright.core.items import parse_message
 from contextwright.recall import LexicalTurnRecaller, RecallTurn, TurnIndex
 from contextwright.recall.dates import WHEN, query_date_terms, timestamp_date, turn_date_terms
+from contextwright.recall.turns import rank_turns
 from contextwright.sources.conversation import HistorySource
 
 SAID = "2023-05-08T13:56:00"  # a Monday
@@ -240,3 +241,35 @@ def test_a_recaller_without_now_is_asked_without_it() -> None:
         user_input="What happened 14 days ago?", history=history))
     assert "[recalled 2023-02-14]\nI finally adopted a puppy named Coco!" in "\n".join(
         m.content for m in asked.messages), "asked on 28 February (the last message's date)"
+
+
+class _Subclassed(LexicalTurnRecaller):
+    """A subclass whose ``rank`` has the protocol's signature (no ``now``)."""
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int
+             ) -> list[tuple[int, float]]:
+        return super().rank(query, turns, limit=limit)
+
+
+class _Keywords:
+    def __init__(self) -> None:
+        self.seen: dict[str, object] = {}
+
+    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int, **more: object
+             ) -> list[tuple[int, float]]:
+        self.seen = dict(more)
+        return []
+
+
+def test_now_goes_only_to_a_rank_that_takes_it() -> None:
+    turns = _dated_turns()
+    now = "2023-12-05T10:00:00"
+    assert rank_turns(_Subclassed(), "shelter yesterday", turns, limit=2, now=now) == (
+        LexicalTurnRecaller().rank("shelter yesterday", turns, limit=2))
+    assert rank_turns(LexicalTurnRecaller(), "What did I do yesterday?", turns, limit=1,
+                      now=now)[0][0] in (2, 3), "4 December: the turns said that day"
+    keywords = _Keywords()
+    rank_turns(keywords, "q", turns, limit=1, now=now)
+    assert keywords.seen == {"now": now}
+    rank_turns(keywords, "q", turns, limit=1, now=None)
+    assert keywords.seen == {}

@@ -115,9 +115,6 @@ class HybridTurnRecaller:
         and not used here)."""
         self._lock = threading.Lock()
 
-    resolves_time = True
-    """It takes ``now`` (``TimedTurnRecaller``): a query's time words are then dated."""
-
     def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int,
              now: str | None = None) -> list[tuple[int, float]]:
         """(position in ``turns``, fused score), best first, at most ``limit``.

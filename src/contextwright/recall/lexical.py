@@ -112,9 +112,6 @@ class LexicalTurnRecaller:
         self._indexes = postings_cache()
         self._lock = threading.Lock()
 
-    resolves_time = True
-    """It takes ``now`` (``TimedTurnRecaller``): a query's time words are then dated."""
-
     def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int,
              now: str | None = None) -> list[tuple[int, float]]:
         """(position in ``turns``, score), best first, at most ``limit``, above ``min_score``.

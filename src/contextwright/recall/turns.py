@@ -13,6 +13,7 @@ be extended by appending, shared by readers holding a shorter prefix, and saved 
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,28 +50,27 @@ class TurnRecaller(Protocol):
         ...
 
 
-@runtime_checkable
-class TimedTurnRecaller(TurnRecaller, Protocol):
-    """A recaller that can be told when the query is asked, to resolve its time words.
-
-    "What did I say yesterday?" names no date; asked on 8 May it means 7 May. The shipped
-    recallers take ``now`` (an ISO 8601 timestamp) and say so with ``resolves_time``.
-    """
-
-    resolves_time: bool
-
-    def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int,
-             now: str | None = None) -> list[tuple[int, float]]:
-        """As ``TurnRecaller.rank``; ``now``: when ``query`` is asked."""
-        ...
-
-
 def rank_turns(recaller: TurnRecaller, query: str, turns: Sequence[RecallTurn], *, limit: int,
                now: str | None) -> list[tuple[int, float]]:
-    """``recaller.rank``, told ``now`` when it can take it (``TimedTurnRecaller``)."""
-    if now is not None and isinstance(recaller, TimedTurnRecaller) and recaller.resolves_time:
-        return recaller.rank(query, turns, limit=limit, now=now)
+    """``recaller.rank``, told when ``query`` is asked (``now``) if its ``rank`` takes it.
+
+    "What did I say yesterday?" names no date; asked on 8 May it means 7 May. The shipped
+    recallers take ``now`` (an ISO 8601 timestamp); a user's recaller, or a subclass whose
+    ``rank`` has the protocol's signature, is asked as the protocol says.
+    """
+    if now is not None and _takes_now(recaller):
+        rank: Callable[..., list[tuple[int, float]]] = recaller.rank
+        return rank(query, turns, limit=limit, now=now)
     return recaller.rank(query, turns, limit=limit)
+
+
+def _takes_now(recaller: TurnRecaller) -> bool:
+    """Whether ``recaller.rank`` has a ``now`` keyword (read off its code: no call to find out)."""
+    code = getattr(getattr(type(recaller), "rank", None), "__code__", None)
+    if code is None:
+        return False
+    keywords = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    return "now" in keywords or bool(code.co_flags & inspect.CO_VARKEYWORDS)
 
 
 def asked_at(*messages: Sequence[Mapping[str, Any]], scan: int = 64) -> str | None:
