@@ -278,3 +278,42 @@ def test_an_analyzers_memo_is_bounded_by_bytes_under_long_distinct_words(name: s
         stats = cache_stats()[f"analysis.{name}"]
         assert stats.bytes is not None and stats.bytes <= limit
     assert stats.entries >= 2 and stats.evictions
+
+
+def test_tool_call_blocks_stay_within_their_bytes() -> None:
+    """Completed tool-call blocks are remembered per message objects: ended sessions' long
+    tool results may not pile up in them."""
+    limit = 100_000
+    set_cache_limits(per_cache={"sources.conversation.blocks": limit})
+    builder = ContextBuilder(tokenizer="o200k_base")
+    plan = BuildPlan.named("tool_heavy").with_budget(available_override=4_000)
+    for session in range(4):
+        history: list[dict[str, Any]] = []
+        for i in range(80):
+            call_id = f"s{session}c{i}"
+            history += [
+                {"role": "user", "content": f"session {session}: look up order {i}"},
+                {"role": "assistant", "content": "", "tool_calls": [{
+                    "id": call_id, "type": "function",
+                    "function": {"name": "lookup_order", "arguments": f'{{"order": {i}}}'}}]},
+                {"role": "tool", "tool_call_id": call_id,
+                 "content": '{"items": [' + ", ".join(f'"item {i}-{k}"' for k in range(80))
+                 + "]}"},
+                {"role": "assistant", "content": f"Order {i} has 80 items."}]
+        builder.build(plan, Request(user_input="order 3?", history=history))
+    stats = cache_stats()["sources.conversation.blocks"]
+    assert stats.entries and stats.evictions
+    assert stats.bytes is not None and stats.bytes <= limit
+
+
+def test_a_recall_views_size_is_what_its_extensions_added() -> None:
+    """The index drops views by the bytes their extensions reported: the two must agree."""
+    from contextwright.recall.bm25 import TermView, TurnPostings
+
+    index = TurnPostings()
+    index.add_all([{"order": 1 + i % 3, f"w{i}": 1} for i in range(50)])
+    view = TermView()
+    added = view.extend("order", index.postings["order"], index)
+    index.add_all([{"order": 9, "late": 2} for _ in range(20)])
+    added += view.extend("order", index.postings["order"], index)
+    assert added == view.size() > len(view.count_bytes) + 4 * view.viewed
