@@ -13,13 +13,16 @@ from typing import Any
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.analysis import ANALYZERS, Analyzer
 from contextwright.core import caches
 from contextwright.core.caches import (
     ENTRY_BYTES,
     BoundedCache,
+    MemoDict,
     cache_limits,
     cache_stats,
     memoized,
+    register_cache,
     set_cache_limits,
     text_bytes,
 )
@@ -205,3 +208,112 @@ def test_an_identity_checked_cache_answers_only_for_its_own_object() -> None:
         if n % 7 == 0:
             gc.collect()
     assert len(seen_ids) < 300
+
+
+class _Lengths(MemoDict[str, int]):
+    """A memo of ``len`` that counts how often it works a value out."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, max_entries=1_000_000, share=0.01,
+                         size=lambda key, _: text_bytes(key))
+        self.computed = 0
+
+    def __missing__(self, key: str) -> int:
+        kept = self.revive(key)
+        if kept is not None:
+            return kept
+        self.computed += 1
+        return self.remember(key, len(key))
+
+
+def test_a_memo_read_as_a_dict_stays_within_its_bytes() -> None:
+    set_cache_limits(per_cache={"tests.bounds.memo_dict": 100_000})
+    memo = _Lengths("tests.bounds.memo_dict")
+    register_cache(memo.name, memo)
+    for i in range(2_000):  # ~2 MB of distinct keys offered to a 100 kB memo
+        key = f"{i:05d}" + "k" * 1_000
+        assert memo[key] == 1_005
+        assert memo.bytes <= 100_000
+    stats = cache_stats()["tests.bounds.memo_dict"]
+    assert stats.bytes == memo.bytes and stats.max_bytes == 100_000
+    assert 40 <= stats.entries <= 100_000 // (1_000 + ENTRY_BYTES)
+    assert stats.evictions and stats.evictions + stats.entries == 2_000
+    assert memo.computed == stats.misses == 2_000
+
+
+def test_a_memo_keeps_what_was_used_since_its_last_turnover() -> None:
+    set_cache_limits(per_cache={"tests.bounds.memo_hot": 20_000})
+    memo = _Lengths("tests.bounds.memo_hot")
+    lookup = memo.__getitem__  # bound once, as the analyzers do: turnovers keep it valid
+    assert lookup("hot") == 3
+    for i in range(5_000):
+        assert lookup("hot") == 3
+        assert lookup(f"cold {i}") == len(f"cold {i}")
+    assert memo.computed == 5_001, "the hot key was worked out once"
+    assert "hot" in memo and memo.bytes <= 20_000
+    memo.clear()
+    assert memo.entries == 0 and memo.bytes == 0
+
+
+def test_lowering_a_memos_limit_drops_entries_at_once() -> None:
+    memo = _Lengths("tests.bounds.memo_lower")
+    for i in range(1_000):
+        memo[f"{i} " + "z" * 100]
+    assert memo.bytes > 50_000
+    set_cache_limits(per_cache={"tests.bounds.memo_lower": 50_000})
+    assert memo.bytes <= 50_000 and memo.max_bytes == 50_000
+
+
+@pytest.mark.parametrize("name", sorted(ANALYZERS))
+def test_an_analyzers_memo_is_bounded_by_bytes_under_long_distinct_words(name: str) -> None:
+    """A server meets ever new ids: long distinct words may not grow the match memo past its
+    bytes, and the terms stay those of a fresh analysis."""
+    limit = 200_000
+    set_cache_limits(per_cache={f"analysis.{name}": limit})
+    analysis = ANALYZERS[name]
+    fresh = Analyzer(analysis.config)
+    for i in range(3_000):  # ~1.5 MB of distinct words
+        text = f"order{i:05d}{'x' * 480} 上海天气 order{i:05d}{'x' * 480}"
+        assert analysis.terms(text) == fresh.terms(text)
+        stats = cache_stats()[f"analysis.{name}"]
+        assert stats.bytes is not None and stats.bytes <= limit
+    assert stats.entries >= 2 and stats.evictions
+
+
+def test_tool_call_blocks_stay_within_their_bytes() -> None:
+    """Completed tool-call blocks are remembered per message objects: ended sessions' long
+    tool results may not pile up in them."""
+    limit = 100_000
+    set_cache_limits(per_cache={"sources.conversation.blocks": limit})
+    builder = ContextBuilder(tokenizer="o200k_base")
+    plan = BuildPlan.named("tool_heavy").with_budget(available_override=4_000)
+    for session in range(4):
+        history: list[dict[str, Any]] = []
+        for i in range(80):
+            call_id = f"s{session}c{i}"
+            history += [
+                {"role": "user", "content": f"session {session}: look up order {i}"},
+                {"role": "assistant", "content": "", "tool_calls": [{
+                    "id": call_id, "type": "function",
+                    "function": {"name": "lookup_order", "arguments": f'{{"order": {i}}}'}}]},
+                {"role": "tool", "tool_call_id": call_id,
+                 "content": '{"items": [' + ", ".join(f'"item {i}-{k}"' for k in range(80))
+                 + "]}"},
+                {"role": "assistant", "content": f"Order {i} has 80 items."}]
+        builder.build(plan, Request(user_input="order 3?", history=history))
+    stats = cache_stats()["sources.conversation.blocks"]
+    assert stats.entries and stats.evictions
+    assert stats.bytes is not None and stats.bytes <= limit
+
+
+def test_a_recall_views_size_is_what_its_extensions_added() -> None:
+    """The index drops views by the bytes their extensions reported: the two must agree."""
+    from contextwright.recall.bm25 import TermView, TurnPostings
+
+    index = TurnPostings()
+    index.add_all([{"order": 1 + i % 3, f"w{i}": 1} for i in range(50)])
+    view = TermView()
+    added = view.extend("order", index.postings["order"], index)
+    index.add_all([{"order": 9, "late": 2} for _ in range(20)])
+    added += view.extend("order", index.postings["order"], index)
+    assert added == view.size() > len(view.count_bytes) + 4 * view.viewed

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Final
 
-from contextwright.core.caches import register_cache
+from contextwright.core.caches import MemoDict, register_cache, text_bytes
 
 CJK_RANGES: Final[dict[str, tuple[int, int]]] = {
     "kana": (0x3040, 0x30FF),
@@ -189,26 +189,47 @@ class AnalyzerConfig:
 
 
 _MEMO_LIMIT = 200_000
-"""Distinct matches remembered per analyzer; its table is emptied when full."""
+"""Distinct matches remembered per analyzer, at most (bytes are bounded too: ``MEMO_SHARES``)."""
 _LONGEST_KEPT_RUN = 8
 """Longer CJK runs rarely repeat, so their bigrams are not remembered."""
+MEMO_SHARES: Final[dict[str, float]] = {"recall": 0.03, "search": 0.005, "tools": 0.0025,
+                                         "cutting": 0.0025}
+"""Each named analyzer's memo's share of the caches' byte budget (``core.caches``); another
+analyzer's gets ``_OTHER_SHARE``."""
+_OTHER_SHARE = 0.0025
+_TERM_BYTES = 58
+"""What one remembered term costs besides its characters: its string object and tuple slot."""
 
 
-class _MatchTerms(dict[str, tuple[str, ...]]):
+def _match_bytes(match: str, terms: tuple[str, ...]) -> int:
+    """Approximate bytes of one remembered match: its text and its terms' (``text_bytes``).
+
+    A word kept as it is (not stemmed) is its own term: one string, counted once.
+    """
+    return text_bytes(match) + sum(
+        _TERM_BYTES + (0 if term is match else text_bytes(term)) for term in terms)
+
+
+class _MatchTerms(MemoDict[str, tuple[str, ...]]):
     """The terms of each distinct regex match (a word or a CJK run), worked out once.
 
     Analysing a long session meets the same words over and over; stemming each occurrence was
     most of the cost of indexing it. Lookups of known matches run in C (``map`` over
-    ``__getitem__``); a new one lands in ``__missing__``.
+    ``__getitem__``); a new one lands in ``__missing__``. Bounded by entries and approximate
+    bytes (a server meets ever new ids and numbers): see ``MemoDict``.
     """
 
     def __init__(self, config: AnalyzerConfig) -> None:
-        super().__init__()
+        super().__init__(f"analysis.{config.name}", max_entries=_MEMO_LIMIT,
+                         share=MEMO_SHARES.get(config.name, _OTHER_SHARE), size=_match_bytes)
         self._config = config
         self._cjk = frozenset(config.cjk)
         self._stop = config.stopwords
 
     def __missing__(self, match: str) -> tuple[str, ...]:
+        kept = self.revive(match)
+        if kept is not None:
+            return kept
         if is_cjk_char(match[0], self._cjk):
             terms = tuple(match[i : i + 2] for i in range(max(len(match) - 1, 1)))
             if len(match) > _LONGEST_KEPT_RUN:
@@ -217,14 +238,11 @@ class _MatchTerms(dict[str, tuple[str, ...]]):
             terms = ()
         else:
             terms = (self._config.stem(match),)
-        if len(self) >= _MEMO_LIMIT:
-            self.clear()
-        self[match] = terms
-        return terms
+        return self.remember(match, terms)
 
 
 class Analyzer:
-    """Terms of a text under one ``AnalyzerConfig``. Thread-safe (the memo only grows)."""
+    """Terms of a text under one ``AnalyzerConfig``. Thread-safe (the memo is a pure function)."""
 
     def __init__(self, config: AnalyzerConfig) -> None:
         self.config = config

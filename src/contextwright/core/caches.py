@@ -30,6 +30,7 @@ __all__ = [
     "CacheStats",
     "GrowingCache",
     "MappingCache",
+    "MemoDict",
     "cache_limits",
     "cache_stats",
     "call_bytes",
@@ -167,6 +168,8 @@ def set_cache_limits(total_bytes: int | None = None, *,
         cache.apply_limits()
     for growing in list(_LIVE_GROWING.values()):
         growing.apply_limits()
+    for memo in list(_LIVE_MEMOS.values()):
+        memo.apply_limits()
 
 
 def cache_limits() -> Mapping[str, Any]:
@@ -495,11 +498,118 @@ class GrowingCache(OrderedDict[K, V]):
                           evictions=self.evictions)
 
 
+class MemoDict(dict[K, V]):
+    """A memo read as a plain dict, bounded by entries and approximate bytes.
+
+    For memos whose hit path is the dict's own ``__getitem__`` (a C call, often mapped over a
+    whole text's words at once), where even a ``BoundedCache.get`` would cost a Python-level
+    miss check per lookup. A subclass defines ``__missing__``: it asks ``revive`` for an entry
+    of the old generation and otherwise computes the value and hands it to ``remember``.
+
+    Two generations, as in a ``BoundedCache``: entries live in the dict itself; when it would
+    pass half of either bound they move to the old generation (in place, so bound methods such
+    as ``memo.__getitem__`` stay valid) and the previous old generation is dropped. So the memo
+    never holds more than its bounds, and an entry used since the last turnover is kept.
+    ``size(key, value)`` estimates an entry's bytes; ``ENTRY_BYTES`` is added to it.
+
+    Thread-safe in the way a dict is: a memo's values are a pure function of their keys, so an
+    entry lost to a concurrent turnover is only worked out again.
+    """
+
+    def __init__(self, name: str, *, max_entries: int, share: float,
+                 size: Callable[[K, V], int], pool: str = "caches") -> None:
+        """``share`` of the ``pool``'s budget: ``caches`` (``total_bytes``) or ``indexes``."""
+        super().__init__()
+        if max_entries < 2:
+            raise ValueError(f"cache {name!r}: max_entries must be at least 2")
+        if not 0 < share <= 1:
+            raise ValueError(f"cache {name!r}: share must be in (0, 1]")
+        if pool not in _POOLS:
+            raise ValueError(f"cache {name!r}: pool must be one of {sorted(_POOLS)}")
+        self.name = name
+        self.pool = pool
+        self.share = share
+        self.max_entries = max_entries
+        self.max_bytes = 0
+        self.misses = 0
+        self.evictions = 0
+        self._size = size
+        self._bytes = 0
+        self._old: dict[K, V] = {}
+        self._old_bytes = 0
+        self.apply_limits()
+        _LIVE_MEMOS[id(self)] = self  # unhashable (a dict): kept by id
+
+    def apply_limits(self) -> None:
+        """Take the byte bound now configured (``set_cache_limits``)."""
+        override = _LIMITS.per_cache.get(self.name)
+        self.max_bytes = override if override is not None else int(
+            _LIMITS.pool_bytes(self.pool) * self.share)
+        if self._bytes * 2 > self.max_bytes or len(self) * 2 > self.max_entries:
+            self._turn_over()
+        if self._old_bytes * 2 > self.max_bytes:
+            self.evictions += len(self._old)
+            self._old, self._old_bytes = {}, 0
+
+    def revive(self, key: K) -> V | None:
+        """The old generation's entry for ``key``, moved back into the memo (None: a miss)."""
+        value = self._old.pop(key, None)
+        if value is None:
+            self.misses += 1
+            return None
+        size = self._size(key, value) + ENTRY_BYTES
+        self._old_bytes -= size
+        self._insert(key, value, size)
+        return value
+
+    def remember(self, key: K, value: V) -> V:
+        """Keep ``value`` under ``key`` (a key not in the memo) and return it."""
+        size = self._size(key, value) + ENTRY_BYTES
+        if size * 4 <= self.max_bytes:  # a bigger one would push out everything else
+            self._insert(key, value, size)
+        return value
+
+    def _insert(self, key: K, value: V, size: int) -> None:
+        if (self._bytes + size) * 2 > self.max_bytes or (len(self) + 1) * 2 > self.max_entries:
+            self._turn_over()  # first, so neither generation ever holds more than half
+        self[key] = value
+        self._bytes += size
+
+    def _turn_over(self) -> None:
+        self.evictions += len(self._old)
+        self._old, self._old_bytes = dict(self), self._bytes
+        super().clear()
+        self._bytes = 0
+
+    def clear(self) -> None:
+        """Forget every entry (the statistics are kept)."""
+        super().clear()
+        self._old, self._old_bytes, self._bytes = {}, 0, 0
+
+    @property
+    def bytes(self) -> int:
+        """Approximate bytes held."""
+        return max(0, self._bytes + self._old_bytes)
+
+    @property
+    def entries(self) -> int:
+        """Entries held, in both generations."""
+        return len(self) + len(self._old)
+
+    def stats(self) -> CacheStats:
+        """Entries, bytes, bounds, misses and evictions (hits run in C and are not counted)."""
+        return CacheStats(entries=self.entries, bytes=self.bytes, max_entries=self.max_entries,
+                          max_bytes=self.max_bytes, hits=None, misses=self.misses,
+                          evictions=self.evictions)
+
+
 _LIVE: weakref.WeakSet[BoundedCache[Any, Any]] = weakref.WeakSet()
 """Every cache alive, registered or not, so new limits reach each one."""
 _LIVE_GROWING: weakref.WeakValueDictionary[int, GrowingCache[Any, Any]] = (
     weakref.WeakValueDictionary())
 """Likewise every ``GrowingCache`` (by id)."""
+_LIVE_MEMOS: weakref.WeakValueDictionary[int, MemoDict[Any, Any]] = weakref.WeakValueDictionary()
+"""Likewise every ``MemoDict`` (by id)."""
 
 
 class _Memoized(Generic[P, R]):
@@ -547,19 +657,22 @@ def memoized(name: str, *, max_entries: int, share: float,
 
 
 # --------------------------------------------------------------------------- statistics
-def _bounded(cache: object) -> BoundedCache[Any, Any] | GrowingCache[Any, Any] | None:
-    if isinstance(cache, BoundedCache | GrowingCache):
+_Bounded = BoundedCache[Any, Any] | GrowingCache[Any, Any] | MemoDict[Any, Any]
+
+
+def _bounded(cache: object) -> _Bounded | None:
+    if isinstance(cache, BoundedCache | GrowingCache | MemoDict):
         return cache
     inner = getattr(cache, "cache", None)
     return inner if isinstance(inner, BoundedCache) else None
 
 
-def _bounded_caches() -> dict[str, BoundedCache[Any, Any]]:
+def _bounded_caches() -> dict[str, BoundedCache[Any, Any] | MemoDict[Any, Any]]:
     """The registered caches that share the caches' budget (``total_bytes``)."""
-    found = {}
+    found: dict[str, BoundedCache[Any, Any] | MemoDict[Any, Any]] = {}
     for name, (cache, _) in list(_REGISTRY.items()):
         bounded = _bounded(cache)
-        if isinstance(bounded, BoundedCache) and bounded.pool == "caches":
+        if isinstance(bounded, BoundedCache | MemoDict) and bounded.pool == "caches":
             found[name] = bounded
     return found
 

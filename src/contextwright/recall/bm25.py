@@ -68,6 +68,12 @@ _MAX_POSITION = (2**31 - 1) >> _COUNT_BITS
 _TERM_BYTES = 250
 """What a term new to an index costs besides its characters: the key string, its postings
 array and the dict slot (measured with ``tracemalloc``, rounded up)."""
+_VIEW_BYTES = 800
+"""What a term's view costs besides its count bytes and positions: the view object, its three
+dicts, the bytearray and its slot among the index's views (measured with ``tracemalloc``)."""
+_GROUP_BYTES = 150
+"""What one (count, length) group of a view costs besides its positions: the array object, its
+key and its dict slot (measured with ``tracemalloc``)."""
 _new_postings = partial(array, "i")
 
 
@@ -106,6 +112,8 @@ class TermView:
         groups, count_bytes, lengths = self.groups, self.count_bytes, index.lengths
         grown = len(lengths) - len(count_bytes)
         count_bytes.extend(bytes(grown))
+        if not self.viewed:
+            grown += _VIEW_BYTES
         for code in postings[self.viewed:]:
             position, count = code >> _COUNT_BITS, code & _LOW_COUNTS
             if count == _LOW_COUNTS:
@@ -114,7 +122,7 @@ class TermView:
             members = groups.get((count, length))
             if members is None:
                 members = groups[count, length] = array("i")
-                grown += 64  # an array's own size, roughly
+                grown += _GROUP_BYTES
             members.append(position)
             count_bytes[position] = min(count, _SATURATED)
             if length < self.shortest.get(count, sys.maxsize):
@@ -125,7 +133,8 @@ class TermView:
 
     def size(self) -> int:
         """Bytes held, about."""
-        return len(self.count_bytes) + 4 * self.viewed + 64 * len(self.groups)
+        return (len(self.count_bytes) + 4 * self.viewed + _GROUP_BYTES * len(self.groups)
+                + (_VIEW_BYTES if self.viewed else 0))
 
     def count_at(self, position: int) -> int:
         """The term's count in the turn at ``position`` (0 if absent)."""

@@ -102,7 +102,24 @@ def _check_results_answer_calls(call: Message, results: list[Message], where: st
         raise InvalidInputError(f"{where}[{index + 1 + stray}] answers no call of {where}[{index}]")
 
 
-_BLOCKS: dict[tuple[int, ...], tuple[Message, list[Message], tuple[Message, ...]]] = {}
+_Block = tuple[Message, list[Message], tuple[Message, ...]]
+_MESSAGE_BYTES = 300
+"""What one message object costs besides its text: the dataclass, its metadata and slots."""
+
+
+def _block_bytes(_: tuple[int, ...], entry: _Block) -> int:
+    """The call's and results' texts (the entry keeps them alive) and every message object.
+
+    The completed messages share their texts with the results they name.
+    """
+    call, results, completed = entry
+    texts = text_bytes(call.content) + sum(text_bytes(c.arguments) for c in call.tool_calls)
+    texts += sum(text_bytes(result.content) for result in results)
+    return texts + _MESSAGE_BYTES * (1 + len(results) + len(completed))
+
+
+_BLOCKS: BoundedCache[tuple[int, ...], _Block] = BoundedCache(
+    "sources.conversation.blocks", max_entries=200_000, share=0.03, size=_block_bytes)
 
 
 def _complete_calls(call: Message, results: list[Message]) -> tuple[Message, ...]:
@@ -113,15 +130,13 @@ def _complete_calls(call: Message, results: list[Message]) -> tuple[Message, ...
     if not call.tool_calls:
         return (call,)
     key = (id(call), *map(id, results))
-    cached = _BLOCKS.get(key)
+    cached = _BLOCKS.get(key) or _BLOCKS.revive(key)
     if cached is not None and cached[0] is call and all(
         a is b for a, b in zip(cached[1], results, strict=True)
     ):
         return cached[2]
     completed = _name_and_complete(call, results)
-    if len(_BLOCKS) >= 200_000:
-        _BLOCKS.clear()
-    _BLOCKS[key] = (call, list(results), completed)
+    _BLOCKS.put(key, (call, list(results), completed))
     return completed
 
 

@@ -15,8 +15,10 @@ from contextwright.errors import TokenizerError
 # even for text that costs several tokens per character.
 PIECE_CHARS = 32_000
 _CACHE_LIMIT = 2_000_000
-_CACHE_SHARE = 0.2
-"""Each tokenizer's counts may hold this share of the caches' byte budget (``core.caches``)."""
+_CACHE_SHARE = 0.13
+"""Each tokenizer's counts may hold this share of the caches' byte budget (``core.caches``).
+A long-running server's counts estimated 28-37 MB (their keys' texts, mostly held by the
+other caches too) over 10,000-30,000 builds of ``bench/memory_flat.py``: 0.13 is 33 MB."""
 
 
 @runtime_checkable
