@@ -37,9 +37,9 @@ _NUMBERS: Final = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "
                    "few": 3, "a few": 3}
 _NUMBER: Final = "|".join(sorted(map(re.escape, _NUMBERS), key=len, reverse=True)) + r"|\d{1,2}"
 
-# Patterns run on the lower-cased text, and only when a cheap look at its words says they may
-# match (``_Words``): most turns name no date, and a case-blind alternation of month names is
-# slow to search for.
+# Dates are read off the lower-cased text's words and numbers (``_Words``), and the few patterns
+# run only when a cheap look at those words says they may match: most turns name no date, and a
+# regex over every turn's whole text was most of the cost of indexing it.
 _BEFORE_MONTH: Final = frozenset(
     {"in", "since", "until", "till", "during", "by", "of", "early", "late", "mid", "last",
      "next", "this"})
