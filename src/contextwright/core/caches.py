@@ -229,6 +229,16 @@ class CacheStats:
                 "evictions": self.evictions}
 
 
+def _check_bounds(name: str, max_entries: int, share: float, pool: str) -> None:
+    """A two-generation cache's bounds: two entries at least, a share in (0, 1], a known pool."""
+    if max_entries < 2:
+        raise ValueError(f"cache {name!r}: max_entries must be at least 2")
+    if not 0 < share <= 1:
+        raise ValueError(f"cache {name!r}: share must be in (0, 1]")
+    if pool not in _POOLS:
+        raise ValueError(f"cache {name!r}: pool must be one of {sorted(_POOLS)}")
+
+
 class BoundedCache(Generic[K, V]):
     """A mapping bounded by entries and approximate bytes, evicting the least recently used.
 
@@ -263,12 +273,7 @@ class BoundedCache(Generic[K, V]):
     def __init__(self, name: str, *, max_entries: int, share: float,
                  size: Callable[[K, V], int], pool: str = "caches") -> None:
         """``share`` of the ``pool``'s budget: ``caches`` (``total_bytes``) or ``indexes``."""
-        if max_entries < 2:
-            raise ValueError(f"cache {name!r}: max_entries must be at least 2")
-        if not 0 < share <= 1:
-            raise ValueError(f"cache {name!r}: share must be in (0, 1]")
-        if pool not in _POOLS:
-            raise ValueError(f"cache {name!r}: pool must be one of {sorted(_POOLS)}")
+        _check_bounds(name, max_entries, share, pool)
         self.name = name
         self.pool = pool
         self.share = share
@@ -520,12 +525,7 @@ class MemoDict(dict[K, V]):
                  size: Callable[[K, V], int], pool: str = "caches") -> None:
         """``share`` of the ``pool``'s budget: ``caches`` (``total_bytes``) or ``indexes``."""
         super().__init__()
-        if max_entries < 2:
-            raise ValueError(f"cache {name!r}: max_entries must be at least 2")
-        if not 0 < share <= 1:
-            raise ValueError(f"cache {name!r}: share must be in (0, 1]")
-        if pool not in _POOLS:
-            raise ValueError(f"cache {name!r}: pool must be one of {sorted(_POOLS)}")
+        _check_bounds(name, max_entries, share, pool)
         self.name = name
         self.pool = pool
         self.share = share

@@ -24,8 +24,6 @@ from typing import Final
 
 WHEN: Final = "@when"
 """The term of a turn that speaks of time, and of a question that asks for one."""
-TERM_PREFIX: Final = "@"
-"""Every date term starts with it; no analyzed word does."""
 
 _MONTHS: Final = {name: number for number, names in enumerate((
     ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
@@ -192,11 +190,6 @@ def query_date_terms(query: str, now: str | None = None) -> list[str]:
     if _ASKS_WHEN.search(seen.lowered):
         terms.append(WHEN)
     return list(dict.fromkeys(terms))
-
-
-def is_date_term(term: str) -> bool:
-    """Whether ``term`` is one of this module's terms (not a word of the text)."""
-    return term.startswith(TERM_PREFIX)
 
 
 def _speaks_of_time(text: str, seen: _Words) -> bool:
