@@ -151,6 +151,56 @@ def test_a_fresh_worker_loads_the_stored_index_and_prepares_the_same(store: Stor
         "the stored parts are extended, never rewritten")
 
 
+class _CountingReads:
+    """A store that counts the messages its reads return (every other method passes through)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.messages_read = 0
+
+    def read(self, key: SessionKey, *, after: int = 0, last: int | None = None) -> Any:
+        read = self._store.read(key, after=after, last=last)
+        self.messages_read += len(read)
+        return read
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_fresh_worker_reads_only_the_window_not_the_older_messages(store: Store) -> None:
+    first = ContextManager(store=store, background=False, cache=False, max_read_messages=12,
+                           recaller=LexicalTurnRecaller())
+    _fill(first, rounds=40)
+    built = first.prepare("u", "s", QUESTION)
+    total = len(store.read(KEY))
+    clear_recall_caches()
+    counting = _CountingReads(store)
+    fresh = ContextManager(store=counting, background=False, cache=False,  # type: ignore[arg-type]
+                           max_read_messages=12, recaller=LexicalTurnRecaller())
+    loaded = fresh.prepare("u", "s", QUESTION)
+    assert loaded.to_messages("openai") == built.to_messages("openai")
+    assert any("4-19-27" in str(m.get("content")) for m in loaded.to_messages("openai")), (
+        "the recalled turn's messages come from the stored index")
+    assert counting.messages_read <= 12 < total, (
+        f"read {counting.messages_read} of {total} messages: the older ones are in the index")
+    _same_index(_turns(fresh), _turns(first))
+
+
+def test_a_loaded_index_decodes_only_the_turns_it_recalls(store: Store) -> None:
+    first = ContextManager(store=store, background=False, cache=False, max_read_messages=12,
+                           recaller=LexicalTurnRecaller())
+    _fill(first, rounds=40)
+    clear_recall_caches()
+    fresh = ContextManager(store=store, background=False, cache=False, max_read_messages=12,
+                           recaller=LexicalTurnRecaller())
+    fresh.prepare("u", "s", QUESTION)
+    messages = _turns(fresh).messages
+    decoded = [at for at in range(len(messages)) if messages._items[at] is not None]
+    assert decoded and len(decoded) < len(messages) / 4, decoded
+    assert messages[decoded[0]] is messages[decoded[0]], "a decoded message stays one object"
+    assert list(messages) == [stored.message for stored in store.read(KEY)[:len(messages)]]
+
+
 def _signed(part: dict[str, Any]) -> str:
     """A part as the manager writes it: its checksum, then its JSON."""
     body = json.dumps(part)

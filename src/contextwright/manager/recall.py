@@ -28,12 +28,12 @@ import logging
 import operator
 import threading
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import pairwise
-from typing import Any
+from typing import Any, overload
 
 from contextwright.analysis import analyzer
 from contextwright.core.caches import GrowingCache, text_bytes
@@ -70,6 +70,9 @@ _PLACED_LIMIT = 4_096
 MESSAGE_BYTES = 400
 """What one stored message costs an index besides its text: the decoded dict and its list
 slot (its text is counted twice: the dict's and the turn's)."""
+SLOT_BYTES = 16
+"""What one message a loaded index part holds costs besides its encoded text (decoded when a
+build recalls its turn)."""
 
 
 def session_recall(settings: ModeSettings, plan: BuildPlan) -> RecallSettings:
@@ -105,6 +108,109 @@ def recall_tokens(plan: BuildPlan, recall: RecallSettings) -> int:
 # --------------------------------------------------------------------------- the index
 
 
+class SessionMessages(Sequence[Mapping[str, Any]]):
+    """A session's messages before the verbatim window, each decoded when first read.
+
+    Messages fed from the store are held as they came (``append``). Messages a stored index
+    part covers are held as the part keeps them, one JSON text per turn (``add_encoded``), and
+    decoded a turn at a time when read: a fresh worker loading a long session's index reads and
+    decodes none of its messages, and a build then decodes only the turns it recalls. A
+    message, once decoded, is the same object on every read (caches key on it).
+    """
+
+    __slots__ = ("_bodies", "_ends", "_items", "_lock", "_starts")
+
+    def __init__(self) -> None:
+        self._items: list[Mapping[str, Any] | None] = []
+        """The messages; None where a span is not decoded yet."""
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._bodies: list[str] = []
+        """The encoded spans: messages ``[starts[i], ends[i])`` are the JSON list ``bodies[i]``."""
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, at: int) -> Mapping[str, Any]: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[Mapping[str, Any]]: ...
+
+    def __getitem__(self, at: int | slice) -> Mapping[str, Any] | list[Mapping[str, Any]]:
+        if isinstance(at, slice):
+            return [self[i] for i in range(*at.indices(len(self._items)))]
+        item = self._items[at]
+        if item is None:
+            item = self._decoded(at + len(self._items) if at < 0 else at)
+        return item
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by content
+
+    def append(self, message: Mapping[str, Any]) -> None:
+        """Add one message, as read from the store."""
+        self._items.append(message)
+
+    def add_encoded(self, body: str, count: int) -> None:
+        """Add ``count`` messages held as ``body``, the JSON list of them (decoded when read)."""
+        if count:
+            start = len(self._items)
+            self._starts.append(start)
+            self._ends.append(start + count)
+            self._bodies.append(body)
+            self._items.extend([None] * count)
+
+    def encoded(self, start: int, end: int) -> str:
+        """Messages ``[start, end)`` as one JSON list (the text they were loaded from, if so)."""
+        span = bisect_right(self._starts, start) - 1
+        if span >= 0 and self._starts[span] == start and self._ends[span] == end:
+            return self._bodies[span]
+        return encode_messages(self[start:end])
+
+    def held(self) -> int:
+        """Approximate bytes of the encoded spans (decoded messages are counted by the caller)."""
+        return sum(map(text_bytes, self._bodies))
+
+    def _decoded(self, at: int) -> Mapping[str, Any]:
+        span = bisect_right(self._starts, at) - 1
+        if span < 0 or not self._starts[span] <= at < self._ends[span]:
+            raise IndexError(at)
+        with self._lock:  # two readers decoding the same turn must not make two objects
+            item = self._items[at]
+            if item is not None:
+                return item
+            start, end = self._starts[span], self._ends[span]
+            messages = _decode_messages(self._bodies[span], end - start)
+            self._items[start:end] = messages
+            return messages[at - start]
+
+
+def encode_messages(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Messages as a stored index part keeps them: a compact JSON list."""
+    return json.dumps(list(messages), ensure_ascii=False, separators=(",", ":"))
+
+
+def _decode_messages(body: str, count: int) -> list[Mapping[str, Any]]:
+    """The ``count`` messages of a span; a body that is not such a list fails loudly.
+
+    The part holding it passed its checksum, so this fails only on a part written wrong.
+    """
+    try:
+        messages = json.loads(body)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreError("a stored recall index holds messages that do not decode") from exc
+    if not isinstance(messages, list) or len(messages) != count or not all(
+            isinstance(message, dict) for message in messages):
+        raise StoreError("a stored recall index holds messages that do not fit its turns")
+    return messages
+
+
 @dataclass(slots=True)
 class SessionTurns:
     """One session's messages before the verbatim window, split into complete turns.
@@ -115,7 +221,7 @@ class SessionTurns:
 
     tag: str
     """Identity of this incarnation of the session (part of each turn's recaller key)."""
-    messages: list[Mapping[str, Any]] = field(default_factory=list)
+    messages: SessionMessages = field(default_factory=SessionMessages)
     """The stored message dicts; ``messages[i]`` has seq ``i + 1``."""
     index: TurnIndex = field(default_factory=TurnIndex)
     """Complete turns over ``messages`` (positions are seq - 1), as ``HistorySource`` keeps them."""
@@ -195,9 +301,10 @@ def _postings(turns: SessionTurns) -> TurnPostings | None:
 
 # --------------------------------------------------------------------------- the stored index
 
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 """Version of a stored part's layout; a part of another version is not used (it is rebuilt).
-Format 2 added each turn's timestamp and date terms in the postings."""
+Format 2 added each turn's timestamp and date terms in the postings; format 3 the messages,
+so a fresh worker reads none of the session's older messages."""
 _TERMS = analyzer("recall")
 """The lexical recaller's analyzer: stored postings are in its terms (and its date terms)."""
 
@@ -244,8 +351,9 @@ def encode_part(turns: SessionTurns) -> tuple[str, int] | None:
     """The part that stores what ``turns`` holds past the stored parts, and where it ends.
 
     None when there is nothing new. The turns' texts, positions, token estimates and call
-    counts, and the postings of their terms (``position << 3 | count``, as ``TurnPostings``
-    keeps them), in ASCII JSON after its checksum.
+    counts, their messages (one JSON text per turn, after those before the first turn), and
+    the postings of their terms (``position << 3 | count``, as ``TurnPostings`` keeps them), in
+    ASCII JSON after its checksum.
     """
     index, begin = turns.index, turns.persisted
     end = len(turns.messages)
@@ -256,14 +364,23 @@ def encode_part(turns: SessionTurns) -> tuple[str, int] | None:
     part: dict[str, Any] = {
         "format": INDEX_FORMAT, "analyzer": ANALYZER_FINGERPRINT, "tag": turns.tag,
         "begin": begin, "end": end, "first": first, "calls": index.calls,
-        "starts": [turn.index for turn in new], "ends": index.ends[first:],
-        "tokens": index.tokens[first:], "calls_after": index.calls_after[first:],
-        "texts": [turn.text for turn in new], "stamps": [turn.timestamp for turn in new]}
+        "starts": _ints([turn.index for turn in new]), "ends": _ints(index.ends[first:]),
+        "tokens": _ints(index.tokens[first:]), "calls_after": _ints(index.calls_after[first:]),
+        "texts": [turn.text for turn in new], "stamps": [turn.timestamp for turn in new],
+        "bodies": _bodies(turns.messages, begin, [turn.index for turn in new],
+                          index.ends[first:], end)}
     postings = _postings(turns)
     if postings is not None and len(postings) == len(index.turns):
         part["postings"] = _encode_postings(postings, first)
     body = json.dumps(part, ensure_ascii=True, separators=(",", ":"))
     return f"{_digest(body)} {body}", end
+
+
+def _bodies(messages: SessionMessages, begin: int, starts: Sequence[int], ends: Sequence[int],
+            end: int) -> list[str]:
+    """The messages of a part: those before its first turn (often none), then each turn's."""
+    lead = messages.encoded(begin, starts[0] if starts else end)
+    return [lead, *map(messages.encoded, starts, ends)]
 
 
 def _digest(body: str) -> str:
@@ -303,36 +420,42 @@ def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict
     if part.get("format") != INDEX_FORMAT or part.get("analyzer") != ANALYZER_FINGERPRINT:
         raise CorruptIndex(f"a part has format {part.get('format')!r} or another analyzer "
                            f"(this version reads format {INDEX_FORMAT})")
-    if part.get("tag") != turns.tag:
+    if not isinstance(part.get("tag"), str) or not part["tag"] or (
+            turns.tag and part["tag"] != turns.tag):
         raise CorruptIndex("a part belongs to another incarnation of the session")
     if part.get("begin") != begin or part.get("first") != first:
         raise CorruptIndex("the parts are not contiguous")
-    lists: list[list[Any]] = []
-    for name in ("starts", "ends", "tokens", "calls_after", "texts"):
-        values = part.get(name)
-        if not isinstance(values, list) or (lists and len(values) != len(lists[0])):
-            raise CorruptIndex("a part's turn lists are missing or differ in length")
-        lists.append(values)
-    stamps = part.get("stamps")
-    if not isinstance(stamps, list) or len(stamps) != len(lists[0]) or not all(
-            stamp is None or isinstance(stamp, str) for stamp in stamps):
-        raise CorruptIndex("a part's timestamps are missing or malformed")
-    starts, ends = lists[0], lists[1]
+    for name in ("starts", "ends", "tokens", "calls_after"):  # machine ints: no type to check
+        part[name] = _array(part.get(name), name)
+    starts, ends = part["starts"], part["ends"]
+    count = len(starts)
+    texts, stamps, bodies = part.get("texts"), part.get("stamps"), part.get("bodies")
+    if not (isinstance(texts, list) and isinstance(stamps, list) and isinstance(bodies, list)) or (
+            not len(ends) == len(part["tokens"]) == len(part["calls_after"]) == len(texts)
+            == len(stamps) == count == len(bodies) - 1):
+        raise CorruptIndex("a part's turn lists are missing or differ in length")
+    if not (all(map(_is_text, texts)) and all(map(_is_text, bodies))
+            and all(stamp is None or isinstance(stamp, str) for stamp in stamps)):
+        raise CorruptIndex("a part's texts, timestamps or messages are malformed")
     end, calls = part.get("end"), part.get("calls")
-    if not (isinstance(end, int) and isinstance(calls, int) and end >= begin) or not all(
-            isinstance(x, int) for values in lists[:4] for x in values) or not all(
-            isinstance(t, str) for t in lists[4]):
+    if not (isinstance(end, int) and isinstance(calls, int) and end >= begin):
         raise CorruptIndex("a part has values of the wrong type")
-    bounds = [begin, *[x for pair in zip(starts, ends, strict=True) for x in pair], end]
-    if any(a > b for a, b in pairwise(bounds)) or any(
-            s >= e for s, e in zip(starts, ends, strict=True)) or (ends and ends[-1] != end):
-        raise CorruptIndex("a part's turns are out of order")
+    # Turns tile the part after its first user message: each ends where the next starts.
+    if count and (starts[0] < begin or ends[-1] != end or ends[:-1] != starts[1:]
+                  or not all(map(operator.lt, starts, ends))):
+        raise CorruptIndex("a part's turns are out of order or leave messages out")
     return part
 
 
-def _load_part(turns: SessionTurns, part: dict[str, Any],
-               messages: Sequence[StoredMessage]) -> None:
-    """Add a checked part's turns (and postings) to ``turns``, with its stored messages."""
+def _is_text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _load_part(turns: SessionTurns, part: dict[str, Any]) -> None:
+    """Add a checked part's turns (and postings) to ``turns``, and its messages, encoded."""
+    if not turns.tag:  # the first part names the incarnation (as ``_tag`` made it)
+        turns.tag = part["tag"]
+        turns.index.key = _session_key(turns.tag)
     index, tag = turns.index, turns.tag
     begin, end = part["begin"], part["end"]
     loaded = [RecallTurn(index=start, text=text, key=f"{tag}:{start + 1}", timestamp=stamp)
@@ -346,8 +469,11 @@ def _load_part(turns: SessionTurns, part: dict[str, Any],
     index.tokens.extend(part["tokens"])
     index.calls_after.extend(part["calls_after"])
     index.calls = part["calls"]
-    turns.messages.extend(stored.message for stored in messages[begin:end])
-    index.held += MESSAGE_BYTES * (end - begin) + sum(
+    starts, bodies = part["starts"], part["bodies"]
+    spans = [begin, *starts, end]
+    for body, (start, stop) in zip(bodies, pairwise(spans), strict=True):
+        turns.messages.add_encoded(body, stop - start)
+    index.held += SLOT_BYTES * (end - begin) + sum(map(text_bytes, bodies)) + sum(
         2 * text_bytes(turn.text) + len(turn.key) + TURN_BYTES for turn in loaded)
 
 
@@ -389,12 +515,12 @@ def _load_postings(postings: TurnPostings, stored: object, first: int, count: in
         len(postings.postings) - known)
 
 
-def _load_stored(key: SessionKey, turns: SessionTurns, messages: Sequence[StoredMessage]
-                 ) -> int:
-    """Load the stored parts that fit before ``messages`` ends; how many messages they cover.
+def _load_stored(key: SessionKey, turns: SessionTurns, limit: int) -> int:
+    """Load the stored parts that end by message ``limit``; how many messages they cover.
 
-    ``messages`` are the session's from seq 1. A part that does not fit is reported, and the
-    stored parts are then replaced by the next write.
+    No message is read: the parts hold them. The first part names the session's incarnation.
+    A part that does not fit is reported, and the stored parts are then replaced by the next
+    write.
     """
     stored, turns.stored = turns.stored, None
     if stored is None or not stored.parts:
@@ -404,9 +530,9 @@ def _load_stored(key: SessionKey, turns: SessionTurns, messages: Sequence[Stored
         for text in stored.parts:
             first = len(turns.index.turns)
             part = _decode_part(text, turns, begin, first)
-            if part["end"] > len(messages):
+            if part["end"] > limit:
                 break  # covers messages past this window: the rest is indexed again
-            _load_part(turns, part, messages)
+            _load_part(turns, part)
             begin = part["end"]
     except CorruptIndex as exc:
         _reset(turns)
@@ -425,8 +551,7 @@ def _reset(turns: SessionTurns) -> None:
     fresh = _new_session_turns()
     if _postings(turns) is not None:
         _carry_postings(fresh)
-    fresh.index.key = turns.index.key
-    turns.index, turns.messages = fresh.index, []
+    turns.index, turns.messages, turns.tag = fresh.index, fresh.messages, ""
 
 
 def _session_key(tag: str) -> TurnKey:
@@ -602,6 +727,8 @@ def _catch_up(key: SessionKey, turns: SessionTurns, begin: int, read: Sequence[S
 def _extend_to(key: SessionKey, turns: SessionTurns, begin: int,
                read: Sequence[StoredMessage], older: Sequence[StoredMessage] | None
                ) -> int | _NeedsRead:
+    if not turns.tag and turns.stored is not None:  # first use: the store's parts, if any
+        _load_stored(key, turns, begin - 1)
     upto = len(turns.messages)
     if begin - 1 < upto:
         raise StaleIndex  # the verbatim window never moves back in one session
@@ -618,11 +745,9 @@ def _extend_to(key: SessionKey, turns: SessionTurns, begin: int,
     if len(new) != begin - 1 - upto or new[0].seq != upto + 1:
         raise StaleIndex  # not gap-free: the session changed between the two reads
     _check_next(turns, new[0])
-    if not turns.tag:  # the first extension starts at seq 1
+    if not turns.tag:  # nothing stored was loaded: the first extension starts at seq 1
         turns.tag = _tag(key, new[0])
         turns.index.key = _session_key(turns.tag)
-        loaded = _load_stored(key, turns, new)
-        new = new[loaded:]
     if new:
         _extend(turns, new)
     turns.next_message = _next(read, begin)
