@@ -32,7 +32,6 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from itertools import pairwise
 from typing import Any, overload
 
 from contextwright.analysis import analyzer
@@ -157,14 +156,20 @@ class SessionMessages(Sequence[Mapping[str, Any]]):
         """Add one message, as read from the store."""
         self._items.append(message)
 
-    def add_encoded(self, body: str, count: int) -> None:
-        """Add ``count`` messages held as ``body``, the JSON list of them (decoded when read)."""
-        if count:
-            start = len(self._items)
-            self._starts.append(start)
-            self._ends.append(start + count)
-            self._bodies.append(body)
-            self._items.extend([None] * count)
+    def add_encoded(self, bodies: Sequence[str], bounds: Sequence[int]) -> None:
+        """Add messages held encoded, each span decoded when first read.
+
+        ``bodies[i]`` is the JSON list of the messages from position ``bounds[i]`` to
+        ``bounds[i + 1]``; ``bounds`` starts at the current length and never decreases.
+        """
+        if len(bounds) != len(bodies) + 1 or bounds[0] != len(self._items):
+            raise ValueError("encoded messages must follow the messages held")
+        for body, start, end in zip(bodies, bounds, bounds[1:], strict=False):
+            if end > start:  # a span of no messages (no message before the first turn)
+                self._starts.append(start)
+                self._ends.append(end)
+                self._bodies.append(body)
+        self._items.extend([None] * (bounds[-1] - bounds[0]))
 
     def encoded(self, start: int, end: int) -> str:
         """Messages ``[start, end)`` as one JSON list (the text they were loaded from, if so)."""
@@ -172,10 +177,6 @@ class SessionMessages(Sequence[Mapping[str, Any]]):
         if span >= 0 and self._starts[span] == start and self._ends[span] == end:
             return self._bodies[span]
         return encode_messages(self[start:end])
-
-    def held(self) -> int:
-        """Approximate bytes of the encoded spans (decoded messages are counted by the caller)."""
-        return sum(map(text_bytes, self._bodies))
 
     def _decoded(self, at: int) -> Mapping[str, Any]:
         span = bisect_right(self._starts, at) - 1
@@ -469,12 +470,10 @@ def _load_part(turns: SessionTurns, part: dict[str, Any]) -> None:
     index.tokens.extend(part["tokens"])
     index.calls_after.extend(part["calls_after"])
     index.calls = part["calls"]
-    starts, bodies = part["starts"], part["bodies"]
-    spans = [begin, *starts, end]
-    for body, (start, stop) in zip(bodies, pairwise(spans), strict=True):
-        turns.messages.add_encoded(body, stop - start)
-    index.held += SLOT_BYTES * (end - begin) + sum(map(text_bytes, bodies)) + sum(
-        2 * text_bytes(turn.text) + len(turn.key) + TURN_BYTES for turn in loaded)
+    turns.messages.add_encoded(part["bodies"], [begin, *part["starts"], end])
+    texts = part["texts"]
+    index.held += (SLOT_BYTES * (end - begin) + sum(map(text_bytes, part["bodies"]))
+                   + 2 * sum(map(text_bytes, texts)) + len(loaded) * (len(tag) + 8 + TURN_BYTES))
 
 
 def _load_postings(postings: TurnPostings, stored: object, first: int, count: int) -> None:
