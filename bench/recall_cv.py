@@ -1,6 +1,7 @@
 """LoCoMo evidence recall of the recallers' settings, with a cross-validated estimate.
 
-    python bench/recall_cv.py --data ../shared/data/locomo-dev [--recaller hybrid] [--cache F]
+    python bench/recall_cv.py --data ../shared/data/locomo-dev [--recaller fused|hybrid]
+        [--cache F]
 
 Each setting of a small grid (neighbours, neighbour weight, feedback words) is run on every
 conversation. The cross-validated estimate picks, for each conversation, the setting best on
@@ -9,7 +10,9 @@ one; pooled over the three, weighted by questions, it estimates recall on conver
 setting was not chosen on. The shipped default is printed next to it. With ``--recaller
 hybrid`` (needs the embeddings extra; e5 vectors kept in ``--cache``) the grid is the fusion's
 lexical weight (alpha 0.2 / 0.3 / 0.5) by neighbours (0 or 2, weight 0.7); its "no expansion"
-row is alpha 0.3 without neighbours.
+row is alpha 0.3 without neighbours. With ``--recaller fused`` the grid is the rank constant k
+of ``FusedTurnRecaller`` (3 to 60); its "no expansion" row is k 10 over a lexical side without
+expansion.
 """
 
 from __future__ import annotations
@@ -53,6 +56,19 @@ def hybrid_recaller(embedder: Any, setting: HybridSetting | None) -> TurnRecalle
     return HybridTurnRecaller(embedder, alpha=alpha, expansion=expansion)
 
 
+FUSED_GRID: tuple[float, ...] = (3.0, 5.0, 10.0, 20.0, 40.0, 60.0)
+"""Rank constants of the fused recaller."""
+
+
+def fused_recaller(embedder: Any, k: float | None) -> TurnRecaller:
+    """The fused recaller at rank constant ``k`` (None: k 10, lexical side without expansion)."""
+    from contextwright.retrieval import FusedTurnRecaller
+
+    if k is None:
+        return FusedTurnRecaller(embedder, lexical=LexicalTurnRecaller())
+    return FusedTurnRecaller(embedder, k=k)
+
+
 def recall(data: LocomoSet, recaller: TurnRecaller) -> tuple[list[float], int]:
     """Strict recall per budget on ``data`` and its question count."""
     builder = ContextBuilder(sources=[HistorySource(recaller)])
@@ -64,8 +80,8 @@ def recall(data: LocomoSet, recaller: TurnRecaller) -> tuple[list[float], int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--recaller", choices=("lexical", "hybrid"), default="lexical")
-    parser.add_argument("--cache", type=Path, default=None, help="e5 vector cache (hybrid)")
+    parser.add_argument("--recaller", choices=("lexical", "fused", "hybrid"), default="lexical")
+    parser.add_argument("--cache", type=Path, default=None, help="e5 vector cache")
     args = parser.parse_args()
     full = load_locomo(args.data)
     parts = {sid: LocomoSet(conversations={sid: conv},
@@ -78,6 +94,14 @@ def main() -> None:
 
         def make(setting: Any) -> TurnRecaller:
             return hybrid_recaller(embedder, setting)
+    elif args.recaller == "fused":
+        from contextwright.recall.hybrid import FUSION_K
+
+        fused_embedder = make_embedder(args.cache)
+        grid, shipped = FUSED_GRID, FUSION_K
+
+        def make(setting: Any) -> TurnRecaller:
+            return fused_recaller(fused_embedder, setting)
     else:
         default = RecallExpansion()
         grid = GRID

@@ -153,7 +153,7 @@ def test_hotpotqa_searches_by_default_and_documents_keeps_the_given_order(
 def test_an_unknown_recaller_is_refused_with_exit_code_2(runner: CliRunner) -> None:
     result = invoke(runner, "locomo", "--recaller", "telepathy")
     assert result.exit_code == 2
-    assert "--recaller must be one of lexical, hybrid" in result.stderr
+    assert "--recaller must be one of lexical, fused, hybrid" in result.stderr
 
 
 def test_hybrid_recaller_and_dense_search_run_on_e5_with_a_file_cache(
@@ -171,3 +171,9 @@ def test_hybrid_recaller_and_dense_search_run_on_e5_with_a_file_cache(
     output = json.loads(result.stdout)
     assert "RetrievalSource (hybrid)" in output["plan"]
     assert "hybrid α=0.5" in output["extra"]["retrieval"]
+    result = invoke(runner, "locomo", "--recaller", "fused", "--budget", "2000", "--json",
+                    "--cache", str(cache))
+    assert result.exit_code == 0, result.stderr
+    fused = json.loads(result.stdout)
+    assert fused["plan"].startswith("chat + fused recaller")
+    assert fused["budgets"][0]["failures"] == 0

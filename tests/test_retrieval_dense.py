@@ -13,6 +13,7 @@ from contextwright.retrieval import (
     CachedEmbedder,
     E5Embedder,
     EmbeddingCache,
+    FusedTurnRecaller,
     HybridTurnRecaller,
     RecallTurn,
     Retriever,
@@ -103,6 +104,25 @@ def test_hybrid_recall_embeds_each_turn_once(e5: E5Embedder) -> None:
     turns.append(RecallTurn(index=3, text="Our new office is in Berlin", key="k3"))
     assert recaller.rank("where is the office", turns, limit=1)[0][0] == 3
     assert len(counting.passages) == 4
+
+
+def test_fused_recall_finds_what_either_side_finds_and_embeds_each_turn_once(
+        e5: E5Embedder) -> None:
+    counting = CountingEmbedder(e5)
+    recaller = FusedTurnRecaller(counting)
+    turns = [RecallTurn(index=i, text=t, key=f"k{i}") for i, t in enumerate([
+        "My order ORD-7731 was shipped to Oslo.",        # the words of the query
+        "我养了一只叫小白的猫",                              # only the meaning of the other query
+        "The meeting moved to Friday.",
+        "I love hiking in the mountains."])]
+    by_words = recaller.rank("Where did ORD-7731 go?", turns, limit=2)
+    assert by_words[0][0] == 0
+    by_meaning = recaller.rank("What is the name of my cat?", turns, limit=2)
+    assert by_meaning[0][0] == 1, "no shared word: e5 alone ranks it, and fusion keeps it first"
+    assert by_meaning == sorted(by_meaning, key=lambda entry: -entry[1])
+    turns.append(RecallTurn(index=4, text="Our new office is in Berlin.", key="k4"))
+    assert recaller.rank("where is the new office", turns, limit=1)[0][0] == 4
+    assert len(counting.passages) == 5, "each turn is embedded once across calls"
 
 
 @pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import Annotated, TextIO, cast, get_args
 
 import click
 import typer
@@ -75,7 +75,7 @@ from contextwright.evaluate.judge import (
     judge_ablation,
     judge_cases,
 )
-from contextwright.evaluate.runner import RECALLERS, SUITES, make_embedder, run_label
+from contextwright.evaluate.runner import RECALLERS, SUITES, Recaller, make_embedder, run_label
 
 eval_app = typer.Typer(add_completion=False, no_args_is_help=True,
                        help="Measure context quality on a dataset folder, next to a baseline.")
@@ -98,8 +98,9 @@ RetrievalOption = Annotated[bool, typer.Option(
 DenseOption = Annotated[bool, typer.Option(
     "--dense", help="Hybrid search (BM25 + e5; needs the embeddings extra).")]
 RecallerOption = Annotated[str, typer.Option(
-    help="History recall: lexical (the history source's own) or hybrid (BM25 + e5; needs the "
-    "embeddings extra).")]
+    help="History recall: lexical (the history source's own), fused (the lexical ranking and e5's "
+    "fused by rank) or hybrid (BM25 and e5 scores fused by weight); fused and hybrid need the "
+    "embeddings extra.")]
 CacheOption = Annotated[Path | None, typer.Option(
     help="SQLite file that keeps e5 vectors between runs (default: one in the temp folder).")]
 TokenizerOption = Annotated[str, typer.Option(help="Tokenizer of contextwright and the baseline."
@@ -161,19 +162,26 @@ class _Run:
     dense: bool = False
     """Hybrid document search."""
     recaller: str = "lexical"
-    """History recall: lexical or hybrid."""
+    """History recall: lexical, fused or hybrid."""
     cache: Path | None = None
     """Embedding cache file."""
 
     @property
     def needs_embedder(self) -> bool:
         """Whether e5 is needed at all (it is loaded only then)."""
-        return (self.retrieval and self.dense) or self.recaller == "hybrid"
+        return (self.retrieval and self.dense) or self.recaller in ("fused", "hybrid")
 
     def label(self, plan_label: str) -> str:
         """The plan label with what this run changed."""
         return run_label(plan_label, retrieval=self.retrieval, dense=self.dense,
                          recaller=self.recaller)
+
+
+def _recaller(name: str) -> Recaller:
+    for known in get_args(Recaller):
+        if name == known:
+            return cast(Recaller, known)
+    raise PlanError(f"--recaller must be one of {', '.join(RECALLERS)}")
 
 
 def _run(run: _Run) -> None:
@@ -184,7 +192,7 @@ def _run(run: _Run) -> None:
         embedder = make_embedder(run.cache) if run.needs_embedder else None
         suite = load_suite(run.suite, run.data, plan=plan, tokenizer=run.tokenizer,
                            limit=run.limit, retrieval=run.retrieval, embedder=embedder,
-                           recaller="hybrid" if run.recaller == "hybrid" else "lexical")
+                           recaller=_recaller(run.recaller))
         budgets = [run.budget] if run.budget is not None else list(suite.default_budgets)
         with _dump_file(run.dump) as sink, _progress(len(suite) * len(budgets)) as advance:
             def on_outcome(outcome: CaseOutcome) -> None:

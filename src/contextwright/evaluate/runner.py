@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 SUITES = ("locomo", "tau", "hotpotqa")
 DEFAULT_PLANS: Mapping[str, str] = {"locomo": "chat", "tau": "tool_heavy", "hotpotqa": "rag_qa"}
-RECALLERS = ("lexical", "hybrid")
-Recaller = Literal["lexical", "hybrid"]
+RECALLERS = ("lexical", "fused", "hybrid")
+Recaller = Literal["lexical", "fused", "hybrid"]
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "contextwright-e5-cache.sqlite"
 """Where evaluation keeps e5 vectors unless told otherwise: a rerun embeds nothing."""
 KEPT_ERRORS = 3
@@ -147,15 +147,18 @@ def _sources(retrieval: bool, tokenizer: str, embedder: Embedder | None, recalle
         from contextwright.sources.retrieval import RetrievalSource
 
         sources.append(RetrievalSource(tokenizer=tokenizer, embedder=embedder))
-    if recaller == "hybrid":
+    if recaller in ("fused", "hybrid"):
         if embedder is None:
-            raise ContextwrightError("hybrid recall needs an embedder (the embeddings extra)")
+            raise ContextwrightError(f"{recaller} recall needs an embedder (the embeddings extra)")
         from contextwright.recall import RecallExpansion
-        from contextwright.retrieval import HybridTurnRecaller
+        from contextwright.retrieval import FusedTurnRecaller, HybridTurnRecaller
         from contextwright.sources.conversation import HistorySource
 
-        # Neighbours of the best hits, as the shipped lexical recaller has them.
-        sources.append(HistorySource(HybridTurnRecaller(embedder, expansion=RecallExpansion())))
+        # Neighbours of the best hits, as the shipped lexical recaller has them (the fused
+        # recaller's lexical side is that recaller).
+        sources.append(HistorySource(
+            FusedTurnRecaller(embedder) if recaller == "fused"
+            else HybridTurnRecaller(embedder, expansion=RecallExpansion())))
     elif recaller != "lexical":
         raise ContextwrightError(f"recaller must be one of {RECALLERS}")
     return tuple(sources)

@@ -3,8 +3,9 @@
 One seam (``RecallTurn``, ``TurnRecaller``), one incremental turn index (``TurnIndex``) fed by
 two adapters (a request's history: ``turn_index``; a session's stored messages:
 ``manager.recall``), one interleaving step (``interleave``) and the recallers: the
-dependency-free ``LexicalTurnRecaller`` (BM25, ``recall.bm25``) and ``HybridTurnRecaller`` (BM25
-fused with dense similarity; needs numpy, so it is imported only when asked for).
+dependency-free ``LexicalTurnRecaller`` (BM25, ``recall.bm25``), and the dense ones, which need
+numpy and are imported only when asked for: ``FusedTurnRecaller`` (the lexical ranking and
+e5's fused by rank) and ``HybridTurnRecaller`` (BM25 and cosine fused by weight).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from contextwright.recall.lexical import LexicalTurnRecaller, RecallExpansion, w
 from contextwright.recall.turns import RecallTurn, TurnIndex, TurnRecaller, keep_bounded, turn_text
 
 if TYPE_CHECKING:
-    from contextwright.recall.hybrid import HybridTurnRecaller
+    from contextwright.recall.hybrid import FusedTurnRecaller, HybridTurnRecaller
 
 __all__ = [
     "RECALLED_UNITS",
+    "FusedTurnRecaller",
     "HybridTurnRecaller",
     "Interleaving",
     "LexicalTurnRecaller",
@@ -39,8 +41,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "HybridTurnRecaller":  # numpy: only when asked for
-        from contextwright.recall.hybrid import HybridTurnRecaller
+    if name in ("FusedTurnRecaller", "HybridTurnRecaller"):  # numpy: only when asked for
+        from contextwright.recall import hybrid
 
-        return HybridTurnRecaller
+        return getattr(hybrid, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
