@@ -180,13 +180,24 @@ class HybridTurnRecaller:
         index.positions = np.concatenate((prefix, tail))
         return index.positions
 
+    def _dense_only(self) -> bool:
+        """Whether BM25 plays no part (alpha 0, an embedder): turns are not analysed for it."""
+        return self.alpha == 0 and self.embedder is not None
+
     def _turn_tokens(self, identity: _Identity) -> list[str]:
+        if self._dense_only():
+            return []  # a row of the index all the same: rows number the vectors too
         _, text, timestamp = identity
         tokens = _terms(text)
         return [*tokens, *turn_date_terms(text, timestamp)] if self.dates else tokens
 
     def _score(self, index: _SessionIndex, query: str, positions: Any, now: str | None
                ) -> tuple[Any, Any]:
+        if self._dense_only() and index.vectors is not None and self.embedder is not None:
+            # Dense alone: every turn by its similarity, none left out of a fusion pool.
+            cosine = index.vectors.similarities(
+                self.embedder.embed_queries([query])[0])[positions]
+            return minmax(cosine), self.calibration.apply(cosine)
         tokens = _terms(query)
         if self.dates:
             tokens = [*tokens, *query_date_terms(query, now)]
@@ -195,8 +206,7 @@ class HybridTurnRecaller:
         if index.vectors is None or self.embedder is None or self.alpha >= 1.0:
             return minmax(bm25), coverage
         cosine = index.vectors.similarities(self.embedder.embed_queries([query])[0])[positions]
-        # alpha 0 is dense alone: every turn by its similarity, none left out of a fusion pool.
-        fused = minmax(cosine) if self.alpha == 0 else weighted_fusion(bm25, cosine, self.alpha)
+        fused = weighted_fusion(bm25, cosine, self.alpha)
         similarity = (self.alpha * coverage
                       + (1.0 - self.alpha) * self.calibration.apply(cosine))
         return fused, similarity
