@@ -32,6 +32,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from itertools import repeat
 from typing import Any, overload
 
 from contextwright.analysis import analyzer
@@ -487,12 +488,16 @@ def _load_postings(postings: TurnPostings, stored: object, first: int, count: in
             terms) + 1 or len(lengths) != count or len(postings) != first or (
             offsets and offsets[-1] != len(codes)):
         raise CorruptIndex("a part's postings do not fit its turns")
-    floor, ceiling = first << 3, (first + count) << 3
-    if codes and (min(codes) < floor or max(codes) >= ceiling):
-        raise CorruptIndex("a part's postings point outside its turns")
     if not all(isinstance(term, str) for term in terms) or len(set(terms)) != len(terms) or (
-            not all(map(operator.lt, offsets, offsets[1:]))):
+            not all(map(operator.lt, offsets, offsets[1:]))) or (offsets and offsets[0] != 0):
         raise CorruptIndex("a part's postings are malformed")
+    # A term's postings ascend (the writer appends them in turn order): its first and last
+    # bound them all, which is far cheaper than reading every posting.
+    floor, ceiling = first << 3, (first + count) << 3
+    if terms and (min(map(codes.__getitem__, offsets[:-1])) < floor
+                  or max(map(codes.__getitem__, map(operator.sub, offsets[1:], repeat(1))))
+                  >= ceiling):
+        raise CorruptIndex("a part's postings point outside its turns")
     big_counts: dict[tuple[str, int], int] = {}
     for entry in big:
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
