@@ -253,6 +253,18 @@ def parse_message(raw: object, where: str) -> Message:
     return message
 
 
+def parse_fresh(raw: object, where: str) -> Message:
+    """``parse_message`` without remembering the parse: for a pass that reads each message once.
+
+    The same checks and the same ``Message``; no deep copy is taken and the parse cache is left
+    to the messages builds read again and again (a long history indexed whole would otherwise
+    fill it with messages no build shows).
+    """
+    if isinstance(raw, Message):
+        return raw
+    return _parse_message(raw, where)
+
+
 def _snapshot(value: Any) -> Any:
     """A deep copy of JSON-shaped data; anything else is left to ``copy.deepcopy``.
 

@@ -20,7 +20,7 @@ from contextwright.core.caches import (
     register_clear,
     text_bytes,
 )
-from contextwright.core.items import Message, parse_message
+from contextwright.core.items import Message, parse_fresh
 from contextwright.recall.turns import INDEX_LIMIT, TurnIndex, keep_bounded
 
 RAW_BYTES = 120
@@ -65,16 +65,16 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
 
 
 def _extend(index: TurnIndex, history: Sequence[Mapping[str, Any]]) -> None:
-    # Parsed through the shared parse cache on purpose: its deep copies cost a cold index about
-    # a third more, but a turn recalled later is then rendered from the remembered parse (the
-    # history source checks recalled units by parse identity) instead of being parsed on the
-    # request path of a steady build.
+    # Parsed without the shared parse cache: indexing reads every message once, and a cached
+    # parse costs a deep copy of the message (a third of a cold index) and a cache slot the
+    # messages builds show again and again need. A turn recalled later is parsed, and then
+    # remembered, when it is first rendered: a few messages, once.
     add, keep = index.add, index.raws.append
     known = len(index.raws)
     try:
         for position in range(known, len(history)):
             raw = history[position]
-            add(parse_message(raw, f"history[{position}]"), position)
+            add(parse_fresh(raw, f"history[{position}]"), position)
             keep(raw)
     finally:
         index.held += RAW_BYTES * (len(index.raws) - known)
