@@ -257,3 +257,41 @@ def test_erasing_the_session_erases_its_index(store: Store) -> None:
     cm.prepare("u", "s", QUESTION)  # a new incarnation starts without the old index
     stored = _indexing(store).read_index(KEY)
     assert stored is not None and stored.parts == []
+
+
+# ----- the messages a loaded part holds -----
+
+
+def test_session_messages_decode_a_span_once_and_read_like_a_list() -> None:
+    from contextwright.manager.recall import SessionMessages, encode_messages
+
+    turns = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+             [{"role": "user", "content": "机票"}, {"role": "assistant", "content": "好的"}]]
+    messages = SessionMessages()
+    messages.add_encoded([encode_messages([]), *map(encode_messages, turns)], [0, 0, 2, 4])
+    messages.append({"role": "user", "content": "fed from the store"})
+    plain = [*turns[0], *turns[1], {"role": "user", "content": "fed from the store"}]
+    assert len(messages) == 5 and messages._items[:4] == [None] * 4, "nothing decoded yet"
+    assert messages[-3] == plain[2] and messages._items[:2] == [None, None], "one span decoded"
+    assert messages[2] is messages[2] and messages[3] is messages[-2], "decoded once, one object"
+    assert messages[1:4] == plain[1:4] and list(messages) == plain and messages == plain
+    assert messages != plain[:4] and messages != "not a list"
+    assert messages.encoded(2, 4) == encode_messages(turns[1]), "a loaded span is reused as is"
+    assert messages.encoded(1, 3) == encode_messages(plain[1:3])
+    with pytest.raises(IndexError):
+        messages[5]
+    with pytest.raises(ValueError, match="must follow the messages held"):
+        messages.add_encoded(["[]"], [0, 1])
+
+
+def test_a_span_that_does_not_hold_its_messages_fails_loudly() -> None:
+    from contextwright.errors import StoreError
+    from contextwright.manager.recall import SessionMessages
+
+    messages = SessionMessages()
+    messages.add_encoded(["[]", '[{"role": "user", "content": "one"}]', "not json"],
+                         [0, 0, 2, 3])
+    with pytest.raises(StoreError, match="do not fit its turns"):
+        messages[0]
+    with pytest.raises(StoreError, match="do not decode"):
+        messages[2]
