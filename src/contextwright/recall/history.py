@@ -51,10 +51,7 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
     key = id(history[0])
     with _INDEX_LOCK:
         index = _INDEXES.pop(key, None)  # put back last: the most recently used
-        known = len(index.raws) if index is not None else 0
-        prefix = history[:known]
-        if index is None or known > len(history) or index.raws != (
-                prefix if isinstance(prefix, list) else list(prefix)):
+        if index is None or not _starts_with(history, index.raws):
             index = TurnIndex()
         try:
             _extend(index, history)
@@ -62,6 +59,25 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
             _INDEXES[key] = index
             keep_bounded(_INDEXES, lambda entry: len(entry.raws))
         return index.view()
+
+
+def _starts_with(history: Sequence[Mapping[str, Any]], raws: list[object]) -> bool:
+    """Whether ``history`` starts with the messages ``raws`` (each the same object, or equal).
+
+    A list is compared whole, with its new messages appended to ``raws`` for the comparison and
+    taken off again: copying a long history's prefix to compare it cost more than comparing.
+    """
+    known = len(raws)
+    if known > len(history):
+        return False
+    if isinstance(history, list):
+        raws.extend(history[known:])
+        try:
+            return raws == history
+        finally:
+            del raws[known:]
+    prefix = history[:known]
+    return raws == (prefix if isinstance(prefix, list) else list(prefix))
 
 
 def _extend(index: TurnIndex, history: Sequence[Mapping[str, Any]]) -> None:
