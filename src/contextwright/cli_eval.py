@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, TextIO, cast, get_args
+from typing import Annotated, TextIO, cast
 
 import click
 import typer
@@ -177,13 +177,6 @@ class _Run:
                          recaller=self.recaller)
 
 
-def _recaller(name: str) -> Recaller:
-    for known in get_args(Recaller):
-        if name == known:
-            return cast(Recaller, known)
-    raise PlanError(f"--recaller must be one of {', '.join(RECALLERS)}")
-
-
 def _run(run: _Run) -> None:
     try:
         if run.recaller not in RECALLERS:
@@ -192,7 +185,7 @@ def _run(run: _Run) -> None:
         embedder = make_embedder(run.cache) if run.needs_embedder else None
         suite = load_suite(run.suite, run.data, plan=plan, tokenizer=run.tokenizer,
                            limit=run.limit, retrieval=run.retrieval, embedder=embedder,
-                           recaller=_recaller(run.recaller))
+                           recaller=cast(Recaller, run.recaller))  # checked above
         budgets = [run.budget] if run.budget is not None else list(suite.default_budgets)
         with _dump_file(run.dump) as sink, _progress(len(suite) * len(budgets)) as advance:
             def on_outcome(outcome: CaseOutcome) -> None:

@@ -519,8 +519,8 @@ def _load_postings(postings: TurnPostings, stored: object, first: int, count: in
         len(postings.postings) - known)
 
 
-def _load_stored(key: SessionKey, turns: SessionTurns, limit: int) -> int:
-    """Load the stored parts that end by message ``limit``; how many messages they cover.
+def _load_stored(key: SessionKey, turns: SessionTurns, limit: int) -> None:
+    """Load the stored parts that end by message ``limit`` (``turns.persisted``: where they end).
 
     No message is read: the parts hold them. The first part names the session's incarnation.
     A part that does not fit is reported, and the stored parts are then replaced by the next
@@ -528,7 +528,7 @@ def _load_stored(key: SessionKey, turns: SessionTurns, limit: int) -> int:
     """
     stored, turns.stored = turns.stored, None
     if stored is None or not stored.parts:
-        return 0
+        return
     begin = 0
     try:
         for text in stored.parts:
@@ -545,9 +545,8 @@ def _load_stored(key: SessionKey, turns: SessionTurns, limit: int) -> int:
                        key.session_id, exc, extra={"contextwright": {
                            "event": "recall_index_rebuilt", "user_id": key.user_id,
                            "session_id": key.session_id, "reason": str(exc)}})
-        return 0
+        return
     turns.persisted = begin
-    return begin
 
 
 def _reset(turns: SessionTurns) -> None:
