@@ -1,8 +1,8 @@
 """The recall index kept beside a session: in every store, per epoch, erased with the session.
 
 A fresh worker loads it instead of indexing the session's messages again, and what it loads is
-what indexing them builds; a part that does not decode or has another format is rebuilt and
-reported, never used.
+what indexing them builds; a part that does not decode, has another format, or holds messages
+that do not decode when a build recalls them is rebuilt and reported, never used.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def _signed(part: dict[str, Any]) -> str:
     return f"{_digest(body)} {body}"
 
 
-@pytest.mark.parametrize("damage", ["garbage", "flipped", "version", "postings"])
+@pytest.mark.parametrize("damage", ["garbage", "flipped", "version", "postings", "messages"])
 def test_an_unusable_stored_index_is_rebuilt_and_reported(
         store: Store, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     first = _manager(store)
@@ -225,8 +225,11 @@ def test_an_unusable_stored_index_is_rebuilt_and_reported(
         assert bad != stored.parts[0]
     elif damage == "version":
         bad = _signed({**part, "format": INDEX_FORMAT + 1})
-    else:
+    elif damage == "postings":
         bad = _signed({**part, "postings": {**part["postings"], "codes": "AAAA"}})
+    else:  # passes every check a load makes: only decoding the recalled turn tells
+        assert "4-19-27" in part["bodies"][1], "the first turn holds the fact"
+        bad = _signed({**part, "bodies": [part["bodies"][0], "[not json", *part["bodies"][2:]]})
     assert indexes.append_index(KEY, bad, epoch=stored.epoch, replace=True)
     clear_recall_caches()
     fresh = _manager(store)

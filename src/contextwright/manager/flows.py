@@ -178,9 +178,16 @@ class SessionFlows:
         settings = self._settings(state.mode)
         history = yield from self._session_history(key, settings, read,
                                                    recent[:user_index + 1])
-        context = yield from flow.compute(partial(
-            self._build, key, state, settings, recent, user_index, parts, target, route,
-            switch, history))
+        build = partial(self._build, key, state, settings, recent, user_index, parts, target,
+                        route, switch)
+        context = yield from flow.compute(partial(build, history))
+        if history is not None and history.unreadable is not None:
+            # A stored index part held messages that do not decode: index the session's
+            # messages instead and build again (once: the rebuilt index holds no such part).
+            self._recall_indexes.distrust(key, history.turns, str(history.unreadable))
+            history = yield from self._session_history(key, settings, read,
+                                                       recent[:user_index + 1])
+            context = yield from flow.compute(partial(build, history))
         yield from self._keep_fingerprint(key, context, epoch)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)

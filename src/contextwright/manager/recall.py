@@ -245,6 +245,8 @@ class SessionTurns:
     """Messages the store's parts cover."""
     rewrite: bool = False
     """The stored parts are unusable: the next part written replaces them all."""
+    distrusted: bool = False
+    """The stored parts held a span that did not decode: index the messages, never the parts."""
 
 
 def _new_session_turns() -> SessionTurns:
@@ -619,8 +621,12 @@ class RecallIndexes:
             return
         with turns.lock:
             if not turns.tag and not turns.messages and turns.epoch is None and stored:
-                turns.stored, turns.epoch = stored, stored.epoch
+                turns.epoch = stored.epoch
                 _carry_postings(turns)
+                if turns.distrusted:
+                    turns.rewrite = True
+                else:
+                    turns.stored = stored
 
     def _persist(self, key: SessionKey, turns: SessionTurns) -> Flow[None]:
         """Append what the index gained to the store's parts (replace them if unusable).
@@ -647,6 +653,24 @@ class RecallIndexes:
             with turns.lock:  # erased meanwhile, or unknown: whatever is stored is replaced
                 turns.rewrite = True
                 turns.persisted = 0
+
+    def distrust(self, key: SessionKey, broken: SessionTurns, reason: str) -> None:
+        """Drop ``broken``, whose stored parts hold messages that do not decode.
+
+        The checks a part passes when loaded leave its messages encoded (a fresh worker decodes
+        only what it recalls), so a part written wrong can show only when a build reads it.
+        The session's next use indexes its messages from the store, not the parts, and
+        replaces the parts with what it indexed.
+        """
+        with self._lock:
+            if self._entries.get(key) is broken:
+                fresh = _new_session_turns()
+                fresh.distrusted = True
+                self._entries[key] = fresh
+        logger.warning("recall index rebuilt user=%s session=%s: %s", key.user_id,
+                       key.session_id, reason, extra={"contextwright": {
+                           "event": "recall_index_rebuilt", "user_id": key.user_id,
+                           "session_id": key.session_id, "reason": reason}})
 
     def forget(self, user_id: str, session_id: str | None = None) -> None:
         """Drop the index of one session, or of every session of ``user_id``."""
@@ -807,9 +831,28 @@ class SessionHistorySource:
         self._offset = begin - 1
         self._recent_calls = recent_calls
         self._now = now
+        self.unreadable: StoreError | None = None
+        """Set when a build read a recalled turn whose stored messages do not decode."""
+
+    @property
+    def turns(self) -> SessionTurns:
+        """The session index this source recalls from."""
+        return self._turns
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
-        """The wrapped stream, with recalled turns offered at round boundaries."""
+        """The wrapped stream, with recalled turns offered at round boundaries.
+
+        A recalled turn whose stored messages do not decode fails this source (the builder
+        reports it) and sets ``unreadable``: the manager then rebuilds the index and builds
+        again, so the context it returns is whole.
+        """
+        try:
+            yield from self._stream(request, options)
+        except StoreError as exc:
+            self.unreadable = exc
+            raise
+
+    def _stream(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         ranked = self._ranked(request.user_input)
         if not ranked:
             yield from self._history.build(request, options)
