@@ -30,7 +30,7 @@ import threading
 import zlib
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import repeat
@@ -246,6 +246,10 @@ class SessionTurns:
     """Messages the store's parts cover."""
     rewrite: bool = False
     """The stored parts are unusable: the next part written replaces them all."""
+    fresh_terms: dict[str, None] = field(default_factory=dict)
+    """The terms of the turns from position ``fresh_from`` on, in the order first met: the
+    postings the next part stores, found without walking every term of a long session."""
+    fresh_from: int = 0
     distrusted: bool = False
     """The stored parts held a span that did not decode: index the messages, never the parts."""
 
@@ -289,7 +293,10 @@ def _extend(turns: SessionTurns, new: Sequence[StoredMessage]) -> None:
     postings = _postings(turns)
     if postings is not None:  # kept for the store, and read by the lexical recaller
         before = postings.held
-        postings.add_all(map(dated_term_counts, index.turns[len(postings):]))
+        counted = list(map(dated_term_counts, index.turns[len(postings):]))
+        postings.add_all(counted)
+        for counts in counted:
+            turns.fresh_terms.update(dict.fromkeys(counts))
         index.held += postings.held - before
 
 
@@ -377,7 +384,8 @@ def encode_part(turns: SessionTurns) -> tuple[str, int] | None:
                           index.ends[first:], end)}
     postings = _postings(turns)
     if postings is not None and len(postings) == len(index.turns):
-        part["postings"] = _encode_postings(postings, first)
+        part["postings"] = _encode_postings(
+            postings, first, turns.fresh_terms if turns.fresh_from <= first else None)
     body = json.dumps(part, ensure_ascii=True, separators=(",", ":"))
     return f"{_digest(body)} {body}", end
 
@@ -398,11 +406,18 @@ def _digest(body: str) -> str:
     return f"{zlib.crc32(body.encode('ascii', 'replace')):08x}"
 
 
-def _encode_postings(postings: TurnPostings, first: int) -> dict[str, Any]:
-    """The postings of the turns from position ``first`` on."""
+def _encode_postings(postings: TurnPostings, first: int,
+                     fresh: Iterable[str] | None = None) -> dict[str, Any]:
+    """The postings of the turns from position ``first`` on.
+
+    ``fresh``: every term of those turns (a superset will do), if known; else every term is
+    looked at, which in a long session costs far more than the few turns a part adds.
+    """
     floor = first << 3
     terms, offsets, codes = [], [0], array("i")
-    for term, codes_of in postings.postings.items():
+    known = postings.postings
+    for term, codes_of in (postings.postings.items() if fresh is None
+                           else ((term, known[term]) for term in fresh if term in known)):
         if codes_of and codes_of[-1] >= floor:
             start = bisect_left(codes_of, floor)
             terms.append(term)
@@ -569,6 +584,7 @@ def _load_stored(key: SessionKey, turns: SessionTurns, limit: int) -> None:
                            "session_id": key.session_id, "reason": str(exc)}})
         return
     turns.persisted = begin
+    turns.fresh_from = len(turns.index.turns)  # the loaded turns' terms are stored already
 
 
 def _reset(turns: SessionTurns) -> None:
@@ -577,6 +593,7 @@ def _reset(turns: SessionTurns) -> None:
     if _postings(turns) is not None:
         _carry_postings(fresh)
     turns.index, turns.messages, turns.tag = fresh.index, fresh.messages, ""
+    turns.fresh_terms, turns.fresh_from = {}, 0
 
 
 def _session_key(tag: str) -> TurnKey:
@@ -747,6 +764,7 @@ def _claim_part(turns: SessionTurns) -> tuple[str, bool] | None:
             return None
         text, end = encoded
         turns.persisted, turns.rewrite = end, False
+        turns.fresh_terms, turns.fresh_from = {}, len(turns.index.turns)
         return text, replace_all
 
 
