@@ -317,3 +317,19 @@ def test_a_recall_views_size_is_what_its_extensions_added() -> None:
     index.add_all([{"order": 9, "late": 2} for _ in range(20)])
     added += view.extend("order", index.postings["order"], index)
     assert added == view.size() > len(view.count_bytes) + 4 * view.viewed
+
+
+def test_the_digests_entry_bounded_memos_keep_only_short_values() -> None:
+    """Their entries are few bytes each only if their values are short: a long one is not kept."""
+    from contextwright.sources import history_digest as digest
+
+    long_id = "ORD-" + "7" * 200
+    assert len(long_id) > digest.MEMO_CHARS
+    digest._key.cache_clear()
+    digest._value_rank.cache_clear()
+    assert digest._key_of(long_id) == digest.fact_key(long_id)
+    assert digest._key_of("ORD-4411") == digest.fact_key("ORD-4411")
+    assert digest._key.cache_info().currsize == 1, "only the short value entered the memo"
+    entry = digest.Entry(at=0, who="user", values=(long_id, "ORD-4411"), relied_on=True)
+    assert digest._ranked([entry])[1] == [long_id, "ORD-4411"]
+    assert digest._value_rank.cache_info().currsize == 1

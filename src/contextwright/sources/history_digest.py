@@ -180,7 +180,9 @@ def _ranked(entries: list[Entry]) -> tuple[list[Entry], list[str]]:
         if entry.relied_on:
             relied.update(entry.values)
     shown = [_owned(e, p, owner) for p, e in enumerate(entries)]
-    ranked = sorted(owner, key=lambda v: (v not in relied, _value_rank(v), -count[v], owner[v]))
+    ranked = sorted(owner, key=lambda v: (
+        v not in relied, _value_rank(v) if len(v) <= MEMO_CHARS else value_rank(v), -count[v],
+        owner[v]))
     return [e for e in shown if e.values], ranked
 
 
@@ -214,6 +216,9 @@ def value_rank(value: str) -> int:
 
 
 _value_rank = lru_cache(maxsize=65_536)(value_rank)
+MEMO_CHARS = 64
+"""Values up to this long go through the ``lru_cache`` memos (rank, key): a value may be any
+length, and only short entries make 65,536 of them a bound on memory as well."""
 
 
 def _call_names(history: Sequence[Mapping[str, Any]], where: str, index: int,
@@ -255,7 +260,7 @@ def _message_facts(message: Message) -> _Facts:
     if message.role == "assistant":
         # A marker-shaped value the model wrote is an earlier context's fence copied back.
         values = tuple(v for v in values if not looks_like_fence_marker(v))
-    pairs = tuple((v, _key(v)) for v in values)
+    pairs = tuple((v, _key_of(v)) for v in values)
     facts = (values, frozenset(k for _, k in pairs), pairs)
     _MESSAGE_FACTS.put(id(message), (message, facts))
     return facts
@@ -270,12 +275,17 @@ def _values(text: str) -> tuple[str, ...]:
 @memoized("sources.history_digest.text_keys", max_entries=32_768, share=0.02,
           size=lambda args, keys: text_bytes(args[0]) + _keys_bytes(keys))
 def _text_keys(text: str) -> tuple[str, ...]:
-    return tuple(_key(v) for v in _values(text))
+    return tuple(map(_key_of, _values(text)))
 
 
 @lru_cache(maxsize=65_536)
 def _key(value: str) -> str:
     return fact_key(value)
+
+
+def _key_of(value: str) -> str:
+    """``fact_key``, remembered for values of at most ``MEMO_CHARS`` characters."""
+    return _key(value) if len(value) <= MEMO_CHARS else fact_key(value)
 
 
 def _item(entries: Sequence[Entry], chosen: set[str], omitted: int, where: str) -> ContextItem:
