@@ -309,6 +309,16 @@ def test_the_example_file_runs_and_every_case_gets_what_it_needs() -> None:
     assert not any(item.startswith("fact") for item in refund["noise_shown"])
 
 
+def test_the_readme_shows_what_the_example_file_gives() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text("utf-8")
+    shown = readme.split("```\ncase                   | plan", 1)[1].split("```", 1)[0]
+    result = CliRunner().invoke(eval_app, ["cases", str(EXAMPLES / "cases.jsonl")])
+    table = result.stdout.split("\ncase                   | plan", 1)[1]
+    table = table[:table.index("\ntargets")] + "\n" + table[table.index("\ntargets"):].split(
+        "\n", 2)[1] + "\n"
+    assert shown == table, "the README's table of examples/cases.jsonl is out of date"
+
+
 def test_without_the_digest_the_order_id_of_a_long_history_is_lost() -> None:
     cases = load_cases(EXAMPLES / "cases.jsonl")
     order = [c for c in cases if c.id == "order-id-long-history"]
