@@ -71,20 +71,22 @@ def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input
         return None
     size = len(messages)
     omitted = size - sum(1 for index in kept_at if 0 <= index < size)
-    count = _fitting_count(entries, ranked, omitted, where, max_tokens, cost)
-    return _item(entries, set(ranked[:count]), omitted, where) if count else None
+    return _fitting(entries, ranked, omitted, where, max_tokens, cost)
 
 
-def _fitting_count(entries: Sequence[Entry], ranked: Sequence[str], omitted: int, where: str,
-                   max_tokens: int, cost: Callable[[ContextItem], int]) -> int:
-    """The most values, taken in rank order, whose digest costs at most ``max_tokens``.
+def _fitting(entries: Sequence[Entry], ranked: Sequence[str], omitted: int, where: str,
+             max_tokens: int, cost: Callable[[ContextItem], int]) -> ContextItem | None:
+    """The digest of the most values, taken in rank order, that costs at most ``max_tokens``.
 
     Exact counts of a long digest are what a build would pay for, so the guess comes from a
     per-value estimate (about four characters a token) and exact counts only confirm it: one
     count when the guess fits, a few more, each shrinking by the overshoot, when it does not.
+    The item returned is the one last costed, so rendering it again costs nothing
+    (``DigestCost`` remembers it).
     """
-    if cost(_item(entries, set(ranked), omitted, where)) <= max_tokens:
-        return len(ranked)
+    whole = _item(entries, set(ranked), omitted, where)
+    if cost(whole) <= max_tokens:
+        return whole
     base = cost(_item(entries, set(), omitted, where))
     room = (max_tokens - base) * 4
     count, used = 0, 0
@@ -95,12 +97,13 @@ def _fitting_count(entries: Sequence[Entry], ranked: Sequence[str], omitted: int
         count += 1
     for _ in range(8):
         if count <= 0:
-            return 0
-        spent = cost(_item(entries, set(ranked[:count]), omitted, where))
+            return None
+        item = _item(entries, set(ranked[:count]), omitted, where)
+        spent = cost(item)
         if spent <= max_tokens:
-            return count
+            return item
         count = min(count - 1, int(count * (max_tokens - base) / max(spent - base, 1)))
-    return 0
+    return None
 
 
 def _known_values(kept: Sequence[ContextItem], user_input: str) -> frozenset[str]:
