@@ -201,6 +201,15 @@ def test_a_loaded_index_decodes_only_the_turns_it_recalls(store: Store) -> None:
     assert list(messages) == [stored.message for stored in store.read(KEY)[:len(messages)]]
 
 
+def test_a_written_part_takes_its_turns_terms_along(store: Store) -> None:
+    cm = _manager(store)
+    _fill(cm)
+    turns = _turns(cm)
+    assert turns.persisted == len(turns.messages)
+    assert not turns.fresh_terms and turns.fresh_from == len(turns.index.turns), (
+        "the terms kept for the next part are those of the turns written since")
+
+
 def _signed(part: dict[str, Any]) -> str:
     """A part as the manager writes it: its checksum, then its JSON."""
     body = json.dumps(part)

@@ -295,7 +295,7 @@ def _extend(turns: SessionTurns, new: Sequence[StoredMessage]) -> None:
         before = postings.held
         counted = list(map(dated_term_counts, index.turns[len(postings):]))
         postings.add_all(counted)
-        for counts in counted:
+        for counts in counted:  # postings are kept only for a store that keeps parts
             turns.fresh_terms.update(dict.fromkeys(counts))
         index.held += postings.held - before
 
@@ -416,7 +416,7 @@ def _encode_postings(postings: TurnPostings, first: int,
     floor = first << 3
     terms, offsets, codes = [], [0], array("i")
     known = postings.postings
-    for term, codes_of in (postings.postings.items() if fresh is None
+    for term, codes_of in (known.items() if fresh is None
                            else ((term, known[term]) for term in fresh if term in known)):
         if codes_of and codes_of[-1] >= floor:
             start = bisect_left(codes_of, floor)
