@@ -307,3 +307,18 @@ def test_a_span_that_does_not_hold_its_messages_fails_loudly() -> None:
         messages[0]
     with pytest.raises(StoreError, match="do not decode"):
         messages[2]
+
+
+def test_a_loaded_turn_is_the_turn_its_constructor_makes() -> None:
+    import dataclasses
+
+    from contextwright.manager.recall import _stored_turn
+    from contextwright.recall.turns import RecallTurn
+
+    loaded = _stored_turn(4, "user: 机票 ORD-7731", "tag:5", "2023-05-08T13:56:00")
+    made = RecallTurn(index=4, text="user: 机票 ORD-7731", key="tag:5",
+                      timestamp="2023-05-08T13:56:00")
+    assert loaded == made and hash(loaded) == hash(made) and repr(loaded) == repr(made)
+    assert [f.name for f in dataclasses.fields(RecallTurn)] == [
+        "index", "text", "key", "timestamp"], "a new field must be set by _stored_turn too"
+    assert not hasattr(RecallTurn, "__post_init__"), "_stored_turn would skip it"
