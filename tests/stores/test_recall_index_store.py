@@ -322,3 +322,40 @@ def test_a_loaded_turn_is_the_turn_its_constructor_makes() -> None:
     assert [f.name for f in dataclasses.fields(RecallTurn)] == [
         "index", "text", "key", "timestamp"], "a new field must be set by _stored_turn too"
     assert not hasattr(RecallTurn, "__post_init__"), "_stored_turn would skip it"
+
+
+def test_an_async_manager_rebuilds_a_part_whose_messages_do_not_decode(
+        backend: Backend, caplog: pytest.LogCaptureFixture) -> None:
+    def manager(store: Any) -> ContextManager:
+        return ContextManager(store=store, background=False, cache=False,
+                              recaller=LexicalTurnRecaller())
+
+    async def run() -> None:
+        store: Any = make_async_store(backend.spec)
+        try:
+            first = manager(store)
+            await first.aprepare("u", "s", FACT)
+            await first.arecord("u", "s", assistant="Noted: locker 812, combination 4-19-27.")
+            for i in range(2, 30):
+                await first.aprepare("u", "s", f"Round {i}: tell me about {TOPICS[i % 9]}.")
+                await first.arecord("u", "s", assistant=f"A thought on {TOPICS[i % 9]}.")
+            built = (await first.aprepare("u", "s", QUESTION)).to_messages("openai")
+            stored = await store.read_index(KEY)
+            digest, _, body = stored.parts[0].partition(" ")
+            part = json.loads(body)
+            bad = _signed({**part, "bodies": [part["bodies"][0], "[not json",
+                                              *part["bodies"][2:]]})
+            assert await store.append_index(KEY, bad, epoch=stored.epoch, replace=True)
+            clear_recall_caches()
+            with caplog.at_level(logging.WARNING, logger="contextwright.session"):
+                loaded = (await manager(store).aprepare("u", "s", QUESTION)).to_messages(
+                    "openai")
+            assert loaded == built
+            assert any("4-19-27" in str(m.get("content")) for m in loaded)
+            assert [r for r in caplog.records if getattr(r, "contextwright", {}).get(
+                "event") == "recall_index_rebuilt"]
+            assert bad not in (await store.read_index(KEY)).parts
+        finally:
+            await store.aclose()
+
+    asyncio.run(run())
