@@ -333,3 +333,15 @@ def test_the_digests_entry_bounded_memos_keep_only_short_values() -> None:
     entry = digest.Entry(at=0, who="user", values=(long_id, "ORD-4411"), relied_on=True)
     assert digest._ranked([entry])[1] == [long_id, "ORD-4411"]
     assert digest._value_rank.cache_info().currsize == 1
+
+
+def test_a_plans_options_carry_their_key_so_options_made_per_build_leave_no_entry() -> None:
+    from contextwright.core.plan import FrozenOptions
+    from contextwright.sources import conversation
+
+    conversation._OPTION_KEYS.clear()
+    frozen = FrozenOptions({"b": 1, "a": [1, {"x": 2}]})
+    assert conversation.options_key(frozen) == conversation.options_key(
+        {"a": [1, {"x": 2}], "b": 1}) == '{"a": [1, {"x": 2}], "b": 1}'
+    assert len(conversation._OPTION_KEYS) == 1, "only the plain mapping is remembered by id"
+    assert frozen.cache_key is frozen.cache_key, "made once"

@@ -8,6 +8,7 @@ fails at load with a ``PlanError`` naming the field. Changing a plan means makin
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -30,10 +31,23 @@ SHIPPED_PLANS = ("chat", "tool_heavy", "rag_qa", "doc_analysis", "simple_qa")
 class FrozenOptions(Mapping[str, Any]):
     """A read-only mapping of source options; nested dicts and lists are frozen too."""
 
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "_key")
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
         self._data = {str(key): _freeze(value) for key, value in (data or {}).items()}
+        self._key: str | None = None
+
+    @property
+    def cache_key(self) -> str:
+        """A stable text of the options (sorted JSON), for caches; made once per object.
+
+        Kept on the object rather than in a process-wide table keyed by ``id``: a build that
+        derives options (a stable prefix anchors tiers) makes a new object per call, and the
+        key then lives and dies with it.
+        """
+        if self._key is None:
+            self._key = json.dumps(self.thaw(), sort_keys=True, default=str)
+        return self._key
 
     def __getitem__(self, key: str) -> Any:
         return self._data[key]

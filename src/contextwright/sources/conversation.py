@@ -36,6 +36,7 @@ from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import fold
 from contextwright.core.items import ContextItem, Layer, Message, parse_message
 from contextwright.core.pairing import pair_results
+from contextwright.core.plan import FrozenOptions
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, Layout, SourceTraits
 from contextwright.errors import InvalidInputError
@@ -253,8 +254,11 @@ _OPTION_KEYS: dict[int, tuple[Mapping[str, Any], str]] = {}
 def options_key(options: Mapping[str, Any]) -> str:
     """A stable text key of a source's options, for caches.
 
-    Remembered per options object: options belong to an immutable plan and are not edited.
+    A plan's options (``FrozenOptions``) carry their own; other mappings are remembered per
+    object (options are not edited while builds use them).
     """
+    if isinstance(options, FrozenOptions):
+        return options.cache_key
     cached = _OPTION_KEYS.get(id(options))
     if cached is not None and cached[0] is options:
         return cached[1]
