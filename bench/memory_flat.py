@@ -16,12 +16,15 @@ traced peak too (tracing makes the run several times slower). The growth between
 tenth of the run and its end is the answer: flat means RSS grew less than 5% over that span.
 
 Run: ``make bench-memory`` or ``.venv/bin/python bench/memory_flat.py [--builds 100000]
-[--every 10000] [--sessions 64] [--cache-mb N] [--index-mb N] [--tracemalloc] [--json]``.
+[--every 10000] [--sessions 64] [--cache-mb N] [--index-mb N] [--tracemalloc] [--trim]
+[--json]``. ``--trim`` also reads RSS after glibc's ``malloc_trim``: RSS alone keeps the C heap's
+high-water mark, so a rise it shows may be a larger peak met, not more held.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
 import os
@@ -158,12 +161,30 @@ def rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def sample(builds: int, started: float, traced: bool) -> dict[str, Any]:
+def trimmed_rss_bytes() -> int | None:
+    """RSS after glibc's ``malloc_trim(0)`` hands freed heap pages back (None: no glibc).
+
+    RSS alone keeps the high-water mark of the C heap: pages of objects freed long ago stay
+    counted while any object on them lives. After a trim, what is left is closer to what the
+    process holds.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    libc.malloc_trim(0)
+    return rss_bytes()
+
+
+def sample(builds: int, started: float, traced: bool, trim: bool = False) -> dict[str, Any]:
     gc.collect()
     stats = cache_stats()
+    rss = rss_bytes()
+    trimmed = trimmed_rss_bytes() if trim else None
     return {
         "builds": builds, "seconds": round(time.perf_counter() - started, 1),
-        "rss_mb": round(rss_bytes() / 2**20, 1),
+        "rss_mb": round(rss / 2**20, 1),
+        "rss_trimmed_mb": None if trimmed is None else round(trimmed / 2**20, 1),
         "gc_objects": len(gc.get_objects()),
         "cache_mb": round(sum(s.bytes or 0 for s in stats.values()) / 2**20, 1),
         "cache_entries": sum(s.entries for s in stats.values() if s.bytes is not None),
@@ -173,23 +194,27 @@ def sample(builds: int, started: float, traced: bool) -> dict[str, Any]:
     }
 
 
-def run(builds: int, every: int, sessions: int, seed: int, traced: bool) -> dict[str, Any]:
+def run(builds: int, every: int, sessions: int, seed: int, traced: bool,
+        trim: bool = False) -> dict[str, Any]:
     if traced:
         tracemalloc.start()
     started = time.perf_counter()
     server = Server(sessions, seed)
-    samples = [sample(0, started, traced)]
+    samples = [sample(0, started, traced, trim)]
     for done in range(1, builds + 1):
         server.serve_one()
         if done % every == 0 or done == builds:
-            samples.append(sample(done, started, traced))
+            samples.append(sample(done, started, traced, trim))
             print(json.dumps(samples[-1]), file=sys.stderr, flush=True)
     server.close()
     first = next((s for s in samples if s["builds"] >= builds // 10 and s["builds"]), samples[-1])
     last = samples[-1]
     growth = (last["rss_mb"] - first["rss_mb"]) / first["rss_mb"]
+    trimmed = (None if first["rss_trimmed_mb"] is None else round(
+        last["rss_trimmed_mb"] / first["rss_trimmed_mb"] - 1, 4))
     return {"builds": builds, "sessions_started": server.started, "samples": samples,
             "from": first["builds"], "rss_growth": round(growth, 4),
+            "rss_trimmed_growth": trimmed,
             "gc_objects_growth": round(last["gc_objects"] / first["gc_objects"] - 1, 4),
             "flat": growth < FLAT_GROWTH}
 
@@ -197,21 +222,27 @@ def run(builds: int, every: int, sessions: int, seed: int, traced: bool) -> dict
 def print_table(result: dict[str, Any]) -> None:
     print(f"{result['builds']:,} builds, {result['sessions_started']:,} sessions")
     traced = result["samples"][0]["traced_peak_mb"] is not None
-    print("| builds | seconds | RSS MB | gc objects | byte-bounded caches MB (approx.) | "
-          "their entries | entries of the other caches |" + (" traced peak MB |" if traced
-                                                             else ""))
-    print("|---|---|---|---|---|---|---|" + ("---|" if traced else ""))
+    trimmed = result["rss_trimmed_growth"] is not None
+    print("| builds | seconds | RSS MB |" + (" RSS after malloc_trim MB |" if trimmed else "")
+          + " gc objects | byte-bounded caches MB (approx.) | their entries | entries of the "
+          "other caches |" + (" traced peak MB |" if traced else ""))
+    print("|---|---|---|---|---|---|---|" + ("---|" if trimmed else "")
+          + ("---|" if traced else ""))
     for s in result["samples"]:
-        cells = [f"{s['builds']:,}", f"{s['seconds']}", f"{s['rss_mb']}",
-                 f"{s['gc_objects']:,}", f"{s['cache_mb']}", f"{s['cache_entries']:,}",
-                 f"{s['other_cache_entries']:,}"]
+        cells = [f"{s['builds']:,}", f"{s['seconds']}", f"{s['rss_mb']}"]
+        if trimmed:
+            cells.append(f"{s['rss_trimmed_mb']}")
+        cells += [f"{s['gc_objects']:,}", f"{s['cache_mb']}", f"{s['cache_entries']:,}",
+                  f"{s['other_cache_entries']:,}"]
         if s["traced_peak_mb"] is not None:
             cells.append(f"{s['traced_peak_mb']}")
         print("| " + " | ".join(cells) + " |")
     verdict = "flat" if result["flat"] else "NOT flat"
     print(f"RSS growth from build {result['from']:,} to {result['builds']:,}: "
           f"{result['rss_growth']:+.1%} ({verdict}; flat = under {FLAT_GROWTH:.0%}); "
-          f"gc objects {result['gc_objects_growth']:+.1%}")
+          f"gc objects {result['gc_objects_growth']:+.1%}" + (
+              f"; RSS after malloc_trim {result['rss_trimmed_growth']:+.1%}" if trimmed
+              else ""))
 
 
 def main() -> None:
@@ -223,6 +254,9 @@ def main() -> None:
     parser.add_argument("--cache-mb", type=float, default=None,
                         help="the caches' byte budget (default: the library's)")
     parser.add_argument("--tracemalloc", action="store_true", help="also trace the peak")
+    parser.add_argument("--trim", action="store_true",
+                        help="also read RSS after glibc's malloc_trim (which then lowers the "
+                             "next plain readings too)")
     parser.add_argument("--index-mb", type=float, default=None,
                         help="the recall indexes' byte budget (default: the library's)")
     parser.add_argument("--json", action="store_true")
@@ -233,7 +267,8 @@ def main() -> None:
         set_cache_limits(int(args.cache_mb * 2**20))
     if args.index_mb is not None:
         set_cache_limits(index_bytes=int(args.index_mb * 2**20))
-    result = run(args.builds, args.every, args.sessions, args.seed, args.tracemalloc)
+    result = run(args.builds, args.every, args.sessions, args.seed, args.tracemalloc,
+                 args.trim)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
