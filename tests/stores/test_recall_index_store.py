@@ -216,7 +216,8 @@ def _signed(part: dict[str, Any]) -> str:
     return f"{_digest(body)} {body}"
 
 
-@pytest.mark.parametrize("damage", ["garbage", "flipped", "version", "postings", "messages"])
+@pytest.mark.parametrize("damage", ["garbage", "flipped", "version", "older", "postings",
+                                    "messages"])
 def test_an_unusable_stored_index_is_rebuilt_and_reported(
         store: Store, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     first = _manager(store)
@@ -234,6 +235,8 @@ def test_an_unusable_stored_index_is_rebuilt_and_reported(
         assert bad != stored.parts[0]
     elif damage == "version":
         bad = _signed({**part, "format": INDEX_FORMAT + 1})
+    elif damage == "older":  # as format 3 wrote it: a 32-digit BLAKE2b, then the JSON
+        bad = f"{'0' * 32} {body}"
     elif damage == "postings":
         bad = _signed({**part, "postings": {**part["postings"], "codes": "AAAA"}})
     else:  # passes every check a load makes: only decoding the recalled turn tells
@@ -244,8 +247,11 @@ def test_an_unusable_stored_index_is_rebuilt_and_reported(
     fresh = _manager(store)
     with caplog.at_level(logging.WARNING, logger="contextwright.session"):
         loaded = fresh.prepare("u", "s", QUESTION)
-    assert [r for r in caplog.records
-            if getattr(r, "contextwright", {}).get("event") == "recall_index_rebuilt"]
+    rebuilt = [r for r in caplog.records
+               if getattr(r, "contextwright", {}).get("event") == "recall_index_rebuilt"]
+    assert rebuilt
+    if damage == "older":
+        assert "another version" in rebuilt[0].contextwright["reason"]  # type: ignore[attr-defined]
     assert loaded.to_messages("openai") == built.to_messages("openai")
     _same_index(_turns(fresh), _turns(first))
     replaced = indexes.read_index(KEY)

@@ -397,6 +397,10 @@ def _bodies(messages: SessionMessages, begin: int, starts: Sequence[int], ends: 
     return [lead, *map(messages.encoded, starts, ends)]
 
 
+CHECKSUM_DIGITS = 8
+"""A part opens with its CRC-32 in this many hex digits, then a space, then its JSON."""
+
+
 def _digest(body: str) -> str:
     # Damage anywhere in a part (a truncated write, a flipped byte) fails this check, not
     # just damage that breaks the JSON or the structure. A CRC finds such accidents (every
@@ -433,6 +437,9 @@ def _encode_postings(postings: TurnPostings, first: int,
 def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict[str, Any]:
     """A stored part, checked against the session and the index it must follow."""
     digest, _, body = text.partition(" ")
+    if len(digest) != CHECKSUM_DIGITS:  # formats before 4 open with a 32-digit BLAKE2b
+        raise CorruptIndex(f"a part was written by another version (this version reads "
+                           f"format {INDEX_FORMAT})")
     if digest != _digest(body):
         raise CorruptIndex("a part does not match its checksum")
     try:
