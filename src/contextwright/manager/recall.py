@@ -438,8 +438,8 @@ def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict
     """A stored part, checked against the session and the index it must follow."""
     digest, _, body = text.partition(" ")
     if len(digest) != CHECKSUM_DIGITS:  # formats before 4 open with a 32-digit BLAKE2b
-        raise CorruptIndex(f"a part was written by another version (this version reads "
-                           f"format {INDEX_FORMAT})")
+        raise CorruptIndex(f"a part does not open with a format {INDEX_FORMAT} checksum: "
+                           "another version wrote it, or it is damaged")
     if digest != _digest(body):
         raise CorruptIndex("a part does not match its checksum")
     try:
