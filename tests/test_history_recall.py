@@ -312,3 +312,16 @@ def test_a_build_view_does_not_count_calls_a_longer_history_adds() -> None:
     turn_index(longer)  # another build extends the shared index meanwhile
     assert view.calls_newer_than(0) == newer
     assert turn_index(longer).calls_newer_than(0) == 5
+
+
+def test_a_recalled_message_edited_in_place_is_shown_as_edited() -> None:
+    # The index keeps the turn's text as first read (documented); what is shown of a recalled
+    # turn is made again when one of its messages changed.
+    history = with_order_turn(chat(40), at=3)
+    request = Request(user_input=QUESTION, history=history)
+    before = contents(BUILDER.build(plan(600, recall_share=0.3), request))
+    assert any("in transit, due 2024-05-09" in t for t in before)
+    history[9]["content"] = "Order ORD-7731 was delivered on 2024-05-08."
+    after = contents(BUILDER.build(plan(600, recall_share=0.3), request))
+    assert any("delivered on 2024-05-08" in t for t in after)
+    assert not any("in transit, due 2024-05-09" in t for t in after)

@@ -253,6 +253,20 @@ def parse_message(raw: object, where: str) -> Message:
     return message
 
 
+def parsed_unchanged(raw: object) -> Message | None:
+    """``parse_message``'s remembered parse of ``raw`` if that dict is unchanged (else None).
+
+    For a caller that only asks whether a message it saw parsed is still the same object: no
+    ``where`` to format, and nothing parsed on a miss.
+    """
+    if isinstance(raw, Message):
+        return raw
+    entry = _PARSED.get(id(raw)) or _PARSED.revive(id(raw))
+    if entry is not None and entry[0] is raw and raw == entry[1]:
+        return entry[2]
+    return None
+
+
 def parse_fresh(raw: object, where: str) -> Message:
     """``parse_message`` without remembering the parse: for a pass that reads each message once.
 

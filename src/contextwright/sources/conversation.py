@@ -34,7 +34,7 @@ from contextwright.compress.tool_results import (
 from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
 from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import fold
-from contextwright.core.items import ContextItem, Layer, Message, parse_message
+from contextwright.core.items import ContextItem, Layer, Message, parse_message, parsed_unchanged
 from contextwright.core.pairing import pair_results
 from contextwright.core.plan import FrozenOptions
 from contextwright.core.request import Request
@@ -505,9 +505,7 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
     key = (id(history[turn.index]), turn.index, end, options_key(options), f"{score:.2f}",
            index.calls_newer_than(position) - since_cut)
     cached = RECALLED_UNITS.get(key)
-    if cached is not None and all(
-            parse_message(history[at], f"history[{at}]") is message
-            for at, message in zip(range(turn.index, end), cached[0], strict=True)):
+    if cached is not None and _still_parsed_as(history, turn.index, cached[0]):
         return cached[1]
     items = recalled_items(request, options, index, position, score, since_cut)
     messages = tuple(parse_message(history[at], f"history[{at}]")
@@ -516,6 +514,15 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
         RECALLED_UNITS.clear()
     RECALLED_UNITS[key] = (messages, items)
     return items
+
+
+def _still_parsed_as(history: Sequence[Mapping[str, Any]], start: int,
+                     messages: Sequence[Message]) -> bool:
+    """Whether ``history[start:]`` still parses to ``messages``, object for object."""
+    for at, message in enumerate(messages, start):
+        if parsed_unchanged(history[at]) is not message:
+            return False
+    return True
 
 
 def _recent_blocks(request: Request, options: Mapping[str, Any]
