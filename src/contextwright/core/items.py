@@ -243,11 +243,9 @@ def parse_message(raw: object, where: str) -> Message:
     reused) still equals a deep copy taken when it was parsed: a message edited in place is
     parsed again.
     """
-    if isinstance(raw, Message):
-        return raw
-    entry = _PARSED.get(id(raw)) or _PARSED.revive(id(raw))
-    if entry is not None and entry[0] is raw and raw == entry[1]:
-        return entry[2]
+    known = parsed_unchanged(raw)
+    if known is not None:
+        return known
     message = _parse_message(raw, where)
     _PARSED.put(id(raw), (cast(Mapping[str, Any], raw), _snapshot(raw), message))
     return message

@@ -46,7 +46,7 @@ class FrozenOptions(Mapping[str, Any]):
         key then lives and dies with it.
         """
         if self._key is None:
-            self._key = json.dumps(self.thaw(), sort_keys=True, default=str)
+            self._key = options_text(self)
         return self._key
 
     def __getitem__(self, key: str) -> Any:
@@ -69,6 +69,11 @@ class FrozenOptions(Mapping[str, Any]):
     def thaw(self) -> dict[str, Any]:
         """A plain, mutable deep copy (for JSON and for deriving new plans)."""
         return {key: _thaw(value) for key, value in self._data.items()}
+
+
+def options_text(options: Mapping[str, Any]) -> str:
+    """Source options as one stable text (sorted JSON; what JSON cannot hold, as ``str``)."""
+    return json.dumps(thawed(options), sort_keys=True, default=str)
 
 
 def thawed(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,6 @@ older turns relevant to the input are interleaved into the newest-first stream (
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -36,7 +35,7 @@ from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import fold
 from contextwright.core.items import ContextItem, Layer, Message, parse_message, parsed_unchanged
 from contextwright.core.pairing import pair_results
-from contextwright.core.plan import FrozenOptions
+from contextwright.core.plan import FrozenOptions, options_text
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, Layout, SourceTraits
 from contextwright.errors import InvalidInputError
@@ -262,8 +261,7 @@ def options_key(options: Mapping[str, Any]) -> str:
     cached = _OPTION_KEYS.get(id(options))
     if cached is not None and cached[0] is options:
         return cached[1]
-    plain = options.thaw() if hasattr(options, "thaw") else dict(options)
-    key = json.dumps(plain, sort_keys=True, default=str)
+    key = options_text(options)
     if len(_OPTION_KEYS) > 10_000:
         _OPTION_KEYS.clear()
     _OPTION_KEYS[id(options)] = (options, key)
