@@ -1,7 +1,7 @@
 """Prompt-cache stability: replay real conversations call by call and price the repeated prefix.
 
     python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0.15]
-        [--head-share 0.3] [--min-recall-coverage 0.65] [--objective fill|cost]
+        [--head-share 0.3] [--min-recall-coverage 0.65] [--objective balanced|fill|cost]
         [--skip tau|locomo]
 
 For consecutive calls of one conversation, from the rendered requests themselves (OpenAI chat
@@ -396,7 +396,8 @@ def main() -> None:
     parser.add_argument("--head-share", type=float, default=CachePolicy().head_share)
     parser.add_argument("--min-recall-coverage", type=float,
                         default=CachePolicy().min_recall_coverage)
-    parser.add_argument("--objective", choices=["fill", "cost"], default=CachePolicy().objective)
+    parser.add_argument("--objective", choices=["balanced", "fill", "cost"],
+                        default=CachePolicy().objective)
     parser.add_argument("--tau-budgets", type=int, nargs="*", default=[1000, 2000, 4000])
     parser.add_argument("--locomo-budgets", type=int, nargs="*", default=[4000, 8000])
     parser.add_argument("--skip", choices=["tau", "locomo"], default=None)

@@ -531,6 +531,32 @@ def test_the_cost_objective_frees_its_step_from_lesser_recalled_turns_and_cuts_l
         assert not {d.key for d in ctx.report.decisions if lesser in d.reason} & shown
 
 
+def _cuts(built: list[FinalContext], why: str) -> list[FinalContext]:
+    return [c for c in built if c.report.cache and c.report.cache.advanced
+            and why in (c.report.cache.reason or "")]
+
+
+def test_the_balanced_objective_frees_recalled_turns_only_on_cuts_the_appended_messages_force(
+        ) -> None:
+    fill, balanced = _recall_chat("fill"), _recall_chat("balanced")
+    assert CachePolicy().objective == "balanced"
+    lesser = "recalled below the best for this input; left out to leave room"
+    outgrown = _cuts(balanced, "no longer fits its grant")
+    for_recall = _cuts(balanced, "of the turns recalled for this input")
+    assert outgrown and for_recall  # the chat exercises both kinds of cut
+    # A cut forced by growth frees its step from lesser recalled turns, so later calls append.
+    assert any(lesser in d.reason for c in outgrown for d in c.report.decisions)
+    # A cut the input's recall forces keeps every recalled turn that fits.
+    assert not any(lesser in d.reason for c in for_recall for d in c.report.decisions)
+    cuts = {name: sum(bool(c.report.cache and c.report.cache.advanced) for c in built)
+            for name, built in (("fill", fill), ("balanced", balanced))}
+    assert cuts["balanced"] < cuts["fill"]
+    cached = {name: sum(c.report.cache.prefix_tokens for c in built if c.report.cache)
+              / sum(c.total_tokens for c in built)
+              for name, built in (("fill", fill), ("balanced", balanced))}
+    assert cached["balanced"] > cached["fill"]
+
+
 def test_an_unknown_cache_objective_is_a_typed_error() -> None:
     with pytest.raises(InvalidInputError, match="objective"):
         CachePolicy(objective="speed")  # type: ignore[arg-type]

@@ -262,17 +262,31 @@ def _unique(items: list[ContextItem]) -> list[ContextItem]:
     return list({item.key: item for item in reversed(items)}.values())[::-1]
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a previous layout is continued, and if not, why the cut advances."""
+
+    selection: Selection | None
+    """The continued layout (None: the source is cut afresh)."""
+    why: str = ""
+    """Why the cut advances, in words."""
+    outgrown: bool = False
+    """The layout no longer fits (its run or its window grew past the grant): the cut is forced
+    by the messages appended, not by what this input needs recalled."""
+
+
 def decide(stable: StableOffer, grant: int, policy: CachePolicy,
-           max_rounds: int | None) -> tuple[Selection | None, str]:
-    """The continued layout when it fits ``grant``, else None and why the cut must advance."""
+           max_rounds: int | None) -> Verdict:
+    """The continued layout when it fits ``grant``, else why the cut must advance."""
     if stable.failure is not None:
-        return None, stable.failure
+        return Verdict(None, stable.failure)
     base = [*stable.units, *stable.appended]
     tokens = stable.base_tokens
     if tokens > grant:
-        return None, f"its kept run no longer fits its grant ({tokens} > {grant} tokens)"
+        return Verdict(None, f"its kept run no longer fits its grant ({tokens} > {grant} tokens)",
+                       outgrown=True)
     if max_rounds is not None and _rounds(base) > 2 * max_rounds:
-        return None, f"its window passed {2 * max_rounds} rounds"
+        return Verdict(None, f"its window passed {2 * max_rounds} rounds", outgrown=True)
     room = min(grant - tokens, int(grant * policy.recall_share))
     extra: list[Unit] = []
     for unit in stable.recalled:
@@ -283,9 +297,9 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
     if coverage < policy.min_recall_coverage:
         # Too little of what the recaller ranks best for this input would be shown: what the
         # input needs matters more than the cache, so cut afresh (recall has its full share).
-        return None, (f"the layout shows {coverage:.0%} of the turns recalled for this input "
-                      f"(under {policy.min_recall_coverage:.0%})")
-    return Selection(kept=[*base, *extra], ordered=True), ""
+        return Verdict(None, f"the layout shows {coverage:.0%} of the turns recalled for this "
+                             f"input (under {policy.min_recall_coverage:.0%})")
+    return Verdict(Selection(kept=[*base, *extra], ordered=True))
 
 
 def recall_coverage(stable: StableOffer, extra: Sequence[Unit], grant: int) -> float:

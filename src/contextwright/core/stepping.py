@@ -197,15 +197,17 @@ class Stepping:
                 continue
             stable = self.offers.get(name)
             why = "the first cut"
+            outgrown = False
             if stable is not None and stable.failure is None:
                 window = g.traits.layout.window_option
                 max_rounds = None if window is None else g.spec.options.get(window)
-                selection, why = decide(stable, grant, self.policy,
-                                        None if max_rounds is None else int(max_rounds))
-                if selection is not None:
-                    self._continue(g, selection, stable)
-                    selections[name] = selection
+                verdict = decide(stable, grant, self.policy,
+                                 None if max_rounds is None else int(max_rounds))
+                if verdict.selection is not None:
+                    self._continue(g, verdict.selection, stable)
+                    selections[name] = verdict.selection
                     continue
+                why, outgrown = verdict.why, verdict.outgrown
                 g.units, g.complete = self.normal.pop(name)
             elif stable is not None:
                 why = stable.failure or why
@@ -238,17 +240,20 @@ class Stepping:
                 # best too).
                 selections[name] = leave_room(
                     self._prune_after_head(g, grant, query, costing), step, len(head),
-                    self._spare(g, grant))
+                    self._spare(g, grant, outgrown))
         return selections
 
-    def _spare(self, g: Gathered, grant: int) -> frozenset[str]:
+    def _spare(self, g: Gathered, grant: int, outgrown: bool) -> frozenset[str]:
         """Keys of the recalled turns a cut may leave out to free its step (``objective``).
 
-        With ``"cost"``, those ranked below the best (the half of the grant the recall coverage
-        counts): the step is then really free in a source that is mostly recall, and the
-        following calls append instead of cutting again.
+        Those ranked below the best (the half of the grant the recall coverage counts): the
+        step is then really free in a source that is mostly recall, and the following calls
+        append instead of cutting again. ``"cost"`` frees them on every cut, ``"balanced"`` only
+        on a cut the appended messages force (``outgrown``): a cut this input's recall forces
+        shows every recalled turn that fits, since the input needs them now.
         """
-        if self.policy.objective != "cost":
+        objective = self.policy.objective
+        if objective == "fill" or (objective == "balanced" and not outgrown):
             return frozenset()
         ranked = [u for u in g.units if "recalled" in u.candidates[0].item.metadata]
         every = frozenset(c.item.key for u in ranked for c in u.candidates)
