@@ -13,7 +13,11 @@ from typing import Any
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, InvalidInputError, Request, clear_caches
-from contextwright.core.items import parse_listed, parse_message
+from contextwright.core.gather import Candidate, Unit
+from contextwright.core.images import ImagePart
+from contextwright.core.items import ContextItem, Layer, Message, parse_listed, parse_message
+from contextwright.core.report import Decision
+from contextwright.core.select import drop_decisions
 
 BUILDER = ContextBuilder(tokenizer="o200k_base")
 
@@ -90,3 +94,30 @@ def test_steady_builds_equal_fresh_builds_as_the_history_grows(plan: str) -> Non
         steady = _build(history, plan=plan)
         assert steady == _fresh(history, plan=plan)
         _build(history, plan=plan)  # refill the caches for the next round
+
+
+def _unit(source: str, *candidates: Candidate) -> Unit:
+    return Unit(source=source, candidates=list(candidates), round=0, rank=0)
+
+
+def _candidate(key: str, tokens: int, images: tuple[ImagePart, ...] = ()) -> Candidate:
+    message = Message(role="user", content=f"text of {key}", images=images)
+    item = ContextItem(key=key, message=message, layer=Layer.HISTORY)
+    return Candidate(item, message, tokens)
+
+
+def test_remembered_drop_decisions_equal_fresh_ones_per_source_and_reason() -> None:
+    plain = _candidate("history.m1", 12)
+    pictured = _candidate("history.m2", 90, (ImagePart(url="https://example.invalid/a.png"),))
+    first = drop_decisions(_unit("history", plain, pictured), "budget")
+    again = drop_decisions(_unit("history", plain, pictured), "budget")
+    assert again == first == [
+        Decision(source="history", key="history.m1", action="dropped", reason="budget",
+                 tokens_before=12),
+        Decision(source="history", key="history.m2", action="dropped",
+                 reason="budget (with its 1 image(s))", tokens_before=90)]
+    other = drop_decisions(_unit("older", plain), "budget: older than what fits")
+    assert other == [Decision(source="older", key="history.m1", action="dropped",
+                              reason="budget: older than what fits", tokens_before=12)]
+    twin = _candidate("history.m1", 13)  # another candidate object: its own decision
+    assert drop_decisions(_unit("history", twin), "budget")[0].tokens_before == 13
