@@ -44,6 +44,8 @@ class Candidate:
     """(role, content, calls) of the offered message, for de-duplication."""
     compacted: Decision | None = None
     """The report's ``compacted`` decision for this candidate, made once (see reporting)."""
+    dropped: Decision | None = field(default=None, compare=False)
+    """The last ``dropped`` decision made for this candidate (``select.drop_decisions``)."""
     rendered_hash: str = ""
     """Hash of ``message``, set the first time a stable-prefix build needs it (``core.stable``)."""
 

@@ -11,7 +11,7 @@ import copy
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal, cast
@@ -249,6 +249,17 @@ def parse_message(raw: object, where: str) -> Message:
     message = _parse_message(raw, where)
     _PARSED.put(id(raw), (cast(Mapping[str, Any], raw), _snapshot(raw), message))
     return message
+
+
+def parse_listed(messages: Sequence[object], where: str, index: int) -> Message:
+    """``parse_message(messages[index], f"{where}[{index}]")``, naming it only when parsing.
+
+    For loops over a long list re-read on every build: a remembered parse is checked and
+    handed back without formatting a location that only an error would show.
+    """
+    raw = messages[index]
+    known = parsed_unchanged(raw)
+    return known if known is not None else parse_message(raw, f"{where}[{index}]")
 
 
 def parsed_unchanged(raw: object) -> Message | None:

@@ -172,14 +172,23 @@ def _fill_partially(round_units: list[Unit], room: int, grant: int, cutter: Cutt
 
 
 def drop_decisions(unit: Unit, reason: str) -> list[Decision]:
-    """One ``dropped`` decision per item of ``unit``."""
-    return [
-        Decision(source=unit.source, key=c.item.key, action="dropped",
-                 reason=f"{reason} (with its {len(c.message.images)} image(s))"
-                 if c.message.images else reason,
-                 tokens_before=c.tokens)
-        for c in unit.candidates
-    ]
+    """One ``dropped`` decision per item of ``unit``.
+
+    A steady build drops the same older units in each of its prunes, build after build, so
+    the decision is kept on the (cached) candidate, as ``compacted`` is: it is frozen and a
+    function of the candidate, the source and the reason.
+    """
+    decisions = []
+    for candidate in unit.candidates:
+        images = candidate.message.images
+        why = f"{reason} (with its {len(images)} image(s))" if images else reason
+        known = candidate.dropped
+        if known is None or known.reason != why or known.source != unit.source:
+            known = candidate.dropped = Decision(
+                source=unit.source, key=candidate.item.key, action="dropped", reason=why,
+                tokens_before=candidate.tokens)
+        decisions.append(known)
+    return decisions
 
 
 def cut_decisions(original: Unit, cut: Unit) -> list[Decision]:

@@ -33,7 +33,14 @@ from contextwright.compress.tool_results import (
 from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
 from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import fold
-from contextwright.core.items import ContextItem, Layer, Message, parse_message, parsed_unchanged
+from contextwright.core.items import (
+    ContextItem,
+    Layer,
+    Message,
+    parse_listed,
+    parse_message,
+    parsed_unchanged,
+)
 from contextwright.core.pairing import pair_results
 from contextwright.core.plan import FrozenOptions, options_text
 from contextwright.core.request import Request
@@ -71,7 +78,7 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str, end: int 
     """
     index = (len(raw) if end is None else end) - 1
     while index >= begin:
-        message = parse_message(raw[index], f"{where}[{index}]")
+        message = parse_listed(raw, where, index)
         if message.role != "tool":
             calls = _complete_calls(message, []) if message.tool_calls else (message,)
             yield Block(index, calls, 1)
@@ -80,7 +87,7 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str, end: int 
         results = [message]
         index -= 1
         while index >= begin:
-            message = parse_message(raw[index], f"{where}[{index}]")
+            message = parse_listed(raw, where, index)
             if message.role != "tool":
                 break
             results.append(message)
@@ -90,8 +97,7 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str, end: int 
                 f"{where}[{index + 1}] is a tool result that follows no assistant tool call"
             )
         results.reverse()
-        _check_results_answer_calls(message, results, where, index)
-        yield Block(index, _complete_calls(message, results), 1 + len(results))
+        yield Block(index, _checked_block(message, results, where, index), 1 + len(results))
         index -= 1
 
 
@@ -122,6 +128,31 @@ _BLOCKS: BoundedCache[tuple[int, ...], _Block] = BoundedCache(
     "sources.conversation.blocks", max_entries=200_000, share=0.03, size=_block_bytes)
 
 
+def _checked_block(call: Message, results: list[Message], where: str,
+                   index: int) -> tuple[Message, ...]:
+    """``_complete_calls`` of a call and the results that follow it, checked to answer it.
+
+    A block remembered for these very message objects passed the check when it was put (only
+    checked blocks with results are put), so only a new block is checked again.
+    """
+    completed = _remembered_block(call, results)
+    if completed is not None:
+        return completed
+    _check_results_answer_calls(call, results, where, index)
+    return _complete_calls(call, results)
+
+
+def _remembered_block(call: Message, results: list[Message]) -> tuple[Message, ...] | None:
+    """The completed block remembered for exactly these message objects (None: not known)."""
+    key = (id(call), *map(id, results))
+    cached = _BLOCKS.get(key) or _BLOCKS.revive(key)
+    if cached is not None and cached[0] is call and all(
+        a is b for a, b in zip(cached[1], results, strict=True)
+    ):
+        return cached[2]
+    return None
+
+
 def _complete_calls(call: Message, results: list[Message]) -> tuple[Message, ...]:
     """The call, its results named after their calls, and placeholders for missing results.
 
@@ -129,14 +160,11 @@ def _complete_calls(call: Message, results: list[Message]) -> tuple[Message, ...
     """
     if not call.tool_calls:
         return (call,)
-    key = (id(call), *map(id, results))
-    cached = _BLOCKS.get(key) or _BLOCKS.revive(key)
-    if cached is not None and cached[0] is call and all(
-        a is b for a, b in zip(cached[1], results, strict=True)
-    ):
-        return cached[2]
+    cached = _remembered_block(call, results)
+    if cached is not None:
+        return cached
     completed = _name_and_complete(call, results)
-    _BLOCKS.put(key, (call, list(results), completed))
+    _BLOCKS.put((id(call), *map(id, results)), (call, list(results), completed))
     return completed
 
 

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from contextwright.compress.facts import extract_facts, fact_key, looks_like_fence_marker
 from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
-from contextwright.core.items import ContextItem, Layer, Message, parse_message
+from contextwright.core.items import ContextItem, Layer, Message, parse_listed
 from contextwright.core.request import Request
 
 DEFAULT_SCAN = 400
@@ -154,7 +154,7 @@ def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int]
         if read >= scan:
             break
         read += 1
-        message = parse_message(history[index], f"{where}[{index}]")
+        message = parse_listed(history, where, index)
         if message.role == "tool" and not message.name:
             names.update(_call_names(history, where, index, message))
         values, keys, facts = _message_facts(message)
@@ -230,7 +230,7 @@ def _call_names(history: Sequence[Mapping[str, Any]], where: str, index: int,
     if message.role != "tool" or message.name:
         return {}
     for back in range(index - 1, max(index - 64, -1), -1):
-        earlier = parse_message(history[back], f"{where}[{back}]")
+        earlier = parse_listed(history, where, back)
         if earlier.tool_calls:
             return {call.id: call.name for call in earlier.tool_calls}
     return {}
