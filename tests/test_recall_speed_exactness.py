@@ -62,7 +62,8 @@ def reference_counts(texts: tuple[str, ...]) -> list[Counter[str]]:
 def reference_rank(query: str, texts: list[str], *, limit: int, min_score: float = 1.0,
                    k1: float = 1.2, b: float = 0.75) -> list[tuple[int, float]]:
     """Every turn scored, terms added in sorted order; best first, ties by position."""
-    terms = sorted(set(reference_terms(query)))
+    # the auxiliaries a question is built on are not searched for (QUESTION_STOPWORDS, restated)
+    terms = sorted(set(reference_terms(query)) - {"am", "be", "do", "has", "have", "had"})
     if not terms or not texts or limit <= 0:
         return []
     counts = reference_counts(tuple(texts))
