@@ -1,7 +1,8 @@
 """Prompt-cache stability: replay real conversations call by call and price the repeated prefix.
 
-    python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0.15]
+    python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0]
         [--head-share 0.3] [--min-recall-coverage 0.65] [--objective balanced|fill|cost]
+        [--no-recall-tail]
         [--skip tau|locomo]
 
 For consecutive calls of one conversation, from the rendered requests themselves (OpenAI chat
@@ -398,6 +399,8 @@ def main() -> None:
                         default=CachePolicy().min_recall_coverage)
     parser.add_argument("--objective", choices=["balanced", "fill", "cost"],
                         default=CachePolicy().objective)
+    parser.add_argument("--no-recall-tail", action="store_true",
+                        help="cut afresh instead of showing missing recalled turns after the run")
     parser.add_argument("--tau-budgets", type=int, nargs="*", default=[1000, 2000, 4000])
     parser.add_argument("--locomo-budgets", type=int, nargs="*", default=[4000, 8000])
     parser.add_argument("--skip", choices=["tau", "locomo"], default=None)
@@ -407,7 +410,7 @@ def main() -> None:
     policy = CachePolicy(step=args.step, recall_share=args.recall_share,
                          head_share=args.head_share,
                          min_recall_coverage=args.min_recall_coverage,
-                         objective=args.objective)
+                         objective=args.objective, recall_tail=not args.no_recall_tail)
     methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
     try:
         import agents  # noqa: F401

@@ -492,11 +492,17 @@ def test_trusted_mode_rules_stay_in_the_system_prompt_and_zones_are_data() -> No
     assert body["messages"][-1]["content"][-1]["text"] == "先查订单 A-20241001 再退款"
 
 
-def _recall_chat(objective: str, calls: int = 70) -> list[FinalContext]:
-    """A chat whose inputs each recall other older turns, replayed with ``objective``."""
+def _recall_chat(objective: str, calls: int = 70, *, tail: bool = False
+                 ) -> list[FinalContext]:
+    """A chat whose inputs each recall other older turns, replayed with ``objective``.
+
+    Without ``tail``, recalled turns join the kept run (an allowance) and a cut follows when
+    they are not enough, so the objectives' cuts can be compared.
+    """
     builder = ContextBuilder()
     chat = BuildPlan.named("chat").with_budget(available_override=1500)
-    policy = CachePolicy(objective=objective)  # type: ignore[arg-type]
+    policy = CachePolicy(objective=objective, recall_tail=tail,  # type: ignore[arg-type]
+                         recall_share=0 if tail else 0.15)
     history: list[dict[str, Any]] = []
     before: FinalContext | None = None
     built = []
@@ -557,6 +563,53 @@ def test_the_balanced_objective_frees_recalled_turns_only_on_cuts_the_appended_m
     assert cached["balanced"] > cached["fill"]
 
 
+def _transient(ctx: FinalContext) -> list[int]:
+    """Indexes of the messages after the kept run that the fingerprint leaves out."""
+    fingerprint = ctx.fingerprint
+    assert fingerprint is not None
+    end = fingerprint.stable_end
+    return [i for i, section in enumerate(ctx.sections) if i >= end and section == "history"]
+
+
+def test_turns_an_input_recalls_go_after_the_kept_run_for_that_call_only() -> None:
+    built = _recall_chat("balanced", tail=True)
+    with_tail = [(i, c) for i, c in enumerate(built[:-1]) if _transient(c)]
+    assert with_tail, "the chat never showed recalled turns after its kept run"
+    for i, ctx in with_tail:
+        tail = _transient(ctx)
+        messages = ctx.to_messages("openai")
+        assert tail == list(range(tail[0], tail[-1] + 1))  # one run, right after the kept run
+        assert all(str(messages[j]["content"]).startswith("[recalled]")
+                   for j in tail if messages[j]["role"] == "user")
+        assert str(messages[tail[0]]["content"]).startswith("[recalled]")
+        assert messages[-1]["role"] == "user"  # the question stays last
+        assert not (ctx.report.cache and ctx.report.cache.advanced)  # no cut for them
+        # The next call repeats everything before them: only the tail and the new turn differ.
+        after = built[i + 1]
+        report = after.report.cache
+        assert report is not None
+        if not report.advanced:
+            assert report.broke_at is None or report.broke_at >= tail[0]
+            assert after.to_messages("openai")[:tail[0]] == messages[:tail[0]]
+            assert report.broke_at is None or "only what changes every call" in (
+                report.reason or "")
+        # Anthropic: the breakpoint of the conversation sits just before the tail.
+        body = ctx.to_request("anthropic", model="claude-sonnet-4-5")
+        marked = [m for m in body["messages"] for b in m["content"]
+                  if isinstance(b, dict) and "cache_control" in b]
+        assert marked and "[recalled" not in json.dumps(marked[-1], ensure_ascii=False)
+        assert ctx.total_tokens <= ctx.available
+
+
+def test_without_the_recall_tail_a_layout_that_lacks_recalled_turns_is_cut_instead() -> None:
+    built = _recall_chat("balanced")
+    assert not any(_transient(c) for c in built)
+    assert any("of the turns recalled for this input" in (c.report.cache.reason or "")
+               for c in built if c.report.cache)
+
+
 def test_an_unknown_cache_objective_is_a_typed_error() -> None:
     with pytest.raises(InvalidInputError, match="objective"):
         CachePolicy(objective="speed")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="recall_tail"):
+        CachePolicy(recall_tail="yes")  # type: ignore[arg-type]

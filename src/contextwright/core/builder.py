@@ -124,7 +124,8 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
         documents=assembly.documents,
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
         message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
-        cache_points=(cache_points(assembly.sections, tail, steps.conversation)
+        cache_points=(cache_points(assembly.sections, tail, steps.conversation,
+                                   steps.transient_from(assembly))
                       if steps is not None else ()),
         image_rule=images,
     )

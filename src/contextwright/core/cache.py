@@ -34,11 +34,14 @@ class CachePolicy:
     ``step``: when a source's kept run no longer fits, it is cut again to leave this share of its
     grant free, so the next calls append into the room instead of cutting again (0.25: about
     every quarter of the grant's worth of new messages). Larger steps mean longer stable runs and
-    less of the budget used right after a cut. ``recall_share``: the share of a source's grant
-    that turns recalled for the current input may add in one call without a cut (they join the
-    kept run and stay until the next cut). ``head_share``: the first cut pins the oldest kept
-    messages, up to this share of the grant, and later cuts keep them, so the cached prefix
-    survives a cut (0: every cut starts the prefix again after the system prompt).
+    less of the budget used right after a cut. ``recall_tail``: turns recalled for the current
+    input that the kept run does not show are shown after it for this call only, in the room the
+    run leaves (the next call drops them; the cached prefix ends before them), instead of a cut.
+    ``recall_share``: the share of a source's grant that such turns may add to the kept run
+    itself in one call (they stay until the next cut, cached by later calls; 0: none, the tail
+    serves the input). ``head_share``: the first cut pins the oldest kept messages, up to this
+    share of the grant, and later cuts keep them, so the cached prefix survives a cut (0: every
+    cut starts the prefix again after the system prompt).
     ``objective``: what a cut frees its step from. ``"fill"`` takes it from the oldest plain
     messages only, so a cut keeps every recalled turn that fits: a source that is mostly recall
     (``chat``) is then nearly full after a cut and cuts again within a call or two. ``"cost"``
@@ -47,22 +50,23 @@ class CachePolicy:
     some recall, because a cut that the input's recall forced then shows less of it.
     ``"balanced"`` (the default) frees recalled turns only when the appended messages forced
     the cut (the run outgrew the grant); a cut forced by what this input needs recalled keeps
-    every recalled turn that fits. Measured on long chats (LoCoMo dev, 4k / 8k, history
-    cached / evidence recall): fill 0.43 / 0.64 and 0.838 / 0.909, balanced 0.46 / 0.69 and
-    0.838 / 0.903 (a fresh build's: 0.846 / 0.903), cost 0.56 / 0.74 and 0.815 / 0.880.
-    ``min_recall_coverage``: when the kept run and the allowance would show less than this share
-    (by tokens) of the turns recalled for the input (the best, up to half the grant), the cut
-    advances instead, so recall serves the input first (0: never for recall; 1: whenever a
-    recalled turn is missing). Measured on long chats (LoCoMo dev, 4k / 8k budgets): 0.8 kept
-    0.38 / 0.57 of the history cached at evidence recall 0.822 / 0.898; 0.65 keeps 0.43 / 0.64
-    at 0.822 / 0.901 (a fresh build: 0.828 / 0.890); 0.5 keeps 0.51 / 0.69 at 0.809 / 0.877.
+    every recalled turn that fits.
+    ``min_recall_coverage``: when the kept run, the allowance and the tail would show less than
+    this share (by tokens) of the turns recalled for the input (the best, up to half the grant),
+    the cut advances instead, so recall serves the input first (0: never for recall; 1: whenever
+    a recalled turn is missing). Measured on long chats (LoCoMo dev, 8k / 4k budgets, history
+    cached and evidence recall; a fresh build's recall 0.914 / 0.859): the defaults 0.711 /
+    0.461 and 0.909 / 0.849; coverage 0.65 0.737 / 0.482 and 0.901 / 0.849; 0.8 0.607 / 0.394
+    and 0.906 / 0.849; without the tail (allowance 0.15, coverage 0.65) ``"balanced"`` 0.685 /
+    0.461, ``"fill"`` 0.633 / 0.436, ``"cost"`` 0.741 / 0.556 at evidence recall 0.880 / 0.820.
     """
 
     step: float = 0.25
-    recall_share: float = 0.15
+    recall_share: float = 0.0
     head_share: float = 0.3
-    min_recall_coverage: float = 0.65
+    min_recall_coverage: float = 0.68
     objective: Literal["balanced", "fill", "cost"] = "balanced"
+    recall_tail: bool = True
 
     def __post_init__(self) -> None:
         """Refuse shares outside their range."""
@@ -74,6 +78,8 @@ class CachePolicy:
             raise InvalidInputError("cache step must be a share of the grant, in (0, 1)")
         if not 0 <= self.recall_share < 1:
             raise InvalidInputError("cache recall_share must be in [0, 1)")
+        if not isinstance(self.recall_tail, bool):
+            raise InvalidInputError("cache recall_tail must be true or false")
         if self.objective not in ("balanced", "fill", "cost"):
             raise InvalidInputError("cache objective must be 'balanced', 'fill' or 'cost'")
 

@@ -4,9 +4,10 @@ With a previous build's ``Fingerprint`` (``core.cache``), each message source (o
 the messages of a request list, ``SourceTraits.message_list``: history, this turn's calls) is
 offered its previous layout again: the messages it kept, in the order it showed
 them, found again by their rendered hash, plus the messages appended since, plus (for a source
-that recalls older turns) turns recalled for this input that fit a small allowance. When that
-fits the source's grant, the build shows exactly it: the previous request is a prefix of this one,
-and the provider's cache covers everything up to the newest messages. When it does not fit (or
+that recalls older turns) turns recalled for this input that fit a small allowance, or that are
+shown after the run for this call only (the recall tail). When that fits the source's grant, the
+build shows exactly it: the previous request is a prefix of this one, and the provider's cache
+covers everything up to the newest messages (or up to the tail). When it does not fit (or
 the previous layout cannot be found again: the list was edited, the plan changed), the source is
 cut afresh, to leave ``CachePolicy.step`` of its grant free, so the following calls append again.
 
@@ -273,6 +274,8 @@ class Verdict:
     outgrown: bool = False
     """The layout no longer fits (its run or its window grew past the grant): the cut is forced
     by the messages appended, not by what this input needs recalled."""
+    transient: frozenset[str] = frozenset()
+    """Item keys of the recalled turns shown after the kept run for this call only."""
 
 
 def decide(stable: StableOffer, grant: int, policy: CachePolicy,
@@ -287,19 +290,32 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
                        outgrown=True)
     if max_rounds is not None and _rounds(base) > 2 * max_rounds:
         return Verdict(None, f"its window passed {2 * max_rounds} rounds", outgrown=True)
-    room = min(grant - tokens, int(grant * policy.recall_share))
-    extra: list[Unit] = []
-    for unit in stable.recalled:
-        if unit.tokens <= room:
-            extra.append(unit)
-            room -= unit.tokens
+    room = grant - tokens
+    extra = _fitting(stable.recalled, min(room, int(grant * policy.recall_share)))
     coverage = recall_coverage(stable, extra, grant)
-    if coverage < policy.min_recall_coverage:
-        # Too little of what the recaller ranks best for this input would be shown: what the
-        # input needs matters more than the cache, so cut afresh (recall has its full share).
-        return Verdict(None, f"the layout shows {coverage:.0%} of the turns recalled for this "
-                             f"input (under {policy.min_recall_coverage:.0%})")
-    return Verdict(Selection(kept=[*base, *extra], ordered=True))
+    if coverage >= policy.min_recall_coverage:
+        return Verdict(Selection(kept=[*base, *extra], ordered=True))
+    if policy.recall_tail:
+        # The input needs turns the run lacks: shown after it for this call only, in the room
+        # it leaves, they serve the input while the run (and the cache over it) stays as it was.
+        tail = _fitting(stable.recalled, room)
+        if recall_coverage(stable, tail, grant) >= policy.min_recall_coverage:
+            return Verdict(Selection(kept=[*base, *tail], ordered=True),
+                           transient=frozenset(c.item.key for u in tail for c in u.candidates))
+    # Too little of what the recaller ranks best for this input would be shown: what the input
+    # needs matters more than the cache, so cut afresh (recall has its full share).
+    return Verdict(None, f"the layout shows {coverage:.0%} of the turns recalled for this input "
+                         f"(under {policy.min_recall_coverage:.0%})")
+
+
+def _fitting(units: Sequence[Unit], room: int) -> list[Unit]:
+    """The units that fit ``room``, taken in order (a unit too large is passed over)."""
+    taken: list[Unit] = []
+    for unit in units:
+        if unit.tokens <= room:
+            taken.append(unit)
+            room -= unit.tokens
+    return taken
 
 
 def recall_coverage(stable: StableOffer, extra: Sequence[Unit], grant: int) -> float:

@@ -46,11 +46,16 @@ from contextwright.core.stable import (
 
 
 def cache_points(sections: tuple[str, ...], tail: frozenset[str],
-                 conversation: frozenset[str]) -> tuple[int, ...]:
+                 conversation: frozenset[str], transient_from: int | None = None
+                 ) -> tuple[int, ...]:
     """Where the stable parts end: the conversation's last message, the last one before the tail.
 
     ``conversation``: the laid-out message sources placed before the user's input (history).
+    ``transient_from``: the first message shown for this call only (recalled turns after the
+    kept run); the stable part ends just before it, and nothing after it is cached.
     """
+    if transient_from is not None:
+        return (transient_from - 1,) if transient_from > 0 else ()
     points = []
     history = [i for i, section in enumerate(sections) if section in conversation]
     if history:
@@ -142,6 +147,8 @@ class Stepping:
         """Pinned heads kept through a cut (``CachePolicy.head_share``)."""
         self.rests: dict[str, Gathered] = {}
         """What a source with a pinned head may keep after it."""
+        self.transient: dict[str, frozenset[str]] = {}
+        """Item keys of recalled turns shown after a continued run for this call only."""
 
     def offer_all(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
                   request: Request, previous: Fingerprint | None, pool: int,
@@ -204,6 +211,8 @@ class Stepping:
                 verdict = decide(stable, grant, self.policy,
                                  None if max_rounds is None else int(max_rounds))
                 if verdict.selection is not None:
+                    if verdict.transient:
+                        self.transient[name] = verdict.transient
                     self._continue(g, verdict.selection, stable)
                     selections[name] = verdict.selection
                     continue
@@ -331,12 +340,15 @@ class Stepping:
             raw = getattr(request, where)
             anchor = self.anchors.get(name, -1)
             layouts[name] = replace(
-                layout_of(selections[name], raw, where, len(raw) if anchor < 0 else anchor,
-                          self.digest_rooms.get(name, 0)),
+                layout_of(self._lasting(name, selections[name]), raw, where,
+                          len(raw) if anchor < 0 else anchor, self.digest_rooms.get(name, 0)),
                 spec=self.specs.get(name, ""))
         kept = {name: tuple(u.candidates[0].item.key for u in selection.kept)
                 for name, selection in selections.items()
                 if name not in self.sources and name in self.cuttable and selection.kept}
+        volatile = next((i for i, section in enumerate(assembly.sections) if section in tail),
+                        len(assembly.sections))
+        transient = self.transient_from(assembly)
         return Fingerprint(
             plan=self.plan, target=self.target, kept=kept,
             tools=tools_hash(assembly.schema_jsons),
@@ -344,8 +356,23 @@ class Stepping:
             messages=tuple(message_hash(m) for m in assembly.messages),
             # A text build counts the prompt whole, not per message: zeros, same length.
             tokens=assembly.message_tokens or (0,) * len(assembly.messages), layouts=layouts,
-            stable_end=next((i for i, section in enumerate(assembly.sections)
-                             if section in tail), len(assembly.sections)))
+            stable_end=volatile if transient is None else min(volatile, transient))
+
+    def _lasting(self, name: str, selection: Selection) -> Selection:
+        """``selection`` without the turns shown for this call only (the next build's layout)."""
+        gone = self.transient.get(name)
+        if not gone:
+            return selection
+        return Selection(kept=[u for u in selection.kept
+                               if not any(c.item.key in gone for c in u.candidates)],
+                         decisions=selection.decisions, ordered=selection.ordered)
+
+    def transient_from(self, assembly: Assembly) -> int | None:
+        """Index of the first message shown for this call only (None: there is none)."""
+        if not self.transient:
+            return None
+        gone = frozenset().union(*self.transient.values())
+        return next((i for i, key in enumerate(assembly.keys) if key in gone), None)
 
     def report(self, previous: Fingerprint | None, current: Fingerprint,
                assembly: Assembly) -> CacheReport:
