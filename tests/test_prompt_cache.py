@@ -593,11 +593,13 @@ def test_turns_an_input_recalls_go_after_the_kept_run_for_that_call_only() -> No
             assert after.to_messages("openai")[:tail[0]] == messages[:tail[0]]
             assert report.broke_at is None or "only what changes every call" in (
                 report.reason or "")
-        # Anthropic: the breakpoint of the conversation sits just before the tail.
+        # Anthropic: the conversation's one breakpoint is the kept run's last message.
+        assert ctx.cache_points == (tail[0] - 1,)
         body = ctx.to_request("anthropic", model="claude-sonnet-4-5")
-        marked = [m for m in body["messages"] for b in m["content"]
+        marked = [b for m in body["messages"] for b in m["content"]
                   if isinstance(b, dict) and "cache_control" in b]
-        assert marked and "[recalled" not in json.dumps(marked[-1], ensure_ascii=False)
+        last_kept = str(messages[tail[0] - 1]["content"])
+        assert len(marked) == 1 and last_kept in json.dumps(marked[0], ensure_ascii=False)
         assert ctx.total_tokens <= ctx.available
 
 
