@@ -25,7 +25,13 @@ from openai.types.responses.response_create_params import ResponseCreateParamsNo
 from pydantic import TypeAdapter
 
 from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
-from contextwright.core.cache import PRICE_MODELS, CachePolicy, Fingerprint, PriceModel
+from contextwright.core.cache import (
+    PRICE_MODELS,
+    CachePolicy,
+    Fingerprint,
+    PriceModel,
+    cache_report_from_dict,
+)
 from contextwright.core.final import FinalContext
 from contextwright.errors import InvalidInputError
 from contextwright.session.sqlite import SqliteStore
@@ -583,7 +589,13 @@ def test_turns_an_input_recalls_go_after_the_kept_run_for_that_call_only() -> No
                    for j in tail if messages[j]["role"] == "user")
         assert str(messages[tail[0]]["content"]).startswith("[recalled]")
         assert messages[-1]["role"] == "user"  # the question stays last
-        assert not (ctx.report.cache and ctx.report.cache.advanced)  # no cut for them
+        cache = ctx.report.cache
+        assert cache is not None and not cache.advanced  # no cut for them
+        # The report names each of them (one key a message), and its JSON form keeps them.
+        assert len(cache.transient) == len(set(cache.transient)) == len(tail)
+        recalled = {d.key for d in ctx.report.decisions if d.action == "kept"}
+        assert recalled & set(cache.transient)  # the recalled turns' own messages among them
+        assert cache_report_from_dict(json.loads(json.dumps(cache.to_dict()))) == cache
         # The next call repeats everything before them: only the tail and the new turn differ.
         after = built[i + 1]
         report = after.report.cache

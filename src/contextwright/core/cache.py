@@ -312,6 +312,9 @@ class CacheReport:
     """Sources whose cut advanced in this build (each a planned break)."""
     cost: Mapping[str, float] = field(default_factory=dict)
     """Input cost relative to sending everything uncached, per price model."""
+    transient: tuple[str, ...] = ()
+    """Item keys of the recalled turns shown after the kept run for this call only (the recall
+    tail): the next call drops them, and the cached prefix ends before them."""
 
     @property
     def hit_share(self) -> float:
@@ -325,7 +328,8 @@ class CacheReport:
                 "messages_kept": self.messages_kept, "broke_at": self.broke_at,
                 "broke_key": self.broke_key, "broke_item": self.broke_item,
                 "reason": self.reason,
-                "advanced": list(self.advanced), "cost": dict(self.cost)}
+                "advanced": list(self.advanced), "cost": dict(self.cost),
+                "transient": list(self.transient)}
 
 
 def cache_report_from_dict(data: Mapping[str, Any]) -> CacheReport:
@@ -336,7 +340,8 @@ def cache_report_from_dict(data: Mapping[str, Any]) -> CacheReport:
             prefix_tokens=int(data["prefix_tokens"]), messages_kept=int(data["messages_kept"]),
             broke_at=data.get("broke_at"), broke_key=data.get("broke_key"),
             broke_item=data.get("broke_item"), reason=data.get("reason"),
-            advanced=tuple(data.get("advanced", ())), cost=dict(data.get("cost", {})))
+            advanced=tuple(data.get("advanced", ())), cost=dict(data.get("cost", {})),
+            transient=tuple(str(key) for key in data.get("transient", ())))
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidInputError(f"cache report is malformed ({type(exc).__name__})") from None
 

@@ -378,5 +378,9 @@ class Stepping:
                assembly: Assembly) -> CacheReport:
         """This build's prefix against the previous one's, with the reasons it broke."""
         reasons = {name: f"{name}'s cut advanced: {why}" for name, why in self.advanced.items()}
-        return compare(previous, current, assembly.sections, sorted(self.advanced), reasons,
-                       assembly.keys)
+        report = compare(previous, current, assembly.sections, sorted(self.advanced), reasons,
+                         assembly.keys)
+        if not self.transient:
+            return report
+        shown = frozenset().union(*self.transient.values())
+        return replace(report, transient=tuple(k for k in assembly.keys if k in shown))
