@@ -615,6 +615,31 @@ def test_turns_an_input_recalls_go_after_the_kept_run_for_that_call_only() -> No
         assert ctx.total_tokens <= ctx.available
 
 
+def test_under_cost_a_cut_the_input_forces_shows_its_lesser_recalled_turns_for_that_call_only(
+        ) -> None:
+    built = _recall_chat("cost", tail=True)
+    lesser = "recalled below the best for this input; left out to leave room"
+    forced = [(i, c) for i, c in enumerate(built[:-1])
+              if c.report.cache and c.report.cache.advanced and c.report.cache.transient]
+    assert forced, "no cut showed its freed recalled turns after the kept run"
+    for i, ctx in forced:
+        cache = ctx.report.cache
+        assert cache is not None and "of the turns recalled for this input" in (cache.reason or "")
+        tail = _transient(ctx)
+        assert len(tail) == len(cache.transient)
+        assert not {d.key for d in ctx.report.decisions if lesser in d.reason} & set(
+            cache.transient)  # shown, so not reported as left out
+        assert ctx.cache_points == (tail[0] - 1,)
+        after = built[i + 1].report.cache
+        assert after is not None
+        if not after.advanced:  # the next call continues the run without them
+            assert after.broke_at is None or after.broke_at >= tail[0]
+    # With the tail off, "cost" drops them as before.
+    plain = _recall_chat("cost")
+    assert not any(c.report.cache and c.report.cache.transient for c in plain)
+    assert any(lesser in d.reason for c in plain for d in c.report.decisions)
+
+
 def test_without_the_recall_tail_a_layout_that_lacks_recalled_turns_is_cut_instead() -> None:
     built = _recall_chat("balanced")
     assert not any(_transient(c) for c in built)

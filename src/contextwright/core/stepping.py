@@ -247,9 +247,12 @@ class Stepping:
                 # Cut with the whole grant (recalled turns keep their share), then free the
                 # step from the oldest plain messages (for cost, from turns recalled below the
                 # best too).
-                selections[name] = leave_room(
-                    self._prune_after_head(g, grant, query, costing), step, len(head),
-                    self._spare(g, grant, outgrown))
+                cut = self._prune_after_head(g, grant, query, costing)
+                before = list(cut.kept)
+                selections[name] = leave_room(cut, step, len(head),
+                                              self._spare(g, grant, outgrown))
+                if self._shows_freed(outgrown):
+                    self._show_freed(name, selections[name], before)
         return selections
 
     def _spare(self, g: Gathered, grant: int, outgrown: bool) -> frozenset[str]:
@@ -267,6 +270,28 @@ class Stepping:
         ranked = [u for u in g.units if "recalled" in u.candidates[0].item.metadata]
         every = frozenset(c.item.key for u in ranked for c in u.candidates)
         return every - best_recalled(ranked, grant)
+
+    def _shows_freed(self, outgrown: bool) -> bool:
+        """Whether a cut shows the recalled turns it freed its step from, for this call only.
+
+        Under ``"cost"`` with the recall tail, a cut that this input's recall forced still shows
+        every recalled turn that fits, the lesser ones after the kept run (the next call drops
+        them): the input is served as a full cut would serve it, while the run leaves its step
+        free for the calls after it.
+        """
+        return self.policy.objective == "cost" and self.policy.recall_tail and not outgrown
+
+    def _show_freed(self, name: str, selection: Selection, before: Sequence[Unit]) -> None:
+        """Show the recalled units of ``before`` that ``selection`` left out, as a recall tail."""
+        left = {id(u) for u in selection.kept}
+        freed = [u for u in before
+                 if id(u) not in left and "recalled" in u.candidates[0].item.metadata]
+        if not freed:
+            return
+        keys = frozenset(c.item.key for u in freed for c in u.candidates)
+        selection.decisions = [d for d in selection.decisions if d.key not in keys]
+        selection.kept = [*selection.kept, *freed]
+        self.transient[name] = keys
 
     def _prune_after_head(self, g: Gathered, grant: int, query: str, costing: Costing,
                           reserve: bool = True) -> Selection:
@@ -325,6 +350,11 @@ class Stepping:
                 int(self.grants[name] * self.policy.head_share))
             pinned = {id(u) for u in head}
             selection.kept = [*head, *(u for u in selection.kept if id(u) not in pinned)]
+            tail = self.transient.get(name)
+            if tail:  # shown for this call only: after the kept run
+                shown = [any(c.item.key in tail for c in u.candidates) for u in selection.kept]
+                selection.kept = [*(u for u, t in zip(selection.kept, shown, strict=True) if not t),
+                                  *(u for u, t in zip(selection.kept, shown, strict=True) if t)]
 
     def tail(self, plan: BuildPlan, sources: Mapping[str, ContextSource]) -> frozenset[str]:
         """Sources that declare their content changes from call to call (``volatile``)."""
