@@ -306,8 +306,12 @@ def stored(cache: Path) -> int:
 
 def test_a_killed_run_resumes_and_makes_only_the_missing_calls(tmp_path: Path) -> None:
     cases = str(generated_cases(tmp_path))
+    # One call at a time in every run: with more in flight, two identical judge requests (the
+    # same question and the same answer from two variants) may both be sent before either is
+    # stored, so the count of calls a run makes would depend on timing.
+    one = ("--judge-concurrency", "1")
     with FakeOpenAIServer(responder=answerer_and_judge()) as clean:
-        assert judged(clean, tmp_path / "clean", "cases", cases).exit_code == 0
+        assert judged(clean, tmp_path / "clean", "cases", cases, *one).exit_code == 0
         total = len(clean.requests)
     assert total >= 8
 
@@ -340,7 +344,7 @@ def test_a_killed_run_resumes_and_makes_only_the_missing_calls(tmp_path: Path) -
     assert kept == hold_at - 1  # every answered call was stored; the one in flight was not
 
     with FakeOpenAIServer(responder=answerer_and_judge()) as rerun:
-        resumed = judged(rerun, cache, "cases", cases)
+        resumed = judged(rerun, cache, "cases", cases, *one)
         assert resumed.exit_code == 0, resumed.stderr
         assert len(rerun.requests) == total - kept
     with FakeOpenAIServer(responder=answerer_and_judge()) as clean:
@@ -415,8 +419,12 @@ def test_a_fatal_error_under_concurrency_stops_new_calls_and_keeps_the_replies(
         return answerer_and_judge()(body) if ok else Reply(status=503)
 
     cases = str(generated_cases(tmp_path))
+    # One call at a time in every run: with more in flight, two identical judge requests (the
+    # same question and the same answer from two variants) may both be sent before either is
+    # stored, so the count of calls a run makes would depend on timing.
+    one = ("--judge-concurrency", "1")
     with FakeOpenAIServer(responder=answerer_and_judge()) as clean:
-        assert judged(clean, tmp_path / "clean", "cases", cases).exit_code == 0
+        assert judged(clean, tmp_path / "clean", "cases", cases, *one).exit_code == 0
         total = len(clean.requests)
     with FakeOpenAIServer(responder=failing_after_two) as fake:
         result = judged(fake, tmp_path / "cache", "cases", cases, "--judge-concurrency", "3")
