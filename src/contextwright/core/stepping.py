@@ -248,10 +248,10 @@ class Stepping:
                 # step from the oldest plain messages (for cost, from turns recalled below the
                 # best too).
                 cut = self._prune_after_head(g, grant, query, costing)
-                before = list(cut.kept)
+                before = list(cut.kept) if self._shows_freed(outgrown) else None
                 selections[name] = leave_room(cut, step, len(head),
                                               self._spare(g, grant, outgrown))
-                if self._shows_freed(outgrown):
+                if before is not None:
                     self._show_freed(name, selections[name], before)
         return selections
 
@@ -261,23 +261,23 @@ class Stepping:
         Those ranked below the best (the half of the grant the recall coverage counts): the
         step is then really free in a source that is mostly recall, and the following calls
         append instead of cutting again. ``"cost"`` frees them on every cut, ``"balanced"`` only
-        on a cut the appended messages force (``outgrown``): a cut this input's recall forces
-        shows every recalled turn that fits, since the input needs them now.
+        on a cut the appended messages force (``outgrown``): any other cut (this input's recall,
+        the first cut, an edited list) shows every recalled turn that fits.
         """
         objective = self.policy.objective
         if objective == "fill" or (objective == "balanced" and not outgrown):
             return frozenset()
         ranked = [u for u in g.units if "recalled" in u.candidates[0].item.metadata]
-        every = frozenset(c.item.key for u in ranked for c in u.candidates)
+        every = _keys_of(ranked)
         return every - best_recalled(ranked, grant)
 
     def _shows_freed(self, outgrown: bool) -> bool:
         """Whether a cut shows the recalled turns it freed its step from, for this call only.
 
-        Under ``"cost"`` with the recall tail, a cut that this input's recall forced still shows
-        every recalled turn that fits, the lesser ones after the kept run (the next call drops
-        them): the input is served as a full cut would serve it, while the run leaves its step
-        free for the calls after it.
+        Under ``"cost"`` with the recall tail, a cut the appended messages did not force (this
+        input's recall, the first cut, an edited list) still shows every recalled turn that
+        fits, the lesser ones after the kept run (the next call drops them): the input is served
+        as a full cut would serve it, while the run leaves its step free for the calls after it.
         """
         return self.policy.objective == "cost" and self.policy.recall_tail and not outgrown
 
@@ -288,7 +288,7 @@ class Stepping:
                  if id(u) not in left and "recalled" in u.candidates[0].item.metadata]
         if not freed:
             return
-        keys = frozenset(c.item.key for u in freed for c in u.candidates)
+        keys = _keys_of(freed)
         selection.decisions = [d for d in selection.decisions if d.key not in keys]
         selection.kept = [*selection.kept, *freed]
         self.transient[name] = keys
@@ -351,10 +351,8 @@ class Stepping:
             pinned = {id(u) for u in head}
             selection.kept = [*head, *(u for u in selection.kept if id(u) not in pinned)]
             tail = self.transient.get(name)
-            if tail:  # shown for this call only: after the kept run
-                shown = [any(c.item.key in tail for c in u.candidates) for u in selection.kept]
-                selection.kept = [*(u for u, t in zip(selection.kept, shown, strict=True) if not t),
-                                  *(u for u, t in zip(selection.kept, shown, strict=True) if t)]
+            if tail:  # shown for this call only: after the kept run (a stable sort)
+                selection.kept.sort(key=lambda unit: _holds_any(unit, tail))
 
     def tail(self, plan: BuildPlan, sources: Mapping[str, ContextSource]) -> frozenset[str]:
         """Sources that declare their content changes from call to call (``volatile``)."""
@@ -393,15 +391,18 @@ class Stepping:
         gone = self.transient.get(name)
         if not gone:
             return selection
-        return Selection(kept=[u for u in selection.kept
-                               if not any(c.item.key in gone for c in u.candidates)],
+        return Selection(kept=[u for u in selection.kept if not _holds_any(u, gone)],
                          decisions=selection.decisions, ordered=selection.ordered)
+
+    def _tail_keys(self) -> frozenset[str]:
+        """Item keys of every message shown for this call only, in any source."""
+        return frozenset().union(*self.transient.values())
 
     def transient_from(self, assembly: Assembly) -> int | None:
         """Index of the first message shown for this call only (None: there is none)."""
         if not self.transient:
             return None
-        gone = frozenset().union(*self.transient.values())
+        gone = self._tail_keys()
         return next((i for i, key in enumerate(assembly.keys) if key in gone), None)
 
     def report(self, previous: Fingerprint | None, current: Fingerprint,
@@ -412,5 +413,15 @@ class Stepping:
                          assembly.keys)
         if not self.transient:
             return report
-        shown = frozenset().union(*self.transient.values())
+        shown = self._tail_keys()
         return replace(report, transient=tuple(k for k in assembly.keys if k in shown))
+
+
+def _keys_of(units: Sequence[Unit]) -> frozenset[str]:
+    """Item keys of the messages of ``units``."""
+    return frozenset(c.item.key for u in units for c in u.candidates)
+
+
+def _holds_any(unit: Unit, keys: frozenset[str]) -> bool:
+    """Whether one of ``unit``'s messages has one of ``keys``."""
+    return any(c.item.key in keys for c in unit.candidates)
