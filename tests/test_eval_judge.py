@@ -36,6 +36,7 @@ from contextwright.evaluate.judge import (
     judge_messages,
     judged_metrics,
     parse_verdict,
+    settle_all,
 )
 from contextwright.evaluate.records import CaseOutcome, ExpectedAnswer, ExpectedCall
 from contextwright.llm import ChatReply, OpenAIChatClient, ReplyCall
@@ -404,6 +405,46 @@ def test_calls_go_out_concurrently_and_score_as_a_serial_run(tmp_path: Path) -> 
     assert bodies == serial_bodies, "the same calls, each once, in any order"
     assert json.loads(four.stdout)["rows"] == json.loads(one.stdout)["rows"]
     assert "4 at a time" in four.stderr
+
+
+def test_the_same_judgment_from_two_groups_in_flight_is_sent_once(tmp_path: Path) -> None:
+    # Two contexts that differ (two answer calls) get the same answer, so their judgment
+    # requests are identical; the fake holds a judgment until a second one arrives (or 1 s).
+    respond = answerer_and_judge()
+    second_judgment = threading.Event()
+    judgments = 0
+    lock = threading.Lock()
+
+    def holding_judgments(body: dict[str, Any]) -> Reply:
+        nonlocal judgments
+        if body["model"] == "judge":
+            with lock:
+                judgments += 1
+                if judgments == 2:
+                    second_judgment.set()
+            second_judgment.wait(1.0)
+        return respond(body)
+
+    expected = ExpectedAnswer(question="Code?", answer="CODE-1")
+    with FakeOpenAIServer(responder=holding_judgments) as fake, \
+            OpenAIChatClient(fake.base_url, "sk-x", max_retries=0) as client:
+        cache = ReplyCache(tmp_path / "r.sqlite")
+        judge = Judge(client=client, cache=cache, judge_model="judge", answer_model="answerer",
+                      count=ContextBuilder(tokenizer="o200k_base").tokenizer.count)
+        groups = []
+        for asked in ("Code?", "The code, please?"):
+            outcome = CaseOutcome(case_id=asked, budget=100, contextwright={}, baseline={},
+                                  messages=[{"role": "user", "content": asked}],
+                                  expected=expected)
+            task = judge.task("cases", "plan-1", outcome)
+            assert task is not None
+            groups.append([(task, outcome)])
+        settle_all(judge, groups, concurrency=2)
+        scores = [judge.score(task) for [(task, _)] in groups]
+        cache.close()
+    assert judgments == 1
+    assert judge.calls_made == 3  # two answers, one judgment
+    assert [s.correct for s in scores] == [False, False]  # "I do not know." is WRONG
 
 
 def test_a_fatal_error_under_concurrency_stops_new_calls_and_keeps_the_replies(

@@ -15,8 +15,9 @@ run will send before anything is sent. Network I/O goes through ``OpenAIChatClie
 
 Calls go out ``concurrency`` at a time (threads: the work is waiting on the endpoint). Requests
 with the same body are grouped, so one is sent and the others reuse its reply, as in a serial run;
-the first error that makes the endpoint unusable stops new calls, lets those in flight finish (and
-be stored), and is raised.
+two groups whose answers come out the same make the same judgment request, and a thread that finds
+it in flight waits for that reply instead of sending it again. The first error that makes the
+endpoint unusable stops new calls, lets those in flight finish (and be stored), and is raised.
 """
 
 from __future__ import annotations
@@ -265,7 +266,9 @@ class Judge:
     errors: dict[str, str] = field(default_factory=dict)
     """Tasks whose answer call failed this run, by key (not cached: a rerun tries again)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    """Guards ``calls_made`` and ``errors`` (tasks settle on several threads)."""
+    """Guards ``calls_made``, ``errors`` and ``_judging`` (tasks settle on several threads)."""
+    _judging: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+    """One lock per judgment request, held while it is sent, so it is sent once."""
 
     def task(self, target: str, plan_hash: str, outcome: CaseOutcome) -> Task | None:
         """The task of one build, or None when it expects nothing or did not build."""
@@ -304,12 +307,22 @@ class Judge:
                 output_tokens += self.answer_max_tokens
             else:
                 cached += 1
-            if task.kind == "answer" and (reply is None or self._judgment(task, reply) is None):
+            if task.kind == "answer" and self._needs_judging(task, reply, seen):
                 judgments += 1
                 input_tokens += self._judge_tokens(task)
                 output_tokens += self.judge_max_tokens
         return Estimate(answers=answers, judgments=judgments, cached=cached,
                         input_tokens=input_tokens, output_tokens=output_tokens)
+
+    def _needs_judging(self, task: Task, reply: str | None, seen: set[str]) -> bool:
+        """Whether a judgment will be sent for ``task`` (a known request is counted once)."""
+        if reply is None:
+            return True
+        key, _ = self._judgment_request(task, reply)
+        if key in seen or self.cache.get(key) is not None:
+            return False
+        seen.add(key)
+        return True
 
     def _judge_tokens(self, task: Task) -> int:
         expected = task.expected
@@ -333,9 +346,8 @@ class Judge:
             LLMError: the endpoint is unusable (``stops_the_run``); what is stored stays.
         """
         reply, made = self._answer(task, outcome)
-        if reply is not None and task.kind == "answer" and self._judgment(task, reply) is None:
-            self._judge(task, reply)
-            made += 1
+        if reply is not None and task.kind == "answer":
+            made += self._judge(task, reply)
         return made
 
     def _answer(self, task: Task, outcome: CaseOutcome) -> tuple[str | None, int]:
@@ -366,19 +378,26 @@ class Judge:
                        reply=text)
         return text, 1
 
-    def _judge(self, task: Task, answer: str) -> None:
+    def _judge(self, task: Task, answer: str) -> int:
+        """Judge ``answer`` unless its judgment is stored; returns the calls made (0 or 1)."""
         key, messages = self._judgment_request(task, answer)
-        try:
-            reply = self._call(lambda: self.client.respond(
-                messages, model=self.judge_model, max_tokens=self.judge_max_tokens))
-        except LLMError as exc:
-            if stops_the_run(exc):
-                raise
-            with self._lock:
-                self.errors[task.key] = f"judgment failed: {exc}"
-            return
-        self.cache.put(key, kind="judgment", model=self.judge_model, request=key,
-                       reply=reply.content or "")
+        with self._lock:
+            sending = self._judging.setdefault(key, threading.Lock())
+        with sending:  # another thread sending the same request: wait, then read its reply
+            if self.cache.get(key) is not None:
+                return 0
+            try:
+                reply = self._call(lambda: self.client.respond(
+                    messages, model=self.judge_model, max_tokens=self.judge_max_tokens))
+            except LLMError as exc:
+                if stops_the_run(exc):
+                    raise
+                with self._lock:
+                    self.errors[task.key] = f"judgment failed: {exc}"
+                return 1
+            self.cache.put(key, kind="judgment", model=self.judge_model, request=key,
+                           reply=reply.content or "")
+            return 1
 
     def _call(self, send: Callable[[], ChatReply]) -> ChatReply:
         with self._lock:
