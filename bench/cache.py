@@ -397,6 +397,8 @@ def main() -> None:
     parser.add_argument("--head-share", type=float, default=CachePolicy().head_share)
     parser.add_argument("--min-recall-coverage", type=float,
                         default=CachePolicy().min_recall_coverage)
+    parser.add_argument("--min-recall-focus", type=float,
+                        default=CachePolicy().min_recall_focus)
     parser.add_argument("--objective", choices=["balanced", "fill", "cost"],
                         default=CachePolicy().objective)
     parser.add_argument("--no-recall-tail", action="store_true",
@@ -410,6 +412,7 @@ def main() -> None:
     policy = CachePolicy(step=args.step, recall_share=args.recall_share,
                          head_share=args.head_share,
                          min_recall_coverage=args.min_recall_coverage,
+                         min_recall_focus=args.min_recall_focus,
                          objective=args.objective, recall_tail=not args.no_recall_tail)
     methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
     try:

@@ -34,7 +34,9 @@ from contextwright.core.cache import (
 )
 from contextwright.core.final import FinalContext
 from contextwright.errors import InvalidInputError
+from contextwright.recall import LexicalTurnRecaller, RecallExpansion, turn_index
 from contextwright.session.sqlite import SqliteStore
+from contextwright.sources import HistorySource
 from fakes.provider_server import ProviderServer
 
 TOOLS = [{"type": "function", "function": {
@@ -652,3 +654,120 @@ def test_an_unknown_cache_objective_is_a_typed_error() -> None:
         CachePolicy(objective="speed")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="recall_tail"):
         CachePolicy(recall_tail="yes")  # type: ignore[arg-type]
+
+
+# --- how focused an input's recall is --------------------------------------------------------
+
+CHATTY = ("Busy week: the lighthouse, violin practice, a bike repair, baking bread with the "
+          "starter, chess on Tuesday, boxes for Lisbon, painting the shed and interview prep "
+          "({t}).")
+
+
+def _topic_history(turns: int) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for t in range(turns):
+        topic = TOPICS[t % len(TOPICS)]
+        history += [{"role": "user", "content": f"Some news on {topic} ({t})."},
+                    {"role": "assistant",
+                     "content": f"Noted about {topic} ({t}): " + "details " * (8 + t % 9)}]
+    return history
+
+
+def test_a_question_about_one_turn_is_focused_and_a_chatty_message_is_not() -> None:
+    turns = turn_index(_topic_history(24)).turns
+    recaller = LexicalTurnRecaller(expansion=RecallExpansion())
+    focused = recaller.focus("When was the violin recital?", turns, limit=8)
+    chatty = recaller.focus(CHATTY.format(t=0), turns, limit=8)
+    assert focused is not None and chatty is not None
+    assert 0 <= chatty < CachePolicy().min_recall_focus < 0.5 < focused <= 1
+    assert recaller.focus("the and of", turns, limit=8) is None  # nothing to match
+    # The focus comes with the ranking it belongs to: asked again, the same value.
+    recaller.rank("When was the violin recital?", turns, limit=8)
+    assert recaller.focus("When was the violin recital?", turns, limit=8) == focused
+
+
+WORDS = ("lighthouse", "violin", "bicycle", "sourdough", "chess", "Lisbon", "shed", "interview",
+         "kayak", "pottery", "tango", "orchard", "telescope", "marathon", "aquarium", "origami",
+         "vineyard", "glacier", "harmonica", "lantern", "quilt", "falcon", "canyon", "tapestry")
+
+
+def _mixed_chat(min_focus: float, recaller: Any = None, calls: int = 60,
+                coverage: float = CachePolicy().min_recall_coverage) -> list[FinalContext]:
+    """A chat of chatty inputs, each naming eight other topics (diffuse recall: each older
+    turn holds one of its words), and every fifth input a question about one topic."""
+    builder = ContextBuilder(sources=() if recaller is None else [HistorySource(recaller)])
+    chat = BuildPlan.named("chat").with_budget(available_override=1500)
+    policy = CachePolicy(min_recall_focus=min_focus, min_recall_coverage=coverage)
+    history: list[dict[str, Any]] = []
+    for t in range(48):
+        word = WORDS[t % len(WORDS)]
+        history += [{"role": "user", "content": f"Some news on the {word} ({t})."},
+                    {"role": "assistant", "content": f"Noted about the {word} ({t}): "
+                     + "details " * (8 + t % 9)}]
+    before: FinalContext | None = None
+    built = []
+    for t in range(calls):
+        named = [WORDS[(t * 5 + k) % len(WORDS)] for k in range(8)]
+        asked = (f"What did we say about the {named[0]}?" if t % 5 == 4
+                 else f"Busy days: {', '.join(named)} and more ({t}).")
+        ctx = builder.build(chat, Request(user_input=asked, history=list(history)),
+                            previous=before, cache=policy)
+        assert ctx.total_tokens <= ctx.available
+        built.append(ctx)
+        before = ctx
+        history += [{"role": "user", "content": f"Thanks, noted ({t})."},
+                    {"role": "assistant", "content": f"You are welcome ({t}). " + "ok " * 9}]
+    return built
+
+
+def _cached_share(built: list[FinalContext]) -> float:
+    return (sum(c.report.cache.prefix_tokens for c in built if c.report.cache)
+            / sum(c.total_tokens for c in built))
+
+
+def test_a_diffuse_input_cuts_no_run_for_its_recall_a_focused_one_still_does() -> None:
+    # Coverage 1: any best recalled turn missing from what is shown calls for a cut.
+    gated = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0)
+    ungated = _mixed_chat(0.0, coverage=1.0)
+    for_recall = "of the turns recalled for this input"
+
+    def split(built: list[FinalContext]) -> tuple[list[FinalContext], list[FinalContext]]:
+        rated = [(c, c.report.cache.recall_focus["history"]) for c in built
+                 if c.report.cache and "history" in c.report.cache.recall_focus]
+        threshold = CachePolicy().min_recall_focus
+        return ([c for c, f in rated if f < threshold], [c for c, f in rated if f >= threshold])
+
+    diffuse, focused = split(gated)
+    assert diffuse and focused
+    assert not _cuts(diffuse, for_recall)  # never cut for a diffuse input's recall...
+    assert any(_transient(c) for c in diffuse)  # ...its missing turns go after the run
+    assert _cuts(focused, for_recall)  # a focused input still cuts when the run lacks its turns
+    # Without the gate, diffuse inputs cut for their recall too, and less is cached.
+    assert _cuts(split(ungated)[0], for_recall)
+    assert _cached_share(gated) > _cached_share(ungated) + 0.1
+    report = gated[-1].report.cache
+    assert report is not None
+    assert cache_report_from_dict(json.loads(json.dumps(report.to_dict()))) == report
+
+
+class _PlainRecaller:
+    """A user's recaller: it ranks, and cannot say how focused a query is."""
+
+    def __init__(self) -> None:
+        self._inner = LexicalTurnRecaller(expansion=RecallExpansion())
+
+    def rank(self, query: str, turns: Any, *, limit: int) -> list[tuple[int, float]]:
+        return self._inner.rank(query, turns, limit=limit)
+
+
+def test_a_recaller_that_cannot_tell_its_focus_is_taken_as_focused() -> None:
+    plain = _mixed_chat(CachePolicy().min_recall_focus, _PlainRecaller(), calls=30)
+    ungated = _mixed_chat(0.0, _PlainRecaller(), calls=30)
+    assert not any(c.report.cache and c.report.cache.recall_focus for c in plain)
+    assert [c.to_messages("openai") for c in plain] == [c.to_messages("openai") for c in ungated]
+
+
+def test_a_bad_min_recall_focus_is_a_typed_error() -> None:
+    for bad in (-0.1, 1.5):
+        with pytest.raises(InvalidInputError, match="min_recall_focus"):
+            CachePolicy(min_recall_focus=bad)

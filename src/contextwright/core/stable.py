@@ -102,6 +102,8 @@ class StableOffer:
     anchor: int = 0
     """The list length tiers and the digest are computed as of (in this list's positions)."""
     digest_room: int = 0
+    focus: float | None = None
+    """How focused this input's recall is (``recall_focus`` of the source; None: unknown)."""
     failure: str | None = None
     """Why the previous layout cannot be continued (None: it can)."""
 
@@ -178,6 +180,9 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     stable.recalled = [u for u in stable.ranked if not any(
         c.item.key in shown for c in u.candidates)]
     stable.shown = shown
+    focus_of = getattr(source, "recall_focus", None)
+    if stable.ranked and callable(focus_of):
+        stable.focus = focus_of(request, options)
     return stable
 
 
@@ -292,6 +297,7 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
         return Verdict(None, f"its window passed {2 * max_rounds} rounds", outgrown=True)
     room = grant - tokens
     extra = _fitting(stable.recalled, min(room, int(grant * policy.recall_share)))
+    diffuse = stable.focus is not None and stable.focus < policy.min_recall_focus
     coverage = recall_coverage(stable, extra, grant)
     if coverage >= policy.min_recall_coverage:
         return Verdict(Selection(kept=[*base, *extra], ordered=True))
@@ -299,9 +305,12 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
         # The input needs turns the run lacks: shown after it for this call only, in the room
         # it leaves, they serve the input while the run (and the cache over it) stays as it was.
         tail = _fitting(stable.recalled, room)
-        if recall_coverage(stable, tail, grant) >= policy.min_recall_coverage:
+        if diffuse or recall_coverage(stable, tail, grant) >= policy.min_recall_coverage:
             return Verdict(Selection(kept=[*base, *tail], ordered=True),
                            transient=frozenset(c.item.key for u in tail for c in u.candidates))
+    if diffuse:
+        # Its best turn matches little of the input: too weak a signal to cut the run for.
+        return Verdict(Selection(kept=[*base, *extra], ordered=True))
     # Too little of what the recaller ranks best for this input would be shown: what the input
     # needs matters more than the cache, so cut afresh (recall has its full share).
     return Verdict(None, f"the layout shows {coverage:.0%} of the turns recalled for this input "

@@ -411,6 +411,10 @@ class Stepping:
         reasons = {name: f"{name}'s cut advanced: {why}" for name, why in self.advanced.items()}
         report = compare(previous, current, assembly.sections, sorted(self.advanced), reasons,
                          assembly.keys)
+        focus = {name: offer.focus for name, offer in sorted(self.offers.items())
+                 if offer.focus is not None}
+        if focus:
+            report = replace(report, recall_focus=focus)
         if not self.transient:
             return report
         shown = self._tail_keys()

@@ -254,6 +254,23 @@ class TurnPostings:
             found += _unmatched(size, {position for position, _ in found}, limit - len(found))
         return found
 
+    def best_possible(self, terms: Sequence[str], *, k1: float) -> float:
+        """The highest BM25 score a turn could reach for ``terms``: Σ idf·(k1+1).
+
+        Over the terms a query scores (in the index, not too common): what a turn holding each
+        of them, saturated, would score. ``top``'s best score divided by it says how much of
+        the query the best turn matches (``LexicalTurnRecaller.focus``).
+        """
+        size = len(self.lengths)
+        total = 0.0
+        for term in terms:
+            postings = self.postings.get(term)
+            if postings is None or len(postings) > common_above(size):
+                continue
+            df = len(postings)
+            total += math.log(1 + (size - df + 0.5) / (df + 0.5)) * (k1 + 1)
+        return total
+
     def _query_terms(self, terms: Sequence[str], params: Bm25Params) -> list[_QueryTerm]:
         query = []
         for rank, term in enumerate(terms):
@@ -460,10 +477,10 @@ class IndexedTurns:
     keys: list[str] = field(default_factory=list)
     """Key of every indexed turn (the last one is checked before the index is reused)."""
     index: TurnPostings = field(default_factory=TurnPostings)
-    last_ranking: tuple[object, int, list[tuple[int, float]]] | None = None
-    """(what was asked, turns indexed then, the ranking): an agent loop builds again and again
-    with the same input while its turn is open, and the closed turns, so the ranking, are
-    the same."""
+    last_ranking: tuple[object, int, list[tuple[int, float]], float | None] | None = None
+    """(what was asked, turns indexed then, the ranking, its focus): an agent loop builds again
+    and again with the same input while its turn is open, and the closed turns, so the ranking,
+    are the same."""
 
 
 def postings_cache() -> GrowingCache[int, IndexedTurns]:

@@ -29,7 +29,7 @@ from contextwright.analysis import analyzer
 from contextwright.errors import InvalidInputError
 from contextwright.recall.dates import query_date_terms, turn_date_terms
 from contextwright.recall.lexical import LexicalTurnRecaller, RecallExpansion, with_neighbours
-from contextwright.recall.turns import RecallTurn, TurnRecaller, rank_turns
+from contextwright.recall.turns import RecallTurn, TurnRecaller, rank_turns, turn_focus
 from contextwright.retrieval._numpy import np
 from contextwright.retrieval.dense import Embedder, VectorMatrix
 from contextwright.retrieval.fusion import (
@@ -264,6 +264,11 @@ class FusedTurnRecaller:
         lexical = rank_turns(self.lexical, query, turns, limit=limit, now=now)
         dense = self._dense.rank(query, turns, limit=limit)
         return reciprocal_rank_fusion((lexical, dense), k=self.k, limit=limit)
+
+    def focus(self, query: str, turns: Sequence[RecallTurn], *, limit: int,
+              now: str | None = None) -> float | None:
+        """The lexical side's focus (``LexicalTurnRecaller.focus``), when it has one."""
+        return turn_focus(self.lexical, query, turns, limit=limit, now=now)
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[tuple[int, float]]], *, k: float,

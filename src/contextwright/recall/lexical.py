@@ -132,29 +132,49 @@ class LexicalTurnRecaller:
 
         ``now``: when the query is asked (ISO 8601), to date its time words ("yesterday").
         """
+        return self._ranking(query, turns, limit, now)[0]
+
+    def focus(self, query: str, turns: Sequence[RecallTurn], *, limit: int,
+              now: str | None = None) -> float | None:
+        """How much of ``query`` its best matching turn matches, from 0 to 1 (None: no terms).
+
+        The best turn's BM25 score (before expansion) over the best a turn could score for
+        the query's terms (``TurnPostings.best_possible``). High for a question about
+        something said before ("When did Mel adopt the puppy?": one turn holds most of it);
+        low for a long, chatty input whose words are spread over many turns, where what is
+        recalled is a weak signal. A stable-prefix build refreshes recalled turns only for a
+        focused input (``CachePolicy.min_recall_focus``).
+        """
+        return self._ranking(query, turns, limit, now)[1]
+
+    def _ranking(self, query: str, turns: Sequence[RecallTurn], limit: int,
+                 now: str | None) -> tuple[list[tuple[int, float]], float | None]:
         wanted = set(_terms(query)) - QUESTION_STOPWORDS
         if self.dates:
             wanted.update(query_date_terms(query, now))
         terms = sorted(wanted)  # sorted: scores add up in the same order every run
         if not terms or not turns or limit <= 0:
-            return []
+            return [], None
         with self._lock:
             entry = self._postings(turns)
             asked = (terms, limit)
             known = entry.last_ranking
             if known is not None and known[0] == asked and known[1] == len(entry.keys):
-                return list(known[2])
-            ranked = self._ranked(entry.index, turns, terms, limit)
-            entry.last_ranking = (asked, len(entry.keys), ranked)
-            return list(ranked)
+                return list(known[2]), known[3]
+            ranked, focus = self._ranked(entry.index, turns, terms, limit)
+            entry.last_ranking = (asked, len(entry.keys), ranked, focus)
+            return list(ranked), focus
 
     def _ranked(self, index: TurnPostings, turns: Sequence[RecallTurn], terms: list[str],
-                limit: int) -> list[tuple[int, float]]:
+                limit: int) -> tuple[list[tuple[int, float]], float]:
+        """The ranking, and the query's focus (``focus``)."""
         hits = self._top(index, terms, limit)
+        possible = index.best_possible(terms, k1=self.k1)
+        focus = min(hits[0][1] / possible, 1.0) if hits and possible > 0 else 0.0
         if self.expansion is None or not hits:
-            return hits
+            return hits, focus
         return _expanded(hits, self._feedback(index, turns, hits, set(terms), limit),
-                         self.expansion, len(turns), limit)
+                         self.expansion, len(turns), limit), focus
 
     def _top(self, index: TurnPostings, terms: Sequence[str], limit: int
              ) -> list[tuple[int, float]]:

@@ -64,9 +64,25 @@ def rank_turns(recaller: TurnRecaller, query: str, turns: Sequence[RecallTurn], 
     return recaller.rank(query, turns, limit=limit)
 
 
-def _takes_now(recaller: TurnRecaller) -> bool:
-    """Whether ``recaller.rank`` has a ``now`` keyword (read off its code: no call to find out)."""
-    code = getattr(getattr(type(recaller), "rank", None), "__code__", None)
+def turn_focus(recaller: TurnRecaller, query: str, turns: Sequence[RecallTurn], *, limit: int,
+               now: str | None) -> float | None:
+    """How focused ``query``'s recall is, from 0 to 1, if ``recaller`` can say (a ``focus``).
+
+    None when it cannot (a user's recaller, the hybrid one) or the query has nothing to match:
+    a stable-prefix build then treats the input as focused, as it did before recallers could
+    tell (see ``LexicalTurnRecaller.focus``).
+    """
+    focus = getattr(recaller, "focus", None)
+    if not callable(focus):
+        return None
+    if now is not None and _takes_now(recaller, "focus"):
+        return focus(query, turns, limit=limit, now=now)  # type: ignore[no-any-return]
+    return focus(query, turns, limit=limit)  # type: ignore[no-any-return]
+
+
+def _takes_now(recaller: TurnRecaller, method: str = "rank") -> bool:
+    """Whether ``recaller.<method>`` has a ``now`` keyword (read off its code, not called)."""
+    code = getattr(getattr(type(recaller), method, None), "__code__", None)
     if code is None:
         return False
     keywords = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]

@@ -49,7 +49,13 @@ from contextwright.errors import InvalidInputError
 from contextwright.recall.history import RECALLED_UNITS, turn_index
 from contextwright.recall.interleave import Interleaving, Segment, interleave
 from contextwright.recall.lexical import LexicalTurnRecaller, RecallExpansion
-from contextwright.recall.turns import TurnIndex, TurnRecaller, asked_at, rank_turns
+from contextwright.recall.turns import (
+    TurnIndex,
+    TurnRecaller,
+    asked_at,
+    rank_turns,
+    turn_focus,
+)
 from contextwright.sources.history_digest import history_digest, omitted_digest
 from contextwright.sources.options import HistoryOptions, ToolResultOptions
 from contextwright.tokens import estimate_tokens
@@ -414,6 +420,14 @@ class HistorySource:
                cost: Callable[[ContextItem], int]) -> ContextItem | None:
         """Exact values of the omitted messages, for ``digest_share`` (``history_digest``)."""
         return history_digest(request, options, kept, max_tokens, cost)
+
+    def recall_focus(self, request: Request, options: Mapping[str, Any]) -> float | None:
+        """How focused the input's recall is (``turn_focus``), None when nothing is recalled."""
+        if not (float(options.get("recall_share", 0) or 0) > 0 and request.history):
+            return None
+        return turn_focus(self.recaller, request.user_input, turn_index(request.history).turns,
+                          limit=int(options.get("recall_limit", 8)),
+                          now=asked_at(request.turn, request.history))
 
     def recalled_turns(self, request: Request, options: Mapping[str, Any],
                        starts: Sequence[int]) -> Iterator[ContextItem]:
