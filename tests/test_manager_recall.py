@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -112,19 +111,26 @@ def _small_talk(cm: ContextManager, rounds: int, user: str = "u", session: str =
 
 
 def _recalled(ctx: PreparedContext) -> list[str]:
-    """Contents of the messages of recalled turns, in rendered order.
+    """Contents of the messages of recalled, marked turns, in rendered order.
 
-    The report names each recalled turn's seqs; recalled turns are rendered first in history.
+    Each opens with a ``[recalled …]`` user message and runs to the next user message. With the
+    prompt cache on they may sit in the kept run (recalled for an earlier input and kept since)
+    or after it (recalled for this input only); the report names each with its seqs.
     """
     reasons = [d.reason for d in ctx.report.decisions
                if d.action == "kept" and d.reason.startswith("recalled")]
     assert all(d.key.startswith("history.recalled.") for d in ctx.report.decisions
                if d.action == "kept" and d.reason.startswith("recalled"))
-    spans = [re.search(r"seq (\d+)-(\d+)", reason) for reason in reasons]
-    count = sum(int(m.group(2)) - int(m.group(1)) + 1 for m in spans if m is not None)
-    history = [str(m.get("content") or "") for m in ctx.to_messages("openai")
-               if m["role"] != "system"]
-    recalled = history[:count]
+    recalled: list[str] = []
+    inside = False
+    for message in ctx.to_messages("openai"):
+        content = str(message.get("content") or "")
+        if message["role"] == "system":
+            continue
+        if message["role"] == "user":
+            inside = content.startswith("[recalled")
+        if inside:
+            recalled.append(content)
     marked = [r for r in reasons if "in sequence, shown unmarked" not in r]
     assert sum(c.startswith("[recalled") for c in recalled) == len(marked)
     return recalled

@@ -771,3 +771,42 @@ def test_a_bad_min_recall_focus_is_a_typed_error() -> None:
     for bad in (-0.1, 1.5):
         with pytest.raises(InvalidInputError, match="min_recall_focus"):
             CachePolicy(min_recall_focus=bad)
+
+
+def test_a_managed_chat_finds_its_recalled_stored_turns_again_on_any_worker(
+        tmp_path: Path) -> None:
+    """Turns recalled from the session's store stay in the cached run, call after call.
+
+    The manager shows older turns from the store before the request's window; the next call
+    (on either worker) offers them again as they were shown, so the run is continued instead
+    of cut because its first messages were not offered any more.
+    """
+    path = tmp_path / "sessions.db"
+    workers = [ContextManager(SqliteStore(path), background=False) for _ in range(2)]
+    try:
+        for t in range(48):
+            word = WORDS[t % len(WORDS)]
+            workers[0].record("u", "s", messages=[
+                {"role": "user", "content": f"Some news on the {word} ({t})."},
+                {"role": "assistant", "content": f"Noted about the {word} ({t}): "
+                 + "details " * (8 + t % 9)}])
+        built = []
+        for t in range(30):
+            named = [WORDS[(t * 5 + k) % len(WORDS)] for k in range(8)]
+            asked = (f"What did we say about the {named[0]}?" if t % 5 == 4
+                     else f"Busy days: {', '.join(named)} and more ({t}).")
+            prepared = workers[t % 2].prepare("u", "s", asked)
+            built.append(prepared.context)
+            workers[t % 2].record("u", "s", assistant=f"You are welcome ({t}). " + "ok " * 9)
+    finally:
+        for worker in workers:
+            worker.close()
+    stored = [c for c in built[:-1] if any(
+        d.key.startswith("history.recalled.") and d.action == "kept"
+        for d in c.report.decisions)]
+    assert len(stored) >= 10  # the chat does recall stored turns
+    after = [built[i + 1].report.cache for i, c in enumerate(built[:-1]) if c in stored]
+    # Cuts come when the mode's window slides (every few rounds), not on every call.
+    continued = [r for r in after if r is not None and not r.advanced]
+    assert len(continued) >= len(after) * 0.7
+    assert all(r.prefix_tokens > 0 and r.hit_share > 0.4 for r in continued)

@@ -118,7 +118,8 @@ class SourceLayout:
     digest_room: int = 0
     """Tokens the digest of left-out messages was given (0: no digest)."""
     recalled: tuple[int, ...] = ()
-    """Where the recalled turns it shows open in the list (to offer them again as shown)."""
+    """Where the recalled turns it shows open in the list (to offer them again as shown);
+    negative: a session's stored turn that far before the list's start."""
     spec: str = ""
     """Hash of the source's place in the plan (options, strategy): another one starts afresh."""
 
@@ -138,7 +139,7 @@ class SourceLayout:
             raise InvalidInputError("fingerprint layout messages must be a list of hashes")
         recalled = data.get("recalled", [])
         if not isinstance(recalled, list) or not all(
-                isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in recalled):
+                isinstance(r, int) and not isinstance(r, bool) for r in recalled):
             raise InvalidInputError("fingerprint layout recalled must be a list of positions")
         return cls(messages=tuple(messages), length=_count(data, "length"),
                    tail=_text(data, "tail"), anchor=_count(data, "anchor"),

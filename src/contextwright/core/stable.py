@@ -205,7 +205,7 @@ def _recalled_again(g: Gathered, source: ContextSource, request: Request,
     """The layout's recalled turns, offered again as they were shown (if the source can)."""
     if not layout.recalled or not callable(getattr(source, "recalled_turns", None)):
         return []
-    starts = [start + shift for start in layout.recalled if start + shift >= 0]
+    starts = [start + shift for start in layout.recalled]
     spec = replace(g.spec, options=anchored_options(g.spec.options, anchor, g.traits.layout,
                                                     recall=True))
     return gather_source(spec, g.position, _Turns(source, starts), request, cap, costing).units
@@ -402,10 +402,9 @@ def layout_of(selection: Selection, raw: Sequence[Mapping[str, Any]], where: str
     """What the next build needs to find this selection again."""
     hashes = tuple(candidate_hash(c) for u in selection.kept
                    for c in sorted(u.candidates, key=_order))
-    # Only turns of this list can be offered again by position (a session's older turns,
-    # recalled from its store, are found again among what the source offers).
-    recalled = tuple(sorted({int(_first_order(u)) for u in selection.kept
-                             if _recalled(u) and _first_order(u) >= 0}))
+    # Positions in this list; a session's older turns, recalled from its store, sit before
+    # it (negative: the source's ``recalled_turns`` finds them again by that position).
+    recalled = tuple(sorted({int(_first_order(u)) for u in selection.kept if _recalled(u)}))
     return SourceLayout(messages=hashes, length=len(raw), tail=tail_of(raw, where),
                         anchor=anchor, digest_room=digest_room, recalled=recalled)
 

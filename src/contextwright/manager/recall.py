@@ -54,6 +54,7 @@ from contextwright.recall.turns import (
     TurnKey,
     TurnRecaller,
     rank_turns,
+    turn_focus,
 )
 from contextwright.session import flow
 from contextwright.session.flow import Flow
@@ -923,6 +924,36 @@ class SessionHistorySource:
         if isinstance(self._history, DigestingSource):
             return self._history.digest(request, options, kept, max_tokens, cost)
         return None
+
+    def recalled_turns(self, request: Request, options: Mapping[str, Any],
+                       starts: Sequence[int]) -> Iterator[ContextItem]:
+        """The turns opening at ``starts`` as recalled, shown as an earlier build showed them.
+
+        A start is a position in the request's history; a negative one is a stored turn before
+        it (the order its items were placed at). A build that keeps a stable prefix offers
+        them again whatever the current input ranks, so the cached run is found again.
+        """
+        own = [start for start in starts if start >= 0]
+        if own and callable(getattr(self._history, "recalled_turns", None)):
+            yield from self._history.recalled_turns(request, options, own)  # type: ignore[attr-defined]
+        stored = sorted({start + self._offset for start in starts if start < 0})
+        if not stored:
+            return
+        index = self._index(options)
+        since_cut = calls_since_cut(request, options)
+        old = Request(user_input=request.user_input, history=self._turns.messages)
+        for at in stored:
+            position = bisect_left(index.turns, at, key=operator.attrgetter("index"))
+            if (position < len(index.turns) and index.turns[position].index == at
+                    and index.ends[position] <= self._offset):
+                yield from self._placed(old, options, index, position, 0.0, since_cut)
+
+    def recall_focus(self, request: Request, options: Mapping[str, Any]) -> float | None:
+        """How focused the input's recall over the stored turns is (``turn_focus``)."""
+        turns = self._turns
+        with turns.lock:
+            return turn_focus(self._recaller, request.user_input, turns.index.turns,
+                              limit=self._limit, now=self._now)
 
     def _ranked(self, query: str) -> list[tuple[int, float]]:
         turns = self._turns
