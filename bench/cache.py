@@ -364,6 +364,88 @@ def replay_locomo(folder: Path, methods: list[Method], budgets: Sequence[int],
     return results
 
 
+def _seconds(stamp: object, default: float) -> float:
+    """Unix seconds of an ISO 8601 timestamp (``default`` when there is none)."""
+    from datetime import UTC, datetime
+
+    if not isinstance(stamp, str):
+        return default
+    moment = datetime.fromisoformat(stamp)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+class _Clock:
+    """The manager's clock: the time of the message being said (LoCoMo's session dates)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _manager(plan: BuildPlan, cache: bool, clock: _Clock, store: Any = None) -> Any:
+    from contextwright import ContextManager, ModesConfig
+
+    modes = ModesConfig.default().modes
+    return ContextManager(store, plans=dict.fromkeys(modes, plan), background=False,
+                          cache=cache, clock=clock)
+
+
+def replay_locomo_manager(folder: Path, budgets: Sequence[int], limit: int | None,
+                          count: Count, questions: int | None) -> dict[int, dict[str, Tally]]:
+    """LoCoMo through ``ContextManager`` (every mode on ``chat``), the session in its store.
+
+    Each speaker-A turn is a ``prepare`` (the store keeps it); speaker B's turns are recorded.
+    Each question is asked of a copy of the session as the conversation left it (messages and
+    state, fingerprint included; the copy's recall index is built anew), so questions do not
+    see each other.
+    """
+    from contextwright.session.memory import MemoryStore
+    from contextwright.session.store import SessionKey
+
+    data = load_locomo(folder)
+    names = {False: "ContextManager (cache off)", True: "ContextManager (cache on)"}
+    results: dict[int, dict[str, Tally]] = {b: {n: Tally() for n in names.values()}
+                                            for b in budgets}
+    conversations = list(data.conversations.values())[:limit] if limit else list(
+        data.conversations.values())
+    key = SessionKey(user_id="u", session_id="s")
+    for budget in budgets:
+        plan = BuildPlan.named("chat").with_budget(available_override=budget)
+        for conversation in conversations:
+            asks = [c for c in data.cases if c.sample_id == conversation.sample_id]
+            asks = asks[:questions] if questions is not None else asks
+            for cache, name in names.items():
+                tally, clock = results[budget][name], _Clock()
+                manager = _manager(plan, cache, clock)
+                previous: list[Msg] | None = None
+                for position, message in enumerate(conversation.history):
+                    clock.now = _seconds(message.get("timestamp"), clock.now)
+                    if message["role"] == "user" and position > 0:  # calls as the builder's
+                        current = manager.prepare("u", "s", str(message["content"]))
+                        current_messages = current.to_messages("openai")
+                        tally.add(previous, current_messages, count)
+                        previous = current_messages
+                    else:
+                        manager.record("u", "s", messages=[dict(message)])
+                stored = [m.message for m in manager.store.read(key)]
+                state = manager.store.get_state(key)
+                manager.close()
+                for case in asks:
+                    copy = MemoryStore()
+                    copy.append(key, stored)
+                    if state is not None:
+                        copy.put_state(key, state.data, expected_version=None)
+                    asker = _manager(plan, cache, clock, copy)
+                    messages = asker.prepare("u", "s", case.question).to_messages("openai")
+                    asker.close()
+                    evidence = [conversation.turns[dia_id] for dia_id in case.evidence]
+                    tally.quality.append(
+                        evidence_scores(evidence, messages, count)["strict_recall"].numerator)
+    return results
+
+
 # --- output --------------------------------------------------------------------------------
 
 
@@ -436,6 +518,10 @@ def main() -> None:
                                args.limit, count, args.questions)
         print_table("LoCoMo dev conversations (chat; budget = total)", locomo,
                     "strict evidence recall")
+        managed_chat = replay_locomo_manager(args.data / "locomo-dev", args.locomo_budgets,
+                                             args.limit, count, args.questions)
+        print_table("LoCoMo dev conversations through ContextManager (every mode on the same "
+                    "chat plan)", managed_chat, "strict evidence recall", reference=locomo)
 
 
 if __name__ == "__main__":
