@@ -21,7 +21,8 @@ Methods, side by side: contextwright today (no ``previous``), contextwright with
 OpenAI Agents SDK's session trimming (the last N items of a session) when ``openai-agents`` is
 installed. τ-bench replays every model call of each agent trajectory with the ``tool_heavy`` plan
 (history and this turn's results each capped at the budget); LoCoMo makes each turn of speaker A
-a call with the ``chat`` plan at a total budget.
+a call with the ``chat`` plan at a total budget. Both are also replayed through
+``ContextManager`` (every mode on the same plan, the session in a store), cache on and off.
 """
 
 from __future__ import annotations
