@@ -2,7 +2,7 @@
 
     python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0]
         [--head-share 0.3] [--min-recall-coverage 0.65] [--objective balanced|fill|cost]
-        [--no-recall-tail]
+        [--no-recall-tail] [--min-recall-focus 0.15] [--explain]
         [--skip tau|locomo]
 
 For consecutive calls of one conversation, from the rendered requests themselves (OpenAI chat
@@ -67,8 +67,11 @@ class Tally:
     cost: dict[str, float] = field(default_factory=lambda: {m.name: 0.0 for m in PRICE_MODELS})
     pairs_ok: int = 0
     quality: list[float] = field(default_factory=list)
+    lost: dict[str, list[int]] = field(default_factory=dict)
+    """Per kind of call (``WithPrevious.kind``): [calls, tokens after system not cached]."""
 
-    def add(self, previous: list[Msg] | None, current: list[Msg], count: Count) -> None:
+    def add(self, previous: list[Msg] | None, current: list[Msg], count: Count,
+            kind: str | None = None) -> None:
         """Count one call against the one before it (the first call of a conversation too)."""
         sizes = [message_tokens(m, count) for m in current]
         total = sum(sizes)
@@ -87,6 +90,10 @@ class Tally:
         for model in PRICE_MODELS:
             self.cost[model.name] += model.relative_cost(prefix, total) * total
         self.pairs_ok += int(_pairs_intact(current))
+        if kind is not None:
+            entry = self.lost.setdefault(kind, [0, 0])
+            entry[0] += 1
+            entry[1] += (total - system) - max(prefix - system, 0)
 
     def row(self) -> dict[str, float]:
         """The tally's ratios."""
@@ -154,6 +161,8 @@ class WithPrevious(Method):
         self.previous: Any = None
         self.advances = 0
         self.builds = 0
+        self.kind = "first call"
+        """What kind of call the last build was (``_kind``)."""
 
     def start(self) -> None:
         self.previous = None
@@ -163,7 +172,24 @@ class WithPrevious(Method):
         self.previous = ctx.fingerprint
         self.builds += 1
         self.advances += bool(ctx.report.cache and ctx.report.cache.advanced)
+        self.kind = _kind(ctx.report.cache)
         return ctx.to_messages("openai")
+
+
+def _kind(report: Any) -> str:
+    """What kind of call a build with ``previous`` was, from its cache report."""
+    if report is None or not report.previous:
+        return "first call"
+    why = report.reason or ""
+    if "cut advanced" in why:  # a cut that broke the prefix (one after it is not a break)
+        if "no longer fits its grant" in why or "window passed" in why:
+            return "cut: the run outgrew its grant"
+        if "recalled for this input" in why:
+            return "cut: this input's recall"
+        return "cut: other (the list or the plan changed)"
+    if report.transient:
+        return "continued, recalled turns shown after the run"
+    return "continued (appends only)"
 
 
 class TrimMessages(Method):
@@ -246,7 +272,7 @@ def replay_tau(folder: Path, methods: list[Method], budgets: Sequence[int], limi
                     request = Request(user_input=user, system=data.policy, history=history,
                                       turn=turn)
                     last = method.call(plan, request, _total(budget, data.policy, user, count))
-                    tally.add(previous, last, count)
+                    tally.add(previous, last, count, getattr(method, "kind", None))
                     previous = last
                 # The dataset's cut is the last call replayed: score what that call showed.
                 scores = tau_scores(case, last, count)["fact_survival"]
@@ -351,7 +377,7 @@ def replay_locomo(folder: Path, methods: list[Method], budgets: Sequence[int],
                     request = Request(user_input=str(message["content"]),
                                       history=history[:position])
                     current = method.call(plan, request, budget)
-                    tally.add(previous, current, count)
+                    tally.add(previous, current, count, getattr(method, "kind", None))
                     previous = current
                 state = getattr(method, "previous", None)
                 for case in asks:  # each question continues from the conversation's last call
@@ -468,6 +494,18 @@ def print_table(title: str, results: dict[int, dict[str, Tally]], quality: str,
                   f"{ratio['openai']:.2f} | {row['pairs']:.3f} | {row['quality']:.3f} |")
 
 
+def print_losses(title: str, results: dict[int, dict[str, Tally]]) -> None:
+    """Where the uncached tokens (after system) of the builds with ``previous`` come from."""
+    print(f"\n## {title}: where the uncached history tokens come from\n")
+    print("| budget | kind of call | calls | share of the uncached tokens |")
+    print("|---|---|---|---|")
+    for budget, tallies in results.items():
+        lost = tallies[WithPrevious.name].lost
+        total = sum(tokens for _, tokens in lost.values()) or 1
+        for kind, (calls, tokens) in sorted(lost.items(), key=lambda item: -item[1][1]):
+            print(f"| {budget} | {kind} | {calls} | {tokens / total:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="folder holding the datasets")
@@ -486,6 +524,8 @@ def main() -> None:
                         default=CachePolicy().objective)
     parser.add_argument("--no-recall-tail", action="store_true",
                         help="cut afresh instead of showing missing recalled turns after the run")
+    parser.add_argument("--explain", action="store_true",
+                        help="say where the uncached tokens of the builds with previous go")
     parser.add_argument("--tau-budgets", type=int, nargs="*", default=[1000, 2000, 4000])
     parser.add_argument("--locomo-budgets", type=int, nargs="*", default=[4000, 8000])
     parser.add_argument("--skip", choices=["tau", "locomo"], default=None)
@@ -510,6 +550,8 @@ def main() -> None:
                          args.limit, count)
         print_table("τ-bench dev trajectories (tool_heavy; budget = history cap and turn cap)",
                     tau, "fact survival")
+        if args.explain:
+            print_losses("τ-bench", tau)
         managed = replay_tau_manager(args.data / "tau-bench-airline-dev", args.tau_budgets,
                                      args.limit, count)
         print_table("τ-bench dev trajectories through ContextManager (every mode on the same "
@@ -519,6 +561,8 @@ def main() -> None:
                                args.limit, count, args.questions)
         print_table("LoCoMo dev conversations (chat; budget = total)", locomo,
                     "strict evidence recall")
+        if args.explain:
+            print_losses("LoCoMo", locomo)
         managed_chat = replay_locomo_manager(args.data / "locomo-dev", args.locomo_budgets,
                                              args.limit, count, args.questions)
         print_table("LoCoMo dev conversations through ContextManager (every mode on the same "
