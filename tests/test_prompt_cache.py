@@ -9,7 +9,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -507,24 +507,37 @@ def _recall_chat(objective: str, calls: int = 70, *, tail: bool = False
     Without ``tail``, recalled turns join the kept run (an allowance) and a cut follows when
     they are not enough, so the objectives' cuts can be compared.
     """
-    builder = ContextBuilder()
-    chat = BuildPlan.named("chat").with_budget(available_override=1500)
     policy = CachePolicy(objective=objective, recall_tail=tail,  # type: ignore[arg-type]
                          recall_share=0 if tail else 0.15)
-    history: list[dict[str, Any]] = []
+    topics = [TOPICS[(t * 3) % len(TOPICS)] for t in range(calls)]
+    return _replay_chat(
+        ContextBuilder(), policy, [],
+        [f"Remind me what we said about {topic} last time ({t})."
+         for t, topic in enumerate(topics)],
+        lambda t: _news(topics[t], t))
+
+
+def _news(topic: str, t: int) -> list[dict[str, Any]]:
+    """A round of news on ``topic``, its reply one of several lengths."""
+    return [{"role": "user", "content": f"Some news on {topic} ({t})."},
+            {"role": "assistant",
+             "content": f"Noted about {topic} ({t}): " + "details " * (8 + t % 9)}]
+
+
+def _replay_chat(builder: ContextBuilder, policy: CachePolicy,
+                 history: list[dict[str, Any]], inputs: list[str],
+                 after: Callable[[int], list[dict[str, Any]]]) -> list[FinalContext]:
+    """Each input a ``chat`` call continuing the previous one; ``after(t)`` is then appended."""
+    chat = BuildPlan.named("chat").with_budget(available_override=1500)
     before: FinalContext | None = None
     built = []
-    for t in range(calls):
-        topic = TOPICS[(t * 3) % len(TOPICS)]
-        question = f"Remind me what we said about {topic} last time ({t})."
-        ctx = builder.build(chat, Request(user_input=question, history=list(history)),
+    for t, asked in enumerate(inputs):
+        ctx = builder.build(chat, Request(user_input=asked, history=list(history)),
                             previous=before, cache=policy)
         assert ctx.total_tokens <= ctx.available
         built.append(ctx)
         before = ctx
-        history += [{"role": "user", "content": f"Some news on {topic} ({t})."},
-                    {"role": "assistant",
-                     "content": f"Noted about {topic} ({t}): " + "details " * (8 + t % 9)}]
+        history += after(t)
     return built
 
 
@@ -533,9 +546,7 @@ def test_the_cost_objective_frees_its_step_from_lesser_recalled_turns_and_cuts_l
     cuts = {name: sum(bool(c.report.cache and c.report.cache.advanced) for c in built)
             for name, built in (("fill", fill), ("cost", cost))}
     assert 0 < cuts["cost"] < cuts["fill"]
-    cached = {name: sum(c.report.cache.prefix_tokens for c in built if c.report.cache)
-              / sum(c.total_tokens for c in built)
-              for name, built in (("fill", fill), ("cost", cost))}
+    cached = {name: _cached_share(built) for name, built in (("fill", fill), ("cost", cost))}
     assert cached["cost"] > cached["fill"]
     lesser = "recalled below the best for this input; left out to leave room"
     assert any(lesser in d.reason for c in cost for d in c.report.decisions)
@@ -565,8 +576,7 @@ def test_the_balanced_objective_frees_recalled_turns_only_on_cuts_the_appended_m
     cuts = {name: sum(bool(c.report.cache and c.report.cache.advanced) for c in built)
             for name, built in (("fill", fill), ("balanced", balanced))}
     assert cuts["balanced"] < cuts["fill"]
-    cached = {name: sum(c.report.cache.prefix_tokens for c in built if c.report.cache)
-              / sum(c.total_tokens for c in built)
+    cached = {name: _cached_share(built)
               for name, built in (("fill", fill), ("balanced", balanced))}
     assert cached["balanced"] > cached["fill"]
 
@@ -664,13 +674,7 @@ CHATTY = ("Busy week: the lighthouse, violin practice, a bike repair, baking bre
 
 
 def _topic_history(turns: int) -> list[dict[str, Any]]:
-    history: list[dict[str, Any]] = []
-    for t in range(turns):
-        topic = TOPICS[t % len(TOPICS)]
-        history += [{"role": "user", "content": f"Some news on {topic} ({t})."},
-                    {"role": "assistant",
-                     "content": f"Noted about {topic} ({t}): " + "details " * (8 + t % 9)}]
-    return history
+    return [m for t in range(turns) for m in _news(TOPICS[t % len(TOPICS)], t)]
 
 
 def test_a_question_about_one_turn_is_focused_and_a_chatty_message_is_not() -> None:
@@ -691,33 +695,31 @@ WORDS = ("lighthouse", "violin", "bicycle", "sourdough", "chess", "Lisbon", "she
          "vineyard", "glacier", "harmonica", "lantern", "quilt", "falcon", "canyon", "tapestry")
 
 
+def _word_history() -> list[dict[str, Any]]:
+    """48 rounds of news, each on one of ``WORDS``."""
+    return [m for t in range(48) for m in _news(f"the {WORDS[t % len(WORDS)]}", t)]
+
+
+def _mixed_input(t: int) -> str:
+    """A chatty input naming eight topics (diffuse recall: each older turn holds one of its
+    words), and every fifth input a question about one topic."""
+    named = [WORDS[(t * 5 + k) % len(WORDS)] for k in range(8)]
+    return (f"What did we say about the {named[0]}?" if t % 5 == 4
+            else f"Busy days: {', '.join(named)} and more ({t}).")
+
+
+def _thanks(t: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"Thanks, noted ({t})."},
+            {"role": "assistant", "content": f"You are welcome ({t}). " + "ok " * 9}]
+
+
 def _mixed_chat(min_focus: float, recaller: Any = None, calls: int = 60,
                 coverage: float = CachePolicy().min_recall_coverage) -> list[FinalContext]:
-    """A chat of chatty inputs, each naming eight other topics (diffuse recall: each older
-    turn holds one of its words), and every fifth input a question about one topic."""
+    """A chat of ``_mixed_input``s over ``_word_history``."""
     builder = ContextBuilder(sources=() if recaller is None else [HistorySource(recaller)])
-    chat = BuildPlan.named("chat").with_budget(available_override=1500)
     policy = CachePolicy(min_recall_focus=min_focus, min_recall_coverage=coverage)
-    history: list[dict[str, Any]] = []
-    for t in range(48):
-        word = WORDS[t % len(WORDS)]
-        history += [{"role": "user", "content": f"Some news on the {word} ({t})."},
-                    {"role": "assistant", "content": f"Noted about the {word} ({t}): "
-                     + "details " * (8 + t % 9)}]
-    before: FinalContext | None = None
-    built = []
-    for t in range(calls):
-        named = [WORDS[(t * 5 + k) % len(WORDS)] for k in range(8)]
-        asked = (f"What did we say about the {named[0]}?" if t % 5 == 4
-                 else f"Busy days: {', '.join(named)} and more ({t}).")
-        ctx = builder.build(chat, Request(user_input=asked, history=list(history)),
-                            previous=before, cache=policy)
-        assert ctx.total_tokens <= ctx.available
-        built.append(ctx)
-        before = ctx
-        history += [{"role": "user", "content": f"Thanks, noted ({t})."},
-                    {"role": "assistant", "content": f"You are welcome ({t}). " + "ok " * 9}]
-    return built
+    return _replay_chat(builder, policy, _word_history(),
+                        [_mixed_input(t) for t in range(calls)], _thanks)
 
 
 def _cached_share(built: list[FinalContext]) -> float:
@@ -784,18 +786,12 @@ def test_a_managed_chat_finds_its_recalled_stored_turns_again_on_any_worker(
     path = tmp_path / "sessions.db"
     workers = [ContextManager(SqliteStore(path), background=False) for _ in range(2)]
     try:
-        for t in range(48):
-            word = WORDS[t % len(WORDS)]
-            workers[0].record("u", "s", messages=[
-                {"role": "user", "content": f"Some news on the {word} ({t})."},
-                {"role": "assistant", "content": f"Noted about the {word} ({t}): "
-                 + "details " * (8 + t % 9)}])
+        history = _word_history()
+        for at in range(0, len(history), 2):
+            workers[0].record("u", "s", messages=history[at:at + 2])
         built = []
         for t in range(30):
-            named = [WORDS[(t * 5 + k) % len(WORDS)] for k in range(8)]
-            asked = (f"What did we say about the {named[0]}?" if t % 5 == 4
-                     else f"Busy days: {', '.join(named)} and more ({t}).")
-            prepared = workers[t % 2].prepare("u", "s", asked)
+            prepared = workers[t % 2].prepare("u", "s", _mixed_input(t))
             built.append(prepared.context)
             workers[t % 2].record("u", "s", assistant=f"You are welcome ({t}). " + "ok " * 9)
     finally:

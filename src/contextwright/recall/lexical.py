@@ -142,8 +142,8 @@ class LexicalTurnRecaller:
         the query's terms (``TurnPostings.best_possible``). High for a question about
         something said before ("When did Mel adopt the puppy?": one turn holds most of it);
         low for a long, chatty input whose words are spread over many turns, where what is
-        recalled is a weak signal. A stable-prefix build refreshes recalled turns only for a
-        focused input (``CachePolicy.min_recall_focus``).
+        recalled is a weak signal. A stable-prefix build cuts its kept run for the recall of a
+        focused input only (``CachePolicy.min_recall_focus``).
         """
         return self._ranking(query, turns, limit, now)[1]
 

@@ -58,10 +58,8 @@ def rank_turns(recaller: TurnRecaller, query: str, turns: Sequence[RecallTurn], 
     recallers take ``now`` (an ISO 8601 timestamp); a user's recaller, or a subclass whose
     ``rank`` has the protocol's signature, is asked as the protocol says.
     """
-    if now is not None and _takes_now(recaller):
-        rank: Callable[..., list[tuple[int, float]]] = recaller.rank
-        return rank(query, turns, limit=limit, now=now)
-    return recaller.rank(query, turns, limit=limit)
+    ranked: list[tuple[int, float]] = _ask(recaller, "rank", query, turns, limit, now)
+    return ranked
 
 
 def turn_focus(recaller: TurnRecaller, query: str, turns: Sequence[RecallTurn], *, limit: int,
@@ -72,15 +70,22 @@ def turn_focus(recaller: TurnRecaller, query: str, turns: Sequence[RecallTurn], 
     a stable-prefix build then treats the input as focused, as it did before recallers could
     tell (see ``LexicalTurnRecaller.focus``).
     """
-    focus = getattr(recaller, "focus", None)
-    if not callable(focus):
+    if not callable(getattr(recaller, "focus", None)):
         return None
-    if now is not None and _takes_now(recaller, "focus"):
-        return focus(query, turns, limit=limit, now=now)  # type: ignore[no-any-return]
-    return focus(query, turns, limit=limit)  # type: ignore[no-any-return]
+    focus: float | None = _ask(recaller, "focus", query, turns, limit, now)
+    return focus
 
 
-def _takes_now(recaller: TurnRecaller, method: str = "rank") -> bool:
+def _ask(recaller: TurnRecaller, method: str, query: str, turns: Sequence[RecallTurn],
+         limit: int, now: str | None) -> Any:
+    """``recaller.<method>(query, turns, limit=...)``, with ``now`` if the method takes it."""
+    call: Callable[..., Any] = getattr(recaller, method)
+    if now is not None and _takes_now(recaller, method):
+        return call(query, turns, limit=limit, now=now)
+    return call(query, turns, limit=limit)
+
+
+def _takes_now(recaller: TurnRecaller, method: str) -> bool:
     """Whether ``recaller.<method>`` has a ``now`` keyword (read off its code, not called)."""
     code = getattr(getattr(type(recaller), method, None), "__code__", None)
     if code is None:
