@@ -29,6 +29,7 @@ from contextwright.session import MemoryStore, PostgresStore, RedisStore, Sqlite
 from contextwright.session.store import SessionKey, Store, StoredMessage
 from contextwright.sources.conversation import recall_marker
 from contextwright.sources.recall import LexicalTurnRecaller, RecallTurn
+from contextwright.tokens import get_tokenizer
 
 SKIP_SERVICES = os.environ.get("CONTEXTWRIGHT_SKIP_SERVICES") == "1"
 
@@ -424,6 +425,30 @@ def test_the_recall_limit_caps_recalled_turns() -> None:
     _small_talk(cm, 20, start=3)
     ctx = cm.prepare("u", "s", "What about the blue kettle?")
     assert len([c for c in _recalled(ctx) if c.startswith("[recalled")]) == 1
+
+
+def test_the_sliding_window_recalls_up_to_half_the_budget_history_can_reach() -> None:
+    # A chat fills no tools, notes or results: their grants go to history, so recall's room
+    # is half the plan's available budget, not half of history's weighted share of it.
+    cm = _manager()
+    for i in range(200):
+        if i % 4:
+            _small_talk(cm, 1, start=i)
+            continue
+        _say(cm, f"Kettle note {i}: the blue kettle needs spare part K-{i:03d} from shelf "
+                 f"{i % 9}, wrapped in paper, sent by courier {1000 + i} before the sale.",
+             f"Noted: kettle part K-{i:03d}, shelf {i % 9}, courier {1000 + i}.")
+    ctx = cm.prepare("u", "s", "Which spare parts does the blue kettle need?")
+    plan = ctx.context.plan
+    assert plan is not None
+    history = plan.spec("history")
+    assert history is not None
+    available = plan.budget.available
+    weighted = available * history.weight / sum(spec.weight for spec in plan.sources)
+    count = get_tokenizer("o200k_base").count
+    recalled = sum(count(content) for content in _recalled(ctx))
+    assert recalled > 0.75 * 0.5 * available > 1.5 * 0.5 * weighted
+    assert recalled < 0.65 * available  # the share bounds it (estimated while offering)
 
 
 def test_a_bad_recall_setting_is_a_plan_error() -> None:

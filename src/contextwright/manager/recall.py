@@ -96,15 +96,21 @@ def session_recall(settings: ModeSettings, plan: BuildPlan) -> RecallSettings:
 
 
 def recall_tokens(plan: BuildPlan, recall: RecallSettings) -> int:
-    """Estimated tokens recalled turns may take: ``share`` of history's nominal budget share."""
+    """Estimated tokens recalled turns may take: ``share`` of the budget history can reach.
+
+    That is the plan's available budget (history's ``max_tokens`` if lower), not history's
+    weighted share of it: the sources a chat leaves empty (tools, this turn's results, notes)
+    hand their grants to history at build time, and a weighted share left them unused (a chat
+    at 8,000 tokens showed about 2,700). Recalled turns are offered after the request's own
+    messages, so they only take room those leave, and what does not fit the grant is cut.
+    """
     spec = plan.spec("history")
     if spec is None or not recall.enabled:
         return 0
-    total = sum(s.weight for s in plan.sources) or 1.0
-    nominal = plan.budget.available * spec.weight / total
+    reach = plan.budget.available
     if spec.max_tokens is not None:
-        nominal = min(nominal, spec.max_tokens)
-    return int(min(recall.share, MAX_RECALL_SHARE) * nominal)
+        reach = min(reach, spec.max_tokens)
+    return int(min(recall.share, MAX_RECALL_SHARE) * reach)
 
 
 # --------------------------------------------------------------------------- the index
@@ -851,7 +857,7 @@ class SessionHistorySource:
     recalled turn is offered while recalled turns hold less than ``share`` of the (estimated)
     tokens offered so far, so whatever prefix the budget keeps is about that share recalled. In
     all, recalled turns take at most about ``max_tokens`` (``recall_tokens``: ``share`` of
-    history's share of the budget) and at most ``limit`` turns. A recalled turn is placed before
+    the budget history can reach) and at most ``limit`` turns. A recalled turn is placed before
     the request's history (negative order, so it is never taken for one of the request's
     messages, read or unread), keyed ``history.recalled.m<seq - 1>``, and its report reason
     names its seqs.

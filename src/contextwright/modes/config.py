@@ -45,7 +45,8 @@ class RecallSettings:
     """Session-wide recall: older turns, no longer shown verbatim, brought back when relevant."""
 
     share: float = 0.0
-    """About this share of history's part of the budget may hold recalled turns (0: off)."""
+    """About this share of the budget history can reach (the plan's available budget, or
+    history's ``max_tokens``) may hold recalled turns, in the room the window leaves (0: off)."""
     limit: int = 8
     """At most this many turns are recalled per call."""
 
@@ -163,13 +164,12 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
     "when_unsure": "keep",
     "modes": {
         # Summarised rounds relevant to the message come back verbatim, after the window and
-        # within half of what history offers (the chat plan's own recall is tuned for a
-        # history without a summary). The share bounds it, not the count: at 8 turns a long
-        # chat showed 1,500 tokens of an 8,000 budget and its questions' evidence 0.72 of the
-        # time (LoCoMo through the manager); at 64, 0.82.
+        # within half of the budget history can reach (the chat plan's own recall is tuned
+        # for a history without a summary). The share bounds it, not the count (a long chat's
+        # turns are ~35 tokens: half of 8,000 is ~110 of them).
         SLIDING_WINDOW: {"plan": "chat", "window_size": 6, "summary_threshold_ratio": 0.6,
                          "enable_summary": True, "summary_every": 5,
-                         "recall": {"share": 0.5, "limit": 64}},
+                         "recall": {"share": 0.5, "limit": 400}},
         RAG_ENHANCED: {"plan": "rag_qa", "chunk_size": 200, "top_k": 8, "rerank_top_k": 3,
                        "similarity_threshold": 0.35, "window_size": 4},
         STRUCTURED: {"plan": "tool_heavy", "zones": True, "tool_zone_keep": 3,
