@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright import BuildPlan, ContextBuilder, Request, clear_caches
 from contextwright.sources.conversation import HistorySource, recall_marker
 from contextwright.sources.recall import (
     LexicalTurnRecaller,
@@ -79,6 +79,23 @@ def test_relevant_old_turn_is_recalled_whole_before_the_recent_window() -> None:
     assert "fun fact number 10 " not in " ".join(texts), "turns between are left out"
     (kept,) = [d for d in ctx.report.decisions if d.action == "kept"]
     assert kept.reason.startswith("recalled") and kept.key == "history.m6"
+
+
+def test_a_turn_recalled_again_for_another_input_reports_that_inputs_score() -> None:
+    # The turn's items are made once and reused; the score in the report is this input's.
+    history = with_order_turn(chat(40), at=3)
+
+    def reason(question: str) -> str:
+        ctx = BUILDER.build(plan(600, recall_share=0.3), Request(user_input=question,
+                                                                  history=history))
+        return next(d.reason for d in ctx.report.decisions if d.key == "history.m6")
+
+    sharper = "Where is the blue kettle, order ORD-7731, in transit?"
+    first, again = reason(QUESTION), reason(sharper)
+    clear_caches()
+    clear_recall_caches()
+    assert again != first and "score" in again
+    assert again == reason(sharper)
 
 
 def test_without_recall_the_old_turn_is_out_of_reach() -> None:

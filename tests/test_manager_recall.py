@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from contextwright import clear_caches
 from contextwright.errors import InvalidInputError, PlanError, StoreUnavailable
 from contextwright.manager import ContextManager, PreparedContext
 from contextwright.manager.recall import RecallIndexes
@@ -28,7 +29,7 @@ from contextwright.modes.config import RecallSettings, modes_from_mapping
 from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
 from contextwright.session.store import SessionKey, Store, StoredMessage
 from contextwright.sources.conversation import recall_marker
-from contextwright.sources.recall import LexicalTurnRecaller, RecallTurn
+from contextwright.sources.recall import LexicalTurnRecaller, RecallTurn, clear_recall_caches
 from contextwright.tokens import get_tokenizer
 
 SKIP_SERVICES = os.environ.get("CONTEXTWRIGHT_SKIP_SERVICES") == "1"
@@ -191,6 +192,30 @@ def test_recalled_turns_keep_their_ids_and_timestamps() -> None:
     assert shown["msg-answer"].timestamp == "2024-05-01T10:00:05Z"
     recalled = [m.id for m in ctx.context.messages if m.id is not None]
     assert recalled == ["msg-fact", "msg-answer"]
+
+
+def _recall_reason(ctx: PreparedContext) -> str:
+    return next(d.reason for d in ctx.report.decisions if d.key == "history.recalled.m0")
+
+
+def test_a_turn_recalled_again_for_another_input_reports_that_inputs_score() -> None:
+    # The turn's items are made once and reused; the score in the report is this input's.
+    sharper = "Which locker number in the west gym, and what combination?"
+    warm = _manager()
+    _round_40(warm, session="a")
+    warm.record("u", "a", assistant="It is 4-19-27.")
+    first = _recall_reason(warm.prepare("u", "a", QUESTION))
+    again = _recall_reason(warm.prepare("u", "a", sharper))
+    cold_store = MemoryStore()
+    cold = _manager(cold_store)
+    _round_40(cold, session="b")
+    cold.record("u", "b", assistant="It is 4-19-27.")
+    cold.prepare("u", "b", QUESTION)
+    clear_caches()
+    clear_recall_caches()
+    fresh = _recall_reason(_manager(cold_store).prepare("u", "b", sharper))
+    assert again != first and "score" in again
+    assert again == fresh
 
 
 def _tool_turn(cm: ContextManager, parcel: str) -> None:

@@ -430,7 +430,10 @@ def _order(candidate: Candidate) -> float:
 
 
 def _first_order(unit: Unit) -> float:
-    return min(c.item.order for c in unit.candidates)
+    candidates = unit.candidates
+    if len(candidates) == 1:  # most units; a layout's matching asks for each many times
+        return candidates[0].item.order
+    return min([c.item.order for c in candidates])
 
 
 def _rounds(units: Sequence[Unit]) -> int:

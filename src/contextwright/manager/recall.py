@@ -240,7 +240,8 @@ class SessionTurns:
     same next time, or the session was replaced."""
     placed: dict[tuple[int, int], tuple[list[ContextItem], list[ContextItem]]] = field(
         default_factory=dict)
-    """Recalled items as placed before a window starting at a position, per item list."""
+    """Recalled items as placed before a window starting at a position, per item list and per
+    turn (known by its marked opening message, the same for every score)."""
     last_ranking: tuple[tuple[str, int, int, str | None], list[tuple[int, float]]] | None = None
     """(query, turns, limit) and the recaller's answer: an agent loop prepares the same turn
     again after each tool result, and the ranking cannot have changed."""
@@ -998,12 +999,22 @@ class SessionHistorySource:
         turn, end = index.turns[position], index.ends[position]
         reason = (f"recalled: older turn relevant to the input, no longer shown verbatim "
                   f"(score {score:.2f}, seq {turn.index + 1}-{end})")
-        placed = [replace(
-            item, key=f"history.recalled.{item.key.removeprefix('history.')}",
-            order=item.order - self._offset, group=f"session-{item.group}",
-            metadata={**item.metadata, "recalled": reason} if "recalled" in item.metadata
-            else item.metadata) for item in items]
+        # The same turn placed for another score (its items differ only in the opening's
+        # reason, for the report: the marked opening message is the same object).
+        turn_key = (id(items[0].message), self._offset)
+        other = self._turns.placed.get(turn_key)
+        if other is not None and other[0][0].message is items[0].message and len(
+                other[1]) == len(items):
+            first, *rest = other[1]
+            placed = [replace(first, metadata={**first.metadata, "recalled": reason}), *rest]
+        else:
+            placed = [replace(
+                item, key=f"history.recalled.{item.key.removeprefix('history.')}",
+                order=item.order - self._offset, group=f"session-{item.group}",
+                metadata={**item.metadata, "recalled": reason} if "recalled" in item.metadata
+                else item.metadata) for item in items]
         if len(self._turns.placed) >= _PLACED_LIMIT:
             self._turns.placed.clear()
         self._turns.placed[cache_key] = (items, placed)
+        self._turns.placed[turn_key] = (items, placed)
         return placed

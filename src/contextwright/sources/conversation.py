@@ -531,7 +531,7 @@ _RECALLED_LIMIT = 20_000
 
 def cached_recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
                           position: int, score: float, since_cut: int) -> list[ContextItem]:
-    """``recalled_items``, remembered per turn, options, shown score and tool tiers.
+    """``recalled_items``, remembered per turn, options, tool tiers and shown score.
 
     ``since_cut``: call blocks made since the last cut (``calls_since_cut``), which do not age
     the turn's tool results.
@@ -542,16 +542,27 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
     """
     turn, end = index.turns[position], index.ends[position]
     history = request.history
-    key = (id(history[turn.index]), turn.index, end, options_key(options), f"{score:.2f}",
-           index.calls_newer_than(position) - since_cut)
+    base = (id(history[turn.index]), turn.index, end, options_key(options),
+            index.calls_newer_than(position) - since_cut)
+    key = (*base, f"{score:.2f}")
     cached = RECALLED_UNITS.get(key)
     if cached is not None and _still_parsed_as(history, turn.index, cached[0]):
         return cached[1]
-    items = recalled_items(request, options, index, position, score, since_cut)
-    messages = tuple(parse_message(history[at], f"history[{at}]")
-                     for at in range(turn.index, end))
+    # A new input scores the turn anew: only the reason its opening item gives (for the
+    # report) changes, so the items made for another score serve with that one item redone.
+    made = RECALLED_UNITS.get(base)
+    if made is not None and _still_parsed_as(history, turn.index, made[0]):
+        messages, (first, *rest) = made
+        reason = recall_reason(score, turn.index, end)
+        items = [replace(first, metadata={**first.metadata, "recalled": reason}), *rest]
+    else:
+        items = recalled_items(request, options, index, position, score, since_cut)
+        messages = tuple(parse_message(history[at], f"history[{at}]")
+                         for at in range(turn.index, end))
+        made = (messages, items)
     if len(RECALLED_UNITS) >= _RECALLED_LIMIT:
         RECALLED_UNITS.clear()
+    RECALLED_UNITS[base] = made
     RECALLED_UNITS[key] = (messages, items)
     return items
 
@@ -609,11 +620,15 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
     head = content[: len(content) - len(opening.message.content)]
     marked = Message(role=opening.message.role, content=content, id=opening.message.id,
                      timestamp=opening.message.timestamp, images=opening.message.images)
-    reason = (f"recalled: older turn relevant to the input (score {score:.2f}, "
-              f"history[{turn.index}:{index.ends[position]}])")
+    reason = recall_reason(score, turn.index, index.ends[position])
     first = replace(opening, message=marked, group=group, round_start=True,
                     metadata={**opening.metadata, "recalled": reason, KEEP_HEAD: head})
     return [first, *(replace(item, group=group, round_start=False) for item in rest)]
+
+
+def recall_reason(score: float, start: int, end: int) -> str:
+    """The report's reason for keeping the turn ``history[start:end]``, recalled at ``score``."""
+    return f"recalled: older turn relevant to the input (score {score:.2f}, history[{start}:{end}])"
 
 
 RECALL_PREFIX = "[recalled"
