@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from contextwright import clear_caches
+from contextwright import BuildPlan, clear_caches
 from contextwright.errors import InvalidInputError, PlanError, StoreUnavailable
 from contextwright.manager import ContextManager, PreparedContext
-from contextwright.manager.recall import RecallIndexes
+from contextwright.manager.recall import RecallIndexes, recall_tokens
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, ModesConfig
 from contextwright.modes.config import RecallSettings, modes_from_mapping
 from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
@@ -452,18 +452,28 @@ def test_the_recall_limit_caps_recalled_turns() -> None:
     assert len([c for c in _recalled(ctx) if c.startswith("[recalled")]) == 1
 
 
-def test_the_sliding_window_recalls_up_to_half_the_budget_history_can_reach() -> None:
-    # A chat fills no tools, notes or results: their grants go to history, so recall's room
-    # is half the plan's available budget, not half of history's weighted share of it.
-    cm = _manager()
+_KETTLE_QUESTION = "Which spare parts does the blue kettle need?"
+
+
+def _kettle_notes(cm: ContextManager, session: str = "s") -> None:
+    """200 rounds; every fourth a long note on the kettle the question asks about."""
     for i in range(200):
         if i % 4:
-            _small_talk(cm, 1, start=i)
+            _small_talk(cm, 1, session=session, start=i)
             continue
         _say(cm, f"Kettle note {i}: the blue kettle needs spare part K-{i:03d} from shelf "
                  f"{i % 9}, wrapped in paper, sent by courier {1000 + i} before the sale.",
-             f"Noted: kettle part K-{i:03d}, shelf {i % 9}, courier {1000 + i}.")
-    ctx = cm.prepare("u", "s", "Which spare parts does the blue kettle need?")
+             f"Noted: kettle part K-{i:03d}, shelf {i % 9}, courier {1000 + i}. The courier "
+             f"will call ahead, leave the parcel at door {i % 7} and take the old part away.",
+             session=session)
+
+
+def test_the_sliding_window_recalls_up_to_half_the_budget_history_can_reach() -> None:
+    # A chat fills no tools, notes or results: their grants go to history, so recall's room
+    # is about half the plan's available budget, not half of history's weighted share of it.
+    cm = _manager()
+    _kettle_notes(cm)
+    ctx = cm.prepare("u", "s", _KETTLE_QUESTION)
     plan = ctx.context.plan
     assert plan is not None
     history = plan.spec("history")
@@ -474,6 +484,31 @@ def test_the_sliding_window_recalls_up_to_half_the_budget_history_can_reach() ->
     recalled = sum(count(content) for content in _recalled(ctx))
     assert recalled > 0.75 * 0.5 * available > 1.5 * 0.5 * weighted
     assert recalled < 0.65 * available  # the share bounds it (estimated while offering)
+
+
+def test_a_call_with_tools_leaves_their_share_to_them() -> None:
+    cm = _manager()
+    _kettle_notes(cm, "plain")
+    _kettle_notes(cm, "tools")
+    count = get_tokenizer("o200k_base").count
+    plain = cm.prepare("u", "plain", _KETTLE_QUESTION)
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                                               "parameters": {"type": "object"}}}]
+    with_tools = cm.prepare("u", "tools", _KETTLE_QUESTION, tools=tools)
+    assert sum(map(count, _recalled(with_tools))) < sum(map(count, _recalled(plain)))
+
+
+def test_sources_with_something_to_show_keep_their_share_from_recall() -> None:
+    plan = BuildPlan.named("rag_qa").with_budget(available_override=8000)
+    recall = RecallSettings(share=0.5, limit=400)
+    empty = recall_tokens(plan, recall, lambda source: False)
+    assert empty == 0.5 * 8000
+    with_documents = recall_tokens(plan, recall, lambda source: source == "rag")
+    rag = plan.spec("rag")
+    assert rag is not None
+    share = 8000 * rag.weight / sum(spec.weight for spec in plan.sources)
+    assert with_documents == int(0.5 * (8000 - share))
+    assert recall_tokens(plan, replace(recall, share=0.0), lambda source: False) == 0
 
 
 def test_a_bad_recall_setting_is_a_plan_error() -> None:

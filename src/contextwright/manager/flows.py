@@ -28,12 +28,13 @@ from typing import Any, Literal
 from contextwright.builder import ContextBuilder, cache_policy, session_cache_key
 from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
 from contextwright.core.cache import CachePolicy, Fingerprint
+from contextwright.core.covering import request_parts
 from contextwright.core.fence import language_of
 from contextwright.core.final import FinalContext
 from contextwright.core.items import check_text, parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
-from contextwright.core.source import ContextSource
+from contextwright.core.source import ContextSource, registered_sources
 from contextwright.errors import (
     ConflictError,
     ContextwrightError,
@@ -115,8 +116,9 @@ class SessionFlows:
             for name, settings in self.modes.modes.items()}
         self._plans = {name: plan_with_session(given[name], settings, budget)
                        for name, settings in self.modes.modes.items()}
-        self._recall_tokens = {name: recall_tokens(self._plans[name], self._recall[name])
-                               for name in self._plans}
+        # Which request part each source shows (a source without one always has content).
+        self._parts_of = {name: part for part, name, _ in request_parts(
+            {**registered_sources(), **{s.namespace: s for s in self._sources}})}
         self.recaller: TurnRecaller = (recaller if recaller is not None
                                      else LexicalTurnRecaller(expansion=RecallExpansion()))
         self._recall_indexes = RecallIndexes(recall_cache_messages)
@@ -176,8 +178,9 @@ class SessionFlows:
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
         settings = self._settings(state.mode)
+        filled = self._filled(parts, has_turn=user_index + 1 < len(recent))
         history = yield from self._session_history(key, settings, read,
-                                                   recent[:user_index + 1])
+                                                   recent[:user_index + 1], filled)
         build = partial(self._build, key, state, settings, recent, user_index, parts, target,
                         route, switch)
         context = yield from flow.compute(partial(build, history))
@@ -186,7 +189,7 @@ class SessionFlows:
             # messages instead and build again (once: the rebuilt index holds no such part).
             self._recall_indexes.distrust(key, history.turns, str(history.unreadable))
             history = yield from self._session_history(key, settings, read,
-                                                       recent[:user_index + 1])
+                                                       recent[:user_index + 1], filled)
             context = yield from flow.compute(partial(build, history))
         yield from self._keep_fingerprint(key, context, epoch)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
@@ -333,9 +336,22 @@ class SessionFlows:
                                                     "user_id": key.user_id,
                                                     "session_id": key.session_id}})
 
+    def _filled(self, parts: Request, *, has_turn: bool) -> Callable[[str], bool]:
+        """Whether a source of the plan has something to show in this call.
+
+        Its request part is given (this turn's results: messages follow the user's); a source
+        that shows no request part (the session's summary, a retriever) always counts.
+        """
+        def filled(source: str) -> bool:
+            part = self._parts_of.get(source)
+            if part is None or part == "history":
+                return True
+            return has_turn if part == "turn" else bool(getattr(parts, part, None))
+        return filled
+
     def _session_history(self, key: SessionKey, settings: ModeSettings,
-                         read: list[StoredMessage], shown: list[StoredMessage]
-                         ) -> Flow[SessionHistorySource | None]:
+                         read: list[StoredMessage], shown: list[StoredMessage],
+                         filled: Callable[[str], bool]) -> Flow[SessionHistorySource | None]:
         # ``shown`` is the request's history and the user message: older turns are recalled.
         recall = self._recall[settings.name]
         if not recall.enabled or self._plans[settings.name].spec("history") is None:
@@ -348,7 +364,8 @@ class SessionFlows:
         said = shown[-1].message.get("timestamp")
         return SessionHistorySource(
             history=self._history, turns=turns, recaller=self.recaller, recall=recall,
-            max_tokens=self._recall_tokens[settings.name], begin=shown[0].seq,
+            max_tokens=recall_tokens(self._plans[settings.name], recall, filled),
+            begin=shown[0].seq,
             recent_calls=calls, anchor=settings.window_size,
             now=said if isinstance(said, str) else None)
 

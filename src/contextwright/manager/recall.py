@@ -95,22 +95,32 @@ def session_recall(settings: ModeSettings, plan: BuildPlan) -> RecallSettings:
                           limit=int(spec.options.get("recall_limit", 8)))
 
 
-def recall_tokens(plan: BuildPlan, recall: RecallSettings) -> int:
+def recall_tokens(plan: BuildPlan, recall: RecallSettings,
+                  filled: Callable[[str], bool] = lambda source: True) -> int:
     """Estimated tokens recalled turns may take: ``share`` of the budget history can reach.
 
-    That is the plan's available budget (history's ``max_tokens`` if lower), not history's
-    weighted share of it: the sources a chat leaves empty (tools, this turn's results, notes)
-    hand their grants to history at build time, and a weighted share left them unused (a chat
-    at 8,000 tokens showed about 2,700). Recalled turns are offered after the request's own
-    messages, so they only take room those leave, and what does not fit the grant is cut.
+    That is the plan's available budget (history's ``max_tokens`` if lower) less the weighted
+    shares of the other cut sources that ``filled(source)`` says have something to show this
+    call (documents, tools, the session's summary), not history's own weighted share: the
+    sources a call leaves empty hand their grants to history at build time, and a weighted
+    share left them unused (a chat at 8,000 tokens showed about 2,700). Recalled turns are
+    offered after the request's own messages, so they only take room those leave, and what
+    does not fit the grant is cut; the estimate bounds how many are ranked and rendered.
     """
     spec = plan.spec("history")
     if spec is None or not recall.enabled:
         return 0
-    reach = plan.budget.available
+    available = plan.budget.available
+    total = sum(s.weight for s in plan.sources) or 1.0
+    reach = float(available)
+    for other in plan.sources:
+        if other is spec or not other.cuttable or not filled(other.source):
+            continue
+        share = available * other.weight / total
+        reach -= share if other.max_tokens is None else min(share, other.max_tokens)
     if spec.max_tokens is not None:
         reach = min(reach, spec.max_tokens)
-    return int(min(recall.share, MAX_RECALL_SHARE) * reach)
+    return int(min(recall.share, MAX_RECALL_SHARE) * max(reach, 0.0))
 
 
 # --------------------------------------------------------------------------- the index

@@ -45,8 +45,9 @@ class RecallSettings:
     """Session-wide recall: older turns, no longer shown verbatim, brought back when relevant."""
 
     share: float = 0.0
-    """About this share of the budget history can reach (the plan's available budget, or
-    history's ``max_tokens``) may hold recalled turns, in the room the window leaves (0: off)."""
+    """About this share of the budget history can reach may hold recalled turns, in the room
+    the window leaves (0: off): the plan's available budget less the weighted shares of the
+    other sources with something to show in the call (history's ``max_tokens`` if lower)."""
     limit: int = 8
     """At most this many turns are recalled per call."""
 
