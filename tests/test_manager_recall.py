@@ -470,7 +470,8 @@ def _kettle_notes(cm: ContextManager, session: str = "s") -> None:
 
 def test_the_sliding_window_recalls_up_to_half_the_budget_history_can_reach() -> None:
     # A chat fills no tools, notes or results: their grants go to history, so recall's room
-    # is about half the plan's available budget, not half of history's weighted share of it.
+    # is half the plan's available budget less the summary's share, not half of history's
+    # weighted share of it.
     cm = _manager()
     _kettle_notes(cm)
     ctx = cm.prepare("u", "s", _KETTLE_QUESTION)
