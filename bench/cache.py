@@ -181,6 +181,8 @@ def _kind(report: Any) -> str:
     if report is None or not report.previous:
         return "first call"
     why = report.reason or ""
+    if "plan changed" in why:
+        return "new cache line: the plan changed (a mode switch)"
     if "cut advanced" in why:  # a cut that broke the prefix (one after it is not a break)
         if "no longer fits its grant" in why or "window passed" in why:
             return "cut: the run outgrew its grant"
@@ -189,6 +191,8 @@ def _kind(report: Any) -> str:
         return "cut: other (the list or the plan changed)"
     if report.transient:
         return "continued, recalled turns shown after the run"
+    if "repeated whole" in why:
+        return "continued, after a part that changes every call (summary, zones)"
     return "continued (appends only)"
 
 
@@ -280,8 +284,11 @@ def replay_tau(folder: Path, methods: list[Method], budgets: Sequence[int], limi
     return results
 
 
+MANAGED_CACHED = "ContextManager (cache on)"
+
+
 def manager_calls(traj: Sequence[Msg], cut: int, plan: BuildPlan, system: str,
-                  cache: bool) -> list[list[Msg]]:
+                  cache: bool) -> list[tuple[list[Msg], str]]:
     """Every model call of a trajectory through ``ContextManager`` (each mode on ``plan``).
 
     A user message is stored by the ``prepare`` of the call that answers it; the agent's
@@ -293,7 +300,7 @@ def manager_calls(traj: Sequence[Msg], cut: int, plan: BuildPlan, system: str,
     modes = ModesConfig.default().modes
     manager = ContextManager(system=system, plans=dict.fromkeys(modes, plan),
                              background=False, cache=cache)
-    calls: list[list[Msg]] = []
+    calls: list[tuple[list[Msg], str]] = []  # each call's messages and kind (``_kind``)
     pending: str | None = None
     position = 1
     try:
@@ -307,7 +314,7 @@ def manager_calls(traj: Sequence[Msg], cut: int, plan: BuildPlan, system: str,
                 continue
             prepared = manager.prepare("u", "s", pending)
             pending = None
-            calls.append(prepared.to_messages("openai"))
+            calls.append((prepared.to_messages("openai"), _kind(prepared.report.cache)))
             results = []
             while position < len(traj) and traj[position]["role"] == "tool":
                 results.append(traj[position])
@@ -323,7 +330,7 @@ def replay_tau_manager(folder: Path, budgets: Sequence[int], limit: int | None,
     """τ-bench through ``ContextManager``: the fingerprint kept in the session state."""
     data = load_tau(folder, limit)
     trajectories = json.loads((folder / "gpt-4o-airline-dev.json").read_text("utf-8"))
-    names = {False: "ContextManager (cache off)", True: "ContextManager (cache on)"}
+    names = {False: "ContextManager (cache off)", True: MANAGED_CACHED}
     results: dict[int, dict[str, Tally]] = {b: {n: Tally() for n in names.values()}
                                             for b in budgets}
     for budget in budgets:
@@ -338,11 +345,11 @@ def replay_tau_manager(folder: Path, budgets: Sequence[int], limit: int | None,
                 tally = results[budget][name]
                 previous = None
                 calls = manager_calls(traj, cut, plan, data.policy, cache)
-                for current in calls:
-                    tally.add(previous, current, count)
+                for current, kind in calls:
+                    tally.add(previous, current, count, kind if cache else None)
                     previous = current
                 if calls:
-                    scores = tau_scores(case, calls[-1], count)["fact_survival"]
+                    scores = tau_scores(case, calls[-1][0], count)["fact_survival"]
                     tally.quality.append(scores.numerator / max(scores.denominator, 1))
     return results
 
@@ -432,7 +439,7 @@ def replay_locomo_manager(folder: Path, budgets: Sequence[int], limit: int | Non
     from contextwright.session.store import SessionKey
 
     data = load_locomo(folder)
-    names = {False: "ContextManager (cache off)", True: "ContextManager (cache on)"}
+    names = {False: "ContextManager (cache off)", True: MANAGED_CACHED}
     results: dict[int, dict[str, Tally]] = {b: {n: Tally() for n in names.values()}
                                             for b in budgets}
     conversations = list(data.conversations.values())[:limit] if limit else list(
@@ -452,7 +459,8 @@ def replay_locomo_manager(folder: Path, budgets: Sequence[int], limit: int | Non
                     if message["role"] == "user" and position > 0:  # calls as the builder's
                         current = manager.prepare("u", "s", str(message["content"]))
                         current_messages = current.to_messages("openai")
-                        tally.add(previous, current_messages, count)
+                        tally.add(previous, current_messages, count,
+                                  _kind(current.report.cache) if cache else None)
                         previous = current_messages
                     else:
                         manager.record("u", "s", messages=[dict(message)])
@@ -494,13 +502,14 @@ def print_table(title: str, results: dict[int, dict[str, Tally]], quality: str,
                   f"{ratio['openai']:.2f} | {row['pairs']:.3f} | {row['quality']:.3f} |")
 
 
-def print_losses(title: str, results: dict[int, dict[str, Tally]]) -> None:
-    """Where the uncached tokens (after system) of the builds with ``previous`` come from."""
+def print_losses(title: str, results: dict[int, dict[str, Tally]],
+                 method: str = WithPrevious.name) -> None:
+    """Where the uncached tokens (after system) of ``method``'s cached calls come from."""
     print(f"\n## {title}: where the uncached history tokens come from\n")
     print("| budget | kind of call | calls | share of the uncached tokens |")
     print("|---|---|---|---|")
     for budget, tallies in results.items():
-        lost = tallies[WithPrevious.name].lost
+        lost = tallies[method].lost
         total = sum(tokens for _, tokens in lost.values()) or 1
         for kind, (calls, tokens) in sorted(lost.items(), key=lambda item: -item[1][1]):
             print(f"| {budget} | {kind} | {calls} | {tokens / total:.2f} |")
@@ -556,6 +565,8 @@ def main() -> None:
                                      args.limit, count)
         print_table("τ-bench dev trajectories through ContextManager (every mode on the same "
                     "tool_heavy plan)", managed, "fact survival", reference=tau)
+        if args.explain:
+            print_losses("τ-bench through ContextManager", managed, MANAGED_CACHED)
     if args.skip != "locomo":
         locomo = replay_locomo(args.data / "locomo-dev", methods, args.locomo_budgets,
                                args.limit, count, args.questions)
@@ -567,6 +578,8 @@ def main() -> None:
                                              args.limit, count, args.questions)
         print_table("LoCoMo dev conversations through ContextManager (every mode on the same "
                     "chat plan)", managed_chat, "strict evidence recall", reference=locomo)
+        if args.explain:
+            print_losses("LoCoMo through ContextManager", managed_chat, MANAGED_CACHED)
 
 
 if __name__ == "__main__":
