@@ -487,6 +487,15 @@ def test_the_sliding_window_recalls_up_to_half_the_budget_history_can_reach() ->
     assert recalled < 0.65 * available  # the share bounds it (estimated while offering)
 
 
+def test_a_mode_file_giving_only_a_recall_share_is_bounded_by_the_share() -> None:
+    # The count is a bound on the work; a file that sets only the share must not get the
+    # handful of turns an old default allowed.
+    cm = _manager(modes=_modes(recall={"share": 0.5}))
+    _kettle_notes(cm)
+    ctx = cm.prepare("u", "s", _KETTLE_QUESTION)
+    assert sum(c.startswith("[recalled") for c in _recalled(ctx)) > 20
+
+
 def test_a_call_with_tools_leaves_their_share_to_them() -> None:
     cm = _manager()
     _kettle_notes(cm, "plain")

@@ -26,6 +26,8 @@ RAG_ENHANCED = "rag_enhanced"
 STRUCTURED = "structured"
 
 WhenUnsure = Literal["keep", "default"]
+DEFAULT_RECALL_LIMIT = 400
+"""Turns a mode recalls at most per call unless its ``recall`` says otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,8 +50,9 @@ class RecallSettings:
     """About this share of the budget history can reach may hold recalled turns, in the room
     the window leaves (0: off): the plan's available budget less the weighted shares of the
     other sources with something to show in the call (history's ``max_tokens`` if lower)."""
-    limit: int = 8
-    """At most this many turns are recalled per call."""
+    limit: int = DEFAULT_RECALL_LIMIT
+    """At most this many turns are recalled per call: a bound on the work, while ``share``
+    bounds what is shown (at 8, a long chat's ~35-token turns filled 300 tokens of 8,000)."""
 
     @property
     def enabled(self) -> bool:
@@ -199,7 +202,7 @@ class _OutputModel(BaseModel):
 class _RecallModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     share: float = Field(default=0.0, ge=0, le=0.9)
-    limit: int = Field(default=8, ge=0)
+    limit: int = Field(default=DEFAULT_RECALL_LIMIT, ge=0)
 
 
 class _ModeModel(BaseModel):
