@@ -344,7 +344,7 @@ class SessionFlows:
         """
         def filled(source: str) -> bool:
             part = self._parts_of.get(source)
-            if part is None or part == "history":
+            if part is None:
                 return True
             return has_turn if part == "turn" else bool(getattr(parts, part, None))
         return filled
