@@ -1,8 +1,9 @@
 """The recall index kept beside a session: in every store, per epoch, erased with the session.
 
 A fresh worker loads it instead of indexing the session's messages again, and what it loads is
-what indexing them builds; a part that does not decode, has another format, or holds messages
-that do not decode when a build recalls them is rebuilt and reported, never used.
+what indexing them builds; the parts hold no messages, so it reads the turns it shows from the
+log by seq. A part that does not decode or has another format, or a log that cannot be read as
+the parts describe it, is rebuilt and reported, never used.
 """
 
 from __future__ import annotations
@@ -89,6 +90,47 @@ def test_async_stores_keep_the_same_parts(backend: Backend) -> None:
     asyncio.run(run())
 
 
+def test_spans_of_the_log_are_read_by_seq_from_the_live_incarnation_only(store: Store) -> None:
+    from contextwright.errors import InvalidInputError
+
+    indexes = _indexing(store)
+    assert indexes.read_spans(KEY, [(1, 2)], epoch="none") is None, "no session"
+    store.append(KEY, [{"role": "user", "content": f"m{seq}"} for seq in range(1, 9)])
+    epoch = store.epoch(KEY) or ""
+    read = indexes.read_spans(KEY, [(6, 7), (2, 3), (3, 4), (8, 12)], epoch=epoch)
+    assert read is not None
+    assert [(m.seq, m.message["content"]) for m in read] == [
+        (seq, f"m{seq}") for seq in (2, 3, 4, 6, 7, 8)], "merged, oldest first, none past the end"
+    assert read == [m for m in store.read(KEY) if m.seq in (2, 3, 4, 6, 7, 8)]
+    assert indexes.read_spans(KEY, [], epoch=epoch) == []
+    assert indexes.read_spans(KEY, [(1, 1)], epoch="another incarnation") is None
+    for bad in ([(0, 1)], [(3, 2)], [(1, "2")], [(True, 2)], "12", [(1, 2, 3)]):
+        with pytest.raises(InvalidInputError):
+            indexes.read_spans(KEY, bad, epoch=epoch)  # type: ignore[arg-type]
+    store.erase_session(KEY)
+    assert indexes.read_spans(KEY, [(1, 1)], epoch=epoch) is None, "an erased session"
+    store.append(KEY, [{"role": "user", "content": "a new incarnation"}])
+    assert indexes.read_spans(KEY, [(1, 1)], epoch=epoch) is None, "nor its successor"
+
+
+def test_async_stores_read_the_same_spans(backend: Backend) -> None:
+    async def run() -> None:
+        store: Any = make_async_store(backend.spec)
+        try:
+            assert await store.read_spans(KEY, [(1, 1)], epoch="none") is None
+            await store.append(KEY, [{"role": "user", "content": f"m{seq}"}
+                                     for seq in range(1, 6)])
+            epoch = await store.epoch(KEY)
+            read = await store.read_spans(KEY, [(4, 9), (1, 2)], epoch=epoch)
+            assert [(m.seq, m.message["content"]) for m in read] == [
+                (1, "m1"), (2, "m2"), (4, "m4"), (5, "m5")]
+            assert await store.read_spans(KEY, [(1, 1)], epoch="other") is None
+        finally:
+            await store.aclose()
+
+    asyncio.run(run())
+
+
 def test_a_part_must_be_ascii_text(store: Store) -> None:
     from contextwright.errors import InvalidInputError
 
@@ -123,7 +165,9 @@ def _same_index(loaded: SessionTurns, built: SessionTurns) -> None:
     a, b = loaded.index, built.index
     assert a.turns == b.turns and a.ends == b.ends and a.tokens == b.tokens
     assert a.calls_after == b.calls_after and a.calls == b.calls
-    assert loaded.messages == built.messages and loaded.tag == built.tag
+    assert len(loaded.messages) == len(built.messages) and loaded.tag == built.tag
+    assert all(loaded.messages[at] == built.messages[at] for at in range(len(loaded.messages))
+               if loaded.messages.is_read(at, at + 1)), "what was read is what was indexed"
     p = getattr(a.turns, "postings", None)
     q = getattr(b.turns, "postings", None)
     assert isinstance(p, TurnPostings) and isinstance(q, TurnPostings)
@@ -157,10 +201,17 @@ class _CountingReads:
     def __init__(self, store: Store) -> None:
         self._store = store
         self.messages_read = 0
+        self.span_reads: list[list[tuple[int, int]]] = []
 
     def read(self, key: SessionKey, *, after: int = 0, last: int | None = None) -> Any:
         read = self._store.read(key, after=after, last=last)
         self.messages_read += len(read)
+        return read
+
+    def read_spans(self, key: SessionKey, spans: Any, *, epoch: str) -> Any:
+        read = _indexing(self._store).read_spans(key, spans, epoch=epoch)
+        self.span_reads.append(list(spans))
+        self.messages_read += len(read or [])
         return read
 
     def __getattr__(self, name: str) -> Any:
@@ -180,13 +231,15 @@ def test_a_fresh_worker_reads_only_the_window_not_the_older_messages(store: Stor
     loaded = fresh.prepare("u", "s", QUESTION)
     assert loaded.to_messages("openai") == built.to_messages("openai")
     assert any("4-19-27" in str(m.get("content")) for m in loaded.to_messages("openai")), (
-        "the recalled turn's messages come from the stored index")
-    assert counting.messages_read <= 12 < total, (
-        f"read {counting.messages_read} of {total} messages: the older ones are in the index")
+        "the recalled turn's messages are read from the log")
+    assert len(counting.span_reads) == 1 and [1, 2] in map(list, counting.span_reads[0]), (
+        "the turns ranked for the input, the fact's (seqs 1-2) among them, in one read")
+    assert counting.messages_read < total / 2, (
+        f"read {counting.messages_read} of {total} messages: the window and the recalled turns")
     _same_index(_turns(fresh), _turns(first))
 
 
-def test_a_loaded_index_decodes_only_the_turns_it_recalls(store: Store) -> None:
+def test_a_loaded_index_reads_only_the_turns_it_recalls(store: Store) -> None:
     first = ContextManager(store=store, background=False, cache=False, max_read_messages=12,
                            recaller=LexicalTurnRecaller())
     _fill(first, rounds=40)
@@ -195,10 +248,12 @@ def test_a_loaded_index_decodes_only_the_turns_it_recalls(store: Store) -> None:
                            recaller=LexicalTurnRecaller())
     fresh.prepare("u", "s", QUESTION)
     messages = _turns(fresh).messages
-    decoded = [at for at in range(len(messages)) if messages._items[at] is not None]
-    assert decoded and len(decoded) < len(messages) / 4, decoded
-    assert messages[decoded[0]] is messages[decoded[0]], "a decoded message stays one object"
-    assert list(messages) == [stored.message for stored in store.read(KEY)[:len(messages)]]
+    read = [at for at in range(len(messages)) if messages.is_read(at, at + 1)]
+    assert read and len(read) < len(messages) / 4, read
+    assert messages.unread == len(messages) - len(read)
+    assert messages[read[0]] is messages[read[0]], "a message read stays one object"
+    logged = store.read(KEY)
+    assert [messages[at] for at in read] == [logged[at].message for at in read]
 
 
 def test_a_written_part_takes_its_turns_terms_along(store: Store) -> None:
@@ -216,8 +271,8 @@ def _signed(part: dict[str, Any]) -> str:
     return f"{_digest(body)} {body}"
 
 
-@pytest.mark.parametrize("damage", ["garbage", "flipped", "version", "older", "postings",
-                                    "messages"])
+@pytest.mark.parametrize("damage", ["garbage", "flipped", "version", "older", "trailing",
+                                    "postings"])
 def test_an_unusable_stored_index_is_rebuilt_and_reported(
         store: Store, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     first = _manager(store)
@@ -237,11 +292,11 @@ def test_an_unusable_stored_index_is_rebuilt_and_reported(
         bad = _signed({**part, "format": INDEX_FORMAT + 1})
     elif damage == "older":  # as format 3 wrote it: a 32-digit BLAKE2b, then the JSON
         bad = f"{'0' * 32} {body}"
-    elif damage == "postings":
+    elif damage == "trailing":  # checksummed, but more than one JSON value
+        trailing = f"{body} {body}"
+        bad = f"{_digest(trailing)} {trailing}"
+    else:
         bad = _signed({**part, "postings": {**part["postings"], "codes": "AAAA"}})
-    else:  # passes every check a load makes: only decoding the recalled turn tells
-        assert "4-19-27" in part["bodies"][1], "the first turn holds the fact"
-        bad = _signed({**part, "bodies": [part["bodies"][0], "[not json", *part["bodies"][2:]]})
     assert indexes.append_index(KEY, bad, epoch=stored.epoch, replace=True)
     clear_recall_caches()
     fresh = _manager(store)
@@ -277,42 +332,112 @@ def test_erasing_the_session_erases_its_index(store: Store) -> None:
     assert stored is not None and stored.parts == []
 
 
-# ----- the messages a loaded part holds -----
+# ----- reading the turns a loaded index shows -----
 
 
-def test_session_messages_decode_a_span_once_and_read_like_a_list() -> None:
-    from contextwright.manager.recall import SessionMessages, encode_messages
+class _SpanTrouble:
+    """A store whose span reads misbehave as ``kind`` says (every other method passes through).
 
-    turns = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
-             [{"role": "user", "content": "机票"}, {"role": "assistant", "content": "好的"}]]
+    ``missing``: it has no ``read_spans`` (a third-party store that keeps parts only);
+    ``erased``: the first read finds the incarnation gone, as when an erase races it (later
+    reads pass through); ``short``: the log lacks a message the parts cover.
+    """
+
+    def __init__(self, store: Store, kind: str) -> None:
+        self._store = store
+        self._kind = kind
+        self.span_reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "read_spans" and self._kind == "missing":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+    def read_spans(self, key: SessionKey, spans: Any, *, epoch: str) -> Any:
+        if self._kind == "missing":
+            raise AttributeError("read_spans")
+        self.span_reads += 1
+        if self._kind == "erased" and self.span_reads == 1:
+            return None
+        read = _indexing(self._store).read_spans(key, spans, epoch=epoch)
+        return read[1:] if self._kind == "short" and read else read
+
+
+@pytest.mark.parametrize("kind", ["missing", "erased", "short"])
+def test_turns_that_cannot_be_read_as_the_parts_say_are_indexed_or_read_again(
+        store: Store, kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    first = _manager(store)
+    _fill(first)
+    built = first.prepare("u", "s", QUESTION).to_messages("openai")
+    clear_recall_caches()
+    troubled = _SpanTrouble(store, kind)
+    fresh = _manager(troubled)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="contextwright.session"):
+        loaded = fresh.prepare("u", "s", QUESTION).to_messages("openai")
+    assert loaded == built, "the context is whole whatever the reads did"
+    assert any("4-19-27" in str(m.get("content")) for m in loaded)
+    rebuilt = [r for r in caplog.records
+               if getattr(r, "contextwright", {}).get("event") == "recall_index_rebuilt"]
+    if kind == "erased":  # the parts are loaded again and the read retried
+        assert troubled.span_reads == 2 and not rebuilt
+        assert _turns(fresh).messages.unread, "still loaded from the parts"
+    elif kind == "short":  # the parts do not fit the log: the messages are indexed
+        assert rebuilt and not _turns(fresh).messages.unread
+        _same_index(_turns(fresh), _turns(first))
+    else:  # parts it cannot use: the messages are indexed, and no parts kept or written
+        assert rebuilt and not _turns(fresh).messages.unread and _turns(fresh).epoch is None
+        assert _turns(fresh).index.turns == _turns(first).index.turns
+
+
+def test_a_fresh_worker_reads_the_turns_an_earlier_layout_shows_and_builds_the_same(
+        store: Store) -> None:
+    def manager(on: Store) -> ContextManager:
+        return ContextManager(store=on, background=False, recaller=LexicalTurnRecaller())
+
+    warm = manager(store)
+    _fill(warm, rounds=40)
+    warm.prepare("u", "s", QUESTION)
+    warm.record("u", "s", assistant="That one you told me at the start.")
+    # An input that ranks no turn: the cached layout still shows the turns recalled before.
+    shown = warm.prepare("u", "s", "fine.")
+    recalled = [m for m in shown.to_messages("openai") if "[recalled" in str(m.get("content"))]
+    assert recalled and shown.report.cache is not None and not shown.report.cache.advanced
+    clear_recall_caches()
+    counting = _CountingReads(store)
+    fresh = manager(counting)  # type: ignore[arg-type]
+    again = fresh.prepare("u", "s", None)  # the same stored input, on a fresh worker
+    assert again.to_messages("openai") == shown.to_messages("openai")
+    assert again.report.cache is not None and not again.report.cache.advanced, (
+        "it continues the layout the stored fingerprint names")
+    assert len(counting.span_reads) == 1 and _turns(fresh).messages.unread, (
+        "nothing ranked for the input: the layout's turns read after a first build, which "
+        "is then made again with them")
+
+
+def test_session_messages_hold_what_was_read_and_refuse_what_was_not() -> None:
+    from contextwright.manager.recall import SessionMessages, UnreadMessage
+
     messages = SessionMessages()
-    messages.add_encoded([encode_messages([]), *map(encode_messages, turns)], [0, 0, 2, 4])
+    messages.add_unread(4)
     messages.append({"role": "user", "content": "fed from the store"})
-    plain = [*turns[0], *turns[1], {"role": "user", "content": "fed from the store"}]
-    assert len(messages) == 5 and messages._items[:4] == [None] * 4, "nothing decoded yet"
-    assert messages[-3] == plain[2] and messages._items[:2] == [None, None], "one span decoded"
-    assert messages[2] is messages[2] and messages[3] is messages[-2], "decoded once, one object"
-    assert messages[1:4] == plain[1:4] and list(messages) == plain and messages == plain
-    assert messages != plain[:4] and messages != "not a list"
-    assert messages.encoded(2, 4) == encode_messages(turns[1]), "a loaded span is reused as is"
-    assert messages.encoded(1, 3) == encode_messages(plain[1:3])
+    assert len(messages) == 5 and messages.unread == 4
+    assert messages.is_read(4, 5) and not messages.is_read(0, 2)
+    with pytest.raises(UnreadMessage, match="message 1 .*not been read") as raised:
+        messages[1]
+    assert raised.value.position == 1
+    with pytest.raises(UnreadMessage):
+        messages[-4]
+    turn = [{"role": "user", "content": "机票"}, {"role": "assistant", "content": "好的"}]
+    assert messages.fill(2, turn) == 2 and messages.unread == 2
+    held = messages[2]
+    assert messages.fill(2, [dict(turn[0]), dict(turn[1])]) == 0, "read before: kept"
+    assert messages[2] is held and messages[2:5] == [*turn, messages[4]]
+    assert messages.is_read(2, 4) and not messages.is_read(1, 3)
+    messages.fill(0, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    assert messages.unread == 0 and messages.is_read(0, 5)
+    assert list(messages) == [messages[at] for at in range(5)] and messages != "not a list"
     with pytest.raises(IndexError):
         messages[5]
-    with pytest.raises(ValueError, match="must follow the messages held"):
-        messages.add_encoded(["[]"], [0, 1])
-
-
-def test_a_span_that_does_not_hold_its_messages_fails_loudly() -> None:
-    from contextwright.errors import StoreError
-    from contextwright.manager.recall import SessionMessages
-
-    messages = SessionMessages()
-    messages.add_encoded(["[]", '[{"role": "user", "content": "one"}]', "not json"],
-                         [0, 0, 2, 3])
-    with pytest.raises(StoreError, match="do not fit its turns"):
-        messages[0]
-    with pytest.raises(StoreError, match="do not decode"):
-        messages[2]
 
 
 def test_a_loaded_turn_is_the_turn_its_constructor_makes() -> None:
@@ -330,11 +455,11 @@ def test_a_loaded_turn_is_the_turn_its_constructor_makes() -> None:
     assert not hasattr(RecallTurn, "__post_init__"), "_stored_turn would skip it"
 
 
-def test_an_async_manager_rebuilds_a_part_whose_messages_do_not_decode(
-        backend: Backend, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_async_fresh_worker_reads_the_recalled_turns_and_prepares_the_same(
+        backend: Backend) -> None:
     def manager(store: Any) -> ContextManager:
         return ContextManager(store=store, background=False, cache=False,
-                              recaller=LexicalTurnRecaller())
+                              max_read_messages=12, recaller=LexicalTurnRecaller())
 
     async def run() -> None:
         store: Any = make_async_store(backend.spec)
@@ -346,21 +471,14 @@ def test_an_async_manager_rebuilds_a_part_whose_messages_do_not_decode(
                 await first.aprepare("u", "s", f"Round {i}: tell me about {TOPICS[i % 9]}.")
                 await first.arecord("u", "s", assistant=f"A thought on {TOPICS[i % 9]}.")
             built = (await first.aprepare("u", "s", QUESTION)).to_messages("openai")
-            stored = await store.read_index(KEY)
-            body = stored.parts[0].partition(" ")[2]
-            part = json.loads(body)
-            bad = _signed({**part, "bodies": [part["bodies"][0], "[not json",
-                                              *part["bodies"][2:]]})
-            assert await store.append_index(KEY, bad, epoch=stored.epoch, replace=True)
             clear_recall_caches()
-            with caplog.at_level(logging.WARNING, logger="contextwright.session"):
-                loaded = (await manager(store).aprepare("u", "s", QUESTION)).to_messages(
-                    "openai")
+            fresh = manager(store)
+            loaded = (await fresh.aprepare("u", "s", QUESTION)).to_messages("openai")
             assert loaded == built
             assert any("4-19-27" in str(m.get("content")) for m in loaded)
-            assert [r for r in caplog.records if getattr(r, "contextwright", {}).get(
-                "event") == "recall_index_rebuilt"]
-            assert bad not in (await store.read_index(KEY)).parts
+            turns = _turns(fresh)
+            assert turns.persisted == len(turns.messages) and turns.messages.unread, (
+                "loaded from the parts, the recalled turns read from the log")
         finally:
             await store.aclose()
 

@@ -179,21 +179,55 @@ class SessionFlows:
             raise InvalidInputError("the session has no user message to answer; pass text")
         settings = self._settings(state.mode)
         filled = self._filled(parts, has_turn=user_index + 1 < len(recent))
-        history = yield from self._session_history(key, settings, read,
-                                                   recent[:user_index + 1], filled)
+        session_history = partial(self._session_history, key, settings, read,
+                                  recent[:user_index + 1], filled)
+        history = yield from session_history()
+        asked = parse_message(recent[user_index].message, "session").content
+        if history is not None:  # the turns it will recall, read before the build
+            history = yield from self._read_recalled(
+                key, history, (yield from flow.compute(partial(history.unread_spans, asked))),
+                asked, session_history)
         build = partial(self._build, key, state, settings, recent, user_index, parts, target,
                         route, switch)
         context = yield from flow.compute(partial(build, history))
-        if history is not None and history.unreadable is not None:
-            # A stored index part held messages that do not decode: index the session's
-            # messages instead and build again (once: the rebuilt index holds no such part).
-            self._recall_indexes.distrust(key, history.turns, str(history.unreadable))
-            history = yield from self._session_history(key, settings, read,
-                                                       recent[:user_index + 1], filled)
+        if history is not None and history.unread:
+            # Turns the ranking did not name (an earlier call's layout shows them again):
+            # read them too and build again, so the context is what any worker would build.
+            history = yield from self._read_recalled(key, history, sorted(history.unread),
+                                                     asked, session_history)
             context = yield from flow.compute(partial(build, history))
         yield from self._keep_fingerprint(key, context, epoch)
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
+
+    def _read_recalled(self, key: SessionKey, history: SessionHistorySource,
+                       spans: list[tuple[int, int]], asked: str,
+                       again: Callable[[], Flow[SessionHistorySource | None]],
+                       ) -> Flow[SessionHistorySource | None]:
+        """``history`` with its turns in ``spans`` read from the store's log.
+
+        When they cannot be read as the loaded index describes them, the session's history is
+        made again (``again``: indexed from its messages, or loaded afresh after an erase) and
+        the turns it ranks for ``asked`` are read. After three attempts the source is used as
+        it is: what it cannot show is left out, and logged.
+        """
+        for _ in range(3):
+            if not spans:
+                history.unread.clear()
+                return history
+            if (yield from self._recall_indexes.read_turns(key, history.turns, spans)):
+                history.unread.clear()
+                return history
+            remade = yield from again()
+            if remade is None:
+                return None
+            history = remade
+            spans = yield from flow.compute(partial(history.unread_spans, asked))
+        logger.warning("recalled turns not read user=%s session=%s", key.user_id,
+                       key.session_id, extra={"contextwright": {
+                           "event": "recall_unread", "user_id": key.user_id,
+                           "session_id": key.session_id}})
+        return history
 
     def _append_user(self, key: SessionKey, text: str, idempotency_key: str | None,
                      images: list[dict[str, Any]]) -> Flow[Appended]:

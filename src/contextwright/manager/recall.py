@@ -14,9 +14,11 @@ of truth for the messages. A store that keeps indexes (``IndexStore``: every shi
 keeps this one beside the session, so a fresh worker loads a long session's turns and postings
 instead of analysing every message again: each extension appends one part (its turns' texts and
 postings, ``encode_part``), never rewriting the parts before it, and the parts go with the session
-when it is erased. A part that does not decode, has another format or analyzer, or does not fit
-the session is not used: the turns are indexed from the messages (a warning says so) and the
-stored parts replaced.
+when it is erased. The parts hold no messages: a worker that loaded them reads the messages of
+the turns it is about to show from the store's log (``SessionHistorySource.unread_spans``,
+``RecallIndexes.read_turns``). A part that does not decode, has another format or analyzer, or
+does not fit the session is not used: the turns are indexed from the messages (a warning says
+so) and the stored parts replaced.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import operator
 import threading
 import zlib
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -44,7 +46,7 @@ from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, DigestingSource
 from contextwright.errors import StoreError
 from contextwright.modes.config import ModeSettings, RecallSettings
-from contextwright.recall.bm25 import TurnList, TurnPostings
+from contextwright.recall.bm25 import PackedPostings, TurnList, TurnPostings
 from contextwright.recall.interleave import Interleaving, Segment, interleave
 from contextwright.recall.lexical import DATED_TERMS, dated_term_counts
 from contextwright.recall.turns import (
@@ -72,9 +74,8 @@ _PLACED_LIMIT = 4_096
 MESSAGE_BYTES = 400
 """What one stored message costs an index besides its text: the decoded dict and its list
 slot (its text is counted twice: the dict's and the turn's)."""
-SLOT_BYTES = 16
-"""What one message a loaded index part holds costs besides its encoded text (decoded when a
-build recalls its turn)."""
+SLOT_BYTES = 8
+"""What one message a loaded index part covers costs before it is read (its list slot)."""
 
 
 def session_recall(settings: ModeSettings, plan: BuildPlan) -> RecallSettings:
@@ -126,26 +127,33 @@ def recall_tokens(plan: BuildPlan, recall: RecallSettings,
 # --------------------------------------------------------------------------- the index
 
 
+class UnreadMessage(LookupError):
+    """A message a loaded index covers that has not been read from the store yet."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__(f"message {position} of the session has not been read from the store")
+        self.position = position
+
+
 class SessionMessages(Sequence[Mapping[str, Any]]):
-    """A session's messages before the verbatim window, each decoded when first read.
+    """A session's messages before the verbatim window, as far as this process has read them.
 
     Messages fed from the store are held as they came (``append``). Messages a stored index
-    part covers are held as the part keeps them, one JSON text per turn (``add_encoded``), and
-    decoded a turn at a time when read: a fresh worker loading a long session's index reads and
-    decodes none of its messages, and a build then decodes only the turns it recalls. A
-    message, once decoded, is the same object on every read (caches key on it).
+    part covers are not in the part: they are read from the store's log when a build is about
+    to show their turn (``fill``), so a fresh worker loading a long session's index reads none
+    of its older messages, and the store keeps each message once. Reading one not read yet
+    raises ``UnreadMessage``. A message, once held, is the same object on every read (caches
+    key on it).
     """
 
-    __slots__ = ("_bodies", "_ends", "_items", "_lock", "_starts")
+    __slots__ = ("_items", "_lock", "unread")
 
     def __init__(self) -> None:
         self._items: list[Mapping[str, Any] | None] = []
-        """The messages; None where a span is not decoded yet."""
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-        self._bodies: list[str] = []
-        """The encoded spans: messages ``[starts[i], ends[i])`` are the JSON list ``bodies[i]``."""
+        """The messages; None where one has not been read yet."""
         self._lock = threading.Lock()
+        self.unread = 0
+        """Messages not read yet (0 once every one is: the usual case, checked first)."""
 
     def __len__(self) -> int:
         return len(self._items)
@@ -161,7 +169,7 @@ class SessionMessages(Sequence[Mapping[str, Any]]):
             return [self[i] for i in range(*at.indices(len(self._items)))]
         item = self._items[at]
         if item is None:
-            item = self._decoded(at + len(self._items) if at < 0 else at)
+            raise UnreadMessage(at + len(self._items) if at < 0 else at)
         return item
 
     def __eq__(self, other: object) -> bool:
@@ -175,60 +183,28 @@ class SessionMessages(Sequence[Mapping[str, Any]]):
         """Add one message, as read from the store."""
         self._items.append(message)
 
-    def add_encoded(self, bodies: Sequence[str], bounds: Sequence[int]) -> None:
-        """Add messages held encoded, each span decoded when first read.
+    def add_unread(self, count: int) -> None:
+        """Add ``count`` messages that are in the store but not read yet."""
+        self._items.extend([None] * count)
+        self.unread += count
 
-        ``bodies[i]`` is the JSON list of the messages from position ``bounds[i]`` to
-        ``bounds[i + 1]``; ``bounds`` starts at the current length and never decreases.
+    def is_read(self, start: int, end: int) -> bool:
+        """Whether every message in ``[start, end)`` is held."""
+        return not self.unread or None not in self._items[start:end]
+
+    def fill(self, start: int, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Hold ``messages`` from position ``start`` on; how many were not held before.
+
+        A message already held keeps its object (an earlier read of the same log).
         """
-        if len(bounds) != len(bodies) + 1 or bounds[0] != len(self._items):
-            raise ValueError("encoded messages must follow the messages held")
-        for body, start, end in zip(bodies, bounds, bounds[1:], strict=False):
-            if end > start:  # a span of no messages (no message before the first turn)
-                self._starts.append(start)
-                self._ends.append(end)
-                self._bodies.append(body)
-        self._items.extend([None] * (bounds[-1] - bounds[0]))
-
-    def encoded(self, start: int, end: int) -> str:
-        """Messages ``[start, end)`` as one JSON list (the text they were loaded from, if so)."""
-        span = bisect_right(self._starts, start) - 1
-        if span >= 0 and self._starts[span] == start and self._ends[span] == end:
-            return self._bodies[span]
-        return encode_messages(self[start:end])
-
-    def _decoded(self, at: int) -> Mapping[str, Any]:
-        span = bisect_right(self._starts, at) - 1
-        if span < 0 or not self._starts[span] <= at < self._ends[span]:
-            raise IndexError(at)
-        with self._lock:  # two readers decoding the same turn must not make two objects
-            item = self._items[at]
-            if item is not None:
-                return item
-            start, end = self._starts[span], self._ends[span]
-            messages = _decode_messages(self._bodies[span], end - start)
-            self._items[start:end] = messages
-            return messages[at - start]
-
-
-def encode_messages(messages: Sequence[Mapping[str, Any]]) -> str:
-    """Messages as a stored index part keeps them: a compact JSON list."""
-    return json.dumps(list(messages), ensure_ascii=False, separators=(",", ":"))
-
-
-def _decode_messages(body: str, count: int) -> list[Mapping[str, Any]]:
-    """The ``count`` messages of a span; a body that is not such a list fails loudly.
-
-    The part holding it passed its checksum, so this fails only on a part written wrong.
-    """
-    try:
-        messages = json.loads(body)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise StoreError("a stored recall index holds messages that do not decode") from exc
-    if not isinstance(messages, list) or len(messages) != count or not all(
-            isinstance(message, dict) for message in messages):
-        raise StoreError("a stored recall index holds messages that do not fit its turns")
-    return messages
+        added = 0
+        with self._lock:
+            for at, message in enumerate(messages, start):
+                if self._items[at] is None:
+                    self._items[at] = message
+                    added += 1
+            self.unread -= added
+        return added
 
 
 @dataclass(slots=True)
@@ -269,7 +245,7 @@ class SessionTurns:
     postings the next part stores, found without walking every term of a long session."""
     fresh_from: int = 0
     distrusted: bool = False
-    """The stored parts held a span that did not decode: index the messages, never the parts."""
+    """The stored parts did not fit the session's log: index the messages, never the parts."""
 
 
 def _new_session_turns() -> SessionTurns:
@@ -331,11 +307,13 @@ def _postings(turns: SessionTurns) -> TurnPostings | None:
 
 # --------------------------------------------------------------------------- the stored index
 
-INDEX_FORMAT = 4
+INDEX_FORMAT = 5
 """Version of a stored part's layout; a part of another version is not used (it is rebuilt).
 Format 2 added each turn's timestamp and date terms in the postings; format 3 the messages,
 so a fresh worker reads none of the session's older messages; format 4 checks a part with a
-CRC-32 rather than BLAKE2b."""
+CRC-32 rather than BLAKE2b; format 5 leaves the messages out again (a part of a long session
+was 40% messages, a second copy of the log): a worker that loaded the parts reads the turns a
+build shows from the log, by seq (``IndexStore.read_spans``)."""
 _TERMS = analyzer("recall")
 """The lexical recaller's analyzer: stored postings are in its terms (and its date terms)."""
 
@@ -397,9 +375,7 @@ def encode_part(turns: SessionTurns) -> tuple[str, int] | None:
         "begin": begin, "end": end, "first": first, "calls": index.calls,
         "starts": _ints([turn.index for turn in new]), "ends": _ints(index.ends[first:]),
         "tokens": _ints(index.tokens[first:]), "calls_after": _ints(index.calls_after[first:]),
-        "texts": [turn.text for turn in new], "stamps": [turn.timestamp for turn in new],
-        "bodies": _bodies(turns.messages, begin, [turn.index for turn in new],
-                          index.ends[first:], end)}
+        "texts": [turn.text for turn in new], "stamps": [turn.timestamp for turn in new]}
     postings = _postings(turns)
     if postings is not None and len(postings) == len(index.turns):
         part["postings"] = _encode_postings(
@@ -408,15 +384,11 @@ def encode_part(turns: SessionTurns) -> tuple[str, int] | None:
     return f"{_digest(body)} {body}", end
 
 
-def _bodies(messages: SessionMessages, begin: int, starts: Sequence[int], ends: Sequence[int],
-            end: int) -> list[str]:
-    """The messages of a part: those before its first turn (often none), then each turn's."""
-    lead = messages.encoded(begin, starts[0] if starts else end)
-    return [lead, *map(messages.encoded, starts, ends)]
-
-
 CHECKSUM_DIGITS = 8
 """A part opens with its CRC-32 in this many hex digits, then a space, then its JSON."""
+
+
+_JSON = json.JSONDecoder()
 
 
 def _digest(body: str) -> str:
@@ -454,16 +426,20 @@ def _encode_postings(postings: TurnPostings, first: int,
 
 def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict[str, Any]:
     """A stored part, checked against the session and the index it must follow."""
-    digest, _, body = text.partition(" ")
-    if len(digest) != CHECKSUM_DIGITS:  # formats before 4 open with a 32-digit BLAKE2b
+    # Read in place: a long session's part is tens of megabytes, and splitting off its body
+    # would copy it once more.
+    if text[CHECKSUM_DIGITS:CHECKSUM_DIGITS + 1] != " ":  # formats before 4: a 32-digit BLAKE2b
         raise CorruptIndex(f"a part does not open with a format {INDEX_FORMAT} checksum: "
                            "another version wrote it, or it is damaged")
-    if digest != _digest(body):
+    encoded = memoryview(text.encode("ascii", "replace"))
+    if text[:CHECKSUM_DIGITS] != f"{zlib.crc32(encoded[CHECKSUM_DIGITS + 1:]):08x}":
         raise CorruptIndex("a part does not match its checksum")
     try:
-        part = json.loads(body)
+        part, decoded_to = _JSON.raw_decode(text, CHECKSUM_DIGITS + 1)
     except (TypeError, ValueError, RecursionError) as exc:
         raise CorruptIndex("a part does not decode") from exc
+    if decoded_to != len(text):
+        raise CorruptIndex("a part has more after its JSON")
     if not isinstance(part, dict):
         raise CorruptIndex("a part is not an object")
     if part.get("format") != INDEX_FORMAT or part.get("analyzer") != ANALYZER_FINGERPRINT:
@@ -478,15 +454,14 @@ def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict
         part[name] = _array(part.get(name), name)
     starts, ends = part["starts"], part["ends"]
     count = len(starts)
-    texts, stamps, bodies = part.get("texts"), part.get("stamps"), part.get("bodies")
-    if not (isinstance(texts, list) and isinstance(stamps, list) and isinstance(bodies, list)) or (
+    texts, stamps = part.get("texts"), part.get("stamps")
+    if not (isinstance(texts, list) and isinstance(stamps, list)) or (
             not len(ends) == len(part["tokens"]) == len(part["calls_after"]) == len(texts)
-            == len(stamps) == count == len(bodies) - 1):
+            == len(stamps) == count):
         raise CorruptIndex("a part's turn lists are missing or differ in length")
     # json.loads makes exact ``str``s: the set of types is a check at C speed.
-    if not ({*map(type, texts), *map(type, bodies)} <= {str}
-            and {*map(type, stamps)} <= {str, type(None)}):
-        raise CorruptIndex("a part's texts, timestamps or messages are malformed")
+    if not ({*map(type, texts)} <= {str} and {*map(type, stamps)} <= {str, type(None)}):
+        raise CorruptIndex("a part's texts or timestamps are malformed")
     end, calls = part.get("end"), part.get("calls")
     if not (isinstance(end, int) and isinstance(calls, int) and end >= begin):
         raise CorruptIndex("a part has values of the wrong type")
@@ -498,7 +473,7 @@ def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict
 
 
 def _load_part(turns: SessionTurns, part: dict[str, Any]) -> None:
-    """Add a checked part's turns (and postings) to ``turns``, and its messages, encoded."""
+    """Add a checked part's turns (and postings) to ``turns``; its messages stay unread."""
     if not turns.tag:  # the first part names the incarnation (as ``_tag`` made it)
         turns.tag = part["tag"]
         turns.index.key = _session_key(turns.tag)
@@ -514,10 +489,10 @@ def _load_part(turns: SessionTurns, part: dict[str, Any]) -> None:
     index.tokens.extend(part["tokens"])
     index.calls_after.extend(part["calls_after"])
     index.calls = part["calls"]
-    turns.messages.add_encoded(part["bodies"], [begin, *part["starts"], end])
+    turns.messages.add_unread(end - begin)
     texts = part["texts"]
-    index.held += (SLOT_BYTES * (end - begin) + sum(map(text_bytes, part["bodies"]))
-                   + 2 * sum(map(text_bytes, texts)) + len(loaded) * (len(tag) + 8 + TURN_BYTES))
+    index.held += (SLOT_BYTES * (end - begin) + 2 * sum(map(text_bytes, texts))
+                   + len(loaded) * (len(tag) + 8 + TURN_BYTES))
 
 
 def _stored_turn(start: int, text: str, key: str, stamp: str | None) -> RecallTurn:
@@ -567,13 +542,12 @@ def _load_postings(postings: TurnPostings, stored: object, first: int, count: in
             raise CorruptIndex("a part's large counts are malformed")
         big_counts[entry[0], entry[1]] = entry[2]
     # Checked before anything is added: a bad part leaves the index as it was.
-    slices = map(codes.__getitem__, map(slice, offsets, offsets[1:]))
     known = len(postings.postings)
-    if not known:  # the first part (the usual case): the arrays go in as they are
-        postings.postings.update(zip(terms, slices, strict=True))
-    else:
-        for term, codes_of in zip(terms, slices, strict=True):
-            postings.postings[term].extend(codes_of)
+    if not isinstance(postings.postings, PackedPostings):
+        packed = PackedPostings()
+        packed.update(postings.postings)
+        postings.postings = packed
+    postings.postings.add_block(terms, offsets, codes)
     postings.big_counts.update(big_counts)
     postings.lengths.extend(lengths)
     postings.total_length += sum(lengths)
@@ -716,13 +690,42 @@ class RecallIndexes:
                 turns.rewrite = True
                 turns.persisted = 0
 
-    def distrust(self, key: SessionKey, broken: SessionTurns, reason: str) -> None:
-        """Drop ``broken``, whose stored parts hold messages that do not decode.
+    def read_turns(self, key: SessionKey, turns: SessionTurns,
+                   spans: Sequence[tuple[int, int]]) -> Flow[bool]:
+        """Read the messages of ``spans`` (positions ``[start, end)``) from the store's log.
 
-        The checks a part passes when loaded leave its messages encoded (a fresh worker decodes
-        only what it recalls), so a part written wrong can show only when a build reads it.
-        The session's next use indexes its messages from the store, not the parts, and
-        replaces the parts with what it indexed.
+        False when they cannot be read as the loaded parts describe them: the session's
+        incarnation is gone (an erase racing this call: the entry is dropped), the store keeps
+        parts but cannot read spans, or the log does not hold the messages the parts cover
+        (the entry is distrusted: the session's next use indexes its messages instead).
+        """
+        if not spans:
+            return True
+        if turns.epoch is None:
+            raise AssertionError("only a session loaded from stored parts has unread messages")
+        wanted = [(start + 1, end) for start, end in spans]  # seqs, inclusive
+        try:
+            read = yield from flow.read_spans(key, wanted, epoch=turns.epoch)
+        except AttributeError:  # keeps parts, cannot read spans: index the messages
+            self._keeps_index = False
+            self.distrust(key, turns, "the store cannot read a session's messages by seq")
+            return False
+        if read is None:
+            self._replace(key, turns)
+            return False
+        filled = yield from flow.compute(partial(_fill, turns, spans, read))
+        if not filled:
+            self.distrust(key, turns, "the session's log does not hold the messages its "
+                          "stored recall index covers")
+        return filled
+
+    def distrust(self, key: SessionKey, broken: SessionTurns, reason: str) -> None:
+        """Drop ``broken``, whose stored parts do not fit the session's log.
+
+        The checks a part passes when loaded do not read the messages it covers (a fresh
+        worker reads only the turns it shows), so a part that does not fit the log can show
+        only then. The session's next use indexes its messages from the store, not the parts,
+        and replaces the parts with what it indexed.
         """
         with self._lock:
             if self._entries.get(key) is broken:
@@ -791,6 +794,20 @@ def _claim_part(turns: SessionTurns) -> tuple[str, bool] | None:
         turns.persisted, turns.rewrite = end, False
         turns.fresh_terms, turns.fresh_from = {}, len(turns.index.turns)
         return text, replace_all
+
+
+def _fill(turns: SessionTurns, spans: Sequence[tuple[int, int]],
+          read: Sequence[StoredMessage]) -> bool:
+    """Hold the messages ``read`` for ``spans``; False if it is not exactly those messages."""
+    by_seq = {stored.seq: stored.message for stored in read}
+    wanted = {seq for start, end in spans for seq in range(start + 1, end + 1)}
+    if by_seq.keys() != wanted or max(wanted) > len(turns.messages):
+        return False
+    added = 0
+    for start, end in spans:
+        added += turns.messages.fill(start, [by_seq[seq] for seq in range(start + 1, end + 1)])
+    turns.index.held += MESSAGE_BYTES * added
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -894,8 +911,10 @@ class SessionHistorySource:
         self._offset = begin - 1
         self._recent_calls = recent_calls
         self._now = now
-        self.unreadable: StoreError | None = None
-        """Set when a build read a recalled turn whose stored messages do not decode."""
+        self.unread: set[tuple[int, int]] = set()
+        """Turns (``[start, end)`` positions) a build would have shown but whose messages this
+        process has not read from the store: they were left out, and the manager reads them
+        and builds again (``unread_spans`` reads the ranked ones before the first build)."""
 
     @property
     def turns(self) -> SessionTurns:
@@ -905,18 +924,9 @@ class SessionHistorySource:
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """The wrapped stream, with recalled turns offered at round boundaries.
 
-        A recalled turn whose stored messages do not decode fails this source (the builder
-        reports it) and sets ``unreadable``: the manager then rebuilds the index and builds
-        again, so the context it returns is whole.
+        A ranked turn whose messages are not read yet is left out and noted in ``unread``.
         """
-        try:
-            yield from self._stream(request, options)
-        except StoreError as exc:
-            self.unreadable = exc
-            raise
-
-    def _stream(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
-        ranked = self._ranked(request.user_input)
+        ranked = self._readable(self._ranked(request.user_input))
         if not ranked:
             yield from self._history.build(request, options)
             return
@@ -962,7 +972,8 @@ class SessionHistorySource:
         for at in stored:
             position = bisect_left(index.turns, at, key=operator.attrgetter("index"))
             if (position < len(index.turns) and index.turns[position].index == at
-                    and index.ends[position] <= self._offset):
+                    and index.ends[position] <= self._offset
+                    and self._readable([(position, 0.0)])):
                 yield from self._placed(old, options, index, position, 0.0, since_cut)
 
     def recall_focus(self, request: Request, options: Mapping[str, Any]) -> float | None:
@@ -971,6 +982,28 @@ class SessionHistorySource:
         with turns.lock:
             return turn_focus(self._recaller, request.user_input, turns.index.turns,
                               limit=self._limit, now=self._now)
+
+    def unread_spans(self, query: str) -> list[tuple[int, int]]:
+        """The turns ranked for ``query`` whose messages are not read yet (``[start, end)``)."""
+        index, messages = self._turns.index, self._turns.messages
+        if not messages.unread:
+            return []
+        spans = ((index.turns[p].index, index.ends[p]) for p, _ in self._ranked(query))
+        return [span for span in spans if not messages.is_read(*span)]
+
+    def _readable(self, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """``ranked`` without the turns whose messages are not read (noted in ``unread``)."""
+        index, messages = self._turns.index, self._turns.messages
+        if not messages.unread:
+            return ranked
+        kept = []
+        for position, score in ranked:
+            span = index.turns[position].index, index.ends[position]
+            if messages.is_read(*span):
+                kept.append((position, score))
+            else:
+                self.unread.add(span)
+        return kept
 
     def _ranked(self, query: str) -> list[tuple[int, float]]:
         turns = self._turns

@@ -35,9 +35,10 @@ import math
 import sys
 from array import array
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from contextwright.core.caches import GrowingCache
 from contextwright.errors import InvalidInputError
@@ -170,6 +171,104 @@ class _QueryTerm:
     view: TermView
     bound: float
     """Upper bound of what the term adds to any turn's score."""
+
+
+_BLOCK = 1 << 32
+"""A packed term's place: ``block * _BLOCK + i`` (its codes are ``codes[offsets[i]:offsets[i+1]]``
+of that block)."""
+
+
+class PackedPostings(defaultdict[str, "array[int]"]):
+    """Postings loaded as blocks (one array of codes per block), a term's array cut out when read.
+
+    A stored index of a long session holds about 100,000 terms, and a query reads a handful:
+    making an array per term when the index loads cost more than the rest of the load, and
+    those arrays, being tracked by the garbage collector, brought on full collections. A
+    packed term reads like any other (``get``, ``[]``, ``in``, ``len``); iterating, ``items``
+    and the like cut out every term first.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(_new_postings)
+        self._packed: dict[str, int] = {}
+        self._blocks: list[tuple[array[int], array[int]]] = []
+        """(offsets, codes) of each block."""
+
+    def add_block(self, terms: Sequence[str], offsets: array[int], codes: array[int]) -> None:
+        """Add the postings ``codes[offsets[i]:offsets[i + 1]]`` of each ``terms[i]``.
+
+        A term already held gets them appended (the block's turns follow the held ones); the
+        others stay packed.
+        """
+        block = len(self._blocks) * _BLOCK
+        self._blocks.append((offsets, codes))
+        packed = self._packed
+        if not packed and not dict.__len__(self):  # the first block: every term is new
+            packed.update(zip(terms, range(block, block + len(terms)), strict=True))
+            return
+        for i, term in enumerate(terms):
+            if term in self:
+                self[term].extend(codes[offsets[i]:offsets[i + 1]])
+            else:
+                packed[term] = block + i
+
+    def _unpack(self, term: str) -> array[int] | None:
+        at = self._packed.pop(term, None)
+        if at is None:
+            return dict.get(self, term)  # another thread may have unpacked it meanwhile
+        offsets, codes = self._blocks[at // _BLOCK]
+        i = at % _BLOCK
+        codes_of = codes[offsets[i]:offsets[i + 1]]
+        return self.setdefault(term, codes_of)
+
+    def __missing__(self, term: str) -> array[int]:
+        found = self._unpack(term) if term in self._packed else None
+        return found if found is not None else super().__missing__(term)
+
+    def get(self, term: str, default: Any = None) -> Any:
+        """The term's postings (cut out if packed), else ``default``; adds no term."""
+        found = dict.get(self, term)
+        if found is None and term in self._packed:
+            found = self._unpack(term)
+        return default if found is None else found
+
+    def __contains__(self, term: object) -> bool:
+        return dict.__contains__(self, term) or term in self._packed
+
+    def __len__(self) -> int:
+        return dict.__len__(self) + len(self._packed)
+
+    def unpack_all(self) -> None:
+        """Cut out every packed term (before anything walks all terms)."""
+        for term in list(self._packed):
+            self._unpack(term)
+
+    def __iter__(self) -> Iterator[str]:
+        self.unpack_all()
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        """Every term (cut out first)."""
+        self.unpack_all()
+        return super().keys()
+
+    def values(self) -> Any:
+        """Every term's postings (cut out first)."""
+        self.unpack_all()
+        return super().values()
+
+    def items(self) -> Any:
+        """Every (term, postings) (cut out first)."""
+        self.unpack_all()
+        return super().items()
+
+    def __eq__(self, other: object) -> bool:
+        self.unpack_all()
+        if isinstance(other, PackedPostings):
+            other.unpack_all()
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass(slots=True)

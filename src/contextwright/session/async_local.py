@@ -128,6 +128,12 @@ class _SyncBacked:
         """As ``IndexStore.read_index``."""
         return await self._call(lambda store: cast(IndexStore, store).read_index(key))
 
+    async def read_spans(self, key: SessionKey, spans: Sequence[tuple[int, int]], *,
+                         epoch: str) -> list[StoredMessage] | None:
+        """As ``IndexStore.read_spans``."""
+        return await self._call(lambda store: cast(IndexStore, store).read_spans(
+            key, spans, epoch=epoch))
+
 
 class AsyncMemoryStore(_SyncBacked):
     """An ``AsyncStore`` in process memory, over a ``MemoryStore`` (its own, or one given)."""

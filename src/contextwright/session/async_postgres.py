@@ -41,10 +41,12 @@ from contextwright.session.store import (
     StateWrite,
     StoredIndex,
     StoredMessage,
+    span_seqs,
     validate_conditions,
     validate_id,
     validate_index_part,
     validate_read_args,
+    validate_spans,
 )
 
 if TYPE_CHECKING:
@@ -163,6 +165,12 @@ class AsyncPostgresStore:
     async def read_index(self, key: SessionKey) -> StoredIndex | None:
         """The live session's epoch and recall index parts."""
         return await self._query(self._layout.read_index(key))
+
+    async def read_spans(self, key: SessionKey, spans: Sequence[tuple[int, int]], *,
+                         epoch: str) -> list[StoredMessage] | None:
+        """The live session's messages in ``spans`` (seqs, inclusive); None if not ``epoch``."""
+        seqs = span_seqs(validate_spans(spans, epoch))
+        return await self._query(self._layout.read_spans(key, seqs, epoch))
 
     async def erase_session(self, key: SessionKey) -> bool:
         """Remove the session; ``True`` if it was live."""

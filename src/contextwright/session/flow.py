@@ -39,7 +39,8 @@ T = TypeVar("T")
 
 StoreMethod = Literal["append", "append_if", "read", "epoch", "find_write", "count",
                       "get_state", "put_state", "list_sessions", "erase_session",
-                      "erase_user", "purge_expired", "append_index", "read_index"]
+                      "erase_user", "purge_expired", "append_index", "read_index",
+                      "read_spans"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +223,13 @@ def list_sessions(user_id: str | None = None) -> Flow[list[SessionInfo]]:
 def read_index(key: SessionKey) -> Flow[StoredIndex | None]:
     """``IndexStore.read_index`` as a step (``AttributeError`` from a store without it)."""
     return cast("StoredIndex | None", (yield StoreCall("read_index", (key,))))
+
+
+def read_spans(key: SessionKey, spans: Sequence[tuple[int, int]], *, epoch: str
+               ) -> Flow[list[StoredMessage] | None]:
+    """``IndexStore.read_spans`` as a step (``AttributeError`` from a store without it)."""
+    return cast("list[StoredMessage] | None", (yield StoreCall(
+        "read_spans", (key, spans), {"epoch": epoch})))
 
 
 def append_index(key: SessionKey, part: str, *, epoch: str, replace: bool = False

@@ -30,12 +30,14 @@ from contextwright.session.store import (
     new_epoch,
     refuse_write,
     sorted_infos,
+    span_seqs,
     validate_conditions,
     validate_expected_version,
     validate_id,
     validate_index_part,
     validate_messages,
     validate_read_args,
+    validate_spans,
     validate_ttl,
 )
 
@@ -193,6 +195,19 @@ class MemoryStore:
             session = self._live(key)
             return None if session is None else StoredIndex(epoch=session.epoch,
                                                             parts=list(session.index_parts))
+
+    def read_spans(self, key: SessionKey, spans: Sequence[tuple[int, int]], *, epoch: str
+                   ) -> list[StoredMessage] | None:
+        """The live session's messages in ``spans`` (seqs, inclusive); None if not ``epoch``."""
+        merged = validate_spans(spans, epoch)
+        with self._lock:
+            session = self._live(key)
+            if session is None or session.epoch != epoch:
+                return None
+            rows = session.messages
+            picked = [(seq, rows[seq - 1]) for seq in span_seqs(merged) if seq <= len(rows)]
+        return [StoredMessage(seq=seq, message=decode_document(text, f"message {seq}"),
+                              created_at=at) for seq, (at, text) in picked]
 
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""

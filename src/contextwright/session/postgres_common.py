@@ -272,6 +272,21 @@ class PostgresLayout:
         return StoredIndex(epoch=str(rows[0][0] or ""),
                            parts=[str(data) for _, data in rows if data is not None])
 
+    def read_spans(self, key: SessionKey, seqs: list[int], epoch: str
+                   ) -> SqlFlow[list[StoredMessage] | None]:
+        """The live session's messages at ``seqs`` if ``epoch`` is live (one statement)."""
+        rows: list[Row] = yield self._all(
+            "SELECT x.epoch, m.seq, m.created_at, m.body FROM {s}.sessions x"
+            " LEFT JOIN {s}.messages m ON m.user_id = x.user_id"
+            " AND m.session_id = x.session_id AND m.seq = ANY(%s)"
+            " WHERE x.user_id = %s AND x.session_id = %s AND x.updated_at > %s ORDER BY m.seq",
+            (seqs, key.user_id, key.session_id, self.cutoff()))
+        if not rows or str(rows[0][0] or "") != epoch:
+            return None
+        return [StoredMessage(seq=int(seq), message=decode_document(body, f"message {seq}"),
+                              created_at=float(at))
+                for _, seq, at, body in rows if seq is not None]
+
     def append_index(self, key: SessionKey, part: str, epoch: str, replace: bool
                      ) -> SqlFlow[bool]:
         """Append a part if ``epoch`` is live, checked on the locked session row.

@@ -27,6 +27,8 @@ from contextwright.session.redis_common import (
     redis_errors,
     redis_module,
     session_infos,
+    span_args,
+    span_items,
     state_record,
     stored_index,
     write_seqs,
@@ -46,6 +48,7 @@ from contextwright.session.store import (
     validate_index_part,
     validate_messages,
     validate_read_args,
+    validate_spans,
 )
 
 if TYPE_CHECKING:
@@ -157,6 +160,17 @@ class RedisStore:
     def read_index(self, key: SessionKey) -> StoredIndex | None:
         """The live session's epoch and recall index parts (one script)."""
         return stored_index(self._run("index_read", self._layout.index_keys(key), []))
+
+    def read_spans(self, key: SessionKey, spans: Sequence[tuple[int, int]], *,
+                   epoch: str) -> list[StoredMessage] | None:
+        """The live session's messages in ``spans`` (seqs, inclusive); None if not ``epoch``.
+
+        One script: the epoch check and the reads see the same session.
+        """
+        merged = validate_spans(spans, epoch)
+        reply = self._run("read_spans", self._layout.span_keys(key),
+                               span_args(epoch, merged))
+        return span_items(reply, merged)
 
     def erase_session(self, key: SessionKey) -> bool:
         """Remove the session; ``True`` if it was live."""

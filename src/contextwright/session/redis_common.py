@@ -132,8 +132,21 @@ if not meta[1] then return {0} end
 return {1, meta[2] or '', redis.call('LRANGE', KEYS[2], 0, -1)}
 """
 
+# KEYS: meta, msgs. ARGV: epoch, then each span's first and last seq. Returns {0} (no live
+# session of that epoch) or {1, the elements of each span}.
+_READ_SPANS = """
+local meta = redis.call('HMGET', KEYS[1], 'created_at', 'epoch')
+if not meta[1] or (meta[2] or '') ~= ARGV[1] then return {0} end
+local out = {1}
+for i = 2, #ARGV, 2 do
+  out[#out + 1] = redis.call('LRANGE', KEYS[2], tonumber(ARGV[i]) - 1, tonumber(ARGV[i + 1]) - 1)
+end
+return out
+"""
+
 SCRIPTS = {"write": _WRITE, "read": _READ, "erase": _ERASE, "forget": _FORGET,
-           "index_append": _INDEX_APPEND, "index_read": _INDEX_READ}
+           "index_append": _INDEX_APPEND, "index_read": _INDEX_READ,
+           "read_spans": _READ_SPANS}
 """The store's Lua scripts by name."""
 
 
@@ -164,6 +177,10 @@ class RedisLayout:
         return [self.key("meta", key), self.key("msgs", key), self.key("state", key),
                 self.user_index(key.user_id), self.users, self.key("writes", key),
                 self.key("recall", key)]
+
+    def span_keys(self, key: SessionKey) -> list[str]:
+        """The KEYS of the span read script."""
+        return [self.key("meta", key), self.key("msgs", key)]
 
     def index_keys(self, key: SessionKey) -> list[str]:
         """The KEYS of the recall index scripts."""
@@ -225,6 +242,21 @@ def stored_index(reply: list[Any]) -> StoredIndex | None:
     live, items = str(reply[1]), [str(item) for item in reply[2]]
     parts = items[1:] if items and items[0] == live else []  # another epoch's: none
     return StoredIndex(epoch=live, parts=parts)
+
+
+def span_args(epoch: str, spans: Sequence[tuple[int, int]]) -> list[Any]:
+    """The span read script's ARGV."""
+    return [epoch, *(seq for span in spans for seq in span)]
+
+
+def span_items(reply: list[Any], spans: Sequence[tuple[int, int]]
+               ) -> list[StoredMessage] | None:
+    """The span read script's reply as stored messages (None: not the live epoch)."""
+    if not reply or int(reply[0]) == 0:
+        return None
+    return [decode_item(str(item), first + i)
+            for (first, _), items in zip(spans, reply[1:], strict=True)
+            for i, item in enumerate(items)]
 
 
 def read_args(after: int, last: int | None) -> list[int]:

@@ -9,6 +9,7 @@ third of five messages rolls back the first two.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -35,12 +36,14 @@ from contextwright.session.store import (
     new_epoch,
     refuse_write,
     sorted_infos,
+    span_seqs,
     validate_conditions,
     validate_expected_version,
     validate_id,
     validate_index_part,
     validate_messages,
     validate_read_args,
+    validate_spans,
     validate_ttl,
 )
 
@@ -218,6 +221,25 @@ class SqliteStore:
             return None
         return StoredIndex(epoch=str(rows[0][0] or ""),
                            parts=[data for _, data in rows if data is not None])
+
+    def read_spans(self, key: SessionKey, spans: Sequence[tuple[int, int]], *, epoch: str
+                   ) -> list[StoredMessage] | None:
+        """The live session's messages in ``spans`` (seqs, inclusive); None if not ``epoch``.
+
+        One statement: the session row (its epoch) joined with the messages named, so the
+        check and the read see the same snapshot.
+        """
+        seqs = json.dumps(span_seqs(validate_spans(spans, epoch)))
+        rows = self._query(
+            "SELECT s.epoch, m.seq, m.created_at, m.body FROM sessions s LEFT JOIN messages m"
+            " ON m.user_id = s.user_id AND m.session_id = s.session_id"
+            " AND m.seq IN (SELECT value FROM json_each(?))"
+            " WHERE s.user_id = ? AND s.session_id = ? AND s.updated_at > ? ORDER BY m.seq",
+            (seqs, key.user_id, key.session_id, expiry_cutoff(self._clock(), self._ttl)))
+        if not rows or str(rows[0][0] or "") != epoch:
+            return None
+        return [StoredMessage(seq=seq, message=decode_document(body, f"message {seq}"),
+                              created_at=at) for _, seq, at, body in rows if seq is not None]
 
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""

@@ -158,6 +158,16 @@ class IndexStore(Protocol):
         """The live session's epoch and index parts; None when the session is absent."""
         ...
 
+    def read_spans(self, key: SessionKey, spans: Sequence[tuple[int, int]], *, epoch: str
+                   ) -> list[StoredMessage] | None:
+        """The messages with ``first <= seq <= last`` for each ``(first, last)``, oldest first.
+
+        An index holds no messages: a worker that loaded one reads the turns it shows from the
+        log this way. Seqs past the session's end are simply absent. None if ``epoch`` is not
+        the live session's (nothing is read from another incarnation).
+        """
+        ...
+
 
 @runtime_checkable
 class Store(Protocol):
@@ -319,6 +329,33 @@ def validate_index_part(part: object, epoch: object) -> None:
         raise InvalidInputError("an index part must be ASCII text")
     if not isinstance(epoch, str):
         raise InvalidInputError("epoch must be a string")
+
+
+def validate_spans(spans: object, epoch: object) -> list[tuple[int, int]]:
+    """``read_spans``' arguments: the spans sorted and merged where they touch or overlap."""
+    if not isinstance(epoch, str):
+        raise InvalidInputError("epoch must be a string")
+    if isinstance(spans, str | bytes | Mapping) or not isinstance(spans, Sequence):
+        raise InvalidInputError("spans must be a sequence of (first, last) seq pairs")
+    pairs: list[tuple[int, int]] = []
+    for span in spans:
+        if not (isinstance(span, Sequence) and len(span) == 2 and all(
+                isinstance(seq, int) and not isinstance(seq, bool) for seq in span)
+                and 1 <= span[0] <= span[1]):
+            raise InvalidInputError(f"a span must be two seqs, 1 <= first <= last: {span!r}")
+        pairs.append((span[0], span[1]))
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(pairs):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
+
+
+def span_seqs(spans: Sequence[tuple[int, int]]) -> list[int]:
+    """Every seq the (merged) ``spans`` name, ascending."""
+    return [seq for first, last in spans for seq in range(first, last + 1)]
 
 
 def validate_ttl(ttl_seconds: float | None) -> float | None:
