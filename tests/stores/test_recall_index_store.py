@@ -483,3 +483,29 @@ def test_an_async_fresh_worker_reads_the_recalled_turns_and_prepares_the_same(
             await store.aclose()
 
     asyncio.run(run())
+
+
+def test_loaded_turns_are_made_when_read_and_read_like_a_list() -> None:
+    from bisect import bisect_left
+
+    from contextwright.manager.recall import LoadedTurns
+    from contextwright.recall.turns import RecallTurn
+
+    turns = LoadedTurns()
+    turns.add_loaded([0, 2, 5], ["a", "b", "c"], ["2023-05-08T13:56:00", None, None], "t")
+    turns.add_loaded([7], ["d"], [None], "t")
+    turns.append(RecallTurn(index=9, text="e", key="t:10"))
+    assert len(turns) == 5 and list.__getitem__(turns, 1) is None, "nothing made yet"
+    second = turns[1]
+    assert second == RecallTurn(index=2, text="b", key="t:3") and turns[1] is second
+    assert list.__getitem__(turns, 0) is None, "only what was read is made"
+    assert turns[-2] == RecallTurn(index=7, text="d", key="t:8"), "a later run, from the end"
+    assert turns[0].timestamp == "2023-05-08T13:56:00"
+    assert [t.key for t in turns[1:4]] == ["t:3", "t:6", "t:8"]
+    assert bisect_left(turns, 5, key=lambda t: t.index) == 2
+    plain = [RecallTurn(index=i, text=x, key=f"t:{i + 1}") for i, x in
+             [(0, "a"), (2, "b"), (5, "c"), (7, "d"), (9, "e")]]
+    plain[0] = RecallTurn(index=0, text="a", key="t:1", timestamp="2023-05-08T13:56:00")
+    assert list(turns) == plain and turns == plain and not turns != plain
+    assert list(reversed(turns)) == plain[::-1] and plain[2] in turns
+    assert turns.copy() == plain and type(turns.copy()) is list

@@ -31,12 +31,12 @@ import operator
 import threading
 import zlib
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import repeat
-from typing import Any, overload
+from typing import Any, SupportsIndex, overload
 
 from contextwright.analysis import analyzer
 from contextwright.core.caches import GrowingCache, text_bytes
@@ -248,8 +248,93 @@ class SessionTurns:
     """The stored parts did not fit the session's log: index the messages, never the parts."""
 
 
+class LoadedTurns(TurnList):
+    """A session's turn list whose turns loaded from stored parts are made when first read.
+
+    A long session's parts hold tens of thousands of turns, and a build reads the few it
+    ranks: making every ``RecallTurn`` when the parts load was the largest cost of the load,
+    and so many new objects tracked by the garbage collector brought on full collections.
+    Until made, a loaded turn's slot holds None; reading it (an index, a slice, iterating,
+    comparing) makes it, once.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._firsts: list[int] = []
+        """The position of each loaded run's first turn."""
+        self._runs: list[tuple[Sequence[int], Sequence[str], Sequence[str | None], str]] = []
+        """Each loaded run's starts, texts, timestamps and session tag."""
+        self._lock = threading.Lock()
+
+    def add_loaded(self, starts: Sequence[int], texts: Sequence[str],
+                   stamps: Sequence[str | None], tag: str) -> None:
+        """Append the turns a stored part describes, to be made when read."""
+        self._firsts.append(len(self))
+        self._runs.append((starts, texts, stamps, tag))
+        self.extend([None] * len(starts))  # type: ignore[list-item]
+
+    def _made(self, at: int) -> RecallTurn:
+        run = bisect_right(self._firsts, at) - 1
+        starts, texts, stamps, tag = self._runs[run]
+        i = at - self._firsts[run]
+        made = _stored_turn(starts[i], texts[i], f"{tag}:{starts[i] + 1}", stamps[i])
+        with self._lock:  # two readers make one turn: the same object for both
+            found = list.__getitem__(self, at)
+            if found is None:
+                list.__setitem__(self, at, made)
+                return made
+            return found
+
+    @overload
+    def __getitem__(self, at: SupportsIndex) -> RecallTurn: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[RecallTurn]: ...
+
+    def __getitem__(self, at: SupportsIndex | slice) -> RecallTurn | list[RecallTurn]:
+        if isinstance(at, slice):
+            return [self[i] for i in range(*at.indices(len(self)))]
+        found = list.__getitem__(self, at)
+        if found is None:
+            position = at.__index__()
+            return self._made(position + len(self) if position < 0 else position)
+        return found
+
+    def make_all(self) -> None:
+        """Make every loaded turn not made yet (before the list is read as a plain list)."""
+        if self._runs:
+            for at in range(len(self)):
+                if list.__getitem__(self, at) is None:
+                    self._made(at)
+
+    def __iter__(self) -> Iterator[RecallTurn]:
+        return (self[at] for at in range(len(self)))
+
+    def __reversed__(self) -> Iterator[RecallTurn]:
+        return (self[at] for at in range(len(self) - 1, -1, -1))
+
+    def __contains__(self, turn: object) -> bool:
+        self.make_all()
+        return list.__contains__(self, turn)
+
+    def __eq__(self, other: object) -> bool:
+        self.make_all()
+        if isinstance(other, LoadedTurns):
+            other.make_all()
+        return list.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> list[RecallTurn]:
+        """A plain list of every turn."""
+        return list(self)
+
+
 def _new_session_turns() -> SessionTurns:
-    return SessionTurns(tag="", index=TurnIndex(turns=TurnList()))
+    return SessionTurns(tag="", index=TurnIndex(turns=LoadedTurns()))
 
 
 class StaleIndex(Exception):
@@ -479,12 +564,13 @@ def _load_part(turns: SessionTurns, part: dict[str, Any]) -> None:
         turns.index.key = _session_key(turns.tag)
     index, tag = turns.index, turns.tag
     begin, end = part["begin"], part["end"]
-    loaded = list(map(_stored_turn, part["starts"], part["texts"],
-                      [f"{tag}:{start + 1}" for start in part["starts"]], part["stamps"]))
+    count = len(part["starts"])
     postings = _postings(turns)
     if postings is not None:
-        _load_postings(postings, part.get("postings"), part["first"], len(loaded))
-    index.turns.extend(loaded)
+        _load_postings(postings, part.get("postings"), part["first"], count)
+    if not isinstance(index.turns, LoadedTurns):
+        raise AssertionError("a session's turns are a LoadedTurns list")
+    index.turns.add_loaded(part["starts"], part["texts"], part["stamps"], tag)
     index.ends.extend(part["ends"])
     index.tokens.extend(part["tokens"])
     index.calls_after.extend(part["calls_after"])
@@ -492,7 +578,7 @@ def _load_part(turns: SessionTurns, part: dict[str, Any]) -> None:
     turns.messages.add_unread(end - begin)
     texts = part["texts"]
     index.held += (SLOT_BYTES * (end - begin) + 2 * sum(map(text_bytes, texts))
-                   + len(loaded) * (len(tag) + 8 + TURN_BYTES))
+                   + count * (len(tag) + 8 + TURN_BYTES))
 
 
 def _stored_turn(start: int, text: str, key: str, stamp: str | None) -> RecallTurn:

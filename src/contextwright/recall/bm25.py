@@ -570,11 +570,14 @@ class TurnList(list[RecallTurn]):
 
 @dataclass(slots=True)
 class IndexedTurns:
-    """The inverted index of one turn list, and the keys it was built from."""
+    """The inverted index of one turn list, and how far it has read the list."""
 
     turns: Sequence[RecallTurn]
-    keys: list[str] = field(default_factory=list)
-    """Key of every indexed turn (the last one is checked before the index is reused)."""
+    count: int = 0
+    """Turns indexed (the list's first ``count``)."""
+    last_key: str = ""
+    """Key of the last turn indexed: checked before the index is reused (a list edited in
+    place is indexed anew)."""
     index: TurnPostings = field(default_factory=TurnPostings)
     last_ranking: tuple[object, int, list[tuple[int, float]], float | None] | None = None
     """(what was asked, turns indexed then, the ranking, its focus): an agent loop builds again
@@ -588,7 +591,7 @@ def postings_cache() -> GrowingCache[int, IndexedTurns]:
     Bytes are a share of the process-wide cache budget (``set_cache_limits``).
     """
     return GrowingCache("recall.lexical.postings", max_entries=INDEX_LIMIT, share=0.25,
-                        size=lambda entry: entry.index.bytes() + 16 * len(entry.keys))
+                        size=lambda entry: entry.index.bytes())
 
 
 def indexed_postings(cache: GrowingCache[int, IndexedTurns], turns: Sequence[RecallTurn],
@@ -598,25 +601,26 @@ def indexed_postings(cache: GrowingCache[int, IndexedTurns], turns: Sequence[Rec
 
     ``term_counts`` gives a turn's terms, made the way ``terms`` names. A list seen for the
     first time starts from the postings it carries (``TurnList``), if they were made the same
-    way. The caller holds the lock that guards ``cache``.
+    way; its turns are then not read at all (a list loaded from a store makes them when read).
+    The caller holds the lock that guards ``cache``.
     """
     entry = cache.pop(id(turns), None)  # put back last: the most recently used
     carried = getattr(turns, "postings", None)
     if not isinstance(carried, TurnPostings) or len(carried) > len(turns) or (
             carried.terms != terms):
         carried = None
-    if entry is None or entry.turns is not turns or len(entry.keys) > len(turns) or (
-            entry.keys and turns[len(entry.keys) - 1].key != entry.keys[-1]):
+    if entry is None or entry.turns is not turns or entry.count > len(turns) or (
+            entry.count and turns[entry.count - 1].key != entry.last_key):
         entry = IndexedTurns(turns=turns, index=TurnPostings(terms=terms))
         if carried is not None:
             entry.index = carried
-    if carried is not None and entry.index is carried and len(carried) > len(entry.keys):
-        # the list's owner extended its postings with the list: only the keys follow
-        entry.keys.extend([turn.key for turn in turns[len(entry.keys):len(carried)]])
-    start = len(entry.keys)
-    if start < len(turns):
-        entry.index.add_all(map(term_counts, turns[start:]))
-        entry.keys.extend([turn.key for turn in turns[start:]])
+    if carried is not None and entry.index is carried and len(carried) > entry.count:
+        entry.count = len(carried)  # the list's owner extended its postings with the list
+    if entry.count < len(turns):
+        entry.index.add_all(map(term_counts, turns[entry.count:]))
+        entry.count = len(turns)
+    if entry.count:
+        entry.last_key = turns[entry.count - 1].key
     cache[id(turns)] = entry
-    keep_bounded(cache, lambda held: len(held.keys))
+    keep_bounded(cache, lambda held: held.count)
     return entry

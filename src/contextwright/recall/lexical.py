@@ -159,10 +159,10 @@ class LexicalTurnRecaller:
             entry = self._postings(turns)
             asked = (terms, limit)
             known = entry.last_ranking
-            if known is not None and known[0] == asked and known[1] == len(entry.keys):
+            if known is not None and known[0] == asked and known[1] == entry.count:
                 return list(known[2]), known[3]
             ranked, focus = self._ranked(entry.index, turns, terms, limit)
-            entry.last_ranking = (asked, len(entry.keys), ranked, focus)
+            entry.last_ranking = (asked, entry.count, ranked, focus)
             return list(ranked), focus
 
     def _ranked(self, index: TurnPostings, turns: Sequence[RecallTurn], terms: list[str],
