@@ -422,7 +422,7 @@ def test_session_messages_hold_what_was_read_and_refuse_what_was_not() -> None:
     messages.append({"role": "user", "content": "fed from the store"})
     assert len(messages) == 5 and messages.unread == 4
     assert messages.is_read(4, 5) and not messages.is_read(0, 2)
-    with pytest.raises(UnreadMessage, match="message 1 .*not been read") as raised:
+    with pytest.raises(UnreadMessage, match=r"message 1 .*not been read") as raised:
         messages[1]
     assert raised.value.position == 1
     with pytest.raises(UnreadMessage):

@@ -182,7 +182,8 @@ class SessionFlows:
         session_history = partial(self._session_history, key, settings, read,
                                   recent[:user_index + 1], filled)
         history = yield from session_history()
-        asked = parse_message(recent[user_index].message, "session").content
+        stored = recent[user_index]
+        asked = parse_message(stored.message, f"session[seq {stored.seq}]").content
         if history is not None:  # the turns it will recall, read before the build
             history = yield from self._read_recalled(
                 key, history, (yield from flow.compute(partial(history.unread_spans, asked))),

@@ -611,7 +611,7 @@ def _load_postings(postings: TurnPostings, stored: object, first: int, count: in
             terms) + 1 or len(lengths) != count or len(postings) != first or (
             offsets and offsets[-1] != len(codes)):
         raise CorruptIndex("a part's postings do not fit its turns")
-    if not all(isinstance(term, str) for term in terms) or len(set(terms)) != len(terms) or (
+    if not {*map(type, terms)} <= {str} or len(set(terms)) != len(terms) or (
             not all(map(operator.lt, offsets, offsets[1:]))) or (offsets and offsets[0] != 0):
         raise CorruptIndex("a part's postings are malformed")
     # A term's postings ascend (the writer appends them in turn order): its first and last
