@@ -19,6 +19,7 @@ then, without the current input (which changes every call).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -221,17 +222,39 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
     for unit in pool:
         rendered = [candidate_hash(c) for c in sorted(unit.candidates, key=_order)]
         by_first.setdefault(rendered[0], []).append((unit, rendered))
+    # Each first message's units by order (stable: pool order among equal orders), so the
+    # next one along is found by bisection: a session that says one thing again and again
+    # (the same question asked daily) has hundreds of alike units, and looking at every one
+    # of them for every message made this quadratic.
+    ordered = {first: sorted(alike, key=lambda entry: _first_order(entry[0]))
+               for first, alike in by_first.items() if len(alike) > 1}
+    orders = {first: [_first_order(unit) for unit, _ in alike]
+              for first, alike in ordered.items()}
     units: list[Unit] = []
     shown: set[str] = set()  # two messages that render alike are two units, not one twice
+
+    def fits(entry: tuple[Unit, list[str]], index: int) -> bool:
+        unit, rendered = entry
+        return (not any(c.item.key in shown for c in unit.candidates)
+                and list(hashes[index:index + len(rendered)]) == rendered)
+
     index = 0
     last = float("-inf")
     while index < len(hashes):
-        fits = [u for u, rendered in by_first.get(hashes[index], ())
-                if not any(c.item.key in shown for c in u.candidates)
-                and list(hashes[index:index + len(rendered)]) == rendered]
-        # Alike messages: take the one that keeps the run in order (the next one along).
-        found = min((u for u in fits if _first_order(u) > last), key=_first_order,
-                    default=fits[0] if fits else None)
+        first = hashes[index]
+        alike = ordered.get(first)
+        if alike is None:
+            alone = by_first.get(first, ())
+            found = alone[0][0] if alone and fits(alone[0], index) else None
+        else:
+            # Alike messages: take the one that keeps the run in order (the next one along),
+            # else the first that fits in the pool's order.
+            after = bisect_right(orders[first], last)
+            found = next((unit for unit, rendered in alike[after:]
+                          if fits((unit, rendered), index)), None)
+            if found is None:
+                found = next((unit for unit, rendered in by_first[first]
+                              if fits((unit, rendered), index)), None)
         if found is None:
             return units, index
         last = max(last, _first_order(found))

@@ -559,10 +559,12 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
         items = recalled_items(request, options, index, position, score, since_cut)
         messages = tuple(parse_message(history[at], f"history[{at}]")
                          for at in range(turn.index, end))
-        made = (messages, items)
-    if len(RECALLED_UNITS) >= _RECALLED_LIMIT:
+        made = None
+    full = len(RECALLED_UNITS) >= _RECALLED_LIMIT
+    if full:
         RECALLED_UNITS.clear()
-    RECALLED_UNITS[base] = made
+    if made is None or full:  # one found is in the young generation already (the lookup)
+        RECALLED_UNITS[base] = made or (messages, items)
     RECALLED_UNITS[key] = (messages, items)
     return items
 
