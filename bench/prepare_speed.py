@@ -1,4 +1,4 @@
-"""Steady-state ``ContextManager.prepare`` latency on a SQLite session, per mode (issue 3).
+"""Steady-state ``ContextManager.prepare`` latency on a SQLite session, per mode.
 
 A session is filled with N messages (English and Chinese, ~60 tokens each), its old rounds are
 summarised once, then each step is: prepare(text) — timed — and record(reply), with summary
@@ -14,7 +14,10 @@ the steady state.
 
     .venv/bin/python bench/prepare_speed.py [--sizes 1000,10000,100000] [--steps 200]
         [--synchronous NORMAL|FULL] [--cases sliding_window,recall_off,recall_old,...]
-        [--no-cache]
+        [--no-cache] [--trend]
+
+``--trend`` also prints each case's median per fifth of its steps: a cost that grows with the
+session (recalled turns piling up in the cached layout) shows there, not in the median.
 
 ``--fresh-worker memory,sqlite,redis,postgresql`` measures instead what a fresh worker's first
 ``prepare`` of a long stored session costs on each store: one worker prepares the session
@@ -109,8 +112,9 @@ CASES = {
 
 
 def measure(name: str, size: int, steps: int, folder: Path, synchronous: str
-            ) -> tuple[float, float]:
-    """(median steady-state prepare, the manager's first prepare of the session), in ms."""
+            ) -> tuple[float, float, list[float]]:
+    """(median steady-state prepare, the manager's first prepare of the session, the median
+    of each fifth of the steps), in ms."""
     case = CASES[name]
     store = SqliteStore(folder / f"{name}-{size}.db", synchronous=synchronous)
     key = SessionKey(user_id="bench", session_id=f"{name}-{size}")
@@ -134,7 +138,9 @@ def measure(name: str, size: int, steps: int, folder: Path, synchronous: str
     cm.flush()
     cm.close()
     store.close()
-    return statistics.median(timings[steps // 5:]) * 1000, first * 1000
+    fifths = [statistics.median(timings[at * steps // 5:(at + 1) * steps // 5] or [0.0]) * 1000
+              for at in range(5)]
+    return statistics.median(timings[steps // 5:]) * 1000, first * 1000, fifths
 
 
 CACHE = True
@@ -223,6 +229,9 @@ def main() -> None:
                         help="comma-separated stores (memory,sqlite,redis,postgresql): a fresh "
                              "worker's first prepare with and without the stored index")
     parser.add_argument("--repeats", type=int, default=3, help="with --fresh-worker")
+    parser.add_argument("--trend", action="store_true",
+                        help="also print each case's median per fifth of the steps (a cost "
+                             "that grows as the session does shows there)")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
@@ -255,9 +264,13 @@ def main() -> None:
         for name in cases:
             results = [measure(name, size, args.steps, Path(tmp), args.synchronous)
                        for size in sizes]
-            cells = " | ".join(f"{m:.2f} ms ({first:.0f} ms)" for m, first in results)
+            cells = " | ".join(f"{m:.2f} ms ({first:.0f} ms)" for m, first, _ in results)
             ratio = results[-1][0] / results[0][0]
             print(f"| {name} | {cells} | {ratio:.2f}× |", flush=True)
+            if args.trend:
+                for size, (_, _, fifths) in zip(sizes, results, strict=True):
+                    print(f"  {name} at {size:,}: per fifth of the steps "
+                          + " / ".join(f"{m:.2f}" for m in fifths) + " ms", flush=True)
 
 
 if __name__ == "__main__":

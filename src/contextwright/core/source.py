@@ -206,6 +206,7 @@ def register_source(cls: S) -> S:
     if traits is not None and traits.digestible and not callable(getattr(cls, "digest", None)):
         raise TypeError(f"{cls.__name__} declares digestible but has no digest method")
     _CATALOG[namespace] = cls
+    _DERIVED_TRAITS.clear()
     return cls
 
 
@@ -225,13 +226,32 @@ def traits_of(source: object) -> SourceTraits:
     if isinstance(own, SourceTraits):
         return own
     volatile = getattr(source, "volatile", None)
-    registered = _CATALOG.get(str(getattr(source, "namespace", "")))
-    inherited = getattr(registered, "traits", None)
+    namespace = str(getattr(source, "namespace", ""))
+    # Derived once per kind of source: a build asks dozens of times, and the protocol check
+    # (``isinstance`` of a runtime-checkable protocol) and ``replace`` are slow. What they read
+    # is the class, the namespace's registered source, ``volatile`` and whether there is a
+    # ``digest`` (all the protocol looks for).
+    key = (type(source), namespace, None if volatile is None else bool(volatile),
+           getattr(source, "digest", None) is not None)
+    derived = _DERIVED_TRAITS.get(key)
+    if derived is None:
+        derived = _DERIVED_TRAITS[key] = _derived_traits(source, namespace, volatile)
+    return derived
+
+
+def _derived_traits(source: object, namespace: str, volatile: object) -> SourceTraits:
+    inherited = getattr(_CATALOG.get(namespace), "traits", None)
     if isinstance(inherited, SourceTraits):
         return replace(inherited, digestible=isinstance(source, DigestingSource),
                        volatile=inherited.volatile if volatile is None else bool(volatile))
     return replace(DEFAULT_TRAITS, volatile=bool(volatile),
                    digestible=isinstance(source, DigestingSource))
+
+
+_DERIVED_TRAITS: dict[tuple[type, str, bool | None, bool], SourceTraits] = register_cache(
+    "core.source.derived_traits", {})
+"""``traits_of``'s answers for sources without traits of their own (emptied when a source is
+registered: a namespace's traits may change)."""
 
 
 def options_model_of(source: object) -> type[SourceOptions] | None:
