@@ -509,3 +509,19 @@ def test_loaded_turns_are_made_when_read_and_read_like_a_list() -> None:
     assert list(turns) == plain and turns == plain and not turns != plain
     assert list(reversed(turns)) == plain[::-1] and plain[2] in turns
     assert turns.copy() == plain and type(turns.copy()) is list
+
+
+def test_fresh_workers_threads_read_the_same_turns_and_build_the_same(store: Store) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    warm = _manager(store)
+    _fill(warm, rounds=40)
+    built = warm.prepare("u", "s", QUESTION).to_messages("openai")
+    clear_recall_caches()
+    fresh = _manager(store)  # one worker, many threads meeting the session at once
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda _: fresh.prepare("u", "s", None).to_messages("openai"),
+                                range(12)))
+    assert all(result == built for result in results)
+    turns = _turns(fresh)
+    assert turns.messages.unread and turns.persisted == len(turns.messages)
