@@ -342,3 +342,23 @@ def test_a_recalled_message_edited_in_place_is_shown_as_edited() -> None:
     after = contents(BUILDER.build(plan(600, recall_share=0.3), request))
     assert any("delivered on 2024-05-08" in t for t in after)
     assert not any("in transit, due 2024-05-09" in t for t in after)
+
+
+def test_a_plan_that_sets_only_its_recall_share_is_bounded_by_the_share_not_a_count() -> None:
+    # 200 rounds over ten topics: the 20 about the input's topic all match, and the share of
+    # the grant has room for them all.
+    clear_caches()
+    topics = ["sourdough", "glaciers", "violins", "lighthouses", "tapirs", "origami",
+              "volcanoes", "saffron", "telescopes", "marathons"]
+    history: list[dict[str, Any]] = []
+    for n in range(200):
+        history += [{"role": "user", "content": f"Tell me something about {topics[n % 10]}."},
+                    {"role": "assistant", "content": f"Here is note {n} on {topics[n % 10]}."}]
+    request = Request(user_input="What did you tell me about saffron?", history=history)
+    ctx = BUILDER.build(plan(1_500, recall_share=0.6, recent_rounds=2), request)
+    recalled = [c for c in contents(ctx) if MARKER.match(c)]
+    assert len(recalled) >= 15 and all("saffron" in c for c in recalled), (
+        f"{len(recalled)} turns recalled: a count of 8 bound them")
+    limited = BUILDER.build(plan(1_500, recall_share=0.6, recent_rounds=2, recall_limit=8),
+                            request)
+    assert 0 < len([c for c in contents(limited) if MARKER.match(c)]) <= 8

@@ -50,6 +50,7 @@ from contextwright.recall.bm25 import PackedPostings, TurnList, TurnPostings
 from contextwright.recall.interleave import Interleaving, Segment, interleave
 from contextwright.recall.lexical import DATED_TERMS, dated_term_counts
 from contextwright.recall.turns import (
+    DEFAULT_RECALL_LIMIT,
     TURN_BYTES,
     RecallTurn,
     TurnIndex,
@@ -93,7 +94,7 @@ def session_recall(settings: ModeSettings, plan: BuildPlan) -> RecallSettings:
         return RecallSettings()
     share = float(spec.options.get("recall_share", 0) or 0)
     return RecallSettings(share=min(share, MAX_RECALL_SHARE),
-                          limit=int(spec.options.get("recall_limit", 8)))
+                          limit=int(spec.options.get("recall_limit", DEFAULT_RECALL_LIMIT)))
 
 
 def recall_tokens(plan: BuildPlan, recall: RecallSettings,

@@ -20,14 +20,13 @@ from pydantic import ValidationError as PydanticValidationError
 
 from contextwright.core.plan import read_config_file
 from contextwright.errors import PlanError
+from contextwright.recall.turns import DEFAULT_RECALL_LIMIT
 
 SLIDING_WINDOW = "sliding_window"
 RAG_ENHANCED = "rag_enhanced"
 STRUCTURED = "structured"
 
 WhenUnsure = Literal["keep", "default"]
-DEFAULT_RECALL_LIMIT = 400
-"""Turns a mode recalls at most per call unless its ``recall`` says otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

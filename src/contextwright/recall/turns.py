@@ -201,6 +201,10 @@ def turn_text(messages: Sequence[Message]) -> str:
     return "\n".join(parts)
 
 
+DEFAULT_RECALL_LIMIT = 400
+"""Turns recalled at most per call unless a plan's ``recall_limit`` or a mode's ``recall``
+says otherwise: the share of the budget is what bounds what is shown, the count only the
+work (a default of 8 once gave a plan that set only its share a handful of turns)."""
 TURN_BYTES = 400
 """What one turn costs an index besides its text and key: its ``RecallTurn``, key and text
 objects, four list slots and ints (measured with ``tracemalloc``, rounded up)."""

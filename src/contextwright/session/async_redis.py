@@ -193,7 +193,7 @@ class AsyncRedisStore:
         """
         merged = validate_spans(spans, epoch)
         reply = await self._run("read_spans", self._layout.span_keys(key),
-                               span_args(epoch, merged))
+                                span_args(epoch, merged))
         return span_items(reply, merged)
 
     async def erase_session(self, key: SessionKey) -> bool:

@@ -168,8 +168,7 @@ class RedisStore:
         One script: the epoch check and the reads see the same session.
         """
         merged = validate_spans(spans, epoch)
-        reply = self._run("read_spans", self._layout.span_keys(key),
-                               span_args(epoch, merged))
+        reply = self._run("read_spans", self._layout.span_keys(key), span_args(epoch, merged))
         return span_items(reply, merged)
 
     def erase_session(self, key: SessionKey) -> bool:

@@ -50,6 +50,7 @@ from contextwright.recall.history import RECALLED_UNITS, turn_index
 from contextwright.recall.interleave import Interleaving, Segment, interleave
 from contextwright.recall.lexical import LexicalTurnRecaller, RecallExpansion
 from contextwright.recall.turns import (
+    DEFAULT_RECALL_LIMIT,
     TurnIndex,
     TurnRecaller,
     asked_at,
@@ -368,7 +369,7 @@ class HistorySource:
       newest ``tool_full`` call blocks keep their results whole, the next ``tool_reduced`` are
       reduced to key facts, older ones to one line (or a placeholder). A tool message carrying
       ``"consumed": true`` (the model said it has used it) is reduced even among the newest.
-    * ``recall_share`` (default 0: off), ``recall_limit`` (default 8): about this share of what
+    * ``recall_share`` (default 0: off), ``recall_limit`` (default 400): about this share of what
       history offers is older turns the recaller ranks relevant to the input, whole turns in
       their original order, placed before the recent ones and marked as recalled (with their
       date when they have a timestamp). ``recent_rounds`` (default 0): the newest this many
@@ -426,7 +427,7 @@ class HistorySource:
         if not (float(options.get("recall_share", 0) or 0) > 0 and request.history):
             return None
         return turn_focus(self.recaller, request.user_input, turn_index(request.history).turns,
-                          limit=int(options.get("recall_limit", 8)),
+                          limit=int(options.get("recall_limit", DEFAULT_RECALL_LIMIT)),
                           now=asked_at(request.turn, request.history))
 
     def recalled_turns(self, request: Request, options: Mapping[str, Any],
@@ -477,7 +478,7 @@ class HistorySource:
         index = turn_index(request.history)
         # When the input is asked, as the messages tell it: its time words are dated from it.
         ranked = rank_turns(self.recaller, request.user_input, index.turns,
-                            limit=int(options.get("recall_limit", 8)),
+                            limit=int(options.get("recall_limit", DEFAULT_RECALL_LIMIT)),
                             now=asked_at(request.turn, request.history))
         segments = (Segment(items, sum(_estimate(i.message.content) + 4 for i in items),
                             block.messages[0].role == "user", block.start)

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from contextwright.core.source import SourceOptions
+from contextwright.recall.turns import DEFAULT_RECALL_LIMIT
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 Count = int
@@ -57,7 +58,7 @@ class HistoryOptions(ToolResultOptions):
     """Keep at most this many recent rounds (recalled turns not counted)."""
     recall_share: float | None = Field(default=None, ge=0)
     """About this share of what history offers is older turns relevant to the input (0: off)."""
-    recall_limit: Count = Field(default=8, ge=0)
+    recall_limit: Count = Field(default=DEFAULT_RECALL_LIMIT, ge=0)
     """At most this many turns are recalled."""
     recent_rounds: Count | None = Field(default=None, ge=0)
     """The newest this many rounds come before any recalled turn."""
