@@ -509,6 +509,14 @@ def test_loaded_turns_are_made_when_read_and_read_like_a_list() -> None:
     assert list(turns) == plain and turns == plain and not turns != plain
     assert list(reversed(turns)) == plain[::-1] and plain[2] in turns
     assert turns.copy() == plain and type(turns.copy()) is list
+    fresh = LoadedTurns()
+    fresh.add_loaded([0, 2], ["a", "b"], [None, None], "t")
+    assert fresh + [] == [RecallTurn(index=0, text="a", key="t:1"),  # noqa: RUF005 (list +)
+                          RecallTurn(index=2, text="b", key="t:3")]
+    other = LoadedTurns()
+    other.add_loaded([0, 2], ["a", "b"], [None, None], "t")
+    assert other.index(RecallTurn(index=2, text="b", key="t:3")) == 1
+    assert other.count(RecallTurn(index=0, text="a", key="t:1")) == 1
 
 
 def test_fresh_workers_threads_read_the_same_turns_and_build_the_same(store: Store) -> None:

@@ -333,6 +333,19 @@ class LoadedTurns(TurnList):
         """A plain list of every turn."""
         return list(self)
 
+    def __add__(self, other: list[RecallTurn]) -> list[RecallTurn]:  # type: ignore[override]
+        return [*self, *other]
+
+    def index(self, turn: RecallTurn, *where: SupportsIndex) -> int:
+        """As ``list.index``, every turn made first."""
+        self.make_all()
+        return list.index(self, turn, *where)
+
+    def count(self, turn: RecallTurn) -> int:
+        """As ``list.count``, every turn made first."""
+        self.make_all()
+        return list.count(self, turn)
+
 
 def _new_session_turns() -> SessionTurns:
     return SessionTurns(tag="", index=TurnIndex(turns=LoadedTurns()))
