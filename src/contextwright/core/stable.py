@@ -233,28 +233,21 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
     units: list[Unit] = []
     shown: set[str] = set()  # two messages that render alike are two units, not one twice
 
-    def fits(entry: tuple[Unit, list[str]], index: int) -> bool:
-        unit, rendered = entry
-        return (not any(c.item.key in shown for c in unit.candidates)
-                and list(hashes[index:index + len(rendered)]) == rendered)
+    def first_fit(entries: Sequence[tuple[Unit, list[str]]], index: int) -> Unit | None:
+        return next((unit for unit, rendered in entries
+                     if not any(c.item.key in shown for c in unit.candidates)
+                     and list(hashes[index:index + len(rendered)]) == rendered), None)
 
     index = 0
     last = float("-inf")
     while index < len(hashes):
         first = hashes[index]
+        # Alike messages: take the one that keeps the run in order (the next one along),
+        # else the first that fits in the pool's order.
         alike = ordered.get(first)
-        if alike is None:
-            alone = by_first.get(first, ())
-            found = alone[0][0] if alone and fits(alone[0], index) else None
-        else:
-            # Alike messages: take the one that keeps the run in order (the next one along),
-            # else the first that fits in the pool's order.
-            after = bisect_right(orders[first], last)
-            found = next((unit for unit, rendered in alike[after:]
-                          if fits((unit, rendered), index)), None)
-            if found is None:
-                found = next((unit for unit, rendered in by_first[first]
-                              if fits((unit, rendered), index)), None)
+        found = first_fit(alike[bisect_right(orders[first], last):], index) if alike else None
+        if found is None:
+            found = first_fit(by_first.get(first, ()), index)
         if found is None:
             return units, index
         last = max(last, _first_order(found))

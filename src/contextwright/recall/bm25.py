@@ -268,6 +268,9 @@ class PackedPostings(defaultdict[str, "array[int]"]):
             other.unpack_all()
         return super().__eq__(other)
 
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
     __hash__ = None  # type: ignore[assignment]
 
 
