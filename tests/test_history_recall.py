@@ -98,6 +98,24 @@ def test_a_turn_recalled_again_for_another_input_reports_that_inputs_score() -> 
     assert again == reason(sharper)
 
 
+def test_a_turn_recalled_for_another_input_is_the_same_rendered_message() -> None:
+    # The score is the input's and goes to the report only: the turn's items, and so their
+    # rendering, are made once for every input that recalls the turn.
+    history = with_order_turn(chat(40), at=3)
+
+    def opening(question: str) -> tuple[Any, str]:
+        ctx = BUILDER.build(plan(600, recall_share=0.3), Request(user_input=question,
+                                                                  history=history))
+        message = next(m for m in ctx.messages if "Where is my order ORD-7731" in m.content)
+        return message, next(d.reason for d in ctx.report.decisions if d.key == "history.m6")
+
+    first, first_reason = opening(QUESTION)
+    again, again_reason = opening("Where is the blue kettle, order ORD-7731, in transit?")
+    assert again is first
+    assert first_reason != again_reason
+    assert first_reason.split("; score ")[0] == again_reason.split("; score ")[0]
+
+
 def test_without_recall_the_old_turn_is_out_of_reach() -> None:
     history = with_order_turn(chat(40), at=3)
     ctx = BUILDER.build(plan(600), Request(user_input=QUESTION, history=history))

@@ -29,6 +29,7 @@ from contextwright.core.final import FinalContext
 from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
 from contextwright.core.items import check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
+from contextwright.core.notes import build_notes
 from contextwright.core.plan import BuildPlan
 from contextwright.core.providers import ANTHROPIC_LEAD
 from contextwright.core.pruning import prune_source
@@ -68,6 +69,17 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     ``previous``'s layout where it still fits and renders what changes every call last.
     ``images`` counts the images of messages (the model's provider rule).
     """
+    with build_notes() as recall_scores:
+        return _build_context(plan, request, sources, tokenizer, target, fence_key=fence_key,
+                              cache=cache, previous=previous, images=images,
+                              recall_scores=recall_scores)
+
+
+def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
+                   tokenizer: CountingTokenizer, target: Target, *, fence_key: bytes,
+                   cache: CachePolicy | None, previous: Fingerprint | None,
+                   images: ImageTokenRule, recall_scores: Mapping[str, float]) -> FinalContext:
+    """``build_context``, with the build's notes (``core.notes``) open as ``recall_scores``."""
     costing = Costing(tokenizer, language_of(check_text(request.user_input, "user_input")),
                       target, fence_key, images)
     plan, added = added_sources(plan, request, sources)
@@ -104,7 +116,7 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     decisions += [d for g in gathered for d in (*g.omitted, *unread_decisions(g, request))]
     decisions += [d for s in selections.values() for d in s.decisions]
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
-                         total)
+                         total, recall_scores)
     require_user_input(report, plan, sources)
     if report.exact_tokens and not counts_exactly(assembly.messages, assembly.schema_jsons,
                                                   tokenizer, images):

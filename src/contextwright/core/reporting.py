@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from contextwright.core.budget import Allocation
 from contextwright.core.gather import Gathered
+from contextwright.core.notes import with_recall_score
 from contextwright.core.plan import BuildPlan
 from contextwright.core.report import Action, BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
@@ -75,12 +76,14 @@ def unread_runs(read: frozenset[int], size: int) -> list[tuple[int, int]]:
     return runs
 
 
-def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer) -> list[Decision]:
+def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer,
+                        recall_scores: Mapping[str, float] | None = None) -> list[Decision]:
     """A ``compacted`` decision, with the raw text, for each kept item shown compacted.
 
     The reason is the item's ``metadata["compaction"]`` when its source gave one (a tool result
     reduced by tier); a kept item with ``metadata["recalled"]`` also gets a ``kept`` decision
-    saying why it was recalled.
+    saying why it was recalled, with the score it was recalled at for this build's input
+    (``recall_scores``, noted apart from the item: ``core.notes``).
 
     The decision is the same on every build that keeps the candidate, so it is made once and
     kept on the (cached) candidate.
@@ -89,8 +92,10 @@ def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer) -> l
     for unit in selection.kept:
         for c in unit.candidates:
             if "recalled" in c.item.metadata:  # a source's note on why an item is there
+                reason = with_recall_score(str(c.item.metadata["recalled"]),
+                                           recall_scores or {}, c.item.key)
                 decisions.append(Decision(source=unit.source, key=c.item.key, action="kept",
-                                          reason=str(c.item.metadata["recalled"])))
+                                          reason=reason))
             if c.item.raw is None:
                 continue
             if c.compacted is None or c.compacted.source != unit.source:
@@ -106,10 +111,12 @@ def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer) -> l
 
 def make_report(plan: BuildPlan, gathered: list[Gathered], allocations: Mapping[str, Allocation],
                 selections: Mapping[str, Selection], decisions: list[Decision],
-                warnings: list[str], tokenizer: CountingTokenizer, total: int) -> BuildReport:
-    """Aggregate the decisions into the per-source table."""
+                warnings: list[str], tokenizer: CountingTokenizer, total: int,
+                recall_scores: Mapping[str, float] | None = None) -> BuildReport:
+    """Aggregate the decisions into the per-source table (``recall_scores``: ``core.notes``)."""
     all_decisions = decisions + [
-        d for s in selections.values() for d in compacted_decisions(s, tokenizer)]
+        d for s in selections.values()
+        for d in compacted_decisions(s, tokenizer, recall_scores)]
     actions: Counter[tuple[str, str]] = Counter()
     unread_runs: Counter[str] = Counter()
     unread_items: Counter[str] = Counter()

@@ -227,8 +227,7 @@ class SessionTurns:
     same next time, or the session was replaced."""
     placed: dict[tuple[int, int], tuple[list[ContextItem], list[ContextItem]]] = field(
         default_factory=dict)
-    """Recalled items as placed before a window starting at a position, per item list and per
-    turn (known by its marked opening message, the same for every score)."""
+    """Recalled items as placed before a window starting at a position, per item list."""
     last_ranking: tuple[tuple[str, int, int, str | None], list[tuple[int, float]]] | None = None
     """(query, turns, limit) and the recaller's answer: an agent loop prepares the same turn
     again after each tool result, and the ranking cannot have changed."""
@@ -1041,8 +1040,8 @@ class SessionHistorySource:
                     for item in self._history.build(request, options))
         rule = Interleaving(share=self._share, max_tokens=self._max_tokens,
                             anchor=max(self._anchor, int(options.get("recent_rounds", 0) or 0)))
-        yield from interleave(segments, ranked, index, rule, recalled=lambda position, score:
-                              self._placed(old, options, index, position, score, since_cut))
+        yield from interleave(segments, ranked, index, rule, recalled=lambda position, _score:
+                              self._placed(old, options, index, position, since_cut))
 
     def digest(self, request: Request, options: Mapping[str, Any],
                kept: Sequence[ContextItem], max_tokens: int,
@@ -1074,7 +1073,7 @@ class SessionHistorySource:
             if (position < len(index.turns) and index.turns[position].index == at
                     and index.ends[position] <= self._offset
                     and self._readable([(position, 0.0)])):
-                yield from self._placed(old, options, index, position, 0.0, since_cut)
+                yield from self._placed(old, options, index, position, since_cut)
 
     def recall_focus(self, request: Request, options: Mapping[str, Any]) -> float | None:
         """How focused the input's recall over the stored turns is (``turn_focus``)."""
@@ -1132,32 +1131,26 @@ class SessionHistorySource:
         return index.view(extra_calls=self._recent_calls)
 
     def _placed(self, old: Request, options: Mapping[str, Any], index: TurnIndex,
-                position: int, score: float, since_cut: int) -> list[ContextItem]:
-        """One recalled turn's items, keyed apart from the request's and ordered before them."""
-        items = cached_recalled_items(old, options, index, position, score, since_cut)
+                position: int, since_cut: int) -> list[ContextItem]:
+        """One recalled turn's items, keyed apart from the request's and ordered before them.
+
+        The same objects for every input that recalls the turn (the score is noted for the
+        report apart from them, ``core.notes``), so their rendering is cached once.
+        """
+        items = cached_recalled_items(old, options, index, position, since_cut)
         cache_key = (id(items), self._offset)
         cached = self._turns.placed.get(cache_key)
         if cached is not None and cached[0] is items:
             return cached[1]
         turn, end = index.turns[position], index.ends[position]
         reason = (f"recalled: older turn relevant to the input, no longer shown verbatim "
-                  f"(score {score:.2f}, seq {turn.index + 1}-{end})")
-        # The same turn placed for another score (its items differ only in the opening's
-        # reason, for the report: the marked opening message is the same object).
-        turn_key = (id(items[0].message), self._offset)
-        other = self._turns.placed.get(turn_key)
-        if other is not None and other[0][0].message is items[0].message and len(
-                other[1]) == len(items):
-            first, *rest = other[1]
-            placed = [replace(first, metadata={**first.metadata, "recalled": reason}), *rest]
-        else:
-            placed = [replace(
-                item, key=f"history.recalled.{item.key.removeprefix('history.')}",
-                order=item.order - self._offset, group=f"session-{item.group}",
-                metadata={**item.metadata, "recalled": reason} if "recalled" in item.metadata
-                else item.metadata) for item in items]
+                  f"(seq {turn.index + 1}-{end})")
+        placed = [replace(
+            item, key=f"history.recalled.{item.key.removeprefix('history.')}",
+            order=item.order - self._offset, group=f"session-{item.group}",
+            metadata={**item.metadata, "recalled": reason} if "recalled" in item.metadata
+            else item.metadata) for item in items]
         if len(self._turns.placed) >= _PLACED_LIMIT:
             self._turns.placed.clear()
         self._turns.placed[cache_key] = (items, placed)
-        self._turns.placed[turn_key] = (items, placed)
         return placed

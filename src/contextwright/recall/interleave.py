@@ -5,7 +5,8 @@
 at a round boundary whenever recalled turns hold less than ``share`` of the (estimated) tokens
 offered so far, so whatever prefix of the stream the budget keeps has about that share
 recalled; the first ``anchor`` rounds come before any. Recalled turns take at most
-``max_tokens`` in all.
+``max_tokens`` in all. The score each turn is recalled at is noted for the build's report
+(``core.notes``), not put into its items.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from contextwright.core.items import ContextItem
+from contextwright.core.notes import note_recall_score
 from contextwright.recall.turns import TurnIndex
 
 
@@ -81,10 +83,21 @@ def interleave(segments: Iterable[Segment], ranked: Sequence[tuple[int, float]],
                 continue  # the recent stream has it (or part of it) already
             covered.update(range(index.turns[position].index, index.ends[position]))
             recalled_tokens += index.tokens[position]
-            yield from recalled(position, score)
+            yield from _noted(recalled(position, score), score)
     for position, score in pending:  # past the stream (or max_rounds): the rest, best first
         if recalled_tokens >= rule.max_tokens:
             break
         if index.ends[position] <= frontier:
             recalled_tokens += index.tokens[position]
-            yield from recalled(position, score)
+            yield from _noted(recalled(position, score), score)
+
+
+def _noted(items: Sequence[ContextItem], score: float) -> Sequence[ContextItem]:
+    """``items`` (one recalled turn), with the score it was recalled at noted for the report.
+
+    The score is this input's, so it stays out of the items (``core.notes``): the same turn
+    recalled for the next input is the very same items, rendered and cached once.
+    """
+    if items:
+        note_recall_score(items[0].key, score)
+    return items

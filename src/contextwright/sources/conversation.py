@@ -444,8 +444,7 @@ class HistorySource:
         for start in sorted(set(starts)):
             position = bisect_left(index.turns, start, key=lambda turn: turn.index)
             if position < len(index.turns) and index.turns[position].index == start:
-                yield from cached_recalled_items(request, options, index, position, 0.0,
-                                                 since_cut)
+                yield from cached_recalled_items(request, options, index, position, since_cut)
 
     def _recent(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         max_rounds = options.get("max_rounds")
@@ -487,8 +486,8 @@ class HistorySource:
                             max_rounds=options.get("max_rounds"))
         since_cut = calls_since_cut(request, options)
         yield from interleave(segments, ranked, index, rule, frontier=len(request.history),
-                              recalled=lambda position, score: cached_recalled_items(
-                                  request, options, index, position, score, since_cut))
+                              recalled=lambda position, _score: cached_recalled_items(
+                                  request, options, index, position, since_cut))
 
 
 def _tier_anchor(options: Mapping[str, Any]) -> float:
@@ -531,41 +530,30 @@ _RECALLED_LIMIT = 20_000
 
 
 def cached_recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
-                          position: int, score: float, since_cut: int) -> list[ContextItem]:
-    """``recalled_items``, remembered per turn, options, tool tiers and shown score.
+                          position: int, since_cut: int) -> list[ContextItem]:
+    """``recalled_items``, remembered per turn, options and tool tiers.
 
     ``since_cut``: call blocks made since the last cut (``calls_since_cut``), which do not age
     the turn's tool results.
 
-    The same turns are recalled build after build; handing back the very same items lets the
-    builder reuse their rendering. A remembered turn is used only if each of its messages still
-    parses to the same object (``parse_message`` notices a dict edited in place).
+    The same turns are recalled build after build, for one input or another; handing back the
+    very same items lets the builder reuse their rendering (the score each input recalls a
+    turn at is noted for the report apart from them: ``core.notes``). A remembered turn is used
+    only if each of its messages still parses to the same object (``parse_message`` notices a
+    dict edited in place).
     """
     turn, end = index.turns[position], index.ends[position]
     history = request.history
-    base = (id(history[turn.index]), turn.index, end, options_key(options),
-            index.calls_newer_than(position) - since_cut)
-    key = (*base, f"{score:.2f}")
+    key = (id(history[turn.index]), turn.index, end, options_key(options),
+           index.calls_newer_than(position) - since_cut)
     cached = RECALLED_UNITS.get(key)
     if cached is not None and _still_parsed_as(history, turn.index, cached[0]):
         return cached[1]
-    # A new input scores the turn anew: only the reason its opening item gives (for the
-    # report) changes, so the items made for another score serve with that one item redone.
-    made = RECALLED_UNITS.get(base)
-    if made is not None and _still_parsed_as(history, turn.index, made[0]):
-        messages, (first, *rest) = made
-        reason = recall_reason(score, turn.index, end)
-        items = [replace(first, metadata={**first.metadata, "recalled": reason}), *rest]
-    else:
-        items = recalled_items(request, options, index, position, score, since_cut)
-        messages = tuple(parse_message(history[at], f"history[{at}]")
-                         for at in range(turn.index, end))
-        made = None
-    full = len(RECALLED_UNITS) >= _RECALLED_LIMIT
-    if full:
+    items = recalled_items(request, options, index, position, since_cut)
+    messages = tuple(parse_message(history[at], f"history[{at}]")
+                     for at in range(turn.index, end))
+    if len(RECALLED_UNITS) >= _RECALLED_LIMIT:
         RECALLED_UNITS.clear()
-    if made is None or full:  # one found is in the young generation already (the lookup)
-        RECALLED_UNITS[base] = made or (messages, items)
     RECALLED_UNITS[key] = (messages, items)
     return items
 
@@ -595,7 +583,7 @@ def _recent_blocks(request: Request, options: Mapping[str, Any]
 
 
 def recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
-                   position: int, score: float, since_cut: int) -> list[ContextItem]:
+                   position: int, since_cut: int) -> list[ContextItem]:
     """One recalled turn as a single unit: its opening user message first, then the rest.
 
     One group, so the turn is kept or dropped whole; the opening message comes first so the unit
@@ -623,15 +611,19 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
     head = content[: len(content) - len(opening.message.content)]
     marked = Message(role=opening.message.role, content=content, id=opening.message.id,
                      timestamp=opening.message.timestamp, images=opening.message.images)
-    reason = recall_reason(score, turn.index, index.ends[position])
+    reason = recall_reason(turn.index, index.ends[position])
     first = replace(opening, message=marked, group=group, round_start=True,
                     metadata={**opening.metadata, "recalled": reason, KEEP_HEAD: head})
     return [first, *(replace(item, group=group, round_start=False) for item in rest)]
 
 
-def recall_reason(score: float, start: int, end: int) -> str:
-    """The report's reason for keeping the turn ``history[start:end]``, recalled at ``score``."""
-    return f"recalled: older turn relevant to the input (score {score:.2f}, history[{start}:{end}])"
+def recall_reason(start: int, end: int) -> str:
+    """The report's reason for keeping the turn ``history[start:end]``.
+
+    The score it was recalled at is the input's, noted apart (``core.notes``) and added by the
+    report.
+    """
+    return f"recalled: older turn relevant to the input (history[{start}:{end}])"
 
 
 RECALL_PREFIX = "[recalled"
