@@ -714,12 +714,21 @@ def _thanks(t: int) -> list[dict[str, Any]]:
 
 
 def _mixed_chat(min_focus: float, recaller: Any = None, calls: int = 60,
-                coverage: float = CachePolicy().min_recall_coverage) -> list[FinalContext]:
-    """A chat of ``_mixed_input``s over ``_word_history``."""
+                coverage: float = CachePolicy().min_recall_coverage,
+                diffuse_tail: str = CachePolicy().diffuse_tail,
+                inputs: Callable[[int], str] = _mixed_input) -> list[FinalContext]:
+    """A chat of ``inputs`` (``_mixed_input``s) over ``_word_history``."""
     builder = ContextBuilder(sources=() if recaller is None else [HistorySource(recaller)])
-    policy = CachePolicy(min_recall_focus=min_focus, min_recall_coverage=coverage)
+    policy = CachePolicy(min_recall_focus=min_focus, min_recall_coverage=coverage,
+                         diffuse_tail=diffuse_tail)  # type: ignore[arg-type]
     return _replay_chat(builder, policy, _word_history(),
-                        [_mixed_input(t) for t in range(calls)], _thanks)
+                        [inputs(t) for t in range(calls)], _thanks)
+
+
+def _diffuse(built: list[FinalContext]) -> list[FinalContext]:
+    """The calls whose input's recall is diffuse (under the default ``min_recall_focus``)."""
+    return [c for c in built if c.report.cache and "history" in c.report.cache.recall_focus
+            and c.report.cache.recall_focus["history"] < CachePolicy().min_recall_focus]
 
 
 def _cached_share(built: list[FinalContext]) -> float:
@@ -741,8 +750,7 @@ def test_a_diffuse_input_cuts_no_run_for_its_recall_a_focused_one_still_does() -
 
     diffuse, focused = split(gated)
     assert diffuse and focused
-    assert not _cuts(diffuse, for_recall)  # never cut for a diffuse input's recall...
-    assert any(_transient(c) for c in diffuse)  # ...its missing turns go after the run
+    assert not _cuts(diffuse, for_recall)  # never cut for a diffuse input's recall
     assert _cuts(focused, for_recall)  # a focused input still cuts when the run lacks its turns
     # Without the gate, diffuse inputs cut for their recall too, and less is cached.
     assert _cuts(split(ungated)[0], for_recall)
@@ -750,6 +758,31 @@ def test_a_diffuse_input_cuts_no_run_for_its_recall_a_focused_one_still_does() -
     report = gated[-1].report.cache
     assert report is not None
     assert cache_report_from_dict(json.loads(json.dumps(report.to_dict()))) == report
+
+
+def _diffuse_question(t: int) -> str:
+    """``_mixed_input``, its chatty statements asked as questions."""
+    text = _mixed_input(t)
+    return text if text.endswith("?") else text.replace("Busy days:", "How did these go:")
+
+
+def test_a_diffuse_statement_is_shown_the_run_as_it_is_a_diffuse_question_gets_a_tail() -> None:
+    # "Busy days: the kayak, the violin…" asks nothing, and its recalled turns each match one
+    # word of it: turns shown after the run would be paid for uncached, for a weak signal.
+    statements = _mixed_chat(CachePolicy().min_recall_focus)
+    assert _diffuse(statements) and not any(_transient(c) for c in _diffuse(statements))
+    # Asked as a question, the same words get the missing turns after the run.
+    questions = _mixed_chat(CachePolicy().min_recall_focus, inputs=_diffuse_question)
+    assert any(_transient(c) for c in _diffuse(questions))
+    # "always" shows every diffuse input its tail (the earlier default), "never" none.
+    always = _mixed_chat(CachePolicy().min_recall_focus, diffuse_tail="always")
+    assert any(_transient(c) for c in _diffuse(always))
+    never = _mixed_chat(CachePolicy().min_recall_focus, diffuse_tail="never",
+                        inputs=_diffuse_question)
+    assert _diffuse(never) and not any(_transient(c) for c in _diffuse(never))
+    assert _cached_share(statements) > _cached_share(always)
+    with pytest.raises(InvalidInputError, match="diffuse_tail"):
+        CachePolicy(diffuse_tail="sometimes")  # type: ignore[arg-type]
 
 
 class _PlainRecaller:

@@ -308,3 +308,36 @@ def analyzer(name: str) -> Analyzer:
 
 for _named in ANALYZERS.values():
     register_cache(f"analysis.{_named.config.name}", _named._memo)
+
+
+ENGLISH_QUESTION_OPENERS: Final = frozenset(
+    "what when where who whom whose why how which is are was were am do does did can could "
+    "would will should shall may might have has had tell remind recall remember explain "
+    "describe list show".split())
+"""Words a clause that asks something opens with: question words and auxiliaries ("Did she
+call?"), and the requests to tell or bring back something ("Tell me…", "Remind me…")."""
+CHINESE_QUESTION_MARKS: Final = (
+    "吗", "什么", "怎么", "怎样", "哪", "谁", "几", "多少", "为什么", "是否", "有没有", "是不是",
+    "告诉我", "提醒我", "记得")
+"""Question particles and words, and the requests to tell or recall something."""
+_CLAUSES = re.compile(r"[.!。！;；\n]+")
+_FIRST_WORD = re.compile(r"[a-z]+")
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` asks something.
+
+    A question mark, a clause opening with a question word or a request to tell or recall
+    (``ENGLISH_QUESTION_OPENERS``), or a Chinese question word or particle
+    (``CHINESE_QUESTION_MARKS``).
+
+    A statement ("That's great, I loved the trip!") asks nothing; "what did I say?",
+    "Tell me the order number" and "订单到了吗" do.
+    """
+    if "?" in text or "？" in text:
+        return True
+    for clause in _CLAUSES.split(text.lower()):
+        first = _FIRST_WORD.match(clause.lstrip(" \t\"'([-*"))
+        if first is not None and first.group() in ENGLISH_QUESTION_OPENERS:
+            return True
+    return any(mark in text for mark in CHINESE_QUESTION_MARKS)

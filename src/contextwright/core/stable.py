@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from contextwright.analysis import asks
 from contextwright.core.cache import CachePolicy, SourceLayout, message_hash, short_hash
 from contextwright.core.digest import DigestCost, digest_share
 from contextwright.core.gather import Candidate, Costing, Gathered, Unit, gather_source
@@ -105,6 +106,9 @@ class StableOffer:
     digest_room: int = 0
     focus: float | None = None
     """How focused this input's recall is (``recall_focus`` of the source; None: unknown)."""
+    asks: bool = True
+    """Whether the input asks something (``analysis.asks``): a diffuse input that does not gets
+    no recall tail under ``CachePolicy.diffuse_tail="questions"``."""
     failure: str | None = None
     """Why the previous layout cannot be continued (None: it can)."""
 
@@ -184,6 +188,7 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     focus_of = getattr(source, "recall_focus", None)
     if stable.ranked and callable(focus_of):
         stable.focus = focus_of(request, options)
+        stable.asks = asks(request.user_input)
     return stable
 
 
@@ -317,7 +322,7 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
     coverage = recall_coverage(stable, extra, grant)
     if coverage >= policy.min_recall_coverage:
         return Verdict(Selection(kept=[*base, *extra], ordered=True))
-    if policy.recall_tail:
+    if policy.recall_tail and _tail_for(stable, diffuse, policy):
         # The input needs turns the run lacks: shown after it for this call only, in the room
         # it leaves, they serve the input while the run (and the cache over it) stays as it was.
         tail = _fitting(stable.recalled, room)
@@ -331,6 +336,18 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
     # needs matters more than the cache, so cut afresh (recall has its full share).
     return Verdict(None, f"the layout shows {coverage:.0%} of the turns recalled for this input "
                          f"(under {policy.min_recall_coverage:.0%})")
+
+
+def _tail_for(stable: StableOffer, diffuse: bool, policy: CachePolicy) -> bool:
+    """Whether the input may be shown a recall tail (``CachePolicy.diffuse_tail``).
+
+    A focused input always may. A diffuse one, per the policy: its recalled turns match little
+    of it, and a tail is paid for uncached on every call that shows one, so a statement that
+    asks nothing is shown the run as it is.
+    """
+    if not diffuse or policy.diffuse_tail == "always":
+        return True
+    return policy.diffuse_tail == "questions" and stable.asks
 
 
 def _fitting(units: Sequence[Unit], room: int) -> list[Unit]:
