@@ -2,7 +2,7 @@
 
     python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0]
         [--head-share 0.3] [--min-recall-coverage 0.65] [--objective balanced|fill|cost]
-        [--no-recall-tail] [--min-recall-focus 0.15] [--explain]
+        [--no-recall-tail] [--min-recall-focus 0.15] [--diffuse-tail questions] [--explain]
         [--skip tau|locomo]
 
 For consecutive calls of one conversation, from the rendered requests themselves (OpenAI chat
@@ -299,7 +299,7 @@ def manager_calls(traj: Sequence[Msg], cut: int, plan: BuildPlan, system: str,
 
     modes = ModesConfig.default().modes
     manager = ContextManager(system=system, plans=dict.fromkeys(modes, plan),
-                             background=False, cache=cache)
+                             background=False, cache=MANAGER_POLICY if cache else False)
     calls: list[tuple[list[Msg], str]] = []  # each call's messages and kind (``_kind``)
     pending: str | None = None
     position = 1
@@ -418,12 +418,16 @@ class _Clock:
         return self.now
 
 
+MANAGER_POLICY = CachePolicy()
+"""The managers' policy when their cache is on: the default, but for ``--diffuse-tail``."""
+
+
 def _manager(plan: BuildPlan, cache: bool, clock: _Clock, store: Any = None) -> Any:
     from contextwright import ContextManager, ModesConfig
 
     modes = ModesConfig.default().modes
     return ContextManager(store, plans=dict.fromkeys(modes, plan), background=False,
-                          cache=cache, clock=clock)
+                          cache=MANAGER_POLICY if cache else False, clock=clock)
 
 
 def replay_locomo_manager(folder: Path, budgets: Sequence[int], limit: int | None,
@@ -531,6 +535,9 @@ def main() -> None:
                         default=CachePolicy().min_recall_focus)
     parser.add_argument("--objective", choices=["balanced", "fill", "cost"],
                         default=CachePolicy().objective)
+    parser.add_argument("--diffuse-tail", choices=["always", "questions", "never"],
+                        default=CachePolicy().diffuse_tail,
+                        help="which diffuse inputs get the recall tail (managers too)")
     parser.add_argument("--no-recall-tail", action="store_true",
                         help="cut afresh instead of showing missing recalled turns after the run")
     parser.add_argument("--explain", action="store_true",
@@ -545,7 +552,10 @@ def main() -> None:
                          head_share=args.head_share,
                          min_recall_coverage=args.min_recall_coverage,
                          min_recall_focus=args.min_recall_focus,
-                         objective=args.objective, recall_tail=not args.no_recall_tail)
+                         objective=args.objective, recall_tail=not args.no_recall_tail,
+                         diffuse_tail=args.diffuse_tail)
+    global MANAGER_POLICY
+    MANAGER_POLICY = CachePolicy(diffuse_tail=args.diffuse_tail)
     methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
     try:
         import agents  # noqa: F401
