@@ -507,8 +507,9 @@ def _recall_chat(objective: str, calls: int = 70, *, tail: bool = False
     Without ``tail``, recalled turns join the kept run (an allowance) and a cut follows when
     they are not enough, so the objectives' cuts can be compared.
     """
+    # Coverage 0.68 (the default before ``recall_cuts``): the objectives' cuts stay comparable.
     policy = CachePolicy(objective=objective, recall_tail=tail,  # type: ignore[arg-type]
-                         recall_share=0 if tail else 0.15)
+                         recall_share=0 if tail else 0.15, min_recall_coverage=0.68)
     topics = [TOPICS[(t * 3) % len(TOPICS)] for t in range(calls)]
     return _replay_chat(
         ContextBuilder(), policy, [],
@@ -716,11 +717,13 @@ def _thanks(t: int) -> list[dict[str, Any]]:
 def _mixed_chat(min_focus: float, recaller: Any = None, calls: int = 60,
                 coverage: float = CachePolicy().min_recall_coverage,
                 diffuse_tail: str = CachePolicy().diffuse_tail,
-                inputs: Callable[[int], str] = _mixed_input) -> list[FinalContext]:
+                inputs: Callable[[int], str] = _mixed_input,
+                recall_cuts: str = CachePolicy().recall_cuts) -> list[FinalContext]:
     """A chat of ``inputs`` (``_mixed_input``s) over ``_word_history``."""
     builder = ContextBuilder(sources=() if recaller is None else [HistorySource(recaller)])
     policy = CachePolicy(min_recall_focus=min_focus, min_recall_coverage=coverage,
-                         diffuse_tail=diffuse_tail)  # type: ignore[arg-type]
+                         diffuse_tail=diffuse_tail,  # type: ignore[arg-type]
+                         recall_cuts=recall_cuts)  # type: ignore[arg-type]
     return _replay_chat(builder, policy, _word_history(),
                         [inputs(t) for t in range(calls)], _thanks)
 
@@ -737,9 +740,10 @@ def _cached_share(built: list[FinalContext]) -> float:
 
 
 def test_a_diffuse_input_cuts_no_run_for_its_recall_a_focused_one_still_does() -> None:
-    # Coverage 1: any best recalled turn missing from what is shown calls for a cut.
-    gated = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0)
-    ungated = _mixed_chat(0.0, coverage=1.0)
+    # Coverage 1: any best recalled turn missing from what is shown calls for a cut; any
+    # input may cut (a statement too), so the focus gate alone holds the diffuse ones back.
+    gated = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0, recall_cuts="any")
+    ungated = _mixed_chat(0.0, coverage=1.0, recall_cuts="any")
     for_recall = "of the turns recalled for this input"
 
     def split(built: list[FinalContext]) -> tuple[list[FinalContext], list[FinalContext]]:
@@ -783,6 +787,29 @@ def test_a_diffuse_statement_is_shown_the_run_as_it_is_a_diffuse_question_gets_a
     assert _cached_share(statements) > _cached_share(always)
     with pytest.raises(InvalidInputError, match="diffuse_tail"):
         CachePolicy(diffuse_tail="sometimes")  # type: ignore[arg-type]
+
+
+def _focused_statement(t: int) -> str:
+    """A statement about one older topic (focused recall), every fifth input a question."""
+    word = WORDS[(t * 5) % len(WORDS)]
+    return (f"What did we say about the {word}?" if t % 5 == 4
+            else f"The {word} news made my day ({t}).")
+
+
+def test_only_a_question_cuts_the_run_for_its_recall_a_statement_gets_a_tail() -> None:
+    for_recall = "of the turns recalled for this input"
+    questions = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0,
+                            inputs=_focused_statement)
+    asked = [c for c, t in zip(questions, range(60), strict=True) if t % 5 == 4]
+    told = [c for c, t in zip(questions, range(60), strict=True) if t % 5 != 4]
+    assert _cuts(asked, for_recall) and not _cuts(told, for_recall)
+    assert any(_transient(c) for c in told)  # its turns go after the run, this call only
+    anyone = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0,
+                         inputs=_focused_statement, recall_cuts="any")
+    assert _cuts([c for c, t in zip(anyone, range(60), strict=True) if t % 5 != 4], for_recall)
+    assert _cached_share(questions) > _cached_share(anyone)
+    with pytest.raises(InvalidInputError, match="recall_cuts"):
+        CachePolicy(recall_cuts="some")  # type: ignore[arg-type]
 
 
 class _PlainRecaller:

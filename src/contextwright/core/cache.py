@@ -55,12 +55,14 @@ class CachePolicy:
     ``min_recall_coverage``: when the kept run, the allowance and the tail would show less than
     this share (by tokens) of the turns recalled for the input (the best, up to half the grant),
     the cut advances instead, so recall serves the input first (0: never for recall; 1: whenever
-    a recalled turn is missing). Measured on long chats (LoCoMo dev, 8k / 4k budgets, history
-    cached and evidence recall; a fresh build's recall 0.914 / 0.859): the defaults 0.711 /
-    0.461 and 0.909 / 0.849; coverage 0.65 0.737 / 0.482 and 0.901 / 0.849; 0.8 0.607 / 0.394
-    and 0.906 / 0.849; without the tail (allowance 0.15, coverage 0.65) ``"balanced"`` 0.685 /
-    0.461, ``"fill"`` 0.633 / 0.436, ``"cost"`` 0.741 / 0.556 at evidence recall 0.880 / 0.820;
-    ``"cost"`` with the tail 0.814 / 0.624 at 0.896 / 0.828.
+    a recalled turn is missing); only an input that may cut for its recall (``recall_cuts``) is
+    held to it. Measured on long chats before ``recall_cuts`` and the focus gate, when every
+    input could cut (LoCoMo dev, 8k / 4k budgets, history cached and evidence recall; a fresh
+    build's recall 0.914 / 0.859): coverage 0.68 0.711 / 0.461 and 0.909 / 0.849; 0.65 0.737 /
+    0.482 and 0.901 / 0.849; 0.8 0.607 / 0.394 and 0.906 / 0.849; without the tail (allowance
+    0.15, coverage 0.65) ``"balanced"`` 0.685 / 0.461, ``"fill"`` 0.633 / 0.436, ``"cost"``
+    0.741 / 0.556 at evidence recall 0.880 / 0.820; ``"cost"`` with the tail 0.814 / 0.624 at
+    0.896 / 0.828.
     ``min_recall_focus``: an input whose recall is diffuse — its best turn matches less than
     this share of what the input's words could match (``LexicalTurnRecaller.focus``: a long,
     chatty message whose words are spread over many turns) — never cuts the run for its
@@ -83,16 +85,31 @@ class CachePolicy:
     0.846 and 0.788 / 0.909, ``"questions"`` 0.602 / 0.846 and 0.799 / 0.909. The questions
     evidence recall is measured on all ask something, so that column cannot show what a
     statement loses: only turns whose match with it is weak.
+    ``recall_cuts``: which inputs may cut the kept run for their recall. ``"questions"`` (the
+    default): only those that ask something (``analysis.asks``); a statement, however closely
+    it matches older turns ("I finally adopted the puppy!"), is shown the ones that fit after
+    the run (the tail), and the cut waits for a question or for the run to outgrow its grant.
+    ``"any"``: every focused input (the earlier default). A cut costs every cached token after
+    the pinned head, and a statement asks nothing of the past, so questions alone decide when
+    the run is cut for recall; with cuts that rare, a question may ask for more of its turns
+    before it is served by a tail (``min_recall_coverage`` 0.9, was 0.68). Measured on LoCoMo
+    dev through the builder (history cached / evidence recall at 4k and 8k; a fresh build's
+    recall 0.859 / 0.914): ``"any"`` with coverage 0.68 0.601 / 0.846 and 0.798 / 0.909 (input
+    cost 0.70 / 0.43 of ``trim_messages``); ``"questions"`` with 0.68 0.796 / 0.843 and 0.894 /
+    0.888 (the questions asked after the chat then find a run last cut for a statement's turns
+    long ago and are served by a tail), with 0.9 0.770 / 0.846 and 0.853 / 0.906 (0.44 / 0.35
+    of ``trim_messages``); coverage 0.95 and 1.0 gave the same recall and a little less cached.
     """
 
     step: float = 0.25
     recall_share: float = 0.0
     head_share: float = 0.3
-    min_recall_coverage: float = 0.68
+    min_recall_coverage: float = 0.9
     objective: Literal["balanced", "fill", "cost"] = "balanced"
     recall_tail: bool = True
     min_recall_focus: float = 0.15
     diffuse_tail: Literal["always", "questions", "never"] = "questions"
+    recall_cuts: Literal["questions", "any"] = "questions"
 
     def __post_init__(self) -> None:
         """Refuse shares outside their range."""
@@ -110,6 +127,8 @@ class CachePolicy:
             raise InvalidInputError("cache recall_tail must be true or false")
         if self.objective not in ("balanced", "fill", "cost"):
             raise InvalidInputError("cache objective must be 'balanced', 'fill' or 'cost'")
+        if self.recall_cuts not in ("questions", "any"):
+            raise InvalidInputError("cache recall_cuts must be 'questions' or 'any'")
         if self.diffuse_tail not in ("always", "questions", "never"):
             raise InvalidInputError(
                 "cache diffuse_tail must be 'always', 'questions' or 'never'")

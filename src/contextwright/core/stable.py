@@ -107,8 +107,9 @@ class StableOffer:
     focus: float | None = None
     """How focused this input's recall is (``recall_focus`` of the source; None: unknown)."""
     asks: bool = True
-    """Whether the input asks something (``analysis.asks``): a diffuse input that does not gets
-    no recall tail under ``CachePolicy.diffuse_tail="questions"``."""
+    """Whether the input asks something (``analysis.asks``): one that does not cuts no run for
+    its recall (``CachePolicy.recall_cuts``), and gets no recall tail when its recall is
+    diffuse (``CachePolicy.diffuse_tail``)."""
     failure: str | None = None
     """Why the previous layout cannot be continued (None: it can)."""
 
@@ -185,10 +186,11 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     stable.recalled = [u for u in stable.ranked if not any(
         c.item.key in shown for c in u.candidates)]
     stable.shown = shown
-    focus_of = getattr(source, "recall_focus", None)
-    if stable.ranked and callable(focus_of):
-        stable.focus = focus_of(request, options)
+    if stable.ranked:
         stable.asks = asks(request.user_input)
+        focus_of = getattr(source, "recall_focus", None)
+        if callable(focus_of):
+            stable.focus = focus_of(request, options)
     return stable
 
 
@@ -319,6 +321,9 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
     room = grant - tokens
     extra = _fitting(stable.recalled, min(room, int(grant * policy.recall_share)))
     diffuse = stable.focus is not None and stable.focus < policy.min_recall_focus
+    # What this input's recall is too weak a reason to cut the run for: a diffuse match, or a
+    # statement (it asks nothing of the past; ``recall_cuts``).
+    holds = diffuse or (policy.recall_cuts == "questions" and not stable.asks)
     coverage = recall_coverage(stable, extra, grant)
     if coverage >= policy.min_recall_coverage:
         return Verdict(Selection(kept=[*base, *extra], ordered=True))
@@ -326,11 +331,10 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
         # The input needs turns the run lacks: shown after it for this call only, in the room
         # it leaves, they serve the input while the run (and the cache over it) stays as it was.
         tail = _fitting(stable.recalled, room)
-        if diffuse or recall_coverage(stable, tail, grant) >= policy.min_recall_coverage:
+        if holds or recall_coverage(stable, tail, grant) >= policy.min_recall_coverage:
             return Verdict(Selection(kept=[*base, *tail], ordered=True),
                            transient=frozenset(c.item.key for u in tail for c in u.candidates))
-    if diffuse:
-        # Its best turn matches little of the input: too weak a signal to cut the run for.
+    if holds:
         return Verdict(Selection(kept=[*base, *extra], ordered=True))
     # Too little of what the recaller ranks best for this input would be shown: what the input
     # needs matters more than the cache, so cut afresh (recall has its full share).
