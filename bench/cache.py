@@ -2,7 +2,8 @@
 
     python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0]
         [--head-share 0.3] [--min-recall-coverage 0.65] [--objective balanced|fill|cost]
-        [--no-recall-tail] [--min-recall-focus 0.15] [--diffuse-tail questions] [--explain]
+        [--no-recall-tail] [--min-recall-focus 0.15] [--diffuse-tail questions]
+        [--recall-cuts questions|any] [--explain]
         [--skip tau|locomo]
 
 For consecutive calls of one conversation, from the rendered requests themselves (OpenAI chat
@@ -419,7 +420,8 @@ class _Clock:
 
 
 MANAGER_POLICY = CachePolicy()
-"""The managers' policy when their cache is on: the default, but for ``--diffuse-tail``."""
+"""The managers' policy when their cache is on: the default, but for ``--diffuse-tail``,
+``--recall-cuts`` and ``--min-recall-coverage``."""
 
 
 def _manager(plan: BuildPlan, cache: bool, clock: _Clock, store: Any = None) -> Any:
@@ -535,6 +537,9 @@ def main() -> None:
                         default=CachePolicy().min_recall_focus)
     parser.add_argument("--objective", choices=["balanced", "fill", "cost"],
                         default=CachePolicy().objective)
+    parser.add_argument("--recall-cuts", choices=["questions", "any"],
+                        default=CachePolicy().recall_cuts,
+                        help="which inputs may cut the run for their recall (managers too)")
     parser.add_argument("--diffuse-tail", choices=["always", "questions", "never"],
                         default=CachePolicy().diffuse_tail,
                         help="which diffuse inputs get the recall tail (managers too)")
@@ -553,9 +558,10 @@ def main() -> None:
                          min_recall_coverage=args.min_recall_coverage,
                          min_recall_focus=args.min_recall_focus,
                          objective=args.objective, recall_tail=not args.no_recall_tail,
-                         diffuse_tail=args.diffuse_tail)
+                         diffuse_tail=args.diffuse_tail, recall_cuts=args.recall_cuts)
     global MANAGER_POLICY
-    MANAGER_POLICY = CachePolicy(diffuse_tail=args.diffuse_tail)
+    MANAGER_POLICY = CachePolicy(diffuse_tail=args.diffuse_tail, recall_cuts=args.recall_cuts,
+                                 min_recall_coverage=args.min_recall_coverage)
     methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
     try:
         import agents  # noqa: F401

@@ -79,7 +79,8 @@ class CachePolicy:
     word, "tell me…", "吗"); a diffuse statement ("Thanks, Mel! It really motivated me.") is
     shown the run as it is, with no uncached turns after it. ``"always"``: every diffuse input
     (the earlier default); ``"never"``: none. Measured on LoCoMo dev (history cached / evidence
-    recall at 4k and 8k): through ``ContextManager`` ``"always"`` 0.558 / 0.809 and 0.615 /
+    recall at 4k and 8k; before ``recall_cuts``, while any focused input could cut at coverage
+    0.68): through ``ContextManager`` ``"always"`` 0.558 / 0.809 and 0.615 /
     0.906, ``"questions"`` 0.587 / 0.809 and 0.653 / 0.906 (input cost −10% / −13%),
     ``"never"`` 0.596 / 0.807 and 0.666 / 0.901; through the builder ``"always"`` 0.594 /
     0.846 and 0.788 / 0.909, ``"questions"`` 0.602 / 0.846 and 0.799 / 0.909. The questions
