@@ -6,8 +6,10 @@ updates running in the background as in production. Target: ≤ 3 ms median at 1
 and flat as the session grows (100,000 within 1.2× of 1,000).
 
 The sliding window recalls summarised turns relevant to the input (session-wide recall, on by
-default for that mode); two more cases isolate it: the same mode with recall off, and questions
-about one old order each (a summarised turn the recaller must find). A manager's first
+default for that mode); three more cases isolate it: the same mode with recall off, questions
+about one old order each (a summarised turn the recaller must find), and the same five such
+questions asked again and again (``recall_repeat``: their turns pile up in the cached layout,
+so the cost grows until the budget is full; ``--trend`` shows it). A manager's first
 ``prepare`` of a session indexes the turns before the messages it reads; it is reported apart
 (``first``: the first case of a run also pays for the process's cold caches), the median is of
 the steady state.
@@ -94,6 +96,12 @@ def old_order_question(step: int, size: int) -> str:
     return f"What was the tracking number for order {order} again?"
 
 
+def repeated_question(step: int, size: int) -> str:
+    # The same five questions about old orders, asked again and again: their recalled turns
+    # stay in the cached layout, so what each prepare shows grows until the budget is full.
+    return old_order_question(step % 5, size)
+
+
 @dataclass(frozen=True)
 class Case:
     mode: str
@@ -106,6 +114,7 @@ CASES = {
     SLIDING_WINDOW: Case(SLIDING_WINDOW),
     "recall_off": Case(SLIDING_WINDOW, recall=RecallSettings(share=0)),
     "recall_old": Case(SLIDING_WINDOW, text=old_order_question),
+    "recall_repeat": Case(SLIDING_WINDOW, text=repeated_question),
     RAG_ENHANCED: Case(RAG_ENHANCED),
     STRUCTURED: Case(STRUCTURED),
 }
