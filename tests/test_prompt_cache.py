@@ -835,6 +835,28 @@ def test_a_bad_min_recall_focus_is_a_typed_error() -> None:
             CachePolicy(min_recall_focus=bad)
 
 
+def test_when_a_managed_window_slides_its_leading_recalled_turns_stay_cached() -> None:
+    """The window's slide cuts the run, but the stored turns leading it are kept as its head."""
+    manager = ContextManager(background=False)
+    history = _word_history()
+    for at in range(0, len(history), 2):
+        manager.record("u", "s", messages=history[at:at + 2])
+    built = []
+    for t in range(40):
+        built.append(manager.prepare("u", "s", _mixed_input(t)).context)
+        manager.record("u", "s", assistant=f"You are welcome ({t}). " + "ok " * 9)
+    slid = [(built[i - 1], c) for i, c in enumerate(built) if i and c.report.cache
+            and "no longer holds the previous cut's messages" in (c.report.cache.reason or "")]
+    assert slid  # the window slid during the chat
+    for before, after in slid:
+        assert after.report.cache is not None
+        # Its head (up to ``head_share`` of the grant) is still cached: without it, only the
+        # system prompt and a turn that happened to lead the fresh cut again were.
+        assert after.report.cache.prefix_tokens > CachePolicy().head_share / 2 * before.total_tokens
+        assert after.messages[1] == before.messages[1]
+        assert after.messages[1].content.startswith("[recalled")
+
+
 def test_a_managed_chat_finds_its_recalled_stored_turns_again_on_any_worker(
         tmp_path: Path) -> None:
     """Turns recalled from the session's store stay in the cached run, call after call.

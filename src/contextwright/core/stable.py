@@ -148,8 +148,14 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     if shift is None:
         return StableOffer(failure=f"{where} does not continue the previous build's")
     anchor = layout.anchor + shift
-    if anchor < 0 or anchor > len(raw):
+    if anchor > len(raw):
         return StableOffer(failure=f"{where} no longer holds the previous cut's messages")
+    if anchor < 0:
+        # The list moved on past the last cut (a session's window slid): the layout cannot go
+        # on, but its leading units still offered as they were shown (turns recalled from the
+        # session's store) are the next cut's pinned head, so the cache still covers them.
+        return StableOffer(units=_leading(g, source, request, layout, shift, cap, costing),
+                           failure=f"{where} no longer holds the previous cut's messages")
     options, shape = g.spec.options, g.traits.layout
     if any(options.get(option) for option in shape.shaping_options):
         plain = gather_source(replace(g.spec, options=anchored_options(options, anchor, shape,
@@ -205,6 +211,18 @@ class _Turns:
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         recalled_turns = getattr(self._source, "recalled_turns")  # noqa: B009
         yield from recalled_turns(request, options, self._starts)
+
+
+def _leading(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
+             shift: int, cap: int, costing: Costing) -> list[Unit]:
+    """The leading units of ``layout`` still offered as shown (by ``g`` or as recalled turns).
+
+    Tiers are as of the list's start: the last cut's messages are gone. Only a run of them
+    from the layout's first message counts (``pinned_head`` takes what fits its share).
+    """
+    pool = [*g.units, *_recalled_again(g, source, request, layout, shift, 0, cap, costing)]
+    units, _ = match_layout(layout.messages, pool)
+    return units
 
 
 def _recalled_again(g: Gathered, source: ContextSource, request: Request,
