@@ -1040,7 +1040,7 @@ class SessionHistorySource:
                     for item in self._history.build(request, options))
         rule = Interleaving(share=self._share, max_tokens=self._max_tokens,
                             anchor=max(self._anchor, int(options.get("recent_rounds", 0) or 0)))
-        yield from interleave(segments, ranked, index, rule, recalled=lambda position, _score:
+        yield from interleave(segments, ranked, index, rule, recalled=lambda position:
                               self._placed(old, options, index, position, since_cut))
 
     def digest(self, request: Request, options: Mapping[str, Any],

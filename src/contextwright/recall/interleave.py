@@ -52,11 +52,12 @@ class Interleaving:
 
 def interleave(segments: Iterable[Segment], ranked: Sequence[tuple[int, float]],
                index: TurnIndex, rule: Interleaving, *, frontier: float = math.inf,
-               recalled: Callable[[int, float], Sequence[ContextItem]]
+               recalled: Callable[[int], Sequence[ContextItem]]
                ) -> Iterator[ContextItem]:
     """The recent segments' items with ``ranked`` turns (best first) interleaved.
 
-    ``recalled(position, score)`` renders the turn at ``position`` of ``index``. ``frontier``:
+    ``recalled(position)`` renders the turn at ``position`` of ``index`` (its score is noted
+    for the report, not passed: the items are the same for every input). ``frontier``:
     where the stream ends (one past its newest message, when it shares the index's numbering).
     No turn is offered twice: the stream skips a segment of a turn already recalled, and a turn
     the stream has already offered (part of) is not recalled.
@@ -83,13 +84,13 @@ def interleave(segments: Iterable[Segment], ranked: Sequence[tuple[int, float]],
                 continue  # the recent stream has it (or part of it) already
             covered.update(range(index.turns[position].index, index.ends[position]))
             recalled_tokens += index.tokens[position]
-            yield from _noted(recalled(position, score), score)
+            yield from _noted(recalled(position), score)
     for position, score in pending:  # past the stream (or max_rounds): the rest, best first
         if recalled_tokens >= rule.max_tokens:
             break
         if index.ends[position] <= frontier:
             recalled_tokens += index.tokens[position]
-            yield from _noted(recalled(position, score), score)
+            yield from _noted(recalled(position), score)
 
 
 def _noted(items: Sequence[ContextItem], score: float) -> Sequence[ContextItem]:

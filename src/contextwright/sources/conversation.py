@@ -486,7 +486,7 @@ class HistorySource:
                             max_rounds=options.get("max_rounds"))
         since_cut = calls_since_cut(request, options)
         yield from interleave(segments, ranked, index, rule, frontier=len(request.history),
-                              recalled=lambda position, _score: cached_recalled_items(
+                              recalled=lambda position: cached_recalled_items(
                                   request, options, index, position, since_cut))
 
 
