@@ -421,7 +421,7 @@ class _Clock:
 
 MANAGER_POLICY = CachePolicy()
 """The managers' policy when their cache is on: the default, but for ``--diffuse-tail``,
-``--recall-cuts`` and ``--min-recall-coverage``."""
+``--recall-cuts``, ``--min-recall-coverage`` and ``--head-growth``."""
 
 
 def _manager(plan: BuildPlan, cache: bool, clock: _Clock, store: Any = None) -> Any:
@@ -521,6 +521,10 @@ def print_losses(title: str, results: dict[int, dict[str, Tally]],
             print(f"| {budget} | {kind} | {calls} | {tokens / total:.2f} |")
 
 
+def _growth(text: str) -> float | None:
+    return None if text == "off" else float(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="folder holding the datasets")
@@ -531,6 +535,8 @@ def main() -> None:
     parser.add_argument("--step", type=float, default=CachePolicy().step)
     parser.add_argument("--recall-share", type=float, default=CachePolicy().recall_share)
     parser.add_argument("--head-share", type=float, default=CachePolicy().head_share)
+    parser.add_argument("--head-growth", type=_growth, default=CachePolicy().head_growth,
+                        help="a share, or 'off' for a head fixed at --head-share")
     parser.add_argument("--min-recall-coverage", type=float,
                         default=CachePolicy().min_recall_coverage)
     parser.add_argument("--min-recall-focus", type=float,
@@ -554,14 +560,15 @@ def main() -> None:
     builder = ContextBuilder()
     count = builder.tokenizer.count
     policy = CachePolicy(step=args.step, recall_share=args.recall_share,
-                         head_share=args.head_share,
+                         head_share=args.head_share, head_growth=args.head_growth,
                          min_recall_coverage=args.min_recall_coverage,
                          min_recall_focus=args.min_recall_focus,
                          objective=args.objective, recall_tail=not args.no_recall_tail,
                          diffuse_tail=args.diffuse_tail, recall_cuts=args.recall_cuts)
     global MANAGER_POLICY
     MANAGER_POLICY = CachePolicy(diffuse_tail=args.diffuse_tail, recall_cuts=args.recall_cuts,
-                                 min_recall_coverage=args.min_recall_coverage)
+                                 min_recall_coverage=args.min_recall_coverage,
+                                 head_growth=args.head_growth)
     methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
     try:
         import agents  # noqa: F401

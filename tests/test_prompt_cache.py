@@ -888,3 +888,52 @@ def test_a_managed_chat_finds_its_recalled_stored_turns_again_on_any_worker(
     continued = [r for r in after if r is not None and not r.advanced]
     assert len(continued) >= len(after) * 0.7
     assert all(r.prefix_tokens > 0 and r.hit_share > 0.4 for r in continued)
+
+
+def test_a_cut_keeps_more_of_the_previous_run_when_that_costs_the_input_little() -> None:
+    # The same chat replayed with a fixed head; at each of its cuts the build is made again
+    # from the same previous call with a head that may grow (the default ``head_growth``).
+    fixed = CachePolicy(head_growth=None, min_recall_coverage=0.68, recall_cuts="any")
+    growing = replace(fixed, head_growth=CachePolicy().head_growth)
+    chat = BuildPlan.named("chat").with_budget(available_override=1500)
+    builder = ContextBuilder()
+    history: list[dict[str, Any]] = []
+    before: FinalContext | None = None
+    compared = gained = 0
+    for t in range(70):
+        topic = TOPICS[(t * 3) % len(TOPICS)]
+        request = Request(user_input=f"Remind me what we said about {topic} last time ({t}).",
+                          history=list(history))
+        ctx = builder.build(chat, request, previous=before, cache=fixed)
+        if before is not None and ctx.report.cache and ctx.report.cache.advanced:
+            grown = builder.build(chat, request, previous=before, cache=growing)
+            assert grown.report.cache is not None and grown.total_tokens <= grown.available
+            assert grown.report.cache.prefix_tokens >= ctx.report.cache.prefix_tokens
+            shown, _ = _kept_history(grown)
+            was_shown, was_recalled = _kept_history(ctx)
+            assert was_shown - was_recalled <= shown  # every plain message still shown
+            lost = sum(_history_tokens(ctx, key) for key in was_recalled - shown)
+            assert lost <= 0.05 * sum(_history_tokens(ctx, key) for key in was_recalled)
+            compared += 1
+            gained += grown.report.cache.prefix_tokens > ctx.report.cache.prefix_tokens
+        before = ctx
+        history += _news(topic, t)
+    assert compared >= 5 and gained >= 1
+
+
+def _kept_history(ctx: FinalContext) -> tuple[set[str], set[str]]:
+    """Keys of the history items a build kept, and of those among them that were recalled."""
+    kept = [d for d in ctx.report.decisions if d.action == "kept" and d.source == "history"]
+    return ({d.key for d in kept}, {d.key for d in kept if d.reason.startswith("recalled")})
+
+
+def _history_tokens(ctx: FinalContext, key: str) -> int:
+    return sum(d.tokens_after for d in ctx.report.decisions
+               if d.key == key and d.action == "kept")
+
+
+def test_head_growth_must_be_a_share_or_none() -> None:
+    for bad in (-0.1, 1.5, True):
+        with pytest.raises(InvalidInputError, match="head_growth"):
+            CachePolicy(head_growth=bad)  # type: ignore[arg-type]
+    assert CachePolicy(head_growth=None).head_growth is None

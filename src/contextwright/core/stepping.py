@@ -233,27 +233,79 @@ class Stepping:
                     self.advanced[name] = f"{why}; everything fits when shown afresh"
                 continue
             self.advanced[name] = why
-            head = pinned_head(stable.units if stable is not None else [],
-                               int(stepped * self.policy.head_share))
-            if head:
-                self.heads[name] = head
-                self.rests[name] = after_head(g, head)
-            if digest_share(g.spec.options) > 0:
-                # The digest fills whatever room it is given: cut to the smaller grant.
+            previous_units = stable.units if stable is not None else []
+            floor = pinned_head(previous_units, int(stepped * self.policy.head_share))
+            cut = self._cut_after(g, floor, grant, step, query, costing, outgrown)
+            growth = self.policy.head_growth
+            if growth is not None and previous_units:
+                cut = self._grown_cut(g, previous_units, floor, cut, grant, step, query,
+                                      costing, outgrown, growth)
+            if digest_share(g.spec.options) > 0:  # the digest fills the room its cut leaves
                 allocations[name] = Allocation(share=allocations[name].share, grant=stepped)
                 self.grants[name] = stepped
-                selections[name] = self._prune_after_head(g, stepped, query, costing)
-            else:
-                # Cut with the whole grant (recalled turns keep their share), then free the
-                # step from the oldest plain messages (for cost, from turns recalled below the
-                # best too).
-                cut = self._prune_after_head(g, grant, query, costing)
-                before = list(cut.kept) if self._shows_freed(outgrown) else None
-                selections[name] = leave_room(cut, step, len(head),
-                                              self._spare(g, grant, outgrown))
-                if before is not None:
-                    self._show_freed(name, selections[name], before)
+            selections[name], before = cut
+            if before is not None:
+                self._show_freed(name, selections[name], before)
         return selections
+
+    def _cut_after(self, g: Gathered, head: list[Unit], grant: int, step: int, query: str,
+                   costing: Costing, outgrown: bool) -> tuple[Selection, list[Unit] | None]:
+        """``g`` cut afresh after ``head`` to leave ``step`` of ``grant`` free.
+
+        Also returns the units kept before the step was freed when the freed recalled turns
+        are to be shown for this call only (``_shows_freed``; None otherwise).
+        """
+        self._pin(g, head)
+        if digest_share(g.spec.options) > 0:
+            # The digest fills whatever room it is given: cut to the smaller grant.
+            return self._prune_after_head(g, grant - step, query, costing), None
+        # Cut with the whole grant (recalled turns keep their share), then free the step from
+        # the oldest plain messages (for cost, from turns recalled below the best too).
+        cut = self._prune_after_head(g, grant, query, costing)
+        before = list(cut.kept) if self._shows_freed(outgrown) else None
+        return leave_room(cut, step, len(head), self._spare(g, grant, outgrown)), before
+
+    def _pin(self, g: Gathered, head: list[Unit]) -> None:
+        """Make ``head`` the source's pinned head (none when empty) for the cut after it."""
+        name = g.spec.source
+        if head:
+            self.heads[name] = head
+            self.rests[name] = after_head(g, head)
+        else:
+            self.heads.pop(name, None)
+            self.rests.pop(name, None)
+
+    def _grown_cut(self, g: Gathered, previous: Sequence[Unit], floor: list[Unit],
+                   cut: tuple[Selection, list[Unit] | None], grant: int, step: int, query: str,
+                   costing: Costing, outgrown: bool, growth: float
+                   ) -> tuple[Selection, list[Unit] | None]:
+        """The cut after the longest head of the previous layout that costs the input little.
+
+        ``cut`` is the cut after the ``floor`` head (``head_share``). A longer head keeps more
+        of the cached prefix. It is taken only if the cut after it shows every plain message
+        that ``cut`` shows, and of the recalled turns ``cut`` shows, all but at most ``growth``
+        of their tokens (those ranked lowest for this input give way first).
+        """
+        longest = pinned_head(previous, grant - step)
+        if len(longest) <= len(floor):
+            return cut
+        plain = _keys_of([u for u in cut[0].kept if not _recalled_or_digest(u)])
+        recalled = [u for u in cut[0].kept if "recalled" in u.candidates[0].item.metadata]
+        needed = (1 - growth) * sum(u.tokens for u in recalled)
+        chosen, best = floor, cut
+        low, high = len(floor) + 1, len(longest)
+        while low <= high:  # a longer head leaves less room: find the longest that serves
+            middle = (low + high) // 2
+            candidate = self._cut_after(g, longest[:middle], grant, step, query, costing,
+                                        outgrown)
+            shown = _keys_of(candidate[0].kept)
+            if plain <= shown and sum(u.tokens for u in recalled
+                                      if u.candidates[0].item.key in shown) >= needed:
+                chosen, best, low = longest[:middle], candidate, middle + 1
+            else:
+                high = middle - 1
+        self._pin(g, chosen)
+        return best
 
     def _spare(self, g: Gathered, grant: int, outgrown: bool) -> frozenset[str]:
         """Keys of the recalled turns a cut may leave out to free its step (``objective``).
@@ -424,6 +476,11 @@ class Stepping:
 def _keys_of(units: Sequence[Unit]) -> frozenset[str]:
     """Item keys of the messages of ``units``."""
     return frozenset(c.item.key for u in units for c in u.candidates)
+
+
+def _recalled_or_digest(unit: Unit) -> bool:
+    metadata = unit.candidates[0].item.metadata
+    return "recalled" in metadata or "digest" in metadata
 
 
 def _holds_any(unit: Unit, keys: frozenset[str]) -> bool:
