@@ -19,6 +19,7 @@ from contextwright import (
     Request,
 )
 from contextwright.compress import compact_tool_result
+from contextwright.core import gather
 from contextwright.core.plan import Budget
 
 BUILDER = ContextBuilder()
@@ -308,3 +309,25 @@ def test_a_message_edited_deep_inside_in_place_is_parsed_again() -> None:
     raw["tool_calls"].append({"id": "c2", "type": "function",
                               "function": {"name": "memo", "arguments": "{}"}})
     assert [call.id for call in parse_message(raw, "m").tool_calls] == ["c1", "c2"]
+
+
+def test_history_is_rendered_once_whatever_language_each_input_is_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rendered: list[str] = []
+    render = gather.render_candidate
+
+    def counting(item: Any, costing: Any, limit: int) -> Any:
+        rendered.append(item.key)
+        return render(item, costing, limit)
+
+    monkeypatch.setattr(gather, "render_candidate", counting)
+    history = [{"role": "user" if i % 2 == 0 else "assistant",
+                "content": f"Message {i} about order A-{1000 + i}."} for i in range(20)]
+    builder, plan = ContextBuilder(), BuildPlan.named("tool_heavy")
+    env = {"time": "2026-12-06T10:00:00Z"}
+    builder.build(plan, Request(user_input="Where is my order?", history=history, env=env))
+    rendered.clear()
+    ctx = builder.build(plan, Request(user_input="我的订单到哪里了？", history=history, env=env))
+    assert rendered and not [key for key in rendered if key.startswith("history.")]
+    # A labelled part is still rendered in the input's language.
+    assert "[环境信息]" in ctx.to_messages("openai")[0]["content"]

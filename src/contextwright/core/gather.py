@@ -126,6 +126,24 @@ class Costing:
         return (self.tokenizer.name, self.language, self.target, self.fence_key,
                 self.images.name)
 
+    @property
+    def neutral_key(self) -> tuple[str, str, str, bytes, str]:
+        """``key`` for an item whose rendering does not depend on the labels' language."""
+        return (self.tokenizer.name, "", self.target, self.fence_key, self.images.name)
+
+    def key_for(self, item: ContextItem) -> tuple[str, str, str, bytes, str]:
+        """What ``item``'s rendered candidate depends on (``render_candidate``).
+
+        Only a labelled system part, or any item of the text rendering, reads the labels'
+        language: a conversation's messages render alike whatever language the input is in,
+        so a user who switches language does not have the history rendered and counted again.
+        """
+        if self.target == "text" or (item.message.role == "system" and not item.untrusted
+                                     and item.key != "system.prompt"
+                                     and "schema" not in item.metadata):
+            return self.key
+        return self.neutral_key
+
 
 def render_candidate(item: ContextItem, costing: Costing, limit: int) -> Candidate:
     """Fence, label and count one item; counting stops early above ``limit``."""
@@ -184,7 +202,7 @@ def cached_candidate(item: ContextItem, costing: Costing, limit: int) -> Candida
     Items are immutable, so a source that re-yields the same item (history does) skips
     re-rendering. Candidates are never mutated.
     """
-    key = (id(item), costing.key)
+    key = (id(item), costing.key_for(item))
     cached = _CANDIDATES.get(key) or _CANDIDATES.revive(key)
     if cached is not None and cached[0] is item:
         return cached[1]
@@ -250,7 +268,9 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     group: str | None = None
     total = 0
     round_no = 0
-    cached, costing_key = _CANDIDATES.get, costing.key  # a hit: one dict lookup
+    # A hit is one dict lookup: most items render alike in every language (``key_for``);
+    # those that do not are found by ``cached_candidate``.
+    cached, costing_key = _CANDIDATES.get, costing.neutral_key
     for item in items:
         if not item.key.startswith(prefix):
             raise SourceError(f"source {namespace!r} produced a key outside its namespace")
