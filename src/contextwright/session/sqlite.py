@@ -286,25 +286,25 @@ class SqliteStore:
         when: WriteConditions, state_text: str | None,
     ) -> Appended:
         now = self._clock()
-        self._drop_if_expired(db, key, now)
+        live = self._live_session(db, key, now)
         if when.idempotency_key is not None:
             done = db.execute(f"SELECT first_seq, count FROM write_keys WHERE {_PK}"
                               " AND write_key = ?", (key.user_id, key.session_id,
                                                      when.idempotency_key)).fetchone()
             if done is not None:
                 return Appended(seqs=list(range(done[0], done[0] + done[1])),
-                                epoch=self._live_epoch(db, key) or "", replayed=True)
+                                epoch=live[0] if live is not None else "", replayed=True)
         version = self._state_version(db, key)
-        refuse_write(when, live_epoch=self._live_epoch(db, key), last=self._last_seq(db, key),
-                     version=version)
-        seqs = self._append(db, key, messages, now)
+        refuse_write(when, live_epoch=None if live is None else live[0],
+                     last=0 if live is None else live[1], version=version)
+        seqs, epoch = self._append(db, key, messages, now)
         if state_text is not None:
             version = self._put_state(db, key, state_text, version, now)
         if when.idempotency_key is not None and seqs:
             db.execute("INSERT INTO write_keys (user_id, session_id, write_key, first_seq, count)"
                        " VALUES (?, ?, ?, ?, ?)", (key.user_id, key.session_id,
                                                    when.idempotency_key, seqs[0], len(seqs)))
-        return Appended(seqs=seqs, epoch=self._live_epoch(db, key) or "",
+        return Appended(seqs=seqs, epoch=epoch,
                         state_version=version if state_text is not None else None)
 
     def _append_index(self, db: sqlite3.Connection, key: SessionKey, part: str, epoch: str,
@@ -326,16 +326,22 @@ class SqliteStore:
                                    key.session_id, part))
         return True
 
-    def _live_epoch(self, db: sqlite3.Connection, key: SessionKey) -> str | None:
-        # Sessions stored before epochs existed read as epoch "" until they are erased.
-        row = db.execute(f"SELECT epoch FROM sessions WHERE {_PK}",
-                         (key.user_id, key.session_id)).fetchone()
-        return None if row is None else str(row[0] or "")
+    def _live_session(self, db: sqlite3.Connection, key: SessionKey,
+                      now: float) -> tuple[str, int] | None:
+        """(epoch, last seq) of the live session, None when there is none.
 
-    def _last_seq(self, db: sqlite3.Connection, key: SessionKey) -> int:
-        row = db.execute(f"SELECT last_seq FROM sessions WHERE {_PK}",
+        An expired session is erased first: a new write starts it afresh at seq 1. Sessions
+        stored before epochs existed read as epoch "" until they are erased. One read for
+        all of it: a write transaction asks on every ``prepare``.
+        """
+        row = db.execute(f"SELECT updated_at, epoch, last_seq FROM sessions WHERE {_PK}",
                          (key.user_id, key.session_id)).fetchone()
-        return 0 if row is None else int(row[0])
+        if row is None:
+            return None
+        if is_expired(float(row[0]), now, self._ttl):
+            self._erase(db, _PK, (key.user_id, key.session_id))
+            return None
+        return str(row[1] or ""), int(row[2])
 
     def _state_version(self, db: sqlite3.Connection, key: SessionKey) -> int | None:
         row = db.execute(f"SELECT version FROM states WHERE {_PK}",
@@ -343,9 +349,12 @@ class SqliteStore:
         return None if row is None else int(row[0])
 
     def _append(self, db: sqlite3.Connection, key: SessionKey,
-                messages: Sequence[Mapping[str, Any]], now: float) -> list[int]:
-        first = self._touch(db, key, now, len(messages))
+                messages: Sequence[Mapping[str, Any]], now: float) -> tuple[list[int], str]:
+        """Append ``messages`` to a session ``_live_session`` has checked; (seqs, its epoch)."""
+        first, epoch = self._touch(db, key, now, len(messages))
         seqs = list(range(first, first + len(messages)))
+        if not seqs:  # a state write refreshes the session and stores no message
+            return seqs, epoch
         # A generator, so each message is encoded after the rows before it were inserted: an
         # encoding failure mid-batch happens inside the transaction and rolls everything back.
         rows = (
@@ -355,7 +364,7 @@ class SqliteStore:
         db.executemany(
             "INSERT INTO messages (user_id, session_id, seq, created_at, body)"
             " VALUES (?, ?, ?, ?, ?)", rows)
-        return seqs
+        return seqs, epoch
 
     def _put_state(self, db: sqlite3.Connection, key: SessionKey, text: str,
                    current: int | None, now: float) -> int:
@@ -367,23 +376,19 @@ class SqliteStore:
             (key.user_id, key.session_id, version, text, now))
         return version
 
-    def _touch(self, db: sqlite3.Connection, key: SessionKey, now: float, added: int) -> int:
-        """Create or refresh the session row, reserve ``added`` seqs; return the first one."""
-        self._drop_if_expired(db, key, now)
+    def _touch(self, db: sqlite3.Connection, key: SessionKey, now: float,
+               added: int) -> tuple[int, str]:
+        """Create or refresh the session row, reserve ``added`` seqs: (the first one, epoch).
+
+        Expiry is ``_live_session``'s, checked earlier in the same transaction.
+        """
         row = db.execute(
             "INSERT INTO sessions (user_id, session_id, created_at, updated_at, last_seq, epoch)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, session_id) DO UPDATE SET"
             " updated_at = excluded.updated_at, last_seq = sessions.last_seq + excluded.last_seq"
-            " RETURNING last_seq",
+            " RETURNING last_seq, epoch",
             (key.user_id, key.session_id, now, now, added, new_epoch())).fetchone()
-        return int(row[0]) - added + 1
-
-    def _drop_if_expired(self, db: sqlite3.Connection, key: SessionKey, now: float) -> None:
-        """An expired session is absent: a new write starts it afresh at seq 1."""
-        row = db.execute(f"SELECT updated_at FROM sessions WHERE {_PK}",
-                         (key.user_id, key.session_id)).fetchone()
-        if row is not None and is_expired(float(row[0]), now, self._ttl):
-            self._erase(db, _PK, (key.user_id, key.session_id))
+        return int(row[0]) - added + 1, str(row[1] or "")
 
     def _erase(self, db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:
         """Delete the matching sessions with their messages and states; count the live ones."""
