@@ -16,10 +16,13 @@ the steady state.
 
     .venv/bin/python bench/prepare_speed.py [--sizes 1000,10000,100000] [--steps 200]
         [--synchronous NORMAL|FULL] [--cases sliding_window,recall_off,recall_old,...]
-        [--no-cache] [--trend]
+        [--no-cache] [--trend] [--profile]
 
 ``--trend`` also prints each case's median per fifth of its steps: a cost that grows with the
 session (recalled turns piling up in the cached layout) shows there, not in the median.
+``--profile`` prints, instead of the table, where each case's steady prepares spend their time
+(cProfile): the function calls per ``prepare`` are exact, so two commits compare by them on a
+machine too loaded to compare milliseconds.
 
 ``--fresh-worker memory,sqlite,redis,postgresql`` measures instead what a fresh worker's first
 ``prepare`` of a long stored session costs on each store: one worker prepares the session
@@ -32,6 +35,9 @@ Redis and PostgreSQL are the servers on 127.0.0.1 (``--redis``, ``--postgres``).
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import statistics
 import tempfile
 import time
@@ -120,10 +126,11 @@ CASES = {
 }
 
 
-def measure(name: str, size: int, steps: int, folder: Path, synchronous: str
-            ) -> tuple[float, float, list[float]]:
+def measure(name: str, size: int, steps: int, folder: Path, synchronous: str,
+            profiler: cProfile.Profile | None = None) -> tuple[float, float, list[float]]:
     """(median steady-state prepare, the manager's first prepare of the session, the median
-    of each fifth of the steps), in ms."""
+    of each fifth of the steps), in ms. ``profiler`` is on for the prepares the median is
+    of (the steps after the first fifth), and only for them."""
     case = CASES[name]
     store = SqliteStore(folder / f"{name}-{size}.db", synchronous=synchronous)
     key = SessionKey(user_id="bench", session_id=f"{name}-{size}")
@@ -140,9 +147,14 @@ def measure(name: str, size: int, steps: int, folder: Path, synchronous: str
     timings = []
     for step in range(steps):
         text = case.text(step, size)
+        profiling = profiler is not None and step >= steps // 5
+        if profiling:
+            profiler.enable()
         start = time.perf_counter()
         cm.prepare(key.user_id, key.session_id, text, **extra, **extra_docs)  # type: ignore[arg-type]
         timings.append(time.perf_counter() - start)
+        if profiling:
+            profiler.disable()
         cm.record(key.user_id, key.session_id, assistant=REPLY.format(n=900000 + step))
     cm.flush()
     cm.close()
@@ -150,6 +162,25 @@ def measure(name: str, size: int, steps: int, folder: Path, synchronous: str
     fifths = [statistics.median(timings[at * steps // 5:(at + 1) * steps // 5] or [0.0]) * 1000
               for at in range(5)]
     return statistics.median(timings[steps // 5:]) * 1000, first * 1000, fifths
+
+
+def profile_case(name: str, size: int, steps: int, folder: Path, synchronous: str,
+                 top: int = 25) -> str:
+    """Where ``name``'s steady prepares spend their time, as pstats text.
+
+    The profiler slows small calls more than large ones: the shares are a guide, the call
+    counts exact (the same code and steps make the same calls, however loaded the machine).
+    """
+    profiler = cProfile.Profile()
+    measure(name, size, steps, folder, synchronous, profiler)
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    profiled = steps - steps // 5
+    out.write(f"## {name}, {size:,} messages: {stats.total_calls / profiled:,.0f} function "
+              f"calls per prepare ({profiled} prepares)\n")
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    return out.getvalue()
 
 
 CACHE = True
@@ -241,6 +272,9 @@ def main() -> None:
     parser.add_argument("--trend", action="store_true",
                         help="also print each case's median per fifth of the steps (a cost "
                              "that grows as the session does shows there)")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead of the table: each case's steady prepares under cProfile "
+                             "(function calls per prepare, where the time goes)")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
@@ -266,6 +300,12 @@ def main() -> None:
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         parser.error(f"unknown cases: {', '.join(unknown)}")
+    if args.profile:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in cases:
+                for size in sizes:
+                    print(profile_case(name, size, args.steps, Path(tmp), args.synchronous))
+        return
     print("| case | " + " | ".join(f"{s:,} msgs (first)" for s in sizes)
           + " | largest / smallest |")
     print("| --- |" + " --- |" * (len(sizes) + 1))
