@@ -451,3 +451,35 @@ def test_concurrent_threads_keep_sessions_apart(tmp_path: Path) -> None:
         stored = cm.store.read(SessionKey(user_id=f"user{n}", session_id="s"))
         assert len(stored) == 30
         assert all(f"user{n}" in str(m.message["content"]) for m in stored)
+
+
+class _StateReads(MemoryStore):
+    """A memory store that counts state reads and writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = self.writes = 0
+
+    def get_state(self, key: SessionKey) -> Any:
+        self.reads += 1
+        return super().get_state(key)
+
+    def put_state(self, key: SessionKey, data: Any, **kwargs: Any) -> int:
+        self.writes += 1
+        return super().put_state(key, data, **kwargs)
+
+
+def test_a_prepare_reads_the_state_once_and_still_keeps_the_fingerprint() -> None:
+    store = _StateReads()
+    cm = ContextManager(store=store, background=False)
+    for turn in range(4):
+        store.reads = store.writes = 0
+        prepared = cm.prepare("u", "s", f"Question {turn} about order A-{100 + turn}?")
+        assert store.reads == 1  # the fingerprint is written over the state already read
+        assert store.writes >= 1
+        cache = prepared.context.report.cache
+        assert cache is not None and (turn == 0 or cache.previous)
+        cm.record("u", "s", assistant=f"Answer {turn}.")
+    state = store.get_state(SessionKey(user_id="u", session_id="s"))
+    assert state is not None and state.data.get("cache")
+    cm.close()

@@ -173,7 +173,8 @@ class SessionFlows:
         # The incarnation read, taken first: the fingerprint may go only into it.
         epoch = appended.epoch if appended is not None else (yield from flow.epoch(key))
         record, read, recent = yield from self._read_recent(key)
-        state, route, switch = yield from self._route(key, text, appended, recent, record)
+        state, version, route, switch = yield from self._route(key, text, appended, recent,
+                                                              record)
         user_index = last_user_index(recent)
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
@@ -197,7 +198,7 @@ class SessionFlows:
             history = yield from self._read_recalled(key, history, sorted(history.unread),
                                                      asked, session_history)
             context = yield from flow.compute(partial(build, history))
-        yield from self._keep_fingerprint(key, context, epoch)
+        yield from self._keep_fingerprint(key, context, epoch, (version, state))
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
 
@@ -275,31 +276,35 @@ class SessionFlows:
 
     def _route(self, key: SessionKey, text: str | None, appended: Appended | None,
                recent: list[StoredMessage], record: StateRecord | None
-               ) -> Flow[tuple[SessionState, RouteDecision | None, ModeSwitch | None]]:
+               ) -> Flow[tuple[SessionState, int | None, RouteDecision | None,
+                               ModeSwitch | None]]:
         # The routed state is written only into the incarnation of the session the message
-        # went into: after an erase, nothing derived from the message may come back.
+        # went into: after an erase, nothing derived from the message may come back. Also
+        # returns the version the state is stored at (None: none stored), so a later write of
+        # this call need not read it again.
         for attempt in range(MAX_STATE_ATTEMPTS):
             if attempt:
                 record = yield from flow.get_state(key)
             state = SessionState.from_dict(record.data) if record else SessionState()
+            version = record.version if record else None
             if text is None or appended is None:
-                return state, None, None
+                return state, version, None, None
             route, new_state, switch = yield from flow.compute(
                 partial(self._decide_route, state, text, appended.seqs[0], recent),
                 where="cpu" if self.router.classifier is not None else "loop")  # rules: µs
             if new_state == state:
                 _log_route(key, route, state.mode)
-                return state, route, None
+                return state, version, route, None
             try:
-                yield from flow.put_state(key, new_state.to_dict(),
-                                          expected_version=record.version if record else None,
-                                          epoch=appended.epoch)
+                written = yield from flow.put_state(key, new_state.to_dict(),
+                                                    expected_version=version,
+                                                    epoch=appended.epoch)
             except ConflictError:
                 continue
             _log_route(key, route, state.mode)
             if switch is not None:
                 _log_switch(key, switch)
-            return new_state, route, switch
+            return new_state, written, route, switch
         raise ConflictError("session state kept changing under this prepare; try again")
 
     def _decide_route(self, state: SessionState, text: str, seq: int,
@@ -353,8 +358,8 @@ class SessionFlows:
                              previous=_previous(key, state), cache=self._cache,
                              cache_key=session_cache_key(key.user_id, key.session_id))
 
-    def _keep_fingerprint(self, key: SessionKey, context: FinalContext,
-                          epoch: str | None) -> Flow[None]:
+    def _keep_fingerprint(self, key: SessionKey, context: FinalContext, epoch: str | None,
+                          known: tuple[int | None, SessionState]) -> Flow[None]:
         # The next build of this session, on any worker, continues this one's layout. Only
         # into the incarnation of the session that was read: an erased session stays erased.
         if self._cache is None or context.stable_fingerprint is None:
@@ -363,7 +368,8 @@ class SessionFlows:
         if epoch is None:  # no session was there when the call began
             return
         try:
-            yield from change_state(key, lambda s: replace(s, cache=fingerprint), epoch=epoch)
+            yield from change_state(key, lambda s: replace(s, cache=fingerprint), epoch=epoch,
+                                    known=known)
         except ConflictError:  # a hint only: the next build starts a new cache line
             logger.warning("prompt-cache fingerprint not saved (state kept changing) user=%s "
                            "session=%s", key.user_id, key.session_id,

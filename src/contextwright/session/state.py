@@ -107,21 +107,28 @@ def read_state(key: SessionKey) -> Flow[tuple[StateRecord | None, SessionState]]
 
 
 def change_state(key: SessionKey, change: Callable[[SessionState], SessionState | None], *,
-                 attempts: int = 8, epoch: str | None = None) -> Flow[SessionState]:
+                 attempts: int = 8, epoch: str | None = None,
+                 known: tuple[int | None, SessionState] | None = None) -> Flow[SessionState]:
     """Apply ``change`` under optimistic concurrency, re-reading and re-applying on a conflict.
 
     ``change`` returning None, or a state equal to the one read, writes nothing. Returns the
     state now stored; ``ConflictError`` if other writers won ``attempts`` times in a row, and
     ``SessionGone`` if ``epoch`` is given and that incarnation of the session is gone.
+    ``known``: the version and state the caller read or wrote last in this call (version None:
+    no state stored); the first attempt starts from it instead of reading, and a write
+    conflict (someone wrote since) reads as usual.
     """
-    for _ in range(attempts):
-        record, state = yield from read_state(key)
+    for attempt in range(attempts):
+        if attempt == 0 and known is not None:
+            version, state = known
+        else:
+            record, state = yield from read_state(key)
+            version = record.version if record else None
         new_state = change(state)
         if new_state is None or new_state == state:
             return state
         try:
-            yield from flow.put_state(key, new_state.to_dict(),
-                                      expected_version=record.version if record else None,
+            yield from flow.put_state(key, new_state.to_dict(), expected_version=version,
                                       epoch=epoch)
         except ConflictError:
             continue
