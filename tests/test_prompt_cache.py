@@ -25,6 +25,7 @@ from openai.types.responses.response_create_params import ResponseCreateParamsNo
 from pydantic import TypeAdapter
 
 from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
+from contextwright.core import gather
 from contextwright.core.cache import (
     PRICE_MODELS,
     CachePolicy,
@@ -33,9 +34,12 @@ from contextwright.core.cache import (
     cache_report_from_dict,
 )
 from contextwright.core.final import FinalContext
+from contextwright.core.items import DETACHED_ORDER, detached
 from contextwright.errors import InvalidInputError
+from contextwright.manager.recall import SessionHistorySource
 from contextwright.recall import LexicalTurnRecaller, RecallExpansion, turn_index
 from contextwright.session.sqlite import SqliteStore
+from contextwright.session.store import SessionKey
 from contextwright.sources import HistorySource
 from fakes.provider_server import ProviderServer
 
@@ -835,16 +839,26 @@ def test_a_bad_min_recall_focus_is_a_typed_error() -> None:
             CachePolicy(min_recall_focus=bad)
 
 
-def test_when_a_managed_window_slides_its_leading_recalled_turns_stay_cached() -> None:
-    """The window's slide cuts the run, but the stored turns leading it are kept as its head."""
-    manager = ContextManager(background=False)
+def _managed_word_chat(calls: int, manager: ContextManager | None = None,
+                       before_call: Callable[[int, ContextManager], None] | None = None
+                       ) -> list[FinalContext]:
+    """``calls`` prepares of a managed chat over ``_word_history``, mixed inputs."""
+    manager = manager or ContextManager(background=False)
     history = _word_history()
     for at in range(0, len(history), 2):
         manager.record("u", "s", messages=history[at:at + 2])
     built = []
-    for t in range(40):
+    for t in range(calls):
+        if before_call is not None:
+            before_call(t, manager)
         built.append(manager.prepare("u", "s", _mixed_input(t)).context)
         manager.record("u", "s", assistant=f"You are welcome ({t}). " + "ok " * 9)
+    return built
+
+
+def test_when_a_managed_window_slides_its_leading_recalled_turns_stay_cached() -> None:
+    """The window's slide cuts the run, but the stored turns leading it are kept as its head."""
+    built = _managed_word_chat(40)
     slid = [(built[i - 1], c) for i, c in enumerate(built) if i and c.report.cache
             and "no longer holds the previous cut's messages" in (c.report.cache.reason or "")]
     assert slid  # the window slid during the chat
@@ -855,6 +869,62 @@ def test_when_a_managed_window_slides_its_leading_recalled_turns_stay_cached() -
         assert after.report.cache.prefix_tokens > CachePolicy().head_share / 2 * before.total_tokens
         assert after.messages[1] == before.messages[1]
         assert after.messages[1].content.startswith("[recalled")
+
+
+def test_a_stored_turn_is_rendered_once_however_the_window_and_the_cuts_move(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn recalled from the store is the same items wherever the window starts.
+
+    It used to be placed relative to the window's start, and each cut's tiers keyed its items
+    anew, so every slide and every cut rendered and counted each shown turn again.
+    """
+    rendered: list[str] = []
+    render = gather.render_candidate
+
+    def counting(item: Any, costing: Any, limit: int) -> Any:
+        rendered.append(item.key)
+        return render(item, costing, limit)
+
+    monkeypatch.setattr(gather, "render_candidate", counting)
+    built = _managed_word_chat(40)
+    reasons = [c.report.cache.reason or "" for c in built if c.report.cache]
+    assert sum("no longer holds the previous cut's messages" in r for r in reasons) >= 2
+    recalled = [key for key in rendered if key.startswith("history.recalled.")]
+    assert len(set(recalled)) >= 20  # the chat shows many stored turns, over many calls
+    assert len(recalled) == len(set(recalled))
+
+
+def test_a_fingerprint_naming_stored_turns_by_their_distance_from_the_window_still_continues(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fingerprints saved by earlier versions (a stored turn that far before the window)."""
+    offsets: list[int] = []
+    init = SessionHistorySource.__init__
+
+    def noting(self: SessionHistorySource, **kwargs: Any) -> None:
+        init(self, **kwargs)
+        offsets.append(kwargs["begin"] - 1)
+
+    monkeypatch.setattr(SessionHistorySource, "__init__", noting)
+    key = SessionKey(user_id="u", session_id="s")
+
+    def as_earlier_versions_wrote_it(t: int, manager: ContextManager) -> None:
+        record = manager.store.get_state(key)
+        if not offsets or record is None or not record.data.get("cache"):
+            return
+        state = json.loads(json.dumps(record.data))
+        layout = state["cache"]["layouts"]["history"]
+        assert all(detached(start) for start in layout["recalled"] if start < 0)
+        layout["recalled"] = [start - DETACHED_ORDER - offsets[-1] if detached(start)
+                              else start for start in layout["recalled"]]
+        manager.store.put_state(key, state, expected_version=record.version)
+
+    now = _managed_word_chat(24)
+    earlier = _managed_word_chat(24, before_call=as_earlier_versions_wrote_it)
+    assert [c.to_messages("openai") for c in earlier] == [c.to_messages("openai") for c in now]
+    continued = [c for c in earlier[1:] if c.report.cache and not c.report.cache.advanced
+                 and any(d.key.startswith("history.recalled.") and d.action == "kept"
+                         for d in c.report.decisions)]
+    assert len(continued) >= 5
 
 
 def test_a_managed_chat_finds_its_recalled_stored_turns_again_on_any_worker(

@@ -165,7 +165,9 @@ class SourceLayout:
     """Tokens the digest of left-out messages was given (0: no digest)."""
     recalled: tuple[int, ...] = ()
     """Where the recalled turns it shows open in the list (to offer them again as shown);
-    negative: a session's stored turn that far before the list's start."""
+    a session's stored turn is at ``DETACHED_ORDER`` plus its position in the session
+    (``core.items.detached``; a small negative one, as earlier versions wrote it: that far
+    before the list's start)."""
     spec: str = ""
     """Hash of the source's place in the plan (options, strategy): another one starts afresh."""
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.images import ImagePart, image_from_part
@@ -79,6 +79,19 @@ class Message:
 
 
 IMAGE_ROLES = frozenset(("user", "tool"))
+
+DETACHED_ORDER: Final = -(2**32)
+"""Base ``ContextItem.order`` of items placed before their list wherever the list starts.
+
+A session's older turns, recalled from its store, render before the request's window at
+``DETACHED_ORDER`` plus their position in the session: as the window slides on, they keep
+their order (and their items, and so their cached rendering). Positions up to 2**31 stay
+well below ``DETACHED_ORDER / 2``, where list positions end."""
+
+
+def detached(order: float) -> bool:
+    """Whether ``order`` is a detached position (``DETACHED_ORDER``), not one in the list."""
+    return order < DETACHED_ORDER / 2
 """Roles whose messages may carry images (no provider takes images from the others)."""
 
 
@@ -101,7 +114,11 @@ class ContextItem:
     user message), False on the others. Items arrive newest first, so a round ends, reading
     on, after its opening unit. None for sources without rounds."""
     order: float = 0
-    """Position within the source's section when rendered (chronological for history)."""
+    """Position within the source's section when rendered (chronological for history).
+
+    At or below ``DETACHED_ORDER / 2``: an item placed before its list at a position that does
+    not move with the list's start (a session's stored turn: ``DETACHED_ORDER`` plus its
+    position in the session)."""
     untrusted: bool = False
     """Tool output or document text: fenced as data, never rendered as system or user."""
     truncatable: bool = False

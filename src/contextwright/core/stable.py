@@ -28,7 +28,7 @@ from contextwright.analysis import asks
 from contextwright.core.cache import CachePolicy, SourceLayout, message_hash, short_hash
 from contextwright.core.digest import DigestCost, digest_share
 from contextwright.core.gather import Candidate, Costing, Gathered, Unit, gather_source
-from contextwright.core.items import ContextItem, parse_message
+from contextwright.core.items import ContextItem, detached, parse_message
 from contextwright.core.plan import FrozenOptions, thawed
 from contextwright.core.request import Request
 from contextwright.core.select import Selection
@@ -231,7 +231,8 @@ def _recalled_again(g: Gathered, source: ContextSource, request: Request,
     """The layout's recalled turns, offered again as they were shown (if the source can)."""
     if not layout.recalled or not callable(getattr(source, "recalled_turns", None)):
         return []
-    starts = [start + shift for start in layout.recalled]
+    # A detached start (a session's stored turn) does not move with the list.
+    starts = [start if detached(start) else start + shift for start in layout.recalled]
     spec = replace(g.spec, options=anchored_options(g.spec.options, anchor, g.traits.layout,
                                                     recall=True))
     return gather_source(spec, g.position, _Turns(source, starts), request, cap, costing).units

@@ -40,7 +40,7 @@ from typing import Any, SupportsIndex, overload
 
 from contextwright.analysis import analyzer
 from contextwright.core.caches import GrowingCache, text_bytes
-from contextwright.core.items import ContextItem, parse_message
+from contextwright.core.items import DETACHED_ORDER, ContextItem, detached, parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, DigestingSource
@@ -225,9 +225,9 @@ class SessionTurns:
     next_message: tuple[float, Mapping[str, Any]] | None = None
     """(created_at, message) of the message after ``messages`` when last read: it must read the
     same next time, or the session was replaced."""
-    placed: dict[tuple[int, int], tuple[list[ContextItem], list[ContextItem]]] = field(
+    placed: dict[int, tuple[list[ContextItem], list[ContextItem]]] = field(
         default_factory=dict)
-    """Recalled items as placed before a window starting at a position, per item list."""
+    """Recalled items as placed before the window (``DETACHED_ORDER``), per item list."""
     last_ranking: tuple[tuple[str, int, int, str | None], list[tuple[int, float]]] | None = None
     """(query, turns, limit) and the recaller's answer: an agent loop prepares the same turn
     again after each tool result, and the ranking cannot have changed."""
@@ -985,8 +985,9 @@ class SessionHistorySource:
     tokens offered so far, so whatever prefix the budget keeps is about that share recalled. In
     all, recalled turns take at most about ``max_tokens`` (``recall_tokens``: ``share`` of
     the budget history can reach) and at most ``limit`` turns. A recalled turn is placed before
-    the request's history (negative order, so it is never taken for one of the request's
-    messages, read or unread), keyed ``history.recalled.m<seq - 1>``, and its report reason
+    the request's history (``DETACHED_ORDER`` plus its session position, so it is never taken
+    for one of the request's messages, read or unread, and keeps its order, items and cached
+    rendering as the window slides on), keyed ``history.recalled.m<seq - 1>``, and its report reason
     names its seqs.
     """
 
@@ -1062,7 +1063,7 @@ class SessionHistorySource:
         own = [start for start in starts if start >= 0]
         if own and callable(getattr(self._history, "recalled_turns", None)):
             yield from self._history.recalled_turns(request, options, own)  # type: ignore[attr-defined]
-        stored = sorted({start + self._offset for start in starts if start < 0})
+        stored = sorted({self._stored_position(start) for start in starts if start < 0})
         if not stored:
             return
         index = self._index(options)
@@ -1074,6 +1075,14 @@ class SessionHistorySource:
                     and index.ends[position] <= self._offset
                     and self._readable([(position, 0.0)])):
                 yield from self._placed(old, options, index, position, since_cut)
+
+    def _stored_position(self, start: int) -> int:
+        """The session position of a stored turn a layout names by ``start``.
+
+        Detached (``DETACHED_ORDER`` plus the session position) as ``_placed`` orders them; a
+        small negative start is how earlier versions wrote it: that far before the window.
+        """
+        return int(start - DETACHED_ORDER) if detached(start) else start + self._offset
 
     def recall_focus(self, request: Request, options: Mapping[str, Any]) -> float | None:
         """How focused the input's recall over the stored turns is (``turn_focus``)."""
@@ -1138,7 +1147,7 @@ class SessionHistorySource:
         report apart from them, ``core.notes``), so their rendering is cached once.
         """
         items = cached_recalled_items(old, options, index, position, since_cut)
-        cache_key = (id(items), self._offset)
+        cache_key = id(items)
         cached = self._turns.placed.get(cache_key)
         if cached is not None and cached[0] is items:
             return cached[1]
@@ -1147,7 +1156,7 @@ class SessionHistorySource:
                   f"(seq {turn.index + 1}-{end})")
         placed = [replace(
             item, key=f"history.recalled.{item.key.removeprefix('history.')}",
-            order=item.order - self._offset, group=f"session-{item.group}",
+            order=DETACHED_ORDER + item.order, group=f"session-{item.group}",
             metadata={**item.metadata, "recalled": reason} if "recalled" in item.metadata
             else item.metadata) for item in items]
         if len(self._turns.placed) >= _PLACED_LIMIT:

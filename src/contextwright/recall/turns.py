@@ -150,6 +150,14 @@ class TurnIndex:
         """Tool-call blocks after the end of ``turns[position]``."""
         return self.calls - self.calls_after[position]
 
+    def may_hold_calls(self, position: int) -> bool:
+        """Whether ``turns[position]`` may hold tool calls (False: it surely holds none).
+
+        The first turn also counts the calls of any messages before it.
+        """
+        before = self.calls_after[position - 1] if position else 0
+        return self.calls_after[position] > before
+
     def add(self, message: Message, position: int) -> None:
         """Feed the next message, at ``position``; a user message closes the open turn."""
         if message.role == "user":

@@ -222,7 +222,7 @@ def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
     """
     if len(block.messages) == 1:  # the common case: one plain message, usually remembered
         message = block.messages[0]
-        cached = _ITEMS.get((id(message), block.start, namespace, options_key))
+        cached = _ITEMS.get((id(message), block.start, namespace, ""))
         if cached is not None and cached[0] is message:
             return [cached[1]]
     items = []
@@ -235,8 +235,11 @@ def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
             continue
         tier, why = retention.tier_of(index) if retention and message.role == "tool" else (
             "full", "")
-        cache_key = (id(message), index, namespace,
-                     options_key if tier == "full" else f"{options_key}|{tier}|{why}")
+        # Only a tool result is shown as the options say: any other message's item is the same
+        # whatever they are, so every plan and every cut's tiers share it (and its rendering).
+        shaped_by = ("" if message.role != "tool" else options_key if tier == "full"
+                     else f"{options_key}|{tier}|{why}")
+        cache_key = (id(message), index, namespace, shaped_by)
         cached = _ITEMS.get(cache_key) or _ITEMS.revive(cache_key)
         if cached is not None and cached[0] is message:
             items.append(cached[1])
@@ -544,8 +547,11 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
     """
     turn, end = index.turns[position], index.ends[position]
     history = request.history
-    key = (id(history[turn.index]), turn.index, end, options_key(options),
-           index.calls_newer_than(position) - since_cut)
+    # A turn without tool calls is shown the same whatever the options and however many
+    # calls were made since (they only tier tool results).
+    key = ((id(history[turn.index]), turn.index, end, options_key(options),
+            index.calls_newer_than(position) - since_cut)
+           if index.may_hold_calls(position) else (id(history[turn.index]), turn.index, end))
     cached = RECALLED_UNITS.get(key)
     if cached is not None and _still_parsed_as(history, turn.index, cached[0]):
         return cached[1]
