@@ -245,8 +245,17 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
     a turn kept whole once and as separate blocks now is found all the same.
     """
     by_first: dict[str, list[tuple[Unit, list[str]]]] = {}
+    seen: set[tuple[int, ...]] = set()
     for unit in pool:
-        rendered = [candidate_hash(c) for c in sorted(unit.candidates, key=_order)]
+        candidates = unit.candidates
+        # The same candidates offered twice (the plain stream and the source's own share
+        # most messages) match alike: the first, which would be taken, is enough.
+        identity = tuple(map(id, candidates))
+        if identity in seen:
+            continue
+        seen.add(identity)
+        rendered = ([candidate_hash(candidates[0])] if len(candidates) == 1
+                    else [candidate_hash(c) for c in sorted(candidates, key=_order)])
         by_first.setdefault(rendered[0], []).append((unit, rendered))
     # Each first message's units by order (stable: pool order among equal orders), so the
     # next one along is found by bisection: a session that says one thing again and again
