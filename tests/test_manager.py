@@ -469,6 +469,22 @@ class _StateReads(MemoryStore):
         return super().put_state(key, data, **kwargs)
 
 
+def test_the_summary_update_after_a_record_reads_the_state_once() -> None:
+    store = _StateReads()
+    cm = ContextManager(store=store, background=False)
+    reads = []
+    for turn in range(12):
+        cm.prepare("u", "s", f"Question {turn} about order A-{100 + turn}?")
+        store.reads = 0
+        cm.record("u", "s", assistant=f"Answer {turn}.")
+        reads.append(store.reads)
+    # The record's own read, then the update's (made from the mode that state names); one
+    # more when a summary is committed.
+    assert reads.count(2) == 11 and max(reads) == 3
+    assert cm.state("u", "s").summary_upto > 0
+    cm.close()
+
+
 def test_a_prepare_reads_the_state_once_and_still_keeps_the_fingerprint() -> None:
     store = _StateReads()
     cm = ContextManager(store=store, background=False)

@@ -491,14 +491,15 @@ class SessionFlows:
         return state
 
     def _summary_flow(self, key: SessionKey) -> Flow[Outcome]:
-        _, state = yield from read_state(key)
-        settings = self._settings(state.mode)
-        plan = self._plans[settings.name]
-        job = SummaryJob(
-            key=key, settings=settings, summarizer=self.summarizer, tokenizer=self.tokenizer,
-            max_tokens=self._summary_max_tokens,
-            threshold_tokens=int(plan.budget.available * settings.summary_threshold_ratio))
-        return (yield from summary_update(job))
+        def job_for(state: SessionState) -> SummaryJob:  # as the session's mode summarises
+            settings = self._settings(state.mode)
+            plan = self._plans[settings.name]
+            return SummaryJob(
+                key=key, settings=settings, summarizer=self.summarizer,
+                tokenizer=self.tokenizer, max_tokens=self._summary_max_tokens,
+                threshold_tokens=int(plan.budget.available * settings.summary_threshold_ratio))
+
+        return (yield from summary_update(job_for, key))
 
     def _erase_session_flow(self, user_id: str, session_id: str) -> Flow[bool]:
         key = SessionKey(user_id=user_id, session_id=session_id)

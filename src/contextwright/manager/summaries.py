@@ -75,14 +75,27 @@ def update_summary(store: Store, job: SummaryJob) -> Outcome:
     return run_flow(summary_update(job), store)
 
 
-def summary_update(job: SummaryJob) -> Flow[Outcome]:
-    """Merge the due rounds into the session's summary and commit it if it passes the check."""
-    if not job.settings.enable_summary:
+def summary_update(job: SummaryJob | Callable[[SessionState], SummaryJob],
+                   key: SessionKey | None = None) -> Flow[Outcome]:
+    """Merge the due rounds into the session's summary and commit it if it passes the check.
+
+    ``job`` may be made from the state the update reads (the session's mode says how it is
+    summarised): pass a function of the state and the session's ``key``. The state is then
+    read once per update; a summary update runs after every ``record``.
+    """
+    where = job.key if isinstance(job, SummaryJob) else key
+    if where is None:
+        raise ValueError("summary_update: a job made from the state needs the session's key")
+    if isinstance(job, SummaryJob) and not job.settings.enable_summary:
         return "nothing_to_do"
-    epoch = yield from flow.epoch(job.key)  # first: all read after it is of it, or a later one
+    epoch = yield from flow.epoch(where)  # first: all read after it is of it, or a later one
     if epoch is None:
         return "nothing_to_do"
-    record, state = yield from read_state(job.key)
+    record, state = yield from read_state(where)
+    if not isinstance(job, SummaryJob):
+        job = job(state)
+        if not job.settings.enable_summary:
+            return "nothing_to_do"
     uncovered = yield from flow.read(job.key, after=state.summary_upto)
     batch = yield from flow.compute(lambda: rounds_due(uncovered, job))
     if not batch:
