@@ -44,6 +44,9 @@ class Assembly:
     keys: tuple[str, ...] = ()
     """The item key of each message (``system`` for the merged system message, the source's
     name for messages the build made: the repeated question, the volatile tail)."""
+    candidates: tuple[Candidate | None, ...] = ()
+    """The candidate each message is (None for the messages the build made), so what is
+    remembered on it (its rendered hash) serves again."""
 
 
 def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
@@ -75,6 +78,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     documents: list[bool] = []
     counts: list[int] = []
     keys: list[str] = []
+    origins: list[Candidate | None] = []
     tokens = costing.tokenizer.frame.reply
     fenced = False
     tail_parts: list[Candidate] = []
@@ -102,6 +106,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
                 documents.append(is_document(candidate.item))
                 counts.append(candidate.tokens)
                 keys.append(candidate.item.key)
+                origins.append(candidate)
             tokens += candidate.tokens if costing.target == "chat" else 0
     language = costing.language
     if note or fenced:
@@ -114,6 +119,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         labels.append(None)
         documents.append(False)
         keys.append(repeated_key)
+        origins.append(None)
         counts.append(message_tokens(messages[-1], costing.tokenizer))
         tokens += counts[-1]
     user_at = next((i for i, section in enumerate(sections) if section == question),
@@ -136,6 +142,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         labels.insert(at, group[0].item.namespace if role == "assistant" else None)
         documents.insert(at, role == "assistant")
         keys.insert(at, ",".join(c.item.key for c in group))
+        origins.insert(at, None)
         counts.insert(at, message_tokens(message, costing.tokenizer)
                       if costing.target == "chat" else 0)
         tokens += counts[at]
@@ -145,6 +152,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         labels.insert(0, None)
         documents.insert(0, False)
         keys.insert(0, SYSTEM_MESSAGE)
+        origins.insert(0, None)
         counts.insert(0, message_tokens(messages[0], costing.tokenizer))
         tokens += counts[0]
     return Assembly(
@@ -155,6 +163,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         chat_tokens=tokens,
         message_tokens=tuple(counts) if costing.target == "chat" else (),
         schema_tokens=tuple(c.tokens for c in schemas), keys=tuple(keys),
+        candidates=tuple(origins),
     )
 
 

@@ -34,6 +34,7 @@ from contextwright.core.stable import (
     StableOffer,
     after_head,
     best_recalled,
+    candidate_hash,
     decide,
     digest_request,
     digest_room_of,
@@ -433,7 +434,10 @@ class Stepping:
             plan=self.plan, target=self.target, kept=kept,
             tools=tools_hash(assembly.schema_jsons),
             tool_tokens=sum(assembly.schema_tokens),
-            messages=tuple(message_hash(m) for m in assembly.messages),
+            messages=tuple(message_hash(message) if candidate is None
+                           else candidate_hash(candidate)
+                           for message, candidate in zip(assembly.messages,
+                                                         assembly.candidates, strict=True)),
             # A text build counts the prompt whole, not per message: zeros, same length.
             tokens=assembly.message_tokens or (0,) * len(assembly.messages), layouts=layouts,
             stable_end=volatile if transient is None else min(volatile, transient))
