@@ -286,7 +286,7 @@ class SqliteStore:
         when: WriteConditions, state_text: str | None,
     ) -> Appended:
         now = self._clock()
-        live = self._live_session(db, key, now)
+        live, version = self._live_session(db, key, now)
         if when.idempotency_key is not None:
             done = db.execute(f"SELECT first_seq, count FROM write_keys WHERE {_PK}"
                               " AND write_key = ?", (key.user_id, key.session_id,
@@ -294,7 +294,6 @@ class SqliteStore:
             if done is not None:
                 return Appended(seqs=list(range(done[0], done[0] + done[1])),
                                 epoch=live[0] if live is not None else "", replayed=True)
-        version = self._state_version(db, key)
         refuse_write(when, live_epoch=None if live is None else live[0],
                      last=0 if live is None else live[1], version=version)
         seqs, epoch = self._append(db, key, messages, now)
@@ -326,22 +325,24 @@ class SqliteStore:
                                    key.session_id, part))
         return True
 
-    def _live_session(self, db: sqlite3.Connection, key: SessionKey,
-                      now: float) -> tuple[str, int] | None:
-        """(epoch, last seq) of the live session, None when there is none.
+    def _live_session(self, db: sqlite3.Connection, key: SessionKey, now: float
+                      ) -> tuple[tuple[str, int] | None, int | None]:
+        """(epoch, last seq) of the live session (None when there is none), its state's version.
 
         An expired session is erased first: a new write starts it afresh at seq 1. Sessions
         stored before epochs existed read as epoch "" until they are erased. One read for
         all of it: a write transaction asks on every ``prepare``.
         """
-        row = db.execute(f"SELECT updated_at, epoch, last_seq FROM sessions WHERE {_PK}",
-                         (key.user_id, key.session_id)).fetchone()
-        if row is None:
-            return None
+        row = db.execute(
+            "SELECT s.updated_at, s.epoch, s.last_seq, t.version FROM sessions s LEFT JOIN"
+            " states t ON t.user_id = s.user_id AND t.session_id = s.session_id"
+            " WHERE s.user_id = ? AND s.session_id = ?", (key.user_id, key.session_id)).fetchone()
+        if row is None:  # no session row: a state can still be there (a database of old)
+            return None, self._state_version(db, key)
         if is_expired(float(row[0]), now, self._ttl):
             self._erase(db, _PK, (key.user_id, key.session_id))
-            return None
-        return str(row[1] or ""), int(row[2])
+            return None, None
+        return (str(row[1] or ""), int(row[2])), None if row[3] is None else int(row[3])
 
     def _state_version(self, db: sqlite3.Connection, key: SessionKey) -> int | None:
         row = db.execute(f"SELECT version FROM states WHERE {_PK}",
