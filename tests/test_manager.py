@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from contextwright.core.items import Message
 from contextwright.core.plan import BuildPlan
 from contextwright.errors import BudgetError, InvalidInputError, StoreUnavailable
 from contextwright.manager import ContextManager, PreparedContext
+from contextwright.manager.flows import SessionFlows
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED
 from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
 from contextwright.session.store import SessionKey, Store
@@ -473,16 +474,68 @@ def test_the_summary_update_after_a_record_reads_the_state_once() -> None:
     store = _StateReads()
     cm = ContextManager(store=store, background=False)
     reads = []
-    for turn in range(12):
-        cm.prepare("u", "s", f"Question {turn} about order A-{100 + turn}?")
+    for turn in range(12):  # records of whole rounds: each may make a summary due
         store.reads = 0
-        cm.record("u", "s", assistant=f"Answer {turn}.")
+        cm.record("u", "s", messages=[
+            {"role": "user", "content": f"Question {turn} about order A-{100 + turn}?"},
+            {"role": "assistant", "content": f"Answer {turn}."}])
         reads.append(store.reads)
     # The record's own read, then the update's (made from the mode that state names); one
     # more when a summary is committed.
     assert reads.count(2) == 11 and max(reads) == 3
     assert cm.state("u", "s").summary_upto > 0
     cm.close()
+
+
+def _prepare_record_loop(cm: ContextManager, turns: int,
+                         between: Callable[[int], None] | None = None) -> list[int]:
+    """``turns`` rounds of prepare then record; where the summary ends after each record."""
+    ends = []
+    for turn in range(turns):
+        cm.prepare("u", "s", f"Question {turn} about order A-{100 + turn}?")
+        if between is not None:
+            between(turn)
+        cm.record("u", "s", assistant=f"Answer {turn}.")
+        ends.append(cm.state("u", "s").summary_upto)
+    return ends
+
+
+def test_a_record_after_a_prepare_that_found_no_summary_due_runs_no_update(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[int] = []
+    flow_of = SessionFlows._summary_flow
+
+    def counted(self: SessionFlows, key: SessionKey) -> Any:
+        runs.append(1)
+        return flow_of(self, key)
+
+    monkeypatch.setattr(SessionFlows, "_summary_flow", counted)
+    skipping = _prepare_record_loop(ContextManager(background=False), 30)
+    skipped = len(runs)
+    runs.clear()
+    monkeypatch.setattr(SessionFlows, "_summary_may_be_due", lambda *args: True)
+    every = _prepare_record_loop(ContextManager(background=False), 30)
+    assert len(runs) == 30
+    assert skipping == every and every[-1] > 0  # summaries land where they always did
+    assert skipped <= 30 // 3
+
+
+def test_a_record_runs_the_update_when_the_session_moved_since_its_prepare(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    key = SessionKey(user_id="u", session_id="s")
+
+    def loop() -> list[int]:
+        cm = ContextManager(background=False)
+        # Rounds stored between each prepare and its record by a writer that schedules no
+        # update: the rounds the prepare read are not all the session's any more.
+        return _prepare_record_loop(cm, 24, lambda turn: cm.store.append(key, [
+            message for aside in range(2) for message in (
+                {"role": "user", "content": f"Aside {turn}.{aside}."},
+                {"role": "assistant", "content": f"Noted {turn}.{aside}."})]))
+
+    checked = loop()
+    monkeypatch.setattr(SessionFlows, "_summary_may_be_due", lambda *args: True)
+    assert checked == loop() and checked[-1] > 0
 
 
 def test_a_prepare_reads_the_state_once_and_still_keeps_the_fingerprint() -> None:

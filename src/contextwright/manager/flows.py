@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -54,7 +54,7 @@ from contextwright.manager.recall import (
     recall_tokens,
     session_recall,
 )
-from contextwright.manager.summaries import Outcome, SummaryJob, summary_update
+from contextwright.manager.summaries import Outcome, SummaryJob, rounds_due, summary_update
 from contextwright.manager.turns import last_user_index, plain
 from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
@@ -74,9 +74,23 @@ logger = logging.getLogger("contextwright.session")
 MAX_STATE_ATTEMPTS = 8
 """Optimistic state updates retried this often under contention before giving up."""
 MESSAGE_CACHE_SIZE = 50_000
+QUIET_SESSIONS = 10_000
+"""Sessions whose last ``prepare`` is remembered for skipping a summary update that cannot be
+due (``SessionFlows._summary_may_be_due``), at most."""
 """Stored message dicts remembered by (session, seq) so the builder's per-object caches hit."""
 
 Target = Literal["chat", "text"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Quiet:
+    """What a session's last ``prepare`` read, for ``SessionFlows._summary_may_be_due``."""
+
+    epoch: str
+    last_seq: int
+    """The session's newest message then."""
+    basis: tuple[SessionState, list[StoredMessage]] | None = None
+    """The state and every message after its summary, as read (None: already found quiet)."""
 
 
 class SessionFlows:
@@ -129,6 +143,8 @@ class SessionFlows:
         self._max_read = max_read_messages
         self._clock = clock
         self._messages: OrderedDict[tuple[str, str, int, float], Mapping[str, Any]] = OrderedDict()
+        self._quiet: OrderedDict[SessionKey, _Quiet] = OrderedDict()
+        """Per session, what its last ``prepare`` read: whether a summary update can be due."""
         self._lock = threading.Lock()
         self._erasures = 0
         """Erases this manager has begun: a call that saw it change drops what it cached."""
@@ -172,9 +188,10 @@ class SessionFlows:
                         parts: Request, target: Target) -> Flow[PreparedContext]:
         # The incarnation read, taken first: the fingerprint may go only into it.
         epoch = appended.epoch if appended is not None else (yield from flow.epoch(key))
-        record, read, recent = yield from self._read_recent(key)
+        record, read_after, read, recent = yield from self._read_recent(key)
         state, version, route, switch = yield from self._route(key, text, appended, recent,
                                                               record)
+        self._note_read(key, epoch, read_after, state, read)
         user_index = last_user_index(recent)
         if user_index is None:
             raise InvalidInputError("the session has no user message to answer; pass text")
@@ -240,13 +257,14 @@ class SessionFlows:
         return (yield from flow.append_if(key, [message], idempotency_key=idempotency_key))
 
     def _read_recent(self, key: SessionKey) -> Flow[
-            tuple[StateRecord | None, list[StoredMessage], list[StoredMessage]]]:
-        # The messages after the summary, newest ``max_read`` of them (as read), and the same
-        # from a whole round on (as shown).
+            tuple[StateRecord | None, int, list[StoredMessage], list[StoredMessage]]]:
+        # Where the summary ends, the messages after it, newest ``max_read`` of them (as
+        # read), and the same from a whole round on (as shown).
         record, state = yield from read_state(key)
         read = yield from flow.read(key, after=state.summary_upto, last=self._max_read)
         start = next((i for i, m in enumerate(read) if m.message.get("role") == "user"), 0)
-        return record, read, [self._remembered(key, stored) for stored in read[start:]]
+        return (record, state.summary_upto, read,
+                [self._remembered(key, stored) for stored in read[start:]])
 
     def _remembered(self, key: SessionKey, stored: StoredMessage) -> StoredMessage:
         # The log is append-only: (session, seq, created_at) names one message forever, so the
@@ -433,7 +451,46 @@ class SessionFlows:
             if done is None:
                 raise
             return done, False
-        return appended.seqs, True
+        return appended.seqs, self._summary_may_be_due(key, batch, appended)
+
+    def _note_read(self, key: SessionKey, epoch: str | None, read_after: int,
+                   state: SessionState, read: list[StoredMessage]) -> None:
+        """Remember what this ``prepare`` read, when it is every message after the summary.
+
+        ``read_after``: the seq ``read`` starts after (the summary's end as first read).
+        """
+        complete = epoch is not None and bool(read) and len(read) < self._max_read
+        with self._lock:
+            self._quiet.pop(key, None)
+            if complete and state.summary_upto == read_after:
+                self._quiet[key] = _Quiet(epoch=epoch or "", last_seq=read[-1].seq,
+                                          basis=(state, read))
+                if len(self._quiet) > QUIET_SESSIONS:
+                    self._quiet.popitem(last=False)
+
+    def _summary_may_be_due(self, key: SessionKey, batch: list[dict[str, Any]],
+                            appended: Appended) -> bool:
+        """Whether the summary update after this ``record`` may find anything to do.
+
+        Only a new round can make older rounds due: a record that appends to the round the last
+        ``prepare`` read in full (nothing stored in between, no user message in it) leaves them
+        as that ``prepare`` read them, so when none was due then, none is now, and the update
+        (three or four store reads) is skipped. Anything else runs it as usual.
+        """
+        with self._lock:
+            quiet = self._quiet.pop(key, None)
+        if (quiet is None or quiet.epoch != appended.epoch
+                or appended.seqs[0] != quiet.last_seq + 1
+                or any(message.get("role") == "user" for message in batch)):
+            return True
+        if quiet.basis is not None:
+            state, read = quiet.basis
+            job = self._summary_job(key, state)
+            if job.settings.enable_summary and rounds_due(read, job):
+                return True
+        with self._lock:  # a further record of the same round is as quiet
+            self._quiet[key] = _Quiet(epoch=quiet.epoch, last_seq=appended.seqs[-1])
+        return False
 
     def _append_turn(self, key: SessionKey, batch: list[dict[str, Any]],
                      idempotency_key: str | None) -> Flow[Appended]:
@@ -491,15 +548,16 @@ class SessionFlows:
         return state
 
     def _summary_flow(self, key: SessionKey) -> Flow[Outcome]:
-        def job_for(state: SessionState) -> SummaryJob:  # as the session's mode summarises
-            settings = self._settings(state.mode)
-            plan = self._plans[settings.name]
-            return SummaryJob(
-                key=key, settings=settings, summarizer=self.summarizer,
-                tokenizer=self.tokenizer, max_tokens=self._summary_max_tokens,
-                threshold_tokens=int(plan.budget.available * settings.summary_threshold_ratio))
+        return (yield from summary_update(partial(self._summary_job, key), key))
 
-        return (yield from summary_update(job_for, key))
+    def _summary_job(self, key: SessionKey, state: SessionState) -> SummaryJob:
+        """The summary update of ``key`` as the mode ``state`` names summarises."""
+        settings = self._settings(state.mode)
+        plan = self._plans[settings.name]
+        return SummaryJob(
+            key=key, settings=settings, summarizer=self.summarizer, tokenizer=self.tokenizer,
+            max_tokens=self._summary_max_tokens,
+            threshold_tokens=int(plan.budget.available * settings.summary_threshold_ratio))
 
     def _erase_session_flow(self, user_id: str, session_id: str) -> Flow[bool]:
         key = SessionKey(user_id=user_id, session_id=session_id)
