@@ -79,20 +79,21 @@ class Message:
 
 
 IMAGE_ROLES = frozenset(("user", "tool"))
+"""Roles whose messages may carry images (no provider takes images from the others)."""
 
 DETACHED_ORDER: Final = -(2**32)
 """Base ``ContextItem.order`` of items placed before their list wherever the list starts.
 
 A session's older turns, recalled from its store, render before the request's window at
 ``DETACHED_ORDER`` plus their position in the session: as the window slides on, they keep
-their order (and their items, and so their cached rendering). Positions up to 2**31 stay
-well below ``DETACHED_ORDER / 2``, where list positions end."""
+their order (and their items, and so their cached rendering). A session position below
+2**31 keeps such an order below ``DETACHED_ORDER / 2``, the line ``detached`` draws between
+them and positions in the list."""
 
 
 def detached(order: float) -> bool:
     """Whether ``order`` is a detached position (``DETACHED_ORDER``), not one in the list."""
     return order < DETACHED_ORDER / 2
-"""Roles whose messages may carry images (no provider takes images from the others)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,9 +117,9 @@ class ContextItem:
     order: float = 0
     """Position within the source's section when rendered (chronological for history).
 
-    At or below ``DETACHED_ORDER / 2``: an item placed before its list at a position that does
-    not move with the list's start (a session's stored turn: ``DETACHED_ORDER`` plus its
-    position in the session)."""
+    Below ``DETACHED_ORDER / 2`` (``detached``): an item placed before its list at a position
+    that does not move with the list's start (a session's stored turn: ``DETACHED_ORDER`` plus
+    its position in the session)."""
     untrusted: bool = False
     """Tool output or document text: fenced as data, never rendered as system or user."""
     truncatable: bool = False

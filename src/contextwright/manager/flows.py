@@ -74,10 +74,10 @@ logger = logging.getLogger("contextwright.session")
 MAX_STATE_ATTEMPTS = 8
 """Optimistic state updates retried this often under contention before giving up."""
 MESSAGE_CACHE_SIZE = 50_000
+"""Stored message dicts remembered by (session, seq) so the builder's per-object caches hit."""
 QUIET_SESSIONS = 10_000
 """Sessions whose last ``prepare`` is remembered for skipping a summary update that cannot be
 due (``SessionFlows._summary_may_be_due``), at most."""
-"""Stored message dicts remembered by (session, seq) so the builder's per-object caches hit."""
 
 Target = Literal["chat", "text"]
 

@@ -987,8 +987,8 @@ class SessionHistorySource:
     the budget history can reach) and at most ``limit`` turns. A recalled turn is placed before
     the request's history (``DETACHED_ORDER`` plus its session position, so it is never taken
     for one of the request's messages, read or unread, and keeps its order, items and cached
-    rendering as the window slides on), keyed ``history.recalled.m<seq - 1>``, and its report reason
-    names its seqs.
+    rendering as the window slides on), keyed ``history.recalled.m<seq - 1>``, and its report
+    reason names its seqs.
     """
 
     namespace = "history"
