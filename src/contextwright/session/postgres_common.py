@@ -82,6 +82,18 @@ _DATA_TABLES = ("messages", "states", "write_keys", "recall_index")
 
 
 @dataclass(frozen=True, slots=True)
+class _Locked:
+    """A session row as a write transaction locked it."""
+
+    last_seq: int
+    epoch: str
+    """The row's epoch (this call's new one when it created the row)."""
+    live_epoch: str | None
+    """The epoch of the session that was live before this call (None: there was none)."""
+    state_version: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Sql:
     """One statement of an SQL flow."""
 
@@ -234,7 +246,8 @@ class PostgresLayout:
                   when: WriteConditions, state_text: str | None) -> SqlFlow[Appended]:
         """Check ``when`` on the locked session row, then append and put the state."""
         now = self._clock()
-        last, live_epoch = yield from self._lock_session(key, now)
+        locked = yield from self._lock_session(key, now)
+        live_epoch, version = locked.live_epoch, locked.state_version
         if when.idempotency_key is not None:
             done = yield self._one(
                 f"SELECT first_seq, count FROM {{s}}.write_keys WHERE {_PK} AND write_key = %s",
@@ -243,10 +256,7 @@ class PostgresLayout:
                 first, count = int(done[0]), int(done[1])
                 return Appended(seqs=list(range(first, first + count)),
                                 epoch=live_epoch or "", replayed=True)
-        row = yield self._one(f"SELECT version FROM {{s}}.states WHERE {_PK}",
-                              (key.user_id, key.session_id))
-        version = None if row is None else int(row[0])
-        refuse_write(when, live_epoch=live_epoch, last=last, version=version)
+        refuse_write(when, live_epoch=live_epoch, last=locked.last_seq, version=version)
         seqs = yield from self._append(key, messages, now)
         if state_text is not None:
             version = yield from self._put_state(key, state_text, version, now)
@@ -255,9 +265,7 @@ class PostgresLayout:
                 "INSERT INTO {s}.write_keys (user_id, session_id, write_key, first_seq, count)"
                 " VALUES (%s, %s, %s, %s, %s)",
                 (key.user_id, key.session_id, when.idempotency_key, seqs[0], len(seqs)))
-        epoch = yield self._one(f"SELECT epoch FROM {{s}}.sessions WHERE {_PK}",
-                                (key.user_id, key.session_id))
-        return Appended(seqs=seqs, epoch=str(epoch[0] or "") if epoch else "",
+        return Appended(seqs=seqs, epoch=locked.epoch,
                         state_version=version if state_text is not None else None)
 
     def read_index(self, key: SessionKey) -> SqlFlow[StoredIndex | None]:
@@ -334,12 +342,13 @@ class PostgresLayout:
 
     # -- steps of the writes ------------------------------------------------------------------
 
-    def _lock_session(self, key: SessionKey, now: float) -> SqlFlow[tuple[int, str | None]]:
-        """Lock the session row (creating it if absent); return its last seq and live epoch.
+    def _lock_session(self, key: SessionKey, now: float) -> SqlFlow[_Locked]:
+        """Lock the session row (creating it if absent): its last seq, epochs, state version.
 
         The row is created rather than only selected so that two writers of a new session
         serialise on it too; the live epoch is ``None`` when this call created it (the session
-        was absent), and a failed condition rolls the new row back with everything else.
+        was absent), and a failed condition rolls the new row back with everything else. The
+        state's version is read in the same statement, under the lock every state write takes.
         """
         row = yield self._one(f"SELECT updated_at FROM {{s}}.sessions WHERE {_PK} FOR UPDATE",
                               (key.user_id, key.session_id))
@@ -350,11 +359,14 @@ class PostgresLayout:
         row = yield self._one(
             "INSERT INTO {s}.sessions (user_id, session_id, created_at, updated_at, last_seq,"
             " epoch) VALUES (%s, %s, %s, %s, 0, %s) ON CONFLICT (user_id, session_id)"
-            " DO UPDATE SET updated_at = {s}.sessions.updated_at RETURNING last_seq, epoch",
-            (key.user_id, key.session_id, now, now, fresh))
+            " DO UPDATE SET updated_at = {s}.sessions.updated_at RETURNING last_seq, epoch,"
+            " (SELECT version FROM {s}.states t WHERE t.user_id = %s AND t.session_id = %s)",
+            (key.user_id, key.session_id, now, now, fresh, key.user_id, key.session_id))
         assert row is not None  # an upsert with RETURNING always yields its row
         epoch = str(row[1] or "")
-        return int(row[0]), None if epoch == fresh else epoch
+        return _Locked(last_seq=int(row[0]), epoch=epoch,
+                       live_epoch=None if epoch == fresh else epoch,
+                       state_version=None if row[2] is None else int(row[2]))
 
     def _append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]],
                 now: float) -> SqlFlow[list[int]]:
