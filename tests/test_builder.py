@@ -19,7 +19,6 @@ from contextwright import (
     Request,
 )
 from contextwright.compress import compact_tool_result
-from contextwright.core import gather
 from contextwright.core.plan import Budget
 
 BUILDER = ContextBuilder()
@@ -312,15 +311,7 @@ def test_a_message_edited_deep_inside_in_place_is_parsed_again() -> None:
 
 
 def test_history_is_rendered_once_whatever_language_each_input_is_in(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    rendered: list[str] = []
-    render = gather.render_candidate
-
-    def counting(item: Any, costing: Any, limit: int) -> Any:
-        rendered.append(item.key)
-        return render(item, costing, limit)
-
-    monkeypatch.setattr(gather, "render_candidate", counting)
+        rendered: list[str]) -> None:
     history = [{"role": "user" if i % 2 == 0 else "assistant",
                 "content": f"Message {i} about order A-{1000 + i}."} for i in range(20)]
     builder, plan = ContextBuilder(), BuildPlan.named("tool_heavy")

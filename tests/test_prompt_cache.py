@@ -25,7 +25,6 @@ from openai.types.responses.response_create_params import ResponseCreateParamsNo
 from pydantic import TypeAdapter
 
 from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
-from contextwright.core import gather
 from contextwright.core.cache import (
     PRICE_MODELS,
     CachePolicy,
@@ -872,20 +871,12 @@ def test_when_a_managed_window_slides_its_leading_recalled_turns_stay_cached() -
 
 
 def test_a_stored_turn_is_rendered_once_however_the_window_and_the_cuts_move(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        rendered: list[str]) -> None:
     """A turn recalled from the store is the same items wherever the window starts.
 
     It used to be placed relative to the window's start, and each cut's tiers keyed its items
     anew, so every slide and every cut rendered and counted each shown turn again.
     """
-    rendered: list[str] = []
-    render = gather.render_candidate
-
-    def counting(item: Any, costing: Any, limit: int) -> Any:
-        rendered.append(item.key)
-        return render(item, costing, limit)
-
-    monkeypatch.setattr(gather, "render_candidate", counting)
     built = _managed_word_chat(40)
     reasons = [c.report.cache.reason or "" for c in built if c.report.cache]
     assert sum("no longer holds the previous cut's messages" in r for r in reasons) >= 2
