@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -67,7 +66,8 @@ class Tally:
     after_system_prefix: int = 0
     cost: dict[str, float] = field(default_factory=lambda: {m.name: 0.0 for m in PRICE_MODELS})
     pairs_ok: int = 0
-    quality: list[float] = field(default_factory=list)
+    quality: list[tuple[float, int]] = field(default_factory=list)
+    """(found, out of): pooled, so a τ-bench cut with no facts weighs nothing (it is not a 0)."""
     lost: dict[str, list[int]] = field(default_factory=dict)
     """Per kind of call (``WithPrevious.kind``): [calls, tokens after system not cached]."""
 
@@ -103,7 +103,9 @@ class Tally:
             "hit_after_system": self.after_system_prefix / max(self.after_system_input, 1),
             **{f"cost_{name}": cost for name, cost in self.cost.items()},
             "pairs": self.pairs_ok / max(self.calls, 1),
-            "quality": statistics.fmean(self.quality) if self.quality else float("nan"),
+            "quality": (sum(found for found, _ in self.quality)
+                        / max(sum(total for _, total in self.quality), 1)
+                        if self.quality else float("nan")),
             "calls": self.calls,
         }
 
@@ -281,7 +283,7 @@ def replay_tau(folder: Path, methods: list[Method], budgets: Sequence[int], limi
                     previous = last
                 # The dataset's cut is the last call replayed: score what that call showed.
                 scores = tau_scores(case, last, count)["fact_survival"]
-                tally.quality.append(scores.numerator / max(scores.denominator, 1))
+                tally.quality.append((scores.numerator, scores.denominator))
     return results
 
 
@@ -351,7 +353,7 @@ def replay_tau_manager(folder: Path, budgets: Sequence[int], limit: int | None,
                     previous = current
                 if calls:
                     scores = tau_scores(case, calls[-1][0], count)["fact_survival"]
-                    tally.quality.append(scores.numerator / max(scores.denominator, 1))
+                    tally.quality.append((scores.numerator, scores.denominator))
     return results
 
 
@@ -395,7 +397,7 @@ def replay_locomo(folder: Path, methods: list[Method], budgets: Sequence[int],
                     messages = method.call(plan, request, budget)
                     evidence = [conversation.turns[dia_id] for dia_id in case.evidence]
                     tally.quality.append(
-                        evidence_scores(evidence, messages, count)["strict_recall"].numerator)
+                        (evidence_scores(evidence, messages, count)["strict_recall"].numerator, 1))
     return results
 
 
@@ -483,7 +485,7 @@ def replay_locomo_manager(folder: Path, budgets: Sequence[int], limit: int | Non
                     asker.close()
                     evidence = [conversation.turns[dia_id] for dia_id in case.evidence]
                     tally.quality.append(
-                        evidence_scores(evidence, messages, count)["strict_recall"].numerator)
+                        (evidence_scores(evidence, messages, count)["strict_recall"].numerator, 1))
     return results
 
 
