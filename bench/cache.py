@@ -307,7 +307,7 @@ def manager_calls(traj: Sequence[Msg], cut: int, plan: BuildPlan, system: str,
     pending: str | None = None
     position = 1
     try:
-        while position < min(cut, len(traj)):
+        while position <= min(cut, len(traj) - 1):  # the call at ``cut`` sees the case
             message = traj[position]
             position += 1
             if message["role"] == "user":
