@@ -155,6 +155,26 @@ def test_history_is_cut_in_steps_so_most_calls_only_append() -> None:
         assert cache.broke_key == "history" and (cache.broke_item or "").startswith("history.")
 
 
+def _order_values(ctx: FinalContext) -> set[str]:
+    """The order ids and SKUs the request shows, verbatim or in the digest."""
+    shown = "\n".join(f"{m.get('content')} {m.get('tool_calls')}"
+                      for m in ctx.to_messages("openai"))
+    return set(re.findall(r"ORD\d{4}|SKU\d+", shown))
+
+
+def test_a_cut_in_steps_takes_its_step_from_the_messages_not_from_the_digest() -> None:
+    # The step a cut leaves free is verbatim messages: the digest keeps the room a fresh build
+    # gives it, so the exact values of what the step let go are listed, not lost.
+    cuts = 0
+    for request, ctx in replay([1] * 30, history=900):
+        cache = ctx.report.cache
+        if not (cache and "history" in cache.advanced):
+            continue
+        cuts += 1
+        fresh = ContextBuilder().build(plan(900), request)
+        assert len(_order_values(ctx)) >= 0.9 * len(_order_values(fresh))
+    assert cuts >= 5
+
 def test_without_previous_and_cache_the_build_is_as_before() -> None:
     request = Request(user_input="hi", system=SYSTEM, env={"time": "10:00"})
     ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"), request)

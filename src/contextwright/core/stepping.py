@@ -257,9 +257,14 @@ class Stepping:
         are to be shown for this call only (``_shows_freed``; None otherwise).
         """
         self._pin(g, head)
-        if digest_share(g.spec.options) > 0:
-            # The digest fills whatever room it is given: cut to the smaller grant.
-            return self._prune_after_head(g, grant - step, query, costing), None
+        share = digest_share(g.spec.options)
+        if share > 0:
+            # The step comes out of the messages, not out of the digest: the digest keeps the
+            # room a fresh build gives it (its share of the whole grant), so the exact values
+            # of what the step freed are listed, not lost. The digest then fills what is left
+            # of the smaller grant (``add_digests``).
+            return self._prune_after_head(g, grant - step - int(grant * share), query,
+                                          costing, reserve=False), None
         # Cut with the whole grant (recalled turns keep their share), then free the step from
         # the oldest plain messages (for cost, from turns recalled below the best too).
         cut = self._prune_after_head(g, grant, query, costing)
