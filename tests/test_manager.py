@@ -387,6 +387,21 @@ def test_erase_user_removes_only_that_user() -> None:
     assert not cm.erase_session("u10", "a")
 
 
+
+def test_a_worker_never_shows_an_erased_message_restarted_in_the_same_clock_tick(
+        tmp_path: Path) -> None:
+    # Two workers share a store whose clock gives the erased message and the new first
+    # message the same time (a coarse or frozen clock): the new one must be shown.
+    for store in (MemoryStore(clock=lambda: 1000.0),
+                  SqliteStore(tmp_path / "tick.db", clock=lambda: 1000.0)):
+        first, second = _manager(store), _manager(store)
+        first.prepare("u", "s", "my card number is 4111-1111-1111-1111")
+        second.erase_session("u", "s")
+        second.prepare("u", "s", "hello, new conversation")
+        shown = _texts(first.prepare("u", "s").to_messages("openai"))
+        assert "4111" not in shown and "hello, new conversation" in shown
+        store.close()
+
 def test_retrieval_mode_reads_a_corpus_and_the_newer_policy_wins() -> None:
     pytest.importorskip("numpy", reason="the retrieval extra is not installed")
     from contextwright.retrieval import Retriever, SourceDocument

@@ -267,13 +267,16 @@ class SessionFlows:
                 [self._remembered(key, stored) for stored in read[start:]])
 
     def _remembered(self, key: SessionKey, stored: StoredMessage) -> StoredMessage:
-        # The log is append-only: (session, seq, created_at) names one message forever, so the
-        # same dict object can be handed to the builder every time and its caches hit.
+        # The same dict object is handed to the builder every time, so its caches hit. The
+        # log is append-only, but an erased session starts again at seq 1, possibly within the
+        # same clock tick: only a message equal to the one read is handed back, never what an
+        # earlier incarnation of the session held there.
         cache_key = (key.user_id, key.session_id, stored.seq, stored.created_at)
         with self._lock:
             known = self._messages.get(cache_key)
-            if known is None:
+            if known is None or known != stored.message:
                 self._messages[cache_key] = stored.message
+                self._messages.move_to_end(cache_key)
                 if len(self._messages) > MESSAGE_CACHE_SIZE:
                     self._messages.popitem(last=False)
                 return stored
