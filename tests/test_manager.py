@@ -402,6 +402,23 @@ def test_a_worker_never_shows_an_erased_message_restarted_in_the_same_clock_tick
         assert "4111" not in shown and "hello, new conversation" in shown
         store.close()
 
+
+def test_one_key_for_a_turns_question_and_answer_stores_both_and_retries_store_once() -> None:
+    cm = _manager()
+    turn = "turn-0001"
+    assert cm.prepare("u", "s", "What is 2+2?", idempotency_key=turn).user_seq == 1
+    assert cm.record("u", "s", assistant="4", idempotency_key=turn) == [2]
+    assert cm.record("u", "s", assistant="4", idempotency_key=turn) == [2]  # a retry
+    assert cm.prepare("u", "s", "What is 2+2?", idempotency_key=turn).user_seq == 1
+    long_key = "k" * 256  # the longest key a store takes is still a record's own key
+    assert cm.record("u", "s", assistant="5", idempotency_key=long_key) == [3]
+    assert cm.record("u", "s", assistant="5", idempotency_key=long_key) == [3]
+    stored = [(m.seq, m.message["content"]) for m in cm.store.read(
+        SessionKey(user_id="u", session_id="s"))]
+    assert stored == [(1, "What is 2+2?"), (2, "4"), (3, "5")]
+    with pytest.raises(InvalidInputError, match="idempotency_key"):
+        cm.record("u", "s", assistant="6", idempotency_key="k" * 257)
+
 def test_retrieval_mode_reads_a_corpus_and_the_newer_policy_wins() -> None:
     pytest.importorskip("numpy", reason="the retrieval extra is not installed")
     from contextwright.retrieval import Retriever, SourceDocument

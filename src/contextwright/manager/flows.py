@@ -14,6 +14,7 @@ sessions.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -65,7 +66,14 @@ from contextwright.recall import LexicalTurnRecaller, RecallExpansion, TurnRecal
 from contextwright.session import flow
 from contextwright.session.flow import Flow
 from contextwright.session.state import ModeSwitch, SessionState, change_state, read_state
-from contextwright.session.store import Appended, SessionKey, StateRecord, StateWrite, StoredMessage
+from contextwright.session.store import (
+    Appended,
+    SessionKey,
+    StateRecord,
+    StateWrite,
+    StoredMessage,
+    validate_conditions,
+)
 from contextwright.sources.conversation import HistorySource, read_blocks_backward
 from contextwright.tokens import CountingTokenizer, Tokenizer, get_tokenizer
 
@@ -80,6 +88,9 @@ QUIET_SESSIONS = 10_000
 due (``SessionFlows._summary_may_be_due``), at most."""
 
 Target = Literal["chat", "text"]
+RECORD_KEY_PREFIX = "record:"
+MAX_WRITE_KEY = 256
+"""The longest idempotency key the stores take."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +102,21 @@ class _Quiet:
     """The session's newest message then."""
     basis: tuple[SessionState, list[StoredMessage]] | None = None
     """The state and every message after its summary, as read (None: already found quiet)."""
+
+
+def record_write_key(idempotency_key: str) -> str:
+    """The key a ``record`` write is stored under: apart from ``prepare``'s keys.
+
+    An agent may name a turn once and pass that name to both calls of the turn; the answer is
+    then another write than the question, not a retry of it. A key too long to prefix within
+    the stores' limit is hashed (still one key per caller's key).
+    """
+    validate_conditions(None, None, idempotency_key)
+    prefixed = RECORD_KEY_PREFIX + idempotency_key
+    if len(prefixed) <= MAX_WRITE_KEY:
+        return prefixed
+    digest = hashlib.blake2b(idempotency_key.encode("utf-8"), digest_size=16).hexdigest()
+    return f"{RECORD_KEY_PREFIX}#{digest}"
 
 
 class SessionFlows:
@@ -442,6 +468,7 @@ class SessionFlows:
         if not batch:
             raise InvalidInputError("record needs an assistant message, tool results or messages")
         if idempotency_key is not None:
+            idempotency_key = record_write_key(idempotency_key)
             done = yield from flow.find_write(key, idempotency_key)
             if done is not None:
                 return done, False
