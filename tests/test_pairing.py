@@ -60,3 +60,18 @@ def test_a_missing_result_is_a_placeholder_when_building_and_an_error_in_output(
         validate_openai([USER, _call("a", "b"), _result("b")])
     with pytest.raises(ValidationError, match=r"messages\[2\] answers no call"):
         validate_openai([USER, _call("a"), _result("x")])
+
+
+def test_two_calls_of_one_message_with_the_same_id_are_refused_wherever_they_come_in() -> None:
+    # No result could say which of the two it answers, and no provider takes the pair.
+    turn = [_call("call_0", "call_0"), _result("call_0"), _result("call_0")]
+    with pytest.raises(InvalidInputError, match=r"tool_calls\[1\]\.id 'call_0' repeats"):
+        Request(user_input="go on", turn=turn).validate()
+    with pytest.raises(InvalidInputError, match=r"history\[0\]\.tool_calls\[1\]"):
+        ContextBuilder().build(BuildPlan.named("tool_heavy"),
+                               Request(user_input="go on", history=turn))
+    # An id reused by a later message of the conversation is still fine (renamed on render).
+    again = [_call("call_0"), _result("call_0"), _call("call_0"), _result("call_0")]
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"),
+                                 Request(user_input="go on", history=again))
+    assert ctx.to_request("anthropic", model="claude-sonnet-4-5")

@@ -343,18 +343,31 @@ def _parse_message(raw: object, where: str) -> Message:
     if images and role not in IMAGE_ROLES:
         raise InvalidInputError(f"{where}.content has images, which only user and tool "
                                 "messages may carry")
+    tool_calls = tuple(
+        _parse_tool_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls))
+    if len(tool_calls) > 1:
+        _check_unique_call_ids(tool_calls, where)
     return Message(
         role=cast(Role, role),
         content=content,
-        tool_calls=tuple(
-            _parse_tool_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls)
-        ),
+        tool_calls=tool_calls,
         tool_call_id=call_id if isinstance(call_id, str) else None,
         name=check_text(name, f"{where}.name") if isinstance(name, str) else None,
         id=message_id,
         timestamp=timestamp,
         images=images,
     )
+
+
+def _check_unique_call_ids(calls: tuple[ToolCall, ...], where: str) -> None:
+    """Refuse two calls of one message with the same id: no result could say which it answers
+    (and no provider takes the pair)."""
+    first: dict[str, int] = {}
+    for index, call in enumerate(calls):
+        earlier = first.setdefault(call.id, index)
+        if earlier != index:
+            raise InvalidInputError(f"{where}.tool_calls[{index}].id {call.id!r} repeats "
+                                    f"tool_calls[{earlier}].id")
 
 
 def _optional_text(value: object, where: str) -> str | None:
