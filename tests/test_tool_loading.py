@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright import BuildPlan, ContextBuilder, ContextManager, InvalidInputError, Request
+from contextwright.session import SessionKey
 from contextwright.sources.tools import (
     LexicalToolScorer,
     ToolDefinitionSource,
@@ -150,3 +151,19 @@ def test_tools_under_budget_pressure_drop_the_least_relevant() -> None:
 ])
 def test_a_first_sentence_ends_at_a_real_sentence_end(description: str, first: str) -> None:
     assert first_sentence(description, 200) == first
+
+
+def test_two_tools_with_one_name_are_refused_by_builds_with_and_without_previous() -> None:
+    # Two toolkits merged: a provider takes each name once, and which of the two a call
+    # means cannot be told, so neither is chosen silently.
+    tool = {"type": "function", "function": {"name": "f", "description": "d",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    builder, plan = ContextBuilder(), BuildPlan.named("tool_heavy")
+    request = Request(user_input="hi", tools=[tool, tool])
+    for previous in (None, builder.build(plan, Request(user_input="hi", tools=[tool])).fingerprint):
+        with pytest.raises(InvalidInputError, match=r"tools\[1\] repeats the name 'f'"):
+            builder.build(plan, request, previous=previous, cache=True)
+    manager = ContextManager(background=False)
+    with pytest.raises(InvalidInputError, match="repeats the name"):
+        manager.prepare("u", "s", "hi", tools=[tool, tool])
+    assert manager.store.count(SessionKey(user_id="u", session_id="s")) == 0  # nothing stored

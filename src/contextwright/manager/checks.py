@@ -15,7 +15,7 @@ from contextwright.core.images import image_from_part
 from contextwright.core.items import check_text
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
-from contextwright.sources.tools import schema_json, tool_name
+from contextwright.sources.tools import schema_json, tool_names
 
 
 def checked_parts(*, tools: Sequence[Mapping[str, Any]], documents: Sequence[Any],
@@ -29,8 +29,8 @@ def checked_parts(*, tools: Sequence[Mapping[str, Any]], documents: Sequence[Any
     request = Request(user_input="", system=system, tools=tools, documents=documents,
                       env=dict(env or {}))  # list shapes and document fields are checked here
     request.validate()  # the system prompt and the documents' texts
-    for index, schema in enumerate(request.tools):
-        tool_name(schema, f"tools[{index}]")
+    tool_names(request.tools)
+    for schema in request.tools:
         schema_json(schema)
     for index, doc in enumerate(request.documents):
         for field in ("id", "source", "timestamp"):

@@ -42,6 +42,24 @@ def tool_name(schema: Mapping[str, Any], where: str) -> str:
     return name
 
 
+def tool_names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The function names of ``tools``, in order.
+
+    ``InvalidInputError`` for a missing or a repeated name: a provider takes each name once,
+    and a call names its tool by it.
+    """
+    names: list[str] = []
+    first: dict[str, int] = {}
+    for index, schema in enumerate(tools):
+        name = tool_name(schema, f"tools[{index}]")
+        earlier = first.setdefault(name, index)
+        if earlier != index:
+            raise InvalidInputError(f"tools[{index}] repeats the name {name!r} of "
+                                    f"tools[{earlier}]")
+        names.append(name)
+    return names
+
+
 _SCHEMA_JSON: BoundedCache[int, tuple[Mapping[str, Any], dict[str, Any], str]] = BoundedCache(
     "sources.tools.schema_json", max_entries=10_000, share=0.01,
     size=lambda _, entry: 3 * text_bytes(entry[2]))  # the schema, its copy and its JSON
@@ -286,7 +304,7 @@ class ToolDefinitionSource:
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``tools.<name>`` item per offered schema, best first; left-out ones flagged."""
         settings = ToolOptions.read(options)
-        names = [tool_name(schema, f"tools[{i}]") for i, schema in enumerate(request.tools)]
+        names = tool_names(request.tools)
         scores = self.scorer.score(request.user_input, request.tools) if request.tools else []
         called = called_tools(request, settings.recent_messages)
         offered, left_out = _offer(names, scores, called, settings)
