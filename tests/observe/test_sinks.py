@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -77,6 +78,26 @@ def test_the_recorder_applies_retention_to_the_sink(sink: SnapshotSink) -> None:
     assert recorder.flush()
     assert len(sink.read()) == 3 and recorder.stats.purged == 4
     recorder.close()
+
+
+def test_close_applies_retention_when_every_build_was_written_before_it(
+        tmp_path: Path, base: Snapshot) -> None:
+    # The writer may have written the last build before ``close`` queues its stop: the stop
+    # alone must still leave the sink as retention wants it.
+    sink = SqliteSink(tmp_path / "s.db")
+    sink.write([replace(base, id="oldsnap", created_at=1000.0)])
+    recorder = SnapshotRecorder(sink, retention=Retention(max_age_seconds=3600))
+    plan, request = pressured()
+    ContextBuilder(snapshots=recorder).build(plan, request)
+    deadline = time.monotonic() + 30
+    while recorder.stats.written < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert recorder.stats.written == 1
+    recorder.close()
+    reopened = SqliteSink(tmp_path / "s.db")
+    assert [s.id for s in reopened.read()] != [] and "oldsnap" not in [
+        s.id for s in reopened.read()]
+    reopened.close()
 
 
 def test_retention_by_age_removes_old_snapshots_on_close(tmp_path: Path,

@@ -118,6 +118,11 @@ class _Writer:
         self.queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
         self.counters = _Counters()
         self.closed = False
+        self.finished = False
+        """The writer thread has ended (after a stop, or a failure)."""
+        self.abandoned = False
+        """``close`` stopped waiting for the writer, which then closes the sink itself."""
+        self._closing = threading.Lock()
         self._since_purge = 0
         self._last_log = 0.0
         self._unlogged = 0
@@ -134,18 +139,21 @@ class _Writer:
         self.counters.add("submitted")
 
     def _run(self) -> None:
-        while True:
-            first = self.queue.get()
-            if first is _STOP:
-                return
-            batch = [first]
-            while len(batch) < self.batch_size:
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            if self._handle(batch):
-                return
+        try:
+            while True:
+                batch = [self.queue.get()]
+                while batch[0] is not _STOP and len(batch) < self.batch_size:
+                    try:
+                        batch.append(self.queue.get_nowait())
+                    except queue.Empty:
+                        break
+                if self._handle(batch):  # a stop on its own still applies retention
+                    return
+        finally:
+            with self._closing:
+                self.finished = True
+                if self.abandoned:  # ``close`` gave up waiting: the sink is ours to close
+                    self.sink.close()
 
     def _handle(self, batch: list[object]) -> bool:
         """Write one batch; True when it held the stop marker."""
@@ -250,6 +258,14 @@ class _Writer:
         except queue.Full:
             logger.warning("snapshot queue still full at close; pending snapshots are lost")
         self.thread.join(timeout)
+        with self._closing:
+            if not self.finished:
+                self.abandoned = True
+                # Closing the sink under a write would lose it: the writer closes it when
+                # its last batch is written.
+                logger.warning("snapshot writer still busy at close; it closes the sink when "
+                               "done", extra={"contextwright": {"event": "snapshot_close_late"}})
+                return
         self.sink.close()
 
 
