@@ -96,6 +96,15 @@ def test_need_is_the_first_substantive_request_and_survives_merges() -> None:
     assert later.facts == ("20241002",)  # the first batch had no exact facts
 
 
+@pytest.mark.parametrize("opening", ["Hi there, how are you?", "Hello! How are you doing today?",
+                                     "你好呀，最近怎么样？", "Hey there!"])
+def test_small_talk_is_not_the_need(opening: str) -> None:
+    need = "I want to return order ORD-1234, it arrived broken."
+    summary = summarize([user(opening), assistant("Doing well, thanks!"), user(need)])
+    assert summary.need == need
+    assert summarize([user(f"Hi, how are you? {need}")]).need == need
+
+
 def test_weather_and_memo_round_is_summarised() -> None:
     summary = summarize(WEATHER_MEMO)
     assert summary.need == "今天上海天气怎么样，顺便帮我记下来"
@@ -275,6 +284,20 @@ def test_llm_summary_over_the_cap_is_cut_and_still_verified(server: FakeOpenAISe
         server.requests[0].body["messages"][0]["content"])
 
 
+def test_a_capped_llm_summary_cannot_pay_for_a_lost_fact_with_one_still_shown(
+        server: FakeOpenAIServer) -> None:
+    # The cap gives up the oldest facts; the oldest is still named by the need, so it is not
+    # lost, and must not excuse the newest fact the model left out.
+    codes = [f"KX-{1000 + i}" for i in range(80)]
+    chat = [user("Help with ORD-1001 please."), user("Codes: " + ", ".join(codes) + "."),
+            user("And my locker PIN is LK-7777.")]
+    server.script(text(json.dumps({"need": "Help with ORD-1001 please.",
+                                   "facts": ["ORD-1001", *codes], "unresolved": [],
+                                   "corrected": [], "notes": []})))
+    with pytest.raises(SummaryError, match="lost"):
+        verified(llm(server), None, chat, language="en", max_tokens=300, tokenizer=TOKENIZER)
+
+
 @pytest.mark.parametrize("bad", [
     "sure, here is the summary", '["not", "an", "object"]', reply(extra="x"),
     json.dumps({"need": "x", "facts": []}), reply(facts="20241001"), reply(need=None),
@@ -323,10 +346,10 @@ def test_facts_alone_over_the_cap_keep_the_newest_and_say_so() -> None:
     full = summarize(long_chat())
     assert TOKENIZER.count(capped.render("zh")) <= 40
     assert 0 < capped.truncated_facts < len(full.facts)
-    assert capped.facts == full.facts[capped.truncated_facts:]
+    assert capped.facts == full.facts[len(full.facts) - len(capped.facts):]  # the newest stay
     assert f"另有 {capped.truncated_facts} 条" in capped.render("zh")
-    # what is missing was counted (the need may still name a counted fact)
-    assert 0 < len(check_summary(capped, full.facts)) <= capped.truncated_facts
+    # exactly what is missing was counted (a fact the need still names is not)
+    assert len(check_summary(capped, full.facts)) == capped.truncated_facts
 
 
 def test_facts_only_a_tool_printed_go_before_confirmed_ones() -> None:

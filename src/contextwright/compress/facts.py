@@ -89,10 +89,13 @@ _ZH_ADMIN = r"(?:省|自治区|特别行政区|市|自治州|地区|区|县|旗)
 _ZH_ROADS = r"大道|路|街|巷|弄|胡同"
 _ZH_PLACE = (r"(?>" + _CJK + r"{1,10}?(?:" + _ZH_ADMIN[3:-1] + r"|镇|乡|街道|段|" + _ZH_ROADS
              + r"))")
-_ZH_UNIT = r"(?:\d+(?:号楼|号院|栋|幢|座|单元|层|楼|室|号)|[A-Za-z]座)"
+# A space may stand around a number ("文三路 88 号", "3 号楼 1201 室"): typed that way often.
+_ZH_GAP = r"[ \t\u3000]?"
+_ZH_UNIT = (r"(?:" + _ZH_GAP + r"\d+" + _ZH_GAP + r"(?:号楼|号院|栋|幢|座|单元|层|楼|室|号)"
+            r"|" + _ZH_GAP + r"[A-Za-z]座)")
 _ZH_ADDRESSES = [
-    r"(?:" + _ZH_PLACE + r"){1,6}(?:\d+|[一二三四五六七八九十百零]+)(?:号楼|号院|号|弄|栋|幢|座)"
-    + _ZH_UNIT + "*",
+    r"(?:" + _ZH_PLACE + r"){1,6}" + _ZH_GAP + r"(?:\d+|[一二三四五六七八九十百零]+)" + _ZH_GAP
+    + r"(?:号楼|号院|号|弄|栋|幢|座)" + _ZH_UNIT + "*",
     # No house number: at least two administrative levels, and perhaps the road.
     r"(?>" + _CJK + r"{2,8}?" + _ZH_ADMIN + r"){2,4}"
     r"(?>(?![的了是在和])" + _CJK + r"{1,6}?(?:" + _ZH_ROADS + r"))?",

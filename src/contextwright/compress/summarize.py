@@ -209,18 +209,35 @@ def _first_sentence(text: str) -> str:
 
 
 _LEADING_GREETING = re.compile(
-    r"^(?:你好|您好|嗨|哈喽|hi|hello|hey)(?:[\s!！。.,，~]+|(?=[" + cjk_class(HAN) + r"]))",
+    r"^(?:你好|您好|嗨|哈喽|hi|hello|hey|good (?:morning|afternoon|evening))(?:\s+there)?"
+    r"[呀啊哈]?(?:[\s!！。.,，~]+|(?=[" + cjk_class(HAN) + r"])|$)",
     re.IGNORECASE)
+# Small talk asks nothing of the agent: "how are you?" is not the user's need.
+_SMALL_TALK = (r"(?:how are you(?: doing)?(?: today)?|how's it going|how is it going|what's up|"
+               r"最近(?:怎么样|好吗|还好吗|如何)|还好吗|在吗|好久不见)")
+_ONLY_SMALL_TALK = re.compile(r"^" + _SMALL_TALK + r"[\s!！。.,，~？?]*$", re.IGNORECASE)
+_LEADING_SMALL_TALK = re.compile(r"^" + _SMALL_TALK + r"[!！。.,，~？?]+\s*(?=\S)",
+                                 re.IGNORECASE)
+
+
+def _without_pleasantries(text: str) -> str:
+    """``text`` without a greeting and small talk in front ("Hi there, how are you? I…")."""
+    rest = _LEADING_GREETING.sub("", text.strip(), count=1)
+    return _LEADING_SMALL_TALK.sub("", rest, count=1)
 
 
 def _need_of(text: str) -> str:
     """The request without a greeting in front ("你好我想…" → "我想…")."""
-    return _clip(_LEADING_GREETING.sub("", text.strip(), count=1) or text)
+    return _clip(_without_pleasantries(text) or text)
 
 
 def _is_substantive(text: str) -> bool:
+    """Whether the message says more than a greeting or small talk."""
     flat = text.strip()
-    return len(flat) >= 2 and not _GREETING.match(flat)
+    if len(flat) < 2 or _GREETING.match(flat):
+        return False
+    rest = _LEADING_GREETING.sub("", flat, count=1)
+    return bool(rest) and not (_GREETING.match(rest) or _ONLY_SMALL_TALK.match(rest))
 
 
 def facts_of_messages(messages: Iterable[Message],
@@ -496,8 +513,11 @@ def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
 
     def without(dropped: int) -> Summary:
         gone = set(order[:dropped])
-        return replace(summary, facts=tuple(f for i, f in enumerate(facts) if i not in gone),
-                       truncated_facts=summary.truncated_facts + dropped)
+        kept = replace(summary, facts=tuple(f for i, f in enumerate(facts) if i not in gone))
+        # Only what the summary no longer shows at all is counted: a fact the need still
+        # names is not given up, and counting it would excuse a fact that was.
+        lost = missing_facts(kept.render("en"), [facts[i] for i in sorted(gone)])
+        return replace(kept, truncated_facts=summary.truncated_facts + len(lost))
 
     low, high = 1, len(facts)  # the fewest facts to give up for the rest to fit
     while low < high:
