@@ -263,8 +263,8 @@ class Stepping:
             # room a fresh build gives it (its share of the whole grant), so the exact values
             # of what the step freed are listed, not lost. The digest then fills what is left
             # of the smaller grant (``add_digests``).
-            return self._prune_after_head(g, grant - step - int(grant * share), query,
-                                          costing, reserve=False), None
+            messages = max(grant - step - int(grant * share), 0)  # a large step and share
+            return self._prune_after_head(g, messages, query, costing, reserve=False), None
         # Cut with the whole grant (recalled turns keep their share), then free the step from
         # the oldest plain messages (for cost, from turns recalled below the best too).
         cut = self._prune_after_head(g, grant, query, costing)
