@@ -223,3 +223,92 @@ def test_langchain_anthropic_style_content_and_error_status() -> None:
         to_langchain([{"role": "assitant", "content": "typo"}])
     assert to_langchain([{"role": "tool", "tool_call_id": "t1", "content": "x",
                           "name": "get_weather"}])[0].name == "get_weather"
+
+
+def test_a_responses_refusal_keeps_its_words() -> None:
+    response = Response.model_validate({
+        "id": "resp_1", "object": "response", "created_at": 0, "model": "gpt-4o",
+        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "output": [
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+             "content": [{"type": "refusal", "refusal": "I can't help with that."}]}]})
+    assert chat_messages(response) == [
+        {"role": "assistant", "content": "I can't help with that.", "id": "msg_1"}]
+
+
+@pytest.mark.parametrize(("item", "named"), [
+    ({"type": "text", "text": "The capital of France is Paris."}, "'text' item, not a message"),
+    ({"type": "tool_use", "id": "t1", "name": "f", "input": {}}, "'tool_use' item"),
+    ({"type": "web_search_call", "id": "ws_1", "status": "completed"}, "'web_search_call'"),
+    ({"type": "message", "content": [{"type": "output_text", "text": "Hi"}]}, "without a role"),
+    ({}, "not a message"),
+    ({"id": "m1", "name": "bot"}, "not a message"),
+])
+def test_an_item_that_is_not_a_message_is_refused_by_name(item: dict[str, Any],
+                                                          named: str) -> None:
+    with pytest.raises(InvalidInputError, match=rf"messages\[1\] is .*{named}"):
+        chat_messages([{"role": "user", "content": "Hi"}, item])
+
+
+def test_record_refuses_bare_content_blocks_and_stores_nothing() -> None:
+    from contextwright.session import SessionKey
+
+    manager = ContextManager(background=False)
+    manager.prepare("u", "s", "What is the capital of France?")
+    blocks = [{"type": "text", "text": "The capital of France is Paris."}]
+    with pytest.raises(InvalidInputError, match=r"assistant\[0\] is a 'text' item"):
+        manager.record("u", "s", assistant=blocks)
+    stored = manager.store.read(SessionKey(user_id="u", session_id="s"))
+    assert [m.message["role"] for m in stored] == ["user"]
+    # A message whose role the caller implies is still read.
+    manager.record("u", "s", assistant={"content": "Paris."})
+    assert manager.store.read(SessionKey(user_id="u", session_id="s"))[-1].message[
+        "content"] == "Paris."
+
+
+def test_the_agents_sdks_placeholder_id_is_not_kept() -> None:
+    from agents.models.fake_id import FAKE_RESPONSES_ID
+
+    from contextwright.convert import PLACEHOLDER_ID
+
+    assert PLACEHOLDER_ID == FAKE_RESPONSES_ID
+    answers = [{"id": FAKE_RESPONSES_ID, "type": "message", "role": "assistant",
+                "status": "completed", "content": [
+                    {"type": "output_text", "text": f"Answer {n}.", "annotations": []}]}
+               for n in range(2)]
+    plain = {"id": FAKE_RESPONSES_ID, "role": "assistant", "content": "Answer 2."}
+    chats = chat_messages([answers[0], {"role": "user", "content": "And?"}, answers[1], plain])
+    assert all("id" not in chat for chat in chats)
+    ctx = ContextBuilder().build(BuildPlan.named("chat"), Request(
+        user_input="Go on.", history=chats))
+    assert [m.content for m in ctx.messages if m.role == "assistant"] == [
+        "Answer 0.", "Answer 1.", "Answer 2."]
+
+
+def test_langchain_call_and_reasoning_blocks_are_read_from_tool_calls_or_left_out() -> None:
+    from langchain_core.messages import AIMessage
+
+    responses_api = AIMessage(content=[
+        {"type": "reasoning", "id": "rs_1", "summary": [
+            {"type": "summary_text", "text": "Look it up."}]},
+        {"type": "text", "text": "Checking.", "annotations": [], "id": "msg_1"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+         "arguments": '{"city":"Rome"}', "id": "fc_1"}],
+        tool_calls=[{"name": "get_weather", "args": {"city": "Rome"}, "id": "call_1"}])
+    (message,) = chat_messages(responses_api)
+    assert message["content"] == "Checking."
+    assert message["tool_calls"] == [{"id": "call_1", "type": "function", "function": {
+        "name": "get_weather", "arguments": '{"city":"Rome"}'}}]  # the model's own text
+    standard = AIMessage(content=[
+        {"type": "reasoning", "reasoning": "Look it up."},
+        {"type": "tool_call", "id": "call_2", "name": "get_weather", "args": {"city": "Oslo"}}],
+        tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call_2"}])
+    assert chat_messages(standard)[0]["content"] == ""
+    thinking = AIMessage(content=[{"type": "thinking", "thinking": "Hm.", "signature": "s"},
+                                  {"type": "redacted_thinking", "data": "d"},
+                                  {"type": "text", "text": "Rome is sunny."}])
+    assert chat_messages(thinking)[0]["content"] == "Rome is sunny."
+    lost = AIMessage(content=[{"type": "function_call", "call_id": "call_9", "name": "f",
+                               "arguments": "{}"}])
+    with pytest.raises(InvalidInputError,
+                       match=r"content\[0\] is a 'function_call' block whose call is not"):
+        chat_messages(lost)

@@ -10,13 +10,16 @@ tool-call ids are kept. Images of user and tool messages (OpenAI ``image_url`` a
 ``input_image`` parts, Anthropic ``image`` blocks with a base64 or url source, LangChain's image
 blocks, LlamaIndex ``ImageBlock``, ``ImagePart`` objects) become OpenAI ``image_url`` parts,
 checked (``core.images``); a part a chat message cannot carry (audio, a document block, an
-uploaded file's id) is refused with a typed error naming it rather than dropped. The model's
-own reasoning (Anthropic thinking blocks, Responses reasoning items) is left out: it is not the
-conversation's text, and a request that must send it back (extended thinking with tools) is not
-supported. A refusal keeps
-its words as the content; a failed tool result (``is_error``, LangChain ``status="error"``) is
-marked ``(tool error)``. A ``developer`` message becomes
-a ``system`` message (the role the chat format and every provider take for developer instructions).
+uploaded file's id) is refused with a typed error naming it rather than dropped, and so is an
+item that is not a message (a bare content block, a Responses item of another type). The model's
+own reasoning (Anthropic thinking blocks, Responses reasoning items, LangChain's reasoning and
+thinking blocks) is left out: it is not the conversation's text, and a request that must send it
+back (extended thinking with tools) is not supported. A LangChain message's call blocks
+(``tool_use``, ``function_call``, ``tool_call``) are its ``tool_calls``, read from there. A
+refusal keeps its words as the content; a failed tool result (``is_error``, LangChain
+``status="error"``) is marked ``(tool error)``. A ``developer`` message becomes a ``system``
+message (the role the chat format and every provider take for developer instructions). The
+OpenAI Agents SDK's placeholder id (``FAKE_RESPONSES_ID``) is not kept: it names no message.
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ __all__ = ["chat_messages", "to_langchain", "to_llama_index"]
 _KEEP = ("id", "timestamp", "name", "consumed")
 """Fields of a chat dict carried over as they are."""
 
+PLACEHOLDER_ID = "__fake_id__"
+"""The OpenAI Agents SDK's ``agents.models.fake_id.FAKE_RESPONSES_ID``: the id it gives every
+item a chat-completions model returns. It names no message, and history is deduplicated by id,
+so carrying it would make a conversation's different answers one."""
+
+_MESSAGE_FIELDS = ("content", "tool_calls", "tool_call_id", "refusal")
+"""What a message without a role (a caller may imply it) still has."""
+
 
 def chat_messages(items: object, where: str = "messages") -> list[dict[str, Any]]:
     """OpenAI chat message dicts for ``items`` (one message object or a list of them)."""
@@ -42,6 +53,7 @@ def chat_messages(items: object, where: str = "messages") -> list[dict[str, Any]
         raise InvalidInputError(f"{where} must be a message or a list of messages")
     converted: list[dict[str, Any]] = []
     run: list[Mapping[str, Any]] = []  # consecutive Responses items: a call joins its message
+    run_places: list[str] = []
     for index, item in enumerate(items):
         place = f"{where}[{index}]"
         given_dict = isinstance(item, Mapping)
@@ -49,16 +61,17 @@ def chat_messages(items: object, where: str = "messages") -> list[dict[str, Any]
             item = _as_mapping(item, place)
         if _is_responses_item(item):
             run.append(item)
+            run_places.append(place)
             continue
         if run:
-            converted += _from_responses_items(run, f"{where}[{index - len(run)}:]")
-            run = []
+            converted += _from_responses_items(run, run_places)
+            run, run_places = [], []
         if given_dict and _is_plain_chat(item):
             converted.append(_from_chat(item, place, keep_all=True))
         else:
             converted.extend(_convert(_as_mapping(item, place), place))
     if run:
-        converted += _from_responses_items(run, f"{where}[-{len(run)}:]")
+        converted += _from_responses_items(run, run_places)
     return converted
 
 
@@ -107,11 +120,12 @@ def _convert(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
     if "blocks" in item and "role" in item:
         return [_from_llama_index(item, where)]
     if kind == "response" or (item.get("object") == "response" and "output" in item):
-        return _from_responses_items(item.get("output") or [], f"{where}.output")
+        output = item.get("output") or []
+        return _from_responses_items(output, [f"{where}.output[{i}]" for i in range(len(output))])
     if kind in ("function_call", "function_call_output") or (
             kind == "message" and item.get("role") is not None and "stop_reason" not in item
             and _is_responses_content(item.get("content"))):
-        return _from_responses_items([item], where)
+        return _from_responses_items([item], [where])
     if isinstance(item.get("content"), list) and _is_anthropic_content(item["content"]):
         return _from_anthropic(item, where)
     return [_from_chat(item, where)]
@@ -122,9 +136,14 @@ def _convert(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
 
 def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
                ) -> dict[str, Any]:
-    if keep_all:
-        return dict(item)
     role = item.get("role")
+    if role is None:
+        _refuse_if_not_a_message(item, where)
+    if keep_all:
+        kept = dict(item)
+        if kept.get("id") == PLACEHOLDER_ID:
+            del kept["id"]
+        return kept
     if role == "developer":
         role = "system"
     message: dict[str, Any] = {} if role is None else {"role": role}  # a caller may imply it
@@ -133,8 +152,9 @@ def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
     if item.get("refusal") and not message.get("content"):
         message["content"] = item["refusal"]  # the model's answer was a refusal: keep its words
     for key in _KEEP:
-        if item.get(key) is not None:
-            message[key] = item[key]
+        value = item.get(key)
+        if value is not None and not (key == "id" and value == PLACEHOLDER_ID):
+            message[key] = value
     if item.get("tool_calls"):
         message["tool_calls"] = [
             {"id": call["id"], "type": "function",
@@ -146,6 +166,25 @@ def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
     return message
 
 
+def _refuse_if_not_a_message(item: Mapping[str, Any], where: str) -> None:
+    """Refuse a role-less item that is no message (read as one, it would be an empty message).
+
+    A caller may leave the role out (``record`` implies it), but then the item still has a
+    message's fields; a content block or another kind of item has a ``type`` instead.
+    """
+    kind = item.get("type")
+    if kind == "message":
+        raise InvalidInputError(f"{where} is a message item without a role")
+    if kind is not None:
+        raise InvalidInputError(
+            f"{where} is a {kind!r} item, not a message: contextwright reads whole messages (a "
+            "content block goes inside one's content) and the Responses items message, "
+            "function_call, function_call_output and reasoning")
+    if not any(key in item for key in _MESSAGE_FIELDS):
+        raise InvalidInputError(f"{where} is not a message: it has no role, content or tool "
+                                "calls")
+
+
 Content = str | list[dict[str, Any]] | None
 """Chat content: text, or OpenAI parts (text and ``image_url``) when there are images."""
 
@@ -155,14 +194,18 @@ def _chat_content(content: object, where: str) -> Content:
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, Sequence):
-        places = [f"{where}.content[{i}]" for i in range(len(content))]
-        if not any(is_image_part(part) for part in content):
-            return "\n".join(_text_part(part, place) for part, place in zip(content, places,
-                                                                            strict=True))
-        return [image_from_part(part, place).to_chat_part() if is_image_part(part)
-                else {"type": "text", "text": _text_part(part, place)}
-                for part, place in zip(content, places, strict=True)]
+        return _parts_content([(part, f"{where}.content[{index}]")
+                               for index, part in enumerate(content)])
     raise InvalidInputError(f"{where}.content must be text or a list of text and image parts")
+
+
+def _parts_content(parts: Sequence[tuple[object, str]]) -> Content:
+    """Content of ``(part, its place)`` pairs: text, or text and image parts in their order."""
+    if not any(is_image_part(part) for part, _ in parts):
+        return "\n".join(_text_part(part, place) for part, place in parts)
+    return [image_from_part(part, place).to_chat_part() if is_image_part(part)
+            else {"type": "text", "text": _text_part(part, place)}
+            for part, place in parts]
 
 
 def _text_of(content: Content) -> str:
@@ -187,6 +230,10 @@ def _text_part(part: object, where: str) -> str:
         text = part.get("text")
         if isinstance(text, str):
             return text
+    if isinstance(part, Mapping) and part.get("type") == "refusal":
+        refusal = part.get("refusal")  # the model's answer was a refusal: keep its words
+        if isinstance(refusal, str):
+            return refusal
     kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
     raise InvalidInputError(f"{where} is a {kind!r} part, which contextwright cannot carry "
                             "(text and image parts only)")
@@ -201,11 +248,11 @@ def _is_responses_content(content: object) -> bool:
         for p in content)
 
 
-def _from_responses_items(items: Sequence[Mapping[str, Any]], where: str
+def _from_responses_items(items: Sequence[Mapping[str, Any]], places: Sequence[str]
                           ) -> list[dict[str, Any]]:
+    """Chat dicts of consecutive Responses items; ``places`` names each item in errors."""
     messages: list[dict[str, Any]] = []
-    for index, item in enumerate(items):
-        place = f"{where}[{index}]"
+    for item, place in zip(items, places, strict=True):
         kind = item.get("type", "message")
         if kind == "function_call":
             call = {"id": item["call_id"], "type": "function",
@@ -323,19 +370,27 @@ _LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "too
                     "developer": "system"}
 
 
+_LANGCHAIN_CALL_BLOCKS = {"tool_use": "id", "function_call": "call_id", "tool_call": "id"}
+"""Content blocks that repeat one of the message's ``tool_calls`` (ChatAnthropic's ``tool_use``,
+ChatOpenAI's Responses ``function_call``, LangChain's standard ``tool_call``), with the field
+that holds the call's id."""
+
+_LANGCHAIN_REASONING_BLOCKS = frozenset(("reasoning", "thinking", "redacted_thinking"))
+"""The model's own reasoning (Responses and standard ``reasoning``, Anthropic's thinking)."""
+
+
 def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     """A LangChain ``BaseMessage`` (dumped): ``tool_calls`` carry parsed ``args``."""
     role = _LANGCHAIN_ROLES[item["type"]]
     calls = item.get("tool_calls") or []
     content = item.get("content")
-    if isinstance(content, list) and calls:  # ChatAnthropic repeats its calls as content blocks
-        content = [p for p in content if not (isinstance(p, Mapping)
-                                              and p.get("type") == "tool_use")]
-    message: dict[str, Any] = {"role": role, "content": _chat_content(content, where)}
+    text = (_parts_content(_langchain_parts(content, calls, where)) if isinstance(content, list)
+            else _chat_content(content, where))
+    message: dict[str, Any] = {"role": role, "content": text}
     if role == "tool" and item.get("status") == "error":
         message["content"] = _error_marked(message["content"] or "", True)
     if calls:
-        raw = _raw_arguments(item.get("additional_kwargs") or {})
+        raw = _raw_arguments(item)
         message["tool_calls"] = [
             {"id": call["id"], "type": "function",
              "function": {"name": call["name"],
@@ -349,10 +404,46 @@ def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     return message
 
 
-def _raw_arguments(extra: Mapping[str, Any]) -> dict[str, str]:
-    """Argument strings by call id, as the provider sent them (``additional_kwargs``)."""
+def _langchain_parts(content: Sequence[object], calls: Sequence[Mapping[str, Any]],
+                     where: str) -> list[tuple[object, str]]:
+    """The content's parts with their places, less reasoning and the blocks that repeat a call.
+
+    A call block whose call is not among ``tool_calls`` is refused: dropped, the call would be
+    lost, and read from the block alone, its arguments would be the provider's raw text.
+    """
+    call_ids = {call.get("id") for call in calls}
+    parts: list[tuple[object, str]] = []
+    for index, part in enumerate(content):
+        place = f"{where}.content[{index}]"
+        if not isinstance(part, Mapping):
+            parts.append((part, place))
+            continue
+        kind = part.get("type")
+        if kind in _LANGCHAIN_REASONING_BLOCKS:
+            continue  # the model's own reasoning is not the conversation's text
+        id_field = _LANGCHAIN_CALL_BLOCKS.get(str(kind))
+        if id_field is None:
+            parts.append((part, place))
+        elif part.get(id_field) not in call_ids:
+            raise InvalidInputError(f"{place} is a {kind!r} block whose call is not among the "
+                                    "message's tool_calls")
+    return parts
+
+
+def _raw_arguments(item: Mapping[str, Any]) -> dict[str, str]:
+    """Argument strings by call id, as the provider sent them.
+
+    ChatOpenAI keeps them in ``additional_kwargs`` (Chat Completions) or in the content's
+    ``function_call`` blocks (Responses API).
+    """
     raw: dict[str, str] = {}
-    for call in extra.get("tool_calls") or ():
+    content = item.get("content")
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, Mapping) and block.get("type") == "function_call":
+            arguments, call_id = block.get("arguments"), block.get("call_id")
+            if isinstance(arguments, str) and call_id:
+                raw[str(call_id)] = arguments
+    for call in (item.get("additional_kwargs") or {}).get("tool_calls") or ():
         if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
             arguments = call["function"].get("arguments")
             if isinstance(arguments, str) and call.get("id"):

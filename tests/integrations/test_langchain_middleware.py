@@ -30,6 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.messages.utils import convert_to_openai_messages
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from scripted_openai import ScriptedOpenAI, Turn
 
 from contextwright import BuildPlan, ContextBuilder, InvalidInputError
 from contextwright.integrations.langchain import (
@@ -229,3 +230,52 @@ def test_tau_bench_through_the_middleware_keeps_pairs_and_the_direct_builds_fact
         assert ours["pair_integrity"].numerator == 1, case.traj_index
         assert ours["fact_survival"].numerator >= direct["fact_survival"].numerator, (
             case.traj_index)
+
+
+@pytest.mark.parametrize("reasoning", [None, "The booking tool knows."])
+def test_a_tool_loop_through_chat_openais_responses_api_goes_through(
+        reasoning: str | None) -> None:
+    from langchain_openai import ChatOpenAI
+
+    with ScriptedOpenAI(Turn(reasoning=reasoning, calls=(("get_booking", {"code": "KST7"}),)),
+                        Turn(text="KST7 is confirmed, seat 12C.")) as server:
+        model = ChatOpenAI(model="o4-mini", base_url=server.base_url, api_key="test-key",
+                           max_retries=0, use_responses_api=True)
+        agent = create_agent(model, [get_booking], system_prompt=SYSTEM,
+                             middleware=[ContextwrightMiddleware()])
+        state = agent.invoke({"messages": [HumanMessage("Is KST7 confirmed?")]})
+    assert server.errors == [] and len(server.received) == 2
+    assert state["messages"][-1].text == "KST7 is confirmed, seat 12C."
+    kinds = [block.get("type") for block in state["messages"][1].content]
+    assert "function_call" in kinds  # LangChain keeps the call in the content too
+    second = server.received[1].body["input"]
+    calls = [item for item in second if item.get("type") == "function_call"]
+    assert [(c["name"], c["arguments"]) for c in calls] == [("get_booking", '{"code": "KST7"}')]
+    assert "12C" in second[-1]["output"] and "<<data " in second[-1]["output"]
+
+
+def test_anthropic_thinking_blocks_are_left_out_of_what_the_model_sees() -> None:
+    received = Received()
+    history = [HumanMessage("Is KST7 confirmed?"),
+               AIMessage(content=[
+                   {"type": "thinking", "thinking": "Check the booking.", "signature": "EqQB"},
+                   {"type": "redacted_thinking", "data": "EmwKAhgB"},
+                   {"type": "text", "text": "Let me look."},
+                   {"type": "tool_use", "id": "toolu_1", "name": "get_booking",
+                    "input": {"code": "KST7"}}],
+                   tool_calls=[{"name": "get_booking", "args": {"code": "KST7"},
+                                "id": "toolu_1"}]),
+               ToolMessage('{"status": "confirmed"}', tool_call_id="toolu_1"),
+               AIMessage(content=[{"type": "thinking", "thinking": "Done.", "signature": "x"},
+                                  {"type": "text", "text": "Yes, KST7 is confirmed."}])]
+    agent = create_agent(fake(AIMessage("Seat 12C.")), [get_booking],
+                         middleware=[ContextwrightMiddleware()])
+    state = agent.invoke({"messages": [*history, HumanMessage("Which seat?")]},
+                         {"callbacks": [received]})
+    sent = openai_dicts(received.calls[0])
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant",
+                                         "user"]
+    assert sent[2]["content"] == "Let me look." and sent[2]["tool_calls"][0]["id"] == "toolu_1"
+    assert sent[4]["content"] == "Yes, KST7 is confirmed."
+    assert "Check the booking" not in json.dumps(sent)
+    assert state["messages"][-1].text == "Seat 12C."

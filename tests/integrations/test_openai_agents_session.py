@@ -27,6 +27,7 @@ from conversations import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai import AsyncOpenAI
+from scripted_openai import ScriptedOpenAI, Turn
 
 from contextwright import MemoryStore, Store, chat_messages
 from contextwright.integrations.openai_agents import (
@@ -236,3 +237,71 @@ def test_an_item_changed_between_calls_is_read_again() -> None:
     items[2]["output"] = "confirmed"
     text = str(apply.build(items, SYSTEM).to_messages("openai"))
     assert "confirmed" in text and "pending" not in text
+
+
+def test_every_answer_of_a_chat_completions_model_reaches_the_next_call() -> None:
+    from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+
+    turns = [Turn(text=f"Answer number {n}.") for n in range(4)]
+    with ScriptedOpenAI(*turns) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
+        agent = Agent(name="support", instructions=SYSTEM,
+                      model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client))
+        session = ContextwrightSession(MemoryStore(), user_id="u", session_id="chat")
+        apply = ContextwrightInputFilter()
+        config = RunConfig(call_model_input_filter=apply, **QUIET)
+        for question in ("First?", "Second?", "Third?", "Fourth?"):
+            asyncio.run(Runner.run(agent, question, session=session, run_config=config))
+    assert server.errors == []
+    # The SDK gives each of these answers the same placeholder id: they are still four answers.
+    assert {item.get("id") for item in asyncio.run(session.get_items())
+            if item.get("role") == "assistant"} == {"__fake_id__"}
+    sent = [(m["role"], m["content"]) for m in server.received[-1].body["messages"][1:]]
+    assert sent == [("user", "First?"), ("assistant", "Answer number 0."),
+                    ("user", "Second?"), ("assistant", "Answer number 1."),
+                    ("user", "Third?"), ("assistant", "Answer number 2."),
+                    ("user", "Fourth?")]
+    assert apply.last_report is not None and apply.last_report.cuts() == ()
+
+
+def test_hosted_tool_items_are_left_out_and_the_conversation_goes_on() -> None:
+    from agents import WebSearchTool
+
+    with ScriptedOpenAI(Turn(web_search="KST418 status", text="KST418 left on time."),
+                        Turn(web_search="KST418 gate", text="Gate B12.")) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
+        agent = Agent(name="support", instructions=SYSTEM, tools=[WebSearchTool()],
+                      model=OpenAIResponsesModel(model="gpt-4o", openai_client=client))
+        session = ContextwrightSession(MemoryStore(), user_id="u", session_id="web")
+        apply = ContextwrightInputFilter()
+        config = RunConfig(call_model_input_filter=apply, **QUIET)
+        asyncio.run(Runner.run(agent, "Did KST418 leave on time?", session=session,
+                               run_config=config))
+        result = asyncio.run(Runner.run(agent, "And its gate?", session=session,
+                                        run_config=config))
+    assert server.errors == [] and result.final_output == "Gate B12."
+    kinds = [item.get("type", "message") for item in asyncio.run(session.get_items())]
+    assert kinds.count("web_search_call") == 2  # the session keeps what the SDK gave it
+    second = server.received[-1].body["input"]
+    assert [item.get("type", "message") for item in second] == ["message"] * 3
+    assert "KST418 left on time." in json.dumps(second)
+    assert apply.last_report is not None
+    assert any("web_search_call" in warning for warning in apply.last_report.warnings)
+
+
+def test_an_item_a_chat_message_has_no_place_for_is_refused_by_type_and_position() -> None:
+    import pytest
+
+    from contextwright import InvalidInputError
+
+    items = [{"role": "user", "content": "Click the blue button."},
+             {"type": "web_search_call", "id": "ws_1", "status": "completed",
+              "action": {"type": "search", "query": "blue button"}},
+             {"type": "message", "role": "assistant",
+              "content": [{"type": "output_text", "text": "Clicking."}]},
+             {"type": "computer_call", "id": "cu_1", "call_id": "call_c", "status": "completed",
+              "action": {"type": "click", "x": 10, "y": 20, "button": "left"},
+              "pending_safety_checks": []},
+             {"role": "user", "content": "Done?"}]
+    with pytest.raises(InvalidInputError, match=r"input\[3\] is a 'computer_call' item"):
+        ContextwrightInputFilter().build(items, SYSTEM)

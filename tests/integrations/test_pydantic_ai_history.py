@@ -184,3 +184,110 @@ def test_images_reach_the_model_and_the_run_keeps_them() -> None:
     assert [p["type"] for p in chat["content"]] == ["text", "image_url", "image_url"]
     assert chat["content"][2]["image_url"]["url"] == (
         "data:image/png;base64," + base64.b64encode(png).decode())
+
+
+def test_an_output_validators_retry_reaches_the_model() -> None:
+    from pydantic_ai import ModelRetry
+
+    answers = iter(["maybe", "KST7 is confirmed."])
+    requests: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        requests.append(messages)
+        return ModelResponse(parts=[TextPart(next(answers))])
+
+    agent: Agent[None, str] = Agent(FunctionModel(model), instructions=SYSTEM,
+                                    capabilities=[ContextwrightHistory()])
+
+    @agent.output_validator
+    def must_name_the_booking(output: str) -> str:
+        if "KST" not in output:
+            raise ModelRetry("Name the booking code.")
+        return output
+
+    result = run(agent, "Is KST7 confirmed?")
+    assert result.output == "KST7 is confirmed."
+    kinds = [type(part).__name__ for m in result.all_messages() for part in m.parts]
+    assert "RetryFeedbackPart" in kinds  # what this Pydantic AI makes of a ModelRetry
+    assert from_pydantic_ai(requests[1])[1:] == [
+        {"role": "assistant", "content": "maybe"},
+        {"role": "user", "content": "Validation feedback:\nName the booking code.\n\n"
+                                    "Fix the errors and try again."}]
+    # Validation errors go as their JSON; the framework's own "no output" request as it is.
+    from pydantic_ai.messages import RetryFeedbackPart, RetryInfo
+
+    errors = RetryFeedbackPart(content=[{"type": "int_parsing", "loc": ("seat",),
+                                         "msg": "not a number", "input": "12C"}],
+                               retry=RetryInfo(cause="validation_error"))
+    nothing = RetryFeedbackPart(content="Please return text.", retry=RetryInfo(cause="no_output"))
+    first, second = from_pydantic_ai([ModelRequest(parts=[errors, nothing])])
+    assert '"msg": "not a number"' in first["content"] and first["role"] == "user"
+    assert second == {"role": "user", "content": "Please return text."}
+
+
+def _png() -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + data))
+        return struct.pack(">I", len(data)) + kind + data + crc
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 3, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00" * 15)) + chunk(b"IEND", b""))
+
+
+def test_a_tools_image_reaches_the_model_in_its_return() -> None:
+    from pydantic_ai.messages import BinaryContent
+
+    png = _png()
+    recorder = Recorder(call_tool=True)
+    agent: Agent[None, str] = Agent(FunctionModel(recorder), instructions=SYSTEM,
+                                    capabilities=[ContextwrightHistory()])
+
+    @agent.tool_plain
+    def get_booking(code: str) -> list[Any]:
+        """The booking's boarding pass."""
+        return [f"Boarding pass of {code}:", BinaryContent(png, media_type="image/png")]
+
+    run(agent, "Show me my boarding pass.")
+    (returned,) = [p for m in recorder.requests[1] for p in m.parts
+                   if isinstance(p, ToolReturnPart)]
+    text, image, end = returned.content
+    assert "<<data " in text and "Boarding pass of KST7:" in text and "<<end " in end
+    assert isinstance(image, BinaryContent) and image.data == png
+    chat = from_pydantic_ai([ModelRequest(parts=[ToolReturnPart(
+        "get_booking", ["pass:", BinaryContent(png, media_type="image/png")], "call_a")])])[0]
+    assert [p["type"] for p in chat["content"]] == ["text", "image_url"]
+
+
+def test_a_tools_image_reaches_the_openai_api_valid() -> None:
+    from pydantic_ai.messages import BinaryContent, UserPromptPart
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    history = [ModelRequest(parts=[UserPromptPart("Show me my boarding pass.")]),
+               ModelResponse(parts=[ToolCallPart("get_booking", {"code": "KST7"},
+                                                 tool_call_id="call_a")]),
+               ModelRequest(parts=[ToolReturnPart("get_booking", [
+                   "Boarding pass:", BinaryContent(_png(), media_type="image/png")], "call_a")]),
+               ModelResponse(parts=[TextPart("Here it is.")])]
+    with ProviderServer() as server:
+        model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=server.base_url,
+                                                                  api_key="test-key"))
+        run(agent_with(model, ContextwrightHistory()), "Which seat is on it?",
+            message_history=history)
+    assert [r.status for r in server.received] == [200], server.received[-1].error
+    assert "image_url" in json.dumps(server.received[0].body["messages"])
+
+
+def test_a_tools_document_is_refused_naming_it() -> None:
+    import pytest
+    from pydantic_ai.messages import DocumentUrl
+
+    from contextwright import InvalidInputError
+
+    history = [ModelRequest(parts=[ToolReturnPart("get_booking", [
+        "Receipt:", DocumentUrl("https://example.com/receipt.pdf")], "call_a")])]
+    with pytest.raises(InvalidInputError, match=r"messages\[0\]\.parts\[0\]\.content\[1\]"):
+        from_pydantic_ai(history)

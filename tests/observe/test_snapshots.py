@@ -106,6 +106,32 @@ def test_a_budget_error_is_recorded_with_its_report(tmp_path: Path) -> None:
     recorder.close()
 
 
+@pytest.mark.parametrize("redact", [True, False])
+def test_a_snapshot_holds_the_plan_the_build_used(tmp_path: Path, redact: bool) -> None:
+    recorder = _recorded(tmp_path, redact=redact)
+    builder = ContextBuilder(snapshots=recorder)
+    history = [{"role": "user", "content": "Is KST7 confirmed?"},
+               {"role": "assistant", "content": "Yes."}]
+    ctx = builder.build(BuildPlan.named("simple_qa"), Request(user_input="And KST8?",
+                                                              history=history))
+    small = BuildPlan.named("simple_qa").with_budget(window=512, reserved_output=256)
+    with pytest.raises(BudgetError) as failed:
+        builder.build(small, Request(user_input="word " * 600, history=history))
+    recorder.flush()
+    done, budget_error = recorder.sink.read()
+    assert ctx.report.plan == failed.value.report.plan == "simple_qa+history"
+    for snap in (done, budget_error):
+        assert snap.plan == "simple_qa+history"
+        specs = [spec["source"] for spec in snap.plan_spec["sources"]]
+        assert "history" in specs and snap.plan_hash == plan_hash(dict(snap.plan_spec))
+        assert {row["source"] for row in snap.sources} <= set(specs)
+    assert [spec["source"] for spec in done.plan_spec["sources"]] == [
+        row["source"] for row in done.sources]
+    assert done.plan_hash == plan_hash(plan_to_dict(ctx.plan))
+    assert budget_error.status == "budget_error" and budget_error.window == 512
+    recorder.close()
+
+
 def test_a_sink_that_raises_leaves_every_build_unchanged(tmp_path: Path) -> None:
     plan, request = pressured()
     plain = ContextBuilder()

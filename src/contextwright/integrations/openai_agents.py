@@ -8,19 +8,28 @@ session=...)`` works unchanged. ``ContextwrightInputFilter`` goes into
 the SDK's items and the agent's instructions (plan, budget, tool-pair safety, fencing); the data
 note about fenced text joins the instructions, the one place the SDK lets a filter speak for
 the system. Reasoning items that precede a kept tool call go back in front of it, as the
-Responses API wants them within a turn. The tool schemas the SDK sends are not part of the
-build (a filter cannot change them), so ``budget`` covers the instructions and the input.
+Responses API wants them within a turn. Items of the Responses API's hosted tools (web search,
+file search, code interpreter, image generation, hosted MCP calls and tool lists) are left out of
+the build, as reasoning before a message is: the server ran them within one response and the
+model's answer after them says what they found; the report's warnings name them. Other items a
+chat message has no place for (computer use, shell, apply-patch and custom tool calls and their
+outputs, MCP approvals, compaction) are refused with an ``InvalidInputError`` naming the item
+type. The SDK's placeholder id of items from a chat-completions model is not kept as a message
+id (it names no message). The tool schemas the SDK sends are not part of the build (a filter
+cannot change them), so ``budget`` covers the instructions and the input.
 Needs the ``openai-agents`` extra.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, cast
 
 from agents import SessionSettings
 from agents.memory.session_settings import resolve_session_limit
+from agents.models.fake_id import FAKE_RESPONSES_ID
 from agents.run_config import CallModelData, ModelInputData
 
 from contextwright.builder import ContextBuilder
@@ -140,22 +149,41 @@ class ContextwrightInputFilter:
                                                 list[dict[str, Any]]]] = {}
 
     def build(self, items: Sequence[Any], instructions: str | None) -> FinalContext:
-        """The build for the SDK's input ``items`` and the agent's ``instructions``."""
-        return self.shaper.build(self._chats(items), system=instructions)
+        """The build for the SDK's input ``items`` and the agent's ``instructions``.
+
+        Hosted tools' items are left out, and the report's warnings say which.
+        """
+        context = self.shaper.build(self._chats(items), system=instructions)
+        hosted = _hosted_tool_kinds(items)
+        if not hosted:
+            return context
+        note = (f"left out {sum(hosted.values())} item(s) of the Responses API's hosted tools "
+                f"({', '.join(sorted(hosted))}): the server ran them, and the model's answer "
+                "after them says what they found")
+        report = dataclasses.replace(context.report,
+                                     warnings=(*context.report.warnings, note))
+        return dataclasses.replace(context, report=report)
 
     def _chats(self, items: Sequence[Any]) -> list[dict[str, Any]]:
         """Chat dicts of ``items``, each unit converted once (see ``_units``)."""
         chats: list[dict[str, Any]] = []
-        for unit in _units(items):
-            key = tuple(map(id, unit))
-            hit = self._memo.get(key)
-            state = tuple(tuple(_fields(item).values()) for item in unit)  # values by object
-            if hit is None or hit[1] != state:
-                hit = (unit, state, unit_chats(unit))
-                if len(self._memo) >= 200_000:
-                    self._memo.clear()
-                self._memo[key] = hit  # holding the items keeps their ids unique
-            chats += hit[2]
+        try:
+            for unit in _units(items):
+                key = tuple(map(id, unit))
+                hit = self._memo.get(key)
+                state = tuple(tuple(_fields(item).values()) for item in unit)  # values by object
+                if hit is None or hit[1] != state:
+                    hit = (unit, state, unit_chats(unit))
+                    if len(self._memo) >= 200_000:
+                        self._memo.clear()
+                    self._memo[key] = hit  # holding the items keeps their ids unique
+                chats += hit[2]
+        except InvalidInputError:
+            # A unit names its items from 0: read them all to name the item's own position
+            # (a hosted tool's item stands in as a reasoning item, which is skipped too).
+            chat_messages([_SKIPPED if _is_hosted_tool_item(item) else item for item in items],
+                          "input")
+            raise
         return chats
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
@@ -173,18 +201,45 @@ class ContextwrightInputFilter:
 _FOLLOWERS = frozenset(("function_call", "reasoning"))
 """Items that join the message before them (a call joins its assistant message)."""
 
+HOSTED_TOOL_ITEMS = frozenset(("web_search_call", "file_search_call", "code_interpreter_call",
+                               "image_generation_call", "mcp_call", "mcp_list_tools"))
+"""Items of the Responses API's hosted tools, which the build leaves out: the server ran the
+tool within one response (nothing of ours answers it), and the model's answer after the item
+says what it found. The session keeps them."""
+
+
+_SKIPPED = {"type": "reasoning", "summary": []}
+"""An item ``chat_messages`` leaves out, standing in for one the build leaves out."""
+
+
+def _is_hosted_tool_item(item: Any) -> bool:
+    return _fields(item).get("type") in HOSTED_TOOL_ITEMS
+
+
+def _hosted_tool_kinds(items: Sequence[Any]) -> dict[str, int]:
+    """How many items of each hosted tool's type ``items`` has."""
+    counts: dict[str, int] = {}
+    for item in items:
+        kind = _fields(item).get("type")
+        if kind in HOSTED_TOOL_ITEMS:
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
 
 def _units(items: Sequence[Any]) -> list[tuple[Any, ...]]:
     """``items`` cut before every item that joins nothing: each unit converts on its own.
 
-    The SDK hands the filter the same item objects call after call, so units are converted
-    once and their chat dicts reused, which keeps a long conversation cheap and lets the
-    builder reuse what it parsed.
+    Hosted tools' items are left out (``HOSTED_TOOL_ITEMS``). The SDK hands the filter the same
+    item objects call after call, so units are converted once and their chat dicts reused,
+    which keeps a long conversation cheap and lets the builder reuse what it parsed.
     """
     units: list[tuple[Any, ...]] = []
     current: list[Any] = []
     for item in items:
-        if current and _fields(item).get("type") not in _FOLLOWERS:
+        kind = _fields(item).get("type")
+        if kind in HOSTED_TOOL_ITEMS:
+            continue
+        if current and kind not in _FOLLOWERS:
             units.append(tuple(current))
             current = []
         current.append(item)
@@ -233,7 +288,8 @@ def _plain_unit(unit: Sequence[Any]) -> list[dict[str, Any]] | None:
 def _plain_head(item: dict[str, Any]) -> list[dict[str, Any]] | None:
     kind, role, content = item.get("type"), item.get("role"), item.get("content")
     if kind is None:  # an easy input message: kept as given, like any plain chat dict
-        plain = role in ("user", "assistant", "system") and "choices" not in item
+        plain = (role in ("user", "assistant", "system") and "choices" not in item
+                 and item.get("id") != FAKE_RESPONSES_ID)
         return [dict(item)] if plain and isinstance(content, str) else None
     if kind == "reasoning":
         return []
@@ -251,6 +307,8 @@ def _plain_head(item: dict[str, Any]) -> list[dict[str, Any]] | None:
     for key in ("id", "timestamp", "name", "consumed"):
         if item.get(key) is not None:
             message[key] = item[key]
+    if message.get("id") == FAKE_RESPONSES_ID:
+        del message["id"]  # the SDK's placeholder names no message (see convert.PLACEHOLDER_ID)
     return [message]
 
 

@@ -10,8 +10,11 @@ next request. The data note about fenced text comes first, as a system prompt pa
 and counts the function tools' schemas.
 Each build's report is put on the run's newest request as ``metadata["contextwright_report"]``
 (its dict), so ``result.all_messages()`` carries it; ``report_from_messages`` reads the last one.
-``to_pydantic_ai`` / ``from_pydantic_ai`` convert messages either way; a user prompt's images
-(``ImageUrl``, image ``BinaryContent``) are carried, audio, video and documents are refused.
+``to_pydantic_ai`` / ``from_pydantic_ai`` convert messages either way; the images of a user
+prompt and of a tool's return (``ImageUrl``, image ``BinaryContent``) are carried — the model
+gets a tool's images in its return, inside the fence, and Pydantic AI sends them the way its
+provider takes them — while audio, video and documents are refused. A retry (``RetryPromptPart``,
+and ``RetryFeedbackPart`` where Pydantic AI has it) is carried as what the model is shown.
 Needs the ``pydantic-ai`` extra.
 """
 
@@ -24,9 +27,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic_ai import messages as pydantic_ai_messages
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     BinaryContent,
+    FileUrl,
     ImageUrl,
     ModelMessage,
     ModelRequest,
@@ -46,8 +51,9 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 from contextwright.builder import ContextBuilder
 from contextwright.core.accounting import MESSAGE_OVERHEAD
 from contextwright.core.final import FinalContext
-from contextwright.core.images import ImagePart
+from contextwright.core.images import ImagePart, image_from_part
 from contextwright.core.items import parse_message
+from contextwright.core.providers import image_segments, openai_image
 from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
 from contextwright.integrations._core import (
@@ -105,7 +111,7 @@ class ContextwrightHistory(AbstractCapability[Any]):
         parameters = request_context.model_request_parameters
         schemas = [_tool_schema(tool) for tool in parameters.function_tools]
         context = await asyncio.to_thread(self.build, given, instructions, schemas)
-        built = to_pydantic_ai(context.to_messages("openai"))
+        built = to_pydantic_ai(_chats_with_tool_images(context))
         if isinstance(given[-1], ModelRequest) and isinstance(built[-1], ModelRequest):
             built[-1] = dataclasses.replace(built[-1], instructions=given[-1].instructions)
         kept = kept_tool_names(context)
@@ -114,6 +120,22 @@ class ContextwrightHistory(AbstractCapability[Any]):
             parameters, function_tools=[t for t in parameters.function_tools if t.name in kept])
         _note_report(ctx.messages, context.report)
         return request_context
+
+
+def _chats_with_tool_images(context: FinalContext) -> list[Chat]:
+    """The build as chat dicts, each tool result's images as parts inside its fence.
+
+    Chat Completions tool messages take text only, so ``to_messages("openai")`` shows their
+    images as placeholders; a Pydantic AI tool return carries files, and its model sends them
+    the way its provider takes them.
+    """
+    chats = context.to_messages("openai")  # one dict per message of the build, in order
+    for chat, message in zip(chats, context.messages, strict=True):
+        if message.role == "tool" and message.images:
+            chat["content"] = [openai_image(segment) if isinstance(segment, ImagePart)
+                               else {"type": "text", "text": segment}
+                               for segment in image_segments(message, lambda image: True)]
+    return chats
 
 
 def _tool_schema(tool: ToolDefinition) -> dict[str, Any]:
@@ -171,6 +193,14 @@ def from_pydantic_ai(messages: Sequence[ModelMessage]) -> list[Chat]:
     return chats
 
 
+_RETRY_FEEDBACK: type[Any] | None = getattr(pydantic_ai_messages, "RetryFeedbackPart", None)
+"""``RetryFeedbackPart`` (newer Pydantic AI: a retry that answers no tool call), if it exists."""
+
+_FILE_TYPES: tuple[type[Any], ...] = getattr(pydantic_ai_messages, "MULTI_MODAL_CONTENT_TYPES",
+                                             (FileUrl, BinaryContent))
+"""The multimodal items a tool may return (``model_response_str`` leaves them out)."""
+
+
 def _request_part(part: ModelRequestPart, where: str) -> Chat:
     if isinstance(part, SystemPromptPart):
         return {"role": "system", "content": part.content}
@@ -178,14 +208,45 @@ def _request_part(part: ModelRequestPart, where: str) -> Chat:
         return {"role": "user", "content": _user_content(part.content, where)}
     if isinstance(part, ToolReturnPart):
         return {"role": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
-                "content": part.model_response_str()}
+                "content": _tool_return_content(part, where)}
     if isinstance(part, RetryPromptPart):
         if part.tool_name is None:  # a retry of the final answer: the user's side says why
             return {"role": "user", "content": part.model_response()}
         return {"role": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
                 "content": f"(tool error) {part.model_response()}"}
+    if _RETRY_FEEDBACK is not None and isinstance(part, _RETRY_FEEDBACK):
+        # A retry of the final answer, as RetryPromptPart's: the user's side says why.
+        return {"role": "user", "content": _retry_feedback(part)}
     raise InvalidInputError(f"{where} is a {type(part).__name__}, which contextwright cannot "
                             "carry")
+
+
+def _retry_feedback(part: Any) -> str:
+    """A ``RetryFeedbackPart``'s feedback as the user message ``RetryPromptPart`` made of it.
+
+    Not its ``model_response()``: that fences the feedback in ``<pyai:...>`` tags, which, coming
+    back to Pydantic AI in a user prompt, it takes for tags the user wrote (and tells the model
+    so). The feedback's own words are kept; validation errors as JSON, without their context.
+    """
+    content = part.content
+    details = content if isinstance(content, str) else json.dumps(
+        [{key: value for key, value in error.items() if key not in ("ctx", "url")}
+         for error in content], ensure_ascii=False, default=str)
+    if getattr(part.retry, "cause", None) == "no_output":  # the framework's own fixed request
+        return str(details)
+    return f"Validation feedback:\n{details}\n\nFix the errors and try again."
+
+
+def _tool_return_content(part: ToolReturnPart, where: str) -> str | list[Chat]:
+    """The return's text, then its images as ``image_url`` parts; other files are refused."""
+    text = part.model_response_str()
+    listed = isinstance(part.content, list)
+    items: list[Any] = part.content if isinstance(part.content, list) else [part.content]
+    images = [_content_item(item, f"{where}.content[{index}]" if listed else f"{where}.content")
+              for index, item in enumerate(items) if isinstance(item, _FILE_TYPES)]
+    if not images:
+        return text
+    return [{"type": "text", "text": text}, *images] if text else images
 
 
 def _user_content(content: object, where: str) -> str | list[Chat]:
@@ -195,12 +256,13 @@ def _user_content(content: object, where: str) -> str | list[Chat]:
     if isinstance(content, Sequence) and all(isinstance(item, str) for item in content):
         return "\n".join(content)
     if isinstance(content, Sequence):
-        return [_user_item(item, f"{where}.content[{index}]")
+        return [_content_item(item, f"{where}.content[{index}]")
                 for index, item in enumerate(content)]
     raise InvalidInputError(f"{where} has content contextwright cannot carry")
 
 
-def _user_item(item: object, where: str) -> Chat:
+def _content_item(item: object, where: str) -> Chat:
+    """A text or image item of a prompt or a tool's return as an OpenAI part."""
     if isinstance(item, str):
         return {"type": "text", "text": item}
     try:
@@ -252,7 +314,8 @@ def to_pydantic_ai(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
         elif role == "tool":
             call_id = str(message.get("tool_call_id"))
             parts.append(ToolReturnPart(tool_name=names.get(call_id) or str(message.get("name")),
-                                        content=content, tool_call_id=call_id))
+                                        content=_return_content(message, index),
+                                        tool_call_id=call_id))
         else:
             raise InvalidInputError(f"messages[{index}]: role {role!r} has no Pydantic AI part")
     if parts:
@@ -268,13 +331,30 @@ def _prompt_content(message: Mapping[str, Any], index: int
         return content or ""
     parsed = parse_message(message, f"messages[{index}]")
     items: list[str | ImageUrl | BinaryContent] = [parsed.content] if parsed.content else []
-    for image in parsed.images:
-        if image.data is not None:
-            items.append(BinaryContent(data=base64.b64decode(image.data),
-                                       media_type=str(image.media_type)))
-        else:
-            items.append(ImageUrl(url=str(image.url)))
+    items += [_pydantic_image(image) for image in parsed.images]
     return items
+
+
+def _return_content(message: Mapping[str, Any], index: int
+                    ) -> str | list[str | ImageUrl | BinaryContent]:
+    """A tool message's text, or its text and image parts, in order, as a return's items."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return content or ""
+    items: list[str | ImageUrl | BinaryContent] = []
+    for number, part in enumerate(content):
+        place = f"messages[{index}].content[{number}]"
+        if isinstance(part, Mapping) and part.get("type") == "text":
+            items.append(str(part.get("text") or ""))
+        else:
+            items.append(_pydantic_image(image_from_part(part, place)))
+    return items
+
+
+def _pydantic_image(image: ImagePart) -> ImageUrl | BinaryContent:
+    if image.data is not None:
+        return BinaryContent(data=base64.b64decode(image.data), media_type=str(image.media_type))
+    return ImageUrl(url=str(image.url))
 
 
 def _to_response(message: Mapping[str, Any], names: dict[str, str]) -> ModelResponse:

@@ -16,10 +16,11 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
+from contextwright.core.covering import covering
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
 from contextwright.core.items import Message
@@ -150,7 +151,8 @@ class BuildRecord:
     request: Request
     """The request, with its lists copied (shallowly) when the build ended."""
     plan: BuildPlan
-    """The plan as built (the builder's effective plan)."""
+    """The plan given to the build (the builder's effective plan); the build may add sources
+    to it for request parts it lacks, and the snapshot records the plan it used."""
     context: FinalContext | None
     """The result, or None when the build raised."""
     report: BuildReport | None
@@ -211,12 +213,32 @@ def _plan_data(plan: BuildPlan) -> tuple[dict[str, Any], str]:
     return data, _PLANS[id(plan)][2]
 
 
+def built_plan(record: BuildRecord) -> BuildPlan:
+    """The plan the build used: the given one with the sources it added (``simple_qa+history``).
+
+    A finished build holds it (``FinalContext.plan``). For a failed one the missing sources are
+    added again as a build adds them, from which request parts were given, and that plan is
+    kept when its name is the one the report gives.
+    """
+    if record.context is not None and isinstance(record.context.plan, BuildPlan):
+        return record.context.plan
+    report = record.report
+    if report is None or report.plan == record.plan.name:
+        return record.plan
+    request = record.request
+    if record.history_length and not request.history:  # a redacted record has its count only
+        request = replace(request, history=({"role": "user", "content": ""},))
+    covered = covering(record.plan, request)
+    return covered if covered.name == report.plan else record.plan
+
+
 def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snapshot:
-    """The snapshot of one finished (or failed) build."""
-    plan_data, hashed = _plan_data(record.plan)
+    """The snapshot of one finished (or failed) build, with the plan it used."""
+    plan = built_plan(record)
+    plan_data, hashed = _plan_data(plan)
     report = record.report
     ctx = record.context
-    specs = {spec.source: spec for spec in record.plan.sources}
+    specs = {spec.source: spec for spec in plan.sources}
     sources = tuple(
         {**_fields(row, _SOURCE_FIELDS),
          "cuttable": specs[row.source].cuttable if row.source in specs else True,
@@ -227,9 +249,9 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snaps
     return Snapshot(
         id=new_snapshot_id(now), created_at=now,
         status="ok" if record.error is None else "budget_error",
-        plan=record.plan.name, plan_hash=hashed, tokenizer=record.tokenizer,
+        plan=plan.name, plan_hash=hashed, tokenizer=record.tokenizer,
         exact_tokens=report.exact_tokens if report else True, library_version=library_version,
-        window=record.plan.budget.window, available=record.plan.budget.available,
+        window=plan.budget.window, available=plan.budget.available,
         total_tokens=ctx.total_tokens if ctx else (report.total_tokens if report else 0),
         build_ms=record.build_ns / 1e6, redacted=redact, sources=sources,
         decisions=tuple(_decision(d, redact) for d in (report.decisions if report else ())),

@@ -1,0 +1,161 @@
+"""A local OpenAI server that answers from a script, for the frameworks' own OpenAI models.
+
+``/v1/responses`` and ``/v1/chat/completions`` (not streamed) answer each request with the next
+``Turn`` of the script: text, function calls, a reasoning item or a hosted web search, in the
+API's own shapes, so a framework records them as it does from the real API. Every request is
+checked first by the API rules of ``fakes.provider_server`` and refused with HTTP 400 like the
+API refuses it; what those rules do not cover, the real API takes as well: reasoning and hosted
+tool items sent back in ``input``, and hosted tools (``{"type": "web_search"}``) in ``tools``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from fakes.provider_server import Rejected, check_chat, check_responses
+
+ITEMS_THE_API_TAKES_BACK = frozenset(("reasoning", "web_search_call"))
+"""Output items the Responses API takes back in ``input`` that ``check_responses`` does not."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turn:
+    """One scripted answer."""
+
+    text: str | None = None
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    """Function calls (name, arguments), in parallel when several."""
+    reasoning: str | None = None
+    """A reasoning item's summary, first in the output (Responses only)."""
+    web_search: str | None = None
+    """A hosted web search's query: a ``web_search_call`` before the text (Responses only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    path: str
+    body: dict[str, Any]
+    error: str | None
+
+
+class ScriptedOpenAI:
+    """``with ScriptedOpenAI(Turn(...), ...) as server:``; ``base_url`` ends in ``/v1``."""
+
+    def __init__(self, *turns: Turn) -> None:
+        self.turns = list(turns)
+        self.received: list[Received] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
+                                        daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    @property
+    def errors(self) -> list[str]:
+        return [r.error for r in self.received if r.error is not None]
+
+    def __enter__(self) -> ScriptedOpenAI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        try:
+            check_chat(body) if path.endswith("/chat/completions") else _check_responses(body)
+        except (Rejected, KeyError, TypeError, ValueError, AttributeError) as exc:
+            with self._lock:
+                self.received.append(Received(path, body, f"{type(exc).__name__}: {exc}"))
+            return 400, {"error": {"message": str(exc), "type": "invalid_request_error",
+                                   "code": None}}
+        with self._lock:
+            self.received.append(Received(path, body, None))
+            turn = self.turns.pop(0) if self.turns else Turn(text="(script exhausted)")
+            serial = next(self._ids)
+        if path.endswith("/chat/completions"):
+            return 200, _completion(body, turn, serial)
+        return 200, _response(body, turn, serial)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                status, payload = server._answer(self.path, json.loads(
+                    self.rfile.read(length) or b"{}"))
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: tests read ``received``."""
+
+        return Handler
+
+
+def _check_responses(body: dict[str, Any]) -> None:
+    """``check_responses`` on what it covers: function tools and the items it knows."""
+    checked = dict(body)
+    checked["input"] = [item for item in body.get("input") or []
+                        if item.get("type") not in ITEMS_THE_API_TAKES_BACK]
+    checked["tools"] = [tool for tool in body.get("tools") or [] if tool.get("type") == "function"]
+    if not checked["tools"]:
+        for key in ("tools", "tool_choice", "parallel_tool_calls"):
+            checked.pop(key, None)
+    check_responses(checked)
+
+
+def _completion(body: dict[str, Any], turn: Turn, serial: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+    if turn.calls:
+        message["tool_calls"] = [
+            {"id": f"call_{serial}_{index}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}
+            for index, (name, arguments) in enumerate(turn.calls)]
+    return {"id": f"chatcmpl-{serial}", "object": "chat.completion", "created": 0,
+            "model": body.get("model", "m"),
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if turn.calls else "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+def _response(body: dict[str, Any], turn: Turn, serial: int) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if turn.reasoning:
+        output.append({"type": "reasoning", "id": f"rs_{serial}", "summary": [
+            {"type": "summary_text", "text": turn.reasoning}]})
+    if turn.web_search:
+        output.append({"type": "web_search_call", "id": f"ws_{serial}", "status": "completed",
+                       "action": {"type": "search", "query": turn.web_search}})
+    if turn.text is not None:
+        output.append({"type": "message", "id": f"msg_{serial}", "role": "assistant",
+                       "status": "completed", "content": [
+                           {"type": "output_text", "text": turn.text, "annotations": []}]})
+    for index, (name, arguments) in enumerate(turn.calls):
+        output.append({"type": "function_call", "id": f"fc_{serial}_{index}",
+                       "call_id": f"call_{serial}_{index}", "name": name,
+                       "arguments": json.dumps(arguments), "status": "completed"})
+    return {"id": f"resp_{serial}", "object": "response", "created_at": 0,
+            "model": body.get("model", "m"), "status": "completed", "output": output,
+            "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}}}
