@@ -59,6 +59,18 @@ def test_a_sink_filters_by_time_plan_mode_and_limit(sink: SnapshotSink, base: Sn
     assert [s.id for s in sink.read(SnapshotQuery(plan="tool_heavy", limit=1))] == ["0008snap"]
 
 
+def test_a_plan_filter_finds_the_builds_grown_from_that_plan(sink: SnapshotSink,
+                                                             base: Snapshot) -> None:
+    # A build of simple_qa whose request held history used ``simple_qa+history``.
+    sink.write([replace(base, id="0001snap", plan="simple_qa+history", created_at=1001.0),
+                replace(base, id="0002snap", plan="simple_qa", created_at=1002.0),
+                replace(base, id="0003snap", plan="simple_qa_v2", created_at=1003.0)])
+    assert [s.id for s in sink.read(SnapshotQuery(plan="simple_qa"))] == ["0001snap", "0002snap"]
+    assert [s.id for s in sink.read(SnapshotQuery(plan="simple_qa+history"))] == ["0001snap"]
+    assert all(SnapshotQuery(plan="simple_qa").matches(s) == (s.id != "0003snap")
+               for s in sink.read())
+
+
 def test_a_sink_purges_by_age_then_by_count(sink: SnapshotSink, base: Snapshot) -> None:
     sink.write(_series(base, 10))
     assert sink.purge(older_than=1004) == 4

@@ -32,7 +32,8 @@ class SnapshotQuery:
     until: float | None = None
     """Unix time: only snapshots made before it."""
     plan: str | None = None
-    """Only builds of this plan."""
+    """Only builds of this plan, or grown from it (``simple_qa`` also finds ``simple_qa+history``,
+    a build that added the history its request held)."""
     mode: str | None = None
     """Only builds in this mode."""
     status: str | None = None
@@ -44,7 +45,8 @@ class SnapshotQuery:
         """Whether ``snapshot`` is one this query asks for (the limit aside)."""
         return ((self.since is None or snapshot.created_at >= self.since)
                 and (self.until is None or snapshot.created_at < self.until)
-                and (self.plan is None or snapshot.plan == self.plan)
+                and (self.plan is None or snapshot.plan == self.plan
+                     or snapshot.plan.startswith(self.plan + "+"))
                 and (self.mode is None or snapshot.mode == self.mode)
                 and (self.status is None or snapshot.status == self.status))
 
@@ -177,11 +179,13 @@ def query_sql(query: SnapshotQuery, placeholder: str) -> tuple[str, list[object]
     clauses: list[str] = []
     params: list[object] = []
     for column, op, value in (("created_at", ">=", query.since), ("created_at", "<", query.until),
-                              ("plan", "=", query.plan), ("mode", "=", query.mode),
-                              ("status", "=", query.status)):
+                              ("mode", "=", query.mode), ("status", "=", query.status)):
         if value is not None:
             clauses.append(f"{column} {op} {placeholder}")
             params.append(value)
+    if query.plan is not None:  # the plan, or one grown from it (``SnapshotQuery.plan``)
+        clauses.append(f"(plan = {placeholder} OR substr(plan, 1, {placeholder}) = {placeholder})")
+        params.extend((query.plan, len(query.plan) + 1, query.plan + "+"))
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
