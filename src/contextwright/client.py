@@ -46,6 +46,7 @@ from contextwright.errors import (
     SessionGone,
     StoreUnavailable,
     TokenizerError,
+    ValidationError,
 )
 from contextwright.modes.router import RouteDecision
 from contextwright.session.state import ModeSwitch, SessionState
@@ -77,7 +78,7 @@ class RateLimited(ServiceError):
 
 _LIBRARY_ERRORS: dict[str, type[ContextwrightError]] = {cls.__name__: cls for cls in (
     AccessDenied, ConflictError, CorruptRecordError, InvalidInputError, KeyConflictError,
-    OutcomeUnknown, PlanError, SessionGone, StoreUnavailable, TokenizerError)}
+    OutcomeUnknown, PlanError, SessionGone, StoreUnavailable, TokenizerError, ValidationError)}
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
@@ -180,7 +181,12 @@ def _segment(value: str) -> str:
         raise InvalidInputError("ids must be non-empty strings without '/' to be named in a URL")
     from urllib.parse import quote
 
-    return quote(value, safe="")
+    encoded = quote(value, safe="")
+    # "." and ".." are dot segments, which httpx removes from a URL as RFC 3986 says: the call
+    # would go to another path. Percent-encoded they are plain data the service decodes back.
+    if encoded in (".", ".."):
+        return encoded.replace(".", "%2E")
+    return encoded
 
 
 def _plain(value: object) -> Any:

@@ -8,12 +8,13 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from server_helpers import KEYS, Running
 
-from contextwright import errors
+from contextwright import ContextManager, MemoryStore, errors
 from contextwright.client import Client
 from contextwright.server import BackgroundServer, ServerConfig, create_app
 from contextwright.server.problems import kind_of
@@ -96,11 +97,51 @@ def test_a_stored_message_that_does_not_fit_says_its_seq(running: Running) -> No
     (errors.SessionGone("x"), 409), (errors.KeyConflictError("x"), 409),
     (errors.StoreUnavailable("x"), 503), (errors.OutcomeUnknown("x"), 503),
     (errors.CorruptRecordError("x"), 500), (errors.AccessDenied("x"), 403),
-    (errors.SourceError("x"), 500), (errors.ValidationError("x"), 500),
+    (errors.SourceError("x"), 500), (errors.ValidationError("x"), 422),
 ])
 def test_every_error_of_the_tree_has_its_status(error: errors.ContextwrightError,
                                                 status: int) -> None:
     assert kind_of(error).status == status
+
+
+TWO_CALLS_ONE_ID = {"id": "call_0", "type": "function",
+                    "function": {"name": "f", "arguments": "{}"}}
+
+
+def test_a_request_whose_rendering_fails_validation_is_4xx_not_500(running: Running) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    turn = [{"role": "assistant", "content": None,
+             "tool_calls": [TWO_CALLS_ONE_ID, TWO_CALLS_ONE_ID]},
+            {"role": "tool", "tool_call_id": "call_0", "content": SECRET},
+            {"role": "tool", "tool_call_id": "call_0", "content": "2"}]
+    answer = httpx.post(running.url + "/v1/build", headers=AUTH, json={
+        "user_input": "twice?", "tools": tools, "turn": turn, "format": "anthropic"})
+    # Refused by the validator (422) or, once the request itself refuses the ids, as bad input.
+    assert answer.status_code in (400, 422), answer.text
+    _is_problem(answer, answer.status_code,
+                "unrenderable" if answer.status_code == 422 else "invalid-input")
+
+
+class _UnrenderableManager(ContextManager):
+    """A manager whose rendering fails the validator, as a caller's messages may make it."""
+
+    def prepare(self, *args: Any, **kwargs: Any) -> Any:
+        raise errors.ValidationError("messages[3] answers no call of the message before it")
+
+
+def test_a_validation_error_is_a_422_naming_the_rule_and_the_client_raises_it(
+        keys_file: Path) -> None:
+    config = ServerConfig(store="memory://", keys=str(keys_file))
+    app = create_app(config, manager=_UnrenderableManager(MemoryStore(), background=False))
+    with BackgroundServer(app) as server:
+        answer = httpx.post(server.url + "/v1/sessions/u/s/prepare", headers=AUTH,
+                            json={"text": SECRET})
+        problem = _is_problem(answer, 422, "unrenderable")
+        assert problem["error"] == "ValidationError"
+        assert "messages[3] answers no call" in str(problem["detail"])
+        with Client(server.url, api_key=KEYS["acme"]) as client, pytest.raises(
+                errors.ValidationError, match="answers no call"):
+            client.prepare("u", "s", "hi")
 
 
 def test_unknown_routes_and_methods_are_problems(running: Running) -> None:

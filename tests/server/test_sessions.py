@@ -217,3 +217,54 @@ def test_images_go_through_the_service_as_in_process(serve_app: Callable[..., Ru
         assert parts[1] == {"type": "image_url", "image_url": {"url": image.url}}
     assert remote.report.total_tokens == local.report.total_tokens
     assert built.to_request("openai")["messages"][-1]["content"][1]["type"] == "image_url"
+
+
+@pytest.mark.parametrize("bad", ["%FF", "%FE", "%C0", "%C0%AE", "%ED%A0%80"])
+def test_ids_that_are_not_utf8_are_400_and_reach_no_session(
+        bad: str, tmp_path: object, serve_app: Callable[..., Running]) -> None:
+    running = serve_app(f"sqlite:///{tmp_path}/s.db")
+    with httpx.Client(base_url=running.url,
+                      headers={"Authorization": f"Bearer {KEYS['acme']}"}) as http:
+        answers = [http.post(f"/v1/sessions/nora/{bad}/prepare", json={"text": "my PIN"}),
+                   http.post(f"/v1/sessions/{bad}/s/record", json={"assistant": "ok"}),
+                   http.get(f"/v1/sessions/nora/{bad}"),
+                   http.delete(f"/v1/sessions/nora/{bad}"),
+                   http.delete(f"/v1/users/{bad}")]
+        for answer in answers:
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["type"] == "urn:contextwright:problem:invalid-input"
+            assert "UTF-8" in answer.json()["detail"]
+        # Nothing was stored under the replacement character the bytes would decode to...
+        assert http.get("/v1/sessions/nora/%EF%BF%BD").status_code == 404
+        # ...which, sent as UTF-8, is an id like any other.
+        assert http.post("/v1/sessions/nora/%EF%BF%BD/prepare",
+                         json={"text": "hi"}).status_code == 200
+
+
+@pytest.mark.parametrize("dots", [".", "..", "...", ".%"])
+def test_dot_ids_reach_their_own_session_through_the_clients(
+        dots: str, tmp_path: object, serve_app: Callable[..., Running]) -> None:
+    running = serve_app(f"sqlite:///{tmp_path}/s.db")
+    with Client(running.url, api_key=KEYS["acme"], retries=0) as client:
+        assert client.prepare(dots, dots, "hi").user_seq == 1
+        client.record(dots, dots, assistant="hello")
+        client.prepare("other", "s", "elsewhere")
+        view = client.session(dots, dots)
+        assert view is not None and view.message_count == 2
+        assert client.session(dots, "s") is None and client.session("other", dots) is None
+        assert client.erase_session(dots, dots) and client.session(dots, dots) is None
+        client.prepare(dots, "kept", "hi")
+        assert client.erase_user(dots) == 1
+    stored = open_store(f"sqlite:///{tmp_path}/s.db")
+    try:
+        assert {info.key.user_id for info in stored.list_sessions()} == {"acme/other"}
+    finally:
+        stored.close()
+
+    async def through_the_async_client() -> None:
+        async with AsyncClient(running.url, api_key=KEYS["acme"], retries=0) as client:
+            assert (await client.prepare(dots, "async", "hi")).user_seq == 1
+            view = await client.session(dots, "async")
+            assert view is not None and view.message_count == 1
+
+    asyncio.run(through_the_async_client())

@@ -12,12 +12,14 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import FastAPI, Header, Query
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextwright.errors import ContextwrightError, InvalidInputError
 from contextwright.manager import ContextManager
@@ -64,6 +66,7 @@ def create_app(config: ServerConfig, *, store: Store | None = None,
                   "/healthz and /readyz carries `Authorization: Bearer <api key>`; failures are "
                   "RFC 9457 problem details.")
     app.state.service = service
+    app.add_middleware(Utf8PathsOnly)
     _add_problem_handlers(app)
     _add_probes(app, service)
     _add_build(app, service)
@@ -169,6 +172,38 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
         """Erase every session of the user; how many there were."""
         tenant = await service.admit(authorization)
         return Json(await service.run(lambda: service.erase_user(tenant, user_id)))
+
+
+class Utf8PathsOnly:
+    """Refuse (400) a URL path that is not UTF-8 once percent-decoded, before any route runs.
+
+    The ASGI server decodes the path with replacement characters, so ``%FF``, ``%FE`` and
+    ``%C0`` would all arrive as the one id U+FFFD and name one session between them. The raw
+    path still has the bytes sent; an id that is not UTF-8 is refused as the store refuses one
+    with a lone surrogate.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer the 400 for a path that is not UTF-8; pass every other call on."""
+        if scope["type"] == "http" and not _is_utf8_path(scope.get("raw_path")):
+            response = problem_response(BAD_INPUT, "the URL path is not UTF-8 once "
+                                        "percent-decoded: user and session ids are UTF-8 text")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _is_utf8_path(raw_path: object) -> bool:
+    if not isinstance(raw_path, bytes):  # a server that keeps no raw path: nothing to check
+        return True
+    try:
+        unquote_to_bytes(raw_path).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 _HTTP_KINDS = {404: NOT_FOUND, 405: METHOD}

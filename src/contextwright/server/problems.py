@@ -28,6 +28,7 @@ from contextwright.errors import (
     SessionGone,
     StoreUnavailable,
     TokenizerError,
+    ValidationError,
 )
 
 logger = logging.getLogger("contextwright.server")
@@ -70,6 +71,8 @@ TOO_LARGE = Kind(status=413, slug="payload-too-large", title="The request body i
 MEDIA = Kind(status=415, slug="unsupported-media-type", title="Send application/json")
 BUDGET = Kind(status=422, slug="budget-exceeded",
               title="The parts that may not be cut do not fit the budget")
+UNRENDERABLE = Kind(status=422, slug="unrenderable",
+                   title="The request cannot be rendered as a valid provider request")
 RATE = Kind(status=429, slug="rate-limited", title="Too many requests for this tenant")
 INTERNAL = Kind(status=500, slug="internal", title="Internal error")
 CORRUPT = Kind(status=500, slug="corrupt-record", title="A stored record cannot be decoded")
@@ -89,6 +92,9 @@ _BY_ERROR: tuple[tuple[type[ContextwrightError], Kind], ...] = (
     (InvalidInputError, BAD_INPUT),
     (TokenizerError, BAD_INPUT),
     (AccessDenied, FORBIDDEN),
+    # The validator refuses what the caller's messages render into (two tool calls of one
+    # assistant message sharing an id, say): a request the caller must change, never a 500.
+    (ValidationError, UNRENDERABLE),
 )
 
 RETRY_AFTER_UNAVAILABLE = 1
@@ -126,6 +132,8 @@ def library_problem(error: ContextwrightError) -> JSONResponse:
     kind = kind_of(error)
     if kind is INTERNAL:
         logger.error("request failed with %s", type(error).__name__, exc_info=error)
+    elif kind is UNRENDERABLE:  # the input is the caller's, but the renderer may be at fault
+        logger.warning("a rendering failed validation: %s", error, exc_info=error)
     extensions: dict[str, Any] = {"error": type(error).__name__}
     if error.stored_seq is not None:
         extensions["stored_seq"] = error.stored_seq

@@ -1,6 +1,7 @@
 """``PostgresStore``: sessions in PostgreSQL (psycopg 3), for many processes and machines.
 
-One connection per thread; every write is one transaction. What each operation executes — the
+Connections are lent per operation from a ``ConnectionPool`` (so a thread that ends leaves no
+connection behind); every write is one transaction. What each operation executes — the
 schema, the row locks, the conditions, the lazy encoding inside the transaction — is written once
 in ``postgres_common`` as an SQL flow, shared with ``AsyncPostgresStore``; this class picks the
 connection and the transaction and runs the flows on it. ``psycopg`` is imported only when a store
@@ -9,13 +10,13 @@ is created.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from contextwright.errors import OutcomeUnknown, StoreError, StoreUnavailable
+from contextwright.errors import OutcomeUnknown, StoreUnavailable
+from contextwright.session.pool import DEFAULT_MAX_IDLE, ConnectionPool
 from contextwright.session.postgres_common import (
     PostgresLayout,
     SqlFlow,
@@ -49,7 +50,7 @@ T = TypeVar("T")
 
 
 class PostgresStore:
-    """A ``Store`` in PostgreSQL; one connection per thread, every write one transaction."""
+    """A ``Store`` in PostgreSQL; a pooled connection per operation, every write one transaction."""
 
     def __init__(
         self,
@@ -58,15 +59,22 @@ class PostgresStore:
         ttl_seconds: float | None = None,
         schema: str = "contextwright",
         clock: Clock = time.time,
+        max_idle_connections: int = DEFAULT_MAX_IDLE,
     ) -> None:
-        """Connect to ``dsn`` and create ``schema`` and its tables if they are missing."""
+        """Connect to ``dsn`` and create ``schema`` and its tables if they are missing.
+
+        Each call borrows a connection and gives it back; up to ``max_idle_connections`` are
+        kept open between calls (more are opened while more calls run at once).
+        """
         self._layout = PostgresLayout(schema, ttl_seconds, clock)
         self._dsn = dsn
-        self._local = threading.local()
-        self._all: list[psycopg.Connection[Any]] = []
-        self._all_lock = threading.Lock()
-        self._closed = False
-        self._write(self._layout.create_schema)
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self._connect, usable=_reusable, close=_close, max_idle=max_idle_connections)
+        try:
+            self._write(self._layout.create_schema)
+        except BaseException:
+            self._pool.close()
+            raise
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -155,12 +163,8 @@ class PostgresStore:
         return self._write(self._layout.purge)
 
     def close(self) -> None:
-        """Close every connection this store opened."""
-        with self._all_lock:
-            self._closed = True
-            for db in self._all:
-                db.close()
-            self._all.clear()
+        """Close the idle connections, and the ones in use as their calls end."""
+        self._pool.close()
 
     # -- connections --------------------------------------------------------------------------
 
@@ -187,27 +191,28 @@ class PostgresStore:
         with self._errors() as db:
             return run_sql(flow, db)
 
-    def _connection(self) -> psycopg.Connection[Any]:
-        db: psycopg.Connection[Any] | None = getattr(self._local, "db", None)
-        if db is None or db.closed or db.broken:
-            db = self._connect()
-            self._local.db = db
-        return db
-
     def _connect(self) -> psycopg.Connection[Any]:
         driver = psycopg_module()
-        with self._all_lock:
-            if self._closed:
-                raise StoreError("the store is closed")
-            # autocommit: reads are single statements; writes open db.transaction() themselves.
-            db: psycopg.Connection[Any] = driver.connect(self._dsn, autocommit=True,
-                                                          connect_timeout=10)
-            self._all.append(db)
+        # autocommit: reads are single statements; writes open db.transaction() themselves.
+        db: psycopg.Connection[Any] = driver.connect(self._dsn, autocommit=True,
+                                                      connect_timeout=10)
         return db
 
     @contextmanager
     def _errors(self) -> Iterator[psycopg.Connection[Any]]:
-        """Yield this thread's connection; map driver errors, without the driver's text."""
-        with postgres_errors():
-            yield self._connection()
+        """Lend a connection for the block; map driver errors, without the driver's text."""
+        with postgres_errors(), self._pool.lease() as db:
+            yield db
+
+
+def _reusable(db: psycopg.Connection[Any]) -> bool:
+    """Open, not broken, and outside any transaction: the next call may start afresh on it."""
+    from psycopg.pq import TransactionStatus
+
+    # libpq says UNKNOWN, not IDLE, for a closed or lost connection.
+    return not db.broken and db.pgconn.transaction_status == TransactionStatus.IDLE
+
+
+def _close(db: psycopg.Connection[Any]) -> None:
+    db.close()
 

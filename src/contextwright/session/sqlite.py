@@ -1,8 +1,9 @@
 """``SqliteStore``: the embedded default store, one SQLite file in WAL mode.
 
-Safe for many threads (one connection per thread) and many OS processes on one file: every write
-is a ``BEGIN IMMEDIATE`` transaction, so the seq counter row and the message rows change together
-under SQLite's single writer lock, and a process killed mid-write leaves nothing half-written.
+Safe for many threads (each call borrows a pooled connection, so a thread that ends leaves none
+open) and many OS processes on one file: every write is a ``BEGIN IMMEDIATE`` transaction, so
+the seq counter row and the message rows change together under SQLite's single writer lock, and
+a process killed mid-write leaves nothing half-written.
 Messages are encoded row by row *inside* that transaction, so even a failure while encoding the
 third of five messages rolls back the first two.
 """
@@ -12,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from contextwright.errors import InvalidInputError, StoreError, StoreUnavailable
+from contextwright.session.pool import DEFAULT_MAX_IDLE, ConnectionPool
 from contextwright.session.store import (
     Appended,
     Clock,
@@ -80,7 +81,7 @@ _PK = "user_id = ? AND session_id = ?"
 
 
 class SqliteStore:
-    """A ``Store`` in one SQLite file (WAL, busy timeout, a connection per thread)."""
+    """A ``Store`` in one SQLite file (WAL, busy timeout, a pooled connection per call)."""
 
     def __init__(
         self,
@@ -90,13 +91,15 @@ class SqliteStore:
         clock: Clock = time.time,
         busy_timeout_ms: int = 30_000,
         synchronous: str = "NORMAL",
+        max_idle_connections: int = DEFAULT_MAX_IDLE,
     ) -> None:
         """Open (and create if missing) the database at ``path``.
 
         ``synchronous="NORMAL"`` (the default, SQLite's advice for WAL) keeps every acknowledged
         append through a crashed or killed process (the kill -9 test proves it) without an
         fsync per write; ``"FULL"`` also survives power loss, at one fsync (~4 ms here) per
-        write.
+        write. Each call borrows a connection and gives it back; up to ``max_idle_connections``
+        stay open between calls (more are opened while more calls run at once).
         """
         if synchronous not in SYNCHRONOUS_MODES:
             raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
@@ -105,11 +108,14 @@ class SqliteStore:
         self._clock = clock
         self._pragmas = (f"PRAGMA busy_timeout = {int(busy_timeout_ms)}",
                          f"PRAGMA synchronous = {synchronous}")
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
-        self._closed = False
-        self._write(_create_schema)
+        self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(
+            self._connect, usable=_reusable, close=sqlite3.Connection.close,
+            max_idle=max_idle_connections)
+        try:
+            self._write(_create_schema)
+        except BaseException:
+            self._pool.close()
+            raise
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -272,12 +278,8 @@ class SqliteStore:
         return self._write(lambda db: self._purge(db, cutoff))
 
     def close(self) -> None:
-        """Close every connection this store opened."""
-        with self._all_lock:
-            self._closed = True
-            for db in self._all:
-                db.close()
-            self._all.clear()
+        """Close the idle connections, and the ones in use as their calls end."""
+        self._pool.close()
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -418,8 +420,7 @@ class SqliteStore:
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any error."""
-        with self._errors():
-            db = self._connection()
+        with self._errors(), self._pool.lease() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 result = work(db)
@@ -430,27 +431,21 @@ class SqliteStore:
             return result
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._errors():
-            return self._connection().execute(sql, params).fetchall()
-
-    def _connection(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = self._connect()
-            self._local.db = db
-        return db
+        with self._errors(), self._pool.lease() as db:
+            return db.execute(sql, params).fetchall()
 
     def _connect(self) -> sqlite3.Connection:
-        with self._all_lock:
-            if self._closed:
-                raise StoreError("the store is closed")
-            # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so the write lock is
-            # taken before the seq counter is read, never upgraded mid-transaction.
-            db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            self._all.append(db)
-        for pragma in self._pragmas:
-            db.execute(pragma)
-        db.execute("PRAGMA journal_mode = WAL")
+        # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so the write lock is taken
+        # before the seq counter is read, never upgraded mid-transaction. check_same_thread=False:
+        # a connection serves one call at a time, but not always on the thread that opened it.
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            for pragma in self._pragmas:
+                db.execute(pragma)
+            db.execute("PRAGMA journal_mode = WAL")
+        except BaseException:
+            db.close()
+            raise
         return db
 
     @contextmanager
@@ -464,6 +459,11 @@ class SqliteStore:
             raise StoreError(f"sqlite store misused ({type(exc).__name__})") from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"sqlite store failed ({type(exc).__name__})") from exc
+
+
+def _reusable(db: sqlite3.Connection) -> bool:
+    """Outside any transaction: the next call may start afresh on it."""
+    return not db.in_transaction
 
 
 def _create_schema(db: sqlite3.Connection) -> None:
