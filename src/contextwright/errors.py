@@ -93,7 +93,11 @@ class TokenizerError(ContextwrightError):
 
 
 class ValidationError(ContextwrightError):
-    """A rendered message list breaks a rule of its target format."""
+    """A rendered message list breaks a rule of its target format.
+
+    Inputs are checked before a build, so this names a rule the checks let through; the service
+    answers it as 422 ``unrenderable``.
+    """
 
 
 class StoreError(ContextwrightError):
