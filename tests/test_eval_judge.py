@@ -516,6 +516,20 @@ def test_a_judged_grade_that_falls_is_a_regression_against_the_baseline(
     assert "judged_correct" in table[2] and "call_exact" in table[2]
 
 
+def test_a_judged_run_whose_judge_grades_nothing_is_a_regression_an_unjudged_one_is_not(
+        server: FakeOpenAIServer, tmp_path: Path) -> None:
+    cases = str(generated_cases(tmp_path))
+    saved = tmp_path / "baseline.json"
+    assert judged_cases(server, tmp_path / "cache", cases, "--save", str(saved)).exit_code == 0
+    with FakeOpenAIServer(responder=answerer_and_judge(lambda *_: "no idea")) as muddled:
+        again = judged_cases(muddled, tmp_path / "other", cases, "--baseline", str(saved))
+    assert again.exit_code == 1, again.stderr
+    assert "regression: case vault-0: judged_correct 1.000 → not judged now" in again.stderr
+    # A run without a judge is compared on what it measures, not on the grades.
+    plain = CliRunner().invoke(eval_app, ["cases", cases, "--baseline", str(saved)])
+    assert plain.exit_code == 0, plain.stderr
+
+
 def test_cases_without_a_judge_have_no_judged_columns(tmp_path: Path) -> None:
     result = CliRunner().invoke(eval_app, ["cases", str(generated_cases(tmp_path)), "--json"])
     assert result.exit_code == 0, result.stderr

@@ -102,6 +102,8 @@ class CasesResult:
     """Each metric's mean over the cases that measure it."""
     notes: tuple[str, ...] = ()
     """What the run says besides the rows (who judged, cases that could not be judged)."""
+    judged: bool = False
+    """A model answered and a judge graded the cases (``eval cases --judge-…``)."""
 
     @property
     def failures(self) -> int:
@@ -207,6 +209,8 @@ class Regression:
         where = "overall" if self.case is None else f"case {self.case}"
         if self.metric == "build":
             return f"{where}: the build fails now (it built in the baseline)"
+        if self.after is None:
+            return f"{where}: {self.metric} {_number(self.before)} → not judged now"
         return (f"{where}: {self.metric} {_number(self.before)} → {_number(self.after)} "
                 f"(tolerance {self.tolerance:g})")
 
@@ -216,9 +220,12 @@ def find_regressions(result: CasesResult, baseline: Baseline,
     """Every metric of ``tolerances`` that got worse by more than its tolerance.
 
     Compared per case (the cases of both runs) and overall; a case that built in the baseline
-    and fails now is a regression too.
+    and fails now is a regression too, and so is, in a judged run, a judged score the baseline
+    has and this run could not get (the judge's replies unreadable, say): a run that grades
+    nothing must not pass for one that grades as well as before.
     """
-    found = _compare(None, baseline.overall, result.overall, tolerances)
+    lost = JUDGED if result.judged else ()
+    found = _compare(None, baseline.overall, result.overall, tolerances, lost)
     for row in result.cases:
         before = baseline.cases.get(row.id)
         if before is None:
@@ -227,7 +234,7 @@ def find_regressions(result: CasesResult, baseline: Baseline,
             found.append(Regression(case=row.id, metric="build", before=None, after=None,
                                     tolerance=0.0))
             continue
-        found += _compare(row.id, before, row.scores, tolerances)
+        found += _compare(row.id, before, row.scores, tolerances, lost)
     return found
 
 
@@ -238,11 +245,16 @@ def missing_from_run(result: CasesResult, baseline: Baseline) -> list[str]:
 
 
 def _compare(case: str | None, before: Mapping[str, float | None],
-             after: Mapping[str, float | None], tolerances: Mapping[str, float]
-             ) -> list[Regression]:
+             after: Mapping[str, float | None], tolerances: Mapping[str, float],
+             must_stay: Sequence[str] = ()) -> list[Regression]:
+    """The regressions of one row; a metric of ``must_stay`` measured before and not now is one."""
     found = []
     for metric, tolerance in tolerances.items():
         old, new = before.get(metric), after.get(metric)
+        if old is not None and new is None and metric in must_stay:
+            found.append(Regression(case=case, metric=metric, before=old, after=None,
+                                    tolerance=tolerance))
+            continue
         if old is None or new is None:
             continue
         worse = new - old if metric in LOWER_IS_BETTER else old - new

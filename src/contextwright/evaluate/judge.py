@@ -577,7 +577,7 @@ def judge_cases(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun
             notes.append(f"{result.id}: not judged: {scored.note}")
     return CasesResult(file=source, plan=run.label, budget=run.budget,
                        tokenizer=builder.tokenizer.name, cases=tuple(rows),
-                       overall=overall(rows), notes=tuple(notes))
+                       overall=overall(rows), notes=tuple(notes), judged=True)
 
 
 Job = tuple[Task, CaseOutcome]
