@@ -31,7 +31,7 @@ from contextwright.core.items import check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.notes import build_notes
 from contextwright.core.plan import BuildPlan
-from contextwright.core.providers import ANTHROPIC_LEAD
+from contextwright.core.providers import ANTHROPIC_LEAD, anthropic_added_tokens
 from contextwright.core.pruning import prune_source
 from contextwright.core.report import BuildReport
 from contextwright.core.reporting import make_report, unread_decisions
@@ -133,7 +133,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         schema_jsons=assembly.schema_jsons, total_tokens=total,
         available=plan.budget.available, report=report, language=costing.language,
         tokenizer=tokenizer, target=target, labels=assembly.labels,
-        documents=assembly.documents,
+        documents=assembly.documents, fenced=assembly.fenced,
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
         message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
         cache_points=(cache_points(assembly.sections, tail, steps.conversation,
@@ -424,19 +424,18 @@ def _shrink_or_drop(g: Gathered, selection: Selection, unit: Unit, excess: int, 
 def exact_tokens(assembly: Assembly, costing: Costing) -> tuple[int, int]:
     """The target rendering's exact count, and the count the budget is checked against.
 
-    Chat: the OpenAI count; the check adds the lead message an Anthropic rendering needs when
-    the first message after the system prompt is the assistant's, so both renderings fit.
-    Text: the prompt counted whole.
+    Chat: the OpenAI count; the check adds what the Anthropic rendering adds to it (a lead
+    message when the first message it shows is the assistant's, the text of blank user
+    messages), by the rendering's own rules, so every rendering fits. Text: the prompt counted
+    whole.
     """
     if costing.target == "text":
         text = render_text(assembly.system_parts, assembly.schema_jsons, assembly.sections,
                            assembly.messages, costing.language)
         total = costing.tokenizer.count(text)
         return total, total
-    first = next((m.role for m in assembly.messages if m.role != "system"), "user")
-    tokenizer = costing.tokenizer
-    lead = tokenizer.count(ANTHROPIC_LEAD) + tokenizer.frame.user if first != "user" else 0
-    return assembly.chat_tokens, assembly.chat_tokens + lead
+    added = anthropic_added_tokens(assembly.messages, assembly.documents, costing.tokenizer)
+    return assembly.chat_tokens, assembly.chat_tokens + added
 
 
 def _least_important(gathered: list[Gathered], selections: dict[str, Selection]

@@ -360,8 +360,10 @@ def _parse_message(raw: object, where: str) -> Message:
 
 
 def _check_unique_call_ids(calls: tuple[ToolCall, ...], where: str) -> None:
-    """Refuse two calls of one message with the same id: no result could say which it answers
-    (and no provider takes the pair)."""
+    """Refuse two calls of one message with the same id.
+
+    No result could say which it answers (and no provider takes the pair).
+    """
     first: dict[str, int] = {}
     for index, call in enumerate(calls):
         earlier = first.setdefault(call.id, index)
