@@ -184,17 +184,47 @@ def _shows_prompt(plan: BuildPlan, request: Request,
 
 def framing_tokens(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
                    costing: Costing) -> int:
-    """Tokens no source owns and every context pays.
+    """Tokens of a chat rendering that no source owns and every context pays.
 
-    Chat: the reply priming and, with a system prompt, the system message's frame. Text: a
-    separator line for each part the plan may render and the tool list's (an upper bound).
+    The reply priming and, with a system prompt, the system message's frame.
     """
-    if costing.target == "text":
-        names = [spec.source for spec in plan.sources] + [TOOL_LIST]
-        return sum(costing.tokenizer.count(separator(name, costing.language)) + 1
-                   for name in names)
     frame = costing.tokenizer.frame
     return frame.reply + (frame.system if _shows_prompt(plan, request, sources) else 0)
+
+
+def never_cut_tokens(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
+                     never_cut: list[Gathered], costing: Costing) -> int:
+    """Tokens the never-cut parts take in the target rendering.
+
+    Chat: their counts and the framing no source owns. Text: their own prompt, rendered and
+    counted exactly (separators, joins and escapes included), so a prompt that fits is never
+    refused for separators of parts it does not show.
+    """
+    if costing.target != "text":
+        return framing_tokens(plan, request, sources, costing) + sum(g.need for g in never_cut)
+    kept = {g.spec.source: list(g.units) for g in never_cut}
+    question = next((g.spec.source for g in never_cut if g.traits.question), None)
+    assembly = assemble(plan, kept, request.user_input, costing, note=False, repeat=False,
+                        question=question)
+    return exact_tokens(assembly, costing)[1]
+
+
+def text_separator_tokens(gathered: list[Gathered], costing: Costing) -> int:
+    """The separator lines the text rendering gives what ``gathered`` offers (0 for chat).
+
+    One per source that offers messages (its section), and the tool list's when a tool
+    definition is offered; each with the line break that joins it. A system part pays for its
+    own (``gather``).
+    """
+    if costing.target != "text":
+        return 0
+    candidates = [(g.spec.source, c) for g in gathered for u in g.units for c in u.candidates]
+    sections = dict.fromkeys(name for name, c in candidates
+                             if not c.is_schema and c.message.role != "system")
+    if any(c.is_schema for _, c in candidates):
+        sections[TOOL_LIST] = None
+    return sum(costing.tokenizer.count(separator(name, costing.language)) + 1
+               for name in sections)
 
 
 def data_note_tokens(plan: BuildPlan, request: Request, gathered: list[Gathered],
@@ -271,8 +301,7 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
     specs = list(enumerate(plan.sources))
     fixed = [gather_source(spec, i, sources[spec.source], request, available, costing)
              for i, spec in specs if not spec.cuttable]
-    pool = (available - framing_tokens(plan, request, sources, costing)
-            - sum(g.need for g in fixed))
+    pool = available - never_cut_tokens(plan, request, sources, fixed, costing)
     if pool < 0 or not all(g.complete for g in fixed):
         fail_budget(plan, fixed, costing.tokenizer,
                     "the never-cut parts alone exceed the budget")
@@ -282,6 +311,7 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
                       costing)
         for i, spec in specs if spec.cuttable
     ]
+    _, pool = reserve(pool, text_separator_tokens(rest, costing))
     return sorted(fixed + rest, key=lambda g: g.position), pool
 
 
