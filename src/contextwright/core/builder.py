@@ -7,6 +7,7 @@ the same context byte for byte.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import NoReturn
@@ -293,7 +294,8 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
     available = plan.budget.available
     missing = [spec.source for spec in plan.sources if spec.source not in sources]
     if missing:
-        raise PlanError(f"plan {plan.name!r} names unregistered sources: {', '.join(missing)}")
+        named = ", ".join(with_closest(name, list(sources)) for name in missing)
+        raise PlanError(f"plan {plan.name!r} names unregistered sources: {named}")
     for spec in plan.sources:
         model = options_model_of(sources[spec.source])
         if model is not None:
@@ -313,6 +315,12 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
     ]
     _, pool = reserve(pool, text_separator_tokens(rest, costing))
     return sorted(fixed + rest, key=lambda g: g.position), pool
+
+
+def with_closest(name: str, known: list[str]) -> str:
+    """``name``, and the closest of ``known`` when there is one (a misspelt source name)."""
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"{name} (did you mean {close[0]!r}?)" if close else name
 
 
 def fail_budget(plan: BuildPlan, gathered: list[Gathered], tokenizer: CountingTokenizer,
