@@ -159,6 +159,34 @@ def test_system_and_user_input_are_never_cut() -> None:
     assert caught.value.report.sources[0].tokens > 300
 
 
+@pytest.mark.parametrize("plan", ["simple_qa", "chat", "tool_heavy"])
+def test_a_text_build_fits_every_budget_its_prompt_fits_in(plan: str) -> None:
+    # Separators are set aside only for the parts the prompt shows, not for every source of
+    # the plan and a tool list it does not have.
+    request = Request(user_input="今天上海天气怎么样", system="你是 Hello-Agents 助手。")
+    roomy = BUILDER.build(BuildPlan.named(plan), request, target="text")
+    size = BUILDER.tokenizer.count(roomy.to_text())
+    tight = BUILDER.build(BuildPlan.named(plan).with_budget(available_override=size), request,
+                          target="text")
+    assert tight.to_text() == roomy.to_text() and tight.total_tokens == size
+    with pytest.raises(BudgetError, match="never-cut parts"):
+        BUILDER.build(BuildPlan.named(plan).with_budget(available_override=size - 1), request,
+                      target="text")
+
+
+def test_a_text_build_of_a_conversation_stays_within_tight_budgets() -> None:
+    request = Request(user_input="And the weather tomorrow?", system="Be brief.",
+                      history=rounds(6), tools=[WEATHER_TOOL],
+                      turn=[call("c1", city="Paris"), result("c1", "sun " * 40)])
+    for budget in range(40, 400, 7):
+        plan = BuildPlan.named("tool_heavy").with_budget(available_override=budget)
+        try:
+            ctx = BUILDER.build(plan, request, target="text")
+        except BudgetError:
+            continue
+        assert BUILDER.tokenizer.count(ctx.to_text()) == ctx.total_tokens <= budget
+
+
 def test_history_gives_back_unused_budget_and_never_fills_a_share_it_does_not_need() -> None:
     ctx = BUILDER.build(BuildPlan.named("chat"), Request(user_input="hi", history=rounds(2)))
     row = next(r for r in ctx.report.sources if r.source == "history")

@@ -192,6 +192,39 @@ def test_bad_option_exits_2_with_one_line_error(runner: CliRunner, args: list[st
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+@pytest.mark.parametrize(("name", "text"), [
+    ("big.json", '{"name": "big", "sources": [{"source": "system", "weight": 1e308}, '
+                 '{"source": "history", "weight": 1e308}, {"source": "user"}]}'),
+    ("inf.yaml", "name: inf\nsources:\n  - {source: system, weight: .inf}\n"
+                 "  - {source: history}\n  - {source: user}\n"),
+])
+def test_a_plan_whose_weights_overflow_exits_2_with_one_line(runner: CliRunner, tmp_path: Path,
+                                                             name: str, text: str) -> None:
+    plan = tmp_path / name
+    plan.write_text(text)
+    result = build(runner, "--plan", str(plan))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("error: PlanError: plan file " + name)
+
+
+def test_a_misspelt_plan_name_is_named_with_the_shipped_plan_it_is_closest_to(
+        runner: CliRunner) -> None:
+    result = build(runner, "--plan", "tool_hevy")
+    assert result.exit_code == 2
+    assert "did you mean 'tool_heavy'?" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_request_file_that_cannot_be_read_is_named_by_its_path(runner: CliRunner,
+                                                                tmp_path: Path) -> None:
+    absent = tmp_path / "requests" / "absent.json"
+    result = build(runner, request=absent)
+    assert result.exit_code == 2
+    assert f"cannot read request file {absent}: " in result.stderr
+
+
 def test_budget_too_small_exits_3(runner: CliRunner) -> None:
     result = build(runner, "--budget", "20")
     assert result.exit_code == 3

@@ -118,6 +118,37 @@ def test_an_empty_file_and_a_missing_file_are_refused(tmp_path: Path) -> None:
         load_cases(tmp_path / "absent.jsonl")
 
 
+def test_a_missing_cases_file_is_named_by_its_path(tmp_path: Path) -> None:
+    absent = tmp_path / "suite" / "absent.jsonl"
+    with pytest.raises(DatasetError, match=f"^cannot read cases file {absent}: "):
+        load_cases(absent)
+
+
+@pytest.mark.parametrize(("plan", "expected"), [
+    ("tool_hevy", "error: DatasetError: cases.jsonl:2: plan: 'tool_hevy' is neither a shipped "
+                  "plan"),
+    ("plans/absent.yaml", "error: DatasetError: cases.jsonl:2: plan: cannot read plan file "
+                          "plans/absent.yaml: "),
+])
+def test_a_case_plan_that_cannot_be_loaded_names_the_file_and_line(tmp_path: Path, plan: str,
+                                                                   expected: str) -> None:
+    path = write(tmp_path, case_line(id="ok"), case_line(id="bad", plan=plan))
+    result = CliRunner().invoke(eval_app, ["cases", str(path)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(expected), result.stderr
+    if plan == "tool_hevy":
+        assert lines[0].endswith("did you mean 'tool_heavy'?")
+
+
+def test_a_misspelt_plan_for_every_case_is_named_with_the_closest_shipped_one(
+        tmp_path: Path) -> None:
+    result = CliRunner().invoke(eval_app, ["cases", str(write(tmp_path, case_line())),
+                                           "--plan", "tool_hevy"])
+    assert result.exit_code == 2
+    assert "did you mean 'tool_heavy'?" in result.stderr
+
+
 def test_bad_input_is_exit_2_with_one_line_naming_line_and_field(tmp_path: Path) -> None:
     path = write(tmp_path, case_line(id="ok"), case_line(id="bad", budget=-3))
     result = CliRunner().invoke(eval_app, ["cases", str(path)])

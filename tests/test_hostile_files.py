@@ -194,8 +194,9 @@ def test_cli_build_with_a_hostile_request_is_exit_2_with_one_line(tmp_path: Path
 
 
 def test_cli_build_with_a_missing_request_file_is_exit_2_with_one_line(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["build", "--request", str(tmp_path / "absent.json")])
-    assert "cannot read request file absent.json" in one_line_exit_2(result)
+    absent = tmp_path / "absent.json"
+    result = CliRunner().invoke(app, ["build", "--request", str(absent)])
+    assert f"cannot read request file {absent}: " in one_line_exit_2(result)
 
 
 @pytest.mark.parametrize("case", ["bad-utf8", "deep"])
@@ -302,5 +303,5 @@ def test_an_endless_or_huge_config_file_is_read_only_up_to_a_bound(tmp_path: Pat
 def test_a_folder_given_as_a_plan_file_is_a_plan_error(tmp_path: Path) -> None:
     folder = tmp_path / "plan.yaml"
     folder.mkdir()
-    with pytest.raises(PlanError, match=r"cannot read plan file plan\.yaml"):
+    with pytest.raises(PlanError, match=r"cannot read plan file .*/plan\.yaml"):
         BuildPlan.load(folder)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,73 @@ def test_tool_calls_in_the_history_choose_the_tool_plan() -> None:
     history = [{"role": "user", "content": "weather?"}, CALL, RESULT,
                {"role": "assistant", "content": "sunny"}]
     assert select_plan(Request(user_input="and tomorrow?", history=history)).name == "tool_heavy"
+
+
+OVERFLOWING = {"name": "big", "sources": [{"source": "system", "weight": 1e308},
+                                          {"source": "history", "weight": 1e308},
+                                          {"source": "user"}]}
+
+
+@pytest.mark.parametrize(("name", "text", "problem"), [
+    ("sum.json", json.dumps(OVERFLOWING), "sum to more than a number can hold"),
+    ("inf.yaml", "name: x\nsources: [{source: system, weight: .inf}, {source: user}]",
+     r"sources\.0\.weight: Input should be a finite number"),
+    ("nan.yaml", "name: x\nsources: [{source: user, weight: .nan}]",
+     r"sources\.0\.weight: Input should be a finite number"),
+    ("inf.toml", 'name = "x"\n[[sources]]\nsource = "user"\nweight = inf\n',
+     r"sources\.0\.weight: Input should be a finite number"),
+    ("window.json", '{"name": "x", "budget": {"window": 1' + "0" * 400 + '}, '
+                    '"sources": [{"source": "user"}]}', r"budget\.window"),
+])
+def test_numbers_a_build_cannot_compute_with_fail_at_load(tmp_path: Path, name: str, text: str,
+                                                          problem: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(PlanError, match=problem):
+        BuildPlan.load(path)
+
+
+def test_a_plan_made_in_code_with_an_infinite_weight_is_a_plan_error_at_build() -> None:
+    chat = BuildPlan.named("chat")
+    plan = dataclasses.replace(chat, sources=tuple(
+        dataclasses.replace(spec, weight=math.inf) if spec.source == "history" else spec
+        for spec in chat.sources))
+    with pytest.raises(PlanError, match="finite"):
+        ContextBuilder().build(plan, Request(user_input="hi", history=[
+            {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]))
+
+
+def test_a_misspelt_shipped_plan_is_named_with_the_closest_one(tmp_path: Path) -> None:
+    with pytest.raises(PlanError, match="did you mean 'tool_heavy'"):
+        BuildPlan.load("tool_hevy")
+    with pytest.raises(PlanError, match=r"neither a shipped plan .* nor a plan file"):
+        BuildPlan.load(tmp_path / "plan")
+    with pytest.raises(PlanError, match=r"BuildPlan\.named\('chat'\)"):
+        BuildPlan.load("chat")
+
+
+def test_a_plan_that_cannot_be_read_is_named_as_given(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PlanError, match=r"cannot read plan file \./plans/absent\.yaml: "):
+        BuildPlan.load("./plans/absent.yaml")
+
+
+def test_a_misspelt_source_is_named_with_the_closest_registered_one() -> None:
+    plan = (BuildPlan.builder("typo").add("system").add("histroy").add("user").build())
+    with pytest.raises(PlanError, match=r"unregistered sources: histroy \(did you mean "
+                                        r"'history'\?\)"):
+        ContextBuilder().build(plan, Request(user_input="hi"))
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"partial_rounds": "tool_round"}, "history: option partial_rounds: should be true, false "
+                                       "or 'tool_rounds' (did you mean 'tool_rounds'?)"),
+    ({"partial_rounds": 2}, "history: option partial_rounds: should be true, false or "
+                            "'tool_rounds'"),
+])
+def test_an_option_of_several_kinds_names_the_values_it_takes(options: dict[str, object],
+                                                              message: str) -> None:
+    with pytest.raises(PlanError) as caught:
+        BuildPlan.builder("p").add("system").add("history", options=options).add("user").build()
+    assert str(caught.value) == f"plan builder: {message}"

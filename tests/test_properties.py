@@ -35,6 +35,7 @@ from contextwright import (
 from contextwright.core.covering import covering
 from contextwright.core.providers import ANTHROPIC_LEAD
 from contextwright.sources.conversation import MISSING_RESULT
+from contextwright.sources.history_digest import LABEL as DIGEST_LABEL
 from strategies import UNTRUSTED_TAG, Scenario, scenarios
 
 
@@ -347,15 +348,34 @@ def test_text_rendering_of_a_chat_build_fits_or_says_so(scenario: Scenario) -> N
     assert count(text) <= scenario.plan.budget.available
 
 
+def anthropic_request(ctx: FinalContext) -> dict[str, Any] | None:
+    """The Anthropic request of ``ctx``, or None when it is refused as a prefill.
+
+    A plan that places the caller's own messages after the question can end the request with
+    the assistant's: a prefill for Anthropic, refused as bad input (never fenced data), not sent.
+    """
+    try:
+        return ctx.to_request("anthropic", max_tokens=1024)
+    except InvalidInputError:
+        shown = [i for i, m in enumerate(ctx.messages) if m.role != "system" and (
+            m.role != "assistant" or m.tool_calls or m.content.strip() or ctx.documents[i])]
+        last = shown[-1]
+        assert ctx.messages[last].role == "assistant"
+        assert not ctx.documents[last] and not ctx.fenced[last]
+        return None
+
+
 @PROPERTY
 @given(scenarios())
 def test_anthropic_rendering_is_valid_and_fits(scenario: Scenario) -> None:
     ctx = built(scenario)
     if ctx is None:
         return
-    request = ctx.to_request("anthropic", max_tokens=1024)  # ValidationError if it is bad
+    request = anthropic_request(ctx)  # ValidationError if it is bad
+    if request is None:
+        return
     messages = request["messages"]
-    assert not messages or messages[0]["role"] == "user"
+    assert messages and messages[0]["role"] == "user" and messages[-1]["role"] == "user"
     for before, after in itertools.pairwise(messages):
         assert before["role"] != after["role"], "Anthropic roles must alternate"
     for message in messages:
@@ -536,12 +556,19 @@ def test_parts_follow_the_plan_order(scenario: Scenario) -> None:
     ctx = built(scenario)
     if ctx is None:
         return
-    positions = {spec.source: i for i, spec in enumerate(ctx.plan.sources)}
+    positions: dict[str, float] = {spec.source: i for i, spec in enumerate(ctx.plan.sources)}
     sections = list(ctx.sections)
+    labels = list(ctx.labels)
     if sections and ctx.messages[0].role == "system":
-        sections = sections[1:]
+        sections, labels = sections[1:], labels[1:]
     if ctx.plan.repeat_question and len(sections) > 1 and sections[-1] == "user":
         sections = sections[:-1]
+    # A digest that is all its source shows after the question goes just before the question:
+    # last, it would end the request in the assistant's voice.
+    for section, label in zip(sections, labels, strict=False):
+        if (label == DIGEST_LABEL and sections.count(section) == 1
+                and positions[section] > positions["user"]):
+            positions[section] = positions["user"] - 0.5
     order = [positions[s] for s in sections]
     assert order == sorted(order), f"sections out of plan order: {sections}"
 
@@ -608,7 +635,9 @@ def test_untrusted_text_never_in_system_or_user_role(scenario: Scenario) -> None
         if message["role"] in ("system", "user"):
             assert UNTRUSTED_TAG not in (message["content"] or ""), (
                 f"untrusted text in messages[{index}] ({message['role']})")
-    anthropic = ctx.to_request("anthropic", max_tokens=1024)
+    anthropic = anthropic_request(ctx)
+    if anthropic is None:
+        return
     assert UNTRUSTED_TAG not in anthropic.get("system", "")
     for message in anthropic["messages"]:  # a digest is fenced data in the assistant's voice
         for block in message["content"]:

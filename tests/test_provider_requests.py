@@ -19,7 +19,7 @@ from contextwright import BuildPlan, ContextBuilder, ContextManager, Document, R
 from contextwright.core.final import FinalContext
 from contextwright.core.providers import PROVIDER_FORMATS
 from contextwright.core.validate import validate_anthropic
-from contextwright.errors import InvalidInputError, ValidationError
+from contextwright.errors import BudgetError, InvalidInputError, ValidationError
 from fakes.provider_server import ProviderServer
 
 SDK_TYPES: dict[str, TypeAdapter[Any]] = {
@@ -75,6 +75,10 @@ SUITE: dict[str, Request] = {
                                    documents=DOCS, system="Support agent."),
     "history starts with the assistant": Request(user_input="ok", history=[
         {"role": "assistant", "content": "Welcome back!"}]),
+    "blank system prompt": Request(user_input="hi", system="\n"),
+    "blank user input": Request(user_input=" ", system="Be terse."),
+    "blank user input after a round": Request(user_input="\n", history=[
+        {"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."}]),
 }
 
 
@@ -347,3 +351,96 @@ def test_a_strict_tool_stays_strict_for_every_provider(server: ProviderServer) -
     loose = build(Request(user_input="note", tools=[{**tool, "function": {
         **tool["function"], "strict": False}}]))
     assert "strict" not in loose.to_request("anthropic", model="claude-sonnet-4-5")["tools"][0]
+
+
+def test_a_blank_system_prompt_is_left_out_of_the_anthropic_request(
+        server: ProviderServer) -> None:
+    for plan in ("chat", "simple_qa"):
+        body = build(SUITE["blank system prompt"], plan).to_request(
+            "anthropic", model="claude-sonnet-4-5")
+        assert "system" not in body
+        check_sdk_type("anthropic", body)
+        send(server, "anthropic", body)
+
+
+@pytest.mark.parametrize("name", ["blank user input", "blank user input after a round"])
+def test_a_blank_user_input_stays_the_last_message_in_every_format(
+        name: str, server: ProviderServer) -> None:
+    ctx = build(SUITE[name], "chat")
+    body = ctx.to_request("anthropic", model="claude-sonnet-4-5")
+    assert body["messages"][-1] == {"role": "user", "content": [
+        {"type": "text", "text": "(empty message)"}]}
+    assert any("(empty message)" in note for note in ctx.rendering_notes("anthropic"))
+    assert ctx.to_request("openai")["messages"][-1]["role"] == "user"
+    assert ctx.to_request("openai-responses")["input"][-1]["role"] == "user"
+    for fmt in PROVIDER_FORMATS:
+        body = ctx.to_request(fmt, model=MODELS[fmt])
+        check_sdk_type(fmt, body)
+        send(server, fmt, body)
+
+
+def test_our_validator_refuses_no_messages_and_a_final_assistant_message() -> None:
+    with pytest.raises(ValidationError, match="no messages"):
+        validate_anthropic([])
+    with pytest.raises(ValidationError, match="prefill"):
+        validate_anthropic([{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                            {"role": "assistant", "content": [{"type": "text", "text": "So"}]}])
+
+
+def crowded_turn() -> Request:
+    """Three calls of this turn whose results are far too long for a small budget."""
+    tool = {"type": "function", "function": {"name": "get_order", "parameters": {
+        "type": "object", "properties": {"order_id": {"type": "string"}}}}}
+    turn: list[dict[str, Any]] = []
+    for number in range(3):
+        turn += [call(f"call_{number}", "get_order", order_id=f"KST{number}"),
+                 result(f"call_{number}", json.dumps({"order_id": f"KST{number}",
+                                                      "status": "shipped",
+                                                      "log": "x " * 400}))]
+    return Request(user_input="Where are my orders?", tools=[tool], turn=turn)
+
+
+def test_a_turn_that_keeps_only_its_digest_still_ends_with_the_question(
+        server: ProviderServer) -> None:
+    plan = BuildPlan.named("tool_heavy").with_budget(available_override=300)
+    ctx = ContextBuilder().build(plan, crowded_turn())
+    assert any(d.key == "tool_results.digest" and d.action == "compacted"
+               for d in ctx.report.decisions)
+    assert ctx.sections[-2:] == ("tool_results", "user")  # the digest goes before the question
+    openai_messages = ctx.to_request("openai")["messages"]
+    assert openai_messages[-1] == {"role": "user", "content": "Where are my orders?"}
+    assert "KST0" in openai_messages[-2]["content"]  # the digest, in the assistant's voice
+    assert openai_messages[-2]["role"] == "assistant"
+    assert ctx.to_request("openai-responses")["input"][-1]["role"] == "user"
+    body = ctx.to_request("anthropic")
+    last = body["messages"][-1]
+    assert last["role"] == "user"
+    assert [b["type"] for b in last["content"]] == ["search_result", "text"]
+    assert "KST0" in last["content"][0]["content"][0]["text"]
+    for fmt in PROVIDER_FORMATS:
+        request = ctx.to_request(fmt, model=MODELS[fmt])
+        check_sdk_type(fmt, request)
+        send(server, fmt, request)
+
+
+def test_a_turn_that_ends_with_the_assistant_answer_is_refused_for_anthropic_only() -> None:
+    ctx = build(Request(user_input="Where is my order?", tools=[WEATHER], turn=[
+        call("c1", city="Paris"), result("c1", "sun"),
+        {"role": "assistant", "content": "It is sunny."}]))
+    assert ctx.to_request("openai")["messages"][-1]["role"] == "assistant"
+    with pytest.raises(InvalidInputError, match="prefill"):
+        ctx.to_request("anthropic")
+
+
+def test_a_build_that_fits_renders_for_anthropic_within_its_budget() -> None:
+    # A blank user message first: the Anthropic rendering shows it as "(empty message)" and
+    # needs no lead message; the build sets aside what that rendering adds.
+    history = [{"role": "user", "content": ""}, {"role": "assistant", "content": "word " * 60}]
+    for budget in range(60, 140):
+        plan = BuildPlan.named("chat").with_budget(available_override=budget)
+        try:
+            ctx = ContextBuilder().build(plan, Request(user_input="And then?", history=history))
+        except BudgetError:
+            continue
+        ctx.to_request("anthropic")  # ValidationError if it were over the budget
+        ctx.to_request("openai")

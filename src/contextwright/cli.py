@@ -78,7 +78,7 @@ def _read_request(path: Path) -> Request:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise InvalidInputError(f"cannot read request file {path.name}: {exc.strerror}") from None
+        raise InvalidInputError(f"cannot read request file {path}: {exc.strerror}") from None
     try:
         data = parse_document(raw, "json")
     except MalformedDocument as exc:
@@ -179,7 +179,7 @@ def _read_previous(path: Path) -> Fingerprint:
     try:
         data = parse_document(path.read_bytes(), "json")
     except OSError as exc:
-        raise InvalidInputError(f"cannot read fingerprint file {path.name}: {exc.strerror}"
+        raise InvalidInputError(f"cannot read fingerprint file {path}: {exc.strerror}"
                                 ) from None
     except MalformedDocument as exc:
         raise InvalidInputError(f"fingerprint file {path.name} is not valid JSON: {exc}"

@@ -5,14 +5,16 @@ one leading system message, in plan order, each part after the first under its l
 that fenced text is data is appended when the builder asks for it. Tool definitions go to the tools
 list. Every other message follows its source's place in the plan, in the source's own order (so a
 tool result sits right after the call that asked for it). With ``repeat_question`` the user's
-question is repeated at the tail when something follows it (seed 004 §2.3).
+question is repeated at the tail when something follows it (seed 004 §2.3). No fenced data ends
+the request in the assistant's voice: a digest that is all its source shows after the question
+goes just before the question.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from contextwright.core.accounting import message_tokens
 from contextwright.core.fence import DATA_NOTE, SYSTEM_MESSAGE, label
@@ -20,6 +22,8 @@ from contextwright.core.final import SystemPart
 from contextwright.core.gather import Candidate, Costing, Unit
 from contextwright.core.items import ContextItem, Message, Role
 from contextwright.core.plan import BuildPlan
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +39,8 @@ class Assembly:
     """Each message's source label (None for messages without one)."""
     documents: tuple[bool, ...]
     """Whether each message carries a document (an untrusted item with a ``document``)."""
+    fenced: tuple[bool, ...]
+    """Whether each message is untrusted data, fenced by the build."""
     chat_tokens: int
     """Tokens of the OpenAI rendering (only meaningful when costing for chat)."""
     message_tokens: tuple[int, ...] = ()
@@ -76,6 +82,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     sections: list[str] = []
     labels: list[str | None] = []
     documents: list[bool] = []
+    fenced_messages: list[bool] = []
     counts: list[int] = []
     keys: list[str] = []
     origins: list[Candidate | None] = []
@@ -104,10 +111,28 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
                 sections.append(spec.source)
                 labels.append(candidate.item.label)
                 documents.append(is_document(candidate.item))
+                fenced_messages.append(candidate.item.untrusted)
                 counts.append(candidate.tokens)
                 keys.append(candidate.item.key)
                 origins.append(candidate)
             tokens += candidate.tokens if costing.target == "chat" else 0
+    lone = _lone_digests_after(question, sections, origins)
+    if lone:
+        # A digest stands before what its source kept; when the source kept nothing else and
+        # comes after the question, the digest would end the request in the assistant's voice
+        # (an Anthropic prefill). It goes before the question instead, as fenced volatile data
+        # does, and as a document (a search result for Anthropic), never in the user's role.
+        for index in lone:
+            documents[index] = True
+        order = _moved_before(lone, sections.index(str(question)), len(messages))
+        _reorder(messages, order)
+        _reorder(sections, order)
+        _reorder(labels, order)
+        _reorder(documents, order)
+        _reorder(fenced_messages, order)
+        _reorder(counts, order)
+        _reorder(keys, order)
+        _reorder(origins, order)
     language = costing.language
     if note or fenced:
         system_texts.append(DATA_NOTE[language])
@@ -118,6 +143,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         sections.append(question)
         labels.append(None)
         documents.append(False)
+        fenced_messages.append(False)
         keys.append(repeated_key)
         origins.append(None)
         counts.append(message_tokens(messages[-1], costing.tokenizer))
@@ -141,6 +167,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         sections.insert(at, group[0].item.namespace)
         labels.insert(at, group[0].item.namespace if role == "assistant" else None)
         documents.insert(at, role == "assistant")
+        fenced_messages.insert(at, role == "assistant")
         keys.insert(at, ",".join(c.item.key for c in group))
         origins.insert(at, None)
         counts.insert(at, message_tokens(message, costing.tokenizer)
@@ -151,6 +178,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         sections.insert(0, SYSTEM_MESSAGE)
         labels.insert(0, None)
         documents.insert(0, False)
+        fenced_messages.insert(0, False)
         keys.insert(0, SYSTEM_MESSAGE)
         origins.insert(0, None)
         counts.insert(0, message_tokens(messages[0], costing.tokenizer))
@@ -159,12 +187,35 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         messages=tuple(messages), sections=tuple(sections), system_parts=tuple(parts),
         tool_schemas=tuple(c.item.metadata["schema"] for c in schemas),
         schema_jsons=tuple(c.message.content for c in schemas), labels=tuple(labels),
-        documents=tuple(documents),
+        documents=tuple(documents), fenced=tuple(fenced_messages),
         chat_tokens=tokens,
         message_tokens=tuple(counts) if costing.target == "chat" else (),
         schema_tokens=tuple(c.tokens for c in schemas), keys=tuple(keys),
         candidates=tuple(origins),
     )
+
+
+def _lone_digests_after(question: str | None, sections: list[str],
+                        origins: list[Candidate | None]) -> list[int]:
+    """Indexes of digests after the question whose source shows nothing but the digest."""
+    if question is None or question not in sections:
+        return []
+    after = sections.index(question) + 1
+    return [index for index in range(after, len(sections))
+            if (origin := origins[index]) is not None and "digest" in origin.item.metadata
+            and sections.count(sections[index]) == 1]
+
+
+def _moved_before(moved: list[int], at: int, size: int) -> list[int]:
+    """The order of ``size`` positions with those in ``moved`` placed just before ``at``."""
+    rest = [index for index in range(size) if index not in moved]
+    split = rest.index(at)
+    return [*rest[:split], *moved, *rest[split:]]
+
+
+def _reorder(values: list[T], order: list[int]) -> None:
+    """Put ``values`` in ``order`` (a permutation of its positions), in place."""
+    values[:] = [values[index] for index in order]
 
 
 def is_document(item: ContextItem) -> bool:

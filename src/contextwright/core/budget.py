@@ -15,6 +15,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from contextwright.core.caches import register_cache
+from contextwright.errors import PlanError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,8 +76,11 @@ def allocate_budget(pool: int, claims: Sequence[Claim], total_weight: float,
     """Grant each claim tokens from ``pool`` (what is left after the parts never cut).
 
     ``total_weight`` includes the weights of the never-cut sources, so shares are fractions of the
-    whole ``available`` budget as the plan states them.
+    whole ``available`` budget as the plan states them. Weights that are not finite, or whose sum
+    is not (a plan made in code is not checked as a loaded one is), are a ``PlanError``.
     """
+    if not math.isfinite(total_weight) or not all(math.isfinite(c.weight) for c in claims):
+        raise PlanError("the weights of the plan's sources must be finite, and so must their sum")
     shares = {c.name: weighted_share(c, total_weight, available) for c in claims}
     grants = {c.name: min(c.need, shares[c.name]) for c in claims}
     granted = sum(grants.values())

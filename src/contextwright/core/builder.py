@@ -7,6 +7,7 @@ the same context byte for byte.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import NoReturn
@@ -31,7 +32,7 @@ from contextwright.core.items import check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.notes import build_notes
 from contextwright.core.plan import BuildPlan
-from contextwright.core.providers import ANTHROPIC_LEAD
+from contextwright.core.providers import ANTHROPIC_LEAD, anthropic_added_tokens
 from contextwright.core.pruning import prune_source
 from contextwright.core.report import BuildReport
 from contextwright.core.reporting import make_report, unread_decisions
@@ -133,7 +134,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         schema_jsons=assembly.schema_jsons, total_tokens=total,
         available=plan.budget.available, report=report, language=costing.language,
         tokenizer=tokenizer, target=target, labels=assembly.labels,
-        documents=assembly.documents,
+        documents=assembly.documents, fenced=assembly.fenced,
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
         message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
         cache_points=(cache_points(assembly.sections, tail, steps.conversation,
@@ -184,17 +185,47 @@ def _shows_prompt(plan: BuildPlan, request: Request,
 
 def framing_tokens(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
                    costing: Costing) -> int:
-    """Tokens no source owns and every context pays.
+    """Tokens of a chat rendering that no source owns and every context pays.
 
-    Chat: the reply priming and, with a system prompt, the system message's frame. Text: a
-    separator line for each part the plan may render and the tool list's (an upper bound).
+    The reply priming and, with a system prompt, the system message's frame.
     """
-    if costing.target == "text":
-        names = [spec.source for spec in plan.sources] + [TOOL_LIST]
-        return sum(costing.tokenizer.count(separator(name, costing.language)) + 1
-                   for name in names)
     frame = costing.tokenizer.frame
     return frame.reply + (frame.system if _shows_prompt(plan, request, sources) else 0)
+
+
+def never_cut_tokens(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
+                     never_cut: list[Gathered], costing: Costing) -> int:
+    """Tokens the never-cut parts take in the target rendering.
+
+    Chat: their counts and the framing no source owns. Text: their own prompt, rendered and
+    counted exactly (separators, joins and escapes included), so a prompt that fits is never
+    refused for separators of parts it does not show.
+    """
+    if costing.target != "text":
+        return framing_tokens(plan, request, sources, costing) + sum(g.need for g in never_cut)
+    kept = {g.spec.source: list(g.units) for g in never_cut}
+    question = next((g.spec.source for g in never_cut if g.traits.question), None)
+    assembly = assemble(plan, kept, request.user_input, costing, note=False, repeat=False,
+                        question=question)
+    return exact_tokens(assembly, costing)[1]
+
+
+def text_separator_tokens(gathered: list[Gathered], costing: Costing) -> int:
+    """The separator lines the text rendering gives what ``gathered`` offers (0 for chat).
+
+    One per source that offers messages (its section), and the tool list's when a tool
+    definition is offered; each with the line break that joins it. A system part pays for its
+    own (``gather``).
+    """
+    if costing.target != "text":
+        return 0
+    candidates = [(g.spec.source, c) for g in gathered for u in g.units for c in u.candidates]
+    sections = dict.fromkeys(name for name, c in candidates
+                             if not c.is_schema and c.message.role != "system")
+    if any(c.is_schema for _, c in candidates):
+        sections[TOOL_LIST] = None
+    return sum(costing.tokenizer.count(separator(name, costing.language)) + 1
+               for name in sections)
 
 
 def data_note_tokens(plan: BuildPlan, request: Request, gathered: list[Gathered],
@@ -263,7 +294,8 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
     available = plan.budget.available
     missing = [spec.source for spec in plan.sources if spec.source not in sources]
     if missing:
-        raise PlanError(f"plan {plan.name!r} names unregistered sources: {', '.join(missing)}")
+        named = ", ".join(with_closest(name, list(sources)) for name in missing)
+        raise PlanError(f"plan {plan.name!r} names unregistered sources: {named}")
     for spec in plan.sources:
         model = options_model_of(sources[spec.source])
         if model is not None:
@@ -271,8 +303,7 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
     specs = list(enumerate(plan.sources))
     fixed = [gather_source(spec, i, sources[spec.source], request, available, costing)
              for i, spec in specs if not spec.cuttable]
-    pool = (available - framing_tokens(plan, request, sources, costing)
-            - sum(g.need for g in fixed))
+    pool = available - never_cut_tokens(plan, request, sources, fixed, costing)
     if pool < 0 or not all(g.complete for g in fixed):
         fail_budget(plan, fixed, costing.tokenizer,
                     "the never-cut parts alone exceed the budget")
@@ -282,7 +313,14 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
                       costing)
         for i, spec in specs if spec.cuttable
     ]
+    _, pool = reserve(pool, text_separator_tokens(rest, costing))
     return sorted(fixed + rest, key=lambda g: g.position), pool
+
+
+def with_closest(name: str, known: list[str]) -> str:
+    """``name``, and the closest of ``known`` when there is one (a misspelt source name)."""
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"{name} (did you mean {close[0]!r}?)" if close else name
 
 
 def fail_budget(plan: BuildPlan, gathered: list[Gathered], tokenizer: CountingTokenizer,
@@ -424,19 +462,18 @@ def _shrink_or_drop(g: Gathered, selection: Selection, unit: Unit, excess: int, 
 def exact_tokens(assembly: Assembly, costing: Costing) -> tuple[int, int]:
     """The target rendering's exact count, and the count the budget is checked against.
 
-    Chat: the OpenAI count; the check adds the lead message an Anthropic rendering needs when
-    the first message after the system prompt is the assistant's, so both renderings fit.
-    Text: the prompt counted whole.
+    Chat: the OpenAI count; the check adds what the Anthropic rendering adds to it (a lead
+    message when the first message it shows is the assistant's, the text of blank user
+    messages), by the rendering's own rules, so every rendering fits. Text: the prompt counted
+    whole.
     """
     if costing.target == "text":
         text = render_text(assembly.system_parts, assembly.schema_jsons, assembly.sections,
                            assembly.messages, costing.language)
         total = costing.tokenizer.count(text)
         return total, total
-    first = next((m.role for m in assembly.messages if m.role != "system"), "user")
-    tokenizer = costing.tokenizer
-    lead = tokenizer.count(ANTHROPIC_LEAD) + tokenizer.frame.user if first != "user" else 0
-    return assembly.chat_tokens, assembly.chat_tokens + lead
+    added = anthropic_added_tokens(assembly.messages, assembly.documents, costing.tokenizer)
+    return assembly.chat_tokens, assembly.chat_tokens + added
 
 
 def _least_important(gathered: list[Gathered], selections: dict[str, Selection]

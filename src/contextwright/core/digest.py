@@ -6,7 +6,9 @@ the source's units are chosen, a source that implements ``DigestingSource`` is a
 item that stands for the rest (history: the exact values first seen in the omitted turns), in
 the room left. If it has nothing to say, the source is pruned again with its whole grant, so the
 reserve never costs anything for nothing. The digest is the source's oldest unit: the first to go
-if the exact count is over, and it is reported as a decision.
+if the exact count is over, and it is reported as a decision. It renders before what its source
+kept; a digest that is all its source shows after the user's input goes before the input instead
+(``core.assemble``), so it never ends the request in the assistant's voice.
 
 A digest is costed several times while its source decides how many values fit, and rebuilt on
 every build, so ``DigestCost`` counts a fenced digest line by line where the tokenizer allows it

@@ -14,12 +14,14 @@ from contextwright.core.accounting import context_tokens
 from contextwright.core.cache import Fingerprint, message_hash, plan_hash, tools_hash
 from contextwright.core.items import Message
 from contextwright.core.providers import (
-    ANTHROPIC_LEAD,
     PROVIDER_FORMATS,
     CallSettings,
     ProviderFormat,
     Rendered,
     anthropic,
+    anthropic_added_tokens,
+    anthropic_role,
+    last_anthropic_message,
     openai_chat,
     openai_responses,
 )
@@ -78,6 +80,8 @@ class FinalContext:
     """Source label of each message (a document's file or section), when it has one."""
     documents: tuple[bool, ...] = ()
     """Whether each message carries a document (rendered in each provider's form for one)."""
+    fenced: tuple[bool, ...] = ()
+    """Whether each message is untrusted data the build fenced (else the caller's own text)."""
     model: str | None = None
     """The model the builder was made for: the requests' ``model`` unless the caller gives one."""
     max_output_tokens: int | None = None
@@ -199,12 +203,32 @@ class FinalContext:
         if fmt != "anthropic":
             raise ValueError(f"unknown provider format {fmt!r}; choose one of "
                              f"{', '.join(PROVIDER_FORMATS)}")
+        self._check_no_prefill(rest, documents)
         rendered = anthropic(system, rest, labels, documents, self.tool_schemas, settings)
         validate_anthropic_request(rendered.body)
-        lead_tokens = (self.tokenizer.count(ANTHROPIC_LEAD) + self.tokenizer.frame.user
-                       if rendered.lead else 0)
-        check_budget(self._chat_tokens() + lead_tokens, self.available)
+        added = anthropic_added_tokens(rest, documents, self.tokenizer)
+        check_budget(self._chat_tokens() + added, self.available)
         return rendered
+
+    def _check_no_prefill(self, rest: tuple[Message, ...], documents: tuple[bool, ...]) -> None:
+        """Refuse a request whose own messages end with the assistant's, for Anthropic.
+
+        The Messages API takes a final assistant message as a prefill: the model continues it
+        rather than answers. Only the caller's messages can end there (an answered turn given
+        as this turn's messages); fenced data the build placed there would be a bug, which the
+        validator catches.
+        """
+        last = last_anthropic_message(rest, documents)
+        if last is None or anthropic_role(rest[last], documents[last]) != "assistant":
+            return
+        offset = len(self.messages) - len(rest)
+        if self.fenced and self.fenced[offset + last]:
+            return
+        section = self.sections[offset + last] if self.sections else "the request"
+        raise InvalidInputError(
+            f"the request's last message ({section}) is the assistant's: the Messages API would "
+            "continue it as a prefill instead of answering; end the request with the user's "
+            "message or tool results")
 
     def to_text(self) -> str:
         """A plain prompt with labelled separators; content cannot forge a separator.

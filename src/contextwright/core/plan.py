@@ -7,6 +7,7 @@ fails at load with a ``PlanError`` naming the field. Changing a plan means makin
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import math
@@ -179,7 +180,7 @@ class BuildPlan:
     @staticmethod
     def load(path: str | Path) -> BuildPlan:
         """Load a plan from a .yaml/.yml, .toml or .json file."""
-        return load_plan(Path(path))
+        return load_plan(Path(path), shown=str(path))
 
     def spec(self, source: str) -> SourceSpec | None:
         """The spec of ``source`` in this plan, if it takes part."""
@@ -252,7 +253,7 @@ def _budget_dict(budget: Budget) -> dict[str, Any]:
 class _SourceModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     source: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    weight: float = Field(default=1.0, ge=0)
+    weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     max_tokens: int | None = Field(default=None, ge=0)
     min_tokens: int = Field(default=0, ge=0)
     cuttable: bool | None = None
@@ -267,9 +268,14 @@ class _SourceModel(BaseModel):
         return self
 
 
+MAX_WINDOW = 2**53
+"""The largest window a plan may give: ``available`` multiplies it by a float, which holds every
+whole number up to here exactly (and overflows far beyond it)."""
+
+
 class _BudgetModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    window: int = Field(default=8192, gt=0)
+    window: int = Field(default=8192, gt=0, le=MAX_WINDOW)
     safety_ratio: float = Field(default=0.75, gt=0, le=1)
     reserved_output: int = Field(default=1024, ge=0)
     reserved_reasoning: int = Field(default=0, ge=0)
@@ -292,8 +298,11 @@ class _PlanModel(BaseModel):
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"source listed twice: {', '.join(duplicates)}")
-        if sum(spec.weight for spec in self.sources) <= 0:
+        total = sum(spec.weight for spec in self.sources)
+        if total <= 0:
             raise ValueError("the weights of the sources sum to zero")
+        if not math.isfinite(total):  # shares are weight / total: they would all be 0 or NaN
+            raise ValueError("the weights of the sources sum to more than a number can hold")
         questions = [name for name, traits in _registered_traits().items() if traits.question]
         if questions and not set(questions) & set(names):
             # Without it the current input is never rendered, and nothing would say so.
@@ -320,7 +329,7 @@ def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
     except PydanticValidationError as exc:
         first = exc.errors()[0]
         location = ".".join(str(part) for part in first["loc"]) or "plan"
-        raise PlanError(f"{origin}: {location}: {first['msg']}") from None
+        raise PlanError(f"{origin}: {location}: {_message(first['msg'])}") from None
     budget = Budget(**model.budget.model_dump())
     if budget.available <= 0:
         raise PlanError(f"{origin}: budget: nothing is left after the reserves")
@@ -340,6 +349,11 @@ def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
         strict=model.strict,
         add_missing_sources=model.add_missing_sources,
     )
+
+
+def _message(text: str) -> str:
+    """A validation message without the "Value error, " that pydantic puts before our own."""
+    return text.removeprefix("Value error, ")
 
 
 def _spec(model: _SourceModel) -> SourceSpec:
@@ -366,10 +380,27 @@ def _shipped(name: str) -> BuildPlan:
     return plan_from_mapping(parse_document(data, "yaml"), origin=f"shipped plan {name}")
 
 
-def load_plan(path: Path) -> BuildPlan:
-    """Read a plan file; the format follows the suffix."""
-    data = read_config_file(path, "plan file")
+def load_plan(path: Path, shown: str | None = None) -> BuildPlan:
+    """Read a plan file; the format follows the suffix.
+
+    ``shown``: the path as the caller gave it, for messages. A name without a plan file's suffix
+    is most likely a shipped plan's, misspelt: the message names the closest one.
+    """
+    given = str(path) if shown is None else shown
+    if path.suffix.lower() not in _FORMATS:
+        raise PlanError(_not_a_plan_file(given))
+    data = read_config_file(path, "plan file", shown=given)
     return plan_from_mapping(data, origin=f"plan file {path.name}")
+
+
+def _not_a_plan_file(given: str) -> str:
+    """Why ``given`` names no plan: not a shipped plan, and not a file a plan can be read from."""
+    if given in SHIPPED_PLANS:
+        return f"{given!r} is a shipped plan, not a file: use BuildPlan.named({given!r})"
+    close = difflib.get_close_matches(given, SHIPPED_PLANS, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (f"{given!r} is neither a shipped plan ({', '.join(SHIPPED_PLANS)}) nor a plan file "
+            f"(.yaml, .yml, .toml or .json){hint}")
 
 
 _FORMATS: dict[str, Format] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
@@ -377,11 +408,13 @@ MAX_CONFIG_BYTES = 1 << 20
 """Largest plan or modes file read (real ones are a few hundred bytes; /dev/zero is endless)."""
 
 
-def read_config_file(path: Path, what: str) -> Any:
+def read_config_file(path: Path, what: str, shown: str | None = None) -> Any:
     """Parse a .yaml/.yml, .toml or .json file; ``PlanError`` names the file and the problem.
 
     Work is bounded: at most ``MAX_CONFIG_BYTES`` are read, and parsing (``core.parsing``)
-    takes no YAML aliases, no deep nesting, UTF-8 only.
+    takes no YAML aliases, no deep nesting, UTF-8 only. A file that cannot be read is named by
+    its path as given (``shown``, else ``path``): its name alone may not say where it was looked
+    for.
     """
     fmt = _FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -390,7 +423,8 @@ def read_config_file(path: Path, what: str) -> Any:
         with path.open("rb") as handle:
             data = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise PlanError(f"cannot read {what} {path.name}: {exc.strerror}") from None
+        raise PlanError(f"cannot read {what} {path if shown is None else shown}: "
+                        f"{exc.strerror}") from None
     if len(data) > MAX_CONFIG_BYTES:
         raise PlanError(f"{what} {path.name} is larger than {MAX_CONFIG_BYTES} bytes")
     try:

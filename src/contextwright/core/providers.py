@@ -6,9 +6,11 @@ Documents are fenced messages in the assistant's voice (the build flags them), s
 text is ever in the user's or the system's role; tool call ids are renamed where a provider would
 refuse them (``CallIds``):
 
-- Anthropic: system apart and left out when empty; roles alternate (same roles merged, tool
+- Anthropic: system apart and left out when blank; roles alternate (same roles merged, tool
   results first in their user message); a lead user message when the history starts with the
-  assistant; no empty content and no blank text block; every tool's ``input_schema`` is an object
+  assistant; no empty content and no blank text block (a blank assistant message is left out, a
+  blank user message shows as ``(empty message)``: the user's turn stays, and a request never
+  ends in the assistant's turn for it); every tool's ``input_schema`` is an object
   schema; ``tool_use`` / ``tool_result`` blocks only when the request defines tools (without
   tools, calls are shown as the assistant's text and their fenced results as ``search_result``
   blocks, and a note says so); documents as
@@ -39,10 +41,13 @@ from contextwright.core.fence import neutralise
 from contextwright.core.images import ANTHROPIC_MAX_IMAGE_BYTES, ImagePart
 from contextwright.core.items import Message
 from contextwright.errors import InvalidInputError
+from contextwright.tokens import CountingTokenizer
 
 ProviderFormat = Literal["openai", "openai-responses", "anthropic"]
 PROVIDER_FORMATS: tuple[ProviderFormat, ...] = ("openai", "openai-responses", "anthropic")
 ANTHROPIC_LEAD = "(earlier conversation omitted)"
+ANTHROPIC_BLANK_USER = "(empty message)"
+"""The text of a user message that has none, for the Messages API (it refuses blank text)."""
 
 
 @dataclass(slots=True)
@@ -51,8 +56,6 @@ class Rendered:
 
     body: dict[str, Any]
     notes: list[str] = field(default_factory=list)
-    lead: bool = False
-    """Anthropic: a lead user message was added (it costs tokens the build did not count)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -365,9 +368,7 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     for turn in merged:
         if turn["role"] == "user":  # tool results must open a user message
             turn["content"].sort(key=lambda block: block["type"] != "tool_result")
-    _strip_final_assistant(merged)
-    lead = bool(merged) and merged[0]["role"] != "user"
-    if lead:
+    if merged and merged[0]["role"] != "user":
         merged.insert(0, {"role": "user", "content": [{"type": "text", "text": ANTHROPIC_LEAD}]})
     body: dict[str, Any] = {}
     if settings.model is not None:
@@ -376,7 +377,7 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
         raise InvalidInputError("the Messages API needs max_tokens: the plan reserves no output "
                                 "tokens, so pass max_tokens=")
     body["max_tokens"] = settings.max_output_tokens
-    if system:
+    if system.strip():  # a blank system prompt is no prompt; the API refuses blank text
         body["system"] = system
     body["messages"] = merged
     if schemas:
@@ -387,7 +388,69 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     choice = _anthropic_tool_choice(settings) if schemas else None
     if choice is not None:
         body["tool_choice"] = choice
-    return Rendered(body, notes, lead)
+    return Rendered(body, notes)
+
+
+def anthropic_role(message: Message, document: bool) -> Literal["user", "assistant"]:
+    """The Messages API role of a message: tool results and documents are on the user's side."""
+    return "user" if message.role in ("user", "tool") or document else "assistant"
+
+
+def anthropic_leaves_out(message: Message, document: bool) -> bool:
+    """Whether the Anthropic rendering leaves ``message`` out.
+
+    It does an assistant message with no text and no calls (the API refuses empty content); a
+    user message is never left out (``shows_blank_user``).
+    """
+    return (anthropic_role(message, document) == "assistant" and not message.tool_calls
+            and is_blank(message.content))
+
+
+def shows_blank_user(message: Message, document: bool) -> bool:
+    """Whether the Anthropic rendering shows ``message`` as ``ANTHROPIC_BLANK_USER``.
+
+    It does a user message with no text and no image to show: the user's turn stays.
+    """
+    return (message.role == "user" and not document and not message.images
+            and is_blank(message.content))
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` has nothing but white space (without copying a long text)."""
+    return not text or text.isspace()
+
+
+def last_anthropic_message(messages: Sequence[Message], documents: Sequence[bool]) -> int | None:
+    """Index of the last of ``messages`` the Anthropic rendering shows (None: it shows none)."""
+    for index in range(len(messages) - 1, -1, -1):
+        document = index < len(documents) and documents[index]
+        if messages[index].role != "system" and not anthropic_leaves_out(messages[index],
+                                                                          document):
+            return index
+    return None
+
+
+def anthropic_added_tokens(messages: Sequence[Message], documents: Sequence[bool],
+                           tokenizer: CountingTokenizer) -> int:
+    """Tokens the Anthropic rendering of ``messages`` adds to their OpenAI count, at most.
+
+    The lead user message when the first message it shows is the assistant's, and the text of
+    each blank user message. The build reserves them (so every rendering fits the budget) with
+    the same rules the rendering follows.
+    """
+    added = 0
+    first: str | None = None
+    for index, message in enumerate(messages):
+        document = index < len(documents) and documents[index]
+        if message.role == "system" or anthropic_leaves_out(message, document):
+            continue
+        if first is None:
+            first = anthropic_role(message, document)
+        if shows_blank_user(message, document):
+            added += tokenizer.count(ANTHROPIC_BLANK_USER)
+    if first == "assistant":
+        added += tokenizer.count(ANTHROPIC_LEAD) + tokenizer.frame.user
+    return added
 
 
 def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
@@ -397,23 +460,33 @@ def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
     """Messages as alternating turns, and the last block of each message in ``points``."""
     merged: list[dict[str, Any]] = []
     marked: list[dict[str, Any]] = []
+    left_out = blank_users = 0
     for index, message in enumerate(messages):
         document = index < len(documents) and documents[index]
-        role = "user" if message.role in ("user", "tool") or document else "assistant"
+        if anthropic_leaves_out(message, document):
+            left_out += 1
+            continue
+        role = anthropic_role(message, document)
         if message.tool_calls:
             ids.open_block(message)
-        blocks = _anthropic_blocks(message, labels[index] if index < len(labels) else None,
-                                   document, native_tools, ids, images)
-        if not blocks:
-            notes.append(f"an empty {message.role} message was left out (the Messages API "
-                         "refuses empty content)")
-            continue
+        if shows_blank_user(message, document):
+            blank_users += 1
+            blocks = [{"type": "text", "text": ANTHROPIC_BLANK_USER}]
+        else:
+            blocks = _anthropic_blocks(message, labels[index] if index < len(labels) else None,
+                                       document, native_tools, ids, images)
         if index in points:
             marked.append(blocks[-1])
         if merged and merged[-1]["role"] == role:
             merged[-1]["content"].extend(blocks)
         else:
             merged.append({"role": role, "content": blocks})
+    if left_out:
+        notes.append(f"{left_out} empty assistant message(s) left out (the Messages API refuses "
+                     "empty content)")
+    if blank_users:
+        notes.append(f"{blank_users} empty user message(s) shown as {ANTHROPIC_BLANK_USER!r} "
+                     "(the Messages API refuses blank text)")
     return merged, marked
 
 
@@ -421,12 +494,10 @@ def _add_breakpoints(body: dict[str, Any], merged: list[dict[str, Any]],
                      marked: list[dict[str, Any]]) -> None:
     """``cache_control`` on the last tool, the system prompt and the marked message blocks.
 
-    A marked block the rendering dropped (a stripped final assistant text) is skipped. With more
-    than four in all, the earliest message breakpoints go: the later a breakpoint, the more of
-    the request it caches.
+    With more than four in all, the earliest message breakpoints go: the later a breakpoint,
+    the more of the request it caches.
     """
-    present = {id(block) for turn in merged for block in turn["content"]}
-    blocks = [b for b in marked if id(b) in present]
+    blocks = marked
     fixed = int(bool(body.get("tools"))) + int("system" in body)
     for block in blocks[max(0, len(blocks) - (MAX_BREAKPOINTS - fixed)):]:
         block["cache_control"] = dict(CACHE_CONTROL)
@@ -488,21 +559,6 @@ def _tool_result_block(message: Message, native_tools: bool, ids: CallIds,
     elif message.content:
         block["content"] = message.content
     return block
-
-
-def _strip_final_assistant(merged: list[dict[str, Any]]) -> None:
-    """A final assistant turn (a prefill) may not end with white space; the API refuses it."""
-    if not merged or merged[-1]["role"] != "assistant":
-        return
-    last = merged[-1]["content"][-1]
-    if last["type"] == "text":
-        stripped = last["text"].rstrip()
-        if stripped:
-            last["text"] = stripped
-        else:
-            merged[-1]["content"].pop()
-            if not merged[-1]["content"]:
-                merged.pop()
 
 
 def object_schema(parameters: object) -> dict[str, Any]:

@@ -17,8 +17,17 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from types import MappingProxyType, UnionType
+from typing import (
+    Any,
+    Literal,
+    Protocol,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
@@ -283,9 +292,55 @@ def check_options(name: str, options: Mapping[str, Any], model: type[SourceOptio
     try:
         return model.model_validate(_plain(options))
     except PydanticValidationError as exc:
-        first = exc.errors()[0]
+        raise option_error(name, exc, model) from None
+
+
+def option_error(name: str, exc: PydanticValidationError, model: type[BaseModel]) -> PlanError:
+    """A ``PlanError`` naming source ``name``'s first bad option and what it may be.
+
+    An option that takes one of several kinds (``partial_rounds``: a boolean or
+    ``"tool_rounds"``) fails once per kind; the message lists the values it takes rather than
+    the first kind's complaint (``partial_rounds.bool: Input should be a valid boolean``).
+    """
+    errors = exc.errors()
+    first = errors[0]
+    option = str(first["loc"][0]) if first["loc"] else ""
+    field = model.model_fields.get(option)
+    kinds = _union_members(field.annotation) if field is not None else []
+    if not kinds:
         where = ".".join(str(part) for part in first["loc"])
-        raise PlanError(f"{name}: option {where}: {first['msg']}") from None
+        return PlanError(f"{name}: option {where}: {first['msg']}")
+    inside = next((e for e in errors if e["loc"][:1] == (option,) and len(e["loc"]) > 2), None)
+    if inside is not None:  # one kind matched, a part of it is wrong: name that part
+        where = ".".join(str(part) for part in (option, *inside["loc"][2:]))
+        return PlanError(f"{name}: option {where}: {inside['msg']}")
+    phrases = [phrase for kind in kinds for phrase in _kind_phrases(kind)]
+    allowed = ", ".join(phrases[:-1]) + f" or {phrases[-1]}" if len(phrases) > 1 else phrases[0]
+    words = [value for kind in kinds if get_origin(kind) is Literal
+             for value in get_args(kind) if isinstance(value, str)]
+    given = first.get("input")
+    close = difflib.get_close_matches(given, words, n=1) if isinstance(given, str) else []
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return PlanError(f"{name}: option {option}: should be {allowed}{hint}")
+
+
+def _union_members(annotation: Any) -> list[Any]:
+    """The kinds a union annotation allows, ``None`` left out ([] when it is no union)."""
+    if get_origin(annotation) not in (Union, UnionType):
+        return []
+    members = [arg for arg in get_args(annotation) if arg is not type(None)]
+    return members if len(members) > 1 else []
+
+
+def _kind_phrases(kind: Any) -> list[str]:
+    """How a message names the values of one kind: ``true``, ``'tool_rounds'``, ``a list``."""
+    if kind is bool:
+        return ["true", "false"]
+    if get_origin(kind) is Literal:
+        return [repr(value) for value in get_args(kind)]
+    names = {str: "a string", int: "a whole number", float: "a number", list: "a list",
+             tuple: "a list", dict: "an object"}
+    return [names.get(get_origin(kind) or kind, getattr(kind, "__name__", str(kind)))]
 
 
 def _plain(value: Any) -> Any:
@@ -339,9 +394,7 @@ def core_options(name: str, options: Mapping[str, Any]) -> SourceOptions:
     try:
         typed = _CoreReads.model_validate(_plain(fields))
     except PydanticValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise PlanError(f"{name}: option {where}: {first['msg']}") from None
+        raise option_error(name, exc, _CoreReads) from None
     if len(_CORE_READS) >= _CORE_READS_LIMIT:
         _CORE_READS.clear()
     _CORE_READS[id(options)] = (options, typed)

@@ -2,13 +2,14 @@
 
 OpenAI: known roles; system messages only at the head; every block of tool messages directly
 follows the assistant message whose calls it answers (each call answered exactly once, by
-position); no call without its result. Anthropic: the first message is the user's, roles
-alternate, no empty content or blank text block, every ``tool_use`` is answered by a
-``tool_result`` in the next user message and no result answers nothing, tool blocks only with
-tools defined, object input schemas, ``max_tokens`` set, no empty system. Responses: every
-``function_call`` answered once by a ``function_call_output`` that follows it, and no output that
-answers nothing. All: the count is within the available budget. A violation is a bug in
-contextwright, raised as ``ValidationError`` and never shipped to a provider.
+position); no call without its result. Anthropic: at least one message, the first and the last
+are the user's (a final assistant message is a prefill: the model would continue it instead of
+answering), roles alternate, no empty content or blank text block, every ``tool_use`` is
+answered by a ``tool_result`` in the next user message and no result answers nothing, tool
+blocks only with tools defined, object input schemas, ``max_tokens`` set, no blank system.
+Responses: every ``function_call`` answered once by a ``function_call_output`` that follows it,
+and no output that answers nothing. All: the count is within the available budget. A violation
+is a bug in contextwright, raised as ``ValidationError`` and never shipped to a provider.
 """
 
 from __future__ import annotations
@@ -76,8 +77,13 @@ def _check_openai_results(messages: Sequence[Mapping[str, Any]], index: int,
 
 def validate_anthropic(messages: Sequence[Mapping[str, Any]]) -> None:
     """Raise ``ValidationError`` unless ``messages`` is a legal Anthropic message list."""
-    if messages and messages[0].get("role") != "user":
+    if not messages:
+        raise ValidationError("no messages (the Messages API needs at least one)")
+    if messages[0].get("role") != "user":
         raise ValidationError("messages[0] must be a user message")
+    if messages[-1].get("role") == "assistant":
+        raise ValidationError(f"messages[{len(messages) - 1}], the last, is the assistant's: a "
+                              "prefill the model would continue instead of answering")
     previous_calls: list[str] = []
     for index, message in enumerate(messages):
         role = message.get("role")

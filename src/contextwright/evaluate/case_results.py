@@ -173,7 +173,7 @@ def read_baseline(path: Path) -> Baseline:
     try:
         data = parse_document(path.read_bytes(), "json")
     except OSError as exc:
-        raise DatasetError(f"cannot read baseline {path.name}: {exc.strerror}") from None
+        raise DatasetError(f"cannot read baseline {path}: {exc.strerror}") from None
     except MalformedDocument as exc:
         raise DatasetError(f"baseline {path.name} is not valid JSON: {exc}") from None
     try:

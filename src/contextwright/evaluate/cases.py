@@ -31,7 +31,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.parsing import MalformedDocument, decode_utf8, parse_document
-from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
+from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, load_plan
 from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, DatasetError, InvalidInputError, PlanError
 from contextwright.evaluate.case_metrics import Checks, Placement, Wanted, measure
@@ -90,6 +90,8 @@ class EvalCase:
     """The case's id (unique in its file)."""
     line: int
     """Its line number (for messages)."""
+    where: str = ""
+    """``file:line``, how messages name the case (``line N`` when it was not read from a file)."""
     request: Request
     """The request to build."""
     checks: Checks
@@ -140,7 +142,7 @@ def _lines(path: Path) -> list[str]:
         with path.open("rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise DatasetError(f"cannot read cases file {path.name}: {exc.strerror}") from None
+        raise DatasetError(f"cannot read cases file {path}: {exc.strerror}") from None
     if len(data) > MAX_FILE_BYTES:
         raise DatasetError(f"cases file {path.name} is larger than {MAX_FILE_BYTES} bytes")
     try:
@@ -166,7 +168,8 @@ def parse_case(text: str, where: str, line: int = 0) -> EvalCase:
     except InvalidInputError as exc:
         raise DatasetError(f"{where}: {_request_error(str(exc))}") from None
     case = EvalCase(
-        id=model.id, line=line, request=request, plan=model.plan, budget=model.budget,
+        id=model.id, line=line, where=where, request=request, plan=model.plan,
+        budget=model.budget,
         checks=Checks(required=_wanted(model.must_contain), noise=_wanted(model.noise),
                       placement=Placement(head=tuple(model.position.head),
                                           tail=tuple(model.position.tail),
@@ -262,9 +265,10 @@ class CaseRun:
             return BuildPlan.named(case.plan)
         if case.plan not in self._plan_files:
             try:
-                self._plan_files[case.plan] = BuildPlan.load(self.base_dir / case.plan)
+                self._plan_files[case.plan] = load_plan(self.base_dir / case.plan,
+                                                        shown=case.plan)
             except PlanError as exc:
-                raise DatasetError(f"line {case.line}: plan: {exc}") from None
+                raise DatasetError(f"{case.where or f'line {case.line}'}: plan: {exc}") from None
         return self._plan_files[case.plan]
 
     def budgeted(self, case: EvalCase, plan: BuildPlan) -> BuildPlan:
