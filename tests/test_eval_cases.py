@@ -98,6 +98,11 @@ TRACK = {"type": "function", "function": {"name": "track_order", "description": 
      "cases.jsonl:1: noise.facts: 'KST418' is also in must_contain.facts"),
     (case_line(expected_call={"name": "track_order", "arguments": {}}),
      "cases.jsonl:1: expected_call.name: no tool of request.tools is named 'track_order'"),
+    (case_line(answer="It has shipped.", request={"user_input": "Where is KST418?",
+                                                  "tools": [TRACK]},
+               expected_call={"name": "track_order", "arguments": {"order_id": "KST418"}}),
+     "cases.jsonl:1: answer, expected_call: a case expects either a reference answer or a "
+     "tool call, not both"),
 ])
 def test_a_bad_case_names_its_line_and_field(tmp_path: Path, line: str, expected: str) -> None:
     with pytest.raises(DatasetError) as caught:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,12 @@ from typer.testing import CliRunner
 
 from contextwright.cli_eval import eval_app
 from contextwright.core.request import Request
+from contextwright.errors import InvalidInputError
 from contextwright.evaluate.toolcall_score import ModelCall, score_calls
 from contextwright.evaluate.toolcall_tasks import write_tasks
 from contextwright.evaluate.toolcalls import (
+    Outcome,
+    ResultCache,
     ask_model,
     builtin_tasks,
     everything_messages,
@@ -162,6 +166,75 @@ def test_a_cache_resumes_and_asks_again_only_what_changed(tmp_path: Path) -> Non
     three = json.loads(budget.stdout)
     assert [not o["cached"] for o in three["outcomes"]] == changed
     assert len(cache.read_text(encoding="utf-8").splitlines()) == 6 + sum(changed)
+
+
+def test_a_torn_last_cache_line_is_dropped_with_a_warning_and_asked_again(
+        tmp_path: Path) -> None:
+    cache = tmp_path / "runs.jsonl"
+    with FakeOpenAIServer(responder=ReadingModel()) as server:
+        first = invoke(server.base_url, "--limit", "1", "--cache", str(cache), "--json")
+        assert first.exit_code == 0, first.stderr
+        whole = cache.read_bytes().splitlines(keepends=True)
+        # A run killed while writing its third record leaves half a line and no newline.
+        cache.write_bytes(b"".join(whole[:2]) + whole[2][:len(whole[2]) // 2])
+        asked = len(server.requests)
+        again = invoke(server.base_url, "--limit", "1", "--cache", str(cache), "--json")
+        assert again.exit_code == 0, again.stderr
+        assert len(server.requests) == asked + 1
+    assert "warning: cache" in again.stderr and "cut off" in again.stderr
+    assert [o["cached"] for o in json.loads(again.stdout)["outcomes"]] == [True, True, False]
+    assert json.loads(again.stdout)["configs"] == json.loads(first.stdout)["configs"]
+    lines = cache.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3 and all(json.loads(line)["key"] for line in lines)
+
+
+def test_a_torn_line_cut_inside_a_utf8_character_is_dropped(tmp_path: Path) -> None:
+    cache = tmp_path / "runs.jsonl"
+    record = {"key": "k1", "outcome": {"task": "t", "config": "a", "verdict": "correct"}}
+    cache.write_bytes(json.dumps(record).encode() + b'\n{"key": "caf\xc3')
+    warned: list[str] = []
+    kept = ResultCache(cache, on_warning=warned.append)
+    assert kept.get("k1") == record["outcome"] and len(warned) == 1
+    assert cache.read_bytes() == json.dumps(record).encode() + b"\n"
+
+
+def test_a_complete_last_line_without_newline_is_kept_and_appended_after(
+        tmp_path: Path) -> None:
+    cache = tmp_path / "runs.jsonl"
+    record = {"key": "k1", "outcome": {"task": "t", "config": "a", "verdict": "correct"}}
+    cache.write_text(json.dumps(record), encoding="utf-8")
+    warned: list[str] = []
+    kept = ResultCache(cache, on_warning=warned.append)
+    assert kept.get("k1") == record["outcome"] and warned == []
+    outcome = Outcome(task="u", family="f", config="b", verdict="correct", detail="", calls=(),
+                      prompt_tokens=3)
+    kept.put("k2", outcome)
+    lines = cache.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["key"] for line in lines] == ["k1", "k2"]
+    assert ResultCache(cache).get("k2") == {**asdict(outcome), "calls": []}
+
+
+@pytest.mark.parametrize("middle", [b'{"key": "k2", "outc', b"[1, 2]", b'{"key": "k2"}',
+                                    b"\xff\xfe"])
+def test_a_corrupt_cache_line_before_the_last_is_an_error_naming_it(tmp_path: Path,
+                                                                    middle: bytes) -> None:
+    cache = tmp_path / "runs.jsonl"
+    record = json.dumps({"key": "k1", "outcome": {"task": "t", "config": "a",
+                                                  "verdict": "correct"}}).encode()
+    cache.write_bytes(record + b"\n" + middle + b"\n" + record + b"\n")
+    with pytest.raises(InvalidInputError, match=r"line 2 is not a cache record"):
+        ResultCache(cache)
+    assert cache.read_bytes() == record + b"\n" + middle + b"\n" + record + b"\n"
+    result = CliRunner().invoke(eval_app, ["toolcalls", "--base-url", "http://127.0.0.1:9/v1",
+                                           "--model", MODEL, "--cache", str(cache)])
+    assert result.exit_code == 2 and "line 2 is not a cache record" in result.stderr
+
+
+def test_a_last_line_that_is_whole_json_but_no_record_is_an_error(tmp_path: Path) -> None:
+    cache = tmp_path / "runs.jsonl"
+    cache.write_bytes(b'{"key": "k1"}')
+    with pytest.raises(InvalidInputError, match=r"line 1 is not a cache record"):
+        ResultCache(cache)
 
 
 def test_endpoint_failures_are_api_errors_not_kept_and_exit_1(tmp_path: Path) -> None:

@@ -49,6 +49,59 @@ def test_extracts_exact_facts_in_order(text: str, expected: list[str]) -> None:
     assert list(extract_facts(text)) == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    # UK postcodes: outward and inward code are one value, alone or closing an address.
+    ("Please send it to SW1A 1AA by Friday.", ["SW1A 1AA"]),
+    ("Our office postcode is EC2R 8AH.", ["EC2R 8AH"]),
+    ("Depots at M1 1AE, B33 8TH and CR2 6XH", ["M1 1AE", "B33 8TH", "CR2 6XH"]),
+    ("Deliver to 10 Downing Street, London SW1A 2AA today",
+     ["10 Downing Street, London SW1A 2AA"]),
+    # Versions: a "v" prefix, three or more parts, a pre-release or build suffix.
+    ("Upgrade to v2.3.1 before Monday", ["v2.3.1"]),
+    ("We run 2.3.1 in production", ["2.3.1"]),
+    ("Pinned to v10.4, tested on 1.0.0-rc.1 and 4.2.0+build.7.", ["v10.4", "1.0.0-rc.1",
+                                                                   "4.2.0+build.7"]),
+    # Phones: a local number, an area code, international and national formats.
+    ("Call me on 555-0142 after six", ["555-0142"]),
+    ("Reach the desk at (415) 555-0142.", ["(415) 555-0142"]),
+    ("From abroad dial +44 20 7946 0958 please", ["+44 20 7946 0958"]),
+    ("In London ring 020 7946 0958 or 07700 900123", ["020 7946 0958", "07700 900123"]),
+    # Street addresses with an ordinal street name or a directional suffix.
+    ("I live at 350 5th Ave, New York, NY 10118", ["350 5th Ave, New York, NY 10118"]),
+    ("Meet at 350 5th Ave tomorrow", ["350 5th Ave"]),
+    ("Drop it at 221B Baker Street.", ["221B Baker Street"]),
+    ("Tours leave 1600 Pennsylvania Avenue NW daily", ["1600 Pennsylvania Avenue NW"]),
+    ("The shop is at 42 W 23rd St.", ["42 W 23rd St"]),
+])
+def test_extracts_postcodes_versions_phones_and_addresses_whole(text: str,
+                                                                 expected: list[str]) -> None:
+    assert list(extract_facts(text)) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "I have 2 kids and 3 dogs",
+    "I will be there in 5 minutes",
+    "We won 3-2 in extra time, pages 10-20 explain it",
+    "The ratio went from 2.5 to 1.8 in 2 years",
+    "The V8 4WD pickup does 0-60 in 7 seconds",
+    "Take the A1 north, then the M25 for 12 miles",
+    "In the 5th round we had 2 Main Course options",
+    "Version two is out and v2 is better",
+])
+def test_prose_with_small_numbers_has_no_facts(text: str) -> None:
+    assert extract_facts(text) == ()
+
+
+@pytest.mark.parametrize("text", [
+    "About 120 people came, 300 more wrote",
+    "The years 1990-2000 were good",
+])
+def test_prose_keeps_only_the_facts_it_had(text: str) -> None:
+    # Numbers of three or more digits were facts before postcodes, versions and local phone
+    # numbers were added; nothing in these sentences may become a new kind of fact.
+    assert extract_facts(text) == tuple(re.findall(r"\d{3,}", text))
+
+
 @pytest.mark.parametrize("text", [
     "今天上海天气怎么样，顺便帮我记下来",
     "你好我想咨询一下退款政策",
@@ -82,7 +135,8 @@ def test_missing_facts_keeps_given_order_and_reports_each_once() -> None:
 
 def test_adversarial_runs_stay_linear() -> None:
     # These once made the address and email patterns backtrack without end.
-    for text in ("路" * 20_000, "北京市" * 5_000, "a1-" * 10_000, "May 1 " * 5_000):
+    for text in ("路" * 20_000, "北京市" * 5_000, "a1-" * 10_000, "May 1 " * 5_000,
+                 "1 5th " * 5_000, "0 12" * 8_000, "v1.2-rc" * 5_000, "SW1A 1" * 5_000):
         assert len(extract_facts(text)) <= 2
 
 

@@ -73,7 +73,7 @@ def toolcalls(
         loaded = load_tasks(tasks) if tasks is not None else builtin_tasks()
         chosen = loaded[:limit] if limit is not None else loaded
         configs = make_configs([k.strip() for k in config.split(",") if k.strip()], plan or ())
-        kept = ResultCache(cache) if cache is not None else None
+        kept = ResultCache(cache, on_warning=_warn) if cache is not None else None
         client = make_client(base_url, key, timeout=timeout)
         with _progress(len(chosen) * len(configs)) as advance:
             run = run_toolcalls(chosen, configs, client=client, model=model, budget=budget,
@@ -85,6 +85,10 @@ def toolcalls(
         typer.echo(f"error: {run.api_errors} calls failed at the endpoint (see the API error "
                    "column)", err=True)
         raise typer.Exit(1)
+
+
+def _warn(message: str) -> None:
+    typer.echo(f"warning: {message}", err=True)
 
 
 def _api_key(variable: str | None) -> str:

@@ -1,6 +1,6 @@
 """A local HTTP server that speaks the OpenAI chat-completions protocol, for tests.
 
-It runs ``http.server`` in a thread on 127.0.0.1 (an ephemeral port), answers
+It runs on ``fakes.json_server`` (127.0.0.1, an ephemeral port), answers
 ``POST /v1/chat/completions`` from a script of replies, and records every request it received
 (path, headers, JSON body) so tests can check what went over the wire. No network leaves the
 machine. Replies are consumed in order; when the script runs out the server asks the
@@ -12,12 +12,12 @@ hanging.
 from __future__ import annotations
 
 import json
-import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fakes.json_server import Answer, LocalJSONServer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,42 +60,29 @@ class Recorded:
     """The JSON body."""
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LocalJSONServer):
     """Scriptable chat-completions server; use as a context manager."""
 
     def __init__(self, replies: list[Reply] | None = None,
                  responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+        super().__init__()
         self._replies: deque[Reply] = deque(replies or [])
         self._responder = responder
         self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        # A short poll interval keeps shutdown (and so every test's teardown) quick.
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
-                                        daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        """Base URL to give a client (``http://127.0.0.1:PORT/v1``)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
 
     def script(self, *replies: Reply) -> None:
         """Append replies to the script."""
         with self._lock:
             self._replies.extend(replies)
 
-    def __enter__(self) -> FakeOpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stopping.set()  # wakes any reply that is still sleeping out its delay
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Answer:
+        """Record the request, then send the next scripted reply (or the responder's)."""
+        with self._lock:
+            self.requests.append(Recorded(path=path, headers=headers, body=body))
+        reply = self._next_reply(body)
+        payload = reply.raw_body if reply.raw_body is not None else _body(reply, body)
+        return Answer(status=reply.status, body=payload, headers=reply.headers,
+                      delay=reply.delay)
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -104,42 +91,6 @@ class FakeOpenAIServer:
         if self._responder is not None:
             return self._responder(body)
         return Reply(status=500, content="script exhausted")
-
-    def _record(self, entry: Recorded) -> None:
-        with self._lock:
-            self.requests.append(entry)
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", "0"))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                server._record(Recorded(path=self.path, headers=headers, body=body))
-                reply = server._next_reply(body)
-                if reply.delay and server._stopping.wait(reply.delay):
-                    return
-                self._answer(reply, body)
-
-            def _answer(self, reply: Reply, request: dict[str, Any]) -> None:
-                payload = reply.raw_body if reply.raw_body is not None else _body(reply, request)
-                self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                try:
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout); nothing to tell it
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # keep test output clean
-
-        return Handler
 
 
 def _body(reply: Reply, request: dict[str, Any]) -> bytes:

@@ -1,11 +1,12 @@
 """A local HTTP server that enforces the OpenAI and Anthropic APIs' documented request rules.
 
-It listens on 127.0.0.1 (an ephemeral port) and answers ``POST /v1/chat/completions``,
-``POST /v1/responses`` and ``POST /v1/messages`` the way the real APIs do for a valid request
-(a minimal completion, response or message), and with HTTP 400 and the rule that was broken for
-an invalid one, so tests can send contextwright's renderings through the official SDKs and see
-them accepted. The checks are written from the APIs' documentation, independently of
-contextwright's own validator. Every request is recorded (path and JSON body).
+It runs on ``fakes.json_server`` (127.0.0.1, an ephemeral port) and answers
+``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/messages`` the way the
+real APIs do for a valid request (a minimal completion, response or message), and with HTTP 400
+and the rule that was broken for an invalid one, so tests can send contextwright's renderings
+through the official SDKs and see them accepted. The checks are written from the APIs'
+documentation, independently of contextwright's own validator. Every request is recorded (path
+and JSON body).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import base64
 import binascii
 import json
 import re
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fakes.json_server import Answer, LocalJSONServer, json_answer
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -383,69 +384,28 @@ def reply_for(path: str, body: dict[str, Any]) -> dict[str, Any]:
             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
 
 
-class ProviderServer:
+class ProviderServer(LocalJSONServer):
     """Start with ``with ProviderServer() as server:``; ``server.base_url`` ends in ``/v1``."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.received: list[Received] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    @property
-    def origin(self) -> str:
-        """The base URL without ``/v1`` (the Anthropic SDK adds it itself)."""
-        return self.base_url.removesuffix("/v1")
-
-    def __enter__(self) -> ProviderServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Answer:
+        """A minimal valid reply, or 400 naming the rule the request breaks."""
+        check = CHECKS.get(path)
+        if check is None:
+            return json_answer(404, {"error": {"message": f"no route {path}"}})
+        try:
+            check(body)
+        except (Rejected, KeyError, TypeError, ValueError, AttributeError) as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            self._record(Received(path, body, 400, message))
+            return json_answer(400, {"type": "error", "error": {
+                "type": "invalid_request_error", "message": message}})
+        self._record(Received(path, body, 200, None))
+        return json_answer(200, reply_for(path, body))
 
     def _record(self, received: Received) -> None:
         with self._lock:
             self.received.append(received)
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", "0"))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                check = CHECKS.get(self.path)
-                if check is None:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-                    return
-                try:
-                    check(body)
-                except (Rejected, KeyError, TypeError, ValueError, AttributeError) as exc:
-                    message = f"{type(exc).__name__}: {exc}"
-                    server._record(Received(self.path, body, 400, message))
-                    self._send(400, {"type": "error", "error": {
-                        "type": "invalid_request_error", "message": message}})
-                    return
-                server._record(Received(self.path, body, 200, None))
-                self._send(200, reply_for(self.path, body))
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Quiet: tests read ``received`` instead."""
-
-        return Handler

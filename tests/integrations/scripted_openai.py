@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fakes.json_server import Answer, LocalJSONServer, json_answer
 from fakes.provider_server import Rejected, check_chat, check_responses
 
 ITEMS_THE_API_TAKES_BACK = frozenset(("reasoning", "web_search_call"))
@@ -43,72 +42,35 @@ class Received:
     error: str | None
 
 
-class ScriptedOpenAI:
+class ScriptedOpenAI(LocalJSONServer):
     """``with ScriptedOpenAI(Turn(...), ...) as server:``; ``base_url`` ends in ``/v1``."""
 
     def __init__(self, *turns: Turn) -> None:
+        super().__init__()
         self.turns = list(turns)
         self.received: list[Received] = []
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
-                                        daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
 
     @property
     def errors(self) -> list[str]:
         return [r.error for r in self.received if r.error is not None]
 
-    def __enter__(self) -> ScriptedOpenAI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Answer:
+        """400 when the API would refuse the request, else the next turn in the API's shape."""
         try:
             check_chat(body) if path.endswith("/chat/completions") else _check_responses(body)
         except (Rejected, KeyError, TypeError, ValueError, AttributeError) as exc:
             with self._lock:
                 self.received.append(Received(path, body, f"{type(exc).__name__}: {exc}"))
-            return 400, {"error": {"message": str(exc), "type": "invalid_request_error",
-                                   "code": None}}
+            return json_answer(400, {"error": {"message": str(exc),
+                                               "type": "invalid_request_error", "code": None}})
         with self._lock:
             self.received.append(Received(path, body, None))
             turn = self.turns.pop(0) if self.turns else Turn(text="(script exhausted)")
             serial = next(self._ids)
         if path.endswith("/chat/completions"):
-            return 200, _completion(body, turn, serial)
-        return 200, _response(body, turn, serial)
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", "0"))
-                status, payload = server._answer(self.path, json.loads(
-                    self.rfile.read(length) or b"{}"))
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Quiet: tests read ``received``."""
-
-        return Handler
+            return json_answer(200, _completion(body, turn, serial))
+        return json_answer(200, _response(body, turn, serial))
 
 
 def _check_responses(body: dict[str, Any]) -> None:

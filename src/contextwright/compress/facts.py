@@ -3,7 +3,9 @@
 ``extract_facts`` finds the strings that summarising would blur: numbers of three or more digits
 (a dotted run such as an IP address or a version is one number),
 ids and codes (``ORD-2024-001``, ``HAT123``, ``nora_vance_5172``), money, dates and times, emails,
-phone numbers, URLs, street addresses (English and Chinese) and tracking numbers. It is rule
+phone numbers (``555-0142``, ``+44 20 7946 0958``, ``020 7946 0958``), URLs, street addresses
+(English and Chinese, ``350 5th Ave``), UK postcodes (``SW1A 1AA``), versions (``v2.3.1``,
+``1.0.0-rc.1``) and tracking numbers. It is rule
 based and deterministic: facts come out in order of first appearance, each once, as they were
 written. ``missing_facts`` says which required facts a text does not contain, comparing with
 whitespace removed and full-width characters folded (``２０２４`` is ``2024``).
@@ -71,15 +73,40 @@ _PHONES = [
     r"\d{3}-\d{3}-\d{4}",
     r"0\d{2,3}-\d{7,8}",
     r"[48]00-\d{3}-\d{4}",
+    # A North American local number ("555-0142"): exchange codes never start with 0 or 1. Not
+    # glued to more digits by a hyphen, so a piece of a longer number is never one.
+    r"(?<!\d-)[2-9]\d{2}-\d{4}(?!-\d)",
 ]
+# A national number with a trunk 0 in groups ("020 7946 0958", "07700 900123",
+# "01 23 45 67 89"): the pattern takes any grouping, ``_is_national_phone`` the length.
+_NATIONAL_PHONE = r"0\d{1,4}(?:[ -]\d{2,6}){1,4}"
 
-_STREET_TYPES = ("Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|"
-                 "Place|Pl|Square|Sq|Parkway|Pkwy|Highway|Hwy|Terrace|Circle|Plaza")
+# A UK postcode: outward code (area, district, sub-district) and inward code, with the letters
+# the Royal Mail allows in each place; without a space it is already an id-like code.
+_UK_POSTCODE = (r"[A-PR-UWYZ](?:\d[A-HJKPSTUW]|[A-HK-Y]\d[ABEHMNPRVWXY]|[A-HK-Y]?\d{1,2})"
+                r" ?\d[ABD-HJLNP-UW-Z]{2}")
+
+# A version: "v" and two or more parts, or three or more parts bare (two bare parts are a
+# decimal), then perhaps a pre-release and build metadata as semantic versioning writes them.
+# A bare dotted run is also a number; the version wins when it is longer.
+_VERSION = (r"(?<![A-Za-z0-9.])(?:[vV]\d+(?:\.\d+)+|\d+(?:\.\d+){2,})"
+            r"(?:-(?i:alpha|beta|rc|dev|pre|preview|snapshot|nightly)(?:[.-]?\d+)*)?"
+            r"(?:\+[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?![A-Za-z0-9]|\.\d)")
+
+_ROAD_TYPES = ("Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Parkway|Pkwy|"
+               "Highway|Hwy")
+_STREET_TYPES = _ROAD_TYPES + "|Way|Court|Ct|Place|Pl|Square|Sq|Terrace|Circle|Plaza"
+_NAME_WORD = r"[A-Z][A-Za-z'-]*\s"
+# A numbered street ("5th Ave", "W 23rd St") takes only road types: "2 1st Place finishes"
+# and the like are prose, not addresses.
+_STREET = (r"(?:(?:" + _NAME_WORD + r"){1,4}(?:" + _STREET_TYPES + r")|(?:" + _NAME_WORD
+           + r"){0,2}\d{1,3}(?:st|nd|rd|th)\s(?:" + _ROAD_TYPES + r"))")
 _EN_ADDRESS = (
-    r"\d{1,6}[A-Za-z]?\s(?:[NSEW]\.?\s)?(?:[A-Z][A-Za-z'-]*\s){1,4}(?:" + _STREET_TYPES
-    + r")\.?" + _Z
+    r"\d{1,6}[A-Za-z]?\s(?:[NSEW]\.?\s)?" + _STREET + r"\.?" + _Z
+    + r"(?:\s(?:[NS][EW]|[NSEW])" + _Z + r")?"
     + r"(?:,?\s(?:Apt|Apartment|Suite|Ste|Unit|Floor|Fl|Room|#)\.?\s?#?[A-Za-z0-9-]+)?"
-    r"(?:,\s[A-Z][a-z]+(?:\s[A-Z][a-z]+){0,2}(?:,\s[A-Z]{2})?(?:\s\d{5}(?:-\d{4})?)?)?"
+    r"(?:,\s[A-Z][a-z]+(?:\s[A-Z][a-z]+){0,2}(?:,\s[A-Z]{2})?"
+    r"(?:\s(?:\d{5}(?:-\d{4})?|" + _UK_POSTCODE + r"))?)?"
 )
 
 _CJK = rf"[{cjk_class(HAN)}]"
@@ -173,6 +200,11 @@ def _has_three_digits(token: str) -> bool:
     return sum(ch.isdigit() for ch in token) >= 3
 
 
+def _is_national_phone(token: str) -> bool:
+    """Nine to eleven digits: a whole national number, not a run of small numbers."""
+    return 9 <= sum(ch.isdigit() for ch in token) <= 11
+
+
 _DIGIT = re.compile(r"\d")
 _HAN = re.compile(_CJK)
 
@@ -189,8 +221,12 @@ def _rules() -> tuple[_Rule, ...]:
         *many("address", _ZH_ADDRESSES, _HAN),
         *many("money", [_A + p + _Z for p in _MONEY]),
         *many("phone", [_A + p + _Z for p in _PHONES]),
+        _Rule(kind="phone", pattern=re.compile(_A + _NATIONAL_PHONE + _Z),
+              accept=_is_national_phone, gate=_DIGIT),
+        *many("postcode", [_A + _UK_POSTCODE + _Z]),
         *many("date", [_A + p + _Z for p in _DATES[:-1]]),
         *many("date", [_A + _DATES[-1] + _Z], _HAN),
+        *many("version", [_VERSION]),
         _Rule(kind="id", pattern=re.compile(_KEYED_ID), group=1, accept=_is_keyed_id),
         _Rule(kind="code", pattern=re.compile(_CODE), accept=_is_code, gate=_DIGIT),
         _Rule(kind="number", pattern=re.compile(_NUMBER), accept=_has_three_digits,
@@ -323,6 +359,10 @@ def _trim(kind: str, text: str, start: int, end: int) -> tuple[int, int]:
             end -= 1
     elif kind == "address" and is_cjk_char(text[start], HAN):
         start = _address_start(text, start, end)
+    elif kind == "address" and text[end - 1] == ".":
+        # The pattern takes "St." whole to read on to ", Apt 4"; a final full stop ends the
+        # sentence as often as it abbreviates, and a fact without it is found in either text.
+        end -= 1
     return start, end
 
 

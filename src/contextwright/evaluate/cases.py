@@ -110,7 +110,10 @@ class EvalCase:
 
     @property
     def expected(self) -> ExpectedAnswer | ExpectedCall | None:
-        """What a model answering from the context should produce (the call first)."""
+        """What a model answering from the context should produce.
+
+        A loaded case has at most one of ``expected_call`` and ``answer``.
+        """
         if self.expected_call is not None:
             return self.expected_call
         if self.answer is not None:
@@ -187,9 +190,10 @@ def _wanted(model: _Material) -> Wanted:
 
 
 def check_references(case: EvalCase, where: str) -> None:
-    """Refuse ids and names its request lacks, and anything both required and noise.
+    """Refuse unknown ids and names, overlaps of required and noise, and answer-plus-call.
 
-    ``DatasetError`` names the field.
+    Ids and names must be in the request; nothing may be both required and noise; a case
+    expects an answer or a tool call, not both. ``DatasetError`` names the field.
     """
     request = case.request
     message_ids = {str(m.get("id")) for part in (request.history, request.turn) for m in part
@@ -211,6 +215,13 @@ def check_references(case: EvalCase, where: str) -> None:
             raise DatasetError(f"{where}: noise.{kind}: {sorted(both)[0]!r} is also in "
                                f"must_contain.{kind}")
     call = case.expected_call
+    if call is not None and case.answer is not None:
+        # One request gets one reply: a judged run sends the context once and grades either the
+        # first tool call or the answer, so a case with both would be graded on half of what
+        # it states.
+        raise DatasetError(f"{where}: answer, expected_call: a case expects either a reference "
+                           "answer or a tool call, not both (the model's next reply is graded "
+                           "as one or the other)")
     if call is not None and call.name not in known["tools"][0]:
         raise DatasetError(f"{where}: expected_call.name: no tool of request.tools is named "
                            f"{call.name!r}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +56,9 @@ from contextwright.tokens import CountingTokenizer, get_tokenizer
 
 if TYPE_CHECKING:
     import openai
+
+logger = logging.getLogger(__name__)
+_NOT_JSON = object()
 
 DEFAULT_BUDGET = 5120
 """Tokens for configuration b and the plans: an 8,192-token window at the default safety ratio
@@ -334,27 +338,70 @@ class ToolcallRun:
 
 
 class ResultCache:
-    """Outcomes kept in a JSONL file, so an interrupted run resumes (API errors are not kept)."""
+    """Outcomes kept in a JSONL file, so an interrupted run resumes (API errors are not kept).
 
-    def __init__(self, path: Path) -> None:
+    A run killed while appending leaves its last line cut off (no newline, not JSON): that line
+    is dropped from the file, ``on_warning`` is told (default: this module's logger), and its
+    task is asked again. Any other line that is not a record is an ``InvalidInputError`` naming
+    it, and the file is left as it is.
+    """
+
+    def __init__(self, path: Path, *,
+                 on_warning: Callable[[str], None] | None = None) -> None:
         self.path = path
         self._known: dict[str, dict[str, Any]] = {}
+        self._warn = on_warning or logger.warning
+        self._newline_first = False
         if path.exists():
             self._read()
 
     def _read(self) -> None:
         try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
+            data = self.path.read_bytes()
+        except OSError as exc:
             raise InvalidInputError(f"cannot read cache {self.path}: "
                                     f"{type(exc).__name__}") from None
+        whole, _, tail = data.rpartition(b"\n")
+        lines = whole.split(b"\n") if b"\n" in data else []
         for number, line in enumerate(lines, start=1):
-            try:
-                record = json.loads(line)
-                self._known[str(record["key"])] = dict(record["outcome"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise InvalidInputError(f"cache {self.path} line {number} is not a cache "
-                                        "record") from None
+            self._keep(self._record(line, number))
+        if tail.strip():
+            self._read_tail(tail, len(lines) + 1, len(data) - len(tail))
+
+    def _read_tail(self, tail: bytes, number: int, end: int) -> None:
+        """The text after the last newline: a record written whole, or a write cut off."""
+        if _json(tail) is _NOT_JSON:
+            self._drop_torn(number, end, len(tail))
+            return
+        # Whole JSON after the last newline is not a cut-off write: it must be a record.
+        self._keep(self._record(tail, number))
+        self._newline_first = True
+
+    def _drop_torn(self, number: int, end: int, size: int) -> None:
+        # Appending after the fragment would glue the next record to it and corrupt the file
+        # for every later run, so the fragment goes now.
+        try:
+            with self.path.open("r+b") as handle:
+                handle.truncate(end)
+        except OSError as exc:
+            raise InvalidInputError(f"cache {self.path} line {number} was cut off mid-write "
+                                    f"and cannot be removed: {type(exc).__name__}") from None
+        self._warn(f"cache {self.path}: line {number} was cut off mid-write (an interrupted "
+                   f"run?); dropped it ({size} bytes), its task is asked again")
+
+    def _record(self, line: bytes, number: int) -> tuple[str, dict[str, Any]]:
+        record = _json(line)
+        try:
+            if not isinstance(record, dict):
+                raise TypeError
+            return str(record["key"]), dict(record["outcome"])
+        except (KeyError, TypeError, ValueError):
+            raise InvalidInputError(f"cache {self.path} line {number} is not a cache "
+                                    "record") from None
+
+    def _keep(self, record: tuple[str, dict[str, Any]]) -> None:
+        key, outcome = record
+        self._known[key] = outcome
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The outcome kept for ``key``."""
@@ -364,8 +411,18 @@ class ResultCache:
         """Keep ``outcome`` (appended and flushed at once: a crash loses nothing before it)."""
         record = asdict(outcome)
         self._known[key] = record
+        line = json.dumps({"key": key, "outcome": record}, ensure_ascii=False) + "\n"
         with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps({"key": key, "outcome": record}, ensure_ascii=False) + "\n")
+            out.write(("\n" if self._newline_first else "") + line)
+        self._newline_first = False
+
+
+def _json(line: bytes) -> Any:
+    """The JSON value of one line, or ``_NOT_JSON`` when it is not UTF-8 JSON."""
+    try:
+        return json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return _NOT_JSON
 
 
 def cache_key(task: ToolCallTask, config: EvalConfig, body: Mapping[str, Any]) -> str:
