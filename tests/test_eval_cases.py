@@ -33,6 +33,7 @@ from contextwright.evaluate.cases import (
     parse_case,
     run_cases,
 )
+from contextwright.evaluate.records import ExpectedCall
 from contextwright.plans import select_plan
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -431,3 +432,12 @@ def test_a_shown_tool_result_is_useful_without_its_fence_lines() -> None:
     result = measure(request, Checks(required=Wanted(messages=("t2",))), rendered, [], COUNT)
     assert result.missing == ()
     assert result.useful_tokens == COUNT("q") + COUNT(body)
+
+
+def test_a_case_made_in_code_with_both_an_answer_and_a_call_is_refused() -> None:
+    request = Request(user_input="Track KST418.", tools=[TRACK])
+    with pytest.raises(DatasetError, match="answer, expected_call"):
+        EvalCase(id="both", line=3, request=request, checks=Checks(), answer="It arrives Friday.",
+                 expected_call=ExpectedCall(name="track_order", arguments={"order_id": "KST418"}))
+    assert EvalCase(id="one", line=4, request=request, checks=Checks(),
+                    answer="It arrives Friday.").expected is not None

@@ -108,11 +108,18 @@ class EvalCase:
     tags: tuple[str, ...] = ()
     """Free labels (shown in the JSON result)."""
 
+    def __post_init__(self) -> None:
+        # A case made in code gets the same rule as a loaded one: one reply is graded as an
+        # answer or as a call, so a case with both would be judged on half of what it states.
+        if self.answer is not None and self.expected_call is not None:
+            raise DatasetError(f"{self.where or f'line {self.line}'}: answer, expected_call: a "
+                               "case expects either a reference answer or a tool call, not both")
+
     @property
     def expected(self) -> ExpectedAnswer | ExpectedCall | None:
         """What a model answering from the context should produce.
 
-        A loaded case has at most one of ``expected_call`` and ``answer``.
+        A case has at most one of ``expected_call`` and ``answer``.
         """
         if self.expected_call is not None:
             return self.expected_call
