@@ -91,6 +91,19 @@ def test_a_stored_message_that_does_not_fit_says_its_seq(running: Running) -> No
     assert raised.value.stored_seq == 1
 
 
+def test_a_rendering_refused_after_the_message_is_stored_says_its_seq(running: Running) -> None:
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        with pytest.raises(errors.InvalidInputError) as raised:  # no tool to require
+            client.prepare("u", "render", "Book me a flight to Oslo", tool_choice="required")
+        assert raised.value.stored_seq == 1
+        # The corrected call continues the stored turn: the message is stored once.
+        client.prepare("u", "render", None)
+        with pytest.raises(errors.InvalidInputError) as again:  # nothing stored this time
+            client.prepare("u", "render", None, tool_choice="required")
+        assert again.value.stored_seq is None
+        assert client.session("u", "render").message_count == 1
+
+
 @pytest.mark.parametrize(("error", "status"), [
     (errors.InvalidInputError("x"), 400), (errors.PlanError("x"), 400),
     (errors.TokenizerError("x"), 400), (errors.ConflictError("x"), 409),

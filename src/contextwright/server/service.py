@@ -20,7 +20,7 @@ from contextwright.core.final import FinalContext
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, plan_from_mapping
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
-from contextwright.errors import InvalidInputError, PlanError
+from contextwright.errors import ContextwrightError, InvalidInputError, PlanError
 from contextwright.manager import ContextManager, PreparedContext
 from contextwright.server.bodies import (
     BUILD_OPTION_FIELDS,
@@ -182,7 +182,17 @@ class Service:
             tools=body.tools,
             documents=body.documents, env=body.env, system=body.system, target=target,
             idempotency_key=_one_key(body.idempotency_key, idempotency_key))
-        return prepared_json(prepared, body)
+        try:
+            return prepared_json(prepared, body)
+        except ContextwrightError as error:
+            # The rendering is refused after the message was stored (a ``tool_choice`` with no
+            # tools, a text rendering over the budget): say so, as ``prepare``'s own errors
+            # do, so a corrected call continues with ``text=None`` instead of storing it twice.
+            if body.text is not None and error.stored_seq is None:
+                error.stored_seq = prepared.user_seq
+                error.add_note(f"the user message is stored as seq {prepared.user_seq}: "
+                               "prepare again with text=None, do not resend it")
+            raise
 
     def record(self, tenant: Tenant, user_id: str, session_id: str, data: Any,
                idempotency_key: str | None) -> dict[str, Any]:
