@@ -520,3 +520,17 @@ def test_documents_given_as_mappings_are_accepted() -> None:
     request = Request(user_input="q?", documents=[{"id": "d1", "text": "Refunds: 30 days."}])
     ctx = ContextBuilder().build(BuildPlan.named("rag_qa"), request)
     assert any("30 days" in (m["content"] or "") for m in ctx.to_messages())
+
+
+def test_a_part_far_over_the_budget_is_reported_as_counted_in_part_with_an_estimate() -> None:
+    text = "hello world " * 300_000  # 600,001 o200k tokens
+    with pytest.raises(BudgetError) as raised:
+        ContextBuilder(tokenizer="o200k_base").build(BuildPlan.named("chat"),
+                                                     Request(user_input=text))
+    report = raised.value.report
+    user = next(row for row in report.sources if row.source == "user")
+    assert user.tokens < 600_000  # counting stopped past the budget: not tokenized whole
+    (warning,) = [w for w in report.warnings if "counting stopped" in w]
+    estimate = int(re.search(r"about ([\d,]+) tokens", warning)[1].replace(",", ""))  # type: ignore[index]
+    assert 570_000 < estimate < 630_000
+    assert warning in str(raised.value)

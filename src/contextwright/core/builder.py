@@ -56,6 +56,7 @@ from contextwright.core.stepping import Stepping, cache_points
 from contextwright.core.text import render_text
 from contextwright.errors import BudgetError, PlanError
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
+from contextwright.tokens._base import split_into_pieces
 
 
 def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
@@ -325,10 +326,41 @@ def with_closest(name: str, known: list[str]) -> str:
 
 def fail_budget(plan: BuildPlan, gathered: list[Gathered], tokenizer: CountingTokenizer,
                 why: str) -> NoReturn:
-    """Raise ``BudgetError`` with a report of what was asked for."""
-    report = make_report(plan, gathered, {}, {}, [], [], tokenizer,
+    """Raise ``BudgetError`` with a report of what was asked for.
+
+    An item far over the budget is counted only until it passes it (a 10 MB message is not
+    tokenized whole to be refused), so its count is a lower bound: the report's warnings and
+    the message say so, with an estimate from its length, rather than passing it off as exact.
+    """
+    partial = partly_counted(gathered, tokenizer)
+    report = make_report(plan, gathered, {}, {}, [], partial, tokenizer,
                          sum(g.need for g in gathered))
-    raise BudgetError(f"{why} (available {plan.budget.available} tokens)", report)
+    more = f"; {partial[0]}" if partial else ""
+    raise BudgetError(f"{why} (available {plan.budget.available} tokens){more}", report)
+
+
+def partly_counted(gathered: list[Gathered], tokenizer: CountingTokenizer) -> list[str]:
+    """A line for each item whose count stopped past the budget: counted so far, and estimated."""
+    return [f"{c.item.key}: counting stopped at {c.tokens:,} tokens, past the budget; about "
+            f"{extrapolated(c.message.content, c.tokens, tokenizer):,} tokens in all "
+            "(estimated from its length)"
+            for g in gathered for unit in g.units for c in unit.candidates
+            if not c.complete_count]
+
+
+def extrapolated(text: str, counted: int, tokenizer: CountingTokenizer) -> int:
+    """Tokens of ``text`` estimated from the pieces counted until ``counted`` was reached.
+
+    The pieces are the ones ``count_up_to`` counted (their counts are cached), so this costs
+    no more tokenizing; their tokens per character stand for the rest of the text.
+    """
+    tokens = chars = 0
+    for piece in split_into_pieces(text):
+        tokens += tokenizer.count(piece)
+        chars += len(piece)
+        if tokens >= counted:
+            break
+    return round(tokens * len(text) / max(chars, 1))
 
 
 def require_user_input(report: BuildReport, plan: BuildPlan,
