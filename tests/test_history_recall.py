@@ -380,3 +380,40 @@ def test_a_plan_that_sets_only_its_recall_share_is_bounded_by_the_share_not_a_co
     limited = BUILDER.build(plan(1_500, recall_share=0.6, recent_rounds=2, recall_limit=8),
                             request)
     assert 0 < len([c for c in contents(limited) if MARKER.match(c)]) <= 8
+
+
+def two_days_with_orders() -> list[dict[str, Any]]:
+    """40 rounds over two days (1 and 2 May); rounds 2 and 6 (day one) and 22 (day two) name
+    the order, round 6 best (it names the kettle too)."""
+    history = chat(40)
+    for message in history[40:]:
+        message["timestamp"] = message["timestamp"].replace("2024-05-01", "2024-05-02")
+    asks = {2: ("Any news on order ORD-7731?", "2024-05-01T09:00:00Z"),
+            6: ("Where is my blue kettle, order ORD-7731? It was a blue kettle.",
+                "2024-05-01T09:30:00Z"),
+            22: ("The order ORD-7731 is late, I think.", "2024-05-02T09:00:00Z")}
+    for at in sorted(asks, reverse=True):
+        text, stamp = asks[at]
+        history[2 * at:2 * at] = [{"role": "user", "content": text, "timestamp": stamp},
+                                  {"role": "assistant", "content": "Let me look.",
+                                   "timestamp": stamp}]
+    return history
+
+
+def test_a_day_is_shown_once_on_the_first_recalled_turn_of_that_day() -> None:
+    """The day costs seven tokens of a marker: the first recalled turn of each day in reading
+    order shows it, the others of that day say only that they are recalled."""
+    texts = contents(BUILDER.build(plan(700, recall_share=0.5),
+                                   Request(user_input=QUESTION, history=two_days_with_orders())))
+    openings = [t for t in texts if MARKER.match(t) and "ORD-7731" in t]
+    assert openings == ["[recalled 2024-05-01]\nAny news on order ORD-7731?",
+                        "[recalled]\nWhere is my blue kettle, order ORD-7731? It was a blue "
+                        "kettle.",
+                        "[recalled 2024-05-02]\nThe order ORD-7731 is late, I think."], (
+        "round 6 ranks first and was offered dated; round 2, read first, shows the day instead")
+
+
+def test_a_recalled_turn_without_the_day_costs_less() -> None:
+    dated, short = recall_marker("x", "2024-05-01T09:00:00Z"), recall_marker("x")
+    count = BUILDER.tokenizer.count
+    assert count(short) < count(dated) - 5
