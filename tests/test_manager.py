@@ -419,6 +419,28 @@ def test_one_key_for_a_turns_question_and_answer_stores_both_and_retries_store_o
     with pytest.raises(InvalidInputError, match="idempotency_key"):
         cm.record("u", "s", assistant="6", idempotency_key="k" * 257)
 
+def test_a_key_reused_for_another_message_is_refused_and_stores_nothing(store: Store) -> None:
+    cm = _manager(store)
+    assert cm.prepare("u", "s", "Transfer 100 EUR to Alice", idempotency_key="k1").user_seq == 1
+    with pytest.raises(InvalidInputError, match="idempotency_key was used for other messages"):
+        cm.prepare("u", "s", "Transfer 900 EUR to Bob", idempotency_key="k1")
+    tool_call = {"id": "c1", "type": "function",
+                 "function": {"name": "transfer", "arguments": '{"to": "Alice"}'}}
+    assert cm.record("u", "s", assistant={"role": "assistant", "content": None,
+                                          "tool_calls": [tool_call]},
+                     tool_results=[{"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+                     idempotency_key="r1") == [2, 3]
+    assert cm.record("u", "s", assistant={"role": "assistant", "content": None,
+                                          "tool_calls": [tool_call]},
+                     tool_results=[{"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+                     idempotency_key="r1") == [2, 3]  # a retry of the same write
+    with pytest.raises(InvalidInputError, match="idempotency_key was used for other messages"):
+        cm.record("u", "s", assistant="Something else entirely", idempotency_key="r1")
+    assert cm.prepare("u", "s", "Transfer 100 EUR to Alice", idempotency_key="k1").user_seq == 1
+    stored = [m.message["role"] for m in store.read(SessionKey(user_id="u", session_id="s"))]
+    assert stored == ["user", "assistant", "tool"]
+
+
 def test_retrieval_mode_reads_a_corpus_and_the_newer_policy_wins() -> None:
     pytest.importorskip("numpy", reason="the retrieval extra is not installed")
     from contextwright.retrieval import Retriever, SourceDocument

@@ -15,6 +15,7 @@ sessions.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -280,7 +281,10 @@ class SessionFlows:
         if images:
             content = [{"type": "text", "text": text}, *images] if text else images
         message = {"role": "user", "content": content, "timestamp": self._now_iso()}
-        return (yield from flow.append_if(key, [message], idempotency_key=idempotency_key))
+        appended = yield from flow.append_if(key, [message], idempotency_key=idempotency_key)
+        if appended.replayed:
+            yield from _check_replay(key, appended.seqs, [message], "prepare")
+        return appended
 
     def _read_recent(self, key: SessionKey) -> Flow[
             tuple[StateRecord | None, int, list[StoredMessage], list[StoredMessage]]]:
@@ -471,6 +475,7 @@ class SessionFlows:
             idempotency_key = record_write_key(idempotency_key)
             done = yield from flow.find_write(key, idempotency_key)
             if done is not None:
+                yield from _check_replay(key, done, batch, "record")
                 return done, False
         try:
             appended = yield from self._append_turn(key, batch, idempotency_key)
@@ -480,7 +485,10 @@ class SessionFlows:
                     if idempotency_key is not None else None)
             if done is None:
                 raise
+            yield from _check_replay(key, done, batch, "record")
             return done, False
+        if appended.replayed:
+            yield from _check_replay(key, appended.seqs, batch, "record")
         return appended.seqs, self._summary_may_be_due(key, batch, appended)
 
     def _note_read(self, key: SessionKey, epoch: str | None, read_after: int,
@@ -666,3 +674,38 @@ def _log_switch(key: SessionKey, switch: ModeSwitch) -> None:
                     "session_id": key.session_id, "old_mode": switch.old_mode,
                     "new_mode": switch.new_mode, "trigger": switch.trigger,
                     "basis": switch.basis, "at_seq": switch.at_seq}})
+
+
+_WHEN = frozenset(("timestamp",))
+"""Fields a retry of the same write makes anew: not part of what the key names."""
+
+
+def _check_replay(key: SessionKey, seqs: Sequence[int], wanted: Sequence[Mapping[str, Any]],
+                  call: str) -> Flow[None]:
+    """Refuse a replayed idempotency key whose first write stored other messages.
+
+    A key names one write: a retry sends the same messages again. The same key with another
+    message (a new question, another answer) is a caller's mistake that would otherwise be
+    answered as if the first message had been sent, so it is an ``InvalidInputError``, as
+    payment APIs refuse a reused key with other parameters. Messages the session no longer
+    holds (retention) cannot be compared and are not refused.
+    """
+    if not seqs:
+        return
+    wrote = set(seqs)
+    stored = yield from flow.read(key, after=seqs[0] - 1)
+    shown = [m.message for m in stored if m.seq in wrote]
+    if len(shown) != len(seqs):
+        return
+    if len(shown) != len(wanted) or any(
+            _without(before, _WHEN) != _without(now, _WHEN)
+            for before, now in zip(shown, wanted, strict=False)):
+        raise InvalidInputError(
+            f"{call}: this idempotency_key was used for other messages in this session "
+            f"(seq {seqs[0]}); a retry must send the same messages, a new one a new key")
+
+
+def _without(message: Mapping[str, Any], names: frozenset[str]) -> Any:
+    """``message`` without ``names``, as JSON reads it back (a store keeps JSON)."""
+    return json.loads(json.dumps({name: value for name, value in message.items()
+                                  if name not in names}, sort_keys=True, default=str))
