@@ -77,6 +77,9 @@ def resolve(sink: SnapshotSink, ref: str) -> Snapshot:
         return snapshot_from_file(Path(ref))
     match = re.fullmatch(r"latest(?:~(\d+))?", ref)
     if match is None:
+        if ref.startswith("latest~"):  # not an id either: say what a ref looks like
+            raise InvalidInputError("latest~N takes a whole number N >= 0 (latest~1 is the "
+                                    "one before the newest)")
         return sink.get(ref)
     back = int(match.group(1) or 0)
     found = sink.read(SnapshotQuery(limit=back + 1))

@@ -139,6 +139,9 @@ def test_bad_input_is_one_line_and_exit_code_2(runner: CliRunner, tmp_path: Path
         result = _run(runner, *args, code=2)
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, args
     assert not (tmp_path / "nothing.db").exists()
+    for ref in ("latest~-1", "latest~abc"):  # the error says what a ref looks like
+        result = _run(runner, "snapshots", "show", ref, "--sink", db, code=2)
+        assert "latest~N takes a whole number" in result.stderr, ref
 
 
 def test_the_cli_reads_a_redis_sink(runner: CliRunner, redis_prefix_url: str) -> None:
