@@ -138,13 +138,11 @@ def _recalled(ctx: PreparedContext) -> list[str]:
     return recalled
 
 
-def _marked(cm: ContextManager, content: str, user: str = "u", session: str = "s", *,
-            dated: bool = True) -> str:
-    """``content`` as ``HistorySource`` marks a recalled turn (dated by its stored timestamp,
-    unless an earlier recalled turn shows its day)."""
+def _marked(cm: ContextManager, content: str, user: str = "u", session: str = "s") -> str:
+    """``content`` as ``HistorySource`` marks a recalled turn (dated by its stored timestamp)."""
     stored = next(m.message for m in cm.store.read(SessionKey(user_id=user, session_id=session))
                   if m.message.get("content") == content)
-    return recall_marker(content, stored.get("timestamp") if dated else None)
+    return recall_marker(content, stored.get("timestamp"))
 
 
 def _contents(ctx: PreparedContext) -> list[str]:
@@ -288,8 +286,7 @@ def test_the_newest_summarised_turn_can_be_recalled_too() -> None:
     recalled = _recalled(ctx)
     assert recalled == [_marked(cm, f"Round 0: remember the word {WORDS[0]} for later."),
                         f"Noted: {WORDS[0]}.",
-                        _marked(cm, f"Round {last}: remember the word {WORDS[last]} for later.",
-                                dated=False),  # the same day as round 0's
+                        _marked(cm, f"Round {last}: remember the word {WORDS[last]} for later."),
                         f"Noted: {WORDS[last]}."]
     assert _contents(ctx)[5] == f"Round {last + 1}: remember the word {WORDS[last + 1]} for later."
 

@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +25,6 @@ from openai.types.responses.response_create_params import ResponseCreateParamsNo
 from pydantic import TypeAdapter
 
 from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
-from contextwright.core import gather
 from contextwright.core.cache import (
     PRICE_MODELS,
     CachePolicy,
@@ -893,32 +891,18 @@ def test_when_a_managed_window_slides_its_leading_recalled_turns_stay_cached() -
 
 
 def test_a_stored_turn_is_rendered_once_however_the_window_and_the_cuts_move(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        rendered: list[str]) -> None:
     """A turn recalled from the store is the same items wherever the window starts.
 
     It used to be placed relative to the window's start, and each cut's tiers keyed its items
-    anew, so every slide and every cut rendered and counted each shown turn again. Its opening
-    item has two forms (its marker line with the day, shown on one recalled turn of each day,
-    and without): each is rendered once; the turn's other items are shared by both.
+    anew, so every slide and every cut rendered and counted each shown turn again.
     """
-    rendered_contents: list[tuple[str, str]] = []
-    render = gather.render_candidate
-
-    def counting(item: Any, costing: Any, limit: int) -> Any:
-        rendered_contents.append((item.key, item.message.content))
-        return render(item, costing, limit)
-
-    monkeypatch.setattr(gather, "render_candidate", counting)
     built = _managed_word_chat(40)
     reasons = [c.report.cache.reason or "" for c in built if c.report.cache]
     assert sum("no longer holds the previous cut's messages" in r for r in reasons) >= 2
-    recalled = [key for key, _ in rendered_contents if key.startswith("history.recalled.")]
+    recalled = [key for key in rendered if key.startswith("history.recalled.")]
     assert len(set(recalled)) >= 20  # the chat shows many stored turns, over many calls
-    assert max(Counter(recalled).values()) <= 2
-    twice = {key for key, times in Counter(recalled).items() if times == 2}
-    assert twice <= {key for key, content in rendered_contents if content.startswith("[recalled")}
-    recalled_renders = [(k, c) for k, c in rendered_contents if k.startswith("history.recalled.")]
-    assert len(recalled_renders) == len(set(recalled_renders))  # each form once
+    assert len(recalled) == len(set(recalled))
 
 
 def test_a_fingerprint_naming_stored_turns_by_their_distance_from_the_window_still_continues(
@@ -1034,26 +1018,3 @@ def test_head_growth_must_be_a_share_or_none() -> None:
         with pytest.raises(InvalidInputError, match="head_growth"):
             CachePolicy(head_growth=bad)  # type: ignore[arg-type]
     assert CachePolicy(head_growth=None).head_growth is None
-
-
-def test_recalled_turns_shown_without_their_day_are_found_again_by_the_next_call() -> None:
-    """Recalled turns of one day show the day once: the others' marker has no day, and the
-    next call offers them again in that form, so its prefix holds."""
-    history = [{**m, "timestamp": f"2024-05-0{1 + t // 24}T10:00:00Z"}
-               for t in range(48) for m in _news(f"the {WORDS[t % len(WORDS)]}", t)]
-
-    def dated_thanks(t: int) -> list[dict[str, Any]]:
-        return [{**m, "timestamp": "2024-05-03T10:00:00Z"} for m in _thanks(t)]
-
-    # Every other input recalls nothing: its call shows the turns the previous one recalled
-    # as they were shown (``recalled_turns``), day or no day.
-    built = _replay_chat(ContextBuilder(), CachePolicy(), history,
-                         [f"Busy days: the {WORDS[0]}, the {WORDS[1]} and more ({t})."
-                          if t % 2 == 0 else f"Fine, thanks ({t})." for t in range(8)],
-                         dated_thanks)
-    undated = [c for c in built if any(str(m["content"]).startswith("[recalled]\n")
-                                       for m in c.to_messages("openai"))]
-    assert len(undated) >= 2
-    for ctx in built[1:]:
-        assert ctx.report.cache is not None
-        assert "no longer offered as it was" not in (ctx.report.cache.reason or "")

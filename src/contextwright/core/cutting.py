@@ -8,7 +8,7 @@ gaps are marked with ``[…]``. Without keyword hits it keeps the head. Pure fun
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from contextwright.analysis import analyzer
 from contextwright.core.gather import Costing, Unit, render_candidate
@@ -122,23 +122,6 @@ def make_cutter(strategy: str, query: str, costing: Costing) -> Cutter | None:
 
 KEEP_HEAD = "keep_head"
 """Metadata key of a first line a cut must keep (a recalled turn's marker)."""
-SHARED_HEAD = "shared_head"
-"""Metadata key of a ``SharedHead``: the item's ``KEEP_HEAD`` is one of its two forms."""
-
-
-@dataclass(frozen=True, slots=True)
-class SharedHead:
-    """A head line that items of one group need shown in full only once, on the first.
-
-    Recalled turns of one day: the first shown says the day, the others only that they are
-    recalled. A source renders the full form on the first item of the group it offers, the
-    short one on the rest; the builder moves the full form to the first kept in reading order
-    (``core.sequence``).
-    """
-
-    group: str
-    full: str
-    short: str
 
 
 def split_head(item: ContextItem) -> tuple[str, str]:

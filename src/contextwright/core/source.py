@@ -15,7 +15,6 @@ results) share a ``group`` and are yielded together in render order.
 from __future__ import annotations
 
 import difflib
-import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType, UnionType
@@ -171,9 +170,7 @@ class SourceTraits:
     last call, for the source to offer them again first (the tools source's ``keep``)."""
     recalls: bool = False
     """It may offer older units out of order, marked (``metadata["keep_head"]``); the marker is
-    dropped when the unit ends up in its place (``core.sequence``). Its ``recalled_turns``,
-    if it has one, offers again the turns an earlier build recalled; if that takes a
-    ``dated`` keyword, both forms of their marker are offered (``core.stable``)."""
+    dropped when the unit ends up in its place (``core.sequence``)."""
     never_cut: bool = False
     """A plan entry of it is neither cuttable nor optional unless the plan says otherwise."""
     prompt: bool = False
@@ -196,16 +193,6 @@ DEFAULT_TRAITS = SourceTraits()
 """The traits of a source that declares none (and replaces no registered source)."""
 
 _CATALOG: dict[str, type] = {}
-
-
-def takes_keyword(function: Callable[..., Any], name: str) -> bool:
-    """Whether ``function`` takes a keyword argument ``name`` (read off its signature)."""
-    try:
-        parameters = inspect.signature(function).parameters
-    except (TypeError, ValueError):  # no signature to read (a builtin): assume not
-        return False
-    return name in parameters or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
 def register_source(cls: S) -> S:

@@ -32,7 +32,7 @@ from contextwright.core.items import ContextItem, detached, parse_message
 from contextwright.core.plan import FrozenOptions, thawed
 from contextwright.core.request import Request
 from contextwright.core.select import Selection
-from contextwright.core.source import ContextSource, DigestingSource, Layout, takes_keyword
+from contextwright.core.source import ContextSource, DigestingSource, Layout
 
 TAIL_SEARCH = 4096
 """How far back from the end the previous list's last message is looked for."""
@@ -201,24 +201,16 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
 
 
 class _Turns:
-    """A source's ``recalled_turns`` seen as a source, so gathering costs them as usual.
+    """A source's ``recalled_turns`` seen as a source, so gathering costs them as usual."""
 
-    ``dated``: which form of their marker (None: the source has one form).
-    """
-
-    def __init__(self, source: ContextSource, starts: Sequence[int],
-                 dated: bool | None = None) -> None:
+    def __init__(self, source: ContextSource, starts: Sequence[int]) -> None:
         self.namespace = source.namespace
         self._source = source
         self._starts = starts
-        self._dated = dated
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         recalled_turns = getattr(self._source, "recalled_turns")  # noqa: B009
-        if self._dated is None:
-            yield from recalled_turns(request, options, self._starts)
-        else:
-            yield from recalled_turns(request, options, self._starts, dated=self._dated)
+        yield from recalled_turns(request, options, self._starts)
 
 
 def _leading(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
@@ -243,15 +235,7 @@ def _recalled_again(g: Gathered, source: ContextSource, request: Request,
     starts = [start if detached(start) else start + shift for start in layout.recalled]
     spec = replace(g.spec, options=anchored_options(g.spec.options, anchor, g.traits.layout,
                                                     recall=True))
-    recalled_turns = getattr(source, "recalled_turns")  # noqa: B009
-    if not takes_keyword(recalled_turns, "dated"):
-        return gather_source(spec, g.position, _Turns(source, starts), request, cap,
-                             costing).units
-    # An earlier build showed the day on one recalled turn of each day and not on the others
-    # (``core.sequence``): either form may be in the layout. Gathered apart, as the two forms
-    # of a turn share its keys.
-    return [unit for dated in (True, False) for unit in gather_source(
-        spec, g.position, _Turns(source, starts, dated), request, cap, costing).units]
+    return gather_source(spec, g.position, _Turns(source, starts), request, cap, costing).units
 
 
 def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit], int | None]:

@@ -43,8 +43,7 @@ from contextwright.core.caches import GrowingCache, text_bytes
 from contextwright.core.items import DETACHED_ORDER, ContextItem, detached, parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
-from contextwright.core.sequence import same_but_head
-from contextwright.core.source import ContextSource, DigestingSource, takes_keyword
+from contextwright.core.source import ContextSource, DigestingSource
 from contextwright.errors import StoreError
 from contextwright.modes.config import ModeSettings, RecallSettings
 from contextwright.recall.bm25 import PackedPostings, TurnList, TurnPostings
@@ -63,7 +62,7 @@ from contextwright.recall.turns import (
 from contextwright.session import flow
 from contextwright.session.flow import Flow
 from contextwright.session.store import SessionKey, StoredIndex, StoredMessage
-from contextwright.sources.conversation import DatedOnce, cached_recalled_items, calls_since_cut
+from contextwright.sources.conversation import cached_recalled_items, calls_since_cut
 from contextwright.tokens import estimate_tokens
 
 logger = logging.getLogger("contextwright.session")
@@ -226,9 +225,9 @@ class SessionTurns:
     next_message: tuple[float, Mapping[str, Any]] | None = None
     """(created_at, message) of the message after ``messages`` when last read: it must read the
     same next time, or the session was replaced."""
-    placed: dict[int, tuple[ContextItem, ContextItem]] = field(default_factory=dict)
-    """Recalled items as placed before the window (``DETACHED_ORDER``), per item (the two
-    forms of a recalled turn share all items but the opening one)."""
+    placed: dict[int, tuple[list[ContextItem], list[ContextItem]]] = field(
+        default_factory=dict)
+    """Recalled items as placed before the window (``DETACHED_ORDER``), per item list."""
     last_ranking: tuple[tuple[str, int, int, str | None], list[tuple[int, float]]] | None = None
     """(query, turns, limit) and the recaller's answer: an agent loop prepares the same turn
     again after each tool result, and the ranking cannot have changed."""
@@ -1042,10 +1041,8 @@ class SessionHistorySource:
                     for item in self._history.build(request, options))
         rule = Interleaving(share=self._share, max_tokens=self._max_tokens,
                             anchor=max(self._anchor, int(options.get("recent_rounds", 0) or 0)))
-        days = DatedOnce(index)
         yield from interleave(segments, ranked, index, rule, recalled=lambda position:
-                              self._placed(old, options, index, position, since_cut,
-                                           dated=days.first(position)))
+                              self._placed(old, options, index, position, since_cut))
 
     def digest(self, request: Request, options: Mapping[str, Any],
                kept: Sequence[ContextItem], max_tokens: int,
@@ -1056,21 +1053,16 @@ class SessionHistorySource:
         return None
 
     def recalled_turns(self, request: Request, options: Mapping[str, Any],
-                       starts: Sequence[int], *, dated: bool = True) -> Iterator[ContextItem]:
+                       starts: Sequence[int]) -> Iterator[ContextItem]:
         """The turns opening at ``starts`` as recalled, shown as an earlier build showed them.
 
         A start is a position in the request's history; a negative one is a stored turn before
         it (the order its items were placed at). A build that keeps a stable prefix offers
-        them again whatever the current input ranks, so the cached run is found again;
-        ``dated``: the form whose marker shows the day (``DatedOnce``).
+        them again whatever the current input ranks, so the cached run is found again.
         """
         own = [start for start in starts if start >= 0]
-        recall_own = getattr(self._history, "recalled_turns", None)
-        if own and callable(recall_own):
-            if takes_keyword(recall_own, "dated"):
-                yield from recall_own(request, options, own, dated=dated)
-            elif dated:  # a history source with one form of recalled turn
-                yield from recall_own(request, options, own)
+        if own and callable(getattr(self._history, "recalled_turns", None)):
+            yield from self._history.recalled_turns(request, options, own)  # type: ignore[attr-defined]
         stored = sorted({self._stored_position(start) for start in starts if start < 0})
         if not stored:
             return
@@ -1082,8 +1074,7 @@ class SessionHistorySource:
             if (position < len(index.turns) and index.turns[position].index == at
                     and index.ends[position] <= self._offset
                     and self._readable([(position, 0.0)])):
-                yield from self._placed(old, options, index, position, since_cut,
-                                        dated=dated)
+                yield from self._placed(old, options, index, position, since_cut)
 
     def _stored_position(self, start: int) -> int:
         """The session position of a stored turn a layout names by ``start``.
@@ -1149,40 +1140,26 @@ class SessionHistorySource:
         return index.view(extra_calls=self._recent_calls)
 
     def _placed(self, old: Request, options: Mapping[str, Any], index: TurnIndex,
-                position: int, since_cut: int, *, dated: bool = True) -> list[ContextItem]:
+                position: int, since_cut: int) -> list[ContextItem]:
         """One recalled turn's items, keyed apart from the request's and ordered before them.
 
         The same objects for every input that recalls the turn (the score is noted for the
-        report apart from them, ``core.notes``), so their rendering is cached once; ``dated``:
-        whether its marker shows the day (``DatedOnce``). The two forms of its opening item
-        are placed together and known to the builder as one another's (``same_but_head``).
+        report apart from them, ``core.notes``), so their rendering is cached once.
         """
-        items = cached_recalled_items(old, options, index, position, since_cut, dated=dated)
-        known = self._turns.placed.get(id(items[0]))
-        if known is not None and known[0] is items[0]:
-            return [known[1], *(self._place(item, position) for item in items[1:])]
-        other = cached_recalled_items(old, options, index, position, since_cut,
-                                      dated=not dated)
-        placed = [self._place(item, position) for item in items]
-        if other[0] is not items[0]:
-            same_but_head(placed[0], self._place(other[0], position))
-        return placed
-
-    def _place(self, item: ContextItem, position: int) -> ContextItem:
-        """``item`` of the turn at ``position`` as placed before the window (remembered)."""
-        cached = self._turns.placed.get(id(item))
-        if cached is not None and cached[0] is item:
+        items = cached_recalled_items(old, options, index, position, since_cut)
+        cache_key = id(items)
+        cached = self._turns.placed.get(cache_key)
+        if cached is not None and cached[0] is items:
             return cached[1]
-        index = self._turns.index
         turn, end = index.turns[position], index.ends[position]
         reason = (f"recalled: older turn relevant to the input, no longer shown verbatim "
                   f"(seq {turn.index + 1}-{end})")
-        placed = replace(
+        placed = [replace(
             item, key=f"history.recalled.{item.key.removeprefix('history.')}",
             order=DETACHED_ORDER + item.order, group=f"session-{item.group}",
             metadata={**item.metadata, "recalled": reason} if "recalled" in item.metadata
-            else item.metadata)
+            else item.metadata) for item in items]
         if len(self._turns.placed) >= _PLACED_LIMIT:
             self._turns.placed.clear()
-        self._turns.placed[id(item)] = (item, placed)
+        self._turns.placed[cache_key] = (items, placed)
         return placed

@@ -31,7 +31,7 @@ from contextwright.compress.tool_results import (
     reduce_tool_result,
 )
 from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
-from contextwright.core.cutting import KEEP_HEAD, SHARED_HEAD, SharedHead, split_head
+from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import fold
 from contextwright.core.items import (
     ContextItem,
@@ -44,7 +44,6 @@ from contextwright.core.items import (
 from contextwright.core.pairing import pair_results
 from contextwright.core.plan import FrozenOptions, options_text
 from contextwright.core.request import Request
-from contextwright.core.sequence import same_but_head
 from contextwright.core.source import AddedSource, Layout, SourceTraits
 from contextwright.errors import InvalidInputError
 from contextwright.recall.history import RECALLED_UNITS, turn_index
@@ -435,12 +434,11 @@ class HistorySource:
                           now=asked_at(request.turn, request.history))
 
     def recalled_turns(self, request: Request, options: Mapping[str, Any],
-                       starts: Sequence[int], *, dated: bool = True) -> Iterator[ContextItem]:
+                       starts: Sequence[int]) -> Iterator[ContextItem]:
         """The turns opening at ``starts`` (history positions) as recalled, marked turns.
 
         A build that keeps a stable prefix shows a turn recalled for an earlier input again in
-        the same form, whatever the current input ranks; ``dated``: the form whose marker
-        shows the day (an earlier build showed the day on one turn of each, ``DatedOnce``).
+        the same form, whatever the current input ranks.
         """
         if not starts:
             return
@@ -449,8 +447,7 @@ class HistorySource:
         for start in sorted(set(starts)):
             position = bisect_left(index.turns, start, key=lambda turn: turn.index)
             if position < len(index.turns) and index.turns[position].index == start:
-                yield from cached_recalled_items(request, options, index, position, since_cut,
-                                                 dated=dated)
+                yield from cached_recalled_items(request, options, index, position, since_cut)
 
     def _recent(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         max_rounds = options.get("max_rounds")
@@ -491,11 +488,9 @@ class HistorySource:
         rule = Interleaving(share=share, anchor=int(options.get("recent_rounds", 0) or 0),
                             max_rounds=options.get("max_rounds"))
         since_cut = calls_since_cut(request, options)
-        days = DatedOnce(index)
         yield from interleave(segments, ranked, index, rule, frontier=len(request.history),
                               recalled=lambda position: cached_recalled_items(
-                                  request, options, index, position, since_cut,
-                                  dated=days.first(position)))
+                                  request, options, index, position, since_cut))
 
 
 def _tier_anchor(options: Mapping[str, Any]) -> float:
@@ -538,38 +533,29 @@ _RECALLED_LIMIT = 20_000
 
 
 def cached_recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
-                          position: int, since_cut: int, *, dated: bool = True
-                          ) -> list[ContextItem]:
-    """``recalled_items``, remembered per turn, options, tool tiers and marker.
+                          position: int, since_cut: int) -> list[ContextItem]:
+    """``recalled_items``, remembered per turn, options and tool tiers.
 
     ``since_cut``: call blocks made since the last cut (``calls_since_cut``), which do not age
-    the turn's tool results; ``dated``: whether the marker line shows the turn's day.
+    the turn's tool results.
 
     The same turns are recalled build after build, for one input or another; handing back the
     very same items lets the builder reuse their rendering (the score each input recalls a
     turn at is noted for the report apart from them: ``core.notes``). A remembered turn is used
     only if each of its messages still parses to the same object (``parse_message`` notices a
-    dict edited in place). The two forms of a turn (its marker with and without the day) share
-    every item but the opening one, and are known to the builder as one another's form
-    (``same_but_head``), so a turn whose marker changes form is rendered once in each.
+    dict edited in place).
     """
     turn, end = index.turns[position], index.ends[position]
     history = request.history
     # A turn without tool calls is shown the same whatever the options and however many
     # calls were made since (they only tier tool results).
-    shown = ((options_key(options), index.calls_newer_than(position) - since_cut)
-             if index.may_hold_calls(position) else ())
-    key = (id(history[turn.index]), turn.index, end, dated, *shown)
+    key = ((id(history[turn.index]), turn.index, end, options_key(options),
+            index.calls_newer_than(position) - since_cut)
+           if index.may_hold_calls(position) else (id(history[turn.index]), turn.index, end))
     cached = RECALLED_UNITS.get(key)
     if cached is not None and _still_parsed_as(history, turn.index, cached[0]):
         return cached[1]
-    other = RECALLED_UNITS.get((id(history[turn.index]), turn.index, end, not dated, *shown))
-    if other is not None and _still_parsed_as(history, turn.index, other[0]):
-        opening = _remarked(other[1][0], dated=dated)
-        same_but_head(opening, other[1][0])
-        items = [opening, *other[1][1:]]
-    else:
-        items = recalled_items(request, options, index, position, since_cut, dated=dated)
+    items = recalled_items(request, options, index, position, since_cut)
     messages = tuple(parse_message(history[at], f"history[{at}]")
                      for at in range(turn.index, end))
     if len(RECALLED_UNITS) >= _RECALLED_LIMIT:
@@ -603,17 +589,14 @@ def _recent_blocks(request: Request, options: Mapping[str, Any]
 
 
 def recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
-                   position: int, since_cut: int, *, dated: bool = True) -> list[ContextItem]:
+                   position: int, since_cut: int) -> list[ContextItem]:
     """One recalled turn as a single unit: its opening user message first, then the rest.
 
     One group, so the turn is kept or dropped whole; the opening message comes first so the unit
     opens a round (rendering sorts by ``order``, so the turn still reads in its own order).
-    The opening message is marked as recalled (``recall_marker``, with the turn's day if
-    ``dated``); the marker line is named in ``metadata["keep_head"]``, so a cut keeps it and the
-    builder can drop it when everything after the turn is kept too (the turn is then simply in
-    its place, ``core.sequence``). A turn with a day names both forms of its marker in
-    ``metadata["shared_head"]``: the builder moves the dated one to the first turn of that day
-    it shows (``core.sequence``).
+    The opening message is marked as recalled (``recall_marker``); the marker line is named in
+    ``metadata["keep_head"]``, so a cut keeps it and the builder can drop it when everything
+    after the turn is kept too (the turn is then simply in its place, ``core.sequence``).
     """
     turn = index.turns[position]
     key = options_key(options)
@@ -630,28 +613,14 @@ def recalled_items(request: Request, options: Mapping[str, Any], index: TurnInde
                             retention) + items
     group = f"recalled{turn.index}"
     opening, rest = items[0], items[1:]
-    stamp = opening.message.timestamp
-    content = recall_marker(opening.message.content, stamp if dated else None)
+    content = recall_marker(opening.message.content, opening.message.timestamp)
     head = content[: len(content) - len(opening.message.content)]
     marked = Message(role=opening.message.role, content=content, id=opening.message.id,
-                     timestamp=stamp, images=opening.message.images)
-    metadata = {**opening.metadata, "recalled": recall_reason(turn.index, index.ends[position]),
-                KEEP_HEAD: head}
-    day = iso_day(stamp)
-    if day is not None:
-        metadata[SHARED_HEAD] = SharedHead(group=f"recalled-day:{day}",
-                                           full=recall_marker("", stamp), short=recall_marker(""))
-    first = replace(opening, message=marked, group=group, round_start=True, metadata=metadata)
+                     timestamp=opening.message.timestamp, images=opening.message.images)
+    reason = recall_reason(turn.index, index.ends[position])
+    first = replace(opening, message=marked, group=group, round_start=True,
+                    metadata={**opening.metadata, "recalled": reason, KEEP_HEAD: head})
     return [first, *(replace(item, group=group, round_start=False) for item in rest)]
-
-
-def _remarked(opening: ContextItem, *, dated: bool) -> ContextItem:
-    """A recalled turn's opening item with the other form of its marker line."""
-    _, body = split_head(opening)
-    content = recall_marker(body, opening.message.timestamp if dated else None)
-    head = content[: len(content) - len(body)]
-    return replace(opening, message=replace(opening.message, content=content),
-                   metadata={**opening.metadata, KEEP_HEAD: head})
 
 
 def recall_reason(start: int, end: int) -> str:
@@ -687,30 +656,6 @@ def recall_marker(content: str, timestamp: str | None = None) -> str:
     """
     day = iso_day(timestamp)
     return f"{RECALL_PREFIX}{' ' + day if day else ''}]\n{content}"
-
-
-class DatedOnce:
-    """Which recalled turns show their day: the first offered of each day, in one build.
-
-    A marker line with the day costs 11 tokens (cl100k), without it 4; recalled turns run
-    about 90 tokens, and a build recalls many turns of the same day (a session), so dating
-    each costs about one turn in twelve. The stream is kept as a prefix (history is
-    contiguous), so whenever a turn of a day is kept, the first offered of that day is too;
-    the builder moves its dated line to the first of that day in reading order
-    (``core.sequence``). LoCoMo strict recall, lexical, 2k / 4k / 8k: see README.
-    """
-
-    def __init__(self, index: TurnIndex) -> None:
-        self.index = index
-        self.days: set[str] = set()
-
-    def first(self, position: int) -> bool:
-        """Whether the turn at ``position`` is the first offered of its day (or has none)."""
-        day = iso_day(self.index.turns[position].timestamp)
-        if day is None or day in self.days:
-            return day is None
-        self.days.add(day)
-        return True
 
 
 def iso_day(timestamp: str | None) -> str | None:
