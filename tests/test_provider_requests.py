@@ -428,8 +428,8 @@ def test_a_turn_that_ends_with_the_assistant_answer_is_refused_for_anthropic_onl
         call("c1", city="Paris"), result("c1", "sun"),
         {"role": "assistant", "content": "It is sunny."}]))
     assert ctx.to_request("openai")["messages"][-1]["role"] == "assistant"
-    with pytest.raises(InvalidInputError, match=r"\(this turn's messages, request.turn\)"
-                                               r" is the assistant's.*prefill"):
+    with pytest.raises(InvalidInputError, match=r"shown by the tool_results source, is the "
+                                               r"assistant's.*prefill"):
         ctx.to_request("anthropic")
 
 

@@ -49,11 +49,6 @@ class SystemPart:
     """Its text, without the label the chat rendering adds."""
 
 
-_PART_NAMES = {"tool_results": "this turn's messages, request.turn",
-               "history": "history, request.history"}
-"""How a refusal names the part of the request a message came from (by its source)."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FinalContext:
     """The result of a build."""
@@ -230,9 +225,9 @@ class FinalContext:
         if self.fenced and self.fenced[offset + last]:
             return
         section = self.sections[offset + last] if self.sections else "the request"
-        where = _PART_NAMES.get(section, section)
         raise InvalidInputError(
-            f"the request's last message ({where}) is the assistant's: the Messages API would "
+            f"the request's last message, shown by the {section} source, is the assistant's: "
+            "the Messages API would "
             "continue it as a prefill instead of answering; end the request with the user's "
             "message or tool results (in a session: prepare the next turn with its text)")
 
