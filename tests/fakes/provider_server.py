@@ -23,6 +23,8 @@ from fakes.json_server import Answer, LocalJSONServer, json_answer
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 DETAILS = ("auto", "low", "high", "original")
+ANTHROPIC_IMAGE_LIMIT = 5 * 1024 * 1024
+"""Bytes of base64 data an Anthropic image block takes."""
 MAGIC = {"image/png": b"\x89PNG", "image/jpeg": b"\xff\xd8", "image/gif": b"GIF8",
          "image/webp": b"RIFF"}
 
@@ -340,8 +342,10 @@ def _check_anthropic_image(source: object, index: int) -> None:
         raise Rejected(f"messages.{index}: image.source: Field required")
     if source.get("type") == "base64":
         _check_image_data(source.get("media_type"), source.get("data"), f"messages.{index}")
-        if len(base64.b64decode(source["data"])) > 5 * 1024 * 1024:
-            raise Rejected(f"messages.{index}: image exceeds 5 MB maximum")
+        size = len(str(source["data"]))  # the API measures the base64 string, not the image
+        if size > ANTHROPIC_IMAGE_LIMIT:
+            raise Rejected(f"messages.{index}: image exceeds 5 MB maximum: {size} bytes > "
+                           f"{ANTHROPIC_IMAGE_LIMIT} bytes")
     elif source.get("type") == "url":
         if not re.fullmatch(r"https?://\S+", str(source.get("url"))):
             raise Rejected(f"messages.{index}: image.source.url is invalid")

@@ -23,8 +23,8 @@ Images go in each provider's own form: ``image_url`` parts (Chat Completions), `
 parts (Responses, also in ``function_call_output``), ``image`` blocks (Anthropic, also inside
 ``tool_result``). An image of fenced data sits inside its fence: between the text block that
 opens it and the one that closes it. Where a format takes no image (a Chat Completions tool
-message, an Anthropic ``search_result``, an image over Anthropic's 5 MB), a short placeholder
-line stands in its place.
+message, an Anthropic ``search_result``, an image whose base64 data is over Anthropic's 5 MB), a
+short placeholder line stands in its place.
 
 What a format cannot carry is listed in the rendering's ``notes`` (never dropped silently).
 """
@@ -214,7 +214,12 @@ def anthropic_image(image: ImagePart) -> dict[str, Any]:
 
 
 def _anthropic_takes(image: ImagePart) -> bool:
-    return image.size_bytes <= ANTHROPIC_MAX_IMAGE_BYTES
+    """Whether the Messages API takes ``image``: its base64 data within the 5 MB limit.
+
+    The API measures the base64 string it receives, not the decoded image, so the data is
+    measured as sent. Of a URL image nothing is known here: the provider fetches it.
+    """
+    return image.data is None or len(image.data) <= ANTHROPIC_MAX_IMAGE_BYTES
 
 
 # --- OpenAI Chat Completions ---------------------------------------------------------------
@@ -508,7 +513,7 @@ def _add_breakpoints(body: dict[str, Any], merged: list[dict[str, Any]],
                            "cache_control": dict(CACHE_CONTROL)}]
 
 
-_OVER_5_MB = "the Messages API takes images up to 5 MB"
+_OVER_5_MB = "the Messages API takes images up to 5 MB of base64 data"
 _SEARCH_RESULT_IMAGES = ("without tools, tool results are search_result blocks, which carry "
                          "text only")
 
