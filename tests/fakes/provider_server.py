@@ -23,6 +23,12 @@ from fakes.json_server import Answer, LocalJSONServer, json_answer
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 DETAILS = ("auto", "low", "high", "original")
+CHAT_CALL_ID_CHARS = 40
+"""Chat Completions: the longest ``tool_calls[].id``."""
+RESPONSES_CALL_ID_CHARS = 64
+"""Responses: the longest ``call_id``."""
+ANTHROPIC_CALL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+"""Messages: the pattern of ``tool_use.id`` and ``tool_result.tool_use_id``."""
 ANTHROPIC_IMAGE_LIMIT = 5 * 1024 * 1024
 """Bytes of base64 data an Anthropic image block takes."""
 MAGIC = {"image/png": b"\x89PNG", "image/jpeg": b"\xff\xd8", "image/gif": b"GIF8",
@@ -105,8 +111,10 @@ def check_chat(body: dict[str, Any]) -> None:
         calls = message.get("tool_calls") or []
         if calls and role != "assistant":
             raise Rejected(f"messages[{index}]: only assistant messages have tool_calls")
-        for call in calls:
+        for number, call in enumerate(calls):
             json.loads(call["function"]["arguments"])
+            _check_length(call["id"], CHAT_CALL_ID_CHARS,
+                          f"messages[{index}].tool_calls[{number}].id")
             pending.append(call["id"])
     if pending:
         raise Rejected("an assistant message with 'tool_calls' must be followed by tool messages")
@@ -169,6 +177,9 @@ def check_responses(body: dict[str, Any]) -> None:
     calls: set[str] = set()
     for index, item in enumerate(items):
         kind = item.get("type", "message")
+        if kind in ("function_call", "function_call_output"):
+            _check_length(item.get("call_id"), RESPONSES_CALL_ID_CHARS,
+                          f"input[{index}].call_id")
         if kind == "function_call":
             json.loads(item["arguments"])
             calls.add(item["call_id"])
@@ -318,6 +329,10 @@ def _check_block(block: dict[str, Any], index: int, tools: bool) -> None:
                            "define tools")
         if kind == "tool_use" and not isinstance(block.get("input"), dict):
             raise Rejected(f"messages.{index}: tool_use.input must be an object")
+        call_id = block.get("id" if kind == "tool_use" else "tool_use_id")
+        if not ANTHROPIC_CALL_ID.match(str(call_id)):
+            raise Rejected(f"messages.{index}.content.{kind}.id: String should match pattern "
+                           "'^[a-zA-Z0-9_-]+$'")
         if kind == "tool_result" and isinstance(block.get("content"), list):
             for part in block["content"]:
                 if part.get("type") not in ("text", "image", "search_result", "document"):
@@ -351,6 +366,15 @@ def _check_anthropic_image(source: object, index: int) -> None:
             raise Rejected(f"messages.{index}: image.source.url is invalid")
     else:
         raise Rejected(f"messages.{index}: image.source.type must be base64 or url")
+
+
+def _check_length(value: object, limit: int, where: str) -> None:
+    """A string of at most ``limit`` characters (OpenAI's words for a longer one)."""
+    if not isinstance(value, str):
+        raise Rejected(f"Invalid '{where}': expected a string")
+    if len(value) > limit:
+        raise Rejected(f"Invalid '{where}': string too long. Expected a string with maximum "
+                       f"length {limit}, but got a string with length {len(value)} instead.")
 
 
 def _check_cache_key(body: dict[str, Any]) -> None:

@@ -4,7 +4,7 @@ Each renderer turns the built messages into keyword arguments that the provider'
 as they are (``client.chat.completions.create(**body)``), following each API's documented rules.
 Documents are fenced messages in the assistant's voice (the build flags them), so no document
 text is ever in the user's or the system's role; tool call ids are renamed where a provider would
-refuse them (``CallIds``):
+refuse them (``CallIds``: reused, of other characters or longer than the format takes):
 
 - Anthropic: system apart and left out when blank; roles alternate (same roles merged, tool
   results first in their user message); a lead user message when the history starts with the
@@ -31,6 +31,7 @@ What a format cannot carry is listed in the rendering's ``notes`` (never dropped
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -85,24 +86,59 @@ MAX_BREAKPOINTS = 4
 """The Messages API takes at most this many ``cache_control`` breakpoints."""
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
+_ID_HASH_CHARS = 12
+"""Hex digits of the hash a shortened call id ends with: two long ids of one request sharing a
+start are all but certain to differ (and a clash is renamed anyway, never sent twice)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallIdRules:
+    """What a format takes as a tool call id."""
+
+    max_chars: int | None
+    """The longest id it takes (None: no documented limit)."""
+    unique_in: Literal["request", "block"]
+    """Where ids must differ: in the whole request (Anthropic, Responses: results name their
+    call by id), or only among the calls of one assistant message (Chat Completions pairs a
+    tool message with the calls of the message before it, so an id reused by a later turn is
+    fine there)."""
+    safe_chars: bool
+    """Whether only ``A-Z a-z 0-9 _ -`` are taken (Anthropic's pattern; Responses follows it so
+    that one conversation's ids read the same in both)."""
+
+
+CHAT_IDS = CallIdRules(max_chars=40, unique_in="block", safe_chars=False)
+"""Chat Completions refuses a ``tool_calls[].id`` over 40 characters."""
+RESPONSES_IDS = CallIdRules(max_chars=64, unique_in="request", safe_chars=True)
+"""The Responses API refuses a ``call_id`` over 64 characters."""
+ANTHROPIC_IDS = CallIdRules(max_chars=None, unique_in="request", safe_chars=True)
+"""The Messages API takes ``tool_use.id`` of the pattern ``^[a-zA-Z0-9_-]+$`` (no length
+limit is documented)."""
 
 
 class CallIds:
-    """Provider call ids for one rendering: unique, and of the characters Anthropic allows.
+    """Provider call ids for one rendering, renamed only where its format would refuse them.
 
-    Agents and OpenAI-compatible servers reuse ids across turns (``call_0`` in every turn) or
-    use characters the Messages API refuses (``functions.get_weather:0``); each call block's
-    ids are renamed only where needed, and its results follow the same renaming.
+    Agents and OpenAI-compatible servers reuse ids across turns (``call_0`` in every turn), use
+    characters the Messages API refuses (``functions.get_weather:0``), and gateways or other
+    providers make ids longer than OpenAI takes (``portkey-<uuid>``); each call block's ids are
+    renamed only where ``rules`` need it, and its results follow the same renaming. Renaming is
+    deterministic: the same messages always render to the same ids.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rules: CallIdRules = ANTHROPIC_IDS) -> None:
+        self.rules = rules
         self._used: set[str] = set()
         self._current: dict[str, str] = {}
         self.renamed = 0
+        self.reasons: dict[str, None] = {}
+        """Why ids were renamed, in the order first met (a dict keeps that order)."""
 
     def open_block(self, message: Message) -> None:
         """Assign ids to an assistant message's calls (the block its results answer)."""
         self._current = {}
+        if self.rules.unique_in == "block":
+            self._used = set()
         for call in message.tool_calls:
             self._current[call.id] = self._fresh(call.id)
 
@@ -115,23 +151,53 @@ class CallIds:
         return self._current.get(call_id or "", call_id or "")
 
     def _fresh(self, call_id: str) -> str:
-        base = _SAFE_ID.sub("_", call_id) or "call"
+        base = self._shaped(call_id)
         candidate, number = base, 1
         while candidate in self._used:
             number += 1
-            candidate = f"{base}_{number}"
+            candidate = self._fit(base, f"_{number}")
         self._used.add(candidate)
         if candidate != call_id:
             self.renamed += 1
+            if candidate != base:
+                self.reasons["reused across turns" if self.rules.unique_in == "request"
+                             else "the same as another call's id of its message"] = None
         return candidate
+
+    def _shaped(self, call_id: str) -> str:
+        """``call_id`` with the characters and length the format takes."""
+        limit = self.rules.max_chars
+        base = (_SAFE_ID.sub("_", call_id) or "call") if self.rules.safe_chars else call_id
+        if base != call_id:
+            self.reasons["with characters the API refuses"] = None
+        if limit is not None and len(base) > limit:
+            self.reasons[f"longer than the API takes ({limit} characters)"] = None
+            return shortened_id(call_id, limit)
+        return base
+
+    def _fit(self, base: str, suffix: str) -> str:
+        """``base`` + ``suffix``, ``base`` cut so that the whole stays within the limit."""
+        limit = self.rules.max_chars
+        return (base if limit is None else base[: limit - len(suffix)]) + suffix
+
+
+def shortened_id(call_id: str, limit: int) -> str:
+    """A call id of at most ``limit`` characters standing for ``call_id``.
+
+    Its safe characters' start (readable in logs) and a hash of the whole id: two long ids that
+    share a start stay apart, and the same id always shortens alike.
+    """
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    start = _SAFE_ID.sub("_", call_id)[: limit - _ID_HASH_CHARS - 1]
+    return f"{start}_{digest[:_ID_HASH_CHARS]}"
 
 
 def renamed_note(ids: CallIds) -> list[str]:
     """The note for renamed call ids, if any were."""
     if not ids.renamed:
         return []
-    return [f"{ids.renamed} tool call id(s) renamed: reused across turns or with characters the "
-            "API refuses (results follow their calls)"]
+    return [f"{ids.renamed} tool call id(s) renamed: {' or '.join(ids.reasons)}; results "
+            "follow their calls"]
 
 
 # --- images ----------------------------------------------------------------------------------
@@ -227,8 +293,13 @@ def _anthropic_takes(image: ImagePart) -> bool:
 _OPENAI_TOOL_IMAGES = "Chat Completions tool messages carry text only"
 
 
-def openai_message(message: Message, images: ImageNotes | None = None) -> dict[str, Any]:
-    """One message in OpenAI chat form (``images`` counts the images shown as placeholders)."""
+def openai_message(message: Message, images: ImageNotes | None = None,
+                   ids: CallIds | None = None) -> dict[str, Any]:
+    """One message in OpenAI chat form.
+
+    ``images`` counts the images shown as placeholders; ``ids`` renames call ids (its block
+    opened on the calls' message), none renamed without it.
+    """
     rendered: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.images:
         if message.role == "user":
@@ -241,12 +312,13 @@ def openai_message(message: Message, images: ImageNotes | None = None) -> dict[s
     if message.tool_calls:
         rendered["content"] = message.content or None
         rendered["tool_calls"] = [
-            {"id": c.id, "type": "function",
+            {"id": ids.call(c.id) if ids is not None else c.id, "type": "function",
              "function": {"name": c.name, "arguments": c.arguments}}
             for c in message.tool_calls
         ]
     if message.role == "tool":
-        rendered["tool_call_id"] = message.tool_call_id
+        rendered["tool_call_id"] = (ids.result(message.tool_call_id) if ids is not None
+                                    else message.tool_call_id)
     return rendered
 
 
@@ -257,7 +329,12 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     if settings.model is not None:
         body["model"] = settings.model
     images = ImageNotes()
-    body["messages"] = [openai_message(m, images) for m in messages]
+    ids = CallIds(CHAT_IDS)
+    body["messages"] = []
+    for message in messages:
+        if message.tool_calls:
+            ids.open_block(message)
+        body["messages"].append(openai_message(message, images, ids))
     if schemas:
         body["tools"] = [dict(s) for s in schemas]
     if settings.max_output_tokens:
@@ -265,7 +342,7 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     if settings.cache_key:
         body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _openai_tool_choice)
-    return Rendered(body, images.notes())
+    return Rendered(body, renamed_note(ids) + images.notes())
 
 
 def _openai_tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, Any]:
@@ -287,7 +364,7 @@ def openai_responses(system: str, messages: Sequence[Message],
     if system:
         body["instructions"] = system
     items: list[dict[str, Any]] = []
-    ids = CallIds()
+    ids = CallIds(RESPONSES_IDS)
     for message in messages:
         if message.tool_calls:
             ids.open_block(message)
@@ -357,7 +434,7 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     """
     notes: list[str] = []
     native_tools = bool(schemas)
-    ids = CallIds()
+    ids = CallIds(ANTHROPIC_IDS)
     images = ImageNotes()
     merged, marked = _anthropic_turns(messages, labels, documents, native_tools, ids,
                                       set(settings.cache_points or ()), notes, images)
