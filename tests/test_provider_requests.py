@@ -420,6 +420,18 @@ def test_the_local_server_refuses_call_ids_the_apis_do(fmt: str, body: dict[str,
         send(server, fmt, body)
 
 
+def test_a_request_of_200_tools_goes_to_openai_with_the_128_best(server: ProviderServer) -> None:
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "parameters": {}}}
+             for i in range(200)]
+    ctx = build(Request(user_input="use tool_7", tools=tools))
+    for fmt in ("openai", "openai-responses"):
+        body = ctx.to_request(fmt, model=MODELS[fmt])  # type: ignore[arg-type]
+        assert len(body["tools"]) == 128
+        send(server, fmt, body)
+    with pytest.raises(openai.BadRequestError, match="maximum length 128"):
+        send(server, "openai", {**ctx.to_request("openai", model="gpt-4o"), "tools": tools})
+
+
 def test_a_caller_message_named_document_is_not_taken_for_one() -> None:
     history = [{"role": "user", "content": "hi"},
                {"role": "assistant", "content": "Hello, I am the bot", "name": "document"}]

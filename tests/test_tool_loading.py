@@ -90,6 +90,39 @@ def test_max_tools_keeps_the_best_ranked() -> None:
     assert "over max_tools" in left_out(ctx)["tools.get_order"]
 
 
+MANY = [tool(f"tool_{i}", f"Does thing number {i}.") for i in range(200)]
+
+
+@pytest.mark.parametrize("options", [{}, {"max_tools": 150}, {"select": "relevant"}])
+def test_at_most_128_tools_are_offered_the_best_ranked_and_the_rest_reported(
+        options: dict[str, Any]) -> None:
+    ctx = BUILDER.build(plan(**options, always_include="tool_199"),
+                        Request(user_input="use tool_7 please", tools=MANY))
+    names = offered(ctx)
+    assert len(names) == 128 and {"tool_199", "tool_7"} <= set(names)
+    reasons = left_out(ctx)
+    assert len(reasons) == 72 and set(reasons.values()) == {
+        "over the 128 tools OpenAI takes in a request; ranked lower"}
+
+
+def test_max_tools_under_128_still_says_max_tools() -> None:
+    ctx = BUILDER.build(plan(max_tools=100), Request(user_input="use tool_7", tools=MANY))
+    assert len(offered(ctx)) == 100 and "tool_7" in offered(ctx)
+    assert all("over max_tools (100)" in reason for reason in left_out(ctx).values())
+
+
+def test_the_openai_renderings_refuse_more_than_128_tools_from_any_source() -> None:
+    from contextwright.core.items import Message
+    from contextwright.core.providers import CallSettings, openai_chat, openai_responses
+
+    messages, settings = [Message(role="user", content="hi")], CallSettings(model="m")
+    with pytest.raises(InvalidInputError, match="129 tools; OpenAI takes at most 128"):
+        openai_chat(messages, MANY[:129], settings)
+    with pytest.raises(InvalidInputError, match="129 tools; OpenAI takes at most 128"):
+        openai_responses("", messages, MANY[:129], settings)
+    assert len(openai_chat(messages, MANY[:128], settings).body["tools"]) == 128
+
+
 def test_no_match_offers_every_tool_rather_than_none() -> None:
     ctx = BUILDER.build(plan(select="relevant"), Request(user_input="hello", tools=TOOLS))
     assert len(offered(ctx)) == len(TOOLS)

@@ -23,6 +23,8 @@ from fakes.json_server import Answer, LocalJSONServer, json_answer
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 DETAILS = ("auto", "low", "high", "original")
+OPENAI_MAX_TOOLS = 128
+"""Chat Completions and Responses: the most tools in a request."""
 CHAT_CALL_ID_CHARS = 40
 """Chat Completions: the longest ``tool_calls[].id``."""
 RESPONSES_CALL_ID_CHARS = 64
@@ -147,7 +149,14 @@ def _check_chat_content(message: dict[str, Any], index: int) -> None:
             _check_image_url(image_url.get("url"), where)
 
 
+def _check_tool_count(tools: list[dict[str, Any]]) -> None:
+    if len(tools) > OPENAI_MAX_TOOLS:
+        raise Rejected(f"Invalid 'tools': array too long. Expected an array with maximum length "
+                       f"{OPENAI_MAX_TOOLS}, but got an array with length {len(tools)} instead.")
+
+
 def _check_chat_tools(tools: list[dict[str, Any]]) -> None:
+    _check_tool_count(tools)
     for index, tool in enumerate(tools):
         function = tool.get("function") or {}
         if tool.get("type") != "function" or not TOOL_NAME.match(function.get("name", "")):
@@ -167,6 +176,7 @@ def check_responses(body: dict[str, Any]) -> None:
     if not isinstance(items, list) or not items:
         raise Rejected("input must be a non-empty array")
     tools = body.get("tools") or []
+    _check_tool_count(tools)
     for index, tool in enumerate(tools):
         if tool.get("type") != "function" or not TOOL_NAME.match(tool.get("name", "")):
             raise Rejected(f"tools[{index}] is not a function with a valid name")

@@ -81,6 +81,9 @@ class CallSettings:
     servers read only ``max_tokens``."""
 
 
+OPENAI_MAX_TOOLS = 128
+"""Chat Completions and the Responses API refuse a request with more tools than this."""
+
 CACHE_CONTROL = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4
 """The Messages API takes at most this many ``cache_control`` breakpoints."""
@@ -335,6 +338,7 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
         if message.tool_calls:
             ids.open_block(message)
         body["messages"].append(openai_message(message, images, ids))
+    check_openai_tool_count(schemas)
     if schemas:
         body["tools"] = [dict(s) for s in schemas]
     if settings.max_output_tokens:
@@ -343,6 +347,18 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
         body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _openai_tool_choice)
     return Rendered(body, renamed_note(ids) + images.notes())
+
+
+def check_openai_tool_count(schemas: Sequence[Mapping[str, Any]]) -> None:
+    """``InvalidInputError`` for more tools than OpenAI takes in a request.
+
+    The built-in tools source never offers more (it leaves the lowest-ranked out and reports
+    them); a source of the caller's own may, and a request OpenAI would refuse is not sent.
+    """
+    if len(schemas) > OPENAI_MAX_TOOLS:
+        raise InvalidInputError(f"the request has {len(schemas)} tools; OpenAI takes at most "
+                                f"{OPENAI_MAX_TOOLS} in a request: offer fewer (the built-in tools "
+                                "source keeps the best-ranked)")
 
 
 def _openai_tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, Any]:
@@ -370,6 +386,7 @@ def openai_responses(system: str, messages: Sequence[Message],
             ids.open_block(message)
         items.extend(_response_items(message, ids))
     body["input"] = items
+    check_openai_tool_count(schemas)
     if schemas:
         body["tools"] = [_responses_tool(s) for s in schemas]
     if settings.max_output_tokens:
