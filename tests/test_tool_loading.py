@@ -200,3 +200,41 @@ def test_two_tools_with_one_name_are_refused_by_builds_with_and_without_previous
     with pytest.raises(InvalidInputError, match="repeats the name"):
         manager.prepare("u", "s", "hi", tools=[tool, tool])
     assert manager.store.count(SessionKey(user_id="u", session_id="s")) == 0  # nothing stored
+
+
+@pytest.mark.parametrize("name", ["bad name!", "x" * 65, "天气", "get.weather"])
+def test_a_tool_named_as_no_provider_takes_is_refused_naming_it_and_the_rule(name: str) -> None:
+    schema = tool(name, "Weather of a city.")
+    rule = (r"tools\[1\]: the tool name '.*'(… \(65 characters\))? must be 1 to 64 ASCII "
+            "letters, digits, '_' or '-'")
+    with pytest.raises(InvalidInputError, match=rule):
+        BUILDER.build(BuildPlan.named("tool_heavy"),
+                      Request(user_input="hi", tools=[WEATHER, schema]))
+    manager = ContextManager(background=False)
+    with pytest.raises(InvalidInputError, match=rule):
+        manager.prepare("u", "s", "hi", tools=[WEATHER, schema])
+    assert manager.store.count(SessionKey(user_id="u", session_id="s")) == 0  # nothing stored
+
+
+def test_names_every_provider_takes_are_offered() -> None:
+    names = ["x" * 64, "get-weather_2", "A"]
+    ctx = BUILDER.build(plan(), Request(user_input="hi", tools=[tool(n, "d.") for n in names]))
+    assert offered(ctx) == names
+
+
+def test_every_rendering_refuses_a_tool_name_no_provider_takes_from_any_source() -> None:
+    from contextwright.core.items import Message
+    from contextwright.core.providers import (
+        CallSettings,
+        anthropic,
+        openai_chat,
+        openai_responses,
+    )
+
+    messages, settings = [Message(role="user", content="hi")], CallSettings(max_output_tokens=9)
+    schemas = [WEATHER, tool("天气", "Weather.")]
+    for render in (lambda: openai_chat(messages, schemas, settings),
+                   lambda: openai_responses("", messages, schemas, settings),
+                   lambda: anthropic("", messages, [None], [False], schemas, settings)):
+        with pytest.raises(InvalidInputError, match=r"tools\[1\]: the tool name '天气'"):
+            render()

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from contextwright.core.fence import neutralise
 from contextwright.core.images import ANTHROPIC_MAX_IMAGE_BYTES, ImagePart
-from contextwright.core.items import Message
+from contextwright.core.items import TOOL_NAME, Message
 from contextwright.errors import InvalidInputError
 from contextwright.tokens import CountingTokenizer
 
@@ -339,6 +339,7 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
             ids.open_block(message)
         body["messages"].append(openai_message(message, images, ids))
     check_openai_tool_count(schemas)
+    check_tool_names(schemas)
     if schemas:
         body["tools"] = [dict(s) for s in schemas]
     if settings.max_output_tokens:
@@ -347,6 +348,31 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
         body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _openai_tool_choice)
     return Rendered(body, renamed_note(ids) + images.notes())
+
+
+def check_tool_name(name: str, where: str) -> None:
+    """``InvalidInputError`` naming the tool unless every provider takes ``name``.
+
+    OpenAI and Anthropic both take 1 to 64 of ``A-Z a-z 0-9 _ -`` (a call's name is held to
+    the same rule when its message is read), so a schema is refused before any request is
+    made rather than by the provider on every call.
+    """
+    if not TOOL_NAME.fullmatch(name):
+        shown = repr(name) if len(name) <= 64 else f"{name[:64]!r}… ({len(name)} characters)"
+        raise InvalidInputError(f"{where}: the tool name {shown} must be 1 to 64 ASCII letters, "
+                                "digits, '_' or '-' (the providers' rule)")
+
+
+def check_tool_names(schemas: Sequence[Mapping[str, Any]]) -> None:
+    """Every schema's function name, by ``check_tool_name``.
+
+    The built-in tools source has checked them already; a source of the caller's own may
+    offer any schema.
+    """
+    for index, schema in enumerate(schemas):
+        function = schema.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        check_tool_name(name if isinstance(name, str) else "", f"tools[{index}]")
 
 
 def check_openai_tool_count(schemas: Sequence[Mapping[str, Any]]) -> None:
@@ -387,6 +413,7 @@ def openai_responses(system: str, messages: Sequence[Message],
         items.extend(_response_items(message, ids))
     body["input"] = items
     check_openai_tool_count(schemas)
+    check_tool_names(schemas)
     if schemas:
         body["tools"] = [_responses_tool(s) for s in schemas]
     if settings.max_output_tokens:
@@ -479,6 +506,7 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     if system.strip():  # a blank system prompt is no prompt; the API refuses blank text
         body["system"] = system
     body["messages"] = merged
+    check_tool_names(schemas)
     if schemas:
         body["tools"] = [anthropic_tool(s) for s in schemas]
     if settings.cache_points is not None:

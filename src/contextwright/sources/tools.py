@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from contextwright.analysis import HAN, analyzer, cjk_class
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.items import ContextItem, Layer, Message
-from contextwright.core.providers import OPENAI_MAX_TOOLS
+from contextwright.core.providers import OPENAI_MAX_TOOLS, check_tool_name
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, SourceTraits
 from contextwright.errors import InvalidInputError, PlanError
@@ -34,13 +34,17 @@ from contextwright.tokens import estimate_tokens
 
 
 def tool_name(schema: Mapping[str, Any], where: str) -> str:
-    """The function name of an OpenAI tool schema; ``InvalidInputError`` if it has none."""
+    """The function name of an OpenAI tool schema.
+
+    ``InvalidInputError`` if it has none, or one the providers refuse (``check_tool_name``).
+    """
     if not isinstance(schema, Mapping):
         raise InvalidInputError(f"{where} must be an object")
     function = schema.get("function") if schema.get("type", "function") == "function" else None
     name = function.get("name") if isinstance(function, Mapping) else None
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"{where} is not an OpenAI function tool with a name")
+    check_tool_name(name, where)
     return name
 
 
