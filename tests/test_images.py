@@ -375,6 +375,52 @@ def test_an_image_over_anthropics_5_mb_is_a_placeholder_there_only() -> None:
     assert ctx.to_request("openai")["messages"][-1]["content"][1]["type"] == "image_url"
 
 
+def padded_png(raw_bytes: int) -> ImagePart:
+    """A 16 x 16 PNG padded to ``raw_bytes`` decoded bytes (the header is still read)."""
+    small = png(16, 16)
+    return ImagePart(data=b64(small[:-12] + b"\x00" * (raw_bytes - len(small)) + small[-12:]))
+
+
+def test_anthropics_5_mb_is_measured_on_the_base64_sent(server: ProviderServer) -> None:
+    # The API counts the base64 string: 3/4 of 5 MiB decoded is 5 MiB of base64, at the limit.
+    at_limit, over = padded_png(5 * 1024 * 1024 * 3 // 4), padded_png(4_500_000)
+    assert at_limit.data is not None and len(at_limit.data) == 5 * 1024 * 1024
+    assert over.size_bytes < 5 * 1024 * 1024 < len(over.data or "")
+    for image, sent in ((at_limit, True), (over, False)):
+        ctx = ContextBuilder().build(BuildPlan.named("simple_qa"), user_with(image))
+        body = ctx.to_request("anthropic", model=MODELS["anthropic"])
+        blocks = body["messages"][-1]["content"]
+        assert any(b["type"] == "image" for b in blocks) is sent
+        assert any("5 MB" in n for n in ctx.rendering_notes("anthropic")) is not sent
+        if not sent:
+            assert "[image: image/png 16x16]" in blocks[0]["text"]
+        send(server, "anthropic", body)
+        assert ctx.to_request("openai")["messages"][-1]["content"][1]["type"] == "image_url"
+
+
+def test_the_local_server_measures_anthropics_limit_on_the_base64(server: ProviderServer
+                                                                   ) -> None:
+    data = padded_png(4_500_000).data
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [
+        {"role": "user", "content": [{"type": "image", "source": {
+            "type": "base64", "media_type": "image/png", "data": data}}]}]}
+    with pytest.raises(anthropic.BadRequestError,
+                       match=r"image exceeds 5 MB maximum: 6000\d+ bytes > 5242880 bytes"):
+        send(server, "anthropic", body)
+
+
+def test_an_over_limit_image_in_a_session_is_a_placeholder_in_every_later_call(
+        server: ProviderServer) -> None:
+    manager = ContextManager()
+    manager.prepare("u", "s", "What is in this picture?",
+                    images=[padded_png(4_500_000).to_chat_part()])
+    manager.record("u", "s", assistant="A small black square.")
+    for text in ("And what is 2+2?", "And 3+3?"):
+        body = manager.prepare("u", "s", text).to_request("anthropic", model="claude-sonnet-4-5")
+        assert not [b for m in body["messages"] for b in m["content"] if b["type"] == "image"]
+        send(server, "anthropic", body)
+
+
 def test_the_text_rendering_shows_placeholders_content_cannot_forge() -> None:
     request = Request(user_input="see\n[image: image/png 1x1]", images=[CAT_PART])
     ctx = ContextBuilder().build(BuildPlan.named("simple_qa"), request, target="text")

@@ -319,6 +319,119 @@ def test_reused_and_odd_call_ids_are_renamed_and_results_follow(server: Provider
     assert any("renamed" in note for note in ctx.rendering_notes("anthropic"))
 
 
+GATEWAY_ID = "portkey-6aa6db90-1b84-4155-9f32-f658c97d6b1b"  # 44 characters
+LONG_ID = "call_4498671d257346d4baa6f58c1dbb__thought__ZTI0ODMwYTctNWNkNi00MmZlLTk5OGItZWU1"
+LONG_IDS = [
+    {"role": "user", "content": "Weather in Paris and Rome?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": LONG_ID + "A", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+        {"id": LONG_ID + "B", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]},
+    result(LONG_ID + "A", "sun"), result(LONG_ID + "B", "rain"),
+    {"role": "assistant", "content": "Sunny and rainy."},
+    {"role": "user", "content": "And Oslo?"},
+    call(GATEWAY_ID, city="Oslo"), result(GATEWAY_ID, "snow"),
+    {"role": "assistant", "content": "Snowy."},
+]
+
+
+def chat_ids(body: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(call ids, result ids) of a Chat Completions body, in order."""
+    messages = body["messages"]
+    return ([c["id"] for m in messages for c in m.get("tool_calls") or []],
+            [m["tool_call_id"] for m in messages if m["role"] == "tool"])
+
+
+def responses_ids(body: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(call ids, output ids) of a Responses body, in order."""
+    items = body["input"]
+    return ([i["call_id"] for i in items if i.get("type") == "function_call"],
+            [i["call_id"] for i in items if i.get("type") == "function_call_output"])
+
+
+@pytest.mark.parametrize(("fmt", "limit", "ids_of"), [("openai", 40, chat_ids),
+                                                      ("openai-responses", 64, responses_ids)])
+def test_over_long_call_ids_are_shortened_alike_and_results_follow(
+        fmt: str, limit: int, ids_of: Any, server: ProviderServer) -> None:
+    ctx = build(Request(user_input="Thanks", tools=[WEATHER], history=LONG_IDS))
+    body = ctx.to_request(fmt, model=MODELS[fmt])  # type: ignore[arg-type]
+    calls, results = ids_of(body)
+    assert calls == results and len(set(calls)) == 3  # two ids sharing a long start stay apart
+    assert all(len(i) <= limit for i in calls)
+    assert calls[0].startswith("call_4498671d") and calls[0] != LONG_ID[:limit]
+    assert ids_of(ctx.to_request(fmt, model=MODELS[fmt])) == (calls, results)  # the same again
+    assert any(f"renamed: longer than the API takes ({limit} characters)" in note
+               for note in ctx.rendering_notes(fmt))  # type: ignore[arg-type]
+    send(server, fmt, body)
+
+
+def test_chat_keeps_reused_and_odd_call_ids_it_takes() -> None:
+    ctx = build(Request(user_input="Thanks", tools=[WEATHER], history=REUSED_IDS))
+    assert chat_ids(ctx.to_request("openai")) == (["call_0", "functions.get_weather:0",
+                                                   "call_0"],) * 2
+    assert not ctx.rendering_notes("openai")
+
+
+def test_long_call_ids_go_to_anthropic_as_they_are(server: ProviderServer) -> None:
+    ctx = build(Request(user_input="Thanks", tools=[WEATHER], history=LONG_IDS))
+    body = ctx.to_request("anthropic", model=MODELS["anthropic"])
+    uses = [b["id"] for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"]
+    assert uses == [LONG_ID + "A", LONG_ID + "B", GATEWAY_ID]  # no length limit is documented
+    send(server, "anthropic", body)
+
+
+def test_a_shortened_id_never_takes_another_calls_id() -> None:
+    from contextwright.core.items import parse_message
+    from contextwright.core.providers import CHAT_IDS, CallIds, shortened_id
+
+    long_id = "x" * 50
+    taken = shortened_id(long_id, 40)  # a caller's id that is what the long one shortens to
+    message = parse_message({"role": "assistant", "content": None, "tool_calls": [
+        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        for i in (long_id, taken)]}, "m")
+    ids = CallIds(CHAT_IDS)
+    ids.open_block(message)
+    assert ids.call(long_id) == taken and ids.call(taken) == taken[:38] + "_2"
+    assert ids.renamed == 2
+
+
+@pytest.mark.parametrize(("fmt", "body", "rule"), [
+    ("openai", {"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "hi"}, call("c" * 41), result("c" * 41, "ok")]},
+     "maximum length 40"),
+    ("openai-responses", {"model": "gpt-4o", "input": [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c" * 65, "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c" * 65, "output": "ok"}]},
+     "maximum length 64"),
+    ("anthropic", {"model": "claude-sonnet-4-5", "max_tokens": 10,
+                   "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+                   "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "call.1", "name": "get_weather", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call.1"}]}]},
+     "should match pattern"),
+])
+def test_the_local_server_refuses_call_ids_the_apis_do(fmt: str, body: dict[str, Any], rule: str,
+                                                       server: ProviderServer) -> None:
+    with pytest.raises((openai.BadRequestError, anthropic.BadRequestError), match=rule):
+        send(server, fmt, body)
+
+
+def test_a_request_of_200_tools_goes_to_openai_with_the_128_best(server: ProviderServer) -> None:
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "parameters": {}}}
+             for i in range(200)]
+    ctx = build(Request(user_input="use tool_7", tools=tools))
+    for fmt in ("openai", "openai-responses"):
+        body = ctx.to_request(fmt, model=MODELS[fmt])  # type: ignore[arg-type]
+        assert len(body["tools"]) == 128
+        send(server, fmt, body)
+    with pytest.raises(openai.BadRequestError, match="maximum length 128"):
+        send(server, "openai", {**ctx.to_request("openai", model="gpt-4o"), "tools": tools})
+
+
 def test_a_caller_message_named_document_is_not_taken_for_one() -> None:
     history = [{"role": "user", "content": "hi"},
                {"role": "assistant", "content": "Hello, I am the bot", "name": "document"}]

@@ -90,6 +90,39 @@ def test_max_tools_keeps_the_best_ranked() -> None:
     assert "over max_tools" in left_out(ctx)["tools.get_order"]
 
 
+MANY = [tool(f"tool_{i}", f"Does thing number {i}.") for i in range(200)]
+
+
+@pytest.mark.parametrize("options", [{}, {"max_tools": 150}, {"select": "relevant"}])
+def test_at_most_128_tools_are_offered_the_best_ranked_and_the_rest_reported(
+        options: dict[str, Any]) -> None:
+    ctx = BUILDER.build(plan(**options, always_include="tool_199"),
+                        Request(user_input="use tool_7 please", tools=MANY))
+    names = offered(ctx)
+    assert len(names) == 128 and {"tool_199", "tool_7"} <= set(names)
+    reasons = left_out(ctx)
+    assert len(reasons) == 72 and set(reasons.values()) == {
+        "over the 128 tools OpenAI takes in a request; ranked lower"}
+
+
+def test_max_tools_under_128_still_says_max_tools() -> None:
+    ctx = BUILDER.build(plan(max_tools=100), Request(user_input="use tool_7", tools=MANY))
+    assert len(offered(ctx)) == 100 and "tool_7" in offered(ctx)
+    assert all("over max_tools (100)" in reason for reason in left_out(ctx).values())
+
+
+def test_the_openai_renderings_refuse_more_than_128_tools_from_any_source() -> None:
+    from contextwright.core.items import Message
+    from contextwright.core.providers import CallSettings, openai_chat, openai_responses
+
+    messages, settings = [Message(role="user", content="hi")], CallSettings(model="m")
+    with pytest.raises(InvalidInputError, match="129 tools; OpenAI takes at most 128"):
+        openai_chat(messages, MANY[:129], settings)
+    with pytest.raises(InvalidInputError, match="129 tools; OpenAI takes at most 128"):
+        openai_responses("", messages, MANY[:129], settings)
+    assert len(openai_chat(messages, MANY[:128], settings).body["tools"]) == 128
+
+
 def test_no_match_offers_every_tool_rather_than_none() -> None:
     ctx = BUILDER.build(plan(select="relevant"), Request(user_input="hello", tools=TOOLS))
     assert len(offered(ctx)) == len(TOOLS)
@@ -167,3 +200,41 @@ def test_two_tools_with_one_name_are_refused_by_builds_with_and_without_previous
     with pytest.raises(InvalidInputError, match="repeats the name"):
         manager.prepare("u", "s", "hi", tools=[tool, tool])
     assert manager.store.count(SessionKey(user_id="u", session_id="s")) == 0  # nothing stored
+
+
+@pytest.mark.parametrize("name", ["bad name!", "x" * 65, "天气", "get.weather"])
+def test_a_tool_named_as_no_provider_takes_is_refused_naming_it_and_the_rule(name: str) -> None:
+    schema = tool(name, "Weather of a city.")
+    rule = (r"tools\[1\]: the tool name '.*'(… \(65 characters\))? must be 1 to 64 ASCII "
+            "letters, digits, '_' or '-'")
+    with pytest.raises(InvalidInputError, match=rule):
+        BUILDER.build(BuildPlan.named("tool_heavy"),
+                      Request(user_input="hi", tools=[WEATHER, schema]))
+    manager = ContextManager(background=False)
+    with pytest.raises(InvalidInputError, match=rule):
+        manager.prepare("u", "s", "hi", tools=[WEATHER, schema])
+    assert manager.store.count(SessionKey(user_id="u", session_id="s")) == 0  # nothing stored
+
+
+def test_names_every_provider_takes_are_offered() -> None:
+    names = ["x" * 64, "get-weather_2", "A"]
+    ctx = BUILDER.build(plan(), Request(user_input="hi", tools=[tool(n, "d.") for n in names]))
+    assert offered(ctx) == names
+
+
+def test_every_rendering_refuses_a_tool_name_no_provider_takes_from_any_source() -> None:
+    from contextwright.core.items import Message
+    from contextwright.core.providers import (
+        CallSettings,
+        anthropic,
+        openai_chat,
+        openai_responses,
+    )
+
+    messages, settings = [Message(role="user", content="hi")], CallSettings(max_output_tokens=9)
+    schemas = [WEATHER, tool("天气", "Weather.")]
+    for render in (lambda: openai_chat(messages, schemas, settings),
+                   lambda: openai_responses("", messages, schemas, settings),
+                   lambda: anthropic("", messages, [None], [False], schemas, settings)):
+        with pytest.raises(InvalidInputError, match=r"tools\[1\]: the tool name '天气'"):
+            render()

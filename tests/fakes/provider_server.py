@@ -23,6 +23,16 @@ from fakes.json_server import Answer, LocalJSONServer, json_answer
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 DETAILS = ("auto", "low", "high", "original")
+OPENAI_MAX_TOOLS = 128
+"""Chat Completions and Responses: the most tools in a request."""
+CHAT_CALL_ID_CHARS = 40
+"""Chat Completions: the longest ``tool_calls[].id``."""
+RESPONSES_CALL_ID_CHARS = 64
+"""Responses: the longest ``call_id``."""
+ANTHROPIC_CALL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+"""Messages: the pattern of ``tool_use.id`` and ``tool_result.tool_use_id``."""
+ANTHROPIC_IMAGE_LIMIT = 5 * 1024 * 1024
+"""Bytes of base64 data an Anthropic image block takes."""
 MAGIC = {"image/png": b"\x89PNG", "image/jpeg": b"\xff\xd8", "image/gif": b"GIF8",
          "image/webp": b"RIFF"}
 
@@ -103,8 +113,10 @@ def check_chat(body: dict[str, Any]) -> None:
         calls = message.get("tool_calls") or []
         if calls and role != "assistant":
             raise Rejected(f"messages[{index}]: only assistant messages have tool_calls")
-        for call in calls:
+        for number, call in enumerate(calls):
             json.loads(call["function"]["arguments"])
+            _check_length(call["id"], CHAT_CALL_ID_CHARS,
+                          f"messages[{index}].tool_calls[{number}].id")
             pending.append(call["id"])
     if pending:
         raise Rejected("an assistant message with 'tool_calls' must be followed by tool messages")
@@ -137,7 +149,14 @@ def _check_chat_content(message: dict[str, Any], index: int) -> None:
             _check_image_url(image_url.get("url"), where)
 
 
+def _check_tool_count(tools: list[dict[str, Any]]) -> None:
+    if len(tools) > OPENAI_MAX_TOOLS:
+        raise Rejected(f"Invalid 'tools': array too long. Expected an array with maximum length "
+                       f"{OPENAI_MAX_TOOLS}, but got an array with length {len(tools)} instead.")
+
+
 def _check_chat_tools(tools: list[dict[str, Any]]) -> None:
+    _check_tool_count(tools)
     for index, tool in enumerate(tools):
         function = tool.get("function") or {}
         if tool.get("type") != "function" or not TOOL_NAME.match(function.get("name", "")):
@@ -157,6 +176,7 @@ def check_responses(body: dict[str, Any]) -> None:
     if not isinstance(items, list) or not items:
         raise Rejected("input must be a non-empty array")
     tools = body.get("tools") or []
+    _check_tool_count(tools)
     for index, tool in enumerate(tools):
         if tool.get("type") != "function" or not TOOL_NAME.match(tool.get("name", "")):
             raise Rejected(f"tools[{index}] is not a function with a valid name")
@@ -167,6 +187,9 @@ def check_responses(body: dict[str, Any]) -> None:
     calls: set[str] = set()
     for index, item in enumerate(items):
         kind = item.get("type", "message")
+        if kind in ("function_call", "function_call_output"):
+            _check_length(item.get("call_id"), RESPONSES_CALL_ID_CHARS,
+                          f"input[{index}].call_id")
         if kind == "function_call":
             json.loads(item["arguments"])
             calls.add(item["call_id"])
@@ -316,6 +339,10 @@ def _check_block(block: dict[str, Any], index: int, tools: bool) -> None:
                            "define tools")
         if kind == "tool_use" and not isinstance(block.get("input"), dict):
             raise Rejected(f"messages.{index}: tool_use.input must be an object")
+        call_id = block.get("id" if kind == "tool_use" else "tool_use_id")
+        if not ANTHROPIC_CALL_ID.match(str(call_id)):
+            raise Rejected(f"messages.{index}.content.{kind}.id: String should match pattern "
+                           "'^[a-zA-Z0-9_-]+$'")
         if kind == "tool_result" and isinstance(block.get("content"), list):
             for part in block["content"]:
                 if part.get("type") not in ("text", "image", "search_result", "document"):
@@ -340,13 +367,24 @@ def _check_anthropic_image(source: object, index: int) -> None:
         raise Rejected(f"messages.{index}: image.source: Field required")
     if source.get("type") == "base64":
         _check_image_data(source.get("media_type"), source.get("data"), f"messages.{index}")
-        if len(base64.b64decode(source["data"])) > 5 * 1024 * 1024:
-            raise Rejected(f"messages.{index}: image exceeds 5 MB maximum")
+        size = len(str(source["data"]))  # the API measures the base64 string, not the image
+        if size > ANTHROPIC_IMAGE_LIMIT:
+            raise Rejected(f"messages.{index}: image exceeds 5 MB maximum: {size} bytes > "
+                           f"{ANTHROPIC_IMAGE_LIMIT} bytes")
     elif source.get("type") == "url":
         if not re.fullmatch(r"https?://\S+", str(source.get("url"))):
             raise Rejected(f"messages.{index}: image.source.url is invalid")
     else:
         raise Rejected(f"messages.{index}: image.source.type must be base64 or url")
+
+
+def _check_length(value: object, limit: int, where: str) -> None:
+    """A string of at most ``limit`` characters (OpenAI's words for a longer one)."""
+    if not isinstance(value, str):
+        raise Rejected(f"Invalid '{where}': expected a string")
+    if len(value) > limit:
+        raise Rejected(f"Invalid '{where}': string too long. Expected a string with maximum "
+                       f"length {limit}, but got a string with length {len(value)} instead.")
 
 
 def _check_cache_key(body: dict[str, Any]) -> None:

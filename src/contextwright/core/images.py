@@ -30,6 +30,8 @@ _ALIASES = {"image/jpg": "image/jpeg"}
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 """The largest image data accepted (OpenAI's per-image limit; Anthropic takes 5 MB)."""
 ANTHROPIC_MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""Anthropic's per-image limit, measured on the base64 string it is sent as (not the decoded
+bytes: 4/3 as many), so an image of more than 3.75 MB is over it."""
 MAX_URL_CHARS = 8192
 _URL = re.compile(r"https?://[^\s]+", re.IGNORECASE)
 _DATA_URL = re.compile(r"data:([^;,]*)(?:;[^;,]*)*;base64,(.*)", re.DOTALL | re.IGNORECASE)

@@ -4,7 +4,7 @@ Each renderer turns the built messages into keyword arguments that the provider'
 as they are (``client.chat.completions.create(**body)``), following each API's documented rules.
 Documents are fenced messages in the assistant's voice (the build flags them), so no document
 text is ever in the user's or the system's role; tool call ids are renamed where a provider would
-refuse them (``CallIds``):
+refuse them (``CallIds``: reused, of other characters or longer than the format takes):
 
 - Anthropic: system apart and left out when blank; roles alternate (same roles merged, tool
   results first in their user message); a lead user message when the history starts with the
@@ -23,14 +23,15 @@ Images go in each provider's own form: ``image_url`` parts (Chat Completions), `
 parts (Responses, also in ``function_call_output``), ``image`` blocks (Anthropic, also inside
 ``tool_result``). An image of fenced data sits inside its fence: between the text block that
 opens it and the one that closes it. Where a format takes no image (a Chat Completions tool
-message, an Anthropic ``search_result``, an image over Anthropic's 5 MB), a short placeholder
-line stands in its place.
+message, an Anthropic ``search_result``, an image whose base64 data is over Anthropic's 5 MB), a
+short placeholder line stands in its place.
 
 What a format cannot carry is listed in the rendering's ``notes`` (never dropped silently).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,7 @@ from typing import Any, Literal
 
 from contextwright.core.fence import neutralise
 from contextwright.core.images import ANTHROPIC_MAX_IMAGE_BYTES, ImagePart
-from contextwright.core.items import Message
+from contextwright.core.items import TOOL_NAME, Message
 from contextwright.errors import InvalidInputError
 from contextwright.tokens import CountingTokenizer
 
@@ -80,29 +81,67 @@ class CallSettings:
     servers read only ``max_tokens``."""
 
 
+OPENAI_MAX_TOOLS = 128
+"""Chat Completions and the Responses API refuse a request with more tools than this."""
+
 CACHE_CONTROL = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4
 """The Messages API takes at most this many ``cache_control`` breakpoints."""
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
+_ID_HASH_CHARS = 12
+"""Hex digits of the hash a shortened call id ends with: two long ids of one request sharing a
+start are all but certain to differ (and a clash is renamed anyway, never sent twice)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallIdRules:
+    """What a format takes as a tool call id."""
+
+    max_chars: int | None
+    """The longest id it takes (None: no documented limit)."""
+    unique_in: Literal["request", "block"]
+    """Where ids must differ: in the whole request (Anthropic, Responses: results name their
+    call by id), or only among the calls of one assistant message (Chat Completions pairs a
+    tool message with the calls of the message before it, so an id reused by a later turn is
+    fine there)."""
+    safe_chars: bool
+    """Whether only ``A-Z a-z 0-9 _ -`` are taken (Anthropic's pattern; Responses follows it so
+    that one conversation's ids read the same in both)."""
+
+
+CHAT_IDS = CallIdRules(max_chars=40, unique_in="block", safe_chars=False)
+"""Chat Completions refuses a ``tool_calls[].id`` over 40 characters."""
+RESPONSES_IDS = CallIdRules(max_chars=64, unique_in="request", safe_chars=True)
+"""The Responses API refuses a ``call_id`` over 64 characters."""
+ANTHROPIC_IDS = CallIdRules(max_chars=None, unique_in="request", safe_chars=True)
+"""The Messages API takes ``tool_use.id`` of the pattern ``^[a-zA-Z0-9_-]+$`` (no length
+limit is documented)."""
 
 
 class CallIds:
-    """Provider call ids for one rendering: unique, and of the characters Anthropic allows.
+    """Provider call ids for one rendering, renamed only where its format would refuse them.
 
-    Agents and OpenAI-compatible servers reuse ids across turns (``call_0`` in every turn) or
-    use characters the Messages API refuses (``functions.get_weather:0``); each call block's
-    ids are renamed only where needed, and its results follow the same renaming.
+    Agents and OpenAI-compatible servers reuse ids across turns (``call_0`` in every turn), use
+    characters the Messages API refuses (``functions.get_weather:0``), and gateways or other
+    providers make ids longer than OpenAI takes (``portkey-<uuid>``); each call block's ids are
+    renamed only where ``rules`` need it, and its results follow the same renaming. Renaming is
+    deterministic: the same messages always render to the same ids.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rules: CallIdRules = ANTHROPIC_IDS) -> None:
+        self.rules = rules
         self._used: set[str] = set()
         self._current: dict[str, str] = {}
         self.renamed = 0
+        self.reasons: dict[str, None] = {}
+        """Why ids were renamed, in the order first met (a dict keeps that order)."""
 
     def open_block(self, message: Message) -> None:
         """Assign ids to an assistant message's calls (the block its results answer)."""
         self._current = {}
+        if self.rules.unique_in == "block":
+            self._used = set()
         for call in message.tool_calls:
             self._current[call.id] = self._fresh(call.id)
 
@@ -115,23 +154,53 @@ class CallIds:
         return self._current.get(call_id or "", call_id or "")
 
     def _fresh(self, call_id: str) -> str:
-        base = _SAFE_ID.sub("_", call_id) or "call"
+        base = self._shaped(call_id)
         candidate, number = base, 1
         while candidate in self._used:
             number += 1
-            candidate = f"{base}_{number}"
+            candidate = self._fit(base, f"_{number}")
         self._used.add(candidate)
         if candidate != call_id:
             self.renamed += 1
+            if candidate != base:
+                self.reasons["reused across turns" if self.rules.unique_in == "request"
+                             else "the same as another call's id of its message"] = None
         return candidate
+
+    def _shaped(self, call_id: str) -> str:
+        """``call_id`` with the characters and length the format takes."""
+        limit = self.rules.max_chars
+        base = (_SAFE_ID.sub("_", call_id) or "call") if self.rules.safe_chars else call_id
+        if base != call_id:
+            self.reasons["with characters the API refuses"] = None
+        if limit is not None and len(base) > limit:
+            self.reasons[f"longer than the API takes ({limit} characters)"] = None
+            return shortened_id(call_id, limit)
+        return base
+
+    def _fit(self, base: str, suffix: str) -> str:
+        """``base`` + ``suffix``, ``base`` cut so that the whole stays within the limit."""
+        limit = self.rules.max_chars
+        return (base if limit is None else base[: limit - len(suffix)]) + suffix
+
+
+def shortened_id(call_id: str, limit: int) -> str:
+    """A call id of at most ``limit`` characters standing for ``call_id``.
+
+    Its safe characters' start (readable in logs) and a hash of the whole id: two long ids that
+    share a start stay apart, and the same id always shortens alike.
+    """
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    start = _SAFE_ID.sub("_", call_id)[: limit - _ID_HASH_CHARS - 1]
+    return f"{start}_{digest[:_ID_HASH_CHARS]}"
 
 
 def renamed_note(ids: CallIds) -> list[str]:
     """The note for renamed call ids, if any were."""
     if not ids.renamed:
         return []
-    return [f"{ids.renamed} tool call id(s) renamed: reused across turns or with characters the "
-            "API refuses (results follow their calls)"]
+    return [f"{ids.renamed} tool call id(s) renamed: {' or '.join(ids.reasons)}; results "
+            "follow their calls"]
 
 
 # --- images ----------------------------------------------------------------------------------
@@ -214,7 +283,12 @@ def anthropic_image(image: ImagePart) -> dict[str, Any]:
 
 
 def _anthropic_takes(image: ImagePart) -> bool:
-    return image.size_bytes <= ANTHROPIC_MAX_IMAGE_BYTES
+    """Whether the Messages API takes ``image``: its base64 data within the 5 MB limit.
+
+    The API measures the base64 string it receives, not the decoded image, so the data is
+    measured as sent. Of a URL image nothing is known here: the provider fetches it.
+    """
+    return image.data is None or len(image.data) <= ANTHROPIC_MAX_IMAGE_BYTES
 
 
 # --- OpenAI Chat Completions ---------------------------------------------------------------
@@ -222,8 +296,13 @@ def _anthropic_takes(image: ImagePart) -> bool:
 _OPENAI_TOOL_IMAGES = "Chat Completions tool messages carry text only"
 
 
-def openai_message(message: Message, images: ImageNotes | None = None) -> dict[str, Any]:
-    """One message in OpenAI chat form (``images`` counts the images shown as placeholders)."""
+def openai_message(message: Message, images: ImageNotes | None = None,
+                   ids: CallIds | None = None) -> dict[str, Any]:
+    """One message in OpenAI chat form.
+
+    ``images`` counts the images shown as placeholders; ``ids`` renames call ids (its block
+    opened on the calls' message), none renamed without it.
+    """
     rendered: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.images:
         if message.role == "user":
@@ -236,12 +315,13 @@ def openai_message(message: Message, images: ImageNotes | None = None) -> dict[s
     if message.tool_calls:
         rendered["content"] = message.content or None
         rendered["tool_calls"] = [
-            {"id": c.id, "type": "function",
+            {"id": ids.call(c.id) if ids is not None else c.id, "type": "function",
              "function": {"name": c.name, "arguments": c.arguments}}
             for c in message.tool_calls
         ]
     if message.role == "tool":
-        rendered["tool_call_id"] = message.tool_call_id
+        rendered["tool_call_id"] = (ids.result(message.tool_call_id) if ids is not None
+                                    else message.tool_call_id)
     return rendered
 
 
@@ -252,7 +332,14 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     if settings.model is not None:
         body["model"] = settings.model
     images = ImageNotes()
-    body["messages"] = [openai_message(m, images) for m in messages]
+    ids = CallIds(CHAT_IDS)
+    body["messages"] = []
+    for message in messages:
+        if message.tool_calls:
+            ids.open_block(message)
+        body["messages"].append(openai_message(message, images, ids))
+    check_openai_tool_count(schemas)
+    check_tool_names(schemas)
     if schemas:
         body["tools"] = [dict(s) for s in schemas]
     if settings.max_output_tokens:
@@ -260,7 +347,44 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     if settings.cache_key:
         body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _openai_tool_choice)
-    return Rendered(body, images.notes())
+    return Rendered(body, renamed_note(ids) + images.notes())
+
+
+def check_tool_name(name: str, where: str) -> None:
+    """``InvalidInputError`` naming the tool unless every provider takes ``name``.
+
+    OpenAI and Anthropic both take 1 to 64 of ``A-Z a-z 0-9 _ -`` (a call's name is held to
+    the same rule when its message is read), so a schema is refused before any request is
+    made rather than by the provider on every call.
+    """
+    if not TOOL_NAME.fullmatch(name):
+        shown = repr(name) if len(name) <= 64 else f"{name[:64]!r}… ({len(name)} characters)"
+        raise InvalidInputError(f"{where}: the tool name {shown} must be 1 to 64 ASCII letters, "
+                                "digits, '_' or '-' (the providers' rule)")
+
+
+def check_tool_names(schemas: Sequence[Mapping[str, Any]]) -> None:
+    """Every schema's function name, by ``check_tool_name``.
+
+    The built-in tools source has checked them already; a source of the caller's own may
+    offer any schema.
+    """
+    for index, schema in enumerate(schemas):
+        function = schema.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        check_tool_name(name if isinstance(name, str) else "", f"tools[{index}]")
+
+
+def check_openai_tool_count(schemas: Sequence[Mapping[str, Any]]) -> None:
+    """``InvalidInputError`` for more tools than OpenAI takes in a request.
+
+    The built-in tools source never offers more (it leaves the lowest-ranked out and reports
+    them); a source of the caller's own may, and a request OpenAI would refuse is not sent.
+    """
+    if len(schemas) > OPENAI_MAX_TOOLS:
+        raise InvalidInputError(f"the request has {len(schemas)} tools; OpenAI takes at most "
+                                f"{OPENAI_MAX_TOOLS} in a request: offer fewer (the built-in tools "
+                                "source keeps the best-ranked)")
 
 
 def _openai_tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, Any]:
@@ -282,12 +406,14 @@ def openai_responses(system: str, messages: Sequence[Message],
     if system:
         body["instructions"] = system
     items: list[dict[str, Any]] = []
-    ids = CallIds()
+    ids = CallIds(RESPONSES_IDS)
     for message in messages:
         if message.tool_calls:
             ids.open_block(message)
         items.extend(_response_items(message, ids))
     body["input"] = items
+    check_openai_tool_count(schemas)
+    check_tool_names(schemas)
     if schemas:
         body["tools"] = [_responses_tool(s) for s in schemas]
     if settings.max_output_tokens:
@@ -352,7 +478,7 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     """
     notes: list[str] = []
     native_tools = bool(schemas)
-    ids = CallIds()
+    ids = CallIds(ANTHROPIC_IDS)
     images = ImageNotes()
     merged, marked = _anthropic_turns(messages, labels, documents, native_tools, ids,
                                       set(settings.cache_points or ()), notes, images)
@@ -380,6 +506,7 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     if system.strip():  # a blank system prompt is no prompt; the API refuses blank text
         body["system"] = system
     body["messages"] = merged
+    check_tool_names(schemas)
     if schemas:
         body["tools"] = [anthropic_tool(s) for s in schemas]
     if settings.cache_points is not None:
@@ -508,7 +635,7 @@ def _add_breakpoints(body: dict[str, Any], merged: list[dict[str, Any]],
                            "cache_control": dict(CACHE_CONTROL)}]
 
 
-_OVER_5_MB = "the Messages API takes images up to 5 MB"
+_OVER_5_MB = "the Messages API takes images up to 5 MB of base64 data"
 _SEARCH_RESULT_IMAGES = ("without tools, tool results are search_result blocks, which carry "
                          "text only")
 

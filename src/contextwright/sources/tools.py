@@ -4,10 +4,11 @@ By default every schema is offered, the ones matching the input first. With ``se
 only these are offered: tools a ``ToolScorer`` finds relevant to the input (built in: lexical, on
 names, descriptions and parameter names, English and Chinese), the ``always_include`` list, and
 tools already called in the recent history or this turn (a result in the context keeps its
-definition). ``max_tools`` caps the count. Descriptions are compacted (first sentence, short
-parameter descriptions) when asked or when the selected set is estimated over
-``description_budget``: a source does not see its grant, so the threshold is an option. Every
-tool left out is reported with its reason; every compacted one keeps its full schema in the report.
+definition). ``max_tools`` caps the count; at most 128 are offered in any case (what OpenAI takes
+in a request). Descriptions are compacted (first sentence, short parameter descriptions) when
+asked or when the selected set is estimated over ``description_budget``: a source does not see
+its grant, so the threshold is an option. Every tool left out is reported with its reason; every
+compacted one keeps its full schema in the report.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from contextwright.analysis import HAN, analyzer, cjk_class
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.items import ContextItem, Layer, Message
+from contextwright.core.providers import OPENAI_MAX_TOOLS, check_tool_name
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, SourceTraits
 from contextwright.errors import InvalidInputError, PlanError
@@ -32,13 +34,17 @@ from contextwright.tokens import estimate_tokens
 
 
 def tool_name(schema: Mapping[str, Any], where: str) -> str:
-    """The function name of an OpenAI tool schema; ``InvalidInputError`` if it has none."""
+    """The function name of an OpenAI tool schema.
+
+    ``InvalidInputError`` if it has none, or one the providers refuse (``check_tool_name``).
+    """
     if not isinstance(schema, Mapping):
         raise InvalidInputError(f"{where} must be an object")
     function = schema.get("function") if schema.get("type", "function") == "function" else None
     name = function.get("name") if isinstance(function, Mapping) else None
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"{where} is not an OpenAI function tool with a name")
+    check_tool_name(name, where)
     return name
 
 
@@ -205,6 +211,11 @@ def first_sentence(text: str, limit: int) -> str:
 
 # --------------------------------------------------------------------------- the options
 
+MAX_REQUEST_TOOLS = OPENAI_MAX_TOOLS
+"""The source offers at most this many tools, whatever ``max_tools`` says: one build renders to
+every format, and OpenAI refuses a request with more (Anthropic documents no such limit)."""
+
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOptions:
@@ -215,7 +226,7 @@ class ToolOptions:
     always: frozenset[str]
     """Names always offered, first (``always_include`` and ``always`` together)."""
     max_tools: int | None
-    """At most this many tools are offered (None: no cap)."""
+    """At most this many tools are offered (None: no cap but ``MAX_REQUEST_TOOLS``)."""
     recent_messages: int
     """How many of the last history messages are searched for tools already called."""
     compact: bool | None
@@ -343,10 +354,14 @@ def _choose(ranked: list[int], names: list[str], scores: list[float], called: se
     left_out = [(i, "not relevant to the input (select: relevant)")
                 for i in ranked if i not in set(chosen)]
     max_tools = settings.max_tools
-    if max_tools is not None and len(chosen) > max_tools:
+    if max_tools is not None and max_tools < MAX_REQUEST_TOOLS and len(chosen) > max_tools:
         left_out += [(i, f"over max_tools ({max_tools}); ranked lower")
                      for i in chosen[max_tools:]]
         chosen = chosen[:max_tools]
+    if len(chosen) > MAX_REQUEST_TOOLS:  # one build renders to every format: fit them all
+        left_out += [(i, f"over the {MAX_REQUEST_TOOLS} tools OpenAI takes in a request; "
+                      "ranked lower") for i in chosen[MAX_REQUEST_TOOLS:]]
+        chosen = chosen[:MAX_REQUEST_TOOLS]
     return chosen, left_out
 
 
