@@ -1018,3 +1018,34 @@ def test_head_growth_must_be_a_share_or_none() -> None:
         with pytest.raises(InvalidInputError, match="head_growth"):
             CachePolicy(head_growth=bad)  # type: ignore[arg-type]
     assert CachePolicy(head_growth=None).head_growth is None
+
+
+def test_a_user_who_switches_language_keeps_the_cache_line() -> None:
+    builder = ContextBuilder(tokenizer="o200k_base")
+    plan = BuildPlan.named("tool_heavy")
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "check the weather"},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "c1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "assistant", "content": "It is sunny."}]
+    previous = None
+    systems = []
+    for question in ("Thanks, and tomorrow?", "谢谢，明天呢？", "ok and the day after?"):
+        ctx = builder.build(plan, Request(user_input=question, system="You are helpful.",
+                                          history=history), previous=previous, cache=True)
+        systems.append(ctx.to_messages("openai")[0]["content"])
+        if previous is not None:
+            assert ctx.report.cache is not None and ctx.report.cache.broke_at is None, question
+        previous = Fingerprint.from_json(ctx.fingerprint.to_json())  # as a store keeps it
+        assert previous.language == "en"
+        history = [*history, {"role": "user", "content": question},
+                   {"role": "assistant", "content": "..."}]
+    assert systems[0] == systems[1] == systems[2]
+    # A new cache line takes the input's language, as a build without a policy always does.
+    fresh = builder.build(plan, Request(user_input="谢谢，明天呢？", system="You are helpful.",
+                                        history=history), cache=True)
+    assert fresh.language == "zh" and fresh.fingerprint.language == "zh"
+    older = {k: v for k, v in fresh.fingerprint.to_dict().items() if k != "language"}
+    assert Fingerprint.from_dict(older).language == ""  # a fingerprint stored before

@@ -82,8 +82,8 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
                    cache: CachePolicy | None, previous: Fingerprint | None,
                    images: ImageTokenRule, recall_scores: Mapping[str, float]) -> FinalContext:
     """``build_context``, with the build's notes (``core.notes``) open as ``recall_scores``."""
-    costing = Costing(tokenizer, language_of(check_text(request.user_input, "user_input")),
-                      target, fence_key, images)
+    costing = Costing(tokenizer, labels_language(request, cache, previous), target, fence_key,
+                      images)
     plan, added = added_sources(plan, request, sources)
     gathered, pool = gather_all(plan, request, sources, costing)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
@@ -127,7 +127,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         report = replace(report, warnings=(*report.warnings, tokenizer.warning))
     fingerprint = None
     if steps is not None:
-        fingerprint = steps.fingerprint(assembly, selections, request, tail)
+        fingerprint = steps.fingerprint(assembly, selections, request, tail, costing.language)
         report = replace(report, cache=steps.report(previous, fingerprint, assembly))
     return FinalContext(
         messages=assembly.messages, sections=assembly.sections,
@@ -280,6 +280,21 @@ def lead_tokens(plan: BuildPlan, sources: Mapping[str, ContextSource], costing: 
                for spec in leading if spec.source in sources):
         return 0
     return costing.tokenizer.count(ANTHROPIC_LEAD) + costing.tokenizer.frame.user
+
+
+def labels_language(request: Request, cache: CachePolicy | None,
+                    previous: Fingerprint | None) -> str:
+    """The language of the build's labels and data note: the user input's.
+
+    A build that continues a cache line keeps the line's language instead: the labels and the
+    note sit in the system message, and a user who writes one message in another language
+    would otherwise make every provider re-read the whole request.
+    """
+    language = language_of(check_text(request.user_input, "user_input"))
+    if (cache is not None and previous is not None and previous.stable
+            and previous.language in DATA_NOTE):
+        return previous.language
+    return language
 
 
 def reserve(pool: int, tokens: int) -> tuple[bool, int]:

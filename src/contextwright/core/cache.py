@@ -216,6 +216,10 @@ class Fingerprint:
     """False for a build made without a cache policy (its layout is today's)."""
     stable_end: int = -1
     """Index of the first message that changes every call (the tail; -1: unknown)."""
+    language: str = ""
+    """The labels' language of the build (``""``: not known, as in an older fingerprint). The
+    next build of the cache line keeps it, so a user who switches language does not change
+    the system message (the data note, the labels) and lose the cached prefix."""
     version: int = FINGERPRINT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -225,7 +229,8 @@ class Fingerprint:
                 "messages": list(self.messages), "tokens": list(self.tokens),
                 "layouts": {name: layout.to_dict() for name, layout in self.layouts.items()},
                 "kept": {name: list(keys) for name, keys in self.kept.items()},
-                "stable": self.stable, "stable_end": self.stable_end}
+                "stable": self.stable, "stable_end": self.stable_end,
+                "language": self.language}
 
     def to_json(self) -> str:
         """``to_dict`` as compact JSON."""
@@ -260,7 +265,7 @@ class Fingerprint:
                    kept={str(name): tuple(keys) for name, keys in kept.items()},
                    stable=bool(data.get("stable", True)),
                    stable_end=_count(data, "stable_end") if data.get("stable_end", -1) != -1
-                   else -1)
+                   else -1, language=_text(data, "language"))
 
     @classmethod
     def from_json(cls, text: str) -> Fingerprint:

@@ -418,8 +418,8 @@ class Stepping:
                          if spec.source in sources and traits_of(sources[spec.source]).volatile)
 
     def fingerprint(self, assembly: Assembly, selections: Mapping[str, Selection],
-                    request: Request, tail: frozenset[str]) -> Fingerprint:
-        """What the next build needs to continue this one."""
+                    request: Request, tail: frozenset[str], language: str = "") -> Fingerprint:
+        """What the next build needs to continue this one (``language``: of its labels)."""
         layouts = {}
         for name in sorted(self.sources):  # the same JSON in every process
             where = self.lists[name]
@@ -445,7 +445,8 @@ class Stepping:
                                                          assembly.candidates, strict=True)),
             # A text build counts the prompt whole, not per message: zeros, same length.
             tokens=assembly.message_tokens or (0,) * len(assembly.messages), layouts=layouts,
-            stable_end=volatile if transient is None else min(volatile, transient))
+            stable_end=volatile if transient is None else min(volatile, transient),
+            language=language)
 
     def _lasting(self, name: str, selection: Selection) -> Selection:
         """``selection`` without the turns shown for this call only (the next build's layout)."""
