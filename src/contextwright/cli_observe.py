@@ -36,6 +36,11 @@ SinkOption = Annotated[str, typer.Option(
     "--sink", envvar="CONTEXTWRIGHT_SNAPSHOTS",
     help="Snapshot sink URL: sqlite:///file.db, jsonl:///file.jsonl, redis://…, postgresql://…")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+UserOption = Annotated[str | None, typer.Option(
+    "--user", help="Only this user's builds (the id as the app gave it; redacted snapshots "
+    "keep it hashed, and it is hashed the same way to match).")]
+SessionOption = Annotated[str | None, typer.Option(
+    "--session", help="Only this session's builds (matched as --user is).")]
 DEFAULT_SINK = "sqlite:///snapshots.db"
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -114,6 +119,7 @@ def query(sink: SinkOption = DEFAULT_SINK,
           until: Annotated[str | None, typer.Option(help="15m, 2h, 7d or ISO time.")] = None,
           group_by: Annotated[str, typer.Option(help="plan or mode.")] = "plan",
           top: Annotated[int, typer.Option(help="Items in the most-dropped table.")] = 10,
+          user: UserOption = None, session: SessionOption = None,
           as_json: JsonOption = False) -> None:
     """Context lengths (p50/p95/max, window share), unused grants, most cut and dropped."""
     if group_by not in ("plan", "mode"):
@@ -121,7 +127,7 @@ def query(sink: SinkOption = DEFAULT_SINK,
     now = time.time()
     with library_errors():
         chosen = SnapshotQuery(since=parse_time(since, now), until=parse_time(until, now),
-                               plan=plan, mode=mode)
+                               plan=plan, mode=mode, user_id=user, session_id=session)
     with _opened(sink) as opened:
         snapshots = opened.read(chosen)
     summary = summarize(snapshots, group_by=group_by, source=source,  # type: ignore[arg-type]
@@ -138,10 +144,12 @@ def query(sink: SinkOption = DEFAULT_SINK,
 def list_snapshots(sink: SinkOption = DEFAULT_SINK,
                    limit: Annotated[int, typer.Option(help="Newest this many.")] = 20,
                    plan: Annotated[str | None, typer.Option(help="Only this plan.")] = None,
+                   user: UserOption = None, session: SessionOption = None,
                    as_json: JsonOption = False) -> None:
     """The newest snapshots: id, time, plan, mode, status, tokens."""
     with _opened(sink) as opened:
-        found = opened.read(SnapshotQuery(plan=plan, limit=limit))
+        found = opened.read(SnapshotQuery(plan=plan, user_id=user, session_id=session,
+                                          limit=limit))
     rows: list[dict[str, Any]] = [
         {"id": s.id, "created_at": s.created_at, "plan": s.plan, "mode": s.mode,
          "status": s.status, "total_tokens": s.total_tokens, "window": s.window}

@@ -152,3 +152,25 @@ def test_the_cli_reads_a_redis_sink(runner: CliRunner, redis_prefix_url: str) ->
     rows = json.loads(_run(runner, "snapshots", "list", "--sink", redis_prefix_url,
                            "--json").stdout)
     assert len(rows) == 1 and rows[0]["mode"] is not None
+
+
+def test_list_and_query_find_a_users_builds_by_the_id_redaction_hashed(
+        runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "snapshots.db"
+    recorder = SnapshotRecorder(SqliteSink(path))  # redacted: ids are kept hashed
+    manager = ContextManager(snapshots=recorder, background=False)
+    for user in ("ada@example.com", "bob@example.com", "ada@example.com"):
+        manager.prepare(user_id=user, session_id="s1", text="hi")
+    manager.close()
+    recorder.close()
+    sink = f"sqlite:///{path}"
+    assert "ada@example.com" not in path.read_bytes().decode("utf-8", "replace")
+    listed = json.loads(_run(runner, "snapshots", "list", "--sink", sink, "--user",
+                             "ada@example.com", "--limit", "1", "--json").stdout)
+    assert len(listed) == 1
+    summary = json.loads(_run(runner, "snapshots", "query", "--sink", sink, "--user",
+                              "ada@example.com", "--session", "s1", "--json").stdout)
+    assert summary["builds"] == 2
+    nobody = json.loads(_run(runner, "snapshots", "query", "--sink", sink, "--user",
+                             "eve@example.com", "--json").stdout)
+    assert nobody["builds"] == 0

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from contextwright.observe.snapshot import Snapshot
+from contextwright.observe.snapshot import IDENTIFIER_PREFIX, Snapshot, identifier_digest
 
 _SEVERITY = ("failed", "conflict", "deduplicated", "dropped", "truncated", "compacted",
              "placeholder", "hoisted", "kept")
@@ -119,10 +119,19 @@ def content_hash(message: Mapping[str, Any]) -> str:
     """Hash of what a message renders (content and calls), equal for redacted and raw twins."""
     content = message.get("content")
     text = content["sha256"] if isinstance(content, Mapping) else _sha(str(content))
-    calls = [[c.get("id"), c.get("name"), c["arguments"]["sha256"]
+    calls = [[_hashed_id(c.get("id")), c.get("name"), c["arguments"]["sha256"]
               if isinstance(c.get("arguments"), Mapping) else _sha(str(c.get("arguments")))]
              for c in message.get("tool_calls", ())]
-    return _sha(json.dumps([message.get("role"), text, calls, message.get("tool_call_id")]))
+    return _sha(json.dumps([message.get("role"), text, calls,
+                            _hashed_id(message.get("tool_call_id"))]))
+
+
+def _hashed_id(value: object) -> str | None:
+    """An id as a redacted snapshot keeps it, so a raw and a redacted twin hash alike."""
+    if not value:
+        return None
+    text = str(value)
+    return text if text.startswith(IDENTIFIER_PREFIX) else identifier_digest(text)
 
 
 def _sha(text: str) -> str:

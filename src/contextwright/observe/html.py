@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 
 from contextwright.observe.diff import SnapshotDiff, diff_snapshots
-from contextwright.observe.snapshot import Snapshot
+from contextwright.observe.snapshot import Snapshot, identifier_digest
 
 _FENCE = re.compile(r"(&lt;&lt;(?:data|end) [^&]*?&gt;&gt;)")
 _CSS = """
@@ -142,6 +142,8 @@ def _content(value: object) -> str:
 
 def _messages(s: Snapshot) -> str:
     recalled = recalled_ids(s)
+    if s.redacted:  # decision keys name a message as the build did; its id is kept hashed
+        recalled |= frozenset(identifier_digest(i) for i in recalled)
     items = []
     for index, m in enumerate(s.messages):
         is_recalled = bool(m.get("recalled")) or str(m.get("id", "")) in recalled
