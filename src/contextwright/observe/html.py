@@ -14,7 +14,7 @@ import html
 import re
 from collections.abc import Mapping
 
-from contextwright.observe.diff import SnapshotDiff, diff_snapshots
+from contextwright.observe.diff import SnapshotDiff, diff_snapshots, divergence_text
 from contextwright.observe.snapshot import Snapshot, identifier_digest
 
 _FENCE = re.compile(r"(&lt;&lt;(?:data|end) [^&]*?&gt;&gt;)")
@@ -180,8 +180,7 @@ def _decisions(s: Snapshot) -> str:
 
 
 def _diff(d: SnapshotDiff) -> str:
-    where = ("identical renderings" if d.first_divergence is None
-             else f"renderings diverge at message #{d.first_divergence}")
+    where = divergence_text(d)
     sources = "".join(
         f'<tr class="source-delta" data-source="{_e(r.source)}"><td>{_e(r.source)}</td>'
         f'<td class="n">{r.tokens_a}</td><td class="n">{r.tokens_b}</td>'

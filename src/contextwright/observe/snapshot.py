@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
+from contextwright.core.accounting import schema_tokens
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.covering import covering
 from contextwright.core.final import FinalContext
@@ -78,6 +79,10 @@ class Snapshot:
     ``recalled`` for an older turn brought back by recall."""
     request: Mapping[str, Any]
     """The request as ``Request.from_dict`` reads it, or (redacted) its hashes and counts."""
+    tools: tuple[Mapping[str, Any], ...] | None = None
+    """The tool schemas the request offers, in its order: ``name``, ``tokens`` and the
+    ``sha256`` of the schema as counted. Providers put them before every message, so they open
+    the prompt-cache prefix. None in a record made before snapshots kept them."""
     plan_spec: Mapping[str, Any]
     """The plan itself, as JSON (replay and diff show it)."""
     warnings: tuple[str, ...] = ()
@@ -125,6 +130,8 @@ class Snapshot:
             values = {name: data[name] for name in names if name in data}
             for name in ("sources", "decisions", "messages", "warnings"):
                 values[name] = tuple(values.get(name, ()))
+            if values.get("tools") is not None:
+                values["tools"] = tuple(values["tools"])
             return cls(**values)
         except TypeError:
             raise CorruptRecordError("a snapshot record lacks a field") from None
@@ -277,7 +284,7 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snaps
         total_tokens=ctx.total_tokens if ctx else (report.total_tokens if report else 0),
         build_ms=record.build_ns / 1e6, redacted=redact, sources=sources,
         decisions=tuple(_decision(d, redact) for d in (report.decisions if report else ())),
-        messages=_messages(ctx, redact) if ctx else (),
+        messages=_messages(ctx, redact) if ctx else (), tools=_tools(ctx),
         request=(redacted_request(record.request, record.history_length) if redact
                  else request_to_dict(record.request)),
         plan_spec=plan_data, warnings=tuple(report.warnings) if report else (),
@@ -287,6 +294,25 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snaps
         cache=_cache(ctx, report), error=str(record.error) if record.error else None,
         labels=_plain(labels),
     )
+
+
+def _tools(ctx: FinalContext | None) -> tuple[dict[str, Any], ...]:
+    """Each offered tool schema: its name (the application's), tokens and hash, never its text.
+
+    The hash tells a changed description apart from the same one, redacted or not; the schema
+    itself is in an unredacted snapshot's request.
+    """
+    if ctx is None:
+        return ()
+    return tuple(
+        {"name": _tool_name(schema), "tokens": schema_tokens(text, ctx.tokenizer),
+         "sha256": text_digest(text)["sha256"]}
+        for schema, text in zip(ctx.tool_schemas, ctx.schema_jsons, strict=True))
+
+
+def _tool_name(schema: Mapping[str, Any]) -> str:
+    function = schema.get("function")
+    return str(function.get("name") if isinstance(function, Mapping) else schema.get("name"))
 
 
 def _jsonable(value: Any) -> Mapping[str, Any] | None:
