@@ -17,7 +17,12 @@ from collections.abc import Mapping
 from contextwright.observe.diff import SnapshotDiff, diff_snapshots, divergence_text
 from contextwright.observe.snapshot import Snapshot, identifier_digest
 
-_FENCE = re.compile(r"(&lt;&lt;(?:data|end) [^&]*?&gt;&gt;)")
+_FENCE = re.compile(
+    r"^(&lt;&lt;data [0-9a-f]{12}(?: [^\n]*?)?&gt;&gt;|&lt;&lt;end [0-9a-f]{12}&gt;&gt;)$",
+    re.MULTILINE)
+"""A fence marker line, escaped. A marker is a whole line (``fence`` writes it so) and a
+label may hold ``<`` and ``>`` (``d<1>``, escaped as entities), so the head runs to the
+``>>`` that ends its line, not to the first ``&``."""
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2430;background:#fff}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bottom:1px solid #dde}

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
-from contextwright.core.accounting import schema_tokens
+from contextwright.core.accounting import call_tokens, image_tokens, schema_tokens
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.covering import covering
 from contextwright.core.final import FinalContext
@@ -75,8 +75,9 @@ class Snapshot:
     decisions: tuple[Mapping[str, Any], ...]
     """Every decision of the report, in order."""
     messages: tuple[Mapping[str, Any], ...]
-    """The rendered messages: role, section, label, tokens, content (or its hash), and
-    ``recalled`` for an older turn brought back by recall."""
+    """The rendered messages: role, section, label, tokens (of the content, tool calls and
+    images; not the framing every message has), content (or its hash), and ``recalled`` for an
+    older turn brought back by recall."""
     request: Mapping[str, Any]
     """The request as ``Request.from_dict`` reads it, or (redacted) its hashes and counts."""
     tools: tuple[Mapping[str, Any], ...] | None = None
@@ -388,7 +389,7 @@ def _message(message: Message, section: str, label: str | None, document: bool,
 def _message_data(message: Message, section: str, label: str | None, document: bool,
                   ctx: FinalContext, redact: bool) -> dict[str, Any]:
     data: dict[str, Any] = {"role": message.role, "section": section,
-                            "tokens": ctx.tokenizer.count(message.content)}
+                            "tokens": _own_tokens(message, ctx)}
     data["content"] = text_digest(message.content) if redact else message.content
     optional = {"label": label, "id": message.id, "name": message.name,
                 "tool_call_id": message.tool_call_id, "document": document or None}
@@ -406,6 +407,19 @@ def _message_data(message: Message, section: str, label: str | None, document: b
     if message.images:  # what each image is, never its data (a snapshot stays small)
         data["images"] = [_image_data(image, redact) for image in message.images]
     return data
+
+
+def _own_tokens(message: Message, ctx: FinalContext) -> int:
+    """What a message costs beyond the framing every message has.
+
+    Its text, its tool calls (an assistant's calls may be all it says) and its images.
+    """
+    tokens = ctx.tokenizer.count(message.content)
+    if message.tool_calls:
+        tokens += call_tokens(message, ctx.tokenizer)
+    if message.images:
+        tokens += image_tokens(message.images, ctx.image_rule).tokens
+    return tokens
 
 
 def _redacted_identifiers(data: Mapping[str, Any], section: str) -> dict[str, str]:
