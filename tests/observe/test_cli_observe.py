@@ -174,3 +174,17 @@ def test_list_and_query_find_a_users_builds_by_the_id_redaction_hashed(
     nobody = json.loads(_run(runner, "snapshots", "query", "--sink", sink, "--user",
                              "eve@example.com", "--json").stdout)
     assert nobody["builds"] == 0
+
+
+def test_inspect_and_diff_read_a_request_from_standard_input(runner: CliRunner) -> None:
+    raw = EXAMPLE.read_bytes()
+    from_file = json.loads(_run(runner, "diff", "--request", str(EXAMPLE), "--plan",
+                                "tool_heavy", "--plan", "simple_qa", "--json").stdout)
+    result = runner.invoke(app, ["diff", "--request", "-", "--plan", "tool_heavy", "--plan",
+                                 "simple_qa", "--json"], input=raw)
+    assert result.exit_code == 0, result.output  # read once, built under both plans
+    piped = json.loads(result.stdout)
+    assert {k: v for k, v in piped.items() if k not in ("a", "b")} == {
+        k: v for k, v in from_file.items() if k not in ("a", "b")}
+    shown = runner.invoke(app, ["inspect", "--request", "-"], input=raw)
+    assert shown.exit_code == 0 and "budget vs use per source" in shown.stdout
