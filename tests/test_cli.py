@@ -283,3 +283,14 @@ def test_build_continues_a_previous_fingerprint(runner: CliRunner, tmp_path: Pat
     bad.write_text('{"version": 7}', encoding="utf-8")
     result = build(runner, "--previous", str(bad))
     assert result.exit_code == 2 and "fingerprint version" in result.stderr
+
+
+def test_a_request_on_standard_input_builds_as_the_file_does(runner: CliRunner) -> None:
+    from_file = build(runner, "--format", "openai")
+    piped = runner.invoke(app, ["build", "--request", "-", "--format", "openai"],
+                          input=EXAMPLE.read_bytes())
+    assert piped.exit_code == 0, piped.output
+    assert json.loads(piped.stdout) == json.loads(from_file.stdout)
+    broken = runner.invoke(app, ["build", "--request", "-"], input=b"{not json")
+    assert broken.exit_code == 2
+    assert "request on standard input is not valid JSON" in broken.stderr

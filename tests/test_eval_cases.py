@@ -441,3 +441,13 @@ def test_a_case_made_in_code_with_both_an_answer_and_a_call_is_refused() -> None
                  expected_call=ExpectedCall(name="track_order", arguments={"order_id": "KST418"}))
     assert EvalCase(id="one", line=4, request=request, checks=Checks(),
                     answer="It arrives Friday.").expected is not None
+
+
+def test_cases_on_standard_input_run_as_the_file_does() -> None:
+    path = EXAMPLES / "cases.jsonl"
+    from_file = CliRunner().invoke(eval_app, ["cases", str(path), "--json"])
+    piped = CliRunner().invoke(eval_app, ["cases", "-", "--json"], input=path.read_bytes())
+    assert piped.exit_code == 0, piped.output
+    assert json.loads(piped.stdout)["cases"] == json.loads(from_file.stdout)["cases"]
+    empty = CliRunner().invoke(eval_app, ["cases", "-"], input=b"\n")
+    assert empty.exit_code == 2 and "stdin holds no cases" in empty.stderr

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from contextwright.builder import ContextBuilder
-from contextwright.cli_common import describe, fail, library_errors
+from contextwright.cli_common import describe, fail, is_stdin, library_errors, read_stdin
 from contextwright.cli_eval import eval_app
 from contextwright.cli_observe import diff, inspect, replay, snapshots_app
 from contextwright.cli_serve import api_key, serve
@@ -75,14 +75,18 @@ def _load_plan(plan: str | None, request: Request) -> BuildPlan:
 
 
 def _read_request(path: Path) -> Request:
+    """The request in a JSON file, or on standard input for ``-``."""
+    stdin = is_stdin(path)
     try:
-        raw = path.read_bytes()
+        raw = read_stdin() if stdin else path.read_bytes()
     except OSError as exc:
-        raise InvalidInputError(f"cannot read request file {path}: {exc.strerror}") from None
+        where = "standard input" if stdin else f"request file {path}"
+        raise InvalidInputError(f"cannot read {where}: {exc.strerror}") from None
     try:
         data = parse_document(raw, "json")
     except MalformedDocument as exc:
-        raise InvalidInputError(f"request file {path.name} is not valid JSON: {exc}") from None
+        where = "the request on standard input" if stdin else f"request file {path.name}"
+        raise InvalidInputError(f"{where} is not valid JSON: {exc}") from None
     return Request.from_dict(data)
 
 
@@ -96,7 +100,8 @@ class ContextwrightErrorExit(Exception):
 
 @app.command()
 def build(
-    request: Annotated[Path, typer.Option(help="Request JSON file (see README).")],
+    request: Annotated[Path, typer.Option(help="Request JSON file (see README); - reads it "
+                                          "from standard input.")],
     plan: Annotated[str | None, typer.Option(help="Shipped plan name or plan file.")] = None,
     window: Annotated[int | None, typer.Option(help="Model context window.")] = None,
     reserve_output: Annotated[int | None, typer.Option(help="Tokens kept for the answer.")] = None,

@@ -7,8 +7,10 @@ the command documents another. No command lets a ``ContextwrightError`` become a
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -17,6 +19,18 @@ from contextwright.errors import ContextwrightError
 
 BAD_INPUT = 2
 """Exit code of a command refused because of its input (file, option, store, session)."""
+STDIN = "-"
+"""What an input file option or argument takes as standard input, as most tools do."""
+
+
+def is_stdin(path: Path) -> bool:
+    """Whether ``path`` names standard input (``-``; a file called so is ``./-``)."""
+    return str(path) == STDIN
+
+
+def read_stdin(limit: int | None = None) -> bytes:
+    """Standard input as bytes, at most ``limit`` of them (a caller checks for more)."""
+    return sys.stdin.buffer.read(-1 if limit is None else limit)
 
 
 def printable(text: str) -> str:

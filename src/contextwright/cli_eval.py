@@ -35,7 +35,7 @@ from rich.progress import (
 )
 
 from contextwright.builder import ContextBuilder
-from contextwright.cli_common import describe, fail
+from contextwright.cli_common import describe, fail, is_stdin, read_stdin
 from contextwright.cli_eval_toolcalls import toolcalls
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
 from contextwright.errors import ContextwrightError, LLMError, PlanError
@@ -66,7 +66,14 @@ from contextwright.evaluate.case_results import (
     parse_tolerances,
     read_baseline,
 )
-from contextwright.evaluate.cases import CaseRun, EvalCase, load_cases, run_cases
+from contextwright.evaluate.cases import (
+    MAX_FILE_BYTES,
+    CaseRun,
+    EvalCase,
+    load_cases,
+    parse_cases,
+    run_cases,
+)
 from contextwright.evaluate.judge import (
     Estimate,
     Judge,
@@ -308,7 +315,8 @@ def _judge_settings(base_url: str | None, judge_model: str | None, answer_model:
 
 
 CasesFile = Annotated[Path, typer.Argument(help="Cases file: one JSON object per line (README "
-                                           "'Evaluation on your own cases').")]
+                                           "'Evaluation on your own cases'); - reads standard "
+                                           "input.")]
 CasesPlanOption = Annotated[str | None, typer.Option(
     "--plan", help="Shipped plan name or plan file for every case (default: each case's plan, "
     "else the one contextwright build would choose).")]
@@ -341,7 +349,7 @@ def cases_command(file: CasesFile, plan: CasesPlanOption = None, budget: CasesBu
     with _exits_on_errors():
         tolerances = parse_tolerances(tolerance or [])
         saved = read_baseline(baseline) if baseline is not None else None
-        cases = load_cases(file)
+        cases = _load_cases(file)
         run = CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent)
         builder = ContextBuilder(tokenizer=tokenizer)
         result = _run_cases(cases, builder, run, str(file), settings, tokenizer)
@@ -410,7 +418,8 @@ def _print_cases(result: CasesResult, regressions: list[Regression], json_output
 
 TargetArgument = Annotated[str, typer.Argument(
     help="locomo, tau or hotpotqa (with --data), or cases (with FILE).")]
-FileArgument = Annotated[Path | None, typer.Argument(help="The cases file (target cases).")]
+FileArgument = Annotated[Path | None, typer.Argument(
+    help="The cases file (target cases); - reads standard input.")]
 DataForOption = Annotated[Path | None, typer.Option(
     "--data", help="Folder laid out like the matching folder of ../shared/data (suites).")]
 
@@ -439,6 +448,16 @@ def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOptio
         typer.echo(format_ablation(result))
 
 
+def _load_cases(file: Path) -> tuple[EvalCase, ...]:
+    """The cases of ``file``, or of standard input for ``-``.
+
+    A case's plan file is then found from the working directory (``Path("-").parent``).
+    """
+    if is_stdin(file):
+        return parse_cases(read_stdin(MAX_FILE_BYTES + 1), "stdin")
+    return load_cases(file)
+
+
 def _default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "contextwright" / "judge"
@@ -449,7 +468,7 @@ def _target(name: str, file: Path | None, data: Path | None, plan: str | None,
     if name == "cases":
         if file is None or data is not None:
             fail("eval ablate cases takes a cases FILE (and no --data)")
-        cases = load_cases(file)
+        cases = _load_cases(file)
         if limit is not None:
             cases = cases[:limit]
         return CasesTarget(cases=cases, builder=ContextBuilder(tokenizer=tokenizer),

@@ -23,6 +23,7 @@ import typer
 from rich.console import Console
 
 from contextwright.cli_common import describe, fail, library_errors, printable
+from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, InvalidInputError
 from contextwright.observe.diff import diff_snapshots
 from contextwright.observe.query import summarize
@@ -36,6 +37,11 @@ SinkOption = Annotated[str, typer.Option(
     "--sink", envvar="CONTEXTWRIGHT_SNAPSHOTS",
     help="Snapshot sink URL: sqlite:///file.db, jsonl:///file.jsonl, redis://…, postgresql://…")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+UserOption = Annotated[str | None, typer.Option(
+    "--user", help="Only this user's builds (the id as the app gave it; redacted snapshots "
+    "keep it hashed, and it is hashed the same way to match).")]
+SessionOption = Annotated[str | None, typer.Option(
+    "--session", help="Only this session's builds (matched as --user is).")]
 DEFAULT_SINK = "sqlite:///snapshots.db"
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -114,6 +120,7 @@ def query(sink: SinkOption = DEFAULT_SINK,
           until: Annotated[str | None, typer.Option(help="15m, 2h, 7d or ISO time.")] = None,
           group_by: Annotated[str, typer.Option(help="plan or mode.")] = "plan",
           top: Annotated[int, typer.Option(help="Items in the most-dropped table.")] = 10,
+          user: UserOption = None, session: SessionOption = None,
           as_json: JsonOption = False) -> None:
     """Context lengths (p50/p95/max, window share), unused grants, most cut and dropped."""
     if group_by not in ("plan", "mode"):
@@ -121,7 +128,7 @@ def query(sink: SinkOption = DEFAULT_SINK,
     now = time.time()
     with library_errors():
         chosen = SnapshotQuery(since=parse_time(since, now), until=parse_time(until, now),
-                               plan=plan, mode=mode)
+                               plan=plan, mode=mode, user_id=user, session_id=session)
     with _opened(sink) as opened:
         snapshots = opened.read(chosen)
     summary = summarize(snapshots, group_by=group_by, source=source,  # type: ignore[arg-type]
@@ -138,10 +145,12 @@ def query(sink: SinkOption = DEFAULT_SINK,
 def list_snapshots(sink: SinkOption = DEFAULT_SINK,
                    limit: Annotated[int, typer.Option(help="Newest this many.")] = 20,
                    plan: Annotated[str | None, typer.Option(help="Only this plan.")] = None,
+                   user: UserOption = None, session: SessionOption = None,
                    as_json: JsonOption = False) -> None:
     """The newest snapshots: id, time, plan, mode, status, tokens."""
     with _opened(sink) as opened:
-        found = opened.read(SnapshotQuery(plan=plan, limit=limit))
+        found = opened.read(SnapshotQuery(plan=plan, user_id=user, session_id=session,
+                                          limit=limit))
     rows: list[dict[str, Any]] = [
         {"id": s.id, "created_at": s.created_at, "plan": s.plan, "mode": s.mode,
          "status": s.status, "total_tokens": s.total_tokens, "window": s.window}
@@ -188,19 +197,27 @@ def purge(sink: SinkOption = DEFAULT_SINK,
     typer.echo(f"removed {removed} snapshot(s)")
 
 
-def _request_snapshot(request: Path, plan: str | None, tokenizer: str | None) -> Snapshot:
-    from contextwright.cli import _load_plan, _read_request
+def _read_request(request: Path) -> Request:
+    """The request file (``-``: standard input), read once even when built twice."""
+    from contextwright.cli import _read_request as read
+
+    with library_errors():
+        return read(request)
+
+
+def _request_snapshot(request: Request, plan: str | None, tokenizer: str | None) -> Snapshot:
+    from contextwright.cli import _load_plan
     from contextwright.observe.replay import snapshot_of
 
     with library_errors():
-        parsed = _read_request(request)
-        return snapshot_of(_load_plan(plan, parsed), parsed, tokenizer=tokenizer)
+        return snapshot_of(_load_plan(plan, request), request, tokenizer=tokenizer)
 
 
 def inspect(ref: Annotated[str | None, typer.Argument(
                 help="Snapshot id, latest, latest~N or a JSON file.")] = None,
             request: Annotated[Path | None, typer.Option(
-                help="Build this request file now and inspect that build.")] = None,
+                help="Build this request file (- reads standard input) now and inspect that "
+                "build.")] = None,
             plan: Annotated[str | None, typer.Option(
                 help="With --request: shipped plan name or plan file.")] = None,
             tokenizer: Annotated[str | None, typer.Option(help="With --request.")] = None,
@@ -214,7 +231,7 @@ def inspect(ref: Annotated[str | None, typer.Argument(
     if (ref is None) == (request is None):
         fail("give a snapshot or --request FILE (one of them)")
     if request is not None:
-        snapshot = _request_snapshot(request, plan, tokenizer)
+        snapshot = _request_snapshot(_read_request(request), plan, tokenizer)
         other = _resolve_all(sink, [compare])[0] if compare else None
     else:
         found = _resolve_all(sink, [ref, *([compare] if compare else [])])  # type: ignore[list-item]
@@ -238,7 +255,8 @@ def inspect(ref: Annotated[str | None, typer.Argument(
 def diff(a: Annotated[str | None, typer.Argument(help="First snapshot.")] = None,
          b: Annotated[str | None, typer.Argument(help="Second snapshot.")] = None,
          request: Annotated[Path | None, typer.Option(
-             help="Instead: build this request under two --plan and diff the builds.")] = None,
+             help="Instead: build this request file (- reads standard input) under two --plan "
+             "and diff the builds.")] = None,
          plan: Annotated[list[str] | None, typer.Option(
              help="With --request: two plans (shipped names or files).")] = None,
          tokenizer: Annotated[str | None, typer.Option(help="With --request.")] = None,
@@ -247,7 +265,8 @@ def diff(a: Annotated[str | None, typer.Argument(help="First snapshot.")] = None
     if request is not None:
         if a is not None or b is not None or len(plan or []) != 2:
             fail("with --request give exactly two --plan and no snapshots")
-        first, second = (_request_snapshot(request, p, tokenizer) for p in plan or [])
+        parsed = _read_request(request)
+        first, second = (_request_snapshot(parsed, p, tokenizer) for p in plan or [])
     else:
         if a is None or b is None:
             fail("give two snapshots, or --request FILE with two --plan")

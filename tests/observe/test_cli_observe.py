@@ -152,3 +152,39 @@ def test_the_cli_reads_a_redis_sink(runner: CliRunner, redis_prefix_url: str) ->
     rows = json.loads(_run(runner, "snapshots", "list", "--sink", redis_prefix_url,
                            "--json").stdout)
     assert len(rows) == 1 and rows[0]["mode"] is not None
+
+
+def test_list_and_query_find_a_users_builds_by_the_id_redaction_hashed(
+        runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "snapshots.db"
+    recorder = SnapshotRecorder(SqliteSink(path))  # redacted: ids are kept hashed
+    manager = ContextManager(snapshots=recorder, background=False)
+    for user in ("ada@example.com", "bob@example.com", "ada@example.com"):
+        manager.prepare(user_id=user, session_id="s1", text="hi")
+    manager.close()
+    recorder.close()
+    sink = f"sqlite:///{path}"
+    assert "ada@example.com" not in path.read_bytes().decode("utf-8", "replace")
+    listed = json.loads(_run(runner, "snapshots", "list", "--sink", sink, "--user",
+                             "ada@example.com", "--limit", "1", "--json").stdout)
+    assert len(listed) == 1
+    summary = json.loads(_run(runner, "snapshots", "query", "--sink", sink, "--user",
+                              "ada@example.com", "--session", "s1", "--json").stdout)
+    assert summary["builds"] == 2
+    nobody = json.loads(_run(runner, "snapshots", "query", "--sink", sink, "--user",
+                             "eve@example.com", "--json").stdout)
+    assert nobody["builds"] == 0
+
+
+def test_inspect_and_diff_read_a_request_from_standard_input(runner: CliRunner) -> None:
+    raw = EXAMPLE.read_bytes()
+    from_file = json.loads(_run(runner, "diff", "--request", str(EXAMPLE), "--plan",
+                                "tool_heavy", "--plan", "simple_qa", "--json").stdout)
+    result = runner.invoke(app, ["diff", "--request", "-", "--plan", "tool_heavy", "--plan",
+                                 "simple_qa", "--json"], input=raw)
+    assert result.exit_code == 0, result.output  # read once, built under both plans
+    piped = json.loads(result.stdout)
+    assert {k: v for k, v in piped.items() if k not in ("a", "b")} == {
+        k: v for k, v in from_file.items() if k not in ("a", "b")}
+    shown = runner.invoke(app, ["inspect", "--request", "-"], input=raw)
+    assert shown.exit_code == 0 and "budget vs use per source" in shown.stdout

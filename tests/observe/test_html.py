@@ -168,3 +168,53 @@ def test_turns_brought_back_by_recall_are_marked_in_the_snapshot_and_the_page(
     assert recalled and all(m["section"] == "history" for m in recalled)
     page = render_html(snapshot)
     assert page.count(" recalled\"") == len(recalled)
+
+
+class _Texts(HTMLParser):
+    """The text of each element of one class in a DOM dump (one level: spans, tags)."""
+
+    def __init__(self, cls: str) -> None:
+        super().__init__()
+        self.cls = cls
+        self.texts: list[str] = []
+        self._open = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.cls in (dict(attrs).get("class") or "").split():
+            self.texts.append("")
+            self._open = True
+
+    def handle_endtag(self, tag: str) -> None:
+        self._open = False
+
+    def handle_data(self, data: str) -> None:
+        if self._open:
+            self.texts[-1] += data
+
+
+@needs_chromium
+def test_a_label_with_angle_brackets_is_fenced_and_a_call_counts_its_tokens(
+        tmp_path: Path) -> None:
+    from contextwright import BuildPlan, Request
+
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Lyon"}'}}
+    request = Request(user_input="and tomorrow?", documents=[{"id": "d<1>", "text": "Sunny."}],
+                      history=[{"role": "user", "content": "weather?"},
+                               {"role": "assistant", "content": None, "tool_calls": [call]},
+                               {"role": "tool", "tool_call_id": "c1", "content": "25C"}])
+    snapshot = snapshot_of(BuildPlan.named("tool_heavy"), request)
+    out = tmp_path / "build.html"
+    out.write_text(render_html(snapshot), encoding="utf-8")
+    dom = _chromium("--dump-dom", out.as_uri(), home=tmp_path / "profile").stdout
+    fences = _Texts("fence")
+    fences.feed(dom)
+    document = next(m for m in snapshot.messages if m.get("document"))
+    head = document["content"].splitlines()[0]
+    assert head.endswith(" d<1>>>") and head in fences.texts
+    assert document["content"].splitlines()[-1] in fences.texts
+    (calling,) = [m for m in snapshot.messages if m.get("tool_calls")]
+    assert calling["content"] == "" and calling["tokens"] > 0
+    tags = _Texts("tag")
+    tags.feed(dom)
+    assert f"{calling['tokens']} tokens" in tags.texts and "0 tokens" not in tags.texts

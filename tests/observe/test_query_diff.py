@@ -13,6 +13,7 @@ from contextwright.observe import (
     SnapshotRecorder,
     SqliteSink,
     diff_snapshots,
+    render_html,
     replay,
     summarize,
 )
@@ -111,3 +112,47 @@ def test_replay_rebuilds_under_another_plan_one_variable_at_a_time(tmp_path: Pat
     assert result.diff.total_tokens == (snap.total_tokens, result.replayed.total_tokens)
     assert result.diff.items and result.missing_sources == ()
     recorder.close()
+
+
+_WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+def _tool_request(description: str = "Weather of a city.") -> Request:
+    tool = {**_WEATHER_TOOL, "function": {**_WEATHER_TOOL["function"],
+                                          "description": description}}
+    return Request(user_input="Weather in Lyon?", system="Be brief.", tools=[tool],
+                   history=[{"role": "user", "content": "hi"},
+                            {"role": "assistant", "content": "hello"}])
+
+
+def test_a_replay_without_the_tools_names_the_removed_schema_and_parts_at_the_start(
+        tmp_path: Path) -> None:
+    recorder = SnapshotRecorder(SqliteSink(tmp_path / "s.db"), redact=False)
+    ContextBuilder(snapshots=recorder).build(BuildPlan.named("tool_heavy"), _tool_request())
+    recorder.flush()
+    (snap,) = recorder.sink.read()
+    no_tools = (BuildPlan.builder("mine").add("system", 0.2).add("history", 0.5)
+                .add("user", 0.3).build())
+    diff = replay(snap, no_tools).diff
+    tools = next(d for d in diff.sources if d.source == "tools")
+    (schema,) = [c for c in diff.items if c.source == "tools"]
+    assert (schema.key, schema.change) == ("tools.get_weather", "removed")
+    assert schema.tokens_before == tools.tokens_a > 0 and schema.tokens_after == 0
+    # The messages are the same, but the schemas before them are not: nothing is shared.
+    assert diff.tools_changed and diff.first_divergence == 0
+    assert "tool schemas differ" in render_html(snap, replay(snap, no_tools).replayed)
+    recorder.close()
+
+
+def test_a_reworded_tool_schema_is_a_changed_item_even_redacted() -> None:
+    plan = BuildPlan.named("tool_heavy")
+    before = snapshot_of(plan, _tool_request(), redact=True)
+    after = snapshot_of(plan, _tool_request("Weather of a town."), redact=True)
+    diff = diff_snapshots(before, after)
+    assert [(c.key, c.change) for c in diff.items if c.source == "tools"] == [
+        ("tools.get_weather", "changed")]
+    assert diff.tools_changed and diff.first_divergence == 0
+    same = diff_snapshots(before, snapshot_of(plan, _tool_request(), redact=True))
+    assert not same.tools_changed and same.first_divergence is None

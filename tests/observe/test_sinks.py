@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from observe_helpers import pressured
 
-from contextwright import ContextBuilder
+from contextwright import BuildPlan, ContextBuilder
 from contextwright.errors import InvalidInputError
 from contextwright.observe import (
     Retention,
@@ -19,8 +19,10 @@ from contextwright.observe import (
     SnapshotSink,
     SqliteSink,
     open_sink,
+    render_html,
 )
 from contextwright.observe.replay import snapshot_of
+from contextwright.observe.snapshot import identifier_digest
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +149,53 @@ def test_a_corrupt_jsonl_line_is_named_not_skipped(tmp_path: Path, base: Snapsho
         handle.write("{not json\n")
     with pytest.raises(CorruptRecordError, match="line 2"):
         sink.read()
+
+
+SECRET = "ada.quist@example.com"
+
+
+def _identifying_builds(sink: SnapshotSink) -> SnapshotRecorder:
+    """A builder's and a manager's builds, recorded redacted (the default), whose every
+    identifier the caller chose carries ``SECRET``; the recorder is flushed, still open."""
+    from contextwright import ContextManager, Request
+
+    recorder = SnapshotRecorder(sink)
+    history = [{"role": "user", "content": "look it up", "name": f"speaker {SECRET}"},
+               {"role": "assistant", "content": None, "tool_calls": [{
+                   "id": f"call {SECRET}", "type": "function",
+                   "function": {"name": "lookup", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": f"call {SECRET}", "name": "lookup",
+                "content": "found"}]
+    request = Request(user_input="and then?", history=history, documents=[
+        {"id": f"doc {SECRET}", "text": "a document", "source": f"src {SECRET}"}])
+    ContextBuilder(snapshots=recorder).build(BuildPlan.named("tool_heavy"), request)
+    manager = ContextManager(snapshots=recorder, background=False)
+    manager.prepare(user_id=SECRET, session_id=f"session {SECRET}", text="hi")
+    manager.close()
+    assert recorder.flush() and recorder.stats.written == 2
+    return recorder
+
+
+def test_a_redacted_snapshot_keeps_no_identifier_in_clear_in_any_sink(
+        sink: SnapshotSink) -> None:
+    recorder = _identifying_builds(sink)
+    built, managed = sink.read()
+    for snapshot in (built, managed):
+        assert SECRET not in snapshot.to_json() and SECRET not in render_html(snapshot)
+    document = next(m for m in built.messages if m.get("document"))
+    assert document["label"] == identifier_digest(f"src {SECRET}")
+    assert built.request["documents"][0]["id"] == identifier_digest(f"doc {SECRET}")
+    tool = next(m for m in built.messages if m["role"] == "tool")
+    assert tool["name"] == "lookup" and tool["label"] == "tool lookup"  # the app's own names
+    assert managed.session == {"user_id": identifier_digest(SECRET),
+                               "session_id": identifier_digest(f"session {SECRET}")}
+    recorder.close()
+
+
+def test_a_user_or_session_id_finds_its_builds_though_kept_hashed(sink: SnapshotSink) -> None:
+    recorder = _identifying_builds(sink)
+    _, managed = sink.read()
+    assert sink.read(SnapshotQuery(user_id=SECRET, limit=1)) == [managed]
+    assert sink.read(SnapshotQuery(session_id=f"session {SECRET}")) == [managed]
+    assert sink.read(SnapshotQuery(user_id="someone else")) == []
+    recorder.close()

@@ -24,6 +24,7 @@ from contextwright.observe.snapshot import (
     BuildRecord,
     capture,
     frozen_request,
+    identifier_digest,
     plan_hash,
     plan_to_dict,
 )
@@ -188,7 +189,8 @@ def test_a_manager_snapshot_names_session_mode_and_route(tmp_path: Path) -> None
     manager.prepare("nora_vance_5172", "s1", "please debug this python traceback for me")
     recorder.flush()
     first, second = recorder.sink.read()
-    assert first.session == {"user_id": "nora_vance_5172", "session_id": "s1"}
+    assert first.session == {"user_id": identifier_digest("nora_vance_5172"),
+                             "session_id": identifier_digest("s1")}  # redacted: kept hashed
     assert first.mode is not None and first.route is not None
     assert set(first.route) == {"mode", "basis", "trigger", "confidence"}
     assert second.route is not None and second.route["mode"] == second.mode

@@ -130,35 +130,43 @@ class EvalCase:
 
 def load_cases(path: Path) -> tuple[EvalCase, ...]:
     """Read and validate a cases file; ``DatasetError`` names the line and the field."""
-    lines = _lines(path)
+    return parse_cases(_read(path), path.name)
+
+
+def parse_cases(data: bytes, name: str) -> tuple[EvalCase, ...]:
+    """Validate the bytes of a cases file (read elsewhere: standard input), as ``load_cases``.
+
+    ``name`` stands for the file in error messages; more than ``MAX_FILE_BYTES`` is refused.
+    """
+    if len(data) > MAX_FILE_BYTES:
+        raise DatasetError(f"cases file {name} is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        lines = decode_utf8(data).split("\n")
+    except MalformedDocument as exc:
+        raise DatasetError(f"cases file {name} is {exc}") from None
     cases: list[EvalCase] = []
     first_line: dict[str, int] = {}
     for number, text in enumerate(lines, 1):
         if not text.strip():
             continue
-        case = parse_case(text, f"{path.name}:{number}", number)
+        case = parse_case(text, f"{name}:{number}", number)
         if case.id in first_line:
-            raise DatasetError(f"{path.name}:{number}: id: {case.id!r} is also the id of line "
+            raise DatasetError(f"{name}:{number}: id: {case.id!r} is also the id of line "
                                f"{first_line[case.id]}")
         first_line[case.id] = number
         cases.append(case)
     if not cases:
-        raise DatasetError(f"{path.name} holds no cases (one JSON object per line)")
+        raise DatasetError(f"{name} holds no cases (one JSON object per line)")
     return tuple(cases)
 
 
-def _lines(path: Path) -> list[str]:
+def _read(path: Path) -> bytes:
+    """A cases file's bytes, one more than the limit at most (``parse_cases`` refuses those)."""
     try:
         with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+            return handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise DatasetError(f"cannot read cases file {path}: {exc.strerror}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise DatasetError(f"cases file {path.name} is larger than {MAX_FILE_BYTES} bytes")
-    try:
-        return decode_utf8(data).split("\n")
-    except MalformedDocument as exc:
-        raise DatasetError(f"cases file {path.name} is {exc}") from None
 
 
 def parse_case(text: str, where: str, line: int = 0) -> EvalCase:

@@ -2,9 +2,10 @@
 
 An item is known by its source and key in the decisions, and, for what made it into the
 context, by its rendered message: the caller's message id when it has one, else its section and
-content hash. So a diff works on redacted snapshots too (hashes compare like texts). The first
-divergent message is where the two renderings stop sharing a prefix: from there on a
-provider's prompt cache cannot help.
+content hash; an offered tool schema by its name (``tools.<name>``, as the tools source's
+decisions name it). So a diff works on redacted snapshots too (hashes compare like texts). The
+first divergence is where the two requests stop sharing a prefix in the order providers cache
+them — tool schemas first, then the messages — so from there on a prompt cache cannot help.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from contextwright.observe.snapshot import Snapshot
+from contextwright.observe.snapshot import IDENTIFIER_PREFIX, Snapshot, identifier_digest
 
 _SEVERITY = ("failed", "conflict", "deduplicated", "dropped", "truncated", "compacted",
              "placeholder", "hoisted", "kept")
@@ -28,7 +29,8 @@ class ItemChange:
     source: str
     """Source name."""
     key: str
-    """Decision key, or ``message:<id>`` / ``message:<role>:<hash>`` for a rendered message."""
+    """Decision key, ``message:<id>`` / ``message:<role>:<hash>`` for a rendered message, or
+    ``tools.<name>`` for an offered tool schema."""
     change: str
     """``added`` (only in B's context), ``removed`` (only in A's) or ``changed`` (both, fate
     or size differ)."""
@@ -80,9 +82,13 @@ class SnapshotDiff:
     sources: tuple[SourceDelta, ...]
     """Per-source tokens, in the order the sources appear."""
     first_divergence: int | None
-    """Index of the first rendered message that differs (None: identical renderings)."""
+    """Index of the first rendered message outside the prefix both requests share, in the
+    providers' order (tool schemas, then messages): 0 when the tool schemas differ, since
+    they come before every message. None: identical requests."""
     messages: tuple[int, int]
     """Number of rendered messages in each."""
+    tools_changed: bool = False
+    """The offered tool schemas differ (one added, removed, reordered or reworded)."""
 
     @property
     def changed_keys(self) -> tuple[str, ...]:
@@ -119,10 +125,19 @@ def content_hash(message: Mapping[str, Any]) -> str:
     """Hash of what a message renders (content and calls), equal for redacted and raw twins."""
     content = message.get("content")
     text = content["sha256"] if isinstance(content, Mapping) else _sha(str(content))
-    calls = [[c.get("id"), c.get("name"), c["arguments"]["sha256"]
+    calls = [[_hashed_id(c.get("id")), c.get("name"), c["arguments"]["sha256"]
               if isinstance(c.get("arguments"), Mapping) else _sha(str(c.get("arguments")))]
              for c in message.get("tool_calls", ())]
-    return _sha(json.dumps([message.get("role"), text, calls, message.get("tool_call_id")]))
+    return _sha(json.dumps([message.get("role"), text, calls,
+                            _hashed_id(message.get("tool_call_id"))]))
+
+
+def _hashed_id(value: object) -> str | None:
+    """An id as a redacted snapshot keeps it, so a raw and a redacted twin hash alike."""
+    if not value:
+        return None
+    text = str(value)
+    return text if text.startswith(IDENTIFIER_PREFIX) else identifier_digest(text)
 
 
 def _sha(text: str) -> str:
@@ -141,6 +156,12 @@ def _fates(snapshot: Snapshot) -> dict[str, _Fate]:
         known = fates.get(key)
         if known is None or _rank(str(d["action"])) < _rank(known.fate.split(":")[0]):
             fates[key] = _Fate(str(d["source"]), fate, int(d.get("tokens_after", 0)))
+    for tool in snapshot.tools or ():
+        # Like a message, an offered schema is kept unless a decision said otherwise; its
+        # hash is in the fate, so a reworded schema of the same size shows as changed.
+        fates.setdefault(f"tools.{tool['name']}", _Fate(
+            "tools", f"kept: offered as a tool schema ({str(tool['sha256'])[:8]})",
+            int(tool["tokens"])))
     for message in snapshot.messages:
         fates.setdefault(message_key(message), _Fate(
             str(message.get("section", "?")),
@@ -201,13 +222,32 @@ def first_divergence(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, An
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def tools_differ(a: Snapshot, b: Snapshot) -> bool:
+    """Whether the two offer other tool schemas, or in another order (unknown counts as same)."""
+    if a.tools is None or b.tools is None:  # a record made before snapshots kept them
+        return False
+    return [(t["name"], t["sha256"]) for t in a.tools] != [
+        (t["name"], t["sha256"]) for t in b.tools]
+
+
+def divergence_text(diff: SnapshotDiff) -> str:
+    """Where the two requests part, in words, for the terminal and the HTML views."""
+    if diff.first_divergence is None:
+        return "identical renderings"
+    if diff.tools_changed:
+        return ("the tool schemas differ, so the requests part before message #0 (tools come "
+                "first in every provider's prompt)")
+    return f"renderings diverge at message #{diff.first_divergence}"
+
+
 def diff_snapshots(a: Snapshot, b: Snapshot) -> SnapshotDiff:
-    """Items added / removed / cut differently, token deltas per source, first divergence."""
+    """Items and tool schemas added / removed / cut, token deltas, where the prefix ends."""
     plans = (a.plan, b.plan)
     if a.plan == b.plan and a.plan_hash != b.plan_hash:
         plans = (f"{a.plan}@{a.plan_hash}", f"{b.plan}@{b.plan_hash}")
+    tools_changed = tools_differ(a, b)
     return SnapshotDiff(
         a=a.id, b=b.id, plans=plans, total_tokens=(a.total_tokens, b.total_tokens),
         items=tuple(_item_changes(a, b)), sources=tuple(_source_deltas(a, b)),
-        first_divergence=first_divergence(a.messages, b.messages),
-        messages=(len(a.messages), len(b.messages)))
+        first_divergence=0 if tools_changed else first_divergence(a.messages, b.messages),
+        messages=(len(a.messages), len(b.messages)), tools_changed=tools_changed)

@@ -14,10 +14,15 @@ import html
 import re
 from collections.abc import Mapping
 
-from contextwright.observe.diff import SnapshotDiff, diff_snapshots
-from contextwright.observe.snapshot import Snapshot
+from contextwright.observe.diff import SnapshotDiff, diff_snapshots, divergence_text
+from contextwright.observe.snapshot import Snapshot, identifier_digest
 
-_FENCE = re.compile(r"(&lt;&lt;(?:data|end) [^&]*?&gt;&gt;)")
+_FENCE = re.compile(
+    r"^(&lt;&lt;data [0-9a-f]{12}(?: [^\n]*?)?&gt;&gt;|&lt;&lt;end [0-9a-f]{12}&gt;&gt;)$",
+    re.MULTILINE)
+"""A fence marker line, escaped. A marker is a whole line (``fence`` writes it so) and a
+label may hold ``<`` and ``>`` (``d<1>``, escaped as entities), so the head runs to the
+``>>`` that ends its line, not to the first ``&``."""
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2430;background:#fff}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bottom:1px solid #dde}
@@ -142,6 +147,8 @@ def _content(value: object) -> str:
 
 def _messages(s: Snapshot) -> str:
     recalled = recalled_ids(s)
+    if s.redacted:  # decision keys name a message as the build did; its id is kept hashed
+        recalled |= frozenset(identifier_digest(i) for i in recalled)
     items = []
     for index, m in enumerate(s.messages):
         is_recalled = bool(m.get("recalled")) or str(m.get("id", "")) in recalled
@@ -178,8 +185,7 @@ def _decisions(s: Snapshot) -> str:
 
 
 def _diff(d: SnapshotDiff) -> str:
-    where = ("identical renderings" if d.first_divergence is None
-             else f"renderings diverge at message #{d.first_divergence}")
+    where = divergence_text(d)
     sources = "".join(
         f'<tr class="source-delta" data-source="{_e(r.source)}"><td>{_e(r.source)}</td>'
         f'<td class="n">{r.tokens_a}</td><td class="n">{r.tokens_b}</td>'

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from contextwright.errors import CorruptRecordError, InvalidInputError, StoreError
-from contextwright.observe.snapshot import Snapshot
+from contextwright.observe.snapshot import Snapshot, identifier_digest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +38,11 @@ class SnapshotQuery:
     """Only builds in this mode."""
     status: str | None = None
     """``ok`` or ``budget_error``."""
+    user_id: str | None = None
+    """Only a manager's builds for this user: the id as given, found in clear or (redacted
+    snapshots) hashed with ``identifier_digest``."""
+    session_id: str | None = None
+    """Only builds of this session, matched as ``user_id`` is."""
     limit: int | None = None
     """Only the newest this many (still returned oldest first)."""
 
@@ -48,7 +53,23 @@ class SnapshotQuery:
                 and (self.plan is None or snapshot.plan == self.plan
                      or snapshot.plan.startswith(self.plan + "+"))
                 and (self.mode is None or snapshot.mode == self.mode)
-                and (self.status is None or snapshot.status == self.status))
+                and (self.status is None or snapshot.status == self.status)
+                and _same_id(self.user_id, snapshot, "user_id")
+                and _same_id(self.session_id, snapshot, "session_id"))
+
+    @property
+    def by_session(self) -> bool:
+        """Whether the query names a user or session, which no sink indexes: read, then filter."""
+        return self.user_id is not None or self.session_id is not None
+
+
+def _same_id(wanted: str | None, snapshot: Snapshot, name: str) -> bool:
+    """Whether ``snapshot``'s session ``name`` is ``wanted``, kept in clear or hashed."""
+    if wanted is None:
+        return True
+    if snapshot.session is None:
+        return False
+    return snapshot.session.get(name) in (wanted, identifier_digest(wanted))
 
 
 class SnapshotSink(Protocol):
@@ -79,6 +100,12 @@ def not_found(snapshot_id: str) -> InvalidInputError:
     """The error of a ``get`` for an id the sink does not hold."""
     shown = snapshot_id if snapshot_id.isalnum() and len(snapshot_id) <= 40 else "given"
     return InvalidInputError(f"no snapshot with id {shown}")
+
+
+def read_rows(bodies: Sequence[str | bytes], query: SnapshotQuery) -> list[Snapshot]:
+    """Snapshots of a SQL sink's rows (oldest first), the session filter and limit applied."""
+    snapshots = [Snapshot.from_json(body) for body in bodies]
+    return newest(snapshots, query) if query.by_session else snapshots
 
 
 def newest(snapshots: list[Snapshot], query: SnapshotQuery) -> list[Snapshot]:
@@ -225,12 +252,12 @@ class SqliteSink:
         query = query or SnapshotQuery()
         where, params = query_sql(query, "?")
         sql = f"SELECT body FROM snapshots{where} ORDER BY created_at DESC, id DESC"
-        if query.limit is not None:
+        if query.limit is not None and not query.by_session:
             sql += " LIMIT ?"
             params.append(query.limit)
         with self._errors():
             rows = self._db.execute(sql, params).fetchall()
-        return [Snapshot.from_json(body) for (body,) in reversed(rows)]
+        return read_rows([body for (body,) in reversed(rows)], query)
 
     def get(self, snapshot_id: str) -> Snapshot:
         """One snapshot by id."""

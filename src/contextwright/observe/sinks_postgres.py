@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from contextwright.errors import InvalidInputError, StoreError, StoreUnavailable
-from contextwright.observe.sinks import SnapshotQuery, not_found, query_sql
+from contextwright.observe.sinks import SnapshotQuery, not_found, query_sql, read_rows
 from contextwright.observe.snapshot import Snapshot
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -66,12 +66,12 @@ class PostgresSink:
         query = query or SnapshotQuery()
         where, params = query_sql(query, "%s")
         sql = f"SELECT body FROM {{s}}.snapshots{where} ORDER BY created_at DESC, id DESC"
-        if query.limit is not None:
+        if query.limit is not None and not query.by_session:
             sql += " LIMIT %s"
             params.append(query.limit)
         with self._errors() as db:
             rows = db.execute(self._sql(sql), params).fetchall()
-        return [Snapshot.from_json(body) for (body,) in reversed(rows)]
+        return read_rows([body for (body,) in reversed(rows)], query)
 
     def get(self, snapshot_id: str) -> Snapshot:
         """One snapshot by id."""

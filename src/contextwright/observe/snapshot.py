@@ -5,6 +5,10 @@ its specs), the rendered messages, every source's budget, grant and use, every d
 reason, the mode and route, the cache-prefix result when the build has one, the build time, the
 tokenizer and the library version. With redaction on (the default) no content is kept: each text
 becomes its SHA-256 and its size, the request becomes counts, and a snapshot cannot be replayed.
+Identifiers the caller chose, which may name a person (a user id is often an email), are kept as
+``sha256:<hex>`` of their text: the session's user and session ids, message and tool-call ids, a
+speaker's name, and a document's id or source. Names the application defines (tools, sources,
+plans, modes) stay readable, since they say what a build did and name no one.
 
 ``capture`` runs on the recorder's writer thread, never on the request path; it reads only
 immutable build results and the shallow copy of the request taken when the build ended.
@@ -19,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
+from contextwright.core.accounting import call_tokens, image_tokens, schema_tokens
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.covering import covering
 from contextwright.core.final import FinalContext
@@ -70,10 +75,15 @@ class Snapshot:
     decisions: tuple[Mapping[str, Any], ...]
     """Every decision of the report, in order."""
     messages: tuple[Mapping[str, Any], ...]
-    """The rendered messages: role, section, label, tokens, content (or its hash), and
-    ``recalled`` for an older turn brought back by recall."""
+    """The rendered messages: role, section, label, tokens (of the content, tool calls and
+    images; not the framing every message has), content (or its hash), and ``recalled`` for an
+    older turn brought back by recall."""
     request: Mapping[str, Any]
     """The request as ``Request.from_dict`` reads it, or (redacted) its hashes and counts."""
+    tools: tuple[Mapping[str, Any], ...] | None = None
+    """The tool schemas the request offers, in its order: ``name``, ``tokens`` and the
+    ``sha256`` of the schema as counted. Providers put them before every message, so they open
+    the prompt-cache prefix. None in a record made before snapshots kept them."""
     plan_spec: Mapping[str, Any]
     """The plan itself, as JSON (replay and diff show it)."""
     warnings: tuple[str, ...] = ()
@@ -85,7 +95,7 @@ class Snapshot:
     switch: Mapping[str, Any] | None = None
     """The mode hand-off this build followed, if any."""
     session: Mapping[str, str] | None = None
-    """``user_id`` and ``session_id`` of a manager's build."""
+    """``user_id`` and ``session_id`` of a manager's build (redacted: ``identifier_digest``)."""
     cache: Mapping[str, Any] | None = None
     """The cache-prefix result of the build, when the build reports one."""
     error: str | None = None
@@ -121,6 +131,8 @@ class Snapshot:
             values = {name: data[name] for name in names if name in data}
             for name in ("sources", "decisions", "messages", "warnings"):
                 values[name] = tuple(values.get(name, ()))
+            if values.get("tools") is not None:
+                values["tools"] = tuple(values["tools"])
             return cls(**values)
         except TypeError:
             raise CorruptRecordError("a snapshot record lacks a field") from None
@@ -175,6 +187,24 @@ def text_digest(text: str) -> dict[str, Any]:
     """What a redacted snapshot keeps of a text: its SHA-256 and size."""
     data = text.encode("utf-8", "surrogatepass")
     return {"sha256": hashlib.sha256(data).hexdigest(), "chars": len(text)}
+
+
+IDENTIFIER_PREFIX = "sha256:"
+"""What starts an identifier a redacted snapshot keeps as its hash."""
+
+
+def identifier_digest(value: str) -> str:
+    """What a redacted snapshot keeps of an identifier: ``sha256:`` and its SHA-256 in hex.
+
+    Plain SHA-256, as for texts, so whoever knows an id can find its builds (``SnapshotQuery``
+    hashes the id it is given the same way); the hash hides an id from a reader who does not.
+    """
+    data = value.encode("utf-8", "surrogatepass")
+    return IDENTIFIER_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def _identifier(value: str, redact: bool) -> str:
+    return identifier_digest(value) if redact else value
 
 
 def plan_to_dict(plan: BuildPlan) -> dict[str, Any]:
@@ -255,15 +285,35 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snaps
         total_tokens=ctx.total_tokens if ctx else (report.total_tokens if report else 0),
         build_ms=record.build_ns / 1e6, redacted=redact, sources=sources,
         decisions=tuple(_decision(d, redact) for d in (report.decisions if report else ())),
-        messages=_messages(ctx, redact) if ctx else (),
+        messages=_messages(ctx, redact) if ctx else (), tools=_tools(ctx),
         request=(redacted_request(record.request, record.history_length) if redact
                  else request_to_dict(record.request)),
         plan_spec=plan_data, warnings=tuple(report.warnings) if report else (),
         mode=labels.pop("mode", None), route=_jsonable(labels.pop("route", None)),
-        switch=_jsonable(labels.pop("switch", None)), session=_session(labels.pop("session", None)),
+        switch=_jsonable(labels.pop("switch", None)),
+        session=_session(labels.pop("session", None), redact),
         cache=_cache(ctx, report), error=str(record.error) if record.error else None,
         labels=_plain(labels),
     )
+
+
+def _tools(ctx: FinalContext | None) -> tuple[dict[str, Any], ...]:
+    """Each offered tool schema: its name (the application's), tokens and hash, never its text.
+
+    The hash tells a changed description apart from the same one, redacted or not; the schema
+    itself is in an unredacted snapshot's request.
+    """
+    if ctx is None:
+        return ()
+    return tuple(
+        {"name": _tool_name(schema), "tokens": schema_tokens(text, ctx.tokenizer),
+         "sha256": text_digest(text)["sha256"]}
+        for schema, text in zip(ctx.tool_schemas, ctx.schema_jsons, strict=True))
+
+
+def _tool_name(schema: Mapping[str, Any]) -> str:
+    function = schema.get("function")
+    return str(function.get("name") if isinstance(function, Mapping) else schema.get("name"))
 
 
 def _jsonable(value: Any) -> Mapping[str, Any] | None:
@@ -274,10 +324,11 @@ def _jsonable(value: Any) -> Mapping[str, Any] | None:
     return _plain(asdict(value))  # type: ignore[no-any-return]
 
 
-def _session(value: Any) -> Mapping[str, str] | None:
+def _session(value: Any, redact: bool) -> Mapping[str, str] | None:
     if value is None:
         return None
-    return {"user_id": str(value.user_id), "session_id": str(value.session_id)}
+    return {"user_id": _identifier(str(value.user_id), redact),
+            "session_id": _identifier(str(value.session_id), redact)}
 
 
 def _cache(ctx: FinalContext | None, report: BuildReport | None) -> Mapping[str, Any] | None:
@@ -338,22 +389,54 @@ def _message(message: Message, section: str, label: str | None, document: bool,
 def _message_data(message: Message, section: str, label: str | None, document: bool,
                   ctx: FinalContext, redact: bool) -> dict[str, Any]:
     data: dict[str, Any] = {"role": message.role, "section": section,
-                            "tokens": ctx.tokenizer.count(message.content)}
+                            "tokens": _own_tokens(message, ctx)}
     data["content"] = text_digest(message.content) if redact else message.content
     optional = {"label": label, "id": message.id, "name": message.name,
                 "tool_call_id": message.tool_call_id, "document": document or None}
     data.update({k: v for k, v in optional.items() if v is not None})
+    if redact:
+        data.update(_redacted_identifiers(data, section))
     if message.content.startswith(RECALL_PREFIX):
         # Only the history source writes this prefix: it escapes any content that starts so.
         data["recalled"] = True
     if message.tool_calls:
         data["tool_calls"] = [
-            {"id": call.id, "name": call.name,
+            {"id": _identifier(call.id, redact) if call.id else call.id, "name": call.name,
              "arguments": text_digest(call.arguments) if redact else call.arguments}
             for call in message.tool_calls]
     if message.images:  # what each image is, never its data (a snapshot stays small)
         data["images"] = [_image_data(image, redact) for image in message.images]
     return data
+
+
+def _own_tokens(message: Message, ctx: FinalContext) -> int:
+    """What a message costs beyond the framing every message has.
+
+    Its text, its tool calls (an assistant's calls may be all it says) and its images.
+    """
+    tokens = ctx.tokenizer.count(message.content)
+    if message.tool_calls:
+        tokens += call_tokens(message, ctx.tokenizer)
+    if message.images:
+        tokens += image_tokens(message.images, ctx.image_rule).tokens
+    return tokens
+
+
+def _redacted_identifiers(data: Mapping[str, Any], section: str) -> dict[str, str]:
+    """The caller's identifiers of a recorded message, hashed.
+
+    Ids and tool-call ids are the caller's (or its provider's) and may carry anything. A
+    ``name`` names a speaker, except on a tool result, where it is the application's tool. A
+    document's label is its source or id; other labels are the library's own (``tool <name>``,
+    ``notes``, a section's name) and say what the part is.
+    """
+    hashed = {name: identifier_digest(str(data[name]))
+              for name in ("id", "tool_call_id") if name in data}
+    if "name" in data and data["role"] != "tool":
+        hashed["name"] = identifier_digest(str(data["name"]))
+    if "label" in data and data.get("document") and data["label"] != section:
+        hashed["label"] = identifier_digest(str(data["label"]))
+    return hashed
 
 
 def _image_data(image: ImagePart, redact: bool) -> dict[str, Any]:
@@ -404,7 +487,8 @@ def redacted_request(request: Request, history_length: int) -> dict[str, Any]:
     if request.system is not None:
         data["system"] = text_digest(request.system)
     if request.documents:
-        data["documents"] = [{"id": doc.id, **text_digest(doc.text)} for doc in request.documents]
+        data["documents"] = [{"id": identifier_digest(doc.id), **text_digest(doc.text)}
+                             for doc in request.documents]
     return data
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from contextwright.observe.diff import SnapshotDiff
+from contextwright.observe.diff import SnapshotDiff, divergence_text
 from contextwright.observe.query import SnapshotSummary
 from contextwright.observe.snapshot import Snapshot
 
@@ -74,8 +74,7 @@ def _content(value: object) -> str:
 
 def print_diff(diff: SnapshotDiff, console: Console) -> None:
     """Token deltas per source, then every changed item with both fates."""
-    where = ("renderings identical" if diff.first_divergence is None
-             else f"renderings diverge at message #{diff.first_divergence}")
+    where = divergence_text(diff)
     console.print(_t(f"{diff.a} → {diff.b}  plans {diff.plans[0]} → {diff.plans[1]}  tokens "
                      f"{diff.total_tokens[0]} → {diff.total_tokens[1]}  {where}"))
     sources = Table(title="tokens per source")
