@@ -32,6 +32,11 @@ def test_metrics_count_the_builds_and_snapshots_are_recorded(
     assert "contextwright_context_tokens_bucket" in body
     assert "nora" not in body and "Paris" not in body  # labels are plans and sources only
     snapshots = SqliteSink(sink).read()
+    for _ in range(50):  # a build is counted before its snapshot's write has landed
+        if len(snapshots) == 2:
+            break
+        time.sleep(0.1)
+        snapshots = SqliteSink(sink).read()
     assert len(snapshots) == 2 and snapshots[-1].cache is not None
 
 
