@@ -291,3 +291,36 @@ def test_a_tools_document_is_refused_naming_it() -> None:
         "Receipt:", DocumentUrl("https://example.com/receipt.pdf")], "call_a")])]
     with pytest.raises(InvalidInputError, match=r"messages\[0\]\.parts\[0\]\.content\[1\]"):
         from_pydantic_ai(history)
+
+
+def test_native_tool_parts_are_left_out_and_the_run_keeps_them() -> None:
+    from pydantic_ai.capabilities.web_search import WebSearch
+    from pydantic_ai.messages import NativeToolCallPart, NativeToolReturnPart
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from scripted_openai import ScriptedOpenAI, Turn
+
+    with ScriptedOpenAI(Turn(web_search="KST418 status", text="KST418 left on time."),
+                        Turn(web_search="KST418", calls=(("get_gate", {"flight": "KST418"}),)),
+                        Turn(text="Gate B12.")) as server:
+        model = OpenAIResponsesModel("gpt-4o", provider=OpenAIProvider(
+            base_url=server.base_url, api_key="test-key"))
+        agent: Agent[None, str] = Agent(model, instructions=SYSTEM,
+                                        capabilities=[WebSearch(), ContextwrightHistory()])
+
+        @agent.tool_plain
+        def get_gate(flight: str) -> str:
+            """The gate of a flight."""
+            return "B12"
+
+        first = run(agent, "Did KST418 leave on time?")
+        # The next run, and within it the request after a search and a call in one response.
+        result = run(agent, "And its gate?", message_history=first.all_messages())
+    assert server.errors == [] and result.output == "Gate B12."
+    parts = [part for message in result.all_messages() for part in message.parts]
+    assert sum(isinstance(p, NativeToolCallPart | NativeToolReturnPart) for p in parts) == 4
+    last = server.received[-1].body["input"]
+    assert not [item for item in last if item.get("type") == "web_search_call"]
+    assert "KST418 left on time." in json.dumps(last)
+    warnings = report_from_messages(result.all_messages()).warnings
+    assert any("4 part(s) of the provider's native tools (web_search)" in w for w in warnings)

@@ -24,7 +24,6 @@ Needs the ``openai-agents`` extra.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, cast
 
@@ -38,7 +37,7 @@ from contextwright.convert import chat_messages
 from contextwright.core.final import FinalContext
 from contextwright.core.report import BuildReport
 from contextwright.errors import ConflictError, InvalidInputError
-from contextwright.integrations._core import ContextShaper, PlanChoice
+from contextwright.integrations._core import ContextShaper, PlanChoice, with_warning
 from contextwright.session.store import SessionKey, StateWrite, Store
 
 __all__ = ["ContextwrightInputFilter", "ContextwrightSession"]
@@ -161,9 +160,7 @@ class ContextwrightInputFilter:
         note = (f"left out {sum(hosted.values())} item(s) of the Responses API's hosted tools "
                 f"({', '.join(sorted(hosted))}): the server ran them, and the model's answer "
                 "after them says what they found")
-        report = dataclasses.replace(context.report,
-                                     warnings=(*context.report.warnings, note))
-        return dataclasses.replace(context, report=report)
+        return with_warning(context, note)
 
     def _chats(self, items: Sequence[Any]) -> list[dict[str, Any]]:
         """Chat dicts of ``items``, each unit converted once (see ``_units``)."""
