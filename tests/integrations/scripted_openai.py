@@ -32,6 +32,8 @@ class Turn:
     text: str | None = None
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     """Function calls (name, arguments), in parallel when several."""
+    raw_arguments: str | None = None
+    """Every call's arguments text instead of its arguments' JSON (malformed, as models write)."""
     reasoning: str | None = None
     """A reasoning item's summary, first in the output (Responses only)."""
     web_search: str | None = None
@@ -128,12 +130,16 @@ def check_reasoning_pairs(items: list[dict[str, Any]], follower: dict[str, str])
                            f"provided without its required 'reasoning' item: '{reasoning}'.")
 
 
+def _arguments(turn: Turn, arguments: dict[str, Any]) -> str:
+    return turn.raw_arguments if turn.raw_arguments is not None else json.dumps(arguments)
+
+
 def _completion(body: dict[str, Any], turn: Turn, serial: int) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.text}
     if turn.calls:
         message["tool_calls"] = [
             {"id": f"call_{serial}_{index}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(arguments)}}
+             "function": {"name": name, "arguments": _arguments(turn, arguments)}}
             for index, (name, arguments) in enumerate(turn.calls)]
     return {"id": f"chatcmpl-{serial}", "object": "chat.completion", "created": 0,
             "model": body.get("model", "m"),
@@ -157,7 +163,7 @@ def _response(body: dict[str, Any], turn: Turn, serial: int) -> dict[str, Any]:
     for index, (name, arguments) in enumerate(turn.calls):
         output.append({"type": "function_call", "id": f"fc_{serial}_{index}",
                        "call_id": f"call_{serial}_{index}", "name": name,
-                       "arguments": json.dumps(arguments), "status": "completed"})
+                       "arguments": _arguments(turn, arguments), "status": "completed"})
     return {"id": f"resp_{serial}", "object": "response", "created_at": 0,
             "model": body.get("model", "m"), "status": "completed", "output": output,
             "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
