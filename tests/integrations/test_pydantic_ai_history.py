@@ -324,3 +324,36 @@ def test_native_tool_parts_are_left_out_and_the_run_keeps_them() -> None:
     assert "KST418 left on time." in json.dumps(last)
     warnings = report_from_messages(result.all_messages()).warnings
     assert any("4 part(s) of the provider's native tools (web_search)" in w for w in warnings)
+
+
+def test_a_tools_retry_reaches_the_model_whole() -> None:
+    from pydantic_ai import ModelRetry
+
+    calls = iter([{"code": "KST"}, {}, {"code": "KST7"}])  # unknown, then invalid, then right
+    requests: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        requests.append(messages)
+        arguments = next(calls, None)
+        if arguments is None:
+            return ModelResponse(parts=[TextPart("KST7 is confirmed.")])
+        return ModelResponse(parts=[ToolCallPart("get_booking", arguments,
+                                                 tool_call_id=f"call_{len(requests)}")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(model), instructions=SYSTEM,
+                                    capabilities=[ContextwrightHistory()])
+
+    @agent.tool_plain(retries=3)
+    def get_booking(code: str) -> str:
+        """Look up a booking by its code."""
+        if code != "KST7":
+            raise ModelRetry(f"No booking {code!r}; codes are like 'KST7'.")
+        return "confirmed"
+
+    assert run(agent, "Is my booking confirmed?").output == "KST7 is confirmed."
+    unknown, invalid, _ = [part.content for message in requests[-1] for part in message.parts
+                           if isinstance(part, ToolReturnPart)]
+    # The framework's feedback, as written: not compacted to "Tool result (...): error: ...".
+    assert "(tool error) No booking 'KST'; codes are like 'KST7'." in unknown
+    assert '"loc":["code"]' in invalid and '"msg":"Field required"' in invalid
+    assert "Tool result (get_booking)" not in unknown + invalid

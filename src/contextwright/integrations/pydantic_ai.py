@@ -15,9 +15,10 @@ prompt and of a tool's return (``ImageUrl``, image ``BinaryContent``) are carrie
 gets a tool's images in its return, inside the fence, and Pydantic AI sends them the way its
 provider takes them — while audio, video and documents are refused. A retry
 (``RetryPromptPart``, and ``RetryFeedbackPart`` where Pydantic AI has it) is carried as what
-the model is shown. Parts of the provider's native tools (``NativeToolCallPart``,
-``NativeToolReturnPart``: web search, code execution...) are left out of the build and stay in
-the run's messages; the report's warnings say how many.
+the model is shown; a tool's retry (a ``ToolReturnPart`` with ``outcome="retried"``) is its
+call's result, marked as a failure, with the feedback whole. Parts of the provider's native
+tools (``NativeToolCallPart``, ``NativeToolReturnPart``: web search, code execution...) are left
+out of the build and stay in the run's messages; the report's warnings say how many.
 Needs the ``pydantic-ai`` extra.
 """
 
@@ -273,7 +274,8 @@ def _retry_feedback(part: Any) -> str:
 
 def _tool_return_content(part: ToolReturnPart, where: str) -> str | list[Chat]:
     """The return's text, then its images as ``image_url`` parts; other files are refused."""
-    text = part.model_response_str()
+    text = _retry_text(part) if getattr(part, "outcome", None) == "retried" else (
+        part.model_response_str())
     listed = isinstance(part.content, list)
     items: list[Any] = part.content if isinstance(part.content, list) else [part.content]
     images = [_content_item(item, f"{where}.content[{index}]" if listed else f"{where}.content")
@@ -281,6 +283,17 @@ def _tool_return_content(part: ToolReturnPart, where: str) -> str | list[Chat]:
     if not images:
         return text
     return [{"type": "text", "text": text}, *images] if text else images
+
+
+def _retry_text(part: ToolReturnPart) -> str:
+    """A retried call's feedback (``ModelRetry``, its arguments' validation errors), whole.
+
+    It is Pydantic AI's instruction to the model for the call's next attempt, so it is kept as
+    written, marked as a failure the way contextwright marks a failed tool's result (chat
+    messages have no error flag). Not ``model_response_str()``: its ``{"error": ...}`` JSON would
+    be compacted like any JSON result, to a line that no longer reads as the instruction.
+    """
+    return f"(tool error) {part.model_response_str(wrap_if_error=False)}"
 
 
 def _user_content(content: object, where: str) -> str | list[Chat]:
