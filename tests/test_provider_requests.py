@@ -77,6 +77,11 @@ SUITE: dict[str, Request] = {
         {"role": "assistant", "content": "Welcome back!"}]),
     "blank system prompt": Request(user_input="hi", system="\n"),
     "blank user input": Request(user_input=" ", system="Be terse."),
+    "named speakers": Request(user_input="and you?", history=[
+        {"role": "user", "content": "I am fine", "name": "alice"},
+        {"role": "assistant", "content": "Good.", "name": "support_bot"},
+        {"role": "user", "content": "Me too", "name": "Bob Smith"},
+        {"role": "assistant", "content": "Great."}]),
     "blank user input after a round": Request(user_input="\n", history=[
         {"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."}]),
 }
@@ -558,3 +563,29 @@ def test_a_build_that_fits_renders_for_anthropic_within_its_budget() -> None:
             continue
         ctx.to_request("anthropic")  # ValidationError if it were over the budget
         ctx.to_request("openai")
+
+
+def test_speakers_names_reach_chat_completions_and_the_other_formats_say_they_cannot(
+        server: ProviderServer) -> None:
+    history = [{"role": "user", "content": "I am fine", "name": "alice"},
+               {"role": "assistant", "content": "Good."},
+               {"role": "user", "content": "Me too", "name": "bob"},
+               {"role": "assistant", "content": "Great."}]
+    named = build(Request(user_input="and you?", history=history), "chat")
+    body = named.to_request("openai", model=MODELS["openai"])
+    send(server, "openai", body)
+    assert [m.get("name") for m in body["messages"]] == ["alice", None, "bob", None, None]
+    assert named.rendering_notes("openai") == []
+    for fmt, api in (("openai-responses", "Responses API"), ("anthropic", "Messages API")):
+        assert named.rendering_notes(fmt) == [  # type: ignore[arg-type]
+            f"2 speaker name(s) left out: a {api} message has no name field"]
+    # A name Chat Completions refuses is left out, and said; names count in the budget.
+    odd = build(Request(user_input="and you?", history=[{**history[0], "name": "Bob Smith"}]),
+                "chat")
+    assert "name" not in odd.to_messages("openai")[0]
+    assert odd.rendering_notes("openai") == [
+        "1 speaker name(s) left out: Chat Completions takes a message name of 1 to 64 "
+        "A-Z a-z 0-9 _ -"]
+    plain = build(Request(user_input="and you?", history=[
+        {k: v for k, v in m.items() if k != "name"} for m in history]), "chat")
+    assert named.total_tokens == plain.total_tokens + 2 * 2  # each name: 1 token + 1 of framing

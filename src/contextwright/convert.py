@@ -383,25 +383,47 @@ def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     """A LangChain ``BaseMessage`` (dumped): ``tool_calls`` carry parsed ``args``."""
     role = _LANGCHAIN_ROLES[item["type"]]
     calls = item.get("tool_calls") or []
+    invalid = [call for call in item.get("invalid_tool_calls") or () if call.get("id")]
     content = item.get("content")
-    text = (_parts_content(_langchain_parts(content, calls, where)) if isinstance(content, list)
-            else _chat_content(content, where))
+    text = (_parts_content(_langchain_parts(content, [*calls, *invalid], where))
+            if isinstance(content, list) else _chat_content(content, where))
     message: dict[str, Any] = {"role": role, "content": text}
     if role == "tool" and item.get("status") == "error":
         message["content"] = _error_marked(message["content"] or "", True)
-    if calls:
+    if calls or invalid:
         raw = _raw_arguments(item)
         message["tool_calls"] = [
             {"id": call["id"], "type": "function",
              "function": {"name": call["name"],
                           "arguments": _arguments_text(call, raw.get(call["id"]))}}
-            for call in calls]
+            for call in calls] + [_invalid_call(call) for call in invalid]
     if role == "tool":
         message["tool_call_id"] = item.get("tool_call_id")
     for key in ("id", "name"):
         if item.get(key) is not None:
             message[key] = item[key]
     return message
+
+
+MALFORMED_ARGUMENTS = "malformed_arguments"
+"""The one key of the arguments object that carries a call's argument text that is not JSON."""
+
+
+def _invalid_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    """A LangChain ``invalid_tool_calls`` entry (arguments that are not JSON) as a kept call.
+
+    LangChain's agent answers such a call with an error ``ToolMessage``, so the call is kept to
+    pair with it: left out, that result would follow no call, and the model would not see what
+    went wrong. Its text cannot be the arguments as they are (every rendering needs a JSON
+    object: Anthropic's ``input`` is one), so the model's text is the string value of one key,
+    ``malformed_arguments``: the model still sees what it wrote, and every provider takes it.
+    A call without an id is left out: nothing can answer it (LangChain's agent does not either).
+    """
+    raw = call.get("args")
+    return {"id": call["id"], "type": "function", "function": {
+        "name": call.get("name") or "unknown",  # the name LangChain's error result gives it
+        "arguments": json.dumps({MALFORMED_ARGUMENTS: raw if isinstance(raw, str) else ""},
+                                ensure_ascii=False)}}
 
 
 def _langchain_parts(content: Sequence[object], calls: Sequence[Mapping[str, Any]],

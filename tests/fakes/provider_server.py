@@ -25,6 +25,8 @@ IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 DETAILS = ("auto", "low", "high", "original")
 OPENAI_MAX_TOOLS = 128
 """Chat Completions and Responses: the most tools in a request."""
+CHAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""Chat Completions: a message's ``name`` (the speaker)."""
 CHAT_CALL_ID_CHARS = 40
 """Chat Completions: the longest ``tool_calls[].id``."""
 RESPONSES_CALL_ID_CHARS = 64
@@ -99,6 +101,9 @@ def check_chat(body: dict[str, Any]) -> None:
         if role not in ("system", "developer", "user", "assistant", "tool"):
             raise Rejected(f"messages[{index}].role is invalid")
         _check_chat_content(message, index)
+        if "name" in message and not CHAT_NAME.match(str(message["name"])):
+            raise Rejected(f"Invalid 'messages[{index}].name': string does not match pattern. "
+                           "Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.")
         if role == "tool":
             if message.get("tool_call_id") not in pending:
                 raise Rejected(f"messages[{index}]: messages with role 'tool' must be a response "

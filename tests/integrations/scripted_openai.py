@@ -6,6 +6,9 @@ API's own shapes, so a framework records them as it does from the real API. Ever
 checked first by the API rules of ``fakes.provider_server`` and refused with HTTP 400 like the
 API refuses it; what those rules do not cover, the real API takes as well: reasoning and hosted
 tool items sent back in ``input``, and hosted tools (``{"type": "web_search"}``) in ``tools``.
+Reasoning items sent back are held to the API's pairing by item id: a reasoning item this server
+gave must be followed at once by the item that followed it in the output, under that item's id,
+and an item sent with that id must come right after its reasoning item.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class Turn:
     text: str | None = None
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     """Function calls (name, arguments), in parallel when several."""
+    raw_arguments: str | None = None
+    """Every call's arguments text instead of its arguments' JSON (malformed, as models write)."""
     reasoning: str | None = None
     """A reasoning item's summary, first in the output (Responses only)."""
     web_search: str | None = None
@@ -50,6 +55,8 @@ class ScriptedOpenAI(LocalJSONServer):
         self.turns = list(turns)
         self.received: list[Received] = []
         self._ids = itertools.count(1)
+        self._follower: dict[str, str] = {}
+        """Reasoning item id -> id of the output item that came right after it."""
 
     @property
     def errors(self) -> list[str]:
@@ -58,7 +65,13 @@ class ScriptedOpenAI(LocalJSONServer):
     def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Answer:
         """400 when the API would refuse the request, else the next turn in the API's shape."""
         try:
-            check_chat(body) if path.endswith("/chat/completions") else _check_responses(body)
+            if path.endswith("/chat/completions"):
+                check_chat(body)
+            else:
+                _check_responses(body)
+                with self._lock:
+                    follower = dict(self._follower)
+                check_reasoning_pairs(body.get("input") or [], follower)
         except (Rejected, KeyError, TypeError, ValueError, AttributeError) as exc:
             with self._lock:
                 self.received.append(Received(path, body, f"{type(exc).__name__}: {exc}"))
@@ -70,7 +83,10 @@ class ScriptedOpenAI(LocalJSONServer):
             serial = next(self._ids)
         if path.endswith("/chat/completions"):
             return json_answer(200, _completion(body, turn, serial))
-        return json_answer(200, _response(body, turn, serial))
+        response = _response(body, turn, serial)
+        with self._lock:
+            self._follower.update(reasoning_followers(response["output"]))
+        return json_answer(200, response)
 
 
 def _check_responses(body: dict[str, Any]) -> None:
@@ -85,12 +101,45 @@ def _check_responses(body: dict[str, Any]) -> None:
     check_responses(checked)
 
 
+def reasoning_followers(output: list[dict[str, Any]]) -> dict[str, str]:
+    """Each reasoning item's id -> the id of the output item right after it."""
+    return {item["id"]: after["id"] for item, after in itertools.pairwise(output)
+            if item.get("type") == "reasoning"}
+
+
+def check_reasoning_pairs(items: list[dict[str, Any]], follower: dict[str, str]) -> None:
+    """The Responses API's pairing of reasoning items, by id, with the item that followed them.
+
+    The real API answers 400 "Item 'rs_…' of type 'reasoning' was provided without its required
+    following item" when the next input item does not carry the follower's id (a function call
+    rebuilt without its ``fc_`` id), and "Item 'fc_…' of type 'function_call' was provided
+    without its required 'reasoning' item" when an item with that id comes without it.
+    """
+    reasoning_of = {after: reasoning for reasoning, after in follower.items()}
+    for index, item in enumerate(items):
+        item_id = item.get("id")
+        wanted = follower.get(item_id) if item.get("type") == "reasoning" else None
+        after = items[index + 1] if index + 1 < len(items) else {}
+        if wanted is not None and after.get("id") != wanted:
+            raise Rejected(f"Item '{item_id}' of type 'reasoning' was provided without its "
+                           "required following item.")
+        reasoning = reasoning_of.get(item_id)
+        before = items[index - 1] if index else {}
+        if reasoning is not None and before.get("id") != reasoning:
+            raise Rejected(f"Item '{item_id}' of type '{item.get('type', 'message')}' was "
+                           f"provided without its required 'reasoning' item: '{reasoning}'.")
+
+
+def _arguments(turn: Turn, arguments: dict[str, Any]) -> str:
+    return turn.raw_arguments if turn.raw_arguments is not None else json.dumps(arguments)
+
+
 def _completion(body: dict[str, Any], turn: Turn, serial: int) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.text}
     if turn.calls:
         message["tool_calls"] = [
             {"id": f"call_{serial}_{index}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(arguments)}}
+             "function": {"name": name, "arguments": _arguments(turn, arguments)}}
             for index, (name, arguments) in enumerate(turn.calls)]
     return {"id": f"chatcmpl-{serial}", "object": "chat.completion", "created": 0,
             "model": body.get("model", "m"),
@@ -114,7 +163,7 @@ def _response(body: dict[str, Any], turn: Turn, serial: int) -> dict[str, Any]:
     for index, (name, arguments) in enumerate(turn.calls):
         output.append({"type": "function_call", "id": f"fc_{serial}_{index}",
                        "call_id": f"call_{serial}_{index}", "name": name,
-                       "arguments": json.dumps(arguments), "status": "completed"})
+                       "arguments": _arguments(turn, arguments), "status": "completed"})
     return {"id": f"resp_{serial}", "object": "response", "created_at": 0,
             "model": body.get("model", "m"), "status": "completed", "output": output,
             "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],

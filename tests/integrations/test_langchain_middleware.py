@@ -39,7 +39,7 @@ from contextwright.integrations.langchain import (
     report_from_state,
     to_langchain,
 )
-from fakes.provider_server import ProviderServer
+from fakes.provider_server import ProviderServer, check_chat, check_messages, check_responses
 
 
 class ToolCallingFake(GenericFakeChatModel):
@@ -206,6 +206,52 @@ def test_from_langchain_and_to_langchain_keep_ids_and_pairs() -> None:
     assert [json.loads(c["function"]["arguments"]) for m in back for c in m.get("tool_calls", ())
             ] == [json.loads(c["function"]["arguments"]) for m in chats
                   for c in m.get("tool_calls", ())]
+
+
+@pytest.mark.parametrize("responses_api", [False, True])
+def test_a_call_with_malformed_arguments_stays_paired_with_its_error(responses_api: bool) -> None:
+    from langchain_openai import ChatOpenAI
+
+    truncated = '{"code": "KS'  # a model's arguments cut short: LangChain's invalid_tool_calls
+    with ScriptedOpenAI(Turn(calls=(("get_booking", {}),), raw_arguments=truncated),
+                        Turn(text="KST7 is confirmed.")) as server:
+        model = ChatOpenAI(model="gpt-4o", base_url=server.base_url, api_key="test-key",
+                           max_retries=0, use_responses_api=responses_api)
+        agent = create_agent(model, [get_booking], system_prompt=SYSTEM,
+                             middleware=[ContextwrightMiddleware()],
+                             checkpointer=InMemorySaver())
+        thread = {"configurable": {"thread_id": "t-1"}}
+        agent.invoke({"messages": [HumanMessage("Is my booking confirmed?")]}, thread)
+        state = agent.invoke({"messages": [HumanMessage("It is KST7.")]}, thread)
+    assert server.errors == [] and state["messages"][-1].text == "KST7 is confirmed."
+    assert [type(m).__name__ for m in state["messages"]] == [
+        "HumanMessage", "AIMessage", "ToolMessage", "HumanMessage", "AIMessage"]
+    assert state["messages"][1].invalid_tool_calls  # what LangChain made of the reply
+    chats = from_langchain(state["messages"])
+    (call,) = chats[1]["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {"malformed_arguments": truncated}
+    assert chats[2]["tool_call_id"] == call["id"] and "(tool error)" in chats[2]["content"]
+    # Every provider's rendering takes the pair (Anthropic's tool_use input is an object).
+    schema = {"type": "function", "function": {"name": "get_booking", "parameters": {
+        "type": "object", "properties": {"code": {"type": "string"}}}}}
+    context = ContextwrightMiddleware().shaper.build(chats[:-1], tools=[schema])
+    check_chat(context.to_request("openai", model="gpt-4o"))
+    check_responses(context.to_request("openai-responses", model="gpt-4o"))
+    body = context.to_request("anthropic", model="claude-sonnet-4-5")
+    check_messages(body)
+    uses = [b for m in body["messages"] for b in m["content"] if isinstance(b, dict)
+            and b.get("type") == "tool_use"]
+    assert [b["input"] for b in uses] == [{"malformed_arguments": truncated}]
+    sent = server.received[1].body  # the model saw what it wrote, answered by the error
+    sent_calls = ([c["function"] for m in sent["messages"] for c in m.get("tool_calls") or ()]
+                  if "messages" in sent else
+                  [i for i in sent["input"] if i.get("type") == "function_call"])
+    assert [json.loads(c["arguments"]) for c in sent_calls] == [{"malformed_arguments": truncated}]
+    # A call without an id has nothing answering it, in LangChain's agent too: it is left out.
+    unanswerable = AIMessage("", invalid_tool_calls=[
+        {"type": "invalid_tool_call", "id": None, "name": "get_booking", "args": truncated,
+         "error": "malformed"}])
+    assert "tool_calls" not in from_langchain([unanswerable])[0]
 
 
 @pytest.mark.data

@@ -167,13 +167,38 @@ def test_reasoning_items_go_back_in_front_of_their_kept_calls() -> None:
              {"type": "message", "role": "assistant",
               "content": [{"type": "output_text", "text": "Let me look."}]},
              reasoning,
-             {"type": "function_call", "call_id": "call_a", "name": "get_booking",
+             {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "get_booking",
               "arguments": "{}"},
              {"type": "function_call_output", "call_id": "call_a", "output": "confirmed"}]
     built = asyncio.run(ContextwrightInputFilter()(_call_data(items)))
     kinds = [item.get("type", "message") for item in built.input]
     assert kinds == ["message", "message", "reasoning", "function_call", "function_call_output"]
     assert built.input[2] is reasoning
+    assert built.input[3]["id"] == "fc_1"  # the API pairs the reasoning with its call by id
+
+
+def test_a_reasoning_models_tool_loop_goes_through_the_responses_api() -> None:
+    with ScriptedOpenAI(Turn(reasoning="Look the booking up.",
+                             calls=(("get_booking", {"code": "KST7"}),)),
+                        Turn(text="KST7 is confirmed, seat 12C.")) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
+        agent = Agent(name="support", instructions=SYSTEM, tools=[get_booking],
+                      model=OpenAIResponsesModel(model="o4-mini", openai_client=client))
+        config = RunConfig(call_model_input_filter=ContextwrightInputFilter(), **QUIET)
+        result = asyncio.run(Runner.run(agent, "Is KST7 confirmed?", run_config=config))
+    assert server.errors == [] and result.final_output == "KST7 is confirmed, seat 12C."
+    second = server.received[1].body["input"]
+    assert [(item.get("type"), item.get("id")) for item in second[1:3]] == [
+        ("reasoning", "rs_1"), ("function_call", "fc_1_0")]
+
+
+def test_a_call_whose_reasoning_is_gone_is_sent_without_its_item_id() -> None:
+    items = [{"role": "user", "content": "Is KST7 confirmed?"},
+             {"type": "function_call", "id": "fc_1", "call_id": "call_a",
+              "name": "get_booking", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "call_a", "output": "confirmed"}]
+    built = asyncio.run(ContextwrightInputFilter()(_call_data(items)))
+    assert "id" not in built.input[1]  # an fc_ id without its reasoning item is refused
 
 
 def _call_data(items: list[Chat]) -> Any:

@@ -291,3 +291,69 @@ def test_a_tools_document_is_refused_naming_it() -> None:
         "Receipt:", DocumentUrl("https://example.com/receipt.pdf")], "call_a")])]
     with pytest.raises(InvalidInputError, match=r"messages\[0\]\.parts\[0\]\.content\[1\]"):
         from_pydantic_ai(history)
+
+
+def test_native_tool_parts_are_left_out_and_the_run_keeps_them() -> None:
+    from pydantic_ai.capabilities.web_search import WebSearch
+    from pydantic_ai.messages import NativeToolCallPart, NativeToolReturnPart
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from scripted_openai import ScriptedOpenAI, Turn
+
+    with ScriptedOpenAI(Turn(web_search="KST418 status", text="KST418 left on time."),
+                        Turn(web_search="KST418", calls=(("get_gate", {"flight": "KST418"}),)),
+                        Turn(text="Gate B12.")) as server:
+        model = OpenAIResponsesModel("gpt-4o", provider=OpenAIProvider(
+            base_url=server.base_url, api_key="test-key"))
+        agent: Agent[None, str] = Agent(model, instructions=SYSTEM,
+                                        capabilities=[WebSearch(), ContextwrightHistory()])
+
+        @agent.tool_plain
+        def get_gate(flight: str) -> str:
+            """The gate of a flight."""
+            return "B12"
+
+        first = run(agent, "Did KST418 leave on time?")
+        # The next run, and within it the request after a search and a call in one response.
+        result = run(agent, "And its gate?", message_history=first.all_messages())
+    assert server.errors == [] and result.output == "Gate B12."
+    parts = [part for message in result.all_messages() for part in message.parts]
+    assert sum(isinstance(p, NativeToolCallPart | NativeToolReturnPart) for p in parts) == 4
+    last = server.received[-1].body["input"]
+    assert not [item for item in last if item.get("type") == "web_search_call"]
+    assert "KST418 left on time." in json.dumps(last)
+    warnings = report_from_messages(result.all_messages()).warnings
+    assert any("4 part(s) of the provider's native tools (web_search)" in w for w in warnings)
+
+
+def test_a_tools_retry_reaches_the_model_whole() -> None:
+    from pydantic_ai import ModelRetry
+
+    calls = iter([{"code": "KST"}, {}, {"code": "KST7"}])  # unknown, then invalid, then right
+    requests: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        requests.append(messages)
+        arguments = next(calls, None)
+        if arguments is None:
+            return ModelResponse(parts=[TextPart("KST7 is confirmed.")])
+        return ModelResponse(parts=[ToolCallPart("get_booking", arguments,
+                                                 tool_call_id=f"call_{len(requests)}")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(model), instructions=SYSTEM,
+                                    capabilities=[ContextwrightHistory()])
+
+    @agent.tool_plain(retries=3)
+    def get_booking(code: str) -> str:
+        """Look up a booking by its code."""
+        if code != "KST7":
+            raise ModelRetry(f"No booking {code!r}; codes are like 'KST7'.")
+        return "confirmed"
+
+    assert run(agent, "Is my booking confirmed?").output == "KST7 is confirmed."
+    unknown, invalid, _ = [part.content for message in requests[-1] for part in message.parts
+                           if isinstance(part, ToolReturnPart)]
+    # The framework's feedback, as written: not compacted to "Tool result (...): error: ...".
+    assert "(tool error) No booking 'KST'; codes are like 'KST7'." in unknown
+    assert '"loc":["code"]' in invalid and '"msg":"Field required"' in invalid
+    assert "Tool result (get_booking)" not in unknown + invalid

@@ -22,6 +22,8 @@ REPLY_PRIMING = 3
 """OpenAI's tokens that prime the assistant's reply (``ChatFrame``'s default)."""
 CALL_OVERHEAD = 8
 """Framing of one tool call (id, type, braces) beyond its name and arguments."""
+NAME_OVERHEAD = 1
+"""OpenAI's framing of a message's ``name`` beyond its text (its published counting)."""
 SCHEMA_OVERHEAD = 8
 """Framing of one tool definition beyond its JSON text."""
 
@@ -46,6 +48,8 @@ def frame_tokens(message: Message, tokenizer: CountingTokenizer,
                  images: ImageTokenRule = DEFAULT_IMAGES) -> int:
     """Tokens of a rendered message besides its content: framing, tool calls, images."""
     tokens = tokenizer.frame.message(message.role)
+    if message.name is not None and message.role in ("user", "assistant"):
+        tokens += tokenizer.count(message.name) + NAME_OVERHEAD  # OpenAI chat sends it
     if message.tool_calls:
         tokens += call_tokens(message, tokenizer)
     if message.images:

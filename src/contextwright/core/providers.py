@@ -244,6 +244,34 @@ def with_placeholders(message: Message) -> str:
     return f"{text}\n{tail}" if tail else text
 
 
+SPEAKER_ROLES = ("user", "assistant")
+"""Roles whose ``name`` says who speaks (a tool message's ``name`` is its function's)."""
+CHAT_SPEAKER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The ``name`` Chat Completions takes on a message (anything else is a 400)."""
+
+
+def speaker(message: Message) -> str | None:
+    """The name of who speaks ``message``: a user's or an assistant's ``name``, if given."""
+    return message.name if message.role in SPEAKER_ROLES else None
+
+
+def chat_speaker(message: Message) -> str | None:
+    """``speaker(message)`` when Chat Completions takes it as the message's ``name``."""
+    name = speaker(message)
+    return name if name is not None and CHAT_SPEAKER_NAME.fullmatch(name) else None
+
+
+def speaker_note(messages: Sequence[Message], carried: Callable[[Message], bool],
+                 why: str) -> list[str]:
+    """The note for speakers' names a rendering left out (``carried`` says which it kept).
+
+    Two users of one conversation (``alice``, ``bob``) look alike to the model without their
+    names, so a rendering that drops them says so rather than drop them silently.
+    """
+    left_out = sum(1 for m in messages if speaker(m) is not None and not carried(m))
+    return [f"{left_out} speaker name(s) left out: {why}"] if left_out else []
+
+
 @dataclass(slots=True)
 class ImageNotes:
     """Counts of images a rendering showed as placeholders, by reason, for the notes."""
@@ -322,6 +350,9 @@ def openai_message(message: Message, images: ImageNotes | None = None,
     if message.role == "tool":
         rendered["tool_call_id"] = (ids.result(message.tool_call_id) if ids is not None
                                     else message.tool_call_id)
+    name = chat_speaker(message)
+    if name is not None:
+        rendered["name"] = name  # tells apart speakers of one role (two users of one chat)
     return rendered
 
 
@@ -347,7 +378,9 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     if settings.cache_key:
         body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _openai_tool_choice)
-    return Rendered(body, renamed_note(ids) + images.notes())
+    names = speaker_note(messages, lambda m: chat_speaker(m) is not None,
+                         "Chat Completions takes a message name of 1 to 64 A-Z a-z 0-9 _ -")
+    return Rendered(body, renamed_note(ids) + images.notes() + names)
 
 
 def check_tool_name(name: str, where: str) -> None:
@@ -421,7 +454,9 @@ def openai_responses(system: str, messages: Sequence[Message],
     if settings.cache_key:
         body["prompt_cache_key"] = settings.cache_key
     _tool_settings(body, schemas, settings, _responses_tool_choice)
-    return Rendered(body, renamed_note(ids))
+    names = speaker_note(messages, lambda m: False,
+                         "a Responses API message has no name field")
+    return Rendered(body, renamed_note(ids) + names)
 
 
 def _response_items(message: Message, ids: CallIds) -> list[dict[str, Any]]:
@@ -488,6 +523,7 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
                      "tool blocks without tools)")
     notes += renamed_note(ids)
     notes += images.notes()
+    notes += speaker_note(messages, lambda m: False, "a Messages API message has no name field")
     if any(image.detail != "auto" for message in messages for image in message.images):
         notes.append("image detail hints are OpenAI's; the Messages API has none, so they are "
                      "not sent")

@@ -9,6 +9,7 @@ happens here beyond what the builder's sources do.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -118,6 +119,12 @@ class ContextShaper:
         """Build the context for ``messages`` (OpenAI chat dicts)."""
         request = self.request(messages, system=system, tools=tools)
         return self.builder.build(self.plan_for(request), request)
+
+
+def with_warning(context: FinalContext, warning: str) -> FinalContext:
+    """``context`` whose report also warns ``warning`` (for what an integration left out)."""
+    report = dataclasses.replace(context.report, warnings=(*context.report.warnings, warning))
+    return dataclasses.replace(context, report=report)
 
 
 def kept_tool_names(context: FinalContext) -> frozenset[str]:

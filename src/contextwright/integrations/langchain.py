@@ -73,8 +73,10 @@ def _fingerprint(message: BaseMessage) -> tuple[Any, ...]:
     """What a message's conversion reads, by object (see ``ConversionMemo``)."""
     fields = message.__dict__  # a missing attribute is slow to ask a pydantic model for
     calls = fields.get("tool_calls")
+    invalid = fields.get("invalid_tool_calls")
     return (fields.get("content"), fields.get("id"), fields.get("additional_kwargs"), calls,
-            len(calls) if calls else 0, fields.get("status"))
+            len(calls) if calls else 0, invalid, len(invalid) if invalid else 0,
+            fields.get("status"))
 
 
 class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):

@@ -8,7 +8,8 @@ session=...)`` works unchanged. ``ContextwrightInputFilter`` goes into
 the SDK's items and the agent's instructions (plan, budget, tool-pair safety, fencing); the data
 note about fenced text joins the instructions, the one place the SDK lets a filter speak for
 the system. Reasoning items that precede a kept tool call go back in front of it, as the
-Responses API wants them within a turn. Items of the Responses API's hosted tools (web search,
+Responses API wants them within a turn, and the call gets back its item id, by which the API
+pairs the reasoning with it. Items of the Responses API's hosted tools (web search,
 file search, code interpreter, image generation, hosted MCP calls and tool lists) are left out of
 the build, as reasoning before a message is: the server ran them within one response and the
 model's answer after them says what they found; the report's warnings name them. Other items a
@@ -23,7 +24,6 @@ Needs the ``openai-agents`` extra.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, cast
 
@@ -37,7 +37,7 @@ from contextwright.convert import chat_messages
 from contextwright.core.final import FinalContext
 from contextwright.core.report import BuildReport
 from contextwright.errors import ConflictError, InvalidInputError
-from contextwright.integrations._core import ContextShaper, PlanChoice
+from contextwright.integrations._core import ContextShaper, PlanChoice, with_warning
 from contextwright.session.store import SessionKey, StateWrite, Store
 
 __all__ = ["ContextwrightInputFilter", "ContextwrightSession"]
@@ -160,9 +160,7 @@ class ContextwrightInputFilter:
         note = (f"left out {sum(hosted.values())} item(s) of the Responses API's hosted tools "
                 f"({', '.join(sorted(hosted))}): the server ran them, and the model's answer "
                 "after them says what they found")
-        report = dataclasses.replace(context.report,
-                                     warnings=(*context.report.warnings, note))
-        return dataclasses.replace(context, report=report)
+        return with_warning(context, note)
 
     def _chats(self, items: Sequence[Any]) -> list[dict[str, Any]]:
         """Chat dicts of ``items``, each unit converted once (see ``_units``)."""
@@ -331,8 +329,15 @@ def _fields(item: Any) -> Mapping[str, Any]:
 
 
 def _with_reasoning(built: list[dict[str, Any]], given: Sequence[Any]) -> list[Any]:
-    """``built`` with each kept call's preceding reasoning items put back in front of it."""
-    before_call: dict[str, list[Any]] = {}
+    """``built`` with each kept call's preceding reasoning items put back in front of it.
+
+    The Responses API pairs a reasoning item with the item that followed it in its output by
+    that item's id: a call rebuilt without its ``fc_`` id after its reasoning is refused (400,
+    "provided without its required following item"), so the call gets its original id back.
+    Only there: an ``fc_`` id sent without its reasoning item is refused too. Reasoning before
+    a message is not put back, and a built message carries no item id, so no message needs one.
+    """
+    before_call: dict[str, tuple[list[Any], object]] = {}
     pending: list[Any] = []
     for item in given:
         fields = _fields(item)
@@ -340,13 +345,16 @@ def _with_reasoning(built: list[dict[str, Any]], given: Sequence[Any]) -> list[A
         if kind == "reasoning":
             pending.append(item)
         elif kind == "function_call" and pending:
-            before_call[str(fields.get("call_id"))] = pending
+            before_call[str(fields.get("call_id"))] = (pending, fields.get("id"))
             pending = []
         elif kind is not None or fields.get("role") is not None:
             pending = []  # reasoning before a message: the API does not need it back
     result: list[Any] = []
     for item in built:
         if item.get("type") == "function_call":
-            result.extend(before_call.pop(str(item.get("call_id")), ()))
+            reasoning, item_id = before_call.pop(str(item.get("call_id")), ((), None))
+            result.extend(reasoning)
+            if reasoning and isinstance(item_id, str) and item_id != FAKE_RESPONSES_ID:
+                item = {**item, "id": item_id}
         result.append(item)
     return result

@@ -13,8 +13,12 @@ Each build's report is put on the run's newest request as ``metadata["contextwri
 ``to_pydantic_ai`` / ``from_pydantic_ai`` convert messages either way; the images of a user
 prompt and of a tool's return (``ImageUrl``, image ``BinaryContent``) are carried — the model
 gets a tool's images in its return, inside the fence, and Pydantic AI sends them the way its
-provider takes them — while audio, video and documents are refused. A retry (``RetryPromptPart``,
-and ``RetryFeedbackPart`` where Pydantic AI has it) is carried as what the model is shown.
+provider takes them — while audio, video and documents are refused. A retry
+(``RetryPromptPart``, and ``RetryFeedbackPart`` where Pydantic AI has it) is carried as what
+the model is shown; a tool's retry (a ``ToolReturnPart`` with ``outcome="retried"``) is its
+call's result, marked as a failure, with the feedback whole. Parts of the provider's native
+tools (``NativeToolCallPart``, ``NativeToolReturnPart``: web search, code execution...) are left
+out of the build and stay in the run's messages; the report's warnings say how many.
 Needs the ``pydantic-ai`` extra.
 """
 
@@ -62,6 +66,7 @@ from contextwright.integrations._core import (
     PlanChoice,
     kept_tool_names,
     report_from_dict,
+    with_warning,
 )
 
 __all__ = ["ContextwrightHistory", "from_pydantic_ai", "report_from_messages", "to_pydantic_ai"]
@@ -101,7 +106,14 @@ class ContextwrightHistory(AbstractCapability[Any]):
                 raise InvalidInputError(f"the instructions alone take {spent} tokens of the "
                                         f"{shaper.budget}-token budget")
             shaper = dataclasses.replace(shaper, budget=shaper.budget - spent)
-        return shaper.build(self._chats(messages), tools=tools)
+        context = shaper.build(self._chats(messages), tools=tools)
+        native = _native_tool_names(messages)
+        if not native:
+            return context
+        return with_warning(context, (
+            f"left out {sum(native.values())} part(s) of the provider's native tools "
+            f"({', '.join(sorted(native))}): the provider ran them, and the model's answer "
+            "after them says what they found; the run's messages keep them"))
 
     async def before_model_request(self, ctx: RunContext[Any],
                                    request_context: ModelRequestContext) -> ModelRequestContext:
@@ -189,7 +201,7 @@ def from_pydantic_ai(messages: Sequence[ModelMessage]) -> list[Chat]:
             for number, part in enumerate(message.parts):
                 chats.append(_request_part(part, f"{where}.parts[{number}]"))
         else:
-            chats.append(_response(message, where))
+            chats += _response(message, where)
     return chats
 
 
@@ -199,6 +211,29 @@ _RETRY_FEEDBACK: type[Any] | None = getattr(pydantic_ai_messages, "RetryFeedback
 _FILE_TYPES: tuple[type[Any], ...] = getattr(pydantic_ai_messages, "MULTI_MODAL_CONTENT_TYPES",
                                              (FileUrl, BinaryContent))
 """The multimodal items a tool may return (``model_response_str`` leaves them out)."""
+
+
+_NATIVE_TOOL_PARTS: tuple[type[Any], ...] = tuple(
+    part for name in ("NativeToolCallPart", "NativeToolReturnPart",
+                      "BuiltinToolCallPart", "BuiltinToolReturnPart")  # the older names
+    if (part := getattr(pydantic_ai_messages, name, None)) is not None)
+"""Parts of a tool the provider runs (web search, code execution...), left out of the build.
+
+The provider ran the tool within one response, so nothing of ours answers its call, and the
+model's answer after it says what it found: like the Agents SDK integration's hosted tools, they
+stay in the run's messages and the report warns how many the build left out.
+"""
+
+
+def _native_tool_names(messages: Sequence[ModelMessage]) -> dict[str, int]:
+    """How many native tool parts of each tool ``messages`` hold."""
+    counts: dict[str, int] = {}
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, _NATIVE_TOOL_PARTS):
+                    counts[part.tool_name] = counts.get(part.tool_name, 0) + 1
+    return counts
 
 
 def _request_part(part: ModelRequestPart, where: str) -> Chat:
@@ -239,7 +274,8 @@ def _retry_feedback(part: Any) -> str:
 
 def _tool_return_content(part: ToolReturnPart, where: str) -> str | list[Chat]:
     """The return's text, then its images as ``image_url`` parts; other files are refused."""
-    text = part.model_response_str()
+    text = _retry_text(part) if getattr(part, "outcome", None) == "retried" else (
+        part.model_response_str())
     listed = isinstance(part.content, list)
     items: list[Any] = part.content if isinstance(part.content, list) else [part.content]
     images = [_content_item(item, f"{where}.content[{index}]" if listed else f"{where}.content")
@@ -247,6 +283,17 @@ def _tool_return_content(part: ToolReturnPart, where: str) -> str | list[Chat]:
     if not images:
         return text
     return [{"type": "text", "text": text}, *images] if text else images
+
+
+def _retry_text(part: ToolReturnPart) -> str:
+    """A retried call's feedback (``ModelRetry``, its arguments' validation errors), whole.
+
+    It is Pydantic AI's instruction to the model for the call's next attempt, so it is kept as
+    written, marked as a failure the way contextwright marks a failed tool's result (chat
+    messages have no error flag). Not ``model_response_str()``: its ``{"error": ...}`` JSON would
+    be compacted like any JSON result, to a line that no longer reads as the instruction.
+    """
+    return f"(tool error) {part.model_response_str(wrap_if_error=False)}"
 
 
 def _user_content(content: object, where: str) -> str | list[Chat]:
@@ -277,22 +324,28 @@ def _content_item(item: object, where: str) -> Chat:
                             "which contextwright cannot carry")
 
 
-def _response(message: ModelResponse, where: str) -> Chat:
+def _response(message: ModelResponse, where: str) -> list[Chat]:
+    """The response as one assistant message; none when it held only native tool parts."""
     texts: list[str] = []
     calls: list[Chat] = []
+    native = 0
     for number, part in enumerate(message.parts):
         if isinstance(part, TextPart):
             texts.append(part.content)
         elif isinstance(part, ToolCallPart):
             calls.append({"id": part.tool_call_id, "type": "function", "function": {
                 "name": part.tool_name, "arguments": part.args_as_json_str()}})
+        elif isinstance(part, _NATIVE_TOOL_PARTS):
+            native += 1
         elif not isinstance(part, ThinkingPart):
             raise InvalidInputError(f"{where}.parts[{number}] is a {type(part).__name__}, "
                                     "which contextwright cannot carry")
+    if native and native == len(message.parts):
+        return []  # an empty assistant message would say the model answered nothing
     chat: Chat = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
         chat["tool_calls"] = calls
-    return chat
+    return [chat]
 
 
 def to_pydantic_ai(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
