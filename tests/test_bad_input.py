@@ -342,6 +342,23 @@ def test_failing_optional_source_is_isolated_and_reported() -> None:
     assert row.items == 0
 
 
+class OptionRefusingSource:
+    """Refuses its plan options, as a source checking values beyond its options model does."""
+
+    namespace = "picky"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterable[ContextItem]:
+        raise PlanError("picky options: depth must be even")
+
+
+def test_an_optional_source_refusing_its_options_fails_the_build() -> None:
+    """A plan error is the caller's to fix: isolated like a backend failure, it built the
+    context without that source (for rag: with no documents), the only sign a warning."""
+    builder = ContextBuilder(sources=[OptionRefusingSource()])
+    error = expect_error(PlanError, Request(user_input=QUESTION), plan_with("picky"), builder)
+    assert "depth must be even" in str(error)
+
+
 def test_failing_required_source_fails_the_build() -> None:
     builder = ContextBuilder(sources=[FailingSource()])
     error = expect_error(SourceError, Request(user_input=QUESTION),

@@ -5,12 +5,15 @@ Each test's docstring names the failure it guards against.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from typing import Any
 
 import pytest
 
+from contextwright import ContextBuilder
+from contextwright.core.plan import plan_from_mapping
 from contextwright.core.request import Request
 from contextwright.core.versions import version_key
 from contextwright.errors import ContextwrightError, InvalidInputError, PlanError
@@ -19,6 +22,7 @@ from contextwright.retrieval import (
     SourceDocument,
 )
 from contextwright.sources.documents import DocumentSource, newest_per_id
+from contextwright.sources.options import DocumentOptions
 from contextwright.sources.retrieval import RetrievalSource, read_options
 from contextwright.sources.tools import ToolDefinitionSource
 
@@ -62,6 +66,39 @@ def test_same_id_documents_keep_the_newest_timestamp_not_the_greatest_string() -
     ])
     passages = RetrievalSource().passages(request, read_options({"similarity_threshold": 0.1}, 0.5))
     assert [p.text for p in passages] == ["Refund window: 14 days."]
+
+
+# Each option a ``rag`` plan may give (``DocumentOptions``), with a valid value other than its
+# default: the built-in DocumentSource's ``rank`` and the options every source takes included.
+PLAN_RAG_OPTIONS: list[dict[str, Any]] = [
+    {"top_k": 4}, {"rerank_top_k": 2}, {"chunk_size": 64}, {"max_passage_tokens": 50},
+    {"fill_limit": 10}, {"similarity_threshold": 0.2}, {"fill_threshold": 0.05},
+    {"alpha": 0.7}, {"alpha": None}, {"dense": False}, {"keep_outdated": True},
+    {"fill_budget": True}, {"rank": "given"}, {"contiguous": True}, {"max_item_share": 0.5},
+    {"partial_rounds": False}, {"digest_share": 0.1},
+]
+
+
+def test_every_plan_rag_option_is_covered() -> None:
+    """The list above must name every option the plan check accepts."""
+    named = {name for options in PLAN_RAG_OPTIONS for name in options}
+    assert named == set(DocumentOptions.model_fields)
+
+
+@pytest.mark.parametrize("options", PLAN_RAG_OPTIONS, ids=lambda o: "-".join(map(str, o)))
+def test_retrieval_source_accepts_every_option_the_plan_check_accepts(
+        options: dict[str, Any]) -> None:
+    """A plan is checked against ``DocumentOptions`` ("one plan serves with either" source), but
+    RetrievalSource refused ``rank`` and the options every source takes: the optional rag source
+    then failed and the build went on with no documents, the only sign a warning."""
+    plan = plan_from_mapping({"name": "p", "sources": [
+        {"source": "system"}, {"source": "user"}, {"source": "rag", "options": options}]})
+    request = Request(user_input="refund days", documents=[
+        {"id": "refund", "text": "Refunds are accepted within 30 days.", "source": "policy.md"}])
+    ctx = ContextBuilder(sources=[RetrievalSource()]).build(plan, request)
+    row = next(r for r in ctx.report.sources if r.source == "rag")
+    assert row.error is None and not ctx.report.warnings
+    assert "30 days" in json.dumps(ctx.to_messages("openai"))
 
 
 def test_passages_of_the_corpus_and_the_request_get_distinct_call_ids() -> None:

@@ -3,7 +3,9 @@
 A *candidate* is an item with the exact text it will render as (fenced if untrusted, labelled if
 it joins the system message) and its token cost. A *unit* is what is kept or dropped whole: one
 item, or the items sharing a group (a tool call with its results). A failing optional source is
-isolated here and reported; a failing required source fails the build; bad input always raises.
+isolated here and reported; a failing required source fails the build; bad input and a bad plan
+(a source refusing its options) always raise: they are the caller's to fix, and isolating them
+would quietly build without that source.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from contextwright.core.report import Decision
 from contextwright.core.request import Request
 from contextwright.core.source import DEFAULT_TRAITS, ContextSource, SourceTraits, traits_of
 from contextwright.core.text import text_block
-from contextwright.errors import InvalidInputError, SourceError
+from contextwright.errors import InvalidInputError, PlanError, SourceError
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
 
 logger = logging.getLogger("contextwright")
@@ -240,7 +242,7 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
         elif not gathered.complete:
             count = getattr(source, "offered_units", None)
             gathered.offered = int(count(request)) if callable(count) else None
-    except InvalidInputError:
+    except (InvalidInputError, PlanError):
         raise
     except Exception as exc:  # a source is third-party code: isolate whatever it raises
         if spec.required:

@@ -14,13 +14,14 @@ Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``r
 last), ``max_passage_tokens`` (400), ``fill_budget`` (false: only the top ``rerank_top_k``; true:
 every further passage at or above ``fill_threshold`` (0.1) follows in rank order and the source's
 grant decides how many go in, out of ``fill_limit`` (64) chunks — the shipped ``rag_qa`` and
-``doc_analysis`` plans set it). The call names the document (``{"id": …}``); the result's label
-names the paragraphs, so a passage pays for its provenance once. A document's ``score`` from the
-request is not used: passages are ranked by this source's own fusion; its ``source`` is the title
-(the label, and what ties versions of one document) and its ``timestamp`` the version time. With
-both a corpus and request documents, a version superseded by a newer one on the other side (same id,
-or same title when the corpus ties versions by title) is treated as the retriever treats one inside
-an index: left out, or marked and ranked last.
+``doc_analysis`` plans set it). ``rank`` (the built-in ``DocumentSource``'s) and the options every
+source takes are accepted too, so one plan serves with either source. The call names the document
+(``{"id": …}``); the result's label names the paragraphs, so a passage pays for its provenance once.
+A document's ``score`` from the request is not used: passages are ranked by this source's own
+fusion; its ``source`` is the title (the label, and what ties versions of one document) and its
+``timestamp`` the version time. With both a corpus and request documents, a version superseded by a
+newer one on the other side (same id, or same title when the corpus ties versions by title) is
+treated as the retriever treats one inside an index: left out, or marked and ranked last.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from contextwright.retrieval import (
 from contextwright.retrieval.retriever import text_key
 from contextwright.retrieval.text import content_hash
 from contextwright.sources.documents import document_message, newest_per_id
+from contextwright.sources.options import DocumentOptions
 from contextwright.tokens import CountingTokenizer, get_tokenizer
 
 
@@ -74,6 +76,11 @@ _INTS = {"top_k": 8, "rerank_top_k": 3, "chunk_size": 200, "max_passage_tokens":
          "fill_limit": 64}
 _FLOATS = {"similarity_threshold": 0.35, "fill_threshold": 0.1}
 _FLAGS = {"dense": True, "keep_outdated": False, "fill_budget": False}
+_IGNORED = frozenset(DocumentOptions.model_fields) - {*_INTS, *_FLOATS, "alpha", *_FLAGS}
+"""Options a ``rag`` plan may give that this source does not read: ``rank`` (the built-in
+``DocumentSource``'s order; passages are always ranked by relevance) and those every source
+takes (``digest_share``, ``max_item_share`` ...), which the builder reads. Accepted, so a plan
+checked against ``DocumentOptions`` serves with either source."""
 _MINIMUMS = {"chunk_size": 8}
 """Smallest accepted values (default 0): ``chunk_document`` refuses chunks under 8 tokens, and
 that must be reported as the plan's fault, not the request's."""
@@ -83,12 +90,14 @@ UNLIMITED = 1_000_000
 
 def read_options(options: Mapping[str, Any], default_alpha: float) -> RetrievalOptions:
     """Validate the plan's options; ``PlanError`` names a bad one."""
-    unknown = set(options) - {*_INTS, *_FLOATS, "alpha", *_FLAGS}
+    unknown = set(options) - {*_INTS, *_FLOATS, "alpha", *_FLAGS, *_IGNORED}
     if unknown:
         raise PlanError(f"rag options: unknown option {sorted(unknown)[0]!r}")
     ints = {name: _number(options, name, default, int) for name, default in _INTS.items()}
     floats = {name: _number(options, name, default, float) for name, default in _FLOATS.items()}
-    alpha = _number(options, "alpha", default_alpha, float)
+    # ``alpha: null`` is the plan model's "the source's own alpha".
+    alpha = (default_alpha if options.get("alpha") is None
+             else _number(options, "alpha", default_alpha, float))
     if not 0.0 <= alpha <= 1.0:
         raise PlanError("rag options: alpha must be between 0 and 1")
     for name, value in floats.items():  # calibrated similarities lie in [0, 1]
@@ -143,6 +152,8 @@ class RetrievalSource:
 
     volatile = True
     """Passages follow the input, so a stable-prefix build renders them after the stable part."""
+    options_model = DocumentOptions
+    """Checked at build under any namespace, as the built-in ``rag`` source's are."""
 
     def __init__(self, retriever: Retriever | None = None, *, embedder: Embedder | None = None,
                  tokenizer: str | CountingTokenizer = "o200k_base", alpha: float = 0.5,
