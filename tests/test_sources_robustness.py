@@ -101,6 +101,25 @@ def test_retrieval_source_accepts_every_option_the_plan_check_accepts(
     assert "30 days" in json.dumps(ctx.to_messages("openai"))
 
 
+def test_a_cached_index_follows_the_documents_versions() -> None:
+    """The index cache was keyed by id, text, title and time but not version: the same texts
+    with their versions swapped reused the old index, showing the formerly newest text under
+    the new version's label."""
+    source = RetrievalSource()
+
+    def shown(old: int, new: int) -> list[str]:
+        request = Request(user_input="refund window", documents=[
+            {"id": "a", "text": "Refund window is 30 days.", "source": "policy.md",
+             "version": old},
+            {"id": "b", "text": "Refund window is 14 days.", "source": "policy.md",
+             "version": new}])
+        settings = read_options({"similarity_threshold": 0.0}, 0.5)
+        return [p.text for p in source.passages(request, settings)]
+
+    assert shown(1, 2) == ["Refund window is 14 days."]
+    assert shown(2, 1) == ["Refund window is 30 days."]
+
+
 def test_passages_of_the_corpus_and_the_request_get_distinct_call_ids() -> None:
     """The synthetic call id hashes only (doc_id, start), so a request document and a corpus
     document with the same id yield two call/result pairs with one tool_call_id."""

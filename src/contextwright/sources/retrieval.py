@@ -1,12 +1,12 @@
 """Retrieved passages (L4): the request's documents, or a prepared corpus, searched for the input.
 
 ``RetrievalSource`` chunks and indexes ``request.documents`` (indexes are cached across builds,
-keyed by chunk size and each document's id and content hash, and embeddings are cached by text, so a
-document is chunked once per set and embedded once ever), or searches a ``Retriever`` given to it (a
-corpus indexed ahead of time), or both. Each kept passage is shown the way ``DocumentSource`` shows
-a document: one item, fenced as untrusted data, labelled with its document and paragraphs
-(``refund_policy.md §2``); a passage longer than ``max_passage_tokens`` is cut around the query's
-keywords first (seed 004 §3.3).
+keyed by chunk size and every field of each document, its text by hash, and embeddings are cached by
+text, so a document is chunked once per set and embedded once ever), or searches a ``Retriever``
+given to it (a corpus indexed ahead of time), or both. Each kept passage is shown the way
+``DocumentSource`` shows a document: one item, fenced as untrusted data, labelled with its document
+and paragraphs (``refund_policy.md §2``); a passage longer than ``max_passage_tokens`` is cut around
+the query's keywords first (seed 004 §3.3).
 
 Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``rerank_top_k`` (3),
 ``chunk_size`` (200), ``alpha`` (0.5), ``dense`` (true: use the embedder when there is one),
@@ -30,7 +30,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple
 
 from contextwright.core.cutting import cut_around_keywords
@@ -210,8 +210,8 @@ class RetrievalSource:
         return _top_then_fill(_distinct_texts(found), settings)
 
     def _index_for(self, documents: list[SourceDocument], chunk_size: int) -> Retriever:
-        key = (chunk_size, *sorted((d.id, content_hash(d.text), d.title or "", d.timestamp or "")
-                                   for d in documents))
+        # Ids are unique here (newest per id): one order whatever the request's.
+        key = (chunk_size, *(_document_key(d) for d in sorted(documents, key=lambda d: d.id)))
         with self._lock:
             retriever = self._indexes.get(key)
             if retriever is not None:
@@ -238,6 +238,16 @@ class RetrievalSource:
         yield ContextItem(key=f"{self.namespace}.{rank}.text", message=document_message(text),
                           layer=Layer.EVIDENCE, order=rank, untrusted=True,
                           truncatable=True, label=passage.label, metadata=metadata)
+
+
+def _document_key(document: SourceDocument) -> tuple[object, ...]:
+    """Everything of ``document`` its index depends on, the text by its hash.
+
+    Every field, not a chosen few: each shows in a passage's label or metadata or weighs in its
+    rank (version, time), and an index cached without one kept showing the old value.
+    """
+    return tuple(content_hash(document.text) if f.name == "text" else getattr(document, f.name)
+                 for f in fields(SourceDocument))
 
 
 def _distinct_texts(found: list[_Found]) -> list[_Found]:
