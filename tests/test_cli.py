@@ -225,6 +225,14 @@ def test_a_request_file_that_cannot_be_read_is_named_by_its_path(runner: CliRunn
     assert f"cannot read request file {absent}: " in result.stderr
 
 
+def test_a_budget_beyond_the_models_window_is_refused(runner: CliRunner) -> None:
+    """``--budget`` with ``--model`` built a context the model's window could not hold."""
+    result = build(runner, "--model", "gpt-4o", "--budget", "200000")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "PlanError" in result.stderr and "window of 128000" in result.stderr
+
+
 def test_budget_too_small_exits_3(runner: CliRunner) -> None:
     result = build(runner, "--budget", "20")
     assert result.exit_code == 3

@@ -65,3 +65,21 @@ def test_reserves_above_what_the_model_can_write_are_refused() -> None:
     plan = BuildPlan.named("simple_qa").with_budget(window=200_000, reserved_reasoning=8000)
     with pytest.raises(PlanError, match="can write"):
         ContextBuilder(model="claude-3-5-haiku").build(plan, REQUEST)
+
+
+def test_an_override_beyond_the_known_window_is_refused() -> None:
+    """A budget set directly was never checked against the model: gpt-4o with 200,000
+    available built a 199,946-token context and asked for 4,096 more in a 128,000 window."""
+    plan = BuildPlan.named("chat")
+    with pytest.raises(PlanError, match="at most 123904"):
+        ContextBuilder(model="gpt-4o").build(plan.with_budget(available_override=200_000),
+                                             REQUEST)
+    with pytest.raises(PlanError, match="window of 16000"):
+        ContextBuilder(window=16_000, reserved_output=1000).build(
+            plan.with_budget(available_override=15_001), REQUEST)
+    fits = ContextBuilder(model="gpt-4o").build(
+        plan.with_budget(available_override=123_904), REQUEST)
+    assert fits.report.available == 123_904
+    # No window known: the override is the budget (a plan's window is only its default).
+    assert ContextBuilder().build(plan.with_budget(available_override=200_000),
+                                  REQUEST).report.available == 200_000

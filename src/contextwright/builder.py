@@ -21,7 +21,7 @@ from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.caches import clear_registered_caches
 from contextwright.core.fence import fence_key, register_labels
 from contextwright.core.final import FinalContext
-from contextwright.core.plan import BuildPlan
+from contextwright.core.plan import Budget, BuildPlan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, traits_of
 from contextwright.errors import InvalidInputError, PlanError
@@ -125,7 +125,9 @@ class ContextBuilder:
     def effective_plan(self, plan: BuildPlan) -> BuildPlan:
         """``plan`` as this builder builds it: its window and output reserve set to the model's.
 
-        Or to the ``window`` / ``reserved_output`` given to the builder.
+        Or to the ``window`` / ``reserved_output`` given to the builder. ``PlanError`` when the
+        reserves exceed what the model can write, or when the plan's ``available_override``
+        (the CLI's ``--budget``) is more than the known window leaves after the reserves.
         """
         effective = plan.with_budget(**self._budget) if self._budget else plan
         profile, budget = self._profile, effective.budget
@@ -134,7 +136,27 @@ class ContextBuilder:
             raise PlanError(f"plan {plan.name}: output and reasoning reserves "
                             f"({budget.reserved_output} + {budget.reserved_reasoning}) exceed the "
                             f"{profile.max_output} tokens {profile.name} can write")
+        self._check_override(plan.name, budget)
         return effective
+
+    def _check_override(self, plan_name: str, budget: Budget) -> None:
+        """Refuse an ``available_override`` the known window cannot hold beside the reserves.
+
+        Only a window the builder knows (its model's, or one given to it) is a limit: a plan's
+        own is a default an override is meant to replace. Refused rather than clamped: the
+        caller asked for a number the model cannot take, and a quietly smaller context would
+        hide that.
+        """
+        override = budget.available_override
+        if override is None or "window" not in self._budget:
+            return
+        room = budget.window - budget.reserved_output - budget.reserved_reasoning
+        if override > room:
+            whose = f"{self._profile.name}'s" if self._profile is not None else "the"
+            raise PlanError(
+                f"plan {plan_name}: available_override {override} does not fit {whose} window "
+                f"of {budget.window} beside the output and reasoning reserves "
+                f"({budget.reserved_output} + {budget.reserved_reasoning}): at most {room}")
 
     @property
     def sources(self) -> Mapping[str, ContextSource]:
