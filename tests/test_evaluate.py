@@ -223,7 +223,7 @@ def test_hotpotqa_loader_shuffles_deterministically_and_keeps_reachable_support(
     assert [p.title for p in first.paragraphs] == [p.title for p in again.paragraphs]
     assert {p.title for p in first.paragraphs} == {"Glass Owl", "Marrow Vale", "Rye bread",
                                                   "Lerr (river)"}
-    # The missing paragraph and the index past the end leave the denominator.
+    # The missing paragraph leaves the denominator.
     assert first.supporting == ("The Glass Owl is a bakery founded in Marrow Vale in 1911.",
                                 "The river Lerr flows through Marrow Vale.")
     request = hotpot_request(first)
@@ -315,6 +315,46 @@ def test_invalid_json_unknown_evidence_and_bad_dates_are_dataset_errors(tmp_path
     with pytest.raises(DatasetError, match="session_1_date_time is not like") as info:
         load_locomo(folder)
     assert SECRET not in str(info.value)
+
+
+def write_hotpot_rows(folder: Path, *rows: dict[str, Any]) -> None:
+    (folder / "hotpotqa_dev100.jsonl").write_text(
+        "".join(json.dumps(row) + "\n" for row in rows), "utf-8")
+
+
+def hotpot_row(facts: list[Any], context: list[Any] | None = None) -> dict[str, Any]:
+    return {"_id": "x", "question": "q", "supporting_facts": facts,
+            "context": context if context is not None else [["Owl", ["One.", " Two."]]]}
+
+
+@pytest.mark.parametrize(("facts", "context", "message"), [
+    ([["Owl", 2]], None, r"supporting_facts\[0\] sentence index 2"),
+    ([["Owl", 0], ["Owl", -1]], None, r"supporting_facts\[1\] sentence index -1"),
+    ([["Owl", True]], None, r"supporting_facts\[0\] is not \[title, index\]"),
+    ([], None, "supporting_facts is empty"),
+    ([["Owl", 0]], [["Owl", ["One."]], ["Owl", ["Other."]]], r"context\[1\] repeats"),
+], ids=["past-the-end", "negative", "bool", "no-facts", "repeated-title"])
+def test_hotpotqa_facts_that_name_no_sentence_are_dataset_errors(
+        tmp_path: Path, facts: list[Any], context: list[Any] | None, message: str) -> None:
+    """Such facts were skipped without a word, shrinking the recall's denominator (and a
+    question left with none was counted in the table but not in the averages)."""
+    hotpot = copy_fixture(tmp_path, "hotpotqa")
+    write_hotpot_rows(hotpot, hotpot_row([["Owl", 0]]), hotpot_row(facts, context))
+    with pytest.raises(DatasetError, match=r"hotpotqa_dev100\.jsonl:2: " + message):
+        load_hotpotqa(hotpot)
+
+
+def test_hotpotqa_questions_with_nothing_to_recall_are_not_cases(tmp_path: Path) -> None:
+    """A question whose supporting paragraphs are all missing was a case of the table's count
+    but of no average; when every question was such, the metrics printed None and the run
+    passed."""
+    hotpot = copy_fixture(tmp_path, "hotpotqa")
+    missing = hotpot_row([["Elsewhere", 0]])
+    write_hotpot_rows(hotpot, hotpot_row([["Owl", 1]]), missing)
+    assert [case.supporting for case in load_hotpotqa(hotpot)] == [("Two.",)]
+    write_hotpot_rows(hotpot, missing, missing)
+    with pytest.raises(DatasetError, match="no question has a supporting sentence"):
+        load_hotpotqa(hotpot)
 
 
 def test_tau_and_hotpotqa_schema_errors(tmp_path: Path) -> None:

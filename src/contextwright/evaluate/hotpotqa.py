@@ -11,7 +11,9 @@ budget: the plan's ``rag`` source is capped at B (call framing and fences includ
 
 Metrics on the rendered messages, per question then averaged: ``sentence_recall`` = supporting
 sentences present verbatim / supporting sentences whose paragraph is among the 10 (questions
-with none are skipped); ``pooled_recall`` pools the same counts over all questions. The
+with none are left out, as LoCoMo's questions without evidence are; a fact naming a sentence its
+paragraph does not have, an empty ``supporting_facts`` or a repeated title is a ``DatasetError``
+naming the line); ``pooled_recall`` pools the same counts over all questions. The
 baseline packs whole sentences in the shuffled order until the next one does not fit B
 (sentence tokens only, so it pays no framing).
 """
@@ -81,33 +83,79 @@ class HotpotCase:
 
 
 def load_hotpotqa(folder: Path, limit: int | None = None) -> tuple[HotpotCase, ...]:
-    """Load ``hotpotqa_dev100.jsonl`` of a folder laid out like ``hotpotqa-dev``."""
+    """Load ``hotpotqa_dev100.jsonl`` of a folder laid out like ``hotpotqa-dev``.
+
+    Every row is checked; the questions with a supporting sentence among their paragraphs are
+    the cases (``limit``: that many, spread). ``DatasetError`` names a broken row, or says
+    that no question can be scored.
+    """
     require_files(folder, FILES, LAYOUT)
-    rows = spread(list(enumerate(read_jsonl(folder / FILES[0]), 1)), limit)
-    return tuple(_case(row, f"{FILES[0]}:{n}") for n, row in rows)
+    cases = [_case(row, f"{FILES[0]}:{n}") for n, row in
+             enumerate(read_jsonl(folder / FILES[0]), 1)]
+    # A question with nothing to recall has no recall: counted, it would inflate the table's
+    # case count while the averages left it out.
+    scorable = [case for case in cases if case.supporting]
+    if not scorable:
+        raise DatasetError(f"{FILES[0]}: no question has a supporting sentence among its "
+                           "paragraphs, so there is nothing to measure")
+    return spread(scorable, limit)
 
 
 def _case(row: Row, where: str) -> HotpotCase:
     case_id = get(row, "_id", str, where)
-    paragraphs = []
+    paragraphs = _paragraphs(row, where)
+    answer = row.get("answer")
+    return HotpotCase(id=case_id, question=get(row, "question", str, where),
+                      paragraphs=shuffled(paragraphs, case_id),
+                      supporting=_supporting(row, paragraphs, where),
+                      answer=answer if isinstance(answer, str) else "")
+
+
+def _paragraphs(row: Row, where: str) -> list[Paragraph]:
+    """The row's ``context``, one paragraph per distinct title.
+
+    The title is the document id, so a repeated one would leave one of the two paragraphs out
+    of every context without a word.
+    """
+    paragraphs: list[Paragraph] = []
+    titles: set[str] = set()
     for index, entry in enumerate(get(row, "context", list, where)):
         if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
                 and isinstance(entry[1], list) and all(isinstance(s, str) for s in entry[1])):
             raise DatasetError(f"{where}: context[{index}] is not [title, [sentences]]")
+        if entry[0] in titles:
+            raise DatasetError(f"{where}: context[{index}] repeats an earlier paragraph's title")
+        titles.add(entry[0])
         paragraphs.append(Paragraph(title=entry[0], sentences=tuple(entry[1])))
+    return paragraphs
+
+
+def _supporting(row: Row, paragraphs: list[Paragraph], where: str) -> tuple[str, ...]:
+    """The supporting sentences of the row's paragraphs, each fact checked.
+
+    A fact naming a paragraph that is not among them leaves the denominator (the metric's
+    definition: the set's paragraphs are retrieved, and retrieval misses some). One naming a
+    sentence its paragraph does not have is a broken row: skipped, it would shrink the
+    denominator without a word.
+    """
     by_title = {p.title: p for p in paragraphs}
+    facts = get(row, "supporting_facts", list, where)
+    if not facts:
+        raise DatasetError(f"{where}: supporting_facts is empty (every question has some)")
     supporting = []
-    for index, fact in enumerate(get(row, "supporting_facts", list, where)):
+    for index, fact in enumerate(facts):
+        # bool is an int to Python, but True is no sentence index.
         if not (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str)
-                and isinstance(fact[1], int)):
+                and isinstance(fact[1], int) and not isinstance(fact[1], bool)):
             raise DatasetError(f"{where}: supporting_facts[{index}] is not [title, index]")
         paragraph = by_title.get(fact[0])
-        if paragraph is not None and 0 <= fact[1] < len(paragraph.sentences):
-            supporting.append(paragraph.sentences[fact[1]].strip())
-    answer = row.get("answer")
-    return HotpotCase(id=case_id, question=get(row, "question", str, where),
-                      paragraphs=shuffled(paragraphs, case_id), supporting=tuple(supporting),
-                      answer=answer if isinstance(answer, str) else "")
+        if paragraph is None:
+            continue
+        if not 0 <= fact[1] < len(paragraph.sentences):
+            raise DatasetError(f"{where}: supporting_facts[{index}] sentence index {fact[1]} is "
+                               f"not one of its paragraph's {len(paragraph.sentences)}")
+        supporting.append(paragraph.sentences[fact[1]].strip())
+    return tuple(supporting)
 
 
 def shuffled(paragraphs: Sequence[Paragraph], case_id: str) -> tuple[Paragraph, ...]:
