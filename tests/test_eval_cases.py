@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -417,6 +418,34 @@ def test_a_case_that_fails_now_regresses_and_a_bad_baseline_is_exit_2(tmp_path: 
     assert bad.exit_code == 2 and "format" in bad.stderr
     wrong = runner.invoke(eval_app, ["cases", str(path), "--tolerance", "speed=1"])
     assert wrong.exit_code == 2 and "--tolerance 'speed=1'" in wrong.stderr
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["cases"][0]["scores"].update(completeness=float("nan")),
+     r"cases\.0\.scores\.completeness: Input should be a finite number"),
+    (lambda d: d["cases"][0]["scores"].update(completeness=2.5),
+     r"cases\.0 \('c'\): completeness is 2\.5, outside 0 to 1"),
+    (lambda d: d["cases"][0]["scores"].update(completeness="1.0"),
+     r"cases\.0\.scores\.completeness: Input should be a valid number"),
+    (lambda d: d["cases"][0]["scores"].update(tokens=-3),
+     r"cases\.0 \('c'\): tokens is -3, below 0"),
+    (lambda d: d["overall"].update(noise=-0.5), "overall: noise is -0.5, outside 0 to 1"),
+    (lambda d: d["cases"].append(d["cases"][0]), r"cases\.1: id 'c' is given twice"),
+], ids=["nan", "above-one", "string", "negative-tokens", "overall", "duplicate-id"])
+def test_a_baseline_score_that_cannot_be_compared_is_exit_2(
+        tmp_path: Path, change: Any, message: str) -> None:
+    """NaN never regressed, 2.5 always did, "1.0" was coerced and a repeated id compared only
+    one of its rows: each is a broken baseline, not one to compare with."""
+    runner = CliRunner()
+    path = write(tmp_path, case_line())
+    saved = tmp_path / "results.json"
+    assert runner.invoke(eval_app, ["cases", str(path), "--save", str(saved)]).exit_code == 0
+    data = json.loads(saved.read_text("utf-8"))
+    change(data)
+    saved.write_text(json.dumps(data), "utf-8")  # json writes NaN as the literal NaN
+    result = runner.invoke(eval_app, ["cases", str(path), "--baseline", str(saved)])
+    assert result.exit_code == 2
+    assert re.search(r"bad baseline results\.json: " + message, result.stderr), result.stderr
 
 
 def test_a_shown_tool_result_is_useful_without_its_fence_lines() -> None:

@@ -142,18 +142,55 @@ def overall(rows: Sequence[CaseResult]) -> dict[str, float | None]:
 # --- baseline and regressions ----------------------------------------------------------------
 
 
+# Strict: a baseline is compared number by number, so "1.0" is not coerced, true is no score,
+# and NaN (which never compares worse) is refused rather than passing every check.
+_STRICT = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+
+
 class _SavedCase(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = _STRICT
     id: str
     scores: dict[str, float | None]
     error: str | None = None
 
 
 class _Saved(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = _STRICT
     format: str
     overall: dict[str, float | None]
     cases: list[_SavedCase]
+
+
+COUNTS = frozenset(("tokens",))
+"""Metrics that count something (0 or more); every other score is a share, from 0 to 1."""
+
+
+def _score_error(scores: Mapping[str, float | None]) -> str | None:
+    """What is wrong with one row of saved scores (a share outside 0 to 1, a count below 0)."""
+    for metric, value in scores.items():
+        if value is None:
+            continue
+        if metric in COUNTS:
+            if value < 0:
+                return f"{metric} is {value:g}, below 0"
+        elif not 0.0 <= value <= 1.0:
+            return f"{metric} is {value:g}, outside 0 to 1"
+    return None
+
+
+def _saved_error(saved: _Saved) -> str | None:
+    """What is wrong with a well-typed baseline, or None: a score out of range, an id twice."""
+    if (problem := _score_error(saved.overall)) is not None:
+        return f"overall: {problem}"
+    seen: set[str] = set()
+    for index, case in enumerate(saved.cases):
+        if case.id in seen:
+            # Two rows for one id: only one would be compared, and which is an accident.
+            return f"cases.{index}: id {case.id!r} is given twice"
+        seen.add(case.id)
+        if (problem := _score_error(case.scores)) is not None:
+            return f"cases.{index} ({case.id!r}): {problem}"
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,21 +206,27 @@ class Baseline:
 
 
 def read_baseline(path: Path) -> Baseline:
-    """A file written by ``--save`` (or ``--json``); ``DatasetError`` names what is wrong."""
+    """A file written by ``--save`` (or ``--json``); ``DatasetError`` names what is wrong.
+
+    Scores must be finite numbers (shares from 0 to 1, ``tokens`` 0 or more) or null, not
+    strings; case ids must be unique.
+    """
     try:
         data = parse_document(path.read_bytes(), "json")
     except OSError as exc:
         raise DatasetError(f"cannot read baseline {path}: {exc.strerror}") from None
     except MalformedDocument as exc:
-        raise DatasetError(f"baseline {path.name} is not valid JSON: {exc}") from None
+        raise DatasetError(f"bad baseline {path.name}: not valid JSON: {exc}") from None
     try:
         saved = _Saved.model_validate(data)
     except PydanticValidationError as exc:
         error = exc.errors()[0]
         location = ".".join(str(part) for part in error["loc"]) or "baseline"
-        raise DatasetError(f"baseline {path.name}: {location}: {error['msg']}") from None
+        raise DatasetError(f"bad baseline {path.name}: {location}: {error['msg']}") from None
     if saved.format != FORMAT:
-        raise DatasetError(f"baseline {path.name}: format: expected {FORMAT!r}")
+        raise DatasetError(f"bad baseline {path.name}: format: expected {FORMAT!r}")
+    if (problem := _saved_error(saved)) is not None:
+        raise DatasetError(f"bad baseline {path.name}: {problem}")
     return Baseline(overall=saved.overall,
                     cases={case.id: case.scores for case in saved.cases},
                     failed=frozenset(case.id for case in saved.cases if case.error))
