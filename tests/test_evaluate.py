@@ -424,6 +424,15 @@ def test_hotpotqa_suite_packs_documents_and_measures_the_retriever() -> None:
     assert isinstance(result.extra["ndcg@10"], float) and result.extra["ndcg@10"] > 0.5
 
 
+def test_a_limited_hotpotqa_run_measures_the_retriever_on_its_questions_only() -> None:
+    """``--limit`` chose the questions of the packing step, but the retrieval step was still
+    measured over every query of the pool."""
+    plan, _ = resolve_plan(None, "hotpotqa")
+    suite = load_suite("hotpotqa", FIXTURES / "hotpotqa", plan=plan, limit=1)
+    assert [case.id for case in suite.cases] == ["fx-q1"]
+    assert run_suite(suite, [1024]).extra["queries"] == 1
+
+
 def test_a_plan_without_a_document_source_is_a_plan_error() -> None:
     plan = BuildPlan.builder("no_documents").add("system").add("user").build()
     suite = load_suite("hotpotqa", FIXTURES / "hotpotqa", plan=plan)

@@ -53,6 +53,17 @@ class BeirPool:
     """Relevance of documents by query id, then document id."""
 
 
+def with_queries(pool: BeirPool, query_ids: Iterable[str]) -> BeirPool:
+    """``pool`` with only the queries of ``query_ids``.
+
+    The corpus stays whole, so each query is ranked as it is in the full pool.
+    """
+    wanted = set(query_ids)
+    return BeirPool(corpus=pool.corpus,
+                    queries={qid: text for qid, text in pool.queries.items() if qid in wanted},
+                    qrels=pool.qrels)
+
+
 def load_beir(folder: Path) -> BeirPool:
     """Load a folder laid out like ``beir_pool``."""
     require_files(folder, FILES, LAYOUT)

@@ -1,7 +1,8 @@
 """HotpotQA: supporting-sentence recall when packing shuffled paragraphs into a small budget.
 
 Metric 3 of ``../shared/data/README.md``. A folder is laid out like ``hotpotqa-dev``:
-``hotpotqa_dev100.jsonl`` and, for the retrieval step, ``beir_pool/`` (see ``beir``).
+``hotpotqa_dev100.jsonl`` and, for the retrieval step, ``beir_pool/`` (see ``beir``), measured on
+the pool queries of the questions evaluated (all, or ``--limit`` of them).
 
 Case → request: the question is the user input; the 10 paragraphs, shuffled with a fixed seed
 per case (so the given order says nothing about relevance), are the documents, each with its
@@ -34,7 +35,13 @@ from contextwright.core.request import Document, Request
 from contextwright.errors import DatasetError, PlanError
 from contextwright.evaluate import baseline
 from contextwright.evaluate._files import Row, get, read_jsonl, require_files, spread
-from contextwright.evaluate.beir import BeirPool, RankerFactory, evaluate_ranker, load_beir
+from contextwright.evaluate.beir import (
+    BeirPool,
+    RankerFactory,
+    evaluate_ranker,
+    load_beir,
+    with_queries,
+)
 from contextwright.evaluate.metrics import MESSAGE_COST, Count, Msg, locate
 from contextwright.evaluate.records import CaseOutcome, ExpectedAnswer, Ratio, Scores
 from contextwright.evaluate.render import build_messages
@@ -259,12 +266,19 @@ class HotpotSuite:
                               if case.answer else None)
 
     def extra(self) -> dict[str, float | str | None]:
-        """nDCG@10 and Recall@10 of the retrieval step on the pool, or why it was not measured."""
+        """nDCG@10 and Recall@10 of the retrieval step, or why it was not measured.
+
+        Measured on the pool's queries of the questions evaluated (a pool query's id is its
+        question's ``_id``), so a ``--limit`` run measures the same questions in both steps.
+        """
         if self.pool is None:
             return {"retrieval": f"not measured: the folder has no {POOL}/"}
         if self.ranker is None:
             return {"retrieval": "not measured: no ranker given"}
-        scores: dict[str, Any] = evaluate_ranker(self.pool, self.ranker)
+        pool = with_queries(self.pool, (case.id for case in self.cases))
+        if not pool.queries:
+            return {"retrieval": f"not measured: no question evaluated is a query of {POOL}/"}
+        scores: dict[str, Any] = evaluate_ranker(pool, self.ranker)
         return {"retrieval": self.ranker_label, **scores}
 
 
