@@ -352,6 +352,23 @@ def test_facts_alone_over_the_cap_keep_the_newest_and_say_so() -> None:
     assert len(check_summary(capped, full.facts)) == capped.truncated_facts
 
 
+def test_a_dropped_fact_that_reads_like_the_old_counter_is_still_counted() -> None:
+    """The previous summary says "(110 older facts left out)"; its fact "110" is dropped now.
+    The counter changes, so the fact is lost and must be counted, or the check refuses."""
+    previous = Summary(need="Track my parcels",
+                       facts=("110", *(f"PKG{i:04d}" for i in range(20))), truncated_facts=110)
+    batch = [user(f"Also parcel PKG{i:04d} please") for i in range(100, 130)]
+    merged = summarize(batch, previous, language="en", max_tokens=120, tokenizer=TOKENIZER)
+    assert "110" not in merged.facts
+    required = (*previous.facts, *(f"PKG{i:04d}" for i in range(100, 130)))
+    assert len(check_summary(merged, required)) == merged.truncated_facts - 110
+
+
+def test_the_left_out_counter_keeps_no_fact() -> None:
+    summary = Summary(need="x", facts=("PKG0001",), truncated_facts=110)
+    assert check_summary(summary, ["110", "PKG0001"]) == ("110",)
+
+
 def test_facts_only_a_tool_printed_go_before_confirmed_ones() -> None:
     flights = ", ".join(f'{{"flight": "HAT{n:03d}", "price": {n + 100}}}' for n in range(40))
     chat = [user("My user id is nora_vance_5172, find me a flight to Seattle."),

@@ -515,8 +515,9 @@ def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
         gone = set(order[:dropped])
         kept = replace(summary, facts=tuple(f for i, f in enumerate(facts) if i not in gone))
         # Only what the summary no longer shows at all is counted: a fact the need still
-        # names is not given up, and counting it would excuse a fact that was.
-        lost = missing_facts(kept.render("en"), [facts[i] for i in sorted(gone)])
+        # names is not given up, and counting it would excuse a fact that was. The counter
+        # line is no place a fact is shown (its number changes with this very count).
+        lost = missing_facts(_shown_text(kept), [facts[i] for i in sorted(gone)])
         return replace(kept, truncated_facts=summary.truncated_facts + len(lost))
 
     low, high = 1, len(facts)  # the fewest facts to give up for the rest to fit
@@ -535,8 +536,17 @@ def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
 # ----- checking ----------------------------------------------------------------------------
 
 def check_summary(summary: Summary, required_facts: Iterable[str]) -> tuple[str, ...]:
-    """Required facts the summary's rendering does not contain (in the order given)."""
-    return missing_facts(summary.render("en"), required_facts)
+    """Required facts the summary's rendering does not contain (in the order given).
+
+    The "(N older facts left out)" line does not count as containing a fact: a dropped fact
+    "110" is not kept by a counter that happens to read 110.
+    """
+    return missing_facts(_shown_text(summary), required_facts)
+
+
+def _shown_text(summary: Summary) -> str:
+    """The rendering facts are looked up in: everything but the left-out counter line."""
+    return replace(summary, truncated_facts=0).render("en")
 
 
 def verified(summarizer: Summarizer, previous: Summary | None, messages: Sequence[Message], *,
