@@ -18,6 +18,7 @@ from contextwright.compress.summarize import (
     check_summary,
     condense_for_handoff,
     detect_language,
+    fit_summary,
     verified,
 )
 from contextwright.compress.summary_llm import LLMSummarizer, parse_summary_reply
@@ -380,6 +381,35 @@ def test_facts_only_a_tool_printed_go_before_confirmed_ones() -> None:
     assert {"nora_vance_5172", "HAT007"} <= set(capped.facts)
     assert "HAT000" not in capped.facts  # the oldest a tool printed went first
     assert capped.need.startswith("My user id is")
+
+
+@pytest.mark.parametrize("need", [
+    "Please refund my order, the number is 4471829930",
+    "Please refund order 4471829930 and send it to jane.doe@example.com right away",
+    "请把订单 20241001 的退款退到 jane.doe@example.com 然后通知我 13800138000",
+])
+def test_a_shortened_need_is_cut_between_words_and_never_inside_a_fact(need: str) -> None:
+    facts = extract_facts(need)
+    for cap in range(30, 140, 2):
+        out = fit_summary(Summary(need=need, facts=tuple(f"ID{i:06d}" for i in range(40))),
+                          cap, TOKENIZER).need
+        if out == need or not out:
+            continue
+        kept = out.removesuffix("…")
+        # every fact it shows is whole: no cut value passes for another one
+        assert set(extract_facts(kept)) <= set(facts), (cap, out)
+        assert need.startswith(kept)
+        following = need[len(kept)]
+        assert following.isspace() or not following.isascii() or not kept[-1].isalnum()
+        assert out.endswith("…")  # the reader sees that the need goes on
+
+
+def test_a_need_cut_short_shows_no_piece_of_a_number() -> None:
+    need = "Please refund my order, the number is 4471829930"
+    for cap in range(36, 60):
+        out = fit_summary(Summary(need=need, facts=tuple(f"ID{i:06d}" for i in range(40))),
+                          cap, TOKENIZER).need
+        assert "447" not in out or "4471829930" in out, (cap, out)
 
 
 def test_cap_too_small_for_one_fact_is_an_error() -> None:

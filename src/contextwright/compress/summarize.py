@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from contextwright.analysis import HAN, cjk_class
+from contextwright.analysis import HAN, cjk_class, is_cjk_char
 from contextwright.compress.facts import (
     extract_facts,
     fact_key,
@@ -462,10 +462,12 @@ def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer |
     """The summary cut until its rendering, in either language, fits ``max_tokens``.
 
     Order of sacrifice: notes (oldest first), unresolved (oldest first), corrections (oldest
-    first), then the need is shortened. Facts go only if the facts alone do not fit (the need
-    then keeps at most a quarter of the cap): first those seen only in tool output, then the
-    ``confirmed`` ones — said by the user or the assistant, or used as tool-call arguments —
-    each oldest first, so the newest confirmed facts stay; ``truncated_facts`` counts what went.
+    first), then the need is shortened (cut between words and outside any exact fact, marked
+    "…", so no piece of a value is shown as if it were one). Facts go only if the facts alone
+    do not fit (the need then keeps at most a quarter of the cap): first those seen only in
+    tool output, then the ``confirmed`` ones — said by the user or the assistant, or used as
+    tool-call arguments — each oldest first, so the newest confirmed facts stay;
+    ``truncated_facts`` counts what went.
     """
     if max_tokens is None:
         return summary
@@ -486,23 +488,59 @@ def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer |
     if fits(summary):
         return summary
     if fits(replace(summary, need="")):
-        return replace(summary, need=_shorten_need(summary, tokenizer, max_tokens, fits))
+        return replace(summary, need=_shorten_need(summary, fits))
     # The facts alone are too many: the need keeps at most a quarter of the cap, facts the rest.
     keys = {fact_key(f) for f in confirmed}
-    short = replace(summary, need=tokenizer.truncate(summary.need, max_tokens // 4).rstrip())
+    short = replace(summary, need=_cut_need(
+        summary.need, lambda need: tokenizer.count(need) <= max_tokens // 4))
     try:
         return _facts_that_fit(short, fits, keys)
     except SummaryError:
         return _facts_that_fit(replace(summary, need=""), fits, keys)
 
 
-def _shorten_need(summary: Summary, tokenizer: Tokenizer, max_tokens: int,
-                  fits: Callable[[Summary], bool]) -> str:
-    used = max(tokenizer.count(replace(summary, need="x").render(lang)) for lang in _LABELS)
-    need = tokenizer.truncate(summary.need, max(max_tokens - used, 0)).rstrip()
-    while need and not fits(replace(summary, need=need)):
-        need = need[:-1]  # counting the need apart from its line can be off by a token
-    return need
+def _shorten_need(summary: Summary, fits: Callable[[Summary], bool]) -> str:
+    return _cut_need(summary.need, lambda need: fits(replace(summary, need=need)))
+
+
+_CUT_MARK = "…"
+_CUT_TAIL = " ,，;；:：、-"
+
+
+def _cut_need(need: str, fits: Callable[[str], bool]) -> str:
+    """The longest start of ``need`` that ``fits``, cut between words, marked with "…".
+
+    Never inside an exact fact: "the number is 4471829930" loses the whole number (the facts
+    line keeps it), never its last digits, so no wrong value is shown. '' when nothing fits.
+    """
+    if fits(need):
+        return need
+    cuts = [text for text in (need[:p].rstrip(_CUT_TAIL) + _CUT_MARK for p in _cut_points(need))
+            if text != _CUT_MARK]
+    low, high = 0, len(cuts)  # how many of the (growing) cuts fit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(cuts[middle - 1]):
+            low = middle
+        else:
+            high = middle - 1
+    return cuts[low - 1] if low else ""
+
+
+def _cut_points(text: str) -> list[int]:
+    """Where ``text`` may be cut: between words, never inside a fact ``extract_facts`` finds.
+
+    Between words is at a space, or next to a CJK character (Chinese has no spaces).
+    """
+    inside = bytearray(len(text) + 1)
+    for fact in extract_facts(text):
+        start = text.find(fact)
+        while start != -1:
+            inside[start + 1:start + len(fact)] = b"\x01" * (len(fact) - 1)
+            start = text.find(fact, start + 1)
+    return [p for p in range(1, len(text)) if not inside[p] and (
+        text[p].isspace() or text[p - 1].isspace() or is_cjk_char(text[p - 1])
+        or is_cjk_char(text[p]))]
 
 
 def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
