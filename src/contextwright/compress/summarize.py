@@ -276,13 +276,22 @@ def without_echoed_framing(summary: Summary, messages: Sequence[Message],
     grounded = _grounded_keys(messages)
     if previous is not None:
         grounded |= {fact_key(f) for f in previous.facts}
-    facts = tuple(f for f in summary.facts
-                  if not (looks_like_fence_marker(f) and fact_key(f) not in grounded))
+    facts = _unframed(f for f in summary.facts
+                      if not (looks_like_fence_marker(f) and fact_key(f) not in grounded))
     return replace(
-        summary, need=without_framing(summary.need), facts=facts,
-        unresolved=tuple(without_framing(t) for t in summary.unresolved),
-        corrected=tuple(without_framing(t) for t in summary.corrected),
-        notes=tuple(without_framing(t) for t in summary.notes))
+        summary, need=" ".join(without_framing(summary.need).split()), facts=facts,
+        unresolved=_unframed(summary.unresolved), corrected=_unframed(summary.corrected),
+        notes=_unframed(summary.notes))
+
+
+def _unframed(values: Iterable[str]) -> tuple[str, ...]:
+    """``values`` without framing, whitespace collapsed, each once; empty ones go.
+
+    A value that was only framing ("<<data …>>") leaves nothing, and one framing was glued to
+    ("<<data …>>ORD1") becomes the value it wraps, the same as its plain copy.
+    """
+    flat = (" ".join(without_framing(value).split()) for value in values)
+    return tuple(dict.fromkeys(value for value in flat if value))
 
 
 def _grounded_keys(messages: Iterable[Message]) -> set[str]:
