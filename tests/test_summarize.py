@@ -404,6 +404,20 @@ def test_a_shortened_need_is_cut_between_words_and_never_inside_a_fact(need: str
         assert out.endswith("…")  # the reader sees that the need goes on
 
 
+def test_a_fact_only_the_need_kept_is_counted_when_the_need_is_cut() -> None:
+    """The first merge gives up the address from the facts line (the need still shows it); the
+    second shortens the need, and the address goes with it: counted, not silently lost."""
+    first = [assistant("订单号 10000001 的物流状态"), user("地址是北京市朝阳区建国路102号"),
+             user("订单号 10000000 的物流状态"), user("快递单号 SF10000000"),
+             user("地址是北京市朝阳区建国路101号"), user("地址是北京市朝阳区建国路100号"),
+             tool("c", "refund", "refund ¥100.00 on 2024-05-10")]
+    second = [user("订单号 10000000 的物流状态")]
+    one = summarize(first, max_tokens=60, tokenizer=TOKENIZER)
+    two = summarize(second, one, max_tokens=60, tokenizer=TOKENIZER)
+    every = [f for m in (*first, *second) for f in extract_facts(m.content)]
+    assert len(check_summary(two, every)) <= two.truncated_facts
+
+
 def test_a_need_cut_short_shows_no_piece_of_a_number() -> None:
     need = "Please refund my order, the number is 4471829930"
     for cap in range(36, 60):

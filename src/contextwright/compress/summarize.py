@@ -496,20 +496,35 @@ def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer |
             summary = replace(summary, **{name: getattr(summary, name)[1:]})
     if fits(summary):
         return summary
+    counted = _counting_need_facts(summary)
     if fits(replace(summary, need="")):
-        return replace(summary, need=_shorten_need(summary, fits))
+        return counted(replace(summary, need=_cut_need(
+            summary.need, lambda need: fits(counted(replace(summary, need=need))))))
     # The facts alone are too many: the need keeps at most a quarter of the cap, facts the rest.
     keys = {fact_key(f) for f in confirmed}
     short = replace(summary, need=_cut_need(
         summary.need, lambda need: tokenizer.count(need) <= max_tokens // 4))
     try:
-        return _facts_that_fit(short, fits, keys)
+        return _facts_that_fit(short, fits, keys, counted)
     except SummaryError:
-        return _facts_that_fit(replace(summary, need=""), fits, keys)
+        return _facts_that_fit(replace(summary, need=""), fits, keys, counted)
 
 
-def _shorten_need(summary: Summary, fits: Callable[[Summary], bool]) -> str:
-    return _cut_need(summary.need, lambda need: fits(replace(summary, need=need)))
+def _counting_need_facts(summary: Summary) -> Callable[[Summary], Summary]:
+    """A function giving a cut of ``summary`` its lost need-only facts in ``truncated_facts``.
+
+    Need-only facts are those the need names and the facts line does not: an earlier cut gave
+    them up while the need still named them (not lost then). When the need is shortened now,
+    such a fact goes with it and is counted like any other.
+    """
+    listed = {fact_key(f) for f in summary.facts}
+    only_in_need = [f for f in extract_facts(summary.need) if fact_key(f) not in listed]
+
+    def counted(cut: Summary) -> Summary:
+        lost = missing_facts(_shown_text(cut), only_in_need) if only_in_need else ()
+        return replace(cut, truncated_facts=cut.truncated_facts + len(lost)) if lost else cut
+
+    return counted
 
 
 _CUT_MARK = "…"
@@ -552,8 +567,8 @@ def _cut_points(text: str) -> list[int]:
         or is_cjk_char(text[p]))]
 
 
-def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
-                    confirmed: set[str]) -> Summary:
+def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool], confirmed: set[str],
+                    counted: Callable[[Summary], Summary]) -> Summary:
     facts = summary.facts
     # Positions in the order they are given up: tool-only facts, then confirmed, oldest first.
     order = sorted(range(len(facts)), key=lambda i: (fact_key(facts[i]) in confirmed, i))
@@ -565,7 +580,7 @@ def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
         # names is not given up, and counting it would excuse a fact that was. The counter
         # line is no place a fact is shown (its number changes with this very count).
         lost = missing_facts(_shown_text(kept), [facts[i] for i in sorted(gone)])
-        return replace(kept, truncated_facts=summary.truncated_facts + len(lost))
+        return counted(replace(kept, truncated_facts=summary.truncated_facts + len(lost)))
 
     low, high = 1, len(facts)  # the fewest facts to give up for the rest to fit
     while low < high:
