@@ -121,9 +121,13 @@ def add_facts(zones: Zones, facts: Iterable[str]) -> Zones:
 def add_handoff(zones: Zones, condensed: str | None) -> Zones:
     """Clear the tools zone at a mode switch and put the hand-off summary in the facts zone.
 
-    ``condensed`` replaces the earlier hand-off text (it was merged into it); None keeps it.
+    ``condensed`` replaces the earlier hand-off text (it was merged into it); None keeps it,
+    and '' leaves none (the merged hand-off says nothing the zone does not already list).
     """
-    handoffs = (condensed,) if condensed else zones.handoffs
+    if condensed is None:
+        handoffs = zones.handoffs
+    else:
+        handoffs = (condensed,) if condensed else ()
     return replace(zones, handoffs=handoffs, tools=())
 
 
