@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextwright.compress.facts import extract_facts, fact_key, missing_facts
+from contextwright.compress.facts import (
+    extract_facts,
+    fact_key,
+    looks_like_fence_marker,
+    missing_facts,
+)
 
 DATA = pathlib.Path(__file__).parents[2] / "shared" / "data" / "tau-bench-airline-dev"
 
@@ -188,3 +193,17 @@ def test_finds_every_id_like_fact_of_tau_bench_where_it_first_appears() -> None:
             found += fact_key(fact["value"]) in {fact_key(f) for f in extract_facts(content)}
     assert total == 400
     assert found == total
+
+
+@pytest.mark.parametrize("value", [
+    "0123456789ab", "<<end 0123456789ab>>", "<\\<end 0123456789ab>>", "＜＜end 0123456789ab＞＞",
+    "<<END 0123456789AB>>", "<<data 0123456789ab tool track>>", "[recalled 2024-01-01]"])
+def test_fence_shaped_values_in_any_form_look_like_fence_markers(value: str) -> None:
+    assert looks_like_fence_marker(value)
+    if value != "0123456789ab":  # a bare one may be a real id (the caller knows who wrote it)
+        assert extract_facts(f"see {value} and ORD-2024-001") == ("ORD-2024-001",)
+
+
+@pytest.mark.parametrize("value", ["ORD-2024-001", "a<b", "<<end soon>>", ""])
+def test_other_values_are_no_fence_markers(value: str) -> None:
+    assert not looks_like_fence_marker(value)

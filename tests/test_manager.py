@@ -19,6 +19,7 @@ from contextwright.core.plan import BuildPlan
 from contextwright.errors import BudgetError, InvalidInputError, StoreUnavailable
 from contextwright.manager import ContextManager, PreparedContext
 from contextwright.manager.flows import SessionFlows
+from contextwright.manager.summaries import FREE_RETRIES, MAX_BATCH_ROUNDS
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED
 from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
 from contextwright.session.store import SessionKey, Store
@@ -319,6 +320,36 @@ def test_a_bad_summary_is_not_committed(summarizer: ExtractiveSummarizer,
                for r in caplog.records)
     text = _texts(cm.prepare("u", "s", "codes?").to_messages("openai"))
     assert "BK7000" in text  # the original messages are still there
+
+
+class _BrokenCounting(ExtractiveSummarizer):
+    """Always fails, and remembers how many messages each attempt was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        self.batches.append(len(messages))
+        raise RuntimeError("model down")
+
+
+def test_a_summary_that_keeps_failing_costs_bounded_work() -> None:
+    broken = _BrokenCounting()
+    cm = _manager(summarizer=broken)
+    _chat(cm, 200)
+    state = cm.state("u", "s")
+    assert state.summary is None and state.summary_upto == 0
+    assert max(broken.batches) <= 2 * MAX_BATCH_ROUNDS  # two messages a round here
+    # three tries, then one per doubling of the unsummarised rounds (16, 32, 64, 128)
+    assert len(broken.batches) <= FREE_RETRIES + 5
+    assert state.summary_failures == len(broken.batches)
+    text = _texts(cm.prepare("u", "s", "codes?").to_messages("openai"))
+    assert "BK7199" in text  # the originals are still shown, as far as the budget reaches
+    assert cm.summarize_now("u", "s") == "rejected"  # an explicit update still tries
+    assert len(broken.batches) <= FREE_RETRIES + 6
 
 
 class _Blocking(ExtractiveSummarizer):

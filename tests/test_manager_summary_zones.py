@@ -11,7 +11,7 @@ import pytest
 from contextwright.compress.summarize import ExtractiveSummarizer, Summary
 from contextwright.manager import ContextManager
 from contextwright.manager.handoff import record_turn_in_zones
-from contextwright.modes.zones import PENDING_RESULT, ToolRecord, Zones, render_zone
+from contextwright.modes.zones import PENDING_RESULT, ToolRecord, Zones, add_handoff, render_zone
 from contextwright.session import MemoryStore, SqliteStore
 from contextwright.session.state import SessionState
 from contextwright.session.store import SessionKey
@@ -233,3 +233,30 @@ def test_call_id_survives_the_store(tmp_path: Path, backend: str) -> None:
     assert record is not None and record.data["zones"]["tools"] == [
         {"name": "stock", "arguments": "{}", "result": "qty 42", "call_id": "c1"}]
     store.close()
+
+
+# ----- hand-offs ---------------------------------------------------------------------------
+
+
+def test_the_facts_zone_shows_each_fact_once_after_a_hand_off() -> None:
+    tools = [{"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": {}}}} for name in ("check_stock", "update_order")]
+    cm = _manager()
+    cm.prepare("u", "s", "First check stock for SKU-77, then update order A-1001", tools=tools)
+    for i, name in enumerate(("check_stock", "update_order")):
+        cm.record("u", "s", assistant={**_call(f"c{i}", name)},
+                  tool_results=[{"tool_call_id": f"c{i}", "content": '{"ok": true}'}])
+        cm.prepare("u", "s", tools=tools)
+    cm.record("u", "s", assistant="Done: stock checked and order A-1001 updated.")
+    cm.prepare("u", "s", "写一首诗", tools=tools)  # the task is done: the mode lets go
+    state = cm.state("u", "s")
+    assert state.handoff is not None and "SKU-77" in state.handoff["facts"]  # kept for merges
+    facts = render_zone("facts", state.zones, "en")
+    assert "- SKU-77\n- A-1001" in facts and "Key facts" not in facts  # listed once, above
+    assert "Original need: First check stock" in facts
+
+
+def test_a_hand_off_with_nothing_new_leaves_no_stale_one() -> None:
+    zones = Zones(facts=("SKU-77",), handoffs=("Original need: old",))
+    assert add_handoff(zones, "").handoffs == ()
+    assert add_handoff(zones, None).handoffs == ("Original need: old",)

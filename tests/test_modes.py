@@ -23,6 +23,7 @@ from contextwright.modes.zones import (
     add_facts,
     add_handoff,
     add_tool_calls,
+    close_task,
     plan_steps,
     render_zone,
     update_task,
@@ -155,6 +156,42 @@ def test_plan_steps_splits_multi_step_requests() -> None:
         "check the stock", "call the supplier"]
     assert plan_steps("好的再见") == []
     assert plan_steps("hello there") == []
+
+
+@pytest.mark.parametrize(("text", "steps"), [
+    ("Could you first check stock for SKU-77 and then update order A-1001?",
+     ["check stock for SKU-77", "update order A-1001"]),
+    ("Check stock first, then update order A-1", ["Check stock", "update order A-1"]),
+    ("Look up my order and then cancel it", ["Look up my order", "cancel it"]),
+    ("我想先查库存，然后退款", ["查库存", "退款"]),
+])
+def test_only_what_follows_a_plan_opener_is_a_step(text: str, steps: list[str]) -> None:
+    assert plan_steps(text) == steps
+
+
+@pytest.mark.parametrize("text", ["What should I do next?", "OK then!", "我先走了", "王先生您好"])
+def test_a_step_word_alone_plans_nothing(text: str) -> None:
+    assert plan_steps(text) == []
+
+
+def test_a_message_that_plans_nothing_keeps_the_current_steps() -> None:
+    zones = update_task(Zones(), "First check stock for SKU-77, then update order A-1001")
+    zones = add_tool_calls(zones, [ToolRecord(name="check_stock", arguments="{}",
+                                              result="5")], keep=3)
+    for text in ("What should I do next?", "OK then!", "我先走了"):
+        assert update_task(zones, text) == zones
+
+
+def test_a_polite_plan_closes_once_its_steps_ran() -> None:
+    zones = update_task(Zones(), "Could you first check stock for SKU-77 and then update "
+                                 "order A-1001?")
+    zones = add_tool_calls(zones, [ToolRecord(name="check_stock", arguments="{}", result="5"),
+                                   ToolRecord(name="update_order", arguments="{}",
+                                              result="ok")], keep=3)
+    assert zones.task.done == ("check stock for SKU-77 (check_stock)",
+                               "update order A-1001 (update_order)")
+    assert zones.task.next == ()
+    assert close_task(zones).task.closed
 
 
 def test_task_zone_tracks_goal_done_and_next_steps() -> None:

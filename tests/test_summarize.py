@@ -18,6 +18,7 @@ from contextwright.compress.summarize import (
     check_summary,
     condense_for_handoff,
     detect_language,
+    fit_summary,
     verified,
 )
 from contextwright.compress.summary_llm import LLMSummarizer, parse_summary_reply
@@ -352,6 +353,23 @@ def test_facts_alone_over_the_cap_keep_the_newest_and_say_so() -> None:
     assert len(check_summary(capped, full.facts)) == capped.truncated_facts
 
 
+def test_a_dropped_fact_that_reads_like_the_old_counter_is_still_counted() -> None:
+    """The previous summary says "(110 older facts left out)"; its fact "110" is dropped now.
+    The counter changes, so the fact is lost and must be counted, or the check refuses."""
+    previous = Summary(need="Track my parcels",
+                       facts=("110", *(f"PKG{i:04d}" for i in range(20))), truncated_facts=110)
+    batch = [user(f"Also parcel PKG{i:04d} please") for i in range(100, 130)]
+    merged = summarize(batch, previous, language="en", max_tokens=120, tokenizer=TOKENIZER)
+    assert "110" not in merged.facts
+    required = (*previous.facts, *(f"PKG{i:04d}" for i in range(100, 130)))
+    assert len(check_summary(merged, required)) == merged.truncated_facts - 110
+
+
+def test_the_left_out_counter_keeps_no_fact() -> None:
+    summary = Summary(need="x", facts=("PKG0001",), truncated_facts=110)
+    assert check_summary(summary, ["110", "PKG0001"]) == ("110",)
+
+
 def test_facts_only_a_tool_printed_go_before_confirmed_ones() -> None:
     flights = ", ".join(f'{{"flight": "HAT{n:03d}", "price": {n + 100}}}' for n in range(40))
     chat = [user("My user id is nora_vance_5172, find me a flight to Seattle."),
@@ -363,6 +381,49 @@ def test_facts_only_a_tool_printed_go_before_confirmed_ones() -> None:
     assert {"nora_vance_5172", "HAT007"} <= set(capped.facts)
     assert "HAT000" not in capped.facts  # the oldest a tool printed went first
     assert capped.need.startswith("My user id is")
+
+
+@pytest.mark.parametrize("need", [
+    "Please refund my order, the number is 4471829930",
+    "Please refund order 4471829930 and send it to jane.doe@example.com right away",
+    "请把订单 20241001 的退款退到 jane.doe@example.com 然后通知我 13800138000",
+])
+def test_a_shortened_need_is_cut_between_words_and_never_inside_a_fact(need: str) -> None:
+    facts = extract_facts(need)
+    for cap in range(30, 140, 2):
+        out = fit_summary(Summary(need=need, facts=tuple(f"ID{i:06d}" for i in range(40))),
+                          cap, TOKENIZER).need
+        if out == need or not out:
+            continue
+        kept = out.removesuffix("…")
+        # every fact it shows is whole: no cut value passes for another one
+        assert set(extract_facts(kept)) <= set(facts), (cap, out)
+        assert need.startswith(kept)
+        following = need[len(kept)]
+        assert following.isspace() or not following.isascii() or not kept[-1].isalnum()
+        assert out.endswith("…")  # the reader sees that the need goes on
+
+
+def test_a_fact_only_the_need_kept_is_counted_when_the_need_is_cut() -> None:
+    """The first merge gives up the address from the facts line (the need still shows it); the
+    second shortens the need, and the address goes with it: counted, not silently lost."""
+    first = [assistant("订单号 10000001 的物流状态"), user("地址是北京市朝阳区建国路102号"),
+             user("订单号 10000000 的物流状态"), user("快递单号 SF10000000"),
+             user("地址是北京市朝阳区建国路101号"), user("地址是北京市朝阳区建国路100号"),
+             tool("c", "refund", "refund ¥100.00 on 2024-05-10")]
+    second = [user("订单号 10000000 的物流状态")]
+    one = summarize(first, max_tokens=60, tokenizer=TOKENIZER)
+    two = summarize(second, one, max_tokens=60, tokenizer=TOKENIZER)
+    every = [f for m in (*first, *second) for f in extract_facts(m.content)]
+    assert len(check_summary(two, every)) <= two.truncated_facts
+
+
+def test_a_need_cut_short_shows_no_piece_of_a_number() -> None:
+    need = "Please refund my order, the number is 4471829930"
+    for cap in range(36, 60):
+        out = fit_summary(Summary(need=need, facts=tuple(f"ID{i:06d}" for i in range(40))),
+                          cap, TOKENIZER).need
+        assert "447" not in out or "4471829930" in out, (cap, out)
 
 
 def test_cap_too_small_for_one_fact_is_an_error() -> None:
@@ -573,4 +634,20 @@ def test_an_llm_summary_loses_the_fences_it_copied(server: FakeOpenAIServer) -> 
     server.script(text(reply(facts=facts, notes=["<<data a6d21a3571f5 tool track>>运输中"])))
     summary = llm(server).summarize(None, ORDER_CHAT, language="zh")
     assert summary.facts == tuple(facts[:3])
+    assert summary.notes == ("运输中",)
+
+
+@pytest.mark.parametrize("line", [
+    "<<end 0123456789ab>>", "<\\<end 0123456789ab>>", "＜＜end 0123456789ab＞＞",
+    "<<END 0123456789AB>>", "<<data 0123456789ab tool track>>"])
+def test_an_llm_summary_loses_fence_lines_in_any_form(server: FakeOpenAIServer,
+                                                      line: str) -> None:
+    facts = ["20241001", "SF1234567890", "北京市朝阳区建国路88号"]
+    server.script(text(reply(need=f"查物流 {line}", facts=[*facts, line],
+                             unresolved=["<<data abcdefabcdef facts>>"],
+                             notes=["[recalled 2024-01-01] 运输中", f"{line}运输中"])))
+    summary = llm(server).summarize(None, ORDER_CHAT, language="zh")
+    assert summary.need == "查物流"
+    assert summary.facts == tuple(facts)
+    assert summary.unresolved == ()  # nothing but framing: no empty item is left
     assert summary.notes == ("运输中",)

@@ -266,31 +266,47 @@ def _extract_cached(text: str) -> tuple[str, ...]:
 # The library's own framing, as ``core.fence`` and the renderings write it: fence lines
 # (``<<data 6d237235dad1 tool get_weather>>``, ``<<end 6d237235dad1>>``) and the marker of a
 # recalled turn. A model that copies them into its answer or a tool argument must not turn
-# them into facts a summary keeps for ever.
-_FRAMING = re.compile(r"<<(?:data [0-9a-f]{12}[^\n>]{0,200}|end [0-9a-f]{12})>>"
-                      r"|\[recalled(?: [0-9T:+\-Z.]{4,40})?\]")
+# them into facts a summary keeps for ever. A copy may carry the escape ``neutralise`` puts in
+# a fence line quoted inside data (``<\<end …>>``), full-width brackets (``＜＜end …＞＞``) or
+# another case (``<<END …>>``).
+_LT = "[<\ufe64\uff1c]"
+_GT = "[>\ufe65\uff1e]"
+_FRAMING = re.compile(_LT + r"\\?" + _LT + r"(?:data [0-9a-f]{12}[^\n>\ufe65\uff1e]{0,200}"
+                      r"|end [0-9a-f]{12})" + _GT + _GT
+                      + r"|\[recalled(?: [0-9T:+\-Z.]{4,40})?\]", re.IGNORECASE)
 _MARKER_SHAPE = re.compile(r"[0-9a-f]{12}")
 
 
 def looks_like_fence_marker(fact: str) -> bool:
-    """Whether ``fact`` has the shape of a fence marker (12 lower-case hex digits).
+    """Whether ``fact`` has the shape of a fence marker, bare or in its fence line.
 
-    Callers drop such a value when only the model wrote it (an answer, a tool argument) and no
-    user or tool message holds it: then it is the fence of an earlier context copied back.
+    Bare (12 lower-case hex digits), callers drop it when only the model wrote it (an answer, a
+    tool argument) and no user or tool message holds it: then it is the fence of an earlier
+    context copied back. A value that is nothing but framing (``<<end 0123456789ab>>``, a
+    recalled-turn marker) never comes out of ``extract_facts``, so no message grounds it.
     """
-    return _MARKER_SHAPE.fullmatch(fact) is not None
+    return _MARKER_SHAPE.fullmatch(fact) is not None or (
+        fact.strip() != "" and without_framing(fact).strip() == "")
 
 
 def without_framing(text: str) -> str:
     """``text`` without the library's fence lines and recalled-turn markers (for quoting)."""
-    if "<<" not in text and "[recalled" not in text:
+    if not _may_frame(text):
         return text
     return _FRAMING.sub("", text)
 
 
+def _may_frame(text: str) -> bool:
+    """A quick test that ``text`` may hold framing (most texts hold no bracket at all)."""
+    return "[recalled" in text or any(opening in text for opening in _OPENINGS)
+
+
+_OPENINGS = ("<<", "<\\<", "\ufe64", "\uff1c")
+
+
 def _without_framing(text: str) -> str:
     """``text`` with the library's framing blanked out (same length, so offsets still hold)."""
-    if "<<" not in text and "[recalled" not in text:
+    if not _may_frame(text):
         return text
     return _FRAMING.sub(lambda m: " " * len(m.group()), text)
 

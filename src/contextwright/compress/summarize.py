@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from contextwright.analysis import HAN, cjk_class
+from contextwright.analysis import HAN, cjk_class, is_cjk_char
 from contextwright.compress.facts import (
     extract_facts,
     fact_key,
@@ -276,13 +276,22 @@ def without_echoed_framing(summary: Summary, messages: Sequence[Message],
     grounded = _grounded_keys(messages)
     if previous is not None:
         grounded |= {fact_key(f) for f in previous.facts}
-    facts = tuple(f for f in summary.facts
-                  if not (looks_like_fence_marker(f) and fact_key(f) not in grounded))
+    facts = _unframed(f for f in summary.facts
+                      if not (looks_like_fence_marker(f) and fact_key(f) not in grounded))
     return replace(
-        summary, need=without_framing(summary.need), facts=facts,
-        unresolved=tuple(without_framing(t) for t in summary.unresolved),
-        corrected=tuple(without_framing(t) for t in summary.corrected),
-        notes=tuple(without_framing(t) for t in summary.notes))
+        summary, need=" ".join(without_framing(summary.need).split()), facts=facts,
+        unresolved=_unframed(summary.unresolved), corrected=_unframed(summary.corrected),
+        notes=_unframed(summary.notes))
+
+
+def _unframed(values: Iterable[str]) -> tuple[str, ...]:
+    """``values`` without framing, whitespace collapsed, each once; empty ones go.
+
+    A value that was only framing ("<<data …>>") leaves nothing, and one framing was glued to
+    ("<<data …>>ORD1") becomes the value it wraps, the same as its plain copy.
+    """
+    flat = (" ".join(without_framing(value).split()) for value in values)
+    return tuple(dict.fromkeys(value for value in flat if value))
 
 
 def _grounded_keys(messages: Iterable[Message]) -> set[str]:
@@ -462,10 +471,12 @@ def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer |
     """The summary cut until its rendering, in either language, fits ``max_tokens``.
 
     Order of sacrifice: notes (oldest first), unresolved (oldest first), corrections (oldest
-    first), then the need is shortened. Facts go only if the facts alone do not fit (the need
-    then keeps at most a quarter of the cap): first those seen only in tool output, then the
-    ``confirmed`` ones — said by the user or the assistant, or used as tool-call arguments —
-    each oldest first, so the newest confirmed facts stay; ``truncated_facts`` counts what went.
+    first), then the need is shortened (cut between words and outside any exact fact, marked
+    "…", so no piece of a value is shown as if it were one). Facts go only if the facts alone
+    do not fit (the need then keeps at most a quarter of the cap): first those seen only in
+    tool output, then the ``confirmed`` ones — said by the user or the assistant, or used as
+    tool-call arguments — each oldest first, so the newest confirmed facts stay;
+    ``truncated_facts`` counts what went.
     """
     if max_tokens is None:
         return summary
@@ -485,28 +496,79 @@ def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer |
             summary = replace(summary, **{name: getattr(summary, name)[1:]})
     if fits(summary):
         return summary
+    counted = _counting_need_facts(summary)
     if fits(replace(summary, need="")):
-        return replace(summary, need=_shorten_need(summary, tokenizer, max_tokens, fits))
+        return counted(replace(summary, need=_cut_need(
+            summary.need, lambda need: fits(counted(replace(summary, need=need))))))
     # The facts alone are too many: the need keeps at most a quarter of the cap, facts the rest.
     keys = {fact_key(f) for f in confirmed}
-    short = replace(summary, need=tokenizer.truncate(summary.need, max_tokens // 4).rstrip())
+    short = replace(summary, need=_cut_need(
+        summary.need, lambda need: tokenizer.count(need) <= max_tokens // 4))
     try:
-        return _facts_that_fit(short, fits, keys)
+        return _facts_that_fit(short, fits, keys, counted)
     except SummaryError:
-        return _facts_that_fit(replace(summary, need=""), fits, keys)
+        return _facts_that_fit(replace(summary, need=""), fits, keys, counted)
 
 
-def _shorten_need(summary: Summary, tokenizer: Tokenizer, max_tokens: int,
-                  fits: Callable[[Summary], bool]) -> str:
-    used = max(tokenizer.count(replace(summary, need="x").render(lang)) for lang in _LABELS)
-    need = tokenizer.truncate(summary.need, max(max_tokens - used, 0)).rstrip()
-    while need and not fits(replace(summary, need=need)):
-        need = need[:-1]  # counting the need apart from its line can be off by a token
-    return need
+def _counting_need_facts(summary: Summary) -> Callable[[Summary], Summary]:
+    """A function giving a cut of ``summary`` its lost need-only facts in ``truncated_facts``.
+
+    Need-only facts are those the need names and the facts line does not: an earlier cut gave
+    them up while the need still named them (not lost then). When the need is shortened now,
+    such a fact goes with it and is counted like any other.
+    """
+    listed = {fact_key(f) for f in summary.facts}
+    only_in_need = [f for f in extract_facts(summary.need) if fact_key(f) not in listed]
+
+    def counted(cut: Summary) -> Summary:
+        lost = missing_facts(_shown_text(cut), only_in_need) if only_in_need else ()
+        return replace(cut, truncated_facts=cut.truncated_facts + len(lost)) if lost else cut
+
+    return counted
 
 
-def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
-                    confirmed: set[str]) -> Summary:
+_CUT_MARK = "…"
+_CUT_TAIL = " ,，;；:：、-"
+
+
+def _cut_need(need: str, fits: Callable[[str], bool]) -> str:
+    """The longest start of ``need`` that ``fits``, cut between words, marked with "…".
+
+    Never inside an exact fact: "the number is 4471829930" loses the whole number (the facts
+    line keeps it), never its last digits, so no wrong value is shown. '' when nothing fits.
+    """
+    if fits(need):
+        return need
+    cuts = [text for text in (need[:p].rstrip(_CUT_TAIL) + _CUT_MARK for p in _cut_points(need))
+            if text != _CUT_MARK]
+    low, high = 0, len(cuts)  # how many of the (growing) cuts fit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(cuts[middle - 1]):
+            low = middle
+        else:
+            high = middle - 1
+    return cuts[low - 1] if low else ""
+
+
+def _cut_points(text: str) -> list[int]:
+    """Where ``text`` may be cut: between words, never inside a fact ``extract_facts`` finds.
+
+    Between words is at a space, or next to a CJK character (Chinese has no spaces).
+    """
+    inside = bytearray(len(text) + 1)
+    for fact in extract_facts(text):
+        start = text.find(fact)
+        while start != -1:
+            inside[start + 1:start + len(fact)] = b"\x01" * (len(fact) - 1)
+            start = text.find(fact, start + 1)
+    return [p for p in range(1, len(text)) if not inside[p] and (
+        text[p].isspace() or text[p - 1].isspace() or is_cjk_char(text[p - 1])
+        or is_cjk_char(text[p]))]
+
+
+def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool], confirmed: set[str],
+                    counted: Callable[[Summary], Summary]) -> Summary:
     facts = summary.facts
     # Positions in the order they are given up: tool-only facts, then confirmed, oldest first.
     order = sorted(range(len(facts)), key=lambda i: (fact_key(facts[i]) in confirmed, i))
@@ -515,9 +577,10 @@ def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
         gone = set(order[:dropped])
         kept = replace(summary, facts=tuple(f for i, f in enumerate(facts) if i not in gone))
         # Only what the summary no longer shows at all is counted: a fact the need still
-        # names is not given up, and counting it would excuse a fact that was.
-        lost = missing_facts(kept.render("en"), [facts[i] for i in sorted(gone)])
-        return replace(kept, truncated_facts=summary.truncated_facts + len(lost))
+        # names is not given up, and counting it would excuse a fact that was. The counter
+        # line is no place a fact is shown (its number changes with this very count).
+        lost = missing_facts(_shown_text(kept), [facts[i] for i in sorted(gone)])
+        return counted(replace(kept, truncated_facts=summary.truncated_facts + len(lost)))
 
     low, high = 1, len(facts)  # the fewest facts to give up for the rest to fit
     while low < high:
@@ -535,8 +598,17 @@ def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool],
 # ----- checking ----------------------------------------------------------------------------
 
 def check_summary(summary: Summary, required_facts: Iterable[str]) -> tuple[str, ...]:
-    """Required facts the summary's rendering does not contain (in the order given)."""
-    return missing_facts(summary.render("en"), required_facts)
+    """Required facts the summary's rendering does not contain (in the order given).
+
+    The "(N older facts left out)" line does not count as containing a fact: a dropped fact
+    "110" is not kept by a counter that happens to read 110.
+    """
+    return missing_facts(_shown_text(summary), required_facts)
+
+
+def _shown_text(summary: Summary) -> str:
+    """The rendering facts are looked up in: everything but the left-out counter line."""
+    return replace(summary, truncated_facts=0).render("en")
 
 
 def verified(summarizer: Summarizer, previous: Summary | None, messages: Sequence[Message], *,

@@ -210,14 +210,17 @@ class ContextManager(SessionFlows):
         return await self._arun(self._erase_user_flow(user_id))
 
     def summarize_now(self, user_id: str, session_id: str) -> str:
-        """Run the summary update for one session synchronously; returns its outcome."""
-        return self._run(self._summary_flow(SessionKey(user_id=user_id,
-                                                       session_id=session_id)))
+        """Run the summary update for one session synchronously; returns its outcome.
+
+        It tries even while automatic updates back off after repeated failures.
+        """
+        return self._run(self._summary_flow(SessionKey(user_id=user_id, session_id=session_id),
+                                            force=True))
 
     async def asummarize_now(self, user_id: str, session_id: str) -> str:
         """``summarize_now`` for an event loop."""
-        return await self._arun(self._summary_flow(SessionKey(user_id=user_id,
-                                                              session_id=session_id)))
+        return await self._arun(self._summary_flow(
+            SessionKey(user_id=user_id, session_id=session_id), force=True))
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the summary updates ``record`` scheduled are done (see ``aflush``)."""

@@ -6,10 +6,16 @@ rounds go to the summariser with the previous summary (an incremental merge, nev
 of everything). A summary is committed only if it is not empty and keeps every exact fact it must
 keep (``verified``); otherwise the previous summary and the original messages stay. Originals are
 never deleted: the summary only moves ``summary_upto``, the point from which history is shown
-verbatim. Nor is a summary committed to a session erased or restarted while it was being written:
-the write is conditioned on the session's epoch as the job first read it. The update is a flow
-(``summary_update``): its store calls are steps, and the summariser runs as a computation (on a
-worker thread under an event loop), so it runs over sync and async stores alike.
+verbatim. Nor is a summary committed to a session erased or restarted while it was being
+written: the write is conditioned on the session's epoch as the job first read it. The update is
+a flow (``summary_update``): its store calls are steps, and the summariser runs as a computation
+(on a worker thread under an event loop), so it runs over sync and async stores alike.
+
+The work of one update is bounded: it merges at most ``MAX_BATCH_ROUNDS`` rounds (the oldest due;
+the next update takes the rest), and after ``FREE_RETRIES`` failures in a row it retries only when
+the unsummarised rounds number a power of two. A batch that keeps failing then costs a few
+attempts per doubling of the session, not an ever larger attempt per record, and its originals
+stay shown meanwhile, so nothing is lost (``summarize_now`` always tries).
 """
 
 from __future__ import annotations
@@ -31,9 +37,14 @@ from contextwright.tokens import CountingTokenizer
 
 logger = logging.getLogger("contextwright.session")
 
-Outcome = Literal["committed", "nothing_to_do", "rejected", "superseded", "session_gone"]
+Outcome = Literal["committed", "nothing_to_do", "deferred", "rejected", "superseded",
+                  "session_gone"]
 _StateChange = Callable[[SessionState], SessionState]
 MAX_COMMIT_ATTEMPTS = 5
+MAX_BATCH_ROUNDS = 40
+"""Rounds merged by one update at most: the oldest due ones, so each update's work is bounded."""
+FREE_RETRIES = 3
+"""Failed updates in a row after which an update backs off (see ``retry_due``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,31 +68,47 @@ class SummaryJob:
 def rounds_due(uncovered: Sequence[StoredMessage], job: SummaryJob) -> list[StoredMessage]:
     """Messages of the rounds that should be merged into the summary now (maybe none).
 
-    The newest round (the turn in progress) and the ``window_size`` rounds before it stay out.
+    The newest round (the turn in progress) and the ``window_size`` rounds before it stay out;
+    at most the oldest ``MAX_BATCH_ROUNDS`` rounds are taken.
     """
     rounds = split_rounds(uncovered)
     older = rounds[: -max(job.settings.window_size, 1)] if rounds else []
     if not older:
         return []
-    batch = [stored for round_ in older for stored in round_]
+    batch = [stored for round_ in older[:MAX_BATCH_ROUNDS] for stored in round_]
     if len(older) >= job.settings.summary_every:
         return batch
-    tokens = sum(job.tokenizer.count(message.content) for message in as_messages(batch))
+    everything = [stored for round_ in older for stored in round_]
+    tokens = sum(job.tokenizer.count(message.content) for message in as_messages(everything))
     return batch if tokens >= job.threshold_tokens else []
 
 
-def update_summary(store: Store, job: SummaryJob) -> Outcome:
+def retry_due(failures: int, uncovered: Sequence[StoredMessage]) -> bool:
+    """Whether an update tries again after ``failures`` failed ones in a row.
+
+    The first ``FREE_RETRIES`` tries are free (a model may have had a passing fault); then only
+    when the unsummarised rounds number a power of two. Nothing is stored for it: the count of
+    rounds grows by one per user message, so the tries thin out on their own.
+    """
+    if failures < FREE_RETRIES:
+        return True
+    rounds = len(split_rounds(uncovered))
+    return rounds & (rounds - 1) == 0
+
+
+def update_summary(store: Store, job: SummaryJob, *, force: bool = False) -> Outcome:
     """``summary_update`` on a sync store."""
-    return run_flow(summary_update(job), store)
+    return run_flow(summary_update(job, force=force), store)
 
 
 def summary_update(job: SummaryJob | Callable[[SessionState], SummaryJob],
-                   key: SessionKey | None = None) -> Flow[Outcome]:
+                   key: SessionKey | None = None, *, force: bool = False) -> Flow[Outcome]:
     """Merge the due rounds into the session's summary and commit it if it passes the check.
 
     ``job`` may be made from the state the update reads (the session's mode says how it is
     summarised): pass a function of the state and the session's ``key``. The state is then
-    read once per update; a summary update runs after every ``record``.
+    read once per update; a summary update runs after every ``record``. After repeated
+    failures it is ``deferred`` unless ``retry_due`` (``force``: try anyway).
     """
     where = job.key if isinstance(job, SummaryJob) else key
     if where is None:
@@ -100,6 +127,8 @@ def summary_update(job: SummaryJob | Callable[[SessionState], SummaryJob],
     batch = yield from flow.compute(lambda: rounds_due(uncovered, job))
     if not batch:
         return "nothing_to_do"
+    if not (force or retry_due(state.summary_failures, uncovered)):
+        return "deferred"
     basis = _Basis(epoch=epoch, had_state=record is not None, summary_upto=state.summary_upto,
                    last_summarised=batch[-1])
     previous = Summary.from_dict(state.summary) if state.summary else None

@@ -121,9 +121,13 @@ def add_facts(zones: Zones, facts: Iterable[str]) -> Zones:
 def add_handoff(zones: Zones, condensed: str | None) -> Zones:
     """Clear the tools zone at a mode switch and put the hand-off summary in the facts zone.
 
-    ``condensed`` replaces the earlier hand-off text (it was merged into it); None keeps it.
+    ``condensed`` replaces the earlier hand-off text (it was merged into it); None keeps it,
+    and '' leaves none (the merged hand-off says nothing the zone does not already list).
     """
-    handoffs = (condensed,) if condensed else zones.handoffs
+    if condensed is None:
+        handoffs = zones.handoffs
+    else:
+        handoffs = (condensed,) if condensed else ()
     return replace(zones, handoffs=handoffs, tools=())
 
 
@@ -222,19 +226,35 @@ _ZH_STEP = re.compile(r"(?:首先|先|然后|接着|再|之后|最后|完成后)
 # "再" alone is too common ("再见", "不再") to signal a plan; one of these must be present.
 _ZH_PLAN = re.compile(r"首先|先|然后|接着|之后|最后|完成后")
 _EN_STEP = re.compile(r"\b(?:first|then|next|after that|finally|and then)\b[,:]?", re.IGNORECASE)
+# Words that open a plan: what comes before them is the request's preamble ("Could you first
+# …", "我先…"), not a step. Before any other step word ("check stock, then …") it is step one.
+_OPENER = re.compile(r"首先|先|first", re.IGNORECASE)
+_STEP_EDGES = " ，,。.；;、!！?？:：\n"
 
 
 def plan_steps(text: str) -> list[str]:
     """Split a multi-step request ("先查库存再调用供应商接口" / "first X, then Y") into steps.
 
-    Returns an empty list for a message that does not plan more than one step.
+    A step is the text after a step word; the text before the first one is a step too unless
+    that word opens the plan ("Could you first check …": "Could you" is no step), except when
+    the word ends its clause ("check stock first, then …"). Pieces without a letter, digit or
+    character ("?", "!") are never steps. Returns an empty list for a message that does not
+    plan more than one step ("What should I do next?", "OK then!", "我先走了").
     """
     splitter = _ZH_STEP if _ZH_PLAN.search(text) else _EN_STEP
-    if not splitter.search(text):
+    first = splitter.search(text)
+    if first is None:
         return []
-    parts = [p.strip(" ，,。.；;、\n") for p in splitter.split(text)]
-    steps = [p for p in parts[1:] if p] if not parts[0] else [p for p in parts if p]
+    head, *pieces = (p.strip(_STEP_EDGES) for p in splitter.split(text))
+    if _is_step(head) and (not _OPENER.fullmatch(first.group().rstrip(",:"))
+                           or not _is_step(pieces[0])):
+        pieces.insert(0, head)
+    steps = [p for p in pieces if _is_step(p)]
     return steps if len(steps) >= 2 else []
+
+
+def _is_step(piece: str) -> bool:
+    return any(char.isalnum() for char in piece)
 
 
 def _one_line(text: str, limit: int) -> str:
