@@ -197,6 +197,20 @@ def _safe_label(source_label: str) -> str:
     return _break_folded(one_line, _HEAD_END, " ")
 
 
+def short_label(source_label: str, limit: int) -> str:
+    """``source_label`` as a fence head shows it, cut to ``limit`` characters (``…`` included).
+
+    For a label a format shows outside the fence (an Anthropic ``search_result`` title): one
+    line, no special token or fence syntax, and too short to carry much of a message. The cut
+    comes after the escaping, so the limit holds; a cut escaped text ends at worst in a lone
+    ``<`` or ``>``, which the ``…`` after it cannot turn back into a token or a fence.
+    """
+    safe = _safe_label(source_label)
+    if len(safe) <= limit:
+        return safe
+    return safe[:max(limit - 1, 0)].rstrip() + "…"
+
+
 def fence(text: str, source_label: str, key: bytes = DEFAULT_FENCE_KEY) -> str:
     """Wrap untrusted ``text`` in markers it cannot close or forge (``key``: see ``fence_key``)."""
     body = neutralise(text)

@@ -352,11 +352,27 @@ def _parse_message(raw: object, where: str) -> Message:
         content=content,
         tool_calls=tool_calls,
         tool_call_id=call_id if isinstance(call_id, str) else None,
-        name=check_text(name, f"{where}.name") if isinstance(name, str) else None,
+        name=_message_name(name, role, f"{where}.name"),
         id=message_id,
         timestamp=timestamp,
         images=images,
     )
+
+
+def _message_name(value: object, role: object, where: str) -> str | None:
+    """A message's optional ``name``; a tool result's is a tool's name, held to its rule.
+
+    A tool result's name is shown where a tool's would be (Anthropic shows it as a
+    ``search_result`` title when the request has no tools), so free text there could pass for
+    something other than data; the rule is the one a call's name follows.
+    """
+    if not isinstance(value, str):
+        return None
+    name = check_text(value, where)
+    if role == "tool" and not TOOL_NAME.fullmatch(name):
+        raise InvalidInputError(f"{where} must be 1 to 64 ASCII letters, digits, '_' or '-' "
+                                "(a tool's name)")
+    return name
 
 
 def _check_unique_call_ids(calls: tuple[ToolCall, ...], where: str) -> None:

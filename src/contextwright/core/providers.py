@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from contextwright.core.fence import neutralise
+from contextwright.core.fence import short_label
 from contextwright.core.images import ANTHROPIC_MAX_IMAGE_BYTES, ImagePart
 from contextwright.core.items import TOOL_NAME, Message
 from contextwright.errors import InvalidInputError
@@ -697,9 +697,18 @@ def _anthropic_blocks(message: Message, source_label: str | None, document: bool
     return blocks
 
 
+SEARCH_RESULT_LABEL_LIMIT = 100
+"""The most characters of a label a ``search_result``'s ``title`` and ``source`` show."""
+
+
 def _search_result(source_label: str, text: str) -> dict[str, Any]:
-    """Fenced data as a ``search_result`` block: data by its type, on the user side."""
-    title = neutralise(" ".join(source_label.split())) or "data"
+    """Fenced data as a ``search_result`` block: data by its type, on the user side.
+
+    The title and source sit outside the fence the text opens with (whose head names the
+    label in full), so they are kept to one short neutralised line: a document's source is
+    the caller's data and may say anything.
+    """
+    title = short_label(source_label, SEARCH_RESULT_LABEL_LIMIT) or "data"
     return {"type": "search_result", "source": title, "title": title,
             "content": [{"type": "text", "text": text if text.strip() else "(empty)"}]}
 
