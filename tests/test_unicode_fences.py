@@ -515,12 +515,31 @@ def test_a_fence_secret_changes_every_marker_and_stays_byte_identical(
     assert not set(markers(other)) & set(markers(first))
     monkeypatch.setenv("CONTEXTWRIGHT_FENCE_SECRET", "s3cret")
     assert ContextBuilder().build(EVERY_SOURCE, request).to_messages() == first.to_messages()
-    assert ContextBuilder(fence_secret="").build(EVERY_SOURCE, request).to_messages() == (
-        default.to_messages())
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\n\t", b"", b"  "])
+def test_a_blank_fence_secret_is_a_configuration_error(
+        monkeypatch: pytest.MonkeyPatch, blank: str | bytes) -> None:
+    # An unset template variable, say: it must not quietly mean the built-in key.
+    from contextwright.builder import session_cache_key
+    from contextwright.compress.summary_llm import LLMSummarizer
+    from contextwright.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="fence secret is empty"):
+        fence_key(blank)
+    with pytest.raises(ConfigurationError):
+        ContextBuilder(fence_secret=blank)
+    if isinstance(blank, bytes):
+        return
+    monkeypatch.setenv("CONTEXTWRIGHT_FENCE_SECRET", blank)
+    for make in (ContextBuilder, lambda: session_cache_key("u", "s"),
+                 lambda: LLMSummarizer(object(), model="m")):  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="CONTEXTWRIGHT_FENCE_SECRET"):
+            make()
 
 
 def test_without_a_secret_the_markers_are_the_built_in_ones() -> None:
-    assert fence_key(None) == fence_key("") == fence_module.DEFAULT_FENCE_KEY
+    assert fence_key(None) == fence_module.DEFAULT_FENCE_KEY
     assert marker_for("x", "tool") == marker_for("x", "tool", fence_key(None))
     assert marker_for("x", "tool", fence_key("a")) != marker_for("x", "tool")
 

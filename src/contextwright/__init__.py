@@ -26,6 +26,7 @@ from contextwright.core.source import ContextSource
 from contextwright.errors import (
     AccessDenied,
     BudgetError,
+    ConfigurationError,
     ConflictError,
     ContextwrightError,
     CorruptRecordError,
@@ -90,6 +91,7 @@ __all__ = [
     "CacheReport",
     "CacheStats",
     "CentroidClassifier",
+    "ConfigurationError",
     "ConflictError",
     "ContextBuilder",
     "ContextItem",

@@ -20,6 +20,7 @@ Every error the library raises on purpose is a ``ContextwrightError``::
     ├── AccessDenied
     ├── SummaryError         a summariser failed, returned nothing usable or lost a fact
     ├── LLMError             a chat-completions call failed (transport, status, empty reply)
+    ├── ConfigurationError   the deployment's setting is unusable (an empty fence secret)
     └── DatasetError         an evaluation folder is not laid out like ../shared/data/<set>
 
 Messages never echo user payloads: they name the field, index or key, not the content.
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AccessDenied",
     "BudgetError",
+    "ConfigurationError",
     "ConflictError",
     "ContextwrightError",
     "CorruptRecordError",
@@ -145,6 +147,14 @@ class AccessDenied(ContextwrightError):
 
 class SummaryError(ContextwrightError):
     """A summary could not be made or failed its check; the previous summary must stay."""
+
+
+class ConfigurationError(ContextwrightError):
+    """A setting of the deployment cannot be used as given (an empty fence secret, say).
+
+    Raised when the object that reads it is made, so a misconfigured process fails at once
+    rather than running on a default it was not meant to.
+    """
 
 
 class LLMError(ContextwrightError):
