@@ -360,18 +360,19 @@ def _parse_message(raw: object, where: str) -> Message:
 
 
 def _message_name(value: object, role: object, where: str) -> str | None:
-    """A message's optional ``name``; a tool result's is a tool's name, held to its rule.
+    """A message's optional ``name``; a tool result's only when it reads as a tool's name.
 
     A tool result's name is shown where a tool's would be (Anthropic shows it as a
     ``search_result`` title when the request has no tools), so free text there could pass for
-    something other than data; the rule is the one a call's name follows.
+    something other than data. One that breaks a tool name's rule is not kept: the result is
+    named after the call it answers (whose name is checked), which says the same, and a
+    session stored before this rule still reads.
     """
     if not isinstance(value, str):
         return None
     name = check_text(value, where)
     if role == "tool" and not TOOL_NAME.fullmatch(name):
-        raise InvalidInputError(f"{where} must be 1 to 64 ASCII letters, digits, '_' or '-' "
-                                "(a tool's name)")
+        return None
     return name
 
 
