@@ -18,6 +18,7 @@ from contextwright import ContextManager, MemoryStore, errors
 from contextwright.client import Client
 from contextwright.server import BackgroundServer, ServerConfig, create_app
 from contextwright.server.problems import kind_of
+from contextwright.server.service import Service
 from contextwright.session import SessionKey, SqliteStore
 
 SECRET = "PAYLOAD-SECRET-7731"
@@ -236,3 +237,10 @@ def test_the_documented_build_body_is_the_request_schema_plus_the_options() -> N
 
     documented = set(BuildBody.model_fields) - set(BuildOptions.model_fields)
     assert documented == {field.name for field in fields(Request)}
+
+
+def test_a_blank_fence_secret_stops_the_service_at_start(
+        keys_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTWRIGHT_FENCE_SECRET", "  ")
+    with pytest.raises(errors.ConfigurationError, match="fence secret is empty"):
+        Service(ServerConfig(store="memory://", keys=str(keys_file)))
