@@ -472,6 +472,35 @@ def test_a_reply_that_repeats_the_previous_last_message_is_not_taken_for_its_end
                                                        history=more), cache=True).messages]
 
 
+def chat_rounds(count: int) -> list[dict[str, Any]]:
+    """``count`` rounds of a small chat: a question, its answer."""
+    return [message for t in range(count) for message in (
+        {"role": "user", "content": f"question {t}: what about item {t}?"},
+        {"role": "assistant", "content": f"answer {t}: item {t} is fine " + "and good " * 8})]
+
+
+@pytest.mark.parametrize(("budget", "rounds", "at"), [(3000, 6, 6), (1500, 60, 110)])
+def test_turns_inserted_into_earlier_history_are_shown_and_reported_as_an_edit(
+        budget: int, rounds: int, at: int) -> None:
+    builder = ContextBuilder()
+    chat = BuildPlan.named("chat").with_budget(available_override=budget)
+    first = builder.build(chat, Request(user_input="next?", system="S",
+                                        history=chat_rounds(rounds)), cache=True)
+    edited = chat_rounds(rounds + 1)
+    edited[at:at] = [{"role": "user", "content": "Remember: the door code is 4417."},
+                     {"role": "assistant", "content": "Noted."}]
+    request = Request(user_input="continue", system="S", history=edited)
+    ctx = builder.build(chat, request, previous=first.fingerprint, cache=True)
+    # Inserted into the turns the previous build showed: shown now, as a fresh build shows it.
+    assert any("4417" in m.content for m in ctx.messages)
+    assert any("4417" in m.content for m in builder.build(chat, request, cache=True).messages)
+    cache = ctx.report.cache
+    assert cache is not None and cache.advanced == ("history",)
+    assert "inserted" in cache.reason and "edited" in cache.reason
+    assert not any(d.key in ("history.m6", "history.m7") and "kept run" in d.reason
+                   for d in ctx.report.decisions)
+
+
 def test_a_text_build_continues_its_own_fingerprint() -> None:
     builder = ContextBuilder()
     request = Request(user_input="hello", system=SYSTEM)

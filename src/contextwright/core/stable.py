@@ -180,6 +180,15 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
             stable.failure = (f"{name}'s previous message {missing} is no longer offered as "
                               "it was (changed, or cut differently)")
         return stable
+    if shift > 0:
+        # The previous end sits later in the list: messages were inserted before it (an earlier
+        # turn edited in). They are not appended ones, and the layout cannot show them in their
+        # place: cut afresh, as for a changed or deleted message, keeping only the layout's
+        # leading units that precede the insertion (the prefix still cached).
+        stable.units = _in_place(stable.units)
+        stable.failure = (f"{where} has {shift} message{'s' if shift > 1 else ''} inserted "
+                          "before the previous build's end (an edited history)")
+        return stable
     end = layout.length + shift
     # By item key, not by rendering: a turn the layout shows plain (in its place) and the same
     # turn recalled (marked) are one turn, and must not be shown twice.
@@ -198,6 +207,23 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         if callable(focus_of):
             stable.focus = focus_of(request, options)
     return stable
+
+
+def _in_place(units: Sequence[Unit]) -> list[Unit]:
+    """The leading plain ``units`` that follow one another in the list, with no message between.
+
+    After an insertion, they are what the previous request showed in the same place (a gap
+    may be the inserted messages: what follows it is no longer where it was shown).
+    """
+    run: list[Unit] = []
+    last: float | None = None
+    for unit in units:
+        orders = sorted(c.item.order for c in unit.candidates)
+        if _recalled(unit) or _is_digest(unit) or (last is not None and orders[0] != last + 1):
+            break
+        run.append(unit)
+        last = orders[-1]
+    return run
 
 
 class _Turns:
