@@ -221,9 +221,16 @@ def test_a_fingerprint_survives_json_and_bad_ones_are_typed_errors() -> None:
     text = ctx.fingerprint.to_json()
     assert Fingerprint.from_json(text) == ctx.fingerprint
     assert len(text) < 4000, "small enough for a session state"
-    for bad in ("{", "[]", '{"version": 99}', json.dumps({**json.loads(text), "tokens": [1]})):
+    data = json.loads(text)
+    assert data["layouts"]["history"]["lead"] == [0, 1], "the first question leads"
+    bad_lead = {**data, "layouts": {"history": {**data["layouts"]["history"], "lead": [3]}}}
+    for bad in ("{", "[]", '{"version": 99}', json.dumps({**data, "tokens": [1]}),
+                json.dumps(bad_lead)):
         with pytest.raises(InvalidInputError):
             Fingerprint.from_json(bad)
+    older = {**data, "layouts": {"history": {k: v for k, v in data["layouts"]["history"].items()
+                                             if k != "lead"}}}
+    assert Fingerprint.from_json(json.dumps(older)).layouts["history"].lead == ()
     with pytest.raises(InvalidInputError):
         ContextBuilder().build(plan(), Request(user_input="x"), previous=42)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
@@ -499,6 +506,30 @@ def test_turns_inserted_into_earlier_history_are_shown_and_reported_as_an_edit(
     assert "inserted" in cache.reason and "edited" in cache.reason
     assert not any(d.key in ("history.m6", "history.m7") and "kept run" in d.reason
                    for d in ctx.report.decisions)
+
+
+def test_a_pinned_head_older_than_the_budget_reaches_is_found_again_after_a_cut() -> None:
+    # Past the first cut the history is longer than the budget: the newest-first stream stops
+    # well short of the pinned head (the oldest messages), which must still be found.
+    builder = ContextBuilder()
+    heavy = BuildPlan.named("tool_heavy").with_budget(available_override=1200)
+    history: list[dict[str, Any]] = []
+    previous: FinalContext | None = None
+    cuts = 0
+    for t in range(24):
+        request = Request(user_input=f"Where is my order ORD{t:04d}?", system=SYSTEM * 8,
+                          history=list(history), tools=TOOLS)
+        ctx = builder.build(heavy, request, previous=previous, cache=True)
+        cache = ctx.report.cache
+        assert cache is not None
+        if cache.advanced and previous is not None and cuts:
+            # Only the appended messages force a cut; the head (system, first question) stays.
+            assert "no longer fits" in cache.reason, cache.reason
+            assert cache.messages_kept >= 2
+        cuts += bool(cache.advanced)
+        previous = ctx
+        history += turn_messages(t, 3 + t % 4)
+    assert cuts >= 3
 
 
 def test_a_text_build_continues_its_own_fingerprint() -> None:

@@ -170,12 +170,16 @@ class SourceLayout:
     before the list's start)."""
     spec: str = ""
     """Hash of the source's place in the plan (options, strategy): another one starts afresh."""
+    lead: tuple[int, ...] = ()
+    """Where its leading run of plain messages (the head a cut pins) starts and stops in the
+    list, ``(start, stop)``; empty: none. The newest-first stream, read only as far as the
+    budget, does not reach them once the list is long: they are read where they are."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON form."""
         return {"messages": list(self.messages), "length": self.length, "tail": self.tail,
                 "anchor": self.anchor, "digest_room": self.digest_room,
-                "recalled": list(self.recalled), "spec": self.spec}
+                "recalled": list(self.recalled), "spec": self.spec, "lead": list(self.lead)}
 
     @classmethod
     def from_dict(cls, data: Any) -> SourceLayout:
@@ -189,10 +193,14 @@ class SourceLayout:
         if not isinstance(recalled, list) or not all(
                 isinstance(r, int) and not isinstance(r, bool) for r in recalled):
             raise InvalidInputError("fingerprint layout recalled must be a list of positions")
+        lead = data.get("lead", [])  # absent in earlier fingerprints: no lead to read
+        if not isinstance(lead, list) or len(lead) not in (0, 2) or not all(
+                isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in lead):
+            raise InvalidInputError("fingerprint layout lead must be [start, stop] or []")
         return cls(messages=tuple(messages), length=_count(data, "length"),
                    tail=_text(data, "tail"), anchor=_count(data, "anchor"),
                    digest_room=_count(data, "digest_room"), recalled=tuple(recalled),
-                   spec=_text(data, "spec"))
+                   spec=_text(data, "spec"), lead=tuple(lead))
 
 
 @dataclass(frozen=True, slots=True)

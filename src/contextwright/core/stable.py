@@ -164,6 +164,7 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     else:  # no tiers, no recall, no window: what the source offered is the plain stream
         plain = g
     pool = [*plain.units, *(g.units if plain is not g else ()),
+            *_lead_again(g, source, request, layout, shift, plain, cap, costing),
             *_recalled_again(g, source, request, layout, shift, anchor, cap, costing)]
     stable = StableOffer(anchor=anchor, digest_room=layout.digest_room)
     digest = None
@@ -249,6 +250,26 @@ def _leading(g: Gathered, source: ContextSource, request: Request, layout: Sourc
     pool = [*g.units, *_recalled_again(g, source, request, layout, shift, 0, cap, costing)]
     units, _ = match_layout(layout.messages, pool)
     return units
+
+
+def _lead_again(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
+                shift: int, plain: Gathered, cap: int, costing: Costing) -> list[Unit]:
+    """The layout's leading plain messages (``SourceLayout.lead``) when ``plain`` stopped short.
+
+    ``plain`` reads newest first only as far as the budget: past a cut, a long list's pinned
+    head (its oldest shown messages) lies beyond that. It is read where it is, newest first from
+    its end: what is read does not grow with the list. The lead holds no tool result (whose tier
+    counts the calls after it), so it renders as it would in the whole list.
+    """
+    if plain.complete or len(layout.lead) != 2:
+        return []
+    start, stop = layout.lead[0] + shift, layout.lead[1] + shift
+    reached = min((_first_order(u) for u in plain.units if not _recalled(u)), default=stop)
+    if start < 0 or start >= reached:
+        return []
+    where = laid_out_list(g)
+    shorter = replace(request, **{where: getattr(request, where)[:min(stop, int(reached))]})
+    return gather_source(plain.spec, g.position, source, shorter, cap, costing).units
 
 
 def _recalled_again(g: Gathered, source: ContextSource, request: Request,
@@ -497,7 +518,23 @@ def layout_of(selection: Selection, raw: Sequence[Mapping[str, Any]], where: str
     # it (negative: the source's ``recalled_turns`` finds them again by that position).
     recalled = tuple(sorted({int(_first_order(u)) for u in selection.kept if _recalled(u)}))
     return SourceLayout(messages=hashes, length=len(raw), tail=tail_of(raw, where),
-                        anchor=anchor, digest_room=digest_room, recalled=recalled)
+                        anchor=anchor, digest_room=digest_room, recalled=recalled,
+                        lead=lead_of(selection.kept))
+
+
+def lead_of(units: Sequence[Unit]) -> tuple[int, ...]:
+    """``(start, stop)`` of the leading plain units that follow one another in the list.
+
+    Empty when the layout opens with no such unit. A unit with a tool result ends the lead:
+    its tier would not render alike in a list read only up to it (``_lead_again``).
+    """
+    run = _in_place(units)
+    run = run[:next((i for i, u in enumerate(run)
+                     if any(c.message.role == "tool" for c in u.candidates)), len(run))]
+    orders = [c.item.order for u in run for c in u.candidates]
+    if not orders or min(orders) < 0 or any(order != int(order) for order in orders):
+        return ()
+    return int(min(orders)), int(max(orders)) + 1
 
 
 def digest_room_of(selection: Selection, grant: int) -> int:
