@@ -221,9 +221,16 @@ def test_a_fingerprint_survives_json_and_bad_ones_are_typed_errors() -> None:
     text = ctx.fingerprint.to_json()
     assert Fingerprint.from_json(text) == ctx.fingerprint
     assert len(text) < 4000, "small enough for a session state"
-    for bad in ("{", "[]", '{"version": 99}', json.dumps({**json.loads(text), "tokens": [1]})):
+    data = json.loads(text)
+    assert data["layouts"]["history"]["lead"] == [0, 1], "the first question leads"
+    bad_lead = {**data, "layouts": {"history": {**data["layouts"]["history"], "lead": [3]}}}
+    for bad in ("{", "[]", '{"version": 99}', json.dumps({**data, "tokens": [1]}),
+                json.dumps(bad_lead)):
         with pytest.raises(InvalidInputError):
             Fingerprint.from_json(bad)
+    older = {**data, "layouts": {"history": {k: v for k, v in data["layouts"]["history"].items()
+                                             if k != "lead"}}}
+    assert Fingerprint.from_json(json.dumps(older)).layouts["history"].lead == ()
     with pytest.raises(InvalidInputError):
         ContextBuilder().build(plan(), Request(user_input="x"), previous=42)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
@@ -280,7 +287,8 @@ def test_anthropic_requests_carry_at_most_four_breakpoints_and_are_accepted(
                              *(b for m in body["messages"] for b in m["content"])]
                  if "cache_control" in b]
         assert 2 <= len(marks) <= 4
-        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        # The system prompt's breakpoint caches the tools before it: none of their own.
+        assert "cache_control" not in body["tools"][-1]
         assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
         client.messages.create(**body)
         plain = ctx.to_request("anthropic", model="claude-sonnet-4-5", cache=False)
@@ -472,6 +480,123 @@ def test_a_reply_that_repeats_the_previous_last_message_is_not_taken_for_its_end
                                                        history=more), cache=True).messages]
 
 
+def chat_rounds(count: int) -> list[dict[str, Any]]:
+    """``count`` rounds of a small chat: a question, its answer."""
+    return [message for t in range(count) for message in (
+        {"role": "user", "content": f"question {t}: what about item {t}?"},
+        {"role": "assistant", "content": f"answer {t}: item {t} is fine " + "and good " * 8})]
+
+
+@pytest.mark.parametrize(("budget", "rounds", "at"), [(3000, 6, 6), (1500, 60, 110)])
+def test_turns_inserted_into_earlier_history_are_shown_and_reported_as_an_edit(
+        budget: int, rounds: int, at: int) -> None:
+    builder = ContextBuilder()
+    chat = BuildPlan.named("chat").with_budget(available_override=budget)
+    first = builder.build(chat, Request(user_input="next?", system="S",
+                                        history=chat_rounds(rounds)), cache=True)
+    edited = chat_rounds(rounds + 1)
+    edited[at:at] = [{"role": "user", "content": "Remember: the door code is 4417."},
+                     {"role": "assistant", "content": "Noted."}]
+    request = Request(user_input="continue", system="S", history=edited)
+    ctx = builder.build(chat, request, previous=first.fingerprint, cache=True)
+    # Inserted into the turns the previous build showed: shown now, as a fresh build shows it.
+    assert any("4417" in m.content for m in ctx.messages)
+    assert any("4417" in m.content for m in builder.build(chat, request, cache=True).messages)
+    cache = ctx.report.cache
+    assert cache is not None and cache.advanced == ("history",)
+    assert "inserted" in cache.reason and "edited" in cache.reason
+    assert not any(d.key in ("history.m6", "history.m7") and "kept run" in d.reason
+                   for d in ctx.report.decisions)
+
+
+def test_a_pinned_head_older_than_the_budget_reaches_is_found_again_after_a_cut() -> None:
+    # Past the first cut the history is longer than the budget: the newest-first stream stops
+    # well short of the pinned head (the oldest messages), which must still be found.
+    builder = ContextBuilder()
+    heavy = BuildPlan.named("tool_heavy").with_budget(available_override=1200)
+    history: list[dict[str, Any]] = []
+    previous: FinalContext | None = None
+    cuts = 0
+    for t in range(24):
+        request = Request(user_input=f"Where is my order ORD{t:04d}?", system=SYSTEM * 8,
+                          history=list(history), tools=TOOLS)
+        ctx = builder.build(heavy, request, previous=previous, cache=True)
+        cache = ctx.report.cache
+        assert cache is not None
+        if cache.advanced and previous is not None and cuts:
+            # Only the appended messages force a cut; the head (system, first question) stays.
+            assert "no longer fits" in cache.reason, cache.reason
+            assert cache.messages_kept >= 2
+        cuts += bool(cache.advanced)
+        previous = ctx
+        history += turn_messages(t, 3 + t % 4)
+    assert cuts >= 3
+
+
+CHAT_4000 = BuildPlan.named("chat").with_budget(available_override=4000)
+
+
+def _chat_with_cuts(turns: int) -> list[tuple[Request, FinalContext]]:
+    """A chat past its first cuts, a long system prompt (the prefix is worth caching)."""
+    builder = ContextBuilder()
+    topics = ["puppy", "Lisbon trip", "order 1001", "my cat Bo", "the guitar lessons"]
+    history: list[dict[str, Any]] = []
+    built: list[tuple[Request, FinalContext]] = []
+    for t in range(turns):
+        topic = topics[t % len(topics)]
+        question = f"When did we talk about {topic}? ({t})" if t % 3 == 0 else f"I love {topic}."
+        request = Request(user_input=question, system="You are a terse assistant. " * 150,
+                          history=list(history))
+        built.append((request, builder.build(CHAT_4000, request,
+                                             previous=built[-1][1] if built else None,
+                                             cache=True)))
+        history += [{"role": "user", "content": question},
+                    {"role": "assistant", "content": f"About {topic}: detail {t}. " * (t % 5 + 8)}]
+    return built
+
+
+def test_after_a_cut_anthropic_reads_the_pinned_head_an_earlier_breakpoint_wrote() -> None:
+    built = [ctx for _, ctx in _chat_with_cuts(40)]
+    cuts = 0
+    for before, ctx in itertools.pairwise(built):
+        cache = ctx.report.cache
+        assert cache is not None
+        body = before.to_request("anthropic", model="claude-sonnet-4-5")
+        marks = [b for b in [*body["system"], *(b for m in body["messages"]
+                                                for b in m["content"])] if "cache_control" in b]
+        assert len(marks) <= 4
+        if not cache.advanced or cache.messages_kept < 2:
+            continue
+        cuts += 1
+        # The previous request marked the end of the head every cut keeps (a grown head
+        # reaches further): Anthropic reads the prefix through it, and the report says so.
+        ends = [p for p in before.cache_points if p < cache.messages_kept]
+        assert ends, "only the system prompt is read"
+        assert before.messages[ends[-1]].content in json.dumps(marks, ensure_ascii=False)
+        assert cache.readable_tokens["anthropic"] == sum(ctx.message_tokens[:ends[-1] + 1])
+        assert cache.readable_tokens["openai"] == cache.prefix_tokens
+    assert cuts >= 2
+
+
+def test_the_anthropic_price_counts_only_a_prefix_an_earlier_breakpoint_wrote() -> None:
+    built = _chat_with_cuts(34)
+    reports = [ctx.report.cache for _, ctx in built]
+    at = next(i for i, r in enumerate(reports) if r and r.advanced and r.messages_kept > 1)
+    before, (request, ctx) = built[at - 1][1], built[at]
+    cache = ctx.report.cache
+    assert cache is not None
+    # The same requests, had the earlier one been sent with the system prompt's breakpoint
+    # only: the identical prefix is as long, but Anthropic reads the system prompt alone.
+    unmarked = replace(before.fingerprint, breakpoints=(0,))
+    again = ContextBuilder().build(CHAT_4000, request, previous=unmarked,
+                                   cache=True).report.cache
+    assert again is not None and again.prefix_tokens == cache.prefix_tokens
+    system = ctx.message_tokens[0]
+    assert again.readable_tokens == {"anthropic": system, "openai": cache.prefix_tokens}
+    assert again.cost["anthropic"] > cache.cost["anthropic"]
+    assert again.cost["openai"] == cache.cost["openai"]
+
+
 def test_a_text_build_continues_its_own_fingerprint() -> None:
     builder = ContextBuilder()
     request = Request(user_input="hello", system=SYSTEM)
@@ -641,13 +766,15 @@ def test_turns_an_input_recalls_go_after_the_kept_run_for_that_call_only() -> No
             assert after.to_messages("openai")[:tail[0]] == messages[:tail[0]]
             assert report.broke_at is None or "only what changes every call" in (
                 report.reason or "")
-        # Anthropic: the conversation's one breakpoint is the kept run's last message.
-        assert ctx.cache_points == (tail[0] - 1,)
+        # Anthropic: the conversation's last breakpoint is the kept run's last message (one
+        # before it may end the pinned head); none after it.
+        assert ctx.cache_points[-1] == tail[0] - 1 and len(ctx.cache_points) <= 2
         body = ctx.to_request("anthropic", model="claude-sonnet-4-5")
         marked = [b for m in body["messages"] for b in m["content"]
                   if isinstance(b, dict) and "cache_control" in b]
         last_kept = str(messages[tail[0] - 1]["content"])
-        assert len(marked) == 1 and last_kept in json.dumps(marked[0], ensure_ascii=False)
+        assert len(marked) == len(ctx.cache_points)
+        assert last_kept in json.dumps(marked[-1], ensure_ascii=False)
         assert ctx.total_tokens <= ctx.available
 
 
@@ -665,7 +792,7 @@ def test_under_cost_a_cut_the_input_forces_shows_its_lesser_recalled_turns_for_t
         assert len(tail) == len(cache.transient)
         assert not {d.key for d in ctx.report.decisions if lesser in d.reason} & set(
             cache.transient)  # shown, so not reported as left out
-        assert ctx.cache_points == (tail[0] - 1,)
+        assert ctx.cache_points[-1] == tail[0] - 1  # nothing after the kept run is cached
         after = built[i + 1].report.cache
         assert after is not None
         if not after.advanced:  # the next call continues the run without them

@@ -126,8 +126,13 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
     if tokenizer.warning:
         report = replace(report, warnings=(*report.warnings, tokenizer.warning))
     fingerprint = None
+    points: tuple[int, ...] = ()
     if steps is not None:
-        fingerprint = steps.fingerprint(assembly, selections, request, tail, costing.language)
+        points = cache_points(assembly.sections, tail, steps.conversation,
+                              steps.transient_from(assembly),
+                              steps.head_points(assembly, selections))
+        fingerprint = steps.fingerprint(assembly, selections, request, tail, costing.language,
+                                        points if target == "chat" else None)
         report = replace(report, cache=steps.report(previous, fingerprint, assembly))
     return FinalContext(
         messages=assembly.messages, sections=assembly.sections,
@@ -138,9 +143,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         documents=assembly.documents, fenced=assembly.fenced,
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
         message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
-        cache_points=(cache_points(assembly.sections, tail, steps.conversation,
-                                   steps.transient_from(assembly))
-                      if steps is not None else ()),
+        cache_points=points,
         image_rule=images,
     )
 

@@ -26,6 +26,25 @@ from contextwright.errors import InvalidInputError
 
 FINGERPRINT_VERSION = 1
 
+MAX_BREAKPOINTS = 4
+"""Anthropic takes at most this many ``cache_control`` breakpoints in one request."""
+
+LOOKBACK_BLOCKS = 20
+"""How far before one of a request's breakpoints Anthropic looks for a prefix written earlier."""
+
+
+def breakpoint_ends(points: Sequence[int], *, system: bool, tools: bool) -> tuple[int, ...]:
+    """Indexes of the messages ending the prefixes a request's breakpoints write (-1: the tools).
+
+    ``points``: the build's ``cache_points`` (indexes of its messages, the system message 0).
+    The system prompt's breakpoint caches the tools before it too, so the tools get one only
+    when there is no system prompt; the message points keep the latest that fit the limit
+    (the later a breakpoint, the more of the request it caches).
+    """
+    fixed = (0,) if system else (-1,) if tools else ()
+    marked = sorted(set(points) - {0, -1})
+    return (*fixed, *marked[max(0, len(marked) - (MAX_BREAKPOINTS - len(fixed))):])
+
 
 @dataclass(frozen=True, slots=True)
 class CachePolicy:
@@ -170,12 +189,16 @@ class SourceLayout:
     before the list's start)."""
     spec: str = ""
     """Hash of the source's place in the plan (options, strategy): another one starts afresh."""
+    lead: tuple[int, ...] = ()
+    """Where its leading run of plain messages (the head a cut pins) starts and stops in the
+    list, ``(start, stop)``; empty: none. The newest-first stream, read only as far as the
+    budget, does not reach them once the list is long: they are read where they are."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON form."""
         return {"messages": list(self.messages), "length": self.length, "tail": self.tail,
                 "anchor": self.anchor, "digest_room": self.digest_room,
-                "recalled": list(self.recalled), "spec": self.spec}
+                "recalled": list(self.recalled), "spec": self.spec, "lead": list(self.lead)}
 
     @classmethod
     def from_dict(cls, data: Any) -> SourceLayout:
@@ -189,10 +212,14 @@ class SourceLayout:
         if not isinstance(recalled, list) or not all(
                 isinstance(r, int) and not isinstance(r, bool) for r in recalled):
             raise InvalidInputError("fingerprint layout recalled must be a list of positions")
+        lead = data.get("lead", [])  # absent in earlier fingerprints: no lead to read
+        if not isinstance(lead, list) or len(lead) not in (0, 2) or not all(
+                isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in lead):
+            raise InvalidInputError("fingerprint layout lead must be [start, stop] or []")
         return cls(messages=tuple(messages), length=_count(data, "length"),
                    tail=_text(data, "tail"), anchor=_count(data, "anchor"),
                    digest_room=_count(data, "digest_room"), recalled=tuple(recalled),
-                   spec=_text(data, "spec"))
+                   spec=_text(data, "spec"), lead=tuple(lead))
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +247,10 @@ class Fingerprint:
     """The labels' language of the build (``""``: not known, as in an older fingerprint). The
     next build of the cache line keeps it, so a user who switches language does not change
     the system message (the data note, the labels) and lose the cached prefix."""
+    breakpoints: tuple[int, ...] | None = None
+    """Where its Anthropic request's ``cache_control`` breakpoints end a prefix
+    (``breakpoint_ends``): the next request can read only those from the cache. None: not known
+    (an older fingerprint, a text build), the whole identical prefix is counted."""
     version: int = FINGERPRINT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -230,7 +261,8 @@ class Fingerprint:
                 "layouts": {name: layout.to_dict() for name, layout in self.layouts.items()},
                 "kept": {name: list(keys) for name, keys in self.kept.items()},
                 "stable": self.stable, "stable_end": self.stable_end,
-                "language": self.language}
+                "language": self.language,
+                **({} if self.breakpoints is None else {"breakpoints": list(self.breakpoints)})}
 
     def to_json(self) -> str:
         """``to_dict`` as compact JSON."""
@@ -258,6 +290,11 @@ class Fingerprint:
                 isinstance(keys, list) and all(isinstance(k, str) for k in keys)
                 for keys in kept.values()):
             raise InvalidInputError("fingerprint kept must map sources to lists of keys")
+        breakpoints = data.get("breakpoints")
+        if breakpoints is not None and (not isinstance(breakpoints, list) or not all(
+                isinstance(b, int) and not isinstance(b, bool) and -1 <= b < len(messages)
+                for b in breakpoints)):
+            raise InvalidInputError("fingerprint breakpoints must be message indexes")
         return cls(plan=_text(data, "plan"), target=_text(data, "target"),
                    tools=_text(data, "tools"), tool_tokens=_count(data, "tool_tokens"),
                    messages=tuple(messages), tokens=tuple(tokens),
@@ -265,7 +302,8 @@ class Fingerprint:
                    kept={str(name): tuple(keys) for name, keys in kept.items()},
                    stable=bool(data.get("stable", True)),
                    stable_end=_count(data, "stable_end") if data.get("stable_end", -1) != -1
-                   else -1, language=_text(data, "language"))
+                   else -1, language=_text(data, "language"),
+                   breakpoints=None if breakpoints is None else tuple(breakpoints))
 
     @classmethod
     def from_json(cls, text: str) -> Fingerprint:
@@ -331,6 +369,9 @@ class PriceModel:
     """Shortest prefix the provider caches at all."""
     granularity: int = 1
     """The cached prefix is counted in steps of this many tokens (OpenAI: 128)."""
+    breakpoints: bool = False
+    """The provider reads only a prefix an earlier request wrote at one of its breakpoints
+    (Anthropic's ``cache_control``), not any identical prefix (OpenAI)."""
 
     def cached(self, prefix_tokens: int) -> int:
         """Tokens of a ``prefix_tokens`` identical prefix the provider bills as cached."""
@@ -351,7 +392,9 @@ class PriceModel:
 
 PRICE_MODELS: tuple[PriceModel, ...] = (
     # Anthropic: reads 0.1x, writes (5-minute cache) 1.25x, from 1,024 tokens (Sonnet/Opus).
-    PriceModel("anthropic", cache_read=0.1, cache_write=1.25, min_prefix=1024),
+    # Only prefixes written at an earlier request's breakpoints are read.
+    PriceModel("anthropic", cache_read=0.1, cache_write=1.25, min_prefix=1024,
+               breakpoints=True),
     # OpenAI: automatic caching from 1,024 tokens in 128-token steps; cached input at 0.1x
     # (GPT-5 family and later; 0.25-0.5x for older models), no write surcharge.
     PriceModel("openai", cache_read=0.1, cache_write=1.0, min_prefix=1024, granularity=128),
@@ -367,7 +410,8 @@ class CacheReport:
     input_tokens: int
     """Tokens of this request (tools, system, messages)."""
     prefix_tokens: int
-    """Tokens at the start of this request identical to the previous request's start."""
+    """Tokens at the start of this request identical to the previous request's start (what a
+    provider that caches any prefix, OpenAI, can read; Anthropic: ``readable_tokens``)."""
     messages_kept: int
     """Messages of the previous request this one repeats at its start, in place."""
     broke_at: int | None = None
@@ -389,6 +433,11 @@ class CacheReport:
     """Per source with a previous layout and turns recalled for this input, how focused that
     recall is (0–1, ``LexicalTurnRecaller.focus``): under ``CachePolicy.min_recall_focus`` the
     input cuts no run for its recall."""
+    readable_tokens: Mapping[str, int] = field(default_factory=dict)
+    """Per price model, the tokens of the identical prefix its provider can read from the cache
+    (``cost`` prices them): ``prefix_tokens`` where any prefix is cached; where only a prefix an
+    earlier request wrote at a breakpoint is (Anthropic), up to the previous request's last
+    breakpoint inside it."""
 
     @property
     def hit_share(self) -> float:
@@ -404,7 +453,8 @@ class CacheReport:
                 "reason": self.reason,
                 "advanced": list(self.advanced), "cost": dict(self.cost),
                 "transient": list(self.transient),
-                "recall_focus": dict(self.recall_focus)}
+                "recall_focus": dict(self.recall_focus),
+                "readable_tokens": dict(self.readable_tokens)}
 
 
 def cache_report_from_dict(data: Mapping[str, Any]) -> CacheReport:
@@ -418,7 +468,9 @@ def cache_report_from_dict(data: Mapping[str, Any]) -> CacheReport:
             advanced=tuple(data.get("advanced", ())), cost=dict(data.get("cost", {})),
             transient=tuple(str(key) for key in data.get("transient", ())),
             recall_focus={str(name): float(value)
-                          for name, value in dict(data.get("recall_focus", {})).items()})
+                          for name, value in dict(data.get("recall_focus", {})).items()},
+            readable_tokens={str(name): int(value)
+                             for name, value in dict(data.get("readable_tokens", {})).items()})
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidInputError(f"cache report is malformed ({type(exc).__name__})") from None
 
@@ -441,12 +493,30 @@ def compare(previous: Fingerprint | None, current: Fingerprint, sections: Sequen
             break
         prefix += tokens
         kept += 1
+    written = written_prefix(previous, current, kept)
     if kept == len(previous.messages):
-        return _report(True, input_tokens, prefix, kept, None, None, None, advanced)
+        return _report(True, input_tokens, prefix, kept, None, None, None, advanced, written)
     section = sections[kept] if kept < len(sections) else None
     why = reasons.get(section or "") or _default_reason(previous, current, kept, section)
-    report = _report(True, input_tokens, prefix, kept, kept, section, why, advanced)
+    report = _report(True, input_tokens, prefix, kept, kept, section, why, advanced, written)
     return replace(report, broke_item=keys[kept] if kept < len(keys) else None)
+
+
+def written_prefix(previous: Fingerprint, current: Fingerprint, kept: int) -> int | None:
+    """Tokens of the identical prefix an earlier breakpoint wrote (None: breakpoints unknown).
+
+    ``kept`` leading messages are identical. The prefix read is the one the previous request
+    wrote at its last breakpoint within them, provided this request has a breakpoint at most
+    ``LOOKBACK_BLOCKS`` after it (counted in messages, each at least one block), where the
+    provider looks for it. Tools alone (-1) are identical here already (``compare``).
+    """
+    if previous.breakpoints is None or current.breakpoints is None:
+        return None
+    ends = [end for end in previous.breakpoints if end < kept and any(
+        end <= point <= end + LOOKBACK_BLOCKS for point in current.breakpoints)]
+    if not ends:
+        return 0
+    return current.tool_tokens + sum(current.tokens[:max(ends) + 1])
 
 
 def _default_reason(previous: Fingerprint, current: Fingerprint, at: int,
@@ -466,9 +536,13 @@ def _default_reason(previous: Fingerprint, current: Fingerprint, at: int,
 
 
 def _report(previous: bool, input_tokens: int, prefix: int, kept: int, broke_at: int | None,
-            section: str | None, reason: str | None, advanced: Sequence[str]) -> CacheReport:
-    cost = {model.name: round(model.relative_cost(prefix, input_tokens), 4)
+            section: str | None, reason: str | None, advanced: Sequence[str],
+            written: int | None = None) -> CacheReport:
+    """The report; ``written``: the prefix an earlier breakpoint wrote (``written_prefix``)."""
+    readable = {model.name: prefix if written is None or not model.breakpoints
+                else min(prefix, written) for model in PRICE_MODELS}
+    cost = {model.name: round(model.relative_cost(readable[model.name], input_tokens), 4)
             for model in PRICE_MODELS}
     return CacheReport(previous=previous, input_tokens=input_tokens, prefix_tokens=prefix,
                        messages_kept=kept, broke_at=broke_at, broke_key=section, reason=reason,
-                       advanced=tuple(advanced), cost=cost)
+                       advanced=tuple(advanced), cost=cost, readable_tokens=readable)

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from contextwright.core.cache import MAX_BREAKPOINTS
 from contextwright.core.fence import short_label
 from contextwright.core.images import ANTHROPIC_MAX_IMAGE_BYTES, ImagePart
 from contextwright.core.items import TOOL_NAME, Message
@@ -85,7 +86,6 @@ OPENAI_MAX_TOOLS = 128
 """Chat Completions and the Responses API refuse a request with more tools than this."""
 
 CACHE_CONTROL = {"type": "ephemeral"}
-MAX_BREAKPOINTS = 4
 """The Messages API takes at most this many ``cache_control`` breakpoints."""
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
@@ -655,16 +655,19 @@ def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
 
 def _add_breakpoints(body: dict[str, Any], merged: list[dict[str, Any]],
                      marked: list[dict[str, Any]]) -> None:
-    """``cache_control`` on the last tool, the system prompt and the marked message blocks.
+    """``cache_control`` on the system prompt (else the last tool) and the marked message blocks.
 
-    With more than four in all, the earliest message breakpoints go: the later a breakpoint,
-    the more of the request it caches.
+    The system prompt's breakpoint caches the tools before it too: a breakpoint of their own
+    would only take the place of one in the messages (``core.cache.breakpoint_ends``, which the
+    fingerprint records). With more than four in all, the earliest message breakpoints go: the
+    later a breakpoint, the more of the request it caches.
     """
     blocks = marked
-    fixed = int(bool(body.get("tools"))) + int("system" in body)
+    tools_point = bool(body.get("tools")) and "system" not in body
+    fixed = int(tools_point) + int("system" in body)
     for block in blocks[max(0, len(blocks) - (MAX_BREAKPOINTS - fixed)):]:
         block["cache_control"] = dict(CACHE_CONTROL)
-    if body.get("tools"):
+    if tools_point:
         body["tools"][-1]["cache_control"] = dict(CACHE_CONTROL)
     if "system" in body:
         body["system"] = [{"type": "text", "text": body["system"],

@@ -164,6 +164,7 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     else:  # no tiers, no recall, no window: what the source offered is the plain stream
         plain = g
     pool = [*plain.units, *(g.units if plain is not g else ()),
+            *_lead_again(g, source, request, layout, shift, plain, cap, costing),
             *_recalled_again(g, source, request, layout, shift, anchor, cap, costing)]
     stable = StableOffer(anchor=anchor, digest_room=layout.digest_room)
     digest = None
@@ -179,6 +180,15 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         else:
             stable.failure = (f"{name}'s previous message {missing} is no longer offered as "
                               "it was (changed, or cut differently)")
+        return stable
+    if shift > 0:
+        # The previous end sits later in the list: messages were inserted before it (an earlier
+        # turn edited in). They are not appended ones, and the layout cannot show them in their
+        # place: cut afresh, as for a changed or deleted message, keeping only the layout's
+        # leading units that precede the insertion (the prefix still cached).
+        stable.units = _in_place(stable.units)
+        stable.failure = (f"{where} has {shift} message{'s' if shift > 1 else ''} inserted "
+                          "before the previous build's end (an edited history)")
         return stable
     end = layout.length + shift
     # By item key, not by rendering: a turn the layout shows plain (in its place) and the same
@@ -198,6 +208,23 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         if callable(focus_of):
             stable.focus = focus_of(request, options)
     return stable
+
+
+def _in_place(units: Sequence[Unit]) -> list[Unit]:
+    """The leading plain ``units`` that follow one another in the list, with no message between.
+
+    After an insertion, they are what the previous request showed in the same place (a gap
+    may be the inserted messages: what follows it is no longer where it was shown).
+    """
+    run: list[Unit] = []
+    last: float | None = None
+    for unit in units:
+        orders = sorted(c.item.order for c in unit.candidates)
+        if _recalled(unit) or _is_digest(unit) or (last is not None and orders[0] != last + 1):
+            break
+        run.append(unit)
+        last = orders[-1]
+    return run
 
 
 class _Turns:
@@ -223,6 +250,26 @@ def _leading(g: Gathered, source: ContextSource, request: Request, layout: Sourc
     pool = [*g.units, *_recalled_again(g, source, request, layout, shift, 0, cap, costing)]
     units, _ = match_layout(layout.messages, pool)
     return units
+
+
+def _lead_again(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
+                shift: int, plain: Gathered, cap: int, costing: Costing) -> list[Unit]:
+    """The layout's leading plain messages (``SourceLayout.lead``) when ``plain`` stopped short.
+
+    ``plain`` reads newest first only as far as the budget: past a cut, a long list's pinned
+    head (its oldest shown messages) lies beyond that. It is read where it is, newest first from
+    its end: what is read does not grow with the list. The lead holds no tool result (whose tier
+    counts the calls after it), so it renders as it would in the whole list.
+    """
+    if plain.complete or len(layout.lead) != 2:
+        return []
+    start, stop = layout.lead[0] + shift, layout.lead[1] + shift
+    reached = min((_first_order(u) for u in plain.units if not _recalled(u)), default=stop)
+    if start < 0 or start >= reached:
+        return []
+    where = laid_out_list(g)
+    shorter = replace(request, **{where: getattr(request, where)[:min(stop, int(reached))]})
+    return gather_source(plain.spec, g.position, source, shorter, cap, costing).units
 
 
 def _recalled_again(g: Gathered, source: ContextSource, request: Request,
@@ -471,7 +518,23 @@ def layout_of(selection: Selection, raw: Sequence[Mapping[str, Any]], where: str
     # it (negative: the source's ``recalled_turns`` finds them again by that position).
     recalled = tuple(sorted({int(_first_order(u)) for u in selection.kept if _recalled(u)}))
     return SourceLayout(messages=hashes, length=len(raw), tail=tail_of(raw, where),
-                        anchor=anchor, digest_room=digest_room, recalled=recalled)
+                        anchor=anchor, digest_room=digest_room, recalled=recalled,
+                        lead=lead_of(selection.kept))
+
+
+def lead_of(units: Sequence[Unit]) -> tuple[int, ...]:
+    """``(start, stop)`` of the leading plain units that follow one another in the list.
+
+    Empty when the layout opens with no such unit. A unit with a tool result ends the lead:
+    its tier would not render alike in a list read only up to it (``_lead_again``).
+    """
+    run = _in_place(units)
+    run = run[:next((i for i, u in enumerate(run)
+                     if any(c.message.role == "tool" for c in u.candidates)), len(run))]
+    orders = [c.item.order for u in run for c in u.candidates]
+    if not orders or min(orders) < 0 or any(order != int(order) for order in orders):
+        return ()
+    return int(min(orders)), int(max(orders)) + 1
 
 
 def digest_room_of(selection: Selection, grant: int) -> int:

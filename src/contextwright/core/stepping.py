@@ -18,6 +18,7 @@ from contextwright.core.cache import (
     CachePolicy,
     CacheReport,
     Fingerprint,
+    breakpoint_ends,
     compare,
     message_hash,
     plan_hash,
@@ -47,24 +48,28 @@ from contextwright.core.stable import (
 
 
 def cache_points(sections: tuple[str, ...], tail: frozenset[str],
-                 conversation: frozenset[str], transient_from: int | None = None
-                 ) -> tuple[int, ...]:
-    """Where the stable parts end: the conversation's last message, the last one before the tail.
+                 conversation: frozenset[str], transient_from: int | None = None,
+                 heads: Sequence[int] = ()) -> tuple[int, ...]:
+    """Where the stable parts end: a head's last message, history's last, the last before the tail.
 
     ``conversation``: the laid-out message sources placed before the user's input (history).
     ``transient_from``: the first message shown for this call only (recalled turns after the
     kept run); the stable part ends just before it, and nothing after it is cached.
+    ``heads``: the last message of the head the next cut will keep (``Stepping.head_points``):
+    Anthropic reads only a prefix an earlier request wrote at a breakpoint, so after a cut the
+    cache reaches past the system prompt only if the requests before it marked the head's end.
     """
     if transient_from is not None:
-        return (transient_from - 1,) if transient_from > 0 else ()
-    points = []
+        end = transient_from - 1
+        return tuple(sorted({*(h for h in heads if 0 < h < end), *((end,) if end > 0 else ())}))
+    points = [h for h in heads if h > 0]
     history = [i for i, section in enumerate(sections) if section in conversation]
     if history:
         points.append(history[-1])
     stays = [i for i, section in enumerate(sections) if section not in tail and i > 0]
     if stays and stays[-1] not in points:
         points.append(stays[-1])
-    return tuple(points)
+    return tuple(sorted(set(points)))
 
 
 MIN_STEP_TOKENS = 200
@@ -150,6 +155,8 @@ class Stepping:
         """What a source with a pinned head may keep after it."""
         self.transient: dict[str, frozenset[str]] = {}
         """Item keys of recalled turns shown after a continued run for this call only."""
+        self.head_caps: dict[str, int] = {}
+        """Tokens the head of a cut of each laid-out source may hold, at this build's grant."""
 
     def offer_all(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
                   request: Request, previous: Fingerprint | None, pool: int,
@@ -203,6 +210,7 @@ class Stepping:
             if name not in self.sources:
                 selections[name] = prune_source(g, grant, query, costing)
                 continue
+            self.head_caps[name] = self._head_cap(grant)
             stable = self.offers.get(name)
             why = "the first cut"
             outgrown = False
@@ -222,8 +230,7 @@ class Stepping:
             elif stable is not None:
                 why = stable.failure or why
             self.anchors[name] = -1
-            step = int(grant * self.policy.step)
-            step = step if step >= MIN_STEP_TOKENS else 0  # too small to hold a new message
+            step = self._step(grant)
             stepped = grant - step
             # Nothing to cut: later calls only append. Shown afresh after a layout that no
             # longer fits (tiers recomputed), it must also leave a step free, or the next call
@@ -235,7 +242,7 @@ class Stepping:
                 continue
             self.advanced[name] = why
             previous_units = stable.units if stable is not None else []
-            floor = pinned_head(previous_units, int(stepped * self.policy.head_share))
+            floor = pinned_head(previous_units, self.head_caps[name])
             cut = self._cut_after(g, floor, grant, step, query, costing, outgrown)
             growth = self.policy.head_growth
             if growth is not None and previous_units:
@@ -248,6 +255,34 @@ class Stepping:
             if before is not None:
                 self._show_freed(name, selections[name], before)
         return selections
+
+    def _step(self, grant: int) -> int:
+        """The tokens a cut leaves free of ``grant`` (``CachePolicy.step``)."""
+        step = int(grant * self.policy.step)
+        return step if step >= MIN_STEP_TOKENS else 0  # too small to hold a new message
+
+    def _head_cap(self, grant: int) -> int:
+        """The tokens a cut's pinned head may hold (``head_share`` of what the cut keeps)."""
+        return int((grant - self._step(grant)) * self.policy.head_share)
+
+    def head_points(self, assembly: Assembly, selections: Mapping[str, Selection]
+                    ) -> tuple[int, ...]:
+        """Index of the last message of the head each conversation source's next cut keeps.
+
+        The same head as long as the run is continued; none where no message follows it (the
+        conversation's own point is there). A breakpoint there has every call write the prefix
+        through the head, which the call after the next cut repeats (``cache_points``).
+        """
+        points = []
+        for name in sorted(self.conversation):
+            kept = self._lasting(name, selections[name]).kept
+            head = pinned_head(kept, self.head_caps.get(name, 0))
+            if not head or len(head) == len(kept):
+                continue  # no head, or it ends where the conversation's own point is
+            last = max((c for c in head[-1].candidates), key=lambda c: c.item.order)
+            if last.item.key in assembly.keys:
+                points.append(assembly.keys.index(last.item.key))
+        return tuple(points)
 
     def _cut_after(self, g: Gathered, head: list[Unit], grant: int, step: int, query: str,
                    costing: Costing, outgrown: bool) -> tuple[Selection, list[Unit] | None]:
@@ -418,8 +453,13 @@ class Stepping:
                          if spec.source in sources and traits_of(sources[spec.source]).volatile)
 
     def fingerprint(self, assembly: Assembly, selections: Mapping[str, Selection],
-                    request: Request, tail: frozenset[str], language: str = "") -> Fingerprint:
-        """What the next build needs to continue this one (``language``: of its labels)."""
+                    request: Request, tail: frozenset[str], language: str = "",
+                    points: Sequence[int] | None = None) -> Fingerprint:
+        """What the next build needs to continue this one (``language``: of its labels).
+
+        ``points``: the build's ``cache_points`` (None: a text build, sent without
+        breakpoints), recorded as its Anthropic request's breakpoints.
+        """
         layouts = {}
         for name in sorted(self.sources):  # the same JSON in every process
             where = self.lists[name]
@@ -446,7 +486,10 @@ class Stepping:
             # A text build counts the prompt whole, not per message: zeros, same length.
             tokens=assembly.message_tokens or (0,) * len(assembly.messages), layouts=layouts,
             stable_end=volatile if transient is None else min(volatile, transient),
-            language=language)
+            language=language,
+            breakpoints=None if points is None else breakpoint_ends(
+                points, system=bool(assembly.messages)
+                and assembly.messages[0].role == "system", tools=bool(assembly.schema_jsons)))
 
     def _lasting(self, name: str, selection: Selection) -> Selection:
         """``selection`` without the turns shown for this call only (the next build's layout)."""
