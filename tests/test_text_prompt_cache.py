@@ -7,9 +7,39 @@ message), counts those parts' tokens, and never compares prompts of different ta
 
 from __future__ import annotations
 
+from typing import Literal
+
+from contextwright import BuildPlan, ContextBuilder, Request
 from contextwright.core.cache import PRICE_MODELS, PriceModel
+from contextwright.core.final import FinalContext
+
+PLAN = BuildPlan.named("chat").with_budget(available_override=2000)
 
 
 def test_an_input_of_no_tokens_is_not_priced_as_free() -> None:
     for prices in (*PRICE_MODELS, PriceModel("x", 0.5, 1.0, 0)):
         assert prices.relative_cost(0, 0) == 1.0
+
+
+def _turns(builder: ContextBuilder, count: int, *, target: Literal["chat", "text"] = "text"
+           ) -> list[FinalContext]:
+    """``count`` cached calls of one conversation, each appending a round to the history."""
+    history: list[dict[str, str]] = []
+    previous: FinalContext | None = None
+    built = []
+    for turn in range(count):
+        request = Request(user_input=f"question {turn}?", system="You are terse.",
+                          history=list(history), env={"time": f"2026-12-02T10:{turn:02d}:00Z"})
+        previous = builder.build(PLAN, request, previous=previous, cache=True, target=target)
+        built.append(previous)
+        history += [{"role": "user", "content": f"question {turn}?"},
+                    {"role": "assistant", "content": f"answer {turn}"}]
+    return built
+
+
+def test_a_cached_text_prompt_shows_what_changes_every_call_just_before_the_input() -> None:
+    first, second = (context.to_text() for context in _turns(ContextBuilder(), 2))
+    stable = first[:first.index("=== Environment ===")]
+    assert second.startswith(stable) and "=== History ===" in second[len(stable):]
+    tail = second[second.index("=== Environment ===\n"):].split("\n")
+    assert tail[:3] == ["=== Environment ===", "time: 2026-12-02T10:01:00Z", "=== User ==="]

@@ -111,7 +111,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
                      selections, request, costing)
     if steps is not None:
         steps.order(selections)
-    tail = steps.tail(plan, sources) if steps is not None and target == "chat" else frozenset()
+    tail = steps.tail(plan, sources) if steps is not None else frozenset()
     assembly, total = fit_exactly(plan, gathered, selections, request.user_input, costing,
                                   note=note, repeat=repeat, tail=tail,
                                   tail_last=bool(request.turn))
@@ -141,7 +141,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         cache_points=(cache_points(assembly.sections, tail, steps.conversation,
                                    steps.transient_from(assembly))
                       if steps is not None else ()),
-        image_rule=images,
+        image_rule=images, volatile=assembly.volatile,
     )
 
 
@@ -516,7 +516,7 @@ def exact_tokens(assembly: Assembly, costing: Costing) -> tuple[int, int]:
     """
     if costing.target == "text":
         text = render_text(assembly.system_parts, assembly.schema_jsons, assembly.sections,
-                           assembly.messages, costing.language)
+                           assembly.messages, costing.language, assembly.volatile)
         total = costing.tokenizer.count(text)
         return total, total
     added = anthropic_added_tokens(assembly.messages, assembly.documents, costing.tokenizer)

@@ -26,7 +26,7 @@ from contextwright.core.providers import (
     openai_responses,
 )
 from contextwright.core.report import BuildReport
-from contextwright.core.text import render_text
+from contextwright.core.text import TextVolatile, render_text
 from contextwright.core.validate import (
     check_budget,
     validate_anthropic_request,
@@ -100,6 +100,10 @@ class FinalContext:
     repeated next call): Anthropic ``cache_control`` breakpoints go there."""
     image_rule: ImageTokenRule = DEFAULT_IMAGES
     """How the build counted images (the model's provider rule)."""
+    volatile: TextVolatile | None = None
+    """The volatile system parts (the time, notes) a build with a cache policy renders just
+    before the input, and the user message that carries them: ``to_text()`` shows them as
+    parts under their separators."""
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -239,7 +243,7 @@ class FinalContext:
         build with ``target="text"`` for a text prompt.
         """
         text = render_text(self.system_parts, self.schema_jsons, self.sections, self.messages,
-                           self.language)
+                           self.language, self.volatile)
         check_budget(self.tokenizer.count(text), self.available)
         return text
 
