@@ -7,6 +7,7 @@ message), counts those parts' tokens, and never compares prompts of different ta
 
 from __future__ import annotations
 
+import itertools
 from typing import Literal
 
 from contextwright import BuildPlan, ContextBuilder, Request
@@ -43,3 +44,33 @@ def test_a_cached_text_prompt_shows_what_changes_every_call_just_before_the_inpu
     assert second.startswith(stable) and "=== History ===" in second[len(stable):]
     tail = second[second.index("=== Environment ===\n"):].split("\n")
     assert tail[:3] == ["=== Environment ===", "time: 2026-12-02T10:01:00Z", "=== User ==="]
+
+
+def test_a_cached_text_build_counts_its_prompt_and_the_prefix_it_repeats() -> None:
+    builder = ContextBuilder()
+    built = _turns(builder, 4)
+    for before, after in itertools.pairwise(built):
+        text, earlier = after.to_text(), before.to_text()
+        cache = after.report.cache
+        assert cache is not None and cache.input_tokens == builder.tokenizer.count(text)
+        # What the previous prompt showed before its volatile part is repeated, line for line.
+        stable = earlier[:earlier.index("=== Environment ===")]
+        assert text.startswith(stable)
+        assert cache.prefix_tokens == builder.tokenizer.count(stable)
+        assert cache.broke_key == "history" and "system message" not in (cache.reason or "")
+        assert 0 < cache.hit_share < 1 and cache.cost["openai"] == 1.0  # too short to cache
+    assert sum(built[-1].fingerprint.tokens) == built[-1].total_tokens
+
+
+def test_a_text_build_without_a_cache_policy_counts_its_blocks_too() -> None:
+    builder = ContextBuilder()
+    request = Request(user_input="hello?", system="You are terse.",
+                      history=[{"role": "user", "content": "hi."}])
+    plain = builder.build(PLAN, request, target="text")
+    assert sum(plain.fingerprint.tokens) == builder.tokenizer.count(plain.to_text())
+    again = builder.build(PLAN, request, target="text", previous=plain)
+    cache = again.report.cache
+    assert cache is not None and cache.input_tokens == builder.tokenizer.count(again.to_text())
+    # The cached build adds the data note to the system part: the prompt differs from there.
+    assert cache.broke_at == 0 and cache.reason == (
+        "the previous build was made without a cache policy")

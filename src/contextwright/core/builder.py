@@ -53,7 +53,7 @@ from contextwright.core.source import (
     traits_of,
 )
 from contextwright.core.stepping import Stepping, cache_points
-from contextwright.core.text import render_text
+from contextwright.core.text import counted_blocks, render_text, text_blocks
 from contextwright.errors import BudgetError, PlanError
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
 from contextwright.tokens._base import split_into_pieces
@@ -127,7 +127,8 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         report = replace(report, warnings=(*report.warnings, tokenizer.warning))
     fingerprint = None
     if steps is not None:
-        fingerprint = steps.fingerprint(assembly, selections, request, tail, costing.language)
+        fingerprint = steps.fingerprint(assembly, selections, request, tail, costing.language,
+                                        text_counts(assembly, costing))
         report = replace(report, cache=steps.report(previous, fingerprint, assembly))
     return FinalContext(
         messages=assembly.messages, sections=assembly.sections,
@@ -504,6 +505,16 @@ def _shrink_or_drop(g: Gathered, selection: Selection, unit: Unit, excess: int, 
     else:
         selection.kept[index] = cut
         selection.decisions.extend(cut_decisions(unit, cut))
+
+
+def text_counts(assembly: Assembly, costing: Costing
+                ) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+    """A text build's prompt as hashed and counted blocks, one per message (chat: None)."""
+    if costing.target != "text":
+        return None
+    blocks = text_blocks(assembly.system_parts, assembly.schema_jsons, assembly.sections,
+                         assembly.messages, costing.language, assembly.volatile)
+    return counted_blocks(blocks, costing.tokenizer.count)
 
 
 def exact_tokens(assembly: Assembly, costing: Costing) -> tuple[int, int]:

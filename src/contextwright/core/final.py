@@ -26,7 +26,7 @@ from contextwright.core.providers import (
     openai_responses,
 )
 from contextwright.core.report import BuildReport
-from contextwright.core.text import TextVolatile, render_text
+from contextwright.core.text import TextVolatile, counted_blocks, render_text, text_blocks
 from contextwright.core.validate import (
     check_budget,
     validate_anthropic_request,
@@ -115,11 +115,25 @@ class FinalContext:
         """
         if self.stable_fingerprint is not None:
             return self.stable_fingerprint
+        if self.target == "text":  # the prompt is the text: its blocks are what repeats
+            messages, tokens = self.text_counts()
+        else:
+            messages = tuple(message_hash(m) for m in self.messages)
+            tokens = self.message_tokens or (0,) * len(self.messages)
         return Fingerprint(
             plan=plan_hash(self.plan), target=self.target,
             tools=tools_hash(self.schema_jsons), tool_tokens=0,
-            messages=tuple(message_hash(m) for m in self.messages),
-            tokens=self.message_tokens or (0,) * len(self.messages), stable=False)
+            messages=messages, tokens=tokens, stable=False)
+
+    def text_counts(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The hash and tokens of each message's block of the text rendering (``to_text``).
+
+        The system message's block holds the system parts and the tool list: in the text
+        prompt the tools follow the system prompt, so they are cached with it.
+        """
+        blocks = text_blocks(self.system_parts, self.schema_jsons, self.sections,
+                             self.messages, self.language, self.volatile)
+        return counted_blocks(blocks, self.tokenizer.count)
 
     def _chat_tokens(self) -> int:
         return self.total_tokens if self.target == "chat" else self.recount()

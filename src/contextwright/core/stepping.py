@@ -418,8 +418,14 @@ class Stepping:
                          if spec.source in sources and traits_of(sources[spec.source]).volatile)
 
     def fingerprint(self, assembly: Assembly, selections: Mapping[str, Selection],
-                    request: Request, tail: frozenset[str], language: str = "") -> Fingerprint:
-        """What the next build needs to continue this one (``language``: of its labels)."""
+                    request: Request, tail: frozenset[str], language: str = "",
+                    text: tuple[tuple[str, ...], tuple[int, ...]] | None = None
+                    ) -> Fingerprint:
+        """What the next build needs to continue this one (``language``: of its labels).
+
+        ``text``: a text build's prompt as hashed and counted blocks, one per message
+        (``core.text.counted_blocks``); the tools are in the system message's block.
+        """
         layouts = {}
         for name in sorted(self.sources):  # the same JSON in every process
             where = self.lists[name]
@@ -435,18 +441,22 @@ class Stepping:
         volatile = next((i for i, section in enumerate(assembly.sections) if section in tail),
                         len(assembly.sections))
         transient = self.transient_from(assembly)
+        messages, tokens = text if text is not None else self._chat_counts(assembly)
         return Fingerprint(
             plan=self.plan, target=self.target, kept=kept,
             tools=tools_hash(assembly.schema_jsons),
-            tool_tokens=sum(assembly.schema_tokens),
-            messages=tuple(message_hash(message) if candidate is None
-                           else candidate_hash(candidate)
-                           for message, candidate in zip(assembly.messages,
-                                                         assembly.candidates, strict=True)),
-            # A text build counts the prompt whole, not per message: zeros, same length.
-            tokens=assembly.message_tokens or (0,) * len(assembly.messages), layouts=layouts,
+            tool_tokens=0 if text is not None else sum(assembly.schema_tokens),
+            messages=messages, tokens=tokens, layouts=layouts,
             stable_end=volatile if transient is None else min(volatile, transient),
             language=language)
+
+    @staticmethod
+    def _chat_counts(assembly: Assembly) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The hash and tokens of each message as the chat formats send it."""
+        hashes = tuple(message_hash(message) if candidate is None else candidate_hash(candidate)
+                       for message, candidate in zip(assembly.messages, assembly.candidates,
+                                                     strict=True))
+        return hashes, assembly.message_tokens
 
     def _lasting(self, name: str, selection: Selection) -> Selection:
         """``selection`` without the turns shown for this call only (the next build's layout)."""

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from contextwright.core.cache import short_hash
 from contextwright.core.fence import TOOL_LIST, escape_lines, label, separator
 from contextwright.core.items import Message, ToolCall
 
@@ -106,6 +107,23 @@ def text_blocks(system_parts: Sequence[SystemPartLike], schema_jsons: Sequence[s
     if head:  # no message to carry them
         blocks.append(head)
     return blocks
+
+
+def counted_blocks(blocks: Sequence[Sequence[str]], count: Callable[[str], int]
+                   ) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    r"""The hash and the tokens of each block of ``text_blocks``, for the prompt cache.
+
+    A text prompt is cached by its leading text: comparing blocks in order finds how much of
+    it repeats the previous prompt, and their tokens say how many tokens that is. A block is
+    counted with the line break that joins it to the next one: tokenizers of the GPT family
+    merge a line break into the punctuation before it (``?\n``), never into the letters or
+    the ``===`` after it, so the blocks' tokens add up to the prompt's.
+    """
+    texts = ["\n".join(lines) for lines in blocks]
+    last = max((i for i, lines in enumerate(blocks) if lines), default=-1)
+    tokens = tuple(count(text + "\n") if blocks[i] and i < last else count(text)
+                   for i, text in enumerate(texts))
+    return tuple(short_hash(text) for text in texts), tokens
 
 
 def _parts_lines(parts: Sequence[SystemPartLike], language: str) -> list[str]:
