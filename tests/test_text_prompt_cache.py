@@ -74,3 +74,18 @@ def test_a_text_build_without_a_cache_policy_counts_its_blocks_too() -> None:
     # The cached build adds the data note to the system part: the prompt differs from there.
     assert cache.broke_at == 0 and cache.reason == (
         "the previous build was made without a cache policy")
+
+
+def test_a_build_for_another_target_starts_a_new_cache_line_and_says_so() -> None:
+    builder = ContextBuilder()
+    chat, text = _turns(builder, 1, target="chat")[0], _turns(builder, 1)[0]
+    request = Request(user_input="question 0?", system="You are terse.",
+                      env={"time": "2026-12-02T10:00:00Z"})
+    for previous, target in ((chat, "text"), (text, "chat")):
+        built = builder.build(PLAN, request, previous=previous.fingerprint, cache=True,
+                              target=target)
+        cache = built.report.cache
+        assert cache is not None and cache.previous
+        assert (cache.prefix_tokens, cache.hit_share, cache.messages_kept) == (0, 0.0, 0)
+        assert cache.broke_at == 0 and "a new cache line starts" in (cache.reason or "")
+        assert previous.target in (cache.reason or "")

@@ -458,6 +458,21 @@ class Stepping:
                                                      strict=True))
         return hashes, assembly.message_tokens
 
+    def _new_target(self, target: str, current: Fingerprint, assembly: Assembly
+                    ) -> CacheReport:
+        """The report of a build whose previous build rendered for another target.
+
+        A chat request and a text prompt share no prefix a provider could cache, whatever
+        their messages: the build starts a new cache line, and the report says so.
+        """
+        fresh = compare(None, current, assembly.sections, sorted(self.advanced), {},
+                        assembly.keys)
+        return replace(fresh, previous=True, broke_at=0,
+                       broke_key=assembly.sections[0] if assembly.sections else None,
+                       broke_item=assembly.keys[0] if assembly.keys else None,
+                       reason=f"the previous build was for the {target} target, this one for "
+                              f"the {self.target} target: a new cache line starts")
+
     def _lasting(self, name: str, selection: Selection) -> Selection:
         """``selection`` without the turns shown for this call only (the next build's layout)."""
         gone = self.transient.get(name)
@@ -481,6 +496,8 @@ class Stepping:
                assembly: Assembly) -> CacheReport:
         """This build's prefix against the previous one's, with the reasons it broke."""
         reasons = {name: f"{name}'s cut advanced: {why}" for name, why in self.advanced.items()}
+        if previous is not None and previous.target != self.target:
+            return self._new_target(previous.target, current, assembly)
         report = compare(previous, current, assembly.sections, sorted(self.advanced), reasons,
                          assembly.keys)
         focus = {name: offer.focus for name, offer in sorted(self.offers.items())
