@@ -2,7 +2,8 @@
 
 A text prompt is one string: its cached prefix is the leading text it shares with the previous
 prompt. The report compares the text rendering part by part (the system part, then each
-message), counts those parts' tokens, and never compares prompts of different targets.
+message), counts those parts' tokens, and never compares prompts of different targets. Also
+the edges of the report and of the provider hints: an empty input's price, the cache key.
 """
 
 from __future__ import annotations
@@ -89,3 +90,14 @@ def test_a_build_for_another_target_starts_a_new_cache_line_and_says_so() -> Non
         assert (cache.prefix_tokens, cache.hit_share, cache.messages_kept) == (0, 0.0, 0)
         assert cache.broke_at == 0 and "a new cache line starts" in (cache.reason or "")
         assert previous.target in (cache.reason or "")
+
+
+def test_a_cache_key_given_to_a_build_is_sent_with_or_without_a_cache_policy() -> None:
+    builder = ContextBuilder()
+    request = Request(user_input="hi", system="S")
+    for cache in (True, None, False):
+        built = builder.build(PLAN, request, cache=cache, cache_key="conv-1")
+        for fmt in ("openai", "openai-responses"):
+            assert built.to_request(fmt, model="m")["prompt_cache_key"] == "conv-1"
+            assert "prompt_cache_key" not in built.to_request(fmt, model="m", cache=False)
+    assert "prompt_cache_key" not in builder.build(PLAN, request).to_request("openai", model="m")

@@ -165,9 +165,11 @@ class FinalContext:
         ``model``, ``tool_choice`` (OpenAI chat form, translated) and ``parallel_tool_calls``
         are sent when given. What the format cannot carry is in ``rendering_notes(fmt)``.
 
-        ``cache`` (default: on for a build with a cache policy): Anthropic requests carry
-        ``cache_control`` breakpoints at the ends of the stable parts (``cache_points``), OpenAI
-        requests the conversation's ``prompt_cache_key`` when the build has one.
+        ``cache``: Anthropic requests carry ``cache_control`` breakpoints at the ends of the
+        stable parts (``cache_points``; by default for a build with a cache policy), OpenAI
+        requests the conversation's ``prompt_cache_key`` whenever the build has one (a
+        ``cache_key`` given to the build names the conversation, cache policy or not).
+        ``cache=False`` leaves both out.
 
         ``max_tokens_field`` (``openai`` only): ``max_tokens`` for an OpenAI-compatible server
         that does not read ``max_completion_tokens``.
@@ -175,6 +177,9 @@ class FinalContext:
         if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
             raise ValueError("max_tokens_field must be 'max_completion_tokens' or 'max_tokens'")
         enabled = self.stable_fingerprint is not None if cache is None else cache
+        # The key only routes the calls of one conversation to the same cache: it helps any
+        # build the caller named, stable prefix or not, so only an explicit False drops it.
+        routed = cache is not False
         offset = 1 if self.messages and self.messages[0].role == "system" else 0
         return self._render(fmt, CallSettings(
             model=self.model if model is None else model,
@@ -182,7 +187,7 @@ class FinalContext:
             tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
             cache_points=tuple(i - offset for i in self.cache_points if i >= offset)
             if enabled else None,
-            cache_key=self.cache_key if enabled else None,
+            cache_key=self.cache_key if routed else None,
             max_tokens_field=max_tokens_field)).body
 
     def rendering_notes(self, fmt: Format) -> list[str]:
