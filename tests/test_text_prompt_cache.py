@@ -9,9 +9,11 @@ the edges of the report and of the provider hints: an empty input's price, the c
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Literal
 
 from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.builder import session_cache_key
 from contextwright.core.cache import PRICE_MODELS, PriceModel
 from contextwright.core.final import FinalContext
 
@@ -101,3 +103,11 @@ def test_a_cache_key_given_to_a_build_is_sent_with_or_without_a_cache_policy() -
             assert built.to_request(fmt, model="m")["prompt_cache_key"] == "conv-1"
             assert "prompt_cache_key" not in built.to_request(fmt, model="m", cache=False)
     assert "prompt_cache_key" not in builder.build(PLAN, request).to_request("openai", model="m")
+
+
+def test_session_cache_keys_tell_every_pair_of_ids_apart() -> None:
+    pairs = [("a\x1fb", "c"), ("a", "b\x1fc"), ("a", "b"), ("a\x1f", "b"), ("a", "\x1fb"),
+             ('a","b', "c"), ("a", 'b","c'), ("", "a"), ("a", "")]
+    keys = [session_cache_key(user, session) for user, session in pairs]
+    assert len(set(keys)) == len(pairs)
+    assert all(re.fullmatch(r"[0-9a-f]{24}", key) for key in keys)  # OpenAI takes up to 64
