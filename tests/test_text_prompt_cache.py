@@ -111,3 +111,16 @@ def test_session_cache_keys_tell_every_pair_of_ids_apart() -> None:
     keys = [session_cache_key(user, session) for user, session in pairs]
     assert len(set(keys)) == len(pairs)
     assert all(re.fullmatch(r"[0-9a-f]{24}", key) for key in keys)  # OpenAI takes up to 64
+
+
+def test_a_history_that_went_away_is_named_as_the_break() -> None:
+    builder = ContextBuilder()
+    for target in ("chat", "text"):
+        first = _turns(builder, 3, target=target)[-1]
+        request = Request(user_input="anything else?", system="You are terse.",
+                          env={"time": "2026-12-02T11:00:00Z"})
+        emptied = builder.build(PLAN, request, previous=first, target=target)
+        cache = emptied.report.cache
+        assert cache is not None and cache.broke_at == 1 and cache.broke_key == "env"
+        assert cache.reason == ("history went away: the previous request showed 4 of its "
+                                "messages, this one shows none")

@@ -458,6 +458,18 @@ class Stepping:
                                                      strict=True))
         return hashes, assembly.message_tokens
 
+    def _gone(self, previous: Fingerprint | None, assembly: Assembly) -> str | None:
+        """Why a laid-out source that showed messages last call shows none now (None: none did)."""
+        if previous is None:
+            return None
+        shown = set(assembly.sections)
+        for name in sorted(self.sources - shown):
+            layout = previous.layouts.get(name)
+            if layout is not None and layout.messages:
+                return (f"{name} went away: the previous request showed {len(layout.messages)} "
+                        "of its messages, this one shows none")
+        return None
+
     def _new_target(self, target: str, current: Fingerprint, assembly: Assembly
                     ) -> CacheReport:
         """The report of a build whose previous build rendered for another target.
@@ -500,6 +512,11 @@ class Stepping:
             return self._new_target(previous.target, current, assembly)
         report = compare(previous, current, assembly.sections, sorted(self.advanced), reasons,
                          assembly.keys)
+        gone = self._gone(previous, assembly)
+        if gone and report.broke_at and report.broke_key not in reasons:
+            # The break shows at whatever now stands where the source's messages stood (the
+            # env part, the input): name the source that went away instead.
+            report = replace(report, reason=gone)
         focus = {name: offer.focus for name, offer in sorted(self.offers.items())
                  if offer.focus is not None}
         if focus:
