@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -229,9 +230,13 @@ def session_cache_key(*ids: str) -> str:
     A keyed hash, keyed by the deployment's fence secret (``CONTEXTWRIGHT_FENCE_SECRET``), so
     the provider cannot tell users apart by guessing ids, nor link one deployment's sessions to
     another's; without a secret the built-in key is used and the hash only hides the ids.
+    Distinct ids give distinct keys, whatever characters they hold: the hash is of the ids as
+    a JSON list, which no other list of ids spells. 24 hex digits, well within the 64
+    characters OpenAI takes.
     """
     key = fence_key(os.environ.get(FENCE_SECRET_VARIABLE))
-    text = "\x1f".join(ids).encode("utf-8", "surrogatepass")
+    # Joined with a separator, ("a\x1fb", "c") and ("a", "b\x1fc") would read the same.
+    text = json.dumps(list(ids), ensure_ascii=False).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(text, key=key, digest_size=12, person=b"cw-cache-key").hexdigest()
 
 

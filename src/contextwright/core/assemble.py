@@ -22,6 +22,7 @@ from contextwright.core.final import SystemPart
 from contextwright.core.gather import Candidate, Costing, Unit
 from contextwright.core.items import ContextItem, Message, Role
 from contextwright.core.plan import BuildPlan
+from contextwright.core.text import TextVolatile
 
 T = TypeVar("T")
 
@@ -53,6 +54,9 @@ class Assembly:
     candidates: tuple[Candidate | None, ...] = ()
     """The candidate each message is (None for the messages the build made), so what is
     remembered on it (its rendered hash) serves again."""
+    volatile: TextVolatile | None = None
+    """The volatile system parts and the message that carries them (the text rendering shows
+    them as parts)."""
 
 
 def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
@@ -103,8 +107,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
                 schemas.append(candidate)
             elif candidate.message.role == "system":
                 system_texts.append(candidate.message.content)
-                parts.append(SystemPart(section=candidate.item.label or spec.source,
-                                        text=_text_part(candidate)))
+                parts.append(_system_part(candidate))
                 continue
             else:
                 messages.append(candidate.message)
@@ -159,10 +162,12 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     tail_messages: tuple[tuple[list[Candidate], Role, int], ...] = (
         (trusted, "user", end if tail_last else user_at),
         (untrusted, "assistant", user_at))
+    facts: Message | None = None
     for group, role, at in tail_messages:
         if not group:
             continue
         message = Message(role=role, content="\n\n".join(c.message.content for c in group))
+        facts = message if role == "user" else facts
         messages.insert(at, message)
         sections.insert(at, group[0].item.namespace)
         labels.insert(at, group[0].item.namespace if role == "assistant" else None)
@@ -183,6 +188,10 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         origins.insert(0, None)
         counts.insert(0, message_tokens(messages[0], costing.tokenizer))
         tokens += counts[0]
+    volatile = None
+    if facts is not None:  # found by identity: later insertions moved it
+        volatile = TextVolatile(at=next(i for i, m in enumerate(messages) if m is facts),
+                                parts=tuple(_system_part(c) for c in trusted))
     return Assembly(
         messages=tuple(messages), sections=tuple(sections), system_parts=tuple(parts),
         tool_schemas=tuple(c.item.metadata["schema"] for c in schemas),
@@ -191,7 +200,7 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
         chat_tokens=tokens,
         message_tokens=tuple(counts) if costing.target == "chat" else (),
         schema_tokens=tuple(c.tokens for c in schemas), keys=tuple(keys),
-        candidates=tuple(origins),
+        candidates=tuple(origins), volatile=volatile,
     )
 
 
@@ -233,6 +242,12 @@ def repeated_question(user_input: str, costing: Costing) -> Message:
     if question != user_input:
         question += " …"
     return Message(role="user", content=f"{label('question', costing.language)}: {question}")
+
+
+def _system_part(candidate: Candidate) -> SystemPart:
+    """A system part as the text rendering shows it, under its label or source name."""
+    return SystemPart(section=candidate.item.label or candidate.item.namespace,
+                      text=_text_part(candidate))
 
 
 def _text_part(candidate: Candidate) -> str:

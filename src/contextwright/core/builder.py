@@ -53,7 +53,7 @@ from contextwright.core.source import (
     traits_of,
 )
 from contextwright.core.stepping import Stepping, cache_points
-from contextwright.core.text import render_text
+from contextwright.core.text import counted_blocks, render_text, text_blocks
 from contextwright.errors import BudgetError, PlanError
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
 from contextwright.tokens._base import split_into_pieces
@@ -111,7 +111,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
                      selections, request, costing)
     if steps is not None:
         steps.order(selections)
-    tail = steps.tail(plan, sources) if steps is not None and target == "chat" else frozenset()
+    tail = steps.tail(plan, sources) if steps is not None else frozenset()
     assembly, total = fit_exactly(plan, gathered, selections, request.user_input, costing,
                                   note=note, repeat=repeat, tail=tail,
                                   tail_last=bool(request.turn))
@@ -132,6 +132,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
                               steps.transient_from(assembly),
                               steps.head_points(assembly, selections))
         fingerprint = steps.fingerprint(assembly, selections, request, tail, costing.language,
+                                        text_counts(assembly, costing),
                                         points if target == "chat" else None)
         report = replace(report, cache=steps.report(previous, fingerprint, assembly))
     return FinalContext(
@@ -144,7 +145,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
         message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
         cache_points=points,
-        image_rule=images,
+        image_rule=images, volatile=assembly.volatile,
     )
 
 
@@ -509,6 +510,16 @@ def _shrink_or_drop(g: Gathered, selection: Selection, unit: Unit, excess: int, 
         selection.decisions.extend(cut_decisions(unit, cut))
 
 
+def text_counts(assembly: Assembly, costing: Costing
+                ) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+    """A text build's prompt as hashed and counted blocks, one per message (chat: None)."""
+    if costing.target != "text":
+        return None
+    blocks = text_blocks(assembly.system_parts, assembly.schema_jsons, assembly.sections,
+                         assembly.messages, costing.language, assembly.volatile)
+    return counted_blocks(blocks, costing.tokenizer.count)
+
+
 def exact_tokens(assembly: Assembly, costing: Costing) -> tuple[int, int]:
     """The target rendering's exact count, and the count the budget is checked against.
 
@@ -519,7 +530,7 @@ def exact_tokens(assembly: Assembly, costing: Costing) -> tuple[int, int]:
     """
     if costing.target == "text":
         text = render_text(assembly.system_parts, assembly.schema_jsons, assembly.sections,
-                           assembly.messages, costing.language)
+                           assembly.messages, costing.language, assembly.volatile)
         total = costing.tokenizer.count(text)
         return total, total
     added = anthropic_added_tokens(assembly.messages, assembly.documents, costing.tokenizer)

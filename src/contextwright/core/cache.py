@@ -380,9 +380,13 @@ class PriceModel:
         return prefix_tokens - (prefix_tokens - self.min_prefix) % self.granularity
 
     def relative_cost(self, prefix_tokens: int, input_tokens: int) -> float:
-        """Cost of one call's input relative to sending it all uncached (1.0)."""
+        """Cost of one call's input relative to sending it all uncached (1.0).
+
+        An input of no tokens has nothing cached either: 1.0, as for any input too short to
+        be cached. Never 0.0, which would read as a call that cost nothing thanks to the cache.
+        """
         if input_tokens <= 0:
-            return 0.0
+            return 1.0
         if input_tokens < self.min_prefix:  # too short to be cached: nothing read or written
             return 1.0
         cached = self.cached(min(prefix_tokens, input_tokens))

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Mapping
 
 from contextwright.analysis import HAN, cjk_class
-from contextwright.core.folding import fold, fold_with_origins, reads_as_itself
+from contextwright.core.folding import bare, fold, fold_with_origins, reads_as_itself
 from contextwright.errors import ConfigurationError
 
 DATA_NOTE = {
@@ -60,13 +60,14 @@ _HEAD_END = re.compile(r">(?=>)")
 
 def _structure_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     """Lines that could pass for structure (see below), for the labels known now."""
-    names = ({fold(v) for labels in LABELS.values() for v in labels.values()}
+    names = ({bare(fold(v)) for labels in LABELS.values() for v in labels.values()}
              | {"system", "user", "assistant", "tool"})
     speakers = "|".join(r"[^\S\n]+".join(re.escape(word) for word in name.split())
                         for name in sorted(names, key=len, reverse=True))
     # A folded line that could pass for a separator, a label, a speaker or a tool call line,
     # even when indented. Folding turns `：` into `:` and `［` into `[`, and any indentation
-    # into spaces.
+    # into spaces; lines are matched bare (``folding.bare``: no combining marks, blank
+    # symbols as spaces), so are the labels.
     structure = rf"[^\S\n]*(?:===|\[|【|#+[^\S\n]|→|(?:{speakers})[^\S\n]*:)"
     return (re.compile(rf"^(?={structure})", re.MULTILINE | re.IGNORECASE),
             re.compile(structure, re.IGNORECASE))
@@ -250,20 +251,21 @@ def escape_lines(text: str, *, skip_first_line: bool = False) -> str:
 def _escape_line_starts(text: str) -> str:
     if reads_as_itself(text):
         return _STRUCTURE_LINE.sub("\\\\", text)
-    whole = fold(text)
+    # Bare: a mark on `=` or a Braille blank before `===` leaves the line looking like one.
+    whole = bare(fold(text))
     if not _STRUCTURE_LINE.search(whole):
         return text
     lines = text.split("\n")
     folded = whole.split("\n")
     if len(folded) != len(lines):  # folding keeps lines (a test checks it); never trust less
-        folded = [fold(line) for line in lines]
+        folded = [bare(fold(line)) for line in lines]
     return "\n".join("\\" + line if _STRUCTURE_START.match(view) else line
                      for line, view in zip(lines, folded, strict=True))
 
 
 def looks_like_structure(line: str) -> bool:
     """Whether ``line`` would be escaped by ``escape_lines`` (its folded start is structure)."""
-    return _STRUCTURE_START.match(fold(line)) is not None
+    return _STRUCTURE_START.match(bare(fold(line))) is not None
 
 
 def separator(name: str, language: str) -> str:

@@ -26,7 +26,7 @@ from contextwright.core.providers import (
     openai_responses,
 )
 from contextwright.core.report import BuildReport
-from contextwright.core.text import render_text
+from contextwright.core.text import TextVolatile, counted_blocks, render_text, text_blocks
 from contextwright.core.validate import (
     check_budget,
     validate_anthropic_request,
@@ -100,6 +100,10 @@ class FinalContext:
     repeated next call): Anthropic ``cache_control`` breakpoints go there."""
     image_rule: ImageTokenRule = DEFAULT_IMAGES
     """How the build counted images (the model's provider rule)."""
+    volatile: TextVolatile | None = None
+    """The volatile system parts (the time, notes) a build with a cache policy renders just
+    before the input, and the user message that carries them: ``to_text()`` shows them as
+    parts under their separators."""
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -111,11 +115,25 @@ class FinalContext:
         """
         if self.stable_fingerprint is not None:
             return self.stable_fingerprint
+        if self.target == "text":  # the prompt is the text: its blocks are what repeats
+            messages, tokens = self.text_counts()
+        else:
+            messages = tuple(message_hash(m) for m in self.messages)
+            tokens = self.message_tokens or (0,) * len(self.messages)
         return Fingerprint(
             plan=plan_hash(self.plan), target=self.target,
             tools=tools_hash(self.schema_jsons), tool_tokens=0,
-            messages=tuple(message_hash(m) for m in self.messages),
-            tokens=self.message_tokens or (0,) * len(self.messages), stable=False)
+            messages=messages, tokens=tokens, stable=False)
+
+    def text_counts(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The hash and tokens of each message's block of the text rendering (``to_text``).
+
+        The system message's block holds the system parts and the tool list: in the text
+        prompt the tools follow the system prompt, so they are cached with it.
+        """
+        blocks = text_blocks(self.system_parts, self.schema_jsons, self.sections,
+                             self.messages, self.language, self.volatile)
+        return counted_blocks(blocks, self.tokenizer.count)
 
     def _chat_tokens(self) -> int:
         return self.total_tokens if self.target == "chat" else self.recount()
@@ -147,9 +165,11 @@ class FinalContext:
         ``model``, ``tool_choice`` (OpenAI chat form, translated) and ``parallel_tool_calls``
         are sent when given. What the format cannot carry is in ``rendering_notes(fmt)``.
 
-        ``cache`` (default: on for a build with a cache policy): Anthropic requests carry
-        ``cache_control`` breakpoints at the ends of the stable parts (``cache_points``), OpenAI
-        requests the conversation's ``prompt_cache_key`` when the build has one.
+        ``cache``: Anthropic requests carry ``cache_control`` breakpoints at the ends of the
+        stable parts (``cache_points``; by default for a build with a cache policy), OpenAI
+        requests the conversation's ``prompt_cache_key`` whenever the build has one (a
+        ``cache_key`` given to the build names the conversation, cache policy or not).
+        ``cache=False`` leaves both out.
 
         ``max_tokens_field`` (``openai`` only): ``max_tokens`` for an OpenAI-compatible server
         that does not read ``max_completion_tokens``.
@@ -157,6 +177,9 @@ class FinalContext:
         if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
             raise ValueError("max_tokens_field must be 'max_completion_tokens' or 'max_tokens'")
         enabled = self.stable_fingerprint is not None if cache is None else cache
+        # The key only routes the calls of one conversation to the same cache: it helps any
+        # build the caller named, stable prefix or not, so only an explicit False drops it.
+        routed = cache is not False
         offset = 1 if self.messages and self.messages[0].role == "system" else 0
         return self._render(fmt, CallSettings(
             model=self.model if model is None else model,
@@ -164,7 +187,7 @@ class FinalContext:
             tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
             cache_points=tuple(i - offset for i in self.cache_points if i >= offset)
             if enabled else None,
-            cache_key=self.cache_key if enabled else None,
+            cache_key=self.cache_key if routed else None,
             max_tokens_field=max_tokens_field)).body
 
     def rendering_notes(self, fmt: Format) -> list[str]:
@@ -239,7 +262,7 @@ class FinalContext:
         build with ``target="text"`` for a text prompt.
         """
         text = render_text(self.system_parts, self.schema_jsons, self.sections, self.messages,
-                           self.language)
+                           self.language, self.volatile)
         check_budget(self.tokenizer.count(text), self.available)
         return text
 

@@ -37,6 +37,55 @@ _INVISIBLE = re.compile(
 _ASCII_INVISIBLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f]")
 
 
+BLANK_SYMBOLS = "\u2800\U0001d159"
+"""Symbols drawn as blank space though they are not whitespace: U+2800 BRAILLE PATTERN BLANK,
+U+1D159 MUSICAL SYMBOL NULL NOTEHEAD. (The Hangul fillers, also drawn blank, are invisible.)"""
+_MARKS = ("Mn", "Me")
+
+
+def _bmp_mark_class() -> str:
+    """A regex class of the combining marks of the Basic Multilingual Plane (Mn, Me).
+
+    Read from the running Python's Unicode data (a scan of 65,536 code points, about 10 ms
+    once), so a Unicode upgrade brings its new marks. The other planes' marks are looked up
+    one character at a time (``bare``): a class holding their ranges would make ``re`` test
+    every character of a text slowly.
+    """
+    marks = [c for c in range(0x10000) if unicodedata.category(chr(c)) in _MARKS]
+    ranges: list[list[int]] = []
+    for code in marks:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges) + "]"
+
+
+_BMP_MARKS = re.compile(_bmp_mark_class())
+_BLANKS = re.compile(f"[{BLANK_SYMBOLS}]")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _bare_astral(match: re.Match[str]) -> str:
+    char = match.group(0)
+    return "" if unicodedata.category(char) in _MARKS else char
+
+
+def bare(folded: str) -> str:
+    """A folded text as its shapes read: combining marks dropped, blank symbols as spaces.
+
+    For judging where structure starts (a separator, a speaker): ``=`` with an acute accent
+    on it still reads ``=``, and a line opening with a Braille blank looks indented. Not part
+    of ``fold``, which keeps marks so text keeps its letters (``é`` folds to ``e`` and a mark).
+    Lines are kept: no line break is a mark or a blank symbol.
+    """
+    if folded.isascii():
+        return folded
+    text = _BMP_MARKS.sub("", folded) if _BMP_MARKS.search(folded) else folded
+    text = _BLANKS.sub(" ", text) if _BLANKS.search(text) else text
+    return _ASTRAL.sub(_bare_astral, text) if _ASTRAL.search(text) else text
+
+
 def is_invisible(char: str) -> bool:
     """Whether ``char`` is dropped by folding (it shows as nothing)."""
     return _INVISIBLE.fullmatch(char) is not None

@@ -454,9 +454,12 @@ class Stepping:
 
     def fingerprint(self, assembly: Assembly, selections: Mapping[str, Selection],
                     request: Request, tail: frozenset[str], language: str = "",
+                    text: tuple[tuple[str, ...], tuple[int, ...]] | None = None,
                     points: Sequence[int] | None = None) -> Fingerprint:
         """What the next build needs to continue this one (``language``: of its labels).
 
+        ``text``: a text build's prompt as hashed and counted blocks, one per message
+        (``core.text.counted_blocks``); the tools are in the system message's block.
         ``points``: the build's ``cache_points`` (None: a text build, sent without
         breakpoints), recorded as its Anthropic request's breakpoints.
         """
@@ -475,21 +478,52 @@ class Stepping:
         volatile = next((i for i, section in enumerate(assembly.sections) if section in tail),
                         len(assembly.sections))
         transient = self.transient_from(assembly)
+        messages, tokens = text if text is not None else self._chat_counts(assembly)
         return Fingerprint(
             plan=self.plan, target=self.target, kept=kept,
             tools=tools_hash(assembly.schema_jsons),
-            tool_tokens=sum(assembly.schema_tokens),
-            messages=tuple(message_hash(message) if candidate is None
-                           else candidate_hash(candidate)
-                           for message, candidate in zip(assembly.messages,
-                                                         assembly.candidates, strict=True)),
-            # A text build counts the prompt whole, not per message: zeros, same length.
-            tokens=assembly.message_tokens or (0,) * len(assembly.messages), layouts=layouts,
+            tool_tokens=0 if text is not None else sum(assembly.schema_tokens),
+            messages=messages, tokens=tokens, layouts=layouts,
             stable_end=volatile if transient is None else min(volatile, transient),
             language=language,
             breakpoints=None if points is None else breakpoint_ends(
                 points, system=bool(assembly.messages)
                 and assembly.messages[0].role == "system", tools=bool(assembly.schema_jsons)))
+
+    @staticmethod
+    def _chat_counts(assembly: Assembly) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The hash and tokens of each message as the chat formats send it."""
+        hashes = tuple(message_hash(message) if candidate is None else candidate_hash(candidate)
+                       for message, candidate in zip(assembly.messages, assembly.candidates,
+                                                     strict=True))
+        return hashes, assembly.message_tokens
+
+    def _gone(self, previous: Fingerprint | None, assembly: Assembly) -> str | None:
+        """Why a laid-out source that showed messages last call shows none now (None: none did)."""
+        if previous is None:
+            return None
+        shown = set(assembly.sections)
+        for name in sorted(self.sources - shown):
+            layout = previous.layouts.get(name)
+            if layout is not None and layout.messages:
+                return (f"{name} went away: the previous request showed {len(layout.messages)} "
+                        "of its messages, this one shows none")
+        return None
+
+    def _new_target(self, target: str, current: Fingerprint, assembly: Assembly
+                    ) -> CacheReport:
+        """The report of a build whose previous build rendered for another target.
+
+        A chat request and a text prompt share no prefix a provider could cache, whatever
+        their messages: the build starts a new cache line, and the report says so.
+        """
+        fresh = compare(None, current, assembly.sections, sorted(self.advanced), {},
+                        assembly.keys)
+        return replace(fresh, previous=True, broke_at=0,
+                       broke_key=assembly.sections[0] if assembly.sections else None,
+                       broke_item=assembly.keys[0] if assembly.keys else None,
+                       reason=f"the previous build was for the {target} target, this one for "
+                              f"the {self.target} target: a new cache line starts")
 
     def _lasting(self, name: str, selection: Selection) -> Selection:
         """``selection`` without the turns shown for this call only (the next build's layout)."""
@@ -514,8 +548,15 @@ class Stepping:
                assembly: Assembly) -> CacheReport:
         """This build's prefix against the previous one's, with the reasons it broke."""
         reasons = {name: f"{name}'s cut advanced: {why}" for name, why in self.advanced.items()}
+        if previous is not None and previous.target != self.target:
+            return self._new_target(previous.target, current, assembly)
         report = compare(previous, current, assembly.sections, sorted(self.advanced), reasons,
                          assembly.keys)
+        gone = self._gone(previous, assembly)
+        if gone and report.broke_at and report.broke_key not in reasons:
+            # The break shows at whatever now stands where the source's messages stood (the
+            # env part, the input): name the source that went away instead.
+            report = replace(report, reason=gone)
         focus = {name: offer.focus for name, offer in sorted(self.offers.items())
                  if offer.focus is not None}
         if focus:

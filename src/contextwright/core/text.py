@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
+from contextwright.core.cache import short_hash
 from contextwright.core.fence import TOOL_LIST, escape_lines, label, separator
 from contextwright.core.items import Message, ToolCall
 
@@ -54,25 +56,83 @@ def call_line(call: ToolCall) -> str:
     return escape_lines(f"→ {name}({call.arguments})", skip_first_line=True)
 
 
+@dataclass(frozen=True, slots=True)
+class TextVolatile:
+    """The volatile system parts (the time, notes) and the message that carries them.
+
+    Chat renderings send them as one user message just before the input (what changes every
+    call goes last); the text rendering shows that message as the parts themselves, each under
+    its separator, not as words the user said.
+    """
+
+    at: int
+    """Index of the carrying message."""
+    parts: Sequence[SystemPartLike]
+
+
 def render_text(system_parts: Sequence[SystemPartLike], schema_jsons: Sequence[str],
-                sections: Sequence[str], messages: Sequence[Message], language: str) -> str:
+                sections: Sequence[str], messages: Sequence[Message], language: str,
+                volatile: TextVolatile | None = None) -> str:
     """The whole prompt as text."""
-    blocks: list[str] = []
-    previous = None
-    for part in system_parts:
-        if part.section != previous:
-            blocks.append(separator(part.section, language))
-            previous = part.section
-        blocks.append(escape_lines(part.text))
+    blocks = text_blocks(system_parts, schema_jsons, sections, messages, language, volatile)
+    return "\n".join(line for block in blocks for line in block)
+
+
+def text_blocks(system_parts: Sequence[SystemPartLike], schema_jsons: Sequence[str],
+                sections: Sequence[str], messages: Sequence[Message], language: str,
+                volatile: TextVolatile | None = None) -> list[list[str]]:
+    """The text rendering's lines, one block per message (aligned with ``messages``).
+
+    The system message's block holds the system parts and the tool list (the first message's
+    does when there is no system message); another system message's is empty. A message's
+    block opens with its section's separator when the section starts there. Aligned blocks
+    let a cached text build compare its prompt with the previous one message by message.
+    """
+    head = _parts_lines(system_parts, language)
     if schema_jsons:
-        blocks.append(separator(TOOL_LIST, language))
-        blocks.extend(escape_lines(schema) for schema in schema_jsons)
-    current = None
-    for section, message in zip(sections, messages, strict=True):
-        if message.role == "system":
-            continue
-        if section != current:
-            blocks.append(separator(section, language))
-            current = section
-        blocks.append(text_block(message, language))
-    return "\n".join(blocks)
+        head += [separator(TOOL_LIST, language), *(escape_lines(s) for s in schema_jsons)]
+    blocks: list[list[str]] = []
+    current: str | None = None
+    for index, (section, message) in enumerate(zip(sections, messages, strict=True)):
+        lines, head = head, []
+        if volatile is not None and index == volatile.at:
+            lines += _parts_lines(volatile.parts, language)
+            current = None  # what follows the parts names its own section again
+        elif message.role != "system":
+            if section != current:
+                lines.append(separator(section, language))
+                current = section
+            lines.append(text_block(message, language))
+        blocks.append(lines)
+    if head:  # no message to carry them
+        blocks.append(head)
+    return blocks
+
+
+def counted_blocks(blocks: Sequence[Sequence[str]], count: Callable[[str], int]
+                   ) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    r"""The hash and the tokens of each block of ``text_blocks``, for the prompt cache.
+
+    A text prompt is cached by its leading text: comparing blocks in order finds how much of
+    it repeats the previous prompt, and their tokens say how many tokens that is. A block is
+    counted with the line break that joins it to the next one: tokenizers of the GPT family
+    merge a line break into the punctuation before it (``?\n``), never into the letters or
+    the ``===`` after it, so the blocks' tokens add up to the prompt's.
+    """
+    texts = ["\n".join(lines) for lines in blocks]
+    last = max((i for i, lines in enumerate(blocks) if lines), default=-1)
+    tokens = tuple(count(text + "\n") if blocks[i] and i < last else count(text)
+                   for i, text in enumerate(texts))
+    return tuple(short_hash(text) for text in texts), tokens
+
+
+def _parts_lines(parts: Sequence[SystemPartLike], language: str) -> list[str]:
+    """System parts as text: a separator where the section changes, then each part escaped."""
+    lines: list[str] = []
+    previous = None
+    for part in parts:
+        if part.section != previous:
+            lines.append(separator(part.section, language))
+            previous = part.section
+        lines.append(escape_lines(part.text))
+    return lines
