@@ -45,7 +45,7 @@ app.command("api-key")(api_key)
 
 @app.command()
 def demo() -> None:
-    """Replay seed 000's weather + memo agent, then seed 003's bot across three modes (offline)."""
+    """Replay the weather + memo agent, then a customer-service bot across three modes (offline)."""
     from contextwright.demo import run_demo
     from contextwright.demo_sessions import run_sessions_demo
 

@@ -1,4 +1,4 @@
-"""The sessions demo: seed 003's customer-service bot through ``ContextManager``, offline.
+"""The sessions demo: a customer-service bot through ``ContextManager``, offline.
 
 One user's conversation moves from small talk to an order lookup to a multi-step task; each
 message is routed to a mode, every switch hands the old window over to the facts zone, and the

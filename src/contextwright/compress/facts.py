@@ -1,4 +1,4 @@
-"""Exact facts a summary must never lose, and the check that a summary kept them (R-CUT-3).
+"""Exact facts a summary must never lose, and the check that a summary kept them.
 
 ``extract_facts`` finds the strings that summarising would blur: numbers of three or more digits
 (a dotted run such as an IP address or a version is one number),

@@ -1,17 +1,17 @@
-"""Turn JSON tool results into compact readable text (SPEC R-TOOL-1, seed 004 §4.1).
+"""Turn JSON tool results into compact readable text.
 
 ``{"code":200,"data":{"city":"北京","temp":25}}`` becomes ``Tool result (weather): city: 北京,
 temp: 25``. Success envelopes (``code: 200``, ``status: "ok"``) are dropped, a lone ``data`` wrapper
 is unwrapped, nested objects become dotted paths, and every other value is kept verbatim (``null``
 and ``""`` included: ``error: null`` says the call did not fail), so ids, numbers and dates survive.
 
-``fields`` keeps only the named fields (SPEC R-TOOL-1): dotted paths into the result after the
-success envelope and a lone ``data`` wrapper are removed. ``items[].name`` takes ``name`` from every
-element of the list ``items``; ``[].flight_number`` does the same when the result itself is a list;
-``*`` matches every key of an object (``payment_methods.*.id``). An ``error``/``errors`` field that
-reports something (not null, false or empty) is always kept, at any depth and inside list items,
-so a field list never hides a failure. When no listed field is present the whole
-result is compacted (the caller reports it): showing nothing would hide what the tool said.
+``fields`` keeps only the named fields: dotted paths into the result after the success envelope and
+a lone ``data`` wrapper are removed. ``items[].name`` takes ``name`` from every element of the list
+``items``; ``[].flight_number`` does the same when the result itself is a list; ``*`` matches every
+key of an object (``payment_methods.*.id``). An ``error``/``errors`` field that reports something
+(not null, false or empty) is always kept, at any depth and inside list items, so a field list never
+hides a failure. When no listed field is present the whole result is compacted (the caller reports
+it): showing nothing would hide what the tool said.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
-"""Running summaries that never lose an exact fact (R-HIST-1, R-HIST-2, R-CUT-2, R-MODE-4).
+"""Running summaries that never lose an exact fact.
 
-A ``Summary`` keeps what seed 003 §4.3 says a hand-over needs — the user's original need, the
-confirmed key facts, what is still open — plus conclusions marked as corrected (seed 004 §5.3)
-and a few short notes. A ``Summarizer`` merges only the *new* messages into the previous summary;
-nothing is ever re-summarised from the start. ``ExtractiveSummarizer`` does it offline by rules;
-``LLMSummarizer`` (``summary_llm``) asks an OpenAI-compatible model for the same five fields as
-JSON and parses it strictly. ``verified`` runs either and refuses (``SummaryError``) a result that
-is empty or lost a fact it had to keep, so a caller can keep the previous summary and the original
-messages.
+A ``Summary`` keeps what a hand-over between modes needs — the user's original need, the confirmed
+key facts, what is still open — plus conclusions marked as corrected and a few short notes. A
+``Summarizer`` merges only the *new* messages into the previous summary; nothing is ever
+re-summarised from the start. ``ExtractiveSummarizer`` does it offline by rules; ``LLMSummarizer``
+(``summary_llm``) asks an OpenAI-compatible model for the same five fields as JSON and parses it
+strictly. ``verified`` runs either and refuses (``SummaryError``) a result that is empty or lost a
+fact it had to keep, so a caller can keep the previous summary and the original messages.
 
 No I/O of its own.
 """
@@ -642,7 +641,7 @@ def verified(summarizer: Summarizer, previous: Summary | None, messages: Sequenc
 def condense_for_handoff(previous: Summary | None, window: Sequence[Message], *,
                          tokenizer: Tokenizer, max_tokens: int = 200,
                          language: str = "auto") -> Summary:
-    """What a mode switch writes into the facts zone (R-MODE-4, seed 003 §4.3).
+    """What a mode switch writes into the facts zone.
 
     The window merged into the running summary by the extractive summariser, keeping only the
     three things a hand-over needs — the original need, the key facts, what is still open —

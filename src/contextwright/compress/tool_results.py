@@ -1,10 +1,10 @@
-"""Tiered retention of tool results (SPEC R-TOOL-2, seed 004 §4.2): full, key facts, one line.
+"""Tiered retention of tool results: full, key facts, one line.
 
 The newest tool results stay whole; older ones are *reduced* to one short line of key facts, and
 the oldest to a shorter line of identifiers, or to a placeholder. Reduction never paraphrases:
 it keeps, verbatim, every value that looks like an id, a number, a date or a code (and short
-status / error strings), because those are what a later call needs exactly (SPEC R-CUT-3). A
-reduced result still answers its call: only its text changes, never its pairing.
+status / error strings), because those are what a later call needs exactly. A reduced result still
+answers its call: only its text changes, never its pairing.
 
 Pure functions over the result text; nothing here knows about items or budgets.
 """

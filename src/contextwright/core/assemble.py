@@ -5,9 +5,9 @@ one leading system message, in plan order, each part after the first under its l
 that fenced text is data is appended when the builder asks for it. Tool definitions go to the tools
 list. Every other message follows its source's place in the plan, in the source's own order (so a
 tool result sits right after the call that asked for it). With ``repeat_question`` the user's
-question is repeated at the tail when something follows it (seed 004 §2.3). No fenced data ends
-the request in the assistant's voice: a digest that is all its source shows after the question
-goes just before the question.
+question is repeated at the tail when something follows it. No fenced data ends the request in the
+assistant's voice: a digest that is all its source shows after the question goes just before the
+question.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Budget allocation: weighted shares, clipped, then water-filled to the sources that need more.
 
-The promise (SPEC R-BUD-2), tested as a property: every grant is at most what its source needs and
-at most its ``max_tokens``; grants never exceed the pool; a source gets less than it needs only
-when the pool is exhausted; a source never fills a share it does not need (the rest flows on, by
-priority). Pure and deterministic.
+The promise, tested as a property: every grant is at most what its source needs and at most its
+``max_tokens``; grants never exceed the pool; a source gets less than it needs only when the pool is
+exhausted; a source never fills a share it does not need (the rest flows on, by priority). Pure and
+deterministic.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cutting one long text to a token limit, keeping what the query is about (seed 004 §3.3).
+"""Cutting one long text to a token limit, keeping what the query is about.
 
 ``cut_around_keywords`` splits the text into paragraphs (or sentences when it is one paragraph),
 keeps the paragraph with the most query keywords and grows the kept span around it while it fits;

@@ -25,7 +25,7 @@ ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
 
 
 class Layer(IntEnum):
-    """The layer table of seed 004 §2.1; a lower number constrains the model more."""
+    """The context layers, L1 to L7; a lower number constrains the model more."""
 
     SYSTEM = 1
     """L1 system instructions and role: never cut (may be condensed by hand)."""
@@ -98,14 +98,14 @@ def detached(order: float) -> bool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextItem:
-    """The smallest unit a source contributes; see SPEC R-ITEM-1."""
+    """The smallest unit a source contributes."""
 
     key: str
     """Globally unique ``namespace.field``; the namespace must be the owning source's."""
     message: Message
     """What is rendered: role, content and any tool calls."""
     layer: Layer
-    """Layer in the seed 004 table."""
+    """Its layer (see ``Layer``)."""
     priority: int = 0
     """Higher wins a key conflict."""
     group: str | None = None

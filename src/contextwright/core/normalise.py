@@ -1,4 +1,4 @@
-"""Normalisation at the build entry: key conflicts and duplicates (SPEC R-ITEM-2, R-DEDUP-1).
+"""Normalisation at the build entry: key conflicts and duplicates.
 
 Key conflicts are found once, across and inside sources: the higher ``priority`` wins (on a tie,
 the source earlier in the plan, then the item offered first), a warning is logged and reported,
@@ -8,8 +8,8 @@ never separated from its result.
 Duplicates: units whose messages all carry ids are duplicates when the ids match, anywhere.
 Without ids, role + content must match *and* the copy must sit right next to the original — the
 next unit of the same source, or the newest unit of a source copying the never-cut user input
-(seed 000 §5.2's double injection). Repeating "yes" two rounds apart is conversation, not
-duplication. The copy from the more constraining source, or the newer copy, is kept.
+(the same input injected twice). Repeating "yes" two rounds apart is conversation, not duplication.
+The copy from the more constraining source, or the newer copy, is kept.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ class SourceSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Budget:
-    """How many tokens a build may use (SPEC R-BUD-1)."""
+    """How many tokens a build may use."""
 
     window: int = 8192
     """Model context window."""
@@ -131,7 +131,7 @@ class Budget:
     reserved_output: int = 1024
     """Tokens kept free for the answer."""
     reserved_reasoning: int = 0
-    """Tokens kept free for reasoning (seed 004 §6.4)."""
+    """Tokens kept free for reasoning."""
     available_override: int | None = None
     """If set, the available tokens directly (the CLI's ``--budget``)."""
 
@@ -155,7 +155,7 @@ class BuildPlan:
     budget: Budget = field(default_factory=Budget)
     """Window, safety ratio and reserves."""
     repeat_question: bool = False
-    """Repeat the user's question at the tail when other parts follow it (seed 004 §2.3)."""
+    """Repeat the user's question at the tail when other parts follow it."""
     strict: bool = False
     """Raise on key conflicts instead of warning."""
     description: str = ""

@@ -1,6 +1,6 @@
 """The build report: every decision a build made, and the per-source table aggregated from them.
 
-``BuildReport.format_debug()`` prints the table the way seed 000 §3.5 shows it.
+``BuildReport.format_debug()`` prints that table as text, one line per source and the total.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class BuildReport:
     """Builds with a cache policy: how this request's prefix compares with the previous one's."""
 
     def format_debug(self) -> str:
-        """The seed 000 §3.5 table: one line per source and the total."""
+        """The debug table: one line per source and the total."""
         lines = [
             f"[ContextBuilder] source={row.source} tokens={row.tokens} items={row.items}"
             + (f" budget={row.budget}" if row.budget else "")

@@ -1,4 +1,4 @@
-"""Quality evaluation (R-EVAL-1, R-EVAL-2): dataset suites, a user's own cases, ablation, a judge.
+"""Quality evaluation: dataset suites, a user's own cases, ablation, a judge.
 
 Each suite loads a folder laid out like the matching folder of ``../shared/data`` (LoCoMo,
 τ-bench, HotpotQA), turns every case into a ``Request``, builds it with a plan at each budget,

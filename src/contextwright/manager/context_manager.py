@@ -1,4 +1,4 @@
-"""``ContextManager``: sessions, modes and summaries around the stateless builder (seed 003 §3).
+"""``ContextManager``: sessions, modes and summaries around the stateless builder.
 
 The two calls of an agent loop, ``prepare`` and ``record`` (and ``aprepare`` / ``arecord`` for an
 event loop), with the session's state, its summary and its erasure. What each call does is written
@@ -50,7 +50,7 @@ class ContextManager(SessionFlows):
     ``AsyncStore`` (``AsyncRedisStore``, ``AsyncPostgresStore``, ``AsyncSqliteStore``,
     ``AsyncMemoryStore``) serves the ``a…`` methods natively, and the blocking ones refuse it
     (``StoreUsageError``); over a sync store the ``a…`` methods run the call on a worker thread.
-    ``modes`` is a ``ModesConfig`` or a config file (seed 003's values by default); ``plans``
+    ``modes`` is a ``ModesConfig`` or a config file (the shipped modes by default); ``plans``
     overrides the plan of a mode; ``router`` or ``classifier`` replace or extend the keyword
     routing. ``background=True`` runs summary updates off the request path (a worker thread for
     ``record``, an asyncio task for ``arecord``), so ``prepare`` never waits for them

@@ -1,4 +1,4 @@
-"""Mode hand-offs (R-MODE-4) and the per-turn zone updates of structured mode (R-MODE-3).
+"""Mode hand-offs and the per-turn zone updates of structured mode.
 
 A switch condenses the current window (≤ ~200 tokens: the user's original need, confirmed key
 facts, what is still open) into the facts zone, clears the tools zone and records the switch.

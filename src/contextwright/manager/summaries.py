@@ -1,4 +1,4 @@
-"""The running summary (R-HIST-1, R-HIST-2): when to update it, and committing it safely.
+"""The running summary: when to update it, and committing it safely.
 
 Rounds older than the verbatim window are merged into the summary once ``summary_every`` of them
 have piled up, or once they pass ``summary_threshold_ratio`` of the input budget. Only those new

@@ -1,4 +1,4 @@
-"""Context modes (seed 003): settings, the router, zones and the session memory source."""
+"""Context modes: settings, the router, zones and the session memory source."""
 
 from contextwright.modes.centroid import CentroidClassifier
 from contextwright.modes.config import (

@@ -1,4 +1,4 @@
-"""An embedding nearest-centroid mode classifier (R-MODE-2's second stage).
+"""An embedding nearest-centroid mode classifier (the router's second stage).
 
 Each mode is described by a few example messages; their embeddings are averaged into a centroid
 once. A message goes to the mode whose centroid is most similar; the confidence is a softmax over

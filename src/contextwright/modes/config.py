@@ -1,9 +1,9 @@
-"""Mode settings and routing rules, with seed 003's values as defaults, loadable from a file.
+"""Mode settings and routing rules, with customer-service values as defaults, loadable from a file.
 
-A *mode* (seed 003 §2) decides how a session's context is organised: which plan builds it, how
-many rounds stay verbatim, when the running summary is updated, whether older turns are recalled,
-the retrieval parameters and whether zones are kept. This module only describes modes; it does no
-I/O except reading a config file on request, and knows nothing of stores or models.
+A *mode* decides how a session's context is organised: which plan builds it, how many rounds stay
+verbatim, when the running summary is updated, whether older turns are recalled, the retrieval
+parameters and whether zones are kept. This module only describes modes; it does no I/O except
+reading a config file on request, and knows nothing of stores or models.
 """
 
 from __future__ import annotations
@@ -61,18 +61,18 @@ class RecallSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModeSettings:
-    """One mode's parameters (seed 003 §3.3's MODE_CONFIGS; unused fields are ignored)."""
+    """One mode's parameters (fields a mode does not use are ignored)."""
 
     name: str
     """Mode name, e.g. ``sliding_window``; custom modes pick their own."""
     plan: str
     """A shipped plan name (``chat``, ``rag_qa``, ``tool_heavy`` …) or a plan file path."""
     window_size: int = 6
-    """Rounds that always stay verbatim (R-HIST-1)."""
+    """Rounds that always stay verbatim."""
     enable_summary: bool = True
     """Keep a running summary of the rounds older than the window."""
     summary_every: int = 5
-    """Update the summary once this many rounds have left the window (K of R-HIST-1)."""
+    """Update the summary once this many rounds have left the window."""
     summary_threshold_ratio: float = 0.6
     """Also update it when the unsummarised history passes this share of the input budget."""
     chunk_size: int = 200
@@ -84,7 +84,7 @@ class ModeSettings:
     similarity_threshold: float = 0.35
     """Chunks scoring below this are dropped."""
     zones: bool = False
-    """Keep structured zones (facts, task, tools, output) in the prompt (R-MODE-3)."""
+    """Keep structured zones (facts, task, tools, output) in the prompt."""
     tool_zone_keep: int = 3
     """Tool calls the tools zone keeps."""
     instruction: str = ""

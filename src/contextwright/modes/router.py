@@ -1,4 +1,4 @@
-"""The mode router (R-MODE-2): keyword rules first, a pluggable classifier second, then a default.
+"""The mode router: keyword rules first, a pluggable classifier second, then a default.
 
 Interface: text in, mode out — plus the reason, so every decision can be logged and shown. The
 router is pure: it reads the text, the session's current mode and its own rules; it never

@@ -1,4 +1,4 @@
-"""Structured-mode zones (R-MODE-3, seed 003 §2.3): facts, task, tools, output, each its rule.
+"""Structured-mode zones: facts, task, tools, output, each its rule.
 
 - facts: write once. A fact, once written, is never changed or removed (only erasing the session
   removes it); mode hand-offs add their condensed summaries here.

@@ -1,4 +1,4 @@
-"""Shipped plans (YAML files in this package) and a per-request plan chooser (seed 004 §6.3)."""
+"""Shipped plans (YAML files in this package) and a per-request plan chooser."""
 
 from __future__ import annotations
 

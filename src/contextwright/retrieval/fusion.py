@@ -1,4 +1,4 @@
-"""Fusion ranking (seed 000 §6.3): similarity dominates, recency adds, the user's entities add.
+"""Fusion ranking: similarity dominates, recency adds, the user's entities add.
 
 Two numbers per chunk, for two jobs:
 

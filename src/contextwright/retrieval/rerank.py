@@ -4,7 +4,7 @@ The retriever hands the reranker its merged candidates (already above the simila
 and keeps what the reranker returns. The default adds the recency and entity bonuses of
 ``RankingWeights`` to the fused similarity; a cross-encoder would score (query, passage) pairs
 instead and plug in the same way. Outdated versions, when kept at all, always rank after current
-text (seed 004 §1.1: the old refund policy was put first and the model believed it).
+text (an old refund policy put first is the one the model believes).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class Reranker(Protocol):
 
 
 class FusionReranker:
-    """Fused similarity + recency bonus + entity bonus (seed 000 §6.3). Stateless."""
+    """Fused similarity + recency bonus + entity bonus. Stateless."""
 
     def __init__(self, weights: RankingWeights | None = None) -> None:
         self.weights = weights or RankingWeights()

@@ -1,6 +1,6 @@
 """The retriever: index documents incrementally, search with hybrid fusion, merge, rerank.
 
-``search`` runs the three passes of seed 004 §3.3 plus the fusion ranking of seed 000 §6.3:
+``search`` runs three passes (retrieve, merge, rerank) with the fusion ranking of ``fusion``:
 retrieve the ``top_k`` chunks by fused similarity (lexical BM25 + dense cosine; lexical only
 without an embedder), drop those under ``similarity_threshold`` (calibrated, see ``fusion``),
 merge adjacent or overlapping chunks of one document into one passage, drop passages whose text
@@ -51,7 +51,7 @@ Supersede = Literal["title", "id"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchSettings:
-    """Per-search settings (SPEC R-RAG-1 defaults)."""
+    """Per-search settings, with their defaults."""
 
     top_k: int = 8
     """Chunks retrieved by fused similarity before thresholding and merging."""

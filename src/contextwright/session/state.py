@@ -1,4 +1,4 @@
-"""``SessionState``: what a session remembers besides its message log (R-SESS-1).
+"""``SessionState``: what a session remembers besides its message log.
 
 The current mode and its history of switches, the running summary with the last message it
 covers, the zones and the session's language. It is immutable data that round-trips through a
@@ -24,7 +24,7 @@ MAX_MODE_HISTORY = 100
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModeSwitch:
-    """One explicit hand-off from one mode to another (R-MODE-4)."""
+    """One explicit hand-off from one mode to another."""
 
     old_mode: str | None
     """Mode before the switch (None when the session started)."""

@@ -7,11 +7,11 @@ call is never separated from its result. A tool message that answers no call is 
 ``InvalidInputError``; a call whose result is missing gets an explicit placeholder result.
 Tool results are compacted from JSON to readable text (raw kept on the item) and marked untrusted.
 
-History adds two things (issue 4). Tiered retention (R-TOOL-2): with ``tool_full`` set, only the
-newest call blocks keep their results whole, older ones are reduced to key facts or one line (see
-``compress.tool_results``), and a result whose message carries ``"consumed": true`` is reduced
-even when it is among the newest. Relevance-selected history (R-HIST-3): with ``recall_share`` set,
-older turns relevant to the input are interleaved into the newest-first stream (see ``recall``).
+History adds two things. Tiered retention: with ``tool_full`` set, only the newest call blocks keep
+their results whole, older ones are reduced to key facts or one line (see
+``compress.tool_results``), and a result whose message carries ``"consumed": true`` is reduced even
+when it is among the newest. Relevance-selected history: with ``recall_share`` set, older turns
+relevant to the input are interleaved into the newest-first stream (see ``recall``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The history digest: exact values of the turns a build left out, as one compact fenced item.
 
-R-HIST-2's "confirmed key facts", stateless: when the plan sets history's ``digest_share``, the
-builder keeps that share of history's grant free and, if rounds were left out, asks
-``HistorySource.digest`` for one item. That item says it is a digest of omitted messages (which
+The running summary's "confirmed key facts", but stateless: when the plan sets history's
+``digest_share``, the builder keeps that share of history's grant free and, if rounds were left out,
+asks ``HistorySource.digest`` for one item. That item says it is a digest of omitted messages (which
 ones), and lists, per omitted message, the exact values first seen there (ids, codes, numbers,
 dates, emails, addresses: ``compress.facts.extract_facts``) that the kept context does not already
 contain. Values are never paraphrased or cut: a value that does not fit is left out whole.

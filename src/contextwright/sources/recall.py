@@ -1,4 +1,4 @@
-"""Relevance-selected history (SPEC R-HIST-3), now ``contextwright.recall`` (names kept here).
+"""Relevance-selected history, now ``contextwright.recall`` (names kept here).
 
 The same objects as ``contextwright.recall``'s, so code written against this module keeps
 working: ``RecallTurn``, ``TurnRecaller``, ``TurnIndex``, ``RecallExpansion``,

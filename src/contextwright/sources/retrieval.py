@@ -6,7 +6,7 @@ text, so a document is chunked once per set and embedded once ever), or searches
 given to it (a corpus indexed ahead of time), or both. Each kept passage is shown the way
 ``DocumentSource`` shows a document: one item, fenced as untrusted data, labelled with its document
 and paragraphs (``refund_policy.md §2``); a passage longer than ``max_passage_tokens`` is cut around
-the query's keywords first (seed 004 §3.3).
+the query's keywords first.
 
 Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``rerank_top_k`` (3),
 ``chunk_size`` (200), ``alpha`` (0.5), ``dense`` (true: use the embedder when there is one),
@@ -342,11 +342,11 @@ def _supersede_across(mine: list[RetrievedChunk], corpus: list[RetrievedChunk],
     """Both sides' passages, with the retriever's supersede rule applied between the sides.
 
     Each index has already handled versions inside it. Across the two, one document can sit on
-    both sides (seed 004 §1.1: last year's refund policy in the corpus, this year's in the
-    request), and the older must not be shown as current. Same id always ties two versions
-    (ids are stable); same title does when the corpus ties by title, as the request's index
-    does. Every request document is known, so a corpus passage yields to any newer one,
-    retrieved or not; of the corpus only what was retrieved is known here.
+    both sides (e.g. last year's refund policy in the corpus, this year's in the request), and the
+    older must not be shown as current. Same id always ties two versions (ids are stable); same
+    title does when the corpus ties by title, as the request's index does. Every request document is
+    known, so a corpus passage yields to any newer one, retrieved or not; of the corpus only what
+    was retrieved is known here.
     """
     newer_in_request = _Newest.of((d.id, d.title, d.version, d.timestamp) for d in documents)
     newer_in_corpus = _Newest.of((p.doc_id, p.title, p.version, p.timestamp) for p in corpus)

@@ -47,7 +47,7 @@ class UserInputSource:
 
 
 class EnvInfoSource:
-    """Environment facts: time, time zone, run mode, locale (seed 000 §3.2).
+    """Environment facts: time, time zone, run mode, locale.
 
     Facts come from ``request.env``; with the plan option ``clock: true`` the current UTC time is
     added when the request gives none (this reads the clock, so such builds are not replayable).

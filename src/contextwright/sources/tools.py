@@ -1,4 +1,4 @@
-"""Tool definitions (L3): OpenAI function schemas, loaded on demand (SPEC R-TOOL-3, seed 004 §4.3).
+"""Tool definitions (L3): OpenAI function schemas, loaded on demand.
 
 By default every schema is offered, the ones matching the input first. With ``select: relevant``
 only these are offered: tools a ``ToolScorer`` finds relevant to the input (built in: lexical, on
