@@ -1,8 +1,8 @@
-"""Quality benchmarks of issue 4 on ``../shared/data``: LoCoMo, τ-bench, HotpotQA, nDCG@10.
+"""Quality benchmarks on ``../shared/data``: LoCoMo, τ-bench, HotpotQA, nDCG@10.
 
 Runs the three suites of ``contextwright.evaluate`` with their default plans (``chat``,
 ``tool_heavy`` with tool-result compression, ``rag_qa``) and budgets, each next to its baseline
-recomputed with the same tokenizer, and prints Markdown tables for the README with the issue's
+recomputed with the same tokenizer, and prints Markdown tables for the README with the quality
 targets beside the numbers. HotpotQA runs with the documents as given (``DocumentSource``),
 then searched, reranked and filling the budget (``RetrievalSource``, lexical; then hybrid when
 the embeddings extra is installed). Last, nDCG@10 / Recall@10 of the retrieval step on

@@ -1,4 +1,4 @@
-"""How many exact facts survive incremental summaries, on τ-bench (R-HIST-2, R-CUT-3).
+"""How many exact facts survive incremental summaries, on τ-bench.
 
 Each trajectory's history before its first write action is merged into a running summary five
 rounds at a time with ``verified(ExtractiveSummarizer(), …)``, optionally capped at N tokens.

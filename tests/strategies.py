@@ -315,7 +315,7 @@ def requests(draw: st.DrawFn, *, missing_results: bool = True) -> Request:
     rng = random.Random(draw(SEEDS))
     user_input = draw_text(draw, language)
     history = draw_history(draw, ids, language, missing_results=missing_results)
-    if one_in(draw, 8):  # the input injected into history as well (seed 000 §5.2)
+    if one_in(draw, 8):  # the input injected into history as well (a double injection)
         history.append({"role": "user", "content": user_input})
     return Request(
         user_input=user_input,

@@ -1,4 +1,4 @@
-"""R-SEC-2: bad input gets a clear, typed error from the one error tree, and loses nothing.
+"""Bad input gets a clear, typed error from the one error tree, and loses nothing.
 
 Every failure is an error of ``contextwright.errors`` (never a stray ``KeyError`` or
 ``UnicodeEncodeError``), names the field rather than echoing the payload, and leaves the caller's

@@ -1,4 +1,4 @@
-"""Property and example tests of ``allocate_budget`` (SPEC R-BUD-1, R-BUD-2, seed 000 §4.2).
+"""Property and example tests of ``allocate_budget``, and of the default budget.
 
 The promise: every grant is at most what its source needs and at most its ``max_tokens``; grants
 never exceed the pool; a source gets less than it needs only when the pool is exhausted; a share a
@@ -152,7 +152,7 @@ SEED_MAX = {"system": 1200, "tools": 800, "history": 1500, "user": 1300, "toolRe
 
 
 def test_seed_000_available_budget() -> None:
-    # Seed 000 §4.1: 8192 × 0.75 − 1024 = 5120 (SPEC R-BUD-1, the defaults).
+    # The defaults: 8192 × 0.75 − 1024 = 5120.
     assert Budget(window=8192).available == 5120
     assert Budget(window=8192, reserved_reasoning=512).available == 4608
     assert Budget(window=8192, available_override=3000).available == 3000
@@ -163,7 +163,7 @@ def test_seed_000_available_budget() -> None:
     ("system", 1024), ("tools", 768), ("history", 1536), ("user", 1280), ("toolResults", 512),
 ])
 def test_seed_000_weighted_shares(name: str, expected: int) -> None:
-    # Seed 000 §4.2: the table of shares of 5120 (weights sum to 1.0), before max clipping.
+    # The example plan's shares of 5120 (weights sum to 1.0), before max clipping.
     total = sum(SEED_WEIGHTS.values())
     claim = Claim(name=name, weight=SEED_WEIGHTS[name], need=0)
     assert weighted_share(claim, total, 5120) == expected
@@ -173,7 +173,7 @@ def test_seed_000_weighted_shares(name: str, expected: int) -> None:
     ("system", 1024), ("tools", 768), ("history", 1500), ("user", 1280), ("toolResults", 500),
 ])
 def test_seed_000_weighted_shares_clipped_by_max(name: str, expected: int) -> None:
-    # The seed's plan also caps each source (1200 / 800 / 1500 / 1300 / 500).
+    # The example plan also caps each source (1200 / 800 / 1500 / 1300 / 500).
     total = sum(SEED_WEIGHTS.values())
     claim = Claim(name=name, weight=SEED_WEIGHTS[name], need=0, max_tokens=SEED_MAX[name])
     assert weighted_share(claim, total, 5120) == expected
@@ -185,7 +185,7 @@ def _seed_claims(**needs: int) -> list[Claim]:
 
 
 def test_seed_000_history_does_not_fill_its_share() -> None:
-    # Seed 000 §3.5/§4.2: system 680 and user 180 are never cut, so the pool is 5120 − 860.
+    # The example plan: system 680 and user 180 are never cut, so the pool is 5120 − 860.
     # History needs 400 of its 1536 share: it gets 400, and tools (rank first) get the rest of
     # what they need although their share is only 768.
     allocations = allocate_budget(4260, _seed_claims(tools=2000, history=400, toolResults=240),

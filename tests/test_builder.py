@@ -1,4 +1,4 @@
-"""The core builder, test by test against SPEC sections 1-4 and 6."""
+"""The core builder, test by test: order, budget, cutting, tool results, duplicates, rendering."""
 
 from __future__ import annotations
 
@@ -248,7 +248,7 @@ def test_repeat_question_at_the_tail() -> None:
 
 
 class EnvSource:
-    """A custom source, added without touching the core (seed 000 §3.2)."""
+    """A custom source, added without touching the core."""
 
     namespace = "runtime"
 

@@ -1,4 +1,4 @@
-"""R-CLI-1: ``contextwright build`` prints messages, tokens, budget and report as JSON.
+"""``contextwright build`` prints messages, tokens, budget and report as JSON.
 
 ``demo`` runs offline. Bad input is exit code 2 with a one-line error, a budget that cannot hold
 the never-cut parts is exit code 3, and a failure never prints a partial context.

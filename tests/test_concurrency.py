@@ -1,9 +1,9 @@
-"""R-SEC-3: builds are safe under concurrency, and the same input always gives the same context.
+"""Builds are safe under concurrency, and the same input always gives the same context.
 
 Eight threads share one builder and one plan and build a mix of requests (history to cut, tool
 results, documents, notes, a request that cannot fit); every result must equal, byte for byte, the
-result of building the same request alone. The plan must not be changeable in place (seed 000
-§5.4: a shared mutable plan leaked one request's limits into another).
+result of building the same request alone. The plan must not be changeable in place (a shared
+mutable plan would leak one request's limits into another).
 """
 
 from __future__ import annotations

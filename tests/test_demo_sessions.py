@@ -1,4 +1,4 @@
-"""The sessions demo (seed 003's bot through ContextManager) is snapshotted like the main demo.
+"""The sessions demo (a support bot through ContextManager) is snapshotted like the main demo.
 
 Regenerate after an intended change with ``CONTEXTWRIGHT_UPDATE_SNAPSHOTS=1 pytest
 tests/test_demo_sessions.py``.

@@ -1,4 +1,4 @@
-"""R-EVAL-1 / issue 4: the quality metrics, loaders, baselines and runner of ``evaluate``.
+"""The quality metrics, loaders, baselines and runner of ``evaluate``.
 
 Metrics are checked on hand-made contexts, including wrong ones they must not credit; loaders
 on the hand-made folders of ``tests/fixtures/eval``; a real case or two of ``../shared/data``

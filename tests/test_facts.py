@@ -1,4 +1,4 @@
-"""Exact facts a summary must keep (R-CUT-3): extract_facts, and missing_facts' comparison."""
+"""Exact facts a summary must keep: extract_facts, and missing_facts' comparison."""
 
 from __future__ import annotations
 

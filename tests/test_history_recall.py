@@ -1,4 +1,4 @@
-"""Relevance-selected history (R-HIST-3): older relevant turns recalled besides the recent ones."""
+"""Relevance-selected history: older relevant turns recalled besides the recent ones."""
 
 from __future__ import annotations
 

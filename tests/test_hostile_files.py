@@ -1,4 +1,4 @@
-"""Hostile and careless files get a typed error, bounded work, and never a traceback (R-SEC-2).
+"""Hostile and careless files get a typed error, bounded work, and never a traceback.
 
 Every file the library or the CLI reads — plans, modes configs, requests, dataset files, in each
 format they may come in — is fed an alias bomb, invalid UTF-8 and nesting deep enough to exhaust

@@ -1,4 +1,4 @@
-"""ContextManager: sessions, routing, hand-offs, zones and summaries end to end (issue 3)."""
+"""ContextManager: sessions, routing, hand-offs, zones and summaries end to end."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ def _call(call_id: str, name: str = "stock") -> dict[str, Any]:
 
 def test_tool_result_cannot_take_the_system_role() -> None:
     """A tool result mapping that carries ``role: system`` overrides the ``tool`` role and is
-    rendered as unfenced system text (R-SEC-1); expected: stored as a tool result or refused."""
+    rendered as unfenced system text; expected: stored as a tool result or refused."""
     store = MemoryStore()
     cm = _manager(store)
     cm.prepare("u", "s", "hello")
@@ -69,7 +69,7 @@ def test_record_refuses_an_orphan_tool_result() -> None:
 ])
 def test_record_bad_shapes_raise_typed_errors(kwargs: dict[str, Any]) -> None:
     """A non-mapping assistant / tool result / message makes ``record`` raise a bare
-    ``TypeError``/``ValueError``; expected: ``InvalidInputError`` (R-SEC-2), nothing stored."""
+    ``TypeError``/``ValueError``; expected: ``InvalidInputError``, nothing stored."""
     store = MemoryStore()
     cm = _manager(store)
     cm.prepare("u", "s", "hello")

@@ -1,4 +1,4 @@
-"""Mode config, router and zones (R-MODE-1..3) without a store."""
+"""Mode config, router and zones without a store."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Property tests of whole builds: the promises of SPEC §1-4, 6 and 12, checked on random
-realistic requests (tests/strategies.py) under shipped and custom plans with random budgets.
+"""Property tests of whole builds: the builder's promises (the budget, what is kept and cut,
+order, determinism, security, the report), checked on random realistic requests
+(tests/strategies.py) under shipped and custom plans with random budgets.
 
 Token counts are recomputed here from scratch with ``bpe_openai`` (not the library's cache), and
 the OpenAI message list is validated here, independently of ``contextwright.core.validate``.
@@ -58,7 +59,7 @@ PROPERTY = settings(max_examples=150, deadline=None,
 LEFT_OUT = frozenset(("dropped", "deduplicated", "conflict"))
 CHANGED = frozenset(("truncated", "compacted"))
 # Each message costs its content + 4; each call its name + arguments + 8; each schema its
-# compact JSON + 8; the reply is primed with 3 (SPEC R-TOK-1, contextwright.core.accounting).
+# compact JSON + 8; the reply is primed with 3 (contextwright.core.accounting).
 MESSAGE_OVERHEAD, CALL_OVERHEAD, SCHEMA_OVERHEAD, REPLY_PRIMING = 4, 8, 8, 3
 TAG = re.compile(re.escape(UNTRUSTED_TAG) + r"-\d{4}")
 RECALL_MARK = re.compile(r"\[recalled( \d{4}-\d{2}-\d{2})?\]\n")
@@ -551,7 +552,7 @@ def test_latest_tool_results_are_kept_first(scenario: Scenario) -> None:
 @PROPERTY
 @given(scenarios())
 def test_parts_follow_the_plan_order(scenario: Scenario) -> None:
-    # SPEC R-ORD-1: the merged system message first, then each source's messages where the plan
+    # The merged system message first, then each source's messages where the plan
     # puts the source (the question repeated at the very end when the plan asks for it).
     ctx = built(scenario)
     if ctx is None:
@@ -781,7 +782,7 @@ def test_report_does_not_depend_on_earlier_builds() -> None:
 
 @pytest.mark.parametrize("plan_name", ["chat", "rag_qa"])
 def test_build_succeeds_when_exactly_the_never_cut_parts_fit(plan_name: str) -> None:
-    # SPEC R-BUD-3: the build fails only if system prompt + input alone exceed the budget. Here
+    # The build fails only if system prompt + input alone exceed the budget. Here
     # they fit exactly; everything else (a document that cannot fit, for rag_qa) is dropped.
     request = Request(user_input="What is the refund window?", system="Answer briefly.",
                       documents=[Document(id="d1", text="Refunds within 30 days. " * 200)])
@@ -806,7 +807,7 @@ def test_text_rendering_of_a_markdown_document_fits_available() -> None:
 
 
 def test_unread_history_is_counted_even_when_what_was_read_is_a_duplicate() -> None:
-    # The newest history message repeats the input (seed 000 §5.2) and is de-duplicated; the
+    # The newest history message repeats the input (a double injection) and is de-duplicated; the
     # greeting before it is never read. The report must say one message was not read.
     request = Request(user_input="What is my order status?", system="Be brief.", history=[
         {"role": "assistant", "content": "Hello! How can I help you today with your order?"},

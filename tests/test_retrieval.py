@@ -127,7 +127,7 @@ def test_identical_text_in_two_documents_is_kept_once() -> None:
 
 
 def test_refund_policy_incident_newer_version_wins() -> None:
-    """Seed 004 §1.1: the old policy (7 days) was put first and the model believed it."""
+    """The stale refund policy (7 days) must not be put first, where the model would believe it."""
     retriever = Retriever()
     retriever.add(refund_documents())
     found = retriever.search("我上周买的鞋子能退吗？退货政策是几天？")

@@ -137,7 +137,8 @@ def test_passages_of_the_corpus_and_the_request_get_distinct_call_ids() -> None:
 def test_an_older_corpus_version_does_not_appear_beside_the_newer_request_version() -> None:
     """Supersession is applied inside each index only, so the corpus's 2024 version of
     ``policy`` is shown unmarked next to the request's 2025 version of the same id and title
-    (seed 004 §1.1's incident); the older one should be left out or marked outdated."""
+    (the stale refund policy the model once believed); the older one should be left out or
+    marked outdated."""
     corpus = Retriever()
     corpus.add([SourceDocument(id="policy", title="policy.md", timestamp="2024-01-01",
                                text="Refunds are possible for 15 days.")])

@@ -1,4 +1,4 @@
-"""Running summaries (R-HIST-1/2, R-MODE-4): merge incrementally, never lose an exact fact."""
+"""Running summaries: merge incrementally, never lose an exact fact."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def tool(call_id: str, name: str, content: str) -> Message:
     return Message(role="tool", content=content, tool_call_id=call_id, name=name)
 
 
-# Seed 003: a customer asks about refunds, then about order 20241001's delivery.
+# The customer-service bot: a customer asks about refunds, then about order 20241001's delivery.
 ORDER_CHAT = [
     user("你好"),
     assistant("你好！有什么可以帮您？"),
@@ -61,7 +61,7 @@ ORDER_CHAT = [
     assistant("订单 20241001 正在运输中，快递单号 SF1234567890，寄往北京市朝阳区建国路88号。"),
 ]
 
-# Seed 000: the weather + memo agent.
+# The weather + memo agent.
 WEATHER_MEMO = [
     user("今天上海天气怎么样，顺便帮我记下来"),
     assistant("", call("w1", "get_weather", {"city": "上海"})),
@@ -78,7 +78,7 @@ def summarize(messages: Sequence[Message], previous: Summary | None = None, *,
     return verified(ExtractiveSummarizer(), previous, messages, language=language, **cap)
 
 
-# ----- the three things (seed 003 §4.3) ---------------------------------------------------------
+# ----- the three things a hand-over needs: the original need, key facts, what is still open -----
 
 def test_summary_keeps_order_number_and_address() -> None:
     summary = summarize(ORDER_CHAT, language="zh")
@@ -170,7 +170,7 @@ def test_still_pending_statement_is_unresolved() -> None:
     assert summary.unresolved == ("我的包裹还没收到",)
 
 
-# ----- corrections (seed 004 §5.3) -------------------------------------------------------------
+# ----- corrections: a corrected conclusion is marked as such -------------------------------------
 
 def test_correction_is_marked() -> None:
     summary = summarize([*ORDER_CHAT, user("不对，地址应该是北京市朝阳区建国路99号"),
@@ -604,7 +604,7 @@ def test_extractive_merges_never_lose_a_fact_beyond_what_they_count(
 
 @pytest.mark.data
 def test_tau_bench_histories_keep_every_required_fact() -> None:
-    """Every 5 rounds, merge into the summary (K of R-HIST-1); the facts must all be there."""
+    """Every 5 rounds, merge into the summary; the facts must all be there."""
     if not DATA.is_dir():
         pytest.skip("../shared/data is absent")
     trajectories = json.loads((DATA / "gpt-4o-airline-dev.json").read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""R-TOK-1: exact counts for OpenAI encodings and Hugging Face tokenizer.json files, a CJK-aware
+"""Exact counts for OpenAI encodings and Hugging Face tokenizer.json files, a CJK-aware
 estimate marked inexact, long input counted in pieces, prefixes that fit, and counts cached by
 content so a long session is never re-tokenised.
 """

@@ -1,4 +1,4 @@
-"""Tool results: field extraction (R-TOOL-1) and tiered retention in history (R-TOOL-2)."""
+"""Tool results: field extraction and tiered retention in history."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def tool_messages(messages: list[dict[str, Any]]) -> list[str]:
     return [str(m["content"]) for m in messages if m["role"] == "tool"]
 
 
-# --------------------------------------------------------------------------- R-TOOL-1
+# ------------------------------------------------------------------- field extraction
 
 
 def test_fields_keep_only_the_listed_dotted_paths() -> None:
@@ -156,7 +156,7 @@ def test_tiers_by_rank_and_consumed() -> None:
     assert ToolTiers.from_options({}) is None, "tiers are off unless tool_full is set"
 
 
-# --------------------------------------------------------------------------- R-TOOL-2 in builds
+# ------------------------------------------------------------------- tiered retention in builds
 
 
 def test_latest_result_full_middle_reduced_early_one_line() -> None:

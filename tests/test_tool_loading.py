@@ -1,4 +1,4 @@
-"""Dynamic tool loading (R-TOOL-3): relevant tools, always-include, already-called, compaction."""
+"""Dynamic tool loading: relevant tools, always-include, already-called, compaction."""
 
 from __future__ import annotations
 

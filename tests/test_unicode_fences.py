@@ -1,4 +1,4 @@
-"""R-SEC-1 under Unicode disguise: fences and labels that no look-alike or invisible gets past.
+"""Fencing under Unicode disguise: fences and labels that no look-alike or invisible gets past.
 
 The disguises are generated, not listed: every code point whose NFKC form (case folded) is one of
 the characters of a fence, a special token or a label, and every invisible code point, are found

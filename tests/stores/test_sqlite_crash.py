@@ -1,4 +1,4 @@
-"""R-SESS-2: a SQLite writer killed with SIGKILL at any moment loses no acknowledged append.
+"""A SQLite writer killed with SIGKILL at any moment loses no acknowledged append.
 
 120 times, a child process appends batches of 1–3 messages to one session and sends back each
 acknowledged batch; ``crash_driver.py`` kills it (SIGKILL) a random few milliseconds after it is

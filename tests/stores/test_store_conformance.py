@@ -1,4 +1,4 @@
-"""R-SESS-1 / R-SESS-2: every store backend keeps the same promises.
+"""Every store backend keeps the same promises.
 
 Each test runs against memory, SQLite, Redis and PostgreSQL (the ``backend`` fixture), each in a
 fresh namespace. The promises: gap-free seqs from 1, exact round trips (lone surrogates, NUL), ids
