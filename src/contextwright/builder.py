@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import partial
@@ -20,7 +19,10 @@ from typing import TYPE_CHECKING, Literal
 from contextwright.core.builder import build_context
 from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.caches import clear_registered_caches
-from contextwright.core.fence import fence_key, register_labels
+
+# Re-exported: the variable's name has been importable from here.
+from contextwright.core.fence import FENCE_SECRET_VARIABLE as FENCE_SECRET_VARIABLE
+from contextwright.core.fence import deployment_fence_key, register_labels
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import Budget, BuildPlan
 from contextwright.core.request import Request
@@ -39,8 +41,6 @@ from contextwright.tokens import (
 if TYPE_CHECKING:
     from contextwright.observe import SnapshotRecorder, SnapshotSink
 
-FENCE_SECRET_VARIABLE = "CONTEXTWRIGHT_FENCE_SECRET"
-"""Environment variable with the deployment's fence secret (read when a builder is made)."""
 
 
 class ContextBuilder:
@@ -83,9 +83,7 @@ class ContextBuilder:
                                            else DEFAULT_IMAGES)
         """How builds count images: the model's rule, else the larger of GPT-4o's and
         Claude's (estimated)."""
-        if fence_secret is None:
-            fence_secret = os.environ.get(FENCE_SECRET_VARIABLE)
-        self._fence_key = fence_key(fence_secret)
+        self._fence_key = deployment_fence_key(fence_secret)
         registry = builtin_sources()
         for source in sources:
             labels = traits_of(source).labels
@@ -234,7 +232,7 @@ def session_cache_key(*ids: str) -> str:
     a JSON list, which no other list of ids spells. 24 hex digits, well within the 64
     characters OpenAI takes.
     """
-    key = fence_key(os.environ.get(FENCE_SECRET_VARIABLE))
+    key = deployment_fence_key()
     # Joined with a separator, ("a\x1fb", "c") and ("a", "b\x1fc") would read the same.
     text = json.dumps(list(ids), ensure_ascii=False).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(text, key=key, digest_size=12, person=b"cw-cache-key").hexdigest()

@@ -13,7 +13,6 @@ parts; tool results are fenced as data besides.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -29,16 +28,16 @@ from contextwright.compress.summarize import (
     fit_summary,
     without_echoed_framing,
 )
-from contextwright.core.fence import DEFAULT_FENCE_KEY, fence, fence_key
+from contextwright.core.fence import DEFAULT_FENCE_KEY, deployment_fence_key, fence
+
+# The variable the key is read from, as ContextBuilder reads it (one name, in core.fence).
+from contextwright.core.fence import FENCE_SECRET_VARIABLE as FENCE_SECRET_VARIABLE
 from contextwright.core.items import Message
 from contextwright.errors import LLMError, SummaryError
 from contextwright.llm.client import ChatClient
 from contextwright.tokens import Tokenizer
 
 __all__ = ["LLMSummarizer", "parse_summary_reply", "summary_request"]
-
-FENCE_SECRET_VARIABLE = "CONTEXTWRIGHT_FENCE_SECRET"
-"""The environment variable ``ContextBuilder`` reads its fence secret from."""
 
 
 _SYSTEM_PROMPT = """You maintain the running summary of a conversation between a user and an \
@@ -82,9 +81,7 @@ class LLMSummarizer:
         self.model = model
         self.temperature = temperature
         self.json_mode = json_mode
-        if fence_secret is None:  # the variable ContextBuilder reads, so both key fences alike
-            fence_secret = os.environ.get(FENCE_SECRET_VARIABLE)
-        self._fence_key = fence_key(fence_secret)
+        self._fence_key = deployment_fence_key(fence_secret)  # keyed as ContextBuilder's
 
     def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
                   language: str, max_tokens: int | None = None,

@@ -13,6 +13,7 @@ environment.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -148,6 +149,19 @@ def fence_key(secret: str | bytes | None) -> bytes:
             "CONTEXTWRIGHT_FENCE_SECRET), or leave it unset to use the built-in key")
     raw = secret.encode("utf-8", "surrogatepass") if isinstance(secret, str) else secret
     return hashlib.blake2b(raw, key=DEFAULT_FENCE_KEY, digest_size=32).digest()
+
+
+FENCE_SECRET_VARIABLE = "CONTEXTWRIGHT_FENCE_SECRET"
+"""Environment variable with the deployment's fence secret."""
+
+
+def deployment_fence_key(secret: str | bytes | None = None) -> bytes:
+    """``fence_key`` of ``secret``, or of ``CONTEXTWRIGHT_FENCE_SECRET`` when it is None.
+
+    The one place the deployment's secret is read, so builders, summarisers, cache keys and
+    the service all key alike.
+    """
+    return fence_key(os.environ.get(FENCE_SECRET_VARIABLE) if secret is None else secret)
 
 
 def marker_for(text: str, source_label: str, key: bytes = DEFAULT_FENCE_KEY) -> str:

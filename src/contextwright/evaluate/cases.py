@@ -109,11 +109,13 @@ class EvalCase:
     """Free labels (shown in the JSON result)."""
 
     def __post_init__(self) -> None:
-        # A case made in code gets the same rule as a loaded one: one reply is graded as an
-        # answer or as a call, so a case with both would be judged on half of what it states.
+        # One request gets one reply: a judged run sends the context once and grades either the
+        # first tool call or the answer, so a case with both would be graded on half of what it
+        # states. Checked here, so a case made in code and a loaded one get the same rule.
         if self.answer is not None and self.expected_call is not None:
             raise DatasetError(f"{self.where or f'line {self.line}'}: answer, expected_call: a "
-                               "case expects either a reference answer or a tool call, not both")
+                               "case expects either a reference answer or a tool call, not both "
+                               "(the model's next reply is graded as one or the other)")
 
     @property
     def expected(self) -> ExpectedAnswer | ExpectedCall | None:
@@ -205,10 +207,10 @@ def _wanted(model: _Material) -> Wanted:
 
 
 def check_references(case: EvalCase, where: str) -> None:
-    """Refuse unknown ids and names, overlaps of required and noise, and answer-plus-call.
+    """Refuse unknown ids and names, and overlaps of required and noise.
 
-    Ids and names must be in the request; nothing may be both required and noise; a case
-    expects an answer or a tool call, not both. ``DatasetError`` names the field.
+    Ids and names must be in the request; nothing may be both required and noise.
+    ``DatasetError`` names the field.
     """
     request = case.request
     message_ids = {str(m.get("id")) for part in (request.history, request.turn) for m in part
@@ -229,14 +231,7 @@ def check_references(case: EvalCase, where: str) -> None:
         if both:
             raise DatasetError(f"{where}: noise.{kind}: {sorted(both)[0]!r} is also in "
                                f"must_contain.{kind}")
-    call = case.expected_call
-    if call is not None and case.answer is not None:
-        # One request gets one reply: a judged run sends the context once and grades either the
-        # first tool call or the answer, so a case with both would be graded on half of what
-        # it states.
-        raise DatasetError(f"{where}: answer, expected_call: a case expects either a reference "
-                           "answer or a tool call, not both (the model's next reply is graded "
-                           "as one or the other)")
+    call = case.expected_call  # an answer beside it is refused by ``EvalCase`` itself
     if call is not None and call.name not in known["tools"][0]:
         raise DatasetError(f"{where}: expected_call.name: no tool of request.tools is named "
                            f"{call.name!r}")

@@ -9,15 +9,14 @@ event loop; results are plain JSON data. HTTP lives in ``server.app``.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from contextwright.builder import FENCE_SECRET_VARIABLE, ContextBuilder
-from contextwright.core.fence import fence_key
+from contextwright.builder import ContextBuilder
+from contextwright.core.fence import deployment_fence_key
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, plan_from_mapping
 from contextwright.core.report import BuildReport, Decision, SourceReport
@@ -77,7 +76,7 @@ class Service:
                  manager: ContextManager | None = None,
                  limiter: RateLimiter | None = None) -> None:
         # A blank fence secret is refused here, at start, not as a 500 on the first build.
-        fence_key(os.environ.get(FENCE_SECRET_VARIABLE))
+        deployment_fence_key()
         self.config = config
         self.limits = config.limits
         self.keys = KeysFile(config.keys, check_every=config.keys_check_every)
