@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from contextwright import BuildPlan, ContextBuilder, Request, clear_caches
+from contextwright import BuildPlan, ContextBuilder, FinalContext, Request, clear_caches
 from peers import LangChainSession, LlamaIndexSession, peer_versions
 from synthetic import make_history, make_tools, next_message
 
@@ -62,15 +62,26 @@ def _turns_for(size: int, turns: int, slow: bool) -> int:
     return max(3, min(turns, 200_000 // max(size, 1)))
 
 
-def bench_contextwright(history: list[dict[str, Any]], turns: int, plan_name: str = "tool_heavy"
-                        ) -> dict[str, float]:
+def bench_contextwright(history: list[dict[str, Any]], turns: int, plan_name: str = "tool_heavy",
+                        stable: bool = False) -> dict[str, float]:
+    """Cold and steady builds of ``plan_name``; ``stable``: each build continues the last.
+
+    A stable build is what ``ContextManager`` and an agent loop keeping the provider's prompt
+    cache warm run: ``previous`` is the last call's context, so the build keeps its layout and
+    appends (``cache=True`` from the first call).
+    """
     builder = ContextBuilder(tokenizer="o200k_base")
     plan = BuildPlan.named(plan_name).with_budget(available_override=BUDGET)
     tools = make_tools()
+    last: list[FinalContext] = []
 
     def build() -> int:
         request = Request(user_input=USER_INPUT, system=SYSTEM, history=history, tools=tools)
-        ctx = builder.build(plan, request)
+        if stable:
+            ctx = builder.build(plan, request, previous=last[-1] if last else None, cache=True)
+            last[:] = [ctx]
+        else:
+            ctx = builder.build(plan, request)
         ctx.to_messages("openai")
         return ctx.total_tokens
 
@@ -89,7 +100,8 @@ def bench_contextwright(history: list[dict[str, Any]], turns: int, plan_name: st
     return {"cold_ms": cold * 1000, "steady_ms": _median_ms(samples), "turns": turns}
 
 
-def profile_steady(size: int, turns: int, plan_name: str, top: int = 25) -> str:
+def profile_steady(size: int, turns: int, plan_name: str, top: int = 25,
+                   stable: bool = False) -> str:
     """Where ``turns`` steady builds of ``plan_name`` spend their time, as pstats text.
 
     The cold build runs first, unprofiled; the functions are listed by their own time and by
@@ -101,9 +113,16 @@ def profile_steady(size: int, turns: int, plan_name: str, top: int = 25) -> str:
     plan = BuildPlan.named(plan_name).with_budget(available_override=BUDGET)
     tools = make_tools()
 
+    last: list[FinalContext] = []
+
     def build() -> None:
         request = Request(user_input=USER_INPUT, system=SYSTEM, history=history, tools=tools)
-        builder.build(plan, request).to_messages("openai")
+        if stable:
+            last[:] = [builder.build(plan, request, previous=last[-1] if last else None,
+                                     cache=True)]
+        else:
+            last[:] = [builder.build(plan, request)]
+        last[-1].to_messages("openai")
 
     clear_caches()
     build()
@@ -114,7 +133,8 @@ def profile_steady(size: int, turns: int, plan_name: str, top: int = 25) -> str:
         build()
         profiler.disable()
     out = io.StringIO()
-    out.write(f"## {plan_name}, {size:,} messages, {turns} steady builds\n")
+    kind = "stable (previous)" if stable else "steady"
+    out.write(f"## {plan_name}, {size:,} messages, {turns} {kind} builds\n")
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats(top)
@@ -161,12 +181,14 @@ def bench_llamaindex(history: list[dict[str, Any]], turns: int) -> dict[str, flo
             "loaded_messages": len(loaded)}
 
 
-def bench_repeated(size: int, turns: int, plan_name: str, repeats: int) -> dict[str, float]:
+def bench_repeated(size: int, turns: int, plan_name: str, repeats: int,
+                   stable: bool = False) -> dict[str, float]:
     """``bench_contextwright`` ``repeats`` times (each on a fresh history): medians of the runs.
 
     The machine may be shared; one run's numbers move with whatever else is running.
     """
-    runs = [bench_contextwright(make_history(size), turns, plan_name) for _ in range(repeats)]
+    runs = [bench_contextwright(make_history(size), turns, plan_name, stable)
+            for _ in range(repeats)]
     return {"cold_ms": statistics.median(r["cold_ms"] for r in runs),
             "steady_ms": statistics.median(r["steady_ms"] for r in runs), "turns": turns,
             "repeats": repeats}
@@ -178,6 +200,8 @@ def run(sizes: list[int], turns: int, peers: bool = True, repeats: int = 1) -> d
         row: dict[str, Any] = {}
         row["contextwright"] = bench_repeated(size, turns, "tool_heavy", repeats)
         row["contextwright_chat"] = bench_repeated(size, turns, "chat", repeats)
+        row["contextwright_stable"] = bench_repeated(size, turns, "tool_heavy", repeats, True)
+        row["contextwright_chat_stable"] = bench_repeated(size, turns, "chat", repeats, True)
         results["sizes"][str(size)] = row
         if not peers:
             print(f"done {size}", file=sys.stderr)
@@ -200,15 +224,19 @@ def print_table(results: dict[str, Any]) -> None:
         f"{k} {v}" for k, v in results["versions"].items()))
     print("| " + " | ".join(["messages", "cw tool_heavy cold", "cw tool_heavy steady",
                               "cw chat (recall) cold", "cw chat (recall) steady",
+                              "cw tool_heavy stable", "cw chat stable",
                               *(f"{p} steady (× cw tool_heavy)" for p in peers)]) + " |")
-    print("|---" * (5 + len(peers)) + "|")
+    print("|---" * (7 + len(peers)) + "|")
     for size, row in results["sizes"].items():
         cw, chat = row["contextwright"], row["contextwright_chat"]
         cells = [f"{row[p]['steady_ms']:.2f} ms ({row[p]['steady_ms'] / cw['steady_ms']:.0f}×)"
                  for p in peers]
         print("| " + " | ".join([f"{int(size):,}", f"{cw['cold_ms']:.1f} ms",
                                   f"{cw['steady_ms']:.3f} ms", f"{chat['cold_ms']:.1f} ms",
-                                  f"{chat['steady_ms']:.3f} ms", *cells]) + " |")
+                                  f"{chat['steady_ms']:.3f} ms",
+                                  f"{row['contextwright_stable']['steady_ms']:.3f} ms",
+                                  f"{row['contextwright_chat_stable']['steady_ms']:.3f} ms",
+                                  *cells]) + " |")
     sizes = list(results["sizes"])
     if "1000" in sizes and "100000" in sizes:
         flat = (results["sizes"]["100000"]["contextwright"]["steady_ms"]
@@ -231,10 +259,13 @@ def main() -> None:
     parser.add_argument("--profile", metavar="PLAN", default=None,
                         help="instead of timing: profile PLAN's steady builds at each size "
                              "and print where the time goes")
+    parser.add_argument("--stable", action="store_true",
+                        help="with --profile: builds that continue the previous one "
+                             "(previous=, cache=True)")
     args = parser.parse_args()
     if args.profile:
         for size in (int(s) for s in args.sizes.split(",")):
-            print(profile_steady(size, args.turns, args.profile))
+            print(profile_steady(size, args.turns, args.profile, stable=args.stable))
         return
     results = run([int(s) for s in args.sizes.split(",")], args.turns, peers=not args.no_peers,
                   repeats=args.repeats)

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, Request
-from contextwright.core.digest import MIN_DIGEST_TOKENS, digest_share
+from contextwright.core.digest import MIN_DIGEST_TOKENS, DigestCost, digest_share
+from contextwright.core.gather import Costing
 from contextwright.core.items import ContextItem, Layer, Message
 from contextwright.errors import PlanError
-from contextwright.sources.history_digest import value_rank
+from contextwright.sources.history_digest import omitted_digest, value_rank
+from contextwright.tokens import get_tokenizer
 
 BUILDER = ContextBuilder()
 USER = {"user_id": "nora_vance_5172", "dob": "1988-11-23",
@@ -185,3 +187,31 @@ def test_any_source_can_offer_a_digest() -> None:
     ctx = builder.build(built, Request(user_input="go", notes=[FILLER[:200]] * 5))
     system = ctx.to_messages("openai")[0]["content"]
     assert "notes left out" in system
+
+
+def _omitted_digest_of(messages: list[dict[str, Any]], kept: list[ContextItem]) -> str | None:
+    cost = DigestCost(Costing(get_tokenizer("o200k_base"), "en"), 2_001)
+    item = omitted_digest(messages, "history", "", {}, kept, 2_000, cost)
+    return None if item is None else item.message.content
+
+
+def test_a_remembered_digest_is_made_again_when_an_omitted_message_is_edited() -> None:
+    messages = history()
+    first = _omitted_digest_of(messages, [])
+    assert first is not None and "QX4ZT8" in first
+    assert _omitted_digest_of(messages, []) == first  # the same messages: the same digest
+    messages[2]["content"] = json.dumps({**USER, "reservations": ["ZZ9ZZ9"]})  # edited in place
+    edited = _omitted_digest_of(messages, [])
+    assert edited is not None and "ZZ9ZZ9" in edited and "QX4ZT8" not in edited
+    messages[2] = result("c1", {**USER, "reservations": ["YY8YY8"]})  # replaced
+    replaced = _omitted_digest_of(messages, [])
+    assert replaced is not None and "YY8YY8" in replaced and "ZZ9ZZ9" not in replaced
+
+
+def test_a_remembered_digest_knows_which_items_were_kept() -> None:
+    messages = history()
+    assert "nora_vance_5172" in (_omitted_digest_of(messages, []) or "")
+    first = Message(role="user", content=messages[0]["content"])
+    kept = [ContextItem(key="history.m0", message=first, layer=Layer.HISTORY, order=0.0)]
+    shown = _omitted_digest_of(messages, kept) or ""
+    assert "nora_vance_5172" not in shown  # the kept message shows it already

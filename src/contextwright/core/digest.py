@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from contextwright.core.accounting import frame_tokens
+from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.fence import fence
 from contextwright.core.gather import (
     Candidate,
@@ -155,19 +156,40 @@ class DigestCost:
         self._limit = limit
         self._last: tuple[ContextItem, Candidate] | None = None
 
+    @property
+    def memo_key(self) -> tuple[object, ...]:
+        """What the counts depend on besides the item (a digest made with it may be reused)."""
+        return (self._costing.key, self._limit)
+
     def __call__(self, item: ContextItem) -> int:
         """Tokens of ``item`` as it would render."""
         return self.render(item).tokens
 
     def render(self, item: ContextItem) -> Candidate:
-        """``render_candidate`` of ``item``, counted by lines where that is exact."""
+        """``render_candidate`` of ``item``, counted by lines where that is exact.
+
+        Remembered per item object: a digest reused from an earlier build (the same item) is
+        not rendered and counted again.
+        """
         if self._last is not None and self._last[0] is item:
             return self._last[1]
-        candidate = _render_by_lines(item, self._costing)
-        if candidate is None:
-            candidate = render_candidate(item, self._costing, self._limit)
+        key = (id(item), self.memo_key)
+        known = _RENDERED.get(key) or _RENDERED.revive(key)
+        if known is not None and known[0] is item:
+            candidate = known[1]
+        else:
+            candidate = (_render_by_lines(item, self._costing)
+                         or render_candidate(item, self._costing, self._limit))
+            if candidate.complete_count:  # a partial count depends on the limit
+                _RENDERED.put(key, (item, candidate))
         self._last = (item, candidate)
         return candidate
+
+
+_RENDERED: BoundedCache[tuple[int, tuple[object, ...]], tuple[ContextItem, Candidate]] = (
+    BoundedCache("core.digest.rendered", max_entries=4_096, share=0.01,
+                 size=lambda _, entry: text_bytes(entry[1].message.content) + 500))
+register_cache("core.digest.rendered", _RENDERED)
 
 
 def _render_by_lines(item: ContextItem, costing: Costing) -> Candidate | None:

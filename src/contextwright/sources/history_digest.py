@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from contextwright.compress.facts import extract_facts, fact_key, looks_like_fence_marker
 from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
-from contextwright.core.items import ContextItem, Layer, Message, parse_listed
+from contextwright.core.items import ContextItem, Layer, Message, parse_listed, parsed_unchanged
 from contextwright.core.request import Request
 
 DEFAULT_SCAN = 400
@@ -63,15 +63,75 @@ def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input
     ``where`` names the list (``history``, ``turn``) in the text and is the key's namespace
     (``tool_results`` for ``turn``).
     """
+    scan = int(options.get("digest_scan", DEFAULT_SCAN))
+    memo = _memo_key(messages, where, user_input, scan, max_tokens, cost)
+    if memo is not None:
+        remembered = _remembered(memo, messages, kept)
+        if remembered is not None:
+            return remembered[0]
     kept_at = {int(item.order) for item in kept}
     known = _known_values(kept, user_input)
-    scan = int(options.get("digest_scan", DEFAULT_SCAN))
-    entries, ranked = _ranked(_entries(messages, where, kept_at, known, scan))
-    if not ranked:
+    read: list[tuple[int, object, Message]] = []
+    entries, ranked = _ranked(_entries(messages, where, kept_at, known, scan, read))
+    digest = None
+    if ranked:
+        size = len(messages)
+        omitted = size - sum(1 for index in kept_at if 0 <= index < size)
+        digest = _fitting(entries, ranked, omitted, where, max_tokens, cost)
+    if memo is not None:
+        _DIGESTS.put(memo, (tuple(kept), tuple(read), (digest,)))
+    return digest
+
+
+_DigestMemo = tuple[tuple[ContextItem, ...], tuple[tuple[int, object, Message], ...],
+                    tuple[ContextItem | None]]
+_DIGESTS: BoundedCache[tuple[object, ...], _DigestMemo] = BoundedCache(
+    "sources.history_digest.digests", max_entries=1_024, share=0.01,
+    size=lambda _, memo: 100 * (len(memo[0]) + len(memo[1])) + 2_000)
+"""Digests made, by what they were made from: a build that keeps a stable prefix remakes the
+digest of its last cut, from the same messages, on every call until the next cut."""
+
+
+def _memo_key(messages: Sequence[Mapping[str, Any]], where: str, user_input: str, scan: int,
+              max_tokens: int, cost: Callable[[ContextItem], int]) -> tuple[object, ...] | None:
+    """What a digest depends on besides the messages it reads and the kept items.
+
+    None for a ``cost`` that cannot say what it counts with: the digest is then not remembered.
+    """
+    cost_key = getattr(cost, "memo_key", None)
+    if cost_key is None:
         return None
-    size = len(messages)
-    omitted = size - sum(1 for index in kept_at if 0 <= index < size)
-    return _fitting(entries, ranked, omitted, where, max_tokens, cost)
+    return (len(messages), where, user_input, scan, max_tokens, cost_key)
+
+
+def _alike(a: ContextItem, b: ContextItem) -> bool:
+    """Whether two kept items count alike for a digest (a source may make one anew).
+
+    What a digest reads of a kept item: its position, and the texts whose values it knows
+    (``_item_keys``).
+    """
+    return (a.order == b.order and a.raw == b.raw and a.message.content == b.message.content
+            and a.message.tool_calls == b.message.tool_calls)
+
+
+def _remembered(memo: tuple[object, ...], messages: Sequence[Mapping[str, Any]],
+                kept: Sequence[ContextItem]) -> tuple[ContextItem | None] | None:
+    """The digest remembered under ``memo`` if it was made from these very messages and items.
+
+    Every message the digest read must be the same object at the same position, unchanged
+    since it was parsed (``parsed_unchanged``): an edited message makes a new digest.
+    """
+    entry = _DIGESTS.get(memo) or _DIGESTS.revive(memo)
+    if entry is None:
+        return None
+    items, read, digest = entry
+    if len(items) != len(kept) or not all(
+            a is b or _alike(a, b) for a, b in zip(items, kept, strict=True)):
+        return None
+    for index, raw, message in read:
+        if messages[index] is not raw or parsed_unchanged(raw) is not message:
+            return None
+    return digest
 
 
 def _fitting(entries: Sequence[Entry], ranked: Sequence[str], omitted: int, where: str,
@@ -120,7 +180,7 @@ def _keys_bytes(keys: Iterable[str]) -> int:
 
 
 _ITEM_KEYS: BoundedCache[int, tuple[ContextItem, frozenset[str]]] = BoundedCache(
-    "sources.history_digest.item_keys", max_entries=_CACHE_LIMIT, share=0.03,
+    "sources.history_digest.item_keys", max_entries=_CACHE_LIMIT, share=0.02,
     size=lambda _, entry: _keys_bytes(entry[1]))
 
 
@@ -143,8 +203,12 @@ def _item_keys(item: ContextItem) -> frozenset[str]:
 
 
 def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int],
-             known: frozenset[str], scan: int) -> list[Entry]:
-    """Entries of the newest ``scan`` omitted messages, newest first (a value may repeat)."""
+             known: frozenset[str], scan: int,
+             read_out: list[tuple[int, object, Message]]) -> list[Entry]:
+    """Entries of the newest ``scan`` omitted messages, newest first (a value may repeat).
+
+    Every message read is added to ``read_out`` as (position, the caller's object, its parse).
+    """
     entries: list[Entry] = []
     names: dict[str, str] = {}
     read = 0
@@ -155,8 +219,9 @@ def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int]
             break
         read += 1
         message = parse_listed(history, where, index)
+        read_out.append((index, history[index], message))
         if message.role == "tool" and not message.name:
-            names.update(_call_names(history, where, index, message))
+            names.update(_call_names(history, where, index, message, read_out))
         values, keys, facts = _message_facts(message)
         fresh = values if keys.isdisjoint(known) else tuple(
             v for v, k in facts if k not in known)
@@ -225,12 +290,14 @@ length, and only short entries make 65,536 of them a bound on memory as well."""
 
 
 def _call_names(history: Sequence[Mapping[str, Any]], where: str, index: int,
-                message: Message) -> dict[str, str]:
+                message: Message, read_out: list[tuple[int, object, Message]]
+                ) -> dict[str, str]:
     """Tool names of the calls a tool result may answer (read lazily, going backwards)."""
     if message.role != "tool" or message.name:
         return {}
     for back in range(index - 1, max(index - 64, -1), -1):
         earlier = parse_listed(history, where, back)
+        read_out.append((back, history[back], earlier))
         if earlier.tool_calls:
             return {call.id: call.name for call in earlier.tool_calls}
     return {}
@@ -245,7 +312,7 @@ def _who(message: Message, names: Mapping[str, str]) -> str:
 
 _Facts = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, str], ...]]
 _MESSAGE_FACTS: BoundedCache[int, tuple[Message, _Facts]] = BoundedCache(
-    "sources.history_digest.message_facts", max_entries=_CACHE_LIMIT, share=0.03,
+    "sources.history_digest.message_facts", max_entries=_CACHE_LIMIT, share=0.02,
     size=lambda _, entry: 2 * _keys_bytes(entry[1][0]))
 
 
@@ -308,6 +375,7 @@ def _item(entries: Sequence[Entry], chosen: set[str], omitted: int, where: str) 
 
 
 register_cache("sources.history_digest.item_keys", _ITEM_KEYS)
+register_cache("sources.history_digest.digests", _DIGESTS)
 register_cache("sources.history_digest.message_facts", _MESSAGE_FACTS)
 register_cache("sources.history_digest.value_rank", _value_rank)
 register_cache("sources.history_digest.values", _values)
