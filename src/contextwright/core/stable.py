@@ -292,18 +292,26 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
     a turn kept whole once and as separate blocks now is found all the same.
     """
     by_first: dict[str, list[tuple[Unit, list[str]]]] = {}
-    seen: set[tuple[int, ...]] = set()
+    seen: set[int | tuple[int, ...]] = set()
     for unit in pool:
         candidates = unit.candidates
         # The same candidates offered twice (the plain stream and the source's own share
         # most messages) match alike: the first, which would be taken, is enough.
-        identity = tuple(map(id, candidates))
+        if len(candidates) == 1:  # most units: no tuple, no sort
+            only = candidates[0]
+            identity: int | tuple[int, ...] = id(only)
+            rendered = [only.rendered_hash or candidate_hash(only)]
+        else:
+            identity = tuple(map(id, candidates))
+            rendered = [candidate_hash(c) for c in sorted(candidates, key=_order)]
         if identity in seen:
             continue
         seen.add(identity)
-        rendered = ([candidate_hash(candidates[0])] if len(candidates) == 1
-                    else [candidate_hash(c) for c in sorted(candidates, key=_order)])
-        by_first.setdefault(rendered[0], []).append((unit, rendered))
+        alike = by_first.get(rendered[0])
+        if alike is None:
+            by_first[rendered[0]] = [(unit, rendered)]
+        else:
+            alike.append((unit, rendered))
     # Each first message's units by order (stable: pool order among equal orders), so the
     # next one along is found by bisection: a session that says one thing again and again
     # (the same question asked daily) has hundreds of alike units, and looking at every one
@@ -316,9 +324,12 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
     shown: set[str] = set()  # two messages that render alike are two units, not one twice
 
     def first_fit(entries: Sequence[tuple[Unit, list[str]]], index: int) -> Unit | None:
-        return next((unit for unit, rendered in entries
-                     if not any(c.item.key in shown for c in unit.candidates)
-                     and list(hashes[index:index + len(rendered)]) == rendered), None)
+        for unit, rendered in entries:  # every entry's first hash is ``hashes[index]``
+            if any(c.item.key in shown for c in unit.candidates):
+                continue
+            if len(rendered) == 1 or list(hashes[index:index + len(rendered)]) == rendered:
+                return unit
+        return None
 
     index = 0
     last = float("-inf")
