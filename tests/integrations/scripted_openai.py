@@ -1,11 +1,14 @@
 """A local OpenAI server that answers from a script, for the frameworks' own OpenAI models.
 
 ``/v1/responses`` and ``/v1/chat/completions`` (not streamed) answer each request with the next
-``Turn`` of the script: text, function calls, a reasoning item or a hosted web search, in the
-API's own shapes, so a framework records them as it does from the real API. Every request is
+``Turn`` of the script: text, function calls, a reasoning item, a hosted web search or items
+given as they are (a ``shell_call``, a ``computer_call``...), in the API's own shapes, so a
+framework records them as it does from the real API. Every request is
 checked first by the API rules of ``fakes.provider_server`` and refused with HTTP 400 like the
 API refuses it; what those rules do not cover, the real API takes as well: reasoning and hosted
 tool items sent back in ``input``, and hosted tools (``{"type": "web_search"}``) in ``tools``.
+The calls of tools run on the caller's side (``computer_call``, ``shell_call``...) are held to the
+API's pairing: each answered by its output, and no output without its call before it.
 Reasoning items sent back are held to the API's pairing by item id: a reasoning item this server
 gave must be followed at once by the item that followed it in the output, under that item's id,
 and an item sent with that id must come right after its reasoning item.
@@ -21,7 +24,14 @@ from typing import Any
 from fakes.json_server import Answer, LocalJSONServer, json_answer
 from fakes.provider_server import Rejected, check_chat, check_responses
 
-ITEMS_THE_API_TAKES_BACK = frozenset(("reasoning", "web_search_call"))
+CALLER_SIDE_CALLS = {"computer_call": "computer_call_output", "shell_call": "shell_call_output",
+                     "local_shell_call": "local_shell_call_output",
+                     "apply_patch_call": "apply_patch_call_output",
+                     "mcp_approval_request": "mcp_approval_response"}
+"""Calls of tools the caller runs (an approval: the caller answers), with their outputs' types."""
+
+ITEMS_THE_API_TAKES_BACK = frozenset(("reasoning", "web_search_call", *CALLER_SIDE_CALLS,
+                                      *CALLER_SIDE_CALLS.values()))
 """Output items the Responses API takes back in ``input`` that ``check_responses`` does not."""
 
 
@@ -38,6 +48,8 @@ class Turn:
     """A reasoning item's summary, first in the output (Responses only)."""
     web_search: str | None = None
     """A hosted web search's query: a ``web_search_call`` before the text (Responses only)."""
+    items: tuple[dict[str, Any], ...] = ()
+    """Output items as they are, before the text (Responses only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +80,7 @@ class ScriptedOpenAI(LocalJSONServer):
             if path.endswith("/chat/completions"):
                 check_chat(body)
             else:
-                _check_responses(body)
+                check_responses_input(body)
                 with self._lock:
                     follower = dict(self._follower)
                 check_reasoning_pairs(body.get("input") or [], follower)
@@ -87,6 +99,12 @@ class ScriptedOpenAI(LocalJSONServer):
         with self._lock:
             self._follower.update(reasoning_followers(response["output"]))
         return json_answer(200, response)
+
+
+def check_responses_input(body: dict[str, Any]) -> None:
+    """What this server checks of a Responses request, reasoning pairs aside."""
+    _check_responses(body)
+    check_caller_side_pairs(body.get("input") or [])
 
 
 def _check_responses(body: dict[str, Any]) -> None:
@@ -130,6 +148,42 @@ def check_reasoning_pairs(items: list[dict[str, Any]], follower: dict[str, str])
                            f"provided without its required 'reasoning' item: '{reasoning}'.")
 
 
+def check_caller_side_pairs(items: list[dict[str, Any]]) -> None:
+    """Each caller-side call answered by its output after it; no output without its call."""
+    waiting: dict[str, str] = {}  # call id -> the output type that answers it
+    for index, item in enumerate(items):
+        kind = item.get("type")
+        if kind in CALLER_SIDE_CALLS:
+            waiting[_pair_id(item)] = CALLER_SIDE_CALLS[kind]
+        elif kind in CALLER_SIDE_CALLS.values():
+            if waiting.pop(_pair_id(item), None) != kind:
+                raise Rejected(f"input[{index}]: no tool call found for {kind} with call_id "
+                               f"{_pair_id(item)}")
+            if kind == "shell_call_output":
+                _check_shell_output(item.get("output"), f"input[{index}].output")
+    if waiting:
+        raise Rejected(f"No tool output found for call {next(iter(waiting))}.")
+
+
+def _pair_id(item: dict[str, Any]) -> str:
+    kind = item.get("type")
+    if kind == "mcp_approval_request":
+        return str(item.get("id"))
+    if kind == "mcp_approval_response":
+        return str(item.get("approval_request_id"))
+    return str(item.get("call_id"))
+
+
+def _check_shell_output(chunks: object, where: str) -> None:
+    if not isinstance(chunks, list):
+        raise Rejected(f"{where} must be an array")
+    for number, chunk in enumerate(chunks):
+        outcome = chunk.get("outcome")
+        if not (isinstance(chunk.get("stdout"), str) and isinstance(chunk.get("stderr"), str)
+                and isinstance(outcome, dict) and outcome.get("type") in ("exit", "timeout")):
+            raise Rejected(f"{where}[{number}] needs stdout, stderr and an outcome")
+
+
 def _arguments(turn: Turn, arguments: dict[str, Any]) -> str:
     return turn.raw_arguments if turn.raw_arguments is not None else json.dumps(arguments)
 
@@ -156,6 +210,7 @@ def _response(body: dict[str, Any], turn: Turn, serial: int) -> dict[str, Any]:
     if turn.web_search:
         output.append({"type": "web_search_call", "id": f"ws_{serial}", "status": "completed",
                        "action": {"type": "search", "query": turn.web_search}})
+    output += turn.items
     if turn.text is not None:
         output.append({"type": "message", "id": f"msg_{serial}", "role": "assistant",
                        "status": "completed", "content": [

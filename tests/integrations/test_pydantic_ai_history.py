@@ -357,3 +357,30 @@ def test_a_tools_retry_reaches_the_model_whole() -> None:
     assert "(tool error) No booking 'KST'; codes are like 'KST7'." in unknown
     assert '"loc":["code"]' in invalid and '"msg":"Field required"' in invalid
     assert "Tool result (get_booking)" not in unknown + invalid
+
+
+def test_a_tools_failure_reaches_the_model_whole_and_marked() -> None:
+    from pydantic_ai.exceptions import ToolFailed
+
+    failure = ("No booking 'KST9' exists: it was cancelled on 2024-05-02 at the passenger's "
+               "request (ref CX-9912), and its fare of 412.50 EUR was refunded to the card "
+               "ending 4242. Offer to search for a new flight instead of looking it up again.")
+    recorder = Recorder(call_tool=True)
+    agent: Agent[None, str] = Agent(FunctionModel(recorder), instructions=SYSTEM,
+                                    capabilities=[ContextwrightHistory()])
+
+    @agent.tool_plain
+    def get_booking(code: str) -> str:
+        """Look up a booking by its code."""
+        raise ToolFailed(failure.replace("KST9", code))
+
+    result = run(agent, "Is KST7 confirmed?")
+    (kept,) = [p for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert kept.outcome == "failed"  # what this Pydantic AI makes of a ToolFailed
+    (sent,) = [p.content for m in recorder.requests[1] for p in m.parts
+               if isinstance(p, ToolReturnPart)]
+    # The error as the tool wrote it, marked: not compacted to "Tool result (...): error: ...".
+    assert f"(tool error) {failure.replace('KST9', 'KST7')}" in sent
+    assert "Tool result (get_booking)" not in sent
+    chat = from_pydantic_ai([ModelRequest(parts=[kept])])[0]
+    assert chat["content"] == f"(tool error) {kept.content}"

@@ -12,11 +12,14 @@ Responses API wants them within a turn, and the call gets back its item id, by w
 pairs the reasoning with it. Items of the Responses API's hosted tools (web search,
 file search, code interpreter, image generation, hosted MCP calls and tool lists) are left out of
 the build, as reasoning before a message is: the server ran them within one response and the
-model's answer after them says what they found; the report's warnings name them. Other items a
-chat message has no place for (computer use, shell, apply-patch and custom tool calls and their
-outputs, MCP approvals, compaction) are refused with an ``InvalidInputError`` naming the item
-type. The SDK's placeholder id of items from a chat-completions model is not kept as a message
-id (it names no message). The tool schemas the SDK sends are not part of the build (a filter
+model's answer after them says what they found; the report's warnings name them. Calls of the
+tools the SDK runs on the caller's side (computer use, shell, local shell, apply-patch) and MCP
+approval requests, with their outputs and responses, are carried: the build reads each pair as a
+function call and its result, and the model is sent the items themselves, a call always with its
+output (see ``CARRIED_CALLS``). Other items a chat message has no place for (custom tool calls
+and their outputs, compaction) are refused with an ``InvalidInputError`` naming the item type.
+The SDK's placeholder id of items from a chat-completions model is not kept as a message id (it
+names no message). The tool schemas the SDK sends are not part of the build (a filter
 cannot change them), so ``budget`` covers the instructions and the input.
 Needs the ``openai-agents`` extra.
 """
@@ -24,7 +27,9 @@ Needs the ``openai-agents`` extra.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping, MutableMapping, Sequence
+from types import MappingProxyType
 from typing import Any, cast
 
 from agents import SessionSettings
@@ -151,7 +156,8 @@ class ContextwrightInputFilter:
     def build(self, items: Sequence[Any], instructions: str | None) -> FinalContext:
         """The build for the SDK's input ``items`` and the agent's ``instructions``.
 
-        Hosted tools' items are left out, and the report's warnings say which.
+        Hosted tools' items are left out, and the report's warnings say which; carried tools'
+        items are in it as function calls and results (``CARRIED_CALLS``).
         """
         context = self.shaper.build(self._chats(items), system=instructions)
         hosted = _hosted_tool_kinds(items)
@@ -179,8 +185,9 @@ class ContextwrightInputFilter:
         except InvalidInputError:
             # A unit names its items from 0: read them all to name the item's own position
             # (a hosted tool's item stands in as a reasoning item, which is skipped too).
-            chat_messages([_SKIPPED if _is_hosted_tool_item(item) else item for item in items],
-                          "input")
+            chat_messages([_SKIPPED if _is_hosted_tool_item(item)
+                           else _stand_in(item, f"input[{index}]")
+                           for index, item in enumerate(items)], "input")
             raise
         return chats
 
@@ -188,15 +195,47 @@ class ContextwrightInputFilter:
         """Build the model input (on a worker thread) and record the report."""
         given = data.model_data
         context = await asyncio.to_thread(self.build, given.input, given.instructions)
+        body = context.to_request("openai-responses")
+        built, left_out = _carried_back(body["input"], given.input)
+        if left_out:
+            context = with_warning(context, _left_out_note(left_out))
         self.last_report = context.report
         if isinstance(data.context, MutableMapping):
             data.context[REPORT_KEY] = context.report.to_dict()
-        body = context.to_request("openai-responses")
-        items = _with_reasoning(body["input"], given.input)
+        items = _with_reasoning(built, given.input)
         return ModelInputData(input=items, instructions=body.get("instructions") or None)
 
 
-_FOLLOWERS = frozenset(("function_call", "reasoning"))
+CARRIED_CALLS: Mapping[str, str] = MappingProxyType({
+    "computer_call": "computer_call_output",
+    "shell_call": "shell_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "mcp_approval_request": "mcp_approval_response",
+})
+"""Call items carried through a build, each with the type of the item that answers it.
+
+The SDK runs these tools on the caller's side (an MCP approval is the caller's answer), so the
+model needs each call's output on its next request, and the Responses API takes both back only
+as themselves. The build reads a call and its output as a function call and its result
+(``_stand_in``), so they count against the budget and are kept or left out together; the model
+is then sent the items (``_carried_back``): a call as it was, and its output as it was (a
+screenshot, an approval) or, where the output is text, with the build's text in its place, fenced
+and cut like a function's result. A call goes with its output or not at all.
+"""
+
+_CARRIED_OUTPUTS = frozenset(CARRIED_CALLS.values())
+_CARRIED_TYPES = frozenset((*CARRIED_CALLS, *_CARRIED_OUTPUTS))
+
+_STAND_IN_NAMES = MappingProxyType({
+    "computer_call": "computer", "shell_call": "shell", "local_shell_call": "local_shell",
+    "apply_patch_call": "apply_patch", "mcp_approval_request": "mcp_approval"})
+"""The tool name a carried call has in the build (the fence names it)."""
+
+_NOT_ARGUMENTS = frozenset(("type", "id", "call_id", "status"))
+"""Fields of a carried call that are not what it asks for."""
+
+_FOLLOWERS = frozenset(("function_call", "reasoning", *CARRIED_CALLS))
 """Items that join the message before them (a call joins its assistant message)."""
 
 HOSTED_TOOL_ITEMS = frozenset(("web_search_call", "file_search_call", "code_interpreter_call",
@@ -248,8 +287,160 @@ def _units(items: Sequence[Any]) -> list[tuple[Any, ...]]:
 
 def unit_chats(unit: Sequence[Any]) -> list[dict[str, Any]]:
     """``chat_messages`` of one unit, by a direct path for the plain items the SDK holds."""
+    unit = [_stand_in(item) for item in unit]
     fast = _plain_unit(unit)
-    return fast if fast is not None else chat_messages(list(unit), "input")
+    return fast if fast is not None else chat_messages(unit, "input")
+
+
+# --- carried tools' items --------------------------------------------------------------------
+
+
+def _stand_in(item: Any, where: str = "input") -> Any:
+    """``item``; for a carried call or output, the function call or output the build reads."""
+    fields = _fields(item)
+    kind = fields.get("type")
+    if isinstance(kind, str) and kind in CARRIED_CALLS:
+        arguments = {key: value for key, value in fields.items() if key not in _NOT_ARGUMENTS}
+        return {"type": "function_call", "call_id": _carried_key(fields, where),
+                "name": _STAND_IN_NAMES[kind],
+                "arguments": json.dumps(arguments, ensure_ascii=False, default=str)}
+    if kind in _CARRIED_OUTPUTS:
+        return {"type": "function_call_output", "call_id": _carried_key(fields, where),
+                "output": _output_reading(fields)}
+    return item
+
+
+def _carried_key(fields: Mapping[str, Any], where: str = "input") -> str:
+    """The id that pairs a carried call with its output."""
+    kind = fields.get("type")
+    if kind == "mcp_approval_request":
+        key = fields.get("id")
+    elif kind == "mcp_approval_response":
+        key = fields.get("approval_request_id")
+    else:  # the API's local_shell_call_output names its call by ``id`` alone
+        key = fields.get("call_id") or fields.get("id")
+    if not isinstance(key, str) or not key:
+        raise InvalidInputError(f"{where} is a {kind!r} item without the id of its call")
+    return key
+
+
+def _output_reading(fields: Mapping[str, Any]) -> str | list[dict[str, Any]]:
+    """What the build reads of a carried output: its text, or a screenshot as an image."""
+    kind, output = fields.get("type"), fields.get("output")
+    if kind == "computer_call_output":
+        screenshot = output if isinstance(output, Mapping) else {}
+        if screenshot.get("image_url"):
+            return [{"type": "input_image", "image_url": screenshot["image_url"]}]
+        return f"(screenshot {screenshot.get('file_id') or 'missing'})"
+    if kind == "mcp_approval_response":
+        return "approved" if fields.get("approve") else f"declined {fields.get('reason') or ''}"
+    if kind == "shell_call_output":
+        return "\n".join(_shell_text(chunk) for chunk in output or ())
+    return output if isinstance(output, str) else ""
+
+
+def _shell_text(chunk: Mapping[str, Any]) -> str:
+    """One command's output: its stdout, its stderr, and how it ended."""
+    outcome = chunk.get("outcome") or {}
+    end = ("timed out" if outcome.get("type") == "timeout"
+           else f"exit code {outcome.get('exit_code')}")
+    stdout = str(chunk.get("stdout") or "").rstrip("\n")
+    stderr = str(chunk.get("stderr") or "").rstrip("\n")
+    return "\n".join(part for part in (stdout, stderr and f"stderr:\n{stderr}", f"({end})")
+                     if part)
+
+
+def _carried_back(built: list[dict[str, Any]], given: Sequence[Any]
+                  ) -> tuple[list[Any], dict[str, int]]:
+    """``built`` with the carried items in place of their stand-ins, and the calls left out.
+
+    A call is left out with its stand-in result when there is no output to send with it: none
+    in ``given`` yet (the build's placeholder answers it), or a screenshot the build left out
+    (an older one, reduced to a line). The counts are by call type, for the report.
+    """
+    calls, outputs = _carried_items(given)
+    if not calls:
+        return built, {}
+    sendable = {str(item.get("call_id")) for item in built
+                if item.get("type") == "function_call_output"
+                and _sendable(outputs.get(str(item.get("call_id"))), item.get("output"))}
+    result: list[Any] = []
+    left_out: dict[str, int] = {}
+    for item in built:
+        kind, key = item.get("type"), str(item.get("call_id"))
+        if kind not in ("function_call", "function_call_output") or key not in calls:
+            result.append(item)
+        elif key not in sendable:
+            if kind == "function_call":
+                call_type = str(_fields(calls[key]).get("type"))
+                left_out[call_type] = left_out.get(call_type, 0) + 1
+        elif kind == "function_call":
+            result.append(calls[key])
+        else:
+            result.append(_sent_output(outputs[key], item.get("output")))
+    return result, left_out
+
+
+def _carried_items(given: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The carried calls and outputs of ``given``, by the id that pairs them."""
+    calls: dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
+    for item in given:  # every model call reads them all: plain dicts without a detour
+        fields = item if type(item) is dict else _fields(item)
+        kind = fields.get("type")
+        if kind in _CARRIED_TYPES:
+            (calls if kind in CARRIED_CALLS else outputs)[_carried_key(fields)] = item
+    return calls, outputs
+
+
+def _sendable(output: Any, built_output: object) -> bool:
+    """Whether a carried call can go with ``output``: there is one, and its screenshot is kept."""
+    if output is None:
+        return False
+    fields = _fields(output)
+    if fields.get("type") != "computer_call_output" or isinstance(_output_reading(fields), str):
+        return True
+    return isinstance(built_output, list) and any(
+        isinstance(part, Mapping) and part.get("type") == "input_image" for part in built_output)
+
+
+def _sent_output(output: Any, built_output: object) -> Any:
+    """A carried output as sent: as given, or with the build's text where its output is text."""
+    fields = _fields(output)
+    kind = fields.get("type")
+    if kind in ("computer_call_output", "mcp_approval_response") or not _output_reading(fields):
+        return output  # a screenshot, a decision or no text: nothing the build rewrites
+    if kind == "shell_call_output":
+        chunk = {"stdout": _text_of(built_output), "stderr": "",
+                 "outcome": _shell_outcome(fields.get("output"))}
+        return {**fields, "output": [chunk]}
+    return {**fields, "output": _text_of(built_output)}
+
+
+def _text_of(built_output: object) -> str:
+    """The text of a built function call output (text, or text parts)."""
+    if isinstance(built_output, str):
+        return built_output
+    parts = built_output if isinstance(built_output, list) else []
+    return "\n".join(str(part.get("text") or "") for part in parts if isinstance(part, Mapping))
+
+
+def _shell_outcome(chunks: object) -> dict[str, Any]:
+    """How a shell call ended: its first command that failed or timed out, else its last."""
+    listed = chunks if isinstance(chunks, list) else []
+    outcomes = [dict(chunk.get("outcome") or {}) for chunk in listed if isinstance(chunk, Mapping)]
+    for outcome in outcomes:
+        if outcome.get("type") == "timeout" or outcome.get("exit_code") not in (0, None):
+            return outcome
+    return outcomes[-1] if outcomes else {"type": "exit", "exit_code": 0}
+
+
+def _left_out_note(left_out: Mapping[str, int]) -> str:
+    """The report's warning for the carried calls ``_carried_back`` left out, by type."""
+    kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(left_out.items()))
+    return (f"left out {sum(left_out.values())} tool call(s) with their results ({kinds}): "
+            "a call goes to the model only with its output, and these had none yet or a "
+            "screenshot the build left out; the session keeps them")
 
 
 def _plain_unit(unit: Sequence[Any]) -> list[dict[str, Any]] | None:
@@ -328,14 +519,15 @@ def _fields(item: Any) -> Mapping[str, Any]:
     return item if isinstance(item, Mapping) else _as_json(item)
 
 
-def _with_reasoning(built: list[dict[str, Any]], given: Sequence[Any]) -> list[Any]:
+def _with_reasoning(built: Sequence[Any], given: Sequence[Any]) -> list[Any]:
     """``built`` with each kept call's preceding reasoning items put back in front of it.
 
     The Responses API pairs a reasoning item with the item that followed it in its output by
     that item's id: a call rebuilt without its ``fc_`` id after its reasoning is refused (400,
     "provided without its required following item"), so the call gets its original id back.
-    Only there: an ``fc_`` id sent without its reasoning item is refused too. Reasoning before
-    a message is not put back, and a built message carries no item id, so no message needs one.
+    Only there: an ``fc_`` id sent without its reasoning item is refused too. A carried call
+    is sent as given, its id included. Reasoning before a message is not put back, and a built
+    message carries no item id, so no message needs one.
     """
     before_call: dict[str, tuple[list[Any], object]] = {}
     pending: list[Any] = []
@@ -347,14 +539,21 @@ def _with_reasoning(built: list[dict[str, Any]], given: Sequence[Any]) -> list[A
         elif kind == "function_call" and pending:
             before_call[str(fields.get("call_id"))] = (pending, fields.get("id"))
             pending = []
+        elif kind in CARRIED_CALLS and pending:
+            before_call[_carried_key(fields)] = (pending, None)  # it keeps its own id
+            pending = []
         elif kind is not None or fields.get("role") is not None:
             pending = []  # reasoning before a message: the API does not need it back
     result: list[Any] = []
     for item in built:
-        if item.get("type") == "function_call":
-            reasoning, item_id = before_call.pop(str(item.get("call_id")), ((), None))
+        fields = _fields(item)
+        kind = fields.get("type")
+        if kind == "function_call":
+            reasoning, item_id = before_call.pop(str(fields.get("call_id")), ((), None))
             result.extend(reasoning)
             if reasoning and isinstance(item_id, str) and item_id != FAKE_RESPONSES_ID:
-                item = {**item, "id": item_id}
+                item = {**fields, "id": item_id}
+        elif kind in CARRIED_CALLS:
+            result.extend(before_call.pop(_carried_key(fields), ((), None))[0])
         result.append(item)
     return result

@@ -15,10 +15,11 @@ prompt and of a tool's return (``ImageUrl``, image ``BinaryContent``) are carrie
 gets a tool's images in its return, inside the fence, and Pydantic AI sends them the way its
 provider takes them — while audio, video and documents are refused. A retry
 (``RetryPromptPart``, and ``RetryFeedbackPart`` where Pydantic AI has it) is carried as what
-the model is shown; a tool's retry (a ``ToolReturnPart`` with ``outcome="retried"``) is its
-call's result, marked as a failure, with the feedback whole. Parts of the provider's native
-tools (``NativeToolCallPart``, ``NativeToolReturnPart``: web search, code execution...) are left
-out of the build and stay in the run's messages; the report's warnings say how many.
+the model is shown; a tool's failure or retry (a ``ToolReturnPart`` with ``outcome="failed"`` or
+``"retried"``) is its call's result, marked as a failure, with the error or feedback whole.
+Parts of the provider's native tools (``NativeToolCallPart``, ``NativeToolReturnPart``: web
+search, code execution...) are left out of the build and stay in the run's messages; the
+report's warnings say how many.
 Needs the ``pydantic-ai`` extra.
 """
 
@@ -213,6 +214,11 @@ _FILE_TYPES: tuple[type[Any], ...] = getattr(pydantic_ai_messages, "MULTI_MODAL_
 """The multimodal items a tool may return (``model_response_str`` leaves them out)."""
 
 
+_ERROR_OUTCOMES: tuple[str, ...] = getattr(pydantic_ai_messages, "ERROR_OUTCOMES",
+                                           ("failed", "retried"))
+"""The ``ToolReturnPart.outcome`` values Pydantic AI sends the model as an error."""
+
+
 _NATIVE_TOOL_PARTS: tuple[type[Any], ...] = tuple(
     part for name in ("NativeToolCallPart", "NativeToolReturnPart",
                       "BuiltinToolCallPart", "BuiltinToolReturnPart")  # the older names
@@ -274,7 +280,7 @@ def _retry_feedback(part: Any) -> str:
 
 def _tool_return_content(part: ToolReturnPart, where: str) -> str | list[Chat]:
     """The return's text, then its images as ``image_url`` parts; other files are refused."""
-    text = _retry_text(part) if getattr(part, "outcome", None) == "retried" else (
+    text = _error_text(part) if getattr(part, "outcome", None) in _ERROR_OUTCOMES else (
         part.model_response_str())
     listed = isinstance(part.content, list)
     items: list[Any] = part.content if isinstance(part.content, list) else [part.content]
@@ -285,13 +291,16 @@ def _tool_return_content(part: ToolReturnPart, where: str) -> str | list[Chat]:
     return [{"type": "text", "text": text}, *images] if text else images
 
 
-def _retry_text(part: ToolReturnPart) -> str:
-    """A retried call's feedback (``ModelRetry``, its arguments' validation errors), whole.
+def _error_text(part: ToolReturnPart) -> str:
+    """A failed or retried call's error, whole, marked as a failure.
 
-    It is Pydantic AI's instruction to the model for the call's next attempt, so it is kept as
-    written, marked as a failure the way contextwright marks a failed tool's result (chat
-    messages have no error flag). Not ``model_response_str()``: its ``{"error": ...}`` JSON would
-    be compacted like any JSON result, to a line that no longer reads as the instruction.
+    A failure (``ToolFailed`` from the tool or a hook, an MCP server's error) tells the model
+    what went wrong; a retry's feedback (``ModelRetry``, its arguments' validation errors) is
+    Pydantic AI's instruction for the call's next attempt. Both are kept as written, marked the
+    way contextwright marks a failed tool's result (chat messages have no error flag), so the
+    model still reads that the call failed. Not ``model_response_str()``: its
+    ``{"error": ...}`` JSON would be compacted like any JSON result, to a line that no longer
+    reads as an error.
     """
     return f"(tool error) {part.model_response_str(wrap_if_error=False)}"
 
