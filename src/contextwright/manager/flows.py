@@ -646,8 +646,8 @@ class SessionFlows:
 def _summary_text(state: SessionState, language: str) -> str:
     """The running summary as a build shows it: without the facts the facts zone shows.
 
-    The zone comes first in the session's keep order, so a budget that keeps the summary has
-    kept the zone. The stored summary keeps every fact for the next merge and its check.
+    The session offers the zone before the summary, so a budget keeps (or cuts) the zone before
+    it reaches the summary. The stored summary keeps every fact for the next merge and check.
     """
     if not state.summary:
         return ""
