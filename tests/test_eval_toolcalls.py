@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from contextwright.cli import app
 from contextwright.cli_eval import eval_app
 from contextwright.core.request import Request
 from contextwright.errors import InvalidInputError
@@ -304,6 +305,28 @@ def test_a_tasks_file_is_run_as_given(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     ids = [o["task"] for o in json.loads(result.stdout)["outcomes"]]
     assert ids == [json.loads(lines[10])["id"], json.loads(lines[20])["id"]]
+
+
+def test_tasks_on_standard_input_run_as_the_file_does(tmp_path: Path) -> None:
+    everything = tmp_path / "all.jsonl"
+    write_tasks(everything)
+    lines = everything.read_text(encoding="utf-8").splitlines()
+    piped = "\n".join([lines[3], lines[7]]) + "\n"
+    command = ["eval", "toolcalls", "--model", MODEL, "--tasks", "-", "--config", "c", "--json"]
+    with FakeOpenAIServer(responder=ReadingModel()) as server:
+        result = CliRunner().invoke(app, [*command, "--base-url", server.base_url],
+                                    input=piped.encode("utf-8"))
+    assert result.exit_code == 0, result.stderr
+    ids = [o["task"] for o in json.loads(result.stdout)["outcomes"]]
+    assert ids == [json.loads(lines[3])["id"], json.loads(lines[7])["id"]]
+    offline = [*command, "--base-url", "http://127.0.0.1:9/v1"]
+    for data, message in [(b"not json\n", "stdin line 1: not JSON"), (b"\n", "stdin: no tasks"),
+                          (b"\xff\n", "cannot read tasks from standard input: "
+                                      "UnicodeDecodeError")]:
+        bad = CliRunner().invoke(app, offline, input=data)
+        assert bad.exit_code == 2
+        assert len(bad.stderr.strip().splitlines()) == 1
+        assert bad.stderr.startswith(f"error: InvalidInputError: {message}")
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -83,6 +83,24 @@ def test_extracts_postcodes_versions_phones_and_addresses_whole(text: str,
     assert list(extract_facts(text)) == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    # Digits joined by hyphens are one number (account, phone, ZIP+4, social security number),
+    # however the groups are sized; no piece of it is a fact of its own.
+    ("Call me at 555-01162", ["555-01162"]),
+    ("Account 123-4567 is overdrawn", ["123-4567"]),
+    ("Card 1234-5678-9012 expires soon", ["1234-5678-9012"]),
+    ("Ship to ZIP 10001-1234 and SSN 123-45-6789", ["10001-1234", "123-45-6789"]),
+    ("Dial 1-800-555-0199 or 555-0142-3", ["1-800-555-0199", "555-0142-3"]),
+    ("The score was 113-98 at half time", ["113-98"]),
+    # Still what they were: a date, an id, and a rising pair of one magnitude, which reads as a
+    # range of two numbers.
+    ("Due 2024-05-01, order ORD-2024-001", ["2024-05-01", "ORD-2024-001"]),
+    ("Read pages 100-200 and budget 1000-5000", ["100", "200", "1000", "5000"]),
+])
+def test_hyphenated_numbers_are_one_fact_and_ranges_two(text: str, expected: list[str]) -> None:
+    assert list(extract_facts(text)) == expected
+
+
 @pytest.mark.parametrize("text", [
     "I have 2 kids and 3 dogs",
     "I will be there in 5 minutes",

@@ -1,7 +1,9 @@
-"""Summaries racing an erase, and tool results recorded apart reaching the tools zone."""
+"""Summaries racing an erase, tool results recorded apart reaching the tools zone, and the
+summary shown next to the facts zone."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -260,3 +262,62 @@ def test_a_hand_off_with_nothing_new_leaves_no_stale_one() -> None:
     zones = Zones(facts=("SKU-77",), handoffs=("Original need: old",))
     assert add_handoff(zones, "").handoffs == ()
     assert add_handoff(zones, None).handoffs == ("Original need: old",)
+
+
+# ----- the summary next to the facts zone --------------------------------------------------
+
+
+def _fenced(ctx: Any, label: str) -> str:
+    """The text of the session part fenced under ``label`` in a prepared context."""
+    text = "\n".join(str(m["content"] or "") for m in ctx.to_messages("openai"))
+    found = re.search(rf"<<data [0-9a-f]{{12}} {label}>>\n(.*?)\n<<end", text, re.DOTALL)
+    assert found is not None, text
+    return found.group(1)
+
+
+def _key_facts(summary_text: str) -> list[str]:
+    line = next((ln for ln in summary_text.splitlines() if ln.startswith("Key facts: ")), "")
+    return line.removeprefix("Key facts: ").split("; ") if line else []
+
+
+def test_the_summary_leaves_out_the_facts_the_facts_zone_lists() -> None:
+    """A fact stated in structured mode is listed in the facts zone; once its round is
+    summarised, the summary's key facts listed it again in the same build. Expected: the
+    summary shows only the facts the zone does not, and still stores them all (later merges
+    and their check need them)."""
+    cm = _manager()
+    cm.prepare("u", "s", "First check stock for SKU-77, then update order A-1001")
+    for i in range(8):
+        cm.record("u", "s", assistant=f"Working on it, step {i}.")
+        cm.prepare("u", "s", f"Also look at order B-{2000 + i}, then report back")
+    assert cm.summarize_now("u", "s") == "committed"
+    ctx = cm.prepare("u", "s", "How is it going?")
+    state = cm.state("u", "s")
+    assert state.summary is not None and {"SKU-77", "A-1001"} <= set(state.summary["facts"])
+    assert {"SKU-77", "A-1001"} <= set(state.zones.facts)
+    facts_zone = _fenced(ctx, "facts")
+    assert "- SKU-77\n- A-1001" in facts_zone
+    shown = _key_facts(_fenced(ctx, "summary"))
+    assert "B-2000" in shown and "SKU-77" not in shown and "A-1001" not in shown, shown
+
+
+def test_the_summary_leaves_out_the_facts_of_the_zones_hand_off_line() -> None:
+    """The hand-off line in the facts zone lists the facts of the mode left; when the summary
+    later covers the same rounds it lists them no more (nor the zone's own facts)."""
+    cm = _manager()
+    cm.prepare("u", "s", "Please look at order B-1999 and tell me its status")
+    for i in range(3):
+        cm.record("u", "s", assistant=f"Working on it, step {i}.")
+        cm.prepare("u", "s", f"Also look at order B-{2000 + i} and its status")
+    cm.record("u", "s", assistant="Looking.")
+    assert cm.prepare("u", "s", "First check stock for SKU-99, then update order A-1001"
+                      ).mode == "structured"
+    for i in range(8):
+        cm.record("u", "s", assistant=f"Done {i}.")
+        ctx = cm.prepare("u", "s", f"thanks {i}")
+    state = cm.state("u", "s")
+    assert state.summary is not None and "B-2001" in state.summary["facts"]
+    assert "Key facts: B-1999; B-2000; B-2001; B-2002" in _fenced(ctx, "facts")
+    summary = _fenced(ctx, "summary")
+    assert summary.startswith("Original need: Please look at order B-1999")
+    assert _key_facts(summary) == []

@@ -1,13 +1,13 @@
 """``contextwright eval toolcalls``: tool-call accuracy of a model under three context builds.
 
 A thin shell over ``contextwright.evaluate.toolcalls``: it loads the tasks (the 30 built-in
-ones, or ``--tasks FILE``), asks the model at ``--base-url`` once per task and configuration
-with a progress bar on stderr, and prints the accuracy table (or ``--json``, or
-``--markdown``) on stdout. The API key is read from the environment variable named by
-``--api-key-env``, never taken on the command line; without it a placeholder is sent (local
-servers ignore it). Exit codes: 2 when the tasks, plan, options or cache are bad (one line on
-stderr), 1 when a call failed for a reason other than the model's answer or a too-long
-context (endpoint down, HTTP 5xx; the table is still printed), else 0.
+ones, or ``--tasks FILE``; ``--tasks -`` reads them from standard input), asks the model at
+``--base-url`` once per task and configuration with a progress bar on stderr, and prints the
+accuracy table (or ``--json``, or ``--markdown``) on stdout. The API key is read from the
+environment variable named by ``--api-key-env``, never taken on the command line; without it a
+placeholder is sent (local servers ignore it). Exit codes: 2 when the tasks, plan, options or
+cache are bad (one line on stderr), 1 when a call failed for a reason other than the model's
+answer or a too-long context (endpoint down, HTTP 5xx; the table is still printed), else 0.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from contextwright.cli_common import describe, fail
+from contextwright.cli_common import describe, fail, is_stdin, read_stdin
 from contextwright.errors import ContextwrightError, InvalidInputError
-from contextwright.evaluate.toolcall_score import load_tasks
+from contextwright.evaluate.toolcall_score import ToolCallTask, load_tasks, parse_tasks
 from contextwright.evaluate.toolcalls import (
     DEFAULT_BUDGET,
     Outcome,
@@ -48,7 +48,8 @@ def toolcalls(
                                           "http://127.0.0.1:11434/v1 (Ollama).")],
     model: Annotated[str, typer.Option(help="Model name sent with every call.")],
     tasks: Annotated[Path | None, typer.Option(help="JSONL of tasks (default: the 30 built-in "
-                                               "multi-tool tasks).")] = None,
+                                               "multi-tool tasks); - reads standard input."
+                                               )] = None,
     budget: Annotated[int, typer.Option(min=1, help="Tokens for fixed truncation and the "
                                         "plans.")] = DEFAULT_BUDGET,
     config: Annotated[str, typer.Option(help="Configurations, comma-separated: a (no budget), "
@@ -70,7 +71,7 @@ def toolcalls(
     """Tool-call accuracy of a model: no budget, fixed truncation and contextwright."""
     try:
         key = _api_key(api_key_env)
-        loaded = load_tasks(tasks) if tasks is not None else builtin_tasks()
+        loaded = _read_tasks(tasks) if tasks is not None else builtin_tasks()
         chosen = loaded[:limit] if limit is not None else loaded
         configs = make_configs([k.strip() for k in config.split(",") if k.strip()], plan or ())
         kept = ResultCache(cache, on_warning=_warn) if cache is not None else None
@@ -85,6 +86,18 @@ def toolcalls(
         typer.echo(f"error: {run.api_errors} calls failed at the endpoint (see the API error "
                    "column)", err=True)
         raise typer.Exit(1)
+
+
+def _read_tasks(path: Path) -> list[ToolCallTask]:
+    """The tasks in the JSONL file ``path``, or on standard input for ``-``."""
+    if not is_stdin(path):
+        return load_tasks(path)
+    try:
+        text = read_stdin().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(
+            f"cannot read tasks from standard input: {type(exc).__name__}") from None
+    return parse_tasks(text, "stdin")
 
 
 def _warn(message: str) -> None:

@@ -1,7 +1,8 @@
 """Exact facts a summary must never lose, and the check that a summary kept them.
 
 ``extract_facts`` finds the strings that summarising would blur: numbers of three or more digits
-(a dotted run such as an IP address or a version is one number),
+(a dotted run such as an IP address or a version is one number, and so is a hyphenated one such
+as ``555-01162`` or ``123-45-6789``, while a rising pair such as ``1990-2000`` is a range of two),
 ids and codes (``ORD-2024-001``, ``HAT123``, ``nora_vance_5172``), money, dates and times, emails,
 phone numbers (``555-0142``, ``+44 20 7946 0958``, ``020 7946 0958``), URLs, street addresses
 (English and Chinese, ``350 5th Ave``), UK postcodes (``SW1A 1AA``), versions (``v2.3.1``,
@@ -156,6 +157,11 @@ _CODE = _A + r"(?<![_#-])(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*" 
 _NUMBER = (r"(?<![A-Za-z0-9.,])(?:\d+(?:\.\d+){2,}|(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?)"
            r"(?![A-Za-z0-9]|\.\d)")
 
+# Digits joined by hyphens ("555-01162", "123-45-6789", "10001-1234"): one number, unless
+# ``_is_hyphenated_number`` reads it as a range. Not part of a dotted, comma-grouped or
+# hyphenated token (a code such as "ORD-2024-001" is the code rule's).
+_HYPHENATED = r"(?<![A-Za-z0-9.,_-])[0-9]+(?:-[0-9]+)+(?![A-Za-z0-9_]|[.,-][0-9])"
+
 _URL_TAIL = ".,;:!?)]}'\""
 _ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")
 
@@ -200,6 +206,32 @@ def _has_three_digits(token: str) -> bool:
     return sum(ch.isdigit() for ch in token) >= 3
 
 
+def _is_hyphenated_number(token: str) -> bool:
+    """A hyphenated number that is one value: not a range, and holding a fact-sized group.
+
+    A group of three or more digits is required, so joining never makes a fact of text that had
+    none ("3-2", "0-60"). Two groups read as a range ("1990-2000", "100-200": each number its
+    own fact) when neither starts with 0 and the second is above the first but within ten
+    times it; a leading zero ("555-01162"), a falling pair or a third group is one value.
+    """
+    groups = token.split("-")
+    if max(len(group) for group in groups) < 3:
+        return False
+    return len(groups) > 2 or not _is_range(groups[0], groups[1])
+
+
+def _is_range(low: str, high: str) -> bool:
+    """Whether ``low-high`` (ASCII digits) reads as a range: rising, of one magnitude.
+
+    Compared as strings, so a number of any length is read (``int`` refuses very long ones).
+    """
+    if low.startswith("0") or high.startswith("0"):
+        return False
+    if len(high) == len(low):
+        return high > low
+    return len(high) == len(low) + 1 and high <= low + "0"
+
+
 def _is_national_phone(token: str) -> bool:
     """Nine to eleven digits: a whole national number, not a run of small numbers."""
     return 9 <= sum(ch.isdigit() for ch in token) <= 11
@@ -229,6 +261,8 @@ def _rules() -> tuple[_Rule, ...]:
         *many("version", [_VERSION]),
         _Rule(kind="id", pattern=re.compile(_KEYED_ID), group=1, accept=_is_keyed_id),
         _Rule(kind="code", pattern=re.compile(_CODE), accept=_is_code, gate=_DIGIT),
+        _Rule(kind="number", pattern=re.compile(_HYPHENATED), accept=_is_hyphenated_number,
+              gate=_DIGIT),
         _Rule(kind="number", pattern=re.compile(_NUMBER), accept=_has_three_digits,
               gate=_DIGIT),
     )

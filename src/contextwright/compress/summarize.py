@@ -90,6 +90,16 @@ class Summary:
                          else f"({self.truncated_facts} older facts left out)")
         return "\n".join(lines)
 
+    def without_facts(self, shown: Iterable[str]) -> Summary:
+        """This summary without the facts in ``shown`` (compared as ``fact_key``).
+
+        For rendering it next to a text that already shows them, so each fact is shown once;
+        the summary to store and merge into keeps them all.
+        """
+        keys = {fact_key(fact) for fact in shown}
+        facts = tuple(fact for fact in self.facts if fact_key(fact) not in keys)
+        return self if len(facts) == len(self.facts) else replace(self, facts=facts)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data for a store."""
         return {"need": self.need, "facts": list(self.facts),

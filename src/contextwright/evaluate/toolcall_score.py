@@ -3,8 +3,8 @@
 A task is one JSON object (one line of a JSONL file): ``id``, ``request`` (the request schema of
 ``contextwright build``: system, history, user_input, turn, tools), ``expected`` (the calls the
 model should make next, each ``{"name", "arguments", "contains"?}``), and optional ``family``,
-``note`` and ``fact_position`` that only label results. ``load_tasks`` validates a file and
-names the line and field of anything wrong.
+``note`` and ``fact_position`` that only label results. ``load_tasks`` validates a file (and
+``parse_tasks`` the text of one read elsewhere) and names the line and field of anything wrong.
 
 The matching rule (``score_calls``) is exact after normalisation, with documented tolerances:
 
@@ -152,20 +152,28 @@ def load_tasks(path: str | Path) -> list[ToolCallTask]:
     """Tasks from a JSONL file (one task a line; blank lines skipped); ids must be unique."""
     file = Path(path)
     try:
-        lines = file.read_text(encoding="utf-8").splitlines()
+        text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"cannot read tasks file {file}: {type(exc).__name__}") from None
+    return parse_tasks(text, file.name)
+
+
+def parse_tasks(text: str, origin: str) -> list[ToolCallTask]:
+    """Tasks from JSONL text read elsewhere (standard input), as ``load_tasks`` reads a file.
+
+    ``origin`` names the text in error messages (``stdin line 3: not JSON``).
+    """
     tasks: list[ToolCallTask] = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        where = f"{file.name} line {number}"
+        where = f"{origin} line {number}"
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"{where}: not JSON ({exc.msg})") from None
         tasks.append(task_from_dict(data, where))
-    return check_unique(tasks, file.name)
+    return check_unique(tasks, origin)
 
 
 def check_unique(tasks: list[ToolCallTask], origin: str) -> list[ToolCallTask]:

@@ -61,6 +61,7 @@ from contextwright.manager.turns import last_user_index, plain
 from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
+from contextwright.modes.zones import facts_shown
 from contextwright.observe.recorder import SnapshotRecorder, as_recorder
 from contextwright.observe.sinks import SnapshotSink
 from contextwright.recall import LexicalTurnRecaller, RecallExpansion, TurnRecaller
@@ -391,9 +392,9 @@ class SessionFlows:
                route: RouteDecision | None, switch: ModeSwitch | None,
                history: SessionHistorySource | None) -> FinalContext:
         language = state.language or "en"
-        summary = Summary.from_dict(state.summary).render(language) if state.summary else ""
         memory = SessionMemorySource(settings=settings, zones=state.zones,
-                                     summary_text=summary, language=language)
+                                     summary_text=_summary_text(state, language),
+                                     language=language)
         stored = recent[user_index]
         user = parse_message(stored.message, f"session[seq {stored.seq}]")
         request = replace(parts, user_input=user.content, images=user.images,
@@ -640,6 +641,18 @@ class SessionFlows:
 
     def _now_iso(self) -> str:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="seconds")
+
+
+def _summary_text(state: SessionState, language: str) -> str:
+    """The running summary as a build shows it: without the facts the facts zone shows.
+
+    The session offers the zone before the summary, so a budget keeps (or cuts) the zone before
+    it reaches the summary. The stored summary keeps every fact for the next merge and check.
+    """
+    if not state.summary:
+        return ""
+    summary = Summary.from_dict(state.summary)
+    return summary.without_facts(facts_shown(state.zones)).render(language)
 
 
 def _previous(key: SessionKey, state: SessionState) -> Fingerprint | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from contextwright.compress.facts import extract_facts, fact_key
+from contextwright.compress.facts import extract_facts
 from contextwright.compress.json_compact import compact_tool_result
 from contextwright.compress.summarize import Summary, condense_for_handoff
 from contextwright.core.items import parse_message
@@ -54,20 +54,12 @@ def hand_off(state: SessionState, switch: ModeSwitch, previous: Sequence[StoredM
     summary = condense_for_handoff(base, as_messages(window), tokenizer=tokenizer,
                                    max_tokens=HANDOFF_MAX_TOKENS,
                                    language=state.language or "en")
-    return replace(state, handoff=summary.to_dict(), zones=add_handoff(
-        state.zones, _unlisted(summary, state.zones.facts).render(state.language or "en")))
-
-
-def _unlisted(summary: Summary, listed: Sequence[str]) -> Summary:
-    """``summary`` without the facts the facts zone already lists, for its hand-off line.
-
-    The zone's facts are written once and never removed, and they come before the hand-off in
-    the zone's text (a cut from the end reaches the hand-off first), so each fact is still shown
-    once. The stored hand-off summary keeps them all: the next hand-off merges into it.
-    """
-    keys = {fact_key(fact) for fact in listed}
-    facts = tuple(fact for fact in summary.facts if fact_key(fact) not in keys)
-    return summary if len(facts) == len(summary.facts) else replace(summary, facts=facts)
+    # The hand-off line leaves out the facts the zone already lists: they are written once and
+    # never removed, and they come before the hand-off in the zone's text (a cut from the end
+    # reaches the hand-off first), so each fact is still shown once. The stored hand-off
+    # summary keeps them all: the next hand-off merges into it.
+    line = summary.without_facts(state.zones.facts).render(state.language or "en")
+    return replace(state, handoff=summary.to_dict(), zones=add_handoff(state.zones, line))
 
 
 def note_user_message(state: SessionState, text: str, settings: ModeSettings) -> SessionState:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from contextwright.compress.facts import extract_facts
 from contextwright.modes.config import OutputRules
 
 MAX_FACTS = 200
@@ -116,6 +117,15 @@ def add_facts(zones: Zones, facts: Iterable[str]) -> Zones:
     if not new or not room:
         return zones
     return replace(zones, facts=zones.facts + tuple(new[:room]))
+
+
+def facts_shown(zones: Zones) -> tuple[str, ...]:
+    """The facts the facts zone shows: its list, then the exact facts of its hand-off lines.
+
+    What a part rendered next to the zone (the running summary) need not list again.
+    """
+    return tuple(dict.fromkeys(
+        (*zones.facts, *(fact for text in zones.handoffs for fact in extract_facts(text)))))
 
 
 def add_handoff(zones: Zones, condensed: str | None) -> Zones:
