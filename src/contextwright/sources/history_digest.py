@@ -71,7 +71,7 @@ def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input
             return remembered[0]
     kept_at = {int(item.order) for item in kept}
     known = _known_values(kept, user_input)
-    read: list[tuple[int, object, Message]] = []
+    read: list[tuple[int, int, Message]] = []
     entries, ranked = _ranked(_entries(messages, where, kept_at, known, scan, read))
     digest = None
     if ranked:
@@ -83,13 +83,25 @@ def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input
     return digest
 
 
-_DigestMemo = tuple[tuple[ContextItem, ...], tuple[tuple[int, object, Message], ...],
+_DigestMemo = tuple[tuple[ContextItem, ...], tuple[tuple[int, int, Message], ...],
                     tuple[ContextItem | None]]
+
+
+def _memo_bytes(_: tuple[object, ...], memo: _DigestMemo) -> int:
+    """The texts an entry keeps alive (kept items, parsed messages, the digest) and its tuples."""
+    items, read, (digest,) = memo
+    texts = [item.message.content for item in items] + [m.content for _, _, m in read]
+    if digest is not None:
+        texts.append(digest.message.content)
+    return sum(map(text_bytes, texts)) + 120 * (len(items) + len(read)) + 1_000
+
+
 _DIGESTS: BoundedCache[tuple[object, ...], _DigestMemo] = BoundedCache(
-    "sources.history_digest.digests", max_entries=1_024, share=0.01,
-    size=lambda _, memo: 100 * (len(memo[0]) + len(memo[1])) + 2_000)
+    "sources.history_digest.digests", max_entries=1_024, share=0.01, size=_memo_bytes)
 """Digests made, by what they were made from: a build that keeps a stable prefix remakes the
-digest of its last cut, from the same messages, on every call until the next cut."""
+digest of its last cut, from the same messages, on every call until the next cut. The caller's
+messages are known by id, not kept alive: the parse each was checked against is kept, and a new
+object at a freed id parses to another ``Message``."""
 
 
 def _memo_key(messages: Sequence[Mapping[str, Any]], where: str, user_input: str, scan: int,
@@ -119,7 +131,8 @@ def _remembered(memo: tuple[object, ...], messages: Sequence[Mapping[str, Any]],
     """The digest remembered under ``memo`` if it was made from these very messages and items.
 
     Every message the digest read must be the same object at the same position, unchanged
-    since it was parsed (``parsed_unchanged``): an edited message makes a new digest.
+    since it was parsed (``parsed_unchanged`` hands back the very parse it read): an edited or
+    replaced message makes a new digest.
     """
     entry = _DIGESTS.get(memo) or _DIGESTS.revive(memo)
     if entry is None:
@@ -128,8 +141,9 @@ def _remembered(memo: tuple[object, ...], messages: Sequence[Mapping[str, Any]],
     if len(items) != len(kept) or not all(
             a is b or _alike(a, b) for a, b in zip(items, kept, strict=True)):
         return None
-    for index, raw, message in read:
-        if messages[index] is not raw or parsed_unchanged(raw) is not message:
+    for index, raw_id, message in read:
+        raw = messages[index]
+        if id(raw) != raw_id or parsed_unchanged(raw) is not message:
             return None
     return digest
 
@@ -204,10 +218,11 @@ def _item_keys(item: ContextItem) -> frozenset[str]:
 
 def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int],
              known: frozenset[str], scan: int,
-             read_out: list[tuple[int, object, Message]]) -> list[Entry]:
+             read_out: list[tuple[int, int, Message]]) -> list[Entry]:
     """Entries of the newest ``scan`` omitted messages, newest first (a value may repeat).
 
-    Every message read is added to ``read_out`` as (position, the caller's object, its parse).
+    Every message read is added to ``read_out`` as (position, id of the caller's object, its
+    parse).
     """
     entries: list[Entry] = []
     names: dict[str, str] = {}
@@ -219,7 +234,7 @@ def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int]
             break
         read += 1
         message = parse_listed(history, where, index)
-        read_out.append((index, history[index], message))
+        read_out.append((index, id(history[index]), message))
         if message.role == "tool" and not message.name:
             names.update(_call_names(history, where, index, message, read_out))
         values, keys, facts = _message_facts(message)
@@ -290,14 +305,14 @@ length, and only short entries make 65,536 of them a bound on memory as well."""
 
 
 def _call_names(history: Sequence[Mapping[str, Any]], where: str, index: int,
-                message: Message, read_out: list[tuple[int, object, Message]]
+                message: Message, read_out: list[tuple[int, int, Message]]
                 ) -> dict[str, str]:
     """Tool names of the calls a tool result may answer (read lazily, going backwards)."""
     if message.role != "tool" or message.name:
         return {}
     for back in range(index - 1, max(index - 64, -1), -1):
         earlier = parse_listed(history, where, back)
-        read_out.append((back, history[back], earlier))
+        read_out.append((back, id(history[back]), earlier))
         if earlier.tool_calls:
             return {call.id: call.name for call in earlier.tool_calls}
     return {}
