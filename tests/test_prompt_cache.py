@@ -1176,3 +1176,92 @@ def test_a_user_who_switches_language_keeps_the_cache_line() -> None:
     assert fresh.language == "zh" and fresh.fingerprint.language == "zh"
     older = {k: v for k, v in fresh.fingerprint.to_dict().items() if k != "language"}
     assert Fingerprint.from_dict(older).language == ""  # a fingerprint stored before
+
+
+# --- a continued layout's source is read once ------------------------------------------------
+
+
+class CountingHistory(HistorySource):
+    """The built-in history source, counting how often a build reads it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def build(self, request: Request, options: Any) -> Iterator[Any]:
+        self.reads += 1
+        return super().build(request, options)
+
+
+def test_a_continued_layout_reads_its_source_once() -> None:
+    history = CountingHistory()
+    builder = ContextBuilder(sources=[history])
+    reads = []
+    for _, ctx in replay([3] * 10, builder, history=3000):
+        reads.append((history.reads, ctx.report.cache))
+        history.reads = 0
+    continued = [n for n, cache in reads[1:] if cache is not None and not cache.advanced]
+    assert continued and all(n == 1 for n in continued)
+
+
+def _edited_replay(builder: ContextBuilder) -> list[tuple[list[str], list[tuple[Any, ...]]]]:
+    """A replay whose history is edited now and then (the layout cannot go on), with a copy
+    of the input in it (normalisation removes one)."""
+    messages: list[dict[str, Any]] = []
+    previous: FinalContext | None = None
+    out = []
+    for t in range(14):
+        question = turn_messages(t, 4)[0]["content"]
+        if t % 5 == 4 and len(messages) > 6:
+            messages[-6] = {**messages[-6], "content": f"{messages[-6]['content']} (edited)"}
+        if t == 7:
+            messages.append({"role": "user", "content": question})  # the input, twice
+        request = Request(user_input=question, system=SYSTEM, history=list(messages),
+                          tools=TOOLS)
+        ctx = builder.build(plan(1200), request, previous=previous, cache=True)
+        out.append((openai_messages(ctx), [(d.source, d.key, d.action, d.reason,
+                                            d.tokens_before, d.tokens_after)
+                                           for d in ctx.report.decisions]))
+        previous = ctx
+        messages += turn_messages(t, 4)
+    return out
+
+
+def _besides_older(decisions: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The decisions but those on the older messages a continued layout does not show."""
+    return [d for d in decisions
+            if "older than the kept run" not in d[3] and "older than max_rounds" not in d[3]]
+
+
+def test_a_layout_that_cannot_go_on_is_cut_as_if_read_afresh(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    once = _edited_replay(ContextBuilder())
+    monkeypatch.setattr("contextwright.core.stepping.Stepping.gather_options",
+                        lambda *args: {})
+    twice = _edited_replay(ContextBuilder())
+    assert [m for m, _ in once] == [m for m, _ in twice]
+    # What a continued layout leaves out of the older messages is reported as read: as of the
+    # last cut (its tiers, its window of rounds) when read once, as of now when read twice.
+    assert [_besides_older(d) for _, d in once] == [_besides_older(d) for _, d in twice]
+    question = json.dumps({"content": "Where is my order ORD0007? It has 4 items.",
+                           "role": "user"}, sort_keys=True)
+    assert once[7][0].count(question) == 1  # the copy normalisation removed stays out
+
+
+def test_a_message_normalisation_removed_stays_out_of_a_continued_layout() -> None:
+    contexts = []
+    messages: list[dict[str, Any]] = []
+    previous: FinalContext | None = None
+    for t in range(4):
+        question = turn_messages(t)[0]["content"]
+        if t == 3:
+            messages.append({"role": "user", "content": question})  # the input, twice
+        request = Request(user_input=question, system=SYSTEM, history=list(messages),
+                          tools=TOOLS)
+        previous = ContextBuilder().build(plan(3000), request, previous=previous, cache=True)
+        contexts.append(previous)
+        messages += turn_messages(t)
+    last = contexts[-1]
+    shown = [m["content"] for m in last.to_messages("openai") if m["role"] == "user"]
+    assert shown.count(turn_messages(3)[0]["content"]) == 1
+    assert any(d.action == "deduplicated" for d in last.report.decisions)

@@ -31,7 +31,7 @@ from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_so
 from contextwright.core.items import check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.notes import build_notes
-from contextwright.core.plan import BuildPlan
+from contextwright.core.plan import BuildPlan, FrozenOptions
 from contextwright.core.providers import ANTHROPIC_LEAD, anthropic_added_tokens
 from contextwright.core.pruning import prune_source
 from contextwright.core.report import BuildReport
@@ -85,15 +85,21 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
     costing = Costing(tokenizer, labels_language(request, cache, previous), target, fence_key,
                       images)
     plan, added = added_sources(plan, request, sources)
-    gathered, pool = gather_all(plan, request, sources, costing)
+    steps = Stepping(cache, plan_hash(plan), target) if cache is not None else None
+    anchored = steps.gather_options(plan, request, sources, previous) if steps else {}
+    gathered, pool = gather_all(plan, request, sources, costing, anchored,
+                                steps.caps if steps else None)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
     warnings += added + unused_request_parts(plan, request, sources)
     decisions += drop_duplicates(gathered)
+    if steps is not None:
+        steps.removed = {g.spec.source: frozenset(d.key for d in decisions
+                                                  if d.source == g.spec.source)
+                         for g in gathered}
     note, pool = reserve(pool, data_note_tokens(plan, request, gathered, costing,
                                                 stable=cache is not None))
     repeat, pool = reserve(pool, repeat_tokens(plan, request, sources, costing))
     _, pool = reserve(pool, lead_tokens(plan, sources, costing))
-    steps = Stepping(cache, plan_hash(plan), target) if cache is not None else None
     if steps is not None:
         steps.offer_all(gathered, sources, request, previous, pool, costing)
     allocations = allocate(plan, gathered, pool)
@@ -309,8 +315,14 @@ def reserve(pool: int, tokens: int) -> tuple[bool, int]:
 
 
 def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
-               costing: Costing) -> tuple[list[Gathered], int]:
-    """Gather the never-cut sources first (they fix the pool), then the others up to the pool."""
+               costing: Costing, options: Mapping[str, FrozenOptions] | None = None,
+               caps: dict[str, int] | None = None) -> tuple[list[Gathered], int]:
+    """Gather the never-cut sources first (they fix the pool), then the others up to the pool.
+
+    ``options``: other options to read some cuttable sources with (a stable-prefix build reads
+    a continued layout's source as of its last cut); their ``Gathered`` keeps the plan's spec.
+    ``caps`` is filled with what each cuttable source was read up to.
+    """
     available = plan.budget.available
     missing = [spec.source for spec in plan.sources if spec.source not in sources]
     if missing:
@@ -327,12 +339,18 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
     if pool < 0 or not all(g.complete for g in fixed):
         fail_budget(plan, fixed, costing.tokenizer,
                     "the never-cut parts alone exceed the budget")
-    rest = [
-        gather_source(spec, i, sources[spec.source], request,
-                      min(pool, spec.max_tokens if spec.max_tokens is not None else pool),
-                      costing)
-        for i, spec in specs if spec.cuttable
-    ]
+    rest = []
+    for i, spec in specs:
+        if not spec.cuttable:
+            continue
+        cap = min(pool, spec.max_tokens if spec.max_tokens is not None else pool)
+        other = options.get(spec.source) if options else None
+        g = gather_source(spec if other is None else replace(spec, options=other), i,
+                          sources[spec.source], request, cap, costing)
+        g.spec = spec
+        rest.append(g)
+        if caps is not None:
+            caps[spec.source] = cap
     _, pool = reserve(pool, text_separator_tokens(rest, costing))
     return sorted(fixed + rest, key=lambda g: g.position), pool
 

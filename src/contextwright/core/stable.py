@@ -29,10 +29,10 @@ from contextwright.core.cache import CachePolicy, SourceLayout, message_hash, sh
 from contextwright.core.digest import DigestCost, digest_share
 from contextwright.core.gather import Candidate, Costing, Gathered, Unit, gather_source
 from contextwright.core.items import ContextItem, detached, parse_message
-from contextwright.core.plan import FrozenOptions, thawed
+from contextwright.core.plan import FrozenOptions, SourceSpec, thawed
 from contextwright.core.request import Request
 from contextwright.core.select import Selection
-from contextwright.core.source import ContextSource, DigestingSource, Layout
+from contextwright.core.source import ContextSource, DigestingSource, Layout, traits_of
 
 TAIL_SEARCH = 4096
 """How far back from the end the previous list's last message is looked for."""
@@ -139,8 +139,14 @@ def anchored_options(options: Mapping[str, Any], anchor: int, layout: Layout, *,
 
 
 def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
-          cap: int, costing: Costing) -> StableOffer:
-    """Find ``layout`` again among what ``source`` offers now (see the module docstring)."""
+          cap: int, costing: Costing, gathered_at: int | None = None,
+          removed: frozenset[str] = frozenset()) -> StableOffer:
+    """Find ``layout`` again among what ``source`` offers now (see the module docstring).
+
+    ``gathered_at``: the anchor ``g`` was already gathered as of (its plain stream, see
+    ``preanchored``), so it is not read again. ``removed``: keys normalisation took out of
+    ``g`` (a duplicate, a lost key conflict); read again, they stay out.
+    """
     name = g.spec.source
     where = laid_out_list(g)
     raw = getattr(request, where)
@@ -157,15 +163,17 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         return StableOffer(units=_leading(g, source, request, layout, shift, cap, costing),
                            failure=f"{where} no longer holds the previous cut's messages")
     options, shape = g.spec.options, g.traits.layout
-    if any(options.get(option) for option in shape.shaping_options):
+    if any(options.get(option) for option in shape.shaping_options) and gathered_at != anchor:
         plain = gather_source(replace(g.spec, options=anchored_options(options, anchor, shape,
                                                                        recall=False)),
                               g.position, source, request, cap, costing)
+        plain.units = without_keys(plain.units, removed)  # read again: keep them out
     else:  # no tiers, no recall, no window: what the source offered is the plain stream
         plain = g
     pool = [*plain.units, *(g.units if plain is not g else ()),
-            *_lead_again(g, source, request, layout, shift, plain, cap, costing),
-            *_recalled_again(g, source, request, layout, shift, anchor, cap, costing)]
+            *without_keys([*_lead_again(g, source, request, layout, shift, plain, cap, costing),
+                           *_recalled_again(g, source, request, layout, shift, anchor, cap,
+                                            costing)], removed)]
     stable = StableOffer(anchor=anchor, digest_room=layout.digest_room)
     digest = None
     if layout.digest_room:
@@ -208,6 +216,37 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         if callable(focus_of):
             stable.focus = focus_of(request, options)
     return stable
+
+
+def without_keys(units: list[Unit], keys: frozenset[str] | None) -> list[Unit]:
+    """``units`` without those holding an item with one of ``keys``."""
+    if not keys:
+        return units
+    return [u for u in units if not any(c.item.key in keys for c in u.candidates)]
+
+
+def preanchored(spec: SourceSpec, source: ContextSource, request: Request,
+                layout: SourceLayout) -> tuple[int, FrozenOptions] | None:
+    """The anchor and options to gather ``spec``'s source with, when it continues ``layout``.
+
+    A source whose layout goes on (its list only grew since the last cut) is matched against
+    its plain stream as of the last cut (``offer``). Gathered that way from the start, it need
+    not be read a second time: the build reads it once, as of the anchor, and reads it afresh
+    only if the layout cannot go on. None where that does not apply: the list changed, the
+    source offers its plain stream anyway, or it recalls turns for the input (which only its
+    own options rank).
+    """
+    traits = traits_of(source)
+    shape, options = traits.layout, spec.options
+    where = traits.message_list
+    if (where is None or not spec.cuttable
+            or not any(options.get(option) for option in shape.shaping_options)
+            or (shape.recall_option is not None and options.get(shape.recall_option))):
+        return None
+    raw = getattr(request, where)
+    if locate(layout, raw, where) != 0 or not 0 <= layout.anchor <= len(raw):
+        return None
+    return layout.anchor, anchored_options(options, layout.anchor, shape, recall=False)
 
 
 def _in_place(units: Sequence[Unit]) -> list[Unit]:

@@ -44,6 +44,8 @@ from contextwright.core.stable import (
     layout_of,
     offer,
     pinned_head,
+    preanchored,
+    without_keys,
 )
 
 
@@ -157,11 +159,59 @@ class Stepping:
         """Item keys of recalled turns shown after a continued run for this call only."""
         self.head_caps: dict[str, int] = {}
         """Tokens the head of a cut of each laid-out source may hold, at this build's grant."""
+        self.preanchored: dict[str, int] = {}
+        """Sources gathered as of their last cut's anchor from the start (``gather_options``),
+        with that anchor; a source is gathered afresh (``_fresh``) if its layout cannot go on."""
+        self.caps: dict[str, int] = {}
+        """What each cuttable source was gathered up to (``builder.gather_all`` fills it)."""
+        self.removed: dict[str, frozenset[str]] = {}
+        """Item keys normalisation removed from each source (conflicts and duplicates): reading
+        a source again (as of its last cut, or afresh) leaves them out too, as reported."""
+        self._reader: tuple[Mapping[str, ContextSource], Request, Costing] | None = None
+
+    def gather_options(self, plan: BuildPlan, request: Request,
+                       sources: Mapping[str, ContextSource], previous: Fingerprint | None
+                       ) -> dict[str, FrozenOptions]:
+        """Options to gather each message source with whose previous layout simply goes on.
+
+        Such a source is read once, as of its last cut (``stable.preanchored``), instead of
+        afresh and then again as of the cut: most calls of a conversation continue its layout.
+        """
+        if previous is None or not previous.stable or previous.target != self.target:
+            return {}
+        options: dict[str, FrozenOptions] = {}
+        for spec in plan.sources:
+            layout = previous.layouts.get(spec.source)
+            source = sources.get(spec.source)
+            if layout is None or source is None or layout.spec != plan_hash(spec):
+                continue
+            found = preanchored(spec, source, request, layout)
+            if found is not None:
+                self.preanchored[spec.source], options[spec.source] = found
+        return options
+
+    def _fresh(self, g: Gathered) -> None:
+        """Gather a pre-anchored source afresh (its layout cannot go on: it is cut anew).
+
+        What normalisation removed from it before is left out again (it is reported already).
+        """
+        name = g.spec.source
+        if name not in self.preanchored or self._reader is None:
+            return
+        del self.preanchored[name]
+        sources, request, costing = self._reader
+        fresh = gather_source(g.spec, g.position, sources[name], request, self.caps[name],
+                              costing)
+        fresh.units = without_keys(fresh.units, self.removed.get(name))
+        g.units, g.complete, g.layer = fresh.units, fresh.complete, fresh.layer
+        g.error, g.offered, g.omitted = fresh.error, fresh.offered, fresh.omitted
+        g.read_units, g.read_positions = fresh.read_units, fresh.read_positions
 
     def offer_all(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
                   request: Request, previous: Fingerprint | None, pool: int,
                   costing: Costing) -> None:
         """Offer each message source its previous layout, where there is one to continue."""
+        self._reader = (sources, request, costing)
         laid_out = {g.spec.source for g in gathered
                     if g.spec.cuttable and g.traits.message_list is not None and g.error is None}
         self.lists = {g.spec.source: laid_out_list(g) for g in gathered
@@ -192,9 +242,13 @@ class Stepping:
             if layout.spec != self.specs[name]:  # another plan: the source is cut afresh
                 self.offers[name] = StableOffer(failure="the plan gives it other settings")
                 continue
-            stable = offer(g, sources[name], request, layout, pool, costing)
+            stable = offer(g, sources[name], request, layout, pool, costing,
+                           gathered_at=self.preanchored.get(name),
+                           removed=self.removed.get(name, frozenset()))
             self.offers[name] = stable
-            if stable.failure is None:
+            if stable.failure is not None:
+                self._fresh(g)  # before the budget is shared: it claims what it offers afresh
+            else:
                 self.normal[name] = (g.units, g.complete)
                 g.units = [*stable.units, *stable.appended, *stable.recalled]
                 g.complete = True
@@ -227,6 +281,7 @@ class Stepping:
                     continue
                 why, outgrown = verdict.why, verdict.outgrown
                 g.units, g.complete = self.normal.pop(name)
+                self._fresh(g)
             elif stable is not None:
                 why = stable.failure or why
             self.anchors[name] = -1
