@@ -1265,3 +1265,20 @@ def test_a_message_normalisation_removed_stays_out_of_a_continued_layout() -> No
     shown = [m["content"] for m in last.to_messages("openai") if m["role"] == "user"]
     assert shown.count(turn_messages(3)[0]["content"]) == 1
     assert any(d.action == "deduplicated" for d in last.report.decisions)
+
+
+class FailsAsOfACut(HistorySource):
+    """A history source that cannot read as of an earlier length (its tier anchor)."""
+
+    def build(self, request: Request, options: Any) -> Iterator[Any]:
+        if options.get("tier_anchor") is not None:
+            raise RuntimeError("no reading as of an earlier length")
+        return super().build(request, options)
+
+
+def test_a_source_that_fails_as_of_its_last_cut_is_read_afresh() -> None:
+    builder = ContextBuilder(sources=[FailsAsOfACut()])
+    contexts = [ctx for _, ctx in replay([3] * 4, builder, history=3000)]
+    for ctx in contexts[1:]:  # the first call has no history yet
+        assert "history" in ctx.sections
+        assert not any("history" in w and "failed" in w for w in ctx.report.warnings)

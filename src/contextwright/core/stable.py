@@ -167,6 +167,9 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         plain = gather_source(replace(g.spec, options=anchored_options(options, anchor, shape,
                                                                        recall=False)),
                               g.position, source, request, cap, costing)
+        if plain.error is not None:  # nothing to match the layout against: cut afresh
+            return StableOffer(failure=f"{name} cannot be read as of the last cut "
+                                       f"({plain.error})")
         plain.units = without_keys(plain.units, removed)  # read again: keep them out
     else:  # no tiers, no recall, no window: what the source offered is the plain stream
         plain = g

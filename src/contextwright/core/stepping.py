@@ -212,6 +212,9 @@ class Stepping:
                   costing: Costing) -> None:
         """Offer each message source its previous layout, where there is one to continue."""
         self._reader = (sources, request, costing)
+        for g in gathered:
+            if g.error is not None:  # it failed as of the last cut: it may not as of now
+                self._fresh(g)
         laid_out = {g.spec.source for g in gathered
                     if g.spec.cuttable and g.traits.message_list is not None and g.error is None}
         self.lists = {g.spec.source: laid_out_list(g) for g in gathered
