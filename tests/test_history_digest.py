@@ -190,7 +190,7 @@ def test_any_source_can_offer_a_digest() -> None:
 
 
 def _omitted_digest_of(messages: list[dict[str, Any]], kept: list[ContextItem]) -> str | None:
-    cost = DigestCost(Costing(get_tokenizer("o200k_base"), "en"), 2_001)
+    cost = DigestCost(Costing(get_tokenizer("o200k_base"), "en"), 2_001, remember=True)
     item = omitted_digest(messages, "history", "", {}, kept, 2_000, cost)
     return None if item is None else item.message.content
 

@@ -148,18 +148,23 @@ class DigestCost:
     rendering of the chosen digest costs nothing more.
     """
 
-    __slots__ = ("_costing", "_last", "_limit")
+    __slots__ = ("_costing", "_last", "_limit", "remember")
 
-    def __init__(self, costing: Costing, limit: int) -> None:
-        """``limit``: counting may stop above it (as in ``render_candidate``)."""
+    def __init__(self, costing: Costing, limit: int, *, remember: bool = False) -> None:
+        """``limit``: counting may stop above it (as in ``render_candidate``).
+
+        ``remember``: the digest costed with it is likely made again from the same messages
+        (a stable-prefix build remakes its last cut's digest), so a digest may remember it.
+        """
         self._costing = costing
         self._limit = limit
         self._last: tuple[ContextItem, Candidate] | None = None
+        self.remember = remember
 
     @property
-    def memo_key(self) -> tuple[object, ...]:
-        """What the counts depend on besides the item (a digest made with it may be reused)."""
-        return (self._costing.key, self._limit)
+    def memo_key(self) -> tuple[object, ...] | None:
+        """What the counts depend on besides the item; None unless asked to ``remember``."""
+        return (self._costing.key, self._limit) if self.remember else None
 
     def __call__(self, item: ContextItem) -> int:
         """Tokens of ``item`` as it would render."""
@@ -173,14 +178,14 @@ class DigestCost:
         """
         if self._last is not None and self._last[0] is item:
             return self._last[1]
-        key = (id(item), self.memo_key)
-        known = _RENDERED.get(key) or _RENDERED.revive(key)
+        key = (id(item), (self._costing.key, self._limit))
+        known = (_RENDERED.get(key) or _RENDERED.revive(key)) if self.remember else None
         if known is not None and known[0] is item:
             candidate = known[1]
         else:
             candidate = (_render_by_lines(item, self._costing)
                          or render_candidate(item, self._costing, self._limit))
-            if candidate.complete_count:  # a partial count depends on the limit
+            if self.remember and candidate.complete_count:  # a partial count: of this limit
                 _RENDERED.put(key, (item, candidate))
         self._last = (item, candidate)
         return candidate

@@ -402,7 +402,7 @@ def replay_digest(g: Gathered, source: ContextSource, request: Request, layout: 
     shown = set(layout.messages)
     kept = [c.item for u in pool for c in u.candidates
             if candidate_hash(c) in shown and 0 <= c.item.order < anchor]
-    cost = DigestCost(costing, layout.digest_room + 1)
+    cost = DigestCost(costing, layout.digest_room + 1, remember=True)
     item = source.digest(frozen, g.spec.options, _unique(kept), layout.digest_room, cost)
     if item is None:
         return None

@@ -71,14 +71,14 @@ def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input
             return remembered[0]
     kept_at = {int(item.order) for item in kept}
     known = _known_values(kept, user_input)
-    read: list[tuple[int, int, Message]] = []
+    read: list[tuple[int, int, Message]] | None = [] if memo is not None else None
     entries, ranked = _ranked(_entries(messages, where, kept_at, known, scan, read))
     digest = None
     if ranked:
         size = len(messages)
         omitted = size - sum(1 for index in kept_at if 0 <= index < size)
         digest = _fitting(entries, ranked, omitted, where, max_tokens, cost)
-    if memo is not None:
+    if memo is not None and read is not None:
         _DIGESTS.put(memo, (tuple(kept), tuple(read), (digest,)))
     return digest
 
@@ -218,11 +218,11 @@ def _item_keys(item: ContextItem) -> frozenset[str]:
 
 def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int],
              known: frozenset[str], scan: int,
-             read_out: list[tuple[int, int, Message]]) -> list[Entry]:
+             read_out: list[tuple[int, int, Message]] | None) -> list[Entry]:
     """Entries of the newest ``scan`` omitted messages, newest first (a value may repeat).
 
-    Every message read is added to ``read_out`` as (position, id of the caller's object, its
-    parse).
+    Every message read is added to ``read_out`` (when given) as (position, id of the caller's
+    object, its parse).
     """
     entries: list[Entry] = []
     names: dict[str, str] = {}
@@ -234,7 +234,8 @@ def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int]
             break
         read += 1
         message = parse_listed(history, where, index)
-        read_out.append((index, id(history[index]), message))
+        if read_out is not None:
+            read_out.append((index, id(history[index]), message))
         if message.role == "tool" and not message.name:
             names.update(_call_names(history, where, index, message, read_out))
         values, keys, facts = _message_facts(message)
@@ -305,14 +306,15 @@ length, and only short entries make 65,536 of them a bound on memory as well."""
 
 
 def _call_names(history: Sequence[Mapping[str, Any]], where: str, index: int,
-                message: Message, read_out: list[tuple[int, int, Message]]
+                message: Message, read_out: list[tuple[int, int, Message]] | None
                 ) -> dict[str, str]:
     """Tool names of the calls a tool result may answer (read lazily, going backwards)."""
     if message.role != "tool" or message.name:
         return {}
     for back in range(index - 1, max(index - 64, -1), -1):
         earlier = parse_listed(history, where, back)
-        read_out.append((back, id(history[back]), earlier))
+        if read_out is not None:
+            read_out.append((back, id(history[back]), earlier))
         if earlier.tool_calls:
             return {call.id: call.name for call in earlier.tool_calls}
     return {}
