@@ -4,7 +4,10 @@ Snapshots are read from ``--sink`` (or ``CONTEXTWRIGHT_SNAPSHOTS``), a URL as ``
 reads it; the default is ``sqlite:///snapshots.db`` in the working directory, and a SQLite file
 that does not exist is refused rather than created. A snapshot is named by its id, by
 ``latest`` / ``latest~N`` (the N-th before the newest), or by a JSON file (``snapshots show
---json`` output). Every failure is one line on stderr and exit code 2.
+--json`` output). Hashed ids and texts of redacted snapshots are matched with the key of
+``CONTEXTWRIGHT_FENCE_SECRET``, the secret the recording deployment ran with (never a command
+line option: those are visible to every user of the machine). Every failure is one line on
+stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ SinkOption = Annotated[str, typer.Option(
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 UserOption = Annotated[str | None, typer.Option(
     "--user", help="Only this user's builds (the id as the app gave it; redacted snapshots "
-    "keep it hashed, and it is hashed the same way to match).")]
+    "keep it hashed with the deployment's key, so set CONTEXTWRIGHT_FENCE_SECRET as the "
+    "recording app did).")]
 SessionOption = Annotated[str | None, typer.Option(
     "--session", help="Only this session's builds (matched as --user is).")]
 DEFAULT_SINK = "sqlite:///snapshots.db"
@@ -148,9 +152,10 @@ def list_snapshots(sink: SinkOption = DEFAULT_SINK,
                    user: UserOption = None, session: SessionOption = None,
                    as_json: JsonOption = False) -> None:
     """The newest snapshots: id, time, plan, mode, status, tokens."""
+    with library_errors():
+        chosen = SnapshotQuery(plan=plan, user_id=user, session_id=session, limit=limit)
     with _opened(sink) as opened:
-        found = opened.read(SnapshotQuery(plan=plan, user_id=user, session_id=session,
-                                          limit=limit))
+        found = opened.read(chosen)
     rows: list[dict[str, Any]] = [
         {"id": s.id, "created_at": s.created_at, "plan": s.plan, "mode": s.mode,
          "status": s.status, "total_tokens": s.total_tokens, "window": s.window}
@@ -239,8 +244,10 @@ def inspect(ref: Annotated[str | None, typer.Argument(
     if html is not None:
         from contextwright.observe.html import render_html
 
+        with library_errors():
+            page = render_html(snapshot, other)
         try:
-            html.write_text(render_html(snapshot, other), encoding="utf-8")
+            html.write_text(page, encoding="utf-8")
         except OSError as exc:
             fail(f"cannot write {printable(str(html))}: {exc.strerror}")
         typer.echo(f"wrote {printable(str(html))}")
@@ -249,7 +256,9 @@ def inspect(ref: Annotated[str | None, typer.Argument(
 
     print_snapshot(snapshot, _console(), messages=messages)
     if other is not None:
-        print_diff(diff_snapshots(snapshot, other), _console())
+        with library_errors():
+            compared = diff_snapshots(snapshot, other)
+        print_diff(compared, _console())
 
 
 def diff(a: Annotated[str | None, typer.Argument(help="First snapshot.")] = None,
@@ -271,7 +280,8 @@ def diff(a: Annotated[str | None, typer.Argument(help="First snapshot.")] = None
         if a is None or b is None:
             fail("give two snapshots, or --request FILE with two --plan")
         first, second = _resolve_all(sink, [a, b])
-    result = diff_snapshots(first, second)
+    with library_errors():
+        result = diff_snapshots(first, second)
     if as_json:
         _print_json(result.to_dict())
         return

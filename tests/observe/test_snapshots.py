@@ -72,10 +72,10 @@ def test_redaction_is_the_default_and_keeps_no_text(tmp_path: Path) -> None:
     for secret in ("上海", "杭州", "ignore the user", "get_weather\\\", \\\"arguments"):
         assert json.dumps(secret, ensure_ascii=True)[1:-1] not in text
     user = snap.request["user_input"]
-    assert user["chars"] == len(request.user_input) and len(user["sha256"]) == 64
-    assert all(set(m["content"]) == {"sha256", "chars"} for m in snap.messages)
+    assert user["chars"] == len(request.user_input) and len(user["hmac"]) == 64
+    assert all(set(m["content"]) == {"hmac", "chars"} for m in snap.messages)
     compacted = [d for d in snap.decisions if d["action"] == "compacted"]
-    assert compacted and all(set(d["detail"]) == {"sha256", "chars"} for d in compacted)
+    assert compacted and all(set(d["detail"]) == {"hmac", "chars"} for d in compacted)
     with pytest.raises(InvalidInputError, match="redacted"):
         replay(snap, BuildPlan.named("chat"))
     recorder.close()

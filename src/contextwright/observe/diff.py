@@ -3,20 +3,30 @@
 An item is known by its source and key in the decisions, and, for what made it into the
 context, by its rendered message: the caller's message id when it has one, else its section and
 content hash; an offered tool schema by its name (``tools.<name>``, as the tools source's
-decisions name it). So a diff works on redacted snapshots too (hashes compare like texts). The
+decisions name it). So a diff works on redacted snapshots too (hashes compare like texts), as
+long as both were hashed with the same key; against an unredacted one, the raw texts are hashed
+with the redacted one's key when this process holds it (its deployment's secret, or the
+built-in key). Otherwise the diff says the two cannot be compared (``hashes_comparable``). The
 first divergence is where the two requests stop sharing a prefix in the order providers cache
 them — tool schemas first, then the messages — so from there on a prompt cache cannot help.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from contextwright.observe.snapshot import IDENTIFIER_PREFIX, Snapshot, identifier_digest
+from contextwright.observe.snapshot import (
+    PLAIN,
+    Hasher,
+    Snapshot,
+    hashing_id,
+    is_hashed_identifier,
+    recorded_hasher,
+    text_hash,
+)
 
 _SEVERITY = ("failed", "conflict", "deduplicated", "dropped", "truncated", "compacted",
              "placeholder", "hoisted", "kept")
@@ -89,6 +99,10 @@ class SnapshotDiff:
     """Number of rendered messages in each."""
     tools_changed: bool = False
     """The offered tool schemas differ (one added, removed, reordered or reworded)."""
+    hashes_comparable: bool = True
+    """False when the two keep hashes that cannot match: made with different keys (another
+    deployment's secret, or plain SHA-256 before keyed hashing), or one unredacted and one
+    hashed with a key this process does not hold. Equal texts and ids then read as changed."""
 
     @property
     def changed_keys(self) -> tuple[str, ...]:
@@ -110,7 +124,7 @@ class _Fate:
     tokens: int
 
 
-def message_key(message: Mapping[str, Any]) -> str:
+def message_key(message: Mapping[str, Any], hasher: Hasher = PLAIN) -> str:
     """A rendered message's identity: its id, or its role and content hash.
 
     Not its section: the user's question of one call is a history message of the next, and the
@@ -118,33 +132,54 @@ def message_key(message: Mapping[str, Any]) -> str:
     """
     if message.get("id"):
         return f"message:{message['id']}"
-    return f"message:{message.get('role', '?')}:{content_hash(message)[:12]}"
+    return f"message:{message.get('role', '?')}:{content_hash(message, hasher)[:12]}"
 
 
-def content_hash(message: Mapping[str, Any]) -> str:
-    """Hash of what a message renders (content and calls), equal for redacted and raw twins."""
-    content = message.get("content")
-    text = content["sha256"] if isinstance(content, Mapping) else _sha(str(content))
-    calls = [[_hashed_id(c.get("id")), c.get("name"), c["arguments"]["sha256"]
-              if isinstance(c.get("arguments"), Mapping) else _sha(str(c.get("arguments")))]
+def content_hash(message: Mapping[str, Any], hasher: Hasher = PLAIN) -> str:
+    """Hash of what a message renders (content and calls).
+
+    Equal for a redacted and a raw twin when ``hasher`` is the one the redacted twin was made
+    with.
+    """
+    calls = [[_hashed_id(c.get("id"), hasher), c.get("name"),
+              _hashed_text(c.get("arguments"), hasher)]
              for c in message.get("tool_calls", ())]
-    return _sha(json.dumps([message.get("role"), text, calls,
-                            _hashed_id(message.get("tool_call_id"))]))
+    return PLAIN.digest(json.dumps([
+        message.get("role"), _hashed_text(message.get("content"), hasher), calls,
+        _hashed_id(message.get("tool_call_id"), hasher)]))
 
 
-def _hashed_id(value: object) -> str | None:
+def _hashed_text(value: object, hasher: Hasher) -> str:
+    """A text's hash as a redacted snapshot keeps it (``hasher`` hashes a raw one)."""
+    return text_hash(value) if isinstance(value, Mapping) else hasher.digest(str(value))
+
+
+def _hashed_id(value: object, hasher: Hasher) -> str | None:
     """An id as a redacted snapshot keeps it, so a raw and a redacted twin hash alike."""
     if not value:
         return None
     text = str(value)
-    return text if text.startswith(IDENTIFIER_PREFIX) else identifier_digest(text)
+    return text if is_hashed_identifier(text) else hasher.identifier(text)
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+def comparison_hasher(a: Snapshot, b: Snapshot,
+                      fence_secret: str | bytes | None = None) -> Hasher | None:
+    """What hashes the raw texts and ids of ``a`` and ``b`` so they compare with the other's.
+
+    The redacted one's hasher when only one is redacted (None when this process does not hold
+    its key: ``fence_secret``'s, default ``CONTEXTWRIGHT_FENCE_SECRET``, or the built-in one);
+    plain SHA-256 when neither or both are (there is nothing raw to match a hash, or nothing
+    hashed); None when both are redacted under different keys.
+    """
+    redacted = [s for s in (a, b) if s.redacted]
+    if len(redacted) == 2:
+        return PLAIN if hashing_id(a) == hashing_id(b) else None
+    if not redacted:
+        return PLAIN
+    return recorded_hasher(redacted[0], fence_secret)
 
 
-def _fates(snapshot: Snapshot) -> dict[str, _Fate]:
+def _fates(snapshot: Snapshot, hasher: Hasher) -> dict[str, _Fate]:
     fates: dict[str, _Fate] = {}
     runs: dict[str, int] = {}
     for d in snapshot.decisions:
@@ -163,7 +198,7 @@ def _fates(snapshot: Snapshot) -> dict[str, _Fate]:
             "tools", f"kept: offered as a tool schema ({str(tool['sha256'])[:8]})",
             int(tool["tokens"])))
     for message in snapshot.messages:
-        fates.setdefault(message_key(message), _Fate(
+        fates.setdefault(message_key(message, hasher), _Fate(
             str(message.get("section", "?")),
             f"kept: in {message.get('section')} as {message.get('role')}",
             int(message.get("tokens", 0))))
@@ -179,8 +214,8 @@ def _in_context(fate: _Fate | None) -> bool:
         "kept", "truncated", "compacted", "placeholder", "hoisted")
 
 
-def _item_changes(a: Snapshot, b: Snapshot) -> list[ItemChange]:
-    before, after = _fates(a), _fates(b)
+def _item_changes(a: Snapshot, b: Snapshot, hasher: Hasher) -> list[ItemChange]:
+    before, after = _fates(a, hasher), _fates(b, hasher)
     changes = []
     for key in [*before, *(k for k in after if k not in before)]:
         old, new = before.get(key), after.get(key)
@@ -213,11 +248,11 @@ def _source_deltas(a: Snapshot, b: Snapshot) -> list[SourceDelta]:
                         budget_b=int(rows_b.get(n, empty)["budget"])) for n in names]
 
 
-def first_divergence(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]
-                     ) -> int | None:
+def first_divergence(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]],
+                     hasher: Hasher = PLAIN) -> int | None:
     """Index of the first message that differs in role, content or calls (None: none does)."""
     for index, (left, right) in enumerate(zip(a, b, strict=False)):
-        if content_hash(left) != content_hash(right):
+        if content_hash(left, hasher) != content_hash(right, hasher):
             return index
     return None if len(a) == len(b) else min(len(a), len(b))
 
@@ -232,6 +267,9 @@ def tools_differ(a: Snapshot, b: Snapshot) -> bool:
 
 def divergence_text(diff: SnapshotDiff) -> str:
     """Where the two requests part, in words, for the terminal and the HTML views."""
+    if not diff.hashes_comparable:
+        return ("the two hash texts and ids with different keys (another deployment's secret, "
+                "or a record from before keyed hashing): equal parts cannot be recognised")
     if diff.first_divergence is None:
         return "identical renderings"
     if diff.tools_changed:
@@ -240,14 +278,23 @@ def divergence_text(diff: SnapshotDiff) -> str:
     return f"renderings diverge at message #{diff.first_divergence}"
 
 
-def diff_snapshots(a: Snapshot, b: Snapshot) -> SnapshotDiff:
-    """Items and tool schemas added / removed / cut, token deltas, where the prefix ends."""
+def diff_snapshots(a: Snapshot, b: Snapshot, *,
+                   fence_secret: str | bytes | None = None) -> SnapshotDiff:
+    """Items and tool schemas added / removed / cut, token deltas, where the prefix ends.
+
+    ``fence_secret`` (default ``CONTEXTWRIGHT_FENCE_SECRET``) is read only to compare an
+    unredacted snapshot with a redacted one (``comparison_hasher``).
+    """
     plans = (a.plan, b.plan)
     if a.plan == b.plan and a.plan_hash != b.plan_hash:
         plans = (f"{a.plan}@{a.plan_hash}", f"{b.plan}@{b.plan_hash}")
     tools_changed = tools_differ(a, b)
+    hasher = comparison_hasher(a, b, fence_secret)
+    hashed = hasher or PLAIN
     return SnapshotDiff(
         a=a.id, b=b.id, plans=plans, total_tokens=(a.total_tokens, b.total_tokens),
-        items=tuple(_item_changes(a, b)), sources=tuple(_source_deltas(a, b)),
-        first_divergence=0 if tools_changed else first_divergence(a.messages, b.messages),
-        messages=(len(a.messages), len(b.messages)), tools_changed=tools_changed)
+        items=tuple(_item_changes(a, b, hashed)), sources=tuple(_source_deltas(a, b)),
+        first_divergence=0 if tools_changed else first_divergence(
+            a.messages, b.messages, hashed),
+        messages=(len(a.messages), len(b.messages)), tools_changed=tools_changed,
+        hashes_comparable=hasher is not None)

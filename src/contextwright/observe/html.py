@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 
 from contextwright.observe.diff import SnapshotDiff, diff_snapshots, divergence_text
-from contextwright.observe.snapshot import Snapshot, identifier_digest
+from contextwright.observe.snapshot import Snapshot, hashing_note, recorded_hasher, shown_hash
 
 _FENCE = re.compile(
     r"^(&lt;&lt;data [0-9a-f]{12}(?: [^\n]*?)?&gt;&gt;|&lt;&lt;end [0-9a-f]{12}&gt;&gt;)$",
@@ -47,19 +47,24 @@ def _e(value: object) -> str:
 
 
 def render_html(snapshot: Snapshot, compare: Snapshot | None = None, *,
-                title: str | None = None) -> str:
-    """The HTML page of ``snapshot``; with ``compare``, also the diff from it to ``compare``."""
+                title: str | None = None, fence_secret: str | bytes | None = None) -> str:
+    """The HTML page of ``snapshot``; with ``compare``, also the diff from it to ``compare``.
+
+    ``fence_secret`` (default ``CONTEXTWRIGHT_FENCE_SECRET``) is read only for a redacted
+    snapshot hashed with a deployment's key, to match its hashed ids (``diff_snapshots``).
+    """
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{_e(title or f'contextwright build {snapshot.id}')}</title>",
         f"<style>{_CSS}</style></head><body>",
         _header(snapshot),
         "<h2>Budget vs use per source</h2>", _chart(snapshot), _source_table(snapshot),
-        f"<h2>Rendered messages ({len(snapshot.messages)})</h2>", _messages(snapshot),
+        f"<h2>Rendered messages ({len(snapshot.messages)})</h2>",
+        _messages(snapshot, fence_secret),
         f"<h2>Decisions ({len(snapshot.decisions)})</h2>", _decisions(snapshot),
     ]
     if compare is not None:
-        parts += [_diff(diff_snapshots(snapshot, compare))]
+        parts += [_diff(diff_snapshots(snapshot, compare, fence_secret=fence_secret))]
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -84,6 +89,7 @@ def _header(s: Snapshot) -> str:
         rows.append(("error", s.error))
     if s.redacted:
         rows.append(("content", "redacted: texts are shown as hashes and sizes"))
+        rows.append(("hashing", hashing_note(s)))
     lines = "".join(f'<p class="meta" data-field="{_e(k)}"><b>{_e(k)}</b>: {_e(v)}</p>'
                     for k, v in rows)
     warnings = "".join(f"<li>{_e(w)}</li>" for w in s.warnings)
@@ -140,15 +146,15 @@ def recalled_ids(s: Snapshot) -> frozenset[str]:
 
 def _content(value: object) -> str:
     if isinstance(value, Mapping):
-        return (f'<span class="hash">sha256 {_e(str(value.get("sha256", ""))[:16])}… '
-                f'({_e(value.get("chars", 0))} chars)</span>')
+        return f'<span class="hash">{_e(shown_hash(value))}</span>'
     return _FENCE.sub(r'<span class="fence">\1</span>', _e(value))
 
 
-def _messages(s: Snapshot) -> str:
+def _messages(s: Snapshot, fence_secret: str | bytes | None) -> str:
     recalled = recalled_ids(s)
-    if s.redacted:  # decision keys name a message as the build did; its id is kept hashed
-        recalled |= frozenset(identifier_digest(i) for i in recalled)
+    hasher = recorded_hasher(s, fence_secret) if s.redacted and recalled else None
+    if hasher is not None:  # decision keys name a message as the build did; its id is hashed
+        recalled |= frozenset(hasher.identifier(i) for i in recalled)
     items = []
     for index, m in enumerate(s.messages):
         is_recalled = bool(m.get("recalled")) or str(m.get("id", "")) in recalled

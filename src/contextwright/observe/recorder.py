@@ -25,7 +25,14 @@ from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.errors import BudgetError, InvalidInputError
 from contextwright.observe.sinks import SnapshotSink
-from contextwright.observe.snapshot import BuildRecord, Snapshot, capture, frozen_request
+from contextwright.observe.snapshot import (
+    BuildRecord,
+    Hasher,
+    Snapshot,
+    capture,
+    deployment_hasher,
+    frozen_request,
+)
 
 logger = logging.getLogger("contextwright.observe")
 
@@ -105,12 +112,14 @@ _STOP = object()
 class _Writer:
     """The state one recorder and all its labelled views share."""
 
-    def __init__(self, sink: SnapshotSink, *, redact: bool, queue_size: int, batch_size: int,
-                 retention: Retention | None, observers: tuple[SnapshotObserver, ...]) -> None:
+    def __init__(self, sink: SnapshotSink, *, redact: bool, hasher: Hasher, queue_size: int,
+                 batch_size: int, retention: Retention | None,
+                 observers: tuple[SnapshotObserver, ...]) -> None:
         from contextwright import __version__
 
         self.sink = sink
         self.redact = redact
+        self.hasher = hasher
         self.batch_size = batch_size
         self.retention = retention
         self.observers = observers
@@ -181,7 +190,8 @@ class _Writer:
 
     def _capture(self, record: BuildRecord) -> Snapshot | None:
         try:
-            snapshot = capture(record, redact=self.redact, library_version=self.version)
+            snapshot = capture(record, redact=self.redact, library_version=self.version,
+                               hasher=self.hasher)
             if not self.redact:  # caller data: one that is not JSON must not sink the batch
                 json.dumps(snapshot.request, allow_nan=False)
         except Exception:  # a record that cannot be serialised must not stop the others
@@ -272,7 +282,9 @@ class _Writer:
 class SnapshotRecorder:
     """Records one snapshot per build into ``sink``, off the request path; thread-safe.
 
-    ``redact`` (default True) keeps hashes and sizes instead of texts. ``queue_size`` bounds
+    ``redact`` (default True) keeps hashes and sizes instead of texts, keyed by the snapshot
+    key of ``fence_secret`` (default: ``CONTEXTWRIGHT_FENCE_SECRET``, read once, here; without
+    one, the built-in key, and each snapshot says so). ``queue_size`` bounds
     the builds waiting to be written; when it is full a build's snapshot is dropped and
     counted. ``observers`` (``PrometheusMetrics``, ``OpenTelemetryMetrics``, ``AlertMonitor``)
     see each snapshot on the writer thread. ``labels`` go into every snapshot; ``labelled``
@@ -282,10 +294,12 @@ class SnapshotRecorder:
     def __init__(self, sink: SnapshotSink, *, redact: bool = True, queue_size: int = 1024,
                  batch_size: int = 64, retention: Retention | None = None,
                  observers: Iterable[SnapshotObserver] = (),
-                 labels: Mapping[str, Any] | None = None) -> None:
+                 labels: Mapping[str, Any] | None = None,
+                 fence_secret: str | bytes | None = None) -> None:
         if queue_size < 1 or batch_size < 1:
             raise InvalidInputError("queue_size and batch_size must be 1 or more")
-        self._writer = _Writer(sink, redact=redact, queue_size=queue_size,
+        hasher = deployment_hasher(fence_secret)  # a blank secret fails here, not per build
+        self._writer = _Writer(sink, redact=redact, hasher=hasher, queue_size=queue_size,
                                batch_size=batch_size, retention=retention,
                                observers=tuple(observers))
         self._labels: Mapping[str, Any] = _checked_labels(labels or {})

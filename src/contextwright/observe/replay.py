@@ -18,7 +18,13 @@ from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.errors import BudgetError, InvalidInputError
 from contextwright.observe.diff import SnapshotDiff, diff_snapshots
-from contextwright.observe.snapshot import BuildRecord, Snapshot, capture, frozen_request
+from contextwright.observe.snapshot import (
+    BuildRecord,
+    Snapshot,
+    capture,
+    deployment_hasher,
+    frozen_request,
+)
 
 _SESSION_SOURCES = frozenset(("session",))
 """Sources a manager adds from the session store, not from the request."""
@@ -26,8 +32,12 @@ _SESSION_SOURCES = frozenset(("session",))
 
 def snapshot_of(plan: BuildPlan, request: Request, *, tokenizer: str | None = None,
                 target: Literal["chat", "text"] = "chat", redact: bool = False,
-                labels: Mapping[str, Any] | None = None) -> Snapshot:
-    """Build ``request`` under ``plan`` now and return its snapshot (a ``BudgetError`` too)."""
+                labels: Mapping[str, Any] | None = None,
+                fence_secret: str | bytes | None = None) -> Snapshot:
+    """Build ``request`` under ``plan`` now and return its snapshot (a ``BudgetError`` too).
+
+    ``redact`` hashes as a recorder of ``fence_secret`` would (``SnapshotRecorder``).
+    """
     from contextwright import __version__
     from contextwright.builder import ContextBuilder
 
@@ -45,7 +55,8 @@ def snapshot_of(plan: BuildPlan, request: Request, *, tokenizer: str | None = No
         started=started, build_ns=time.perf_counter_ns() - begin,
         tokenizer=builder.tokenizer.name, history_length=len(request.history),
         labels=dict(labels or {}))
-    return capture(record, redact=redact, library_version=__version__)
+    return capture(record, redact=redact, library_version=__version__,
+                   hasher=deployment_hasher(fence_secret) if redact else None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

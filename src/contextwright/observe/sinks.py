@@ -4,7 +4,9 @@ SQLite is the embedded default (one file, WAL, safe for a writer and many reader
 append-only file for shipping elsewhere; Redis and PostgreSQL (``sinks_redis``,
 ``sinks_postgres``) keep a fleet's snapshots next to its sessions. Every sink stores the
 snapshot's JSON and indexes its time, plan, mode and status, so a query reads only what it asks
-for. Errors are the store errors: ``StoreUnavailable``, ``StoreError``, ``CorruptRecordError``.
+for; SQLite and PostgreSQL also index the session's user and session ids (as the snapshot keeps
+them, hashed or not), while Redis and JSONL read the time range and filter. Errors are the store
+errors: ``StoreUnavailable``, ``StoreError``, ``CorruptRecordError``.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
 from contextwright.errors import CorruptRecordError, InvalidInputError, StoreError
-from contextwright.observe.snapshot import Snapshot, identifier_digest
+from contextwright.observe.snapshot import Snapshot, identifier_forms, snapshot_key
+from contextwright.session.store import validate_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,12 +42,26 @@ class SnapshotQuery:
     status: str | None = None
     """``ok`` or ``budget_error``."""
     user_id: str | None = None
-    """Only a manager's builds for this user: the id as given, found in clear or (redacted
-    snapshots) hashed with ``identifier_digest``."""
+    """Only a manager's builds for this user: the id as given, found in clear (unredacted
+    snapshots) or hashed (``identifier_forms``: with the key of ``fence_secret`` or the built-in
+    one, or as plain SHA-256 in records written before keyed hashing)."""
     session_id: str | None = None
     """Only builds of this session, matched as ``user_id`` is."""
     limit: int | None = None
     """Only the newest this many (still returned oldest first)."""
+    fence_secret: str | bytes | None = field(default=None, repr=False, compare=False)
+    """The deployment's secret the snapshots were recorded with (default
+    ``CONTEXTWRIGHT_FENCE_SECRET``); read only when ``user_id`` or ``session_id`` is given."""
+    user_forms: frozenset[str] = field(init=False, repr=False, compare=False)
+    """Every form a snapshot may keep ``user_id`` in (empty: any user)."""
+    session_forms: frozenset[str] = field(init=False, repr=False, compare=False)
+    """Every form a snapshot may keep ``session_id`` in (empty: any session)."""
+
+    def __post_init__(self) -> None:
+        """Check the ids (``InvalidInputError``) and hash them once for every record's form."""
+        key = snapshot_key(self.fence_secret) if self.by_session else b""
+        object.__setattr__(self, "user_forms", _forms(self.user_id, "user_id", key))
+        object.__setattr__(self, "session_forms", _forms(self.session_id, "session_id", key))
 
     def matches(self, snapshot: Snapshot) -> bool:
         """Whether ``snapshot`` is one this query asks for (the limit aside)."""
@@ -54,22 +71,31 @@ class SnapshotQuery:
                      or snapshot.plan.startswith(self.plan + "+"))
                 and (self.mode is None or snapshot.mode == self.mode)
                 and (self.status is None or snapshot.status == self.status)
-                and _same_id(self.user_id, snapshot, "user_id")
-                and _same_id(self.session_id, snapshot, "session_id"))
+                and _same_id(self.user_forms, snapshot, "user_id")
+                and _same_id(self.session_forms, snapshot, "session_id"))
 
     @property
     def by_session(self) -> bool:
-        """Whether the query names a user or session, which no sink indexes: read, then filter."""
+        """Whether the query names a user or session.
+
+        A sink without an index on them reads the rest of the query, then filters.
+        """
         return self.user_id is not None or self.session_id is not None
 
 
-def _same_id(wanted: str | None, snapshot: Snapshot, name: str) -> bool:
-    """Whether ``snapshot``'s session ``name`` is ``wanted``, kept in clear or hashed."""
-    if wanted is None:
+def _forms(value: str | None, name: str, key: bytes) -> frozenset[str]:
+    """Every form of the id ``value`` (empty when None).
+
+    ``InvalidInputError`` for an id no session can have (``validate_id``).
+    """
+    return frozenset() if value is None else identifier_forms(validate_id(value, name), key)
+
+
+def _same_id(forms: frozenset[str], snapshot: Snapshot, name: str) -> bool:
+    """Whether ``snapshot``'s session ``name`` is one of ``forms`` (none: any)."""
+    if not forms:
         return True
-    if snapshot.session is None:
-        return False
-    return snapshot.session.get(name) in (wanted, identifier_digest(wanted))
+    return snapshot.session is not None and snapshot.session.get(name) in forms
 
 
 class SnapshotSink(Protocol):
@@ -103,7 +129,10 @@ def not_found(snapshot_id: str) -> InvalidInputError:
 
 
 def read_rows(bodies: Sequence[str | bytes], query: SnapshotQuery) -> list[Snapshot]:
-    """Snapshots of a SQL sink's rows (oldest first), the session filter and limit applied."""
+    """Snapshots of a SQL sink's rows (oldest first), the session filter and limit applied.
+
+    A sink whose SQL applied them already gets the same rows back.
+    """
     snapshots = [Snapshot.from_json(body) for body in bodies]
     return newest(snapshots, query) if query.by_session else snapshots
 
@@ -199,12 +228,34 @@ _SQLITE_SCHEMA = (
     "CREATE INDEX IF NOT EXISTS snapshots_by_time ON snapshots (created_at)",
     "CREATE INDEX IF NOT EXISTS snapshots_by_plan ON snapshots (plan, created_at)",
 )
+_SQLITE_SESSION_ID = "json_extract(body, '$.session.{name}')"
+"""A snapshot's session ``user_id`` or ``session_id`` in SQLite, as its index reads it."""
+_SQLITE_SESSION_INDEXES = tuple(
+    f"CREATE INDEX IF NOT EXISTS snapshots_by_{name} ON snapshots "
+    f"({_SQLITE_SESSION_ID.format(name=name)}, created_at)"
+    for name in ("user_id", "session_id"))
+"""Indexes on the session's ids inside the body: no column to fill, so a writer of an older
+version still keeps them up to date, and snapshots stored before are indexed when the index
+is made (the first open by this version reads every stored body once)."""
 
 
-def query_sql(query: SnapshotQuery, placeholder: str) -> tuple[str, list[object]]:
-    """The WHERE clause (and its parameters) of ``query`` for a SQL sink."""
+def query_sql(query: SnapshotQuery, placeholder: str,
+              session_id: str | None = None) -> tuple[str, list[object]]:
+    """The WHERE clause (and its parameters) of ``query`` for a SQL sink.
+
+    ``session_id`` is the SQL of a snapshot's session id (``{name}`` stands for ``user_id`` or
+    ``session_id``) when the sink indexes it; the user and session filters are then in the
+    clause too, else the caller filters the rows (``read_rows``).
+    """
     clauses: list[str] = []
     params: list[object] = []
+    if session_id is not None:
+        for name, forms in (("user_id", query.user_forms),
+                            ("session_id", query.session_forms)):
+            if forms:
+                marks = ", ".join(placeholder for _ in forms)
+                clauses.append(f"{session_id.format(name=name)} IN ({marks})")
+                params.extend(sorted(forms))
     for column, op, value in (("created_at", ">=", query.since), ("created_at", "<", query.until),
                               ("mode", "=", query.mode), ("status", "=", query.status)):
         if value is not None:
@@ -233,6 +284,20 @@ class SqliteSink:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the snapshot database ({type(exc).__name__})"
                              ) from None
+        self._by_session = self._index_sessions()
+
+    def _index_sessions(self) -> bool:
+        """Make the session indexes; False when this SQLite cannot.
+
+        Without JSON functions, or on a read-only file, a query by user or session reads the
+        rest of the query, then filters.
+        """
+        try:
+            for statement in _SQLITE_SESSION_INDEXES:
+                self._db.execute(statement)
+        except sqlite3.Error:
+            return False
+        return True
 
     def write(self, snapshots: Sequence[Snapshot]) -> None:
         """Insert the batch in one transaction."""
@@ -248,11 +313,12 @@ class SqliteSink:
             self._db.execute("COMMIT")
 
     def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
-        """Read through the time and plan indexes."""
+        """Read through the time, plan, user and session indexes."""
         query = query or SnapshotQuery()
-        where, params = query_sql(query, "?")
+        where, params = query_sql(query, "?",
+                                  _SQLITE_SESSION_ID if self._by_session else None)
         sql = f"SELECT body FROM snapshots{where} ORDER BY created_at DESC, id DESC"
-        if query.limit is not None and not query.by_session:
+        if query.limit is not None and (self._by_session or not query.by_session):
             sql += " LIMIT ?"
             params.append(query.limit)
         with self._errors():

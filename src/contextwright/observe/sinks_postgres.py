@@ -2,8 +2,9 @@
 
 One table, ``<schema>.snapshots``, with the JSON body in a TEXT column (as the session store
 keeps messages: ASCII JSON, because ``jsonb`` refuses the NUL escape) and indexed time, plan,
-mode and status columns. The writer thread and readers share one autocommit connection behind a
-lock; driver errors map onto ``StoreUnavailable`` / ``StoreError`` without the driver's text.
+mode and status columns; the session's user and session ids are indexed inside the body. The
+writer thread and readers share one autocommit connection behind a lock; driver errors map onto
+``StoreUnavailable`` / ``StoreError`` without the driver's text.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ _CREATE = (
     "CREATE INDEX IF NOT EXISTS snapshots_by_time ON {s}.snapshots (created_at)",
     "CREATE INDEX IF NOT EXISTS snapshots_by_plan ON {s}.snapshots (plan, created_at)",
 )
+_SESSION_ID = "((body::json -> 'session') ->> '{name}')"
+"""A snapshot's session ``user_id`` or ``session_id``, as its index reads it."""
+_SESSION_INDEXES = tuple(
+    f"CREATE INDEX IF NOT EXISTS snapshots_by_{name} ON {{s}}.snapshots "
+    f"({_SESSION_ID.format(name=name)}, created_at)" for name in ("user_id", "session_id"))
+"""Indexes on the session's ids inside the body: no column to fill, so a writer of an older
+version keeps them up to date too, and rows stored before are indexed when they are made."""
 
 
 class PostgresSink:
@@ -47,7 +55,7 @@ class PostgresSink:
         except psycopg.Error as exc:
             raise StoreUnavailable(f"postgres sink unavailable ({type(exc).__name__})") from exc
         with self._errors() as db, db.transaction():
-            for statement in _CREATE:
+            for statement in (*_CREATE, *_SESSION_INDEXES):
                 db.execute(self._sql(statement))
 
     def _sql(self, template: str) -> str:
@@ -62,11 +70,11 @@ class PostgresSink:
                 "ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body"), rows)
 
     def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
-        """Read through the time and plan indexes."""
+        """Read through the time, plan, user and session indexes."""
         query = query or SnapshotQuery()
-        where, params = query_sql(query, "%s")
+        where, params = query_sql(query, "%s", _SESSION_ID)
         sql = f"SELECT body FROM {{s}}.snapshots{where} ORDER BY created_at DESC, id DESC"
-        if query.limit is not None and not query.by_session:
+        if query.limit is not None:
             sql += " LIMIT %s"
             params.append(query.limit)
         with self._errors() as db:

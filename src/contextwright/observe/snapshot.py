@@ -4,11 +4,18 @@ A snapshot holds what a person needs to see what the model saw and why: the plan
 its specs), the rendered messages, every source's budget, grant and use, every decision with its
 reason, the mode and route, the cache-prefix result when the build has one, the build time, the
 tokenizer and the library version. With redaction on (the default) no content is kept: each text
-becomes its SHA-256 and its size, the request becomes counts, and a snapshot cannot be replayed.
+becomes a keyed hash and its size, the request becomes counts, and a snapshot cannot be replayed.
 Identifiers the caller chose, which may name a person (a user id is often an email), are kept as
-``sha256:<hex>`` of their text: the session's user and session ids, message and tool-call ids, a
-speaker's name, and a document's id or source. Names the application defines (tools, sources,
-plans, modes) stay readable, since they say what a build did and name no one.
+``hmac-sha256:<hex>`` of their text: the session's user and session ids, message and tool-call
+ids, a speaker's name, and a document's id or source. Names the application defines (tools,
+sources, plans, modes) stay readable, since they say what a build did and name no one.
+
+The hashes are HMAC-SHA256 under a key derived from the deployment's secret (``snapshot_key``),
+so whoever holds the snapshots but not the secret cannot confirm a guessed id or a short text
+("yes", an email) by hashing it. Without a secret the built-in key is used, which anyone can
+read in the source: the snapshot says so (``Snapshot.hashing``). Records written before keyed
+hashing hold plain SHA-256 (``sha256:<hex>`` ids, ``{"sha256": ...}`` texts); ``Hasher`` and
+``identifier_forms`` let readers match both.
 
 ``capture`` runs on the recorder's writer thread, never on the request path; it reads only
 immutable build results and the shallow copy of the request taken when the build ended.
@@ -17,6 +24,7 @@ immutable build results and the shallow copy of the request taken when the build
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 from collections.abc import Mapping
@@ -26,6 +34,11 @@ from typing import Any, Literal
 from contextwright.core.accounting import call_tokens, image_tokens, schema_tokens
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.covering import covering
+from contextwright.core.fence import (
+    DEFAULT_FENCE_KEY,
+    FENCE_SECRET_VARIABLE,
+    deployment_fence_key,
+)
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
 from contextwright.core.items import Message
@@ -36,8 +49,11 @@ from contextwright.errors import CorruptRecordError
 from contextwright.sources.conversation import RECALL_PREFIX
 
 Status = Literal["ok", "budget_error"]
-SCHEMA_VERSION = 1
-"""Version of the snapshot layout; a record of another version is refused when read."""
+SCHEMA_VERSION = 2
+"""Version of the snapshot layout written now: 2 keys the hashes of a redacted snapshot
+(``hashing``); version 1 records (plain SHA-256) are still read."""
+READABLE_VERSIONS = frozenset((1, SCHEMA_VERSION))
+"""Layouts ``Snapshot.from_dict`` reads; a record of another version is refused."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +111,14 @@ class Snapshot:
     switch: Mapping[str, Any] | None = None
     """The mode hand-off this build followed, if any."""
     session: Mapping[str, str] | None = None
-    """``user_id`` and ``session_id`` of a manager's build (redacted: ``identifier_digest``)."""
+    """``user_id`` and ``session_id`` of a manager's build (redacted: ``Hasher.identifier``)."""
+    hashing: Mapping[str, Any] | None = None
+    """How a redacted snapshot hashed the caller's texts and ids: ``scheme``
+    (``hmac-sha256``), ``key`` (``deployment``: derived from the deployment's secret;
+    ``default``: the built-in key, which anyone can read in the source, so the hashes are no
+    more private than plain SHA-256) and ``key_id`` (which key, without revealing it). None for
+    an unredacted snapshot, and for a redacted record written before keyed hashing (plain
+    SHA-256)."""
     cache: Mapping[str, Any] | None = None
     """The cache-prefix result of the build, when the build reports one."""
     error: str | None = None
@@ -124,8 +147,8 @@ class Snapshot:
     @classmethod
     def from_dict(cls, data: object) -> Snapshot:
         """Read a snapshot written by ``to_dict``; ``CorruptRecordError`` when it is not one."""
-        if not isinstance(data, Mapping) or data.get("schema") != SCHEMA_VERSION:
-            raise CorruptRecordError("not a snapshot record of this version")
+        if not isinstance(data, Mapping) or not _readable(data.get("schema")):
+            raise CorruptRecordError("not a snapshot record of a version this library reads")
         names = {f.name for f in fields(cls)}
         try:
             values = {name: data[name] for name in names if name in data}
@@ -145,6 +168,10 @@ class Snapshot:
         except (ValueError, RecursionError):
             raise CorruptRecordError("a snapshot record is not JSON") from None
         return cls.from_dict(data)
+
+
+def _readable(version: object) -> bool:
+    return type(version) is int and version in READABLE_VERSIONS
 
 
 def _plain(value: Any) -> Any:
@@ -183,28 +210,168 @@ class BuildRecord:
     """Mode, route, switch, session and caller labels."""
 
 
-def text_digest(text: str) -> dict[str, Any]:
-    """What a redacted snapshot keeps of a text: its SHA-256 and size."""
-    data = text.encode("utf-8", "surrogatepass")
-    return {"sha256": hashlib.sha256(data).hexdigest(), "chars": len(text)}
+SCHEME = "hmac-sha256"
+"""How a redacted snapshot hashes the caller's texts and ids (``Snapshot.hashing``)."""
+IDENTIFIER_PREFIX = SCHEME + ":"
+"""What starts an identifier a redacted snapshot keeps as its keyed hash."""
+PLAIN_IDENTIFIER_PREFIX = "sha256:"
+"""What starts an identifier a record written before keyed hashing keeps (plain SHA-256)."""
+_SNAPSHOT_KEY_LABEL = b"contextwright snapshot hashes v1"
+"""Derives the snapshot key from the fence key: the two never serve as each other."""
+_KEY_ID_LABEL = b"contextwright snapshot key id"
 
 
-IDENTIFIER_PREFIX = "sha256:"
-"""What starts an identifier a redacted snapshot keeps as its hash."""
+def snapshot_key_of(fence_key: bytes) -> bytes:
+    """The key snapshot hashes are made with, derived from the deployment's fence key."""
+    return hmac.digest(fence_key, _SNAPSHOT_KEY_LABEL, "sha256")
 
 
-def identifier_digest(value: str) -> str:
-    """What a redacted snapshot keeps of an identifier: ``sha256:`` and its SHA-256 in hex.
+def snapshot_key(fence_secret: str | bytes | None = None) -> bytes:
+    """The snapshot key of ``fence_secret``, or of ``CONTEXTWRIGHT_FENCE_SECRET`` when None.
 
-    Plain SHA-256, as for texts, so whoever knows an id can find its builds (``SnapshotQuery``
-    hashes the id it is given the same way); the hash hides an id from a reader who does not.
+    The secret is read as ``deployment_fence_key`` reads it (a blank one is a
+    ``ConfigurationError``); with none set this is ``DEFAULT_SNAPSHOT_KEY``.
     """
-    data = value.encode("utf-8", "surrogatepass")
-    return IDENTIFIER_PREFIX + hashlib.sha256(data).hexdigest()
+    return snapshot_key_of(deployment_fence_key(fence_secret))
 
 
-def _identifier(value: str, redact: bool) -> str:
-    return identifier_digest(value) if redact else value
+DEFAULT_SNAPSHOT_KEY = snapshot_key_of(DEFAULT_FENCE_KEY)
+"""The key of a deployment without a secret: in the source, so it hides nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hasher:
+    """How a redacted snapshot hashes texts and identifiers.
+
+    ``key`` None is plain SHA-256, the form of records written before keyed hashing: readers
+    use it to match such records (a recorder never writes it).
+    """
+
+    key: bytes | None
+    """The snapshot key (``snapshot_key``), or None for plain SHA-256."""
+    key_id: str = field(init=False, repr=False, compare=False)
+    """Names the key without revealing it (empty for plain SHA-256)."""
+
+    def __post_init__(self) -> None:
+        """Derive the key's id once."""
+        key_id = "" if self.key is None else hmac.digest(
+            self.key, _KEY_ID_LABEL, "sha256").hex()[:16]
+        object.__setattr__(self, "key_id", key_id)
+
+    def digest(self, text: str) -> str:
+        """``text``'s hash in hex."""
+        data = text.encode("utf-8", "surrogatepass")
+        if self.key is None:
+            return hashlib.sha256(data).hexdigest()
+        return hmac.digest(self.key, data, "sha256").hex()
+
+    def text(self, text: str) -> dict[str, Any]:
+        """What a redacted snapshot keeps of a text: its hash and its size."""
+        field_name = "sha256" if self.key is None else "hmac"
+        return {field_name: self.digest(text), "chars": len(text)}
+
+    def identifier(self, value: str) -> str:
+        """What a redacted snapshot keeps of an identifier: its scheme's prefix and hash."""
+        prefix = PLAIN_IDENTIFIER_PREFIX if self.key is None else IDENTIFIER_PREFIX
+        return prefix + self.digest(value)
+
+    def description(self) -> dict[str, str] | None:
+        """``Snapshot.hashing`` of a snapshot this hasher redacted (None: plain SHA-256)."""
+        if self.key is None:
+            return None
+        own = "default" if self.key == DEFAULT_SNAPSHOT_KEY else "deployment"
+        return {"scheme": SCHEME, "key": own, "key_id": self.key_id}
+
+
+PLAIN = Hasher(None)
+"""Plain SHA-256: how records written before keyed hashing kept texts and ids."""
+
+
+def deployment_hasher(fence_secret: str | bytes | None = None) -> Hasher:
+    """The hasher of the deployment's secret (``snapshot_key``)."""
+    return Hasher(snapshot_key(fence_secret))
+
+
+def identifier_digest(value: str, fence_secret: str | bytes | None = None) -> str:
+    """``value`` as a redacted snapshot of this deployment keeps it (``Hasher.identifier``)."""
+    return deployment_hasher(fence_secret).identifier(value)
+
+
+def text_digest(text: str, fence_secret: str | bytes | None = None) -> dict[str, Any]:
+    """``text`` as a redacted snapshot of this deployment keeps it (``Hasher.text``)."""
+    return deployment_hasher(fence_secret).text(text)
+
+
+def is_hashed_identifier(value: str) -> bool:
+    """Whether ``value`` is an identifier as a redacted snapshot keeps it, in either form."""
+    return value.startswith((IDENTIFIER_PREFIX, PLAIN_IDENTIFIER_PREFIX))
+
+
+def text_hash(value: Mapping[str, Any]) -> str:
+    """The hash of a redacted text (``Hasher.text``), keyed or plain."""
+    return str(value.get("hmac", value.get("sha256", "")))
+
+
+def identifier_forms(value: str, key: bytes) -> frozenset[str]:
+    """Every form a snapshot may keep the identifier ``value`` in.
+
+    In clear (unredacted), hashed with ``key`` or the built-in key, or as plain SHA-256
+    (records written before keyed hashing).
+    """
+    return frozenset((value, Hasher(key).identifier(value),
+                      Hasher(DEFAULT_SNAPSHOT_KEY).identifier(value), PLAIN.identifier(value)))
+
+
+def recorded_hasher(snapshot: Snapshot,
+                    fence_secret: str | bytes | None = None) -> Hasher | None:
+    """The hasher ``snapshot``'s hashes were made with; None when this process lacks its key.
+
+    Plain SHA-256 for a record from before keyed hashing, the built-in key's, or
+    ``fence_secret``'s (default ``CONTEXTWRIGHT_FENCE_SECRET``, read only when the others do
+    not match). Another deployment's key gives None.
+    """
+    if snapshot.hashing is None:
+        return PLAIN
+    wanted = snapshot.hashing.get("key_id")
+    default = Hasher(DEFAULT_SNAPSHOT_KEY)
+    if default.key_id == wanted:
+        return default
+    own = deployment_hasher(fence_secret)
+    return own if own.key_id == wanted else None
+
+
+def shown_hash(value: Mapping[str, Any]) -> str:
+    """A redacted text for people: its scheme, the start of its hash and its size."""
+    scheme = "hmac" if "hmac" in value else "sha256"
+    return f"{scheme} {text_hash(value)[:16]}… ({value.get('chars', 0)} chars)"
+
+
+def hashing_note(snapshot: Snapshot) -> str:
+    """How a redacted snapshot's hashes were made, and whether they are private, in words."""
+    hashing = snapshot.hashing
+    if hashing is None:
+        return ("plain SHA-256 (recorded before keyed hashing): a guessed id or text can be "
+                "confirmed")
+    if hashing.get("key") == "default":
+        return (f"{hashing.get('scheme')} with the built-in key, which is public: a guessed id "
+                f"or text can be confirmed (set {FENCE_SECRET_VARIABLE} when recording)")
+    return (f"{hashing.get('scheme')} with the deployment's key {hashing.get('key_id')} "
+            "(derived from its secret)")
+
+
+def hashing_id(snapshot: Snapshot) -> str | None:
+    """Which hashes a snapshot holds: None when unredacted, else its key's id.
+
+    ``sha256`` for plain SHA-256. Two redacted snapshots compare hash for hash only when these
+    are equal.
+    """
+    if not snapshot.redacted:
+        return None
+    return str(snapshot.hashing.get("key_id")) if snapshot.hashing is not None else "sha256"
+
+
+def _identifier(value: str, hasher: Hasher | None) -> str:
+    return hasher.identifier(value) if hasher is not None else value
 
 
 def plan_to_dict(plan: BuildPlan) -> dict[str, Any]:
@@ -262,8 +429,14 @@ def built_plan(record: BuildRecord) -> BuildPlan:
     return covered if covered.name == report.plan else record.plan
 
 
-def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snapshot:
-    """The snapshot of one finished (or failed) build, with the plan it used."""
+def capture(record: BuildRecord, *, redact: bool, library_version: str,
+            hasher: Hasher | None = None) -> Snapshot:
+    """The snapshot of one finished (or failed) build, with the plan it used.
+
+    A redacted one hashes with ``hasher``, by default the deployment's (``deployment_hasher``:
+    the secret is read on each call, so a recorder makes its hasher once and passes it).
+    """
+    hashed_with = (hasher or deployment_hasher()) if redact else None
     plan = built_plan(record)
     plan_data, hashed = _plan_data(plan)
     report = record.report
@@ -284,14 +457,15 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str) -> Snaps
         window=plan.budget.window, available=plan.budget.available,
         total_tokens=ctx.total_tokens if ctx else (report.total_tokens if report else 0),
         build_ms=record.build_ns / 1e6, redacted=redact, sources=sources,
-        decisions=tuple(_decision(d, redact) for d in (report.decisions if report else ())),
-        messages=_messages(ctx, redact) if ctx else (), tools=_tools(ctx),
-        request=(redacted_request(record.request, record.history_length) if redact
-                 else request_to_dict(record.request)),
+        decisions=tuple(_decision(d, hashed_with) for d in (report.decisions if report else ())),
+        messages=_messages(ctx, hashed_with) if ctx else (), tools=_tools(ctx),
+        request=(redacted_request(record.request, record.history_length, hashed_with)
+                 if hashed_with is not None else request_to_dict(record.request)),
         plan_spec=plan_data, warnings=tuple(report.warnings) if report else (),
         mode=labels.pop("mode", None), route=_jsonable(labels.pop("route", None)),
         switch=_jsonable(labels.pop("switch", None)),
-        session=_session(labels.pop("session", None), redact),
+        session=_session(labels.pop("session", None), hashed_with),
+        hashing=hashed_with.description() if hashed_with is not None else None,
         cache=_cache(ctx, report), error=str(record.error) if record.error else None,
         labels=_plain(labels),
     )
@@ -301,13 +475,14 @@ def _tools(ctx: FinalContext | None) -> tuple[dict[str, Any], ...]:
     """Each offered tool schema: its name (the application's), tokens and hash, never its text.
 
     The hash tells a changed description apart from the same one, redacted or not; the schema
-    itself is in an unredacted snapshot's request.
+    itself is in an unredacted snapshot's request. It is plain SHA-256, whatever the snapshot's
+    key: a schema is the application's text, not a user's.
     """
     if ctx is None:
         return ()
     return tuple(
         {"name": _tool_name(schema), "tokens": schema_tokens(text, ctx.tokenizer),
-         "sha256": text_digest(text)["sha256"]}
+         "sha256": PLAIN.digest(text)}
         for schema, text in zip(ctx.tool_schemas, ctx.schema_jsons, strict=True))
 
 
@@ -324,11 +499,11 @@ def _jsonable(value: Any) -> Mapping[str, Any] | None:
     return _plain(asdict(value))  # type: ignore[no-any-return]
 
 
-def _session(value: Any, redact: bool) -> Mapping[str, str] | None:
+def _session(value: Any, hasher: Hasher | None) -> Mapping[str, str] | None:
     if value is None:
         return None
-    return {"user_id": _identifier(str(value.user_id), redact),
-            "session_id": _identifier(str(value.session_id), redact)}
+    return {"user_id": _identifier(str(value.user_id), hasher),
+            "session_id": _identifier(str(value.session_id), hasher)}
 
 
 def _cache(ctx: FinalContext | None, report: BuildReport | None) -> Mapping[str, Any] | None:
@@ -347,65 +522,68 @@ def _fields(value: object, names: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(value, name) for name in names}
 
 
-def _decision(decision: Decision, redact: bool) -> dict[str, Any]:
+def _decision(decision: Decision, hasher: Hasher | None) -> dict[str, Any]:
     data = _fields(decision, _DECISION_FIELDS)
     detail = decision.detail
     if detail is not None:
-        data["detail"] = text_digest(detail) if redact else detail
+        data["detail"] = hasher.text(detail) if hasher is not None else detail
     return data
 
 
-def _messages(ctx: FinalContext, redact: bool) -> tuple[dict[str, Any], ...]:
+def _messages(ctx: FinalContext, hasher: Hasher | None) -> tuple[dict[str, Any], ...]:
     labels = ctx.labels or (None,) * len(ctx.messages)
     documents = ctx.documents or (False,) * len(ctx.messages)
     tokenizer = ctx.tokenizer.name
     return tuple(
-        _message(message, section, label, document, ctx, redact, tokenizer)
+        _message(message, section, label, document, ctx, hasher, tokenizer)
         for message, section, label, document in zip(
             ctx.messages, ctx.sections, labels, documents, strict=True))
 
 
 _MESSAGE_CACHE_SIZE = 50_000
-_RENDERED: BoundedCache[tuple[int, str, str | None, bool, bool, str],
+_RENDERED: BoundedCache[tuple[int, str, str | None, bool, str | None, str],
                         tuple[Message, dict[str, Any]]] = BoundedCache(
     "observe.snapshot.rendered", max_entries=_MESSAGE_CACHE_SIZE, share=0.05,
     size=lambda _, entry: text_bytes(entry[0].content) + 800)
 """Recorded form of messages seen before, by object: the builder hands the same ``Message``
 objects to every build of a session, so consecutive snapshots share nearly all their messages
-and each is hashed once. The entry holds the message itself, so its id cannot be reused."""
+and each is hashed once (per key: recorders of two secrets never share an entry). The entry
+holds the message itself, so its id cannot be reused."""
 
 
 def _message(message: Message, section: str, label: str | None, document: bool,
-             ctx: FinalContext, redact: bool, tokenizer: str) -> dict[str, Any]:
-    key = (id(message), section, label, document, redact, tokenizer)
+             ctx: FinalContext, hasher: Hasher | None, tokenizer: str) -> dict[str, Any]:
+    hashed_with = hasher.key_id if hasher is not None else None
+    key = (id(message), section, label, document, hashed_with, tokenizer)
     known = _RENDERED.get(key) or _RENDERED.revive(key)
     if known is not None and known[0] is message:
         return known[1]
-    data = _message_data(message, section, label, document, ctx, redact)
+    data = _message_data(message, section, label, document, ctx, hasher)
     _RENDERED.put(key, (message, data))
     return data
 
 
 def _message_data(message: Message, section: str, label: str | None, document: bool,
-                  ctx: FinalContext, redact: bool) -> dict[str, Any]:
+                  ctx: FinalContext, hasher: Hasher | None) -> dict[str, Any]:
     data: dict[str, Any] = {"role": message.role, "section": section,
                             "tokens": _own_tokens(message, ctx)}
-    data["content"] = text_digest(message.content) if redact else message.content
+    data["content"] = hasher.text(message.content) if hasher is not None else message.content
     optional = {"label": label, "id": message.id, "name": message.name,
                 "tool_call_id": message.tool_call_id, "document": document or None}
     data.update({k: v for k, v in optional.items() if v is not None})
-    if redact:
-        data.update(_redacted_identifiers(data, section))
+    if hasher is not None:
+        data.update(_redacted_identifiers(data, section, hasher))
     if message.content.startswith(RECALL_PREFIX):
         # Only the history source writes this prefix: it escapes any content that starts so.
         data["recalled"] = True
     if message.tool_calls:
         data["tool_calls"] = [
-            {"id": _identifier(call.id, redact) if call.id else call.id, "name": call.name,
-             "arguments": text_digest(call.arguments) if redact else call.arguments}
+            {"id": _identifier(call.id, hasher) if call.id else call.id, "name": call.name,
+             "arguments": hasher.text(call.arguments) if hasher is not None
+             else call.arguments}
             for call in message.tool_calls]
     if message.images:  # what each image is, never its data (a snapshot stays small)
-        data["images"] = [_image_data(image, redact) for image in message.images]
+        data["images"] = [_image_data(image, hasher is not None) for image in message.images]
     return data
 
 
@@ -422,7 +600,8 @@ def _own_tokens(message: Message, ctx: FinalContext) -> int:
     return tokens
 
 
-def _redacted_identifiers(data: Mapping[str, Any], section: str) -> dict[str, str]:
+def _redacted_identifiers(data: Mapping[str, Any], section: str,
+                          hasher: Hasher) -> dict[str, str]:
     """The caller's identifiers of a recorded message, hashed.
 
     Ids and tool-call ids are the caller's (or its provider's) and may carry anything. A
@@ -430,12 +609,12 @@ def _redacted_identifiers(data: Mapping[str, Any], section: str) -> dict[str, st
     document's label is its source or id; other labels are the library's own (``tool <name>``,
     ``notes``, a section's name) and say what the part is.
     """
-    hashed = {name: identifier_digest(str(data[name]))
+    hashed = {name: hasher.identifier(str(data[name]))
               for name in ("id", "tool_call_id") if name in data}
     if "name" in data and data["role"] != "tool":
-        hashed["name"] = identifier_digest(str(data["name"]))
+        hashed["name"] = hasher.identifier(str(data["name"]))
     if "label" in data and data.get("document") and data["label"] != section:
-        hashed["label"] = identifier_digest(str(data["label"]))
+        hashed["label"] = hasher.identifier(str(data["label"]))
     return hashed
 
 
@@ -470,13 +649,15 @@ def _document(doc: Document) -> dict[str, Any]:
     return {k: v for k, v in asdict(doc).items() if v is not None}
 
 
-def redacted_request(request: Request, history_length: int) -> dict[str, Any]:
+def redacted_request(request: Request, history_length: int,
+                     hasher: Hasher | None = None) -> dict[str, Any]:
     """Hashes and sizes of the request's texts, counts of its lists; no content.
 
     History is counted, not walked: a redacted snapshot of a 10,000-message session costs what
-    one of a short session does.
+    one of a short session does. ``hasher`` defaults to the deployment's.
     """
-    data: dict[str, Any] = {"redacted": True, "user_input": text_digest(request.user_input),
+    hasher = hasher or deployment_hasher()
+    data: dict[str, Any] = {"redacted": True, "user_input": hasher.text(request.user_input),
                             "history": {"messages": history_length},
                             "turn": {"messages": len(request.turn)},
                             "tools": {"count": len(request.tools)},
@@ -485,9 +666,9 @@ def redacted_request(request: Request, history_length: int) -> dict[str, Any]:
                             "images": [_image_data(image, True) for image in request.images],
                             "env": {"keys": sorted(request.env)}}
     if request.system is not None:
-        data["system"] = text_digest(request.system)
+        data["system"] = hasher.text(request.system)
     if request.documents:
-        data["documents"] = [{"id": identifier_digest(doc.id), **text_digest(doc.text)}
+        data["documents"] = [{"id": hasher.identifier(doc.id), **hasher.text(doc.text)}
                              for doc in request.documents]
     return data
 

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from contextwright.observe.diff import SnapshotDiff, divergence_text
 from contextwright.observe.query import SnapshotSummary
-from contextwright.observe.snapshot import Snapshot
+from contextwright.observe.snapshot import Snapshot, hashing_note, shown_hash
 
 
 def _t(value: object) -> Text:
@@ -35,6 +35,8 @@ def print_snapshot(snapshot: Snapshot, console: Console, *, messages: bool = Fal
         console.print(_t("cache " + ", ".join(f"{k}={v}" for k, v in s.cache.items())))
     if s.error:
         console.print(_t(f"error: {s.error}"))
+    if s.redacted:
+        console.print(_t(f"redacted; hashing: {hashing_note(s)}"))
     sources = Table(title="budget vs use per source")
     for column in ("source", "granted", "used", "use", "items", "truncated", "compacted",
                    "dropped"):
@@ -67,9 +69,7 @@ def print_snapshot(snapshot: Snapshot, console: Console, *, messages: bool = Fal
 
 
 def _content(value: object) -> str:
-    if isinstance(value, Mapping):
-        return f"sha256 {str(value.get('sha256', ''))[:16]}… ({value.get('chars', 0)} chars)"
-    return str(value)
+    return shown_hash(value) if isinstance(value, Mapping) else str(value)
 
 
 def print_diff(diff: SnapshotDiff, console: Console) -> None:
