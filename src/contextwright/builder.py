@@ -70,7 +70,7 @@ class ContextBuilder:
                  snapshots: SnapshotRecorder | SnapshotSink | None = None) -> None:
         from contextwright.observe.recorder import as_recorder
 
-        self.snapshots = as_recorder(snapshots)
+        self.snapshots = as_recorder(snapshots, fence_secret)
         self.model = model
         self._profile = model_profile(model) if model is not None else None
         if tokenizer is None:

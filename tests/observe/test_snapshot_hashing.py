@@ -305,3 +305,16 @@ def test_postgres_reads_a_user_or_session_through_its_index(
             plan = " ".join(row[0] for row in spy.connection.execute(
                 "EXPLAIN " + sql, params).fetchall())
             assert index in plan, plan
+
+
+def test_a_builder_given_a_sink_records_with_its_own_secret(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SECRET_VARIABLE, raising=False)
+    sink = JsonlSink(tmp_path / "s.jsonl")
+    builder = ContextBuilder(fence_secret=SECRET, snapshots=sink)
+    builder.build(BuildPlan.named("tool_heavy"), Request(user_input="yes"))
+    assert builder.snapshots is not None and builder.snapshots.flush()
+    (snapshot,) = sink.read()
+    builder.snapshots.close()
+    assert snapshot.hashing == {"scheme": "hmac-sha256", "key": "deployment",
+                                "key_id": Hasher(snapshot_key(SECRET)).key_id}

@@ -388,8 +388,13 @@ def _checked_labels(labels: Mapping[str, Any]) -> dict[str, Any]:
     return dict(labels)
 
 
-def as_recorder(snapshots: SnapshotRecorder | SnapshotSink | None) -> SnapshotRecorder | None:
-    """A recorder for what a builder or manager was given: a recorder, a sink, or nothing."""
+def as_recorder(snapshots: SnapshotRecorder | SnapshotSink | None,
+                fence_secret: str | bytes | None = None) -> SnapshotRecorder | None:
+    """A recorder for what a builder or manager was given: a recorder, a sink, or nothing.
+
+    A recorder made for a sink hashes with the key of ``fence_secret`` (the builder's own
+    secret; None: the deployment's); a recorder given keeps its own.
+    """
     if snapshots is None or isinstance(snapshots, SnapshotRecorder):
         return snapshots
-    return SnapshotRecorder(snapshots)
+    return SnapshotRecorder(snapshots, fence_secret=fence_secret)
