@@ -178,14 +178,19 @@ class DigestCost:
         """
         if self._last is not None and self._last[0] is item:
             return self._last[1]
+        if not self.remember:
+            candidate = (_render_by_lines(item, self._costing)
+                         or render_candidate(item, self._costing, self._limit))
+            self._last = (item, candidate)
+            return candidate
         key = (id(item), (self._costing.key, self._limit))
-        known = (_RENDERED.get(key) or _RENDERED.revive(key)) if self.remember else None
+        known = _RENDERED.get(key) or _RENDERED.revive(key)
         if known is not None and known[0] is item:
             candidate = known[1]
         else:
             candidate = (_render_by_lines(item, self._costing)
                          or render_candidate(item, self._costing, self._limit))
-            if self.remember and candidate.complete_count:  # a partial count: of this limit
+            if candidate.complete_count:  # a partial count depends on the limit
                 _RENDERED.put(key, (item, candidate))
         self._last = (item, candidate)
         return candidate
