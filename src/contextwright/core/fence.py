@@ -5,9 +5,10 @@ contain its own closing marker (it would have to contain a hash of itself) and t
 still renders byte for byte the same. Special-token look-alikes (``<|im_end|>``) are broken up,
 and in the plain-text rendering every line that looks like a separator or label is escaped. Both
 are judged on the folded form of the text (``core.folding``), so no fullwidth, small-form or
-invisibly split spelling gets past. The marker key is the built-in one unless the deployment
-derives its own from a secret (``fence_key``); the caller passes it in, nothing here reads the
-environment.
+invisibly split spelling gets past; lines are judged as they read (``folding.shape``), so
+neither do letters of other scripts that pass for Latin ones (``Usеr:`` with a Cyrillic ``е``).
+The marker key is the built-in one unless the deployment derives its own from a secret
+(``fence_key``); the caller passes it in, nothing here reads the environment.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Mapping
 
 from contextwright.analysis import HAN, cjk_class
-from contextwright.core.folding import bare, fold, fold_with_origins, reads_as_itself
+from contextwright.core.folding import fold, fold_with_origins, reads_as_itself, shape
 from contextwright.errors import ConfigurationError
 
 DATA_NOTE = {
@@ -61,14 +62,14 @@ _HEAD_END = re.compile(r">(?=>)")
 
 def _structure_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     """Lines that could pass for structure (see below), for the labels known now."""
-    names = ({bare(fold(v)) for labels in LABELS.values() for v in labels.values()}
+    names = ({shape(v) for labels in LABELS.values() for v in labels.values()}
              | {"system", "user", "assistant", "tool"})
     speakers = "|".join(r"[^\S\n]+".join(re.escape(word) for word in name.split())
                         for name in sorted(names, key=len, reverse=True))
     # A folded line that could pass for a separator, a label, a speaker or a tool call line,
     # even when indented. Folding turns `：` into `:` and `［` into `[`, and any indentation
-    # into spaces; lines are matched bare (``folding.bare``: no combining marks, blank
-    # symbols as spaces), so are the labels.
+    # into spaces; lines are matched as they read (``folding.shape``: no combining marks,
+    # blank symbols as spaces, look-alike letters as Latin ones), so are the labels.
     structure = rf"[^\S\n]*(?:===|\[|【|#+[^\S\n]|→|(?:{speakers})[^\S\n]*:)"
     return (re.compile(rf"^(?={structure})", re.MULTILINE | re.IGNORECASE),
             re.compile(structure, re.IGNORECASE))
@@ -248,8 +249,9 @@ def escape_lines(text: str, *, skip_first_line: bool = False) -> str:
     r"""Escape lines that could pass for a separator, label or role header in the text rendering.
 
     Every line break is normalised to ``\n`` first, so a bare ``\r`` cannot start a line. A
-    line is judged by its folded form, so ``\u3000=== System ===``, ``＝＝＝ System ＝＝＝``,
-    ``Ｓｙｓｔｅｍ：`` and ``\u200b[Facts]`` are escaped like their plain forms. The escape is a
+    line is judged by how it reads (``folding.shape``), so ``\u3000=== System ===``,
+    ``＝＝＝ System ＝＝＝``, ``Ｓｙｓｔｅｍ：``, ``\u200b[Facts]`` and ``Usеr:`` with a Cyrillic
+    ``е`` are escaped like their plain forms; the line itself is kept as it is. The escape is a
     backslash at the very start of the raw line, before any indentation or invisible character.
     ``skip_first_line``: the text's first line is the renderer's own or follows a prefix of
     its own (``User: ``, ``→ ``), so it cannot start a line and is left as it is (no
@@ -265,21 +267,22 @@ def escape_lines(text: str, *, skip_first_line: bool = False) -> str:
 def _escape_line_starts(text: str) -> str:
     if reads_as_itself(text):
         return _STRUCTURE_LINE.sub("\\\\", text)
-    # Bare: a mark on `=` or a Braille blank before `===` leaves the line looking like one.
-    whole = bare(fold(text))
+    # As it reads: a mark on `=`, a Braille blank before `===` or a Cyrillic `е` in `Usеr:`
+    # leaves the line looking like structure.
+    whole = shape(text)
     if not _STRUCTURE_LINE.search(whole):
         return text
     lines = text.split("\n")
     folded = whole.split("\n")
     if len(folded) != len(lines):  # folding keeps lines (a test checks it); never trust less
-        folded = [bare(fold(line)) for line in lines]
+        folded = [shape(line) for line in lines]
     return "\n".join("\\" + line if _STRUCTURE_START.match(view) else line
                      for line, view in zip(lines, folded, strict=True))
 
 
 def looks_like_structure(line: str) -> bool:
-    """Whether ``line`` would be escaped by ``escape_lines`` (its folded start is structure)."""
-    return _STRUCTURE_START.match(bare(fold(line))) is not None
+    """Whether ``line`` would be escaped by ``escape_lines`` (it starts reading as structure)."""
+    return _STRUCTURE_START.match(shape(line)) is not None
 
 
 def separator(name: str, language: str) -> str:
