@@ -32,7 +32,7 @@ from contextwright.compress.tool_results import (
 )
 from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
 from contextwright.core.cutting import KEEP_HEAD
-from contextwright.core.folding import bare, fold
+from contextwright.core.folding import shape
 from contextwright.core.items import (
     ContextItem,
     Layer,
@@ -640,10 +640,11 @@ escaped with a backslash, so content cannot pass for a recalled turn."""
 def looks_recalled(content: str) -> bool:
     r"""Whether ``content`` reads as a recalled turn's marker (``RECALL_PREFIX``).
 
-    Judged on the folded form, bare (``core.folding.bare``), after any leading space, so
-    ``\u200b[recalled``, ``［recalled``, `` [Recalled`` and ``\u2800[recalled`` count too.
+    Judged as it reads (``core.folding.shape``), after any leading space, so
+    ``\u200b[recalled``, ``［recalled``, `` [Recalled``, ``\u2800[recalled`` and look-alike
+    letters (``[RΕCALLED`` with a Greek capital epsilon) count too.
     """
-    return bare(fold(content)).lstrip().startswith(RECALL_PREFIX)
+    return shape(content).lstrip().startswith(RECALL_PREFIX)
 
 
 def recall_marker(content: str, timestamp: str | None = None) -> str:
