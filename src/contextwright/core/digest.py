@@ -173,24 +173,20 @@ class DigestCost:
     def render(self, item: ContextItem) -> Candidate:
         """``render_candidate`` of ``item``, counted by lines where that is exact.
 
-        Remembered per item object: a digest reused from an earlier build (the same item) is
-        not rendered and counted again.
+        With ``remember``, remembered per item object: a digest reused from an earlier build
+        (the same item) is not rendered and counted again.
         """
         if self._last is not None and self._last[0] is item:
             return self._last[1]
-        if not self.remember:
-            candidate = (_render_by_lines(item, self._costing)
-                         or render_candidate(item, self._costing, self._limit))
-            self._last = (item, candidate)
-            return candidate
-        key = (id(item), (self._costing.key, self._limit))
-        known = _RENDERED.get(key) or _RENDERED.revive(key)
+        memo = self.memo_key
+        key = None if memo is None else (id(item), memo)
+        known = None if key is None else _RENDERED.get(key) or _RENDERED.revive(key)
         if known is not None and known[0] is item:
             candidate = known[1]
         else:
             candidate = (_render_by_lines(item, self._costing)
                          or render_candidate(item, self._costing, self._limit))
-            if candidate.complete_count:  # a partial count depends on the limit
+            if key is not None and candidate.complete_count:  # a partial count is the limit's
                 _RENDERED.put(key, (item, candidate))
         self._last = (item, candidate)
         return candidate
