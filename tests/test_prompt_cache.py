@@ -1282,3 +1282,92 @@ def test_a_source_that_fails_as_of_its_last_cut_is_read_afresh() -> None:
     for ctx in contexts[1:]:  # the first call has no history yet
         assert "history" in ctx.sections
         assert not any("history" in w and "failed" in w for w in ctx.report.warnings)
+
+
+# --- a continued layout's plain stream is read only back to where its shown messages start ---
+
+
+class ItemCountingHistory(HistorySource):
+    """The built-in history source, counting the items builds read of its plain stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain_items = 0
+
+    def build(self, request: Request, options: Any) -> Iterator[Any]:
+        plain = not options.get("recall_share")
+        for item in super().build(request, options):
+            self.plain_items += plain
+            yield item
+
+
+def _recall_replay(without_reach: bool) -> list[tuple[Any, ...]]:
+    """A long recalling chat, each call continuing the last through its JSON fingerprint
+    (without the layouts' reach, as an earlier version wrote it, if ``without_reach``).
+
+    Per call: the messages sent, the cache report, the plain stream's items read, and the
+    most a read back to the previous layout's shown messages may take.
+    """
+    history_source = ItemCountingHistory()
+    builder = ContextBuilder(sources=[history_source])
+    chat = BuildPlan.named("chat").with_budget(available_override=2500)
+    history = chat_rounds(150)
+    previous: Any = None
+    last_layout: Any = None
+    calls = []
+    for t in range(24):
+        question = f"What about item {(t * 37) % 150}? ({t})"
+        read_before, most = history_source.plain_items, None
+        if last_layout is not None:
+            lead = last_layout.lead[1] - last_layout.lead[0] if last_layout.lead else 0
+            most = len(history) - last_layout.reach + lead + 2  # a round past it, at most
+        ctx = builder.build(chat, Request(user_input=question, history=list(history)),
+                            previous=previous, cache=True)
+        calls.append((openai_messages(ctx), ctx.report.cache,
+                      history_source.plain_items - read_before, most))
+        last_layout = ctx.fingerprint.layouts["history"]
+        data = json.loads(ctx.fingerprint.to_json())
+        for layout_data in data["layouts"].values():
+            assert isinstance(layout_data["reach"], int)
+            if without_reach:
+                del layout_data["reach"]
+        previous = json.dumps(data)
+        history += [{"role": "user", "content": question},
+                    {"role": "assistant", "content": f"item {t} noted " + "fine " * (t % 7)}]
+    return calls
+
+
+def test_a_continued_layout_reads_its_plain_stream_only_back_to_its_shown_messages() -> None:
+    bounded, unbounded = _recall_replay(without_reach=False), _recall_replay(without_reach=True)
+    assert [c[:2] for c in bounded] == [c[:2] for c in unbounded]  # messages, cache reports
+    continued = [i for i, (_, cache, _, _) in enumerate(bounded)
+                 if cache is not None and cache.previous and not cache.advanced]
+    assert len(continued) >= 15
+    assert all(bounded[i][2] <= bounded[i][3] for i in continued)
+    # Without the reach, the stream is read as far back as the budget reaches.
+    assert sum(unbounded[i][2] > unbounded[i][3] for i in continued) >= 10
+
+
+def test_a_layout_reach_is_where_its_shown_plain_messages_start() -> None:
+    builder = ContextBuilder()
+    chat = BuildPlan.named("chat").with_budget(available_override=2500)
+    short = builder.build(chat, Request(user_input="next?", history=chat_rounds(3)),
+                          cache=True)
+    layout = short.fingerprint.layouts["history"]
+    assert layout.lead == (0, 6) and layout.reach == 0  # everything shown: one read
+    long = builder.build(chat, Request(user_input="What about item 4?",
+                                       history=chat_rounds(200)), cache=True)
+    layout = long.fingerprint.layouts["history"]
+    # chat_rounds' round t is "question t" (position 2t) and "answer t" (position 2t + 1).
+    plain = [2 * int(found[2]) + (found[1] == "answer")
+             for message in long.messages if not RECALL_MARKER.search(message.content)
+             and (found := re.match(r"(question|answer) (\d+):", message.content))]
+    assert plain and layout.reach == min(plain) > 0
+    data = json.loads(long.fingerprint.to_json())
+    for bad in (-1, True, "3", 1.5):
+        broken = {**data, "layouts": {"history": {**data["layouts"]["history"], "reach": bad}}}
+        with pytest.raises(InvalidInputError):
+            Fingerprint.from_json(json.dumps(broken))
+    older = {**data, "layouts": {"history": {k: v for k, v in data["layouts"]["history"].items()
+                                             if k != "reach"}}}
+    assert Fingerprint.from_json(json.dumps(older)).layouts["history"].reach is None

@@ -193,12 +193,18 @@ class SourceLayout:
     """Where its leading run of plain messages (the head a cut pins) starts and stops in the
     list, ``(start, stop)``; empty: none. The newest-first stream, read only as far as the
     budget, does not reach them once the list is long: they are read where they are."""
+    reach: int | None = None
+    """The oldest list position of a plain message it shows past the lead (the lead's start
+    when nothing separates the two; the list's length when it shows none): how far back its
+    source's plain stream must be read to find them again. None: not known (a fingerprint
+    from an earlier version), so the stream is read as far as the budget reaches."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON form."""
         return {"messages": list(self.messages), "length": self.length, "tail": self.tail,
                 "anchor": self.anchor, "digest_room": self.digest_room,
-                "recalled": list(self.recalled), "spec": self.spec, "lead": list(self.lead)}
+                "recalled": list(self.recalled), "spec": self.spec, "lead": list(self.lead),
+                "reach": self.reach}
 
     @classmethod
     def from_dict(cls, data: Any) -> SourceLayout:
@@ -216,10 +222,14 @@ class SourceLayout:
         if not isinstance(lead, list) or len(lead) not in (0, 2) or not all(
                 isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in lead):
             raise InvalidInputError("fingerprint layout lead must be [start, stop] or []")
+        reach = data.get("reach")  # absent in earlier fingerprints: read as far as the budget
+        if reach is not None and (not isinstance(reach, int) or isinstance(reach, bool)
+                                  or reach < 0):
+            raise InvalidInputError("fingerprint layout reach must be a position or null")
         return cls(messages=tuple(messages), length=_count(data, "length"),
                    tail=_text(data, "tail"), anchor=_count(data, "anchor"),
                    digest_room=_count(data, "digest_room"), recalled=tuple(recalled),
-                   spec=_text(data, "spec"), lead=tuple(lead))
+                   spec=_text(data, "spec"), lead=tuple(lead), reach=reach)
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,15 +223,22 @@ def with_content(message: Message, content: str) -> Message:
 
 
 def gather_source(spec: SourceSpec, position: int, source: ContextSource, request: Request,
-                  cap: int, costing: Costing) -> Gathered:
-    """Units of one source in keep order, read until their tokens pass ``cap``."""
+                  cap: int, costing: Costing, *, reach: int | None = None) -> Gathered:
+    """Units of one source in keep order, read until their tokens pass ``cap``.
+
+    ``reach``: for a source offering a request list's messages newest first, a list position
+    reading may stop at too (at the round boundary after the unit holding it): a build that
+    continues an earlier layout needs its source's messages only back to where that layout's
+    shown messages start, not as far back as the budget reaches.
+    """
     traits = traits_of(source)
     gathered = Gathered(spec=spec, position=position, traits=traits)
     try:
         items = source.build(request, spec.options)
         omitted_at: list[float] = []
         gathered.units, gathered.complete = _read_units(
-            spec.source, source.namespace, items, cap, costing, gathered.omitted, omitted_at)
+            spec.source, source.namespace, items, cap, costing, gathered.omitted, omitted_at,
+            reach)
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
         if traits.offers == "messages":
@@ -254,12 +261,13 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
 
 
 def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,
-                costing: Costing, omitted: list[Decision], omitted_at: list[float]
-                ) -> tuple[list[Unit], bool]:
+                costing: Costing, omitted: list[Decision], omitted_at: list[float],
+                reach: int | None = None) -> tuple[list[Unit], bool]:
     """Group consecutive items sharing a group into units, stopping once past ``cap``.
 
     Reading stops at the first unit that starts after the tokens read pass ``cap`` (for
-    history: the first unit of the next round), so that unit's items are never rendered.
+    history: the first unit of the next round), so that unit's items are never rendered; or,
+    with ``reach``, once a unit holding a list position at or before it was read.
     An item with ``metadata["omitted"]`` is the source saying what it left out and why: it
     becomes a ``dropped`` decision in ``omitted`` (its ``order`` in ``omitted_at``), not a unit.
     One loop, no nested generators: this runs for every message a build reads.
@@ -287,7 +295,8 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
             total += unit.tokens
             round_no += 1 if current[0].item.round_start else 0
             current = []
-            if total > cap and (item.round_start is None or round_no != unit.round):
+            if ((total > cap or (reach is not None and _reaches(unit, reach)))
+                    and (item.round_start is None or round_no != unit.round)):
                 return units, False
         hit = cached((id(item), costing_key))  # cached_candidate, inlined for the hot path
         current.append(hit[1] if hit is not None and hit[0] is item
@@ -296,6 +305,15 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     if current:
         units.append(_close_unit(name, current, round_no, len(units)))
     return units, True
+
+
+def _reaches(unit: Unit, position: int) -> bool:
+    """Whether ``unit`` holds a message of the list at or before ``position``.
+
+    Items placed out of the list (a session's stored turns, at detached, negative orders) do
+    not count: they say nothing of how far back the list was read.
+    """
+    return any(0 <= c.item.order <= position for c in unit.candidates)
 
 
 def _close_unit(name: str, candidates: list[Candidate], round_no: int, rank: int) -> Unit:

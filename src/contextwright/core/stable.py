@@ -26,6 +26,7 @@ from typing import Any
 
 from contextwright.analysis import asks
 from contextwright.core.cache import CachePolicy, SourceLayout, message_hash, short_hash
+from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.digest import DigestCost, digest_share
 from contextwright.core.gather import Candidate, Costing, Gathered, Unit, gather_source
 from contextwright.core.items import ContextItem, detached, parse_message
@@ -166,7 +167,8 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     if any(options.get(option) for option in shape.shaping_options) and gathered_at != anchor:
         plain = gather_source(replace(g.spec, options=anchored_options(options, anchor, shape,
                                                                        recall=False)),
-                              g.position, source, request, cap, costing)
+                              g.position, source, request, cap, costing,
+                              reach=None if layout.reach is None else layout.reach + shift)
         if plain.error is not None:  # nothing to match the layout against: cut afresh
             return StableOffer(failure=f"{name} cannot be read as of the last cut "
                                        f"({plain.error})")
@@ -300,8 +302,9 @@ def _lead_again(g: Gathered, source: ContextSource, request: Request, layout: So
 
     ``plain`` reads newest first only as far as the budget: past a cut, a long list's pinned
     head (its oldest shown messages) lies beyond that. It is read where it is, newest first from
-    its end: what is read does not grow with the list. The lead holds no tool result (whose tier
-    counts the calls after it), so it renders as it would in the whole list.
+    its end back to its start: what is read does not grow with the list. The lead holds no
+    tool result (whose tier counts the calls after it), so it renders as it would in the
+    whole list.
     """
     if plain.complete or len(layout.lead) != 2:
         return []
@@ -311,7 +314,8 @@ def _lead_again(g: Gathered, source: ContextSource, request: Request, layout: So
         return []
     where = laid_out_list(g)
     shorter = replace(request, **{where: getattr(request, where)[:min(stop, int(reached))]})
-    return gather_source(plain.spec, g.position, source, shorter, cap, costing).units
+    return gather_source(plain.spec, g.position, source, shorter, cap, costing,
+                         reach=start).units
 
 
 def _recalled_again(g: Gathered, source: ContextSource, request: Request,
@@ -570,9 +574,25 @@ def layout_of(selection: Selection, raw: Sequence[Mapping[str, Any]], where: str
     # Positions in this list; a session's older turns, recalled from its store, sit before
     # it (negative: the source's ``recalled_turns`` finds them again by that position).
     recalled = tuple(sorted({int(_first_order(u)) for u in selection.kept if _recalled(u)}))
+    lead = lead_of(selection.kept)
     return SourceLayout(messages=hashes, length=len(raw), tail=tail_of(raw, where),
                         anchor=anchor, digest_room=digest_room, recalled=recalled,
-                        lead=lead_of(selection.kept))
+                        lead=lead, reach=reach_of(selection.kept, lead, len(raw)))
+
+
+def reach_of(units: Sequence[Unit], lead: tuple[int, ...], length: int) -> int:
+    """``SourceLayout.reach`` of a layout showing ``units``, ``lead`` its lead.
+
+    The plain messages count: a recalled turn shown marked is offered again apart
+    (``_recalled_again``), one shown unmarked in its place is read with the stream; the lead
+    is read where it is (``_lead_again``) unless nothing separates it from the rest.
+    """
+    start, stop = lead if lead else (length, length)
+    orders = [c.item.order for u in units
+              if not _is_digest(u) and KEEP_HEAD not in u.candidates[0].item.metadata
+              for c in u.candidates if c.item.order >= 0 and not start <= c.item.order < stop]
+    reach = int(min(orders)) if orders else length
+    return start if lead and reach <= stop else reach
 
 
 def lead_of(units: Sequence[Unit]) -> tuple[int, ...]:
