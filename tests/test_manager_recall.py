@@ -23,7 +23,7 @@ import pytest
 from contextwright import BuildPlan, clear_caches
 from contextwright.errors import InvalidInputError, PlanError, StoreUnavailable
 from contextwright.manager import ContextManager, PreparedContext
-from contextwright.manager.recall import RecallIndexes, recall_tokens
+from contextwright.manager.recall import RecallIndexes, SessionHistorySource, recall_tokens
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, ModesConfig
 from contextwright.modes.config import RecallSettings, modes_from_mapping
 from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
@@ -371,6 +371,41 @@ def test_concurrent_prepares_of_one_session_recall_safely(tmp_path: Path) -> Non
     assert not errors
     assert _marked(cm, FACT) in _recalled(cm.prepare("u", "s", QUESTION))
     cm.close()
+
+
+
+def _fact_after_many_calls(tmp_path: Path, pattern: int) -> bool:
+    """Whether the locker question recalls the fact after 24 calls, some not answered."""
+    cm = ContextManager(store=SqliteStore(tmp_path / f"s{pattern}.db"), background=False)
+    _say(cm, FACT, FACT_ANSWER)
+    _small_talk(cm, 12, start=2)
+    cm.flush(30)
+    for i in range(24):
+        topic = TOPICS[(i * (pattern + 1)) % len(TOPICS)]
+        cm.prepare("u", "s", f"Thread {i % 4} step {i}: more about {topic}?")
+        if (i + pattern) % 3:
+            cm.record("u", "s", assistant=f"ack {i}")
+    recalled = _marked(cm, FACT) in _recalled(cm.prepare("u", "s", QUESTION))
+    cm.close()
+    return recalled
+
+
+def test_a_continued_window_still_offers_the_stored_turns_its_input_recalls(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Continuing the last call's layout, the window is read as of its last cut; the stored
+    # turns this input recalls come in the same stream, after some of its rounds, so it is
+    # read as far as the budget reaches, not only back to the layout's own messages.
+    assert all(_fact_after_many_calls(tmp_path, pattern) for pattern in range(12))
+    init = SessionHistorySource.__init__
+
+    def read_only_back_to_the_layout(self: SessionHistorySource, **kwargs: Any) -> None:
+        init(self, **kwargs)
+        self.traits = replace(self.traits,
+                              layout=replace(self.traits.layout, recalls_always=False))
+
+    monkeypatch.setattr(SessionHistorySource, "__init__", read_only_back_to_the_layout)
+    (tmp_path / "b").mkdir()
+    assert not all(_fact_after_many_calls(tmp_path / "b", pattern) for pattern in range(12))
 
 
 # ----- the index is a bounded, incremental cache of the store -----

@@ -34,6 +34,7 @@ from contextwright.core.cache import (
 )
 from contextwright.core.final import FinalContext
 from contextwright.core.items import DETACHED_ORDER, detached
+from contextwright.core.stepping import Stepping
 from contextwright.errors import InvalidInputError
 from contextwright.manager.recall import SessionHistorySource
 from contextwright.recall import LexicalTurnRecaller, RecallExpansion, turn_index
@@ -1228,9 +1229,20 @@ def _edited_replay(builder: ContextBuilder) -> list[tuple[list[str], list[tuple[
 
 
 def _besides_older(decisions: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The decisions but those on the older messages a continued layout does not show."""
-    return [d for d in decisions
-            if "older than the kept run" not in d[3] and "older than max_rounds" not in d[3]]
+    """The decisions but those leaving out messages (read or not), which ``_left_out`` sums."""
+    return [d for d in decisions if d[2] not in ("dropped", "deduplicated", "conflict")]
+
+
+def _left_out(decisions: list[tuple[Any, ...]]) -> set[int]:
+    """The history positions the decisions say were left out, read or not."""
+    positions: set[int] = set()
+    for _, key, action, reason, *_ in decisions:
+        unread = re.search(r"not read \(history\.m(\d+)–m(\d+)\)", reason)
+        if unread:
+            positions.update(range(int(unread[1]), int(unread[2]) + 1))
+        elif action in ("dropped", "deduplicated", "conflict") and key.startswith("history.m"):
+            positions.add(int(key.removeprefix("history.m")))
+    return positions
 
 
 def test_a_layout_that_cannot_go_on_is_cut_as_if_read_afresh(
@@ -1240,8 +1252,9 @@ def test_a_layout_that_cannot_go_on_is_cut_as_if_read_afresh(
                         lambda *args: {})
     twice = _edited_replay(ContextBuilder())
     assert [m for m, _ in once] == [m for m, _ in twice]
-    # What a continued layout leaves out of the older messages is reported as read: as of the
-    # last cut (its tiers, its window of rounds) when read once, as of now when read twice.
+    # The same messages are reported left out; read once, those older than the continued
+    # layout's messages are not read (one decision for them all), read twice they were.
+    assert [_left_out(d) for _, d in once] == [_left_out(d) for _, d in twice]
     assert [_besides_older(d) for _, d in once] == [_besides_older(d) for _, d in twice]
     question = json.dumps({"content": "Where is my order ORD0007? It has 4 items.",
                            "role": "user"}, sort_keys=True)
@@ -1371,3 +1384,45 @@ def test_a_layout_reach_is_where_its_shown_plain_messages_start() -> None:
     older = {**data, "layouts": {"history": {k: v for k, v in data["layouts"]["history"].items()
                                              if k != "reach"}}}
     assert Fingerprint.from_json(json.dumps(older)).layouts["history"].reach is None
+
+
+def _stock_reply_replay() -> list[str]:
+    """An agent that ends every turn with the same reply: the cache reasons of 20 calls."""
+    def turn(t: int) -> list[dict[str, Any]]:
+        messages = turn_messages(t, 3)
+        messages[-1] = {"role": "assistant", "content": "Done. Anything else I can check?"}
+        return messages
+
+    builder = ContextBuilder()
+    heavy = BuildPlan.named("tool_heavy").with_budget(available_override=3000)
+    history = [message for t in range(40) for message in turn(t)]
+    previous: FinalContext | None = None
+    reasons = []
+    for t in range(40, 60):
+        request = Request(user_input=f"Where is my order ORD{t:04d}?", system=SYSTEM,
+                          history=list(history), tools=TOOLS)
+        previous = builder.build(heavy, request, previous=previous, cache=True)
+        assert previous.report.cache is not None
+        reasons.append(previous.report.cache.reason or "")
+        history += turn(t)
+    return reasons
+
+
+def test_an_older_message_that_reads_like_a_shown_one_does_not_break_the_prefix(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The digest of the last cut is remade from the messages the layout shows; an older reply
+    # that reads the same (but was left out) used to be counted as shown, so the digest came
+    # out otherwise and the layout was cut again on most calls.
+    assert not [r for r in _stock_reply_replay() if "no longer offered" in r]
+    # Read as far as the budget reaches (the look-alikes among what is read), the same.
+    gather_options = Stepping.gather_options
+
+    def unbounded(self: Stepping, *args: Any) -> Any:
+        options = gather_options(self, *args)
+        self.reaches.clear()
+        return options
+
+    monkeypatch.setattr(Stepping, "gather_options", unbounded)
+    assert not [r for r in _stock_reply_replay() if "no longer offered" in r]
+    monkeypatch.setattr("contextwright.core.stable._may_be_shown", lambda *_: True)
+    assert [r for r in _stock_reply_replay() if "no longer offered" in r]  # the bug, undone

@@ -85,10 +85,12 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
     costing = Costing(tokenizer, labels_language(request, cache, previous), target, fence_key,
                       images)
     plan, added = added_sources(plan, request, sources)
-    steps = Stepping(cache, plan_hash(plan), target) if cache is not None else None
+    steps = (Stepping(cache, plan_hash(plan), target, plan.strict) if cache is not None
+             else None)
     anchored = steps.gather_options(plan, request, sources, previous) if steps else {}
     gathered, pool = gather_all(plan, request, sources, costing, anchored,
-                                steps.caps if steps else None)
+                                steps.caps if steps else None,
+                                steps.reaches if steps else None)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
     warnings += added + unused_request_parts(plan, request, sources)
     decisions += drop_duplicates(gathered)
@@ -123,6 +125,9 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
                                   tail_last=bool(request.turn))
     decisions += [d for g in gathered for d in (*g.omitted, *unread_decisions(g, request))]
     decisions += [d for s in selections.values() for d in s.decisions]
+    if steps is not None:  # what normalising a source read afresh found
+        decisions += steps.decisions
+        warnings += steps.warnings
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
                          total, recall_scores)
     require_user_input(report, plan, sources)
@@ -316,11 +321,13 @@ def reserve(pool: int, tokens: int) -> tuple[bool, int]:
 
 def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
                costing: Costing, options: Mapping[str, FrozenOptions] | None = None,
-               caps: dict[str, int] | None = None) -> tuple[list[Gathered], int]:
+               caps: dict[str, int] | None = None, reaches: Mapping[str, int] | None = None
+               ) -> tuple[list[Gathered], int]:
     """Gather the never-cut sources first (they fix the pool), then the others up to the pool.
 
     ``options``: other options to read some cuttable sources with (a stable-prefix build reads
     a continued layout's source as of its last cut); their ``Gathered`` keeps the plan's spec.
+    ``reaches``: how far back to read such a source at most (``gather_source``'s ``reach``).
     ``caps`` is filled with what each cuttable source was read up to.
     """
     available = plan.budget.available
@@ -346,7 +353,8 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
         cap = min(pool, spec.max_tokens if spec.max_tokens is not None else pool)
         other = options.get(spec.source) if options else None
         g = gather_source(spec if other is None else replace(spec, options=other), i,
-                          sources[spec.source], request, cap, costing)
+                          sources[spec.source], request, cap, costing,
+                          reach=reaches.get(spec.source) if reaches else None)
         g.spec = spec
         rest.append(g)
         if caps is not None:

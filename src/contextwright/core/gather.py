@@ -103,6 +103,9 @@ class Gathered:
     all and can say (None: unknown, or everything was read)."""
     omitted: list[Decision] = field(default_factory=list)
     """Items the source itself left out, with its reason (``metadata["omitted"]``)."""
+    read_back_to: int | None = None
+    """The list position it was read back to at most (``gather_source``'s ``reach``: a
+    continued layout's source), None when read as far as the budget reaches."""
 
     @property
     def need(self) -> int:
@@ -232,7 +235,7 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
     shown messages start, not as far back as the budget reaches.
     """
     traits = traits_of(source)
-    gathered = Gathered(spec=spec, position=position, traits=traits)
+    gathered = Gathered(spec=spec, position=position, traits=traits, read_back_to=reach)
     try:
         items = source.build(request, spec.options)
         omitted_at: list[float] = []

@@ -15,7 +15,8 @@ The copy from the more constraining source, or the newer copy, is kept.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from dataclasses import replace
 
 from contextwright.core.gather import Gathered, Unit
 from contextwright.core.report import Decision
@@ -136,3 +137,19 @@ def _find_original(unit: Unit, by_id: dict[Hashable, Unit], by_content: dict[Has
     next_in_source = previous.source == unit.source and unit.rank == previous.rank + 1
     copies_input = previous.source in never_cut and unit.rank == 0
     return previous if next_in_source or copies_input else None
+
+
+def normalise_again(source: Gathered, others: Sequence[Gathered], strict: bool
+                    ) -> tuple[list[Decision], list[str]]:
+    """Normalise ``source``, read again, as the build normalised it among ``others``.
+
+    Its key conflicts are resolved; its units that copy a unit of a source whose copies win
+    over its own (``priority_order``), or of its own, are removed. ``others`` are left as they
+    are: they were normalised already, and may have been cut since.
+    """
+    decisions, warnings = resolve_key_conflicts([source], strict)
+    rank = (source.spec.cuttable, source.layer, source.position)
+    winning = [replace(g, units=list(g.units)) for g in others
+               if (g.spec.cuttable, g.layer, g.position) < rank]
+    decisions += drop_duplicates([*winning, source])
+    return decisions, warnings

@@ -15,6 +15,8 @@ from contextwright.core.select import Selection
 from contextwright.tokens import CountingTokenizer
 
 _LEFT_OUT: tuple[Action, ...] = ("dropped", "deduplicated", "conflict")
+OLDER_THAN_KEPT_RUN = "older than the kept run (kept from the previous build for a stable prefix)"
+"""Why a continued layout leaves out the older messages (read or not)."""
 
 
 def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
@@ -49,7 +51,9 @@ def _unread_message_decisions(g: Gathered, message_list: str, request: Request
     namespace = message_list
     decisions = []
     for start, end in unread_runs(g.read_positions, size):
-        if not g.complete:
+        if g.read_back_to is not None:  # read back to a continued layout's messages
+            why = f"budget: {OLDER_THAN_KEPT_RUN}"
+        elif not g.complete:
             why = ("budget: older than anything that could fit" if start == 0 else
                    "budget: between the recalled turns and the recent rounds")
         else:

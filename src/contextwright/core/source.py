@@ -137,6 +137,10 @@ class Layout:
     """The option that caps the source's rounds; it may hold twice as many between cuts."""
     shaping_options: tuple[str, ...] = ()
     """Options under which what the source offers is not its plain stream as of the last cut."""
+    recalls_always: bool = False
+    """Its stream holds turns recalled for the input whatever its options say (a session's
+    stored turns): continuing a layout, it is read as far as the budget reaches, not only back
+    to the layout's messages, since the turns this input recalls may come later in it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -164,11 +164,14 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         return StableOffer(units=_leading(g, source, request, layout, shift, cap, costing),
                            failure=f"{where} no longer holds the previous cut's messages")
     options, shape = g.spec.options, g.traits.layout
+    # The layout's messages moved by ``shift`` where the list lost messages at its start (a
+    # window slid on); where messages were inserted, only those after the insertion moved.
+    moved = min(shift, 0)
     if any(options.get(option) for option in shape.shaping_options) and gathered_at != anchor:
         plain = gather_source(replace(g.spec, options=anchored_options(options, anchor, shape,
                                                                        recall=False)),
                               g.position, source, request, cap, costing,
-                              reach=None if layout.reach is None else layout.reach + shift)
+                              reach=None if layout.reach is None else layout.reach + moved)
         if plain.error is not None:  # nothing to match the layout against: cut afresh
             return StableOffer(failure=f"{name} cannot be read as of the last cut "
                                        f"({plain.error})")
@@ -185,6 +188,8 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         digest = replay_digest(g, source, request, layout, anchor, pool, costing)
         if digest is not None:
             pool.append(digest)
+    if layout.reach is not None:
+        pool = [u for u in pool if _may_be_shown(_earliest(u), layout, moved)]
     stable.units, missing = match_layout(layout.messages, pool)
     if missing is not None:
         if not plain.complete and missing == 0:
@@ -231,15 +236,16 @@ def without_keys(units: list[Unit], keys: frozenset[str] | None) -> list[Unit]:
 
 
 def preanchored(spec: SourceSpec, source: ContextSource, request: Request,
-                layout: SourceLayout) -> tuple[int, FrozenOptions] | None:
-    """The anchor and options to gather ``spec``'s source with, when it continues ``layout``.
+                layout: SourceLayout) -> tuple[int, FrozenOptions, int | None] | None:
+    """The anchor, options and reach to read ``spec``'s source with to continue ``layout``.
 
     A source whose layout goes on (its list only grew since the last cut) is matched against
     its plain stream as of the last cut (``offer``). Gathered that way from the start, it need
-    not be read a second time: the build reads it once, as of the anchor, and reads it afresh
-    only if the layout cannot go on. None where that does not apply: the list changed, the
-    source offers its plain stream anyway, or it recalls turns for the input (which only its
-    own options rank).
+    not be read a second time: the build reads it once, as of the anchor, only back to where
+    the layout's shown messages start (``SourceLayout.reach``), and reads it afresh only if
+    the layout cannot go on. None where that does not apply: the list changed, the source
+    offers its plain stream anyway, or it recalls turns for the input (which only its own
+    options rank).
     """
     traits = traits_of(source)
     shape, options = traits.layout, spec.options
@@ -251,7 +257,8 @@ def preanchored(spec: SourceSpec, source: ContextSource, request: Request,
     raw = getattr(request, where)
     if locate(layout, raw, where) != 0 or not 0 <= layout.anchor <= len(raw):
         return None
-    return layout.anchor, anchored_options(options, layout.anchor, shape, recall=False)
+    return (layout.anchor, anchored_options(options, layout.anchor, shape, recall=False),
+            None if shape.recalls_always else layout.reach)
 
 
 def _in_place(units: Sequence[Unit]) -> list[Unit]:
@@ -405,13 +412,30 @@ def replay_digest(g: Gathered, source: ContextSource, request: Request, layout: 
     frozen = digest_request(request, laid_out_list(g), anchor)
     shown = set(layout.messages)
     kept = [c.item for u in pool for c in u.candidates
-            if candidate_hash(c) in shown and 0 <= c.item.order < anchor]
+            if candidate_hash(c) in shown and 0 <= c.item.order < anchor
+            and _may_be_shown(c.item, layout, min(anchor - layout.anchor, 0))]
     cost = DigestCost(costing, layout.digest_room + 1, remember=True)
     item = source.digest(frozen, g.spec.options, _unique(kept), layout.digest_room, cost)
     if item is None:
         return None
     candidate = cost.render(item)
     return Unit(source=g.spec.source, candidates=[candidate], round=None, rank=0)
+
+
+def _may_be_shown(item: ContextItem, layout: SourceLayout, shift: int) -> bool:
+    """Whether ``item`` may be one ``layout`` shows, besides rendering like one of them.
+
+    A plain message of the list that lies before the layout's reach, outside its lead, was
+    not shown, even if it reads like a shown one (the same reply twice): it is not matched
+    for it, and the digest counts it as left out. ``shift``: how far the layout's positions
+    moved back in the list (a window that slid on).
+    """
+    order = item.order - shift
+    if layout.reach is None or item.order < 0 or order >= layout.reach:
+        return True
+    if KEEP_HEAD in item.metadata or "digest" in item.metadata:
+        return True
+    return bool(layout.lead) and layout.lead[0] <= order < layout.lead[1]
 
 
 def digest_request(request: Request, where: str, end: int) -> Request:
@@ -628,6 +652,14 @@ def _recalled(unit: Unit) -> bool:
 
 def _order(candidate: Candidate) -> float:
     return candidate.item.order
+
+
+def _earliest(unit: Unit) -> ContextItem:
+    """The item of ``unit`` first in the list."""
+    candidates = unit.candidates
+    if len(candidates) == 1:
+        return candidates[0].item
+    return min((c.item for c in candidates), key=lambda item: item.order)
 
 
 def _first_order(unit: Unit) -> float:

@@ -26,8 +26,11 @@ from contextwright.core.cache import (
 )
 from contextwright.core.digest import add_digest, digest_share
 from contextwright.core.gather import Costing, Gathered, Unit, gather_source
+from contextwright.core.normalise import normalise_again
 from contextwright.core.plan import BuildPlan, FrozenOptions, thawed
 from contextwright.core.pruning import prune_source
+from contextwright.core.report import Decision
+from contextwright.core.reporting import OLDER_THAN_KEPT_RUN
 from contextwright.core.request import Request
 from contextwright.core.select import Selection, drop_decisions
 from contextwright.core.source import ContextSource, traits_of
@@ -130,10 +133,13 @@ def keep_first(g: Gathered, source: ContextSource, request: Request, keys: Seque
 class Stepping:
     """The stable-prefix side of one build (``core.stable``): offers, cuts, layout, report."""
 
-    def __init__(self, policy: CachePolicy, plan: str, target: str) -> None:
+    def __init__(self, policy: CachePolicy, plan: str, target: str, strict: bool = False
+                 ) -> None:
         self.policy = policy
         self.plan = plan
         self.target = target
+        self.strict = strict
+        """The plan's ``strict``: a key conflict in a source read again raises too."""
         self.offers: dict[str, StableOffer] = {}
         self.normal: dict[str, tuple[list[Unit], bool]] = {}
         self.continued: set[str] = set()
@@ -167,7 +173,13 @@ class Stepping:
         self.removed: dict[str, frozenset[str]] = {}
         """Item keys normalisation removed from each source (conflicts and duplicates): reading
         a source again (as of its last cut, or afresh) leaves them out too, as reported."""
+        self.reaches: dict[str, int] = {}
+        """How far back each pre-anchored source is read (``SourceLayout.reach``)."""
+        self.decisions: list[Decision] = []
+        self.warnings: list[str] = []
+        """What normalising a source read afresh found (``_fresh``), for the report."""
         self._reader: tuple[Mapping[str, ContextSource], Request, Costing] | None = None
+        self._gathered: list[Gathered] = []
 
     def gather_options(self, plan: BuildPlan, request: Request,
                        sources: Mapping[str, ContextSource], previous: Fingerprint | None
@@ -187,13 +199,17 @@ class Stepping:
                 continue
             found = preanchored(spec, source, request, layout)
             if found is not None:
-                self.preanchored[spec.source], options[spec.source] = found
+                self.preanchored[spec.source], options[spec.source], reach = found
+                if reach is not None:
+                    self.reaches[spec.source] = reach
         return options
 
     def _fresh(self, g: Gathered) -> None:
         """Gather a pre-anchored source afresh (its layout cannot go on: it is cut anew).
 
-        What normalisation removed from it before is left out again (it is reported already).
+        What normalisation removed from it before is left out again (it is reported already);
+        what it reads that the first read did not reach is normalised as the build normalised
+        the first (key conflicts, duplicates of what the build holds).
         """
         name = g.spec.source
         if name not in self.preanchored or self._reader is None:
@@ -203,15 +219,21 @@ class Stepping:
         fresh = gather_source(g.spec, g.position, sources[name], request, self.caps[name],
                               costing)
         fresh.units = without_keys(fresh.units, self.removed.get(name))
+        decisions, warnings = normalise_again(fresh, [o for o in self._gathered if o is not g],
+                                              self.strict)
+        self.decisions += decisions
+        self.warnings += warnings
         g.units, g.complete, g.layer = fresh.units, fresh.complete, fresh.layer
         g.error, g.offered, g.omitted = fresh.error, fresh.offered, fresh.omitted
         g.read_units, g.read_positions = fresh.read_units, fresh.read_positions
+        g.read_back_to = fresh.read_back_to
 
     def offer_all(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
                   request: Request, previous: Fingerprint | None, pool: int,
                   costing: Costing) -> None:
         """Offer each message source its previous layout, where there is one to continue."""
         self._reader = (sources, request, costing)
+        self._gathered = gathered
         for g in gathered:
             if g.error is not None:  # it failed as of the last cut: it may not as of now
                 self._fresh(g)
@@ -460,14 +482,14 @@ class Stepping:
         self.continued.add(name)
         self.anchors[name] = stable.anchor
         self.digest_rooms[name] = stable.digest_room
-        normal, _ = self.normal.pop(name, (g.units, g.complete))
-        g.units = normal
+        g.units, g.complete = self.normal.pop(name, (g.units, g.complete))
         shown = {c.item.key for u in selection.kept for c in u.candidates}
-        for unit in normal:
+        for unit in g.units:
             if not any(c.item.key in shown for c in unit.candidates):
-                selection.decisions.extend(drop_decisions(
-                    unit, "budget: older than the kept run (kept from the previous build for "
-                          "a stable prefix)"))
+                selection.decisions.extend(drop_decisions(unit, f"budget: {OLDER_THAN_KEPT_RUN}"))
+        # The pinned head, read where it is (past what the stream was read back to), is shown.
+        g.read_positions |= {int(c.item.order) for u in selection.kept for c in u.candidates
+                             if c.item.order >= 0 and c.item.order == int(c.item.order)}
 
     def add_digests(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
                     request: Request, allocations: Mapping[str, Allocation],

@@ -43,7 +43,7 @@ from contextwright.core.caches import GrowingCache, text_bytes
 from contextwright.core.items import DETACHED_ORDER, ContextItem, detached, parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
-from contextwright.core.source import ContextSource, DigestingSource
+from contextwright.core.source import ContextSource, DigestingSource, traits_of
 from contextwright.errors import StoreError
 from contextwright.modes.config import ModeSettings, RecallSettings
 from contextwright.recall.bm25 import PackedPostings, TurnList, TurnPostings
@@ -1001,6 +1001,10 @@ class SessionHistorySource:
         ``begin``: seq of the first message of the request's history; ``now``: when the user's
         message was said (its timestamp), to date the time words of the query.
         """
+        derived = traits_of(self)  # the registered history's, as for any replacement of it
+        self.traits = replace(derived, layout=replace(derived.layout, recalls_always=True))
+        """As the history source it wraps, but its stream holds recalled stored turns
+        whatever the options say."""
         self._anchor = anchor
         self._history = history
         self._turns = turns
