@@ -316,7 +316,10 @@ def _reaches(unit: Unit, position: int) -> bool:
     Items placed out of the list (a session's stored turns, at detached, negative orders) do
     not count: they say nothing of how far back the list was read.
     """
-    return any(0 <= c.item.order <= position for c in unit.candidates)
+    candidates = unit.candidates
+    if len(candidates) == 1:  # most units: no generator
+        return 0 <= candidates[0].item.order <= position
+    return any(0 <= c.item.order <= position for c in candidates)
 
 
 def _close_unit(name: str, candidates: list[Candidate], round_no: int, rank: int) -> Unit:
