@@ -1426,3 +1426,38 @@ def test_an_older_message_that_reads_like_a_shown_one_does_not_break_the_prefix(
     assert not [r for r in _stock_reply_replay() if "no longer offered" in r]
     monkeypatch.setattr("contextwright.core.stable._may_be_shown", lambda *_: True)
     assert [r for r in _stock_reply_replay() if "no longer offered" in r]  # the bug, undone
+
+
+class RecallCountingHistory(HistorySource):
+    """The built-in history source, counting the turns offered again as a layout showed them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.again = 0
+
+    def recalled_turns(self, request: Request, options: Any, starts: Any) -> Iterator[Any]:
+        self.again += len(starts)
+        return super().recalled_turns(request, options, starts)
+
+
+def test_a_recalled_turn_the_input_recalls_again_is_not_read_twice() -> None:
+    counting = RecallCountingHistory()
+    builder = ContextBuilder(sources=[counting])
+    chat = BuildPlan.named("chat").with_budget(available_override=2500)
+    history = chat_rounds(150)
+    previous: FinalContext | None = None
+    continued = 0
+    for t in range(6):  # the same question: the same turns are recalled, call after call
+        counting.again = 0
+        previous = builder.build(chat, Request(user_input="What about item 42 and item 7?",
+                                               history=list(history)),
+                                 previous=previous, cache=True)
+        layout = previous.fingerprint.layouts["history"]
+        cache = previous.report.cache
+        assert cache is not None
+        if t and not cache.advanced:
+            assert layout.recalled and counting.again == 0
+            continued += 1
+        history += [{"role": "user", "content": f"thanks ({t})"},
+                    {"role": "assistant", "content": f"you are welcome ({t})"}]
+    assert continued >= 3

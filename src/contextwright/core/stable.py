@@ -328,11 +328,20 @@ def _lead_again(g: Gathered, source: ContextSource, request: Request, layout: So
 def _recalled_again(g: Gathered, source: ContextSource, request: Request,
                     layout: SourceLayout, shift: int, anchor: int, cap: int,
                     costing: Costing) -> list[Unit]:
-    """The layout's recalled turns, offered again as they were shown (if the source can)."""
+    """The layout's recalled turns, offered again as they were shown (if the source can).
+
+    A turn ``g`` offers recalled already, with no tool message (whose tier the options set),
+    is the same items: it is not read again.
+    """
     if not layout.recalled or not callable(getattr(source, "recalled_turns", None)):
         return []
+    offered = {int(_first_order(u)) for u in g.units if _recalled(u) and not any(
+        c.message.role == "tool" or c.message.tool_calls for c in u.candidates)}
     # A detached start (a session's stored turn) does not move with the list.
-    starts = [start if detached(start) else start + shift for start in layout.recalled]
+    starts = [moved for start in layout.recalled
+              if (moved := start if detached(start) else start + shift) not in offered]
+    if not starts:
+        return []
     spec = replace(g.spec, options=anchored_options(g.spec.options, anchor, g.traits.layout,
                                                     recall=True))
     return gather_source(spec, g.position, _Turns(source, starts), request, cap, costing).units
