@@ -33,6 +33,7 @@ from contextwright.core.cache import (
     cache_report_from_dict,
 )
 from contextwright.core.final import FinalContext
+from contextwright.core.gather import _reaches as reaches
 from contextwright.core.items import DETACHED_ORDER, detached
 from contextwright.core.stepping import Stepping
 from contextwright.errors import InvalidInputError
@@ -1461,3 +1462,44 @@ def test_a_recalled_turn_the_input_recalls_again_is_not_read_twice() -> None:
         history += [{"role": "user", "content": f"thanks ({t})"},
                     {"role": "assistant", "content": f"you are welcome ({t})"}]
     assert continued >= 3
+
+
+def _mixed_replay(steps: list[tuple[int, int, bool]], plan_name: str, budget: int
+                  ) -> list[list[dict[str, Any]]]:
+    """Calls of a conversation of chat rounds and tool turns, some replies alike, each build
+    continuing the last: the messages each sends."""
+    builder = ContextBuilder()
+    chosen = BuildPlan.named(plan_name).with_budget(available_override=budget)
+    history = chat_rounds(150)  # longer than the budget reaches
+    previous: FinalContext | None = None
+    sent = []
+    for t, (kind, size, alike) in enumerate(steps):
+        if kind == 0:
+            history += turn_messages(t, size)
+        else:
+            history += [{"role": "user", "content": f"About {TOPICS[kind % len(TOPICS)]} ({t})"},
+                        {"role": "assistant", "content": "Sounds good, anything else?" if alike
+                         else f"On {TOPICS[size % len(TOPICS)]}: " + "fine " * size}]
+        request = Request(user_input=f"What about {TOPICS[(t * 3) % len(TOPICS)]}? ({t})",
+                          system=SYSTEM, history=list(history), tools=TOOLS)
+        previous = builder.build(chosen, request, previous=previous, cache=True)
+        sent.append(openai_messages(previous))
+    return sent
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 12), st.booleans()), min_size=4,
+                max_size=24),
+       st.sampled_from(["chat", "tool_heavy"]), st.sampled_from([1200, 2500]))
+def test_reading_a_continued_layout_only_back_to_its_messages_changes_nothing_it_sends(
+        steps: list[tuple[int, int, bool]], plan_name: str, budget: int) -> None:
+    stops = []
+    with pytest.MonkeyPatch.context() as patch:  # count the reads that stop at a reach
+        patch.setattr("contextwright.core.gather._reaches",
+                      lambda *args: stops.append(reaches(*args)) or stops[-1])
+        bounded = _mixed_replay(steps, plan_name, budget)
+    assert any(stops)
+    with pytest.MonkeyPatch.context() as patch:  # read as far as the budget reaches
+        patch.setattr("contextwright.core.gather._reaches", lambda *_: False)
+        unbounded = _mixed_replay(steps, plan_name, budget)
+    assert bounded == unbounded
