@@ -187,7 +187,8 @@ def _kind(report: Any) -> str:
     if "plan changed" in why:
         return "new cache line: the plan changed (a mode switch)"
     if "cut advanced" in why:  # a cut that broke the prefix (one after it is not a break)
-        if "no longer fits its grant" in why or "window passed" in why:
+        if ("no longer fits its grant" in why or "window passed" in why
+                or "appended since outgrew it" in why):
             return "cut: the run outgrew its grant"
         if "recalled for this input" in why:
             return "cut: this input's recall"

@@ -195,6 +195,9 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         if not plain.complete and missing == 0:
             stable.failure = ("its kept run starts past what it may read now (a smaller "
                               "budget, or a window of rounds that moved on)")
+        elif not plain.complete and _read_short_of(plain, stable.units):
+            stable.failure = ("its kept run reaches back past what the budget reads now (the "
+                              "messages appended since outgrew it)")
         else:
             stable.failure = (f"{name}'s previous message {missing} is no longer offered as "
                               "it was (changed, or cut differently)")
@@ -226,6 +229,17 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
         if callable(focus_of):
             stable.focus = focus_of(request, options)
     return stable
+
+
+def _read_short_of(plain: Gathered, matched: Sequence[Unit]) -> bool:
+    """Whether ``plain`` stopped reading before the message after the ``matched`` ones.
+
+    Its oldest message read lies past the next one the layout would show: the run was not
+    offered because the stream, read as far as the budget reaches, did not get back to it.
+    """
+    read = [_first_order(u) for u in plain.units if not _recalled(u)]
+    shown = [order for u in matched for c in u.candidates if (order := c.item.order) >= 0]
+    return bool(read) and min(read) > (max(shown) + 1 if shown else 0)
 
 
 def without_keys(units: list[Unit], keys: frozenset[str] | None) -> list[Unit]:
