@@ -1441,17 +1441,23 @@ class RecallCountingHistory(HistorySource):
         return super().recalled_turns(request, options, starts)
 
 
-def test_a_recalled_turn_the_input_recalls_again_is_not_read_twice() -> None:
+@pytest.mark.parametrize("with_tools", [False, True])
+def test_a_recalled_turn_the_input_recalls_again_is_not_read_twice(with_tools: bool) -> None:
+    # With tools, the recalled turns hold calls and results (shown in their tier): rendered
+    # as the layout shows them, they are found among this input's recalled turns all the same.
     counting = RecallCountingHistory()
     builder = ContextBuilder(sources=[counting])
     chat = BuildPlan.named("chat").with_budget(available_override=2500)
     history = chat_rounds(150)
+    if with_tools:
+        history[100:100] = [m for t in range(30, 50) for m in turn_messages(t, 2)]
+    question = ("Where is my order ORD0042, and ORD0037?" if with_tools
+                else "What about item 42 and item 7?")
     previous: FinalContext | None = None
     continued = 0
     for t in range(6):  # the same question: the same turns are recalled, call after call
         counting.again = 0
-        previous = builder.build(chat, Request(user_input="What about item 42 and item 7?",
-                                               history=list(history)),
+        previous = builder.build(chat, Request(user_input=question, history=list(history)),
                                  previous=previous, cache=True)
         layout = previous.fingerprint.layouts["history"]
         cache = previous.report.cache

@@ -344,13 +344,14 @@ def _recalled_again(g: Gathered, source: ContextSource, request: Request,
                     costing: Costing) -> list[Unit]:
     """The layout's recalled turns, offered again as they were shown (if the source can).
 
-    A turn ``g`` offers recalled already, with no tool message (whose tier the options set),
-    is the same items: it is not read again.
+    A turn ``g`` offers recalled already, rendered as the layout shows it, is found there:
+    it is not read again.
     """
     if not layout.recalled or not callable(getattr(source, "recalled_turns", None)):
         return []
-    offered = {int(_first_order(u)) for u in g.units if _recalled(u) and not any(
-        c.message.role == "tool" or c.message.tool_calls for c in u.candidates)}
+    shown = set(layout.messages)
+    offered = {int(_first_order(u)) for u in g.units if _recalled(u) and all(
+        (c.rendered_hash or candidate_hash(c)) in shown for c in u.candidates)}
     # A detached start (a session's stored turn) does not move with the list.
     starts = [moved for start in layout.recalled
               if (moved := start if detached(start) else start + shift) not in offered]
