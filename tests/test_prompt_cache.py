@@ -35,6 +35,7 @@ from contextwright.core.cache import (
 from contextwright.core.final import FinalContext
 from contextwright.core.gather import _reaches as reaches
 from contextwright.core.items import DETACHED_ORDER, detached
+from contextwright.core.plan import FrozenOptions
 from contextwright.core.stepping import Stepping
 from contextwright.errors import InvalidInputError
 from contextwright.manager.recall import SessionHistorySource
@@ -1527,3 +1528,28 @@ def test_a_run_the_appended_messages_outgrew_is_reported_so() -> None:
         history += turn_messages(t, size)
     assert any("the messages appended since outgrew it" in r for r in reasons)
     assert not any("no longer offered as it was" in r for r in reasons)
+
+
+def test_a_recalling_history_with_a_digest_continues_its_layout() -> None:
+    # The digest of the last cut is remade from what the layout shows: a recalled turn's
+    # reply, older than the run, is shown (with its marked opening), not left out.
+    base = BuildPlan.named("chat").with_budget(available_override=2500)
+    digesting = replace(base, sources=tuple(
+        replace(s, options=FrozenOptions({**dict(s.options), "digest_share": 0.15}))
+        if s.source == "history" else s for s in base.sources))
+    builder = ContextBuilder()
+    history = chat_rounds(150)
+    history[100:100] = [m for t in range(30, 50) for m in turn_messages(t, 2)]
+    previous: FinalContext | None = None
+    cuts = []
+    for t in range(20):
+        request = Request(user_input=f"Where is my order ORD00{30 + t % 5}? ({t})",
+                          history=list(history))
+        previous = builder.build(digesting, request, previous=previous, cache=True)
+        assert previous.report.cache is not None
+        if previous.report.cache.advanced:
+            cuts.append(previous.report.cache.reason)
+        history += [{"role": "user", "content": f"thanks ({t})"},
+                    {"role": "assistant", "content": f"welcome ({t}) " + "ok " * 20}]
+    assert len(cuts) <= 3, cuts
+    assert any("digest of omitted turns" in m.content for m in previous.messages)

@@ -182,20 +182,21 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
             *without_keys([*_lead_again(g, source, request, layout, shift, plain, cap, costing),
                            *_recalled_again(g, source, request, layout, shift, anchor, cap,
                                             costing)], removed)]
+    if layout.reach is not None:
+        pool = [u for u in pool if _may_be_shown(_earliest(u), layout, moved)]
     stable = StableOffer(anchor=anchor, digest_room=layout.digest_room)
     digest = None
     if layout.digest_room:
         digest = replay_digest(g, source, request, layout, anchor, pool, costing)
         if digest is not None:
             pool.append(digest)
-    if layout.reach is not None:
-        pool = [u for u in pool if _may_be_shown(_earliest(u), layout, moved)]
     stable.units, missing = match_layout(layout.messages, pool)
     if missing is not None:
         if not plain.complete and missing == 0:
             stable.failure = ("its kept run starts past what it may read now (a smaller "
                               "budget, or a window of rounds that moved on)")
-        elif not plain.complete and _read_short_of(plain, stable.units):
+        elif not plain.complete and _read_short_of(
+                plain, stable.units, None if layout.reach is None else layout.reach + moved):
             stable.failure = ("its kept run reaches back past what the budget reads now (the "
                               "messages appended since outgrew it)")
         else:
@@ -231,15 +232,25 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     return stable
 
 
-def _read_short_of(plain: Gathered, matched: Sequence[Unit]) -> bool:
-    """Whether ``plain`` stopped reading before the message after the ``matched`` ones.
+def _read_short_of(plain: Gathered, matched: Sequence[Unit], reach: int | None) -> bool:
+    """Whether ``plain`` stopped reading before the layout's messages it failed to match.
 
-    Its oldest message read lies past the next one the layout would show: the run was not
-    offered because the stream, read as far as the budget reaches, did not get back to it.
+    Its oldest message read lies past the layout's ``reach`` (when the layout says it; else
+    past the message after the ``matched`` ones): the run was not offered because the stream,
+    read as far as the budget reaches, did not get back to it.
     """
-    read = [_first_order(u) for u in plain.units if not _recalled(u)]
+    oldest = _oldest_read(plain)
+    if oldest is None:
+        return False
+    if reach is not None:
+        return oldest > reach
     shown = [order for u in matched for c in u.candidates if (order := c.item.order) >= 0]
-    return bool(read) and min(read) > (max(shown) + 1 if shown else 0)
+    return oldest > (max(shown) + 1 if shown else 0)
+
+
+def _oldest_read(plain: Gathered) -> float | None:
+    """The list position of the oldest plain message ``plain`` read (None: none)."""
+    return min((_first_order(u) for u in plain.units if not _recalled(u)), default=None)
 
 
 def without_keys(units: list[Unit], keys: frozenset[str] | None) -> list[Unit]:
@@ -330,7 +341,8 @@ def _lead_again(g: Gathered, source: ContextSource, request: Request, layout: So
     if plain.complete or len(layout.lead) != 2:
         return []
     start, stop = layout.lead[0] + shift, layout.lead[1] + shift
-    reached = min((_first_order(u) for u in plain.units if not _recalled(u)), default=stop)
+    oldest = _oldest_read(plain)
+    reached = stop if oldest is None else oldest
     if start < 0 or start >= reached:
         return []
     where = laid_out_list(g)
@@ -436,8 +448,7 @@ def replay_digest(g: Gathered, source: ContextSource, request: Request, layout: 
     frozen = digest_request(request, laid_out_list(g), anchor)
     shown = set(layout.messages)
     kept = [c.item for u in pool for c in u.candidates
-            if candidate_hash(c) in shown and 0 <= c.item.order < anchor
-            and _may_be_shown(c.item, layout, min(anchor - layout.anchor, 0))]
+            if candidate_hash(c) in shown and 0 <= c.item.order < anchor]
     cost = DigestCost(costing, layout.digest_room + 1, remember=True)
     item = source.digest(frozen, g.spec.options, _unique(kept), layout.digest_room, cost)
     if item is None:
@@ -451,8 +462,9 @@ def _may_be_shown(item: ContextItem, layout: SourceLayout, shift: int) -> bool:
 
     A plain message of the list that lies before the layout's reach, outside its lead, was
     not shown, even if it reads like a shown one (the same reply twice): it is not matched
-    for it, and the digest counts it as left out. ``shift``: how far the layout's positions
-    moved back in the list (a window that slid on).
+    for it, and the digest of the last cut counts it as left out. ``item`` is a unit's
+    first (a recalled turn's marked opening speaks for the turn). ``shift``: how far the
+    layout's positions moved back in the list (a window that slid on).
     """
     order = item.order - shift
     if layout.reach is None or item.order < 0 or order >= layout.reach:
