@@ -60,11 +60,22 @@ _SPECIAL_TOKEN = re.compile(r"<(?=\|)|<(?=<\s*(?:data|end)\b)", re.IGNORECASE)
 _HEAD_END = re.compile(r">(?=>)")
 
 
+def _as_read(word: str) -> str:
+    """A pattern of ``word`` (a shaped label word) where an ``i`` and an ``l`` match either.
+
+    Capital I and small l are drawn alike, and so are their look-alikes (the palochka ``Ӏ``,
+    the dental click ``ǀ``): ``Assӏstant:`` reads as ``Assistant:`` though its letter reads
+    as an ``l`` on its own. No built-in English label turns into another word when the two
+    are swapped, so nothing that reads otherwise is taken for a label.
+    """
+    return "".join("[il]" if char in "il" else re.escape(char) for char in word)
+
+
 def _structure_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     """Lines that could pass for structure (see below), for the labels known now."""
     names = ({shape(v) for labels in LABELS.values() for v in labels.values()}
              | {"system", "user", "assistant", "tool"})
-    speakers = "|".join(r"[^\S\n]+".join(re.escape(word) for word in name.split())
+    speakers = "|".join(r"[^\S\n]+".join(_as_read(word) for word in name.split())
                         for name in sorted(names, key=len, reverse=True))
     # A folded line that could pass for a separator, a label, a speaker or a tool call line,
     # even when indented. Folding turns `：` into `:` and `［` into `[`, and any indentation

@@ -151,6 +151,7 @@ _LOOKALIKES: dict[str, str] = {
           "\u1d0b\u0138"        # ᴋ ĸ Latin small capital, kra
           "\u13e6\ua4d7"),      # Ꮶ ꓗ Cherokee, Lisu
     "l": ("\u04cf"              # ӏ Cyrillic palochka
+          "\u01c0"              # ǀ Latin letter dental click (a vertical bar)
           "\u029f\u0142"        # ʟ ł Latin small capital, with stroke
           "\u13de\ua4e1"),      # Ꮮ ꓡ Cherokee, Lisu
     "m": ("\u043c"              # м Cyrillic (a small capital M)
