@@ -199,3 +199,21 @@ def test_a_user_or_session_id_finds_its_builds_though_kept_hashed(sink: Snapshot
     assert sink.read(SnapshotQuery(session_id=f"session {SECRET}")) == [managed]
     assert sink.read(SnapshotQuery(user_id="someone else")) == []
     recorder.close()
+
+
+def test_a_limited_query_by_user_merges_every_form_the_id_is_kept_in(
+        sink: SnapshotSink, base: Snapshot) -> None:
+    # Recorded with and without redaction: the same user's id is kept in clear and hashed.
+    forms = ("ada", identifier_digest("ada"), "bob")
+    series = [replace(base, id=f"{index:04d}snap", created_at=1000.0 + index // 2,
+                      session={"user_id": forms[index % 3], "session_id": "s"},
+                      plan="chat" if index % 4 == 0 else "tool_heavy")
+              for index in range(12)]
+    sink.write(series)
+    ada = [s for s in series if s.session is not None and s.session["user_id"] != "bob"]
+    for limit in (1, 3, 5, 20):
+        assert sink.read(SnapshotQuery(user_id="ada", limit=limit)) == ada[-limit:], limit
+    assert sink.read(SnapshotQuery(user_id="ada", session_id="s", limit=4)) == ada[-4:]
+    chat = [s for s in ada if s.plan == "chat"]
+    assert len(chat) == 2 and sink.read(SnapshotQuery(user_id="ada", plan="chat", limit=1)) == (
+        chat[-1:])

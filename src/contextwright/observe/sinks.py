@@ -267,6 +267,41 @@ def query_sql(query: SnapshotQuery, placeholder: str,
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+_NEWEST_FIRST = " ORDER BY created_at DESC, id DESC"
+
+
+def select_sql(query: SnapshotQuery, table: str, placeholder: str,
+               session_id: str | None = None) -> tuple[str, list[object]]:
+    """The SELECT of the bodies ``query`` asks for, newest first, and its parameters.
+
+    The limit is applied in SQL unless the query names a user or session the sink cannot
+    index (``session_id`` None: the caller filters, then cuts). A query by user or session
+    with a limit asks each form of the id apart, newest first, and merges the answers: with an
+    equality on the id the planner walks that id's index in time order and stops after the
+    limit. Asked for all forms at once (``IN``), PostgreSQL walked the time index instead and
+    parsed every newer snapshot's body to test its id (47 ms against 0.08 ms for 5 of 5,000).
+    """
+    where, params = query_sql(query, placeholder, session_id)
+    select = f"SELECT body FROM {table}{where}{_NEWEST_FIRST}"
+    if query.limit is None or (query.by_session and session_id is None):
+        return select, params
+    if not query.by_session or session_id is None:
+        return f"{select} LIMIT {placeholder}", [*params, query.limit]
+    name, forms = (("session_id", query.session_forms) if query.session_forms
+                   else ("user_id", query.user_forms))
+    id_column = session_id.format(name=name)
+    branches: list[str] = []
+    merged: list[object] = []
+    for number, form in enumerate(sorted(forms)):
+        branches.append(
+            f"SELECT id, created_at, body FROM (SELECT id, created_at, body FROM {table}{where}"
+            f" AND {id_column} = {placeholder}{_NEWEST_FIRST} LIMIT {placeholder}) AS form{number}")
+        merged += [*params, form, query.limit]
+    union = " UNION ALL ".join(branches)
+    return (f"SELECT body FROM ({union}) AS picked{_NEWEST_FIRST} LIMIT {placeholder}",
+            [*merged, query.limit])
+
+
 class SqliteSink:
     """Snapshots in a SQLite file (WAL; one writer thread, readers anywhere)."""
 
@@ -315,12 +350,8 @@ class SqliteSink:
     def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
         """Read through the time, plan, user and session indexes."""
         query = query or SnapshotQuery()
-        where, params = query_sql(query, "?",
-                                  _SQLITE_SESSION_ID if self._by_session else None)
-        sql = f"SELECT body FROM snapshots{where} ORDER BY created_at DESC, id DESC"
-        if query.limit is not None and (self._by_session or not query.by_session):
-            sql += " LIMIT ?"
-            params.append(query.limit)
+        sql, params = select_sql(query, "snapshots", "?",
+                                 _SQLITE_SESSION_ID if self._by_session else None)
         with self._errors():
             rows = self._db.execute(sql, params).fetchall()
         return read_rows([body for (body,) in reversed(rows)], query)

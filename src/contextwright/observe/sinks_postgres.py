@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from contextwright.errors import InvalidInputError, StoreError, StoreUnavailable
-from contextwright.observe.sinks import SnapshotQuery, not_found, query_sql, read_rows
+from contextwright.observe.sinks import SnapshotQuery, not_found, read_rows, select_sql
 from contextwright.observe.snapshot import Snapshot
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -72,11 +72,7 @@ class PostgresSink:
     def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
         """Read through the time, plan, user and session indexes."""
         query = query or SnapshotQuery()
-        where, params = query_sql(query, "%s", _SESSION_ID)
-        sql = f"SELECT body FROM {{s}}.snapshots{where} ORDER BY created_at DESC, id DESC"
-        if query.limit is not None:
-            sql += " LIMIT %s"
-            params.append(query.limit)
+        sql, params = select_sql(query, "{s}.snapshots", "%s", _SESSION_ID)
         with self._errors() as db:
             rows = db.execute(self._sql(sql), params).fetchall()
         return read_rows([body for (body,) in reversed(rows)], query)
