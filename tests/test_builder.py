@@ -62,6 +62,33 @@ def test_default_order_is_system_tools_history_user_then_this_turn() -> None:
                             "tool_results")
 
 
+def test_the_exact_recount_drops_a_whole_round_where_rounds_stay_whole() -> None:
+    # This turn's call renders before history here, so an Anthropic rendering opens with the
+    # assistant's voice and adds a lead message: the exact count is over what pruning
+    # estimated, and the recount drops the oldest kept unit. With whole rounds it used to
+    # drop the opening message alone and leave its reply first in the history.
+    turn = [{"role": "assistant", "content": None, "tool_calls": [{
+                "id": "c1", "type": "function",
+                "function": {"name": "lookup", "arguments": '{"order": 7}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "refund approved for order 7"}]
+    history = rounds(16)
+    plan = (BuildPlan.builder().add("system", 0.2).add("tool_results", 0.3)
+            .add("history", 0.6, options={"partial_rounds": False}).add("user", 0.2)
+            .repeat_question(True).build())
+    recounts = 0
+    for budget in range(140, 640, 3):
+        request = Request(user_input="what about the refund?", system="Be brief.",
+                          history=history, turn=turn)
+        ctx = BUILDER.build(plan.with_budget(available_override=budget), request)
+        recounted = [d.key for d in ctx.report.decisions if d.reason == "budget: exact recount"]
+        recounts += bool(recounted)
+        shown = [m["content"] for m in ctx.to_messages() if m["role"] in ("user", "assistant")
+                 and not m.get("tool_calls")][:-1]
+        assert not shown or shown[0].startswith("question"), (budget, recounted)
+        assert len(recounted) % 2 == 0, (budget, recounted)  # question and answer together
+    assert recounts  # the recount did run
+
+
 def test_budget_formula_matches_seed_example() -> None:
     assert Budget(window=8192).available == 5120
     assert Budget(window=8192, reserved_reasoning=1000).available == 4120

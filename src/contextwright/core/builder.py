@@ -33,7 +33,7 @@ from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.notes import build_notes
 from contextwright.core.plan import BuildPlan, FrozenOptions
 from contextwright.core.providers import ANTHROPIC_LEAD, anthropic_added_tokens
-from contextwright.core.pruning import prune_source
+from contextwright.core.pruning import partial_rounds, prune_source
 from contextwright.core.report import BuildReport
 from contextwright.core.reporting import make_report, unread_decisions
 from contextwright.core.request import Request
@@ -42,6 +42,7 @@ from contextwright.core.select import (
     Selection,
     cut_decisions,
     drop_decisions,
+    has_tool_activity,
 )
 from contextwright.core.sequence import show_in_sequence
 from contextwright.core.source import (
@@ -527,13 +528,29 @@ def _shrink_or_drop(g: Gathered, selection: Selection, unit: Unit, excess: int, 
     cutter = make_cutter(g.spec.strategy, query, costing)
     target = unit.tokens - excess - 2
     cut = cutter(unit, target) if cutter is not None and target >= MIN_CUT_TOKENS else None
-    index = selection.kept.index(unit)
     if cut is None:
-        del selection.kept[index]
-        selection.decisions.extend(drop_decisions(unit, "budget: exact recount"))
+        for dropped in _with_its_round(g, selection, unit):
+            selection.kept.remove(dropped)
+            selection.decisions.extend(drop_decisions(dropped, "budget: exact recount"))
     else:
-        selection.kept[index] = cut
+        selection.kept[selection.kept.index(unit)] = cut
         selection.decisions.extend(cut_decisions(unit, cut))
+
+
+def _with_its_round(g: Gathered, selection: Selection, unit: Unit) -> list[Unit]:
+    """``unit`` and the kept units of its round, when the source keeps that round whole.
+
+    Pruning keeps a round whole or not at all unless ``partial_rounds`` lets it part
+    (``core.select``); the exact recount drops by the same rule, so a round's reply never
+    stays without the message that opened it.
+    """
+    if unit.round is None:
+        return [unit]
+    same = [u for u in selection.kept if u.round == unit.round]
+    partial = partial_rounds(g)
+    if partial is True or (partial == "tool_rounds" and has_tool_activity(same)):
+        return [unit]
+    return same
 
 
 def text_counts(assembly: Assembly, costing: Costing

@@ -95,7 +95,7 @@ def _select_contiguous(units: list[Unit], grant: int, partial_rounds: PartialRou
             index += len(round_units)
             continue
         if partial_rounds is True or (partial_rounds == "tool_rounds"
-                                      and _has_tool_activity(round_units)):
+                                      and has_tool_activity(round_units)):
             index += _fill_partially(round_units, room, grant, cutter, selection)
         break
     for unit in units[index:]:
@@ -103,7 +103,8 @@ def _select_contiguous(units: list[Unit], grant: int, partial_rounds: PartialRou
     return selection
 
 
-def _has_tool_activity(round_units: list[Unit]) -> bool:
+def has_tool_activity(round_units: list[Unit]) -> bool:
+    """Whether a round holds a tool call or result (``tool_rounds`` lets such a round part)."""
     return any(c.item.message.tool_calls or c.item.message.role == "tool"
                for unit in round_units for c in unit.candidates)
 

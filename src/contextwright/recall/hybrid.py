@@ -28,7 +28,12 @@ from typing import Any
 from contextwright.analysis import analyzer
 from contextwright.errors import InvalidInputError
 from contextwright.recall.dates import query_date_terms, turn_date_terms
-from contextwright.recall.lexical import LexicalTurnRecaller, RecallExpansion, with_neighbours
+from contextwright.recall.lexical import (
+    LexicalTurnRecaller,
+    RecallExpansion,
+    best_first,
+    with_neighbours,
+)
 from contextwright.recall.turns import RecallTurn, TurnRecaller, rank_turns, turn_focus
 from contextwright.retrieval._numpy import np
 from contextwright.retrieval.dense import Embedder, VectorMatrix
@@ -282,4 +287,4 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[tuple[int, float]]], *, k
     for ranking in rankings:
         for rank, (position, _) in enumerate(ranking, start=1):
             scores[position] = scores.get(position, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda entry: (-entry[1], entry[0]))[:limit]
+    return best_first(scores)[:limit]

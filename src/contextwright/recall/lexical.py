@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Final
 
 from contextwright.analysis import analyzer
@@ -218,8 +219,7 @@ def _expanded(hits: list[tuple[int, float]], feedback: list[tuple[int, float]],
         scale = expansion.feedback_weight * hits[0][1] / feedback[0][1]
         for position, score in feedback:
             scores[position] = scores.get(position, 0.0) + score * scale
-    return with_neighbours(sorted(scores.items(), key=lambda entry: (-entry[1], entry[0])),
-                           expansion, size, limit)
+    return with_neighbours(best_first(scores), expansion, size, limit)
 
 
 def with_neighbours(ranked: list[tuple[int, float]], expansion: RecallExpansion, size: int,
@@ -234,4 +234,16 @@ def with_neighbours(ranked: list[tuple[int, float]], expansion: RecallExpansion,
                 for near in (position - distance, position + distance):
                     if 0 <= near < size and scores.get(near, 0.0) < lifted:
                         scores[near] = lifted
-    return sorted(scores.items(), key=lambda entry: (-entry[1], entry[0]))[:limit]
+    return best_first(scores)[:limit]
+
+
+def best_first(scores: dict[int, float]) -> list[tuple[int, float]]:
+    """``scores`` as (position, score), best first, ties by position.
+
+    Sorted by position, then (stably) by score descending: the order a key of (-score,
+    position) gives, with both passes comparing in C (a Python key function made of tuples
+    was a tenth of a ``chat`` build's ranking).
+    """
+    ranked = sorted(scores.items())
+    ranked.sort(key=itemgetter(1), reverse=True)
+    return ranked
