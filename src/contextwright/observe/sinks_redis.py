@@ -53,7 +53,7 @@ class RedisSink:
         self._index_stored()
 
     def write(self, snapshots: Sequence[Snapshot]) -> None:
-        """Add the batch, with its user and session entries, in one MULTI/EXEC."""
+        """Add the batch, with its plan, user and session entries, in one MULTI/EXEC."""
         with _errors(write=True):
             pipe = self._client.pipeline(transaction=True)
             self._add(pipe, snapshots)
@@ -88,7 +88,7 @@ class RedisSink:
         return f"{self._by}:{name}:{form}"
 
     def _index_stored(self) -> None:
-        """Index the snapshots stored before this version kept user and session sets."""
+        """Index the snapshots stored before this version kept plan, user and session sets."""
         with _errors(write=True):
             if self._client.get(self._indexed) == _INDEX_VERSION:
                 return
@@ -148,17 +148,23 @@ class RedisSink:
         return newest(found, query)
 
     def _newest_pages(self, query: SnapshotQuery) -> Iterator[list[str]]:
-        """Ids the query selects, newest first (ties by id, as ``newest`` orders), in pages."""
-        if _indexed(query):
+        """Ids the query selects, newest first (ties by id, as ``newest`` orders), in pages.
+
+        One sorted set (the time set, or a plan's) is read page by page; the ids of several
+        (a user's or session's forms, crossed with a plan) are merged in memory.
+        """
+        if query.by_session:
             ranked = sorted(self._ids(query), key=lambda entry: (entry[1], entry[0]),
                             reverse=True)
             for start in range(0, len(ranked), PAGE):
                 yield [i for i, _ in ranked[start:start + PAGE]]
             return
+        key = self._time if query.plan is None else self._index_key("plan",
+                                                                   _base_plan(query.plan))
         low, high = _range(query)
         start = 0
         while True:
-            page = self._client.zrevrangebyscore(self._time, high, low, start=start, num=PAGE)
+            page = self._client.zrevrangebyscore(key, high, low, start=start, num=PAGE)
             if not page:
                 return
             yield page
