@@ -529,8 +529,9 @@ def _shrink_or_drop(g: Gathered, selection: Selection, unit: Unit, excess: int, 
     target = unit.tokens - excess - 2
     cut = cutter(unit, target) if cutter is not None and target >= MIN_CUT_TOKENS else None
     if cut is None:
-        for dropped in _with_its_round(g, selection, unit):
-            selection.kept.remove(dropped)
+        round_units = _with_its_round(g, selection, unit)
+        selection.kept[:] = [u for u in selection.kept if not any(u is r for r in round_units)]
+        for dropped in round_units:
             selection.decisions.extend(drop_decisions(dropped, "budget: exact recount"))
     else:
         selection.kept[selection.kept.index(unit)] = cut
@@ -542,15 +543,32 @@ def _with_its_round(g: Gathered, selection: Selection, unit: Unit) -> list[Unit]
 
     Pruning keeps a round whole or not at all unless ``partial_rounds`` lets it part
     (``core.select``); the exact recount drops by the same rule, so a round's reply never
-    stays without the message that opened it.
+    stays without the message that opened it. A round is the run of kept units around
+    ``unit`` with its round number and messages next to each other: round numbers restart
+    where a layout's pinned head or its recalled turns meet the newest rounds.
     """
-    if unit.round is None:
-        return [unit]
-    same = [u for u in selection.kept if u.round == unit.round]
+    kept = selection.kept
+    at = next(index for index, known in enumerate(kept) if known is unit)
+    start, end = at, at + 1
+    while start > 0 and _one_round(kept[start - 1], kept[start]):
+        start -= 1
+    while end < len(kept) and _one_round(kept[end - 1], kept[end]):
+        end += 1
+    same = kept[start:end]
     partial = partial_rounds(g)
-    if partial is True or (partial == "tool_rounds" and has_tool_activity(same)):
+    if len(same) == 1 or partial is True or (partial == "tool_rounds"
+                                             and has_tool_activity(same)):
         return [unit]
     return same
+
+
+def _one_round(a: Unit, b: Unit) -> bool:
+    """Whether units ``a`` and ``b``, next to each other in a selection, are of one round."""
+    if a.round is None or a.round != b.round:
+        return False
+    orders_a = [c.item.order for c in a.candidates]
+    orders_b = [c.item.order for c in b.candidates]
+    return min(orders_b) == max(orders_a) + 1 or min(orders_a) == max(orders_b) + 1
 
 
 def text_counts(assembly: Assembly, costing: Costing
