@@ -219,6 +219,10 @@ def test_langchain_anthropic_style_content_and_error_status() -> None:
     assert message["content"] == "Checking." and message["tool_calls"][0]["id"] == "t1"
     failed = ToolMessage(content="no such city", tool_call_id="t1", status="error")
     assert chat_messages(failed)[0]["content"] == "(tool error) no such city"
+    (back,) = to_langchain(chat_messages(failed))  # the status comes back
+    assert back.status == "error" and back.content == "(tool error) no such city"
+    fine = ToolMessage(content="sunny", tool_call_id="t1")
+    assert to_langchain(chat_messages(fine))[0].status == "success"
     with pytest.raises(InvalidInputError, match="assitant"):
         to_langchain([{"role": "assitant", "content": "typo"}])
     assert to_langchain([{"role": "tool", "tool_call_id": "t1", "content": "x",

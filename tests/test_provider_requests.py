@@ -84,6 +84,11 @@ SUITE: dict[str, Request] = {
         {"role": "assistant", "content": "Great."}]),
     "blank user input after a round": Request(user_input="\n", history=[
         {"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."}]),
+    "a failed tool call": Request(user_input="Try Beijing then", tools=[WEATHER], history=[
+        {"role": "user", "content": "Weather in Atlantis?"}, call("c_bad", city="Atlantis"),
+        result("c_bad", "(tool error) no such city: Atlantis"),
+        {"role": "assistant", "content": "I could not find Atlantis."}],
+        turn=[call("c2", city="Beijing"), result("c2", '{"weather": "sunny"}')]),
 }
 
 
@@ -144,6 +149,16 @@ def test_every_rendering_is_of_the_sdk_types_and_accepted_through_the_sdk(
 
 def build(request: Request, plan: str = "tool_heavy") -> FinalContext:
     return ContextBuilder().build(BuildPlan.named(plan), request)
+
+
+def test_a_failed_tool_result_is_flagged_as_an_error_for_anthropic() -> None:
+    body = build(SUITE["a failed tool call"]).to_request("anthropic")
+    results = {block["tool_use_id"]: block for message in body["messages"]
+               if isinstance(message["content"], list)
+               for block in message["content"] if block["type"] == "tool_result"}
+    assert set(results) == {"c_bad", "c2"}
+    assert results["c_bad"]["is_error"] is True and "no such city" in results["c_bad"]["content"]
+    assert "is_error" not in results["c2"]
 
 
 def test_anthropic_request_has_model_and_max_tokens_from_the_reserved_output() -> None:

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from contextwright.core.images import ImagePart, image_detail, image_from_part, is_image_part
+from contextwright.core.items import TOOL_ERROR_MARK, reports_failure
 from contextwright.errors import InvalidInputError
 
 __all__ = ["chat_messages", "to_langchain", "to_llama_index"]
@@ -353,7 +354,7 @@ def _error_marked(content: Content, failed: bool) -> Content:
         images = [part for part in content if part.get("type") != "text"]
         return _joined([_error_marked(text, True)], images)  # type: ignore[list-item]
     text = content or ""
-    return text if text.startswith("(tool error)") else f"(tool error) {text}"
+    return text if text.startswith(TOOL_ERROR_MARK) else f"{TOOL_ERROR_MARK} {text}"
 
 
 def _anthropic_result_text(content: object, where: str) -> Content:
@@ -610,8 +611,9 @@ def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
             converted.append(AIMessage(content=content, tool_calls=calls,
                                        additional_kwargs=kwargs, **extra))
         elif role == "tool":
+            failed = reports_failure(_text_of(message.get("content")))
             converted.append(ToolMessage(content=content, tool_call_id=message["tool_call_id"],
-                                         **extra))
+                                         status="error" if failed else "success", **extra))
         elif role == "system":
             converted.append(SystemMessage(content=content, **extra))
         elif role == "user":

@@ -151,6 +151,23 @@ def check_text(value: object, where: str) -> str:
 
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+TOOL_ERROR_MARK = "(tool error)"
+"""How a failed tool call's result says so in its text: chat messages have no error flag, so
+inputs that carry one (Anthropic ``is_error``, LangChain ``status="error"``) are read into
+this mark, and renderings that have one set it again (``reports_failure``)."""
+
+
+def reports_failure(content: str) -> bool:
+    """Whether a tool result's text, fenced by a build or not, opens with ``TOOL_ERROR_MARK``.
+
+    A fence opens with its own head line (``<<data …>>``); the result's text follows it.
+    """
+    body = content
+    if body.startswith("<<data "):
+        body = body[body.find("\n") + 1:] if "\n" in body else ""
+    return body.startswith(TOOL_ERROR_MARK)
 """A function name every provider accepts (OpenAI's and Anthropic's own rule)."""
 
 

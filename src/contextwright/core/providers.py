@@ -41,7 +41,7 @@ from typing import Any, Literal
 from contextwright.core.cache import MAX_BREAKPOINTS
 from contextwright.core.fence import short_label
 from contextwright.core.images import ANTHROPIC_MAX_IMAGE_BYTES, ImagePart
-from contextwright.core.items import TOOL_NAME, Message
+from contextwright.core.items import TOOL_NAME, Message, reports_failure
 from contextwright.errors import InvalidInputError
 from contextwright.tokens import CountingTokenizer
 
@@ -733,6 +733,8 @@ def _tool_result_block(message: Message, native_tools: bool, ids: CallIds,
         block["content"] = _anthropic_content(message, images)
     elif message.content:
         block["content"] = message.content
+    if reports_failure(message.content):
+        block["is_error"] = True  # the API's own flag, beside the text's mark
     return block
 
 
