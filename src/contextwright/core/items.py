@@ -151,6 +151,7 @@ def check_text(value: object, where: str) -> str:
 
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A function name every provider accepts (OpenAI's and Anthropic's own rule)."""
 
 
 TOOL_ERROR_MARK = "(tool error)"
@@ -168,7 +169,6 @@ def reports_failure(content: str) -> bool:
     if body.startswith("<<data "):
         body = body[body.find("\n") + 1:] if "\n" in body else ""
     return body.startswith(TOOL_ERROR_MARK)
-"""A function name every provider accepts (OpenAI's and Anthropic's own rule)."""
 
 
 def _parse_tool_call(raw: object, where: str) -> ToolCall:
