@@ -62,16 +62,20 @@ def test_default_order_is_system_tools_history_user_then_this_turn() -> None:
                             "tool_results")
 
 
-def test_the_exact_recount_drops_a_whole_round_where_rounds_stay_whole() -> None:
+@pytest.mark.parametrize("copies", [False, True])
+def test_the_exact_recount_drops_a_whole_round_where_rounds_stay_whole(copies: bool) -> None:
     # This turn's call renders before history here, so an Anthropic rendering opens with the
     # assistant's voice and adds a lead message: the exact count is over what pruning
     # estimated, and the recount drops the oldest kept unit. With whole rounds it used to
-    # drop the opening message alone and leave its reply first in the history.
+    # drop the opening message alone and leave its reply first in the history. With
+    # ``copies`` each reply is sent twice in a row: the older copy is dropped as a duplicate,
+    # and the round's kept messages are no longer next to each other.
     turn = [{"role": "assistant", "content": None, "tool_calls": [{
                 "id": "c1", "type": "function",
                 "function": {"name": "lookup", "arguments": '{"order": 7}'}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "refund approved for order 7"}]
-    history = rounds(16)
+    history = [copy for m in rounds(16)
+               for copy in ([m, dict(m)] if copies and m["role"] == "assistant" else [m])]
     plan = (BuildPlan.builder().add("system", 0.2).add("tool_results", 0.3)
             .add("history", 0.6, options={"partial_rounds": False}).add("user", 0.2)
             .repeat_question(True).build())
@@ -86,6 +90,7 @@ def test_the_exact_recount_drops_a_whole_round_where_rounds_stay_whole() -> None
                  and not m.get("tool_calls")][:-1]
         assert not shown or shown[0].startswith("question"), (budget, recounted)
         assert len(recounted) % 2 == 0, (budget, recounted)  # question and answer together
+        assert not copies or any(d.action == "deduplicated" for d in ctx.report.decisions)
     assert recounts  # the recount did run
 
 

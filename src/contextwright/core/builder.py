@@ -562,13 +562,29 @@ def _with_its_round(g: Gathered, selection: Selection, unit: Unit) -> list[Unit]
     return same
 
 
+_ROUND_GAP = 3
+"""How far apart (in message positions) two kept units of one round may be: a round's kept
+messages are next to each other but for one or two the build left out as duplicates."""
+
+
 def _one_round(a: Unit, b: Unit) -> bool:
-    """Whether units ``a`` and ``b``, next to each other in a selection, are of one round."""
+    """Whether units ``a`` and ``b``, next to each other in a selection, are of one round.
+
+    The same round number, the later one not opening a round, and their messages at most
+    ``_ROUND_GAP`` positions apart.
+    """
     if a.round is None or a.round != b.round:
         return False
-    orders_a = [c.item.order for c in a.candidates]
-    orders_b = [c.item.order for c in b.candidates]
-    return min(orders_b) == max(orders_a) + 1 or min(orders_a) == max(orders_b) + 1
+    first, second = (a, b) if _orders(a)[0] < _orders(b)[0] else (b, a)
+    if second.candidates[0].item.round_start:
+        return False
+    return _orders(second)[0] - _orders(first)[1] <= _ROUND_GAP
+
+
+def _orders(unit: Unit) -> tuple[float, float]:
+    """The first and last message positions of ``unit``."""
+    orders = [c.item.order for c in unit.candidates]
+    return min(orders), max(orders)
 
 
 def text_counts(assembly: Assembly, costing: Costing
