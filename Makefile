@@ -6,7 +6,7 @@ STAMP = $(VENV)/.installed-dev
 BENCH_STAMP = $(VENV)/.installed-bench
 DATA ?= ../shared/data
 
-.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations bench-toolcalls-fake bench-memory check-data-copies clean
+.PHONY: demo test lint typecheck unit bench bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-snapshot-queries bench-integrations bench-toolcalls-fake bench-memory check-data-copies test-wide clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,16 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-integrations bench-memory
+# Every property test with WIDE times its examples, fresh ones each run, on a scratch copy of
+# the tests (their settings name their counts). Slow: about 15 minutes at 8.
+WIDE ?= 8
+test-wide: $(STAMP)
+	rm -rf .wide && cp -r tests .wide
+	perl -pi -e 's/max_examples=(\d+)/"max_examples=".($$1*$(WIDE))/ge' $$(grep -rl max_examples .wide)
+	$(BIN)/pytest -q -p no:cacheprovider --rootdir . $$(grep -rl "@given" .wide | sort); \
+	status=$$?; rm -rf .wide; exit $$status
+
+bench: bench-speed bench-tau bench-quality bench-stores bench-prepare bench-async bench-retrieval bench-summary bench-cache bench-snapshots bench-snapshot-queries bench-integrations bench-memory
 
 bench-speed: $(BENCH_STAMP)
 	$(BIN)/python bench/build_speed.py
@@ -63,6 +72,9 @@ bench-cache: $(BENCH_STAMP)
 
 bench-snapshots: $(STAMP)
 	$(BIN)/python bench/snapshot_overhead.py
+
+bench-snapshot-queries: $(STAMP)
+	$(BIN)/python bench/snapshot_queries.py
 
 bench-toolcalls-fake: $(STAMP)
 	$(BIN)/python bench/toolcalls_fake.py --families
