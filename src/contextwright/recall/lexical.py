@@ -241,8 +241,8 @@ def best_first(scores: dict[int, float]) -> list[tuple[int, float]]:
     """``scores`` as (position, score), best first, ties by position.
 
     Sorted by position, then (stably) by score descending: the order a key of (-score,
-    position) gives, with both passes comparing in C (a Python key function made of tuples
-    was a tenth of a ``chat`` build's ranking).
+    position) gives, with both passes comparing in C rather than through a Python key
+    function that builds a tuple per entry.
     """
     ranked = sorted(scores.items())
     ranked.sort(key=itemgetter(1), reverse=True)
