@@ -256,6 +256,15 @@ def fence(text: str, source_label: str, key: bytes = DEFAULT_FENCE_KEY) -> str:
     return f"<<data {marker} {_safe_label(source_label)}>>\n{body}\n<<end {marker}>>"
 
 
+def fenced_body(text: str) -> str:
+    """What ``fence`` put between its marker lines (``text`` itself when it is not fenced)."""
+    if not text.startswith("<<data ") or "\n" not in text:
+        return text
+    body = text[text.find("\n") + 1:]
+    end = body.rfind("\n")
+    return body[:end] if end >= 0 and body[end + 1:].startswith("<<end ") else body
+
+
 def escape_lines(text: str, *, skip_first_line: bool = False) -> str:
     r"""Escape lines that could pass for a separator, label or role header in the text rendering.
 

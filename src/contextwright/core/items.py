@@ -17,6 +17,7 @@ from enum import IntEnum
 from typing import Any, Final, Literal, cast
 
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
+from contextwright.core.fence import fenced_body
 from contextwright.core.images import ImagePart, image_from_part
 from contextwright.errors import InvalidInputError
 
@@ -161,14 +162,8 @@ this mark, and renderings that have one set it again (``reports_failure``)."""
 
 
 def reports_failure(content: str) -> bool:
-    """Whether a tool result's text, fenced by a build or not, opens with ``TOOL_ERROR_MARK``.
-
-    A fence opens with its own head line (``<<data …>>``); the result's text follows it.
-    """
-    body = content
-    if body.startswith("<<data "):
-        body = body[body.find("\n") + 1:] if "\n" in body else ""
-    return body.startswith(TOOL_ERROR_MARK)
+    """Whether a tool result's text, fenced by a build or not, opens with ``TOOL_ERROR_MARK``."""
+    return fenced_body(content).startswith(TOOL_ERROR_MARK)
 
 
 def _parse_tool_call(raw: object, where: str) -> ToolCall:
