@@ -377,6 +377,10 @@ def _source_settings(draw: st.DrawFn, rng: random.Random, name: str) -> dict[str
     return settings
 
 
+CONVERSATION = ("history", "user", "tool_results")
+"""Sources of the conversation, in the order it happened."""
+
+
 @st.composite
 def custom_plans(draw: st.DrawFn) -> BuildPlan:
     """A random plan from the fluent builder: system and user never cut, a random subset of
@@ -385,6 +389,11 @@ def custom_plans(draw: st.DrawFn) -> BuildPlan:
     others = rng.sample(CUTTABLE_SOURCES, up_to(draw, 6))
     order = ["user", *others]
     rng.shuffle(order)
+    # The conversation's own parts keep the order it happened in (a plan that lists them
+    # otherwise is refused); the other sources go anywhere around them.
+    slots = [i for i, name in enumerate(order) if name in CONVERSATION]
+    for slot, name in zip(slots, [name for name in CONVERSATION if name in order], strict=True):
+        order[slot] = name
     if not one_in(draw, 5):
         order = ["system", *order]
     builder = BuildPlan.builder("custom")

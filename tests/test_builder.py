@@ -19,7 +19,9 @@ from contextwright import (
     Request,
 )
 from contextwright.compress import compact_tool_result
-from contextwright.core.plan import Budget
+from contextwright.core import builder as builder_module
+from contextwright.core.plan import Budget, plan_from_mapping
+from contextwright.errors import PlanError
 
 BUILDER = ContextBuilder()
 WEATHER_TOOL = {"type": "function", "function": {
@@ -63,26 +65,31 @@ def test_default_order_is_system_tools_history_user_then_this_turn() -> None:
 
 
 @pytest.mark.parametrize("copies", [False, True])
-def test_the_exact_recount_drops_a_whole_round_where_rounds_stay_whole(copies: bool) -> None:
-    # This turn's call renders before history here, so an Anthropic rendering opens with the
-    # assistant's voice and adds a lead message: the exact count is over what pruning
-    # estimated, and the recount drops the oldest kept unit. With whole rounds it used to
-    # drop the opening message alone and leave its reply first in the history. With
-    # ``copies`` each reply is sent twice in a row: the older copy is dropped as a duplicate,
-    # and the round's kept messages are no longer next to each other.
-    turn = [{"role": "assistant", "content": None, "tool_calls": [{
-                "id": "c1", "type": "function",
-                "function": {"name": "lookup", "arguments": '{"order": 7}'}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "refund approved for order 7"}]
+def test_the_exact_recount_drops_a_whole_round_where_rounds_stay_whole(
+        copies: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The exact count of the assembled context has the last word: when it comes out over
+    # what pruning estimated (joins, a lead message, a tokenizer that counts a message's
+    # parts apart otherwise), the recount drops the oldest kept unit. Here the exact count is
+    # made to come out 25 tokens over. With whole rounds the recount used to drop the opening
+    # message alone and leave its reply first in the history. With ``copies`` each reply is
+    # sent twice in a row: the older copy is dropped as a duplicate, and the round's kept
+    # messages are no longer next to each other.
+    exact = builder_module.exact_tokens
+
+    def over(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        total, checked = exact(*args, **kwargs)
+        return total + 25, checked + 25
+
+    monkeypatch.setattr(builder_module, "exact_tokens", over)
     history = [copy for m in rounds(16)
                for copy in ([m, dict(m)] if copies and m["role"] == "assistant" else [m])]
-    plan = (BuildPlan.builder().add("system", 0.2).add("tool_results", 0.3)
+    plan = (BuildPlan.builder().add("system", 0.2)
             .add("history", 0.6, options={"partial_rounds": False}).add("user", 0.2)
             .repeat_question(True).build())
     recounts = 0
     for budget in range(140, 640, 3):
         request = Request(user_input="what about the refund?", system="Be brief.",
-                          history=history, turn=turn)
+                          history=history)
         ctx = BUILDER.build(plan.with_budget(available_override=budget), request)
         recounted = [d.key for d in ctx.report.decisions if d.reason == "budget: exact recount"]
         recounts += bool(recounted)
@@ -92,6 +99,26 @@ def test_the_exact_recount_drops_a_whole_round_where_rounds_stay_whole(copies: b
         assert len(recounted) % 2 == 0, (budget, recounted)  # question and answer together
         assert not copies or any(d.action == "deduplicated" for d in ctx.report.decisions)
     assert recounts  # the recount did run
+
+
+def test_a_plan_must_list_the_conversation_in_the_order_it_happened() -> None:
+    # Messages render in plan order: the question before history would show the old replies
+    # after it, and this turn's calls before the question would answer nothing yet asked.
+    for order, first, later in ((("user", "history"), "user", "history"),
+                                (("tool_results", "user"), "tool_results", "user"),
+                                (("tool_results", "history", "user"), "tool_results", "history")):
+        data = {"name": "odd", "sources": [{"source": name} for name in order]}
+        with pytest.raises(PlanError, match=f"lists '{first}' before '{later}'"):
+            plan_from_mapping(data)
+        coded = BuildPlan.builder()
+        for name in order:
+            coded = coded.add(name, 0.3)
+        with pytest.raises(PlanError, match="must come before"):
+            BUILDER.build(coded.build(), Request(user_input="hi"))
+    # Documents, notes and the like may go anywhere.
+    plan_from_mapping({"name": "fine", "sources": [
+        {"source": "rag"}, {"source": "history"}, {"source": "notes"}, {"source": "user"},
+        {"source": "tool_results"}, {"source": "env"}]})
 
 
 def test_budget_formula_matches_seed_example() -> None:

@@ -49,7 +49,7 @@ def test_an_ablation_removes_exactly_its_part_or_does_not_apply() -> None:
     assert without_tools is not None and without_tools.spec("tools") is None
     assert by_label["-tools"].apply(BuildPlan.named("chat")) is None
     custom = plan_from_mapping({"name": "p", "sources": [
-        {"source": "user"}, {"source": "history", "options": {"max_rounds": 2}}]})
+        {"source": "history", "options": {"max_rounds": 2}}, {"source": "user"}]})
     assert [a.label for a in ablations([custom])] == ["-history", "-history.compaction",
                                                      "-history.max_rounds"]
 

@@ -49,6 +49,7 @@ from contextwright.core.source import (
     ContextSource,
     SourceTraits,
     checked_options,
+    conversation_order_error,
     core_options,
     options_model_of,
     traits_of,
@@ -340,6 +341,10 @@ def gather_all(plan: BuildPlan, request: Request, sources: Mapping[str, ContextS
         model = options_model_of(sources[spec.source])
         if model is not None:
             checked_options(spec.source, spec.options, model)
+    out_of_order = conversation_order_error(
+        plan.name, [(spec.source, traits_of(sources[spec.source])) for spec in plan.sources])
+    if out_of_order is not None:
+        raise out_of_order
     specs = list(enumerate(plan.sources))
     fixed = [gather_source(spec, i, sources[spec.source], request, available, costing)
              for i, spec in specs if not spec.cuttable]

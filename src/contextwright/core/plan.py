@@ -22,7 +22,12 @@ from pydantic import ValidationError as PydanticValidationError
 
 from contextwright.core.caches import register_cache
 from contextwright.core.parsing import Format, MalformedDocument, parse_document
-from contextwright.core.source import SourceTraits, check_options, registered_sources
+from contextwright.core.source import (
+    SourceTraits,
+    check_options,
+    conversation_order_error,
+    registered_sources,
+)
 from contextwright.errors import PlanError
 
 Strategy = Literal["truncate", "keyword_window", "head", "drop"]
@@ -340,6 +345,12 @@ def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
                 check_options(source.source, source.options, options_model)
             except PlanError as exc:
                 raise PlanError(f"{origin}: {exc}") from None
+    out_of_order = conversation_order_error(model.name, [
+        (source.source, traits) for source in model.sources
+        if isinstance(traits := getattr(registered_sources().get(source.source), "traits", None),
+                      SourceTraits)])
+    if out_of_order is not None:
+        raise PlanError(f"{origin}: {out_of_order}")
     return BuildPlan(
         name=model.name,
         description=model.description,

@@ -15,6 +15,7 @@ results) share a ``group`` and are yielded together in render order.
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType, UnionType
@@ -265,6 +266,41 @@ _DERIVED_TRAITS: dict[tuple[type, str, bool | None, bool], SourceTraits] = regis
     "core.source.derived_traits", {})
 """``traits_of``'s answers for sources without traits of their own (emptied when a source is
 registered: a namespace's traits may change)."""
+
+
+def conversation_order_error(plan_name: str, named: Sequence[tuple[str, SourceTraits]]
+                             ) -> PlanError | None:
+    """A ``PlanError`` when a plan lists the conversation out of the order it happened.
+
+    ``named``: (source, traits) in plan order. Messages render in plan order, so older
+    messages (a source reading ``history``) must come before the question, and the question
+    before this turn's calls and results (a source reading ``turn``); otherwise the request
+    reads the question before the conversation it follows, or ends in an old reply. Other
+    sources (documents, notes) may go anywhere.
+    """
+    ranked = [(name, rank) for name, traits in named
+              if (rank := _conversation_rank(traits)) is not None]
+    for (first, first_rank), (later, later_rank) in itertools.pairwise(ranked):
+        if later_rank < first_rank:
+            return PlanError(
+                f"plan {plan_name!r} lists {first!r} before {later!r}, but messages render in "
+                f"plan order: {_CONVERSATION_PARTS[later_rank]} must come before "
+                f"{_CONVERSATION_PARTS[first_rank]}")
+    return None
+
+
+_CONVERSATION_PARTS = ("the earlier messages (history)", "the question (user input)",
+                       "this turn's calls and results")
+
+
+def _conversation_rank(traits: SourceTraits) -> int | None:
+    if traits.message_list == "history":
+        return 0
+    if traits.question:
+        return 1
+    if traits.message_list == "turn":
+        return 2
+    return None
 
 
 def options_model_of(source: object) -> type[SourceOptions] | None:
