@@ -16,6 +16,7 @@ from conftest import REDIS_URL, _service_or_fail
 from contextwright.errors import CorruptRecordError
 from contextwright.observe import JsonlSink, Snapshot, SnapshotQuery
 from contextwright.observe.replay import snapshot_of
+from contextwright.observe.sinks import newest
 from contextwright.observe.sinks_redis import PAGE, RedisSink
 
 
@@ -110,14 +111,16 @@ def test_reads_match_a_scan_of_every_snapshot(base: Snapshot, prefix: str,
     # Ties of time are ordered by id, across page ends and session sets alike.
     series = [_of(base, i, ("ada", "bob", None)[i % 3], at=1000.0 + i // 7)
               for i in range(2 * PAGE + 11)]
-    sink, scan = RedisSink(REDIS_URL, prefix=prefix), JsonlSink(tmp_path / "all.jsonl")
-    for target in (sink, scan):
+    sink, jsonl = RedisSink(REDIS_URL, prefix=prefix), JsonlSink(tmp_path / "all.jsonl")
+    for target in (sink, jsonl):
         target.write(series[::-1])
     for query in (SnapshotQuery(), SnapshotQuery(limit=1), SnapshotQuery(limit=PAGE + 1),
                   SnapshotQuery(limit=9, user_id="bob"), SnapshotQuery(since=1010, limit=20),
                   SnapshotQuery(plan="chat", limit=PAGE), SnapshotQuery(session_id="ada-s"),
                   SnapshotQuery(user_id="ada", until=1030, limit=7)):
-        assert sink.read(query) == scan.read(query), query
+        scanned = newest(list(series), query)
+        assert sink.read(query) == scanned, query
+        assert jsonl.read(query) == scanned, query
     sink.close()
 
 

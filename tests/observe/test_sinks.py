@@ -59,6 +59,11 @@ def test_a_sink_filters_by_time_plan_mode_and_limit(sink: SnapshotSink, base: Sn
         "0000snap", "0003snap", "0006snap", "0009snap"]
     assert [s.id for s in sink.read(SnapshotQuery(limit=2))] == ["0008snap", "0009snap"]
     assert [s.id for s in sink.read(SnapshotQuery(plan="tool_heavy", limit=1))] == ["0008snap"]
+    # A limit of 0 asks for none (not, as a slice from -0 would give, all of them).
+    assert sink.read(SnapshotQuery(limit=0)) == []
+    assert sink.read(SnapshotQuery(user_id="ada", limit=0)) == []
+    with pytest.raises(InvalidInputError, match="limit"):
+        SnapshotQuery(limit=-1)
 
 
 def test_a_plan_filter_finds_the_builds_grown_from_that_plan(sink: SnapshotSink,

@@ -17,11 +17,12 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Protocol
 
 from contextwright.errors import CorruptRecordError, InvalidInputError, StoreError
+from contextwright.observe.jsonl_index import IndexRow, JsonlIndex
 from contextwright.observe.snapshot import Snapshot, identifier_forms, snapshot_key
 from contextwright.session.store import validate_id
 
@@ -58,21 +59,30 @@ class SnapshotQuery:
     """Every form a snapshot may keep ``session_id`` in (empty: any session)."""
 
     def __post_init__(self) -> None:
-        """Check the ids (``InvalidInputError``) and hash them once for every record's form."""
+        """Check the ids and the limit (``InvalidInputError``); hash the ids for every form."""
+        if self.limit is not None and (type(self.limit) is not int or self.limit < 0):
+            raise InvalidInputError("a snapshot query's limit is a whole number >= 0")
         key = snapshot_key(self.fence_secret) if self.by_session else b""
         object.__setattr__(self, "user_forms", _forms(self.user_id, "user_id", key))
         object.__setattr__(self, "session_forms", _forms(self.session_id, "session_id", key))
 
     def matches(self, snapshot: Snapshot) -> bool:
         """Whether ``snapshot`` is one this query asks for (the limit aside)."""
-        return ((self.since is None or snapshot.created_at >= self.since)
-                and (self.until is None or snapshot.created_at < self.until)
-                and (self.plan is None or snapshot.plan == self.plan
-                     or snapshot.plan.startswith(self.plan + "+"))
-                and (self.mode is None or snapshot.mode == self.mode)
-                and (self.status is None or snapshot.status == self.status)
-                and _same_id(self.user_forms, snapshot, "user_id")
-                and _same_id(self.session_forms, snapshot, "session_id"))
+        session = snapshot.session or {}
+        return self.matches_fields(snapshot.created_at, snapshot.plan, snapshot.mode,
+                                   snapshot.status, session.get("user_id"),
+                                   session.get("session_id"))
+
+    def matches_fields(self, created_at: float, plan: str, mode: str | None, status: str,
+                       user_id: str | None, session_id: str | None) -> bool:
+        """``matches`` for a snapshot known by these fields (as an index holds them)."""
+        return ((self.since is None or created_at >= self.since)
+                and (self.until is None or created_at < self.until)
+                and (self.plan is None or plan == self.plan or plan.startswith(self.plan + "+"))
+                and (self.mode is None or mode == self.mode)
+                and (self.status is None or status == self.status)
+                and (not self.user_forms or user_id in self.user_forms)
+                and (not self.session_forms or session_id in self.session_forms))
 
     @property
     def by_session(self) -> bool:
@@ -89,13 +99,6 @@ def _forms(value: str | None, name: str, key: bytes) -> frozenset[str]:
     ``InvalidInputError`` for an id no session can have (``validate_id``).
     """
     return frozenset() if value is None else identifier_forms(validate_id(value, name), key)
-
-
-def _same_id(forms: frozenset[str], snapshot: Snapshot, name: str) -> bool:
-    """Whether ``snapshot``'s session ``name`` is one of ``forms`` (none: any)."""
-    if not forms:
-        return True
-    return snapshot.session is not None and snapshot.session.get(name) in forms
 
 
 class SnapshotSink(Protocol):
@@ -141,11 +144,19 @@ def newest(snapshots: list[Snapshot], query: SnapshotQuery) -> list[Snapshot]:
     """``snapshots`` (oldest first) filtered by ``query``, cut to its limit."""
     chosen = [s for s in snapshots if query.matches(s)]
     chosen.sort(key=lambda s: (s.created_at, s.id))
-    return chosen[-query.limit:] if query.limit is not None else chosen
+    if query.limit is None:
+        return chosen
+    return chosen[-query.limit:] if query.limit else []  # [-0:] would be all of them
 
 
 class JsonlSink:
-    """Snapshots as JSON lines appended to one file (created with its folder if missing)."""
+    """Snapshots as JSON lines appended to one file (created with its folder if missing).
+
+    Beside it, ``<file>.idx`` indexes each line's place and the fields queries filter on
+    (``observe.jsonl_index``), so a query parses only the snapshots it returns. The index is
+    checked against the file and extended or rebuilt when it does not describe it (a file
+    written by an older version is indexed on its first read, once).
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -156,69 +167,111 @@ class JsonlSink:
         except OSError as exc:
             raise StoreError(f"cannot open snapshot file {self.path.name}: {exc.strerror}"
                              ) from None
+        self._index = JsonlIndex(self.path)
+        with self._lock:
+            self._index.rows()  # index what is there; an empty new file gets its header
 
     def write(self, snapshots: Sequence[Snapshot]) -> None:
-        """Append one line per snapshot and flush."""
-        lines = "".join(s.to_json() + "\n" for s in snapshots)
-        with self._lock, self._file("a") as handle:
-            handle.write(lines)
+        """Append one line per snapshot, flush, and index them."""
+        lines = [(s.to_json() + "\n").encode("utf-8") for s in snapshots]
+        with self._lock, self._file("ab") as handle:
+            handle.write(b"".join(lines))
             handle.flush()
-
-    def _records(self) -> list[Snapshot]:
-        with self._lock, self._file("r") as handle:
-            lines = handle.readlines()
-        records = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(Snapshot.from_json(line))
-            except CorruptRecordError:
-                raise CorruptRecordError(
-                    f"line {number} of {self.path.name} is not a snapshot") from None
-        return records
+            # In append mode the file's end is where this write ended, whatever other
+            # processes append: the lines' offsets follow from it.
+            at = handle.tell() - sum(len(line) for line in lines)
+            rows = []
+            for snapshot, line in zip(snapshots, lines, strict=True):
+                rows.append(IndexRow.of(snapshot, at, len(line)))
+                at += len(line)
+            self._index.appended(rows)
 
     def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
-        """Scan the file."""
+        """The snapshots ``query`` asks for: the index filtered, then only those lines read."""
         query = query or SnapshotQuery()
-        return newest(self._records(), query)
+        with self._lock:
+            rows = [row for row in self._index.rows() if row.id is not None
+                    and query.matches_fields(row.created_at, row.plan, row.mode, row.status,
+                                             row.user_id, row.session_id)]
+            rows.sort(key=lambda row: (row.created_at, row.id or ""))
+            if query.limit is not None:
+                rows = rows[-query.limit:] if query.limit else []
+            return self._snapshots(rows)
 
     def get(self, snapshot_id: str) -> Snapshot:
-        """Scan the file for one id."""
-        for snapshot in self._records():
-            if snapshot.id == snapshot_id:
-                return snapshot
+        """The snapshot with this id (found in the index, then read)."""
+        with self._lock:
+            for row in self._index.rows():
+                if row.id == snapshot_id:
+                    return self._snapshots([row])[0]
         raise not_found(snapshot_id)
 
     def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
         """Rewrite the file without the removed lines (atomically: a new file replaces it)."""
         with self._lock:  # no append may land between the read and the replace
-            records = self._records()
-            keep = [s for s in records if older_than is None or s.created_at >= older_than]
-            keep.sort(key=lambda s: (s.created_at, s.id))
+            rows = [row for row in self._index.rows() if row.id is not None]
+            keep = [row for row in rows if older_than is None or row.created_at >= older_than]
+            keep.sort(key=lambda row: (row.created_at, row.id or ""))
             if keep_last is not None:
                 keep = keep[max(0, len(keep) - keep_last):] if keep_last else []
-            if len(keep) == len(records):
+            if len(keep) == len(rows):
                 return 0
-            temporary = self.path.with_name(self.path.name + ".tmp")
-            try:
-                with open(temporary, "w", encoding="utf-8") as handle:
-                    handle.write("".join(s.to_json() + "\n" for s in keep))
-                os.replace(temporary, self.path)
-            except OSError as exc:
-                raise StoreError(f"snapshot file {self.path.name}: {exc.strerror}") from None
-        return len(records) - len(keep)
+            self._replace_with(keep)
+        return len(rows) - len(keep)
 
     def close(self) -> None:
         """Nothing stays open between writes."""
 
-    @contextmanager
-    def _file(self, mode: str) -> Iterator[IO[str]]:
+    def _snapshots(self, rows: list[IndexRow]) -> list[Snapshot]:
+        """The snapshots of ``rows``, in that order; each line must hold the one indexed."""
         try:
-            with open(self.path, mode, encoding="utf-8") as handle:
+            return self._read_lines(rows)
+        except _StaleIndex:
+            fresh = {row.id: row for row in self._index.rebuild()}
+            return self._read_lines([fresh[row.id] for row in rows if row.id in fresh])
+
+    def _read_lines(self, rows: list[IndexRow]) -> list[Snapshot]:
+        snapshots = []
+        with self._file("rb") as handle:
+            for row in rows:
+                handle.seek(row.at)
+                line = handle.read(row.size)
+                try:
+                    snapshot = Snapshot.from_json(line)
+                except CorruptRecordError:
+                    raise _StaleIndex from None
+                if snapshot.id != row.id:
+                    raise _StaleIndex
+                snapshots.append(snapshot)
+        return snapshots
+
+    def _replace_with(self, keep: list[IndexRow]) -> None:
+        """Write the kept lines (copied as they are) to a new file that replaces this one."""
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        kept, at = [], 0
+        try:
+            with self._file("rb") as source, open(temporary, "wb") as target:
+                for row in keep:
+                    source.seek(row.at)
+                    target.write(source.read(row.size))
+                    kept.append(replace(row, at=at))
+                    at += row.size
+            self._index.replaced(kept, os.stat(temporary).st_ino)
+            os.replace(temporary, self.path)
+        except OSError as exc:
+            raise StoreError(f"snapshot file {self.path.name}: {exc.strerror}") from None
+
+    @contextmanager
+    def _file(self, mode: str) -> Iterator[IO[bytes]]:
+        try:
+            with open(self.path, mode) as handle:
                 yield handle
         except OSError as exc:
             raise StoreError(f"snapshot file {self.path.name}: {exc.strerror}") from None
+
+
+class _StaleIndex(Exception):
+    """A line read through the index is not the snapshot the index names there."""
 
 
 _SQLITE_SCHEMA = (
