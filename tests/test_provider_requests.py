@@ -89,6 +89,17 @@ SUITE: dict[str, Request] = {
         result("c_bad", "(tool error) no such city: Atlantis"),
         {"role": "assistant", "content": "I could not find Atlantis."}],
         turn=[call("c2", city="Beijing"), result("c2", '{"weather": "sunny"}')]),
+    "an agent turn with thinking": Request(
+        user_input="Weather in Paris and Rome?", tools=[WEATHER], system="Agent.",
+        history=[{"role": "user", "content": "hi"},
+                 {"role": "assistant", "content": "Hello!", "thinking_blocks": [
+                     {"type": "thinking", "thinking": "Greet back.", "signature": "c2lnMA=="}]}],
+        turn=[{**call("toolu_1", city="Paris"), "thinking_blocks": [
+                  {"type": "thinking", "thinking": "Paris first, then Rome.",
+                   "signature": "c2lnMQ=="},
+                  {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}]},
+              result("toolu_1", "sunny"), call("toolu_2", city="Rome"),
+              result("toolu_2", "rain")]),
 }
 
 
@@ -295,6 +306,19 @@ GOOD_ANTHROPIC: dict[str, Any] = {
                                            "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
                                       "content": "sun"}]}]}, "must define tools"),
+    ({"max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 1024},
+      "tools": [{"name": "f", "input_schema": {"type": "object"}}], "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f",
+                                           "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+                                      "content": "sun"}]}]}, "must start with a thinking block"),
+    ({"messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Let me see."},
+            {"type": "thinking", "thinking": "hm", "signature": "c2ln"}]},
+        {"role": "user", "content": "and?"}]}, "must come first"),
 ])
 def test_the_local_server_rejects_what_the_api_rejects(change: dict[str, Any], rule: str,
                                                         server: ProviderServer) -> None:

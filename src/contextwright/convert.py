@@ -12,9 +12,11 @@ blocks, LlamaIndex ``ImageBlock``, ``ImagePart`` objects) become OpenAI ``image_
 checked (``core.images``); a part a chat message cannot carry (audio, a document block, an
 uploaded file's id) is refused with a typed error naming it rather than dropped, and so is an
 item that is not a message (a bare content block, a Responses item of another type). The model's
-own reasoning (Anthropic thinking blocks, Responses reasoning items, LangChain's reasoning and
-thinking blocks) is left out: it is not the conversation's text, and a request that must send it
-back (extended thinking with tools) is not supported. A LangChain message's call blocks
+own reasoning is not the conversation's text: Anthropic's thinking blocks (from Anthropic
+messages and LangChain's) are kept apart, as the assistant message's ``thinking_blocks`` (the
+field LiteLLM's messages use), so a build can send them back while their tool loop is open (the
+Messages API refuses such a loop without them); Responses reasoning items and LangChain's other
+reasoning blocks are left out. A LangChain message's call blocks
 (``tool_use``, ``function_call``, ``tool_call``) are its ``tool_calls``, read from there. A
 refusal keeps its words as the content; a failed tool result (``is_error``, LangChain
 ``status="error"``) is marked ``(tool error)``. A ``developer`` message becomes a ``system``
@@ -34,8 +36,9 @@ from contextwright.errors import InvalidInputError
 
 __all__ = ["chat_messages", "to_langchain", "to_llama_index"]
 
-_KEEP = ("id", "timestamp", "name", "consumed")
-"""Fields of a chat dict carried over as they are."""
+_KEEP = ("id", "timestamp", "name", "consumed", "thinking_blocks")
+"""Fields of a chat dict carried over as they are (``thinking_blocks``: an assistant's
+reasoning, as LiteLLM's messages carry it)."""
 
 PLACEHOLDER_ID = "__fake_id__"
 """The OpenAI Agents SDK's ``agents.models.fake_id.FAKE_RESPONSES_ID``: the id it gives every
@@ -300,6 +303,7 @@ def _from_anthropic(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]
         return _anthropic_user(blocks, where)
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
+    thinking: list[dict[str, Any]] = []
     for index, block in enumerate(blocks):
         kind = block.get("type")
         if kind == "text":
@@ -308,17 +312,35 @@ def _from_anthropic(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]
             calls.append({"id": block["id"], "type": "function", "function": {
                 "name": block["name"],
                 "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}})
-        elif kind in ("thinking", "redacted_thinking"):
-            continue  # extended thinking is the model's own, not part of the conversation
+        elif kind in THINKING_BLOCKS:
+            thinking.append(thinking_block(block))
         else:
             raise InvalidInputError(f"{where}.content[{index}] is a {kind!r} block, which "
                                     "contextwright cannot carry")
     message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
         message["tool_calls"] = calls
+    if thinking:
+        message["thinking_blocks"] = thinking
     if item.get("id") is not None and item.get("type") != "message":
         message["id"] = item["id"]
     return [message]
+
+
+THINKING_BLOCKS = frozenset(("thinking", "redacted_thinking"))
+"""Anthropic's reasoning blocks, carried as an assistant message's ``thinking_blocks``."""
+
+
+def thinking_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``thinking`` / ``redacted_thinking`` block with the fields the API takes back.
+
+    Checked when the message is read (``core.items``); other fields (a framework's stream
+    index) are not the provider's and are not sent.
+    """
+    if block.get("type") == "thinking":
+        return {"type": "thinking", "thinking": block.get("thinking"),
+                "signature": block.get("signature")}
+    return {"type": "redacted_thinking", "data": block.get("data")}
 
 
 def _anthropic_user(blocks: Sequence[Mapping[str, Any]], where: str) -> list[dict[str, Any]]:
@@ -377,7 +399,8 @@ ChatOpenAI's Responses ``function_call``, LangChain's standard ``tool_call``), w
 that holds the call's id."""
 
 _LANGCHAIN_REASONING_BLOCKS = frozenset(("reasoning", "thinking", "redacted_thinking"))
-"""The model's own reasoning (Responses and standard ``reasoning``, Anthropic's thinking)."""
+"""The model's own reasoning (Responses and standard ``reasoning``, Anthropic's thinking): not
+the conversation's text. Anthropic's thinking blocks are kept apart (``thinking_blocks``)."""
 
 
 def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -389,6 +412,10 @@ def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     text = (_parts_content(_langchain_parts(content, [*calls, *invalid], where))
             if isinstance(content, list) else _chat_content(content, where))
     message: dict[str, Any] = {"role": role, "content": text}
+    thinking = [thinking_block(part) for part in content if isinstance(part, Mapping)
+                and part.get("type") in THINKING_BLOCKS] if isinstance(content, list) else []
+    if thinking and role == "assistant":
+        message["thinking_blocks"] = thinking  # ChatAnthropic's: sent back in an open loop
     if role == "tool" and item.get("status") == "error":
         message["content"] = _error_marked(message["content"] or "", True)
     if calls or invalid:
@@ -608,6 +635,14 @@ def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
             calls = [{"name": c["function"]["name"], "id": c["id"],
                       "args": json.loads(c["function"]["arguments"] or "{}")} for c in raw]
             kwargs = {"tool_calls": [dict(c) for c in raw]} if raw else {}  # the exact text
+            thinking = message.get("thinking_blocks") or []
+            if thinking:  # content blocks, reasoning first, as ChatAnthropic sends them
+                blocks: list[str | dict[Any, Any]] = [dict(block) for block in thinking]
+                if isinstance(content, str):
+                    blocks += [{"type": "text", "text": content}] if content else []
+                else:
+                    blocks += content
+                content = blocks
             converted.append(AIMessage(content=content, tool_calls=calls,
                                        additional_kwargs=kwargs, **extra))
         elif role == "tool":

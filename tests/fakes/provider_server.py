@@ -276,11 +276,58 @@ def check_messages(body: dict[str, Any]) -> None:
             previous_calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
     if previous_calls:
         raise Rejected("tool_use ids were found without tool_result blocks immediately after")
+    _check_thinking(body, messages)
     last = messages[-1]
     if last["role"] == "assistant":
         tail = _blocks(last, len(messages) - 1)[-1]
         if tail["type"] == "text" and tail["text"] != tail["text"].rstrip():
             raise Rejected("final assistant content cannot end with trailing whitespace")
+
+
+THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
+def _check_thinking(body: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+    """Extended thinking's rules: reasoning opens an assistant message, and with thinking on,
+    the open tool loop keeps the reasoning it opened with (the API checks its signature)."""
+    for index, message in enumerate(messages):
+        kinds = [b["type"] for b in _blocks(message, index)]
+        if any(kind in THINKING_TYPES for kind in kinds):
+            if message["role"] != "assistant":
+                raise Rejected(f"messages.{index}: thinking blocks are only allowed in "
+                               "assistant messages")
+            first_other = next((i for i, k in enumerate(kinds) if k not in THINKING_TYPES),
+                               len(kinds))
+            if any(k in THINKING_TYPES for k in kinds[first_other:]):
+                raise Rejected(f"messages.{index}: thinking blocks must come first in the "
+                               "assistant message")
+    settings = body.get("thinking")
+    if not isinstance(settings, dict) or settings.get("type") != "enabled":
+        return
+    budget = settings.get("budget_tokens")
+    if not isinstance(budget, int) or budget < 1024 or budget >= body["max_tokens"]:
+        raise Rejected("thinking.budget_tokens: must be >= 1024 and less than max_tokens")
+    opened = max((i for i, m in enumerate(messages) if m["role"] == "user" and any(
+        b["type"] != "tool_result" for b in _blocks(m, i))), default=-1)
+    loop = [(i, m) for i, m in enumerate(messages) if i > opened and m["role"] == "assistant"]
+    if not loop or not any(b["type"] == "tool_use" for _, m in loop for b in _blocks(m, _)):
+        return
+    first_index, first = loop[0]
+    kind = _blocks(first, first_index)[0]["type"]
+    if kind not in THINKING_TYPES:
+        raise Rejected(f"messages.{first_index}.content.0.type: Expected `thinking` or "
+                       f"`redacted_thinking`, but found `{kind}`. When `thinking` is enabled, a "
+                       "final `assistant` message must start with a thinking block")
+
+
+def _check_thinking_block(block: dict[str, Any], index: int) -> None:
+    kind = block["type"]
+    field = "signature" if kind == "thinking" else "data"
+    if (kind == "thinking" and not isinstance(block.get("thinking"), str)) or not (
+            isinstance(block.get(field), str) and block[field].strip()):
+        raise Rejected(f"messages.{index}: {kind}.{field}: Field required")
+    if "cache_control" in block:
+        raise Rejected(f"messages.{index}: {kind} blocks cannot be marked with cache_control")
 
 
 def _check_system(system: object) -> None:
@@ -356,6 +403,8 @@ def _check_block(block: dict[str, Any], index: int, tools: bool) -> None:
                 _check_block(part, index, tools)
     elif kind == "image":
         _check_anthropic_image(block.get("source"), index)
+    elif kind in THINKING_TYPES:
+        _check_thinking_block(block, index)
     elif kind == "search_result":
         content = block.get("content")
         if (not isinstance(block.get("source"), str) or not isinstance(block.get("title"), str)

@@ -325,3 +325,20 @@ def test_anthropic_thinking_blocks_are_left_out_of_what_the_model_sees() -> None
     assert sent[4]["content"] == "Yes, KST7 is confirmed."
     assert "Check the booking" not in json.dumps(sent)
     assert state["messages"][-1].text == "Seat 12C."
+
+
+def test_an_open_tool_loop_keeps_its_thinking_for_the_next_call() -> None:
+    # With extended thinking on, Anthropic refuses the loop's next call without the thinking
+    # block it opened with: the middleware hands it back in the AIMessage's content.
+    received = Received()
+    thinking = {"type": "thinking", "thinking": "Look the booking up.", "signature": "EqQBsig"}
+    first = AIMessage(content=[thinking, {"type": "text", "text": "Checking."}],
+                      tool_calls=[{"name": "get_booking", "args": {"code": "KST7"},
+                                   "id": "toolu_1"}])
+    agent = create_agent(fake(first, AIMessage("Seat 12C.")), [get_booking],
+                         middleware=[ContextwrightMiddleware()])
+    agent.invoke({"messages": [HumanMessage("Is KST7 confirmed?")]}, {"callbacks": [received]})
+    second = received.calls[1]
+    calling = next(m for m in second if isinstance(m, AIMessage) and m.tool_calls)
+    assert calling.content[0] == thinking
+    assert [m.type for m in second] == ["system", "human", "ai", "tool"]

@@ -1,5 +1,8 @@
 """How many tokens a rendered context costs: content, message framing, tool calls, schemas, images.
 
+Reasoning sent back with an assistant message (``Message.thinking``) counts as its text and
+signature.
+
 Content is counted by the exact tokenizer. The framing of each message and the reply's primer
 come from the tokenizer's ``ChatFrame``: OpenAI's published counting (3 tokens of framing per
 message plus the role, 3 to prime the reply) unless the tokenizer measured its model's own chat
@@ -36,6 +39,21 @@ def call_tokens(message: Message, tokenizer: CountingTokenizer) -> int:
     )
 
 
+THINKING_OVERHEAD = 8
+"""Framing of one thinking block beyond its text and signature."""
+
+
+def thinking_tokens(message: Message, tokenizer: CountingTokenizer) -> int:
+    """Tokens of the reasoning an assistant message sends back (``Message.thinking``).
+
+    Its text and its signature (or encrypted data) are counted as text: the provider counts
+    the reasoning as input and does not publish how it counts the signature, so the count
+    errs on the safe side.
+    """
+    return sum(tokenizer.count(block.text) + tokenizer.count(block.signature)
+               + THINKING_OVERHEAD for block in message.thinking)
+
+
 def image_tokens(images: Sequence[ImagePart], rule: ImageTokenRule) -> TokenCount:
     """Tokens of a message's images under ``rule``, and whether the count is exact."""
     total = TokenCount(0)
@@ -54,6 +72,8 @@ def frame_tokens(message: Message, tokenizer: CountingTokenizer,
         tokens += call_tokens(message, tokenizer)
     if message.images:
         tokens += image_tokens(message.images, images).tokens
+    if message.thinking:
+        tokens += thinking_tokens(message, tokenizer)
     return tokens
 
 

@@ -28,7 +28,7 @@ from contextwright.core.fence import (
 )
 from contextwright.core.final import FinalContext
 from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
-from contextwright.core.items import check_text
+from contextwright.core.items import NEEDS_REASONING, check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.notes import build_notes
 from contextwright.core.plan import BuildPlan, FrozenOptions
@@ -509,6 +509,7 @@ def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str,
     """
     question = next((g.spec.source for g in gathered if g.traits.question), None)
     while True:
+        _drop_loops_without_reasoning(selections)
         kept = {name: selection.kept for name, selection in selections.items()}
         ordered = frozenset(name for name, selection in selections.items() if selection.ordered)
         assembly = assemble(plan, kept, query, costing, note=note, repeat=repeat,
@@ -522,6 +523,32 @@ def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str,
             fail_budget(plan, gathered, costing.tokenizer,
                         "the context does not fit after cutting")
         _shrink_or_drop(*victim, excess, query, costing)
+
+
+def _drop_loops_without_reasoning(selections: dict[str, Selection]) -> None:
+    """Drop each kept call whose tool loop's reasoning is not kept (``NEEDS_REASONING``).
+
+    With extended thinking on, the Messages API refuses a request whose open tool loop lost
+    the thinking block it opened with. Such a loop's reasoning is its oldest message, the
+    first a newest-first cut lets go: the calls that need it go too, each reported, and the
+    request reads as if the loop had not started. A unit that carries reasoning names
+    itself, so dropping one never strands another.
+    """
+    for selection in selections.values():
+        needing = [(unit, str(c.item.metadata[NEEDS_REASONING])) for unit in selection.kept
+                   for c in unit.candidates if NEEDS_REASONING in c.item.metadata]
+        if not needing:
+            continue
+        kept_keys = {c.item.key for unit in selection.kept for c in unit.candidates}
+        stranded = [(unit, key) for unit, key in needing if key not in kept_keys]
+        if not stranded:
+            continue
+        gone = {id(unit) for unit, _ in stranded}
+        selection.kept[:] = [unit for unit in selection.kept if id(unit) not in gone]
+        for unit, key in stranded:
+            selection.decisions.extend(drop_decisions(
+                unit, f"budget: the reasoning its tool loop opened with ({key}) did not fit, "
+                      "and the provider refuses the loop without it"))
 
 
 def _shrink_or_drop(g: Gathered, selection: Selection, unit: Unit, excess: int, query: str,

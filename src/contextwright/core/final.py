@@ -138,16 +138,29 @@ class FinalContext:
     def _chat_tokens(self) -> int:
         return self.total_tokens if self.target == "chat" else self.recount()
 
-    def to_messages(self, fmt: Format = "openai") -> list[dict[str, Any]]:
+    def to_messages(self, fmt: Format = "openai", *, reasoning: bool = False
+                    ) -> list[dict[str, Any]]:
         """Messages in ``fmt``.
 
         Anthropic and Responses messages come without the system prompt, which their requests
-        carry apart: see ``to_request``.
+        carry apart: see ``to_request``. ``reasoning`` (``openai`` only): assistant messages
+        of the open tool loop keep their reasoning as ``thinking_blocks``, the chat dicts that
+        ``chat_messages``, ``to_langchain`` and LiteLLM read, for a framework whose model may
+        be Anthropic's (the OpenAI API itself refuses the field).
         """
         if fmt == "text":
             raise ValueError("use to_text() for the text format")
+        if reasoning and fmt != "openai":
+            raise ValueError("reasoning=True is for the openai chat dicts")
         body = self._render(fmt, self._any_max_tokens()).body
-        return body["input"] if fmt == "openai-responses" else body["messages"]  # type: ignore[no-any-return]
+        if fmt == "openai-responses":
+            return body["input"]  # type: ignore[no-any-return]
+        messages: list[dict[str, Any]] = body["messages"]
+        if reasoning:  # one chat dict per message, in order
+            messages = [{**rendered, "thinking_blocks": [b.as_block() for b in kept.thinking]}
+                        if kept.thinking else rendered
+                        for rendered, kept in zip(messages, self.messages, strict=True)]
+        return messages
 
     def to_request(self, fmt: ProviderFormat = "openai", *, model: str | None = None,
                    max_tokens: int | None = None,

@@ -222,7 +222,8 @@ def with_content(message: Message, content: str) -> Message:
     """``message`` with other content (as rendered: fenced or labelled)."""
     return Message(role=message.role, content=content, tool_calls=message.tool_calls,
                    tool_call_id=message.tool_call_id, name=message.name, id=message.id,
-                   timestamp=message.timestamp, images=message.images)
+                   timestamp=message.timestamp, images=message.images,
+                   thinking=message.thinking)
 
 
 def gather_source(spec: SourceSpec, position: int, source: ContextSource, request: Request,

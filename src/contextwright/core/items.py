@@ -57,6 +57,36 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingBlock:
+    """The model's own reasoning that came with an assistant message, kept opaque.
+
+    Anthropic's extended thinking: a ``thinking`` block (its text and the ``signature`` that
+    authenticates it) or a ``redacted_thinking`` block (encrypted ``data``). In an agent loop
+    with thinking on, the Messages API refuses a request whose open tool loop lost the
+    thinking it opened with, and it checks the signature: a build sends the blocks as given,
+    never cut or changed.
+    """
+
+    type: Literal["thinking", "redacted_thinking"]
+    text: str = ""
+    """The reasoning (``thinking``); empty for ``redacted_thinking``."""
+    signature: str = ""
+    """Its signature (``thinking``), or the encrypted ``data`` (``redacted_thinking``)."""
+
+    def as_block(self) -> dict[str, str]:
+        """The block as the Messages API and the chat dicts' ``thinking_blocks`` hold it."""
+        if self.type == "thinking":
+            return {"type": "thinking", "thinking": self.text, "signature": self.signature}
+        return {"type": "redacted_thinking", "data": self.signature}
+
+
+NEEDS_REASONING: Final = "needs_reasoning"
+"""Metadata key of an assistant message in an open tool loop: the key of the item whose
+reasoning (``Message.thinking``) the loop opened with. The provider refuses the loop without
+it, so a build keeps the message only with that item (``core.builder``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """A chat message in provider-neutral form."""
 
@@ -77,6 +107,10 @@ class Message:
     images: tuple[ImagePart, ...] = ()
     """Images of a user or tool message, in order; they are shown after its text and are
     kept or dropped with the message, never cut."""
+    thinking: tuple[ThinkingBlock, ...] = ()
+    """The reasoning an assistant message came with (``thinking_blocks``), sent back only
+    while its tool loop is open (``sources.conversation``); kept or dropped with the message,
+    never cut."""
 
 
 IMAGE_ROLES = frozenset(("user", "tool"))
@@ -359,6 +393,7 @@ def _parse_message(raw: object, where: str) -> Message:
         _parse_tool_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls))
     if len(tool_calls) > 1:
         _check_unique_call_ids(tool_calls, where)
+    thinking = _thinking_blocks(raw.get("thinking_blocks"), role, f"{where}.thinking_blocks")
     return Message(
         role=cast(Role, role),
         content=content,
@@ -368,7 +403,45 @@ def _parse_message(raw: object, where: str) -> Message:
         id=message_id,
         timestamp=timestamp,
         images=images,
+        thinking=thinking,
     )
+
+
+def _thinking_blocks(value: object, role: object, where: str) -> tuple[ThinkingBlock, ...]:
+    """An assistant message's ``thinking_blocks``, each checked (``InvalidInputError``).
+
+    Anthropic ``thinking`` and ``redacted_thinking`` blocks, as LiteLLM's chat dicts carry them.
+    """
+    if value is None or (isinstance(value, list | tuple) and not value):
+        return ()
+    if role != "assistant":
+        raise InvalidInputError(f"{where} is only allowed on assistant messages")
+    if not isinstance(value, list | tuple):
+        raise InvalidInputError(f"{where} must be a list")
+    return tuple(_thinking_block(block, f"{where}[{i}]") for i, block in enumerate(value))
+
+
+def _thinking_block(block: object, where: str) -> ThinkingBlock:
+    if not isinstance(block, Mapping):
+        raise InvalidInputError(f"{where} must be an object")
+    kind = block.get("type")
+    if kind == "thinking":
+        return ThinkingBlock(type="thinking", text=check_text(block.get("thinking"),
+                                                              f"{where}.thinking"),
+                             signature=_nonblank(block.get("signature"), f"{where}.signature"))
+    if kind == "redacted_thinking":
+        return ThinkingBlock(type="redacted_thinking",
+                             signature=_nonblank(block.get("data"), f"{where}.data"))
+    raise InvalidInputError(f"{where}.type must be 'thinking' or 'redacted_thinking'")
+
+
+def _nonblank(value: object, where: str) -> str:
+    """A signature or encrypted data: text, not blank (the API checks it)."""
+    text = check_text(value, where)
+    if not text.strip():
+        raise InvalidInputError(f"{where} is empty: the provider checks it, so a block "
+                                "without it would be refused")
+    return text
 
 
 def _message_name(value: object, role: object, where: str) -> str | None:

@@ -380,7 +380,17 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     _tool_settings(body, schemas, settings, _openai_tool_choice)
     names = speaker_note(messages, lambda m: chat_speaker(m) is not None,
                          "Chat Completions takes a message name of 1 to 64 A-Z a-z 0-9 _ -")
-    return Rendered(body, renamed_note(ids) + images.notes() + names)
+    return Rendered(body, renamed_note(ids) + images.notes() + names
+                    + reasoning_note(messages, "Chat Completions"))
+
+
+def reasoning_note(messages: Sequence[Message], api: str) -> list[str]:
+    """The note of a format that cannot send back an assistant's reasoning, if any carries it."""
+    carrying = sum(1 for message in messages if message.thinking)
+    if not carrying:
+        return []
+    return [f"{carrying} assistant message(s) of the open tool loop carry reasoning "
+            f"(thinking blocks), which {api} has no place for: not sent"]
 
 
 def check_tool_name(name: str, where: str) -> None:
@@ -456,7 +466,9 @@ def openai_responses(system: str, messages: Sequence[Message],
     _tool_settings(body, schemas, settings, _responses_tool_choice)
     names = speaker_note(messages, lambda m: False,
                          "a Responses API message has no name field")
-    return Rendered(body, renamed_note(ids) + names)
+    return Rendered(body, renamed_note(ids) + names
+                    + reasoning_note(messages, "the Responses API (its reasoning items are "
+                                     "OpenAI's own)"))
 
 
 def _response_items(message: Message, ids: CallIds) -> list[dict[str, Any]]:
@@ -566,7 +578,7 @@ def anthropic_leaves_out(message: Message, document: bool) -> bool:
     user message is never left out (``shows_blank_user``).
     """
     return (anthropic_role(message, document) == "assistant" and not message.tool_calls
-            and is_blank(message.content))
+            and not message.thinking and is_blank(message.content))
 
 
 def shows_blank_user(message: Message, document: bool) -> bool:
@@ -638,10 +650,13 @@ def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
         else:
             blocks = _anthropic_blocks(message, labels[index] if index < len(labels) else None,
                                        document, native_tools, ids, images)
-        if index in points:
-            marked.append(blocks[-1])
+        if index in points and blocks[-1]["type"] not in _THINKING_TYPES:
+            marked.append(blocks[-1])  # a thinking block takes no breakpoint of its own
         if merged and merged[-1]["role"] == role:
-            merged[-1]["content"].extend(blocks)
+            # An assistant turn must open with its reasoning: merged, it goes first.
+            reasoning = [block for block in blocks if block["type"] in _THINKING_TYPES]
+            merged[-1]["content"][:0] = reasoning
+            merged[-1]["content"].extend(b for b in blocks if b["type"] not in _THINKING_TYPES)
         else:
             merged.append({"role": role, "content": blocks})
     if left_out:
@@ -674,6 +689,8 @@ def _add_breakpoints(body: dict[str, Any], merged: list[dict[str, Any]],
                            "cache_control": dict(CACHE_CONTROL)}]
 
 
+_THINKING_TYPES = frozenset(("thinking", "redacted_thinking"))
+
 _OVER_5_MB = "the Messages API takes images up to 5 MB of base64 data"
 _SEARCH_RESULT_IMAGES = ("without tools, tool results are search_result blocks, which carry "
                          "text only")
@@ -688,7 +705,8 @@ def _anthropic_blocks(message: Message, source_label: str | None, document: bool
         return [_search_result(source_label or "document", message.content)]
     if message.images:
         return _anthropic_content(message, images)
-    blocks: list[dict[str, Any]] = []
+    # The reasoning opens the message, sent as given: the API checks its signature.
+    blocks: list[dict[str, Any]] = [block.as_block() for block in message.thinking]
     if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:

@@ -103,7 +103,8 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         system = request.system_message.text if request.system_message is not None else None
         context = self.shaper.build(self._chats(request.messages), system=system,
                                     tools=[schema for schema in schemas if schema is not None])
-        system_text, rest = system_and_rest(context.to_messages("openai"))
+        # With their reasoning: the loop's thinking goes back to a ChatAnthropic model.
+        system_text, rest = system_and_rest(context.to_messages("openai", reasoning=True))
         kept = kept_tool_names(context)
         tools = [tool for tool, schema in zip(request.tools, schemas, strict=True)
                  if schema is None or schema["function"]["name"] in kept]

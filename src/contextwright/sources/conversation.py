@@ -16,7 +16,7 @@ relevant to the input are interleaved into the newest-first stream (see ``recall
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -34,6 +34,7 @@ from contextwright.core.caches import BoundedCache, memoized, register_cache, te
 from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.folding import shape
 from contextwright.core.items import (
+    NEEDS_REASONING,
     ContextItem,
     Layer,
     Message,
@@ -203,7 +204,8 @@ def _without_copies_of(prompt: str, items: Iterator[ContextItem]) -> Iterator[Co
 
 def _with_content(message: Message, content: str) -> Message:
     return Message(role=message.role, content=content, tool_calls=message.tool_calls,
-                   id=message.id, timestamp=message.timestamp, images=message.images)
+                   id=message.id, timestamp=message.timestamp, images=message.images,
+                   thinking=message.thinking)
 
 
 def _with_name(result: Message, name: str | None) -> Message:
@@ -213,14 +215,21 @@ def _with_name(result: Message, name: str | None) -> Message:
 
 def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
                 options: Mapping[str, Any], options_key: str,
-                retention: Retention | None = None) -> list[ContextItem]:
+                retention: Retention | None = None,
+                reasoning: Sequence[int] | None = None) -> list[ContextItem]:
     """Context items of one block, in render order, sharing one group.
 
     Items are remembered per (message object, position, options, tier): a history is re-read on
     every turn and its old messages yield the very same items, so later steps can reuse their
     work. ``retention`` gives the tiers of the block's tool results (None: all whole).
+    ``reasoning``: the block is in an open tool loop, whose assistant messages at these
+    positions came with reasoning (``open_loop_reasoning``); they keep it, and the block's
+    assistant message names the message whose reasoning its loop needs (None or empty:
+    reasoning is left out, and reported).
     """
-    if len(block.messages) == 1:  # the common case: one plain message, usually remembered
+    keep_thinking = bool(reasoning)
+    needs = _reasoning_before(reasoning, block.start) if reasoning else None
+    if len(block.messages) == 1 and not keep_thinking:  # the common case
         message = block.messages[0]
         cached = _ITEMS.get((id(message), block.start, namespace, ""))
         if cached is not None and cached[0] is message:
@@ -237,7 +246,8 @@ def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
             "full", "")
         # Only a tool result is shown as the options say: any other message's item is the same
         # whatever they are, so every plan and every cut's tiers share it (and its rendering).
-        shaped_by = ("" if message.role != "tool" else options_key if tier == "full"
+        shaped_by = (f"thinking|{needs}" if keep_thinking and message.role == "assistant"
+                     else "" if message.role != "tool" else options_key if tier == "full"
                      else f"{options_key}|{tier}|{why}")
         cache_key = (id(message), index, namespace, shaped_by)
         cached = _ITEMS.get(cache_key) or _ITEMS.revive(cache_key)
@@ -245,7 +255,13 @@ def block_items(block: Block, namespace: str, layer: Layer, rounds: bool,
             items.append(cached[1])
             continue
         item = _item(message, f"{namespace}.m{index}", layer, f"b{block.start}",
-                     (message.role == "user") if rounds else None, index, options, tier, why)
+                     (message.role == "user") if rounds else None, index, options, tier, why,
+                     keep_thinking)
+        if needs is not None and message.role == "assistant":
+            # The provider refuses this call if the reasoning its loop opened with is not
+            # sent: the builder keeps the two together (``core.builder``).
+            item = replace(item, metadata={**item.metadata,
+                                           NEEDS_REASONING: f"{namespace}.m{needs}"})
         _ITEMS.put(cache_key, (message, item))
         items.append(item)
     return items
@@ -308,14 +324,21 @@ def options_key(options: Mapping[str, Any]) -> str:
 
 def _item(message: Message, key: str, layer: Layer, group: str, round_start: bool | None,
           order: float, options: Mapping[str, Any], tier: Tier = "full",
-          why: str = "") -> ContextItem:
+          why: str = "", keep_thinking: bool = False) -> ContextItem:
     metadata: dict[str, Any] = {"message_id": message.id, "timestamp": message.timestamp}
     if message.role != "tool":
+        raw = None
+        if message.thinking and not keep_thinking:
+            metadata["compaction"] = (
+                f"its reasoning ({len(message.thinking)} thinking block(s)) is not sent: a "
+                "provider takes an assistant's reasoning back only while its tool loop is open")
+            raw, message = message.content, replace(message, thinking=())
         if looks_recalled(message.content):  # only a recalled turn may look recalled
             message = _with_content(message, "\\" + message.content)
         return ContextItem(key=key, message=message, layer=layer, group=group,
-                           round_start=round_start, order=order,
-                           truncatable=not message.tool_calls, metadata=metadata)
+                           round_start=round_start, order=order, raw=raw,
+                           truncatable=not message.tool_calls and not message.thinking,
+                           metadata=metadata)
     shown_text = None
     if message.content != MISSING_RESULT:
         shown_text = _shown_result(message, options, tier)
@@ -455,6 +478,8 @@ class HistorySource:
         tiers = ToolTiers.from_options(options)
         rounds_done = calls_seen = 0
         anchor = _tier_anchor(options)
+        open_from = open_loop_start(request.history)
+        reasoning = open_loop_reasoning(request.history, open_from)
         for block in read_blocks_backward(request.history, "history"):
             if max_rounds is not None and rounds_done >= max_rounds:
                 return
@@ -463,7 +488,7 @@ class HistorySource:
                 retention = Retention(tiers, calls_seen, request.history)
                 calls_seen += 1
             yield from block_items(block, "history", Layer.HISTORY, True, options, key,
-                                   retention)
+                                   retention, reasoning if block.start >= open_from else None)
             if block.messages[0].role == "user":
                 rounds_done += 1
 
@@ -580,12 +605,45 @@ def _recent_blocks(request: Request, options: Mapping[str, Any]
     tiers = ToolTiers.from_options(options)
     anchor = _tier_anchor(options)
     calls_seen = 0
+    open_from = open_loop_start(request.history)
+    reasoning = open_loop_reasoning(request.history, open_from)
     for block in read_blocks_backward(request.history, "history"):
         retention = None
         if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
             retention = Retention(tiers, calls_seen, request.history)
             calls_seen += 1
-        yield block, block_items(block, "history", Layer.HISTORY, True, options, key, retention)
+        yield block, block_items(block, "history", Layer.HISTORY, True, options, key, retention,
+                                 reasoning if block.start >= open_from else None)
+
+
+def open_loop_reasoning(messages: Sequence[Mapping[str, Any]], start: int) -> list[int]:
+    """Positions from ``start`` on of the assistant messages that came with reasoning."""
+    return [position for position in range(start, len(messages))
+            if isinstance(raw := messages[position], Mapping)
+            and raw.get("role") == "assistant" and raw.get("thinking_blocks")]
+
+
+def _reasoning_before(positions: Sequence[int], start: int) -> int | None:
+    """The last of ``positions`` at or before ``start`` (None: none)."""
+    at = bisect_right(positions, start) - 1
+    return positions[at] if at >= 0 else None
+
+
+def open_loop_start(history: Sequence[Mapping[str, Any]]) -> int:
+    """Where the history's open tool loop starts (its length when there is none).
+
+    A history that ends with a tool result ends in a loop the assistant has not answered yet:
+    the messages after its last user message. The provider takes their reasoning back
+    (``Message.thinking``); an answered turn's it does not.
+    """
+    end = len(history)
+    if not end or not isinstance(history[-1], Mapping) or history[-1].get("role") != "tool":
+        return end
+    for position in range(end - 1, -1, -1):
+        raw = history[position]
+        if isinstance(raw, Mapping) and raw.get("role") == "user":
+            return position + 1
+    return 0
 
 
 def recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
@@ -691,13 +749,14 @@ class ToolResultSource:
         tiers = ToolTiers.from_options(options)
         anchor = _tier_anchor(options)
         calls_seen = 0
+        reasoning = open_loop_reasoning(request.turn, 0)
         for block in read_blocks_backward(request.turn, "turn"):
             retention = None
             if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
                 retention = Retention(tiers, calls_seen, ())
                 calls_seen += 1
             yield from block_items(block, "tool_results", Layer.EVIDENCE, False, options, key,
-                                   retention)
+                                   retention, reasoning)
 
     def digest(self, request: Request, options: Mapping[str, Any],
                kept: Sequence[ContextItem], max_tokens: int,
