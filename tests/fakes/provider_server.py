@@ -302,10 +302,11 @@ def _check_thinking(body: dict[str, Any], messages: list[dict[str, Any]]) -> Non
                 raise Rejected(f"messages.{index}: thinking blocks must come first in the "
                                "assistant message")
     settings = body.get("thinking")
-    if not isinstance(settings, dict) or settings.get("type") != "enabled":
-        return
+    if not isinstance(settings, dict) or settings.get("type") not in ("enabled", "adaptive"):
+        return  # off (adaptive: the newer models decide how much to think, on the same rules)
     budget = settings.get("budget_tokens")
-    if not isinstance(budget, int) or budget < 1024 or budget >= body["max_tokens"]:
+    if settings["type"] == "enabled" and (not isinstance(budget, int) or budget < 1024
+                                          or budget >= body["max_tokens"]):
         raise Rejected("thinking.budget_tokens: must be >= 1024 and less than max_tokens")
     opened = max((i for i, m in enumerate(messages) if m["role"] == "user" and any(
         b["type"] != "tool_result" for b in _blocks(m, i))), default=-1)

@@ -384,3 +384,28 @@ def test_a_tools_failure_reaches_the_model_whole_and_marked() -> None:
     assert "Tool result (get_booking)" not in sent
     chat = from_pydantic_ai([ModelRequest(parts=[kept])])[0]
     assert chat["content"] == f"(tool error) {kept.content}"
+
+
+def test_an_anthropic_tool_loop_with_thinking_goes_through() -> None:
+    # With extended thinking on, the Messages API refuses the loop's next request without the
+    # thinking block it opened with; the local server enforces that rule.
+    from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    from fakes.scripted_anthropic import ScriptedAnthropic
+
+    thinking = {"type": "thinking", "thinking": "Look KST7 up first.", "signature": "EqQBsig"}
+    script = [[thinking, {"type": "tool_use", "id": "toolu_1", "name": "get_booking",
+                          "input": {"code": "KST7"}}],
+              [{"type": "text", "text": "Seat 12C."}]]
+    with ScriptedAnthropic(script) as server:
+        model = AnthropicModel("claude-sonnet-5-5", provider=AnthropicProvider(
+            base_url=server.origin, api_key="test-key"))
+        settings = AnthropicModelSettings(max_tokens=4096,
+                                          anthropic_thinking={"type": "adaptive"})
+        result = run(agent_with(model, ContextwrightHistory()), "Is KST7 confirmed?",
+                     model_settings=settings)
+    assert [r.status for r in server.received] == [200, 200], server.received[-1].error
+    assistant = [m for m in server.received[1].body["messages"] if m["role"] == "assistant"]
+    assert assistant[-1]["content"][0] == thinking
+    assert result.output == "Seat 12C."

@@ -142,7 +142,8 @@ def _chats_with_tool_images(context: FinalContext) -> list[Chat]:
     images as placeholders; a Pydantic AI tool return carries files, and its model sends them
     the way its provider takes them.
     """
-    chats = context.to_messages("openai")  # one dict per message of the build, in order
+    # One dict per message of the build, in order, with the open loop's reasoning.
+    chats = context.to_messages("openai", reasoning=True)
     for chat, message in zip(chats, context.messages, strict=True):
         if message.role == "tool" and message.images:
             chat["content"] = [openai_image(segment) if isinstance(segment, ImagePart)
@@ -194,7 +195,12 @@ def _fingerprint(message: ModelMessage) -> tuple[Any, ...]:
 
 
 def from_pydantic_ai(messages: Sequence[ModelMessage]) -> list[Chat]:
-    """OpenAI chat dicts for Pydantic AI messages (thinking is the model's own and left out)."""
+    """OpenAI chat dicts for Pydantic AI messages.
+
+    Anthropic's signed thinking (a ``ThinkingPart`` with a signature, from an Anthropic model)
+    becomes the message's ``thinking_blocks``, which a build sends back while its tool loop is
+    open; other thinking is the model's own and left out.
+    """
     chats: list[Chat] = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
@@ -337,16 +343,20 @@ def _response(message: ModelResponse, where: str) -> list[Chat]:
     """The response as one assistant message; none when it held only native tool parts."""
     texts: list[str] = []
     calls: list[Chat] = []
+    thinking: list[Chat] = []
     native = 0
     for number, part in enumerate(message.parts):
         if isinstance(part, TextPart):
             texts.append(part.content)
+        elif isinstance(part, ThinkingPart):
+            if part.signature and part.provider_name == ANTHROPIC:
+                thinking.append(_thinking_block(part))
         elif isinstance(part, ToolCallPart):
             calls.append({"id": part.tool_call_id, "type": "function", "function": {
                 "name": part.tool_name, "arguments": part.args_as_json_str()}})
         elif isinstance(part, _NATIVE_TOOL_PARTS):
             native += 1
-        elif not isinstance(part, ThinkingPart):
+        else:
             raise InvalidInputError(f"{where}.parts[{number}] is a {type(part).__name__}, "
                                     "which contextwright cannot carry")
     if native and native == len(message.parts):
@@ -354,7 +364,30 @@ def _response(message: ModelResponse, where: str) -> list[Chat]:
     chat: Chat = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
         chat["tool_calls"] = calls
+    if thinking:
+        chat["thinking_blocks"] = thinking
     return [chat]
+
+
+ANTHROPIC = "anthropic"
+"""The ``provider_name`` of Anthropic's parts, whose signed thinking the API takes back."""
+_REDACTED = "redacted_thinking"
+"""The ``ThinkingPart.id`` of Anthropic's redacted thinking (its data is the signature)."""
+
+
+def _thinking_block(part: ThinkingPart) -> Chat:
+    if part.id == _REDACTED:
+        return {"type": "redacted_thinking", "data": part.signature}
+    return {"type": "thinking", "thinking": part.content, "signature": part.signature}
+
+
+def _thinking_part(block: Mapping[str, Any]) -> ThinkingPart:
+    """The ``ThinkingPart`` an Anthropic model sends back as ``block``."""
+    if block.get("type") == "redacted_thinking":
+        return ThinkingPart(content="", id=_REDACTED, signature=block.get("data"),
+                            provider_name=ANTHROPIC)
+    return ThinkingPart(content=str(block.get("thinking") or ""),
+                        signature=block.get("signature"), provider_name=ANTHROPIC)
 
 
 def to_pydantic_ai(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
@@ -420,7 +453,8 @@ def _pydantic_image(image: ImagePart) -> ImageUrl | BinaryContent:
 
 
 def _to_response(message: Mapping[str, Any], names: dict[str, str]) -> ModelResponse:
-    response_parts: list[TextPart | ToolCallPart] = []
+    response_parts: list[TextPart | ToolCallPart | ThinkingPart] = [
+        _thinking_part(block) for block in message.get("thinking_blocks") or ()]
     if message.get("content"):
         response_parts.append(TextPart(content=message["content"]))
     for call in message.get("tool_calls") or ():
