@@ -34,6 +34,39 @@ def test_a_claude_model_counts_are_marked_estimated_and_its_request_names_it() -
     assert ctx.to_request("anthropic", model="other")["model"] == "other"
 
 
+@pytest.mark.parametrize(("model", "window", "max_output"), [
+    ("claude-opus-4-5-20251101", 200_000, 64_000), ("claude-sonnet-4-6", 1_000_000, 128_000),
+    ("claude-sonnet-5-5", 1_000_000, 128_000), ("claude-fable-5-2", 1_000_000, 128_000),
+    ("gpt-5.2", 400_000, 128_000), ("gpt-5.5", 1_000_000, 128_000)])
+def test_current_models_have_their_published_limits(model: str, window: int,
+                                                    max_output: int) -> None:
+    profile = model_profile(model)
+    assert (profile.window, profile.max_output) == (window, max_output)
+    ctx = ContextBuilder(model=model).build(BuildPlan.named("simple_qa"), REQUEST)
+    assert ctx.available == int(window * 0.75) - 4096
+
+
+def test_claude_5_counts_scale_the_estimate_for_its_finer_tokenizer() -> None:
+    # Anthropic: the tokenizer from Sonnet 5 on makes about 30% more tokens of the same text.
+    text = "Refunds are issued within 15 days of delivery. 退款在交付后 15 天内办理。" * 40
+    base = get_tokenizer("o200k_base")
+    newer = ContextBuilder(model="claude-sonnet-5").tokenizer
+    assert not newer.exact and newer.count(text) >= 1.3 * base.count(text)
+    assert ContextBuilder(model="claude-sonnet-4-5").tokenizer.count(text) == base.count(text)
+    cut = newer.truncate(text, 100)
+    assert newer.count(cut) <= 100 and base.count(cut) <= 77
+    plan = BuildPlan.named("chat").with_budget(available_override=900)
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": text[:300]}
+               for i in range(30)]
+    ctx = ContextBuilder(model="claude-sonnet-5").build(
+        plan, Request(user_input="When are refunds issued?", history=history))
+    assert ctx.total_tokens <= 900 and not ctx.report.exact_tokens
+    with pytest.raises(PlanError, match="estimate_scale"):
+        from contextwright.models import EstimatedTokenizer
+
+        EstimatedTokenizer(base, "m", scale=0)
+
+
 def test_window_and_reserved_output_override_the_profile_and_are_checked() -> None:
     ctx = ContextBuilder(model="gpt-4o", window=16_000, reserved_output=1000).build(
         BuildPlan.named("simple_qa"), REQUEST)

@@ -1,7 +1,8 @@
 """Model profiles: the tokenizer, context window and output reserve of a named model.
 
 ``ContextBuilder(model="gpt-4o")`` looks its model up here. The table holds the models' published
-limits (provider documentation, 2025); a dated name (``gpt-4o-2024-08-06``,
+limits (provider documentation, 2025 and 2026: Claude up to the 5.x family, GPT up to 5.5); a
+dated name (``gpt-4o-2024-08-06``,
 ``claude-sonnet-4-5-20250929``) or ``-latest`` matches its family. Add or override a
 model with ``register_model``. No maintained package ships these limits offline without pulling
 in a whole provider router, so the table is small and kept here.
@@ -18,6 +19,7 @@ and o4-mini by 32-pixel patches times a multiplier, Claude by ``width * height /
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -62,6 +64,9 @@ class ModelProfile:
     images: ImageTokenRule = DEFAULT_IMAGES
     """How the model counts an image (default: the larger of GPT-4o's and Claude's counts,
     marked estimated)."""
+    estimate_scale: float = 1.0
+    """With an estimated tokenizer: the model's count of a text as a multiple of the stand-in's
+    (counts are rounded up, truncation keeps that much less)."""
 
 
 _PROFILES: dict[str, ModelProfile] = {}
@@ -98,22 +103,30 @@ def model_profile(name: str) -> ModelProfile:
 class EstimatedTokenizer:
     """Another model's tokenizer standing in for one that is not published.
 
-    Its counts are estimates, and say so (``exact`` is False).
+    Its counts are estimates, and say so (``exact`` is False). ``scale``: how many of the
+    model's tokens one of the stand-in's makes, on average (a model whose tokenizer splits text
+    finer counts more).
     """
 
     exact = False
 
-    def __init__(self, inner: CountingTokenizer, model: str) -> None:
+    def __init__(self, inner: CountingTokenizer, model: str, scale: float = 1.0) -> None:
+        if not (math.isfinite(scale) and scale > 0):
+            raise PlanError(f"model {model}: estimate_scale must be a positive number")
         self._inner = inner
-        self.name = f"{inner.name}~{model}"
+        self._scale = scale
+        self.name = f"{inner.name}~{model}" if scale == 1.0 else f"{inner.name}*{scale}~{model}"
 
     def count(self, text: str) -> int:
-        """The stand-in's count."""
-        return self._inner.count(text)
+        """The stand-in's count, scaled and rounded up."""
+        counted = self._inner.count(text)
+        return counted if self._scale == 1.0 else math.ceil(counted * self._scale)
 
     def truncate(self, text: str, max_tokens: int) -> str:
-        """The stand-in's cut."""
-        return self._inner.truncate(text, max_tokens)
+        """The stand-in's cut, at what ``max_tokens`` of the model's make of its tokens."""
+        if self._scale == 1.0:
+            return self._inner.truncate(text, max_tokens)
+        return self._inner.truncate(text, int(max_tokens / self._scale))
 
 
 _TOKENIZERS: dict[str, CountingTokenizer] = {}
@@ -126,19 +139,27 @@ def profile_tokenizer(profile: ModelProfile) -> CountingTokenizer:
     if found is None:
         inner = get_tokenizer(profile.tokenizer)
         found = inner if profile.exact else CountingTokenizer(
-            EstimatedTokenizer(inner, profile.name))
+            EstimatedTokenizer(inner, profile.name, profile.estimate_scale))
         with _LOCK:
             found = _TOKENIZERS.setdefault(profile.name, found)
     return found
 
 
 def _known(name: str, provider: str, window: int, max_output: int,
-           images: ImageTokenRule, tokenizer: str = "o200k_base") -> None:
+           images: ImageTokenRule, tokenizer: str = "o200k_base", exact: bool | None = None,
+           estimate_scale: float = 1.0) -> None:
     """A shipped profile: OpenAI's tokenizers are exact, Claude's counts are estimates."""
     register_model(ModelProfile(name=name, provider=provider, tokenizer=tokenizer,
-                                exact=provider == "openai", window=window,
-                                max_output=max_output, default_output=min(4096, max_output),
-                                images=images))
+                                exact=provider == "openai" if exact is None else exact,
+                                window=window, max_output=max_output,
+                                default_output=min(4096, max_output), images=images,
+                                estimate_scale=estimate_scale))
+
+
+CLAUDE_5_TOKENS = 1.3
+"""Claude's models from Sonnet 5 on use a new tokenizer that, Anthropic says, makes about 30%
+more tokens of the same text than the one before: their ``o200k_base`` estimates are scaled by
+it (rounded up), so a budget in their tokens is not overrun by that much."""
 
 
 _known("gpt-4o", "openai", 128_000, 16_384, GPT_4O_IMAGES)
@@ -158,6 +179,17 @@ for _claude in ("claude-sonnet-4-5", "claude-sonnet-4", "claude-haiku-4-5", "cla
 _known("claude-opus-4-1", "anthropic", 200_000, 32_000, ANTHROPIC_IMAGES)
 _known("claude-opus-4", "anthropic", 200_000, 32_000, ANTHROPIC_IMAGES)
 _known("claude-3-5-haiku", "anthropic", 200_000, 8_192, ANTHROPIC_IMAGES)
+_known("claude-opus-4-5", "anthropic", 200_000, 64_000, ANTHROPIC_IMAGES)
+for _claude in ("claude-sonnet-4-6", "claude-opus-4-6", "claude-opus-4-7", "claude-opus-4-8"):
+    _known(_claude, "anthropic", 1_000_000, 128_000, ANTHROPIC_IMAGES)
+for _claude in ("claude-sonnet-5", "claude-sonnet-5-5", "claude-opus-5", "claude-opus-5-5",
+                "claude-haiku-5-5", "claude-fable-5", "claude-fable-5-1", "claude-fable-5-2"):
+    _known(_claude, "anthropic", 1_000_000, 128_000, ANTHROPIC_IMAGES,
+           estimate_scale=CLAUDE_5_TOKENS)
+for _gpt in ("gpt-5.1", "gpt-5.2"):
+    _known(_gpt, "openai", 400_000, 128_000, GPT_5_IMAGES)
+# GPT-5.5's tokenizer is not published as o200k_base's successor or not: estimated.
+_known("gpt-5.5", "openai", 1_000_000, 128_000, GPT_5_IMAGES, exact=False)
 
 
 register_cache("models.tokenizers", _TOKENIZERS)
