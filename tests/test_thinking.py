@@ -13,11 +13,13 @@ from typing import Any
 
 import anthropic
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextwright import BuildPlan, ContextBuilder, Request, chat_messages
 from contextwright.convert import to_langchain
-from contextwright.errors import InvalidInputError
-from fakes.provider_server import ProviderServer
+from contextwright.errors import BudgetError, InvalidInputError
+from fakes.provider_server import ProviderServer, check_messages
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather of a city.",
@@ -226,3 +228,38 @@ def test_a_managed_session_sends_the_stored_loop_reasoning_back(
 
         with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.integers(1, 6), thinking_at=st.sets(st.integers(0, 5), min_size=1),
+       budget=st.integers(120, 2500), stable=st.booleans(),
+       result_words=st.integers(1, 80), plan=st.sampled_from(["tool_heavy", "chat"]))
+def test_no_build_sends_a_loop_without_its_reasoning(
+        calls: int, thinking_at: set[int], budget: int, stable: bool, result_words: int,
+        plan: str) -> None:
+    """Any loop, any budget, fresh or continuing the last call's layout: the Messages API
+    takes the request with thinking on (``check_messages`` holds its rules)."""
+    opener = min(thinking_at)
+    turn: list[dict[str, Any]] = []
+    for index in range(opener, opener + calls):
+        reasoning = ([{"type": "thinking", "thinking": f"Step {index}.",
+                       "signature": f"c2ln{index}"}] if index in thinking_at else None)
+        turn += [call(f"toolu_{index}", f"City{index}", reasoning),
+                 result(f"toolu_{index}", "report " + "dry " * result_words)]
+    builder = ContextBuilder(model="claude-sonnet-5-5")
+    selected = BuildPlan.named(plan).with_budget(available_override=budget)
+    previous = None
+    for end in range(2, len(turn) + 1, 2):  # the loop grows call by call, as an agent runs
+        request = Request(user_input="Compare them.", system="Agent.", tools=[WEATHER],
+                          history=HISTORY, turn=turn[:end])
+        try:
+            ctx = builder.build(selected, request, previous=previous, cache=stable or None)
+        except BudgetError:
+            return
+        previous = ctx if stable else None
+        body = ctx.to_request("anthropic")
+        check_messages({**body, "max_tokens": 4096, "thinking": {"type": "adaptive"}})
+        shown = [m for m in body["messages"] if m["role"] == "assistant"
+                 and any(b["type"] == "tool_use" for b in m["content"])]
+        if shown:  # the loop as shown opens with the reasoning of its first kept call
+            assert shown[0]["content"][0]["type"] == "thinking"
