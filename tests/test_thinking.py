@@ -263,3 +263,24 @@ def test_no_build_sends_a_loop_without_its_reasoning(
                  and any(b["type"] == "tool_use" for b in m["content"])]
         if shown:  # the loop as shown opens with the reasoning of its first kept call
             assert shown[0]["content"][0]["type"] == "thinking"
+
+
+def test_a_snapshot_shows_the_reasoning_sent_and_what_it_cost() -> None:
+    from contextwright.observe.replay import snapshot_of
+
+    request = Request(user_input="Compare the weather in these cities.", system="Agent.",
+                      tools=[WEATHER], history=HISTORY, turn=agent_turn(2))
+    plain = snapshot_of(BuildPlan.named("tool_heavy"), request)
+    [sent] = [m for m in plain.messages if "thinking" in m]
+    [block] = sent["thinking"]
+    assert block["text"] == OPENING["thinking"] and block["type"] == "thinking"
+    assert block["signature_chars"] == len(OPENING["signature"])
+    assert sent["tokens"] > block["tokens"] > 0
+    assert sum(m["tokens"] for m in plain.messages) > sum(
+        m["tokens"] for m in snapshot_of(BuildPlan.named("tool_heavy"), Request(
+            user_input=request.user_input, system="Agent.", tools=[WEATHER], history=HISTORY,
+            turn=[{k: v for k, v in m.items() if k != "thinking_blocks"}
+                  for m in agent_turn(2)])).messages)
+    redacted = snapshot_of(BuildPlan.named("tool_heavy"), request, redact=True)
+    assert OPENING["thinking"] not in redacted.to_json()
+    assert OPENING["signature"] not in json.dumps(plain.messages)

@@ -31,7 +31,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
-from contextwright.core.accounting import call_tokens, image_tokens, schema_tokens
+from contextwright.core.accounting import (
+    THINKING_OVERHEAD,
+    call_tokens,
+    image_tokens,
+    schema_tokens,
+    thinking_tokens,
+)
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.covering import covering
 from contextwright.core.fence import (
@@ -584,19 +590,29 @@ def _message_data(message: Message, section: str, label: str | None, document: b
             for call in message.tool_calls]
     if message.images:  # what each image is, never its data (a snapshot stays small)
         data["images"] = [_image_data(image, hasher is not None) for image in message.images]
+    if message.thinking:  # the reasoning sent back, and what it cost; never its signature
+        data["thinking"] = [
+            {"type": block.type, "tokens": ctx.tokenizer.count(block.text)
+             + ctx.tokenizer.count(block.signature) + THINKING_OVERHEAD,
+             "text": hasher.text(block.text) if hasher is not None else block.text,
+             "signature_chars": len(block.signature)}
+            for block in message.thinking]
     return data
 
 
 def _own_tokens(message: Message, ctx: FinalContext) -> int:
     """What a message costs beyond the framing every message has.
 
-    Its text, its tool calls (an assistant's calls may be all it says) and its images.
+    Its text, its tool calls (an assistant's calls may be all it says), its images and the
+    reasoning it sends back.
     """
     tokens = ctx.tokenizer.count(message.content)
     if message.tool_calls:
         tokens += call_tokens(message, ctx.tokenizer)
     if message.images:
         tokens += image_tokens(message.images, ctx.image_rule).tokens
+    if message.thinking:
+        tokens += thinking_tokens(message, ctx.tokenizer)
     return tokens
 
 
