@@ -486,6 +486,11 @@ class ProviderServer(LocalJSONServer):
 
     def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Answer:
         """A minimal valid reply, or 400 naming the rule the request breaks."""
+        refused = self.refusal(path, body)
+        return refused if refused is not None else json_answer(200, reply_for(path, body))
+
+    def refusal(self, path: str, body: dict[str, Any]) -> Answer | None:
+        """The API's answer to a request it refuses (404, 400), else None; recorded either way."""
         check = CHECKS.get(path)
         if check is None:
             return json_answer(404, {"error": {"message": f"no route {path}"}})
@@ -497,7 +502,7 @@ class ProviderServer(LocalJSONServer):
             return json_answer(400, {"type": "error", "error": {
                 "type": "invalid_request_error", "message": message}})
         self._record(Received(path, body, 200, None))
-        return json_answer(200, reply_for(path, body))
+        return None
 
     def _record(self, received: Received) -> None:
         with self._lock:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fakes.json_server import Answer, json_answer
-from fakes.provider_server import ProviderServer, Received, Rejected, check_messages
+from fakes.provider_server import ProviderServer
 
 
 class ScriptedAnthropic(ProviderServer):
@@ -27,14 +27,9 @@ class ScriptedAnthropic(ProviderServer):
         """The next scripted reply, or 400 naming the rule the request breaks."""
         if path != "/v1/messages":
             return json_answer(404, {"error": {"message": f"no route {path}"}})
-        try:
-            check_messages(body)
-        except (Rejected, KeyError, TypeError, ValueError, AttributeError) as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            self._record(Received(path, body, 400, message))
-            return json_answer(400, {"type": "error", "error": {
-                "type": "invalid_request_error", "message": message}})
-        self._record(Received(path, body, 200, None))
+        refused = self.refusal(path, body)
+        if refused is not None:
+            return refused
         content = self.replies.pop(0) if self.replies else [{"type": "text", "text": "ok"}]
         calls = any(block["type"] == "tool_use" for block in content)
         return json_answer(200, {
