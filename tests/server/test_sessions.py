@@ -268,3 +268,27 @@ def test_dot_ids_reach_their_own_session_through_the_clients(
             assert view is not None and view.message_count == 1
 
     asyncio.run(through_the_async_client())
+
+
+def test_a_tool_loops_reasoning_goes_through_the_service_and_back(
+        tmp_path: object, serve_app: Callable[..., Running]) -> None:
+    # Anthropic refuses the loop's next call without the thinking block it opened with: the
+    # service stores it with the answer and sends it back in the continued request.
+    from anthropic.types import Message
+
+    thinking = {"type": "thinking", "thinking": "Paris first.", "signature": "c2lnbmF0dXJl"}
+    reply = Message.model_validate({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5",
+        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
+        "content": [thinking, {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                               "input": {"city": "Paris"}}]})
+    running = serve_app("sqlite:///" + str(tmp_path) + "/s.db")
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        client.prepare("u", "s", "What is the weather in Paris?", tools=[WEATHER_TOOL])
+        client.record("u", "s", assistant=reply, tool_results=[
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                          "content": "18 °C, clear"}]}])
+        body = client.prepare("u", "s", None, tools=[WEATHER_TOOL], format="anthropic",
+                              model="claude-sonnet-5-5").to_request("anthropic")
+    calling = [m for m in body["messages"] if m["role"] == "assistant"]
+    assert calling[0]["content"][0] == thinking
