@@ -284,3 +284,16 @@ def test_a_snapshot_shows_the_reasoning_sent_and_what_it_cost() -> None:
     redacted = snapshot_of(BuildPlan.named("tool_heavy"), request, redact=True)
     assert OPENING["thinking"] not in redacted.to_json()
     assert OPENING["signature"] not in json.dumps(plain.messages)
+
+
+def test_the_html_report_shows_the_reasoning_a_message_sent() -> None:
+    from contextwright.observe.html import render_html
+    from contextwright.observe.replay import snapshot_of
+
+    request = Request(user_input="Compare the weather in these cities.", system="Agent.",
+                      tools=[WEATHER], history=HISTORY, turn=agent_turn(2))
+    page = render_html(snapshot_of(BuildPlan.named("tool_heavy"), request))
+    assert '<div class="thinking">thinking (' in page and OPENING["thinking"] in page
+    assert OPENING["signature"] not in page
+    redacted = render_html(snapshot_of(BuildPlan.named("tool_heavy"), request, redact=True))
+    assert '<div class="thinking">' in redacted and OPENING["thinking"] not in redacted

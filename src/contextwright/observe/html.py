@@ -172,7 +172,11 @@ def _messages(s: Snapshot, fence_secret: str | bytes | None) -> str:
         calls = "".join(
             f'<div class="tool-call">call {_e(c.get("name"))}({_content(c.get("arguments"))})'
             f' id {_e(c.get("id"))}</div>' for c in m.get("tool_calls", ()))
-        items.append(f'<li class="{classes}" data-index="{index}">{"".join(tags)}'
+        # The reasoning sent back opens the message, as the provider receives it.
+        thinking = "".join(
+            f'<div class="thinking">{_e(t.get("type"))} ({_e(t.get("tokens", 0))} tokens): '
+            f'{_content(t.get("text", ""))}</div>' for t in m.get("thinking", ()))
+        items.append(f'<li class="{classes}" data-index="{index}">{"".join(tags)}{thinking}'
                      f'<pre>{_content(m.get("content", ""))}</pre>{calls}</li>')
     return f'<ol id="messages">{"".join(items)}</ol>'
 
