@@ -178,8 +178,9 @@ def test_reasoning_is_read_from_anthropic_and_langchain_messages() -> None:
 
 @pytest.mark.parametrize(("blocks", "role", "complaint"), [
     ([OPENING], "user", "only allowed on assistant messages"),
-    ([{"type": "thinking", "thinking": "x"}], "assistant", "signature must be a string"),
-    ([{"type": "thinking", "thinking": "x", "signature": " "}], "assistant", "is empty"),
+    ([{"type": "thinking", "thinking": "x", "signature": 7}], "assistant",
+     "signature must be a string"),
+    ([{"type": "redacted_thinking", "data": " "}], "assistant", "data is empty"),
     ([{"type": "reasoning", "text": "x"}], "assistant", "must be 'thinking' or"),
     ({"type": "thinking"}, "assistant", "must be a list"),
 ])
@@ -297,3 +298,20 @@ def test_the_html_report_shows_the_reasoning_a_message_sent() -> None:
     assert OPENING["signature"] not in page
     redacted = render_html(snapshot_of(BuildPlan.named("tool_heavy"), request, redact=True))
     assert '<div class="thinking">' in redacted and OPENING["thinking"] not in redacted
+
+
+def test_unsigned_reasoning_is_read_and_not_sent(server: ProviderServer) -> None:
+    # Another provider's reasoning (or a stream cut short) has no signature: the Messages API
+    # would refuse it, so it is left out, reported, while the signed block goes.
+    unsigned = {"type": "thinking", "thinking": "A draft.", "signature": None}
+    turn = agent_turn(2)
+    turn[0] = {**turn[0], "thinking_blocks": [OPENING, unsigned]}
+    ctx = build(turn)
+    body = ctx.to_request("anthropic")
+    send_with_thinking(server, body)
+    opening = next(m for m in body["messages"] if m["role"] == "assistant"
+                   and m["content"][0]["type"] == "thinking")
+    assert [b["type"] for b in opening["content"]] == ["thinking", "tool_use"]
+    [reported] = [d for d in ctx.report.decisions if d.key == "tool_results.m0"
+                  and d.action == "compacted"]
+    assert "1 thinking block(s) without a signature" in reported.reason

@@ -71,7 +71,13 @@ class ThinkingBlock:
     text: str = ""
     """The reasoning (``thinking``); empty for ``redacted_thinking``."""
     signature: str = ""
-    """Its signature (``thinking``), or the encrypted ``data`` (``redacted_thinking``)."""
+    """Its signature (``thinking``; empty: unsigned, never sent), or the encrypted ``data``
+    (``redacted_thinking``)."""
+
+    @property
+    def signed(self) -> bool:
+        """Whether the provider can check it (only a signed block is sent back)."""
+        return bool(self.signature.strip())
 
     def as_block(self) -> dict[str, str]:
         """The block as the Messages API and the chat dicts' ``thinking_blocks`` hold it."""
@@ -426,9 +432,13 @@ def _thinking_block(block: object, where: str) -> ThinkingBlock:
         raise InvalidInputError(f"{where} must be an object")
     kind = block.get("type")
     if kind == "thinking":
+        # Unsigned reasoning (another provider's, or a stream cut short) is read, and left out
+        # of what a build sends: the provider takes reasoning back only with its signature.
+        signature = block.get("signature")
         return ThinkingBlock(type="thinking", text=check_text(block.get("thinking"),
                                                               f"{where}.thinking"),
-                             signature=_nonblank(block.get("signature"), f"{where}.signature"))
+                             signature="" if signature is None else check_text(
+                                 signature, f"{where}.signature"))
     if kind == "redacted_thinking":
         return ThinkingBlock(type="redacted_thinking",
                              signature=_nonblank(block.get("data"), f"{where}.data"))

@@ -328,11 +328,10 @@ def _item(message: Message, key: str, layer: Layer, group: str, round_start: boo
     metadata: dict[str, Any] = {"message_id": message.id, "timestamp": message.timestamp}
     if message.role != "tool":
         raw = None
-        if message.thinking and not keep_thinking:
-            metadata["compaction"] = (
-                f"its reasoning ({len(message.thinking)} thinking block(s)) is not sent: a "
-                "provider takes an assistant's reasoning back only while its tool loop is open")
-            raw, message = message.content, replace(message, thinking=())
+        sent = tuple(b for b in message.thinking if b.signed) if keep_thinking else ()
+        if len(sent) < len(message.thinking):
+            metadata["compaction"] = _reasoning_left_out(message, keep_thinking)
+            raw, message = message.content, replace(message, thinking=sent)
         if looks_recalled(message.content):  # only a recalled turn may look recalled
             message = _with_content(message, "\\" + message.content)
         return ContextItem(key=key, message=message, layer=layer, group=group,
@@ -356,6 +355,16 @@ def _item(message: Message, key: str, layer: Layer, group: str, round_start: boo
                        order=order, untrusted=True, truncatable=True,
                        label=f"tool {message.name or 'result'}",
                        raw=None if shown_text is None else message.content, metadata=metadata)
+
+
+def _reasoning_left_out(message: Message, open_loop: bool) -> str:
+    """Why (some of) an assistant message's reasoning is not sent."""
+    if not open_loop:
+        return (f"its reasoning ({len(message.thinking)} thinking block(s)) is not sent: a "
+                "provider takes an assistant's reasoning back only while its tool loop is open")
+    unsigned = sum(1 for block in message.thinking if not block.signed)
+    return (f"{unsigned} thinking block(s) without a signature not sent: a provider takes "
+            "reasoning back only with the signature it gave")
 
 
 _TIER_REASONS: dict[str, str] = {
