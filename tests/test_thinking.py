@@ -315,3 +315,20 @@ def test_unsigned_reasoning_is_read_and_not_sent(server: ProviderServer) -> None
     [reported] = [d for d in ctx.report.decisions if d.key == "tool_results.m0"
                   and d.action == "compacted"]
     assert "1 thinking block(s) without a signature" in reported.reason
+
+
+def test_merged_assistant_messages_keep_all_reasoning_at_the_head_in_order() -> None:
+    # Two assistant messages in a row become one Anthropic turn; the turn must open with
+    # reasoning, so the second's joins the first's, before any text.
+    from contextwright.core.items import parse_message
+    from contextwright.core.providers import ANTHROPIC_IDS, CallIds, ImageNotes, _anthropic_turns
+
+    messages = [parse_message({"role": "assistant", "content": "One.",
+                               "thinking_blocks": [OPENING]}, "m0"),
+                parse_message({"role": "assistant", "content": "Two.", "thinking_blocks": [
+                    {"type": "redacted_thinking", "data": "ZW5j"}]}, "m1")]
+    merged, _ = _anthropic_turns(messages, [None, None], [False, False], True,
+                                 CallIds(ANTHROPIC_IDS), set(), [], ImageNotes())
+    assert [b["type"] for b in merged[0]["content"]] == [
+        "thinking", "redacted_thinking", "text", "text"]
+    assert merged[0]["content"][0] == OPENING

@@ -653,10 +653,13 @@ def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
         if index in points and blocks[-1]["type"] not in _THINKING_TYPES:
             marked.append(blocks[-1])  # a thinking block takes no breakpoint of its own
         if merged and merged[-1]["role"] == role:
-            # An assistant turn must open with its reasoning: merged, it goes first.
-            reasoning = [block for block in blocks if block["type"] in _THINKING_TYPES]
-            merged[-1]["content"][:0] = reasoning
-            merged[-1]["content"].extend(b for b in blocks if b["type"] not in _THINKING_TYPES)
+            # An assistant turn must open with its reasoning: merged, it joins the reasoning
+            # at its head, after any the turn opened with already.
+            content = merged[-1]["content"]
+            head = next((i for i, b in enumerate(content) if b["type"] not in _THINKING_TYPES),
+                        len(content))
+            content[head:head] = [b for b in blocks if b["type"] in _THINKING_TYPES]
+            content.extend(b for b in blocks if b["type"] not in _THINKING_TYPES)
         else:
             merged.append({"role": role, "content": blocks})
     if left_out:
