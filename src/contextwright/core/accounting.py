@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contextwright.core.images import ImagePart
-from contextwright.core.items import Message
+from contextwright.core.items import Message, ThinkingBlock
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule, TokenCount
 
 MESSAGE_OVERHEAD = 4
@@ -44,14 +44,18 @@ THINKING_OVERHEAD = 8
 
 
 def thinking_tokens(message: Message, tokenizer: CountingTokenizer) -> int:
-    """Tokens of the reasoning an assistant message sends back (``Message.thinking``).
+    """Tokens of the reasoning an assistant message sends back (``Message.thinking``)."""
+    return sum(thinking_block_tokens(block, tokenizer) for block in message.thinking)
+
+
+def thinking_block_tokens(block: ThinkingBlock, tokenizer: CountingTokenizer) -> int:
+    """Tokens of one block of reasoning.
 
     Its text and its signature (or encrypted data) are counted as text: the provider counts
     the reasoning as input and does not publish how it counts the signature, so the count
     errs on the safe side.
     """
-    return sum(tokenizer.count(block.text) + tokenizer.count(block.signature)
-               + THINKING_OVERHEAD for block in message.thinking)
+    return tokenizer.count(block.text) + tokenizer.count(block.signature) + THINKING_OVERHEAD
 
 
 def image_tokens(images: Sequence[ImagePart], rule: ImageTokenRule) -> TokenCount:

@@ -147,11 +147,10 @@ class JsonlIndex:
         """Read what was added to the index file since the last read (all of it if replaced)."""
         try:
             with open(self.path, "rb") as handle:
-                inode = os.fstat(handle.fileno()).st_ino
-                size = os.fstat(handle.fileno()).st_size
-                if inode != self._index_inode or size < self._consumed:
+                stat = os.fstat(handle.fileno())
+                if stat.st_ino != self._index_inode or stat.st_size < self._consumed:
                     self._forget()
-                    self._index_inode = inode
+                    self._index_inode = stat.st_ino
                 handle.seek(self._consumed)
                 self._read_index_lines(handle)
         except FileNotFoundError:

@@ -19,12 +19,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Protocol, TypeVar
 
 from contextwright.errors import CorruptRecordError, InvalidInputError, StoreError
 from contextwright.observe.jsonl_index import IndexRow, JsonlIndex
 from contextwright.observe.snapshot import Snapshot, identifier_forms, snapshot_key
 from contextwright.session.store import validate_id
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,9 +146,14 @@ def newest(snapshots: list[Snapshot], query: SnapshotQuery) -> list[Snapshot]:
     """``snapshots`` (oldest first) filtered by ``query``, cut to its limit."""
     chosen = [s for s in snapshots if query.matches(s)]
     chosen.sort(key=lambda s: (s.created_at, s.id))
-    if query.limit is None:
-        return chosen
-    return chosen[-query.limit:] if query.limit else []  # [-0:] would be all of them
+    return newest_of(chosen, query.limit)
+
+
+def newest_of(ordered: list[T], limit: int | None) -> list[T]:
+    """The last ``limit`` of ``ordered`` (all when None; none for 0, where ``[-0:]`` is all)."""
+    if limit is None:
+        return ordered
+    return ordered[-limit:] if limit else []
 
 
 class JsonlSink:
@@ -194,9 +201,7 @@ class JsonlSink:
                     and query.matches_fields(row.created_at, row.plan, row.mode, row.status,
                                              row.user_id, row.session_id)]
             rows.sort(key=lambda row: (row.created_at, row.id or ""))
-            if query.limit is not None:
-                rows = rows[-query.limit:] if query.limit else []
-            return self._snapshots(rows)
+            return self._snapshots(newest_of(rows, query.limit))
 
     def get(self, snapshot_id: str) -> Snapshot:
         """The snapshot with this id (found in the index, then read)."""

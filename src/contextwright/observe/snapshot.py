@@ -32,10 +32,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from contextwright.core.accounting import (
-    THINKING_OVERHEAD,
     call_tokens,
     image_tokens,
     schema_tokens,
+    thinking_block_tokens,
     thinking_tokens,
 )
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
@@ -592,8 +592,7 @@ def _message_data(message: Message, section: str, label: str | None, document: b
         data["images"] = [_image_data(image, hasher is not None) for image in message.images]
     if message.thinking:  # the reasoning sent back, and what it cost; never its signature
         data["thinking"] = [
-            {"type": block.type, "tokens": ctx.tokenizer.count(block.text)
-             + ctx.tokenizer.count(block.signature) + THINKING_OVERHEAD,
+            {"type": block.type, "tokens": thinking_block_tokens(block, ctx.tokenizer),
              "text": hasher.text(block.text) if hasher is not None else block.text,
              "signature_chars": len(block.signature)}
             for block in message.thinking]

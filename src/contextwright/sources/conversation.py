@@ -487,8 +487,7 @@ class HistorySource:
         tiers = ToolTiers.from_options(options)
         rounds_done = calls_seen = 0
         anchor = _tier_anchor(options)
-        open_from = open_loop_start(request.history)
-        reasoning = open_loop_reasoning(request.history, open_from)
+        open_from, reasoning = open_loop(request.history)
         for block in read_blocks_backward(request.history, "history"):
             if max_rounds is not None and rounds_done >= max_rounds:
                 return
@@ -614,8 +613,7 @@ def _recent_blocks(request: Request, options: Mapping[str, Any]
     tiers = ToolTiers.from_options(options)
     anchor = _tier_anchor(options)
     calls_seen = 0
-    open_from = open_loop_start(request.history)
-    reasoning = open_loop_reasoning(request.history, open_from)
+    open_from, reasoning = open_loop(request.history)
     for block in read_blocks_backward(request.history, "history"):
         retention = None
         if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
@@ -638,21 +636,24 @@ def _reasoning_before(positions: Sequence[int], start: int) -> int | None:
     return positions[at] if at >= 0 else None
 
 
-def open_loop_start(history: Sequence[Mapping[str, Any]]) -> int:
-    """Where the history's open tool loop starts (its length when there is none).
+def open_loop(history: Sequence[Mapping[str, Any]]) -> tuple[int, list[int]]:
+    """Where the history's open tool loop starts, and which of its messages carry reasoning.
 
-    A history that ends with a tool result ends in a loop the assistant has not answered yet:
-    the messages after its last user message. The provider takes their reasoning back
-    (``Message.thinking``); an answered turn's it does not.
+    The start is the history's length when there is no open loop; the positions are those of
+    ``open_loop_reasoning``. A history that ends with a tool result ends in a loop the
+    assistant has not answered yet: the messages after its last user message. The provider
+    takes their reasoning back (``Message.thinking``); an answered turn's it does not.
     """
     end = len(history)
     if not end or not isinstance(history[-1], Mapping) or history[-1].get("role") != "tool":
-        return end
+        return end, []
+    start = 0
     for position in range(end - 1, -1, -1):
         raw = history[position]
         if isinstance(raw, Mapping) and raw.get("role") == "user":
-            return position + 1
-    return 0
+            start = position + 1
+            break
+    return start, open_loop_reasoning(history, start)
 
 
 def recalled_items(request: Request, options: Mapping[str, Any], index: TurnIndex,
