@@ -5,7 +5,11 @@ Chinese, tool-call pairs with long JSON results; ``bench/synthetic.py``), budget
 
 - cold: the first build over a history in a process whose caches are empty;
 - steady state: append one message, rebuild (for contextwright: all sources, render to OpenAI
-  messages with validation, report); median over the turns.
+  messages with validation, report); median over the turns. The input stays the same, as in
+  the calls of an agent loop's turn;
+- a chat (``chat`` only): each build asks a new user message, which is then appended with a
+  reply, so every build ranks the session's turns for a new input and shows turns it may never
+  have shown.
 
 contextwright runs two shipped plans: ``tool_heavy`` (tiered tool results and the digest of
 omitted turns) and ``chat`` (relevance-selected history: lexical recall over the whole session,
@@ -63,20 +67,25 @@ def _turns_for(size: int, turns: int, slow: bool) -> int:
 
 
 def bench_contextwright(history: list[dict[str, Any]], turns: int, plan_name: str = "tool_heavy",
-                        stable: bool = False) -> dict[str, float]:
+                        stable: bool = False, chatting: bool = False) -> dict[str, float]:
     """Cold and steady builds of ``plan_name``; ``stable``: each build continues the last.
 
     A stable build is what ``ContextManager`` and an agent loop keeping the provider's prompt
     cache warm run: ``previous`` is the last call's context, so the build keeps its layout and
     appends (``cache=True`` from the first call).
+
+    By default every build asks the same input and one message is appended between builds
+    (the calls of an agent loop, whose input stays while its turn is open). ``chatting``: each
+    build's input is a new user message, appended with a reply after the build (a chat: every
+    call's recall is ranked for a new input, and the turns it recalls were often never shown).
     """
     builder = ContextBuilder(tokenizer="o200k_base")
     plan = BuildPlan.named(plan_name).with_budget(available_override=BUDGET)
     tools = make_tools()
     last: list[FinalContext] = []
 
-    def build() -> int:
-        request = Request(user_input=USER_INPUT, system=SYSTEM, history=history, tools=tools)
+    def build(user_input: str = USER_INPUT) -> int:
+        request = Request(user_input=user_input, system=SYSTEM, history=history, tools=tools)
         if stable:
             ctx = builder.build(plan, request, previous=last[-1] if last else None, cache=True)
             last[:] = [ctx]
@@ -92,6 +101,14 @@ def bench_contextwright(history: list[dict[str, Any]], turns: int, plan_name: st
     cold = time.perf_counter() - start
     samples = []
     for turn in range(turns):
+        if chatting:
+            at = len(history) + len(history) % 2  # even: a user message, then the reply
+            asked = next_message(at)
+            start = time.perf_counter()
+            build(asked["content"])
+            samples.append(time.perf_counter() - start)
+            history.extend([asked, next_message(at + 1)])
+            continue
         history.append(next_message(len(history)))
         start = time.perf_counter()
         build()
@@ -101,7 +118,7 @@ def bench_contextwright(history: list[dict[str, Any]], turns: int, plan_name: st
 
 
 def profile_steady(size: int, turns: int, plan_name: str, top: int = 25,
-                   stable: bool = False) -> str:
+                   stable: bool = False, chatting: bool = False) -> str:
     """Where ``turns`` steady builds of ``plan_name`` spend their time, as pstats text.
 
     The cold build runs first, unprofiled; the functions are listed by their own time and by
@@ -115,8 +132,8 @@ def profile_steady(size: int, turns: int, plan_name: str, top: int = 25,
 
     last: list[FinalContext] = []
 
-    def build() -> None:
-        request = Request(user_input=USER_INPUT, system=SYSTEM, history=history, tools=tools)
+    def build(user_input: str = USER_INPUT) -> None:
+        request = Request(user_input=user_input, system=SYSTEM, history=history, tools=tools)
         if stable:
             last[:] = [builder.build(plan, request, previous=last[-1] if last else None,
                                      cache=True)]
@@ -128,12 +145,21 @@ def profile_steady(size: int, turns: int, plan_name: str, top: int = 25,
     build()
     profiler = cProfile.Profile()
     for _ in range(turns):
+        if chatting:  # as bench_contextwright's: a new input, then it and a reply appended
+            at = len(history) + len(history) % 2
+            asked = next_message(at)
+            profiler.enable()
+            build(asked["content"])
+            profiler.disable()
+            history.extend([asked, next_message(at + 1)])
+            continue
         history.append(next_message(len(history)))
         profiler.enable()
         build()
         profiler.disable()
     out = io.StringIO()
     kind = "stable (previous)" if stable else "steady"
+    kind += ", a new input each" if chatting else ""
     out.write(f"## {plan_name}, {size:,} messages, {turns} {kind} builds\n")
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("tottime").print_stats(top)
@@ -182,12 +208,12 @@ def bench_llamaindex(history: list[dict[str, Any]], turns: int) -> dict[str, flo
 
 
 def bench_repeated(size: int, turns: int, plan_name: str, repeats: int,
-                   stable: bool = False) -> dict[str, float]:
+                   stable: bool = False, chatting: bool = False) -> dict[str, float]:
     """``bench_contextwright`` ``repeats`` times (each on a fresh history): medians of the runs.
 
     The machine may be shared; one run's numbers move with whatever else is running.
     """
-    runs = [bench_contextwright(make_history(size), turns, plan_name, stable)
+    runs = [bench_contextwright(make_history(size), turns, plan_name, stable, chatting)
             for _ in range(repeats)]
     return {"cold_ms": statistics.median(r["cold_ms"] for r in runs),
             "steady_ms": statistics.median(r["steady_ms"] for r in runs), "turns": turns,
@@ -202,6 +228,8 @@ def run(sizes: list[int], turns: int, peers: bool = True, repeats: int = 1) -> d
         row["contextwright_chat"] = bench_repeated(size, turns, "chat", repeats)
         row["contextwright_stable"] = bench_repeated(size, turns, "tool_heavy", repeats, True)
         row["contextwright_chat_stable"] = bench_repeated(size, turns, "chat", repeats, True)
+        row["contextwright_chatting"] = bench_repeated(size, turns, "chat", repeats,
+                                                       chatting=True)
         results["sizes"][str(size)] = row
         if not peers:
             print(f"done {size}", file=sys.stderr)
@@ -225,8 +253,9 @@ def print_table(results: dict[str, Any]) -> None:
     print("| " + " | ".join(["messages", "cw tool_heavy cold", "cw tool_heavy steady",
                               "cw chat (recall) cold", "cw chat (recall) steady",
                               "cw tool_heavy stable", "cw chat stable",
+                              "cw chat, a new input each call",
                               *(f"{p} steady (× cw tool_heavy)" for p in peers)]) + " |")
-    print("|---" * (7 + len(peers)) + "|")
+    print("|---" * (8 + len(peers)) + "|")
     for size, row in results["sizes"].items():
         cw, chat = row["contextwright"], row["contextwright_chat"]
         cells = [f"{row[p]['steady_ms']:.2f} ms ({row[p]['steady_ms'] / cw['steady_ms']:.0f}×)"
@@ -236,6 +265,7 @@ def print_table(results: dict[str, Any]) -> None:
                                   f"{chat['steady_ms']:.3f} ms",
                                   f"{row['contextwright_stable']['steady_ms']:.3f} ms",
                                   f"{row['contextwright_chat_stable']['steady_ms']:.3f} ms",
+                                  f"{row['contextwright_chatting']['steady_ms']:.3f} ms",
                                   *cells]) + " |")
     sizes = list(results["sizes"])
     if "1000" in sizes and "100000" in sizes:
@@ -245,6 +275,9 @@ def print_table(results: dict[str, Any]) -> None:
         flat = (results["sizes"]["100000"]["contextwright_chat"]["steady_ms"]
                 / results["sizes"]["1000"]["contextwright_chat"]["steady_ms"])
         print(f"contextwright chat (recall) steady 100,000 / 1,000 messages: {flat:.2f}×")
+        flat = (results["sizes"]["100000"]["contextwright_chatting"]["steady_ms"]
+                / results["sizes"]["1000"]["contextwright_chatting"]["steady_ms"])
+        print(f"contextwright chat, a new input each call, 100,000 / 1,000 messages: {flat:.2f}×")
 
 
 def main() -> None:
@@ -262,10 +295,14 @@ def main() -> None:
     parser.add_argument("--stable", action="store_true",
                         help="with --profile: builds that continue the previous one "
                              "(previous=, cache=True)")
+    parser.add_argument("--chatting", action="store_true",
+                        help="with --profile: each build asks a new input (a chat), which is "
+                             "then appended with a reply")
     args = parser.parse_args()
     if args.profile:
         for size in (int(s) for s in args.sizes.split(",")):
-            print(profile_steady(size, args.turns, args.profile, stable=args.stable))
+            print(profile_steady(size, args.turns, args.profile, stable=args.stable,
+                                chatting=args.chatting))
         return
     results = run([int(s) for s in args.sizes.split(",")], args.turns, peers=not args.no_peers,
                   repeats=args.repeats)

@@ -306,19 +306,6 @@ def test_tool_call_blocks_stay_within_their_bytes() -> None:
     assert stats.bytes is not None and stats.bytes <= limit
 
 
-def test_a_recall_views_size_is_what_its_extensions_added() -> None:
-    """The index drops views by the bytes their extensions reported: the two must agree."""
-    from contextwright.recall.bm25 import TermView, TurnPostings
-
-    index = TurnPostings()
-    index.add_all([{"order": 1 + i % 3, f"w{i}": 1} for i in range(50)])
-    view = TermView()
-    added = view.extend("order", index.postings["order"], index)
-    index.add_all([{"order": 9, "late": 2} for _ in range(20)])
-    added += view.extend("order", index.postings["order"], index)
-    assert added == view.size() > len(view.count_bytes) + 4 * view.viewed
-
-
 def test_the_digests_entry_bounded_memos_keep_only_short_values() -> None:
     """Their entries are few bytes each only if their values are short: a long one is not kept."""
     from contextwright.sources import history_digest as digest

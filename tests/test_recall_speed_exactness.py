@@ -1,24 +1,21 @@
-"""The pruned lexical recaller returns exactly what plain BM25 over every turn returns.
+"""The lexical recaller returns exactly what plain BM25 over every turn returns.
 
-``LexicalTurnRecaller.rank`` skips most postings of a long session (MaxScore, see
-``recall_bm25``). These tests hold it to a reference written the obvious way — every turn
-scored, terms added in sorted order, sorted by score then position — and compare positions,
+``LexicalTurnRecaller.rank`` scores a query's postings in array passes (``recall.bm25``).
+These tests hold it to a reference written the obvious way — every turn scored in a Python
+loop, terms added in sorted order, sorted by score then position — and compare positions,
 float scores (``==``, not ``isclose``), order and ties, on random, tie-heavy, growing and real
-histories, with the walk and the probe paths each forced in turn.
+histories.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
 import random
 import re
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -26,7 +23,6 @@ from hypothesis import strategies as st
 
 from contextwright.analysis import ENGLISH_STOPWORDS
 from contextwright.errors import InvalidInputError
-from contextwright.recall import bm25 as recall_bm25
 from contextwright.sources.recall import (
     LexicalTurnRecaller,
     RecallTurn,
@@ -100,28 +96,6 @@ def assert_exactly(recaller: LexicalTurnRecaller, query: str, texts: list[str],
     return got
 
 
-PATHS = {"walk": (-1, 10**9), "probe": (-1, 0), "shipped": (-1, recall_bm25._PROBE_COST),
-         "exhaustive": (10**9, recall_bm25._PROBE_COST)}
-"""(_EXHAUSTIVE_POSTINGS, _PROBE_COST) that force each path: pruning that updates the turns
-seen by walking postings or by probing them, the shipped choice between the two, and scoring
-every matching turn (what small collections do)."""
-
-
-@contextlib.contextmanager
-def forced(path: str) -> Iterator[None]:
-    exhaustive, probe = PATHS[path]
-    with mock.patch.object(recall_bm25, "_EXHAUSTIVE_POSTINGS", exhaustive), \
-            mock.patch.object(recall_bm25, "_EXHAUSTIVE_PER_RESULT", 0 if exhaustive < 0 else 2), \
-            mock.patch.object(recall_bm25, "_PROBE_COST", probe):
-        yield
-
-
-@pytest.fixture(params=list(PATHS))
-def probe_cost(request: pytest.FixtureRequest) -> Iterator[str]:
-    with forced(request.param):
-        yield str(request.param)
-
-
 WORDS = ["order", "kettle", "ORD-7731", "refund", "pasta", "salt", "上海", "天气", "明天",
          "flight", "book", "blue", "water", "sauce", "Paris", "9am", "the", "painting",
          "painted", "shopping", "上海的天气怎么样"]
@@ -132,16 +106,14 @@ _TEXT = st.lists(st.sampled_from(WORDS), min_size=0, max_size=14).map(" ".join)
 @given(texts=st.lists(_TEXT, min_size=1, max_size=80), query=_TEXT,
        limit=st.sampled_from([1, 2, 3, 5, 8, 64, 10**6]),
        min_score=st.sampled_from([1.0, 0.1, 0.0, -1.0, 2.5, 6.0]),
-       constants=st.sampled_from([(1.2, 0.75), (1.5, 0.75), (0.0, 0.5), (2.0, 1.0), (1.2, 0.0)]),
-       path=st.sampled_from(list(PATHS)))
+       constants=st.sampled_from([(1.2, 0.75), (1.5, 0.75), (0.0, 0.5), (2.0, 1.0), (1.2, 0.0)]))
 def test_random_histories_rank_exactly_like_plain_bm25(texts: list[str], query: str, limit: int,
                                                        min_score: float,
-                                                       constants: tuple[float, float],
-                                                       path: str) -> None:
+                                                       constants: tuple[float, float]
+                                                       ) -> None:
     k1, b = constants
-    with forced(path):
-        recaller = LexicalTurnRecaller(dates=False, min_score=min_score, k1=k1, b=b)
-        assert_exactly(recaller, query, texts, limit)
+    recaller = LexicalTurnRecaller(dates=False, min_score=min_score, k1=k1, b=b)
+    assert_exactly(recaller, query, texts, limit)
 
 
 def realistic_texts(count: int, seed: int) -> list[str]:
@@ -177,14 +149,14 @@ QUERIES = [
 
 
 @pytest.mark.parametrize("limit", [1, 7, 64, 500])
-def test_tie_heavy_sessions_rank_exactly(probe_cost: str, limit: int) -> None:
+def test_tie_heavy_sessions_rank_exactly(limit: int) -> None:
     texts = realistic_texts(1500, seed=limit)
     recaller = LexicalTurnRecaller(dates=False)
     for query in QUERIES:
         assert_exactly(recaller, query, texts, limit)
 
 
-def test_a_tie_cut_by_the_limit_keeps_the_oldest_turns(probe_cost: str) -> None:
+def test_a_tie_cut_by_the_limit_keeps_the_oldest_turns() -> None:
     texts = ["filler text number one"] * 40 + ["kettle ORD-7731 refund"] * 30 + ["pasta"] * 40
     got = assert_exactly(LexicalTurnRecaller(dates=False), "kettle ORD-7731", texts, 5)
     assert [p for p, _ in got] == [40, 41, 42, 43, 44]
@@ -196,7 +168,7 @@ def test_no_limit_means_nothing(limit: int) -> None:
     assert LexicalTurnRecaller().rank("kettle", turns_of(["kettle", "pasta"]), limit=limit) == []
 
 
-def test_limits_around_the_number_of_matches(probe_cost: str) -> None:
+def test_limits_around_the_number_of_matches() -> None:
     texts = [f"kettle {n}" if n % 4 == 0 else f"pasta salt {n}" for n in range(200)]
     recaller = LexicalTurnRecaller(dates=False, min_score=0.0)
     matches = len(reference_rank("kettle", texts, limit=10**6, min_score=1e-12))
@@ -206,7 +178,7 @@ def test_limits_around_the_number_of_matches(probe_cost: str) -> None:
         assert len(got) == min(limit, 200)
 
 
-def test_a_growing_session_stays_exact(probe_cost: str) -> None:
+def test_a_growing_session_stays_exact() -> None:
     recaller = LexicalTurnRecaller(dates=False)
     texts = realistic_texts(600, seed=7)
     turns = turns_of(texts)
@@ -217,7 +189,7 @@ def test_a_growing_session_stays_exact(probe_cost: str) -> None:
         assert recaller.rank(query, turns, limit=16) == reference_rank(query, texts, limit=16)
 
 
-def test_long_queries_on_a_zipf_vocabulary(probe_cost: str) -> None:
+def test_long_queries_on_a_zipf_vocabulary() -> None:
     rng = random.Random(11)
     vocabulary = [f"w{n}x" for n in range(400)]
     weights = [1 / (n + 1) for n in range(400)]
@@ -231,7 +203,7 @@ def test_long_queries_on_a_zipf_vocabulary(probe_cost: str) -> None:
 
 
 @pytest.mark.skipif(not LOCOMO.is_dir(), reason="needs ../shared/data/locomo-dev")
-def test_locomo_sessions_rank_exactly(probe_cost: str) -> None:
+def test_locomo_sessions_rank_exactly() -> None:
     samples = json.loads((LOCOMO / "locomo-dev.json").read_text())
     questions = [json.loads(line)["question"]
                  for line in (LOCOMO / "qa_index.jsonl").read_text().splitlines()]
@@ -261,7 +233,7 @@ def test_constants_that_break_bm25_are_refused(arguments: dict[str, float]) -> N
         LexicalTurnRecaller(**arguments)
 
 
-def test_counts_past_a_byte_are_read_exactly(probe_cost: str) -> None:
+def test_counts_past_a_byte_are_read_exactly() -> None:
     texts = ["kettle " * 300, "kettle " * 255 + "refund", "kettle " * 254, "kettle refund"]
     texts += ["kettle " * n + "refund " * (15 - n) for n in range(5, 11)]  # around 7
     texts += [f"pasta salt {n}" for n in range(40)]
@@ -270,9 +242,12 @@ def test_counts_past_a_byte_are_read_exactly(probe_cost: str) -> None:
                        limit)
 
 
-def test_views_dropped_over_budget_are_rebuilt_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(recall_bm25, "_VIEW_BUDGET", 3_000)  # a few terms' views at a time
-    monkeypatch.setattr(recall_bm25, "_EXHAUSTIVE_POSTINGS", -1)
+def test_an_index_keeps_nothing_per_query() -> None:
+    """Many words queried over a growing session: exact, and the index holds only postings.
+
+    A query derives nothing that the index keeps, so its memory is what its turns added,
+    whatever was asked: the same as an index of the same turns that was never queried.
+    """
     texts = realistic_texts(800, seed=3)
     recaller = LexicalTurnRecaller(dates=False)
     turns = turns_of(texts)
@@ -281,6 +256,7 @@ def test_views_dropped_over_budget_are_rebuilt_exactly(monkeypatch: pytest.Monke
             assert recaller.rank(query, turns, limit=10) == reference_rank(query, texts, limit=10)
         texts.append(f"round {round_}: the kettle ORD-7711 was refunded in Paris")
         turns.append(RecallTurn(index=9_000 + round_, text=texts[-1], key=f"r{round_}"))
-    index = recaller._postings(turns).index
-    queried = {term for query in QUERIES for term in _terms(query) if term in index.postings}
-    assert queried - set(index.views)  # some views were dropped
+    queried = recaller._postings(turns).index
+    never_queried = LexicalTurnRecaller(dates=False)._postings(turns_of(texts)).index
+    assert queried.bytes() == never_queried.bytes() > 0
+
