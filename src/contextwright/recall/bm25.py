@@ -277,13 +277,14 @@ class TurnPostings:
                 math.log(1 + (params.size - df + 0.5) / (df + 0.5)) * (params.k1 + 1))
         if not chosen:
             return np.zeros(params.size)
-        codes = np.concatenate([np.frombuffer(postings, dtype=np.int32)
+        # array("i") holds C ints: numpy reads them in place (each is copied by concatenate)
+        codes = np.concatenate([np.frombuffer(postings, dtype=np.intc)
                                 for _, postings in chosen])
         positions = codes >> _COUNT_BITS
         counts = (codes & _LOW_COUNTS).astype(np.float64)
         self._exact_big_counts(chosen, positions, counts)
         weight = np.repeat(np.array(weights), [len(postings) for _, postings in chosen])
-        lengths = np.frombuffer(self.lengths, dtype=np.int32)[positions].astype(np.float64)
+        lengths = np.frombuffer(self.lengths, dtype=np.intc)[positions].astype(np.float64)
         added = weight * counts / (counts + params.base + params.per_length * lengths)
         return np.bincount(positions, weights=added, minlength=params.size)
 
