@@ -380,3 +380,35 @@ def test_a_plan_that_sets_only_its_recall_share_is_bounded_by_the_share_not_a_co
     limited = BUILDER.build(plan(1_500, recall_share=0.6, recent_rounds=2, recall_limit=8),
                             request)
     assert 0 < len([c for c in contents(limited) if MARKER.match(c)]) <= 8
+
+
+def weather_call(n: int) -> list[dict[str, Any]]:
+    """A round with a tool call of its own (a newer call block)."""
+    call = {"id": f"w{n}", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": "Rome"})}}
+    return [{"role": "user", "content": f"And the weather in Rome, take {n}?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"w{n}", "content": json.dumps({"sky": "clear"})},
+            {"role": "assistant", "content": f"Clear skies in Rome ({n})."}]
+
+
+def test_a_turn_past_the_last_tier_is_not_made_again_as_calls_are_made(
+        rendered: list[str]) -> None:
+    # Its result is one line whatever the number of newer calls: a new call must not make
+    # the recalled turn new items (rendered and counted again), and what is shown is the same.
+    tiered = plan(900, recall_share=0.5, tool_full=1, tool_reduced=1)
+    history = with_order_turn(chat(40), at=3) + weather_call(0) + weather_call(1)
+
+    def recalled_turn() -> list[str]:
+        ctx = BUILDER.build(tiered, Request(user_input=QUESTION, history=history))
+        texts = contents(ctx)
+        opening = next(i for i, t in enumerate(texts) if "Where is my order ORD-7731" in t)
+        return texts[opening:opening + 4]
+
+    shown = recalled_turn()
+    assert "Earlier tool result (get_order): ORD-7731" in shown[2]  # one line of identifiers
+    history += weather_call(2) + weather_call(3)
+    rendered.clear()
+    assert recalled_turn() == shown
+    assert rendered and not [key for key in rendered
+                             if key in {"history.m6", "history.m7", "history.m8", "history.m9"}]

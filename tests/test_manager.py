@@ -352,6 +352,73 @@ def test_a_summary_that_keeps_failing_costs_bounded_work() -> None:
     assert len(broken.batches) <= FREE_RETRIES + 6
 
 
+class _Counting(ExtractiveSummarizer):
+    """Summarises as the extractive one does; remembers each batch's size, fails on demand."""
+
+    def __init__(self, fail_on: int | None = None) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+        self.fail_on = fail_on
+
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        self.batches.append(len(messages))
+        if len(self.batches) == self.fail_on:
+            raise RuntimeError("model down")
+        return super().summarize(previous, messages, language=language, max_tokens=max_tokens,
+                                 tokenizer=tokenizer)
+
+
+def _imported(rounds: int) -> MemoryStore:
+    """A session whose ``rounds`` rounds were stored at once, none summarised yet."""
+    store = MemoryStore()
+    messages: list[dict[str, Any]] = []
+    for i in range(rounds):
+        messages += [
+            {"role": "user", "content": f"Round {i}: please note booking code BK{7000 + i}."},
+            {"role": "assistant", "content": f"Noted booking BK{7000 + i} for round {i}."}]
+    store.append(SessionKey(user_id="u", session_id="s"), messages)
+    return store
+
+
+def test_summarize_now_catches_up_an_imported_session_batch_by_batch() -> None:
+    # One call merges every due round, at most a batch per summariser call, and reaches the
+    # very state a run of one-batch updates reaches.
+    counting = _Counting()
+    cm = _manager(store=_imported(300), summarizer=counting)
+    assert cm.summarize_now("u", "s") == "committed"
+    caught_up = cm.state("u", "s")
+    assert len(counting.batches) >= 300 // MAX_BATCH_ROUNDS
+    assert max(counting.batches) <= 2 * MAX_BATCH_ROUNDS  # two messages a round
+    assert cm.summarize_now("u", "s") == "nothing_to_do"
+
+    one_by_one = _manager(store=_imported(300))
+    key = SessionKey(user_id="u", session_id="s")
+    updates = 0
+    while one_by_one._run(one_by_one._summary_flow(key, force=True)) == "committed":
+        updates += 1
+    assert updates == len(counting.batches)
+    expected = one_by_one.state("u", "s")
+    assert (caught_up.summary, caught_up.summary_upto) == (expected.summary,
+                                                           expected.summary_upto)
+    assert "BK7000" in Summary.from_dict(caught_up.summary or {}).render("en")
+
+
+def test_a_catch_up_commits_what_it_merged_before_a_batch_failed() -> None:
+    counting = _Counting(fail_on=3)
+    cm = _manager(store=_imported(300), summarizer=counting)
+    assert cm.summarize_now("u", "s") == "rejected"
+    state = cm.state("u", "s")
+    assert len(counting.batches) == 3  # the failed batch stops it
+    assert state.summary_failures == 1 and state.summary is not None
+    merged = sum(counting.batches[:2])
+    assert state.summary_upto == merged  # seqs from 1: the two batches merged, no more
+    assert "BK7299" in _texts(cm.prepare("u", "s", "codes?").to_messages("openai"))
+    assert cm.summarize_now("u", "s") == "committed"  # the next call goes on from there
+    assert cm.state("u", "s").summary_failures == 0
+
+
 class _Blocking(ExtractiveSummarizer):
     def __init__(self) -> None:
         super().__init__()

@@ -210,17 +210,20 @@ class ContextManager(SessionFlows):
         return await self._arun(self._erase_user_flow(user_id))
 
     def summarize_now(self, user_id: str, session_id: str) -> str:
-        """Run the summary update for one session synchronously; returns its outcome.
+        """Bring one session's summary up to date synchronously; returns the outcome.
 
-        It tries even while automatic updates back off after repeated failures.
+        Every round that is due is merged, at most 40 rounds (``MAX_BATCH_ROUNDS``) per
+        summariser call, and committed once: a session imported whole is summarised in one
+        call (an update after ``record`` merges one batch, so its work stays bounded). It
+        tries even while automatic updates back off after repeated failures.
         """
         return self._run(self._summary_flow(SessionKey(user_id=user_id, session_id=session_id),
-                                            force=True))
+                                            force=True, catch_up=True))
 
     async def asummarize_now(self, user_id: str, session_id: str) -> str:
         """``summarize_now`` for an event loop."""
         return await self._arun(self._summary_flow(
-            SessionKey(user_id=user_id, session_id=session_id), force=True))
+            SessionKey(user_id=user_id, session_id=session_id), force=True, catch_up=True))
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until the summary updates ``record`` scheduled are done (see ``aflush``)."""

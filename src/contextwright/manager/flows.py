@@ -586,8 +586,10 @@ class SessionFlows:
         _, state = yield from read_state(SessionKey(user_id=user_id, session_id=session_id))
         return state
 
-    def _summary_flow(self, key: SessionKey, *, force: bool = False) -> Flow[Outcome]:
-        return (yield from summary_update(partial(self._summary_job, key), key, force=force))
+    def _summary_flow(self, key: SessionKey, *, force: bool = False,
+                      catch_up: bool = False) -> Flow[Outcome]:
+        return (yield from summary_update(partial(self._summary_job, key), key, force=force,
+                                          catch_up=catch_up))
 
     def _summary_job(self, key: SessionKey, state: SessionState) -> SummaryJob:
         """The summary update of ``key`` as the mode ``state`` names summarises."""

@@ -21,8 +21,9 @@ stay shown meanwhile, so nothing is lost (``summarize_now`` always tries).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Literal
 
 from contextwright.compress.summarize import Summarizer, Summary, verified
@@ -71,16 +72,26 @@ def rounds_due(uncovered: Sequence[StoredMessage], job: SummaryJob) -> list[Stor
     The newest round (the turn in progress) and the ``window_size`` rounds before it stay out;
     at most the oldest ``MAX_BATCH_ROUNDS`` rounds are taken.
     """
+    return next(due_batches(uncovered, job), [])
+
+
+def due_batches(uncovered: Sequence[StoredMessage], job: SummaryJob
+                ) -> Iterator[list[StoredMessage]]:
+    """The batches successive updates would merge, oldest first (each one ``rounds_due``).
+
+    The first is ``rounds_due(uncovered)``; each next one is what ``rounds_due`` gives once the
+    batches before it are merged. The rounds are split once, so catching up a long backlog
+    costs its length, not its length per batch.
+    """
     rounds = split_rounds(uncovered)
     older = rounds[: -max(job.settings.window_size, 1)] if rounds else []
-    if not older:
-        return []
-    batch = [stored for round_ in older[:MAX_BATCH_ROUNDS] for stored in round_]
-    if len(older) >= job.settings.summary_every:
-        return batch
-    everything = [stored for round_ in older for stored in round_]
-    tokens = sum(job.tokenizer.count(message.content) for message in as_messages(everything))
-    return batch if tokens >= job.threshold_tokens else []
+    for start in range(0, len(older), MAX_BATCH_ROUNDS):
+        if len(older) - start < job.settings.summary_every:  # the rest: due by its tokens only
+            rest = [stored for round_ in older[start:] for stored in round_]
+            tokens = sum(job.tokenizer.count(message.content) for message in as_messages(rest))
+            if tokens < job.threshold_tokens:
+                return
+        yield [stored for round_ in older[start:start + MAX_BATCH_ROUNDS] for stored in round_]
 
 
 def retry_due(failures: int, uncovered: Sequence[StoredMessage]) -> bool:
@@ -102,13 +113,20 @@ def update_summary(store: Store, job: SummaryJob, *, force: bool = False) -> Out
 
 
 def summary_update(job: SummaryJob | Callable[[SessionState], SummaryJob],
-                   key: SessionKey | None = None, *, force: bool = False) -> Flow[Outcome]:
+                   key: SessionKey | None = None, *, force: bool = False,
+                   catch_up: bool = False) -> Flow[Outcome]:
     """Merge the due rounds into the session's summary and commit it if it passes the check.
 
     ``job`` may be made from the state the update reads (the session's mode says how it is
     summarised): pass a function of the state and the session's ``key``. The state is then
     read once per update; a summary update runs after every ``record``. After repeated
     failures it is ``deferred`` unless ``retry_due`` (``force``: try anyway).
+
+    One update merges one batch (``rounds_due``). ``catch_up`` merges every batch that is due,
+    one after the other (each summariser call still sees one batch), from one read of the
+    session, and commits once: what a run of updates would reach, for a session whose backlog
+    is long (a conversation imported whole). A batch that fails stops it; the batches merged
+    before it are committed, with the failure counted.
     """
     where = job.key if isinstance(job, SummaryJob) else key
     if where is None:
@@ -124,30 +142,65 @@ def summary_update(job: SummaryJob | Callable[[SessionState], SummaryJob],
         if not job.settings.enable_summary:
             return "nothing_to_do"
     uncovered = yield from flow.read(job.key, after=state.summary_upto)
-    batch = yield from flow.compute(lambda: rounds_due(uncovered, job))
+    batches = due_batches(uncovered, job)
+    batch = yield from flow.compute(lambda: next(batches, []))
     if not batch:
         return "nothing_to_do"
     if not (force or retry_due(state.summary_failures, uncovered)):
         return "deferred"
-    basis = _Basis(epoch=epoch, had_state=record is not None, summary_upto=state.summary_upto,
-                   last_summarised=batch[-1])
     previous = Summary.from_dict(state.summary) if state.summary else None
-    language = state.language or "en"
-    try:
-        summary = yield from flow.compute(lambda: verified(
-            job.summarizer, previous, as_messages(batch), language=language,
-            max_tokens=job.max_tokens, tokenizer=job.tokenizer), where="thread")  # may call a model
-    except Exception as exc:  # a summariser is pluggable: any failure must leave the originals
-        _log("summary_rejected", job.key, reason=type(exc).__name__, detail=str(exc)[:200])
+    merged = yield from _merge(job, previous, batch, batches if catch_up else iter(()),
+                               state.language or "en")
+    if merged.last is None or merged.summary is None:  # the first batch failed: only that
+        basis = _Basis(epoch=epoch, had_state=record is not None,
+                       summary_upto=state.summary_upto, last_summarised=batch[-1])
         yield from _commit(job, basis, lambda s: replace(
             s, summary_failures=s.summary_failures + 1))
         return "rejected"
-    upto = basis.last_summarised.seq
+    basis = _Basis(epoch=epoch, had_state=record is not None, summary_upto=state.summary_upto,
+                   last_summarised=merged.last)
+    summary, upto, failures = merged.summary, merged.last.seq, int(merged.failed)
     outcome = yield from _commit(job, basis, lambda s: replace(
-        s, summary=summary.to_dict(), summary_upto=upto, summary_failures=0))
+        s, summary=summary.to_dict(), summary_upto=upto, summary_failures=failures))
     if outcome == "committed":
-        _log("summary_committed", job.key, upto=upto, messages=len(batch))
-    return outcome
+        _log("summary_committed", job.key, upto=upto, messages=merged.messages)
+    return "rejected" if outcome == "committed" and merged.failed else outcome
+
+
+@dataclass(frozen=True, slots=True)
+class _Merged:
+    """What merging batches gave: the summary and the newest message it covers (None: none)."""
+
+    summary: Summary | None
+    last: StoredMessage | None
+    messages: int
+    """Messages merged."""
+    failed: bool
+    """Whether a batch failed (merging stopped there)."""
+
+
+def _merge(job: SummaryJob, previous: Summary | None, first: list[StoredMessage],
+           more: Iterator[list[StoredMessage]], language: str) -> Flow[_Merged]:
+    """Merge ``first``, then each batch of ``more`` while they pass ``verified``."""
+    summary, last, messages = previous, None, 0
+    batch: list[StoredMessage] = first
+    while batch:
+        into = summary
+        try:  # the summariser may call a model: on a thread
+            summary = yield from flow.compute(
+                partial(_verified, job, into, batch, language), where="thread")
+        except Exception as exc:  # a summariser is pluggable: any failure must leave originals
+            _log("summary_rejected", job.key, reason=type(exc).__name__, detail=str(exc)[:200])
+            return _Merged(summary=into, last=last, messages=messages, failed=True)
+        last, messages = batch[-1], messages + len(batch)
+        batch = yield from flow.compute(lambda: next(more, []))
+    return _Merged(summary=summary, last=last, messages=messages, failed=False)
+
+
+def _verified(job: SummaryJob, previous: Summary | None, batch: list[StoredMessage],
+              language: str) -> Summary:
+    return verified(job.summarizer, previous, as_messages(batch), language=language,
+                    max_tokens=job.max_tokens, tokenizer=job.tokenizer)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -583,7 +583,7 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
     # A turn without tool calls is shown the same whatever the options and however many
     # calls were made since (they only tier tool results).
     key = ((id(history[turn.index]), turn.index, end, options_key(options),
-            index.calls_newer_than(position) - since_cut)
+            _tier_rank(options, index.calls_newer_than(position) - since_cut))
            if index.may_hold_calls(position) else (id(history[turn.index]), turn.index, end))
     cached = RECALLED_UNITS.get(key)
     if cached is not None and _still_parsed_as(history, turn.index, cached[0]):
@@ -595,6 +595,18 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
         RECALLED_UNITS.clear()
     RECALLED_UNITS[key] = (messages, items)
     return items
+
+
+def _tier_rank(options: Mapping[str, Any], rank: int) -> int:
+    """What of a turn's call rank (call blocks newer than it) its tool results' tiers tell.
+
+    Past the last tier every older block is shown the same (one line, or a placeholder), so
+    a turn recalled again after more calls were made is the same items: in an agent's session
+    each new call would otherwise make every recalled turn with calls new items, rendered and
+    counted again.
+    """
+    tiers = ToolTiers.from_options(options)
+    return 0 if tiers is None else min(rank, tiers.full + tiers.reduced)
 
 
 def _still_parsed_as(history: Sequence[Mapping[str, Any]], start: int,
