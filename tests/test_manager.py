@@ -419,6 +419,32 @@ def test_a_catch_up_commits_what_it_merged_before_a_batch_failed() -> None:
     assert cm.state("u", "s").summary_failures == 0
 
 
+class _Interrupted(ExtractiveSummarizer):
+    """On its first call, lets another worker commit an update first (a ``record``'s)."""
+
+    def __init__(self, interrupt: Callable[[], object]) -> None:
+        super().__init__()
+        self.interrupt: Callable[[], object] | None = interrupt
+
+    def summarize(self, previous: Summary | None, messages: Sequence[Message], *,
+                  language: str, max_tokens: int | None = None,
+                  tokenizer: Tokenizer | None = None) -> Summary:
+        if self.interrupt is not None:
+            interrupt, self.interrupt = self.interrupt, None
+            assert interrupt() == "committed"
+        return super().summarize(previous, messages, language=language, max_tokens=max_tokens,
+                                 tokenizer=tokenizer)
+
+
+def test_a_catch_up_another_update_supersedes_starts_again_from_it() -> None:
+    store, key = _imported(300), SessionKey(user_id="u", session_id="s")
+    other = _manager(store=store)
+    cm = _manager(store=store, summarizer=_Interrupted(
+        lambda: other._run(other._summary_flow(key, force=True))))
+    assert cm.summarize_now("u", "s") == "committed"
+    assert other.summarize_now("u", "s") == "nothing_to_do"  # up to date
+
+
 class _Blocking(ExtractiveSummarizer):
     def __init__(self) -> None:
         super().__init__()

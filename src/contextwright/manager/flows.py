@@ -56,7 +56,13 @@ from contextwright.manager.recall import (
     recall_tokens,
     session_recall,
 )
-from contextwright.manager.summaries import Outcome, SummaryJob, rounds_due, summary_update
+from contextwright.manager.summaries import (
+    MAX_COMMIT_ATTEMPTS,
+    Outcome,
+    SummaryJob,
+    rounds_due,
+    summary_update,
+)
 from contextwright.manager.turns import last_user_index, plain
 from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
@@ -588,8 +594,19 @@ class SessionFlows:
 
     def _summary_flow(self, key: SessionKey, *, force: bool = False,
                       catch_up: bool = False) -> Flow[Outcome]:
-        return (yield from summary_update(partial(self._summary_job, key), key, force=force,
-                                          catch_up=catch_up))
+        """One summary update; ``catch_up``: until the summary is up to date.
+
+        A catch-up that another update superseded (one ``record`` scheduled, committed while
+        this one merged) starts again from what that one committed.
+        """
+        outcome = yield from summary_update(partial(self._summary_job, key), key, force=force,
+                                            catch_up=catch_up)
+        for _ in range(MAX_COMMIT_ATTEMPTS if catch_up else 0):
+            if outcome != "superseded":
+                break
+            outcome = yield from summary_update(partial(self._summary_job, key), key,
+                                                force=force, catch_up=True)
+        return outcome
 
     def _summary_job(self, key: SessionKey, state: SessionState) -> SummaryJob:
         """The summary update of ``key`` as the mode ``state`` names summarises."""
