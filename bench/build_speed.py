@@ -100,21 +100,28 @@ def bench_contextwright(history: list[dict[str, Any]], turns: int, plan_name: st
     build()
     cold = time.perf_counter() - start
     samples = []
-    for turn in range(turns):
-        if chatting:
-            at = len(history) + len(history) % 2  # even: a user message, then the reply
-            asked = next_message(at)
-            start = time.perf_counter()
-            build(asked["content"])
-            samples.append(time.perf_counter() - start)
-            history.extend([asked, next_message(at + 1)])
-            continue
-        history.append(next_message(len(history)))
+    for _ in range(turns):
+        user_input, after = _next_step(history, chatting)
         start = time.perf_counter()
-        build()
+        build(user_input)
         samples.append(time.perf_counter() - start)
-        del turn
+        history.extend(after)
     return {"cold_ms": cold * 1000, "steady_ms": _median_ms(samples), "turns": turns}
+
+
+def _next_step(history: list[dict[str, Any]], chatting: bool
+               ) -> tuple[str, list[dict[str, Any]]]:
+    """The next steady build's input, and what to append to the history after it.
+
+    An agent loop's call: one message appended now, the same input. A chat's: a new user
+    message as the input, appended with a reply after the build.
+    """
+    if chatting:
+        at = len(history) + len(history) % 2  # even: a user message, then the reply
+        asked = next_message(at)
+        return str(asked["content"]), [asked, next_message(at + 1)]
+    history.append(next_message(len(history)))
+    return USER_INPUT, []
 
 
 def profile_steady(size: int, turns: int, plan_name: str, top: int = 25,
@@ -145,22 +152,15 @@ def profile_steady(size: int, turns: int, plan_name: str, top: int = 25,
     build()
     profiler = cProfile.Profile()
     for _ in range(turns):
-        if chatting:  # as bench_contextwright's: a new input, then it and a reply appended
-            at = len(history) + len(history) % 2
-            asked = next_message(at)
-            profiler.enable()
-            build(asked["content"])
-            profiler.disable()
-            history.extend([asked, next_message(at + 1)])
-            continue
-        history.append(next_message(len(history)))
+        user_input, after = _next_step(history, chatting)
         profiler.enable()
-        build()
+        build(user_input)
         profiler.disable()
+        history.extend(after)
     out = io.StringIO()
     kind = "stable (previous)" if stable else "steady"
-    kind += ", a new input each" if chatting else ""
-    out.write(f"## {plan_name}, {size:,} messages, {turns} {kind} builds\n")
+    each = ", a new input each" if chatting else ""
+    out.write(f"## {plan_name}, {size:,} messages, {turns} {kind} builds{each}\n")
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats(top)
