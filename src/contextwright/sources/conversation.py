@@ -582,9 +582,12 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
     history = request.history
     # A turn without tool calls is shown the same whatever the options and however many
     # calls were made since (they only tier tool results).
-    key = ((id(history[turn.index]), turn.index, end, options_key(options),
-            _tier_rank(options, index.calls_newer_than(position) - since_cut))
-           if index.may_hold_calls(position) else (id(history[turn.index]), turn.index, end))
+    if index.may_hold_calls(position):
+        options_text = options_key(options)
+        key: tuple[Any, ...] = (id(history[turn.index]), turn.index, end, options_text, _tier_rank(
+            options, options_text, index.calls_newer_than(position) - since_cut))
+    else:
+        key = (id(history[turn.index]), turn.index, end)
     cached = RECALLED_UNITS.get(key)
     if cached is not None and _still_parsed_as(history, turn.index, cached[0]):
         return cached[1]
@@ -597,16 +600,28 @@ def cached_recalled_items(request: Request, options: Mapping[str, Any], index: T
     return items
 
 
-def _tier_rank(options: Mapping[str, Any], rank: int) -> int:
+_TIER_ENDS: dict[str, int | None] = {}
+"""Per options key: where the last tool-result tier ends (None: tiers off)."""
+
+
+def _tier_rank(options: Mapping[str, Any], options_text: str, rank: int) -> int:
     """What of a turn's call rank (call blocks newer than it) its tool results' tiers tell.
 
     Past the last tier every older block is shown the same (one line, or a placeholder), so
     a turn recalled again after more calls were made is the same items: in an agent's session
     each new call would otherwise make every recalled turn with calls new items, rendered and
-    counted again.
+    counted again. ``options_text`` is ``options_key(options)``: the tiers are read once per
+    options, not once per recalled turn of every build.
     """
-    tiers = ToolTiers.from_options(options)
-    return 0 if tiers is None else min(rank, tiers.full + tiers.reduced)
+    if options_text in _TIER_ENDS:
+        end = _TIER_ENDS[options_text]
+    else:
+        tiers = ToolTiers.from_options(options)
+        end = None if tiers is None else tiers.full + tiers.reduced
+        if len(_TIER_ENDS) > 10_000:
+            _TIER_ENDS.clear()
+        _TIER_ENDS[options_text] = end
+    return 0 if end is None else min(rank, end)
 
 
 def _still_parsed_as(history: Sequence[Mapping[str, Any]], start: int,
@@ -791,4 +806,5 @@ class ToolResultSource:
 register_cache("sources.conversation.blocks", _BLOCKS)
 register_cache("sources.conversation.items", _ITEMS)
 register_cache("sources.conversation.option_keys", _OPTION_KEYS)
+register_cache("sources.conversation.tier_ends", _TIER_ENDS)
 register_cache("sources.conversation.estimate", _estimate)
