@@ -12,18 +12,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextwright.compress.summarize import ExtractiveSummarizer, Summary
 from contextwright.core.items import Message
 from contextwright.core.plan import BuildPlan
 from contextwright.errors import BudgetError, InvalidInputError, StoreUnavailable
-from contextwright.manager import ContextManager, PreparedContext
+from contextwright.manager import ContextManager, PreparedContext, summaries
 from contextwright.manager.flows import SessionFlows
-from contextwright.manager.summaries import FREE_RETRIES, MAX_BATCH_ROUNDS
+from contextwright.manager.summaries import FREE_RETRIES, MAX_BATCH_ROUNDS, SummaryJob
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED
+from contextwright.modes.config import ModeSettings
 from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
+from contextwright.session.flow import run_flow
 from contextwright.session.store import SessionKey, Store
-from contextwright.tokens import Tokenizer
+from contextwright.tokens import Tokenizer, get_tokenizer
 
 SKIP_SERVICES = os.environ.get("CONTEXTWRIGHT_SKIP_SERVICES") == "1"
 
@@ -417,6 +421,87 @@ def test_a_catch_up_commits_what_it_merged_before_a_batch_failed() -> None:
     assert "BK7299" in _texts(cm.prepare("u", "s", "codes?").to_messages("openai"))
     assert cm.summarize_now("u", "s") == "committed"  # the next call goes on from there
     assert cm.state("u", "s").summary_failures == 0
+
+
+class _ReadCounting:
+    """A store that counts the messages each read returns; ``spans=False``: it cannot read by
+    seq (as a store of one's own may not)."""
+
+    def __init__(self, inner: Store, *, spans: bool = True) -> None:
+        self.inner, self.spans, self.reads = inner, spans, []
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "read_spans" and not self.spans:
+            raise AttributeError(name)
+        method = getattr(self.inner, name)
+        if name not in ("read", "read_spans"):
+            return method
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            found = method(*args, **kwargs)
+            self.reads.append(len(found or ()))
+            return found
+        return counted
+
+
+def test_an_update_on_a_long_backlog_reads_its_ends_not_all_of_it(store: Store) -> None:
+    # A conversation imported whole leaves a long backlog; each record's update merges one
+    # batch of it. Reading the whole backlog for that made every record cost its length.
+    def imported(inner: Store) -> Store:
+        inner.append(SessionKey(user_id="u", session_id="s"), [
+            message for i in range(3_000) for message in (
+                {"role": "user", "content": f"Round {i}: booking code BK{7000 + i}."},
+                {"role": "assistant", "content": f"Noted BK{7000 + i}."})])
+        return inner
+
+    ends, whole = _ReadCounting(imported(store)), _ReadCounting(imported(MemoryStore()),
+                                                                spans=False)
+    states = []
+    for counting in (ends, whole):
+        cm = _manager(store=counting)  # type: ignore[arg-type]
+        for turn in range(3):
+            counting.reads.clear()
+            cm.record("u", "s", messages=[{"role": "user", "content": f"new {turn}"}])
+        states.append(cm.state("u", "s"))
+    assert max(whole.reads) >= 5_000  # the store that cannot read by seq reads it all
+    assert max(ends.reads) <= 2_000  # the other reads a batch's worth and the newest
+    assert (states[0].summary, states[0].summary_upto) == (states[1].summary,
+                                                           states[1].summary_upto)
+    assert states[0].summary_upto == 3 * 2 * MAX_BATCH_ROUNDS  # a batch a record
+
+
+@settings(max_examples=60, deadline=None)
+@given(rounds=st.lists(st.integers(min_value=0, max_value=5), min_size=1, max_size=40),
+       lead=st.integers(min_value=0, max_value=2), window=st.integers(min_value=0, max_value=4),
+       every=st.integers(min_value=1, max_value=6), upto=st.integers(min_value=0, max_value=10))
+def test_reading_a_backlogs_ends_finds_the_batch_reading_it_all_finds(
+        rounds: list[int], lead: int, window: int, every: int, upto: int) -> None:
+    # Rounds of random lengths (a user message and 0-5 replies, calls or results), messages
+    # before the first user message, any window, ends far smaller than the backlog.
+    messages = [{"role": "assistant", "content": f"lead {i}"} for i in range(lead)]
+    for number, replies in enumerate(rounds):
+        messages.append({"role": "user", "content": f"round {number}"})
+        messages += [{"role": "assistant", "content": f"reply {number}.{i}"}
+                     for i in range(replies)]
+    store, key = MemoryStore(), SessionKey(user_id="u", session_id="s")
+    store.append(key, messages)
+    mode = ModeSettings(name=SLIDING_WINDOW, plan="chat", window_size=window, summary_every=every)
+    job = SummaryJob(key=key, settings=mode,
+                     summarizer=ExtractiveSummarizer(), tokenizer=get_tokenizer("o200k_base"),
+                     threshold_tokens=10**9, max_tokens=300)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(summaries, "BACKLOG_TAIL", 6)
+        patch.setattr(summaries, "BACKLOG_HEAD", 9)
+        patch.setattr(summaries, "MAX_BATCH_ROUNDS", 3)
+        epoch = store.epoch(key)
+        assert epoch is not None
+        read, batch = run_flow(summaries._unsummarised(job, epoch, upto, whole=False), store)
+        everything = store.read(key, after=upto)
+        assert read is not None
+        found = batch if batch is not None else summaries.rounds_due(read, job)
+        assert found == summaries.rounds_due(everything, job)
+    if batch is None:
+        assert read == everything
 
 
 class _Interrupted(ExtractiveSummarizer):

@@ -12,8 +12,10 @@ a flow (``summary_update``): its store calls are steps, and the summariser runs 
 (on a worker thread under an event loop), so it runs over sync and async stores alike.
 
 The work of one update is bounded: it merges at most ``MAX_BATCH_ROUNDS`` rounds (the oldest due;
-the next update takes the rest), and after ``FREE_RETRIES`` failures in a row it retries only when
-the unsummarised rounds number a power of two. A batch that keeps failing then costs a few
+the next update takes the rest) and, from a store that reads by seq, reads only the two ends of a
+long backlog (``BACKLOG_TAIL`` newest, ``BACKLOG_HEAD`` oldest messages); after ``FREE_RETRIES``
+failures in a row it retries only when the unsummarised rounds number a power of two (counting
+them reads the whole backlog). A batch that keeps failing then costs a few
 attempts per doubling of the session, not an ever larger attempt per record, and its originals
 stay shown meanwhile, so nothing is lost (``summarize_now`` always tries).
 """
@@ -44,6 +46,11 @@ _StateChange = Callable[[SessionState], SessionState]
 MAX_COMMIT_ATTEMPTS = 5
 MAX_BATCH_ROUNDS = 40
 """Rounds merged by one update at most: the oldest due ones, so each update's work is bounded."""
+BACKLOG_TAIL = 400
+"""Unsummarised messages an update reads first, the newest: when they are all there are, as in
+a session whose summary keeps up, it reads nothing more."""
+BACKLOG_HEAD = 2_000
+"""Oldest unsummarised messages (by seq) a longer backlog's update reads for its batch."""
 FREE_RETRIES = 3
 """Failed updates in a row after which an update backs off (see ``retry_due``)."""
 
@@ -141,12 +148,16 @@ def summary_update(job: SummaryJob | Callable[[SessionState], SummaryJob],
         job = job(state)
         if not job.settings.enable_summary:
             return "nothing_to_do"
-    uncovered = yield from flow.read(job.key, after=state.summary_upto)
-    batches = due_batches(uncovered, job)
-    batch = yield from flow.compute(lambda: next(batches, []))
+    counts_rounds = not force and state.summary_failures >= FREE_RETRIES  # for retry_due
+    uncovered, first = yield from _unsummarised(job, epoch, state.summary_upto,
+                                                whole=catch_up or counts_rounds)
+    if uncovered is None:
+        return "nothing_to_do"  # erased meanwhile
+    batches = due_batches(uncovered, job) if first is None else iter(())
+    batch = first or (yield from flow.compute(lambda: next(batches, [])))
     if not batch:
         return "nothing_to_do"
-    if not (force or retry_due(state.summary_failures, uncovered)):
+    if counts_rounds and not retry_due(state.summary_failures, uncovered):
         return "deferred"
     previous = Summary.from_dict(state.summary) if state.summary else None
     merged = yield from _merge(job, previous, batch, batches if catch_up else iter(()),
@@ -165,6 +176,56 @@ def summary_update(job: SummaryJob | Callable[[SessionState], SummaryJob],
     if outcome == "committed":
         _log("summary_committed", job.key, upto=upto, messages=merged.messages)
     return "rejected" if outcome == "committed" and merged.failed else outcome
+
+
+def _unsummarised(job: SummaryJob, epoch: str, upto: int, *, whole: bool
+                  ) -> Flow[tuple[list[StoredMessage] | None, list[StoredMessage] | None]]:
+    """The unsummarised messages an update reads, and its batch when it found it on the way.
+
+    ``(messages, None)``: all of them, oldest first; ``(…, batch)``: the backlog was long and
+    only its ends were read, ``batch`` being what ``rounds_due`` would give of all of them;
+    ``(None, None)``: the session is gone. ``whole``: read all of them, however many.
+
+    A session whose summary keeps up has few, read in one go. A long backlog (a conversation
+    imported whole) is read at its two ends: the newest messages say where the verbatim window
+    starts, the oldest, read by seq, hold the batch. Reading it all made every update cost the
+    backlog's length, once per ``record`` until the summary caught up.
+    """
+    tail = yield from flow.read(job.key, after=upto, last=None if whole else BACKLOG_TAIL)
+    if whole or len(tail) < BACKLOG_TAIL:
+        return tail, None
+    try:
+        head = yield from flow.read_spans(job.key, [(upto + 1, upto + BACKLOG_HEAD)],
+                                          epoch=epoch)
+    except AttributeError:  # a store that cannot read by seq: read it all
+        head = None
+    else:
+        if head is None:
+            return None, None
+    if head is not None:
+        if upto + BACKLOG_HEAD >= tail[0].seq - 1:  # the two ends meet: that is all of them
+            return [*head, *(stored for stored in tail if stored.seq > upto + BACKLOG_HEAD)], None
+        batch = _batch_of_head(head, tail, job)
+        if batch is not None:
+            return head, batch
+    return (yield from flow.read(job.key, after=upto)), None
+
+
+def _batch_of_head(head: list[StoredMessage], tail: list[StoredMessage], job: SummaryJob
+                   ) -> list[StoredMessage] | None:
+    """``rounds_due`` of a backlog of which ``head`` is the start and ``tail`` the end.
+
+    None when the two do not tell: the window's rounds do not all lie in ``tail``, or ``head``
+    holds too few whole rounds to make the batch without the rest.
+    """
+    window = max(job.settings.window_size, 1)
+    starts = sum(stored.message.get("role") == "user" for stored in tail)
+    if starts < window:
+        return None
+    whole_rounds = split_rounds(head)[:-1]  # the last may go on past the head
+    if len(whole_rounds) < max(MAX_BATCH_ROUNDS, job.settings.summary_every):
+        return None
+    return [stored for round_ in whole_rounds[:MAX_BATCH_ROUNDS] for stored in round_]
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,18 +311,24 @@ def _why_stale(job: SummaryJob, basis: _Basis, record: StateRecord | None,
         return "session_gone"  # erased, or expired (an expired session reads as absent)
     if state.summary_upto != basis.summary_upto:
         return "superseded"
-    if not (yield from _still_stored(job, basis.last_summarised)):
+    if not (yield from _still_stored(job, basis.last_summarised, basis.epoch)):
         _log("summary_discarded", job.key, reason="session_gone")
         return "session_gone"
     return None
 
 
-def _still_stored(job: SummaryJob, message: StoredMessage) -> Flow[bool]:
+def _still_stored(job: SummaryJob, message: StoredMessage, epoch: str) -> Flow[bool]:
     # The log is append-only, so while a session lives the message at a seq never changes; an
     # erase removes it and a restart (after an erase or a TTL expiry) numbers from 1 again, so
     # the seq holds another message (appended later: another created_at) or none.
-    found = yield from flow.read(job.key, after=message.seq - 1, last=None)
-    return bool(found) and found[0].seq == message.seq and (
+    try:
+        found = yield from flow.read_spans(job.key, [(message.seq, message.seq)],
+                                           epoch=epoch)
+    except AttributeError:  # a store that cannot read by seq: everything from it on
+        found = yield from flow.read(job.key, after=message.seq - 1, last=None)
+    if not found:  # None: that incarnation of the session is gone
+        return False
+    return found[0].seq == message.seq and (
         found[0].created_at == message.created_at and found[0].message == message.message)
 
 
