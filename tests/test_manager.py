@@ -26,7 +26,7 @@ from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED
 from contextwright.modes.config import ModeSettings
 from contextwright.session import MemoryStore, PostgresStore, RedisStore, SqliteStore
 from contextwright.session.flow import run_flow
-from contextwright.session.store import SessionKey, Store
+from contextwright.session.store import SessionKey, Store, StoredMessage
 from contextwright.tokens import Tokenizer, get_tokenizer
 
 SKIP_SERVICES = os.environ.get("CONTEXTWRIGHT_SKIP_SERVICES") == "1"
@@ -356,6 +356,43 @@ def test_a_summary_that_keeps_failing_costs_bounded_work() -> None:
     assert len(broken.batches) <= FREE_RETRIES + 6
 
 
+def test_a_summary_that_keeps_failing_on_a_long_backlog_reads_only_its_newest_messages(
+        ) -> None:
+    # Whether a failing summary is tried again is read off the newest messages: counting the
+    # backlog's rounds read all of it on every record.
+    store = _ReadCounting(_imported(3_000))
+    broken = _BrokenCounting()
+    cm = _manager(store=store, summarizer=broken)  # type: ignore[arg-type]
+    reads = []
+    for turn in range(40):
+        store.reads.clear()
+        cm.record("u", "s", messages=[{"role": "user", "content": f"new {turn}"},
+                                      {"role": "assistant", "content": f"ok {turn}"}])
+        reads.append(max(store.reads))
+    assert len(broken.batches) == FREE_RETRIES  # 6,000 to 6,080 messages: no power of two
+    assert max(reads) <= summaries.BACKLOG_HEAD
+    assert max(reads[FREE_RETRIES:]) <= summaries.BACKLOG_TAIL  # deferred: the newest only
+    assert cm.state("u", "s").summary_failures == FREE_RETRIES
+    assert cm.summarize_now("u", "s") == "rejected"  # an explicit update still tries
+
+
+def test_a_failing_summary_is_tried_again_in_the_round_that_doubles_the_backlog() -> None:
+    def stored(seqs: range, users: set[int]) -> list[StoredMessage]:
+        return [StoredMessage(seq=seq, message={"role": "user" if seq in users else
+                                                "assistant", "content": "x"}, created_at=0.0)
+                for seq in seqs]
+
+    # Unsummarised from seq 11: a round that starts at message 14 of the backlog and reaches
+    # message 16 holds the sixteenth.
+    assert summaries.retry_due(FREE_RETRIES, 10, stored(range(20, 27), {24}))
+    assert not summaries.retry_due(FREE_RETRIES, 10, stored(range(20, 26), {20}))  # to 15th
+    assert not summaries.retry_due(FREE_RETRIES, 10, stored(range(28, 34), {28}))  # 18th on
+    assert summaries.retry_due(FREE_RETRIES - 1, 10, stored(range(28, 34), {28}))  # free
+    # A round longer than the newest messages read: counted from the first of them.
+    assert summaries.retry_due(FREE_RETRIES, 0, stored(range(60, 70), set()))
+    assert not summaries.retry_due(FREE_RETRIES, 0, stored(range(70, 80), set()))
+
+
 class _Counting(ExtractiveSummarizer):
     """Summarises as the extractive one does; remembers each batch's size, fails on demand."""
 
@@ -495,13 +532,16 @@ def test_reading_a_backlogs_ends_finds_the_batch_reading_it_all_finds(
         patch.setattr(summaries, "MAX_BATCH_ROUNDS", 3)
         epoch = store.epoch(key)
         assert epoch is not None
-        read, batch = run_flow(summaries._unsummarised(job, epoch, upto, whole=False), store)
+        tail = store.read(key, after=upto, last=summaries.BACKLOG_TAIL)
+        backlog = run_flow(summaries._unsummarised(job, epoch, upto, tail, whole=False), store)
         everything = store.read(key, after=upto)
-        assert read is not None
-        found = batch if batch is not None else summaries.rounds_due(read, job)
+        assert backlog is not None
+        found = backlog.batch if backlog.batch is not None else summaries.rounds_due(
+            backlog.messages, job)
         assert found == summaries.rounds_due(everything, job)
-    if batch is None:
-        assert read == everything
+    assert backlog.newest == everything[-len(backlog.newest):]
+    if backlog.batch is None:
+        assert backlog.messages == everything
 
 
 class _Interrupted(ExtractiveSummarizer):

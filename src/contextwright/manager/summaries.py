@@ -14,10 +14,10 @@ a flow (``summary_update``): its store calls are steps, and the summariser runs 
 The work of one update is bounded: it merges at most ``MAX_BATCH_ROUNDS`` rounds (the oldest due;
 the next update takes the rest) and, from a store that reads by seq, reads only the two ends of a
 long backlog (``BACKLOG_TAIL`` newest, ``BACKLOG_HEAD`` oldest messages); after ``FREE_RETRIES``
-failures in a row it retries only when the unsummarised rounds number a power of two (counting
-them reads the whole backlog). A batch that keeps failing then costs a few
-attempts per doubling of the session, not an ever larger attempt per record, and its originals
-stay shown meanwhile, so nothing is lost (``summarize_now`` always tries).
+failures in a row it retries only in the round that brings the unsummarised messages to a power
+of two in number. A batch that keeps failing then costs a few attempts per doubling of the
+session, not an ever larger attempt per record, and its originals stay shown meanwhile, so
+nothing is lost (``summarize_now`` always tries).
 """
 
 from __future__ import annotations
@@ -101,17 +101,22 @@ def due_batches(uncovered: Sequence[StoredMessage], job: SummaryJob
         yield [stored for round_ in older[start:start + MAX_BATCH_ROUNDS] for stored in round_]
 
 
-def retry_due(failures: int, uncovered: Sequence[StoredMessage]) -> bool:
+def retry_due(failures: int, upto: int, newest: Sequence[StoredMessage]) -> bool:
     """Whether an update tries again after ``failures`` failed ones in a row.
 
-    The first ``FREE_RETRIES`` tries are free (a model may have had a passing fault); then only
-    when the unsummarised rounds number a power of two. Nothing is stored for it: the count of
-    rounds grows by one per user message, so the tries thin out on their own.
+    ``newest``: the newest unsummarised messages (after seq ``upto``), oldest first. The first
+    ``FREE_RETRIES`` tries are free (a model may have had a passing fault); then only in the
+    round that brought the unsummarised messages to a power of two in number. Nothing is stored
+    for it and nothing more is read: the count grows with every message, so the tries thin out
+    on their own, one round per doubling of the backlog.
     """
-    if failures < FREE_RETRIES:
+    if failures < FREE_RETRIES or not newest:
         return True
-    rounds = len(split_rounds(uncovered))
-    return rounds & (rounds - 1) == 0
+    now = newest[-1].seq - upto
+    round_start = next((stored.seq for stored in reversed(newest)
+                        if stored.message.get("role") == "user"), newest[0].seq)
+    before = round_start - 1 - upto
+    return before.bit_length() < now.bit_length()  # a power of two in (before, now]
 
 
 def update_summary(store: Store, job: SummaryJob, *, force: bool = False) -> Outcome:
@@ -148,17 +153,17 @@ def summary_update(job: SummaryJob | Callable[[SessionState], SummaryJob],
         job = job(state)
         if not job.settings.enable_summary:
             return "nothing_to_do"
-    counts_rounds = not force and state.summary_failures >= FREE_RETRIES  # for retry_due
-    uncovered, first = yield from _unsummarised(job, epoch, state.summary_upto,
-                                                whole=catch_up or counts_rounds)
-    if uncovered is None:
+    upto = state.summary_upto
+    newest = yield from flow.read(job.key, after=upto, last=None if catch_up else BACKLOG_TAIL)
+    if newest and not (force or retry_due(state.summary_failures, upto, newest)):
+        return "deferred"
+    backlog = yield from _unsummarised(job, epoch, upto, newest, whole=catch_up)
+    if backlog is None:
         return "nothing_to_do"  # erased meanwhile
-    batches = due_batches(uncovered, job) if first is None else iter(())
-    batch = first or (yield from flow.compute(lambda: next(batches, [])))
+    batches = due_batches(backlog.messages, job) if backlog.batch is None else iter(())
+    batch = backlog.batch or (yield from flow.compute(lambda: next(batches, [])))
     if not batch:
         return "nothing_to_do"
-    if counts_rounds and not retry_due(state.summary_failures, uncovered):
-        return "deferred"
     previous = Summary.from_dict(state.summary) if state.summary else None
     merged = yield from _merge(job, previous, batch, batches if catch_up else iter(()),
                                state.language or "en")
@@ -178,37 +183,47 @@ def summary_update(job: SummaryJob | Callable[[SessionState], SummaryJob],
     return "rejected" if outcome == "committed" and merged.failed else outcome
 
 
-def _unsummarised(job: SummaryJob, epoch: str, upto: int, *, whole: bool
-                  ) -> Flow[tuple[list[StoredMessage] | None, list[StoredMessage] | None]]:
-    """The unsummarised messages an update reads, and its batch when it found it on the way.
+@dataclass(frozen=True, slots=True)
+class _Backlog:
+    """What an update read of the unsummarised messages."""
 
-    ``(messages, None)``: all of them, oldest first; ``(…, batch)``: the backlog was long and
-    only its ends were read, ``batch`` being what ``rounds_due`` would give of all of them;
-    ``(None, None)``: the session is gone. ``whole``: read all of them, however many.
+    messages: list[StoredMessage]
+    """All of them, oldest first; or, when ``batch`` is set, the oldest ones."""
+    batch: list[StoredMessage] | None
+    """What ``rounds_due`` gives of all of them, when only the backlog's ends were read."""
+    newest: list[StoredMessage]
+    """The newest ones (all of them when they are few)."""
 
-    A session whose summary keeps up has few, read in one go. A long backlog (a conversation
-    imported whole) is read at its two ends: the newest messages say where the verbatim window
-    starts, the oldest, read by seq, hold the batch. Reading it all made every update cost the
+
+def _unsummarised(job: SummaryJob, epoch: str, upto: int, tail: list[StoredMessage], *,
+                  whole: bool) -> Flow[_Backlog | None]:
+    """The unsummarised messages an update reads (None: the session is gone meanwhile).
+
+    ``tail``: the newest ``BACKLOG_TAIL`` of them, or all of them when ``whole``. A session
+    whose summary keeps up has fewer: that is all. A long backlog (a conversation imported
+    whole) is read at its two ends: the newest messages say where the verbatim window starts,
+    the oldest, read by seq, hold the batch. Reading it all made every update cost the
     backlog's length, once per ``record`` until the summary caught up.
     """
-    tail = yield from flow.read(job.key, after=upto, last=None if whole else BACKLOG_TAIL)
     if whole or len(tail) < BACKLOG_TAIL:
-        return tail, None
+        return _Backlog(messages=tail, batch=None, newest=tail)
     try:
         head = yield from flow.read_spans(job.key, [(upto + 1, upto + BACKLOG_HEAD)],
                                           epoch=epoch)
     except AttributeError:  # a store that cannot read by seq: read it all
-        head = None
+        head = []
     else:
         if head is None:
-            return None, None
-    if head is not None:
+            return None
+    if head:
         if upto + BACKLOG_HEAD >= tail[0].seq - 1:  # the two ends meet: that is all of them
-            return [*head, *(stored for stored in tail if stored.seq > upto + BACKLOG_HEAD)], None
+            rest = [stored for stored in tail if stored.seq > upto + BACKLOG_HEAD]
+            return _Backlog(messages=[*head, *rest], batch=None, newest=tail)
         batch = _batch_of_head(head, tail, job)
         if batch is not None:
-            return head, batch
-    return (yield from flow.read(job.key, after=upto)), None
+            return _Backlog(messages=head, batch=batch, newest=tail)
+    everything = yield from flow.read(job.key, after=upto)
+    return _Backlog(messages=everything, batch=None, newest=tail)
 
 
 def _batch_of_head(head: list[StoredMessage], tail: list[StoredMessage], job: SummaryJob
