@@ -106,6 +106,9 @@ class Gathered:
     read_back_to: int | None = None
     """The list position it was read back to at most (``gather_source``'s ``reach``: a
     continued layout's source), None when read as far as the budget reaches."""
+    pinned_head_end: int | None = None
+    """For a source cut after a pinned head (a stable-prefix build): the list position of the
+    head's last message; messages between it and the rest are left out for that reason."""
 
     @property
     def need(self) -> int:

@@ -17,6 +17,9 @@ from contextwright.tokens import CountingTokenizer
 _LEFT_OUT: tuple[Action, ...] = ("dropped", "deduplicated", "conflict")
 OLDER_THAN_KEPT_RUN = "older than the kept run (kept from the previous build for a stable prefix)"
 """Why a continued layout leaves out the older messages (read or not)."""
+BEFORE_PINNED_HEAD_END = ("between the pinned head (the oldest messages kept through cuts for a "
+                          "stable prefix) and the recent rounds")
+"""Why a cut after a pinned head leaves out the messages between the two (read or not)."""
 
 
 def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
@@ -53,6 +56,8 @@ def _unread_message_decisions(g: Gathered, message_list: str, request: Request
     for start, end in unread_runs(g.read_positions, size):
         if g.read_back_to is not None:  # read back to a continued layout's messages
             why = f"budget: {OLDER_THAN_KEPT_RUN}"
+        elif g.pinned_head_end is not None and start > g.pinned_head_end:
+            why = f"budget: {BEFORE_PINNED_HEAD_END}"
         elif not g.complete:
             why = ("budget: older than anything that could fit" if start == 0 else
                    "budget: between the recalled turns and the recent rounds")

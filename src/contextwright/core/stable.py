@@ -32,7 +32,7 @@ from contextwright.core.gather import Candidate, Costing, Gathered, Unit, gather
 from contextwright.core.items import ContextItem, detached, parse_message
 from contextwright.core.plan import FrozenOptions, SourceSpec, thawed
 from contextwright.core.request import Request
-from contextwright.core.select import Selection
+from contextwright.core.select import Selection, has_tool_activity
 from contextwright.core.source import ContextSource, DigestingSource, Layout, traits_of
 
 TAIL_SEARCH = 4096
@@ -596,7 +596,10 @@ def pinned_head(units: Sequence[Unit], cap: int) -> list[Unit]:
     """The leading units of a layout (render order), before any digest or tool result, in ``cap``.
 
     Kept through a cut, they keep the provider's cache warm past the system prompt even when
-    the newest messages no longer fit.
+    the newest messages no longer fit. A head does not end inside a round without tool calls:
+    a question kept without its reply would be read as answered by whatever follows the head.
+    (A round with calls may part, as when it is cut afresh: its question stays, the head ends
+    before its first call.)
     """
     head: list[Unit] = []
     used = 0
@@ -606,17 +609,43 @@ def pinned_head(units: Sequence[Unit], cap: int) -> list[Unit]:
             break  # a tool result's tier is recomputed at a cut: it could not stay as shown
         head.append(unit)
         used += unit.tokens
-    return head
+    return head[:whole_rounds(units, len(head))]
+
+
+def whole_rounds(units: Sequence[Unit], end: int) -> int:
+    """Where a head of ``units`` ending at ``end`` ends when it must not part a round.
+
+    ``end``, or the start of the round ``units[end]`` goes on with if that round has no tool
+    calls (so a head ``units[:end]`` would part it).
+    """
+    if end == 0 or end >= len(units) or units[end].candidates[0].item.round_start is not False:
+        return end
+    start = end - 1
+    while start > 0 and not units[start].candidates[0].item.round_start:
+        start -= 1
+    stop = end
+    while stop < len(units) and units[stop].candidates[0].item.round_start is False:
+        stop += 1
+    return end if has_tool_activity(list(units[start:stop])) else start
 
 
 def after_head(g: Gathered, head: Sequence[Unit]) -> Gathered:
-    """``g`` without the head's messages or plain messages older than it (recalled ones stay)."""
+    """``g`` without the head's messages or plain messages older than it (recalled ones stay).
+
+    Its oldest kept round follows the head: a round without calls may not part there (with
+    ``partial_rounds: true``, only a round with calls may), or its reply would be read as
+    the answer to the head's last message.
+    """
     keys = {c.item.key for u in head for c in u.candidates}
     end = max(c.item.order for u in head for c in u.candidates)
     units = [u for u in g.units
              if not any(c.item.key in keys for c in u.candidates)
              and (_recalled(u) or _first_order(u) > end)]
-    return replace(g, units=units)
+    spec = g.spec
+    if spec.options.get("partial_rounds") is True:
+        spec = replace(spec, options=FrozenOptions({**thawed(spec.options),
+                                                    "partial_rounds": "tool_rounds"}))
+    return replace(g, spec=spec, units=units)
 
 
 def in_render_order(selection: Selection) -> Selection:

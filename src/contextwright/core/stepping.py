@@ -30,9 +30,9 @@ from contextwright.core.normalise import normalise_again
 from contextwright.core.plan import BuildPlan, FrozenOptions, thawed
 from contextwright.core.pruning import prune_source
 from contextwright.core.report import Decision
-from contextwright.core.reporting import OLDER_THAN_KEPT_RUN
+from contextwright.core.reporting import BEFORE_PINNED_HEAD_END, OLDER_THAN_KEPT_RUN
 from contextwright.core.request import Request
-from contextwright.core.select import Selection, drop_decisions
+from contextwright.core.select import Selection, drop_decisions, has_tool_activity
 from contextwright.core.source import ContextSource, traits_of
 from contextwright.core.stable import (
     StableOffer,
@@ -48,6 +48,7 @@ from contextwright.core.stable import (
     offer,
     pinned_head,
     preanchored,
+    whole_rounds,
     without_keys,
 )
 
@@ -86,25 +87,39 @@ def leave_room(selection: Selection, tokens: int, pinned: int,
     """Leave out the oldest plain units (keep order: last first) until ``tokens`` are free.
 
     Recalled turns (but those in ``spare``), the digest, the ``pinned`` head and the newest
-    round stay: the room is taken from what was going to scroll out next anyway.
+    round stay: the room is taken from what was going to scroll out next anyway. A round
+    without tool calls goes whole (a reply left without its question would answer the one
+    before it); a round with calls gives up its oldest blocks first, as a fresh cut parts it.
     """
     freed = 0
     kept = list(selection.kept)
-    for index in range(len(kept) - 1, pinned - 1, -1):
-        if freed >= tokens:
-            break
-        unit = kept[index]
+
+    def may_go(unit: Unit) -> bool:
         first = unit.candidates[0].item
-        if unit.round in (None, 0) or "digest" in first.metadata or (
-                "recalled" in first.metadata
-                and not all(c.item.key in spare for c in unit.candidates)):
+        return not (unit.round in (None, 0) or "digest" in first.metadata or (
+            "recalled" in first.metadata
+            and not all(c.item.key in spare for c in unit.candidates)))
+
+    index = len(kept) - 1
+    while index >= pinned and freed < tokens:
+        unit = kept[index]
+        if not may_go(unit):
+            index -= 1
             continue
-        freed += unit.tokens
-        why = ("recalled below the best for this input; " if "recalled" in first.metadata
-               else "")
-        selection.decisions.extend(drop_decisions(
-            unit, f"budget: {why}left out to leave room for the next calls (a stable prefix)"))
-        del kept[index]
+        going = [index]
+        same_round = [at for at in range(pinned, index)
+                      if kept[at].round == unit.round and may_go(kept[at])]
+        if not has_tool_activity([kept[at] for at in (*same_round, index)]):
+            going += same_round
+        for at in sorted(going, reverse=True):
+            gone = kept.pop(at)
+            freed += gone.tokens
+            why = ("recalled below the best for this input; "
+                   if "recalled" in gone.candidates[0].item.metadata else "")
+            selection.decisions.extend(drop_decisions(
+                gone, f"budget: {why}left out to leave room for the next calls (a stable "
+                      "prefix)"))
+        index -= len(going)  # every unit that went was at or before it
     selection.kept = kept
     return selection
 
@@ -336,6 +351,30 @@ class Stepping:
                 self._show_freed(name, selections[name], before)
         return selections
 
+    def _account_for_head(self, g: Gathered, selection: Selection) -> None:
+        """Report what a cut leaves out between its pinned head and the rest; count the head read.
+
+        The head may lie past what the stream was read back to. The rest is cut from the
+        messages after the head, so a message between the two (left out at an earlier cut) is
+        in no prune's decisions. Run on the final selection, once the digest's room has been
+        taken from the messages.
+        """
+        head = self.heads.get(g.spec.source)
+        if not head:
+            return
+        shown = {c.item.key for u in selection.kept for c in u.candidates}
+        decided = {d.key for d in selection.decisions}
+        end = max(c.item.order for u in head for c in u.candidates)
+        for unit in g.units:
+            if _recalled_or_digest(unit) or min(c.item.order for c in unit.candidates) >= end:
+                continue
+            if any(c.item.key in shown or c.item.key in decided for c in unit.candidates):
+                continue
+            selection.decisions.extend(drop_decisions(unit, f"budget: {BEFORE_PINNED_HEAD_END}"))
+        g.read_positions |= {int(c.item.order) for u in head for c in u.candidates
+                             if c.item.order >= 0 and c.item.order == int(c.item.order)}
+        g.pinned_head_end = int(end)
+
     def _step(self, grant: int) -> int:
         """The tokens a cut leaves free of ``grant`` (``CachePolicy.step``)."""
         step = int(grant * self.policy.step)
@@ -414,15 +453,19 @@ class Stepping:
         recalled = [u for u in cut[0].kept if "recalled" in u.candidates[0].item.metadata]
         needed = (1 - growth) * sum(u.tokens for u in recalled)
         chosen, best = floor, cut
-        low, high = len(floor) + 1, len(longest)
-        while low <= high:  # a longer head leaves less room: find the longest that serves
+        # Heads that end where a round does (``pinned_head``): a longer head leaves less room,
+        # so find the longest that serves.
+        ends = [end for end in range(len(floor) + 1, len(longest) + 1)
+                if whole_rounds(previous, end) == end]
+        low, high = 0, len(ends) - 1
+        while low <= high:
             middle = (low + high) // 2
-            candidate = self._cut_after(g, longest[:middle], grant, step, query, costing,
-                                        outgrown)
+            head = longest[:ends[middle]]
+            candidate = self._cut_after(g, head, grant, step, query, costing, outgrown)
             shown = _keys_of(candidate[0].kept)
             if plain <= shown and sum(u.tokens for u in recalled
                                       if u.candidates[0].item.key in shown) >= needed:
-                chosen, best, low = longest[:middle], candidate, middle + 1
+                chosen, best, low = head, candidate, middle + 1
             else:
                 high = middle - 1
         self._pin(g, chosen)
@@ -514,7 +557,9 @@ class Stepping:
         ``CachePolicy.head_share`` of its grant) before the digest of what it left out: later
         cuts keep them, so the provider's cache still covers them after a cut.
         """
+        by_name = {g.spec.source: g for g in self._gathered}
         for name in self.sources - self.continued:
+            self._account_for_head(by_name[name], selections[name])
             selection = in_render_order(selections[name])
             if name not in self.advanced:
                 continue

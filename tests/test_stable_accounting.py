@@ -1,0 +1,95 @@
+"""Builds that continue a previous layout (``previous=``) account for every message, as fresh
+builds do: each history message is shown, or reported left out (dropped by name, or in a run
+never read), never both; and a chat round (a question and its reply) is shown whole or not at
+all, so no reply is shown after another question than its own."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.core.final import FinalContext
+from test_properties import Account, _check_every_message_accounted
+
+BUILDER = ContextBuilder()
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
+PLANS = ("chat", "rag_qa", "tool_heavy", "simple_qa")
+
+
+def _text(tag: str, words: int) -> str:
+    return f"{tag} " + " ".join(WORDS[i % len(WORDS)] for i in range(words))
+
+
+def _round(number: int, question: int, answer: int, calls: bool) -> list[dict[str, Any]]:
+    """A question and its reply; with ``calls``, a tool call and its result between them."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": _text(f"U{number}", question)}]
+    if calls:
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{number}", "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"n": number})}}]},
+            {"role": "tool", "tool_call_id": f"call_{number}",
+             "content": json.dumps({"n": number, "note": _text(f"R{number}", answer)})}]
+    messages.append({"role": "assistant", "content": _text(f"A{number}", answer)})
+    return messages
+
+
+def _chat_rounds_whole(ctx: FinalContext, raw: Sequence[Mapping[str, Any]]) -> None:
+    """A reply in a round without calls is shown only right after the question it answers.
+
+    (A round with calls may part: its newest blocks are kept first, as in a fresh build.)
+    """
+    account = Account(ctx, raw, "history")
+    shown = sorted(account.kept)
+    for before, after in itertools.pairwise(shown):
+        reply = raw[after]
+        if reply["role"] != "assistant" or reply.get("tool_calls") or raw[after - 1][
+                "role"] != "user":
+            continue  # only a plain question-and-reply round is checked
+        assert before == after - 1, (
+            f"history.m{after} (a reply) is shown after history.m{before}, not after the "
+            f"question it answers (history.m{after - 1})")
+
+
+@settings(max_examples=40, deadline=None)
+@given(plan_name=st.sampled_from(PLANS), budget=st.sampled_from((400, 600, 900)),
+       rounds=st.lists(st.tuples(st.integers(5, 40), st.integers(5, 60), st.booleans()),
+                       min_size=4, max_size=14))
+def test_a_continued_build_accounts_for_every_message_and_keeps_chat_rounds_whole(
+        plan_name: str, budget: int, rounds: list[tuple[int, int, bool]]) -> None:
+    plan = BuildPlan.named(plan_name).with_budget(available_override=budget)
+    history: list[dict[str, Any]] = []
+    previous: FinalContext | None = None
+    for number, (question, answer, calls) in enumerate(rounds):
+        request = Request(user_input=_text(f"Q{number}", question), system="Be brief.",
+                          history=list(history))
+        ctx = BUILDER.build(plan, request, previous=previous, cache=True)
+        _check_every_message_accounted(ctx, plan, request.history, "history", "history")
+        account = Account(ctx, request.history, "history")
+        both = sorted(set(account.kept) & account.unread)
+        assert not both, f"history.m{both} shown and reported as never read"
+        _chat_rounds_whole(ctx, request.history)
+        previous = ctx
+        history += _round(number, question, answer, calls and plan_name == "tool_heavy")
+
+
+def test_a_plain_chat_cut_in_steps_shows_whole_rounds_and_reports_the_rest() -> None:
+    # Found by a user: from the seventh call on, replies were shown after later questions and
+    # messages went missing without a decision.
+    plan = BuildPlan.named("rag_qa").with_budget(available_override=600)
+    history: list[dict[str, Any]] = []
+    previous: FinalContext | None = None
+    for turn in range(12):
+        request = Request(user_input=_text(f"U{turn}", 20), system="sys", history=list(history))
+        ctx = BUILDER.build(plan, request, previous=previous, cache=True)
+        _check_every_message_accounted(ctx, plan, request.history, "history", "history")
+        _chat_rounds_whole(ctx, request.history)
+        previous = ctx
+        history += [{"role": "user", "content": request.user_input},
+                    {"role": "assistant", "content": _text(f"A{turn}", 25 + 10 * (turn % 3))}]
