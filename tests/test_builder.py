@@ -210,6 +210,28 @@ def test_duplicate_message_ids_are_dropped_but_repeated_words_are_conversation()
     assert contents == ["Booked.", "yes", "yes", "Sure.", "yes", "go on"]
 
 
+def test_a_call_made_again_is_not_a_duplicate_but_a_copied_call_block_is() -> None:
+    # A retry (or a poll) calls the same tool with the same arguments and may get the same
+    # result: the model must see every attempt, or a "retry at most twice" never ends.
+    def attempt(call_id: str) -> list[dict[str, Any]]:
+        return [{"role": "assistant", "content": None, "tool_calls": [{
+                    "id": call_id, "type": "function",
+                    "function": {"name": "charge_card", "arguments": '{"amount": 20}'}}]},
+                {"role": "tool", "tool_call_id": call_id, "content": "error: gateway timeout"}]
+
+    def built(*call_ids: str) -> tuple[list[str], list[str]]:
+        history = [{"role": "user", "content": "Charge 20 EUR; retry twice on a timeout."},
+                   *(message for call_id in call_ids for message in attempt(call_id))]
+        ctx = BUILDER.build(BuildPlan.named("tool_heavy"), Request(user_input="and now?",
+                                                                   history=history))
+        calls = [m["tool_calls"][0]["id"] for m in ctx.to_messages() if m.get("tool_calls")]
+        return calls, [d.key for d in ctx.report.decisions if d.action == "deduplicated"]
+
+    assert built("call_1", "call_2") == (["call_1", "call_2"], [])
+    # The same block sent twice in a row is one event.
+    assert built("call_1", "call_1") == (["call_1"], ["history.m1", "history.m2"])
+
+
 def test_system_and_user_input_are_never_cut() -> None:
     system = "RULES " * 200
     plan = BuildPlan.named("chat").with_budget(available_override=300)

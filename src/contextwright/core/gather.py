@@ -43,7 +43,9 @@ class Candidate:
     complete_count: bool = True
     """False when counting stopped early because the item is over the limit."""
     fingerprint: tuple[object, ...] = ()
-    """(role, content, calls) of the offered message, for de-duplication."""
+    """(role, content, calls, the call a result answers) of the offered message, for
+    de-duplication. Call ids count: a call made again with the same arguments (a retry, a poll)
+    is another event, not a copy, however alike its result."""
     compacted: Decision | None = None
     """The report's ``compacted`` decision for this candidate, made once (see reporting)."""
     dropped: Decision | None = field(default=None, compare=False)
@@ -53,7 +55,8 @@ class Candidate:
 
     def __post_init__(self) -> None:
         m = self.item.message
-        self.fingerprint = (m.role, m.content, tuple((t.name, t.arguments) for t in m.tool_calls))
+        self.fingerprint = (m.role, m.content, m.tool_call_id,
+                            tuple((t.id, t.name, t.arguments) for t in m.tool_calls))
         if m.images:  # the same words with other images are another message
             self.fingerprint += (m.images,)
 

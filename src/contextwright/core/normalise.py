@@ -6,9 +6,10 @@ and a strict plan raises instead. A losing item takes its whole unit with it, so
 never separated from its result.
 
 Duplicates: units whose messages all carry ids are duplicates when the ids match, anywhere.
-Without ids, role + content must match *and* the copy must sit right next to the original — the
-next unit of the same source, or the newest unit of a source copying the never-cut user input
-(the same input injected twice). Repeating "yes" two rounds apart is conversation, not duplication.
+Without ids, role + content (and tool call ids) must match *and* the copy must sit right next to
+the original — the next unit of the same source, or the newest unit of a source copying the
+never-cut user input (the same input injected twice). Repeating "yes" two rounds apart is
+conversation, not duplication; a call made again with the same arguments is another call.
 The copy from the more constraining source, or the newer copy, is kept.
 """
 
