@@ -196,6 +196,28 @@ def test_responses_sdk_items_keep_parallel_calls_in_one_message() -> None:
     assert [c["id"] for c in message["tool_calls"]] == ["a", "b"]
 
 
+def test_a_response_whose_text_follows_its_call_is_one_assistant_message() -> None:
+    # The output's order is the model's: a call, then its words. As two chat messages, the
+    # call's result would not follow its call and ``record`` would refuse the reply.
+    response = Response.model_validate({
+        "id": "resp_1", "object": "response", "created_at": 0, "model": "gpt-4o",
+        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "output": [
+            {"type": "function_call", "id": "fc_1", "call_id": "call_C", "name": "get_weather",
+             "arguments": '{"city":"Oslo"}', "status": "completed"},
+            {"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "Checking Oslo.", "annotations": []}]}]})
+    (message,) = chat_messages(response)
+    assert message["content"] == "Checking Oslo."
+    assert [c["id"] for c in message["tool_calls"]] == ["call_C"]
+    manager = ContextManager()
+    manager.prepare("u", "s", "Weather in Oslo?", tools=[WEATHER])
+    manager.record("u", "s", assistant=response, tool_results=[
+        {"type": "function_call_output", "call_id": "call_C", "output": "2C"}])
+    body = manager.prepare("u", "s", None, tools=[WEATHER]).to_request("openai")
+    assert [m.get("tool_call_id") for m in body["messages"] if m["role"] == "tool"] == [
+        "call_C"]
+
+
 def test_refusals_errors_and_text_parts_are_kept() -> None:
     refusal = ChatCompletionMessage.model_validate(
         {"role": "assistant", "content": None, "refusal": "I can't help with that."})

@@ -125,7 +125,8 @@ def _convert(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
         return [_from_llama_index(item, where)]
     if kind == "response" or (item.get("object") == "response" and "output" in item):
         output = item.get("output") or []
-        return _from_responses_items(output, [f"{where}.output[{i}]" for i in range(len(output))])
+        return _one_turn(_from_responses_items(
+            output, [f"{where}.output[{i}]" for i in range(len(output))]))
     if kind in ("function_call", "function_call_output") or (
             kind == "message" and item.get("role") is not None and "stop_reason" not in item
             and _is_responses_content(item.get("content"))):
@@ -277,6 +278,28 @@ def _from_responses_items(items: Sequence[Mapping[str, Any]], places: Sequence[s
             raise InvalidInputError(f"{place} is a {kind!r} item, which contextwright cannot "
                                     "carry")
     return messages
+
+
+def _one_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A whole ``Response``'s messages as the one assistant message of its turn.
+
+    Its output may hold the assistant's text after its calls (``function_call``, then a
+    message): as two chat messages, the call's result would not follow its call. Texts are
+    joined in order; calls keep theirs. Output with parts other than text stays as it is.
+    """
+    if len(messages) < 2 or any(m.get("role") != "assistant" or not isinstance(
+            m.get("content"), str | None) for m in messages):
+        return messages
+    merged: dict[str, Any] = {}
+    for message in messages:
+        for key, value in message.items():
+            merged.setdefault(key, value)
+    texts = [m["content"] for m in messages if m.get("content")]
+    merged["content"] = "\n\n".join(texts) if texts else None
+    calls = [call for m in messages for call in m.get("tool_calls") or ()]
+    if calls:
+        merged["tool_calls"] = calls
+    return [merged]
 
 
 def _output_text(output: object, where: str) -> Content:
