@@ -10,10 +10,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright import BuildPlan, ContextBuilder, ContextManager, MemoryStore, Request
+from contextwright import builder as builder_module
 from contextwright.core.final import FinalContext
 from test_properties import Account, _check_every_message_accounted
 
@@ -93,3 +95,27 @@ def test_a_plain_chat_cut_in_steps_shows_whole_rounds_and_reports_the_rest() -> 
         previous = ctx
         history += [{"role": "user", "content": request.user_input},
                     {"role": "assistant", "content": _text(f"A{turn}", 25 + 10 * (turn % 3))}]
+
+
+def test_a_managed_session_accounts_for_every_message_of_every_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The manager keeps a stable prefix by default: each call continues the last one's layout.
+    built: list[tuple[BuildPlan, Request, FinalContext]] = []
+    build = builder_module.build_context
+
+    def spied(plan: BuildPlan, request: Request, *args: Any, **kwargs: Any) -> FinalContext:
+        context = build(plan, request, *args, **kwargs)
+        built.append((plan, request, context))
+        return context
+
+    monkeypatch.setattr(builder_module, "build_context", spied)
+    manager = ContextManager(store=MemoryStore(), system="sys", background=False,
+                             budget={"available_override": 800})
+    for turn in range(40):
+        built.clear()
+        manager.prepare("u", "s", _text(f"U{turn}", 20 + 7 * (turn % 4)))
+        plan, request, context = built[-1]
+        _check_every_message_accounted(context, plan, request.history, "history", "history")
+        account = Account(context, request.history, "history")
+        assert not set(account.kept) & account.unread
+        manager.record("u", "s", assistant=_text(f"A{turn}", 25 + 11 * (turn % 3)))
