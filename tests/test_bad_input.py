@@ -486,6 +486,9 @@ BAD_REQUESTS = [
     ({"user_input": "hi", "history": [{"role": "root", "content": SECRET}]}, "history[0].role"),
     ({"user_input": "hi", "turn": [call(arguments="{" + SECRET)]}, "turn[0].tool_calls[0]"),
     ({"user_input": f"{SECRET}{LONE}"}, "user_input"),
+    ({"user_input": "hi", "examples": [{"inpt": SECRET, "outptu": "4"}]}, "examples.0.inpt"),
+    ({"user_input": "hi", "examples": [{"input": SECRET}]}, "examples.0.output"),
+    ({"user_input": "hi", "examples": [{"input": SECRET, "output": 4}]}, "examples.0.output"),
 ]
 
 
@@ -525,6 +528,21 @@ def test_request_of_the_wrong_shape_is_refused_at_once(fields: dict[str, Any],
     # Not an isolated source failure that silently loses the history: a typed error.
     with pytest.raises(InvalidInputError, match=re.escape(message)):
         Request(user_input="hi", **fields)
+
+
+@pytest.mark.parametrize(("example", "message"), [
+    ({"inpt": "2+2", "output": "4"}, "examples[0]: unknown field 'inpt'"),
+    ({"input": "2+2"}, "examples[0].output is missing"),
+    ({"input": "2+2", "output": None}, "examples[0].output must be a string"),
+    ("2+2 is 4", "examples[0] must be an object"),
+])
+def test_an_example_is_input_and_output_and_nothing_else(example: object, message: str) -> None:
+    # Read leniently, a misspelt key showed the model an empty example.
+    request = Request(user_input="hi", examples=[example])  # type: ignore[list-item]
+    for check in (request.validate, lambda: ContextBuilder().build(BuildPlan.named("chat"),
+                                                                   request)):
+        with pytest.raises(InvalidInputError, match=re.escape(message)):
+            check()
 
 
 def test_tool_schema_that_is_not_an_object_is_invalid_input() -> None:

@@ -302,3 +302,27 @@ def test_a_request_on_standard_input_builds_as_the_file_does(runner: CliRunner) 
     broken = runner.invoke(app, ["build", "--request", "-"], input=b"{not json")
     assert broken.exit_code == 2
     assert "request on standard input is not valid JSON" in broken.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--bogus"], "No such option: --bogus"),
+    (["bogus"], "No such command 'bogus'"),
+    (["build", "--bogus"], "No such option: --bogus"),
+    (["build"], "Missing option '--request'"),
+    (["build", "--request", "r.json", "--window", "abc"], "Invalid value for '--window'"),
+    (["eval", "cases"], "Missing argument"),
+    (["eval", "cases", "c.jsonl", "--budget", "0"], "Invalid value for '--budget'"),
+    (["snapshots", "list", "--bogus"], "No such option: --bogus"),
+    (["session", "list", "--bogus"], "No such option: --bogus"),
+])
+def test_a_usage_error_is_one_error_line_and_exit_code_2(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stdout == ""
+
+
+def test_a_group_called_with_nothing_still_shows_its_help() -> None:
+    for args in ([], ["eval"], ["snapshots"]):
+        result = CliRunner().invoke(app, args)
+        assert "Usage:" in result.output and "error:" not in result.output, args

@@ -404,6 +404,18 @@ def test_tolerances_decide_what_counts_as_a_regression(tmp_path: Path) -> None:
     assert find_regressions(after, read_baseline(saved), loose) == []
 
 
+def test_a_saved_run_and_its_json_output_both_read_as_baselines(tmp_path: Path) -> None:
+    runner = CliRunner()
+    path = write(tmp_path, case_line())
+    saved = tmp_path / "results.json"
+    assert runner.invoke(eval_app, ["cases", str(path), "--save", str(saved)]).exit_code == 0
+    printed = runner.invoke(eval_app, ["cases", str(path), "--json"])
+    (tmp_path / "printed.json").write_text(printed.stdout, "utf-8")
+    for baseline in (saved, tmp_path / "printed.json"):
+        again = runner.invoke(eval_app, ["cases", str(path), "--baseline", str(baseline)])
+        assert again.exit_code == 0, again.stderr
+
+
 def test_a_case_that_fails_now_regresses_and_a_bad_baseline_is_exit_2(tmp_path: Path) -> None:
     runner = CliRunner()
     path = write(tmp_path, case_line(request={"user_input": "word " * 300}))
@@ -431,11 +443,21 @@ def test_a_case_that_fails_now_regresses_and_a_bad_baseline_is_exit_2(tmp_path: 
      r"cases\.0 \('c'\): tokens is -3, below 0"),
     (lambda d: d["overall"].update(noise=-0.5), "overall: noise is -0.5, outside 0 to 1"),
     (lambda d: d["cases"].append(d["cases"][0]), r"cases\.1: id 'c' is given twice"),
-], ids=["nan", "above-one", "string", "negative-tokens", "overall", "duplicate-id"])
+    (lambda d: d["overall"].update(completnes=d["overall"].pop("completeness")),
+     r"overall: unknown metric 'completnes' \(known: completeness, "),
+    (lambda d: d["cases"][0]["scores"].update(completnes=d["cases"][0]["scores"].pop(
+        "completeness")), r"cases\.0 \('c'\): unknown metric 'completnes'"),
+    (lambda d: d["cases"][0].update(scroes=d["cases"][0]["scores"]),
+     r"cases\.0\.scroes: Extra inputs are not permitted"),
+    (lambda d: d.update(overal=d["overall"]), "overal: Extra inputs are not permitted"),
+], ids=["nan", "above-one", "string", "negative-tokens", "overall", "duplicate-id",
+        "misspelt-overall-metric", "misspelt-case-metric", "misspelt-case-key",
+        "misspelt-top-key"])
 def test_a_baseline_score_that_cannot_be_compared_is_exit_2(
         tmp_path: Path, change: Any, message: str) -> None:
-    """NaN never regressed, 2.5 always did, "1.0" was coerced and a repeated id compared only
-    one of its rows: each is a broken baseline, not one to compare with."""
+    """NaN never regressed, 2.5 always did, "1.0" was coerced, a repeated id compared only
+    one of its rows and a misspelt metric was never compared: each is a broken baseline, not
+    one to compare with."""
     runner = CliRunner()
     path = write(tmp_path, case_line())
     saved = tmp_path / "results.json"
@@ -480,3 +502,17 @@ def test_cases_on_standard_input_run_as_the_file_does() -> None:
     assert json.loads(piped.stdout)["cases"] == json.loads(from_file.stdout)["cases"]
     empty = CliRunner().invoke(eval_app, ["cases", "-"], input=b"\n")
     assert empty.exit_code == 2 and "stdin holds no cases" in empty.stderr
+
+
+def test_an_error_after_the_progress_bar_is_the_only_line_on_stderr(tmp_path: Path) -> None:
+    # The bar is drawn on a terminal only: written to a pipe it left a blank line behind.
+    runner = CliRunner()
+    path = write(tmp_path, case_line(plan="tool_hevy"))
+    misspelt = runner.invoke(eval_app, ["cases", str(path)])
+    assert misspelt.exit_code == 2
+    assert misspelt.stderr.startswith("error: ") and misspelt.stderr.count("\n") == 1
+    good = write(tmp_path, case_line())
+    unsaved = runner.invoke(eval_app, ["cases", str(good), "--save",
+                                       str(tmp_path / "missing" / "x.json")])
+    assert unsaved.exit_code == 2
+    assert unsaved.stderr.startswith("error: cannot write ") and unsaved.stderr.count("\n") == 1

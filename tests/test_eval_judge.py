@@ -263,6 +263,14 @@ def test_the_estimate_comes_first_and_no_confirmation_sends_nothing(
     assert "error: not confirmed: nothing was sent" in lines
 
 
+def test_input_that_ends_before_an_answer_is_no_confirmation(
+        server: FakeOpenAIServer, tmp_path: Path) -> None:
+    result = judged(server, tmp_path / "cache", "cases", str(generated_cases(tmp_path)),
+                    input="")
+    assert result.exit_code == 1 and server.requests == []
+    assert result.stderr.splitlines()[-1] == "error: not confirmed: nothing was sent"
+
+
 def test_a_failing_endpoint_stops_the_run_and_keeps_what_was_stored(tmp_path: Path) -> None:
     answered = 0
     lock = threading.Lock()
@@ -543,3 +551,40 @@ def test_a_judge_without_a_model_is_refused_before_anything_runs(tmp_path: Path)
                                            "--judge-base-url", "http://127.0.0.1:9/v1"])
     assert result.exit_code == 2
     assert "--judge-base-url and --judge-model go together" in result.stderr
+
+
+@pytest.mark.parametrize("option", [
+    ["--answer-model", "m"], ["--cache-dir", "c"], ["--price-input", "1", "--price-output", "2"],
+    ["--judge-concurrency", "2"], ["--yes"], ["--api-key", "k"], ["--timeout", "5"]])
+def test_a_judge_only_option_without_a_judge_is_refused_not_ignored(
+        tmp_path: Path, option: list[str]) -> None:
+    cases = str(generated_cases(tmp_path))
+    for command in (["cases", cases], ["ablate", "cases", cases]):
+        result = CliRunner().invoke(eval_app, [*command, *option])
+        assert result.exit_code == 2, result.output
+        assert result.stderr == f"error: {option[0]} applies only to a judged run " \
+            "(--judge-base-url and --judge-model)\n"
+
+
+def test_an_api_key_in_the_environment_is_no_request_to_judge(tmp_path: Path) -> None:
+    result = CliRunner().invoke(eval_app, ["cases", str(generated_cases(tmp_path))],
+                                env={"OPENAI_API_KEY": "k"})
+    assert result.exit_code == 0, result.stderr
+
+
+def test_half_a_price_is_refused(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    result = judged_cases(server, tmp_path / "cache", str(generated_cases(tmp_path)),
+                          "--price-input", "1")
+    assert result.exit_code == 2
+    assert result.stderr == "error: --price-input and --price-output go together\n"
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/below", "/proc/no-folder"])
+def test_a_cache_dir_that_cannot_hold_the_cache_is_one_error_line(
+        server: FakeOpenAIServer, tmp_path: Path, where: str) -> None:
+    (tmp_path / "a-file").write_text("")
+    cache = tmp_path / where if not where.startswith("/") else Path(where)
+    result = judged_cases(server, cache, str(generated_cases(tmp_path)))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: StoreError: cannot use reply cache folder ")
+    assert result.stderr.count("\n") == 1 and not server.requests

@@ -214,6 +214,24 @@ def test_empty_tool_parameters_become_an_object_schema_everywhere() -> None:
     assert all(p["type"] == "object" for p in responses)
 
 
+@pytest.mark.parametrize(("function", "message"), [
+    ({"name": "f", "parameters": 5}, r"tools\[0\]\.function\.parameters must be a JSON schema"),
+    ({"name": "f", "parameters": {"type": "string"}},
+     r"tools\[0\]\.function\.parameters must be a schema of type object"),
+    ({"name": "f", "paramters": {"type": "object"}},
+     r"tools\[0\]\.function: unknown field 'paramters'"),
+    ({"name": "f", "description": 5}, r"tools\[0\]\.function\.description must be a string"),
+    ({"name": "f", "strict": "yes"}, r"tools\[0\]\.function\.strict must be true or false"),
+])
+def test_a_bad_tool_definition_is_refused_the_same_for_every_format(
+        function: dict[str, Any], message: str) -> None:
+    # OpenAI used to get it as given while the others refused it (or, misspelt, sent no
+    # arguments at all): one rule, checked when the build reads the tools.
+    request = Request(user_input="hi", tools=[{"type": "function", "function": function}])
+    with pytest.raises(InvalidInputError, match=message):
+        build(request)
+
+
 def test_documents_are_native_search_results_for_anthropic_and_no_made_up_tool() -> None:
     for plan in ("rag_qa", "doc_analysis"):
         ctx = build(SUITE["documents only"], plan)

@@ -20,7 +20,14 @@ from typing import Annotated, Any
 import typer
 
 from contextwright.builder import ContextBuilder
-from contextwright.cli_common import describe, fail, is_stdin, library_errors, read_stdin
+from contextwright.cli_common import (
+    OneLineUsageErrors,
+    describe,
+    fail,
+    is_stdin,
+    library_errors,
+    read_stdin,
+)
 from contextwright.cli_eval import eval_app
 from contextwright.cli_observe import diff, inspect, replay, snapshots_app
 from contextwright.cli_serve import api_key, serve
@@ -31,7 +38,8 @@ from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
 from contextwright.core.request import Request
 from contextwright.errors import BudgetError, ContextwrightError, InvalidInputError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(cls=OneLineUsageErrors, add_completion=False,
+                  no_args_is_help=True,
                   help="Decide what an LLM agent sees on every call.")
 app.add_typer(session_app, name="session")
 app.add_typer(eval_app, name="eval")

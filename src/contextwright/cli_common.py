@@ -11,9 +11,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
+from rich.console import Console
+from rich.progress import Progress, ProgressColumn
+from typer.core import TyperGroup
 
 from contextwright.errors import ContextwrightError
 
@@ -43,6 +46,16 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped)
 
 
+def progress_bar(*columns: str | ProgressColumn) -> Progress:
+    """A progress bar on stderr that leaves nothing behind, shown only on a terminal.
+
+    Written to a pipe or a file, a finished bar would leave a blank line before the next
+    message, so the ``error: …`` line of a failed run would not be the only line.
+    """
+    console = Console(stderr=True)
+    return Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+
+
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
     """Print ``error: message`` as one line on stderr and exit with ``code``."""
     typer.echo(f"error: {printable(' '.join(message.split()))}", err=True)
@@ -61,3 +74,36 @@ def library_errors(code: int = BAD_INPUT) -> Iterator[None]:
         yield
     except ContextwrightError as exc:
         fail(describe(exc), code)
+
+
+class OneLineUsageErrors(TyperGroup):
+    """A command group whose usage errors are one ``error: …`` line and exit code 2.
+
+    The framework would print a boxed usage message of many lines for an unknown option, a
+    bad value or a missing one; every other failure of every command is already one line.
+    Given to each ``typer.Typer`` of the CLI (``cls=``): the outermost group sees the errors of
+    every subcommand's options, since it parses them while it invokes the subcommand.
+    """
+
+    # The framework's Context is typed by a private module: Any keeps to its signature.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Parse the group's own options (``contextwright --bogus``)."""
+        with _usage_errors():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        """Find and run the subcommand (``contextwright bogus``, ``build --bogus``)."""
+        with _usage_errors():
+            return super().invoke(ctx)
+
+
+@contextmanager
+def _usage_errors() -> Iterator[None]:
+    try:
+        yield
+    except typer.TyperException as exc:
+        # A group called with nothing shows its help, which is no error. The framework tells
+        # that case apart by the class's name too (its class lives in a private module).
+        if type(exc).__name__ == "NoArgsIsHelpError" or exc.exit_code != BAD_INPUT:
+            raise
+        fail(exc.format_message())

@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, TextIO, cast
 
-import click
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -35,7 +33,14 @@ from rich.progress import (
 )
 
 from contextwright.builder import ContextBuilder
-from contextwright.cli_common import describe, fail, is_stdin, read_stdin
+from contextwright.cli_common import (
+    OneLineUsageErrors,
+    describe,
+    fail,
+    is_stdin,
+    progress_bar,
+    read_stdin,
+)
 from contextwright.cli_eval_toolcalls import toolcalls
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
 from contextwright.errors import ContextwrightError, LLMError, PlanError
@@ -84,7 +89,8 @@ from contextwright.evaluate.judge import (
 )
 from contextwright.evaluate.runner import RECALLERS, SUITES, Recaller, make_embedder, run_label
 
-eval_app = typer.Typer(add_completion=False, no_args_is_help=True,
+eval_app = typer.Typer(cls=OneLineUsageErrors, add_completion=False,
+                       no_args_is_help=True,
                        help="Measure context quality on a dataset folder, next to a baseline.")
 eval_app.command("toolcalls")(toolcalls)
 
@@ -225,7 +231,7 @@ def _dump_file(path: Path | None) -> Iterator[TextIO | None]:
 @contextmanager
 def _progress(total: int) -> Iterator[Callable[[], None]]:
     columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+    with progress_bar(*columns) as progress:
         task = progress.add_task("eval", total=total)
         yield lambda: progress.advance(task)
 
@@ -297,21 +303,46 @@ class _JudgeSettings:
     """Calls in flight at once."""
 
 
-def _judge_settings(base_url: str | None, judge_model: str | None, answer_model: str | None,
-                    api_key: str, cache_dir: Path | None, price_input: float | None,
-                    price_output: float | None, seconds_per_call: float, yes: bool,
+def _judge_settings(context: typer.Context, base_url: str | None, judge_model: str | None,
+                    answer_model: str | None, api_key: str, cache_dir: Path | None,
+                    price_input: float | None, price_output: float | None,
+                    seconds_per_call: float, yes: bool,
                     answer_max_tokens: int, timeout: float, concurrency: int
                     ) -> _JudgeSettings | None:
-    """The judge options given, or None when no judge was asked for (exit 2 on half a pair)."""
+    """The judge options given, or None when no judge was asked for.
+
+    Exit 2 on half a pair, and on a judge-only option given without a judge: it would change
+    nothing, and a user who gave it expects it to.
+    """
     if (base_url is None) != (judge_model is None):
         fail("--judge-base-url and --judge-model go together")
+    if (price_input is None) != (price_output is None):
+        fail("--price-input and --price-output go together")
     if base_url is None or judge_model is None:
+        _refuse_judge_only_options(context)
         return None
     return _JudgeSettings(
         base_url=base_url, judge_model=judge_model, answer_model=answer_model or judge_model,
         api_key=api_key, cache_dir=cache_dir or _default_cache_dir(), price_input=price_input,
         price_output=price_output, seconds_per_call=seconds_per_call, yes=yes,
         answer_max_tokens=answer_max_tokens, timeout=timeout, concurrency=concurrency)
+
+
+_JUDGE_ONLY = ("answer_model", "api_key", "cache_dir", "price_input", "price_output",
+               "seconds_per_call", "yes", "answer_max_tokens", "timeout", "concurrency")
+"""Parameters that only a judged run reads."""
+
+
+def _refuse_judge_only_options(context: typer.Context) -> None:
+    """Fail naming the first judge-only option given on the command line.
+
+    Only the command line counts: ``OPENAI_API_KEY`` in the environment is no request to judge.
+    """
+    for param in context.command.params:
+        source = context.get_parameter_source(param.name) if param.name else None
+        if param.name in _JUDGE_ONLY and source is not None and source.name == "COMMANDLINE":
+            fail(f"{param.opts[0]} applies only to a judged run "
+                 "(--judge-base-url and --judge-model)")
 
 
 CasesFile = Annotated[Path, typer.Argument(help="Cases file: one JSON object per line (README "
@@ -332,8 +363,9 @@ ToleranceOption = Annotated[list[str] | None, typer.Option(
 
 
 @eval_app.command("cases")
-def cases_command(file: CasesFile, plan: CasesPlanOption = None, budget: CasesBudgetOption = None,
-                  baseline: BaselineOption = None, save: SaveOption = None,
+def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption = None,
+                  budget: CasesBudgetOption = None, baseline: BaselineOption = None,
+                  save: SaveOption = None,
                   json_output: JsonOption = False, tokenizer: TokenizerOption = "o200k_base",
                   tolerance: ToleranceOption = None, judge_base_url: JudgeUrlOption = None,
                   judge_model: JudgeModelOption = None, answer_model: AnswerModelOption = None,
@@ -343,8 +375,8 @@ def cases_command(file: CasesFile, plan: CasesPlanOption = None, budget: CasesBu
                   answer_max_tokens: AnswerTokensOption = 512, timeout: TimeoutOption = 60,
                   concurrency: ConcurrencyOption = 4) -> None:
     """Completeness, density, position and noise of your own cases; regressions vs a baseline."""
-    settings = _judge_settings(judge_base_url, judge_model, answer_model, api_key, cache_dir,
-                               price_input, price_output, seconds_per_call, yes,
+    settings = _judge_settings(context, judge_base_url, judge_model, answer_model, api_key,
+                               cache_dir, price_input, price_output, seconds_per_call, yes,
                                answer_max_tokens, timeout, concurrency)
     with _exits_on_errors():
         tolerances = parse_tolerances(tolerance or [])
@@ -425,10 +457,11 @@ DataForOption = Annotated[Path | None, typer.Option(
 
 
 @eval_app.command()
-def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOption = None,
-           plan: CasesPlanOption = None, budget: CasesBudgetOption = None,
-           limit: LimitOption = None, tokenizer: TokenizerOption = "o200k_base",
-           json_output: JsonOption = False, judge_base_url: JudgeUrlOption = None,
+def ablate(context: typer.Context, target: TargetArgument, file: FileArgument = None,
+           data: DataForOption = None, plan: CasesPlanOption = None,
+           budget: CasesBudgetOption = None, limit: LimitOption = None,
+           tokenizer: TokenizerOption = "o200k_base", json_output: JsonOption = False,
+           judge_base_url: JudgeUrlOption = None,
            judge_model: JudgeModelOption = None, answer_model: AnswerModelOption = None,
            api_key: ApiKeyOption = "not-needed", cache_dir: CacheDirOption = None,
            price_input: PriceOption = None, price_output: PriceOption = None,
@@ -436,8 +469,8 @@ def ablate(target: TargetArgument, file: FileArgument = None, data: DataForOptio
            answer_max_tokens: AnswerTokensOption = 512, timeout: TimeoutOption = 60,
            concurrency: ConcurrencyOption = 4) -> None:
     """Remove each source and plan option in turn and show every metric's change."""
-    settings = _judge_settings(judge_base_url, judge_model, answer_model, api_key, cache_dir,
-                               price_input, price_output, seconds_per_call, yes,
+    settings = _judge_settings(context, judge_base_url, judge_model, answer_model, api_key,
+                               cache_dir, price_input, price_output, seconds_per_call, yes,
                                answer_max_tokens, timeout, concurrency)
     with _exits_on_errors():
         chosen = _target(target, file, data, plan, budget, limit, tokenizer)
@@ -546,8 +579,8 @@ def _judging(settings: _JudgeSettings, tokenizer: str, builds: int) -> Iterator[
 
 
 def _bar(label: str, total: int) -> Progress:
-    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+    progress = progress_bar(TextColumn(label), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TimeRemainingColumn())
     progress.add_task(label, total=total)
     return progress
 
@@ -561,6 +594,9 @@ def _confirm(estimate: Estimate, settings: _JudgeSettings) -> bool:
     if not estimate.calls or settings.yes:
         return True
     try:
-        return typer.confirm("Send these calls?", default=False, err=True)
-    except click.exceptions.Abort:
-        return False
+        agreed = typer.confirm("Send these calls?", default=False, err=True)
+    except typer.Abort:  # input ended before an answer: that is no answer, so no
+        agreed = False
+    if not sys.stdin.isatty():  # a reply read from a pipe is not echoed: end the prompt's line
+        typer.echo("", err=True)
+    return agreed

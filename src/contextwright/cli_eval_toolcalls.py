@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-from contextwright.cli_common import describe, fail, is_stdin, read_stdin
+from contextwright.cli_common import describe, fail, is_stdin, progress_bar, read_stdin
 from contextwright.errors import ContextwrightError, InvalidInputError
 from contextwright.evaluate.toolcall_score import ToolCallTask, load_tasks, parse_tasks
 from contextwright.evaluate.toolcalls import (
@@ -116,7 +115,7 @@ def _api_key(variable: str | None) -> str:
 @contextmanager
 def _progress(total: int) -> Iterator[Callable[[Outcome], None]]:
     columns = (TextColumn("toolcalls"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+    with progress_bar(*columns) as progress:
         task = progress.add_task("toolcalls", total=total)
         yield lambda _outcome: progress.advance(task)
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from contextwright.cli_common import describe, fail, library_errors, printable
+from contextwright.cli_common import OneLineUsageErrors, describe, fail, library_errors, printable
 from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, InvalidInputError
 from contextwright.observe.diff import diff_snapshots
@@ -33,7 +33,8 @@ from contextwright.observe.query import summarize
 from contextwright.observe.sinks import SnapshotQuery, SnapshotSink, open_sink, snapshot_from_file
 from contextwright.observe.snapshot import Snapshot
 
-snapshots_app = typer.Typer(add_completion=False, no_args_is_help=True,
+snapshots_app = typer.Typer(cls=OneLineUsageErrors, add_completion=False,
+                            no_args_is_help=True,
                             help="Query, list, show and purge recorded build snapshots.")
 
 SinkOption = Annotated[str, typer.Option(

@@ -2,7 +2,8 @@
 
 The service needs the ``server`` extra (FastAPI, uvicorn), imported only when these commands run.
 Options may also come from ``CONTEXTWRIGHT_…`` environment variables (named in ``--help``).
-A bad option, keys file or store is one line on stderr and exit code 2, before any worker starts.
+A bad option, keys file, modes file or store is one line on stderr and exit code 2, before any
+worker starts.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def serve(
         fail("the service needs the server extra: pip install 'contextwright[server]'")
     if workers < 1:
         fail("--workers must be 1 or more")
+    _check_listener(port, log_level)
     with library_errors():
         limits = Limits(max_body_bytes=max_body_bytes, max_messages=max_messages,
                         requests_per_minute=rate, burst=burst, build_timeout=build_timeout)
@@ -66,12 +68,27 @@ def serve(
                               modes=str(Path(modes).resolve()) if modes else None,
                               rate_store=rate_store, limits=limits, threads=threads,
                               snapshots=snapshots)
-        # A bad keys file or store fails here, once, not in every worker.
+        # A bad keys file, store or modes file fails here, once, not in every worker.
         _check_shared_rate(config, KeysFile(config.keys), workers)
         _check_store(config.store)
+        if config.modes is not None:
+            _check_modes(config.modes)
         if snapshots is not None:
             _check_sink(snapshots)
     run(config, host=host, port=port, workers=workers, log_level=log_level)
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+"""The log levels uvicorn knows (it would raise a ``KeyError`` in each worker on another)."""
+HIGHEST_PORT = 65535
+
+
+def _check_listener(port: int, log_level: str) -> None:
+    # Port 0 is the operating system's choice of a free port (uvicorn logs which).
+    if not 0 <= port <= HIGHEST_PORT:
+        fail(f"--port must be 0 to {HIGHEST_PORT}")
+    if log_level not in LOG_LEVELS:
+        fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
 
 
 def _check_shared_rate(config: ServerConfig, keys: KeysFile, workers: int) -> None:
@@ -86,6 +103,12 @@ def _check_store(url: str) -> None:
     from contextwright.session.store import open_store
 
     open_store(url).close()
+
+
+def _check_modes(path: str) -> None:
+    from contextwright.modes.config import ModesConfig
+
+    ModesConfig.load(path)
 
 
 def _check_sink(url: str) -> None:

@@ -18,12 +18,13 @@ from typing import Annotated, Any
 
 import typer
 
-from contextwright.cli_common import describe, fail, library_errors, printable
+from contextwright.cli_common import OneLineUsageErrors, describe, fail, library_errors, printable
 from contextwright.errors import ContextwrightError
 from contextwright.session.state import SessionState
 from contextwright.session.store import SessionKey, Store, open_store
 
-session_app = typer.Typer(add_completion=False, no_args_is_help=True,
+session_app = typer.Typer(cls=OneLineUsageErrors, add_completion=False,
+                          no_args_is_help=True,
                           help="List, show, export and erase stored sessions.")
 
 StoreOption = Annotated[str, typer.Option(

@@ -144,6 +144,50 @@ def test_bad_input_is_one_line_and_exit_code_2(runner: CliRunner, tmp_path: Path
         assert "latest~N takes a whole number" in result.stderr, ref
 
 
+_DAMAGED_FIELDS: dict[str, Any] = {
+    "total_tokens": "x", "window": None, "build_ms": "x", "created_at": "x",
+    "sources": "x", "messages": "x", "decisions": "x", "request": None, "plan_spec": "x",
+    "sources[0]": "x", "messages[0]": 5, "decisions[0]": {"source": "history"},
+}
+
+
+def _damaged(snapshot: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+    data = json.loads(json.dumps(snapshot))
+    if field.endswith("[0]"):
+        rows = data[field[:-3]] or [{}]
+        rows[0] = value
+        data[field[:-3]] = rows
+    else:
+        data[field] = value
+    return data
+
+
+@pytest.mark.parametrize("field", sorted(_DAMAGED_FIELDS))
+def test_a_snapshot_file_with_a_field_of_the_wrong_type_is_one_error_line(
+        runner: CliRunner, db: str, tmp_path: Path, field: str) -> None:
+    good = json.loads(_run(runner, "snapshots", "show", "latest", "--sink", db, "--json").stdout)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_damaged(good, field, _DAMAGED_FIELDS[field])))
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    for args in (["inspect", str(path)], ["replay", str(path), "--plan", "chat"],
+                 ["diff", str(path), str(tmp_path / "good.json")]):
+        result = _run(runner, *args, code=2)
+        assert result.stderr.startswith("error: CorruptRecordError: "), args
+        assert result.stderr.count("\n") == 1 and field.split("[")[0] in result.stderr, args
+
+
+def test_a_sink_line_with_a_field_of_the_wrong_type_is_named_not_skipped(
+        runner: CliRunner, db: str, tmp_path: Path) -> None:
+    good = json.loads(_run(runner, "snapshots", "show", "latest", "--sink", db, "--json").stdout)
+    damaged = {**_damaged(good, "total_tokens", "x"), "id": good["id"][:-1] + "0"}
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(damaged) + "\n")
+    for command in ("query", "list"):
+        result = _run(runner, "snapshots", command, "--sink", f"jsonl:///{path}", code=2)
+        assert result.stderr.count("\n") == 1
+        assert "line 2 of s.jsonl" in result.stderr and "total_tokens" in result.stderr
+
+
 def test_the_cli_reads_a_redis_sink(runner: CliRunner, redis_prefix_url: str) -> None:
     recorder = SnapshotRecorder(open_sink(redis_prefix_url))
     manager = ContextManager(snapshots=recorder, background=False)

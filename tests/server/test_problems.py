@@ -32,6 +32,8 @@ def _is_problem(answer: httpx.Response, status: int, slug: str) -> dict[str, obj
     assert body["type"] == f"urn:contextwright:problem:{slug}"
     assert body["status"] == status and body["title"] and body["detail"]
     assert SECRET not in answer.text and "Traceback" not in answer.text
+    if status == 400:  # every refused input names its error class, validated by whoever
+        assert body["error"] == ("PlanError" if slug == "invalid-plan" else "InvalidInputError")
     return dict(body)
 
 
@@ -70,6 +72,21 @@ def test_session_call_errors_are_400(running: Running) -> None:
     for answer in (orphan, empty, no_user, last):
         _is_problem(answer, 400, "invalid-input")
     _is_problem(wrong_type, 415, "unsupported-media-type")
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/build", {"user_input": "x", "format": "xml"}),
+    ("/v1/build", {"user_input": "x", "budget": -1}),
+    ("/v1/build", {"user_input": "x", "env": {"a": 1}}),
+    ("/v1/sessions/u/s/prepare", {"txt": SECRET}),
+    ("/v1/sessions/u/s/prepare", {"text": "x", "env": {"a": 1}}),
+    ("/v1/sessions/u/s/record", {"assistant": 5}),
+    ("/v1/sessions/%FF/s/prepare", {"text": "x"}),
+])
+def test_a_body_refused_before_the_library_reads_it_is_still_an_invalid_input_error(
+        running: Running, path: str, body: dict[str, object]) -> None:
+    answer = httpx.post(running.url + path, json=body, headers=AUTH)
+    assert _is_problem(answer, 400, "invalid-input")["error"] == "InvalidInputError"
 
 
 def test_a_budget_failure_is_422_with_the_report_but_no_content(running: Running) -> None:

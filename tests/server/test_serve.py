@@ -186,6 +186,8 @@ def test_serve_refuses_bad_setups_in_one_line(keys_file: Path, tmp_path: Path) -
     runner = CliRunner()
     bad_keys = tmp_path / "bad.toml"
     bad_keys.write_text("[tenants.acme]\nkeys = [\"not-a-digest\"]\n")
+    bad_modes = tmp_path / "modes.yaml"
+    bad_modes.write_text("modes: {bogus: 1}\n")
     sqlite = f"sqlite:///{tmp_path / 's.db'}"
     cases = [
         (["serve", "--store", sqlite, "--keys", str(bad_keys)], "keys[0]"),
@@ -193,6 +195,16 @@ def test_serve_refuses_bad_setups_in_one_line(keys_file: Path, tmp_path: Path) -
         (["serve", "--store", "ftp://x", "--keys", str(keys_file)], "unknown store URL"),
         (["serve", "--store", sqlite, "--keys", str(keys_file), "--workers", "2",
           "--rate", "60"], "must live in Redis"),
+        (["serve", "--store", sqlite, "--keys", str(keys_file), "--modes",
+          str(tmp_path / "none.yaml")], "cannot read modes config"),
+        (["serve", "--store", sqlite, "--keys", str(keys_file), "--modes", str(bad_modes)],
+         "modes.bogus"),
+        (["serve", "--store", sqlite, "--keys", str(keys_file), "--log-level", "loud"],
+         "--log-level must be one of"),
+        (["serve", "--store", sqlite, "--keys", str(keys_file), "--port", "-1"],
+         "--port must be 0 to 65535"),
+        (["serve", "--store", sqlite, "--keys", str(keys_file), "--port", "99999"],
+         "--port must be 0 to 65535"),
     ]
     for args, message in cases:
         result = runner.invoke(app, args)

@@ -759,7 +759,7 @@ def _tool_result_block(message: Message, native_tools: bool, ids: CallIds,
     return block
 
 
-def object_schema(parameters: object) -> dict[str, Any]:
+def object_schema(parameters: object, where: str = "a tool's parameters") -> dict[str, Any]:
     """A JSON schema for tool input that providers accept: an object schema.
 
     ``{}`` or a missing schema means "no arguments"; a schema without ``type`` gets
@@ -768,12 +768,33 @@ def object_schema(parameters: object) -> dict[str, Any]:
     if parameters is None:
         return {"type": "object", "properties": {}}
     if not isinstance(parameters, Mapping):
-        raise InvalidInputError("a tool's parameters must be a JSON schema object")
+        raise InvalidInputError(f"{where} must be a JSON schema object")
     schema = dict(parameters)
-    kind = schema.setdefault("type", "object")
-    if kind != "object":
-        raise InvalidInputError(f"a tool's parameters must be an object schema, not {kind!r}")
+    if schema.setdefault("type", "object") != "object":
+        raise InvalidInputError(f"{where} must be a schema of type object")
     return schema
+
+
+FUNCTION_FIELDS = ("name", "description", "parameters", "strict")
+"""What an OpenAI function definition holds; the other formats are made from these."""
+
+
+def check_tool_function(function: Mapping[str, Any], where: str) -> None:
+    """``InvalidInputError`` naming what of a tool's function definition is wrong.
+
+    One rule for every format: OpenAI would pass a bad definition on as given while Anthropic
+    and the Responses API refuse it, and a misspelt ``paramters`` would leave the tool with no
+    arguments in the formats that rebuild the schema.
+    """
+    for key in function:
+        if key not in FUNCTION_FIELDS:
+            raise InvalidInputError(f"{where}: unknown field {str(key)!r} (a function has "
+                                    f"{', '.join(FUNCTION_FIELDS)})")
+    if not isinstance(function.get("description", ""), str):
+        raise InvalidInputError(f"{where}.description must be a string")
+    if not isinstance(function.get("strict", False), bool):
+        raise InvalidInputError(f"{where}.strict must be true or false")
+    object_schema(function.get("parameters"), f"{where}.parameters")
 
 
 def anthropic_tool(schema: Mapping[str, Any]) -> dict[str, Any]:

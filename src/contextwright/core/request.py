@@ -103,7 +103,7 @@ class Request:
             tools=model.tools,
             documents=tuple(Document(**doc.model_dump()) for doc in model.documents),
             env=model.env,
-            examples=model.examples,
+            examples=[example.model_dump() for example in model.examples],
             notes=model.notes,
             images=tuple(image_from_part(image, f"images[{index}]")
                          for index, image in enumerate(model.images)),
@@ -130,8 +130,33 @@ class Request:
                                         or version < 0):
                 raise InvalidInputError(f"documents[{index}].version must be a whole number, "
                                         "0 or more")
+        for index, example in enumerate(self.examples):
+            check_example(example, f"examples[{index}]")
         for index, note in enumerate(self.notes):
             check_text(note, f"notes[{index}]")
+
+
+EXAMPLE_FIELDS = ("input", "output")
+"""What a few-shot example holds: both, and nothing else."""
+
+
+def check_example(example: object, where: str) -> tuple[str, str]:
+    """The input and output of one few-shot example; ``InvalidInputError`` naming the field.
+
+    A misspelt or missing key is refused rather than read as an empty text: the model would
+    otherwise be shown an example with nothing in it.
+    """
+    if not isinstance(example, Mapping):
+        raise InvalidInputError(f"{where} must be an object {{input, output}}")
+    for key in example:
+        if key not in EXAMPLE_FIELDS:
+            raise InvalidInputError(f"{where}: unknown field {str(key)!r} (an example has "
+                                    "input and output)")
+    for key in EXAMPLE_FIELDS:
+        if key not in example:
+            raise InvalidInputError(f"{where}.{key} is missing")
+    return (check_text(example["input"], f"{where}.input"),
+            check_text(example["output"], f"{where}.output"))
 
 
 def check_tool_pairing(messages: Sequence[Message], where: str) -> None:
@@ -185,6 +210,12 @@ class _DocumentModel(BaseModel):
     version: int | None = Field(default=None, ge=0, strict=True)
 
 
+class _ExampleModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input: str
+    output: str
+
+
 class _RequestModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     user_input: str = Field(max_length=MAX_TEXT_CHARS)
@@ -194,7 +225,7 @@ class _RequestModel(BaseModel):
     tools: list[dict[str, Any]] = []
     documents: list[_DocumentModel] = []
     env: dict[str, str] = {}
-    examples: list[dict[str, str]] = []
+    examples: list[_ExampleModel] = []
     notes: list[str] = []
     images: list[dict[str, Any]] = []
 

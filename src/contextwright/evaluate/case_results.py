@@ -143,31 +143,58 @@ def overall(rows: Sequence[CaseResult]) -> dict[str, float | None]:
 
 
 # Strict: a baseline is compared number by number, so "1.0" is not coerced, true is no score,
-# and NaN (which never compares worse) is refused rather than passing every check.
-_STRICT = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+# and NaN (which never compares worse) is refused rather than passing every check. An unknown
+# key is refused too: a misspelt field would otherwise be read as missing and compare nothing.
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class _SavedCase(BaseModel):
+    """One row of ``CaseResult.to_dict``; only ``id``, ``scores`` and ``error`` are compared."""
+
     model_config = _STRICT
     id: str
     scores: dict[str, float | None]
     error: str | None = None
+    plan: str | None = None
+    available: int | None = None
+    missing: list[str] = []
+    noise_shown: list[str] = []
+    misplaced: list[str] = []
+    tags: list[str] = []
 
 
 class _Saved(BaseModel):
+    """``CasesResult.to_dict`` (with ``regressions`` when written by ``--json``)."""
+
     model_config = _STRICT
     format: str
     overall: dict[str, float | None]
     cases: list[_SavedCase]
+    file: str | None = None
+    plan: str | None = None
+    budget: int | None = None
+    tokenizer: str | None = None
+    metrics: list[str] = []
+    targets: dict[str, Any] = {}
+    failures: int | None = None
+    notes: list[str] = []
+    regressions: list[str] = []
 
 
+KNOWN_METRICS = (*METRICS, *JUDGED)
+"""Every score a saved run may hold."""
 COUNTS = frozenset(("tokens",))
 """Metrics that count something (0 or more); every other score is a share, from 0 to 1."""
 
 
 def _score_error(scores: Mapping[str, float | None]) -> str | None:
-    """What is wrong with one row of saved scores (a share outside 0 to 1, a count below 0)."""
+    """What is wrong with one row of saved scores, or None.
+
+    A metric this library does not write, a share outside 0 to 1, a count below 0.
+    """
     for metric, value in scores.items():
+        if metric not in KNOWN_METRICS:
+            return f"unknown metric {metric!r} (known: {', '.join(KNOWN_METRICS)})"
         if value is None:
             continue
         if metric in COUNTS:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.cache import plan_hash
-from contextwright.errors import LLMError
+from contextwright.errors import LLMError, StoreError
 from contextwright.evaluate.ablation import (
     AblationResult,
     Built,
@@ -123,10 +123,10 @@ class ReplyCache:
     """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Open (or make) the cache file; ``StoreError`` when its folder cannot hold one."""
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db = _open_cache(path)
         self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, kind TEXT "
                          "NOT NULL, model TEXT NOT NULL, request TEXT NOT NULL, reply TEXT NOT "
                          "NULL, created REAL NOT NULL)")
@@ -163,6 +163,17 @@ class ReplyCache:
         """Close the database."""
         with self._lock:
             self._db.close()
+
+
+def _open_cache(path: Path) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return sqlite3.connect(path, check_same_thread=False)
+    except OSError as exc:  # the folder is a file, or may not be made here
+        raise StoreError(f"cannot use reply cache folder {path.parent}: {exc.strerror}"
+                         ) from None
+    except sqlite3.Error:
+        raise StoreError(f"cannot open reply cache {path}") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

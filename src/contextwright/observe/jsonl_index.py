@@ -212,9 +212,10 @@ class JsonlIndex:
             return IndexRow(at=at, size=len(line), id=None)
         try:
             snapshot = Snapshot.from_json(line)
-        except CorruptRecordError:
+        except CorruptRecordError as exc:
+            # The reason names a field, never its value, so it is safe to pass on.
             raise CorruptRecordError(
-                f"line {self.line_number(at)} of {self.data_path.name} is not a snapshot"
+                f"line {self.line_number(at)} of {self.data_path.name} is not a snapshot ({exc})"
             ) from None
         return IndexRow.of(snapshot, at, len(line))
 

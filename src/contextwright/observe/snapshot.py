@@ -52,6 +52,7 @@ from contextwright.core.plan import BuildPlan, thawed
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Document, Request
 from contextwright.errors import CorruptRecordError
+from contextwright.observe.snapshot_fields import check_snapshot_fields
 from contextwright.sources.conversation import RECALL_PREFIX
 
 Status = Literal["ok", "budget_error"]
@@ -152,9 +153,14 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: object) -> Snapshot:
-        """Read a snapshot written by ``to_dict``; ``CorruptRecordError`` when it is not one."""
+        """Read a snapshot written by ``to_dict``; ``CorruptRecordError`` when it is not one.
+
+        Every field is checked for the type readers rely on, so a damaged record fails here,
+        naming the field, rather than in whatever reads it next.
+        """
         if not isinstance(data, Mapping) or not _readable(data.get("schema")):
             raise CorruptRecordError("not a snapshot record of a version this library reads")
+        check_snapshot_fields(data)
         names = {f.name for f in fields(cls)}
         try:
             values = {name: data[name] for name in names if name in data}

@@ -54,10 +54,16 @@ class Kind:
     status: int
     slug: str
     title: str
+    error: str | None = None
+    """The library error class this kind stands for, if any: the problem's ``error`` when
+    the service refuses a call itself (a body that fails validation before the library reads
+    it is still an ``InvalidInputError`` to the caller)."""
 
 
-BAD_INPUT = Kind(status=400, slug="invalid-input", title="The request is malformed")
-BAD_PLAN = Kind(status=400, slug="invalid-plan", title="The plan is malformed")
+BAD_INPUT = Kind(status=400, slug="invalid-input", title="The request is malformed",
+                 error=InvalidInputError.__name__)
+BAD_PLAN = Kind(status=400, slug="invalid-plan", title="The plan is malformed",
+                error=PlanError.__name__)
 UNAUTHENTICATED = Kind(status=401, slug="unauthenticated",
                        title="A valid API key is required (Authorization: Bearer <key>)")
 FORBIDDEN = Kind(status=403, slug="access-denied", title="Access denied")
@@ -122,7 +128,10 @@ def problem_response(kind: Kind, detail: str, *, retry_after: str | None = None,
                      **extensions: Any) -> JSONResponse:
     """The ``application/problem+json`` response for ``kind``."""
     body: dict[str, Any] = {"type": PROBLEM_TYPE + kind.slug, "title": kind.title,
-                            "status": kind.status, "detail": detail, **extensions}
+                            "status": kind.status, "detail": detail}
+    if kind.error is not None:
+        body["error"] = kind.error
+    body.update(extensions)  # a library error names its own class (TokenizerError is a 400)
     headers = {"Retry-After": retry_after} if retry_after is not None else None
     return Json(body, status_code=kind.status, headers=headers, media_type=MEDIA_TYPE)
 

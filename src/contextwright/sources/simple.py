@@ -7,9 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contextwright.core.items import ContextItem, Layer, Message, check_text
-from contextwright.core.request import Request
+from contextwright.core.request import Request, check_example
 from contextwright.core.source import AddedSource, SourceOptions, SourceTraits
-from contextwright.errors import InvalidInputError
 from contextwright.sources.options import EnvOptions
 
 
@@ -92,10 +91,7 @@ class ExamplesSource:
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """One ``examples.e<i>`` item per example, in the given order."""
         for index, example in enumerate(request.examples):
-            if not isinstance(example, Mapping):
-                raise InvalidInputError(f"examples[{index}] must be an object")
-            given = check_text(example.get("input", ""), f"examples[{index}].input")
-            wanted = check_text(example.get("output", ""), f"examples[{index}].output")
+            given, wanted = check_example(example, f"examples[{index}]")
             text = f"Input: {given}\nOutput: {wanted}"
             yield ContextItem(key=f"examples.e{index}", message=Message(role="system",
                               content=text), layer=Layer.EXAMPLES, order=index, label="examples")

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from contextwright.analysis import HAN, analyzer, cjk_class
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.items import ContextItem, Layer, Message
-from contextwright.core.providers import OPENAI_MAX_TOOLS, check_tool_name
+from contextwright.core.providers import OPENAI_MAX_TOOLS, check_tool_function, check_tool_name
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, SourceTraits
 from contextwright.errors import InvalidInputError, PlanError
@@ -36,15 +36,20 @@ from contextwright.tokens import estimate_tokens
 def tool_name(schema: Mapping[str, Any], where: str) -> str:
     """The function name of an OpenAI tool schema.
 
-    ``InvalidInputError`` if it has none, or one the providers refuse (``check_tool_name``).
+    ``InvalidInputError`` if it has none, or one the providers refuse (``check_tool_name``),
+    or if the rest of its definition is one no format could send as given
+    (``check_tool_function``).
     """
     if not isinstance(schema, Mapping):
         raise InvalidInputError(f"{where} must be an object")
     function = schema.get("function") if schema.get("type", "function") == "function" else None
-    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(function, Mapping):
+        raise InvalidInputError(f"{where} is not an OpenAI function tool with a name")
+    name = function.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"{where} is not an OpenAI function tool with a name")
     check_tool_name(name, where)
+    check_tool_function(function, f"{where}.function")
     return name
 
 
