@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,21 @@ def test_task_zone_tracks_goal_done_and_next_steps() -> None:
                                               result="stock: 15")], keep=3)
     assert zones.task.done == ("查库存 (check_stock)",)
     assert zones.task.next == ("调用供应商接口更新订单状态",)
+
+
+def test_a_call_made_again_with_the_same_arguments_does_not_take_the_next_step() -> None:
+    # A retry of the stock check is the same step: the supplier was never called.
+    zones = update_task(Zones(), "First check the stock then call the supplier API")
+    check = ToolRecord(name="check_stock", arguments='{"sku":"A1"}', result="none", call_id="c1")
+    zones = add_tool_calls(zones, [check], keep=3)
+    zones = add_tool_calls(zones, [replace(check, call_id="c2")], keep=3)
+    assert zones.task.done == ("check the stock (check_stock)",)
+    assert zones.task.next == ("call the supplier API",)
+    assert not close_task(zones).task.closed  # an answer now leaves the task open
+    # Other arguments are another step, in the same batch as well.
+    zones = add_tool_calls(zones, [replace(check, arguments='{"sku":"B2"}', call_id="c3")],
+                           keep=3)
+    assert zones.task.next == ()
 
 
 def test_zones_render_with_labels_in_the_session_language() -> None:

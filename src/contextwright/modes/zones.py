@@ -147,8 +147,10 @@ def add_tool_calls(zones: Zones, records: Sequence[ToolRecord], keep: int) -> Zo
         return zones
     tools = (*zones.tools, *records)[-keep:] if keep else ()
     task = zones.task
+    previous = zones.tools[-1] if zones.tools else None
     for record in records:
-        task = _complete_step(task, record)
+        task = _complete_step(task, record, previous)
+        previous = record
     return replace(zones, tools=tools, task=task)
 
 
@@ -181,11 +183,15 @@ def _newest_pending(tools: Sequence[ToolRecord], call_id: str) -> int | None:
     return None
 
 
-def _complete_step(task: Task, record: ToolRecord) -> Task:
-    # Steps run in order: a tool call completes the next planned step. Without a plan the call
-    # itself is recorded as a done step, once: a call repeated with the same arguments is the
-    # same step (retries, polling), not progress.
+def _complete_step(task: Task, record: ToolRecord, previous: ToolRecord | None) -> Task:
+    # Steps run in order: a tool call completes the next planned step. A call repeated with the
+    # same arguments is the same step (retries, polling), not progress: with a plan, the call
+    # just before it completed that step already; without one, the call itself is recorded as
+    # a done step, once.
     if task.next:
+        if previous is not None and task.done and (previous.name, previous.arguments) == (
+                record.name, record.arguments):
+            return replace(task, closed=False)
         step = f"{task.next[0]} ({record.name})"
         return replace(task, done=_done(task.done, step), next=task.next[1:], closed=False)
     step = record.name if record.arguments in ("", "{}") else f"{record.name}({record.arguments})"
