@@ -431,6 +431,14 @@ def test_the_text_rendering_shows_placeholders_content_cannot_forge() -> None:
         "1 image(s) shown as placeholders: the text prompt carries no images"]
 
 
+def test_the_text_rendering_keeps_a_tool_images_placeholder_inside_its_fence() -> None:
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"), agent_request(True),
+                                 target="text")
+    text = ctx.to_text()
+    assert "\n[image: image/png 320x200]\n<<end " in text  # before the closing line
+    assert ctx.total_tokens == ContextBuilder().tokenizer.count(text)
+
+
 @pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic"])
 def test_image_renderings_are_of_the_sdk_types_and_accepted_through_the_sdk(
         fmt: str, server: ProviderServer) -> None:

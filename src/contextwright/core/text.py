@@ -19,6 +19,7 @@ from typing import Protocol
 from contextwright.core.cache import short_hash
 from contextwright.core.fence import TOOL_LIST, escape_lines, label, separator
 from contextwright.core.items import Message, ToolCall
+from contextwright.core.providers import split_fence
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -41,13 +42,18 @@ def text_block(message: Message, language: str) -> str:
     """One non-system message as ``Speaker: content``, its images' placeholders, its calls.
 
     A placeholder line (``[image: image/png 800x600]``) starts with ``[``, which no content
-    line can (it would be escaped), so content cannot pass for an image.
+    line can (it would be escaped), so content cannot pass for an image. The images of fenced
+    data sit inside its fence, before the closing line, as in the chat renderings.
     """
     speaker = label(message.role, language)
-    body = escape_lines(message.content, skip_first_line=True)
+    head, tail = split_fence(message.content) if message.images else (message.content, "")
+    body = escape_lines(head, skip_first_line=True)
     images = "".join("\n" + image.placeholder() for image in message.images)
+    closing = "\n" + escape_lines(tail) if tail else ""
     calls = "".join("\n" + call_line(call) for call in message.tool_calls)
-    return f"{speaker}: {body}{images}{calls}" if body else f"{speaker}:{images}{calls}"
+    if not body:
+        return f"{speaker}:{images}{closing}{calls}"
+    return f"{speaker}: {body}{images}{closing}{calls}"
 
 
 def call_line(call: ToolCall) -> str:
