@@ -307,3 +307,25 @@ def test_hybrid_recaller_plugs_into_the_history_source() -> None:
                  .budget(window=100_000).build())
     recent = builder.build(no_recall, request).to_messages()
     assert "ORD-7731 is in transit" not in " ".join(str(m["content"]) for m in recent)
+
+
+@pytest.mark.parametrize("source", [None, "retrieval"])
+def test_every_request_document_is_shown_or_reported(source: str | None) -> None:
+    # A copy of another document's text, a document the search ranks out and an older
+    # version of an id are left out, each with its reason in the report.
+    documents = [{"id": "a", "text": "Refund policy: refunds within 30 days of delivery."},
+                 {"id": "b", "text": "Refund policy: refunds within 30 days of delivery."},
+                 {"id": "c", "text": "Shipping: orders ship in 2 days."},
+                 {"id": "d", "text": "Old refund rule: 14 days.", "version": 1},
+                 {"id": "d", "text": "Refund rule for gifts: 60 days.", "version": 2}]
+    builder = ContextBuilder(tokenizer="o200k_base",
+                             sources=[RetrievalSource()] if source else [])
+    ctx = builder.build(BuildPlan.named("rag_qa"),
+                        Request(user_input="what is the refund policy?", documents=documents))
+    reported = {d.key: d for d in ctx.report.decisions if d.source == "rag"}
+    older = reported["rag.documents[3]"]
+    assert older.action == "dropped" and "older version of document 'd'" in older.reason
+    assert not any("Old refund rule" in str(m["content"]) for m in ctx.to_messages())
+    if source:  # the search shows one passage per text, and only what it ranks high
+        assert "repeats that of document 'a'" in reported["rag.documents[1]"].reason
+        assert "not retrieved" in reported["rag.documents[2]"].reason

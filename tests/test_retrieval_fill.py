@@ -54,8 +54,11 @@ def test_fill_threshold_still_keeps_unrelated_passages_out() -> None:
     request = Request(user_input="refund window rules", documents=[
         *shop_documents(), {"id": "poem", "text": "Roses are red and violets are blue."}])
     items = list(RetrievalSource().build(request, {"fill_budget": True, "fill_threshold": 0.1}))
-    documents = {item.metadata["document"] for item in items}
+    documents = {item.metadata["document"] for item in items if "omitted" not in item.metadata}
     assert "faq-0" in documents and "poem" not in documents
+    left_out = {item.key: item.metadata["omitted"] for item in items
+                if "omitted" in item.metadata}  # each says why
+    assert "not retrieved" in left_out[f"rag.documents[{len(request.documents) - 1}]"]
 
 
 def test_the_confident_top_passages_come_before_the_filling_ones() -> None:

@@ -61,6 +61,27 @@ def newest_per_id(versions: Iterable[tuple[str, int | None, str | None]]) -> lis
     return [index for index, _ in newest.values()]
 
 
+def superseded(request: Request, kept: Iterable[int], namespace: str
+               ) -> Iterator[ContextItem]:
+    """What a source says of the documents a newer version of the same id replaced.
+
+    One item per such document, carrying the reason in ``metadata["omitted"]``: the build
+    reports it as dropped, so a document given twice is never left out unreported.
+    """
+    newest = {request.documents[index].id: index for index in kept}
+    for index, doc in enumerate(request.documents):
+        if newest.get(doc.id, index) != index:
+            yield omitted_document(namespace, index, f"an older version of document {doc.id!r} "
+                                   f"(documents[{newest[doc.id]}] is newer)")
+
+
+def omitted_document(namespace: str, index: int, reason: str) -> ContextItem:
+    """The item that says ``request.documents[index]`` was left out, and why."""
+    return ContextItem(key=f"{namespace}.documents[{index}]",
+                       message=Message(role="system", content=""), layer=Layer.EVIDENCE,
+                       order=index, metadata={"omitted": reason})
+
+
 class DocumentSource:
     """Documents from ``request.documents``, best first, one fenced item each."""
 
@@ -83,6 +104,7 @@ class DocumentSource:
         if rank_by not in RANKS:
             raise PlanError(f"rag: rank must be one of {', '.join(RANKS)}, not {rank_by!r}")
         kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
+        yield from superseded(request, kept, self.namespace)
         docs = [(index, request.documents[index]) for index in kept]
         for index, doc in docs:
             check_text(doc.text, f"documents[{index}].text")

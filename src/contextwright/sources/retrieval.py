@@ -48,7 +48,12 @@ from contextwright.retrieval import (
 )
 from contextwright.retrieval.retriever import text_key
 from contextwright.retrieval.text import content_hash
-from contextwright.sources.documents import document_message, newest_per_id
+from contextwright.sources.documents import (
+    document_message,
+    newest_per_id,
+    omitted_document,
+    superseded,
+)
 from contextwright.sources.options import DocumentOptions
 from contextwright.tokens import CountingTokenizer, get_tokenizer
 
@@ -179,8 +184,29 @@ class RetrievalSource:
         """Two items per kept passage (the synthetic call and its result), best first."""
         settings = read_options(options, self.alpha)
         query = request.user_input
-        for rank, found in enumerate(self._found(request, settings)):
-            yield from self._items(rank, found, query, settings)
+        found = self._found(request, settings)
+        yield from self._left_out(request, found, settings)
+        for rank, passage in enumerate(found):
+            yield from self._items(rank, passage, query, settings)
+
+    def _left_out(self, request: Request, found: list[_Found], settings: RetrievalOptions
+                  ) -> Iterator[ContextItem]:
+        """What the source says of the request's documents it shows no passage of, and why."""
+        kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
+        yield from superseded(request, kept, self.namespace)
+        shown = {f.passage.doc_id for f in found if f.origin == "request"}
+        first_of_text: dict[bytes, str] = {}
+        for index in kept:
+            doc = request.documents[index]
+            key = text_key(doc.text)
+            first = first_of_text.setdefault(key, doc.id)
+            if doc.id in shown:
+                continue
+            if first != doc.id and first in shown:
+                why = f"its text repeats that of document {first!r}"
+            else:
+                why = _not_retrieved(settings)
+            yield omitted_document(self.namespace, index, why)
 
     def passages(self, request: Request, settings: RetrievalOptions) -> list[RetrievedChunk]:
         """The kept passages for ``request``, best first: from its documents and the corpus.
@@ -238,6 +264,16 @@ class RetrievalSource:
         yield ContextItem(key=f"{self.namespace}.{rank}.text", message=document_message(text),
                           layer=Layer.EVIDENCE, order=rank, untrusted=True,
                           truncatable=True, label=passage.label, metadata=metadata)
+
+
+def _not_retrieved(settings: RetrievalOptions) -> str:
+    """Why a document none of whose passages the search kept is not shown."""
+    if settings.fill_threshold is not None:
+        return (f"not retrieved for this input: no passage of it at similarity "
+                f"{settings.fill_threshold} or more")
+    search = settings.search
+    return (f"not retrieved for this input: no passage of it among the best "
+            f"{search.rerank_top_k} at similarity {search.similarity_threshold} or more")
 
 
 def _document_key(document: SourceDocument) -> tuple[object, ...]:
