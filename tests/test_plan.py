@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, Document, PlanError, Request, select_plan
-from contextwright.core.plan import SHIPPED_PLANS
+from contextwright.core.plan import SHIPPED_PLANS, SourceSpec
 
 YAML_PLAN = """
 name: mine
@@ -65,7 +65,11 @@ def test_plan_files_in_three_formats(tmp_path: Path, suffix: str) -> None:
 
 @pytest.mark.parametrize(("text", "field"), [
     ("name: x\nsources: [{source: user, weight: -1}]", "sources.0.weight"),
-    ("name: x\nsources: [{source: user, wieght: 1}]", "sources.0.wieght"),
+    ("name: x\nsources: [{source: user, wieght: 1}]", "did you mean 'weight'"),
+    ("name: x\nsources: [{source: user}]\nbudget: {windw: 1}", "did you mean 'window'"),
+    ("name: x\nsources: [{source: user, weight: '0.3'}]", "sources.0.weight"),
+    ("name: x\nsources: [{source: user, weight: true}]", "sources.0.weight"),
+    ("name: x\nsources: [{source: user, max_tokens: '100'}]", "sources.0.max_tokens"),
     ("name: x\nsources: [{source: user, strategy: shred}]", "sources.0.strategy"),
     ("name: x\nsources: []", "sources"),
     ("name: x\nsources: [{source: user}]\nbudget: {window: 0}", "budget.window"),
@@ -170,6 +174,21 @@ def test_a_plan_made_in_code_with_an_infinite_weight_is_a_plan_error_at_build() 
     with pytest.raises(PlanError, match="finite"):
         ContextBuilder().build(plan, Request(user_input="hi", history=[
             {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]))
+
+
+@pytest.mark.parametrize(("sources", "named"), [
+    ((SourceSpec(source="system"), SourceSpec(source="user"), SourceSpec(source="user")),
+     "source listed twice: user"),
+    ((SourceSpec(source="system", weight=0), SourceSpec(source="user", weight=0)),
+     "sum to zero"),
+    ((SourceSpec(source="history", max_tokens=-5), SourceSpec(source="user")),
+     "sources.0.max_tokens"),
+])
+def test_a_plan_made_in_code_is_checked_at_build_as_a_plan_file_is(
+        sources: tuple[SourceSpec, ...], named: str) -> None:
+    # A source listed twice showed the question twice; zero weights built silently.
+    with pytest.raises(PlanError, match=named):
+        ContextBuilder().build(BuildPlan(name="x", sources=sources), Request(user_input="hi"))
 
 
 def test_a_misspelt_shipped_plan_is_named_with_the_closest_one(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from contextwright.core.caches import clear_registered_caches
 from contextwright.core.fence import FENCE_SECRET_VARIABLE as FENCE_SECRET_VARIABLE
 from contextwright.core.fence import deployment_fence_key, register_labels
 from contextwright.core.final import FinalContext
-from contextwright.core.plan import Budget, BuildPlan
+from contextwright.core.plan import Budget, BuildPlan, check_plan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, traits_of
 from contextwright.errors import InvalidInputError, PlanError
@@ -128,6 +128,7 @@ class ContextBuilder:
         reserves exceed what the model can write, or when the plan's ``available_override``
         (the CLI's ``--budget``) is more than the known window leaves after the reserves.
         """
+        check_plan(plan)
         effective = plan.with_budget(**self._budget) if self._budget else plan
         profile, budget = self._profile, effective.budget
         if profile is not None and budget.reserved_output + budget.reserved_reasoning > (

@@ -256,7 +256,8 @@ def _budget_dict(budget: Budget) -> dict[str, Any]:
 
 
 class _SourceModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: a weight of "0.3" or true is a mistake to name, not a value to convert.
+    model_config = ConfigDict(extra="forbid", strict=True)
     source: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     max_tokens: int | None = Field(default=None, ge=0)
@@ -279,7 +280,7 @@ whole number up to here exactly (and overflows far beyond it)."""
 
 
 class _BudgetModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     window: int = Field(default=8192, gt=0, le=MAX_WINDOW)
     safety_ratio: float = Field(default=0.75, gt=0, le=1)
     reserved_output: int = Field(default=1024, ge=0)
@@ -288,7 +289,7 @@ class _BudgetModel(BaseModel):
 
 
 class _PlanModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(min_length=1)
     description: str = ""
     sources: list[_SourceModel] = Field(min_length=1)
@@ -334,7 +335,8 @@ def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
     except PydanticValidationError as exc:
         first = exc.errors()[0]
         location = ".".join(str(part) for part in first["loc"]) or "plan"
-        raise PlanError(f"{origin}: {location}: {_message(first['msg'])}") from None
+        raise PlanError(f"{origin}: {location}: {_message(first['msg'])}"
+                        f"{_did_you_mean(first)}") from None
     budget = Budget(**model.budget.model_dump())
     if budget.available <= 0:
         raise PlanError(f"{origin}: budget: nothing is left after the reserves")
@@ -360,6 +362,51 @@ def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
         strict=model.strict,
         add_missing_sources=model.add_missing_sources,
     )
+
+
+_FIELDS_AT: dict[int, tuple[str, ...]] = {
+    0: tuple(_PlanModel.model_fields), 1: tuple(_BudgetModel.model_fields),
+    2: tuple(_SourceModel.model_fields)}
+"""The fields of a plan, of its budget and of a source spec, by how deep the location is."""
+
+
+_CHECKED_LIMIT = 256
+_CHECKED: dict[int, BuildPlan] = {}
+"""Plans ``check_plan`` found valid, by id (the plan is held, so its id is not reused)."""
+
+
+def check_plan(plan: BuildPlan) -> None:
+    """``PlanError`` if ``plan`` breaks a rule a plan file or ``BuildPlan.builder()`` checks.
+
+    A ``BuildPlan`` made in code (``BuildPlan(...)``, ``SourceSpec(...)``) is not validated
+    when made: a build checks it once (a source listed twice would show the question twice,
+    weights summing to zero would share nothing). Remembered by object, so a build pays a
+    dictionary lookup for a plan it has seen.
+    """
+    if _CHECKED.get(id(plan)) is plan:
+        return
+    data = {"name": plan.name, "description": plan.description,
+            "sources": [{"source": spec.source, "weight": spec.weight,
+                         "max_tokens": spec.max_tokens, "min_tokens": spec.min_tokens,
+                         "cuttable": spec.cuttable, "required": spec.required,
+                         "strategy": spec.strategy, "options": thawed(spec.options)}
+                        for spec in plan.sources],
+            "budget": _budget_dict(plan.budget), "repeat_question": plan.repeat_question,
+            "strict": plan.strict, "add_missing_sources": plan.add_missing_sources}
+    plan_from_mapping(data, origin=f"plan {plan.name!r}")
+    if len(_CHECKED) >= _CHECKED_LIMIT:
+        _CHECKED.clear()
+    _CHECKED[id(plan)] = plan
+
+
+def _did_you_mean(error: Any) -> str:
+    """`` (did you mean 'weight'?)`` for a field name that is not one, when one is close."""
+    if error["type"] != "extra_forbidden":
+        return ""
+    location = error["loc"]
+    depth = 1 if location[:1] == ("budget",) else 2 if location[:1] == ("sources",) else 0
+    close = difflib.get_close_matches(str(location[-1]), _FIELDS_AT[depth], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _message(text: str) -> str:
@@ -445,3 +492,6 @@ def read_config_file(path: Path, what: str, shown: str | None = None) -> Any:
 
 
 register_cache("core.plan.shipped", _shipped)
+
+
+register_cache("core.plan.checked", _CHECKED)
