@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from contextwright.compress.summarize import ExtractiveSummarizer, Summary
 from contextwright.core.items import Message
 from contextwright.core.plan import BuildPlan
-from contextwright.errors import BudgetError, InvalidInputError, StoreUnavailable
+from contextwright.errors import BudgetError, InvalidInputError, SessionGone, StoreUnavailable
 from contextwright.manager import ContextManager, PreparedContext, summaries
 from contextwright.manager.flows import SessionFlows
 from contextwright.manager.summaries import FREE_RETRIES, MAX_BATCH_ROUNDS, SummaryJob
@@ -622,6 +622,36 @@ def test_llm_summaries_through_an_openai_compatible_server() -> None:
         # every later attempt failed (garbage, then errors): counted, nothing committed
         assert cm.state("u", "s").summary_failures == len(fake.requests) - 1 >= 1
         client.close()
+
+
+class _ErasedWhileRead(MemoryStore):
+    """Erases the session, and begins it again, right after a prepare reads its state."""
+
+    armed = False
+
+    def get_state(self, key: SessionKey) -> Any:
+        found = super().get_state(key)
+        if self.armed:
+            self.armed = False
+            self.erase_session(key)
+            super().append(key, [{"role": "user", "content": "new chat, first question"}])
+        return found
+
+
+@pytest.mark.parametrize("text", ["Where is order 20241001?", None])
+def test_a_session_erased_between_a_prepares_reads_is_gone_not_mixed(text: str | None) -> None:
+    # The state read is the erased session's (its summary), the log the new one's: no context
+    # may be built of the two, and the error is not one that says the message is stored.
+    store = _ErasedWhileRead()
+    cm = _manager(store=store)
+    _chat(cm, 12)
+    assert cm.state("u", "s").summary_upto > 0  # past the new session's only message
+    store.armed = True
+    with pytest.raises(SessionGone) as caught:
+        cm.prepare("u", "s", text)
+    assert getattr(caught.value, "stored_seq", None) is None
+    assert [m.message["content"] for m in store.read(SessionKey(user_id="u", session_id="s"))] \
+        == ["new chat, first question"]
 
 
 def test_erase_user_removes_only_that_user() -> None:

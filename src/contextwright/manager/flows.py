@@ -223,6 +223,11 @@ class SessionFlows:
         # The incarnation read, taken first: the fingerprint may go only into it.
         epoch = appended.epoch if appended is not None else (yield from flow.epoch(key))
         record, read_after, read, recent = yield from self._read_recent(key)
+        if (yield from flow.epoch(key)) != epoch:
+            # Erased (and maybe begun again) between the reads: the state and the log read may
+            # be of two incarnations, and a context of the erased one's summary or messages
+            # must not be built. What is read after this is read by seq under the epoch.
+            raise SessionGone("the session was erased while this call read it")
         state, version, route, switch = yield from self._route(key, text, appended, recent,
                                                               record)
         self._note_read(key, epoch, read_after, state, read)
