@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ToolCallBlock
 from llama_index.core.llms import ChatMessage
-from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.llms.mock import MockFunctionCallingLLM, MockLLM
 from llama_index.core.tools import FunctionTool
 
 from contextwright import InvalidInputError, MemoryStore, Store, chat_messages
@@ -112,12 +112,42 @@ def test_tool_pairs_stay_whole_under_any_budget(conversation: Conversation) -> N
     assert memory.report.total_tokens <= conversation.budget
 
 
-def test_get_with_input_builds_it_as_the_newest_user_message() -> None:
+def test_get_with_input_builds_for_it_and_leaves_it_to_the_caller() -> None:
+    # A chat engine sends the input after what ``get`` returns: returned too, it went twice.
     memory = ContextwrightMemory(MemoryStore(), user_id="u", session_id="s", budget=600)
     memory.put_messages(to_llama_index(long_conversation(100)))
     built = memory.get(input="Where is KST150?")
-    assert built[-1].content == "Where is KST150?" and len(built) < 100
+    assert "Where is KST150?" not in [m.content for m in built] and len(built) < 100
+    assert memory.report.total_tokens <= 600  # the history was budgeted with the input
     assert len(memory.get_all()) == len(long_conversation(100))  # input is not stored
+    # An agent stores its message first: then it is the newest message, and returned.
+    memory.put(ChatMessage(role="user", content="Where is KST150?"))
+    assert memory.get(input="Where is KST150?")[-1].content == "Where is KST150?"
+
+
+def test_a_context_chat_engine_sends_the_question_once() -> None:
+    from llama_index.core.chat_engine import ContextChatEngine
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    class OneNode(BaseRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            return [NodeWithScore(node=TextNode(text="Order 42 shipped."), score=1.0)]
+
+    prompts: list[str] = []
+
+    class Recording(MockLLM):
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            prompts.append(prompt)
+            return super().complete(prompt, formatted=formatted, **kwargs)
+
+    memory = ContextwrightMemory(MemoryStore(), user_id="u", session_id="s")
+    engine = ContextChatEngine.from_defaults(retriever=OneNode(), llm=Recording(max_tokens=5),
+                                             memory=memory)
+    engine.chat("Where is order 42?")
+    engine.chat("And when does it arrive?")
+    assert prompts[-1].count("And when does it arrive?") == 1
+    assert prompts[-1].count("Where is order 42?") == 1
 
 
 def test_report_before_any_build_is_an_error_and_ids_are_required() -> None:
@@ -139,3 +169,11 @@ def test_a_second_memory_on_the_session_sees_its_appends_and_its_erasure(store: 
     second.reset()
     second.put(ChatMessage(role="user", content="d"))
     assert [m.content for m in first.get_all()] == ["d"]
+
+
+def test_an_async_store_is_refused_rather_than_losing_writes() -> None:
+    from contextwright.errors import StoreUsageError
+    from contextwright.session import AsyncMemoryStore
+
+    with pytest.raises(StoreUsageError, match="sync store"):
+        ContextwrightMemory(AsyncMemoryStore(), user_id="u", session_id="s")

@@ -12,6 +12,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from agents import (
     Agent,
     ApplyPatchTool,
@@ -564,3 +565,12 @@ def test_a_call_without_its_output_yet_is_left_out() -> None:
     assert [item.get("type", "message") for item in built.input] == ["message"] * 3
     assert apply.last_report is not None
     assert "1 mcp_approval_request" in apply.last_report.warnings[0]
+
+
+def test_an_async_store_is_refused_rather_than_losing_writes() -> None:
+    # Its methods would return coroutines the session never awaits: nothing stored, no error.
+    from contextwright.errors import StoreUsageError
+    from contextwright.session import AsyncMemoryStore
+
+    with pytest.raises(StoreUsageError, match="sync store"):
+        ContextwrightSession(AsyncMemoryStore(), user_id="u", session_id="s")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.final import FinalContext
@@ -21,8 +21,10 @@ from contextwright.core.items import parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
-from contextwright.errors import InvalidInputError
+from contextwright.errors import InvalidInputError, StoreUsageError
 from contextwright.plans import select_plan
+from contextwright.session.flow import is_async_store
+from contextwright.session.store import Store
 
 PlanChoice: TypeAlias = BuildPlan | str | Callable[[Request], BuildPlan] | None
 """A plan, a shipped plan's name, a function of the request, or ``None`` for ``select_plan``."""
@@ -198,3 +200,17 @@ class ConversionMemo:
             self._memo.clear()
         self._memo[id(item)] = (item, self._fingerprint(item), chats)  # holding it keeps its id
         return chats
+
+
+def sync_store(store: object, who: str) -> Store:
+    """``store``, refused with ``StoreUsageError`` when it is an async store.
+
+    An integration calls its store's methods as plain calls (on a worker thread where the
+    framework is async): an async store's would return coroutines never awaited, so its writes
+    would be lost without an error.
+    """
+    if is_async_store(store):
+        raise StoreUsageError(
+            f"{who} takes a sync store (MemoryStore, SqliteStore, RedisStore, PostgresStore), "
+            f"not {type(store).__name__}: it runs the store's calls on a worker thread itself")
+    return cast(Store, store)

@@ -22,7 +22,7 @@ from contextwright.builder import ContextBuilder
 from contextwright.convert import chat_messages, to_llama_index
 from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
-from contextwright.integrations._core import ContextShaper, PlanChoice
+from contextwright.integrations._core import ContextShaper, PlanChoice, sync_store
 from contextwright.session.store import SessionKey, Store
 
 __all__ = ["ContextwrightMemory"]
@@ -57,7 +57,7 @@ class ContextwrightMemory(BaseMemory):
         # The fields declared above; mypy reads BaseMemory's __init__, not the pydantic model's.
         super().__init__(user_id=user_id, session_id=session_id,  # type: ignore[call-arg]
                          system=system)
-        self._store = store
+        self._store = sync_store(store, "ContextwrightMemory")
         self._shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
                                      budget=budget)
 
@@ -86,17 +86,25 @@ class ContextwrightMemory(BaseMemory):
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """The built context: system message, kept history, the newest user message and after.
 
-        ``input`` (the text a chat engine is about to send, not stored yet) is built as the
-        newest user message.
+        ``input`` is the text about to be sent, as LlamaIndex's own memories take it: a chat
+        engine adds it to the prompt itself after what ``get`` returns, so it is built as the
+        newest user message (history is chosen and budgeted for it) and left out of what is
+        returned. An agent stores its user message before it asks: then that stored message is
+        the newest one, and is returned.
         """
         stored = self._chats()
-        if input is not None:
+        pending = input is not None and not (
+            stored and stored[-1].get("role") == "user" and stored[-1].get("content") == input)
+        if pending:
             stored.append({"role": "user", "content": input})
         if not any(message.get("role") == "user" for message in stored):
             return to_llama_index(stored)  # nothing to answer yet: the session as it is
         context = self._shaper.build(stored, system=self.system)
         self._report = context.report
-        return to_llama_index(context.to_messages("openai"))
+        messages = context.to_messages("openai")
+        if pending and messages and messages[-1] == {"role": "user", "content": input}:
+            messages = messages[:-1]  # the caller sends it: returned, it would go twice
+        return to_llama_index(messages)
 
     def get_all(self) -> list[ChatMessage]:
         """Every stored message, as stored."""

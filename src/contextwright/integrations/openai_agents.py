@@ -42,7 +42,7 @@ from contextwright.convert import chat_messages
 from contextwright.core.final import FinalContext
 from contextwright.core.report import BuildReport
 from contextwright.errors import ConflictError, InvalidInputError
-from contextwright.integrations._core import ContextShaper, PlanChoice, with_warning
+from contextwright.integrations._core import ContextShaper, PlanChoice, sync_store, with_warning
 from contextwright.session.store import SessionKey, StateWrite, Store
 
 __all__ = ["ContextwrightInputFilter", "ContextwrightSession"]
@@ -69,7 +69,7 @@ class ContextwrightSession:
         self.key = SessionKey(user_id=user_id, session_id=session_id)
         self.session_id = session_id
         self.session_settings = session_settings or SessionSettings()
-        self.store = store
+        self.store = sync_store(store, "ContextwrightSession")
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The newest ``limit`` items (the settings' limit; ``None``: all), oldest first."""
