@@ -120,6 +120,13 @@ def test_config_file_overrides_and_adds_a_custom_mode(tmp_path: Path) -> None:
     ({"default_mode": "ghost"}, "default_mode"),
     ({"rules": [{"mode": "structured"}]}, "neither keywords nor patterns"),
     ({"surprise": 1}, "surprise"),
+    ({"default_mod": "structured"}, "did you mean 'default_mode'"),
+    ({"modes": {"x": {"plan": "chat", "window_siz": 4}}}, "did you mean 'window_size'"),
+    ({"modes": {"x": {"plan": "chat", "recall": {"shar": 0.5}}}}, "did you mean 'share'"),
+    ({"rules": [{"mode": "structured", "keyword": ["a"]}]}, "did you mean 'keywords'"),
+    ({"rules": [{"mode": "structurd", "keywords": ["a"]}]}, "did you mean 'structured'"),
+    ({"modes": {"x": {"plan": "chat", "top_k": "3"}}}, "top_k: Input should be a valid integer"),
+    ({"keep_limit": "4"}, "keep_limit"),
 ])
 def test_bad_config_gets_a_plan_error_naming_the_problem(tmp_path: Path, data: object,
                                                           match: str) -> None:

@@ -8,6 +8,7 @@ reading a config file on request, and knows nothing of stores or models.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -136,10 +137,12 @@ class ModesConfig:
 
     def __post_init__(self) -> None:
         if self.default_mode not in self.modes:
-            raise PlanError(f"modes config: default_mode {self.default_mode!r} is not a mode")
+            raise PlanError(f"modes config: default_mode {self.default_mode!r} is not a mode"
+                            f"{_closest(self.default_mode, self.modes)}")
         for rule in self.rules:
             if rule.mode not in self.modes:
-                raise PlanError(f"modes config: a rule names unknown mode {rule.mode!r}")
+                raise PlanError(f"modes config: a rule names unknown mode {rule.mode!r}"
+                                f"{_closest(rule.mode, self.modes)}")
 
     def settings(self, mode: str) -> ModeSettings:
         """Settings of ``mode``; ``PlanError`` for an unknown one."""
@@ -192,20 +195,20 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
 
 
 class _OutputModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     format: str = ""
     tone: str = ""
     constraints: list[str] = []
 
 
 class _RecallModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     share: float = Field(default=0.0, ge=0, le=0.9)
     limit: int = Field(default=DEFAULT_RECALL_LIMIT, ge=0)
 
 
 class _ModeModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     plan: str = Field(min_length=1)
     window_size: int = Field(default=6, ge=0)
     enable_summary: bool = True
@@ -223,7 +226,7 @@ class _ModeModel(BaseModel):
 
 
 class _RuleModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     mode: str
     keywords: list[str] = []
     patterns: list[str] = []
@@ -248,7 +251,7 @@ class _RuleModel(BaseModel):
 
 
 class _ConfigModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     default_mode: str = SLIDING_WINDOW
     when_unsure: WhenUnsure = "keep"
     classifier_threshold: float = Field(default=0.5, ge=0, le=1)
@@ -273,7 +276,7 @@ def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfi
     except PydanticValidationError as exc:
         first = exc.errors()[0]
         location = ".".join(str(part) for part in first["loc"]) or "config"
-        raise PlanError(f"{origin}: {location}: {first['msg']}") from None
+        raise PlanError(f"{origin}: {location}: {first['msg']}{_did_you_mean(first)}") from None
     modes = {**defaults.modes, **model.modes}
     rules = model.rules if model.rules is not None else defaults.rules or []
     return ModesConfig(
@@ -283,6 +286,27 @@ def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfi
         default_mode=model.default_mode, when_unsure=model.when_unsure,
         classifier_threshold=model.classifier_threshold, keep_limit=model.keep_limit,
     )
+
+
+def _closest(name: str, names: Mapping[str, Any]) -> str:
+    """`` (did you mean 'billing'?)`` when one of ``names`` is close to ``name``."""
+    close = difflib.get_close_matches(name, tuple(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _did_you_mean(error: Any) -> str:
+    """`` (did you mean 'window_size'?)`` for a field name that is not one, when one is close."""
+    if error["type"] != "extra_forbidden":
+        return ""
+    location = tuple(str(part) for part in error["loc"])
+    model: type[BaseModel] = _ConfigModel
+    if location[0] == "rules" and len(location) == 3:
+        model = _RuleModel
+    elif location[0] == "modes" and len(location) == 3:
+        model = _ModeModel
+    elif location[0] == "modes" and len(location) == 4:
+        model = _RecallModel if location[2] == "recall" else _OutputModel
+    return _closest(location[-1], model.model_fields)
 
 
 def _settings(name: str, model: _ModeModel) -> ModeSettings:
