@@ -754,6 +754,9 @@ def test_turns_an_input_recalls_go_after_the_kept_run_for_that_call_only() -> No
         assert str(messages[tail[0]]["content"]).startswith("[recalled]")
         assert messages[-1]["role"] == "user"  # the question stays last
         cache = ctx.report.cache
+        assert cache is not None
+        positions = [int(key.split(".m")[1]) for key in cache.transient]
+        assert positions == sorted(positions), "the tail's turns in their original order"
         assert cache is not None and not cache.advanced  # no cut for them
         # The report names each of them (one key a message), and its JSON form keeps them.
         assert len(cache.transient) == len(set(cache.transient)) == len(tail)

@@ -522,9 +522,10 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
     if policy.recall_tail and _tail_for(stable, diffuse, policy):
         # The input needs turns the run lacks: shown after it for this call only, in the room
         # it leaves, they serve the input while the run (and the cache over it) stays as it was.
-        tail = _fitting(stable.recalled, room)
+        tail = _fitting(stable.recalled, room)  # the best that fit, shown in their order
         if holds or recall_coverage(stable, tail, grant) >= policy.min_recall_coverage:
-            return Verdict(Selection(kept=[*base, *tail], ordered=True),
+            return Verdict(Selection(kept=[*base, *sorted(tail, key=_first_order)],
+                                     ordered=True),
                            transient=frozenset(c.item.key for u in tail for c in u.candidates))
     if holds:
         return Verdict(Selection(kept=[*base, *extra], ordered=True))

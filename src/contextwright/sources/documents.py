@@ -71,8 +71,9 @@ def superseded(request: Request, kept: Iterable[int], namespace: str
     newest = {request.documents[index].id: index for index in kept}
     for index, doc in enumerate(request.documents):
         if newest.get(doc.id, index) != index:
-            yield omitted_document(namespace, index, f"an older version of document {doc.id!r} "
-                                   f"(documents[{newest[doc.id]}] is newer)")
+            # Named by position: a reason is kept in clear by a redacting recorder, an id not.
+            yield omitted_document(namespace, index, "an older version of the document at "
+                                   f"documents[{newest[doc.id]}] (same id)")
 
 
 def omitted_document(namespace: str, index: int, reason: str) -> ContextItem:

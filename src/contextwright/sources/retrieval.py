@@ -195,15 +195,15 @@ class RetrievalSource:
         kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
         yield from superseded(request, kept, self.namespace)
         shown = {f.passage.doc_id for f in found if f.origin == "request"}
-        first_of_text: dict[bytes, str] = {}
+        first_of_text: dict[bytes, int] = {}
         for index in kept:
             doc = request.documents[index]
-            key = text_key(doc.text)
-            first = first_of_text.setdefault(key, doc.id)
+            first = first_of_text.setdefault(text_key(doc.text), index)
             if doc.id in shown:
                 continue
-            if first != doc.id and first in shown:
-                why = f"its text repeats that of document {first!r}"
+            if first != index and request.documents[first].id in shown:
+                # Named by position: a reason is kept in clear by a redacting recorder.
+                why = f"its text repeats that of documents[{first}]"
             else:
                 why = _not_retrieved(settings)
             yield omitted_document(self.namespace, index, why)
