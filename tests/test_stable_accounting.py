@@ -119,3 +119,38 @@ def test_a_managed_session_accounts_for_every_message_of_every_call(
         account = Account(context, request.history, "history")
         assert not set(account.kept) & account.unread
         manager.record("u", "s", assistant=_text(f"A{turn}", 25 + 11 * (turn % 3)))
+
+
+def _diary(rounds: int) -> list[dict[str, Any]]:
+    """Rounds about a dozen topics, dated an hour to two days apart."""
+    topics = ["puppy named Rex", "pottery workshop", "trip to Lisbon", "marathon training",
+              "guitar lessons", "new job at the bank", "sister's wedding", "garden tomatoes",
+              "broken laptop", "chess tournament", "book club novel", "salsa dancing"]
+    history: list[dict[str, Any]] = []
+    for number in range(rounds):
+        topic = topics[(number * 7) % len(topics)]
+        day = f"2024-{1 + number // 28:02d}-{1 + number % 28:02d}T09:00:00"
+        history += [{"role": "user", "content": f"Round {number}: about my {topic}. "
+                     f"Code R{number:04d}.", "timestamp": day},
+                    {"role": "assistant", "content": f"Nice to hear about the {topic} "
+                     f"(round {number}).", "timestamp": day}]
+    return history
+
+
+def test_an_edited_reply_in_the_pinned_head_is_shown_or_reported_with_its_question() -> None:
+    # The layout found again after the edit lacks the reply: its question was kept in the head
+    # alone, and the reply was neither shown nor reported.
+    history = _diary(300)
+    plan = BuildPlan.named("chat")
+    first = BUILDER.build(plan, Request(user_input="Did I mention the chess tournament?",
+                                        history=history[:240]), cache=True)
+    edited = [dict(message) for message in history[:250]]
+    edited[5]["content"] += " (edited)"
+    request = Request(user_input="What did I say about the pottery workshop?", history=edited)
+    ctx = BUILDER.build(plan, request, previous=first, cache=True)
+    _check_every_message_accounted(ctx, plan, request.history, "history", "history")
+    account = Account(ctx, request.history, "history")
+    assert not set(account.kept) & account.unread
+    _chat_rounds_whole(ctx, request.history)
+    if 4 in account.kept:  # the question is shown only with its reply, as it now reads
+        assert 5 in account.kept

@@ -604,13 +604,32 @@ def pinned_head(units: Sequence[Unit], cap: int) -> list[Unit]:
     """
     head: list[Unit] = []
     used = 0
-    for unit in units:
+    for at, unit in enumerate(units):
         if _is_digest(unit) or used + unit.tokens > cap or any(
                 c.message.role == "tool" for c in unit.candidates):
             break  # a tool result's tier is recomputed at a cut: it could not stay as shown
+        if _question_without_its_next(unit, units[at + 1] if at + 1 < len(units) else None):
+            break
         head.append(unit)
         used += unit.tokens
     return head[:whole_rounds(units, len(head))]
+
+
+def _question_without_its_next(unit: Unit, following: Unit | None) -> bool:
+    """Whether ``unit`` opens a round of the list whose next message the layout lacks.
+
+    A layout found again after an edit lacks the edited message: a question whose reply was
+    edited would be kept in the head without it, read as answered by whatever follows.
+    """
+    first = unit.candidates[0].item
+    if (not first.round_start or _recalled(unit) or first.order < 0
+            or first.order != int(first.order)):
+        return False
+    if following is None:  # the layout (as found again) ends with it: its round may go on
+        return True
+    if _is_digest(following):  # what the cut left of its round is listed right after it
+        return False
+    return _first_order(following) != max(c.item.order for c in unit.candidates) + 1
 
 
 def whole_rounds(units: Sequence[Unit], end: int) -> int:

@@ -362,18 +362,19 @@ class Stepping:
         head = self.heads.get(g.spec.source)
         if not head:
             return
-        shown = {c.item.key for u in selection.kept for c in u.candidates}
-        decided = {d.key for d in selection.decisions}
-        end = max(c.item.order for u in head for c in u.candidates)
+        known = {c.item.key for u in selection.kept for c in u.candidates} | {
+            d.key for d in selection.decisions}
         for unit in g.units:
-            if _recalled_or_digest(unit) or min(c.item.order for c in unit.candidates) >= end:
-                continue
-            if any(c.item.key in shown or c.item.key in decided for c in unit.candidates):
-                continue
-            selection.decisions.extend(drop_decisions(unit, f"budget: {BEFORE_PINNED_HEAD_END}"))
+            # Read but neither shown nor decided: older than the head's end, or a recalled turn
+            # whose first message the head shows as a plain one (after_head leaves it out).
+            left = [c for c in unit.candidates if c.item.key not in known]
+            if left and "digest" not in unit.candidates[0].item.metadata:
+                selection.decisions.extend(drop_decisions(
+                    Unit(source=unit.source, candidates=left, round=unit.round, rank=unit.rank),
+                    f"budget: {BEFORE_PINNED_HEAD_END}"))
         g.read_positions |= {int(c.item.order) for u in head for c in u.candidates
                              if c.item.order >= 0 and c.item.order == int(c.item.order)}
-        g.pinned_head_end = int(end)
+        g.pinned_head_end = int(max(c.item.order for u in head for c in u.candidates))
 
     def _step(self, grant: int) -> int:
         """The tokens a cut leaves free of ``grant`` (``CachePolicy.step``)."""
