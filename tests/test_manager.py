@@ -654,6 +654,21 @@ def test_a_session_erased_between_a_prepares_reads_is_gone_not_mixed(text: str |
         == ["new chat, first question"]
 
 
+def test_a_prepare_answers_the_message_it_stored_not_one_stored_after_it() -> None:
+    # A retry (its response was lost) replays its idempotency key after another message came:
+    # its context still answers its own message, as a concurrent prepare's does.
+    cm = _manager()
+    first = cm.prepare("u", "s", "Question A: what is 2+2?", idempotency_key="kA")
+    cm.prepare("u", "s", "Question B: capital of France?", idempotency_key="kB")
+    retried = cm.prepare("u", "s", "Question A: what is 2+2?", idempotency_key="kA")
+    assert retried.user_seq == first.user_seq
+    messages = retried.to_messages("openai")
+    assert messages[-1] == {"role": "user", "content": "Question A: what is 2+2?"}
+    assert "Question B" not in _texts(messages)
+    assert cm.prepare("u", "s", None).to_messages("openai")[-1]["content"] == (
+        "Question B: capital of France?")  # without text: the newest, as before
+
+
 def test_erase_user_removes_only_that_user() -> None:
     cm = _manager()
     _chat(cm, 2, "u1", "a")

@@ -101,6 +101,19 @@ MAX_WRITE_KEY = 256
 """The longest idempotency key the stores take."""
 
 
+def _up_to(seq: int, messages: list[StoredMessage]) -> list[StoredMessage]:
+    """``messages`` up to the one stored as ``seq`` (all of them when it is not among them).
+
+    A call that stored a user message answers that message: what other calls stored after it
+    (a concurrent prepare on the session, or the messages since, for a retry that replays
+    its idempotency key) belongs to their contexts, not to this one.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].seq == seq:
+            return messages[:index + 1]
+    return messages
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Quiet:
     """What a session's last ``prepare`` read, for ``SessionFlows._summary_may_be_due``."""
@@ -228,6 +241,8 @@ class SessionFlows:
             # be of two incarnations, and a context of the erased one's summary or messages
             # must not be built. What is read after this is read by seq under the epoch.
             raise SessionGone("the session was erased while this call read it")
+        if appended is not None:
+            read, recent = _up_to(appended.seqs[-1], read), _up_to(appended.seqs[-1], recent)
         state, version, route, switch = yield from self._route(key, text, appended, recent,
                                                               record)
         self._note_read(key, epoch, read_after, state, read)
