@@ -295,26 +295,38 @@ def replay(ref: Annotated[str, typer.Argument(help="Snapshot id, latest, latest~
            plan: Annotated[str, typer.Option(help="Shipped plan name or plan file.")],
            sink: SinkOption = DEFAULT_SINK, as_json: JsonOption = False,
            html: Annotated[Path | None, typer.Option(
-               "--html", help="Also write the HTML report of both builds here.")] = None
+               "--html", help="Also write the HTML report of both builds here.")] = None,
+           window: Annotated[int | None, typer.Option(
+               min=1, help="Model window to replay with (default: the snapshot's).")] = None,
+           reserved_output: Annotated[int | None, typer.Option(
+               min=0, help="Output reserve to replay with (default: the snapshot's).")] = None,
            ) -> None:
-    """Rebuild a snapshot's request under another plan and show the diff."""
+    """Rebuild a snapshot's request under another plan and show the diff.
+
+    The window and output reserve are the snapshot's (a builder's model may have set them),
+    not the plan's, unless --window / --reserved-output are given.
+    """
     from contextwright.cli import _load_plan
     from contextwright.observe.replay import replay as run_replay
 
     (snapshot,) = _resolve_all(sink, [ref])
     with library_errors():
-        result = run_replay(snapshot, _load_plan(plan, None))  # type: ignore[arg-type]
+        result = run_replay(snapshot, _load_plan(plan, None),  # type: ignore[arg-type]
+                            window=window, reserved_output=reserved_output)
     if html is not None:
         from contextwright.observe.html import render_html
 
         html.write_text(render_html(result.original, result.replayed), encoding="utf-8")
     if as_json:
         _print_json({"replayed": result.replayed.to_dict(), "diff": result.diff.to_dict(),
-                     "missing_sources": list(result.missing_sources)})
+                     "missing_sources": list(result.missing_sources),
+                     "notes": list(result.notes)})
         return
     from contextwright.observe.view import print_diff
 
     if result.missing_sources:
         typer.echo("not in the request, so not replayed: "
                    + ", ".join(result.missing_sources))
+    for note in result.notes:
+        typer.echo(f"note: {note}")
     print_diff(result.diff, _console())

@@ -109,10 +109,14 @@ def test_replay_under_another_plan_shows_the_diff(runner: CliRunner, db: str,
         "budget": {"window": 16384}}), encoding="utf-8")
     html = tmp_path / "replay.html"
     data = json.loads(_run(runner, "replay", "latest~3", "--plan", str(plan_file), "--sink", db,
-                           "--json", "--html", str(html)).stdout)
+                           "--json", "--html", str(html), "--window", "16384").stdout)
     assert data["replayed"]["plan"] == "wide" and data["replayed"]["window"] == 16384
     assert data["diff"]["plans"] == ["tool_heavy", "wide"]
+    # The file leaves the output reserve at the default; the recorded build's 512 is held.
+    assert [note.split(" is ")[0] for note in data["notes"]] == ["the plan's reserved_output 1024"]
     assert 'id="diff"' in html.read_text("utf-8")
+    held = _run(runner, "replay", "latest~3", "--plan", str(plan_file), "--sink", db).stdout
+    assert "note: the plan's window 16384 is not used" in held  # never silently
 
 
 def test_a_redacted_snapshot_cannot_be_replayed(runner: CliRunner, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from contextwright.observe import (
     SnapshotRecorder,
     SqliteSink,
 )
+from contextwright.observe.metrics import cut_counts
 from contextwright.observe.replay import snapshot_of
 
 
@@ -149,9 +150,24 @@ def test_a_truncated_never_cut_part_and_a_budget_error_raise_alerts(tmp_path: Pa
     assert seen[-1].kind == "never_cut_truncated" and seen[-1].source == "user"
     noisy = AlertMonitor(any_truncation=True, on_alert=seen.append)
     noisy.observe(snap)
-    assert seen[-1].kind == "truncation" and seen[-1].value == 29
+    assert seen[-1].kind == "truncation" and seen[-1].value == 68
     with pytest.raises(InvalidInputError):
         AlertMonitor(threshold=1.5)
+
+
+def test_the_truncation_alert_counts_every_item_of_an_unread_run() -> None:
+    history = [{"role": role, "content": f"{role} {index} " + "word " * 50}
+               for index in range(300) for role in ("user", "assistant")]
+    snap = snapshot_of(BuildPlan.named("chat"), Request(user_input="x", history=history),
+                       tokenizer="o200k_base")
+    runs = [d for d in snap.decisions if str(d["key"]).endswith(".*")]
+    assert runs and all(int(d["count"]) > 1 for d in runs)  # the case under test
+    seen: list[Alert] = []
+    AlertMonitor(any_truncation=True, on_alert=seen.append).observe(snap)
+    row = next(r for r in snap.sources if r["source"] == "history")
+    _, dropped = cut_counts(snap)
+    assert seen[-1].value == row["dropped"] + row["truncated"] == dropped["history"]
+    assert f"{row['dropped']} item(s)" in seen[-1].message
 
 
 def test_a_failing_observer_is_counted_and_the_snapshot_still_written(tmp_path: Path) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from observe_helpers import pressured
 
-from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
+from contextwright import BuildPlan, ContextBuilder, ContextManager, ImagePart, Request
 from contextwright.core.accounting import MESSAGE_OVERHEAD
+from contextwright.errors import CorruptRecordError
 from contextwright.observe import (
+    Snapshot,
     SnapshotRecorder,
     SqliteSink,
     diff_snapshots,
@@ -17,6 +20,7 @@ from contextwright.observe import (
     replay,
     summarize,
 )
+from contextwright.observe.diff import divergence_text
 from contextwright.observe.query import percentile
 from contextwright.observe.replay import snapshot_of
 
@@ -106,8 +110,13 @@ def test_replay_rebuilds_under_another_plan_one_variable_at_a_time(tmp_path: Pat
     recorder.flush()
     (snap,) = recorder.sink.read()
     wider = plan.with_budget(window=8192)
-    result = replay(snap, wider)
+    held = replay(snap, wider)  # the window is the build's, unless the replay is told
+    assert held.replayed.window == snap.window and held.notes == (
+        "the plan's window 8192 is not used: the replay holds the original build's 4096 "
+        "(pass window= to replay, or --window, to change it)",)
+    result = replay(snap, wider, window=8192)
     assert result.replayed.window == 8192 and result.replayed.request == snap.request
+    assert result.notes == ()
     assert result.replayed.labels == {"replay_of": snap.id}
     assert result.diff.total_tokens == (snap.total_tokens, result.replayed.total_tokens)
     assert result.diff.items and result.missing_sources == ()
@@ -156,3 +165,113 @@ def test_a_reworded_tool_schema_is_a_changed_item_even_redacted() -> None:
     assert diff.tools_changed and diff.first_divergence == 0
     same = diff_snapshots(before, snapshot_of(plan, _tool_request(), redact=True))
     assert not same.tools_changed and same.first_divergence is None
+
+
+def _picture_request(url: str) -> Request:
+    return Request(user_input="What is in this picture?",
+                   images=[ImagePart(url=url, detail="low")])
+
+
+def _named_request(speaker: str) -> Request:
+    return Request(user_input="q", history=[{"role": "user", "content": "hi", "name": speaker},
+                                            {"role": "assistant", "content": "hello"}])
+
+
+def test_another_image_or_speaker_name_is_where_the_renderings_diverge() -> None:
+    pairs = [(BuildPlan.named("simple_qa"), _picture_request("https://example.invalid/a.png"),
+              _picture_request("https://example.invalid/b.png")),
+             (BuildPlan.named("chat"), _named_request("alice"), _named_request("bob"))]
+    for plan, first, second in pairs:
+        for redact in (False, True):
+            a, b = (snapshot_of(plan, request, redact=redact) for request in (first, second))
+            diff = diff_snapshots(a, b)
+            assert diff.first_divergence == 0, (plan.name, redact)
+            assert sorted(c.change for c in diff.items) == ["added", "removed"]
+            assert divergence_text(diff) == "renderings diverge at message #0"
+        raw, redacted = snapshot_of(plan, first), snapshot_of(plan, first, redact=True)
+        twins = diff_snapshots(raw, redacted)  # the same image and name, raw and hashed
+        assert twins.first_divergence is None and not twins.items
+
+
+def _without(snapshot: Snapshot, *names: str) -> Snapshot:
+    """The snapshot as a version that did not record ``names`` of a message wrote it."""
+    data = snapshot.to_dict()
+    data["messages"] = [{k: v for k, v in m.items() if k not in names}
+                        for m in data["messages"]]
+    return Snapshot.from_dict(data)
+
+
+def test_a_record_without_images_or_names_loads_and_reads_as_a_message_without_them() -> None:
+    plan = BuildPlan.named("simple_qa")
+    with_image = snapshot_of(plan, _picture_request("https://example.invalid/a.png"))
+    older = _without(with_image, "images")
+    assert diff_snapshots(older, _without(with_image, "images")).first_divergence is None
+    assert diff_snapshots(older, with_image).first_divergence == 0  # never read as equal
+    named = snapshot_of(BuildPlan.named("chat"), _named_request("alice"))
+    assert diff_snapshots(_without(named, "name"), named).first_divergence == 0
+    damaged = {**with_image.to_dict(), "messages": [
+        {**with_image.messages[-1], "images": [{"media_type": "image/png"}]}]}
+    with pytest.raises(CorruptRecordError, match=r"messages\[0\]\.images"):
+        Snapshot.from_dict(damaged)
+
+
+def _long_history() -> list[dict[str, str]]:
+    return [m for i in range(30) for m in (
+        {"role": "user", "content": f"q{i} " + "lorem " * 80},
+        {"role": "assistant", "content": f"a{i} " + "ipsum " * 80})]
+
+
+@pytest.mark.parametrize("builder_args", [
+    {"model": "gpt-4o"}, {"model": "claude-sonnet-4-5"}, {"window": 4096},
+    {"tokenizer": "cl100k_base", "window": 6000, "reserved_output": 700}])
+def test_a_replay_under_the_same_plan_reproduces_a_builders_model_and_window(
+        tmp_path: Path, builder_args: dict[str, object]) -> None:
+    recorder = SnapshotRecorder(SqliteSink(tmp_path / "s.db"), redact=False)
+    request = Request(user_input="Where is my order?", history=_long_history())
+    ContextBuilder(snapshots=recorder, **builder_args).build(  # type: ignore[arg-type]
+        BuildPlan.named("chat"), request)
+    recorder.flush()
+    (snap,) = recorder.sink.read()
+    again = replay(snap, BuildPlan.named("chat"))
+    assert (again.replayed.window, again.replayed.tokenizer, again.replayed.total_tokens) == (
+        snap.window, snap.tokenizer, snap.total_tokens)
+    assert again.diff.plans == ("chat", "chat") and again.diff.items == ()
+    assert again.diff.first_divergence is None
+    recorder.close()
+
+
+def _fenced_request() -> Request:
+    return Request(user_input="Weather in Lyon?", turn=[
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Lyon"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "sunny, 21C"}])
+
+
+def test_a_fence_secret_given_in_code_is_named_when_a_replay_cannot_recover_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONTEXTWRIGHT_FENCE_SECRET", raising=False)
+    recorder = SnapshotRecorder(SqliteSink(tmp_path / "s.db"), redact=False)
+    plan = BuildPlan.named("tool_heavy")
+    ContextBuilder(snapshots=recorder, fence_secret="given in code").build(
+        plan, _fenced_request())
+    recorder.flush()
+    (snap,) = recorder.sink.read()
+    assert any("<<data " in str(m["content"]) for m in snap.messages)  # the case under test
+    blind = replay(snap, plan)
+    assert blind.diff.items  # the markers differ ...
+    assert any("another fence secret" in note for note in blind.notes)  # ... and it says why
+    told = replay(snap, plan, fence_secret="given in code")
+    assert told.diff.items == () and told.notes == ()
+    recorder.close()
+
+
+def test_a_replay_names_an_image_rule_it_cannot_recover() -> None:
+    plan = BuildPlan.named("simple_qa")
+    snap = snapshot_of(plan, _picture_request("https://example.invalid/a.png"))
+    as_gpt = replace(snap, image_rule="openai-tiles-85-170")  # a builder given model="gpt-4o"
+    (note,) = replay(as_gpt, plan).notes
+    assert "openai-tiles-85-170" in note and snap.image_rule in note
+    assert replay(snap, plan).notes == ()
+    older = replace(snap, image_rule=None, target=None)  # a record from before both were kept
+    (note,) = replay(older, plan).notes
+    assert "does not say how its images were counted" in note

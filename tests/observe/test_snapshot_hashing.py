@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,21 @@ def test_two_snapshots_of_one_deployment_compare_equal_texts_as_equal() -> None:
     raw = snapshot_of(plan, request)
     twins = diff_snapshots(raw, first, fence_secret=SECRET)  # the raw side hashed alike
     assert twins.hashes_comparable and twins.first_divergence is None
+
+
+def test_a_raw_and_a_redacted_record_of_one_build_know_an_id_message_as_one_item() -> None:
+    history = [{"role": "user", "content": "hi", "id": "m1", "name": "ada"},
+               {"role": "assistant", "content": "hello", "id": "m2"}]
+    request = Request(user_input="next", history=history)
+    raw = snapshot_of(BuildPlan.named("chat"), request)
+    redacted = snapshot_of(BuildPlan.named("chat"), request, redact=True, fence_secret=SECRET)
+    for diff in (diff_snapshots(raw, redacted, fence_secret=SECRET),
+                 diff_snapshots(redacted, raw, fence_secret=SECRET)):
+        assert diff.hashes_comparable and diff.first_divergence is None
+        assert diff.items == ()
+    both_raw = diff_snapshots(raw, snapshot_of(BuildPlan.named("chat"), replace(
+        request, history=history[1:])))
+    assert [(c.key, c.change) for c in both_raw.items] == [("message:m1", "removed")]
 
 
 def test_a_diff_says_when_the_hashes_cannot_match() -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
@@ -142,8 +142,9 @@ class AlertMonitor:
                             f"{row['source']} were truncated or dropped"))
 
     def _check_any_truncation(self, snapshot: Snapshot) -> None:
-        cut = sum(1 for d in snapshot.decisions if d["action"] == "truncated" or (
-            d["action"] == "dropped" and str(d["reason"]).startswith("budget")))
+        # A run of unread items is one decision with its ``count``: items are counted, as the
+        # report's rows and the metrics' ``cut_counts`` count them, not decisions.
+        cut = sum(int(d.get("count", 1)) for d in snapshot.decisions if _cut_for_budget(d))
         if cut:
             self._emit(Alert(kind="truncation", plan=snapshot.plan, snapshot_id=snapshot.id,
                              at=snapshot.created_at, value=cut,
@@ -157,3 +158,10 @@ class AlertMonitor:
             metrics.record_alert(alert)
         if self._on_alert is not None:
             self._on_alert(alert)
+
+
+def _cut_for_budget(decision: Mapping[str, Any]) -> bool:
+    """Truncated, or dropped because it did not fit (not as a duplicate or a conflict)."""
+    action = decision["action"]
+    return action == "truncated" or (
+        action == "dropped" and str(decision["reason"]).startswith("budget"))

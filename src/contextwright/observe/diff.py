@@ -124,29 +124,53 @@ class _Fate:
     tokens: int
 
 
-def message_key(message: Mapping[str, Any], hasher: Hasher = PLAIN) -> str:
+def message_key(message: Mapping[str, Any], hasher: Hasher = PLAIN, *,
+                as_redacted: bool = False) -> str:
     """A rendered message's identity: its id, or its role and content hash.
 
     Not its section: the user's question of one call is a history message of the next, and the
-    diff shows that as the same item, moved.
+    diff shows that as the same item, moved. ``as_redacted`` writes a raw id as ``hasher``
+    redacts it, so a raw snapshot's message is known by the key of its redacted twin (a diff of
+    one raw and one redacted snapshot); otherwise the id is shown as recorded.
     """
     if message.get("id"):
-        return f"message:{message['id']}"
+        shown = _hashed_id(message["id"], hasher) if as_redacted else message["id"]
+        return f"message:{shown}"
     return f"message:{message.get('role', '?')}:{content_hash(message, hasher)[:12]}"
 
 
 def content_hash(message: Mapping[str, Any], hasher: Hasher = PLAIN) -> str:
-    """Hash of what a message renders (content and calls).
+    """Hash of what a message renders: role, content, calls, speaker name and images.
 
     Equal for a redacted and a raw twin when ``hasher`` is the one the redacted twin was made
-    with.
+    with. An image counts by its recorded ``digest`` (its source and detail, the same raw or
+    redacted). A message without ``name`` or ``images`` hashes as it did before they were
+    compared, so its key does not move between versions; a record written before snapshots
+    kept images reads as a message without any, so against a later record of the same
+    message with an image it shows as changed, never as equal.
     """
     calls = [[_hashed_id(c.get("id"), hasher), c.get("name"),
               _hashed_text(c.get("arguments"), hasher)]
              for c in message.get("tool_calls", ())]
-    return PLAIN.digest(json.dumps([
+    rendered: list[Any] = [
         message.get("role"), _hashed_text(message.get("content"), hasher), calls,
-        _hashed_id(message.get("tool_call_id"), hasher)]))
+        _hashed_id(message.get("tool_call_id"), hasher)]
+    if message.get("name"):
+        rendered.append(["name", _speaker(message, hasher)])
+    if message.get("images"):
+        rendered.append(["images", [image.get("digest") for image in message["images"]]])
+    return PLAIN.digest(json.dumps(rendered))
+
+
+def _speaker(message: Mapping[str, Any], hasher: Hasher) -> str | None:
+    """The ``name`` as a redacted snapshot keeps it.
+
+    Hashed for a speaker; in clear for the tool a tool result names (the application's, not a
+    person's).
+    """
+    if message.get("role") == "tool":
+        return str(message["name"])
+    return _hashed_id(message["name"], hasher)
 
 
 def _hashed_text(value: object, hasher: Hasher) -> str:
@@ -179,7 +203,7 @@ def comparison_hasher(a: Snapshot, b: Snapshot,
     return recorded_hasher(redacted[0], fence_secret)
 
 
-def _fates(snapshot: Snapshot, hasher: Hasher) -> dict[str, _Fate]:
+def _fates(snapshot: Snapshot, hasher: Hasher, *, as_redacted: bool) -> dict[str, _Fate]:
     fates: dict[str, _Fate] = {}
     runs: dict[str, int] = {}
     for d in snapshot.decisions:
@@ -198,7 +222,7 @@ def _fates(snapshot: Snapshot, hasher: Hasher) -> dict[str, _Fate]:
             "tools", f"kept: offered as a tool schema ({str(tool['sha256'])[:8]})",
             int(tool["tokens"])))
     for message in snapshot.messages:
-        fates.setdefault(message_key(message, hasher), _Fate(
+        fates.setdefault(message_key(message, hasher, as_redacted=as_redacted), _Fate(
             str(message.get("section", "?")),
             f"kept: in {message.get('section')} as {message.get('role')}",
             int(message.get("tokens", 0))))
@@ -215,7 +239,9 @@ def _in_context(fate: _Fate | None) -> bool:
 
 
 def _item_changes(a: Snapshot, b: Snapshot, hasher: Hasher) -> list[ItemChange]:
-    before, after = _fates(a, hasher), _fates(b, hasher)
+    # Only a raw snapshot facing a redacted one writes its ids as hashes, to match the other's.
+    before = _fates(a, hasher, as_redacted=b.redacted and not a.redacted)
+    after = _fates(b, hasher, as_redacted=a.redacted and not b.redacted)
     changes = []
     for key in [*before, *(k for k in after if k not in before)]:
         old, new = before.get(key), after.get(key)
@@ -250,7 +276,7 @@ def _source_deltas(a: Snapshot, b: Snapshot) -> list[SourceDelta]:
 
 def first_divergence(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]],
                      hasher: Hasher = PLAIN) -> int | None:
-    """Index of the first message that differs in role, content or calls (None: none does)."""
+    """Index of the first message that renders otherwise (``content_hash``; None: none does)."""
     for index, (left, right) in enumerate(zip(a, b, strict=False)):
         if content_hash(left, hasher) != content_hash(right, hasher):
             return index

@@ -1,19 +1,26 @@
 """Builds made for looking at them: ``snapshot_of`` (one build, now) and ``replay``.
 
-``replay`` rebuilds a snapshot's request under another plan, with the snapshot's tokenizer, and
-diffs the two: one variable changed, the rest held. It needs the request's text, so a redacted
-snapshot is refused. A build a ``ContextManager`` made also drew on session memory and recalled
-turns, which are not part of the request: those sources are named in the replay's
-``missing_sources`` rather than silently rebuilt without.
+``replay`` rebuilds a snapshot's request under another plan and diffs the two: one variable
+changed, the rest held. What the snapshot records of the builder is held too: the tokenizer
+(a model's estimate names its model, which brings that model's image rule), the window and
+output reserve the build had (a builder's ``model=`` or ``window=`` sets them for every plan),
+and the rendering it was counted for. It needs the request's text, so a redacted snapshot is
+refused. What a snapshot cannot hold is named in the replay's ``notes`` rather than silently
+rebuilt otherwise: a fence secret given in code (markers made with another key), and how images
+were counted when the rule was a model's the snapshot does not name. A build a
+``ContextManager`` made also drew on session memory and recalled turns, which are not part of
+the request: those sources are named in ``missing_sources``.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from contextwright.core.fence import FENCE_SECRET_VARIABLE
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.errors import BudgetError, InvalidInputError
@@ -25,6 +32,9 @@ from contextwright.observe.snapshot import (
     deployment_hasher,
     frozen_request,
 )
+
+if TYPE_CHECKING:
+    from contextwright.builder import ContextBuilder
 
 _SESSION_SOURCES = frozenset(("session",))
 """Sources a manager adds from the session store, not from the request."""
@@ -38,10 +48,19 @@ def snapshot_of(plan: BuildPlan, request: Request, *, tokenizer: str | None = No
 
     ``redact`` hashes as a recorder of ``fence_secret`` would (``SnapshotRecorder``).
     """
-    from contextwright import __version__
     from contextwright.builder import ContextBuilder
 
     builder = ContextBuilder(tokenizer)
+    return _snapshot_with(builder, plan, request, target=target, redact=redact,
+                          labels=labels, fence_secret=fence_secret)
+
+
+def _snapshot_with(builder: ContextBuilder, plan: BuildPlan, request: Request, *,
+                   target: Literal["chat", "text"], redact: bool,
+                   labels: Mapping[str, Any] | None,
+                   fence_secret: str | bytes | None) -> Snapshot:
+    from contextwright import __version__
+
     effective = builder.effective_plan(plan)
     started, begin = time.time(), time.perf_counter_ns()
     context, error = None, None
@@ -72,6 +91,9 @@ class Replay:
     missing_sources: tuple[str, ...]
     """Sources of the original whose items came from outside the request (session memory,
     recalled turns of a manager's build): the replay could not offer them."""
+    notes: tuple[str, ...] = ()
+    """What the replay could not hold as the original build had it, or held over the plan's
+    own setting, in words: the diff may show these as well as the plan's change."""
 
 
 def request_of(snapshot: Snapshot) -> Request:
@@ -83,15 +105,127 @@ def request_of(snapshot: Snapshot) -> Request:
     return Request.from_dict(dict(snapshot.request))
 
 
-def replay(snapshot: Snapshot, plan: BuildPlan) -> Replay:
-    """Rebuild ``snapshot``'s request under ``plan`` and diff the result against it."""
+def replay(snapshot: Snapshot, plan: BuildPlan, *, window: int | None = None,
+           reserved_output: int | None = None,
+           fence_secret: str | bytes | None = None) -> Replay:
+    """Rebuild ``snapshot``'s request under ``plan`` and diff the result against it.
+
+    The build is made as the original was: with its tokenizer, the window and output reserve
+    it had (whether its plan or its builder's ``model=`` / ``window=`` set them; ``window`` and
+    ``reserved_output`` change them) and its rendering. ``fence_secret`` (default
+    ``CONTEXTWRIGHT_FENCE_SECRET``) keys the fence markers: a snapshot does not record the
+    original's, so a build given another in code is named in ``notes``.
+    """
     request = request_of(snapshot)
-    rebuilt = snapshot_of(plan, request, tokenizer=snapshot.tokenizer,
-                          labels={"replay_of": snapshot.id})
+    held = _held_budget(snapshot, window, reserved_output)
+    builder = _builder_of(snapshot, held, fence_secret)
+    rebuilt = _snapshot_with(builder, plan, request, target=snapshot.target or "chat",
+                             redact=False, labels={"replay_of": snapshot.id},
+                             fence_secret=None)
+    notes = (*_overridden_budget(plan, held, (window, reserved_output)),
+             *_image_rule_note(snapshot, rebuilt), *_fence_note(snapshot, rebuilt))
+    return Replay(original=snapshot, replayed=rebuilt, diff=diff_snapshots(snapshot, rebuilt),
+                  missing_sources=_missing_sources(snapshot), notes=notes)
+
+
+def _missing_sources(snapshot: Snapshot) -> tuple[str, ...]:
     missing = tuple(str(row["source"]) for row in snapshot.sources
                     if str(row["source"]) in _SESSION_SOURCES and int(row["items"]))
     if snapshot.mode is not None and any(
             "recalled" in str(d["key"]) for d in snapshot.decisions):
         missing += ("history (recalled turns)",)
-    return Replay(original=snapshot, replayed=rebuilt, diff=diff_snapshots(snapshot, rebuilt),
-                  missing_sources=missing)
+    return missing
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Budget:
+    """The window and output reserve a replay builds with."""
+
+    window: int
+    reserved_output: int
+
+    def get(self, name: str) -> int:
+        return self.window if name == "window" else self.reserved_output
+
+
+def _held_budget(snapshot: Snapshot, window: int | None,
+                 reserved_output: int | None) -> _Budget:
+    """The window and output reserve the replay builds with: the original's unless given."""
+    recorded = snapshot.plan_spec.get("budget")
+    reserve = recorded.get("reserved_output") if isinstance(recorded, Mapping) else None
+    if reserved_output is None:
+        if not isinstance(reserve, int):
+            raise InvalidInputError(f"snapshot {snapshot.id} does not record its output "
+                                    "reserve: pass reserved_output")
+        reserved_output = reserve
+    return _Budget(window=snapshot.window if window is None else window,
+                   reserved_output=reserved_output)
+
+
+def _builder_of(snapshot: Snapshot, budget: _Budget,
+                fence_secret: str | bytes | None) -> ContextBuilder:
+    """A builder counting as the original's did.
+
+    A model whose tokenizer is not published counts with an estimate named
+    ``<stand-in>~<model>``: that model is given back, with its image rule.
+    """
+    from contextwright.builder import ContextBuilder
+
+    _, estimated, model = snapshot.tokenizer.rpartition("~")
+    return ContextBuilder(None if estimated else snapshot.tokenizer,
+                          model=model if estimated else None, window=budget.window,
+                          reserved_output=budget.reserved_output, fence_secret=fence_secret)
+
+
+def _overridden_budget(plan: BuildPlan, held: _Budget,
+                       given: tuple[int | None, int | None]) -> tuple[str, ...]:
+    """Say where the plan's own window or reserve lost to the held one, never silently."""
+    own = {"window": plan.budget.window, "reserved_output": plan.budget.reserved_output}
+    return tuple(
+        f"the plan's {name} {own[name]} is not used: the replay holds the original build's "
+        f"{held.get(name)} (pass {name}= to replay, or --{name.replace('_', '-')}, to change "
+        "it)"
+        for name, asked in zip(("window", "reserved_output"), given, strict=True)
+        if asked is None and own[name] != held.get(name))
+
+
+def _has_images(snapshot: Snapshot) -> bool:
+    return bool(snapshot.request.get("images")) or any(
+        m.get("images") for m in snapshot.messages)
+
+
+def _image_rule_note(original: Snapshot, rebuilt: Snapshot) -> tuple[str, ...]:
+    """How images were counted, when the replay cannot count them as the original did."""
+    if not _has_images(original) or original.image_rule == rebuilt.image_rule:
+        return ()
+    if original.image_rule is None:
+        return (f"the record does not say how its images were counted; the replay counted "
+                f"them by the {rebuilt.image_rule} rule",)
+    return (f"the original counted images by the {original.image_rule} rule (its builder's "
+            f"model, which a snapshot does not name); the replay counted them by the "
+            f"{rebuilt.image_rule} rule",)
+
+
+_FENCE = re.compile(r"<<data ([0-9a-f]{12}) ([^\n]*)>>\n(.*?)\n<<end \1>>", re.DOTALL)
+"""A fenced part as ``core.fence.fence`` writes it: marker, label, body."""
+
+
+def _fence_markers(snapshot: Snapshot) -> dict[tuple[str, str], str]:
+    """The marker of each fenced (label, body) in the rendered messages."""
+    return {(label, body): marker
+            for m in snapshot.messages if isinstance(m.get("content"), str)
+            for marker, label, body in _FENCE.findall(m["content"])}
+
+
+def _fence_note(original: Snapshot, rebuilt: Snapshot) -> tuple[str, ...]:
+    """Name markers made with another fence key: the same text fenced, another marker.
+
+    The marker is a keyed hash of the label and the text, so one fenced part both builds
+    render tells whether the keys agree.
+    """
+    before, after = _fence_markers(original), _fence_markers(rebuilt)
+    if all(after[part] == marker for part, marker in before.items() if part in after):
+        return ()
+    return ("the original fenced its untrusted parts with another fence secret than this "
+            f"replay's ({FENCE_SECRET_VARIABLE}, or fence_secret=): a snapshot does not record "
+            "it, so those parts differ by their markers alone",)

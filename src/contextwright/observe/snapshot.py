@@ -128,6 +128,12 @@ class Snapshot:
     SHA-256)."""
     cache: Mapping[str, Any] | None = None
     """The cache-prefix result of the build, when the build reports one."""
+    target: Literal["chat", "text"] | None = None
+    """The rendering the build was counted for (replay builds the same). None for a failed
+    build, and in a record made before snapshots kept it (replay then counts for chat)."""
+    image_rule: str | None = None
+    """The name of the rule the build counted images by: the model's the builder was given, or
+    the default. None for a failed build, and in a record made before snapshots kept it."""
     error: str | None = None
     """The error message of a failed build."""
     labels: Mapping[str, Any] = field(default_factory=dict)
@@ -478,7 +484,9 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str,
         switch=_jsonable(labels.pop("switch", None)),
         session=_session(labels.pop("session", None), hashed_with),
         hashing=hashed_with.description() if hashed_with is not None else None,
-        cache=_cache(ctx, report), error=str(record.error) if record.error else None,
+        cache=_cache(ctx, report), target=ctx.target if ctx else None,
+        image_rule=ctx.image_rule.name if ctx else None,
+        error=str(record.error) if record.error else None,
         labels=_plain(labels),
     )
 

@@ -54,6 +54,11 @@ def _is_text(value: object) -> bool:
     return isinstance(value, str | Mapping)
 
 
+def _is_image(value: object) -> bool:
+    """An image as a snapshot records it: diff tells images apart by their ``digest``."""
+    return isinstance(value, Mapping) and isinstance(value.get("digest"), str)
+
+
 _TOP_LEVEL: dict[str, tuple[Check, str]] = {
     "id": (_is_str, "a string"),
     "created_at": (_is_number, "a number"),
@@ -81,6 +86,8 @@ _TOP_LEVEL: dict[str, tuple[Check, str]] = {
     "session": (_or_none(_is_mapping), "an object or null"),
     "hashing": (_or_none(_is_mapping), "an object or null"),
     "cache": (_or_none(_is_mapping), "an object or null"),
+    "target": (lambda v: v in (None, "chat", "text"), "chat, text or null"),
+    "image_rule": (_or_none(_is_str), "a string or null"),
     "error": (_or_none(_is_str), "a string or null"),
     "labels": (_is_mapping, "an object"),
 }
@@ -99,8 +106,9 @@ _ROW_KEYS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     "messages": (
         {},
         {"role": _is_str, "section": _is_str, "tokens": _is_int, "content": _is_text,
-         "id": _is_str, "label": _is_str, "recalled": _is_bool,
-         "tool_calls": _list_of(_is_mapping), "thinking": _list_of(_is_mapping)}),
+         "id": _is_str, "name": _is_str, "label": _is_str, "recalled": _is_bool,
+         "tool_calls": _list_of(_is_mapping), "thinking": _list_of(_is_mapping),
+         "images": _list_of(_is_image)}),
     "tools": ({"name": _is_str, "tokens": _is_int, "sha256": _is_str}, {}),
 }
 """Per list field: the keys every row must have and the keys a row may have, with their types."""
