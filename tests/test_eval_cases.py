@@ -254,6 +254,20 @@ def test_density_and_noise_are_token_shares_of_what_is_rendered() -> None:
     assert result.noise_shown == ("document bad",)
 
 
+def test_a_text_named_only_for_its_place_is_not_useful() -> None:
+    # Asking where a noise message sits made it count as useful too: density rose with noise.
+    request = Request(user_input="Where is KST418?", system="Be brief.")
+    rendered = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "I ordered KST418 yesterday."},
+                {"role": "user", "content": "The weather in Paris is lovely today."},
+                {"role": "user", "content": "Where is KST418?"}]
+    placed = Checks(placement=Placement(tail=("The weather in Paris is lovely today.",)))
+    result = measure(request, placed, rendered, [], COUNT)
+    total = sum(COUNT(m["content"]) + 4 for m in rendered) + 3
+    assert result.scores["density"] == pytest.approx(
+        (COUNT("Be brief.") + COUNT("Where is KST418?")) / total)
+
+
 def test_noise_counts_the_sentences_of_a_cut_text_and_nothing_twice() -> None:
     text = "The canteen serves soup on Fridays. The gym opens at seven every day."
     request = Request(user_input="q", history=[{"role": "user", "content": text, "id": "n"},

@@ -212,8 +212,9 @@ def measure(request: Request, checks: Checks, messages: Sequence[Msg],
     useful += found.all_copies(request.user_input)
     if request.system:
         useful += found.all_copies(request.system)[:1]
-    placed, misplaced, placement_spans = _placement(checks.placement, request, rendered)
-    useful += placement_spans
+    # A text named only for where it must sit is not useful by itself: a case may ask where a
+    # noise message sits, and counting it here would make noise raise density.
+    placed, misplaced = _placement(checks.placement, request, rendered)
     useful_tokens = rendered.tokens(useful) + sum(rendered.tool_tokens(t)
                                                   for t in checks.required.tools)
     noise_tokens = rendered.tokens(noise_spans) + sum(rendered.tool_tokens(t)
@@ -284,11 +285,10 @@ def _noise(wanted: Wanted, found: Finder) -> tuple[list[Span], list[str], list[s
 
 
 def _placement(placement: Placement, request: Request, rendered: Rendered
-               ) -> tuple[int, list[str], list[Span]]:
-    """(checks met, the failed ones described, the spans of the texts found)."""
+               ) -> tuple[int, list[str]]:
+    """(checks met, the failed ones described)."""
     met = 0
     failed: list[str] = []
-    spans: list[Span] = []
     checks = [(f"head[{i}]", text, True) for i, text in enumerate(placement.head)]
     checks += [(f"tail[{i}]", text, False) for i, text in enumerate(placement.tail)]
     if placement.question_at_tail:
@@ -299,7 +299,6 @@ def _placement(placement: Placement, request: Request, rendered: Rendered
             failed.append(f"{name} not shown")
             continue
         span = copies[0] if at_head else copies[-1]
-        spans.append(span)
         where = relative_position((span.message, span.start), rendered.messages, rendered.count)
         if at_head and (span.message == 0 or where < HEAD):
             met += 1
@@ -308,7 +307,7 @@ def _placement(placement: Placement, request: Request, rendered: Rendered
         else:
             failed.append(f"{name} sits at {where:.2f} of the context, not at the "
                           f"{'head' if at_head else 'tail'}")
-    return met, failed, spans
+    return met, failed
 
 
 class Finder:
