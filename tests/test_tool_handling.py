@@ -254,3 +254,23 @@ def test_compact_results_keep_null_and_empty_values() -> None:
     assert text is not None
     assert "error: null" in text and "msg: " in text and "id: A1" in text
     assert "code" not in text  # the success marker alone is dropped
+
+
+def test_a_turn_left_out_whole_is_a_warning_not_only_decisions() -> None:
+    # An agent that does not see the calls it made this turn makes them again, and again.
+    tools = [{"type": "function", "function": {
+        "name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
+    turn = [{"role": "assistant", "content": None, "tool_calls": [{
+                "id": "c1", "type": "function",
+                "function": {"name": "lookup", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1",
+             "content": json.dumps({"rows": [{"id": i, "v": "x" * 40} for i in range(40)]})}]
+    request = Request(user_input="find it", tools=tools, turn=turn)
+    tight = ContextBuilder().build(
+        BuildPlan.named("tool_heavy").with_budget(available_override=150), request)
+    assert [m["role"] for m in tight.to_messages()] == ["system", "user"]
+    assert any("none of this turn's 2 call and result message(s) fit" in w
+               for w in tight.report.warnings)
+    roomy = ContextBuilder().build(
+        BuildPlan.named("tool_heavy").with_budget(available_override=2000), request)
+    assert not any("this turn's" in w for w in roomy.report.warnings)

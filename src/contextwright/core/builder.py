@@ -130,6 +130,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
     if steps is not None:  # what normalising a source read afresh found
         decisions += steps.decisions
         warnings += steps.warnings
+    warnings += turn_left_out(gathered, selections, request)
     report = make_report(plan, gathered, allocations, selections, decisions, warnings, tokenizer,
                          total, recall_scores)
     require_user_input(report, plan, sources)
@@ -412,6 +413,28 @@ def extrapolated(text: str, counted: int, tokenizer: CountingTokenizer) -> int:
         if tokens >= counted:
             break
     return round(tokens * len(text) / max(chars, 1))
+
+
+def turn_left_out(gathered: list[Gathered], selections: Mapping[str, Selection],
+                  request: Request) -> list[str]:
+    """A warning when this turn's calls and results were all left out (its digest aside).
+
+    Each left-out message has its decision; this says what it means for an agent loop: the
+    model does not see the calls it made this turn, and may make them again and again.
+    """
+    if not request.turn:
+        return []
+    for g in gathered:
+        if g.traits.message_list != "turn":
+            continue
+        selection = selections.get(g.spec.source)
+        kept = [] if selection is None else [u for u in selection.kept if "digest" not in (
+            u.candidates[0].item.metadata)]
+        if not kept:
+            return [f"none of this turn's {len(request.turn)} call and result message(s) fit "
+                    f"source {g.spec.source}'s budget: the model will not see the calls it "
+                    "made and may make them again (give the plan more room)"]
+    return []
 
 
 def require_user_input(report: BuildReport, plan: BuildPlan,
