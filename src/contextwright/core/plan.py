@@ -11,7 +11,7 @@ import difflib
 import functools
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -371,8 +371,9 @@ _FIELDS_AT: dict[int, tuple[str, ...]] = {
 
 
 _CHECKED_LIMIT = 256
-_CHECKED: dict[int, BuildPlan] = {}
-"""Plans ``check_plan`` found valid, by id (the plan is held, so its id is not reused)."""
+_CHECKED: dict[tuple[object, ...], tuple[SourceSpec, ...]] = {}
+"""Plans ``check_plan`` found valid: by their sources (the tuple is held, so its id is not
+reused) and their other fields."""
 
 
 def check_plan(plan: BuildPlan) -> None:
@@ -380,10 +381,13 @@ def check_plan(plan: BuildPlan) -> None:
 
     A ``BuildPlan`` made in code (``BuildPlan(...)``, ``SourceSpec(...)``) is not validated
     when made: a build checks it once (a source listed twice would show the question twice,
-    weights summing to zero would share nothing). Remembered by object, so a build pays a
-    dictionary lookup for a plan it has seen.
+    weights summing to zero would share nothing). Remembered by its sources' tuple and its
+    other fields, so a plan derived per call (``with_budget``, ``replace``), which shares the
+    tuple, costs a dictionary lookup, not a validation.
     """
-    if _CHECKED.get(id(plan)) is plan:
+    key = (id(plan.sources), plan.name, plan.description, plan.budget, plan.repeat_question,
+           plan.strict, plan.add_missing_sources)
+    if _CHECKED.get(key) is plan.sources:
         return
     data = {"name": plan.name, "description": plan.description,
             "sources": [{"source": spec.source, "weight": spec.weight,
@@ -396,7 +400,7 @@ def check_plan(plan: BuildPlan) -> None:
     plan_from_mapping(data, origin=f"plan {plan.name!r}")
     if len(_CHECKED) >= _CHECKED_LIMIT:
         _CHECKED.clear()
-    _CHECKED[id(plan)] = plan
+    _CHECKED[key] = plan.sources
 
 
 def _did_you_mean(error: Any) -> str:
@@ -405,7 +409,12 @@ def _did_you_mean(error: Any) -> str:
         return ""
     location = error["loc"]
     depth = 1 if location[:1] == ("budget",) else 2 if location[:1] == ("sources",) else 0
-    close = difflib.get_close_matches(str(location[-1]), _FIELDS_AT[depth], n=1)
+    return closest_name(str(location[-1]), _FIELDS_AT[depth])
+
+
+def closest_name(given: str, names: Iterable[str]) -> str:
+    """`` (did you mean 'weight'?)`` when one of ``names`` is close to ``given``, else ''."""
+    close = difflib.get_close_matches(given, tuple(names), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -8,7 +8,6 @@ reading a config file on request, and knows nothing of stores or models.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from contextwright.core.plan import read_config_file
+from contextwright.core.plan import closest_name, read_config_file
 from contextwright.errors import PlanError
 from contextwright.recall.turns import DEFAULT_RECALL_LIMIT
 
@@ -138,11 +137,11 @@ class ModesConfig:
     def __post_init__(self) -> None:
         if self.default_mode not in self.modes:
             raise PlanError(f"modes config: default_mode {self.default_mode!r} is not a mode"
-                            f"{_closest(self.default_mode, self.modes)}")
+                            f"{closest_name(self.default_mode, self.modes)}")
         for rule in self.rules:
             if rule.mode not in self.modes:
                 raise PlanError(f"modes config: a rule names unknown mode {rule.mode!r}"
-                                f"{_closest(rule.mode, self.modes)}")
+                                f"{closest_name(rule.mode, self.modes)}")
 
     def settings(self, mode: str) -> ModeSettings:
         """Settings of ``mode``; ``PlanError`` for an unknown one."""
@@ -288,12 +287,6 @@ def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfi
     )
 
 
-def _closest(name: str, names: Mapping[str, Any]) -> str:
-    """`` (did you mean 'billing'?)`` when one of ``names`` is close to ``name``."""
-    close = difflib.get_close_matches(name, tuple(names), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _did_you_mean(error: Any) -> str:
     """`` (did you mean 'window_size'?)`` for a field name that is not one, when one is close."""
     if error["type"] != "extra_forbidden":
@@ -306,7 +299,7 @@ def _did_you_mean(error: Any) -> str:
         model = _ModeModel
     elif location[0] == "modes" and len(location) == 4:
         model = _RecallModel if location[2] == "recall" else _OutputModel
-    return _closest(location[-1], model.model_fields)
+    return closest_name(location[-1], model.model_fields)
 
 
 def _settings(name: str, model: _ModeModel) -> ModeSettings:
