@@ -300,11 +300,15 @@ def replay(ref: Annotated[str, typer.Argument(help="Snapshot id, latest, latest~
                min=1, help="Model window to replay with (default: the snapshot's).")] = None,
            reserved_output: Annotated[int | None, typer.Option(
                min=0, help="Output reserve to replay with (default: the snapshot's).")] = None,
+           available: Annotated[int | None, typer.Option(
+               min=1, help="Tokens the replay may use (default: the snapshot's, unless "
+               "--window or --reserved-output is given).")] = None,
            ) -> None:
     """Rebuild a snapshot's request under another plan and show the diff.
 
-    The window and output reserve are the snapshot's (a builder's model may have set them),
-    not the plan's, unless --window / --reserved-output are given.
+    The window, output reserve and available tokens are the snapshot's (a builder's model or
+    --budget may have set them), not the plan's, unless --window / --reserved-output /
+    --available are given.
     """
     from contextwright.cli import _load_plan
     from contextwright.observe.replay import replay as run_replay
@@ -312,7 +316,8 @@ def replay(ref: Annotated[str, typer.Argument(help="Snapshot id, latest, latest~
     (snapshot,) = _resolve_all(sink, [ref])
     with library_errors():
         result = run_replay(snapshot, _load_plan(plan, None),  # type: ignore[arg-type]
-                            window=window, reserved_output=reserved_output)
+                            window=window, reserved_output=reserved_output,
+                            available=available)
     if html is not None:
         from contextwright.observe.html import render_html
 

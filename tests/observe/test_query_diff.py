@@ -123,6 +123,24 @@ def test_replay_rebuilds_under_another_plan_one_variable_at_a_time(tmp_path: Pat
     recorder.close()
 
 
+def test_replay_holds_the_tokens_the_original_had_available() -> None:
+    _, request = pressured()
+    budgeted = BuildPlan.named("chat").with_budget(available_override=900)  # the CLI's --budget
+    snap = snapshot_of(budgeted, request)
+    held = replay(snap, BuildPlan.named("chat"))
+    assert held.replayed.available == snap.available == 900
+    assert held.notes == (
+        f"the plan's budget of {BuildPlan.named('chat').budget.available} tokens is not used: "
+        "the replay holds the original build's 900 (pass available= to replay, or "
+        "--available, to change it)",)
+    assert held.diff.total_tokens[0] == snap.total_tokens and held.diff.items == ()
+    assert replay(snap, BuildPlan.named("chat"), available=1500).replayed.available == 1500
+    # a changed window is a new budget: the plan's own under it
+    wider = replay(snap, BuildPlan.named("chat"), window=16384)
+    assert wider.replayed.available == BuildPlan.named("chat").with_budget(
+        window=16384).budget.available and wider.notes == ()
+
+
 _WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather of a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}

@@ -106,23 +106,30 @@ def request_of(snapshot: Snapshot) -> Request:
 
 
 def replay(snapshot: Snapshot, plan: BuildPlan, *, window: int | None = None,
-           reserved_output: int | None = None,
+           reserved_output: int | None = None, available: int | None = None,
            fence_secret: str | bytes | None = None) -> Replay:
     """Rebuild ``snapshot``'s request under ``plan`` and diff the result against it.
 
     The build is made as the original was: with its tokenizer, the window and output reserve
     it had (whether its plan or its builder's ``model=`` / ``window=`` set them; ``window`` and
-    ``reserved_output`` change them) and its rendering. ``fence_secret`` (default
-    ``CONTEXTWRIGHT_FENCE_SECRET``) keys the fence markers: a snapshot does not record the
-    original's, so a build given another in code is named in ``notes``.
+    ``reserved_output`` change them), the tokens it had available (a plan's
+    ``available_override``, the CLI's ``--budget``, included; ``available`` changes them, and
+    so does a changed window or reserve: the budget is then ``plan``'s under them) and its
+    rendering. ``fence_secret`` (default ``CONTEXTWRIGHT_FENCE_SECRET``) keys the fence
+    markers: a snapshot does not record the original's, so a build given another in code is
+    named in ``notes``.
     """
     request = request_of(snapshot)
     held = _held_budget(snapshot, window, reserved_output)
     builder = _builder_of(snapshot, held, fence_secret)
+    budget_notes = _overridden_budget(plan, held, (window, reserved_output))
+    plan, available_note = _held_available(snapshot, builder, plan, available,
+                                           changed=window is not None
+                                           or reserved_output is not None)
     rebuilt = _snapshot_with(builder, plan, request, target=snapshot.target or "chat",
                              redact=False, labels={"replay_of": snapshot.id},
                              fence_secret=None)
-    notes = (*_overridden_budget(plan, held, (window, reserved_output)),
+    notes = (*budget_notes, *available_note,
              *_image_rule_note(snapshot, rebuilt), *_fence_note(snapshot, rebuilt))
     return Replay(original=snapshot, replayed=rebuilt, diff=diff_snapshots(snapshot, rebuilt),
                   missing_sources=_missing_sources(snapshot), notes=notes)
@@ -160,6 +167,28 @@ def _held_budget(snapshot: Snapshot, window: int | None,
         reserved_output = reserve
     return _Budget(window=snapshot.window if window is None else window,
                    reserved_output=reserved_output)
+
+
+def _held_available(snapshot: Snapshot, builder: ContextBuilder, plan: BuildPlan,
+                    available: int | None, *, changed: bool
+                    ) -> tuple[BuildPlan, tuple[str, ...]]:
+    """``plan`` with the tokens the replay may use, and a note when that is not its own.
+
+    The original's available tokens are held unless ``available`` is given, or the window or
+    output reserve is changed (``changed``: the budget is then ``plan``'s under them). A plan
+    that would have another budget under the held window is noted, never silently rebuilt.
+    """
+    if available is not None:
+        return plan.with_budget(available_override=available), ()
+    if changed:
+        return plan, ()
+    own = builder.effective_plan(plan).budget.available
+    if own == snapshot.available:
+        return plan, ()
+    note = (f"the plan's budget of {own} tokens is not used: the replay holds the original "
+            f"build's {snapshot.available} (pass available= to replay, or --available, to "
+            "change it)")
+    return plan.with_budget(available_override=snapshot.available), (note,)
 
 
 def _builder_of(snapshot: Snapshot, budget: _Budget,
