@@ -569,3 +569,16 @@ def test_a_part_far_over_the_budget_is_reported_as_counted_in_part_with_an_estim
     estimate = int(re.search(r"about ([\d,]+) tokens", warning)[1].replace(",", ""))  # type: ignore[index]
     assert 570_000 < estimate < 630_000
     assert warning in str(raised.value)
+
+
+def test_an_item_cut_or_dropped_after_its_count_stopped_reports_its_whole_size() -> None:
+    log = "hello world " * 100_000  # 200,001 o200k tokens, far over the budget
+    request = Request(user_input="q", history=[
+        {"role": "user", "content": "show the log"}, {"role": "assistant", "content": log}])
+    ctx = ContextBuilder(tokenizer="o200k_base").build(
+        BuildPlan.named("chat").with_budget(available_override=2_000), request)
+    (cut,) = [d for d in ctx.report.decisions if d.key == "history.m1"]
+    assert cut.action in ("truncated", "dropped")
+    assert 180_000 < cut.tokens_before < 220_000  # not the ~10,000 counted before stopping
+    assert re.search(r"about [\d,]+ tokens in all \(estimated from its length: counting "
+                     r"stopped at [\d,]+, past the budget\)", cut.reason)

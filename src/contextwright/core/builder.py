@@ -35,7 +35,7 @@ from contextwright.core.plan import BuildPlan, FrozenOptions
 from contextwright.core.providers import ANTHROPIC_LEAD, anthropic_added_tokens
 from contextwright.core.pruning import partial_rounds, prune_source
 from contextwright.core.report import BuildReport
-from contextwright.core.reporting import make_report, unread_decisions
+from contextwright.core.reporting import extrapolated, make_report, unread_decisions
 from contextwright.core.request import Request
 from contextwright.core.select import (
     MIN_CUT_TOKENS,
@@ -58,7 +58,6 @@ from contextwright.core.stepping import Stepping, cache_points
 from contextwright.core.text import counted_blocks, render_text, text_blocks
 from contextwright.errors import BudgetError, PlanError
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
-from contextwright.tokens._base import split_into_pieces
 
 
 def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
@@ -398,21 +397,6 @@ def partly_counted(gathered: list[Gathered], tokenizer: CountingTokenizer) -> li
             "(estimated from its length)"
             for g in gathered for unit in g.units for c in unit.candidates
             if not c.complete_count]
-
-
-def extrapolated(text: str, counted: int, tokenizer: CountingTokenizer) -> int:
-    """Tokens of ``text`` estimated from the pieces counted until ``counted`` was reached.
-
-    The pieces are the ones ``count_up_to`` counted (their counts are cached), so this costs
-    no more tokenizing; their tokens per character stand for the rest of the text.
-    """
-    tokens = chars = 0
-    for piece in split_into_pieces(text):
-        tokens += tokenizer.count(piece)
-        chars += len(piece)
-        if tokens >= counted:
-            break
-    return round(tokens * len(text) / max(chars, 1))
 
 
 def turn_left_out(gathered: list[Gathered], selections: Mapping[str, Selection],

@@ -279,7 +279,8 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     history: the first unit of the next round), so that unit's items are never rendered; or,
     with ``reach``, once a unit holding a list position at or before it was read.
     An item with ``metadata["omitted"]`` is the source saying what it left out and why: it
-    becomes a ``dropped`` decision in ``omitted`` (its ``order`` in ``omitted_at``), not a unit.
+    becomes a ``dropped`` decision in ``omitted`` (its ``order`` in ``omitted_at``), not a unit;
+    ``metadata["omitted_count"]`` says how many it stands for (a run never read).
     One loop, no nested generators: this runs for every message a build reads.
     """
     prefix = namespace + "."
@@ -296,7 +297,8 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
             raise SourceError(f"source {namespace!r} produced a key outside its namespace")
         if "omitted" in item.metadata:
             omitted.append(Decision(source=name, key=item.key, action="dropped",
-                                    reason=str(item.metadata["omitted"])))
+                                    reason=str(item.metadata["omitted"]),
+                                    count=int(item.metadata.get("omitted_count", 1))))
             omitted_at.append(item.order)
             continue
         if current and (item.group is None or item.group != group):

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 
 from contextwright.core.budget import Allocation
-from contextwright.core.gather import Gathered
+from contextwright.core.gather import Candidate, Gathered
 from contextwright.core.notes import with_recall_score
 from contextwright.core.plan import BuildPlan
 from contextwright.core.report import Action, BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
 from contextwright.core.select import Selection
 from contextwright.tokens import CountingTokenizer
+from contextwright.tokens._base import split_into_pieces
 
 _LEFT_OUT: tuple[Action, ...] = ("dropped", "deduplicated", "conflict")
 OLDER_THAN_KEPT_RUN = "older than the kept run (kept from the previous build for a stable prefix)"
@@ -118,12 +120,56 @@ def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer,
     return decisions
 
 
+def extrapolated(text: str, counted: int, tokenizer: CountingTokenizer) -> int:
+    """Tokens of ``text`` estimated from the pieces counted until ``counted`` was reached.
+
+    The pieces are the ones ``count_up_to`` counted (their counts are cached), so this costs
+    no more tokenizing; their tokens per character stand for the rest of the text.
+    """
+    tokens = chars = 0
+    for piece in split_into_pieces(text):
+        tokens += tokenizer.count(piece)
+        chars += len(piece)
+        if tokens >= counted:
+            break
+    return round(tokens * len(text) / max(chars, 1))
+
+
+_CUT_OR_DROPPED = frozenset(("truncated", "dropped"))
+
+
+def with_whole_counts(decisions: list[Decision], gathered: list[Gathered],
+                      tokenizer: CountingTokenizer) -> list[Decision]:
+    """``decisions``, an item cut or dropped after its count stopped early given its whole size.
+
+    Counting an item stops once it is past the budget (a megabyte of tool output is not
+    tokenized to be dropped), so its candidate's tokens are what was counted until then. A
+    decision that says what was cut would understate it by as much: its ``tokens_before`` is
+    the item's estimated size instead, and its reason says it is an estimate.
+    """
+    partial = {c.item.key: c for g in gathered for u in g.units for c in u.candidates
+               if not c.complete_count}
+    if not partial:
+        return decisions
+    return [_whole_count(d, partial[d.key], tokenizer)
+            if d.action in _CUT_OR_DROPPED and d.key in partial else d for d in decisions]
+
+
+def _whole_count(decision: Decision, candidate: Candidate,
+                 tokenizer: CountingTokenizer) -> Decision:
+    whole = max(extrapolated(candidate.message.content, candidate.tokens, tokenizer),
+                candidate.tokens)
+    return replace(decision, tokens_before=whole, reason=(
+        f"{decision.reason}; about {whole:,} tokens in all (estimated from its length: "
+        f"counting stopped at {candidate.tokens:,}, past the budget)"))
+
+
 def make_report(plan: BuildPlan, gathered: list[Gathered], allocations: Mapping[str, Allocation],
                 selections: Mapping[str, Selection], decisions: list[Decision],
                 warnings: list[str], tokenizer: CountingTokenizer, total: int,
                 recall_scores: Mapping[str, float] | None = None) -> BuildReport:
     """Aggregate the decisions into the per-source table (``recall_scores``: ``core.notes``)."""
-    all_decisions = decisions + [
+    all_decisions = with_whole_counts(decisions, gathered, tokenizer) + [
         d for s in selections.values()
         for d in compacted_decisions(s, tokenizer, recall_scores)]
     actions: Counter[tuple[str, str]] = Counter()
