@@ -91,6 +91,39 @@ def test_an_unfinished_structured_task_is_kept_only_a_few_unsure_turns() -> None
     assert modes == [STRUCTURED] * 4 + [SLIDING_WINDOW]
 
 
+def test_a_task_left_unfinished_goes_into_the_hand_off_not_into_the_next_task() -> None:
+    cm = _manager()
+    cm.prepare("u", "s", PLAN)
+    cm.record("u", "s", assistant=_call("c1", "check_stock"),
+              tool_results=[_result("c1", '{"stock": 0}')])
+    for text in ("嗯", "今天天气不错", "你好", "讲个笑话", "写一首诗"):
+        cm.prepare("u", "s", text)
+        cm.record("u", "s", assistant="好的。")
+    state = cm.state("u", "s")
+    assert state.mode == SLIDING_WINDOW and state.zones.task.goal == ""
+    (handoff,) = state.zones.handoffs  # the window was small talk; the task was not
+    assert PLAN in handoff and "未完成" in handoff
+    back = cm.prepare("u", "s", "Please do this step by step: get the weather in Paris")
+    assert back.mode == STRUCTURED
+    task = cm.state("u", "s").zones.task
+    assert task.goal == "Please do this step by step: get the weather in Paris"
+    assert task.done == () and task.next == ()
+
+
+def test_a_task_done_in_an_earlier_structured_run_does_not_release_another_mode() -> None:
+    cm = _manager()
+    cm.prepare("u", "s", PLAN)
+    cm.record("u", "s", assistant=_call("c1", "check_stock"),
+              tool_results=[_result("c1", '{"stock": 3}')])
+    cm.record("u", "s", assistant=_call("c2", "supplier_api"),
+              tool_results=[_result("c2", '{"status": "updated"}')])
+    cm.record("u", "s", assistant="库存 3 件，订单状态已更新。")
+    lookup = cm.prepare("u", "s", "Where is my order 20241001?")
+    assert lookup.mode not in (STRUCTURED, SLIDING_WINDOW)
+    cm.record("u", "s", assistant="It shipped yesterday.")
+    assert cm.prepare("u", "s", "thanks").mode == lookup.mode  # kept, not "task done"
+
+
 def test_a_rule_match_resets_the_count_of_kept_turns() -> None:
     cm = _manager()
     cm.prepare("u", "s", PLAN)

@@ -261,7 +261,7 @@ class SessionFlows:
                 key, history, (yield from flow.compute(partial(history.unread_spans, asked))),
                 asked, session_history)
         build = partial(self._build, key, state, settings, recent, user_index, parts, target,
-                        route, switch)
+                        route, switch, read_after)
         context = yield from flow.compute(partial(build, history))
         if history is not None and history.unread:
             # Turns the ranking did not name (an earlier call's layout shows them again):
@@ -318,8 +318,19 @@ class SessionFlows:
         # Where the summary ends, the messages after it, newest ``max_read`` of them (as
         # read), and the same from a whole round on (as shown).
         record, state = yield from read_state(key)
-        read = yield from flow.read(key, after=state.summary_upto, last=self._max_read)
-        start = next((i for i, m in enumerate(read) if m.message.get("role") == "user"), 0)
+        last = self._max_read
+        while True:
+            read = yield from flow.read(key, after=state.summary_upto, last=last)
+            whole = not read or read[0].seq == state.summary_upto + 1  # seqs have no gaps
+            if whole or any(m.message.get("role") == "user" for m in read):
+                break
+            # One turn longer than the window (an agent's long tool loop): read back to the
+            # question it answers, or the turn could not be built.
+            last *= 2
+        start = 0 if whole and not state.summary_upto else next(
+            (i for i, m in enumerate(read) if m.message.get("role") == "user"), 0)
+        # From the session's first message on, what comes before its first question (an
+        # assistant's greeting) is shown; after a summary or a cut read, a partial round is not.
         return (record, state.summary_upto, read,
                 [self._remembered(key, stored) for stored in read[start:]])
 
@@ -415,12 +426,14 @@ class SessionFlows:
 
     def _build(self, key: SessionKey, state: SessionState, settings: ModeSettings,
                recent: list[StoredMessage], user_index: int, parts: Request, target: Target,
-               route: RouteDecision | None, switch: ModeSwitch | None,
+               route: RouteDecision | None, switch: ModeSwitch | None, read_after: int,
                history: SessionHistorySource | None) -> FinalContext:
         language = state.language or "en"
         memory = SessionMemorySource(settings=settings, zones=state.zones,
                                      summary_text=_summary_text(state, language),
-                                     language=language)
+                                     language=language,
+                                     unread=None if history is not None else _unread_run(
+                                         read_after, recent, self._max_read))
         stored = recent[user_index]
         user = parse_message(stored.message, f"session[seq {stored.seq}]")
         request = replace(parts, user_input=user.content, images=user.images,
@@ -524,7 +537,7 @@ class SessionFlows:
 
         ``read_after``: the seq ``read`` starts after (the summary's end as first read).
         """
-        complete = epoch is not None and bool(read) and len(read) < self._max_read
+        complete = epoch is not None and bool(read) and read[0].seq == read_after + 1
         with self._lock:
             self._quiet.pop(key, None)
             if complete and state.summary_upto == read_after:
@@ -707,6 +720,21 @@ def _previous(key: SessionKey, state: SessionState) -> Fingerprint | None:
                                                 "user_id": key.user_id,
                                                 "session_id": key.session_id}})
         return None
+
+
+def _unread_run(summary_upto: int, recent: list[StoredMessage], max_read: int
+                ) -> tuple[int, int, str] | None:
+    """The stored messages between the summary's end and the first one shown, if any.
+
+    Neither the running summary nor the verbatim rounds hold them (summaries off or behind, and
+    more messages since than ``max_read_messages``), and no session recall can bring them back:
+    the build reports them as one run rather than leaving them out silently.
+    """
+    if not recent or recent[0].seq <= summary_upto + 1:
+        return None
+    return (summary_upto + 1, recent[0].seq - 1,
+            f"not summarised and older than the newest {max_read} messages read "
+            "(max_read_messages): turn summaries or recall on, or raise it, to show them")
 
 
 def _log_route(key: SessionKey, route: RouteDecision, previous: str | None) -> None:

@@ -20,6 +20,7 @@ from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
 from contextwright.modes.zones import (
     PENDING_RESULT,
+    Task,
     ToolRecord,
     add_facts,
     add_handoff,
@@ -50,7 +51,8 @@ def hand_off(state: SessionState, switch: ModeSwitch, previous: Sequence[StoredM
         return replace(state, zones=add_handoff(state.zones, None))
     # Each hand-off merges into the previous one, so the facts zone holds one condensed
     # account of the session's earlier modes rather than overlapping copies.
-    base = Summary.from_dict(state.handoff) if state.handoff else None
+    base = _with_open_task(Summary.from_dict(state.handoff) if state.handoff else None,
+                           state.zones.task, state.language or "en")
     summary = condense_for_handoff(base, as_messages(window), tokenizer=tokenizer,
                                    max_tokens=HANDOFF_MAX_TOKENS,
                                    language=state.language or "en")
@@ -60,6 +62,25 @@ def hand_off(state: SessionState, switch: ModeSwitch, previous: Sequence[StoredM
     # summary keeps them all: the next hand-off merges into it.
     line = summary.without_facts(state.zones.facts).render(state.language or "en")
     return replace(state, handoff=summary.to_dict(), zones=add_handoff(state.zones, line))
+
+
+_NOT_DONE = {"en": "not done: {}", "zh": "未完成：{}"}
+
+
+def _with_open_task(base: Summary | None, task: Task, language: str) -> Summary | None:
+    """``base`` carrying the task a mode with zones leaves unfinished.
+
+    The window a switch condenses is the last rounds, which may hold only what made the mode
+    let go (small talk); the task zone is cleared at the switch, so its goal and the steps not
+    yet run go into the hand-off instead: the goal as the need (unless an earlier hand-off
+    named one), the steps as still open.
+    """
+    if not task.goal or task.closed:
+        return base
+    base = base or Summary()
+    pending = tuple(_NOT_DONE.get(language, _NOT_DONE["en"]).format(step) for step in task.next)
+    return replace(base, need=base.need or task.goal,
+                   unresolved=tuple(dict.fromkeys((*base.unresolved, *pending))))
 
 
 def note_user_message(state: SessionState, text: str, settings: ModeSettings) -> SessionState:

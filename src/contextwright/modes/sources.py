@@ -30,11 +30,16 @@ class SessionMemorySource:
     (the mode's instruction and output rules, marked ``stable``, stay in the system prompt)."""
 
     def __init__(self, *, settings: ModeSettings, zones: Zones, summary_text: str,
-                 language: str) -> None:
+                 language: str, unread: tuple[int, int, str] | None = None) -> None:
+        """``unread``: (first seq, last seq, why) of stored messages the build never had.
+
+        They are reported as one left-out run, never lost silently.
+        """
         self._settings = settings
         self._zones = zones
         self._summary_text = summary_text
         self._language = language
+        self._unread = unread
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
         """The session's items (nothing for an empty part)."""
@@ -56,6 +61,12 @@ class SessionMemorySource:
                     yield _item(name, text, order=order)
         if self._summary_text:
             yield _item("summary", self._summary_text, order=5)
+        if self._unread is not None:
+            first, last, why = self._unread
+            yield ContextItem(key=f"{NAMESPACE}.*", message=Message(role="system", content=""),
+                              layer=Layer.EVIDENCE, order=6, metadata={
+                                  "omitted": f"{why}; not read (session seq {first}–{last})",
+                                  "omitted_count": last - first + 1})
 
 
 def _item(name: str, text: str, *, order: int, trusted: bool = False) -> ContextItem:

@@ -129,7 +129,12 @@ def facts_shown(zones: Zones) -> tuple[str, ...]:
 
 
 def add_handoff(zones: Zones, condensed: str | None) -> Zones:
-    """Clear the tools zone at a mode switch and put the hand-off summary in the facts zone.
+    """Clear the tools and task zones at a mode switch; the hand-off summary goes to facts.
+
+    The task belonged to the mode that is left: what was still open of it is in the hand-off
+    summary, and a later return to a mode with zones starts the task its first request asks
+    for, rather than carrying the left task's goal and steps into it (or letting its
+    completion release another mode).
 
     ``condensed`` replaces the earlier hand-off text (it was merged into it); None keeps it,
     and '' leaves none (the merged hand-off says nothing the zone does not already list).
@@ -138,7 +143,7 @@ def add_handoff(zones: Zones, condensed: str | None) -> Zones:
         handoffs = zones.handoffs
     else:
         handoffs = (condensed,) if condensed else ()
-    return replace(zones, handoffs=handoffs, tools=())
+    return replace(zones, handoffs=handoffs, tools=(), task=Task())
 
 
 def add_tool_calls(zones: Zones, records: Sequence[ToolRecord], keep: int) -> Zones:
