@@ -215,26 +215,52 @@ class Account:
         self.recalled = {i for start, end in recalled_ranges(ctx.report.decisions, source)
                          for i in range(start, end) if not self.left_out(i)}
         shown = [dict(rendered[i]) for i in outputs]
+        marked = []
         for out in shown:
             mark = RECALL_MARK.match(out.get("content") or "")
+            marked.append(mark is not None)
             if mark:
                 out["content"] = out["content"][mark.end():]
-        matches = self._align(shown, raw)
-        if matches is None:  # no alignment: report the outputs the greedy match cannot place
+        # A stable-prefix build may show recalled turns after its kept run, for one call (its
+        # recall tail): they are in input order among themselves, not with the run.
+        tail = self._recall_tail(shown, raw, marked)
+        split = len(shown) - tail
+        tail_matches = self._align(shown[split:], raw, set(), allowed=self.recalled) or []
+        matches = self._align(shown[:split], raw, self.recalled - set(tail_matches))
+        if matches is None or len(tail_matches) < tail:
+            # no alignment: report the outputs the greedy match cannot place
             self.unmatched = [outputs[j] for j in self._greedy(shown, raw)]
             return
-        self.kept = {index: outputs[j] for j, index in enumerate(matches)}
+        self.kept = {index: outputs[j] for j, index in enumerate([*matches, *tail_matches])}
+
+    def _recall_tail(self, shown: list[dict[str, Any]], raw: Sequence[Mapping[str, Any]],
+                     marked: list[bool]) -> int:
+        """How many trailing outputs are recalled turns shown after the run (0: none).
+
+        The newest outputs of a build without a tail are its recent rounds, which are never
+        marked recalled: a tail is a trailing run of recalled messages opened by a marked one.
+        """
+        tail = 0
+        for j in range(len(shown) - 1, -1, -1):
+            if not any(self._fits(raw, index, shown[j]) for index in self.recalled):
+                break
+            if marked[j]:
+                tail = len(shown) - j
+        return tail
 
     def _fits(self, raw: Sequence[Mapping[str, Any]], index: int, out: Mapping[str, Any]
               ) -> bool:
         return not self.left_out(index) and _matches(raw[index], out,
                                                      self.decisions.get(self.key(index), []))
 
-    def _align(self, shown: list[dict[str, Any]], raw: Sequence[Mapping[str, Any]]
-               ) -> list[int] | None:
+    def _align(self, shown: list[dict[str, Any]], raw: Sequence[Mapping[str, Any]],
+               recalled: set[int], allowed: set[int] | None = None) -> list[int] | None:
         """Input index of each output (outputs are in input order), newest first where there
-        is a choice, placing every recalled message; None if no such alignment exists."""
-        required = sorted(self.recalled)
+        is a choice, placing every message of ``recalled``; None if no such alignment exists.
+
+        ``allowed``: the only indexes outputs may take (None: any).
+        """
+        required = sorted(recalled)
 
         @functools.cache
         def place(j: int, position: int) -> tuple[int, ...] | None:
@@ -243,7 +269,7 @@ class Account:
             if j < 0:
                 return () if floor < 0 else None
             for index in range(position, max(floor, 0) - 1, -1):
-                if self._fits(raw, index, shown[j]):
+                if (allowed is None or index in allowed) and self._fits(raw, index, shown[j]):
                     rest = place(j - 1, index - 1)
                     if rest is not None:
                         return (*rest, index)

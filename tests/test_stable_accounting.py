@@ -61,16 +61,19 @@ def _chat_rounds_whole(ctx: FinalContext, raw: Sequence[Mapping[str, Any]]) -> N
 
 @settings(max_examples=40, deadline=None)
 @given(plan_name=st.sampled_from(PLANS), budget=st.sampled_from((400, 600, 900)),
-       rounds=st.lists(st.tuples(st.integers(5, 40), st.integers(5, 60), st.booleans()),
+       rounds=st.lists(st.tuples(st.integers(5, 40), st.integers(5, 60), st.booleans(),
+                                 st.integers(0, 20)),
                        min_size=4, max_size=14))
 def test_a_continued_build_accounts_for_every_message_and_keeps_chat_rounds_whole(
-        plan_name: str, budget: int, rounds: list[tuple[int, int, bool]]) -> None:
+        plan_name: str, budget: int, rounds: list[tuple[int, int, bool, int]]) -> None:
     plan = BuildPlan.named(plan_name).with_budget(available_override=budget)
     history: list[dict[str, Any]] = []
     previous: FinalContext | None = None
-    for number, (question, answer, calls) in enumerate(rounds):
-        request = Request(user_input=_text(f"Q{number}", question), system="Be brief.",
-                          history=list(history))
+    for number, (question, answer, calls, recalls) in enumerate(rounds):
+        # Some inputs name an earlier round (its tag): recall brings that turn back.
+        asked = _text(f"Q{number}", question) + (
+            f" about U{recalls} and A{recalls}" if recalls < number else "")
+        request = Request(user_input=asked, system="Be brief.", history=list(history))
         ctx = BUILDER.build(plan, request, previous=previous, cache=True)
         _check_every_message_accounted(ctx, plan, request.history, "history", "history")
         account = Account(ctx, request.history, "history")
@@ -78,7 +81,7 @@ def test_a_continued_build_accounts_for_every_message_and_keeps_chat_rounds_whol
         assert not both, f"history.m{both} shown and reported as never read"
         _chat_rounds_whole(ctx, request.history)
         previous = ctx
-        history += _round(number, question, answer, calls and plan_name == "tool_heavy")
+        history += _round(number, question, answer, calls)
 
 
 def test_a_plain_chat_cut_in_steps_shows_whole_rounds_and_reports_the_rest() -> None:
@@ -154,3 +157,71 @@ def test_an_edited_reply_in_the_pinned_head_is_shown_or_reported_with_its_questi
     _chat_rounds_whole(ctx, request.history)
     if 4 in account.kept:  # the question is shown only with its reply, as it now reads
         assert 5 in account.kept
+
+
+def _turn_with_calls(invoice: int) -> list[dict[str, Any]]:
+    """A question, three tool calls with their results, and the answer."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": f"Please check the zebra invoice {invoice} and the walrus "
+                                    f"refund {_text('pad', 12)}"}]
+    for n in range(3):
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{n}", "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"invoice": invoice + n})}}]},
+            {"role": "tool", "tool_call_id": f"call_{n}",
+             "content": json.dumps({"invoice": invoice + n, "note": _text("note", 36)})}]
+    messages.append({"role": "assistant", "content": f"Invoice {invoice} is paid; the walrus "
+                                                     f"refund is pending. {_text('pad', 12)}"})
+    return messages
+
+
+def test_a_recalled_turn_whose_question_is_the_pinned_head_reports_its_other_messages() -> None:
+    # Found by fuzzing: the turn was offered as one recalled unit, and as its question was
+    # shown (the pinned head), its calls, results and answer got no decision at all.
+    plan = BuildPlan.named("chat").with_budget(available_override=2000)
+    history = _turn_with_calls(4471)
+    for number in range(1, 11):
+        history += [{"role": "user", "content": _text(f"Q{number}", 24)},
+                    {"role": "assistant", "content": _text(f"A{number}", 36)}]
+    previous: FinalContext | None = None
+    inputs = ("What is next?", "Thanks. What else?", "And Q12?",
+              "Noted: the zebra invoice 4471 and the walrus refund, thanks.")
+    for call, asked in enumerate(inputs):
+        if call == 1:  # an older message edited: the next build cuts afresh
+            history[15] = {**history[15], "content": history[15]["content"] + " (edited)"}
+        request = Request(user_input=asked, system="Be brief.", history=list(history))
+        ctx = BUILDER.build(plan, request, previous=previous, cache=True)
+        _check_every_message_accounted(ctx, plan, request.history, "history", "history")
+        previous = ctx
+        history += [{"role": "user", "content": asked},
+                    {"role": "assistant", "content": _text(f"answer {call}", 12)}]
+
+
+def test_a_digest_shown_again_by_a_continued_build_is_reported() -> None:
+    plan = BuildPlan.named("tool_heavy").with_budget(available_override=700)
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer"}}}}}]
+    history: list[dict[str, Any]] = []
+    for number in range(6):
+        history += [
+            {"role": "user", "content": f"question {number} about order {1000 + number} "
+                                        + "detail " * 20},
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"c{number}", "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"n": number})}}]},
+            {"role": "tool", "tool_call_id": f"c{number}",
+             "content": json.dumps({"n": number, "status": "shipped " * 10})},
+            {"role": "assistant", "content": f"answer {number} " + "reply " * 20}]
+    previous: FinalContext | None = None
+    for call in range(3):
+        ctx = BUILDER.build(plan, Request(user_input=f"q{call}", system="S", history=history,
+                                          tools=tools), previous=previous, cache=True)
+        shown = [m for m, section in zip(ctx.messages, ctx.sections, strict=True)
+                 if section == "history" and "Digest of" in str(m.content)]
+        decided = [d for d in ctx.report.decisions if d.key == "history.digest"]
+        assert shown and [d.action for d in decided] == ["compacted"], call
+        assert decided[0].tokens_after > 0
+        previous = ctx
+        history = [*history, {"role": "user", "content": f"q{call}"},
+                   {"role": "assistant", "content": f"a{call}"}]

@@ -90,11 +90,16 @@ def add_digest(g: Gathered, source: ContextSource, request: Request, grant: int,
     selection, candidate = chosen
     selection.kept.append(Unit(source=name, candidates=[candidate], round=None,
                                rank=len(selection.kept)))
-    selection.decisions.append(Decision(
-        source=name, key=candidate.item.key, action="compacted",
-        reason=str(candidate.item.metadata.get("digest", "digest of what was left out")),
-        tokens_after=candidate.tokens))
+    selection.decisions.append(digest_decision(name, candidate))
     selections[name] = selection
+
+
+def digest_decision(source: str, candidate: Candidate) -> Decision:
+    """The report's ``compacted`` decision for a digest shown (made afresh or kept from a cut)."""
+    return Decision(
+        source=source, key=candidate.item.key, action="compacted",
+        reason=str(candidate.item.metadata.get("digest", "digest of what was left out")),
+        tokens_after=candidate.tokens)
 
 
 def _digest(g: Gathered, source: DigestingSource, request: Request, selection: Selection,

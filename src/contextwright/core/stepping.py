@@ -24,7 +24,7 @@ from contextwright.core.cache import (
     plan_hash,
     tools_hash,
 )
-from contextwright.core.digest import add_digest, digest_share
+from contextwright.core.digest import add_digest, digest_decision, digest_share
 from contextwright.core.gather import Costing, Gathered, Unit, gather_source
 from contextwright.core.normalise import normalise_again
 from contextwright.core.plan import BuildPlan, FrozenOptions, thawed
@@ -528,8 +528,16 @@ class Stepping:
         self.digest_rooms[name] = stable.digest_room
         g.units, g.complete = self.normal.pop(name, (g.units, g.complete))
         shown = {c.item.key for u in selection.kept for c in u.candidates}
+        # The digest the last cut made, shown again, is reported as a fresh one is.
+        selection.decisions.extend(digest_decision(name, u.candidates[0]) for u in selection.kept
+                                   if "digest" in u.candidates[0].item.metadata)
         for unit in g.units:
-            if not any(c.item.key in shown for c in unit.candidates):
+            unshown = [c for c in unit.candidates if c.item.key not in shown]
+            if len(unshown) < len(unit.candidates):
+                # Offered together but laid out apart (a recalled turn whose question is the
+                # pinned head): its other messages still get their decision.
+                unit = Unit(unit.source, unshown, unit.round, unit.rank)
+            if unshown:
                 selection.decisions.extend(drop_decisions(unit, f"budget: {OLDER_THAN_KEPT_RUN}"))
         # The pinned head, read where it is (past what the stream was read back to), is shown.
         g.read_positions |= {int(c.item.order) for u in selection.kept for c in u.candidates
