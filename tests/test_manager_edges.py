@@ -1,8 +1,9 @@
-"""What a ``prepare`` reads of a stored session: every message it leaves out is reported.
+"""A session's edges: what a ``prepare`` reads, a failing classifier, a closed manager.
 
 A session's log is read after the running summary, the newest ``max_read_messages`` of it; the
 rounds read are shown verbatim. What lies before them is either summarised, recalled, shown
-(a greeting before the first question) or reported as never read.
+(a greeting before the first question) or reported as never read. Failures are typed and say
+what was stored.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contextwright import ContextManager
+import pytest
+
+from contextwright import ClassifierError, ContextManager, ManagerClosed
 from contextwright.modes.config import modes_from_mapping
 from contextwright.session import MemoryStore
+from contextwright.session.store import SessionKey
 
 
 def _manager(**kwargs: Any) -> ContextManager:
@@ -59,3 +63,30 @@ def test_stored_messages_neither_summarised_nor_read_are_reported_as_a_run() -> 
     assert run.action == "dropped" and run.count == 22
     assert "not read (session seq 1–22)" in run.reason and "max_read_messages" in run.reason
     assert next(r for r in context.report.sources if r.source == "session").dropped == 22
+
+
+class _FailingClassifier:
+    name = "flaky"
+
+    def classify(self, text: str) -> None:
+        raise TimeoutError("embedding service timed out")
+
+
+def test_a_failing_classifier_raises_a_typed_error_naming_the_stored_message() -> None:
+    cm = _manager(classifier=_FailingClassifier())
+    with pytest.raises(ClassifierError, match="classifier 'flaky' failed: TimeoutError") as raised:
+        cm.prepare("u", "s", "hello, can you help me plan a trip?")
+    assert raised.value.stored_seq == 1 and isinstance(raised.value.__cause__, TimeoutError)
+    assert [m.message["content"] for m in cm.store.read(SessionKey(user_id="u", session_id="s"))
+            ] == ["hello, can you help me plan a trip?"]
+
+
+def test_a_closed_manager_refuses_calls_before_storing_anything() -> None:
+    cm = _manager()
+    cm.prepare("u", "s", "hello")
+    cm.close()
+    with pytest.raises(ManagerClosed):
+        cm.record("u", "s", assistant="hi")
+    with pytest.raises(ManagerClosed):
+        cm.prepare("u", "s", "are you there?")
+    assert len(cm.store.read(SessionKey(user_id="u", session_id="s"))) == 1

@@ -149,6 +149,23 @@ class SummaryError(ContextwrightError):
     """A summary could not be made or failed its check; the previous summary must stay."""
 
 
+class ClassifierError(ContextwrightError):
+    """The mode classifier raised: the message names it and the error; the cause is chained.
+
+    Routing does not guess past a classifier that fails (the rules would route the message
+    as if none were configured, hiding the failure); the caller sees it, and a ``prepare``
+    that stored the message first says so with ``stored_seq``.
+    """
+
+
+class ManagerClosed(ContextwrightError):
+    """The ``ContextManager`` was closed (``close`` / ``aclose``): it stores nothing more.
+
+    Raised before anything is written, so a request that arrives while a server shuts down
+    fails whole rather than storing a message whose summary update could not be scheduled.
+    """
+
+
 class ConfigurationError(ContextwrightError):
     """A setting of the deployment cannot be used as given (an empty fence secret, say).
 

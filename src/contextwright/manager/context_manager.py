@@ -22,7 +22,7 @@ from contextwright.compress.summarize import Summarizer
 from contextwright.core.cache import CachePolicy
 from contextwright.core.plan import BuildPlan
 from contextwright.core.source import ContextSource
-from contextwright.errors import InvalidInputError, StoreUsageError
+from contextwright.errors import InvalidInputError, ManagerClosed, StoreUsageError
 from contextwright.manager.flows import SessionFlows, Target
 from contextwright.manager.prepared import PreparedContext
 from contextwright.modes.config import ModesConfig
@@ -103,6 +103,7 @@ class ContextManager(SessionFlows):
         self._apending: dict[SessionKey, asyncio.Task[None]] = {}
         self._arunning: dict[SessionKey, asyncio.Task[None]] = {}
         self._atasks: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     # ----- the two calls of the agent loop -----
 
@@ -127,6 +128,7 @@ class ContextManager(SessionFlows):
         rather than sending it again. ``SessionGone`` means the session was erased while the
         call ran: the message went with it.
         """
+        self._check_open()
         return self._run(self._prepare_flow(
             user_id, session_id, text, images=images, tools=tools, documents=documents, env=env,
             system=system, target=target, idempotency_key=idempotency_key))
@@ -144,6 +146,7 @@ class ContextManager(SessionFlows):
         stored). A retry with the same ``idempotency_key`` stores nothing again and returns the
         first call's seqs. Then the summary update is scheduled.
         """
+        self._check_open()
         seqs, stored = self._run(self._record_flow(
             user_id, session_id, assistant=assistant, tool_results=tool_results,
             messages=messages, idempotency_key=idempotency_key))
@@ -162,6 +165,7 @@ class ContextManager(SessionFlows):
         Over an ``AsyncStore`` every store call is awaited and the build runs on a worker
         thread; over a sync store the whole call does. Sessions keep the same guarantees.
         """
+        self._check_open()
         return await self._arun(self._prepare_flow(
             user_id, session_id, text, images=images, tools=tools, documents=documents, env=env,
             system=system, target=target, idempotency_key=idempotency_key))
@@ -172,6 +176,7 @@ class ContextManager(SessionFlows):
                       messages: Sequence[object] = (),
                       idempotency_key: str | None = None) -> list[int]:
         """``record`` for an event loop; the summary update becomes an asyncio task."""
+        self._check_open()
         seqs, stored = await self._arun(self._record_flow(
             user_id, session_id, assistant=assistant, tool_results=tool_results,
             messages=messages, idempotency_key=idempotency_key))
@@ -243,7 +248,11 @@ class ContextManager(SessionFlows):
             await asyncio.wait([*futures, *tasks])  # jobs log their own failures
 
     def close(self) -> None:
-        """Finish pending summaries and stop the worker (the store stays open: it is yours)."""
+        """Finish pending summaries and stop the worker (the store stays open: it is yours).
+
+        Later ``prepare`` and ``record`` calls raise ``ManagerClosed`` before storing anything.
+        """
+        self._closed = True
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         if self._cpu is not None:
@@ -251,10 +260,15 @@ class ContextManager(SessionFlows):
 
     async def aclose(self) -> None:
         """``close`` for an event loop: awaits the summary tasks too (the store stays open)."""
+        self._closed = True
         await self.aflush()
         for executor in (self._executor, self._cpu):
             if executor is not None:
                 await asyncio.to_thread(executor.shutdown, wait=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ManagerClosed("this ContextManager is closed: make a new one to go on")
 
     # ----- running flows -----
 
@@ -285,7 +299,11 @@ class ContextManager(SessionFlows):
         with self._lock:
             if key in self._pending:
                 return  # the queued job will read the newest messages when it runs
-            future = self._executor.submit(self._run_summary, key)
+            try:
+                future = self._executor.submit(self._run_summary, key)
+            except RuntimeError:  # closed by another thread after this record stored
+                _log_summary_skipped(key)
+                return
             self._pending[key] = future
             self._outstanding.add(future)
         future.add_done_callback(self._done)
@@ -329,6 +347,14 @@ class ContextManager(SessionFlows):
         finally:
             if self._arunning.get(key) is task:
                 del self._arunning[key]
+
+
+def _log_summary_skipped(key: SessionKey) -> None:
+    # Nothing is lost: the summary is made from the store by the next record's update.
+    logger.warning("summary update skipped (the manager is closing) user=%s session=%s",
+                   key.user_id, key.session_id, extra={"contextwright": {
+                       "event": "summary_skipped", "user_id": key.user_id,
+                       "session_id": key.session_id}})
 
 
 def _log_summary_failure(key: SessionKey) -> None:

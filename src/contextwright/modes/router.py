@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from contextwright.errors import PlanError
+from contextwright.errors import ClassifierError, ContextwrightError, PlanError
 from contextwright.modes.config import ModesConfig, RouteRule
 
 RouteBasis = Literal["rule", "classifier", "kept", "released", "default"]
@@ -130,7 +130,13 @@ class Router:
     def _classify(self, text: str) -> RouteDecision | None:
         if self.classifier is None:
             return None
-        answer = self.classifier.classify(text)
+        try:
+            answer = self.classifier.classify(text)
+        except ContextwrightError:
+            raise
+        except Exception as exc:  # a user's classifier: any failure, typed and chained
+            raise ClassifierError(f"classifier {self.classifier.name!r} failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
         if answer is None or answer.confidence < self.config.classifier_threshold:
             return None
         if answer.mode not in self.config.modes:
