@@ -165,6 +165,29 @@ def test_tool_error_stays_open_until_the_tool_succeeds() -> None:
     assert not any("query_order" in item for item in retried.unresolved)
 
 
+@pytest.mark.parametrize("result", [
+    '{"status": "ok", "error": null, "state": "shipped"}',
+    '{"errmsg": "无错误", "state": "已发货"}',
+    '{"errors": [], "state": "shipped"}',
+    "Export finished with no errors.",
+])
+def test_a_successful_result_that_names_an_empty_error_field_is_no_failure(result: str) -> None:
+    summary = summarize([user("Has my package shipped?"),
+                         assistant("", call("c1", "track_package", {})),
+                         tool("c1", "track_package", result), assistant("It has shipped.")])
+    assert summary.unresolved == ()
+
+
+@pytest.mark.parametrize("result", [
+    '{"error": "not found"}', '{"status": "failed"}', '{"success": false}',
+    "(tool error) connection refused", "Error: connection refused"])
+def test_a_failed_result_stays_open(result: str) -> None:
+    summary = summarize([user("Has my package shipped?"),
+                         assistant("", call("c1", "track_package", {})),
+                         tool("c1", "track_package", result)])
+    assert any(item.startswith("tool track_package failed") for item in summary.unresolved)
+
+
 def test_still_pending_statement_is_unresolved() -> None:
     summary = summarize([user("我的包裹还没收到"), assistant("已为您催促快递。")])
     assert summary.unresolved == ("我的包裹还没收到",)

@@ -13,6 +13,7 @@ No I/O of its own.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,8 +27,8 @@ from contextwright.compress.facts import (
     missing_facts,
     without_framing,
 )
-from contextwright.core.fence import language_of
-from contextwright.core.items import Message
+from contextwright.core.fence import fenced_body, language_of
+from contextwright.core.items import Message, reports_failure
 from contextwright.errors import SummaryError
 from contextwright.tokens import Tokenizer
 
@@ -189,6 +190,15 @@ _CORRECTION = re.compile(
 _TOOL_ERROR = re.compile(
     r"\berror\b|\bfailed\b|\bfailure\b|\bexception\b|not found|\btimed? ?out\b|错误|失败|异常|超时",
     re.IGNORECASE)
+_NO_ERROR = re.compile(
+    r"\b(?:no|without|zero|0)\s+(?:errors?|failures?|exceptions?)\b|\berrors?\W{0,3}(?:none|null|"
+    r"0)\b|无错误|没有错误|未出错|无异常", re.IGNORECASE)
+"""Phrases that name an error to say there was none ("no errors", "error: none", "无错误")."""
+_ERROR_KEYS = frozenset(("error", "errors", "err", "errmsg", "error_message", "exception",
+                         "failure", "fault"))
+_FAILED_STATUS = re.compile(r"^(?:error|errored|fail|failed|failure|exception|timeout|"
+                            r"timed out|not found|错误|失败|异常|超时)$", re.IGNORECASE)
+_STATUS_KEYS = frozenset(("status", "state", "result", "outcome"))
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=\.)\s|\n")
 
 
@@ -451,9 +461,40 @@ def _read_assistant(state: _Merge, content: str) -> None:
     state.answered_upto = len(state.open)
 
 
+def _tool_failed(content: str) -> bool:
+    """Whether a tool result says its call failed.
+
+    Marked failed (``(tool error)``), or a JSON object whose error field holds something or
+    whose status names a failure; other text that speaks of an error, unless only to say
+    there was none. A JSON result's keys are not read as words: ``{"error": null}`` is a
+    success.
+    """
+    if reports_failure(content):
+        return True
+    data = _json_object(content)
+    if data is not None:
+        return any(bool(value) and not (isinstance(value, str) and _NO_ERROR.search(value))
+                   for key, value in data.items() if key.lower() in _ERROR_KEYS) or any(
+            (isinstance(value, str) and _FAILED_STATUS.match(value.strip()) is not None)
+            or (key.lower() == "success" and value is False)
+            for key, value in data.items() if key.lower() in (*_STATUS_KEYS, "success"))
+    return _TOOL_ERROR.search(_NO_ERROR.sub(" ", content)) is not None
+
+
+def _json_object(content: str) -> dict[str, Any] | None:
+    text = fenced_body(content).strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _read_tool(state: _Merge, message: Message) -> None:
     name = message.name or state.calls.get(message.tool_call_id or "", "tool")
-    if _TOOL_ERROR.search(message.content):
+    if _tool_failed(message.content):
         label = f"工具 {name} 失败" if state.lang == "zh" else f"tool {name} failed"
         state.open.append(_open_item(f"{label}: {_clip(message.content, 80)}", "tool", name))
     else:
