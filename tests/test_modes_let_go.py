@@ -166,6 +166,20 @@ def test_the_task_zone_keeps_current_deduplicated_steps() -> None:
     assert zones.task.done[-1] == "step19"
 
 
+@pytest.mark.parametrize("keep", [3, 0])
+def test_a_polled_call_is_one_step_however_many_calls_the_tools_zone_keeps(keep: int) -> None:
+    zones = update_task(Zones(), "First submit the export job, then wait until it finishes, "
+                                 "then send me the file")
+    zones = add_tool_calls(zones, [ToolRecord(name="submit_export", arguments="{}",
+                                              result="job 7")], keep)
+    poll = ToolRecord(name="export_status", arguments='{"job":7}', result="running")
+    for _ in range(3):
+        zones = add_tool_calls(zones, [poll], keep)
+        zones = Zones.from_dict(zones.to_dict())  # the state goes through the store
+    assert zones.task.next == ("send me the file",)
+    assert len(zones.task.done) == 2
+
+
 def test_an_open_plan_is_not_done_by_an_answer() -> None:
     zones = update_task(Zones(), PLAN)
     zones = add_tool_calls(zones, [ToolRecord(name="check_stock", arguments="{}", result="3")], 3)

@@ -73,6 +73,9 @@ class Task:
     closed: bool = False
     """The task is done: every planned step ran (or tools ran without a plan) and the
     assistant answered without calling another tool. The next request starts a new task."""
+    last_call: tuple[str, str] | None = None
+    """(name, arguments) of the last tool call: one repeated with the same arguments is the
+    same step, whether or not the tools zone keeps any call (``tool_zone_keep: 0``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +96,9 @@ class Zones:
         return {
             "facts": list(self.facts), "handoffs": list(self.handoffs),
             "task": {"goal": self.task.goal, "done": list(self.task.done),
-                     "next": list(self.task.next), "closed": self.task.closed},
+                     "next": list(self.task.next), "closed": self.task.closed,
+                     **({"last_call": list(self.task.last_call)} if self.task.last_call
+                        else {})},
             "tools": [record.to_dict() for record in self.tools],
         }
 
@@ -101,10 +106,12 @@ class Zones:
     def from_dict(data: Mapping[str, Any]) -> Zones:
         """Inverse of ``to_dict``."""
         task = data.get("task") or {}
+        last = task.get("last_call")
         return Zones(
             facts=tuple(data.get("facts", ())), handoffs=tuple(data.get("handoffs", ())),
             task=Task(goal=task.get("goal", ""), done=tuple(task.get("done", ())),
-                      next=tuple(task.get("next", ())), closed=bool(task.get("closed", False))),
+                      next=tuple(task.get("next", ())), closed=bool(task.get("closed", False)),
+                      last_call=(str(last[0]), str(last[1])) if last else None),
             tools=tuple(ToolRecord(**record) for record in data.get("tools", ())),
         )
 
@@ -152,10 +159,10 @@ def add_tool_calls(zones: Zones, records: Sequence[ToolRecord], keep: int) -> Zo
         return zones
     tools = (*zones.tools, *records)[-keep:] if keep else ()
     task = zones.task
-    previous = zones.tools[-1] if zones.tools else None
+    if task.last_call is None and zones.tools:  # a state stored before calls were kept apart
+        task = replace(task, last_call=(zones.tools[-1].name, zones.tools[-1].arguments))
     for record in records:
-        task = _complete_step(task, record, previous)
-        previous = record
+        task = replace(_complete_step(task, record), last_call=(record.name, record.arguments))
     return replace(zones, tools=tools, task=task)
 
 
@@ -188,14 +195,13 @@ def _newest_pending(tools: Sequence[ToolRecord], call_id: str) -> int | None:
     return None
 
 
-def _complete_step(task: Task, record: ToolRecord, previous: ToolRecord | None) -> Task:
+def _complete_step(task: Task, record: ToolRecord) -> Task:
     # Steps run in order: a tool call completes the next planned step. A call repeated with the
     # same arguments is the same step (retries, polling), not progress: with a plan, the call
     # just before it completed that step already; without one, the call itself is recorded as
     # a done step, once.
     if task.next:
-        if previous is not None and task.done and (previous.name, previous.arguments) == (
-                record.name, record.arguments):
+        if task.done and task.last_call == (record.name, record.arguments):
             return replace(task, closed=False)
         step = f"{task.next[0]} ({record.name})"
         return replace(task, done=_done(task.done, step), next=task.next[1:], closed=False)
