@@ -191,3 +191,19 @@ def test_closed_survives_the_store() -> None:
         ToolRecord(name="lookup", arguments="{}", result="ok")], 3))
     assert Zones.from_dict(zones.to_dict()) == zones
     assert not Zones.from_dict({"task": {"goal": "x"}}).task.closed  # stored before the flag
+
+
+@pytest.mark.parametrize(("text", "mode"), [
+    ("首先查询库存，然后通知供应商", STRUCTURED),
+    ("先提交导出任务，然后等导出完成，最后把文件发给我", STRUCTURED),
+    ("先查库存再通知供应商", STRUCTURED),
+    ("First check the stock, then notify the supplier", STRUCTURED),
+    ("先这样吧，再见", SLIDING_WINDOW),          # a farewell is no second step
+    ("我先看看，再说吧", SLIDING_WINDOW),
+    ("好的，先不聊了，再联系", SLIDING_WINDOW),
+    ("First, thank you so much for the poem!", SLIDING_WINDOW),
+    ("I'm learning Python in order to get a job", SLIDING_WINDOW),
+    ("Where is my order 20241001?", "rag_enhanced"),
+])
+def test_the_default_rules_route_plans_not_farewells(text: str, mode: str) -> None:
+    assert Router().route(text).mode == mode

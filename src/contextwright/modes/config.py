@@ -184,11 +184,16 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
     "rules": [
         {"mode": STRUCTURED,
          "keywords": ["然后调用", "完成后", "调用工具", "步骤", "then call", "after that",
-                      "step by step", "first,", "and then"],
-         "patterns": [r"先.{1,40}?再", r"\bfirst\b.{1,80}?\bthen\b"]},
+                      "step by step", "and then"],
+         # A plan is a first step and a later one: "先…再…", "首先…然后…", "first … then …".
+         # "再见", "再说", "再联系" and "再聊" are farewells and put-offs, not a second step.
+         "patterns": [r"先.{1,40}?(?:然后|接着|之后|最后|再(?!见|说|联系|聊))",
+                      r"\bfirst\b.{1,80}?\b(?:then|next|second|after that|finally)\b"]},
         {"mode": RAG_ENHANCED,
          "keywords": ["帮我查", "订单", "退款", "物流", "库存", "价格", "政策", "look up",
-                      "order", "refund", "shipping", "tracking", "stock", "price", "policy"]},
+                      "refund", "shipping", "tracking", "stock", "price", "policy"],
+         # "order", but not the "in order to" of a purpose
+         "patterns": [r"(?i)(?<!\bin )\borders?\b"]},
     ],
 }
 
