@@ -50,8 +50,8 @@ def test_a_turn_longer_than_the_read_window_is_still_built() -> None:
 
 
 def test_stored_messages_neither_summarised_nor_read_are_reported_as_a_run() -> None:
-    modes = modes_from_mapping({"modes": {"sliding_window": {"plan": "chat",
-                                                             "enable_summary": False}}})
+    modes = modes_from_mapping({"modes": {"sliding_window": {
+        "enable_summary": False, "recall": {"share": 0}}}})  # nothing brings them back
     cm = _manager(modes=modes, max_read_messages=20)
     for turn in range(20):
         cm.prepare("u", "s", f"small talk {turn}")

@@ -207,3 +207,26 @@ def test_closed_survives_the_store() -> None:
 ])
 def test_the_default_rules_route_plans_not_farewells(text: str, mode: str) -> None:
     assert Router().route(text).mode == mode
+
+
+def test_overriding_one_field_of_a_shipped_mode_keeps_its_other_fields() -> None:
+    config = modes_from_mapping({"modes": {"structured": {"window_size": 5}}})
+    structured = config.settings(STRUCTURED)
+    assert structured.window_size == 5
+    assert structured.zones and structured.plan == "tool_heavy"
+    assert structured.output.tone == "professional"
+
+
+@pytest.mark.parametrize("document", ["modes:\n  structured: {window_size: 3}\n"
+                                      "  structured: {window_size: 9}\n",
+                                      '{"keep_limit": 2, "keep_limit": 3}'])
+def test_a_key_given_twice_in_a_config_file_is_refused(tmp_path: Any, document: str) -> None:
+    path = tmp_path / ("modes.json" if document.startswith("{") else "modes.yaml")
+    path.write_text(document, encoding="utf-8")
+    with pytest.raises(PlanError, match="appears twice"):
+        ModesConfig.load(path)
+
+
+def test_a_rule_pattern_that_matches_an_empty_message_is_refused() -> None:
+    with pytest.raises(PlanError, match="matches an empty message"):
+        modes_from_mapping({"rules": [{"mode": STRUCTURED, "patterns": ["first.+then|"]}]})

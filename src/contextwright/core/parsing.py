@@ -11,6 +11,7 @@ own typed error (``PlanError``, ``InvalidInputError``, ``DatasetError``). Pure: 
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 import tomllib
 from typing import Any, Literal
 
@@ -67,9 +68,19 @@ def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
 
 def _parse_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise MalformedDocument(f"line {exc.lineno}: {exc.msg}") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when a key repeats: the later one would silently win."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise MalformedDocument(f"key {key!r} appears twice in one object")
+        data[key] = value
+    return data
 
 
 def _parse_toml(text: str) -> Any:
@@ -119,3 +130,15 @@ class _PlainDataLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping, refused when a key repeats: the later one would silently win."""
+        self.flatten_mapping(node)  # merge keys (<<) first, as the base class does
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, Hashable) and key in seen:
+                raise MalformedDocument(
+                    f"line {key_node.start_mark.line + 1}: key {key!r} appears twice")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)

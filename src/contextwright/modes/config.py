@@ -248,9 +248,12 @@ class _RuleModel(BaseModel):
     def _compiles(cls, patterns: list[str]) -> list[str]:
         for pattern in patterns:
             try:
-                re.compile(pattern)
+                compiled = re.compile(pattern)
             except re.error:
                 raise ValueError("is not a valid regular expression") from None
+            if compiled.search("") is not None:
+                # It would match every message: one stray "|" routes everything to the mode.
+                raise ValueError(f"{pattern!r} matches an empty message (and so every message)")
         return patterns
 
 
@@ -272,9 +275,13 @@ class _ConfigModel(BaseModel):
 
 
 def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfig:
-    """Validate a modes config given as plain data; modes it omits keep their defaults."""
+    """Validate a modes config given as plain data; modes it omits keep their defaults.
+
+    A shipped mode it names keeps the fields it does not set (``structured: {window_size: 5}``
+    keeps its zones and output rules): an override changes what it says, nothing else.
+    """
     try:
-        model = _ConfigModel.model_validate(data)
+        model = _ConfigModel.model_validate(_over_shipped_modes(data))
         defaults = (_ConfigModel.model_validate(DEFAULT_CONFIG)
                     if data is not DEFAULT_CONFIG else model)
     except PydanticValidationError as exc:
@@ -290,6 +297,20 @@ def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfi
         default_mode=model.default_mode, when_unsure=model.when_unsure,
         classifier_threshold=model.classifier_threshold, keep_limit=model.keep_limit,
     )
+
+
+def _over_shipped_modes(data: object) -> object:
+    """``data`` with each shipped mode it names laid over that mode's shipped fields."""
+    if data is DEFAULT_CONFIG or not isinstance(data, Mapping):
+        return data
+    modes = data.get("modes")
+    if not isinstance(modes, Mapping):
+        return data  # validation says what is wrong with it
+    shipped: Mapping[str, Any] = DEFAULT_CONFIG["modes"]
+    return {**data, "modes": {
+        name: {**shipped[name], **fields}
+        if name in shipped and isinstance(fields, Mapping) else fields
+        for name, fields in modes.items()}}
 
 
 def _did_you_mean(error: Any) -> str:
