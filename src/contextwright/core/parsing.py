@@ -11,8 +11,8 @@ own typed error (``PlanError``, ``InvalidInputError``, ``DatasetError``). Pure: 
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
 import tomllib
+from collections.abc import Hashable
 from typing import Any, Literal
 
 import yaml
