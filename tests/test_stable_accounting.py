@@ -168,7 +168,8 @@ def _turn_with_calls(invoice: int) -> list[dict[str, Any]]:
         messages += [
             {"role": "assistant", "content": None, "tool_calls": [{
                 "id": f"call_{n}", "type": "function",
-                "function": {"name": "lookup", "arguments": json.dumps({"invoice": invoice + n})}}]},
+                "function": {"name": "lookup",
+                             "arguments": json.dumps({"invoice": invoice + n})}}]},
             {"role": "tool", "tool_call_id": f"call_{n}",
              "content": json.dumps({"invoice": invoice + n, "note": _text("note", 36)})}]
     messages.append({"role": "assistant", "content": f"Invoice {invoice} is paid; the walrus "
