@@ -8,10 +8,13 @@ back the turns around a hit and searches for the rarest words of its best hits t
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextwright import BuildPlan, ContextBuilder, Request
 from contextwright.errors import InvalidInputError
 from contextwright.manager import ContextManager
+from contextwright.recall.lexical import _expanded, best_first, with_neighbours
 from contextwright.sources.conversation import HistorySource
 from contextwright.sources.recall import LexicalTurnRecaller, RecallExpansion, RecallTurn
 
@@ -109,3 +112,36 @@ def test_the_hybrid_recaller_brings_neighbours_too() -> None:
         "pottery workshop", turns, limit=5)
     assert [p for p, _ in plain] == [10]
     assert [p for p, _ in expanded][:3] == [10, 9, 11]
+
+
+def _ranking(positions: list[int], scores: list[float]) -> list[tuple[int, float]]:
+    """(position, score) best first, ties by position, positions unique."""
+    pairs = dict(zip(positions, scores, strict=False))
+    return sorted(pairs.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(1, 120), data=st.data(),
+       neighbours=st.integers(0, 3), weight=st.sampled_from([0.0, 0.5, 0.7, 1.0]),
+       hits_cap=st.integers(1, 70), feedback_weight=st.sampled_from([0.3, 0.5, 1.0]),
+       limit=st.integers(1, 90))
+def test_the_array_merge_of_hits_feedback_and_neighbours_is_the_dict_merge(
+        size: int, data: st.DataObject, neighbours: int, weight: float, hits_cap: int,
+        feedback_weight: float, limit: int) -> None:
+    score = st.one_of(st.just(0.0), st.floats(0.001, 20),  # BM25 scores: 0 or a real weight
+                      st.sampled_from([1.5, 3.0, 7.25]))  # ties
+    positions = st.lists(st.integers(0, size - 1), min_size=1, max_size=60)
+    hit_positions = data.draw(positions)
+    hits = _ranking(hit_positions, data.draw(st.lists(score, min_size=len(hit_positions),
+                                                      max_size=len(hit_positions))))
+    fed = data.draw(st.lists(st.integers(0, size - 1), max_size=60))
+    feedback = _ranking(fed, data.draw(st.lists(score, min_size=len(fed), max_size=len(fed))))
+    expansion = RecallExpansion(neighbours=neighbours, neighbour_weight=weight,
+                                neighbour_hits=hits_cap, feedback_weight=feedback_weight)
+    merged = dict(hits)
+    if feedback and feedback[0][1] > 0:
+        scale = feedback_weight * hits[0][1] / feedback[0][1]
+        for position, value in feedback:
+            merged[position] = merged.get(position, 0.0) + value * scale
+    expected = with_neighbours(best_first(merged), expansion, size, limit)
+    assert _expanded(hits, feedback, expansion, size, limit) == expected

@@ -14,11 +14,17 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Final
+from typing import Any, Final
 
 from contextwright.analysis import analyzer
 from contextwright.errors import InvalidInputError
-from contextwright.recall.bm25 import IndexedTurns, TurnPostings, indexed_postings, postings_cache
+from contextwright.recall.bm25 import (
+    IndexedTurns,
+    TurnPostings,
+    _numpy,
+    indexed_postings,
+    postings_cache,
+)
 from contextwright.recall.dates import query_date_terms, turn_date_terms
 from contextwright.recall.turns import RecallTurn
 
@@ -213,13 +219,66 @@ class LexicalTurnRecaller:
 
 def _expanded(hits: list[tuple[int, float]], feedback: list[tuple[int, float]],
               expansion: RecallExpansion, size: int, limit: int) -> list[tuple[int, float]]:
-    """Hits, feedback hits and neighbours merged: best first, ties by position."""
-    scores = dict(hits)
+    """Hits, feedback hits and neighbours merged: best first, ties by position.
+
+    ``with_neighbours(best_first(merged), ...)``, in array passes over the turns: a question
+    that ranks thousands of turns on every call of a chat merges them in C, not a dict step per
+    hit. The same float operations in the same order, so the same scores.
+    """
+    np = _numpy()
+    scores, present = np.zeros(size), np.zeros(size, dtype=bool)
+    _scatter(scores, present, hits, 1.0)
     if feedback and feedback[0][1] > 0:
-        scale = expansion.feedback_weight * hits[0][1] / feedback[0][1]
-        for position, score in feedback:
-            scores[position] = scores.get(position, 0.0) + score * scale
-    return with_neighbours(best_first(scores), expansion, size, limit)
+        _scatter(scores, present, feedback,
+                 expansion.feedback_weight * hits[0][1] / feedback[0][1])
+    if expansion.neighbours and expansion.neighbour_weight:
+        _lift_neighbours(scores, present, expansion, min(limit, expansion.neighbour_hits))
+    return _ranked_present(scores, present, limit)
+
+
+def _scatter(scores: Any, present: Any, ranking: list[tuple[int, float]], scale: float) -> None:
+    """Add ``ranking``'s scores × ``scale`` into ``scores`` (positions in a ranking are unique).
+
+    Without a scale (1.0) a score is set, not multiplied, as adding it to a dict would.
+    """
+    np = _numpy()
+    positions = np.fromiter((p for p, _ in ranking), dtype=np.intp, count=len(ranking))
+    values = np.fromiter((v for _, v in ranking), dtype=np.float64, count=len(ranking))
+    scores[positions] += values if scale == 1.0 else values * scale
+    present[positions] = True
+
+
+def _lift_neighbours(scores: Any, present: Any, expansion: RecallExpansion, best: int) -> None:
+    """Raise the neighbours of the ``best`` top turns to ``weight × score ÷ distance``.
+
+    A turn takes the highest lift any hit gives it, if that beats its own score (or it had
+    none): ``with_neighbours``'s rule, whatever order the hits are visited in.
+    """
+    np = _numpy()
+    top = _ranked_order(scores, present)[:best]
+    top_scores = scores[top]
+    size = len(scores)
+    lifts = np.zeros(size)
+    for distance in range(1, expansion.neighbours + 1):
+        lifted = expansion.neighbour_weight * top_scores / distance
+        for near in (top - distance, top + distance):
+            inside = (near >= 0) & (near < size)
+            np.maximum.at(lifts, near[inside], lifted[inside])
+    raised = lifts > scores
+    scores[raised] = lifts[raised]
+    present |= raised
+
+
+def _ranked_order(scores: Any, present: Any) -> Any:
+    """Positions of the present turns, best first, ties by position."""
+    np = _numpy()
+    positions = np.flatnonzero(present)
+    return positions[np.lexsort((positions, -scores[positions]))]
+
+
+def _ranked_present(scores: Any, present: Any, limit: int) -> list[tuple[int, float]]:
+    order = _ranked_order(scores, present)[:limit]
+    return list(zip(order.tolist(), scores[order].tolist(), strict=True))
 
 
 def with_neighbours(ranked: list[tuple[int, float]], expansion: RecallExpansion, size: int,
