@@ -305,8 +305,16 @@ def _extract_cached(text: str) -> tuple[str, ...]:
 # another case (``<<END …>>``).
 _LT = "[<\ufe64\uff1c]"
 _GT = "[>\ufe65\uff1e]"
-_FRAMING = re.compile(_LT + r"\\?" + _LT + r"(?:data [0-9a-f]{12}[^\n>\ufe65\uff1e]{0,200}"
-                      r"|end [0-9a-f]{12})" + _GT + _GT
+# A head's label is any text ``core.fence`` lets through (``_safe_label``): one line, where a `>`
+# may stand alone (``Help Center > Refunds``) but never right before another, except a last one
+# before the closing ``>>``. A label that quotes another fence line's opening is matched from
+# that opening on: scanning on past it could make the search quadratic in hostile text.
+_OPENING_AFTER_LT = r"\\?" + _LT + r"(?:data|end) [0-9a-f]{12}"
+_PLAIN = r"[^\n<>\ufe64\uff1c\ufe65\uff1e]*"
+_LABEL = (_PLAIN + r"(?:(?:" + _LT + r"(?!" + _OPENING_AFTER_LT + r")|" + _GT + r"(?!" + _GT
+          + r"))" + _PLAIN + r")*" + _GT + "?")
+_FRAMING = re.compile(_LT + r"\\?" + _LT + r"(?:data [0-9a-f]{12}" + _LABEL
+                      + r"|end [0-9a-f]{12})" + _GT + _GT
                       + r"|\[recalled(?: [0-9T:+\-Z.]{4,40})?\]", re.IGNORECASE)
 _MARKER_SHAPE = re.compile(r"[0-9a-f]{12}")
 

@@ -12,12 +12,18 @@ key of an object (``payment_methods.*.id``). An ``error``/``errors`` field that 
 (not null, false or empty) is always kept, at any depth and inside list items, so a field list never
 hides a failure. When no listed field is present the whole result is compacted (the caller reports
 it): showing nothing would hide what the tool said.
+
+Numbers are shown as the tool wrote them (``19.90``, ``1e400``, ``0.123456789012345678``), never
+as Python re-prints a float. A result with a duplicate key is not compacted: it is shown as given,
+so neither value is lost.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from contextwright.core.caches import call_bytes, memoized, register_cache
@@ -48,9 +54,58 @@ def _compact_cached(tool_name: str | None, content: str, fields: tuple[str, ...]
     if not stripped or stripped[0] not in "{[" or len(stripped) > MAX_COMPACT_CHARS:
         return None
     try:
-        return _compact_value(tool_name, json.loads(stripped), fields)
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
+        value = parse_json_verbatim(stripped)
+        return without_lone_surrogates(_compact_value(tool_name, value, fields), stripped)
+    except (ValueError, RecursionError):  # not JSON (or a duplicate key), or nested too deep
         return None
+
+
+class JsonNumber(str):
+    """A JSON number as its text wrote it (``19.90``, ``1e400``), kept to be shown verbatim.
+
+    Through a Python float, ``0.123456789012345678`` would lose digits, ``19.90`` its zero,
+    ``1e400`` would read ``inf`` and ``1e-400`` ``0.0``: a tool's amounts and ids must reach the
+    model exactly. A ``str``, so it prints as itself and compares equal to its text.
+    """
+
+    __slots__ = ()
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object names the same key twice (``json`` would keep the last value only)."""
+
+
+def parse_json_verbatim(text: str) -> Any:
+    """``text`` parsed as JSON, numbers as ``JsonNumber``s (``NaN`` and ``Infinity`` too).
+
+    Raises ``ValueError`` for text that is not JSON, and ``DuplicateKeyError`` (a
+    ``ValueError``) for an object with a key twice: a dict would silently keep one of the values.
+    """
+    return json.loads(text, parse_float=JsonNumber, parse_int=JsonNumber,
+                      parse_constant=JsonNumber, object_pairs_hook=_object_of_unique_keys)
+
+
+def _object_of_unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise DuplicateKeyError("a JSON object has a duplicate key")
+    return result
+
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def without_lone_surrogates(shown: str, source: str) -> str:
+    r"""``shown`` (text made from the JSON ``source``) with each lone surrogate as its escape.
+
+    ``"\ud83d"`` is valid JSON text, but it decodes to half an emoji, which no UTF-8 request
+    can carry (the SDKs raise ``UnicodeEncodeError``). Shown as the escape the tool wrote, the
+    value stays visible and the request stays sendable. Such a character can only come from a
+    ``\u`` escape (the source text itself is valid Unicode), so most texts skip the search.
+    """
+    if shown.isascii() or "\\u" not in source:
+        return shown
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", shown)
 
 
 def _compact_value(tool_name: str | None, value: Any, fields: tuple[str, ...] | None) -> str:
@@ -60,9 +115,21 @@ def _compact_value(tool_name: str | None, value: Any, fields: tuple[str, ...] | 
     body = ", ".join(_flatten(value, ""))
     prefix = f"Tool result ({tool_name})" if tool_name else "Tool result"
     compact = f"{prefix}: {body}" if body else f"{prefix}: (empty)"
-    minified = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    minified = _minified(value)
     # Readable text is the goal, but never at a higher price than the minified JSON.
     return compact if len(compact) <= len(minified) + len(prefix) + 2 else f"{prefix}: {minified}"
+
+
+def _minified(value: Any) -> str:
+    """``value`` as JSON without spaces, numbers as written (``json.dumps`` re-prints floats)."""
+    if isinstance(value, str):
+        return value if isinstance(value, JsonNumber) else encode_basestring(value)
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{encode_basestring(key)}:{_minified(child)}"
+                              for key, child in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_minified(child) for child in value) + "]"
+    return _scalar(value)  # null, true, false
 
 
 _MISSING: Any = object()

@@ -4,21 +4,29 @@ The newest tool results stay whole; older ones are *reduced* to one short line o
 the oldest to a shorter line of identifiers, or to a placeholder. Reduction never paraphrases:
 it keeps, verbatim, every value that looks like an id, a number, a date or a code (and short
 status / error strings), because those are what a later call needs exactly. A reduced result still
-answers its call: only its text changes, never its pairing.
+answers its call: only its text changes, never its pairing. A failed result's reduced forms open
+with its ``(tool error)`` mark, as the result did, so they still say (and a provider's flag
+still says) that the call failed.
 
 Pure functions over the result text; nothing here knows about items or budgets.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from contextwright.compress.json_compact import MAX_COMPACT_CHARS, select_fields
+from contextwright.compress.json_compact import (
+    MAX_COMPACT_CHARS,
+    JsonNumber,
+    parse_json_verbatim,
+    select_fields,
+    without_lone_surrogates,
+)
 from contextwright.core.caches import call_bytes, memoized, register_cache
+from contextwright.core.items import TOOL_ERROR_MARK
 from contextwright.errors import PlanError
 
 Tier = Literal["full", "reduced", "line", "drop"]
@@ -107,6 +115,12 @@ def reduce_tool_result(tool_name: str | None, content: str,
 
 @memoized("compress.tool_results.reduce", max_entries=16_384, share=0.03, size=call_bytes)
 def _reduce_cached(tool_name: str | None, content: str, fields: tuple[str, ...] | None) -> str:
+    mark, content = _failure_mark(content)
+    reduced = _reduce(tool_name, content, fields)
+    return mark + without_lone_surrogates(reduced, content)
+
+
+def _reduce(tool_name: str | None, content: str, fields: tuple[str, ...] | None) -> str:
     prefix = f"Tool result ({tool_name}), key facts" if tool_name else "Tool result, key facts"
     value = _parse_json(content)
     if value is None:
@@ -133,6 +147,23 @@ def one_line_tool_result(tool_name: str | None, content: str, max_chars: int = 2
 
 @memoized("compress.tool_results.line", max_entries=16_384, share=0.03, size=call_bytes)
 def _line_cached(tool_name: str | None, content: str, max_chars: int) -> str:
+    mark, content = _failure_mark(content)
+    return mark + without_lone_surrogates(_line(tool_name, content, max_chars - len(mark)),
+                                          content)
+
+
+def _failure_mark(content: str) -> tuple[str, str]:
+    """(``TOOL_ERROR_MARK`` and a space, or "" for a result that did not fail; the rest).
+
+    The mark is taken off before reducing, so a failed JSON result is still read as JSON, and
+    put back at the head of the reduced text, where ``reports_failure`` looks for it.
+    """
+    if not content.startswith(TOOL_ERROR_MARK):
+        return "", content
+    return f"{TOOL_ERROR_MARK} ", content[len(TOOL_ERROR_MARK):].lstrip()
+
+
+def _line(tool_name: str | None, content: str, max_chars: int) -> str:
     prefix = f"Earlier tool result ({tool_name})" if tool_name else "Earlier tool result"
     value = _parse_json(content)
     if value is None and len(content) <= _SHORT_TEXT:
@@ -170,8 +201,8 @@ def _parse_json(content: str) -> Any:
     if not stripped or stripped[0] not in "{[" or len(stripped) > MAX_COMPACT_CHARS:
         return None
     try:
-        value = json.loads(stripped)
-    except (ValueError, RecursionError):
+        value = parse_json_verbatim(stripped)
+    except (ValueError, RecursionError):  # not JSON (or a duplicate key: read as text)
         return None
     return value if isinstance(value, Mapping | list) else None
 
@@ -199,8 +230,8 @@ def _leaves(value: Any, key: str) -> Iterator[tuple[str, Any]]:
 def _scalar_facts(key: str, value: Any) -> Iterable[str]:
     if isinstance(value, bool):
         return (str(value).lower(),) if key.rsplit(".", 1)[-1] in _VERDICT_KEYS else ()
-    if isinstance(value, int | float):
-        return (str(value),)
+    if isinstance(value, JsonNumber | int | float):
+        return (str(value),)  # a number as the tool wrote it
     text = str(value)
     leaf = key.rsplit(".", 1)[-1]
     if _ID_KEY.search(leaf) and len(text) <= _VERDICT_MAX_CHARS:

@@ -3,6 +3,10 @@
 ``cut_around_keywords`` splits the text into paragraphs (or sentences when it is one paragraph),
 keeps the paragraph with the most query keywords and grows the kept span around it while it fits;
 gaps are marked with ``[…]``. Without keyword hits it keeps the head. Pure functions.
+
+A cut never takes the line an item must open with: a recalled turn's marker, or the
+``(tool error)`` mark of a failed tool result (without it the result would read, and be sent,
+as a success).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from dataclasses import replace
 
 from contextwright.analysis import analyzer
 from contextwright.core.gather import Costing, Unit, render_candidate
-from contextwright.core.items import ContextItem
+from contextwright.core.items import TOOL_ERROR_MARK, ContextItem
 from contextwright.core.select import MIN_CUT_TOKENS, Cutter
 from contextwright.tokens import CountingTokenizer
 
@@ -100,7 +104,7 @@ def make_cutter(strategy: str, query: str, costing: Costing) -> Cutter | None:
             return None
         index = max(cuttable, key=lambda i: unit.candidates[i].tokens)
         target = unit.candidates[index]
-        head, body = split_head(target.item)
+        head, body = _kept_head(target.item)
         others = unit.tokens - target.tokens
         framing = render_candidate(_with_text(target.item, head), costing, 0).tokens
         text_budget = max_tokens - others - framing
@@ -131,6 +135,20 @@ def split_head(item: ContextItem) -> tuple[str, str]:
     if head and content.startswith(head):
         return head, content[len(head):]
     return "", content
+
+
+def _kept_head(item: ContextItem) -> tuple[str, str]:
+    """(what a cut keeps at the head, the text it may cut): ``split_head``'s, or the mark.
+
+    The ``TOOL_ERROR_MARK`` a failed tool result opens with is kept like a marker line. It is
+    found in the text, not set as ``KEEP_HEAD``: that key also says an item is a recalled
+    turn's marked opening, which a tool result never is.
+    """
+    head, body = split_head(item)
+    if head or item.message.role != "tool" or not body.startswith(TOOL_ERROR_MARK):
+        return head, body
+    mark = f"{TOOL_ERROR_MARK} " if body.startswith(f"{TOOL_ERROR_MARK} ") else TOOL_ERROR_MARK
+    return mark, body[len(mark):]
 
 
 def _with_text(item: ContextItem, text: str) -> ContextItem:

@@ -198,7 +198,8 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TOOL_ERROR_MARK = "(tool error)"
 """How a failed tool call's result says so in its text: chat messages have no error flag, so
 inputs that carry one (Anthropic ``is_error``, LangChain ``status="error"``) are read into
-this mark, and renderings that have one set it again (``reports_failure``)."""
+this mark, and renderings that have one set it again (``reports_failure``). A cut keeps it at
+the head, and the reduced and one-line forms of a result open with it too."""
 
 
 def reports_failure(content: str) -> bool:
@@ -224,11 +225,14 @@ def _parse_tool_call(raw: object, where: str) -> ToolCall:
 
 
 def _tool_arguments(arguments: object, where: str) -> str:
-    """Arguments as JSON text that every provider parses alike: one object, strict JSON.
+    r"""Arguments as JSON text that every provider parses alike: one object, strict JSON.
 
     Python's ``json`` reads ``NaN``, ``Infinity`` and numbers too large for a float (as
     infinity), and keeps the last of duplicate keys; a provider's parser may refuse them or keep
-    another value, so all of these are refused here.
+    another value, so all of these are refused here. So is an escaped lone surrogate
+    (``"\ud83d"``, half an emoji): the text is ASCII, but the value it stands for is not valid
+    Unicode, and a rendering that sends the parsed arguments (Anthropic's ``input``) could not
+    encode it, as ``check_text`` refuses such a character in any text.
     """
     if isinstance(arguments, Mapping):
         try:
@@ -245,7 +249,20 @@ def _tool_arguments(arguments: object, where: str) -> str:
         raise InvalidInputError(f"{where} is not valid JSON") from None
     if not isinstance(parsed, dict):
         raise InvalidInputError(f"{where} must be a JSON object")
+    if "\\u" in arguments:  # the text is valid Unicode: only an escape can make a surrogate
+        _check_encodes(parsed, where)
     return arguments
+
+
+def _check_encodes(parsed: dict[str, Any], where: str) -> None:
+    """``InvalidInputError`` unless the parsed arguments encode as UTF-8."""
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            f"{where} has an escaped lone surrogate (not valid Unicode)") from None
+    except RecursionError:  # nested about as deep as json.loads allows: as it says then
+        raise InvalidInputError(f"{where} is not valid JSON") from None
 
 
 class _NotStrictJson(Exception):

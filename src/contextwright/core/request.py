@@ -7,8 +7,10 @@ reaches. ``Request.from_dict`` validates a whole JSON request (the CLI and servi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,8 +35,9 @@ class Document:
     text: str
     """The document text."""
     score: float | None = None
-    """Retriever score; higher is better. Without any score, ``DocumentSource`` keeps the
-    documents most relevant to the input (option ``rank: given``: the first ones)."""
+    """Retriever score, a finite number (any real type: ``int``, numpy floats); higher is
+    better. Without any score, ``DocumentSource`` keeps the documents most relevant to the
+    input (option ``rank: given``: the first ones)."""
     source: str | None = None
     """Source label shown with the text (file, URL, section)."""
     timestamp: str | None = None
@@ -125,6 +128,7 @@ class Request:
             check_tool_pairing(parsed, name)
         for index, doc in enumerate(self.documents):
             check_text(doc.text, f"documents[{index}].text")
+            check_score(doc.score, f"documents[{index}].score")
             version = doc.version
             if version is not None and (isinstance(version, bool) or not isinstance(version, int)
                                         or version < 0):
@@ -134,6 +138,26 @@ class Request:
             check_example(example, f"examples[{index}]")
         for index, note in enumerate(self.notes):
             check_text(note, f"notes[{index}]")
+
+
+def check_score(score: object, where: str) -> float | None:
+    """A document's score as a float (None: no score); ``InvalidInputError`` naming it else.
+
+    Scores are compared to order the documents: a score as text (``"0.92"`` from a CSV or
+    JSON retriever) cannot be, and NaN or infinity would order them arbitrarily. The message
+    does not echo the value.
+    """
+    if score is None:
+        return None
+    if isinstance(score, bool) or not isinstance(score, Real):
+        raise InvalidInputError(f"{where} must be a number, not {type(score).__name__}")
+    try:
+        value = float(score)
+    except OverflowError:  # an int or fraction beyond any float
+        value = math.inf
+    if not math.isfinite(value):
+        raise InvalidInputError(f"{where} must be a finite number")
+    return value
 
 
 EXAMPLE_FIELDS = ("input", "output")
@@ -204,7 +228,7 @@ class _DocumentModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
     text: str = Field(max_length=MAX_TEXT_CHARS)
-    score: float | None = None
+    score: float | None = Field(default=None, strict=True, allow_inf_nan=False)
     source: str | None = None
     timestamp: str | None = None
     version: int | None = Field(default=None, ge=0, strict=True)

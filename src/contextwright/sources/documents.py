@@ -21,7 +21,7 @@ from typing import Any
 
 from contextwright.analysis import analyzer
 from contextwright.core.items import ContextItem, Layer, Message, check_text
-from contextwright.core.request import Request
+from contextwright.core.request import Request, check_score
 from contextwright.core.source import AddedSource, SourceTraits
 from contextwright.core.versions import VersionKey, version_key
 from contextwright.errors import PlanError
@@ -107,15 +107,17 @@ class DocumentSource:
         kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
         yield from superseded(request, kept, self.namespace)
         docs = [(index, request.documents[index]) for index in kept]
+        scores: dict[int, float | None] = {}
         for index, doc in docs:
             check_text(doc.text, f"documents[{index}].text")
             for field in ("id", "source", "timestamp"):
                 value = getattr(doc, field)
                 if value is not None:
                     check_text(value, f"documents[{index}].{field}")
-        scored = any(doc.score is not None for _, doc in docs)
+            scores[index] = check_score(doc.score, f"documents[{index}].score")
+        scored = any(score is not None for score in scores.values())
         if scored:
-            docs.sort(key=lambda entry: (-(entry[1].score or 0.0), entry[0]))
+            docs.sort(key=lambda entry: (-(scores[entry[0]] or 0.0), entry[0]))
         shown_at = {index: place for place, (index, _) in enumerate(docs)}
         if not scored and rank_by == "relevance" and len(docs) > 1:
             docs = [docs[at] for at in relevance_order([doc.text for _, doc in docs],
