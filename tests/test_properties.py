@@ -221,32 +221,42 @@ class Account:
             marked.append(mark is not None)
             if mark:
                 out["content"] = out["content"][mark.end():]
-        # A stable-prefix build may show recalled turns after its kept run, for one call (its
-        # recall tail): they are in input order among themselves, not with the run.
-        tail = self._recall_tail(shown, raw, marked)
-        split = len(shown) - tail
-        tail_matches = self._align(shown[split:], raw, set(), allowed=self.recalled) or []
-        matches = self._align(shown[:split], raw, self.recalled - set(tail_matches))
-        if matches is None or len(tail_matches) < tail:
-            # no alignment: report the outputs the greedy match cannot place
+        # A recalled turn opens with its marker and is shown whole, in its own order; where it
+        # sits among the other messages is the build's layout (a stable-prefix build shows
+        # recalled turns after its pinned head, or after its kept run for one call), so each
+        # marked turn is matched on its own and the other outputs in input order.
+        turns = self._marked_turns(shown, raw, marked, recalled_ranges(ctx.report.decisions,
+                                                                       source))
+        in_turns = {j: index for turn in turns for j, index in turn.items()}
+        plain = [j for j in range(len(shown)) if j not in in_turns]
+        matches = self._align([shown[j] for j in plain], raw,
+                              self.recalled - set(in_turns.values()))
+        if matches is None:  # no alignment: report the outputs the greedy match cannot place
             self.unmatched = [outputs[j] for j in self._greedy(shown, raw)]
             return
-        self.kept = {index: outputs[j] for j, index in enumerate([*matches, *tail_matches])}
+        self.kept = {index: outputs[j] for j, index in (*zip(plain, matches, strict=True),
+                                                          *in_turns.items())}
 
-    def _recall_tail(self, shown: list[dict[str, Any]], raw: Sequence[Mapping[str, Any]],
-                     marked: list[bool]) -> int:
-        """How many trailing outputs are recalled turns shown after the run (0: none).
-
-        The newest outputs of a build without a tail are its recent rounds, which are never
-        marked recalled: a tail is a trailing run of recalled messages opened by a marked one.
-        """
-        tail = 0
-        for j in range(len(shown) - 1, -1, -1):
-            if not any(self._fits(raw, index, shown[j]) for index in self.recalled):
+    def _marked_turns(self, shown: list[dict[str, Any]], raw: Sequence[Mapping[str, Any]],
+                      marked: list[bool], ranges: list[tuple[int, int]]
+                      ) -> list[dict[int, int]]:
+        """Each marked recalled turn shown: output position → input index, in turn order."""
+        turns, used = [], set()
+        for j, is_marked in enumerate(marked):
+            if not is_marked:
+                continue
+            for start, end in ranges:
+                if start in used or not self._fits(raw, start, shown[j]):
+                    continue
+                turn, k = {j: start}, j + 1
+                for index in range(start + 1, end):
+                    if k < len(shown) and not marked[k] and self._fits(raw, index, shown[k]):
+                        turn[k] = index
+                        k += 1
+                used.add(start)
+                turns.append(turn)
                 break
-            if marked[j]:
-                tail = len(shown) - j
-        return tail
+        return turns
 
     def _fits(self, raw: Sequence[Mapping[str, Any]], index: int, out: Mapping[str, Any]
               ) -> bool:
