@@ -7,6 +7,7 @@ with its goal and a log of every call made since.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -204,6 +205,11 @@ def test_closed_survives_the_store() -> None:
     ("First, thank you so much for the poem!", SLIDING_WINDOW),
     ("I'm learning Python in order to get a job", SLIDING_WINDOW),
     ("Where is my order 20241001?", "rag_enhanced"),
+    ("先生，我想问一下退款之后多久到账？", "rag_enhanced"),  # 先生 is no "first"
+    ("先前买的那件衣服，之后还能退吗？", SLIDING_WINDOW),
+    ("优先发顺丰可以吗？然后多久到？", SLIDING_WINDOW),
+    ("我先去吃饭了，之后再说", SLIDING_WINDOW),
+    ("先这样吧，再会", SLIDING_WINDOW),
 ])
 def test_the_default_rules_route_plans_not_farewells(text: str, mode: str) -> None:
     assert Router().route(text).mode == mode
@@ -230,3 +236,14 @@ def test_a_key_given_twice_in_a_config_file_is_refused(tmp_path: Any, document: 
 def test_a_rule_pattern_that_matches_an_empty_message_is_refused() -> None:
     with pytest.raises(PlanError, match="matches an empty message"):
         modes_from_mapping({"rules": [{"mode": STRUCTURED, "patterns": ["first.+then|"]}]})
+
+
+def test_a_long_tool_result_keeps_its_ids_and_dates_whole_in_the_tools_zone() -> None:
+    cm = _manager()
+    cm.prepare("u", "s", "先查一下订单JD20240501888的物流，然后告诉我预计送达时间")
+    result = {"状态": "运输中", "轨迹": "【杭州】快件已到达杭州转运中心，正在发往下一站；" * 10,
+              "快递单号": "SF1234567890123", "预计送达": "2024年5月5日"}
+    cm.record("u", "s", assistant=_call("c1", "track_order", '{"order_id": "JD20240501888"}'),
+              tool_results=[_result("c1", json.dumps(result, ensure_ascii=False))])
+    (shown,) = cm.state("u", "s").zones.tools
+    assert "SF1234567890123" in shown.result and "2024年5月5日" in shown.result

@@ -31,12 +31,14 @@ from contextwright.errors import PlanError
 
 Tier = Literal["full", "reduced", "line", "drop"]
 
-# Dates (with an optional time and UTC offset), times of day, e-mail addresses, dotted numbers
-# (IP addresses, versions), decimals, amounts with thousands separators, any token with a digit
-# (ids, codes, amounts), and upper-case codes (airport, currency, booking codes). The offset may
-# not run on into a digit, colon or dash, so a range "…T10:00-2024-05-02" keeps its second date.
+# Dates (with an optional time and UTC offset; Chinese dates, 2024年5月5日, whole), times of day,
+# e-mail addresses, dotted numbers (IP addresses, versions), decimals, amounts with thousands
+# separators, any token with a digit (ids, codes, amounts), and upper-case codes (airport,
+# currency, booking codes). The offset may not run on into a digit, colon or dash, so a range
+# "…T10:00-2024-05-02" keeps its second date.
 _FACT = re.compile(
-    r"\d{4}-\d{2}-\d{2}"
+    r"\d{4}年\d{1,2}月(?:\d{1,2}[日号])?|\d{1,2}月\d{1,2}[日号]"
+    r"|\d{4}-\d{2}-\d{2}"
     r"(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?(?:Z|[+-]\d{2}(?::?\d{2})?(?![\d:-]))?)?"
     r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:[+-]\d+)?"
     r"|[A-Za-z0-9][\w.+-]*@[\w-]+(?:\.[\w-]+)+"

@@ -15,11 +15,13 @@ from typing import Any
 from contextwright.compress.facts import extract_facts
 from contextwright.compress.json_compact import compact_tool_result
 from contextwright.compress.summarize import Summary, condense_for_handoff
+from contextwright.compress.tool_results import one_line_tool_result, reduce_tool_result
 from contextwright.core.items import parse_message
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
 from contextwright.modes.zones import (
     PENDING_RESULT,
+    TOOL_RESULT_CHARS,
     Task,
     ToolRecord,
     add_facts,
@@ -151,8 +153,23 @@ def _call_id(call: Mapping[str, Any]) -> str:
 
 
 def _result_text(name: str, content: str) -> str:
-    # JSON results shown as compact text, like the builder shows them; other text unchanged.
-    return compact_tool_result(name, content) or content
+    """A result as the tools zone shows it, within ``TOOL_RESULT_CHARS`` when it can be.
+
+    JSON results as compact text, like the builder shows them; one too long for the zone as
+    its key facts, then as the identifiers and dates that fit: a zone cut at a character count
+    would split the order number or date the next step needs.
+    """
+    compact = compact_tool_result(name, content) or content
+    if _fits_zone(compact):
+        return compact
+    reduced = reduce_tool_result(name, content)
+    if _fits_zone(reduced):
+        return reduced
+    return one_line_tool_result(name, content, TOOL_RESULT_CHARS)
+
+
+def _fits_zone(text: str) -> bool:
+    return len(" ".join(text.split())) <= TOOL_RESULT_CHARS
 
 
 def _compact_json(arguments: object) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -164,6 +164,12 @@ class ModesConfig:
 # Seed 003 §3.2: retrieval words send a message to rag_enhanced, multi-step intent to structured.
 # Structured is tried first: "先查库存再调用供应商接口更新订单状态" names an order but asks for a
 # plan of tool calls (the seed's sketch checks retrieval first and so misroutes its own example).
+ZH_FIRST: Final = r"(?:首先|(?<![事优原祖率预争抢领])先(?![生前进]))"
+""""先" as "first": not in 事先 (beforehand), 优先 (priority), 原先, 先生, 先前 and the like."""
+ZH_THEN: Final = r"(?:然后|接着|之后(?!再说)|最后|完成后|再(?!见|会|说|联系|聊|三))"
+"""A later step: 然后, 接着, … or "再", but not 再见 / 再会 / 再说 / 再联系 / 再聊 (farewells and
+put-offs), 再三 (repeatedly), nor the 之后再说 of "let's talk later"."""
+
 DEFAULT_CONFIG: Mapping[str, Any] = {
     "default_mode": SLIDING_WINDOW,
     "when_unsure": "keep",
@@ -185,9 +191,9 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
         {"mode": STRUCTURED,
          "keywords": ["然后调用", "完成后", "调用工具", "步骤", "then call", "after that",
                       "step by step", "and then"],
-         # A plan is a first step and a later one: "先…再…", "首先…然后…", "first … then …".
-         # "再见", "再说", "再联系" and "再聊" are farewells and put-offs, not a second step.
-         "patterns": [r"先.{1,40}?(?:然后|接着|之后|最后|再(?!见|说|联系|聊))",
+         # A plan is a first step and a later one: "先…再…", "首先…然后…", "first … then …"
+         # (``ZH_FIRST``, ``ZH_THEN``: not 先生 or 优先, nor the farewell of "再见").
+         "patterns": [rf"{ZH_FIRST}.{{1,40}}?{ZH_THEN}",
                       r"\bfirst\b.{1,80}?\b(?:then|next|second|after that|finally)\b"]},
         {"mode": RAG_ENHANCED,
          "keywords": ["帮我查", "订单", "退款", "物流", "库存", "价格", "政策", "look up",

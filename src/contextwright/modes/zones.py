@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contextwright.compress.facts import extract_facts
-from contextwright.modes.config import OutputRules
+from contextwright.modes.config import ZH_FIRST, ZH_THEN, OutputRules
 
 MAX_FACTS = 200
 """Facts beyond this many are not added (the zone would crowd out the conversation)."""
@@ -249,13 +249,13 @@ def _is_request(text: str) -> bool:
     return len(flat) >= 2 and not _ACKNOWLEDGEMENT.match(flat)
 
 
-_ZH_STEP = re.compile(r"(?:首先|先|然后|接着|再|之后|最后|完成后)")
+_ZH_STEP = re.compile(rf"{ZH_FIRST}|{ZH_THEN}")
 # "再" alone is too common ("再见", "不再") to signal a plan; one of these must be present.
-_ZH_PLAN = re.compile(r"首先|先|然后|接着|之后|最后|完成后")
+_ZH_PLAN = re.compile(rf"{ZH_FIRST}|然后|接着|之后(?!再说)|最后|完成后")
 _EN_STEP = re.compile(r"\b(?:first|then|next|after that|finally|and then)\b[,:]?", re.IGNORECASE)
 # Words that open a plan: what comes before them is the request's preamble ("Could you first
 # …", "我先…"), not a step. Before any other step word ("check stock, then …") it is step one.
-_OPENER = re.compile(r"首先|先|first", re.IGNORECASE)
+_OPENER = re.compile(rf"{ZH_FIRST}|first", re.IGNORECASE)
 _STEP_EDGES = " ，,。.；;、!！?？:：\n"
 
 
