@@ -21,6 +21,7 @@ from contextwright.analysis import (
     light_stem,
 )
 from contextwright.core.cutting import query_keywords
+from contextwright.recall import LexicalTurnRecaller, RecallTurn
 from contextwright.retrieval.text import query_entities, search_tokens
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "contextwright"
@@ -104,3 +105,18 @@ def test_chinese_stop_characters_split_query_entities() -> None:
 def test_an_unknown_analyzer_names_the_known_ones() -> None:
     with pytest.raises(KeyError, match="recall"):
         analyzer("nope")
+
+
+@pytest.mark.parametrize("name", ["recall", "search", "tools", "cutting"])
+def test_full_width_digits_and_letters_make_the_same_terms_as_ascii(name: str) -> None:
+    typed = analyzer(name).terms("订单ＲＴ２０２４０５０１到哪了")
+    assert typed == analyzer(name).terms("订单RT20240501到哪了")
+    assert any("20240501" in term for term in typed)
+
+
+def test_a_full_width_id_in_a_question_recalls_the_turn_that_names_it() -> None:
+    texts = [f"闲聊第{n}句，今天天气不错" for n in range(10)]
+    texts[4] = "我的订单RT20240501还没到"
+    turns = [RecallTurn(index=i, key=f"t{i}", text=text) for i, text in enumerate(texts)]
+    ranked = LexicalTurnRecaller().rank("ＲＴ２０２４０５０１到哪了？", turns, limit=3)
+    assert ranked and ranked[0][0] == 4

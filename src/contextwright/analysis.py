@@ -158,8 +158,31 @@ def split_identifiers(text: str) -> str:
     return _CAMEL.sub(" ", text.replace("_", " "))
 
 
+_FULL_WIDTH: Final = {point: point - 0xFEE0 for first, last in (
+    (0xFF10, 0xFF19), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A)) for point in range(first, last + 1)}
+"""Full-width digits and Latin letters (``ＲＴ２０２４``, as Chinese input methods type them) to
+ASCII: ``ＲＴ２０２４`` and ``RT2024`` are one term. Full-width punctuation (，。：) is left:
+it separates words either way, and it is in almost every Chinese text."""
+_HAS_FULL_WIDTH: Final = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
+
+
+def fold_width(text: str) -> str:
+    """``text`` with full-width digits and letters folded to ASCII (others left as they are).
+
+    Looked for first: ``translate`` maps character by character, most of the cost of
+    analysing a Chinese text that holds none.
+    """
+    if text.isascii() or not _HAS_FULL_WIDTH.search(text):
+        return text
+    return text.translate(_FULL_WIDTH)
+
+
+def _lower(text: str) -> str:
+    return fold_width(text).lower()
+
+
 def _split_lower(text: str) -> str:
-    return split_identifiers(text).lower()
+    return split_identifiers(fold_width(text)).lower()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,7 +275,7 @@ class Analyzer:
         self._lookup = self._memo.__getitem__
         # Bound once: recall analyses every turn of a long session through these.
         self._normalise: Callable[[str], str] = (
-            _split_lower if config.identifiers else str.lower)
+            _split_lower if config.identifiers else _lower)
 
     def terms(self, text: str) -> list[str]:
         """The terms of ``text`` in order, repeats kept."""

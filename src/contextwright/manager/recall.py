@@ -421,7 +421,7 @@ def _analyzer_fingerprint() -> str:
     # not used (a new stemmer or stop list changes one or the other).
     config = _TERMS.config
     probe = ("Painting paints painted shopping cities ORD-7731 nora_vance_5172 the THANKS "
-             "上海的天气 东京 ok a-b x 12")
+             "上海的天气 东京 ok a-b x 12 ＲＴ２０２４")
     dated = RecallTurn(index=0, key="probe", timestamp="2023-05-08T13:56:00",
                        text="yesterday, last month, two weeks ago, on 3 June 2022, 上个月")
     described = [config.name, config.words, list(config.cjk), config.min_length,
