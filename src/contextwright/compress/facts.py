@@ -3,7 +3,9 @@
 ``extract_facts`` finds the strings that summarising would blur: numbers of three or more digits
 (a dotted run such as an IP address or a version is one number, and so is a hyphenated one such
 as ``555-01162`` or ``123-45-6789``, while a rising pair such as ``1990-2000`` is a range of two),
-ids and codes (``ORD-2024-001``, ``HAT123``, ``nora_vance_5172``), money, dates and times, emails,
+ids and codes (``ORD-2024-001``, ``HAT123``, ``nora_vance_5172``, the ``A1B2C3`` of ``订单 #A1B2C3``
+or ``order #A1B2C3``), money
+(``¥1,299.00``, ``1，299元``, ``¥1.2万``), dates and times (``下午3:30``), emails,
 phone numbers (``555-0142``, ``+44 20 7946 0958``, ``020 7946 0958``), URLs, street addresses
 (English and Chinese, ``350 5th Ave``), UK postcodes (``SW1A 1AA``), versions (``v2.3.1``,
 ``1.0.0-rc.1``) and tracking numbers. It is rule
@@ -32,13 +34,23 @@ __all__ = ["extract_facts", "fact_key", "looks_like_fence_marker", "missing_fact
 _A = r"(?<![A-Za-z0-9])"
 _Z = r"(?![A-Za-z0-9])"
 _NUM = r"\d+(?:\.\d+)?"
-_AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+# Digits in thousands groups ("1,299", "1，299"). Chinese text typed with a full-width keyboard
+# writes the separator as "，", which is also the usual clause break ("买了3件，299元一件", "数量3，
+# 单价…"): it groups only where the grouping rule allows, one to three digits before it and
+# exactly three after, with no digit right after those three ("1，2345" is "1" and "2345").
+_GROUPED = r"\d{1,3}(?:[,，]\d{3}(?!\d))+"
+_AMOUNT = _GROUPED + r"(?:\.\d+)?|\d+(?:\.\d+)?"
+# A Chinese amount's order of magnitude ("¥1.2万", "￥3千元"): part of the value, not a word after
+# it, and so is a "元" after a currency sign.
+_ZH_AMOUNT_TAIL = r"(?:(?:[百千]?万|亿|千)元?|元)?"
 
 _MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
            "December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec")
 _DAYPART = r"(?:上午|下午|晚上|早上|中午|凌晨|傍晚)"
 _CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.))?"
-_ZH_TIME = _DAYPART + r"?\d{1,2}点(?:\d{1,2}分|半)?"
+# The part of the day is part of a Chinese time ("下午3:30" is 15:30), whichever way it is written.
+_ZH_TIME = (r"(?:" + _DAYPART + r"?\d{1,2}点(?:\d{1,2}分|半)?|" + _DAYPART + r"\s?" + _CLOCK
+            + r")")
 
 _URL = r"(?:https?://|www\.)[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+"
 # Bounded parts (RFC 5321 limits): an unbounded local part rescans a long run of id-like
@@ -61,8 +73,8 @@ _DATES = [
 ]
 
 _MONEY = [
-    r"(?:[$¥￥€£]|US\$|HK\$)\s?(?:" + _AMOUNT + r")",
-    r"(?:USD|RMB|CNY|EUR|GBP|JPY|HKD)\s?(?:" + _AMOUNT + r")",
+    r"(?:[$¥￥€£]|US\$|HK\$)\s?(?:" + _AMOUNT + r")" + _ZH_AMOUNT_TAIL,
+    r"(?:USD|RMB|CNY|EUR|GBP|JPY|HKD)\s?(?:" + _AMOUNT + r")" + _ZH_AMOUNT_TAIL,
     r"(?:" + _AMOUNT + r")\s?(?:万元|亿元|元|块钱|块|美元|欧元|英镑|日元|港币|人民币|"
     r"USD|RMB|CNY|EUR|GBP|dollars?|euros?|bucks)",
 ]
@@ -142,7 +154,9 @@ _ZH_KNOWN_PLACES = tuple(
 )
 
 _ID_KEYWORDS = (
-    r"(?i:订单号|订单编号|单号|编号|工单号?|预订号|预约号|确认号|票号|航班号?|快递单号|运单号|物流单号"
+    # Each Chinese keyword stands alone as its English one does ("订单 #A1B2C3", "order #A1B2C3").
+    r"(?i:订单(?:号|编号)?|单号|编号|工单号?|预订号?|预约号?|确认(?:号|码)|票号|航班号?|快递单号"
+    r"|运单号|物流单号|追踪号|参考号"
     r"|order(?:\s(?:id|number|no\.?))?|reservation(?:\s(?:id|number|code))?"
     r"|booking(?:\s(?:id|number|code|reference))?|confirmation(?:\s(?:code|number))?"
     r"|ticket(?:\s(?:id|number))?|tracking(?:\s(?:id|number|no\.?))?|case(?:\s(?:id|number))?"
@@ -154,7 +168,7 @@ _KEYED_ID = (_ID_KEYWORDS + r"\s?(?:(?i:is|was)\s|为|是|:|#|=)?\s?#?(" + _A
 _CODE = _A + r"(?<![_#-])(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*" + _Z
 # A dotted run of numbers (IP address, version: "192.168.1.1", "10.0.19045") is one number; a
 # number never ends where ".digit" goes on, so no piece ("192.168") of one is a fact of its own.
-_NUMBER = (r"(?<![A-Za-z0-9.,])(?:\d+(?:\.\d+){2,}|(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?)"
+_NUMBER = (r"(?<![A-Za-z0-9.,])(?:\d+(?:\.\d+){2,}|(?:" + _GROUPED + r"|\d+)(?:\.\d+)?%?)"
            r"(?![A-Za-z0-9]|\.\d)")
 
 # Digits joined by hyphens ("555-01162", "123-45-6789", "10001-1234"): one number, unless

@@ -1,8 +1,10 @@
 """Cutting one long text to a token limit, keeping what the query is about.
 
 ``cut_around_keywords`` splits the text into paragraphs (or sentences when it is one paragraph),
-keeps the paragraph with the most query keywords and grows the kept span around it while it fits;
-gaps are marked with ``[…]``. Without keyword hits it keeps the head. Pure functions.
+keeps the paragraph with the most query keywords (or the best of its sentences when it alone is
+over the limit) and grows the kept span around it while it fits, to the following side first on
+a tie. Kept text is verbatim, with the text that stood between its pieces; gaps are marked with
+``[…]``. Without keyword hits it keeps the head. Pure functions.
 
 A cut never takes the line an item must open with: a recalled turn's marker, or the
 ``(tool error)`` mark of a failed tool result (without it the result would read, and be sent,
@@ -12,7 +14,7 @@ as a success).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from contextwright.analysis import analyzer
 from contextwright.core.gather import Costing, Unit, render_candidate
@@ -21,9 +23,19 @@ from contextwright.core.select import MIN_CUT_TOKENS, Cutter
 from contextwright.tokens import CountingTokenizer
 
 GAP = "[…]"
-_PARAGRAPHS = re.compile(r"\n\s*\n|\n")
-_SENTENCES = re.compile(r"(?<=[.!?。！？；;])\s*")
+# Pieces are spans of the original text and the separators between them are whitespace, so a
+# run of adjacent pieces is rebuilt by slicing the original: what a cut keeps is never rewritten.
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n|\n")
+# A sentence ends at "." "!" "?" ";" followed by whitespace or the end of the text (so the dots
+# in "0.35", "v2.3.1", "zhang.san@example.com" and "¥1,299.00" end nothing), at "。！？；"
+# wherever they stand (Chinese puts no space after them), and at a line break. Closing quotes
+# and brackets stay with the sentence they close.
+_CLOSERS = "\"'”’»)\\]」』）】"
+_SENTENCE_BREAK = re.compile(
+    rf"[.!?;]+[{_CLOSERS}]*(?:\s+|\Z)|[。！？；]+[{_CLOSERS}]*\s*|\n\s*")
 _KEYWORDS = analyzer("cutting")
+
+_Span = tuple[int, int]
 
 
 def query_keywords(query: str) -> frozenset[str]:
@@ -32,11 +44,32 @@ def query_keywords(query: str) -> frozenset[str]:
 
 
 def split_paragraphs(text: str) -> list[str]:
-    """Paragraphs, or sentences when the text has a single paragraph."""
-    parts = [part for part in _PARAGRAPHS.split(text) if part.strip()]
-    if len(parts) <= 1:
-        parts = [part for part in _SENTENCES.split(text) if part.strip()]
-    return parts or [text]
+    """Paragraphs, or sentences when the text has a single paragraph; each verbatim."""
+    return [text[start:end] for start, end in _pieces(text)] or [text]
+
+
+def _pieces(text: str) -> list[_Span]:
+    """Spans of the paragraphs, or of the sentences when the text has a single paragraph."""
+    paragraphs = _split(text, 0, len(text), _PARAGRAPH_BREAK)
+    if len(paragraphs) <= 1:
+        return _split(text, 0, len(text), _SENTENCE_BREAK)
+    return paragraphs
+
+
+def _split(text: str, start: int, end: int, breaks: re.Pattern[str]) -> list[_Span]:
+    """Spans of ``text[start:end]`` between the matches of ``breaks``, blank ones left out.
+
+    A piece ends where the break's trailing whitespace begins, so sentence punctuation stays
+    with its sentence and only whitespace lies between two pieces.
+    """
+    spans: list[_Span] = []
+    at = start
+    for match in breaks.finditer(text, start, end):
+        stop = match.start() + len(match.group().rstrip())
+        spans.append((at, stop))
+        at = match.end()
+    spans.append((at, end))
+    return [(a, b) for a, b in spans if text[a:b].strip()]
 
 
 def _hits(paragraph: str, keywords: frozenset[str]) -> int:
@@ -44,47 +77,131 @@ def _hits(paragraph: str, keywords: frozenset[str]) -> int:
     return sum(1 for word in keywords if word in lowered)
 
 
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """The text a cut reads: the original's first characters, cut into pieces."""
+
+    text: str
+    """What the cut reads (a long original is read only as far as any budget could reach)."""
+    complete: bool
+    """Whether ``text`` is the whole original: if not, something always follows the cut."""
+    spans: list[_Span]
+    scores: list[int]
+    """Query keywords found in each piece."""
+
+
 def cut_around_keywords(text: str, query: str, max_tokens: int,
                         tokenizer: CountingTokenizer) -> str:
-    """The best span of ``text`` within ``max_tokens``, centred on the query's keywords."""
+    """The best span of ``text`` within ``max_tokens``, centred on the query's keywords.
+
+    What is kept is verbatim: whole pieces (paragraphs, or sentences of the best paragraph when
+    it alone is over the limit) with the text that stood between them, ``[…]`` where text was
+    left out. Only a single sentence over the limit is cut inside, from its head or from the
+    first keyword in it.
+    """
     if max_tokens <= 0:
         return ""
-    paragraphs = split_paragraphs(text[: max_tokens * 64])
+    window = text[: max_tokens * 64]
     keywords = query_keywords(query)
-    scores = [_hits(p, keywords) for p in paragraphs]
-    best = max(range(len(paragraphs)), key=lambda i: (scores[i], -i))
-    if scores[best] == 0:
+    spans = _pieces(window)
+    cut = _Text(window, len(window) == len(text), spans,
+                [_hits(window[a:b], keywords) for a, b in spans])
+    if not spans or max(cut.scores) == 0:
         return tokenizer.truncate(text, max_tokens)
-    chosen = {best}
+    best = _best(cut.scores, 0, len(spans))
+    if tokenizer.count(_kept(cut, best, best)) > max_tokens:
+        cut, best = _sentences_of(cut, best, keywords)
+        if tokenizer.count(_kept(cut, best, best)) > max_tokens:
+            return _cut_inside(cut, best, keywords, max_tokens, tokenizer)
     low = high = best
-    while True:
-        grown = _grow(paragraphs, scores, chosen, low, high, max_tokens, tokenizer)
-        if grown is None:
-            break
-        low, high = min(chosen | {grown}), max(chosen | {grown})
-        chosen.add(grown)
-    result = _join(paragraphs, sorted(chosen))
-    if tokenizer.count(result) > max_tokens:
-        return tokenizer.truncate(result, max_tokens)
-    return result
+    while (grown := _grow(cut, best, low, high, max_tokens, tokenizer)) is not None:
+        low, high = min(low, grown), max(high, grown)
+    return _kept(cut, low, high)
 
 
-def _grow(paragraphs: list[str], scores: list[int], chosen: set[int], low: int, high: int,
-          max_tokens: int, tokenizer: CountingTokenizer) -> int | None:
-    """Next paragraph to add (the better-scoring neighbour first) if the result still fits."""
-    options = [i for i in (low - 1, high + 1) if 0 <= i < len(paragraphs)]
-    options.sort(key=lambda i: (-scores[i], i))
-    for index in options:
-        if tokenizer.count(_join(paragraphs, sorted(chosen | {index}))) <= max_tokens:
+def _best(scores: list[int], start: int, end: int) -> int:
+    """The first of ``scores[start:end]`` with the most keywords."""
+    return max(range(start, end), key=lambda i: (scores[i], -i))
+
+
+def _sentences_of(cut: _Text, index: int, keywords: frozenset[str]) -> tuple[_Text, int]:
+    """``cut`` with piece ``index`` split into its sentences, and the best of those sentences.
+
+    A paragraph over the limit on its own would otherwise be kept from its head, which loses
+    the keywords that made it the best one when they stand further in.
+    """
+    start, end = cut.spans[index]
+    sentences = _split(cut.text, start, end, _SENTENCE_BREAK)
+    spans = cut.spans[:index] + sentences + cut.spans[index + 1:]
+    scores = (cut.scores[:index] + [_hits(cut.text[a:b], keywords) for a, b in sentences]
+              + cut.scores[index + 1:])
+    return (_Text(cut.text, cut.complete, spans, scores),
+            _best(scores, index, index + len(sentences)))
+
+
+def _grow(cut: _Text, best: int, low: int, high: int, max_tokens: int,
+          tokenizer: CountingTokenizer) -> int | None:
+    """Next piece to add to ``low..high`` if the result still fits, or None.
+
+    The neighbour with more keywords goes first; on a tie the side grown less so far, and the
+    following piece when both sides are even. Text reads forward: what follows a match
+    completes it as often as not (the answer after a question, the value after its label, the
+    body after a heading), so it goes first. Taking turns after that shows a match in the
+    middle of a text with context on both sides.
+    """
+    options: list[tuple[int, int, int, int]] = []
+    if high + 1 < len(cut.spans):
+        options.append((-cut.scores[high + 1], high - best, 0, high + 1))
+    if low > 0:
+        options.append((-cut.scores[low - 1], best - low, 1, low - 1))
+    for *_, index in sorted(options):
+        if tokenizer.count(_kept(cut, min(low, index), max(high, index))) <= max_tokens:
             return index
     return None
 
 
-def _join(paragraphs: list[str], indexes: list[int]) -> str:
-    body = "\n".join(paragraphs[i] for i in indexes)
-    head = f"{GAP}\n" if indexes[0] > 0 else ""
-    tail = f"\n{GAP}" if indexes[-1] < len(paragraphs) - 1 else ""
-    return head + body + tail
+def _kept(cut: _Text, low: int, high: int) -> str:
+    """Pieces ``low..high`` with the text between them, ``[…]`` on a side that loses text."""
+    after = high < len(cut.spans) - 1 or not cut.complete
+    return _marked(cut.text[cut.spans[low][0]:cut.spans[high][1]], low > 0, after)
+
+
+def _marked(kept: str, before: bool, after: bool) -> str:
+    """``kept`` with a ``[…]`` line where text before or after it was left out."""
+    return (f"{GAP}\n" if before else "") + kept + (f"\n{GAP}" if after else "")
+
+
+def _cut_inside(cut: _Text, index: int, keywords: frozenset[str], max_tokens: int,
+                tokenizer: CountingTokenizer) -> str:
+    """Piece ``index`` (one sentence over the limit) cut to a prefix of it that fits.
+
+    The prefix starts at the sentence's head when the first keyword is within reach of it and
+    at that keyword otherwise, so the cut keeps what made the sentence the best one.
+    """
+    start, end = cut.spans[index]
+    hit_start, hit_end = _first_hit(cut.text, start, end, keywords)
+    after = index < len(cut.spans) - 1 or not cut.complete
+    room = max_tokens
+    begin = start
+    for _ in range(4):  # the markers' tokens are known only with the text beside them
+        reach = start + len(tokenizer.truncate(cut.text[start:end], room))
+        begin = start if reach >= hit_end else hit_start
+        kept = tokenizer.truncate(cut.text[begin:end], room)
+        result = _marked(kept, index > 0 or bool(cut.text[start:begin].strip()),
+                         after or bool(cut.text[begin + len(kept):end].strip()))
+        excess = tokenizer.count(result) - max_tokens
+        if excess <= 0:
+            return result
+        room -= excess
+    # A limit too small for the markers: the text alone, never a marker cut in half.
+    return tokenizer.truncate(cut.text[begin:end], max_tokens)
+
+
+def _first_hit(text: str, start: int, end: int, keywords: frozenset[str]) -> _Span:
+    """Where in ``text[start:end]`` the earliest query keyword stands (ignoring case)."""
+    found = [match.span() for word in keywords
+             if (match := re.compile(re.escape(word), re.IGNORECASE).search(text, start, end))]
+    return min(found, default=(start, start))
 
 
 def make_cutter(strategy: str, query: str, costing: Costing) -> Cutter | None:
