@@ -352,3 +352,17 @@ def test_long_text_counted_in_pieces_equals_the_whole_text_count(name: str, seed
     assert len(split_into_pieces(text)) > 2
     whole = len(bpe_encoding(name).encode(text, disallowed_special=()))
     assert get_tokenizer(name).count(text) == whole
+
+
+@pytest.mark.parametrize("text", [
+    "，。！？、；：（）《》" * 50,                                       # CJK punctuation
+    "ＡＢＣ１２３４５６７８９０" * 50,                                    # full-width forms
+    "𠀀𠀁𠀂𪚥𰻞" * 50,                                                  # beyond the basic plane
+    "您好，您的订单号是２０２４１００１，金额￥１，２９９．００，预计5月3日送达！" * 10,
+    "The order 4471 shipped yesterday; tracking SF1234567890. " * 20,
+])
+def test_the_estimate_does_not_fall_far_below_a_real_count(text: str) -> None:
+    # An estimate stands in for a model whose tokenizer is unknown: counting low would let a
+    # build run past the model's window.
+    real = get_tokenizer("o200k_base").count(text)
+    assert get_tokenizer("estimate").count(text) >= 0.75 * real

@@ -40,12 +40,14 @@ LABELS: dict[str, dict[str, str]] = {
     "en": {
         "system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool",
         "tools": "Tools", "question": "Question (repeated)", "summary": "Summary",
-        "output": "Output rules", "instruction": "Mode instruction",
+        "output": "Output rules", "instruction": "Mode instruction", "facts": "Facts",
+        "task": "Task", "tool_calls": "Tool calls",
     },
     "zh": {
         "system": "系统", "user": "用户", "assistant": "助手", "tool": "工具",
         "tools": "工具", "question": "问题（重复）", "summary": "摘要",
-        "output": "输出区", "instruction": "模式说明",
+        "output": "输出区", "instruction": "模式说明", "facts": "事实区", "task": "任务区",
+        "tool_calls": "工具调用区",
     },
 }
 """Labels of the parts of a prompt by language, then by part (a source's namespace, a role)."""

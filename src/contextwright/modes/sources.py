@@ -55,10 +55,12 @@ class SessionMemorySource:
         if facts:
             yield _item("facts", facts, order=2)
         if settings.zones:
-            for order, name in enumerate(("task", "tools"), start=3):
+            # The tools zone is labelled apart from the tool definitions ("Tools").
+            for order, (name, label) in enumerate((("task", "task"), ("tools", "tool_calls")),
+                                                  start=3):
                 text = render_zone(name, zones, language)
                 if text:
-                    yield _item(name, text, order=order)
+                    yield _item(name, text, order=order, label=label)
         if self._summary_text:
             yield _item("summary", self._summary_text, order=5)
         if self._unread is not None:
@@ -69,12 +71,13 @@ class SessionMemorySource:
                                   "omitted_count": last - first + 1})
 
 
-def _item(name: str, text: str, *, order: int, trusted: bool = False) -> ContextItem:
+def _item(name: str, text: str, *, order: int, trusted: bool = False,
+          label: str | None = None) -> ContextItem:
     # The developer's instruction and output rules are trusted and change only with the mode:
     # they stay in the system prompt even in a build that keeps a stable prefix.
     return ContextItem(
         key=f"{NAMESPACE}.{name}", message=Message(role="system", content=text),
         layer=Layer.SYSTEM if trusted else Layer.EVIDENCE, order=order,
-        untrusted=not trusted, truncatable=not trusted, label=name,
+        untrusted=not trusted, truncatable=not trusted, label=label or name,
         metadata={"stable": True} if trusted else {},
     )
