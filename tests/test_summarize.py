@@ -195,6 +195,16 @@ def test_still_pending_statement_is_unresolved() -> None:
 
 # ----- corrections: a corrected conclusion is marked as such -------------------------------------
 
+@pytest.mark.parametrize("asked", ["地址改成上海市黄浦区南京东路100号",
+                                   "Please change the address to 100 Nanjing Road"])
+def test_a_request_to_change_a_value_is_marked_as_a_correction(asked: str) -> None:
+    summary = summarize([user("收货地址是北京市朝阳区建国路88号"),
+                         assistant("好的，收货地址已记录为北京市朝阳区建国路88号。"),
+                         user(asked), assistant("好的，已改为新地址。")], language="zh")
+    (corrected,) = summary.corrected
+    assert corrected.startswith(asked)
+
+
 def test_correction_is_marked() -> None:
     summary = summarize([*ORDER_CHAT, user("不对，地址应该是北京市朝阳区建国路99号"),
                          assistant("好的，已改为北京市朝阳区建国路99号。")], language="zh")

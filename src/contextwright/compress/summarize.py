@@ -187,6 +187,9 @@ _CORRECTION = re.compile(
     r"不对|错了|说错|搞错|弄错|不是.{1,30}而是|更正|纠正|应该是|其实是|"
     r"\bactually\b|\bcorrection\b|that'?s (?:wrong|not right|incorrect)|\bnot\b.{1,40}\bbut\b|"
     r"\bi meant\b|\bshould be\b|\bincorrect\b|\bwas wrong\b|\bmistaken\b", re.IGNORECASE)
+_CHANGE_REQUEST = re.compile(r"改成|改为|换成|\bchange (?:it|that|the \w+) to\b", re.IGNORECASE)
+"""A user asking for a value to be changed ("地址改成…") corrects it; an assistant saying so
+("已改为…") only confirms the change."""
 _TOOL_ERROR = re.compile(
     r"\berror\b|\bfailed\b|\bfailure\b|\bexception\b|not found|\btimed? ?out\b|错误|失败|异常|超时",
     re.IGNORECASE)
@@ -422,7 +425,7 @@ def _read_user(state: _Merge, content: str) -> None:
         return
     if not state.need:
         state.need = _need_of(content)
-    if _CORRECTION.search(content):
+    if _CORRECTION.search(content) or _CHANGE_REQUEST.search(content):
         _mark_corrected(state, content)
     if _RESOLVED.search(content) and not (_OPEN.search(content) or _ASKS.search(content)):
         state.open.clear()
