@@ -431,3 +431,20 @@ def test_history_is_rendered_once_whatever_language_each_input_is_in(
     assert rendered and not [key for key in rendered if key.startswith("history.")]
     # A labelled part is still rendered in the input's language.
     assert "[环境信息]" in ctx.to_messages("openai")[0]["content"]
+
+
+def test_a_blank_input_fits_every_budget_that_a_smaller_one_fits() -> None:
+    # Anthropic's rendering shows a blank input as a short stand-in text: set aside before the
+    # optional data note, a budget that fits never fails for those few tokens.
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {}}}}]
+    request = Request(system="You are a helpful assistant.", user_input="", tools=tools)
+    fitted = []
+    for budget in range(20, 70):
+        plan = BuildPlan.named("tool_heavy").with_budget(available_override=budget)
+        try:
+            ContextBuilder(tokenizer="o200k_base").build(plan, request)
+            fitted.append(budget)
+        except BudgetError:
+            assert not fitted, f"budget {budget} failed after {fitted[-1]} fitted"
+    assert fitted

@@ -102,3 +102,29 @@ def test_the_digest_in_a_build_costs_what_its_message_counts(tokenizer: str) -> 
     whole = get_tokenizer(tokenizer).inner.count(digest.content)  # uncached, in one piece
     assert decision.tokens_after == whole + MESSAGE_OVERHEAD
     assert ctx.total_tokens <= 3000
+
+
+def _support_chat(rounds: int) -> list[dict[str, str]]:
+    history = []
+    for i in range(rounds):
+        history += [
+            {"role": "user", "content": f"Where is order ORD-{10000 + i}? I paid ${i}.{i:02d}. "
+                                        + "Please check the shipping status. " * (1 + i % 4)},
+            {"role": "assistant", "content": f"Order ORD-{10000 + i} shipped with tracking "
+                                             f"TRK{900000 + i * 7}. "
+                                             + "It should arrive soon. " * (1 + i % 3)}]
+    return history
+
+
+@pytest.mark.parametrize("budget", [1000, 2000, 2500, 3500])
+def test_a_digest_that_brings_the_data_note_leaves_room_for_it(budget: int) -> None:
+    # Plain chat history offers nothing fenced, so the note that fenced text is data is not set
+    # aside; the digest is fenced and brings it along. Its room must pay for it, or the exact
+    # count drops the whole digest and leaves a third of the budget unused.
+    request = Request(system="You are a support agent.", user_input="Any update on my order?",
+                      history=_support_chat(60))
+    ctx = ContextBuilder(tokenizer="o200k_base").build(
+        BuildPlan.named("tool_heavy").with_budget(available_override=budget), request)
+    digest = [d for d in ctx.report.decisions if d.key == "history.digest"]
+    assert [d.action for d in digest] == ["compacted"]
+    assert ctx.total_tokens >= 0.95 * budget

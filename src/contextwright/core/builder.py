@@ -32,7 +32,12 @@ from contextwright.core.items import NEEDS_REASONING, check_text
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.notes import build_notes
 from contextwright.core.plan import BuildPlan, FrozenOptions
-from contextwright.core.providers import ANTHROPIC_LEAD, anthropic_added_tokens
+from contextwright.core.providers import (
+    ANTHROPIC_BLANK_USER,
+    ANTHROPIC_LEAD,
+    anthropic_added_tokens,
+    is_blank,
+)
 from contextwright.core.pruning import partial_rounds, prune_source
 from contextwright.core.report import BuildReport
 from contextwright.core.reporting import extrapolated, make_report, unread_decisions
@@ -99,6 +104,8 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         steps.removed = {g.spec.source: frozenset(d.key for d in decisions
                                                   if d.source == g.spec.source)
                          for g in gathered}
+    # The blank input's stand-in is sent whatever else fits: set aside before the optional parts.
+    _, pool = reserve(pool, blank_input_tokens(request, costing))
     note, pool = reserve(pool, data_note_tokens(plan, request, gathered, costing,
                                                 stable=cache is not None))
     repeat, pool = reserve(pool, repeat_tokens(plan, request, sources, costing))
@@ -112,10 +119,13 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         selections = steps.prune(gathered, allocations, request.user_input, costing)
     give_back(gathered, allocations, selections, pool, request.user_input, costing,
               skip=steps.sources if steps else frozenset())
+    # A digest is fenced: when nothing else needed the data note, it brings the note along.
+    brought = 0 if note else note_cost(request, gathered, costing)
     add_digests(gathered, sources, request, allocations, selections, costing,
-                skip=steps.sources if steps else frozenset())
+                skip=steps.sources if steps else frozenset(), brought=brought)
     if steps is not None:
-        steps.add_digests(gathered, sources, request, allocations, selections, costing)
+        steps.add_digests(gathered, sources, request, allocations, selections, costing,
+                          brought=brought)
     show_in_sequence([g for g in gathered if not (steps and g.spec.source in steps.continued)],
                      selections, request, costing)
     if steps is not None:
@@ -259,6 +269,11 @@ def data_note_tokens(plan: BuildPlan, request: Request, gathered: list[Gathered]
     loop = (bool(request.tools) or stable) and any(g.traits.fenced for g in gathered)
     if not (offered or loop):
         return 0
+    return note_cost(request, gathered, costing)
+
+
+def note_cost(request: Request, gathered: list[Gathered], costing: Costing) -> int:
+    """Tokens the note that fenced text is data costs in this build's system message."""
     prompt = bool(request.system) and any(g.traits.prompt for g in gathered)
     frame = 0 if prompt else costing.tokenizer.frame.system  # the note may open the message
     return costing.tokenizer.count(DATA_NOTE[costing.language]) + 2 + frame
@@ -297,6 +312,17 @@ def lead_tokens(plan: BuildPlan, sources: Mapping[str, ContextSource], costing: 
                for spec in leading if spec.source in sources):
         return 0
     return costing.tokenizer.count(ANTHROPIC_LEAD) + costing.tokenizer.frame.user
+
+
+def blank_input_tokens(request: Request, costing: Costing) -> int:
+    """What Anthropic's rendering adds for a blank user input (its text stands in), set aside.
+
+    The input cannot be cut, so tokens found only by the exact count would fail a build
+    that fits; other blank user messages are rare and the exact count deals with them.
+    """
+    if costing.target != "chat" or request.images or not is_blank(request.user_input):
+        return 0
+    return costing.tokenizer.count(ANTHROPIC_BLANK_USER)
 
 
 def labels_language(request: Request, cache: CachePolicy | None,
@@ -455,13 +481,18 @@ def allocate(plan: BuildPlan, gathered: list[Gathered], pool: int) -> dict[str, 
 def add_digests(gathered: list[Gathered], sources: Mapping[str, ContextSource],
                 request: Request, allocations: Mapping[str, Allocation],
                 selections: dict[str, Selection], costing: Costing,
-                skip: frozenset[str] = frozenset()) -> None:
-    """Let sources with ``digest_share`` stand in for what they left out (``core.digest``)."""
+                skip: frozenset[str] = frozenset(), brought: int = 0) -> None:
+    """Let sources with ``digest_share`` stand in for what they left out (``core.digest``).
+
+    ``brought``: tokens a digest brings along besides its own (the data note, when nothing
+    else the build shows is fenced), taken from its room.
+    """
     for g in gathered:
         if g.spec.cuttable and g.error is None and g.spec.source not in skip:
             add_digest(g, sources[g.spec.source], request, allocations[g.spec.source].grant,
                        selections, costing,
-                       lambda g, grant: _prune_whole(g, grant, request.user_input, costing))
+                       lambda g, grant: _prune_whole(g, grant, request.user_input, costing),
+                       brought=brought)
 
 
 def _prune_whole(g: Gathered, grant: int, query: str, costing: Costing) -> Selection:

@@ -64,12 +64,16 @@ Prune = Callable[[Gathered, int], Selection]
 
 
 def add_digest(g: Gathered, source: ContextSource, request: Request, grant: int,
-               selections: dict[str, Selection], costing: Costing, prune: Prune) -> None:
+               selections: dict[str, Selection], costing: Costing, prune: Prune,
+               brought: int = 0) -> None:
     """Append ``source``'s digest of what ``g`` left out to its selection (see the docstring).
 
     ``prune`` re-prunes ``g`` with a grant and no reserve. The reserve is a guess: when the
     digest needs less, the source is pruned again with what the digest leaves and the digest
     remade for what is still out (it can only shrink), so the unused reserve is not wasted.
+    ``brought``: tokens the digest brings along outside the source (the data note its fence
+    needs when nothing else shown is fenced), so its room is that much smaller: else the
+    exact count finds the build over and drops the digest, leaving its room unused.
     """
     name = g.spec.source
     if pruning_grant(g, grant) == grant:
@@ -77,14 +81,15 @@ def add_digest(g: Gathered, source: ContextSource, request: Request, grant: int,
     if not (g.traits.digestible and isinstance(source, DigestingSource)):  # no digest, no reserve
         selections[name] = prune(g, grant)
         return
-    first = _digest(g, source, request, selections[name], grant, costing)
+    room = grant - brought
+    first = _digest(g, source, request, selections[name], room, costing)
     if first is None:
         selections[name] = prune(g, grant)
         return
     chosen = selections[name], first
-    if grant - selections[name].tokens - first.tokens >= MIN_DIGEST_TOKENS:
-        fuller = prune(g, grant - first.tokens)
-        second = _digest(g, source, request, fuller, grant, costing)
+    if room - selections[name].tokens - first.tokens >= MIN_DIGEST_TOKENS:
+        fuller = prune(g, room - first.tokens)
+        second = _digest(g, source, request, fuller, room, costing)
         if second is not None:
             chosen = fuller, second
     selection, candidate = chosen

@@ -545,8 +545,12 @@ class Stepping:
 
     def add_digests(self, gathered: list[Gathered], sources: Mapping[str, ContextSource],
                     request: Request, allocations: Mapping[str, Allocation],
-                    selections: dict[str, Selection], costing: Costing) -> None:
-        """Digests of the sources cut in this build, made as later builds will remake them."""
+                    selections: dict[str, Selection], costing: Costing,
+                    brought: int = 0) -> None:
+        """Digests of the sources cut in this build, made as later builds will remake them.
+
+        ``brought``: what a digest brings along besides itself (``core.digest.add_digest``).
+        """
         for g in gathered:
             name = g.spec.source
             if name not in self.sources or name in self.continued or g.error is not None:
@@ -556,7 +560,8 @@ class Stepping:
             grant = allocations[name].grant
             add_digest(g, sources[name], frozen, grant, selections, costing,
                        lambda g, grant: self._prune_after_head(g, grant, request.user_input,
-                                                               costing, reserve=False))
+                                                               costing, reserve=False),
+                       brought=brought)
             self.digest_rooms[name] = digest_room_of(selections[name], grant)
 
     def order(self, selections: dict[str, Selection]) -> None:
