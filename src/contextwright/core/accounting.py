@@ -8,7 +8,11 @@ come from the tokenizer's ``ChatFrame``: OpenAI's published counting (3 tokens o
 message plus the role, 3 to prime the reply) unless the tokenizer measured its model's own chat
 template. Tool calls and schemas are counted as their JSON text plus a fixed framing allowance
 that is larger than the provider's own (more compact) rendering, so the count errs on the safe
-side. Images are counted by the build's ``ImageTokenRule`` (each provider's published rule).
+side. Images are counted by the build's ``ImageTokenRule`` (each provider's published rule);
+where a rendering shows an image as a placeholder line instead (a Chat Completions tool
+message, an Anthropic ``search_result``, an image over Anthropic's 5 MB), a message costs what
+its costliest rendering sends (``image_frame_tokens``). A speaker's ``name`` is counted only
+where Chat Completions takes it (``providers.chat_speaker``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ from collections.abc import Sequence
 
 from contextwright.core.images import ImagePart
 from contextwright.core.items import Message, ThinkingBlock
+from contextwright.core.providers import (
+    Carried,
+    chat_carried,
+    chat_speaker,
+    image_renderings,
+    with_placeholders,
+)
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule, TokenCount
 
 MESSAGE_OVERHEAD = 4
@@ -66,16 +77,51 @@ def image_tokens(images: Sequence[ImagePart], rule: ImageTokenRule) -> TokenCoun
     return total
 
 
+def rendered_image_tokens(message: Message, tokenizer: CountingTokenizer, rule: ImageTokenRule,
+                          carried: Carried) -> int:
+    """Tokens one rendering spends on the message's images beyond its text.
+
+    The images it sends (``carried``) by ``rule``; for the others, what their placeholder lines
+    add to the text, counted on the text as sent (a line may merge with its neighbours).
+    """
+    sent = [image for image in message.images if carried(image)]
+    tokens = image_tokens(sent, rule).tokens
+    if len(sent) < len(message.images):
+        shown = with_placeholders(message, carried)
+        tokens += tokenizer.count(shown) - tokenizer.count(message.content)
+    return tokens
+
+
+def image_frame_tokens(message: Message, tokenizer: CountingTokenizer,
+                       rule: ImageTokenRule) -> int:
+    """Tokens of the message's images in the rendering that spends the most on them.
+
+    One build is rendered for every provider format, and they differ here: Chat Completions
+    shows a tool message's images as placeholder lines, the Responses API sends them, the
+    Messages API sends them unless the request has no tools or an image is over its 5 MB.
+    The build cannot know which will be sent, so it counts the costliest: every rendering then
+    fits the budget, and one is over-counted by no more than the difference between an
+    image's count and its placeholder line (counting both would waste the smaller in each).
+    """
+    return max(rendered_image_tokens(message, tokenizer, rule, carried)
+               for carried in image_renderings(message))
+
+
 def frame_tokens(message: Message, tokenizer: CountingTokenizer,
                  images: ImageTokenRule = DEFAULT_IMAGES) -> int:
-    """Tokens of a rendered message besides its content: framing, tool calls, images."""
+    """Tokens of a rendered message besides its content: framing, tool calls, images.
+
+    Images by ``image_frame_tokens``: for a message whose images some rendering shows as
+    placeholders, this depends on the content too.
+    """
     tokens = tokenizer.frame.message(message.role)
-    if message.name is not None and message.role in ("user", "assistant"):
-        tokens += tokenizer.count(message.name) + NAME_OVERHEAD  # OpenAI chat sends it
+    name = chat_speaker(message)
+    if name is not None:  # sent only where Chat Completions takes it, so counted only there
+        tokens += tokenizer.count(name) + NAME_OVERHEAD
     if message.tool_calls:
         tokens += call_tokens(message, tokenizer)
     if message.images:
-        tokens += image_tokens(message.images, images).tokens
+        tokens += image_frame_tokens(message, tokenizer, images)
     if message.thinking:
         tokens += thinking_tokens(message, tokenizer)
     return tokens
@@ -102,10 +148,23 @@ def context_tokens(messages: tuple[Message, ...], schema_jsons: tuple[str, ...],
 
 def counts_exactly(messages: Sequence[Message], schema_jsons: Sequence[str],
                    tokenizer: CountingTokenizer, images: ImageTokenRule) -> bool:
-    """Whether the count of this context is exact: the tokenizer's, each image's, the tools'."""
+    """Whether the count of this context is exact: the tokenizer's, each image's, the tools'.
+
+    The count is of the Chat Completions request, so it is also an estimate where another
+    rendering of a message's images costs more than that request sends (``image_frame_tokens``
+    counts the costlier).
+    """
     if not tokenizer.exact:
         return False
     tools = bool(schema_jsons) or any(m.tool_calls or m.role == "tool" for m in messages)
     if tools and not tokenizer.frame.tools_exact:
         return False
-    return all(image_tokens(m.images, images).exact for m in messages if m.images)
+    return all(image_tokens(m.images, images).exact and chat_costs_most(m, tokenizer, images)
+               for m in messages if m.images)
+
+
+def chat_costs_most(message: Message, tokenizer: CountingTokenizer,
+                    rule: ImageTokenRule) -> bool:
+    """Whether the Chat Completions rendering of the message's images is the one counted."""
+    return (rendered_image_tokens(message, tokenizer, rule, chat_carried(message))
+            == image_frame_tokens(message, tokenizer, rule))

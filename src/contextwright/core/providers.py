@@ -234,14 +234,48 @@ def image_segments(message: Message, carried: Callable[[ImagePart], bool]
     return [s for s in segments if not isinstance(s, str) or s.strip()]
 
 
-def with_placeholders(message: Message) -> str:
-    """The message's text with a placeholder line for each image (inside its fence)."""
-    if not message.images:
+Carried = Callable[[ImagePart], bool]
+"""Whether a rendering sends an image as an image (else a placeholder line stands for it)."""
+
+
+def carries_every_image(image: ImagePart) -> bool:
+    """A rendering that sends every image (the Responses API)."""
+    return True
+
+
+def carries_no_image(image: ImagePart) -> bool:
+    """A rendering whose format takes no image (a Chat Completions tool message)."""
+    return False
+
+
+def with_placeholders(message: Message, carried: Carried = carries_no_image) -> str:
+    """The message's text with a placeholder line for each image ``carried`` cannot take.
+
+    The lines go inside the message's fence, before its closing line.
+    """
+    lines = [image.placeholder() for image in message.images if not carried(image)]
+    if not lines:
         return message.content
     head, tail = split_fence(message.content)
-    lines = "\n".join(image.placeholder() for image in message.images)
-    text = f"{head}\n{lines}" if head else lines
+    text = "\n".join([head, *lines] if head else lines)
     return f"{text}\n{tail}" if tail else text
+
+
+def chat_carried(message: Message) -> Carried:
+    """The images of ``message`` Chat Completions sends: a user message's, none of a tool's."""
+    return carries_every_image if message.role == "user" else carries_no_image
+
+
+def image_renderings(message: Message) -> tuple[Carried, ...]:
+    """Which images of ``message`` each rendering sends; a placeholder stands for the rest.
+
+    Chat Completions (``chat_carried``); the Responses API, every one; the Messages API,
+    those within its 5 MB, and none of a tool result when the request has no tools (a
+    ``search_result`` carries text only). The count of a message covers the rendering that
+    costs the most (``accounting.image_frame_tokens``).
+    """
+    renderings = (chat_carried(message), carries_every_image, anthropic_takes)
+    return (*renderings, carries_no_image) if message.role == "tool" else renderings
 
 
 SPEAKER_ROLES = ("user", "assistant")
@@ -256,7 +290,11 @@ def speaker(message: Message) -> str | None:
 
 
 def chat_speaker(message: Message) -> str | None:
-    """``speaker(message)`` when Chat Completions takes it as the message's ``name``."""
+    """``speaker(message)`` when Chat Completions takes it as the message's ``name``.
+
+    The count of a message (``accounting.frame_tokens``) follows this same rule, so a name
+    left out of the request is not counted either.
+    """
     name = speaker(message)
     return name if name is not None and CHAT_SPEAKER_NAME.fullmatch(name) else None
 
@@ -310,7 +348,7 @@ def anthropic_image(image: ImagePart) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "url", "url": image.url}}
 
 
-def _anthropic_takes(image: ImagePart) -> bool:
+def anthropic_takes(image: ImagePart) -> bool:
     """Whether the Messages API takes ``image``: its base64 data within the 5 MB limit.
 
     The API measures the base64 string it receives, not the decoded image, so the data is
@@ -337,7 +375,7 @@ def openai_message(message: Message, images: ImageNotes | None = None,
             parts = [{"type": "text", "text": message.content}] if message.content else []
             rendered["content"] = parts + [openai_image(image) for image in message.images]
         else:
-            rendered["content"] = with_placeholders(message)
+            rendered["content"] = with_placeholders(message, chat_carried(message))
             if images is not None:
                 images.add(_OPENAI_TOOL_IMAGES, len(message.images))
     if message.tool_calls:
@@ -739,9 +777,9 @@ def _search_result(source_label: str, text: str) -> dict[str, Any]:
 
 def _anthropic_content(message: Message, images: ImageNotes) -> list[dict[str, Any]]:
     """Text and image blocks of a message with images (those over 5 MB as placeholders)."""
-    images.add(_OVER_5_MB, sum(1 for image in message.images if not _anthropic_takes(image)))
+    images.add(_OVER_5_MB, sum(1 for image in message.images if not anthropic_takes(image)))
     return [anthropic_image(s) if isinstance(s, ImagePart) else {"type": "text", "text": s}
-            for s in image_segments(message, _anthropic_takes)]
+            for s in image_segments(message, anthropic_takes)]
 
 
 def _tool_result_block(message: Message, native_tools: bool, ids: CallIds,

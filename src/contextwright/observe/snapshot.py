@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from contextwright.core.accounting import (
     call_tokens,
-    image_tokens,
+    image_frame_tokens,
     schema_tokens,
     thinking_block_tokens,
     thinking_tokens,
@@ -622,8 +622,8 @@ def _own_tokens(message: Message, ctx: FinalContext) -> int:
     tokens = ctx.tokenizer.count(message.content)
     if message.tool_calls:
         tokens += call_tokens(message, ctx.tokenizer)
-    if message.images:
-        tokens += image_tokens(message.images, ctx.image_rule).tokens
+    if message.images:  # as the build counts them: the costliest rendering's
+        tokens += image_frame_tokens(message, ctx.tokenizer, ctx.image_rule)
     if message.thinking:
         tokens += thinking_tokens(message, ctx.tokenizer)
     return tokens
