@@ -17,10 +17,12 @@ import re
 from dataclasses import dataclass, replace
 
 from contextwright.analysis import analyzer
+from contextwright.core.digest import LINE_ADDITIVE_TOKENIZERS
 from contextwright.core.gather import Costing, Unit, render_candidate
 from contextwright.core.items import TOOL_ERROR_MARK, ContextItem
 from contextwright.core.select import MIN_CUT_TOKENS, Cutter
 from contextwright.tokens import CountingTokenizer
+from contextwright.tokens._base import PIECE_CHARS
 
 GAP = "[…]"
 # Pieces are spans of the original text and the separators between them are whitespace, so a
@@ -114,7 +116,8 @@ def cut_around_keywords(text: str, query: str, max_tokens: int,
         if tokenizer.count(_kept(cut, best, best)) > max_tokens:
             return _cut_inside(cut, best, keywords, max_tokens, tokenizer)
     low = high = best
-    while (grown := _grow(cut, best, low, high, max_tokens, tokenizer)) is not None:
+    counts = _Counts(cut, tokenizer)
+    while (grown := _grow(cut, best, low, high, max_tokens, counts)) is not None:
         low, high = min(low, grown), max(high, grown)
     return _kept(cut, low, high)
 
@@ -140,7 +143,7 @@ def _sentences_of(cut: _Text, index: int, keywords: frozenset[str]) -> tuple[_Te
 
 
 def _grow(cut: _Text, best: int, low: int, high: int, max_tokens: int,
-          tokenizer: CountingTokenizer) -> int | None:
+          counts: _Counts) -> int | None:
     """Next piece to add to ``low..high`` if the result still fits, or None.
 
     The neighbour with more keywords goes first; on a tie the side grown less so far, and the
@@ -155,15 +158,124 @@ def _grow(cut: _Text, best: int, low: int, high: int, max_tokens: int,
     if low > 0:
         options.append((-cut.scores[low - 1], best - low, 1, low - 1))
     for *_, index in sorted(options):
-        if tokenizer.count(_kept(cut, min(low, index), max(high, index))) <= max_tokens:
+        if counts.kept(min(low, index), max(high, index)) <= max_tokens:
             return index
     return None
 
 
 def _kept(cut: _Text, low: int, high: int) -> str:
     """Pieces ``low..high`` with the text between them, ``[…]`` on a side that loses text."""
-    after = high < len(cut.spans) - 1 or not cut.complete
-    return _marked(cut.text[cut.spans[low][0]:cut.spans[high][1]], low > 0, after)
+    kept = cut.text[cut.spans[low][0]:cut.spans[high][1]]
+    return _marked(kept, low > 0, _loses_after(cut, high))
+
+
+def _loses_after(cut: _Text, high: int) -> bool:
+    """Whether text follows piece ``high`` that a cut ending there leaves out."""
+    return high < len(cut.spans) - 1 or not cut.complete
+
+
+_PART_CHARS = PIECE_CHARS // 4
+"""Longest part ``_Counts`` counts on its own. A text whose parts are all this short has a cut
+point in every stretch ``split_into_pieces`` looks for one in, so the tokenizer's own count of
+it is a sum over cuts at such points too, never over a hard cut."""
+
+
+class _Counts:
+    """Token counts of ``_kept(cut, low, high)``, each the tokenizer's own, as a cut grows.
+
+    Growing a span one piece at a time and counting the whole span at each step costs the
+    square of its length. With ``LINE_ADDITIVE_TOKENIZERS`` a text's count is the sum of the
+    counts of its parts cut where the pre-tokenizer splits anyway: at a line start that is not
+    white space or ``/``, or before a space between a non-space and a letter (where
+    ``split_into_pieces`` cuts). Such a point at a piece's start is a joint; a span is counted
+    as its head (up to its first joint inside it, with the marker before it), the parts between
+    that and its last joint (each counted once, summed from running totals) and its tail, so a
+    step costs the piece it adds. Other tokenizers, a span without a joint inside and a span
+    with a part longer than ``_PART_CHARS`` are counted whole.
+    """
+
+    def __init__(self, cut: _Text, tokenizer: CountingTokenizer) -> None:
+        self._cut = cut
+        self._tokenizer = tokenizer
+        self._additive = tokenizer.name in LINE_ADDITIVE_TOKENIZERS
+        self._joints: list[int] = []
+        """Positions in ``cut.text`` a span's text may be cut at for counting, ascending."""
+        self._upto: list[int] = [0]
+        """``_upto[i]``: joints at the starts of pieces 1..i (their indices in ``_joints``)."""
+        self._long_upto: list[int] = [0]
+        """``_long_upto[m]``: parts between joints before joint ``m`` over ``_PART_CHARS``."""
+        self._totals: dict[int, int] = {}
+        """Tokens of the parts from the first joint asked for to joint ``m``, by ``m``
+        (negative before it); they cover the joints ``_lowest..._highest``."""
+        self._lowest = self._highest = 0
+        if self._additive:
+            self._find_joints()
+
+    def _find_joints(self) -> None:
+        text, spans = self._cut.text, self._cut.spans
+        for start, _ in spans[1:]:
+            joint = _joint(text, start)
+            if joint is not None:
+                if self._joints:
+                    long = joint - self._joints[-1] > _PART_CHARS
+                    self._long_upto.append(self._long_upto[-1] + long)
+                self._joints.append(joint)
+            self._upto.append(len(self._joints))
+
+    def kept(self, low: int, high: int) -> int:
+        """``tokenizer.count(_kept(cut, low, high))``, from counts of parts where that is exact."""
+        cut = self._cut
+        if not self._additive or self._upto[high] <= self._upto[low]:  # no joint inside
+            return self._tokenizer.count(_kept(cut, low, high))
+        first, last = self._upto[low], self._upto[high] - 1
+        start, end = cut.spans[low][0], cut.spans[high][1]
+        head_at, tail_at = self._joints[first], self._joints[last]
+        marker = len(GAP) + 1
+        if (head_at - start + marker > _PART_CHARS or end - tail_at + marker > _PART_CHARS
+                or self._long_upto[last] > self._long_upto[first]):
+            return self._tokenizer.count(_kept(cut, low, high))
+        head = _marked(cut.text[start:head_at], low > 0, False)
+        tail = _marked(cut.text[tail_at:end], False, _loses_after(cut, high))
+        return (self._tokenizer.count(head) + self._total(last) - self._total(first)
+                + self._tokenizer.count(tail))
+
+    def _total(self, joint: int) -> int:
+        """Tokens of the parts from the first joint asked for to ``joint``.
+
+        The totals grow outwards one part at a time, so only the parts of the spans counted
+        are counted.
+        """
+        totals = self._totals
+        if not totals:
+            totals[joint] = 0
+            self._lowest = self._highest = joint
+        while joint > self._highest:
+            totals[self._highest + 1] = totals[self._highest] + self._part(self._highest)
+            self._highest += 1
+        while joint < self._lowest:
+            totals[self._lowest - 1] = totals[self._lowest] - self._part(self._lowest - 1)
+            self._lowest -= 1
+        return totals[joint]
+
+    def _part(self, joint: int) -> int:
+        """Tokens of the text from joint ``joint`` to the next."""
+        return self._tokenizer.count(
+            self._cut.text[self._joints[joint]:self._joints[joint + 1]])
+
+
+def _joint(text: str, start: int) -> int | None:
+    """Where, at a piece starting at ``start``, no token of ``text`` spans, if anywhere.
+
+    At the piece's start after a line break, unless it opens with ``/`` (which o200k glues to
+    the break); or at the space before it when that space follows a non-space and the piece
+    opens with a letter.
+    """
+    first, previous = text[start], text[start - 1]
+    if previous == "\n" and not first.isspace() and first != "/":
+        return start
+    if previous == " " and start >= 2 and not text[start - 2].isspace() and first.isalpha():
+        return start - 1
+    return None
 
 
 def _marked(kept: str, before: bool, after: bool) -> str:
