@@ -2,8 +2,8 @@
 
     python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0]
         [--head-share 0.3] [--min-recall-coverage 0.65] [--objective balanced|fill|cost]
-        [--no-recall-tail] [--min-recall-focus 0.15] [--diffuse-tail questions]
-        [--recall-cuts questions|any] [--explain]
+        [--no-recall-tail] [--no-statement-tail] [--min-recall-focus 0.15]
+        [--diffuse-tail questions] [--recall-cuts questions|any] [--explain]
         [--skip tau|locomo]
 
 For consecutive calls of one conversation, from the rendered requests themselves (OpenAI chat
@@ -424,7 +424,7 @@ class _Clock:
 
 MANAGER_POLICY = CachePolicy()
 """The managers' policy when their cache is on: the default, but for ``--diffuse-tail``,
-``--recall-cuts``, ``--min-recall-coverage`` and ``--head-growth``."""
+``--recall-cuts``, ``--min-recall-coverage``, ``--head-growth`` and ``--no-statement-tail``."""
 
 
 def _manager(plan: BuildPlan, cache: bool, clock: _Clock, store: Any = None) -> Any:
@@ -554,6 +554,8 @@ def main() -> None:
                         help="which diffuse inputs get the recall tail (managers too)")
     parser.add_argument("--no-recall-tail", action="store_true",
                         help="cut afresh instead of showing missing recalled turns after the run")
+    parser.add_argument("--no-statement-tail", action="store_true",
+                        help="show inputs that ask nothing no recall tail (managers too)")
     parser.add_argument("--explain", action="store_true",
                         help="say where the uncached tokens of the builds with previous go")
     parser.add_argument("--tau-budgets", type=int, nargs="*", default=[1000, 2000, 4000])
@@ -567,11 +569,13 @@ def main() -> None:
                          min_recall_coverage=args.min_recall_coverage,
                          min_recall_focus=args.min_recall_focus,
                          objective=args.objective, recall_tail=not args.no_recall_tail,
-                         diffuse_tail=args.diffuse_tail, recall_cuts=args.recall_cuts)
+                         diffuse_tail=args.diffuse_tail, recall_cuts=args.recall_cuts,
+                         statement_tail=not args.no_statement_tail)
     global MANAGER_POLICY
     MANAGER_POLICY = CachePolicy(diffuse_tail=args.diffuse_tail, recall_cuts=args.recall_cuts,
                                  min_recall_coverage=args.min_recall_coverage,
-                                 head_growth=args.head_growth)
+                                 head_growth=args.head_growth,
+                                 statement_tail=not args.no_statement_tail)
     methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
     try:
         import agents  # noqa: F401

@@ -874,12 +874,14 @@ def _mixed_chat(min_focus: float, recaller: Any = None, calls: int = 60,
                 coverage: float = CachePolicy().min_recall_coverage,
                 diffuse_tail: str = CachePolicy().diffuse_tail,
                 inputs: Callable[[int], str] = _mixed_input,
-                recall_cuts: str = CachePolicy().recall_cuts) -> list[FinalContext]:
+                recall_cuts: str = CachePolicy().recall_cuts,
+                statement_tail: bool = CachePolicy().statement_tail) -> list[FinalContext]:
     """A chat of ``inputs`` (``_mixed_input``s) over ``_word_history``."""
     builder = ContextBuilder(sources=() if recaller is None else [HistorySource(recaller)])
     policy = CachePolicy(min_recall_focus=min_focus, min_recall_coverage=coverage,
                          diffuse_tail=diffuse_tail,  # type: ignore[arg-type]
-                         recall_cuts=recall_cuts)  # type: ignore[arg-type]
+                         recall_cuts=recall_cuts,  # type: ignore[arg-type]
+                         statement_tail=statement_tail)
     return _replay_chat(builder, policy, _word_history(),
                         [inputs(t) for t in range(calls)], _thanks)
 
@@ -960,12 +962,22 @@ def test_only_a_question_cuts_the_run_for_its_recall_a_statement_gets_a_tail() -
     told = [c for c, t in zip(questions, range(60), strict=True) if t % 5 != 4]
     assert _cuts(asked, for_recall) and not _cuts(told, for_recall)
     assert any(_transient(c) for c in told)  # its turns go after the run, this call only
+    # Without tails for statements, a statement is shown the run as it is (nothing after it
+    # is sent uncached for one call), and more of the chat is cached.
+    untailed = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0,
+                           inputs=_focused_statement, statement_tail=False)
+    told_untailed = [c for c, t in zip(untailed, range(60), strict=True) if t % 5 != 4]
+    assert not _cuts(told_untailed, for_recall)
+    assert not any(_transient(c) for c in told_untailed)
+    assert _cached_share(untailed) > _cached_share(questions)
     anyone = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0,
                          inputs=_focused_statement, recall_cuts="any")
     assert _cuts([c for c, t in zip(anyone, range(60), strict=True) if t % 5 != 4], for_recall)
     assert _cached_share(questions) > _cached_share(anyone)
     with pytest.raises(InvalidInputError, match="recall_cuts"):
         CachePolicy(recall_cuts="some")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="statement_tail"):
+        CachePolicy(statement_tail="yes")  # type: ignore[arg-type]
 
 
 class _PlainRecaller:

@@ -536,12 +536,14 @@ def decide(stable: StableOffer, grant: int, policy: CachePolicy,
 
 
 def _tail_for(stable: StableOffer, diffuse: bool, policy: CachePolicy) -> bool:
-    """Whether the input may be shown a recall tail (``CachePolicy.diffuse_tail``).
+    """Whether the input may be shown a recall tail (``statement_tail``, ``diffuse_tail``).
 
-    A focused input always may. A diffuse one, per the policy: its recalled turns match little
-    of it, and a tail is paid for uncached on every call that shows one, so a statement that
-    asks nothing is shown the run as it is.
+    A tail is paid for uncached on every call that shows one. An input that asks nothing gets
+    none when the policy gives statements none. A focused input may; a diffuse one, per the
+    policy (its recalled turns match little of it).
     """
+    if not stable.asks and not policy.statement_tail:
+        return False
     if not diffuse or policy.diffuse_tail == "always":
         return True
     return policy.diffuse_tail == "questions" and stable.asks
