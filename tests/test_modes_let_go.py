@@ -247,3 +247,12 @@ def test_a_long_tool_result_keeps_its_ids_and_dates_whole_in_the_tools_zone() ->
               tool_results=[_result("c1", json.dumps(result, ensure_ascii=False))])
     (shown,) = cm.state("u", "s").zones.tools
     assert "SF1234567890123" in shown.result and "2024年5月5日" in shown.result
+
+
+def test_a_pattern_rule_reports_its_name_as_the_trigger_or_else_its_pattern() -> None:
+    named = modes_from_mapping({"rules": [{"mode": STRUCTURED, "patterns": ["先.{1,40}?再"],
+                                           "name": "plan"}]})
+    assert Router(named).route("先查库存再下单").trigger == "plan"
+    unnamed = modes_from_mapping({"rules": [{"mode": STRUCTURED, "patterns": ["先.{1,40}?再"]}]})
+    assert Router(unnamed).route("先查库存再下单").trigger == "先.{1,40}?再"
+    assert Router().route("先查库存再下单").trigger == "plan (先…再 / first…then)"

@@ -112,6 +112,10 @@ class RouteRule:
     """Substrings (Chinese) or whole words (Latin script), matched case-insensitively."""
     patterns: tuple[str, ...] = ()
     """Regular expressions, e.g. ``先.+再`` for a multi-step request."""
+    name: str | None = None
+    """What the route's ``trigger`` says when a pattern matched (default: the pattern itself).
+    A long pattern reads better in logs and the mode history by a name; the text it matched
+    is the user's, so it is never the trigger."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,13 +197,14 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
                       "step by step", "and then"],
          # A plan is a first step and a later one: "先…再…", "首先…然后…", "first … then …"
          # (``ZH_FIRST``, ``ZH_THEN``: not 先生 or 优先, nor the farewell of "再见").
+         "name": "plan (先…再 / first…then)",
          "patterns": [rf"{ZH_FIRST}.{{1,40}}?{ZH_THEN}",
                       r"\bfirst\b.{1,80}?\b(?:then|next|second|after that|finally)\b"]},
         {"mode": RAG_ENHANCED,
          "keywords": ["帮我查", "订单", "退款", "物流", "库存", "价格", "政策", "look up",
                       "refund", "shipping", "tracking", "stock", "price", "policy"],
          # "order", but not the "in order to" of a purpose
-         "patterns": [r"(?i)(?<!\bin )\borders?\b"]},
+         "name": "order", "patterns": [r"(?i)(?<!\bin )\borders?\b"]},
     ],
 }
 
@@ -240,6 +245,7 @@ class _RuleModel(BaseModel):
     mode: str
     keywords: list[str] = []
     patterns: list[str] = []
+    name: str | None = None
 
     @field_validator("keywords", "patterns")
     @classmethod
@@ -298,7 +304,7 @@ def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfi
     rules = model.rules if model.rules is not None else defaults.rules or []
     return ModesConfig(
         modes=MappingProxyType({name: _settings(name, m) for name, m in modes.items()}),
-        rules=tuple(RouteRule(mode=r.mode, keywords=tuple(r.keywords),
+        rules=tuple(RouteRule(mode=r.mode, keywords=tuple(r.keywords), name=r.name,
                               patterns=tuple(r.patterns)) for r in rules),
         default_mode=model.default_mode, when_unsure=model.when_unsure,
         classifier_threshold=model.classifier_threshold, keep_limit=model.keep_limit,

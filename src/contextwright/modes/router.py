@@ -58,10 +58,11 @@ class ModeClassifier(Protocol):
 
 
 class _CompiledRule:
-    __slots__ = ("keywords", "mode", "patterns")
+    __slots__ = ("keywords", "mode", "name", "patterns")
 
     def __init__(self, rule: RouteRule) -> None:
         self.mode = rule.mode
+        self.name = rule.name
         if any(not text.strip() for text in (*rule.keywords, *rule.patterns)):
             raise PlanError(f"modes config: a rule for {rule.mode!r} has a blank keyword or "
                             "pattern (it would match every message)")
@@ -79,7 +80,7 @@ class _CompiledRule:
                 return keyword
         for source, pattern in self.patterns:
             if pattern.search(text):
-                return source
+                return self.name or source
         return None
 
 
