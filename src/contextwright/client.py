@@ -36,11 +36,13 @@ from contextwright.core.request import Request
 from contextwright.errors import (
     AccessDenied,
     BudgetError,
+    ClassifierError,
     ConflictError,
     ContextwrightError,
     CorruptRecordError,
     InvalidInputError,
     KeyConflictError,
+    ManagerClosed,
     OutcomeUnknown,
     PlanError,
     SessionGone,
@@ -77,8 +79,9 @@ class RateLimited(ServiceError):
 
 
 _LIBRARY_ERRORS: dict[str, type[ContextwrightError]] = {cls.__name__: cls for cls in (
-    AccessDenied, ConflictError, CorruptRecordError, InvalidInputError, KeyConflictError,
-    OutcomeUnknown, PlanError, SessionGone, StoreUnavailable, TokenizerError, ValidationError)}
+    AccessDenied, ClassifierError, ConflictError, CorruptRecordError, InvalidInputError,
+    KeyConflictError, ManagerClosed, OutcomeUnknown, PlanError, SessionGone, StoreUnavailable,
+    TokenizerError, ValidationError)}
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 

@@ -129,6 +129,7 @@ def test_a_rendering_refused_after_the_message_is_stored_says_its_seq(running: R
     (errors.StoreUnavailable("x"), 503), (errors.OutcomeUnknown("x"), 503),
     (errors.CorruptRecordError("x"), 500), (errors.AccessDenied("x"), 403),
     (errors.SourceError("x"), 500), (errors.ValidationError("x"), 422),
+    (errors.ClassifierError("x"), 503), (errors.ManagerClosed("x"), 503),
 ])
 def test_every_error_of_the_tree_has_its_status(error: errors.ContextwrightError,
                                                 status: int) -> None:

@@ -19,11 +19,13 @@ from starlette.responses import JSONResponse
 from contextwright.errors import (
     AccessDenied,
     BudgetError,
+    ClassifierError,
     ConflictError,
     ContextwrightError,
     CorruptRecordError,
     InvalidInputError,
     KeyConflictError,
+    ManagerClosed,
     PlanError,
     SessionGone,
     StoreUnavailable,
@@ -85,6 +87,10 @@ CORRUPT = Kind(status=500, slug="corrupt-record", title="A stored record cannot 
 UNAVAILABLE = Kind(status=503, slug="store-unavailable",
                    title="The session store cannot be reached")
 TIMEOUT = Kind(status=503, slug="build-timeout", title="The call took too long")
+CLASSIFIER = Kind(status=503, slug="classifier-failed",
+                  title="The mode classifier failed; build again with text=None")
+CLOSING = Kind(status=503, slug="shutting-down",
+               title="The service is shutting down; try again (another worker may answer)")
 
 _BY_ERROR: tuple[tuple[type[ContextwrightError], Kind], ...] = (
     # Most specific first: SessionGone is a StoreError beside ConflictError.
@@ -98,6 +104,10 @@ _BY_ERROR: tuple[tuple[type[ContextwrightError], Kind], ...] = (
     (InvalidInputError, BAD_INPUT),
     (TokenizerError, BAD_INPUT),
     (AccessDenied, FORBIDDEN),
+    # Both fail for a reason outside the request: worth a retry (a failed classification left
+    # the message stored: ``stored_seq`` says so).
+    (ClassifierError, CLASSIFIER),
+    (ManagerClosed, CLOSING),
     # The validator refuses what the caller's messages render into (two tool calls of one
     # assistant message sharing an id, say): a request the caller must change, never a 500.
     (ValidationError, UNRENDERABLE),
