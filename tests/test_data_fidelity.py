@@ -17,14 +17,8 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
-import anthropic
 import numpy as np
-import openai
 import pytest
-from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
-from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
-from pydantic import TypeAdapter
 
 from contextwright import BuildPlan, ContextBuilder, Document, Request, chat_messages
 from contextwright.compress.facts import without_framing
@@ -36,13 +30,8 @@ from contextwright.core.final import FinalContext
 from contextwright.core.items import Message, reports_failure
 from contextwright.errors import InvalidInputError
 from fakes.provider_server import ProviderServer
+from test_provider_requests import MODELS, SDK_TYPES, check_sdk_type, send
 
-SDK_TYPES: dict[str, TypeAdapter[Any]] = {
-    "openai": TypeAdapter(CompletionCreateParamsNonStreaming),
-    "openai-responses": TypeAdapter(ResponseCreateParamsNonStreaming),
-    "anthropic": TypeAdapter(MessageCreateParamsNonStreaming),
-}
-MODELS = {"openai": "gpt-4o", "openai-responses": "gpt-4o", "anthropic": "claude-sonnet-4-5"}
 BUILDER = ContextBuilder(tokenizer="o200k_base")
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "parameters": {"type": "object", "properties": {}}}}
@@ -61,15 +50,6 @@ def build(request: Request, plan: str = "tool_heavy") -> FinalContext:
     return BUILDER.build(BuildPlan.named(plan), request)
 
 
-def consume(value: Any) -> Any:
-    """Walk a validated value; the SDK types' iterables validate only when read."""
-    if isinstance(value, dict):
-        return {k: consume(v) for k, v in value.items()}
-    if isinstance(value, list | tuple) or type(value).__name__ == "ValidatorIterator":
-        return [consume(v) for v in value]
-    return value
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[ProviderServer]:
     with ProviderServer() as running:
@@ -83,16 +63,8 @@ def sent(server: ProviderServer, ctx: FinalContext, fmt: str) -> dict[str, Any]:
     Returns the body as the server received it.
     """
     body = ctx.to_request(fmt, model=MODELS[fmt])  # type: ignore[arg-type]
-    consume(SDK_TYPES[fmt].validate_python(body))
-    if fmt == "anthropic":
-        anthropic.Anthropic(base_url=server.origin, api_key="test",
-                            max_retries=0).messages.create(**body)
-    else:
-        client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
-        if fmt == "openai":
-            client.chat.completions.create(**body)
-        else:
-            client.responses.create(**body)
+    check_sdk_type(fmt, body)
+    send(server, fmt, body)
     received = server.received[-1]
     assert received.status == 200, received.error
     return received.body

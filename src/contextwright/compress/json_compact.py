@@ -27,6 +27,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from contextwright.core.caches import call_bytes, memoized, register_cache
+from contextwright.core.parsing import unique_keys
 
 MAX_COMPACT_CHARS = 200_000
 """Larger results are not parsed (that alone would cost too much); they are cut as text."""
@@ -71,25 +72,14 @@ class JsonNumber(str):
     __slots__ = ()
 
 
-class DuplicateKeyError(ValueError):
-    """A JSON object names the same key twice (``json`` would keep the last value only)."""
-
-
 def parse_json_verbatim(text: str) -> Any:
     """``text`` parsed as JSON, numbers as ``JsonNumber``s (``NaN`` and ``Infinity`` too).
 
-    Raises ``ValueError`` for text that is not JSON, and ``DuplicateKeyError`` (a
+    Raises ``ValueError`` for text that is not JSON, and ``core.parsing.DuplicateKeyError`` (a
     ``ValueError``) for an object with a key twice: a dict would silently keep one of the values.
     """
     return json.loads(text, parse_float=JsonNumber, parse_int=JsonNumber,
-                      parse_constant=JsonNumber, object_pairs_hook=_object_of_unique_keys)
-
-
-def _object_of_unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        raise DuplicateKeyError("a JSON object has a duplicate key")
-    return result
+                      parse_constant=JsonNumber, object_pairs_hook=unique_keys)
 
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")

@@ -19,6 +19,7 @@ from typing import Any, Final, Literal, cast
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.fence import fenced_body
 from contextwright.core.images import ImagePart, image_from_part
+from contextwright.core.parsing import DuplicateKeyError, unique_keys
 from contextwright.errors import InvalidInputError
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -242,9 +243,11 @@ def _tool_arguments(arguments: object, where: str) -> str:
     arguments = check_text(arguments, where)
     try:
         parsed = json.loads(arguments, parse_constant=_refuse_constant, parse_float=_finite_float,
-                            object_pairs_hook=_unique_keys)
+                            object_pairs_hook=unique_keys)
     except _NotStrictJson as exc:
         raise InvalidInputError(f"{where} has {exc}") from None
+    except DuplicateKeyError:
+        raise InvalidInputError(f"{where} has a duplicate key") from None
     except (ValueError, RecursionError):
         raise InvalidInputError(f"{where} is not valid JSON") from None
     if not isinstance(parsed, dict):
@@ -278,13 +281,6 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise _NotStrictJson("a number too large for a float")
     return value
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        raise _NotStrictJson("a duplicate key")
-    return result
 
 
 def _content(content: object, where: str) -> tuple[str, tuple[ImagePart, ...]]:

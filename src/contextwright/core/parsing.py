@@ -68,18 +68,24 @@ def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
 
 def _parse_json(text: str) -> Any:
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as exc:
         raise MalformedDocument(f"line {exc.lineno}: {exc.msg}") from None
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, refused when a key repeats: the later one would silently win."""
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise MalformedDocument(f"key {key!r} appears twice in one object")
-        data[key] = value
+class DuplicateKeyError(MalformedDocument):
+    """A JSON object names a key twice: ``json`` would silently keep the last value."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A ``json.loads`` object hook: the object; ``DuplicateKeyError`` when a key repeats."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(f"key {key!r} appears twice in one object")
+            seen.add(key)
     return data
 
 
