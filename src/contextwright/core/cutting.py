@@ -22,7 +22,11 @@ from contextwright.core.gather import Costing, Unit, render_candidate
 from contextwright.core.items import TOOL_ERROR_MARK, ContextItem
 from contextwright.core.select import MIN_CUT_TOKENS, Cutter
 from contextwright.tokens import CountingTokenizer
-from contextwright.tokens._base import PIECE_CHARS
+from contextwright.tokens._base import (
+    PIECE_CHARS,
+    splits_after_line_break,
+    splits_before_space,
+)
 
 GAP = "[…]"
 # Pieces are spans of the original text and the separators between them are whitespace, so a
@@ -266,14 +270,13 @@ class _Counts:
 def _joint(text: str, start: int) -> int | None:
     """Where, at a piece starting at ``start``, no token of ``text`` spans, if anywhere.
 
-    At the piece's start after a line break, unless it opens with ``/`` (which o200k glues to
-    the break); or at the space before it when that space follows a non-space and the piece
-    opens with a letter.
+    At the piece's start after a line break, or at the space before it, by the rules
+    ``split_into_pieces`` cuts by (``splits_after_line_break``, ``splits_before_space``).
     """
-    first, previous = text[start], text[start - 1]
-    if previous == "\n" and not first.isspace() and first != "/":
+    previous = text[start - 1]
+    if previous == "\n" and splits_after_line_break(text, start):
         return start
-    if previous == " " and start >= 2 and not text[start - 2].isspace() and first.isalpha():
+    if previous == " " and start >= 2 and splits_before_space(text, start - 1):
         return start - 1
     return None
 

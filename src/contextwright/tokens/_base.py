@@ -65,19 +65,34 @@ def split_into_pieces(text: str, piece_chars: int = PIECE_CHARS) -> list[str]:
     return pieces
 
 
+def splits_after_line_break(text: str, at: int) -> bool:
+    r"""Whether no token spans ``at``, the position right after a line break of ``text``.
+
+    o200k glues punctuation, line breaks and slashes into one token (".\n/"), so a break
+    followed by "/" (or by more white space) is no boundary.
+    """
+    following = text[at]
+    return not following.isspace() and following != "/"
+
+
+def splits_before_space(text: str, space: int) -> bool:
+    """Whether no token spans ``space``, a space of ``text`` with a character on each side.
+
+    It does when a non-space precedes it and a letter follows (the space opens the word).
+    """
+    return not text[space - 1].isspace() and text[space + 1].isalpha()
+
+
 def _safe_cut(text: str, low: int, high: int) -> int | None:
     """The last pre-token boundary in ``(low, high)``, if any."""
     newline = text.rfind("\n", low, high - 1)
     while newline >= low:
-        # o200k glues punctuation, line breaks and slashes into one token (".\n/"), so a
-        # break followed by "/" is not a boundary.
-        following = text[newline + 1]
-        if not following.isspace() and following != "/":
+        if splits_after_line_break(text, newline + 1):
             return newline + 1
         newline = text.rfind("\n", low, newline)
     space = text.rfind(" ", low, high - 1)
     while space > low:
-        if not text[space - 1].isspace() and text[space + 1].isalpha():
+        if splits_before_space(text, space):
             return space
         space = text.rfind(" ", low, space)
     return None
