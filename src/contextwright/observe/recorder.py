@@ -3,9 +3,10 @@
 The request path does only this: time the build, copy the request's lists (references), and put
 one record on a bounded queue without waiting. A writer thread turns records into snapshots,
 hands them to the observers (metrics, alerts) and writes them to the sink in batches. A full
-queue drops the record, a sink that raises drops the batch; both are counted (``stats``) and
-logged, and neither ever slows or fails a build. Retention (age, count) is applied by the
-writer thread every ``Retention.every`` writes, on ``flush`` and on ``close``.
+queue drops the record; a batch the sink refuses is written again one snapshot at a time, so a
+record the sink cannot take loses only itself (an unreachable sink loses the batch). Losses are
+counted (``stats``) and logged, and never slow or fail a build. Retention (age, count) is
+applied by the writer thread every ``Retention.every`` writes, on ``flush`` and on ``close``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
-from contextwright.errors import BudgetError, InvalidInputError
+from contextwright.errors import BudgetError, InvalidInputError, StoreUnavailable
 from contextwright.observe.sinks import SnapshotSink
 from contextwright.observe.snapshot import (
     BuildRecord,
@@ -215,13 +216,37 @@ class _Writer:
         try:
             self.sink.write(snapshots)
         except Exception as exc:
-            self.counters.add("dropped_sink_error", len(snapshots))
-            self._log_sink_failure(exc, len(snapshots))
-            return
-        self.counters.add("written", len(snapshots))
-        self._since_purge += len(snapshots)
+            written = self._write_one_by_one(snapshots, exc)
+        else:
+            written = len(snapshots)
+        self.counters.add("written", written)
+        self._since_purge += written
         if self.retention is not None and self._since_purge >= self.retention.every:
             self._apply_retention(force=True)
+
+    def _write_one_by_one(self, snapshots: list[Snapshot], failure: Exception) -> int:
+        """Write a batch the sink refused one snapshot at a time; how many were written.
+
+        One record the sink cannot take (text its database refuses) then costs only itself,
+        not the builds batched with it. A sink that is unreachable (``StoreUnavailable``) is
+        not asked again for each one: the rest of the batch is dropped at once.
+        """
+        written = 0
+        for at, snapshot in enumerate(snapshots):
+            if len(snapshots) == 1 or isinstance(failure, StoreUnavailable):
+                lost = len(snapshots) - at
+                self.counters.add("dropped_sink_error", lost)
+                self._log_sink_failure(failure, lost)
+                break
+            try:
+                self.sink.write([snapshot])
+            except Exception as exc:
+                failure = exc
+                self.counters.add("dropped_sink_error")
+                self._log_sink_failure(exc, 1)
+                continue
+            written += 1
+        return written
 
     def _log_sink_failure(self, exc: Exception, lost: int) -> None:
         self._unlogged += lost

@@ -3,21 +3,24 @@
 One table, ``<schema>.snapshots``, with the JSON body in a TEXT column (as the session store
 keeps messages: ASCII JSON, because ``jsonb`` refuses the NUL escape) and indexed time, plan,
 mode and status columns; the session's user and session ids are indexed inside the body. The
-writer thread and readers share one autocommit connection behind a lock; driver errors map onto
-``StoreUnavailable`` / ``StoreError`` without the driver's text.
+writer thread and readers share one autocommit connection behind a lock. A connection the
+server dropped (a restart, a failover, an idle timeout) is replaced on the next call, which is
+tried once more on the new one; driver errors map onto ``StoreUnavailable`` / ``StoreError``
+without the driver's text.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from contextwright.errors import InvalidInputError, StoreError, StoreUnavailable
 from contextwright.observe.sinks import SnapshotQuery, not_found, read_rows, select_sql
 from contextwright.observe.snapshot import Snapshot
+
+T = TypeVar("T")
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _CREATE = (
@@ -28,13 +31,23 @@ _CREATE = (
     "CREATE INDEX IF NOT EXISTS snapshots_by_time ON {s}.snapshots (created_at)",
     "CREATE INDEX IF NOT EXISTS snapshots_by_plan ON {s}.snapshots (plan, created_at)",
 )
-_SESSION_ID = "((body::json -> 'session') ->> '{name}')"
+_PARSABLE_BODY = (r"regexp_replace(body, '\\u(0000|[dD][89a-fA-F][0-9a-fA-F][0-9a-fA-F])', "
+                  r"'\\u0001', 'g')")
+"""The body as PostgreSQL's ``json`` parser accepts it: a NUL escape (text a caller may send)
+and a surrogate escape (half of an emoji's pair, or a lone one) make ``json`` refuse the whole
+body, so they become ``\\u0001``, which stays valid JSON whatever precedes it; the session's
+ids, which hold neither, are read unchanged."""
+_SESSION_ID = f"(({_PARSABLE_BODY}::json -> 'session') ->> '{{name}}')"
 """A snapshot's session ``user_id`` or ``session_id``, as its index reads it."""
 _SESSION_INDEXES = tuple(
-    f"CREATE INDEX IF NOT EXISTS snapshots_by_{name} ON {{s}}.snapshots "
+    f"CREATE INDEX IF NOT EXISTS snapshots_by_{name}_v2 ON {{s}}.snapshots "
     f"({_SESSION_ID.format(name=name)}, created_at)" for name in ("user_id", "session_id"))
 """Indexes on the session's ids inside the body: no column to fill, so a writer of an older
 version keeps them up to date too, and rows stored before are indexed when they are made."""
+_OLD_SESSION_INDEXES = tuple(f"DROP INDEX IF EXISTS {{s}}.snapshots_by_{name}"
+                             for name in ("user_id", "session_id"))
+"""The indexes of earlier versions, which parsed the body as it is and so refused every
+snapshot holding a NUL or a surrogate escape."""
 
 
 class PostgresSink:
@@ -44,18 +57,28 @@ class PostgresSink:
         if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
             raise InvalidInputError("schema must be a lower-case SQL identifier")
         self._schema = schema
+        self._dsn = dsn
         self._lock = threading.Lock()
+        self._closed = False
         try:
-            import psycopg
+            import psycopg  # noqa: F401  (only to say what is missing)
         except ImportError as exc:
             raise StoreUnavailable("PostgresSink needs psycopg: "
                                    "pip install 'contextwright[postgres]'") from exc
+        self._db: Any = self._connect()
+        self._run(self._create)
+
+    def _connect(self) -> Any:
+        import psycopg
+
         try:
-            self._db: Any = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+            return psycopg.connect(self._dsn, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
             raise StoreUnavailable(f"postgres sink unavailable ({type(exc).__name__})") from exc
-        with self._errors() as db, db.transaction():
-            for statement in (*_CREATE, *_SESSION_INDEXES):
+
+    def _create(self, db: Any) -> None:
+        with db.transaction():
+            for statement in (*_CREATE, *_OLD_SESSION_INDEXES, *_SESSION_INDEXES):
                 db.execute(self._sql(statement))
 
     def _sql(self, template: str) -> str:
@@ -64,55 +87,93 @@ class PostgresSink:
     def write(self, snapshots: Sequence[Snapshot]) -> None:
         """Insert the batch in one transaction."""
         rows = [(s.id, s.created_at, s.plan, s.mode, s.status, s.to_json()) for s in snapshots]
-        with self._errors() as db, db.transaction(), db.cursor() as cursor:
-            cursor.executemany(self._sql(
-                "INSERT INTO {s}.snapshots VALUES (%s,%s,%s,%s,%s,%s) "
-                "ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body"), rows)
+        sql = self._sql("INSERT INTO {s}.snapshots VALUES (%s,%s,%s,%s,%s,%s) "
+                        "ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body")
+
+        def insert(db: Any) -> None:
+            with db.transaction(), db.cursor() as cursor:
+                cursor.executemany(sql, rows)
+
+        self._run(insert)  # tried again on a new connection: the upsert makes that safe
 
     def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
         """Read through the time, plan, user and session indexes."""
         query = query or SnapshotQuery()
         sql, params = select_sql(query, "{s}.snapshots", "%s", _SESSION_ID)
-        with self._errors() as db:
-            rows = db.execute(self._sql(sql), params).fetchall()
+        rows = self._run(lambda db: db.execute(self._sql(sql), params).fetchall())
         return read_rows([body for (body,) in reversed(rows)], query)
 
     def get(self, snapshot_id: str) -> Snapshot:
         """One snapshot by id."""
-        with self._errors() as db:
-            row = db.execute(self._sql("SELECT body FROM {s}.snapshots WHERE id = %s"),
-                             (snapshot_id,)).fetchone()
+        sql = self._sql("SELECT body FROM {s}.snapshots WHERE id = %s")
+        row = self._run(lambda db: db.execute(sql, (snapshot_id,)).fetchone())
         if row is None:
             raise not_found(snapshot_id)
         return Snapshot.from_json(row[0])
 
     def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
         """Delete by age, then all but the newest ``keep_last``, in one transaction."""
-        removed = 0
-        with self._errors() as db, db.transaction():
-            if older_than is not None:
-                removed += db.execute(self._sql(
-                    "DELETE FROM {s}.snapshots WHERE created_at < %s"), (older_than,)).rowcount
-            if keep_last is not None:
-                removed += db.execute(self._sql(
-                    "DELETE FROM {s}.snapshots WHERE id NOT IN (SELECT id FROM {s}.snapshots "
-                    "ORDER BY created_at DESC, id DESC LIMIT %s)"), (keep_last,)).rowcount
-        return removed
+        def delete(db: Any) -> int:
+            removed = 0
+            with db.transaction():
+                if older_than is not None:
+                    removed += db.execute(self._sql(
+                        "DELETE FROM {s}.snapshots WHERE created_at < %s"),
+                        (older_than,)).rowcount
+                if keep_last is not None:
+                    removed += db.execute(self._sql(
+                        "DELETE FROM {s}.snapshots WHERE id NOT IN (SELECT id FROM "
+                        "{s}.snapshots ORDER BY created_at DESC, id DESC LIMIT %s)"),
+                        (keep_last,)).rowcount
+            return removed
+
+        return self._run(delete)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection; later calls raise ``StoreUnavailable``."""
         with self._lock:
+            self._closed = True
             self._db.close()
 
-    @contextmanager
-    def _errors(self) -> Iterator[Any]:
+    def _run(self, work: Callable[[Any], T]) -> T:
+        """``work`` on the connection, under the lock, with driver errors mapped.
+
+        A connection found dropped is replaced first; one that drops during ``work`` is
+        replaced and ``work`` tried once more (each call is one transaction, so a retry
+        repeats it whole), so a server restart costs no snapshot once the server is back.
+        """
         import psycopg
 
         with self._lock:
+            if self._closed:
+                raise StoreUnavailable("postgres sink is closed")
             try:
-                yield self._db
+                try:
+                    return work(self._usable_connection())
+                except psycopg.OperationalError:
+                    if not _lost(self._db):
+                        raise
+                    return work(self._usable_connection())
             except psycopg.OperationalError as exc:
                 raise StoreUnavailable(
                     f"postgres sink unavailable ({type(exc).__name__})") from exc
             except psycopg.Error as exc:
                 raise StoreError(f"postgres sink failed ({type(exc).__name__})") from exc
+
+    def _usable_connection(self) -> Any:
+        """The connection, opened again when the server dropped it (the lock is held)."""
+        if _lost(self._db):
+            try:
+                self._db.close()
+            except Exception:  # closing a dead connection may fail; it is gone either way
+                pass
+            self._db = self._connect()
+        return self._db
+
+
+def _lost(db: Any) -> bool:
+    """Whether ``db`` can no longer be used: closed, or broken by a dropped link."""
+    try:
+        return bool(db.closed or db.broken)
+    except Exception:  # a connection that cannot say its state is not used again
+        return True
