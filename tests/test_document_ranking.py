@@ -98,3 +98,43 @@ def test_a_mistyped_rank_is_refused_when_the_plan_loads() -> None:
     with pytest.raises(PlanError, match="rank"):
         plan_from_mapping({"name": "docs", "sources": [
             {"source": "user"}, {"source": "rag", "options": {"rank": "best"}}]})
+
+
+def _rag_decisions(ctx: object) -> dict[str, tuple[str, int]]:
+    return {d.key: (d.action, d.tokens_after) for d in ctx.report.decisions  # type: ignore[attr-defined]
+            if d.source == "rag"}
+
+
+def test_a_huge_top_ranked_document_leaves_room_for_the_small_ones_that_answer() -> None:
+    manual = ("The refund window for returned shoes is described in the manual below. " * 3
+              + "\n\n") * 2000  # ~100,000 tokens, every paragraph about refunds and shoes
+    documents = [{"id": "manual", "text": manual}, *shop_documents()]
+    ctx = ContextBuilder(tokenizer="o200k_base").build(
+        plan(1200), Request(user_input=QUESTION, documents=documents))
+    decisions = _rag_decisions(ctx)
+    action, kept_tokens = decisions["rag.0.text"]
+    assert action == "truncated"
+    assert not any(action == "dropped" for action, _ in decisions.values()), decisions
+    text = ctx.to_text()
+    assert all(f"FAQ about {topic}" in text for topic in TOPICS), "every short FAQ still fits"
+    # What the short FAQs left over went back to the manual: it is over half of the grant.
+    assert 600 < kept_tokens
+    rag = next(row for row in ctx.report.sources if row.source == "rag")
+    assert 1100 < rag.tokens <= 1200, "the grant is used, and not overrun"
+
+
+def test_max_item_share_sets_how_much_one_document_may_take_first() -> None:
+    manual = ("Refund window details for returned shoes, section after section. " * 3
+              + "\n\n") * 500
+    documents = [{"id": "manual", "text": manual}, *shop_documents()]
+    request = Request(user_input=QUESTION, documents=documents)
+
+    def faqs_shown(share: float) -> int:
+        text = ContextBuilder(tokenizer="o200k_base").build(
+            plan(400, max_item_share=share), request).to_text()
+        return sum(f"FAQ about {topic}" in text for topic in TOPICS)
+
+    # A share of 1: the manual may take the whole grant, and does; the FAQs are left out.
+    assert faqs_shown(1.0) == 0
+    # A quarter: the manual is cut to it first, and the FAQs that fit in the rest come next.
+    assert faqs_shown(0.25) >= 4

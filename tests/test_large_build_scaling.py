@@ -14,7 +14,7 @@ import random
 import pytest
 
 from contextwright.core.cutting import _Counts, _kept, _pieces, _Text, cut_around_keywords
-from contextwright.tokens import CountingTokenizer, get_tokenizer
+from contextwright.tokens import CountingTokenizer, EstimateTokenizer, get_tokenizer
 from contextwright.tokens._openai import OpenAITokenizer
 
 WORDS = ("weather", "order", "天气", "订单", "上海", "refund", "🙂", "こんにちは", "price",
@@ -59,6 +59,35 @@ def test_a_large_cut_encodes_a_small_multiple_of_what_it_keeps() -> None:
     assert recording.encoded < 6 * len(kept)
 
 
+class _RecordingEstimate:
+    """The ``estimate`` tokenizer, adding up the characters it is asked to count."""
+
+    name = "estimate"
+    exact = False
+
+    def __init__(self) -> None:
+        self._inner = EstimateTokenizer()
+        self.counted = 0
+
+    def count(self, text: str) -> int:
+        self.counted += len(text)
+        return self._inner.count(text)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        return self._inner.truncate(text, max_tokens)
+
+
+def test_a_large_estimated_cut_reads_a_small_multiple_of_what_it_keeps() -> None:
+    recording = _RecordingEstimate()
+    tokenizer = CountingTokenizer(recording)
+    text = _document(20_252, 4_000, 30)
+    kept = cut_around_keywords(text, "what about 上海 weather 12345", 30_000, tokenizer)
+    assert 29_000 < tokenizer.count(kept) <= 30_000
+    # Counted whole at each step, the span's growth read hundreds of times the text kept;
+    # the estimate of a span is made from the running parts of the text instead.
+    assert recording.counted < 6 * len(kept)
+
+
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base", "estimate"])
 @pytest.mark.parametrize("shape", ["lines", "sentences", "long lines"])
 def test_a_span_counted_by_parts_is_counted_as_the_whole(name: str, shape: str) -> None:
@@ -86,4 +115,7 @@ def test_a_span_counted_by_parts_is_counted_as_the_whole(name: str, shape: str) 
             ends = sorted((rng.randrange(len(spans)), rng.randrange(len(spans))))
             pairs.append((ends[0], ends[1]))
         for low, high in pairs:
-            assert counts.kept(low, high) == tokenizer.count(_kept(cut, low, high))
+            whole = tokenizer.count(_kept(cut, low, high))
+            assert counts.kept(low, high) == whole
+            for limit in (whole - 20, whole - 1, whole, whole + 1, whole + 20):
+                assert counts.fits(low, high, limit) == (whole <= limit)

@@ -1536,17 +1536,20 @@ def test_reading_a_continued_layout_only_back_to_its_messages_changes_nothing_it
 def test_a_run_the_appended_messages_outgrew_is_reported_so() -> None:
     # Big results appended since the last cut: reading as far as the budget reaches no longer
     # gets back to the kept run. The run was outgrown, not changed, and the report says so.
+    # Reading counts a result at most its share of the grant (it is cut to that), so it takes
+    # several big rounds appended at once to outgrow the run.
     builder = ContextBuilder()
     history: list[dict[str, Any]] = []
     previous: FinalContext | None = None
     reasons = []
-    for t, size in enumerate([2, 2, 2, 2, 80, 80, 2, 2]):
+    for t, sizes in enumerate([(2,), (2,), (2,), (2,), (80, 80, 80), (2,), (2,)]):
         request = Request(user_input=f"Where is my order ORD{t:04d}?", system=SYSTEM,
                           history=list(history), tools=TOOLS)
         previous = builder.build(plan(900), request, previous=previous, cache=True)
         assert previous.report.cache is not None
         reasons.append(previous.report.cache.reason or "")
-        history += turn_messages(t, size)
+        for k, size in enumerate(sizes):
+            history += turn_messages(10 * t + k, size)
     assert any("the messages appended since outgrew it" in r for r in reasons)
     assert not any("no longer offered as it was" in r for r in reasons)
 

@@ -274,3 +274,33 @@ def test_a_turn_left_out_whole_is_a_warning_not_only_decisions() -> None:
     roomy = ContextBuilder().build(
         BuildPlan.named("tool_heavy").with_budget(available_override=2000), request)
     assert not any("this turn's" in w for w in roomy.report.warnings)
+
+
+@pytest.mark.parametrize("plan_name", ["chat", "tool_heavy"])
+def test_a_huge_newest_tool_result_leaves_the_older_rounds_that_fit_in_view(
+        plan_name: str) -> None:
+    """The result is cut to its share of the history grant; the rounds before it fill the rest.
+
+    Reading used to stop at the huge result, so the short older rounds were never read and half
+    of the grant stayed empty while the answer to the question sat in one of them.
+    """
+    history: list[dict[str, Any]] = []
+    for n in range(10):
+        history += [{"role": "user", "content": f"When does order R{n} ship?"},
+                    {"role": "assistant", "content": f"Order R{n} ships on day {n}."}]
+    history += [
+        {"role": "user", "content": "Show the server logs"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "logs", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1",
+         "content": "GET /health 200 in 3 ms from the load balancer\n" * 8000},
+        {"role": "assistant", "content": "The logs are long."}]
+    ctx = ContextBuilder(tokenizer="o200k_base").build(
+        BuildPlan.named(plan_name),
+        Request(user_input="And order R2?", system="Be brief.", history=history))
+    text = ctx.to_text()
+    assert "Order R2 ships on day 2." in text
+    assert all(f"Order R{n} ships" in text for n in range(10)), "they all fit beside the cut"
+    unread = [d for d in ctx.report.decisions if d.source == "history" and d.key.endswith(".*")]
+    assert not unread, unread

@@ -21,12 +21,13 @@ from contextwright.core.digest import LINE_ADDITIVE_TOKENIZERS
 from contextwright.core.gather import Costing, Unit, render_candidate
 from contextwright.core.items import TOOL_ERROR_MARK, ContextItem
 from contextwright.core.select import MIN_CUT_TOKENS, Cutter
-from contextwright.tokens import CountingTokenizer
+from contextwright.tokens import CountingTokenizer, EstimateTokenizer
 from contextwright.tokens._base import (
     PIECE_CHARS,
     splits_after_line_break,
     splits_before_space,
 )
+from contextwright.tokens._estimate import estimate_from_parts, estimate_parts
 
 GAP = "[…]"
 # Pieces are spans of the original text and the separators between them are whitespace, so a
@@ -162,7 +163,7 @@ def _grow(cut: _Text, best: int, low: int, high: int, max_tokens: int,
     if low > 0:
         options.append((-cut.scores[low - 1], best - low, 1, low - 1))
     for *_, index in sorted(options):
-        if counts.kept(min(low, index), max(high, index)) <= max_tokens:
+        if counts.fits(min(low, index), max(high, index), max_tokens):
             return index
     return None
 
@@ -212,7 +213,12 @@ class _Counts:
         """Tokens of the parts from the first joint asked for to joint ``m``, by ``m``
         (negative before it); they cover the joints ``_lowest..._highest``."""
         self._lowest = self._highest = 0
-        if self._additive:
+        self._estimated: dict[int, tuple[int, int, int]] | None = None
+        """For the ``estimate`` tokenizer: the parts (``estimate_parts``) of the text up to
+        each piece's start and end; a span's estimate is worked out from two of them."""
+        if tokenizer.name == EstimateTokenizer.name:
+            self._estimated = _running_parts(cut)
+        elif self._additive:
             self._find_joints()
 
     def _find_joints(self) -> None:
@@ -229,6 +235,11 @@ class _Counts:
     def kept(self, low: int, high: int) -> int:
         """``tokenizer.count(_kept(cut, low, high))``, from counts of parts where that is exact."""
         cut = self._cut
+        if self._estimated is not None:
+            estimate, length = _estimate_of(cut, self._estimated, low, high)
+            if length <= PIECE_CHARS:
+                return estimate
+            return self._tokenizer.count(_kept(cut, low, high))
         if not self._additive or self._upto[high] <= self._upto[low]:  # no joint inside
             return self._tokenizer.count(_kept(cut, low, high))
         first, last = self._upto[low], self._upto[high] - 1
@@ -242,6 +253,25 @@ class _Counts:
         tail = _marked(cut.text[tail_at:end], False, _loses_after(cut, high))
         return (self._tokenizer.count(head) + self._total(last) - self._total(first)
                 + self._tokenizer.count(tail))
+
+    def fits(self, low: int, high: int, max_tokens: int) -> bool:
+        """``self.kept(low, high) <= max_tokens``, counting the span whole only when it must.
+
+        The tokenizer counts a text longer than ``PIECE_CHARS`` as the sum of its pieces'
+        counts (``split_into_pieces``), and an estimate rounds each piece up: at least the
+        estimate of the whole, at most one token a piece more. Pieces are at least half of
+        ``PIECE_CHARS`` but for one after each that is shorter, so a span of ``n`` characters
+        has at most ``4n / PIECE_CHARS + 2``. Only a span whose estimate is within that many
+        tokens of ``max_tokens`` is counted whole.
+        """
+        if self._estimated is None:
+            return self.kept(low, high) <= max_tokens
+        estimate, length = _estimate_of(self._cut, self._estimated, low, high)
+        if length <= PIECE_CHARS or estimate > max_tokens:
+            return estimate <= max_tokens
+        if estimate + 4 * length // PIECE_CHARS + 2 <= max_tokens:
+            return True
+        return self._tokenizer.count(_kept(self._cut, low, high)) <= max_tokens
 
     def _total(self, joint: int) -> int:
         """Tokens of the parts from the first joint asked for to ``joint``.
@@ -265,6 +295,37 @@ class _Counts:
         """Tokens of the text from joint ``joint`` to the next."""
         return self._tokenizer.count(
             self._cut.text[self._joints[joint]:self._joints[joint + 1]])
+
+
+def _running_parts(cut: _Text) -> dict[int, tuple[int, int, int]]:
+    """``estimate_parts`` of ``cut.text`` up to each piece's start and end, by position."""
+    running: dict[int, tuple[int, int, int]] = {}
+    wide = astral = length = 0
+    at = 0
+    for bound in (bound for span in cut.spans for bound in span):
+        more = estimate_parts(cut.text[at:bound])
+        wide, astral, length = wide + more[0], astral + more[1], length + more[2]
+        running[bound], at = (wide, astral, length), bound
+    return running
+
+
+_MARK_BEFORE = estimate_parts(f"{GAP}\n")
+_MARK_AFTER = estimate_parts(f"\n{GAP}")
+
+
+def _estimate_of(cut: _Text, running: dict[int, tuple[int, int, int]], low: int,
+                 high: int) -> tuple[int, int]:
+    """``estimate_tokens(_kept(cut, low, high))`` and the length of that text.
+
+    Worked out from the running parts and the markers' parts: what a tokenizer counting the
+    text as one piece would say.
+    """
+    start, end = running[cut.spans[low][0]], running[cut.spans[high][1]]
+    parts = [end[i] - start[i] for i in range(3)]
+    for marked, mark in ((low > 0, _MARK_BEFORE), (_loses_after(cut, high), _MARK_AFTER)):
+        if marked:
+            parts = [parts[i] + mark[i] for i in range(3)]
+    return estimate_from_parts(*parts), parts[2]
 
 
 def _joint(text: str, start: int) -> int | None:

@@ -22,7 +22,13 @@ from contextwright.core.items import ContextItem, Message
 from contextwright.core.plan import SourceSpec
 from contextwright.core.report import Decision
 from contextwright.core.request import Request
-from contextwright.core.source import DEFAULT_TRAITS, ContextSource, SourceTraits, traits_of
+from contextwright.core.source import (
+    DEFAULT_TRAITS,
+    ContextSource,
+    SourceTraits,
+    core_options,
+    traits_of,
+)
 from contextwright.core.text import text_block
 from contextwright.errors import InvalidInputError, PlanError, SourceError
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
@@ -248,7 +254,7 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
         omitted_at: list[float] = []
         gathered.units, gathered.complete = _read_units(
             spec.source, source.namespace, items, cap, costing, gathered.omitted, omitted_at,
-            reach)
+            reach, _unit_limit(spec, traits, cap))
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
         if traits.offers == "messages":
@@ -270,14 +276,27 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
     return gathered
 
 
+def _unit_limit(spec: SourceSpec, traits: SourceTraits, cap: int) -> int | None:
+    """The most one unit can take of ``cap`` once pruning cuts it to the source's item share.
+
+    A unit larger than that counts as that much while reading: a huge tool result or document
+    is cut to its share later, and the units after it must have been read to fill the rest.
+    """
+    option = core_options(spec.source, spec.options).max_item_share
+    share = traits.max_item_share if option is None else option
+    return None if share is None else int(cap * share)
+
+
 def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,
                 costing: Costing, omitted: list[Decision], omitted_at: list[float],
-                reach: int | None = None) -> tuple[list[Unit], bool]:
+                reach: int | None = None, unit_limit: int | None = None,
+                ) -> tuple[list[Unit], bool]:
     """Group consecutive items sharing a group into units, stopping once past ``cap``.
 
     Reading stops at the first unit that starts after the tokens read pass ``cap`` (for
     history: the first unit of the next round), so that unit's items are never rendered; or,
-    with ``reach``, once a unit holding a list position at or before it was read.
+    with ``reach``, once a unit holding a list position at or before it was read. A unit
+    counts at most ``unit_limit`` tokens towards ``cap`` (``_unit_limit``).
     An item with ``metadata["omitted"]`` is the source saying what it left out and why: it
     becomes a ``dropped`` decision in ``omitted`` (its ``order`` in ``omitted_at``), not a unit;
     ``metadata["omitted_count"]`` says how many it stands for (a run never read).
@@ -304,7 +323,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
         if current and (item.group is None or item.group != group):
             unit = _close_unit(name, current, round_no, len(units))
             units.append(unit)
-            total += unit.tokens
+            total += unit.tokens if unit_limit is None else min(unit.tokens, unit_limit)
             round_no += 1 if current[0].item.round_start else 0
             current = []
             if ((total > cap or (reach is not None and _reaches(unit, reach)))

@@ -51,25 +51,62 @@ def select_units(units: list[Unit], grant: int, *, contiguous: bool,
     """
     if contiguous:
         return _select_contiguous(units, grant, partial_rounds, cutter, unit_cap)
-    return _select_greedy(units, grant, cutter)
+    return _select_greedy(units, grant, cutter, unit_cap)
 
 
-def _select_greedy(units: list[Unit], grant: int, cutter: Cutter | None) -> Selection:
+def _select_greedy(units: list[Unit], grant: int, cutter: Cutter | None,
+                   unit_cap: int | None = None) -> Selection:
+    """Keep each unit that fits, in keep order; cut one that does not to what is left.
+
+    With ``unit_cap``, a unit is cut to at most the cap on the first pass, so one huge
+    document leaves room for the smaller ones after it; what is still left at the end goes
+    back to the units cut to the cap, best first.
+    """
     selection = Selection()
     room = grant
+    cuts: dict[int, Unit] = {}
+    """Originals of the kept units that were cut, by their place in ``kept``."""
+    held_back: list[int] = []
+    """Places of the cuts that the cap made smaller than the room then left."""
+    decided: list[int | list[Decision]] = []
+    """In unit order: a cut's place in ``kept`` (decided once widening is done), or drops."""
     for unit in units:
         if unit.tokens <= room:
             selection.kept.append(unit)
             room -= unit.tokens
             continue
-        cut = cutter(unit, room) if cutter and room >= MIN_CUT_TOKENS else None
-        if cut is not None:
-            selection.kept.append(cut)
-            selection.decisions.extend(cut_decisions(unit, cut))
-            room -= cut.tokens
-        else:
-            selection.decisions.extend(drop_decisions(unit, "budget"))
+        target = room if unit_cap is None else min(room, unit_cap)
+        cut = cutter(unit, target) if cutter and target >= MIN_CUT_TOKENS else None
+        if cut is None and cutter and target < room:  # too little for a cut: take the room
+            target = room
+            cut = cutter(unit, room)
+        if cut is None:
+            decided.append(drop_decisions(unit, "budget"))
+            continue
+        if target < room:
+            held_back.append(len(selection.kept))
+        cuts[len(selection.kept)] = unit
+        decided.append(len(selection.kept))
+        selection.kept.append(cut)
+        room -= cut.tokens
+    if cutter is not None:
+        _widen(selection.kept, cuts, held_back, room, cutter)
+    for entry in decided:
+        selection.decisions.extend(entry if isinstance(entry, list)
+                                   else cut_decisions(cuts[entry], selection.kept[entry]))
     return selection
+
+
+def _widen(kept: list[Unit], cuts: dict[int, Unit], held_back: list[int], room: int,
+           cutter: Cutter) -> None:
+    """Give ``room`` back to the units the cap cut short, best first."""
+    for place in held_back:
+        if room <= 0:
+            break
+        wider = cutter(cuts[place], kept[place].tokens + room)
+        if wider is not None and kept[place].tokens < wider.tokens <= kept[place].tokens + room:
+            room -= wider.tokens - kept[place].tokens
+            kept[place] = wider
 
 
 def _select_contiguous(units: list[Unit], grant: int, partial_rounds: PartialRounds,

@@ -90,7 +90,7 @@ class DocumentSource:
     volatile = True
     """Documents follow the input, so a stable-prefix build renders them after the stable part."""
     traits = SourceTraits(
-        fenced=True, volatile=True, request_part="documents",
+        fenced=True, volatile=True, request_part="documents", max_item_share=0.5,
         labels={"en": "Documents", "zh": "参考资料"},
         added=AddedSource(weight=0.25, before=("user",), rank=3))
     options_model = DocumentOptions

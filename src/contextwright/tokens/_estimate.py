@@ -18,11 +18,25 @@ _ASTRAL_TOKENS = 3
 
 def estimate_tokens(text: str) -> int:
     """Estimated tokens: one a wide character, three one beyond the basic plane, a quarter else."""
+    return estimate_from_parts(*estimate_parts(text))
+
+
+def estimate_parts(text: str) -> tuple[int, int, int]:
+    """What the estimate of ``text`` is made of: wide characters, astral ones, all characters.
+
+    Parts add up over a concatenation, so the estimate of a long text grown piece by piece is
+    worked out from the pieces' parts (``estimate_from_parts``) without reading it again.
+    """
     if text.isascii():
-        return math.ceil(len(text) / 4)
+        return 0, 0, len(text)
     wide = len(_WIDE.findall(text))
     astral = len(_ASTRAL.findall(text)) if max(text) > "\uffff" else 0
-    return wide + _ASTRAL_TOKENS * astral + math.ceil((len(text) - wide - astral) / 4)
+    return wide, astral, len(text)
+
+
+def estimate_from_parts(wide: int, astral: int, length: int) -> int:
+    """The estimate of a text with these ``estimate_parts``."""
+    return wide + _ASTRAL_TOKENS * astral + math.ceil((length - wide - astral) / 4)
 
 
 class EstimateTokenizer:
