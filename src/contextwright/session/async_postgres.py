@@ -41,7 +41,6 @@ from contextwright.session.store import (
     StateWrite,
     StoredIndex,
     StoredMessage,
-    span_seqs,
     validate_conditions,
     validate_id,
     validate_index_part,
@@ -169,8 +168,8 @@ class AsyncPostgresStore:
     async def read_spans(self, key: SessionKey, spans: Sequence[tuple[int, int]], *,
                          epoch: str) -> list[StoredMessage] | None:
         """The live session's messages in ``spans`` (seqs, inclusive); None if not ``epoch``."""
-        seqs = span_seqs(validate_spans(spans, epoch))
-        return await self._query(self._layout.read_spans(key, seqs, epoch))
+        merged = validate_spans(spans, epoch)
+        return await self._query(self._layout.read_spans(key, merged, epoch))
 
     async def erase_session(self, key: SessionKey) -> bool:
         """Remove the session; ``True`` if it was live."""

@@ -280,15 +280,22 @@ class PostgresLayout:
         return StoredIndex(epoch=str(rows[0][0] or ""),
                            parts=[str(data) for _, data in rows if data is not None])
 
-    def read_spans(self, key: SessionKey, seqs: list[int], epoch: str
+    def read_spans(self, key: SessionKey, spans: Sequence[tuple[int, int]], epoch: str
                    ) -> SqlFlow[list[StoredMessage] | None]:
-        """The live session's messages at ``seqs`` if ``epoch`` is live (one statement)."""
+        """The live session's messages in the (merged) ``spans`` if ``epoch`` is live.
+
+        One statement; each span is one range scan of the primary key, so a read costs the
+        messages it finds, however wide its spans.
+        """
         rows: list[Row] = yield self._all(
             "SELECT x.epoch, m.seq, m.created_at, m.body FROM {s}.sessions x"
-            " LEFT JOIN {s}.messages m ON m.user_id = x.user_id"
-            " AND m.session_id = x.session_id AND m.seq = ANY(%s)"
+            " LEFT JOIN LATERAL (SELECT m.seq, m.created_at, m.body"
+            " FROM unnest(%s::bigint[], %s::bigint[]) AS r(lo, hi)"
+            " JOIN {s}.messages m ON m.user_id = x.user_id AND m.session_id = x.session_id"
+            " AND m.seq BETWEEN r.lo AND r.hi) m ON true"
             " WHERE x.user_id = %s AND x.session_id = %s AND x.updated_at > %s ORDER BY m.seq",
-            (seqs, key.user_id, key.session_id, self.cutoff()))
+            ([first for first, _ in spans], [last for _, last in spans],
+             key.user_id, key.session_id, self.cutoff()))
         if not rows or str(rows[0][0] or "") != epoch:
             return None
         return [StoredMessage(seq=int(seq), message=decode_document(body, f"message {seq}"),
@@ -348,11 +355,13 @@ class PostgresLayout:
         The row is created rather than only selected so that two writers of a new session
         serialise on it too; the live epoch is ``None`` when this call created it (the session
         was absent), and a failed condition rolls the new row back with everything else. The
-        state's version is read in the same statement, under the lock every state write takes.
+        state's version is read in the same statement, under the lock every state write takes
+        (read again when another writer created the row meanwhile).
         """
-        row = yield self._one(f"SELECT updated_at FROM {{s}}.sessions WHERE {_PK} FOR UPDATE",
-                              (key.user_id, key.session_id))
-        if row is not None and is_expired(float(row[0]), now, self.ttl):
+        found = yield self._one(
+            f"SELECT updated_at FROM {{s}}.sessions WHERE {_PK} FOR UPDATE",
+            (key.user_id, key.session_id))
+        if found is not None and is_expired(float(found[0]), now, self.ttl):
             # An expired session is absent: this write starts it afresh at seq 1.
             yield from self._erase(_PK, (key.user_id, key.session_id))
         fresh = new_epoch()
@@ -364,9 +373,19 @@ class PostgresLayout:
             (key.user_id, key.session_id, now, now, fresh, key.user_id, key.session_id))
         assert row is not None  # an upsert with RETURNING always yields its row
         epoch = str(row[1] or "")
+        version = None if row[2] is None else int(row[2])
+        if found is None and epoch != fresh:
+            # Another writer created the row after the SELECT looked, and the upsert waited for
+            # its commit; but the version came from the upsert's snapshot, from before that
+            # writer's state. The lock is held now, so a new statement reads the version it left.
+            version = yield from self._state_version(key)
         return _Locked(last_seq=int(row[0]), epoch=epoch,
-                       live_epoch=None if epoch == fresh else epoch,
-                       state_version=None if row[2] is None else int(row[2]))
+                       live_epoch=None if epoch == fresh else epoch, state_version=version)
+
+    def _state_version(self, key: SessionKey) -> SqlFlow[int | None]:
+        row = yield self._one(f"SELECT version FROM {{s}}.states WHERE {_PK}",
+                              (key.user_id, key.session_id))
+        return None if row is None else int(row[0])
 
     def _append(self, key: SessionKey, messages: Sequence[Mapping[str, Any]],
                 now: float) -> SqlFlow[list[int]]:
@@ -402,11 +421,21 @@ class PostgresLayout:
         return int(row[0]) - added + 1
 
     def _erase(self, where: str, params: tuple[Any, ...]) -> SqlFlow[int]:
-        """Delete matching sessions (rows first, so a racing append is waited for), then data."""
+        """Delete matching sessions (rows first, so a racing write is waited for), then data.
+
+        Each data ``DELETE`` takes a snapshot of its own, so it may see a session of the same
+        user created since the rows were deleted. That session committed its row with its data,
+        so both are seen or neither: data is deleted only where no session row is left (this
+        erase's sessions, and data left without a row), and a session the erase did not see
+        stays whole.
+        """
         deleted: list[Row] = yield self._all(
             f"DELETE FROM {{s}}.sessions WHERE {where} RETURNING updated_at", params)
         for table in _DATA_TABLES:
-            yield self._none(f"DELETE FROM {{s}}.{table} WHERE {where}", params)
+            yield self._none(
+                f"DELETE FROM {{s}}.{table} t WHERE {where} AND NOT EXISTS (SELECT 1 FROM"
+                " {s}.sessions x WHERE x.user_id = t.user_id AND x.session_id = t.session_id)",
+                params)
         cutoff = self.cutoff()
         return sum(float(updated_at) > cutoff for (updated_at,) in deleted)
 
