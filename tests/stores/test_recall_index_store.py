@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -104,13 +105,33 @@ def test_spans_of_the_log_are_read_by_seq_from_the_live_incarnation_only(store: 
     assert read == [m for m in store.read(KEY) if m.seq in (2, 3, 4, 6, 7, 8)]
     assert indexes.read_spans(KEY, [], epoch=epoch) == []
     assert indexes.read_spans(KEY, [(1, 1)], epoch="another incarnation") is None
-    for bad in ([(0, 1)], [(3, 2)], [(1, "2")], [(True, 2)], "12", [(1, 2, 3)]):
+    for bad in ([(0, 1)], [(3, 2)], [(1, "2")], [(True, 2)], "12", [(1, 2, 3)],
+                [(2**63, 2**63)]):
         with pytest.raises(InvalidInputError):
             indexes.read_spans(KEY, bad, epoch=epoch)  # type: ignore[arg-type]
     store.erase_session(KEY)
     assert indexes.read_spans(KEY, [(1, 1)], epoch=epoch) is None, "an erased session"
     store.append(KEY, [{"role": "user", "content": "a new incarnation"}])
     assert indexes.read_spans(KEY, [(1, 1)], epoch=epoch) is None, "nor its successor"
+
+
+def test_a_wide_span_costs_what_the_session_holds(store: Store) -> None:
+    indexes = _indexing(store)
+    store.append(KEY, [{"role": "user", "content": f"m{seq}"} for seq in range(1, 4)])
+    epoch = store.epoch(KEY) or ""
+    indexes.read_spans(KEY, [(1, 1)], epoch=epoch)  # connections and statements made
+    tracemalloc.start()
+    try:
+        read = indexes.read_spans(KEY, [(2, 1_000_000)], epoch=epoch)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert read is not None and [m.seq for m in read] == [2, 3]
+    # A million seqs, listed one by one, take tens of megabytes; the two messages, kilobytes.
+    assert peak < 1_000_000, f"reading 2 messages allocated {peak} bytes"
+    widest = indexes.read_spans(KEY, [(1, 1), (3, 2**63 - 1)], epoch=epoch)
+    assert widest is not None and [m.seq for m in widest] == [1, 3]
+    assert indexes.read_spans(KEY, [(2**63 - 1, 2**63 - 1)], epoch=epoch) == []
 
 
 def test_async_stores_read_the_same_spans(backend: Backend) -> None:
@@ -125,6 +146,7 @@ def test_async_stores_read_the_same_spans(backend: Backend) -> None:
             assert [(m.seq, m.message["content"]) for m in read] == [
                 (1, "m1"), (2, "m2"), (4, "m4"), (5, "m5")]
             assert await store.read_spans(KEY, [(1, 1)], epoch="other") is None
+            assert await store.read_spans(KEY, [(2**63 - 1, 2**63 - 1)], epoch=epoch) == []
         finally:
             await store.aclose()
 

@@ -103,7 +103,8 @@ def test_messages_and_state_land_together_or_not_at_all(store: Store) -> None:
     assert store.count(K) == 1
 
 
-@pytest.mark.parametrize("bad", [{"last_seq": -1}, {"last_seq": True}, {"epoch": 7},
+@pytest.mark.parametrize("bad", [{"last_seq": -1}, {"last_seq": True}, {"last_seq": 2**63},
+                                 {"epoch": 7},
                                  {"idempotency_key": ""}, {"idempotency_key": "x\x00"},
                                  {"idempotency_key": "k" * 300}])
 def test_bad_conditions_are_refused(store: Store, bad: dict[str, Any]) -> None:
@@ -124,6 +125,18 @@ def test_retry_with_the_same_key_stores_once(store: Store) -> None:
     assert store.find_write(K, "req-1") == [1, 2]
     assert store.find_write(K, "req-2") is None
     assert store.append_if(K, [msg("c")], idempotency_key="req-2").seqs == [3]
+
+
+def test_a_write_without_messages_leaves_its_key_unused(store: Store) -> None:
+    state_only = store.append_if(K, [], idempotency_key="req-1",
+                                 state=StateWrite(data={"n": 1}, expected_version=None))
+    assert (state_only.seqs, state_only.replayed, state_only.state_version) == ([], False, 1)
+    assert store.find_write(K, "req-1") is None
+    stored = store.append_if(K, [msg("a")], idempotency_key="req-1")
+    assert (stored.seqs, stored.replayed) == ([1], False), "stored, not replayed as nothing"
+    assert store.find_write(K, "req-1") == [1]
+    assert store.append_if(K, [msg("a")], idempotency_key="req-1").replayed
+    assert store.count(K) == 1
 
 
 def test_a_replay_wins_over_the_conditions_it_was_first_checked_under(store: Store) -> None:

@@ -70,6 +70,15 @@ def test_read_rejects_negative_windows(store: Store) -> None:
         store.read(K, last=-1)
 
 
+def test_windows_past_64_bits_are_refused_alike_and_the_largest_is_read(store: Store) -> None:
+    store.append(K, [msg("a"), msg("b")])
+    assert store.read(K, after=2**63 - 1) == []
+    assert [m.seq for m in store.read(K, last=2**63 - 1)] == [1, 2]
+    for window in ({"after": 2**63}, {"last": 2**63}, {"after": 10**30}):
+        with pytest.raises(InvalidInputError):
+            store.read(K, **window)
+
+
 def test_unknown_session_is_empty(store: Store) -> None:
     assert store.read(K) == []
     assert store.count(K) == 0
@@ -334,7 +343,7 @@ def test_concurrent_state_writers_exactly_one_wins(store: Store) -> None:
     assert record.version == 2
 
 
-@pytest.mark.parametrize("bad", [0, -1, True, "1"])
+@pytest.mark.parametrize("bad", [0, -1, True, "1", 2**63])
 def test_bad_expected_version_is_refused(store: Store, bad: Any) -> None:
     with pytest.raises(InvalidInputError):
         store.put_state(K, {}, expected_version=bad)

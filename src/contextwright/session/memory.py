@@ -114,7 +114,9 @@ class MemoryStore:
         if state_text is not None:
             version = (0 if session.state is None else session.state[0]) + 1
             session.state = (version, state_text, now)
-        if idempotency_key is not None:
+        if idempotency_key is not None and seqs:
+            # As in every other store: a key names a write of messages, so a state-only write
+            # leaves it free and a later write with messages under it is stored, not replayed.
             session.writes[idempotency_key] = seqs
         session.updated_at = now
         return Appended(seqs=seqs, epoch=session.epoch, state_version=version)
@@ -205,7 +207,7 @@ class MemoryStore:
             if session is None or session.epoch != epoch:
                 return None
             rows = session.messages
-            picked = [(seq, rows[seq - 1]) for seq in span_seqs(merged) if seq <= len(rows)]
+            picked = [(seq, rows[seq - 1]) for seq in span_seqs(merged, len(rows))]
         return [StoredMessage(seq=seq, message=decode_document(text, f"message {seq}"),
                               created_at=at) for seq, (at, text) in picked]
 

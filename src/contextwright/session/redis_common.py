@@ -133,13 +133,21 @@ return {1, meta[2] or '', redis.call('LRANGE', KEYS[2], 0, -1)}
 """
 
 # KEYS: meta, msgs. ARGV: epoch, then each span's first and last seq. Returns {0} (no live
-# session of that epoch) or {1, the elements of each span}.
+# session of that epoch) or {1, the elements of each span}. Spans are clamped to the log's
+# length first: Lua numbers are doubles, and a seq past 10**17 would reach LRANGE in exponent
+# notation, which it refuses.
 _READ_SPANS = """
 local meta = redis.call('HMGET', KEYS[1], 'created_at', 'epoch')
 if not meta[1] or (meta[2] or '') ~= ARGV[1] then return {0} end
+local n = redis.call('LLEN', KEYS[2])
 local out = {1}
 for i = 2, #ARGV, 2 do
-  out[#out + 1] = redis.call('LRANGE', KEYS[2], tonumber(ARGV[i]) - 1, tonumber(ARGV[i + 1]) - 1)
+  local first, last = tonumber(ARGV[i]), math.min(tonumber(ARGV[i + 1]), n)
+  if first <= last then
+    out[#out + 1] = redis.call('LRANGE', KEYS[2], first - 1, last - 1)
+  else
+    out[#out + 1] = {}
+  end
 end
 return out
 """

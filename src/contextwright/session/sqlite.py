@@ -37,7 +37,6 @@ from contextwright.session.store import (
     new_epoch,
     refuse_write,
     sorted_infos,
-    span_seqs,
     validate_conditions,
     validate_expected_version,
     validate_id,
@@ -233,15 +232,19 @@ class SqliteStore:
         """The live session's messages in ``spans`` (seqs, inclusive); None if not ``epoch``.
 
         One statement: the session row (its epoch) joined with the messages named, so the
-        check and the read see the same snapshot.
+        check and the read see the same snapshot. Each span is one range of the primary key
+        (``CROSS JOIN`` keeps the spans the outer loop), so a read costs the messages it finds,
+        however wide its spans.
         """
-        seqs = json.dumps(span_seqs(validate_spans(spans, epoch)))
+        pairs = json.dumps(validate_spans(spans, epoch))
         rows = self._query(
-            "SELECT s.epoch, m.seq, m.created_at, m.body FROM sessions s LEFT JOIN messages m"
-            " ON m.user_id = s.user_id AND m.session_id = s.session_id"
-            " AND m.seq IN (SELECT value FROM json_each(?))"
+            "SELECT s.epoch, m.seq, m.created_at, m.body FROM sessions s LEFT JOIN"
+            " (SELECT m.seq, m.created_at, m.body FROM json_each(?) r CROSS JOIN messages m"
+            " WHERE m.user_id = ? AND m.session_id = ? AND m.seq"
+            " BETWEEN json_extract(r.value, '$[0]') AND json_extract(r.value, '$[1]')) m ON 1"
             " WHERE s.user_id = ? AND s.session_id = ? AND s.updated_at > ? ORDER BY m.seq",
-            (seqs, key.user_id, key.session_id, expiry_cutoff(self._clock(), self._ttl)))
+            (pairs, key.user_id, key.session_id, key.user_id, key.session_id,
+             expiry_cutoff(self._clock(), self._ttl)))
         if not rows or str(rows[0][0] or "") != epoch:
             return None
         return [StoredMessage(seq=seq, message=decode_document(body, f"message {seq}"),

@@ -192,7 +192,8 @@ class Store(Protocol):
         write (nothing is written); an ``epoch`` that is not the live session's raises
         ``SessionGone``; a ``last_seq`` that is not the session's last seq (0: empty or absent)
         raises ``ConflictError``, as does a ``state`` whose ``expected_version`` does not match.
-        A failed condition writes nothing.
+        A failed condition writes nothing. A key is kept only by a write that stores messages
+        (a state-only write leaves it unused).
         """
         ...
 
@@ -323,6 +324,18 @@ class AsyncStore(Protocol):
         ...
 
 
+MAX_SEQ = 2**63 - 1
+"""The largest seq, count or version a store takes: every backend stores them as 64-bit
+integers, so a larger one is refused up front, the same way by every store, rather than
+overflowing in one driver and being compared as a float in another."""
+
+
+def _is_seq(value: object) -> bool:
+    """Whether ``value`` is an integer (not a bool) in ``0..MAX_SEQ``."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 0 <= value <= MAX_SEQ)
+
+
 def validate_index_part(part: object, epoch: object) -> None:
     """``append_index``'s arguments: text parts (ASCII, as encoded), a string epoch."""
     if not isinstance(part, str) or not part.isascii():
@@ -339,10 +352,10 @@ def validate_spans(spans: object, epoch: object) -> list[tuple[int, int]]:
         raise InvalidInputError("spans must be a sequence of (first, last) seq pairs")
     pairs: list[tuple[int, int]] = []
     for span in spans:
-        if not (isinstance(span, Sequence) and len(span) == 2 and all(
-                isinstance(seq, int) and not isinstance(seq, bool) for seq in span)
-                and 1 <= span[0] <= span[1]):
-            raise InvalidInputError(f"a span must be two seqs, 1 <= first <= last: {span!r}")
+        if not (isinstance(span, Sequence) and len(span) == 2
+                and all(_is_seq(seq) for seq in span) and 1 <= span[0] <= span[1]):
+            raise InvalidInputError(
+                f"a span must be two seqs, 1 <= first <= last <= 2**63 - 1: {span!r}")
         pairs.append((span[0], span[1]))
     merged: list[tuple[int, int]] = []
     for first, last in sorted(pairs):
@@ -353,9 +366,12 @@ def validate_spans(spans: object, epoch: object) -> list[tuple[int, int]]:
     return merged
 
 
-def span_seqs(spans: Sequence[tuple[int, int]]) -> list[int]:
-    """Every seq the (merged) ``spans`` name, ascending."""
-    return [seq for first, last in spans for seq in range(first, last + 1)]
+def span_seqs(spans: Sequence[tuple[int, int]], upto: int) -> list[int]:
+    """Every seq up to ``upto`` (the session's last) the (merged) ``spans`` name, ascending.
+
+    Clamped first, so a wide span costs what the session holds, not what the span names.
+    """
+    return [seq for first, last in spans for seq in range(first, min(last, upto) + 1)]
 
 
 def validate_ttl(ttl_seconds: float | None) -> float | None:
@@ -380,11 +396,11 @@ def expiry_cutoff(now: float, ttl_seconds: float | None) -> float:
 
 
 def validate_read_args(after: int, last: int | None) -> None:
-    """Reject a negative ``after`` or ``last`` (and non-integers) with ``InvalidInputError``."""
-    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-        raise InvalidInputError("after must be an integer >= 0")
-    if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
-        raise InvalidInputError("last must be None or an integer >= 0")
+    """Reject ``after`` or ``last`` outside ``0..MAX_SEQ`` (or not integers)."""
+    if not _is_seq(after):
+        raise InvalidInputError("after must be an integer from 0 to 2**63 - 1")
+    if last is not None and not _is_seq(last):
+        raise InvalidInputError("last must be None or an integer from 0 to 2**63 - 1")
 
 
 def validate_messages(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -402,8 +418,8 @@ def validate_expected_version(expected_version: int | None) -> None:
         return
     if isinstance(expected_version, bool) or not isinstance(expected_version, int):
         raise InvalidInputError("expected_version must be None or an integer")
-    if expected_version < 1:
-        raise InvalidInputError("expected_version must be >= 1")
+    if not 1 <= expected_version <= MAX_SEQ:
+        raise InvalidInputError("expected_version must be from 1 to 2**63 - 1")
 
 
 _MAX_IDEMPOTENCY_KEY = 256
@@ -412,9 +428,8 @@ _MAX_IDEMPOTENCY_KEY = 256
 def validate_conditions(last_seq: int | None, epoch: str | None,
                         idempotency_key: str | None) -> None:
     """Check the conditions of ``append_if`` (``InvalidInputError`` names the bad one)."""
-    if last_seq is not None and (
-            isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0):
-        raise InvalidInputError("last_seq must be None or an integer >= 0")
+    if last_seq is not None and not _is_seq(last_seq):
+        raise InvalidInputError("last_seq must be None or an integer from 0 to 2**63 - 1")
     if epoch is not None and not isinstance(epoch, str):
         raise InvalidInputError("epoch must be None or a string")
     if idempotency_key is not None:
