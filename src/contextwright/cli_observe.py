@@ -7,12 +7,14 @@ that does not exist is refused rather than created. A snapshot is named by its i
 --json`` output). Hashed ids and texts of redacted snapshots are matched with the key of
 ``CONTEXTWRIGHT_FENCE_SECRET``, the secret the recording deployment ran with (never a command
 line option: those are visible to every user of the machine). Every failure is one line on
-stderr and exit code 2.
+stderr and exit code 2; lines of a JSONL file that are not snapshots are skipped, and named in
+one warning line on stderr.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 import time
@@ -30,7 +32,13 @@ from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, InvalidInputError
 from contextwright.observe.diff import diff_snapshots
 from contextwright.observe.query import summarize
-from contextwright.observe.sinks import SnapshotQuery, SnapshotSink, open_sink, snapshot_from_file
+from contextwright.observe.sinks import (
+    JsonlSink,
+    SnapshotQuery,
+    SnapshotSink,
+    open_sink,
+    snapshot_from_file,
+)
 from contextwright.observe.snapshot import Snapshot
 
 snapshots_app = typer.Typer(cls=OneLineUsageErrors, add_completion=False,
@@ -59,14 +67,34 @@ def _opened(url: str) -> Iterator[SnapshotSink]:
             rest[1:]).is_file():
         fail(f"no snapshot file at {printable(rest[1:])} (check --sink; these commands never "
              "create one)")
-    with library_errors():
-        sink = open_sink(url)
+    quiet = logging.NullHandler()  # skipped lines are reported below, once, not logged too
+    observe_log = logging.getLogger("contextwright.observe")
+    observe_log.addHandler(quiet)
     try:
-        yield sink
-    except ContextwrightError as exc:
-        fail(describe(exc))
+        with library_errors():
+            sink = open_sink(url)
+        try:
+            yield sink
+            _warn_unreadable(sink)
+        except ContextwrightError as exc:
+            fail(describe(exc))
+        finally:
+            sink.close()
     finally:
-        sink.close()
+        observe_log.removeHandler(quiet)
+
+
+def _warn_unreadable(sink: SnapshotSink) -> None:
+    """One stderr line naming the lines of a JSONL file that reads skipped (not snapshots)."""
+    if not isinstance(sink, JsonlSink):
+        return
+    skipped = sink.unreadable_lines()
+    if not skipped:
+        return
+    shown = "; ".join(f"line {number} ({reason})" for number, reason in skipped[:3])
+    more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+    typer.echo(f"warning: skipped {len(skipped)} unreadable line(s) of {sink.path.name}: "
+               f"{shown}{more}", err=True)
 
 
 def parse_time(value: str | None, now: float) -> float | None:
@@ -247,10 +275,7 @@ def inspect(ref: Annotated[str | None, typer.Argument(
 
         with library_errors():
             page = render_html(snapshot, other)
-        try:
-            html.write_text(page, encoding="utf-8")
-        except OSError as exc:
-            fail(f"cannot write {printable(str(html))}: {exc.strerror}")
+        _write_page(html, page)
         typer.echo(f"wrote {printable(str(html))}")
         return
     from contextwright.observe.view import print_diff, print_snapshot
@@ -291,6 +316,14 @@ def diff(a: Annotated[str | None, typer.Argument(help="First snapshot.")] = None
     print_diff(result, _console())
 
 
+def _write_page(path: Path, page: str) -> None:
+    """Write an HTML report; a path that cannot be written is one error line, exit 2."""
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {printable(str(path))}: {exc.strerror}")
+
+
 def replay(ref: Annotated[str, typer.Argument(help="Snapshot id, latest, latest~N or file.")],
            plan: Annotated[str, typer.Option(help="Shipped plan name or plan file.")],
            sink: SinkOption = DEFAULT_SINK, as_json: JsonOption = False,
@@ -321,7 +354,9 @@ def replay(ref: Annotated[str, typer.Argument(help="Snapshot id, latest, latest~
     if html is not None:
         from contextwright.observe.html import render_html
 
-        html.write_text(render_html(result.original, result.replayed), encoding="utf-8")
+        with library_errors():
+            page = render_html(result.original, result.replayed)
+        _write_page(html, page)
     if as_json:
         _print_json({"replayed": result.replayed.to_dict(), "diff": result.diff.to_dict(),
                      "missing_sources": list(result.missing_sources),

@@ -144,16 +144,17 @@ def test_open_sink_reads_urls_and_refuses_unknown_ones(tmp_path: Path) -> None:
         Retention(max_age_seconds=0)
 
 
-def test_a_corrupt_jsonl_line_is_named_not_skipped(tmp_path: Path, base: Snapshot) -> None:
-    from contextwright.errors import CorruptRecordError
+def test_a_corrupt_jsonl_line_is_skipped_and_named(tmp_path: Path, base: Snapshot,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
     from contextwright.observe import JsonlSink
 
     sink = JsonlSink(tmp_path / "s.jsonl")
     sink.write([base])
     with open(tmp_path / "s.jsonl", "a", encoding="utf-8") as handle:
         handle.write("{not json\n")
-    with pytest.raises(CorruptRecordError, match="line 2"):
-        sink.read()
+    assert sink.read() == [base]
+    assert "line 2 of s.jsonl is not a snapshot" in caplog.text
+    assert sink.unreadable_lines() == [(2, "a snapshot record is not JSON")]
 
 
 SECRET = "ada.quist@example.com"

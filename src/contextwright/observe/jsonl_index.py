@@ -18,11 +18,18 @@ it does not:
 Rebuilding reads every line once, as reading did before there was an index. Several processes
 may append to one file: each finds where its lines landed from the end of its own append, and
 rows indexed twice are told apart by their offset.
+
+Lines are read as far as they are whole: a last line without its newline is an append still
+being written (or cut short by a crash) and is left for a later read. A whole line that is not a
+snapshot is indexed as unreadable: reads skip it, a warning names it once, and
+``unreadable`` lists it, so one damaged line hides no other snapshot. When the index file cannot
+be written (a read-only file or folder), the index is kept in memory for this process only.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +40,8 @@ from contextwright.errors import CorruptRecordError, StoreError
 from contextwright.observe.snapshot import Snapshot
 
 INDEX_VERSION = 1
+
+logger = logging.getLogger("contextwright.observe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +60,8 @@ class IndexRow:
     status: str = ""
     user_id: str | None = None
     session_id: str | None = None
+    unreadable: str | None = None
+    """Why the line is not a snapshot (None: a snapshot, or a blank line); reads skip it."""
 
     @classmethod
     def of(cls, snapshot: Snapshot, at: int, size: int) -> IndexRow:
@@ -66,6 +77,8 @@ class IndexRow:
         if self.id is not None:
             data.update(id=self.id, t=self.created_at, plan=self.plan, mode=self.mode,
                         status=self.status, user=self.user_id, session=self.session_id)
+        elif self.unreadable is not None:
+            data["bad"] = self.unreadable
         return json.dumps(data, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
 
     @classmethod
@@ -77,7 +90,9 @@ class IndexRow:
         if type(at) is not int or type(size) is not int or at < 0 or size <= 0:
             return None
         if snapshot_id is None:
-            return cls(at=at, size=size, id=None)
+            reason = data.get("bad")
+            return cls(at=at, size=size, id=None,
+                       unreadable=reason if isinstance(reason, str) else None)
         fields = (data.get("t"), data.get("plan"), data.get("status"))
         if (not isinstance(snapshot_id, str) or not isinstance(fields[0], int | float)
                 or not isinstance(fields[1], str) or not isinstance(fields[2], str)):
@@ -106,6 +121,8 @@ class JsonlIndex:
         self._index_inode: int | None = None
         self._consumed = 0
         """Bytes of the index file read so far."""
+        self._in_memory = False
+        """The index file cannot be written: the rows live in this process only."""
 
     def rows(self) -> list[IndexRow]:
         """Every snapshot line of the file, by offset: the index brought up to date first."""
@@ -122,15 +139,23 @@ class JsonlIndex:
             rows.extend(added)
         return rows
 
+    def unreadable(self) -> list[tuple[int, str]]:
+        """The lines reads skip as not snapshots: each line's number (from 1) and why."""
+        bad = sorted((at, row.unreadable) for at, row in self._rows.items()
+                     if row.unreadable is not None)
+        return [(self.line_number(at), reason) for at, reason in bad]
+
     def appended(self, rows: list[IndexRow]) -> None:
         """Index ``rows``, just appended to the file by this process."""
-        if not self.path.exists():  # the first write, or an index removed: rows() rebuilds
-            return
+        if not self._in_memory and not self.path.exists():
+            return  # the first write, or an index removed: rows() rebuilds
         self._append(rows)
 
     def replaced(self, rows: list[IndexRow], inode: int) -> None:
         """Write a new index for a new file (a purge), before that file replaces the old one."""
         self._write_index(rows, inode)
+        if self._in_memory:
+            self._rows, self._describes = {row.at: row for row in rows}, inode
 
     def rebuild(self) -> list[IndexRow]:
         """Index the whole file again (its lines changed under the index)."""
@@ -145,6 +170,8 @@ class JsonlIndex:
 
     def _load_new_lines(self) -> None:
         """Read what was added to the index file since the last read (all of it if replaced)."""
+        if self._in_memory:
+            return
         try:
             with open(self.path, "rb") as handle:
                 stat = os.fstat(handle.fileno())
@@ -202,6 +229,8 @@ class JsonlIndex:
                 handle.seek(start)
                 at = start
                 for line in handle:
+                    if not line.endswith(b"\n"):
+                        return  # an append still being written (or cut short): not yet a line
                     yield self._row_of(line, at)
                     at += len(line)
         except OSError as exc:
@@ -213,16 +242,23 @@ class JsonlIndex:
         try:
             snapshot = Snapshot.from_json(line)
         except CorruptRecordError as exc:
-            # The reason names a field, never its value, so it is safe to pass on.
-            raise CorruptRecordError(
-                f"line {self.line_number(at)} of {self.data_path.name} is not a snapshot ({exc})"
-            ) from None
+            # The reason names a field, never its value, so it is safe to log and keep.
+            logger.warning("line %d of %s is not a snapshot (%s); reads skip it",
+                           self.line_number(at), self.data_path.name, exc,
+                           extra={"contextwright": {"event": "snapshot_line_unreadable"}})
+            return IndexRow(at=at, size=len(line), id=None, unreadable=str(exc))
         return IndexRow.of(snapshot, at, len(line))
 
     def line_number(self, at: int) -> int:
         """The number (from 1) of the file's line that starts at byte ``at``."""
+        count, left = 0, at
         with open(self.data_path, "rb") as handle:
-            return handle.read(at).count(b"\n") + 1
+            while left > 0:
+                chunk = handle.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                count, left = count + chunk.count(b"\n"), left - len(chunk)
+        return count + 1
 
     def _rebuild(self, inode: int) -> list[IndexRow]:
         rows = list(self._scan(0))
@@ -230,6 +266,8 @@ class JsonlIndex:
         self._forget()
         self._rows = {row.at: row for row in rows}
         self._describes = inode
+        if self._in_memory:
+            return rows
         try:
             self._index_inode = os.stat(self.path).st_ino
             self._consumed = os.stat(self.path).st_size
@@ -238,7 +276,13 @@ class JsonlIndex:
         return rows
 
     def _write_index(self, rows: list[IndexRow], inode: int) -> None:
-        """Replace the index file with ``rows`` (atomically: a new file replaces it)."""
+        """Replace the index file with ``rows`` (atomically: a new file replaces it).
+
+        When it cannot be written, the index is kept in memory from then on: reading a file
+        needs no write access to it or its folder.
+        """
+        if self._in_memory:
+            return
         header = json.dumps({"file": inode, "v": INDEX_VERSION}).encode() + b"\n"
         temporary = self.path.with_name(self.path.name + ".tmp")
         try:
@@ -246,13 +290,22 @@ class JsonlIndex:
                 handle.write(header + b"".join(row.to_line() for row in rows))
             os.replace(temporary, self.path)
         except OSError as exc:
-            raise StoreError(f"snapshot index {self.path.name}: {exc.strerror}") from None
+            self._keep_in_memory(exc)
 
     def _append(self, rows: list[IndexRow]) -> None:
         if not rows:
             return
-        try:
-            with open(self.path, "ab") as handle:
-                handle.write(b"".join(row.to_line() for row in rows))
-        except OSError as exc:
-            raise StoreError(f"snapshot index {self.path.name}: {exc.strerror}") from None
+        if not self._in_memory:
+            try:
+                with open(self.path, "ab") as handle:
+                    handle.write(b"".join(row.to_line() for row in rows))
+            except OSError as exc:
+                self._keep_in_memory(exc)
+        for row in rows:  # read back from the file too, where one row is kept once
+            self._rows.setdefault(row.at, row)
+
+    def _keep_in_memory(self, exc: OSError) -> None:
+        logger.info("snapshot index %s cannot be written (%s); kept in memory",
+                    self.path.name, exc.strerror,
+                    extra={"contextwright": {"event": "snapshot_index_in_memory"}})
+        self._in_memory = True

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -163,14 +164,21 @@ class JsonlSink:
     (``observe.jsonl_index``), so a query parses only the snapshots it returns. The index is
     checked against the file and extended or rebuilt when it does not describe it (a file
     written by an older version is indexed on its first read, once).
+
+    Several processes may append to and purge one file: appends and purges hold a lock on the
+    file shared by every process (``flock``), so a purge never drops what another process
+    appends meanwhile. A line that is not a snapshot (one cut short by a crash) is skipped with
+    a warning and listed by ``unreadable_lines``; a file that only needs reading needs no write
+    access to it or its folder.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.touch(exist_ok=True)
+            if not self.path.exists():  # an existing file is only read here
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.touch(exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot open snapshot file {self.path.name}: {exc.strerror}"
                              ) from None
@@ -179,19 +187,31 @@ class JsonlSink:
             self._index.rows()  # index what is there; an empty new file gets its header
 
     def write(self, snapshots: Sequence[Snapshot]) -> None:
-        """Append one line per snapshot, flush, and index them."""
+        """Append one line per snapshot, flush, and index them.
+
+        A file that does not end in a newline (an append cut short) gets one first, so the new
+        lines stay whole and only the cut one is unreadable.
+        """
         lines = [(s.to_json() + "\n").encode("utf-8") for s in snapshots]
-        with self._lock, self._file("ab") as handle:
-            handle.write(b"".join(lines))
+        with self._locked("a+b") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            start = b"\n" if size and os.pread(handle.fileno(), 1, size - 1) != b"\n" else b""
+            handle.write(start + b"".join(lines))
             handle.flush()
-            # In append mode the file's end is where this write ended, whatever other
-            # processes append: the lines' offsets follow from it.
+            # In append mode the file's end is where this write ended: the lines' offsets
+            # follow from it.
             at = handle.tell() - sum(len(line) for line in lines)
             rows = []
             for snapshot, line in zip(snapshots, lines, strict=True):
                 rows.append(IndexRow.of(snapshot, at, len(line)))
                 at += len(line)
             self._index.appended(rows)
+
+    def unreadable_lines(self) -> list[tuple[int, str]]:
+        """The lines reads skip because they are not snapshots: line number (from 1), why."""
+        with self._lock:
+            self._index.rows()
+            return self._index.unreadable()
 
     def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
         """The snapshots ``query`` asks for: the index filtered, then only those lines read."""
@@ -207,13 +227,15 @@ class JsonlSink:
         """The snapshot with this id (found in the index, then read)."""
         with self._lock:
             for row in self._index.rows():
-                if row.id == snapshot_id:
-                    return self._snapshots([row])[0]
+                if row.id == snapshot_id:  # none when its line changed to one unreadable
+                    found = self._snapshots([row])
+                    if found:
+                        return found[0]
         raise not_found(snapshot_id)
 
     def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
         """Rewrite the file without the removed lines (atomically: a new file replaces it)."""
-        with self._lock:  # no append may land between the read and the replace
+        with self._locked("rb") as source:  # no append, from any process, lands meanwhile
             rows = [row for row in self._index.rows() if row.id is not None]
             keep = [row for row in rows if older_than is None or row.created_at >= older_than]
             keep.sort(key=lambda row: (row.created_at, row.id or ""))
@@ -221,7 +243,7 @@ class JsonlSink:
                 keep = keep[max(0, len(keep) - keep_last):] if keep_last else []
             if len(keep) == len(rows):
                 return 0
-            self._replace_with(keep)
+            self._replace_with(keep, source)
         return len(rows) - len(keep)
 
     def close(self) -> None:
@@ -250,12 +272,12 @@ class JsonlSink:
                 snapshots.append(snapshot)
         return snapshots
 
-    def _replace_with(self, keep: list[IndexRow]) -> None:
+    def _replace_with(self, keep: list[IndexRow], source: IO[bytes]) -> None:
         """Write the kept lines (copied as they are) to a new file that replaces this one."""
         temporary = self.path.with_name(self.path.name + ".tmp")
         kept, at = [], 0
         try:
-            with self._file("rb") as source, open(temporary, "wb") as target:
+            with open(temporary, "wb") as target:
                 for row in keep:
                     source.seek(row.at)
                     target.write(source.read(row.size))
@@ -273,6 +295,41 @@ class JsonlSink:
                 yield handle
         except OSError as exc:
             raise StoreError(f"snapshot file {self.path.name}: {exc.strerror}") from None
+
+    @contextmanager
+    def _locked(self, mode: str) -> Iterator[IO[bytes]]:
+        """The file opened in ``mode``, locked against other threads and processes meanwhile.
+
+        A purge replaces the file while holding the lock on it: a process that was waiting
+        for that lock then holds it on the replaced file, so it opens the file again.
+        """
+        with self._lock:
+            while True:
+                with self._file(mode) as handle:
+                    _lock_file(handle, self.path.name)
+                    if _is_current(handle, self.path):
+                        yield handle
+                        return
+
+
+def _lock_file(handle: IO[bytes], name: str) -> None:
+    """Hold an exclusive lock on ``handle``'s file until it is closed (none on Windows)."""
+    if sys.platform == "win32":
+        return
+    import fcntl
+
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    except OSError as exc:
+        raise StoreError(f"cannot lock snapshot file {name}: {exc.strerror}") from None
+
+
+def _is_current(handle: IO[bytes], path: Path) -> bool:
+    """Whether ``handle`` is still open on the file at ``path`` (not on one replaced)."""
+    try:
+        return os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
 
 
 class _StaleIndex(Exception):
