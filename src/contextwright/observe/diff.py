@@ -39,8 +39,9 @@ class ItemChange:
     source: str
     """Source name."""
     key: str
-    """Decision key, ``message:<id>`` / ``message:<role>:<hash>`` for a rendered message, or
-    ``tools.<name>`` for an offered tool schema."""
+    """Decision key, ``message:<id>`` / ``message:<role>:<hash>`` for a rendered message (with
+    ``#<n>`` for the n-th message that renders alike), or ``tools.<name>`` for an offered tool
+    schema."""
     change: str
     """``added`` (only in B's context), ``removed`` (only in A's) or ``changed`` (both, fate
     or size differ)."""
@@ -140,14 +141,16 @@ def message_key(message: Mapping[str, Any], hasher: Hasher = PLAIN, *,
 
 
 def content_hash(message: Mapping[str, Any], hasher: Hasher = PLAIN) -> str:
-    """Hash of what a message renders: role, content, calls, speaker name and images.
+    """Hash of what a message renders: role, content, calls, speaker name, images, reasoning.
 
     Equal for a redacted and a raw twin when ``hasher`` is the one the redacted twin was made
     with. An image counts by its recorded ``digest`` (its source and detail, the same raw or
-    redacted). A message without ``name`` or ``images`` hashes as it did before they were
-    compared, so its key does not move between versions; a record written before snapshots
-    kept images reads as a message without any, so against a later record of the same
-    message with an image it shows as changed, never as equal.
+    redacted); the reasoning an assistant message sends back (its thinking blocks) by each
+    block's type and text, since the provider reads it first in that message. A message
+    without ``name``, ``images`` or ``thinking`` hashes as it did before they were compared,
+    so its key does not move between versions; a record written before snapshots kept images
+    reads as a message without any, so against a later record of the same message with an
+    image it shows as changed, never as equal.
     """
     calls = [[_hashed_id(c.get("id"), hasher), c.get("name"),
               _hashed_text(c.get("arguments"), hasher)]
@@ -159,6 +162,9 @@ def content_hash(message: Mapping[str, Any], hasher: Hasher = PLAIN) -> str:
         rendered.append(["name", _speaker(message, hasher)])
     if message.get("images"):
         rendered.append(["images", [image.get("digest") for image in message["images"]]])
+    if message.get("thinking"):
+        rendered.append(["thinking", [[block.get("type"), _hashed_text(block.get("text"), hasher)]
+                                      for block in message["thinking"]]])
     return PLAIN.digest(json.dumps(rendered))
 
 
@@ -221,8 +227,15 @@ def _fates(snapshot: Snapshot, hasher: Hasher, *, as_redacted: bool) -> dict[str
         fates.setdefault(f"tools.{tool['name']}", _Fate(
             "tools", f"kept: offered as a tool schema ({str(tool['sha256'])[:8]})",
             int(tool["tokens"])))
+    seen: dict[str, int] = {}
     for message in snapshot.messages:
-        fates.setdefault(message_key(message, hasher, as_redacted=as_redacted), _Fate(
+        # A message that repeats an earlier one ("ok", the same tool result) is an item of its
+        # own: the n-th of a key is ``<key>#n``, so one more or one less of them shows.
+        key = message_key(message, hasher, as_redacted=as_redacted)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:
+            key = f"{key}#{seen[key]}"
+        fates.setdefault(key, _Fate(
             str(message.get("section", "?")),
             f"kept: in {message.get('section')} as {message.get('role')}",
             int(message.get("tokens", 0))))

@@ -561,20 +561,24 @@ def _messages(ctx: FinalContext, hasher: Hasher | None) -> tuple[dict[str, Any],
 
 
 _MESSAGE_CACHE_SIZE = 50_000
-_RENDERED: BoundedCache[tuple[int, str, str | None, bool, str | None, str],
+_RENDERED: BoundedCache[tuple[int, str, str | None, bool, str | None, str, str | None],
                         tuple[Message, dict[str, Any]]] = BoundedCache(
     "observe.snapshot.rendered", max_entries=_MESSAGE_CACHE_SIZE, share=0.05,
     size=lambda _, entry: text_bytes(entry[0].content) + 800)
 """Recorded form of messages seen before, by object: the builder hands the same ``Message``
 objects to every build of a session, so consecutive snapshots share nearly all their messages
-and each is hashed once (per key: recorders of two secrets never share an entry). The entry
-holds the message itself, so its id cannot be reused."""
+and each is hashed once (per key: recorders of two secrets never share an entry, nor builders
+that count a message's images by different rules). The entry holds the message itself, so its id
+cannot be reused."""
 
 
 def _message(message: Message, section: str, label: str | None, document: bool,
              ctx: FinalContext, hasher: Hasher | None, tokenizer: str) -> dict[str, Any]:
     hashed_with = hasher.key_id if hasher is not None else None
-    key = (id(message), section, label, document, hashed_with, tokenizer)
+    # A message's tokens count its images by the build's image rule: builders for different
+    # models may record the same message object.
+    image_rule = ctx.image_rule.name if message.images else None
+    key = (id(message), section, label, document, hashed_with, tokenizer, image_rule)
     known = _RENDERED.get(key) or _RENDERED.revive(key)
     if known is not None and known[0] is message:
         return known[1]
