@@ -39,7 +39,11 @@ margin-right:4px}.action-dropped,.action-conflict,.action-deduplicated,.action-f
 background:#fdecec}.action-truncated,.action-compacted{background:#fff4e0}
 .change-added{background:#e8f7ee}.change-removed{background:#fdecec}
 .change-changed{background:#fff4e0}svg text{font:12px system-ui,sans-serif}
+.message pre,.tool-call,.thinking,.tag,td,th{overflow-wrap:anywhere}
+.tag{max-width:100%;box-sizing:border-box}
 """
+"""The last two rules: a long unbroken run (a base64 argument, a document's URL, an id) wraps
+inside its box at any character instead of running off the page."""
 
 
 def _e(value: object) -> str:
