@@ -14,11 +14,13 @@ of truth for the messages. A store that keeps indexes (``IndexStore``: every shi
 keeps this one beside the session, so a fresh worker loads a long session's turns and postings
 instead of analysing every message again: each extension appends one part (its turns' texts and
 postings, ``encode_part``), never rewriting the parts before it, and the parts go with the session
-when it is erased. The parts hold no messages: a worker that loaded them reads the messages of
-the turns it is about to show from the store's log (``SessionHistorySource.unread_spans``,
-``RecallIndexes.read_turns``). A part that does not decode, has another format or analyzer, or
-does not fit the session is not used: the turns are indexed from the messages (a warning says
-so) and the stored parts replaced.
+when it is erased. Workers serving one session each append the range they indexed, so parts
+may repeat or overlap one another: a worker loads the run of parts that reaches furthest from
+the session's start, and writes no range the parts it read already reached. The parts hold no
+messages: a worker that loaded them reads the messages of the turns it is about to show from
+the store's log (``SessionHistorySource.unread_spans``, ``RecallIndexes.read_turns``). A part
+that does not decode, has another format or analyzer, or does not fit the session is not used:
+the turns are indexed from the messages (a warning says so) and the stored parts replaced.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import hashlib
 import json
 import logging
 import operator
+import re
 import threading
 import zlib
 from array import array
@@ -238,6 +241,9 @@ class SessionTurns:
     """The incarnation the stored parts belong to (None: the store keeps no index)."""
     persisted: int = 0
     """Messages the store's parts cover."""
+    stored_to: int = 0
+    """How far the store's parts reached when last read (another worker's parts may reach
+    past this process's window): a part ending by then is not written again."""
     rewrite: bool = False
     """The stored parts are unusable: the next part written replaces them all."""
     fresh_terms: dict[str, None] = field(default_factory=dict)
@@ -522,8 +528,13 @@ def _encode_postings(postings: TurnPostings, first: int,
             "lengths": _ints(postings.lengths[first:]), "big": big}
 
 
-def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict[str, Any]:
-    """A stored part, checked against the session and the index it must follow."""
+def _decode_part(text: str, turns: SessionTurns, begin: int | None = None,
+                 first: int | None = None) -> dict[str, Any]:
+    """A stored part, checked against the session and the index it must follow.
+
+    ``begin`` and ``first``: where the index ends (messages, turns), so where the part must
+    begin (None: anywhere, as its own fields say).
+    """
     # Read in place: a long session's part is tens of megabytes, and splitting off its body
     # would copy it once more.
     if text[CHECKSUM_DIGITS:CHECKSUM_DIGITS + 1] != " ":  # formats before 4: a 32-digit BLAKE2b
@@ -546,8 +557,7 @@ def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict
     if not isinstance(part.get("tag"), str) or not part["tag"] or (
             turns.tag and part["tag"] != turns.tag):
         raise CorruptIndex("a part belongs to another incarnation of the session")
-    if part.get("begin") != begin or part.get("first") != first:
-        raise CorruptIndex("the parts are not contiguous")
+    begin = _place(part, begin, first)
     for name in ("starts", "ends", "tokens", "calls_after"):  # machine ints: no type to check
         part[name] = _array(part.get(name), name)
     starts, ends = part["starts"], part["ends"]
@@ -568,6 +578,18 @@ def _decode_part(text: str, turns: SessionTurns, begin: int, first: int) -> dict
                   or not all(map(operator.lt, starts, ends))):
         raise CorruptIndex("a part's turns are out of order or leave messages out")
     return part
+
+
+def _place(part: dict[str, Any], begin: int | None, first: int | None) -> int:
+    """The message ``part`` begins at: ``begin`` (with turn ``first``) when one is required."""
+    if begin is not None:
+        if part.get("begin") != begin or part.get("first") != first:
+            raise CorruptIndex("the parts are not contiguous")
+        return begin
+    at, turn = part.get("begin"), part.get("first")
+    if not (isinstance(at, int) and isinstance(turn, int) and min(at, turn) >= 0):
+        raise CorruptIndex("a part has values of the wrong type")
+    return at
 
 
 def _load_part(turns: SessionTurns, part: dict[str, Any]) -> None:
@@ -655,24 +677,30 @@ def _load_postings(postings: TurnPostings, stored: object, first: int, count: in
 
 
 def _load_stored(key: SessionKey, turns: SessionTurns, limit: int) -> None:
-    """Load the stored parts that end by message ``limit`` (``turns.persisted``: where they end).
+    """Load the stored parts that tile the session up to message ``limit`` at most.
 
-    No message is read: the parts hold them. The first part names the session's incarnation.
-    A part that does not fit is reported, and the stored parts are then replaced by the next
-    write.
+    ``turns.persisted``: where the loaded parts end; ``turns.stored_to``: where the stored
+    parts reach. No message is read (the parts describe them). Workers serving one session
+    each append a part for the range they indexed, so parts may repeat a range or overlap
+    one: the loaded parts are the run from the session's start that reaches furthest, and a
+    part that only repeats what they hold is passed over (checked to agree with them). The
+    first part names the session's incarnation. A part that does not decode or does not fit
+    is reported, and the stored parts are then replaced by the next write.
     """
     stored, turns.stored = turns.stored, None
     if stored is None or not stored.parts:
         return
-    begin = 0
+    begin = reach = 0
     try:
-        for text in stored.parts:
-            first = len(turns.index.turns)
-            part = _decode_part(text, turns, begin, first)
-            if part["end"] > limit:
-                break  # covers messages past this window: the rest is indexed again
+        heads = [_head(text, turns) for text in stored.parts]
+        if len({head.tag for head in heads}) > 1:
+            raise CorruptIndex("a part belongs to another incarnation of the session")
+        for at in _tiling(heads, limit):
+            part = _decode_part(stored.parts[at], turns, begin, len(turns.index.turns))
             _load_part(turns, part)
             begin = part["end"]
+        _check_repeats(turns.index, heads, begin)
+        reach = max(begin, _reach(heads))
     except CorruptIndex as exc:
         _reset(turns)
         turns.rewrite = True
@@ -681,8 +709,87 @@ def _load_stored(key: SessionKey, turns: SessionTurns, limit: int) -> None:
                            "event": "recall_index_rebuilt", "user_id": key.user_id,
                            "session_id": key.session_id, "reason": str(exc)}})
         return
-    turns.persisted = begin
+    turns.persisted, turns.stored_to = begin, reach
     turns.fresh_from = len(turns.index.turns)  # the loaded turns' terms are stored already
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """Where a stored part sits in the session: its messages ``[begin, end)``, its first turn."""
+
+    begin: int
+    end: int
+    first: int
+    tag: str
+
+
+_HEAD = re.compile(r'\{\s*"format"\s*:\s*(\d+)\s*,\s*"analyzer"\s*:\s*"([^"\\]*)"\s*,'
+                   r'\s*"tag"\s*:\s*"([^"\\]+)"\s*,\s*"begin"\s*:\s*(\d+)\s*,'
+                   r'\s*"end"\s*:\s*(\d+)\s*,\s*"first"\s*:\s*(\d+)\s*,')
+"""The opening of a part as ``encode_part`` writes it: where it sits, read without decoding."""
+
+
+def _head(text: str, turns: SessionTurns) -> _Head:
+    """Where a stored part sits, read from its opening.
+
+    A part passed over is then never decoded (a long session's part is tens of megabytes).
+    An opening that does not read so (another layout, damage) is decoded and checked whole.
+    """
+    opens = text[CHECKSUM_DIGITS:CHECKSUM_DIGITS + 1] == " "
+    found = _HEAD.match(text, CHECKSUM_DIGITS + 1) if opens else None
+    if found is not None and int(found[1]) == INDEX_FORMAT and found[2] == ANALYZER_FINGERPRINT:
+        begin, end, first = int(found[4]), int(found[5]), int(found[6])
+        if end >= begin:
+            return _Head(begin=begin, end=end, first=first, tag=found[3])
+    part = _decode_part(text, turns)
+    return _Head(begin=part["begin"], end=part["end"], first=part["first"], tag=part["tag"])
+
+
+def _tiling(heads: Sequence[_Head], limit: int) -> list[int]:
+    """The parts (positions in ``heads``) that tile the session from its start furthest.
+
+    Each begins where the one before ends, and all end by message ``limit``. Of parts that
+    reach as far, the one stored first is taken.
+    """
+    starting: dict[int, list[int]] = {}
+    for at, head in enumerate(heads):
+        if head.begin < head.end <= limit:
+            starting.setdefault(head.begin, []).append(at)
+    reach: dict[int, int] = {}
+    step: dict[int, int] = {}
+    for bound in sorted({0, *starting, *(heads[at].end for ats in starting.values()
+                                          for at in ats)}, reverse=True):
+        reach[bound] = bound
+        for at in starting.get(bound, ()):
+            if reach[heads[at].end] > reach[bound]:
+                reach[bound], step[bound] = reach[heads[at].end], at
+    tiling, bound = [], 0
+    while bound in step:
+        tiling.append(step[bound])
+        bound = heads[step[bound]].end
+    return tiling
+
+
+def _reach(heads: Sequence[_Head]) -> int:
+    """Where the stored parts reach, tiling the session from its start."""
+    tiling = _tiling(heads, max((head.end for head in heads), default=0))
+    return heads[tiling[-1]].end if tiling else 0
+
+
+def _check_repeats(index: TurnIndex, heads: Sequence[_Head], loaded: int) -> None:
+    """Refuse parts that repeat the loaded messages (up to ``loaded``) with other turns.
+
+    Such a part begins at a turn boundary of the loaded index, as its first turn: else the
+    two disagree on the session's turns, and neither is to be trusted.
+    """
+    ends = index.ends
+    for head in heads:
+        if head.end > loaded:
+            continue
+        agrees = head.begin == head.first == 0 or (
+            0 < head.first <= len(ends) and ends[head.first - 1] == head.begin)
+        if not agrees:
+            raise CorruptIndex("two stored parts disagree on the session's turns")
 
 
 def _reset(turns: SessionTurns) -> None:
@@ -885,7 +992,12 @@ def _claim_part(turns: SessionTurns) -> tuple[str, bool] | None:
     with turns.lock:
         replace_all = turns.rewrite
         if replace_all:
-            turns.persisted = 0
+            turns.persisted = turns.stored_to = 0
+        elif turns.stored_to > turns.persisted:  # the store holds more than this process wrote
+            if len(turns.messages) <= turns.stored_to:
+                return None
+            if _turn_starts_at(turns.index, turns.stored_to):
+                turns.persisted = turns.stored_to  # continue the stored parts, not repeat them
         encoded = encode_part(turns)
         if encoded is None:
             return None
@@ -893,6 +1005,12 @@ def _claim_part(turns: SessionTurns) -> tuple[str, bool] | None:
         turns.persisted, turns.rewrite = end, False
         turns.fresh_terms, turns.fresh_from = {}, len(turns.index.turns)
         return text, replace_all
+
+
+def _turn_starts_at(index: TurnIndex, position: int) -> bool:
+    """Whether a turn of ``index`` begins at message ``position`` (a part may begin there)."""
+    at = bisect_left(index.ends, position)
+    return at < len(index.ends) and index.ends[at] == position and at + 1 < len(index.turns)
 
 
 def _fill(turns: SessionTurns, spans: Sequence[tuple[int, int]],
