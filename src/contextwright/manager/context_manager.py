@@ -120,7 +120,8 @@ class ContextManager(SessionFlows):
         ``target`` is the rendering the budget is counted for: ``chat`` (``to_messages``,
         ``to_request``) or ``text`` (``to_text``, whose separators and escapes cost more).
         ``idempotency_key`` names this message: a retry with the same key (after a timeout,
-        say) does not store it again, and builds the session as it is now.
+        say) does not store it again, nor route it again (the first call did: its mode, kept
+        turns and task stay as they are), and builds the session as it is now.
 
         The other arguments are checked first: a call they would fail stores nothing. An error
         after the message is stored (a message too large for the budget, a failing classifier)
@@ -144,7 +145,8 @@ class ContextManager(SessionFlows):
         update are one atomic store write, made only on the session as checked: tool results
         must still answer its newest call, and an erase meanwhile wins (``SessionGone``, nothing
         stored). A retry with the same ``idempotency_key`` stores nothing again and returns the
-        first call's seqs. Then the summary update is scheduled.
+        first call's seqs. Then the summary update is scheduled (``background=False``: run
+        here; it fails nothing stored, so its error is logged as ``summary_failed``, not raised).
         """
         self._check_open()
         seqs, stored = self._run(self._record_flow(
@@ -294,7 +296,7 @@ class ContextManager(SessionFlows):
 
     def _schedule_summary(self, key: SessionKey) -> None:
         if self._executor is None:
-            self._run(self._summary_flow(key))
+            self._run_summary_inline(key)
             return
         with self._lock:
             if key in self._pending:
@@ -312,6 +314,18 @@ class ContextManager(SessionFlows):
         with self._lock:
             self._outstanding.discard(future)
 
+    def _run_summary_inline(self, key: SessionKey) -> None:
+        """The summary update in ``record``'s own thread (``background=False``).
+
+        The messages are stored by then: a failing update is logged as the background one is,
+        never raised, or the caller would take the stored record for a failed one and send it
+        again (stored twice). The next ``record``'s update, or ``summarize_now``, catches up.
+        """
+        try:
+            self._run(self._summary_flow(key))
+        except Exception:
+            _log_summary_failure(key)
+
     def _run_summary(self, key: SessionKey) -> None:
         with self._lock:
             self._pending.pop(key, None)
@@ -322,7 +336,10 @@ class ContextManager(SessionFlows):
 
     async def _aschedule_summary(self, key: SessionKey) -> None:
         if not self._background:
-            await self._arun(self._summary_flow(key))
+            try:  # stored already: logged, not raised (see ``_run_summary_inline``)
+                await self._arun(self._summary_flow(key))
+            except Exception:
+                _log_summary_failure(key)
             return
         if key in self._apending:
             return  # the queued task will read the newest messages when it runs

@@ -241,6 +241,10 @@ class SessionFlows:
             # be of two incarnations, and a context of the erased one's summary or messages
             # must not be built. What is read after this is read by seq under the epoch.
             raise SessionGone("the session was erased while this call read it")
+        # A replay of a message the session has moved on from answers that message, but must
+        # not leave its layout as the one the session's next build continues.
+        keeps_layout = appended is None or not appended.replayed or not read or (
+            read[-1].seq <= appended.seqs[-1])
         if appended is not None:
             read, recent = _up_to(appended.seqs[-1], read), _up_to(appended.seqs[-1], recent)
         state, version, route, switch = yield from self._route(key, text, appended, recent,
@@ -269,7 +273,8 @@ class SessionFlows:
             history = yield from self._read_recalled(key, history, sorted(history.unread),
                                                      asked, session_history)
             context = yield from flow.compute(partial(build, history))
-        yield from self._keep_fingerprint(key, context, epoch, (version, state))
+        if keeps_layout:
+            yield from self._keep_fingerprint(key, context, epoch, (version, state))
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
                                switch=switch, user_seq=recent[user_index].seq)
 
@@ -370,7 +375,12 @@ class SessionFlows:
         # The routed state is written only into the incarnation of the session the message
         # went into: after an erase, nothing derived from the message may come back. Also
         # returns the version the state is stored at (None: none stored), so a later write of
-        # this call need not read it again.
+        # this call need not read it again. A replayed message (a retry with its idempotency
+        # key, a duplicated delivery) was routed when it was first stored: routing it again
+        # would count its kept turn again, release the mode early, or plan its task afresh
+        # over the steps recorded since. It is built from the state as stored, with the
+        # switch it caused; only a session no message was ever routed in (no mode: the first
+        # call ended between storing and routing) routes it now.
         for attempt in range(MAX_STATE_ATTEMPTS):
             if attempt:
                 record = yield from flow.get_state(key)
@@ -378,6 +388,8 @@ class SessionFlows:
             version = record.version if record else None
             if text is None or appended is None:
                 return state, version, None, None
+            if appended.replayed and state.mode is not None:
+                return state, version, None, _switch_at(state, appended.seqs[0])
             route, new_state, switch = yield from flow.compute(
                 partial(self._decide_route, state, text, appended.seqs[0], recent),
                 where="cpu" if self.router.classifier is not None else "loop")  # rules: µs
@@ -693,6 +705,12 @@ class SessionFlows:
 
     def _now_iso(self) -> str:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="seconds")
+
+
+def _switch_at(state: SessionState, seq: int) -> ModeSwitch | None:
+    """The mode switch the user message ``seq`` caused, as the state's history keeps it."""
+    return next((switch for switch in reversed(state.mode_history) if switch.at_seq == seq),
+                None)
 
 
 def _summary_text(state: SessionState, language: str) -> str:

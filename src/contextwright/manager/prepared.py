@@ -24,7 +24,8 @@ class PreparedContext:
     mode: str
     """The mode the context was built in."""
     route: RouteDecision | None
-    """The router's decision for this message (None when continuing a turn)."""
+    """The router's decision for this message (None when continuing a turn, or when a retry
+    with the message's idempotency key answers it: it was routed when first stored)."""
     switch: ModeSwitch | None
     """The hand-off this message caused, if any."""
     user_seq: int
