@@ -140,6 +140,38 @@ def test_truncate_property(text: str, limit: int, name: str) -> None:
 
 # --- the estimator ---------------------------------------------------------------------------
 
+# Texts written as the characters a reader sees, each one cluster of code points.
+CLUSTERED = [
+    ["F", "a", "m", "i", "l", "y", ":", " ", "👨\u200d👩\u200d👧\u200d👦", " ", "o", "k", " ",
+     "👩\u200d💻", "!"],
+    ["F", "l", "a", "g", "s", " ", "🇫🇷", "🇩🇪", "🇯🇵", "🇺🇸", " ", "o", "k"],
+    ["T", "o", "n", "e", " ", "👋🏽", "👋🏽", "👋🏿", " ", "1\ufe0f\u20e3", "2\ufe0f\u20e3",
+     "❤\ufe0f"],
+    ["न", "म", "स्ते", " ", "दु", "नि", "या", " ", "कि", "ता", "ब", " ", "प", "ढ़ि", "ए", " "],
+    ["c", "a", "f", "e\u0301", " ", "n", "a", "i\u0308", "v", "e", " ", "Å", "n", "g", "s", "t"],
+]
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base", "estimate"])
+@pytest.mark.parametrize("clusters", CLUSTERED, ids=["zwj", "flags", "modifiers", "devanagari",
+                                                     "combining"])
+def test_truncate_never_ends_inside_a_character_as_a_reader_sees_it(
+        name: str, clusters: list[str]) -> None:
+    tokenizer = get_tokenizer(name)
+    text = "".join(clusters) * 3
+    bounds = set(itertools.accumulate(len(cluster) for cluster in clusters * 3)) | {0}
+    for limit in range(1, tokenizer.count(text) + 1):
+        prefix = tokenizer.truncate(text, limit)
+        assert text.startswith(prefix) and tokenizer.count(prefix) <= limit
+        assert len(prefix) in bounds, (limit, prefix[-4:])
+
+
+def test_a_long_run_of_combining_marks_is_cut_where_the_tokenizer_cut_it() -> None:
+    tokenizer = get_tokenizer("o200k_base")
+    text = "a" + "\u0301" * 500
+    assert 0 < len(tokenizer.truncate(text, 20)) < len(text)
+
+
 def test_estimator_is_marked_inexact() -> None:
     tokenizer = get_tokenizer("estimate")
     assert tokenizer.exact is False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
@@ -204,10 +205,80 @@ class CountingTokenizer:
         return total
 
     def truncate(self, text: str, max_tokens: int) -> str:
-        """The longest prefix of ``text`` within ``max_tokens`` tokens."""
+        """The longest prefix of ``text`` within ``max_tokens`` tokens.
+
+        It ends between characters as a reader sees them (``whole_clusters``).
+        """
         if max_tokens <= 0:
             return ""
-        return self.inner.truncate(text, max_tokens)
+        prefix = whole_clusters(text, self.inner.truncate(text, max_tokens))
+        while prefix and self.count(prefix) > max_tokens:  # a shorter text may merge otherwise
+            prefix = whole_clusters(text, prefix[:-1])
+        return prefix
+
+
+_ZWJ = "\u200d"
+_VIRAMA = 9
+"""The canonical combining class of a virama (Devanagari ``्``), which joins two consonants."""
+_LONGEST_CLUSTER = 32
+"""Characters a cut backs off at most to keep a cluster whole; a longer run of marks (text
+stacked with combining marks on purpose) is cut where the tokenizer cut it."""
+
+
+def whole_clusters(text: str, prefix: str) -> str:
+    """``prefix`` (a prefix of ``text``) without a last character that ``text`` goes on to join.
+
+    A token boundary may fall inside what a reader sees as one character: a letter and its
+    combining marks (Devanagari ``कि``, ``é`` written as ``e`` and an accent), a conjunct
+    (``स्त``), an emoji and its
+    skin tone, variation selector or keycap, emoji joined by a zero-width joiner (a family),
+    the two regional indicators of a flag. Cutting there changes the text (``कि`` becomes
+    ``क``, a family a lone parent), so the cut moves back to the cluster's start.
+    """
+    end = len(prefix)
+    if end == 0 or end >= len(text) or not _may_join(text, end):
+        return prefix
+    start, stop = end, end
+    while start > 0 and stop - start < _LONGEST_CLUSTER and _joins(text, start):
+        start -= 1
+    while stop < len(text) - 1 and stop - start < _LONGEST_CLUSTER and _joins(text, stop + 1):
+        stop += 1
+    return prefix if stop - start >= _LONGEST_CLUSTER else prefix[:start]
+
+
+def _may_join(text: str, at: int) -> bool:
+    """Cheap first look: non-ASCII on either side of ``at``."""
+    return not (text[at].isascii() and text[at - 1].isascii())
+
+
+def _joins(text: str, at: int) -> bool:
+    """Whether ``text[at - 1]`` and ``text[at]`` belong to one cluster (0 < at < len(text))."""
+    after, before = text[at], text[at - 1]
+    if before == _ZWJ or _extends(after):
+        return True
+    if unicodedata.combining(before) == _VIRAMA and unicodedata.category(after) == "Lo":
+        return True  # a conjunct: a consonant, a virama and the consonant it joins (स्त)
+    return _is_regional(after) and _is_regional(before) and _regionals_before(text, at) % 2 == 1
+
+
+def _extends(char: str) -> bool:
+    """A character that attaches to the one before it."""
+    code = ord(char)
+    return (unicodedata.category(char) in ("Mn", "Mc", "Me") or char == _ZWJ
+            or 0xFE00 <= code <= 0xFE0F or 0x1F3FB <= code <= 0x1F3FF
+            or 0xE0020 <= code <= 0xE007F or 0xE0100 <= code <= 0xE01EF)
+
+
+def _is_regional(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
+
+
+def _regionals_before(text: str, at: int) -> int:
+    """Regional indicators in a row ending at ``at`` (a flag is a pair of them)."""
+    count = 0
+    while at > 0 and _is_regional(text[at - 1]):
+        count, at = count + 1, at - 1
+    return count
 
 
 def get_tokenizer(spec: str | os.PathLike[str] | Tokenizer | CountingTokenizer = "o200k_base",
