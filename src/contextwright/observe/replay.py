@@ -9,18 +9,20 @@ refused. What a snapshot cannot hold is named in the replay's ``notes`` rather t
 rebuilt otherwise: a fence secret given in code (markers made with another key), and how images
 were counted when the rule was a model's the snapshot does not name. A build a
 ``ContextManager`` made also drew on session memory and recalled turns, which are not part of
-the request: those sources are named in ``missing_sources``.
+the request: those sources are named in ``missing_sources``, and the plan such a build recorded
+replays with its ``session`` source empty.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from contextwright.core.fence import FENCE_SECRET_VARIABLE
+from contextwright.core.items import ContextItem
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.errors import BudgetError, InvalidInputError
@@ -38,6 +40,24 @@ if TYPE_CHECKING:
 
 _SESSION_SOURCES = frozenset(("session",))
 """Sources a manager adds from the session store, not from the request."""
+
+
+class _AbsentSessionSource:
+    """Stands in for a manager's session source in a replay, empty.
+
+    Registered, so the plan a manager's build recorded replays as it is; empty, since a
+    snapshot does not hold the session's memory (``missing_sources`` names it instead).
+    """
+
+    volatile = True
+    """As the session source it stands in for: rendered after the stable part."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        """Nothing: what the session held is not in the snapshot."""
+        return iter(())
 
 
 def snapshot_of(plan: BuildPlan, request: Request, *, tokenizer: str | None = None,
@@ -202,6 +222,7 @@ def _builder_of(snapshot: Snapshot, budget: _Budget,
 
     _, estimated, model = snapshot.tokenizer.rpartition("~")
     return ContextBuilder(None if estimated else snapshot.tokenizer,
+                          [_AbsentSessionSource(name) for name in sorted(_SESSION_SOURCES)],
                           model=model if estimated else None, window=budget.window,
                           reserved_output=budget.reserved_output, fence_secret=fence_secret)
 
