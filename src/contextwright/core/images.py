@@ -26,6 +26,7 @@ ImageDetail = Literal["auto", "low", "high", "original"]
 DETAILS: frozenset[str] = frozenset(("auto", "low", "high", "original"))
 MEDIA_TYPES: frozenset[str] = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp"))
 """The image types every provider accepts."""
+_DETAIL_MESSAGE = "image detail must be one of the strings auto, low, high or original"
 _ALIASES = {"image/jpg": "image/jpeg"}
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 """The largest image data accepted (OpenAI's per-image limit; Anthropic takes 5 MB)."""
@@ -58,13 +59,13 @@ class ImagePart:
     def __post_init__(self) -> None:
         """Check the part and read the data's size and type; ``InvalidInputError`` if wrong."""
         url, data, media_type = self.url, self.data, self.media_type
-        if url is not None and data is None and url[:5].lower() == "data:":
+        if isinstance(url, str) and data is None and url[:5].lower() == "data:":
             media_type, data = _split_data_url(url, media_type)
             url = None
         if (url is None) == (data is None):
             raise InvalidInputError("an image needs a url or base64 data (one of them)")
-        if self.detail not in DETAILS:
-            raise InvalidInputError("image detail must be auto, low, high or original")
+        if not isinstance(self.detail, str) or self.detail not in DETAILS:
+            raise InvalidInputError(_DETAIL_MESSAGE)
         width, height = _checked_size(self.width, self.height)
         if data is not None:
             media_type, width, height = _read_data(data, media_type, width, height)
@@ -262,8 +263,12 @@ IMAGE_PART_TYPES = frozenset(("image_url", "input_image", "image"))
 
 def is_image_part(part: object) -> bool:
     """Whether ``part`` is an image part of any accepted form (or an ``ImagePart``)."""
-    return isinstance(part, ImagePart) or (
-        isinstance(part, Mapping) and part.get("type") in IMAGE_PART_TYPES)
+    if isinstance(part, ImagePart):
+        return True
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    # A caller's JSON may put a list or an object where the type belongs: not an image part,
+    # and never a set lookup, which would fail on a value that cannot be hashed.
+    return isinstance(kind, str) and kind in IMAGE_PART_TYPES
 
 
 def image_from_part(part: object, where: str) -> ImagePart:
@@ -349,9 +354,13 @@ def _text(value: object, name: str) -> str:
 
 
 def image_detail(value: object) -> ImageDetail:
-    """An OpenAI detail hint as given (None: ``auto``); ``InvalidInputError`` for another."""
+    """An OpenAI detail hint as given (None: ``auto``); ``InvalidInputError`` for another.
+
+    The value comes from a caller's JSON, so it may be a list or an object: it is checked to be
+    a string before the set lookup, which could not hash it.
+    """
     if value is None:
         return "auto"
-    if value not in DETAILS:
-        raise InvalidInputError("image detail must be auto, low, high or original")
+    if not isinstance(value, str) or value not in DETAILS:
+        raise InvalidInputError(_DETAIL_MESSAGE)
     return cast(ImageDetail, value)

@@ -11,6 +11,7 @@ own typed error (``PlanError``, ``InvalidInputError``, ``DatasetError``). Pure: 
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from collections.abc import Hashable
 from typing import Any, Literal
@@ -36,11 +37,16 @@ def decode_utf8(data: bytes) -> str:
         raise MalformedDocument(f"not valid UTF-8 (byte {exc.start})") from None
 
 
-def parse_document(data: bytes | str, fmt: Format) -> Any:
-    """The plain data (dicts, lists, scalars) of a YAML, JSON or TOML document."""
+def parse_document(data: bytes | str, fmt: Format, *, finite: bool = False) -> Any:
+    """The plain data (dicts, lists, scalars) of a YAML, JSON or TOML document.
+
+    ``finite`` (JSON only): refuse ``NaN``, ``Infinity`` and numbers too large for a float.
+    Python's ``json`` reads them, but they are not JSON: data sent on as JSON (the service's
+    bodies, rendered into provider requests) could not be written back out.
+    """
     text = decode_utf8(data) if isinstance(data, bytes) else data
     try:
-        value = _PARSERS[fmt](text)
+        value = _parse_json(text, finite=True) if finite and fmt == "json" else _PARSERS[fmt](text)
     except RecursionError:
         raise MalformedDocument(f"nested deeper than {MAX_DEPTH} levels") from None
     check_depth(value)
@@ -66,11 +72,29 @@ def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
-def _parse_json(text: str) -> Any:
+def _parse_json(text: str, *, finite: bool = False) -> Any:
+    hooks: dict[str, Any] = ({"parse_constant": _no_constant, "parse_float": _finite_float}
+                             if finite else {})
     try:
-        return json.loads(text, object_pairs_hook=unique_keys)
+        return json.loads(text, object_pairs_hook=unique_keys, **hooks)
     except json.JSONDecodeError as exc:
         raise MalformedDocument(f"line {exc.lineno}: {exc.msg}") from None
+    except MalformedDocument:
+        raise
+    except ValueError:
+        # ``int()`` refuses an integer past ``sys.get_int_max_str_digits()`` (4300 digits).
+        raise MalformedDocument("a number has too many digits to read") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise MalformedDocument(f"{name} is not a JSON number (send finite numbers only)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise MalformedDocument("a number is too large for a float (send finite numbers only)")
+    return value
 
 
 class DuplicateKeyError(MalformedDocument):

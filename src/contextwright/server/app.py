@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextwright.errors import ContextwrightError, InvalidInputError
@@ -209,6 +210,20 @@ def _is_utf8_path(raw_path: object) -> bool:
 _HTTP_KINDS = {404: NOT_FOUND, 405: METHOD}
 
 
+def _allowed_methods(request: HttpRequest) -> str:
+    """Every method a route of the request's path takes, for ``Allow``.
+
+    Starlette names only the methods of the first route matching the path, and a session's
+    path has two (``GET`` and ``DELETE``).
+    """
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and (
+                route.matches(request.scope)[0] is not Match.NONE):
+            methods |= route.methods
+    return ", ".join(sorted(methods))
+
+
 def _add_problem_handlers(app: FastAPI) -> None:
     async def on_problem(_: HttpRequest, exc: Exception) -> JSONResponse:
         assert isinstance(exc, Problem)
@@ -228,11 +243,15 @@ def _add_problem_handlers(app: FastAPI) -> None:
                           for error in list(exc.errors())[:5])
         return problem_response(BAD_INPUT, f"invalid request: {where}")
 
-    async def on_http(_: HttpRequest, exc: Exception) -> JSONResponse:
+    async def on_http(request: HttpRequest, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         kind = _HTTP_KINDS.get(exc.status_code) or Kind(
             status=exc.status_code, slug="http-" + str(exc.status_code), title="HTTP error")
-        return problem_response(kind, kind.title if kind.status != 500 else INTERNAL.title)
+        response = problem_response(kind, kind.title if kind.status != 500 else INTERNAL.title)
+        response.headers.update(exc.headers or {})
+        if exc.status_code == METHOD.status:  # a 405 must say which methods the path takes
+            response.headers["Allow"] = _allowed_methods(request)
+        return response
 
     async def on_unexpected(_: HttpRequest, exc: Exception) -> JSONResponse:
         return unexpected_problem(exc)

@@ -127,8 +127,12 @@ M = TypeVar("M", bound=BaseModel)
 
 
 async def read_json(request: HttpRequest, max_bytes: int) -> Any:
-    """The request's JSON body: at most ``max_bytes`` (413), UTF-8 JSON, nesting bounded (400)."""
-    media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    """The request's JSON body: at most ``max_bytes`` (413), UTF-8 JSON (400).
+
+    Nesting is bounded and numbers are finite, else 400 too.
+    """
+    # Media types are case-insensitive: ``Application/JSON`` is JSON too.
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media != "application/json" and not media.endswith("+json"):
         raise Problem(MEDIA, "the body must be application/json")
     declared = request.headers.get("content-length")
@@ -144,7 +148,8 @@ async def read_json(request: HttpRequest, max_bytes: int) -> Any:
                           max_body_bytes=max_bytes)
         chunks.append(chunk)
     try:
-        return parse_document(b"".join(chunks), "json")
+        # Finite numbers only: what the body carries is answered and rendered as JSON again.
+        return parse_document(b"".join(chunks), "json", finite=True)
     except MalformedDocument as exc:
         raise Problem(BAD_INPUT, f"the body is not valid JSON: {exc}") from None
 

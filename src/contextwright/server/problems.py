@@ -40,13 +40,18 @@ PROBLEM_TYPE = "urn:contextwright:problem:"
 MEDIA_TYPE = "application/problem+json"
 
 
+def json_bytes(content: Any) -> bytes:
+    """``content`` as compact ASCII JSON; ``ValueError`` if it holds NaN or an infinity."""
+    return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                      separators=(",", ":")).encode("ascii")
+
+
 class Json(JSONResponse):
     """A JSON response in ASCII: stored text may hold lone surrogates, which UTF-8 cannot."""
 
     def render(self, content: Any) -> bytes:
-        """``content`` as compact ASCII JSON."""
-        return json.dumps(content, ensure_ascii=True, allow_nan=False,
-                          separators=(",", ":")).encode("ascii")
+        """``content`` as compact ASCII JSON (bytes: already encoded by ``json_bytes``)."""
+        return content if isinstance(content, bytes) else json_bytes(content)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

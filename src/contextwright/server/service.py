@@ -3,14 +3,15 @@
 ``Service`` owns one worker's store, ``ContextManager``, keys file, rate limiter and thread pool.
 Every method takes the caller's tenant and scopes the user id with it before the store sees it,
 so no call can name another tenant's data. Builds and store calls run on the pool, never on the
-event loop; results are plain JSON data. HTTP lives in ``server.app``.
+event loop; results are plain JSON data (``prepare``'s already encoded, see there). HTTP lives
+in ``server.app``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,6 +40,7 @@ from contextwright.server.problems import (
     TIMEOUT,
     UNAUTHENTICATED,
     Problem,
+    json_bytes,
 )
 from contextwright.server.ratelimit import (
     LocalRateLimiter,
@@ -173,8 +175,12 @@ class Service:
     # ----- sessions -----
 
     def prepare(self, tenant: Tenant, user_id: str, session_id: str, data: Any,
-                idempotency_key: str | None) -> dict[str, Any]:
-        """``ContextManager.prepare`` for the tenant's session, rendered as asked."""
+                idempotency_key: str | None) -> bytes:
+        """``ContextManager.prepare`` for the tenant's session, rendered as asked (as JSON).
+
+        The answer is encoded here, not by the response: a failure to encode it comes after
+        the message was stored, and must say so like every other failure after that point.
+        """
         body = validated(PrepareBody, data)
         check_count("tools", body.tools, self.limits.max_messages)
         check_count("documents", body.documents, self.limits.max_messages)
@@ -186,11 +192,12 @@ class Service:
             documents=body.documents, env=body.env, system=body.system, target=target,
             idempotency_key=_one_key(body.idempotency_key, idempotency_key))
         try:
-            return prepared_json(prepared, body)
+            return encoded(prepared_json(prepared, body))
         except ContextwrightError as error:
             # The rendering is refused after the message was stored (a ``tool_choice`` with no
-            # tools, a text rendering over the budget): say so, as ``prepare``'s own errors
-            # do, so a corrected call continues with ``text=None`` instead of storing it twice.
+            # tools, a text rendering over the budget, an answer JSON cannot carry): say so, as
+            # ``prepare``'s own errors do, so a corrected call continues with ``text=None``
+            # instead of storing it twice.
             if body.text is not None and error.stored_seq is None:
                 error.stored_seq = prepared.user_seq
                 error.add_note(f"the user message is stored as seq {prepared.user_seq}: "
@@ -201,8 +208,9 @@ class Service:
                idempotency_key: str | None) -> dict[str, Any]:
         """``ContextManager.record`` for the tenant's session: the seqs stored."""
         body = validated(RecordBody, data)
-        check_count("tool_results + messages", [*body.tool_results, *body.messages],
-                    self.limits.max_messages - (body.assistant is not None))
+        check_count("assistant + tool_results + messages",
+                    [*_assistant_messages(body.assistant), *body.tool_results, *body.messages],
+                    self.limits.max_messages)
         seqs = self.manager.record(
             scoped_user(tenant.name, user_id), session_id, assistant=body.assistant,
             tool_results=body.tool_results, messages=body.messages,
@@ -242,9 +250,12 @@ class Service:
         options = validated(BuildOptions, {k: v for k, v in data.items()
                                            if k in BUILD_OPTION_FIELDS})
         fields = {k: v for k, v in data.items() if k not in BUILD_OPTION_FIELDS}
-        for name in ("history", "turn", "tools", "documents"):
-            value = fields.get(name, [])
-            check_count(name, value if isinstance(value, list) else [], self.limits.max_messages)
+        # History and turn are one conversation: the limit holds for both together, as it does
+        # for what ``record`` appends; every other list of the request has it on its own.
+        check_count("history + turn", [*_listed(fields, "history"), *_listed(fields, "turn")],
+                    self.limits.max_messages)
+        for name in ("tools", "documents", "images", "examples", "notes"):
+            check_count(name, _listed(fields, name), self.limits.max_messages)
         request = Request.from_dict(fields)
         builder = self._builder(options)
         plan = builder.effective_plan(_plan(options.plan, request))
@@ -266,6 +277,24 @@ class Service:
             if len(self._builders) > _BUILDERS:
                 self._builders.popitem(last=False)
         return builder
+
+
+def _assistant_messages(assistant: str | dict[str, Any] | list[dict[str, Any]] | None
+                        ) -> list[Any]:
+    """The messages ``record``'s ``assistant`` stands for: a list is one message per entry."""
+    if assistant is None:
+        return []
+    return assistant if isinstance(assistant, list) else [assistant]
+
+
+def _listed(fields: dict[str, Any], name: str) -> list[Any]:
+    """A list field of a build request, for counting.
+
+    A field of another type counts as ``[]``: the request schema refuses it later, with its
+    own message.
+    """
+    value = fields.get(name, [])
+    return value if isinstance(value, list) else []
 
 
 def _one_key(in_body: str | None, in_header: str | None) -> str | None:
@@ -293,11 +322,58 @@ def rendered(context: FinalContext | PreparedContext, rendering: Rendering) -> d
     """The rendering asked for: ``{"format", "request"}`` or ``{"format", "text"}``."""
     if rendering.format == "text":
         return {"format": "text", "text": context.to_text()}
+    final = context.context if isinstance(context, PreparedContext) else context
     body = context.to_request(rendering.format, model=rendering.model,
                               max_tokens=rendering.max_tokens,
-                              tool_choice=rendering.tool_choice,
+                              tool_choice=checked_tool_choice(rendering.tool_choice,
+                                                              final.tool_schemas),
                               parallel_tool_calls=rendering.parallel_tool_calls)
     return {"format": rendering.format, "request": body}
+
+
+def checked_tool_choice(choice: str | dict[str, Any] | None,
+                        schemas: Sequence[Mapping[str, Any]]) -> str | dict[str, Any] | None:
+    """The caller's ``tool_choice``, checked against the tools the built context offers.
+
+    Refused here, before rendering, with messages that name neither the choice nor the tool:
+    a problem never echoes the body. A named tool goes on as its name alone, which is all any
+    format renders of it.
+    """
+    if choice is None or choice in ("auto", "none"):
+        return choice  # with or without tools: without, they are simply not sent
+    name = None if choice == "required" else _named_tool(choice)
+    offered = {schema.get("function", {}).get("name") for schema in schemas}
+    if not offered:
+        raise InvalidInputError("tool_choice required or naming a tool needs tools, and this "
+                                "request has none")
+    if name is not None and name not in offered:
+        raise InvalidInputError("tool_choice names a tool that is not among the request's tools")
+    return choice if name is None else {"type": "function", "function": {"name": name}}
+
+
+def _named_tool(choice: str | dict[str, Any]) -> str:
+    """The tool a ``tool_choice`` names: a bare name, OpenAI's or Anthropic's object form."""
+    if isinstance(choice, str):
+        return choice
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else choice.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError("tool_choice must be auto, none, required or name a tool "
+                                "({\"type\": \"function\", \"function\": {\"name\": ...}})")
+    return name
+
+
+def encoded(answer: dict[str, Any]) -> bytes:
+    """``answer`` as the JSON the service sends; ``InvalidInputError`` if JSON cannot carry it.
+
+    Bodies with NaN or an infinity are refused when read, so this holds only for values that
+    reached the answer another way.
+    """
+    try:
+        return json_bytes(answer)
+    except ValueError:
+        raise InvalidInputError("the answer holds a number JSON cannot carry (NaN or an "
+                                "infinity)") from None
 
 
 def prepared_json(prepared: PreparedContext, body: PrepareBody) -> dict[str, Any]:
