@@ -2,8 +2,8 @@
 
 The service needs the ``server`` extra (FastAPI, uvicorn), imported only when these commands run.
 Options may also come from ``CONTEXTWRIGHT_…`` environment variables (named in ``--help``).
-A bad option, keys file, modes file or store is one line on stderr and exit code 2, before any
-worker starts.
+A bad option, keys file, modes file, store or rate store is one line on stderr and exit code 2,
+before any worker starts.
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def serve(
         fail("the service needs the server extra: pip install 'contextwright[server]'")
     if workers < 1:
         fail("--workers must be 1 or more")
+    if threads < 1:
+        fail("--threads must be 1 or more")
     _check_listener(port, log_level)
     with library_errors():
         limits = Limits(max_body_bytes=max_body_bytes, max_messages=max_messages,
@@ -71,6 +73,7 @@ def serve(
         # A bad keys file, store or modes file fails here, once, not in every worker.
         _check_shared_rate(config, KeysFile(config.keys), workers)
         _check_store(config.store)
+        _check_rate_store(config)
         if config.modes is not None:
             _check_modes(config.modes)
         if snapshots is not None:
@@ -103,6 +106,16 @@ def _check_store(url: str) -> None:
     from contextwright.session.store import open_store
 
     open_store(url).close()
+
+
+def _check_rate_store(config: ServerConfig) -> None:
+    # Each worker connects to the rate limiter's Redis as it starts: a malformed or unreachable
+    # one is one error here rather than a traceback in every worker.
+    from contextwright.server.ratelimit import RedisRateLimiter
+
+    url = config.rate_store_url()
+    if url is not None:
+        RedisRateLimiter.from_url(url).close()
 
 
 def _check_modes(path: str) -> None:

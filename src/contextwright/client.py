@@ -83,6 +83,8 @@ _LIBRARY_ERRORS: dict[str, type[ContextwrightError]] = {cls.__name__: cls for cl
     KeyConflictError, ManagerClosed, OutcomeUnknown, PlanError, SessionGone, StoreUnavailable,
     TokenizerError, ValidationError)}
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
+CALL_SETTINGS = ("model", "max_tokens", "tool_choice", "parallel_tool_calls")
+"""The request settings ``prepare`` and ``build`` send; the service renders with them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,9 +113,17 @@ class RemoteContext:
     """The router's decision for this message (None when continuing a turn)."""
     switch: ModeSwitch | None = None
     """The hand-off this message caused, if any."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """The request settings the call gave (``model``, ``max_tokens``, ``tool_choice``,
+    ``parallel_tool_calls``): the service rendered with them."""
 
     def to_request(self, fmt: Format | None = None, **settings: Any) -> dict[str, Any]:
-        """The provider request; ``fmt`` and ``settings`` must be the ones asked for."""
+        """The provider request; ``fmt`` and ``settings`` must be the ones asked for.
+
+        Code written for ``FinalContext.to_request`` keeps working when the settings it passes
+        here are the ones it gave the call (``None`` leaves one out); another value cannot be
+        honoured, since the service already rendered the request, and is refused.
+        """
         self._check(fmt, settings)
         if self.request is None:
             raise ValueError("this context was rendered as text: use to_text()")
@@ -135,9 +145,13 @@ class RemoteContext:
         if fmt is not None and fmt != self.format:
             raise ValueError(f"the service rendered {self.format}; pass format={fmt!r} to the "
                              "call to get that rendering")
-        if settings:
-            raise ValueError("request settings (model, max_tokens, ...) are given to the call, "
-                             "which renders on the service")
+        differ = sorted(name for name, value in settings.items()
+                        if value is not None and (name not in CALL_SETTINGS
+                                                  or self.settings.get(name) != value))
+        if differ:
+            raise ValueError(f"to_request cannot change {', '.join(differ)}: request settings "
+                             f"({', '.join(CALL_SETTINGS)}) are given to the call, which renders "
+                             "on the service")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,7 +278,8 @@ def _build_call(request: object, options: Mapping[str, Any]) -> _Call:
             fields[name] = [_plain(item) for item in fields[name]]
     if images:
         fields["images"] = images
-    body = {**fields, **{key: value for key, value in options.items() if value is not None}}
+    body = {**fields, **{key: _plain(value) for key, value in options.items()
+                         if value is not None}}
     return _Call(method="POST", path="/v1/build", body=body)
 
 
@@ -278,9 +293,13 @@ def _report(data: Mapping[str, Any]) -> BuildReport:
         cache=cache_report_from_dict(data["cache"]) if data.get("cache") else None)
 
 
-def _context(data: Mapping[str, Any]) -> RemoteContext:
+def _context(data: Mapping[str, Any], options: Mapping[str, Any]) -> RemoteContext:
+    """The service's answer, with the request settings of the call (``options``) it used."""
     route, switch = data.get("route"), data.get("switch")
+    settings = {name: _plain(options[name]) for name in CALL_SETTINGS
+                if options.get(name) is not None}
     return RemoteContext(
+        settings=settings,
         format=data["format"], request=data.get("request"), text=data.get("text"),
         total_tokens=data["total_tokens"], report=_report(data["report"]),
         mode=data.get("mode"), user_seq=data.get("user_seq"),
@@ -426,7 +445,7 @@ class Client(_Base):
                    "target": target, "idempotency_key": idempotency_key, "format": format,
                    "model": model, "max_tokens": max_tokens, "tool_choice": tool_choice,
                    "parallel_tool_calls": parallel_tool_calls}
-        return _context(self._send(_prepare_call(user_id, session_id, text, options)))
+        return _context(self._send(_prepare_call(user_id, session_id, text, options)), options)
 
     def record(self, user_id: str, session_id: str, *, assistant: object = None,
                tool_results: Sequence[object] = (), messages: Sequence[object] = (),
@@ -462,12 +481,19 @@ class Client(_Base):
               format: Format = "openai", model: str | None = None,
               tokenizer: str | None = None, window: int | None = None,
               reserved_output: int | None = None, budget: int | None = None,
-              max_tokens: int | None = None) -> RemoteContext:
-        """A stateless build: ``request`` (a ``Request`` or the request schema as a dict)."""
+              max_tokens: int | None = None,
+              tool_choice: str | Mapping[str, Any] | None = None,
+              parallel_tool_calls: bool | None = None) -> RemoteContext:
+        """A stateless build: ``request`` (a ``Request`` or the request schema as a dict).
+
+        ``format`` and the request settings (``model``, ``max_tokens``, ``tool_choice``,
+        ``parallel_tool_calls``) are those of ``FinalContext.to_request``: the service renders.
+        """
         options = {"plan": _plain(plan), "format": format, "model": model,
                    "tokenizer": tokenizer, "window": window, "reserved_output": reserved_output,
-                   "budget": budget, "max_tokens": max_tokens}
-        return _context(self._send(_build_call(request, options)))
+                   "budget": budget, "max_tokens": max_tokens, "tool_choice": tool_choice,
+                   "parallel_tool_calls": parallel_tool_calls}
+        return _context(self._send(_build_call(request, options)), options)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -531,7 +557,8 @@ class AsyncClient(_Base):
                    "target": target, "idempotency_key": idempotency_key, "format": format,
                    "model": model, "max_tokens": max_tokens, "tool_choice": tool_choice,
                    "parallel_tool_calls": parallel_tool_calls}
-        return _context(await self._send(_prepare_call(user_id, session_id, text, options)))
+        return _context(await self._send(_prepare_call(user_id, session_id, text, options)),
+                        options)
 
     async def record(self, user_id: str, session_id: str, *, assistant: object = None,
                      tool_results: Sequence[object] = (), messages: Sequence[object] = (),
@@ -571,12 +598,15 @@ class AsyncClient(_Base):
                     format: Format = "openai", model: str | None = None,
                     tokenizer: str | None = None, window: int | None = None,
                     reserved_output: int | None = None, budget: int | None = None,
-                    max_tokens: int | None = None) -> RemoteContext:
+                    max_tokens: int | None = None,
+                    tool_choice: str | Mapping[str, Any] | None = None,
+                    parallel_tool_calls: bool | None = None) -> RemoteContext:
         """``Client.build``, awaited."""
         options = {"plan": _plain(plan), "format": format, "model": model,
                    "tokenizer": tokenizer, "window": window, "reserved_output": reserved_output,
-                   "budget": budget, "max_tokens": max_tokens}
-        return _context(await self._send(_build_call(request, options)))
+                   "budget": budget, "max_tokens": max_tokens, "tool_choice": tool_choice,
+                   "parallel_tool_calls": parallel_tool_calls}
+        return _context(await self._send(_build_call(request, options)), options)
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -79,6 +79,12 @@ class ServerConfig:
     ``postgresql://…``): every session build is recorded there, and ``/metrics`` serves the
     builds' Prometheus metrics (None: no snapshots, no ``/metrics``)."""
 
+    def __post_init__(self) -> None:
+        # A pool without threads could run no call: refused when the service is configured,
+        # not by the thread pool when the first worker starts.
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise InvalidInputError("threads must be a whole number >= 1")
+
     def to_json(self) -> str:
         """The config as JSON (for worker processes)."""
         return json.dumps(asdict(self))

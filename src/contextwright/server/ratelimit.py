@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from contextwright.errors import StoreUnavailable
+from contextwright.errors import InvalidInputError, StoreUnavailable
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -114,8 +114,12 @@ class RedisRateLimiter:
         import redis
 
         self._prefix = prefix
-        self._redis: Redis = redis.Redis.from_url(
-            url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        try:
+            self._redis: Redis = redis.Redis.from_url(
+                url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        except ValueError:  # a scheme, port or database redis cannot read
+            raise InvalidInputError("the rate limiter's Redis URL is malformed (redis://, "
+                                    "rediss:// or unix://)") from None
         self._script = self._redis.register_script(_GCRA)
         self.ping()
 

@@ -36,6 +36,8 @@ TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 """Tenant names: lower-case letters, digits, ``_`` and ``-``; never ``/``, which ends the
 tenant's part of a scoped user id (``scoped_user``)."""
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+MAX_STORED_ID = 512
+"""Most characters of a stored user id (the store's limit, ``session.store.validate_id``)."""
 MAX_KEYS_FILE_BYTES = 1 << 20
 """Largest keys file read."""
 
@@ -54,9 +56,22 @@ def scoped_user(tenant: str, user_id: str) -> str:
     """The user id a tenant's ``user_id`` is stored under: ``<tenant>/<user_id>``.
 
     Tenant names hold no ``/``, so the first ``/`` always ends the tenant: two tenants, or two
-    users whose ids are prefixes of each other, can never map to the same stored id.
+    users whose ids are prefixes of each other, can never map to the same stored id. The
+    stored id holds at most ``MAX_STORED_ID`` characters, so a tenant's user ids hold that
+    less the tenant's name and ``/``; a longer one is refused here, with that length, rather
+    than by the store with a length the caller never sent.
     """
+    limit = user_id_limit(tenant)
+    if len(user_id) > limit:
+        raise InvalidInputError(
+            f"user_id is longer than {limit} characters, this tenant's limit (its users are "
+            f"stored as <tenant>/<user_id>, at most {MAX_STORED_ID} characters in all)")
     return f"{tenant}/{user_id}"
+
+
+def user_id_limit(tenant: str) -> int:
+    """The most characters a user id of ``tenant`` may hold over the service."""
+    return MAX_STORED_ID - len(tenant) - 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
