@@ -136,3 +136,12 @@ def test_a_snapshot_file_that_cannot_be_written_can_be_read(tmp_path: Path,
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["4", "s3", "s1"]
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_an_append_after_a_one_byte_torn_file_starts_a_new_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"{")
+    sink, snapshot = JsonlSink(path), _snap(_template(), "only", 1.0)
+    sink.write([snapshot])
+    assert JsonlSink(path).read() == [snapshot]
+    assert [number for number, _ in sink.unreadable_lines()] == [1]

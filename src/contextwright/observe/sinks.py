@@ -194,9 +194,12 @@ class JsonlSink:
         """
         lines = [(s.to_json() + "\n").encode("utf-8") for s in snapshots]
         with self._locked("a+b") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            start = b"\n" if size and os.pread(handle.fileno(), 1, size - 1) != b"\n" else b""
-            handle.write(start + b"".join(lines))
+            size = handle.seek(0, os.SEEK_END)
+            start = b""
+            if size:
+                handle.seek(size - 1)
+                start = b"" if handle.read(1) == b"\n" else b"\n"
+            handle.write(start + b"".join(lines))  # appended at the end, wherever we read
             handle.flush()
             # In append mode the file's end is where this write ended: the lines' offsets
             # follow from it.
