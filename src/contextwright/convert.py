@@ -16,7 +16,13 @@ own reasoning is not the conversation's text: Anthropic's thinking blocks (from 
 messages and LangChain's) are kept apart, as the assistant message's ``thinking_blocks`` (the
 field LiteLLM's messages use), so a build can send them back while their tool loop is open (the
 Messages API refuses such a loop without them); Responses reasoning items and LangChain's other
-reasoning blocks are left out. A LangChain message's call blocks
+reasoning blocks are left out. The parts of a tool the provider ran itself (hosted or server
+tools: a ``Response``'s ``web_search_call`` and the like, Anthropic ``server_tool_use`` and its
+``*_tool_result`` blocks, LangChain's ``server_tool_call`` / ``server_tool_result``) are left out
+too: nothing of the caller's answers their call, and the model's answer after them says what
+they found; so are LlamaIndex's ``CachePoint`` blocks, which mark a prompt-cache breakpoint, not
+text. What is left out is counted in ``left_out`` when the caller passes one, so it can report
+it. A LangChain message's call blocks
 (``tool_use``, ``function_call``, ``tool_call``) are its ``tool_calls``, read from there. A
 refusal keeps its words as the content; a failed tool result (``is_error``, LangChain
 ``status="error"``) is marked ``(tool error)``. A ``developer`` message becomes a ``system``
@@ -49,8 +55,16 @@ _MESSAGE_FIELDS = ("content", "tool_calls", "tool_call_id", "refusal")
 """What a message without a role (a caller may imply it) still has."""
 
 
-def chat_messages(items: object, where: str = "messages") -> list[dict[str, Any]]:
-    """OpenAI chat message dicts for ``items`` (one message object or a list of them)."""
+def chat_messages(items: object, where: str = "messages", *,
+                  left_out: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """OpenAI chat message dicts for ``items`` (one message object or a list of them).
+
+    ``left_out``, when given, counts by type the parts no chat message carries and that are
+    left out rather than refused (a hosted tool's items, a cache marker), for the caller's
+    report: what a conversion leaves out is never lost without a word.
+    """
+    if left_out is None:
+        left_out = {}
     if isinstance(items, Mapping) or _is_sdk_object(items) or isinstance(items, str | bytes):
         items = [items]
     if not isinstance(items, Iterable):
@@ -68,14 +82,14 @@ def chat_messages(items: object, where: str = "messages") -> list[dict[str, Any]
             run_places.append(place)
             continue
         if run:
-            converted += _from_responses_items(run, run_places)
+            converted += _from_responses_items(run, run_places, left_out)
             run, run_places = [], []
         if given_dict and _is_plain_chat(item):
             converted.append(_from_chat(item, place, keep_all=True))
         else:
-            converted.extend(_convert(_as_mapping(item, place), place))
+            converted.extend(_convert(_as_mapping(item, place), place, left_out))
     if run:
-        converted += _from_responses_items(run, run_places)
+        converted += _from_responses_items(run, run_places, left_out)
     return converted
 
 
@@ -88,7 +102,44 @@ def _is_responses_item(item: object) -> bool:
                                               and _is_anthropic_content(content))
 
 
+HOSTED_RESPONSES_ITEMS = frozenset(("web_search_call", "file_search_call",
+                                    "code_interpreter_call", "image_generation_call", "mcp_call",
+                                    "mcp_list_tools"))
+"""Items of the Responses API's hosted tools. The server ran the tool within one response, so
+nothing of the caller's answers its call, and the model's answer after the item says what it
+found: they are left out (counted in ``left_out``)."""
+
+HOSTED_ANTHROPIC_BLOCKS = frozenset(("server_tool_use", "mcp_tool_use", "mcp_tool_result",
+                                     "mcp_tool_listing", "container_upload"))
+"""Anthropic's blocks of a tool its server runs (web search and fetch, code execution, MCP
+connectors), besides the ``*_tool_result`` blocks (``web_search_tool_result``...): left out
+like the Responses API's hosted items."""
+
+SERVER_TOOL_BLOCKS = frozenset(("server_tool_call", "server_tool_call_chunk",
+                                "server_tool_result"))
+"""LangChain's standard content blocks of a provider's server-side tools."""
+
+
+def is_hosted_tool_part(kind: object) -> bool:
+    """Whether a block or item of type ``kind`` is part of a tool the provider ran itself.
+
+    Anthropic names every server tool's result ``<tool>_tool_result`` (new tools keep coming),
+    so that suffix counts too; the caller's own ``tool_result`` does not end with it.
+    """
+    return isinstance(kind, str) and (
+        kind in HOSTED_RESPONSES_ITEMS or kind in HOSTED_ANTHROPIC_BLOCKS
+        or kind in SERVER_TOOL_BLOCKS or kind.endswith("_tool_result"))
+
+
+def _leave_out(left_out: dict[str, int], kind: str) -> None:
+    """Count one part of type ``kind`` as left out of the conversion."""
+    left_out[kind] = left_out.get(kind, 0) + 1
+
+
 _RESPONSES_ITEMS = frozenset(("message", "function_call", "function_call_output", "reasoning"))
+"""Responses items read as messages. A hosted tool's item is left out only within a whole
+``Response``, whose answer follows it; alone in a list it is refused like any item that is not
+a message (the OpenAI Agents integration leaves those out itself, and its report says so)."""
 
 
 def _is_plain_chat(item: Mapping[str, Any]) -> bool:
@@ -112,27 +163,29 @@ def _as_mapping(item: object, where: str) -> Mapping[str, Any]:
     raise InvalidInputError(f"{where} must be a message object (a dict or an SDK message)")
 
 
-def _convert(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+def _convert(item: Mapping[str, Any], where: str, left_out: dict[str, int]
+             ) -> list[dict[str, Any]]:
     if "choices" in item:  # a whole ChatCompletion: its first choice's message
         choices = item.get("choices") or []
         if not choices:
             raise InvalidInputError(f"{where} is a completion without choices")
-        return _convert(choices[0].get("message") or {}, f"{where}.choices[0].message")
+        return _convert(choices[0].get("message") or {}, f"{where}.choices[0].message",
+                        left_out)
     kind = item.get("type")
     if kind in _LANGCHAIN_ROLES and "additional_kwargs" in item:
-        return [_from_langchain(item, where)]
+        return _from_langchain(item, where, left_out)
     if "blocks" in item and "role" in item:
-        return [_from_llama_index(item, where)]
+        return [_from_llama_index(item, where, left_out)]
     if kind == "response" or (item.get("object") == "response" and "output" in item):
         output = item.get("output") or []
         return _one_turn(_from_responses_items(
-            output, [f"{where}.output[{i}]" for i in range(len(output))]))
+            output, [f"{where}.output[{i}]" for i in range(len(output))], left_out))
     if kind in ("function_call", "function_call_output") or (
             kind == "message" and item.get("role") is not None and "stop_reason" not in item
             and _is_responses_content(item.get("content"))):
-        return _from_responses_items([item], [where])
+        return _from_responses_items([item], [where], left_out)
     if isinstance(item.get("content"), list) and _is_anthropic_content(item["content"]):
-        return _from_anthropic(item, where)
+        return _from_anthropic(item, where, left_out)
     return [_from_chat(item, where)]
 
 
@@ -161,14 +214,34 @@ def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
         if value is not None and not (key == "id" and value == PLACEHOLDER_ID):
             message[key] = value
     if item.get("tool_calls"):
-        message["tool_calls"] = [
-            {"id": call["id"], "type": "function",
-             "function": {"name": call["function"]["name"],
-                          "arguments": call["function"].get("arguments") or "{}"}}
-            for call in item["tool_calls"]]
+        message["tool_calls"] = [_chat_call(call, f"{where}.tool_calls[{index}]")
+                                 for index, call in enumerate(item["tool_calls"])]
     if "tool_call_id" in item:
         message["tool_call_id"] = item["tool_call_id"]
     return message
+
+
+def _chat_call(call: object, where: str) -> dict[str, Any]:
+    """An OpenAI tool call (``id``, ``function.name``, ``function.arguments``), checked.
+
+    Anthropic's shape (``id``, ``name``, ``input``: a ``tool_use`` block, as LlamaIndex's
+    Anthropic model keeps its calls) is read too; anything else is refused naming its place.
+    """
+    if _is_sdk_object(call):
+        call = call.model_dump()  # type: ignore[attr-defined]
+    if isinstance(call, Mapping) and "id" in call:  # its value is checked with the message
+        function = call.get("function")
+        if isinstance(function, Mapping) and "name" in function:
+            return {"id": call["id"], "type": "function",
+                    "function": {"name": function["name"],
+                                 "arguments": function.get("arguments") or "{}"}}
+        if "name" in call and isinstance(call.get("input"), Mapping | None):
+            return {"id": call["id"], "type": "function", "function": {
+                "name": call["name"],
+                "arguments": json.dumps(call.get("input") or {}, ensure_ascii=False)}}
+    raise InvalidInputError(f"{where} is not a tool call: it needs an id and either "
+                            "function.name and function.arguments (OpenAI) or name and input "
+                            "(Anthropic)")
 
 
 def _refuse_if_not_a_message(item: Mapping[str, Any], where: str) -> None:
@@ -253,8 +326,8 @@ def _is_responses_content(content: object) -> bool:
         for p in content)
 
 
-def _from_responses_items(items: Sequence[Mapping[str, Any]], places: Sequence[str]
-                          ) -> list[dict[str, Any]]:
+def _from_responses_items(items: Sequence[Mapping[str, Any]], places: Sequence[str],
+                          left_out: dict[str, int]) -> list[dict[str, Any]]:
     """Chat dicts of consecutive Responses items; ``places`` names each item in errors."""
     messages: list[dict[str, Any]] = []
     for item, place in zip(items, places, strict=True):
@@ -274,6 +347,8 @@ def _from_responses_items(items: Sequence[Mapping[str, Any]], places: Sequence[s
             messages.append(_from_chat(item, place))
         elif kind == "reasoning":
             continue  # the model's own reasoning summary: not part of the conversation's text
+        elif kind in HOSTED_RESPONSES_ITEMS:
+            _leave_out(left_out, kind)
         else:
             raise InvalidInputError(f"{place} is a {kind!r} item, which contextwright cannot "
                                     "carry")
@@ -311,15 +386,23 @@ def _output_text(output: object, where: str) -> Content:
 # --- Anthropic -------------------------------------------------------------------------------
 
 
-_ANTHROPIC_ONLY = frozenset(("tool_use", "tool_result", "thinking", "redacted_thinking"))
+_ANTHROPIC_ONLY = frozenset(("tool_use", "tool_result", "thinking", "redacted_thinking",
+                             *HOSTED_ANTHROPIC_BLOCKS))
 
 
 def _is_anthropic_content(blocks: Sequence[Any]) -> bool:
     """Blocks only Anthropic has (text blocks alone read the same in both formats)."""
-    return any(isinstance(b, Mapping) and b.get("type") in _ANTHROPIC_ONLY for b in blocks)
+    return any(isinstance(b, Mapping) and (b.get("type") in _ANTHROPIC_ONLY or (
+        str(b.get("type")).endswith("_tool_result"))) for b in blocks)
 
 
-def _from_anthropic(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+def _from_anthropic(item: Mapping[str, Any], where: str, left_out: dict[str, int]
+                    ) -> list[dict[str, Any]]:
+    """An Anthropic message; none when it held only a server tool's blocks.
+
+    An empty assistant message would say the model answered nothing, where it used a tool
+    its provider ran (its answer comes in the next message).
+    """
     role = item.get("role")
     blocks = item["content"]
     if role == "user":
@@ -337,9 +420,13 @@ def _from_anthropic(item: Mapping[str, Any], where: str) -> list[dict[str, Any]]
                 "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}})
         elif kind in THINKING_BLOCKS:
             thinking.append(thinking_block(block))
+        elif is_hosted_tool_part(kind):
+            _leave_out(left_out, kind)
         else:
             raise InvalidInputError(f"{where}.content[{index}] is a {kind!r} block, which "
                                     "contextwright cannot carry")
+    if not (texts or calls or thinking) and blocks:
+        return []
     message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
         message["tool_calls"] = calls
@@ -426,17 +513,29 @@ _LANGCHAIN_REASONING_BLOCKS = frozenset(("reasoning", "thinking", "redacted_thin
 the conversation's text. Anthropic's thinking blocks are kept apart (``thinking_blocks``)."""
 
 
-def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A LangChain ``BaseMessage`` (dumped): ``tool_calls`` carry parsed ``args``."""
+def _from_langchain(item: Mapping[str, Any], where: str, left_out: dict[str, int]
+                    ) -> list[dict[str, Any]]:
+    """A LangChain ``BaseMessage`` (dumped): ``tool_calls`` carry parsed ``args``.
+
+    No message for an answer that held only a hosted tool's blocks: an empty assistant message
+    would say the model answered nothing.
+    """
     role = _LANGCHAIN_ROLES[item["type"]]
     calls = item.get("tool_calls") or []
     invalid = [call for call in item.get("invalid_tool_calls") or () if call.get("id")]
     content = item.get("content")
-    text = (_parts_content(_langchain_parts(content, [*calls, *invalid], where))
-            if isinstance(content, list) else _chat_content(content, where))
-    message: dict[str, Any] = {"role": role, "content": text}
     thinking = [thinking_block(part) for part in content if isinstance(part, Mapping)
                 and part.get("type") in THINKING_BLOCKS] if isinstance(content, list) else []
+    if not isinstance(content, list):
+        text = _chat_content(content, where)
+    else:
+        hosted = sum(left_out.values())
+        parts = _langchain_parts(content, [*calls, *invalid], where, left_out)
+        if (role == "assistant" and not (parts or calls or invalid or thinking)
+                and sum(left_out.values()) > hosted):
+            return []
+        text = _parts_content(parts)
+    message: dict[str, Any] = {"role": role, "content": text}
     if thinking and role == "assistant":
         message["thinking_blocks"] = thinking  # ChatAnthropic's: sent back in an open loop
     if role == "tool" and item.get("status") == "error":
@@ -453,7 +552,7 @@ def _from_langchain(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key in ("id", "name"):
         if item.get(key) is not None:
             message[key] = item[key]
-    return message
+    return [message]
 
 
 MALFORMED_ARGUMENTS = "malformed_arguments"
@@ -478,8 +577,11 @@ def _invalid_call(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _langchain_parts(content: Sequence[object], calls: Sequence[Mapping[str, Any]],
-                     where: str) -> list[tuple[object, str]]:
-    """The content's parts with their places, less reasoning and the blocks that repeat a call.
+                     where: str, left_out: dict[str, int]) -> list[tuple[object, str]]:
+    """The content's parts with their places, less reasoning and the blocks left out.
+
+    Left out are the blocks that repeat a call and those of a tool the provider ran (counted in
+    ``left_out``).
 
     A call block whose call is not among ``tool_calls`` is refused: dropped, the call would be
     lost, and read from the block alone, its arguments would be the provider's raw text.
@@ -494,6 +596,9 @@ def _langchain_parts(content: Sequence[object], calls: Sequence[Mapping[str, Any
         kind = part.get("type")
         if kind in _LANGCHAIN_REASONING_BLOCKS:
             continue  # the model's own reasoning is not the conversation's text
+        if is_hosted_tool_part(kind):
+            _leave_out(left_out, str(kind))
+            continue
         id_field = _LANGCHAIN_CALL_BLOCKS.get(str(kind))
         if id_field is None:
             parts.append((part, place))
@@ -540,21 +645,28 @@ def _arguments_text(call: Mapping[str, Any], raw: str | None) -> str:
     return json.dumps(args, ensure_ascii=False)
 
 
-def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _from_llama_index(item: Mapping[str, Any], where: str, left_out: dict[str, int]
+                      ) -> dict[str, Any]:
     """A LlamaIndex ``ChatMessage`` (dumped): text, and calls as blocks or in its kwargs.
 
-    Calls come as ``ToolCallBlock``s (function-calling agents) or in ``additional_kwargs``;
-    thinking blocks are left out like other reasoning.
+    Calls come as ``ToolCallBlock``s (function-calling agents) or in ``additional_kwargs``, in
+    OpenAI's shape or Anthropic's (LlamaIndex's Anthropic model keeps its ``tool_use`` blocks
+    there); thinking blocks are left out like other reasoning. Text blocks are joined by a line
+    break, as LlamaIndex's own ``ChatMessage.content`` joins them.
     """
     role = str(getattr(item["role"], "value", item["role"]))
     if role not in ("system", "developer", "user", "assistant", "tool"):
         raise InvalidInputError(f"{where}.role {role!r} has no chat equivalent")
-    texts, calls, images = _llama_index_blocks(item.get("blocks") or [], where)
+    texts, calls, images = _llama_index_blocks(item.get("blocks") or [], where, left_out)
     extra = item.get("additional_kwargs") or {}
     message: dict[str, Any] = {"role": "system" if role == "developer" else role,
-                               "content": _joined(texts, images, "")}
+                               "content": _joined(texts, images)}
     if extra.get("tool_calls"):
-        calls = _from_chat({"tool_calls": extra["tool_calls"]}, where)["tool_calls"] + calls
+        place = f"{where}.additional_kwargs.tool_calls"
+        if not isinstance(extra["tool_calls"], Sequence):
+            raise InvalidInputError(f"{place} must be a list of tool calls")
+        calls = [_chat_call(call, f"{place}[{index}]")
+                 for index, call in enumerate(extra["tool_calls"])] + calls
     if calls:
         message["tool_calls"] = calls
         message["content"] = message["content"] or None
@@ -564,9 +676,14 @@ def _from_llama_index(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     return message
 
 
-def _llama_index_blocks(blocks: Sequence[Mapping[str, Any]], where: str
+def _llama_index_blocks(blocks: Sequence[Mapping[str, Any]], where: str,
+                        left_out: dict[str, int]
                         ) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Text, tool calls (``ToolCallBlock``, as function-calling agents record them), images."""
+    """Text, tool calls (``ToolCallBlock``, as function-calling agents record them), images.
+
+    A ``CachePoint`` block marks where a provider's prompt cache may end, not text: it is
+    left out (counted in ``left_out``), as LlamaIndex's own ``ChatMessage.content`` does.
+    """
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
@@ -578,6 +695,8 @@ def _llama_index_blocks(blocks: Sequence[Mapping[str, Any]], where: str
             calls.append(_llama_index_call(block, f"{where}.blocks[{index}]"))
         elif kind == "image":
             images.append(_llama_index_image(block, f"{where}.blocks[{index}]").to_chat_part())
+        elif kind == "cache":
+            _leave_out(left_out, "cache")
         elif kind != "thinking":  # the model's own reasoning is not the conversation's text
             raise InvalidInputError(f"{where}.blocks[{index}] is a {kind!r} block, which "
                                     "contextwright cannot carry (text, images and tool calls "

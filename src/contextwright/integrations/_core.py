@@ -159,16 +159,43 @@ def report_from_dict(data: Mapping[str, Any]) -> BuildReport:
         raise InvalidInputError(f"not a build report ({exc})") from None
 
 
+def snapshot(value: object) -> object:
+    """``value`` with its list or dict copied, and the lists and dicts right inside it, to compare.
+
+    A fingerprint that held a message's own content list would compare equal to it after any
+    change made in place (a part appended, a key set): it is the same object. Two levels cover
+    what is edited in place — a part appended or a block's text set, a call added or its
+    arguments replaced — at little cost per call of a long conversation; a change deeper in
+    (one argument's value inside a call's arguments) is not seen.
+    """
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return tuple([_copied(item) for item in value])  # type: ignore[attr-defined]
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}  # type: ignore[attr-defined]
+    if isinstance(value, Mapping):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return tuple([_copied(item) for item in value])
+    return value
+
+
+def _copied(value: object) -> object:
+    """``value``, a copy of it when it is a list or a dict."""
+    kind = type(value)
+    return value.copy() if kind is dict or kind is list else value  # type: ignore[attr-defined]
+
+
 class ConversionMemo:
     """Converts framework messages to chat dicts, each message object once.
 
     An agent's conversation is the same message objects call after call, so converting only
     the new ones keeps a 10,000-message conversation cheap, and handing the builder the same
-    dicts lets it reuse what it parsed and counted. ``fingerprint`` names what a message's
-    conversion depends on (its content, the length of its parts...): a remembered conversion is
-    used only while the fingerprint is equal (the same objects compare at once), so a message
-    changed by reassignment or an appended part is converted again. It forgets everything past
-    ``limit`` objects.
+    dicts lets it reuse what it parsed and counted. ``fingerprint`` gives what a message's
+    conversion depends on (its content, its calls, its id...) as a ``snapshot``: a remembered
+    conversion is used only while the fingerprint is equal, so a message changed by
+    reassignment or in place (an appended part, an edited block) is converted again. It
+    forgets everything past ``limit`` objects.
     """
 
     def __init__(self, convert_all: Callable[[Sequence[Any]], list[Chat]],

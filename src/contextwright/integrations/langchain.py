@@ -5,7 +5,10 @@ call it builds the context from the agent's messages, system prompt and tools (p
 tool-pair safety, fencing) and hands the model that instead; the agent's own state keeps the full
 conversation. Each build's report lands in the state under ``contextwright_report`` (as its
 plain dict, so every checkpointer can save it); ``report_from_state(state)`` gives the
-``BuildReport`` back. It
+``BuildReport`` back. Blocks of a tool the provider ran itself (``web_search_call``,
+``server_tool_use`` and its results, ``server_tool_call``...) stay in the state and are left out
+of the build, which the report's warnings count; a system prompt given as content blocks (a
+``cache_control`` breakpoint on it) reaches the model as given, the build's additions after it. It
 is an alternative to ``trim_messages`` and ``SummarizationMiddleware``, not a companion: run one
 of them, not both. ``to_langchain`` / ``from_langchain`` convert messages either way. Needs the
 ``langchain`` extra; importing this module imports LangChain.
@@ -30,7 +33,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
 
 from contextwright.builder import ContextBuilder
-from contextwright.convert import chat_messages, to_langchain
+from contextwright.convert import chat_messages, is_hosted_tool_part, to_langchain
 from contextwright.core.final import FinalContext
 from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
@@ -40,7 +43,9 @@ from contextwright.integrations._core import (
     PlanChoice,
     kept_tool_names,
     report_from_dict,
+    snapshot,
     system_and_rest,
+    with_warning,
 )
 
 __all__ = ["ContextwrightMiddleware", "ContextwrightState", "from_langchain", "report_from_state",
@@ -70,13 +75,31 @@ def from_langchain(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
 
 
 def _fingerprint(message: BaseMessage) -> tuple[Any, ...]:
-    """What a message's conversion reads, by object (see ``ConversionMemo``)."""
-    fields = message.__dict__  # a missing attribute is slow to ask a pydantic model for
-    calls = fields.get("tool_calls")
-    invalid = fields.get("invalid_tool_calls")
-    return (fields.get("content"), fields.get("id"), fields.get("additional_kwargs"), calls,
-            len(calls) if calls else 0, invalid, len(invalid) if invalid else 0,
-            fields.get("status"))
+    """What a message's conversion reads, copied (see ``ConversionMemo``).
+
+    Empty containers count as ``None``: kept as they are, the fingerprint would share them
+    with the message and miss what is added to them later.
+    """
+    get = message.__dict__.get  # a missing attribute is slow to ask a pydantic model for
+    content, extra = get("content"), get("additional_kwargs")
+    calls, invalid = get("tool_calls"), get("invalid_tool_calls")
+    return (get("type"), content if type(content) is str else snapshot(content), get("id"),
+            get("name"), snapshot(extra) if extra else None,
+            snapshot(calls) if calls else None, snapshot(invalid) if invalid else None,
+            get("tool_call_id"), get("status"))
+
+
+def _hosted_tool_blocks(messages: Sequence[BaseMessage]) -> dict[str, int]:
+    """How many blocks of each type of the provider's own tools ``messages`` hold."""
+    counts: dict[str, int] = {}
+    for message in messages:
+        content = message.content
+        if isinstance(content, list):
+            for block in content:
+                kind = block.get("type") if isinstance(block, dict) else None
+                if is_hosted_tool_part(kind):
+                    counts[str(kind)] = counts.get(str(kind), 0) + 1
+    return counts
 
 
 class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
@@ -100,18 +123,26 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
     def shape(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], FinalContext]:
         """The model request with the built messages, system prompt and tools, and the build."""
         schemas = [_tool_schema(tool, index) for index, tool in enumerate(request.tools)]
-        system = request.system_message.text if request.system_message is not None else None
+        given = request.system_message
+        system = given.text if given is not None else None
         context = self.shaper.build(self._chats(request.messages), system=system,
                                     tools=[schema for schema in schemas if schema is not None])
+        hosted = _hosted_tool_blocks(request.messages)
+        if hosted:
+            context = with_warning(context, (
+                f"left out {sum(hosted.values())} block(s) of the provider's own tools "
+                f"({', '.join(sorted(hosted))}): the provider ran them, and the model's answer "
+                "after them says what they found; the agent's state keeps them"))
         # With their reasoning: the loop's thinking goes back to a ChatAnthropic model.
         system_text, rest = system_and_rest(context.to_messages("openai", reasoning=True))
+        system_message, dropped = _system_message(given, system_text)
+        if dropped:
+            context = with_warning(context, dropped)
         kept = kept_tool_names(context)
         tools = [tool for tool, schema in zip(request.tools, schemas, strict=True)
                  if schema is None or schema["function"]["name"] in kept]
-        shaped = request.override(
-            messages=to_langchain(rest),
-            system_message=SystemMessage(content=system_text) if system_text else None,
-            tools=tools)
+        shaped = request.override(messages=to_langchain(rest), system_message=system_message,
+                                  tools=tools)
         return shaped, context
 
     def wrap_model_call(
@@ -129,6 +160,33 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         """``wrap_model_call`` for an async agent (the build runs on a worker thread)."""
         shaped, context = await asyncio.to_thread(self.shape, request)
         return _with_report(await handler(shaped), context.report)
+
+
+def _system_message(given: SystemMessage | None, built: str | None
+                    ) -> tuple[SystemMessage | None, str | None]:
+    """The system message to send for the build's system text, and a warning when needed.
+
+    A system prompt given as content blocks may carry what its text does not: a
+    ``cache_control`` breakpoint (Anthropic's prompt cache), a block of another type. While the
+    build's text begins with the given text, those blocks are sent as given and what the build
+    added (the data note...) follows as one more text block; otherwise (a plan that puts another
+    system part first) the build's text goes alone, and the warning says what was not carried.
+    """
+    if not built:
+        return None, None
+    if given is None or not isinstance(given.content, list):
+        return SystemMessage(content=built), None
+    text = given.text
+    if not built.startswith(text):
+        return SystemMessage(content=built), (
+            "the system prompt's content blocks (and any cache_control on them) were not "
+            "carried: the build does not begin with the system prompt, so its text was sent "
+            "as one string")
+    blocks: list[str | dict[Any, Any]] = list(given.content)
+    added = built[len(text):].lstrip("\n")
+    if added:
+        blocks.append({"type": "text", "text": added})
+    return SystemMessage(content=blocks), None
 
 
 def _with_report(response: ModelResponse[Any] | AIMessage, report: BuildReport

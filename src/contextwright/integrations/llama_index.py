@@ -7,7 +7,9 @@ log per (user, session); ``get()`` builds what the model sees from them (plan, b
 safety, fencing; the data note joins the system message), and ``report`` is the last build's
 ``BuildReport``. An agent appends this turn's own tool calls and results after what ``get``
 returns (they reach the memory only when the turn ends), so ``budget`` covers the stored
-conversation. Needs the ``llama-index`` extra.
+conversation. A message's ``CachePoint`` blocks are not stored (a chat message carries no cache
+breakpoint); every later build of the memory warns in its report how many ``put`` left out.
+Needs the ``llama-index`` extra.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from contextwright.builder import ContextBuilder
 from contextwright.convert import chat_messages, to_llama_index
 from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
-from contextwright.integrations._core import ContextShaper, PlanChoice, sync_store
+from contextwright.integrations._core import ContextShaper, PlanChoice, sync_store, with_warning
 from contextwright.session.store import SessionKey, Store
 
 __all__ = ["ContextwrightMemory"]
@@ -49,6 +51,7 @@ class ContextwrightMemory(BaseMemory):
     _shaper: ContextShaper = PrivateAttr()
     _report: BuildReport | None = PrivateAttr(default=None)
     _read: tuple[str | None, int, list[dict[str, Any]]] = PrivateAttr(default=(None, 0, []))
+    _left_out: dict[str, int] = PrivateAttr(default_factory=dict)
 
     def __init__(self, store: Store, *, user_id: str, session_id: str,
                  system: str | None = None, builder: ContextBuilder | None = None,
@@ -100,6 +103,12 @@ class ContextwrightMemory(BaseMemory):
         if not any(message.get("role") == "user" for message in stored):
             return to_llama_index(stored)  # nothing to answer yet: the session as it is
         context = self._shaper.build(stored, system=self.system)
+        if self._left_out:
+            context = with_warning(context, (
+                f"put() left out {sum(self._left_out.values())} block(s) of the stored messages "
+                f"({', '.join(sorted(self._left_out))}): a cache block marks a prompt-cache "
+                "breakpoint, which a stored chat message has no place for, so the provider is "
+                "not asked to cache up to it"))
         self._report = context.report
         messages = context.to_messages("openai")
         if pending and messages and messages[-1] == {"role": "user", "content": input}:
@@ -117,16 +126,20 @@ class ContextwrightMemory(BaseMemory):
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Append ``messages`` in one atomic write."""
         if messages:
-            self._store.append(self.key, chat_messages(messages))
+            left_out: dict[str, int] = {}
+            self._store.append(self.key, chat_messages(messages, left_out=left_out))
+            for kind, count in left_out.items():  # warned of by every later build
+                self._left_out[kind] = self._left_out.get(kind, 0) + count
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the session's messages with ``messages``."""
-        self._store.erase_session(self.key)
+        self.reset()
         self.put_messages(messages)
 
     def reset(self) -> None:
         """Erase the session."""
         self._store.erase_session(self.key)
+        self._left_out.clear()
 
     def _chats(self) -> list[dict[str, Any]]:
         """The session's messages: what was read before, and what was appended since.

@@ -38,11 +38,17 @@ from agents.models.fake_id import FAKE_RESPONSES_ID
 from agents.run_config import CallModelData, ModelInputData
 
 from contextwright.builder import ContextBuilder
-from contextwright.convert import chat_messages
+from contextwright.convert import HOSTED_RESPONSES_ITEMS, chat_messages
 from contextwright.core.final import FinalContext
 from contextwright.core.report import BuildReport
 from contextwright.errors import ConflictError, InvalidInputError
-from contextwright.integrations._core import ContextShaper, PlanChoice, sync_store, with_warning
+from contextwright.integrations._core import (
+    ContextShaper,
+    PlanChoice,
+    snapshot,
+    sync_store,
+    with_warning,
+)
 from contextwright.session.store import SessionKey, StateWrite, Store
 
 __all__ = ["ContextwrightInputFilter", "ContextwrightSession"]
@@ -175,7 +181,7 @@ class ContextwrightInputFilter:
             for unit in _units(items):
                 key = tuple(map(id, unit))
                 hit = self._memo.get(key)
-                state = tuple(tuple(_fields(item).values()) for item in unit)  # values by object
+                state = tuple(snapshot(_fields(item)) for item in unit)  # copied: see snapshot
                 if hit is None or hit[1] != state:
                     hit = (unit, state, unit_chats(unit))
                     if len(self._memo) >= 200_000:
@@ -238,8 +244,7 @@ _NOT_ARGUMENTS = frozenset(("type", "id", "call_id", "status"))
 _FOLLOWERS = frozenset(("function_call", "reasoning", *CARRIED_CALLS))
 """Items that join the message before them (a call joins its assistant message)."""
 
-HOSTED_TOOL_ITEMS = frozenset(("web_search_call", "file_search_call", "code_interpreter_call",
-                               "image_generation_call", "mcp_call", "mcp_list_tools"))
+HOSTED_TOOL_ITEMS = HOSTED_RESPONSES_ITEMS
 """Items of the Responses API's hosted tools, which the build leaves out: the server ran the
 tool within one response (nothing of ours answers it), and the model's answer after the item
 says what it found. The session keeps them."""

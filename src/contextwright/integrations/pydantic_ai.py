@@ -13,13 +13,16 @@ Each build's report is put on the run's newest request as ``metadata["contextwri
 ``to_pydantic_ai`` / ``from_pydantic_ai`` convert messages either way; the images of a user
 prompt and of a tool's return (``ImageUrl``, image ``BinaryContent``) are carried — the model
 gets a tool's images in its return, inside the fence, and Pydantic AI sends them the way its
-provider takes them — while audio, video and documents are refused. A retry
+provider takes them — while audio, video and documents are refused. A ``TextContent`` (and a
+``StructuredContent``) is its text; a ``CachePoint`` is left out, and the report's warnings say
+how many (chat messages carry no cache breakpoints). A retry
 (``RetryPromptPart``, and ``RetryFeedbackPart`` where Pydantic AI has it) is carried as what
 the model is shown; a tool's failure or retry (a ``ToolReturnPart`` with ``outcome="failed"`` or
 ``"retried"``) is its call's result, marked as a failure, with the error or feedback whole.
-Parts of the provider's native tools (``NativeToolCallPart``, ``NativeToolReturnPart``: web
-search, code execution...) are left out of the build and stay in the run's messages; the
-report's warnings say how many.
+Claude's signed thinking, from ``AnthropicModel`` or Claude on ``BedrockConverseModel``, is
+sent back while its tool loop is open. Parts of the provider's native tools
+(``NativeToolCallPart``, ``NativeToolReturnPart``: web search, code execution...) are left out
+of the build and stay in the run's messages; the report's warnings say how many.
 Needs the ``pydantic-ai`` extra.
 """
 
@@ -36,6 +39,7 @@ from pydantic_ai import messages as pydantic_ai_messages
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     BinaryContent,
+    CachePoint,
     FileUrl,
     ImageUrl,
     ModelMessage,
@@ -44,6 +48,7 @@ from pydantic_ai.messages import (
     ModelResponse,
     RetryPromptPart,
     SystemPromptPart,
+    TextContent,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -67,6 +72,7 @@ from contextwright.integrations._core import (
     PlanChoice,
     kept_tool_names,
     report_from_dict,
+    snapshot,
     with_warning,
 )
 
@@ -109,12 +115,18 @@ class ContextwrightHistory(AbstractCapability[Any]):
             shaper = dataclasses.replace(shaper, budget=shaper.budget - spent)
         context = shaper.build(self._chats(messages), tools=tools)
         native = _native_tool_names(messages)
-        if not native:
-            return context
-        return with_warning(context, (
-            f"left out {sum(native.values())} part(s) of the provider's native tools "
-            f"({', '.join(sorted(native))}): the provider ran them, and the model's answer "
-            "after them says what they found; the run's messages keep them"))
+        if native:
+            context = with_warning(context, (
+                f"left out {sum(native.values())} part(s) of the provider's native tools "
+                f"({', '.join(sorted(native))}): the provider ran them, and the model's answer "
+                "after them says what they found; the run's messages keep them"))
+        cache_points = _cache_points(messages)
+        if cache_points:
+            context = with_warning(context, (
+                f"left out {cache_points} CachePoint(s) of the prompts: the build's messages "
+                "carry no cache breakpoints, so the provider is not asked to cache up to them; "
+                "the run's messages keep them"))
+        return context
 
     async def before_model_request(self, ctx: RunContext[Any],
                                    request_context: ModelRequestContext) -> ModelRequestContext:
@@ -190,16 +202,34 @@ def report_from_messages(messages: Sequence[ModelMessage]) -> BuildReport:
 
 
 def _fingerprint(message: ModelMessage) -> tuple[Any, ...]:
-    """What a message's conversion reads: its parts, by object (see ``ConversionMemo``)."""
-    return (message.parts, len(message.parts), *message.parts)
+    """What a message's conversion reads: its parts' fields, copied (see ``ConversionMemo``)."""
+    return tuple([_part_state(part) for part in message.parts])
+
+
+def _part_state(part: object) -> object:
+    """A part's fields, its content list and call arguments copied, as ``snapshot`` would.
+
+    Copied field by field only where a part is changed in place (an item appended to a
+    prompt's content, an argument set): a long run's parts are many, and most fields are text.
+    """
+    fields = getattr(part, "__dict__", None)
+    if fields is None:
+        return snapshot(part)
+    state = fields.copy()
+    for name in ("content", "args"):
+        value = state.get(name)
+        if type(value) is list or type(value) is dict:
+            state[name] = value.copy()
+    return state
 
 
 def from_pydantic_ai(messages: Sequence[ModelMessage]) -> list[Chat]:
     """OpenAI chat dicts for Pydantic AI messages.
 
-    Anthropic's signed thinking (a ``ThinkingPart`` with a signature, from an Anthropic model)
-    becomes the message's ``thinking_blocks``, which a build sends back while its tool loop is
-    open; other thinking is the model's own and left out.
+    Claude's signed thinking (a ``ThinkingPart`` with a signature, from ``AnthropicModel`` or
+    Claude on ``BedrockConverseModel``) becomes the message's ``thinking_blocks``, which a
+    build sends back while its tool loop is open; other thinking is the model's own and left
+    out.
     """
     chats: list[Chat] = []
     for index, message in enumerate(messages):
@@ -235,6 +265,15 @@ The provider ran the tool within one response, so nothing of ours answers its ca
 model's answer after it says what it found: like the Agents SDK integration's hosted tools, they
 stay in the run's messages and the report warns how many the build left out.
 """
+
+
+def _cache_points(messages: Sequence[ModelMessage]) -> int:
+    """How many ``CachePoint`` markers the user prompts of ``messages`` hold."""
+    return sum(isinstance(item, CachePoint)
+               for message in messages if isinstance(message, ModelRequest)
+               for part in message.parts if isinstance(part, UserPromptPart)
+               and not isinstance(part.content, str)
+               for item in part.content)
 
 
 def _native_tool_names(messages: Sequence[ModelMessage]) -> dict[str, int]:
@@ -312,21 +351,46 @@ def _error_text(part: ToolReturnPart) -> str:
 
 
 def _user_content(content: object, where: str) -> str | list[Chat]:
-    """Text, or text and ``image_url`` parts for ``ImageUrl`` / image ``BinaryContent``."""
+    """Text, or text and ``image_url`` parts for ``ImageUrl`` / image ``BinaryContent``.
+
+    ``CachePoint`` markers are left out (``build`` warns of them): they are not content.
+    """
     if isinstance(content, str):
         return content
-    if isinstance(content, Sequence) and all(isinstance(item, str) for item in content):
-        return "\n".join(content)
+    if isinstance(content, TextContent):  # StructuredContent too: sent as its text
+        return content.content
     if isinstance(content, Sequence):
-        return [_content_item(item, f"{where}.content[{index}]")
-                for index, item in enumerate(content)]
+        items = [(item, f"{where}.content[{index}]") for index, item in enumerate(content)
+                 if not isinstance(item, CachePoint)]
+        if all(isinstance(item, str | TextContent) for item, _ in items):
+            return "\n".join(_text(item) for item, _ in items)
+        return [_content_item(item, place) for item, place in items]
     raise InvalidInputError(f"{where} has content contextwright cannot carry")
+
+
+def _text(item: str | TextContent) -> str:
+    """The text sent of a text item (a ``TextContent``'s metadata is the application's)."""
+    return item if isinstance(item, str) else item.content
+
+
+_KINDS = {"AudioUrl": "audio", "VideoUrl": "video", "DocumentUrl": "a document",
+          "UploadedFile": "a file uploaded to the provider"}
+"""What each multimodal item contextwright cannot carry is, for its error."""
+
+
+def _kind(item: object) -> str:
+    """``item``'s type and what it holds, as an error names it."""
+    name = type(item).__name__
+    named = f"an {name}" if name[:1] in "AEIOU" else f"a {name}"
+    if isinstance(item, BinaryContent):
+        return f"{named} ({item.media_type})"
+    return f"{named} ({_KINDS[name]})" if name in _KINDS else named
 
 
 def _content_item(item: object, where: str) -> Chat:
     """A text or image item of a prompt or a tool's return as an OpenAI part."""
-    if isinstance(item, str):
-        return {"type": "text", "text": item}
+    if isinstance(item, str | TextContent):
+        return {"type": "text", "text": _text(item)}
     try:
         if isinstance(item, ImageUrl):
             return ImagePart(url=item.url).to_chat_part()
@@ -335,8 +399,8 @@ def _content_item(item: object, where: str) -> Chat:
                              media_type=item.media_type).to_chat_part()
     except InvalidInputError as error:
         raise InvalidInputError(f"{where}: {error}") from None
-    raise InvalidInputError(f"{where} is a {type(item).__name__} (audio, video or a document), "
-                            "which contextwright cannot carry")
+    raise InvalidInputError(f"{where} is {_kind(item)}, which contextwright cannot carry "
+                            "(text and images only)")
 
 
 def _response(message: ModelResponse, where: str) -> list[Chat]:
@@ -349,7 +413,7 @@ def _response(message: ModelResponse, where: str) -> list[Chat]:
         if isinstance(part, TextPart):
             texts.append(part.content)
         elif isinstance(part, ThinkingPart):
-            if part.signature and part.provider_name == ANTHROPIC:
+            if _is_claude_signed(message, part):
                 thinking.append(_thinking_block(part))
         elif isinstance(part, ToolCallPart):
             calls.append({"id": part.tool_call_id, "type": "function", "function": {
@@ -371,12 +435,32 @@ def _response(message: ModelResponse, where: str) -> list[Chat]:
 
 ANTHROPIC = "anthropic"
 """The ``provider_name`` of Anthropic's parts, whose signed thinking the API takes back."""
+BEDROCK = "bedrock"
+"""The ``provider_name`` of ``BedrockConverseModel``'s parts (Claude's thinking among them)."""
 _REDACTED = "redacted_thinking"
 """The ``ThinkingPart.id`` of Anthropic's redacted thinking (its data is the signature)."""
+_REDACTED_IDS = frozenset((_REDACTED, "redacted_content"))
+"""The ids of Claude's redacted thinking: ``AnthropicModel``'s, and ``BedrockConverseModel``'s."""
+
+
+def _is_claude_signed(message: ModelResponse, part: ThinkingPart) -> bool:
+    """Whether ``part`` is Claude's signed thinking, which Anthropic's keys verify.
+
+    ``AnthropicModel`` records it under ``anthropic``; ``BedrockConverseModel`` under
+    ``bedrock``, with the response's ``canonical_system`` saying whose keys verify it
+    (``anthropic`` for Claude, ``bedrock`` for another model's encrypted reasoning; none for a
+    model its name does not identify, whose thinking Pydantic AI sends back to Bedrock too).
+    """
+    if not part.signature:
+        return False
+    canonical = getattr(message, "canonical_system", None)  # newer Pydantic AI only
+    if canonical is not None and part.provider_name == message.provider_name:
+        return bool(canonical == ANTHROPIC)
+    return part.provider_name in (ANTHROPIC, BEDROCK)
 
 
 def _thinking_block(part: ThinkingPart) -> Chat:
-    if part.id == _REDACTED:
+    if part.id in _REDACTED_IDS:
         return {"type": "redacted_thinking", "data": part.signature}
     return {"type": "thinking", "thinking": part.content, "signature": part.signature}
 
