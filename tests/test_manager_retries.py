@@ -130,6 +130,47 @@ def test_a_retry_after_a_lost_answer_routes_a_message_never_routed() -> None:
     assert store.count(KEY) == 1
 
 
+class _LosesTheAnswerTo(MemoryStore):
+    """Stores every message, but loses the answer to the write holding ``text``, once."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text, self.lost = text, False
+
+    def append_if(self, key: SessionKey, messages: Any, **kwargs: Any) -> Any:
+        appended = super().append_if(key, messages, **kwargs)
+        if not self.lost and any(m.get("content") == self.text for m in messages):
+            self.lost = True
+            raise OutcomeUnknown("the write's answer was lost")
+        return appended
+
+
+def test_a_retry_after_a_lost_answer_routes_a_later_message_never_routed() -> None:
+    store = _LosesTheAnswerTo(PLAN)
+    cm = ContextManager(store=store, background=False)
+    cm.prepare("u", "s", "Hello there", idempotency_key="h1")
+    cm.record("u", "s", assistant="Hi! How can I help?")
+    assert cm.state("u", "s").mode != "structured"
+    with pytest.raises(OutcomeUnknown):
+        cm.prepare("u", "s", PLAN, idempotency_key="p1")
+    retried = cm.prepare("u", "s", PLAN, idempotency_key="p1")
+    assert retried.route is not None, "the first call stored the plan but never routed it"
+    assert retried.mode == "structured" and cm.state("u", "s").zones.task.next
+    # Once routed, a further retry changes nothing.
+    state, version = cm.state("u", "s"), _version(store)
+    again = cm.prepare("u", "s", PLAN, idempotency_key="p1")
+    assert again.route is None and cm.state("u", "s") == state and _version(store) == version
+    assert store.count(KEY) == 3
+
+
+def test_a_state_stored_before_routed_upto_existed_still_loads() -> None:
+    from contextwright.session.state import SessionState
+
+    old = SessionState(mode="sliding_window", kept_turns=2).to_dict()
+    del old["routed_upto"]
+    assert SessionState.from_dict(old).routed_upto == 0
+
+
 @pytest.mark.parametrize("kind", ["async-memory", "async-sqlite"])
 def test_an_async_replayed_prepare_changes_no_state(kind: str, tmp_path: Path) -> None:
     async def run() -> None:

@@ -248,7 +248,7 @@ class SessionFlows:
         if appended is not None:
             read, recent = _up_to(appended.seqs[-1], read), _up_to(appended.seqs[-1], recent)
         state, version, route, switch = yield from self._route(key, text, appended, recent,
-                                                              record)
+                                                              record, moved_on=not keeps_layout)
         self._note_read(key, epoch, read_after, state, read)
         user_index = last_user_index(recent)
         if user_index is None:
@@ -369,7 +369,7 @@ class SessionFlows:
         return self.modes.settings(mode or self.modes.default_mode)
 
     def _route(self, key: SessionKey, text: str | None, appended: Appended | None,
-               recent: list[StoredMessage], record: StateRecord | None
+               recent: list[StoredMessage], record: StateRecord | None, *, moved_on: bool
                ) -> Flow[tuple[SessionState, int | None, RouteDecision | None,
                                ModeSwitch | None]]:
         # The routed state is written only into the incarnation of the session the message
@@ -379,8 +379,11 @@ class SessionFlows:
         # key, a duplicated delivery) was routed when it was first stored: routing it again
         # would count its kept turn again, release the mode early, or plan its task afresh
         # over the steps recorded since. It is built from the state as stored, with the
-        # switch it caused; only a session no message was ever routed in (no mode: the first
-        # call ended between storing and routing) routes it now.
+        # switch it caused, when the state says its routing changed it (``routed_upto``) or
+        # newer messages followed it. Otherwise the first call may have ended between storing
+        # and routing (``OutcomeUnknown``, the case idempotency keys are for), so it is routed
+        # now; had it been routed without changing the state, routing it again against that
+        # same state changes nothing either.
         for attempt in range(MAX_STATE_ATTEMPTS):
             if attempt:
                 record = yield from flow.get_state(key)
@@ -388,11 +391,14 @@ class SessionFlows:
             version = record.version if record else None
             if text is None or appended is None:
                 return state, version, None, None
-            if appended.replayed and state.mode is not None:
-                return state, version, None, _switch_at(state, appended.seqs[0])
+            seq = appended.seqs[0]
+            if appended.replayed and (moved_on or seq <= state.routed_upto):
+                return state, version, None, _switch_at(state, seq)
             route, new_state, switch = yield from flow.compute(
-                partial(self._decide_route, state, text, appended.seqs[0], recent),
+                partial(self._decide_route, state, text, seq, recent),
                 where="cpu" if self.router.classifier is not None else "loop")  # rules: µs
+            if new_state != state:
+                new_state = replace(new_state, routed_upto=seq)
             if new_state == state:
                 _log_route(key, route, state.mode)
                 return state, version, route, None

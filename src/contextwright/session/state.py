@@ -64,6 +64,9 @@ class SessionState:
     """The last build's ``Fingerprint.to_dict()``: any worker's next build continues it."""
     kept_turns: int = 0
     """User messages in a row that matched no rule and stayed in the current mode."""
+    routed_upto: int = 0
+    """The newest user message whose routing changed this state (0: none): a retry of it with
+    its idempotency key must not apply that change again."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data for a store."""
@@ -79,7 +82,7 @@ class SessionState:
             "zones": self.zones.to_dict(),
             "handoff": dict(self.handoff) if self.handoff is not None else None,
             "cache": dict(self.cache) if self.cache is not None else None,
-            "kept_turns": self.kept_turns,
+            "kept_turns": self.kept_turns, "routed_upto": self.routed_upto,
         }
 
     @staticmethod
@@ -94,6 +97,7 @@ class SessionState:
                 zones=Zones.from_dict(data.get("zones") or {}),
                 handoff=data.get("handoff"), cache=data.get("cache"),
                 kept_turns=int(data.get("kept_turns", 0)),
+                routed_upto=int(data.get("routed_upto", 0)),
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise CorruptRecordError(
