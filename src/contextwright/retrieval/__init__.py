@@ -16,7 +16,7 @@ from contextwright.retrieval.dense import E5Embedder, Embedder
 from contextwright.retrieval.fusion import E5_CALIBRATION, Calibration, RankingWeights
 from contextwright.retrieval.lexical import Bm25Index
 from contextwright.retrieval.rerank import FusionReranker, Reranker, RetrievedChunk
-from contextwright.retrieval.retriever import Retriever, SearchSettings
+from contextwright.retrieval.retriever import Retriever, SearchSettings, SearchTrace
 from contextwright.retrieval.text import query_entities, search_tokens
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ __all__ = [
     "RetrievedChunk",
     "Retriever",
     "SearchSettings",
+    "SearchTrace",
     "SourceDocument",
     "TurnRecaller",
     "chunk_document",

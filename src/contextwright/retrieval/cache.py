@@ -42,12 +42,18 @@ class EmbeddingCache:
         if path is not None:
             self._db = _open(path)
 
-    def get(self, model: str, keys: Sequence[str]) -> list[Any | None]:
-        """The vector of each text hash, or None where it is not cached."""
+    def get(self, model: str, keys: Sequence[str], *, dim: int | None = None
+            ) -> list[Any | None]:
+        """The vector of each text hash, or None where it is not cached.
+
+        With ``dim``, a vector of another length counts as not cached: a model can keep its
+        name and change its dimension (an API model's ``dimensions`` setting, an upgraded custom
+        model), and its old vectors would not fit the index.
+        """
         with self._lock:
-            found = [self._from_memory((model, key)) for key in keys]
+            found = [self._from_memory((model, key), dim) for key in keys]
             missing = [key for key, vector in zip(keys, found, strict=True) if vector is None]
-            stored = self._from_disk(model, missing) if missing and self._db else {}
+            stored = self._from_disk(model, missing, dim) if missing and self._db else {}
             for key, vector in stored.items():
                 self._remember((model, key), vector)
             return [vector if vector is not None else stored.get(key)
@@ -74,10 +80,11 @@ class EmbeddingCache:
                 self._db.close()
                 self._db = None
 
-    def _from_memory(self, key: tuple[str, str]) -> Any | None:
+    def _from_memory(self, key: tuple[str, str], dim: int | None) -> Any | None:
         vector = self._memory.get(key)
-        if vector is not None:
-            self._memory.move_to_end(key)
+        if vector is None or (dim is not None and vector.shape != (dim,)):
+            return None
+        self._memory.move_to_end(key)
         return vector
 
     def _remember(self, key: tuple[str, str], vector: Any) -> None:
@@ -86,7 +93,7 @@ class EmbeddingCache:
         while len(self._memory) > self._limit:
             self._memory.popitem(last=False)
 
-    def _from_disk(self, model: str, keys: list[str]) -> dict[str, Any]:
+    def _from_disk(self, model: str, keys: list[str], dim: int | None) -> dict[str, Any]:
         assert self._db is not None
         found: dict[str, Any] = {}
         for start in range(0, len(keys), 500):  # stay under SQLite's bound-variable limit
@@ -95,8 +102,10 @@ class EmbeddingCache:
             query = ("SELECT sha256, dim, vector FROM embeddings "
                      f"WHERE model = ? AND sha256 IN ({marks})")
             rows = self._db.execute(query, [model, *part]).fetchall()
-            for key, dim, blob in rows:
-                if not isinstance(blob, bytes) or len(blob) != 4 * dim:
+            for key, length, blob in rows:
+                if dim is not None and length != dim:
+                    continue  # written by the model at another dimension: embedded again
+                if not isinstance(blob, bytes) or len(blob) != 4 * length:
                     raise ContextwrightError("embedding cache holds a truncated vector")
                 found[key] = np.frombuffer(blob, dtype=np.float32)
         return found
@@ -159,7 +168,7 @@ class CachedEmbedder:
     def _embed(self, texts: Sequence[str], *, query: bool) -> Any:
         model = ("query:" if query else "") + self.inner.name
         keys = [content_hash(text) for text in texts]
-        found = self.cache.get(model, keys)
+        found = self.cache.get(model, keys, dim=self.dim)
         todo = sorted({i for i, vector in enumerate(found) if vector is None},
                       key=lambda i: keys[i])
         unique: dict[str, int] = {}

@@ -147,11 +147,13 @@ class Bm25Index:
         0.35 means the row holds query terms that carry 35 % of the query's information
         weight, whatever the corpus size — unlike a raw BM25 score, it can be thresholded.
         """
-        covered = np.zeros(len(self._lengths), dtype=np.float32)
+        # Summed in float64 like ``whole`` below, so a row holding every term is exactly 1 (a
+        # float32 sum came out a hair under 1, and a threshold of 1.0 dropped a full match).
+        covered = np.zeros(len(self._lengths), dtype=np.float64)
         weights = {term: self.idf(term) for term in dict.fromkeys(query_tokens)}
         seen = [w for term, w in weights.items() if term in self._postings]
         if not seen:
-            return covered
+            return covered.astype(np.float32)
         # A term the corpus has never seen still belongs to the query, but it is often a
         # question word ("what", "怎么"): weigh it like an average term of the query, not as
         # the rarest term of the corpus, which would sink every query that asks politely.
@@ -163,4 +165,4 @@ class Bm25Index:
             postings = self._postings.get(term)
             if postings is not None:
                 covered[np.frombuffer(postings[0], dtype=np.int32)] += weight
-        return covered / whole
+        return np.clip(covered / whole, 0.0, 1.0).astype(np.float32)

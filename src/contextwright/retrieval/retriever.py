@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from contextwright.core.versions import VersionKey, version_key
@@ -130,7 +129,7 @@ class Retriever:
         self._row_doc: list[str] = []
         self._docs: dict[str, _Doc] = {}
         self._lock = threading.Lock()
-        self._eligible: dict[bool, tuple[Any, set[str]]] = {}
+        self._eligible: dict[bool, tuple[Any, dict[str, str]]] = {}
 
     @property
     def document_count(self) -> int:
@@ -166,8 +165,10 @@ class Retriever:
         """Validate, chunk and tokenize the documents that change the index; mutates nothing."""
         pending: dict[str, _Prepared] = {}
         for position, document in enumerate(documents):
+            _check_fields(document, position)
+            # repr, not str: a version is an int, and no other value may share its digest.
             digest = content_hash("\x00".join((document.text, document.title or "",
-                                               document.timestamp or "", str(document.version))))
+                                               document.timestamp or "", repr(document.version))))
             known = self._docs.get(document.id)
             current = pending.get(document.id) or known
             if current is not None and current.digest == digest:
@@ -243,41 +244,51 @@ class Retriever:
 
     def search_with(self, query: str, settings: SearchSettings) -> list[RetrievedChunk]:
         """``search`` with its settings as one object (see the module docstring)."""
+        return self.search_traced(query, settings).passages
+
+    def search_traced(self, query: str, settings: SearchSettings) -> SearchTrace:
+        """``search_with``, and what a caller needs to say why a document is not among them."""
         with self._lock:
             eligible, outdated = self._eligible_rows(settings.keep_outdated)
             if not len(eligible):
-                return []
+                return SearchTrace([], {}, dict(outdated))
             fused, similarity, lexical, dense = self._score(query, eligible, settings)
             order = _top(fused, eligible, max(settings.top_k, 0))
             # Min–max puts the weakest row at 0 even when it matches, so only the calibrated
             # similarity decides what is too weak to keep.
             picked = [i for i in order if similarity[i] > 0
                       and similarity[i] >= settings.similarity_threshold]
-            runs = _distinct(self._merge([
+            merged = self._merge([
                 (int(eligible[i]), float(fused[i]), float(similarity[i]), float(lexical[i]),
-                 None if dense is None else float(dense[i])) for i in picked]))
+                 None if dense is None else float(dense[i])) for i in picked], outdated)
+            runs = _distinct(merged)
+            repeats = _repeats(merged, runs)
             passages = [self._passage(doc_id, run, doc_id in outdated) for doc_id, run in runs]
-        return self.reranker.rerank(query, passages, limit=settings.rerank_top_k)
+        return SearchTrace(self.reranker.rerank(query, passages, limit=settings.rerank_top_k),
+                           repeats, dict(outdated))
 
-    def _eligible_rows(self, keep_outdated: bool) -> tuple[Any, set[str]]:
-        """Rows of live documents (current versions only unless kept), and the outdated ids."""
+    def _eligible_rows(self, keep_outdated: bool) -> tuple[Any, dict[str, str]]:
+        """Rows of live documents (current versions only unless kept), and ``_outdated``."""
         cached = self._eligible.get(keep_outdated)
         if cached is not None:
             return cached
-        outdated = self._outdated_ids()
+        outdated = self._outdated()
         rows = [row for doc_id, doc in self._docs.items()
                 if keep_outdated or doc_id not in outdated for row in doc.rows]
         result = (np.asarray(sorted(rows), dtype=np.int64), outdated)
         self._eligible[keep_outdated] = result
         return result
 
-    def _outdated_ids(self) -> set[str]:
-        newest: dict[str, tuple[int, datetime]] = {}
-        for doc in self._docs.values():
-            key = self._lineage(doc)
-            newest[key] = max(newest.get(key, doc.order_key), doc.order_key)
-        return {doc_id for doc_id, doc in self._docs.items()
-                if doc.order_key < newest[self._lineage(doc)]}
+    def _outdated(self) -> dict[str, str]:
+        """Per document a newer version of which is indexed: the id of its newest version."""
+        newest: dict[str, tuple[VersionKey, str]] = {}
+        for doc_id, doc in self._docs.items():
+            lineage = self._lineage(doc)
+            seen = newest.get(lineage)
+            if seen is None or doc.order_key > seen[0]:
+                newest[lineage] = (doc.order_key, doc_id)
+        return {doc_id: top[1] for doc_id, doc in self._docs.items()
+                if doc.order_key < (top := newest[self._lineage(doc)])[0]}
 
     def _lineage(self, doc: _Doc) -> str:
         title = doc.document.title
@@ -299,7 +310,7 @@ class Retriever:
         similarity = alpha * coverage + (1.0 - alpha) * self.calibration.apply(cosine)
         return fused, similarity, coverage, cosine
 
-    def _merge(self, hits: list[_Hit]) -> list[_Run]:
+    def _merge(self, hits: list[_Hit], outdated: Mapping[str, str]) -> list[_Run]:
         """Runs of adjacent or overlapping chunks of a document: one passage each."""
         by_doc: dict[str, list[_Hit]] = {}
         for hit in hits:
@@ -313,18 +324,18 @@ class Retriever:
                 if chunks[hit[0]].index <= chunks[run[-1][0]].index + 1:
                     run.append(hit)
                     continue
-                runs.append(self._run(doc_id, run))
+                runs.append(self._run(doc_id, run, doc_id in outdated))
                 run = [hit]
-            runs.append(self._run(doc_id, run))
+            runs.append(self._run(doc_id, run, doc_id in outdated))
         return runs
 
-    def _run(self, doc_id: str, run: list[_Hit]) -> _Run:
+    def _run(self, doc_id: str, run: list[_Hit], outdated: bool) -> _Run:
         start = self._chunks[run[0][0]].start
         if len(run) == 1:  # the usual passage: its text's key was computed at indexing
-            return _Run(doc_id, run, self._text_keys[run[0][0]], run[0][1], start)
+            return _Run(doc_id, run, self._text_keys[run[0][0]], run[0][1], start, outdated)
         end = max(self._chunks[hit[0]].end for hit in run)
         text = self._docs[doc_id].document.text[start:end]
-        return _Run(doc_id, run, text_key(text), max(hit[1] for hit in run), start)
+        return _Run(doc_id, run, text_key(text), max(hit[1] for hit in run), start, outdated)
 
     def _passage(self, doc_id: str, run: list[_Hit], outdated: bool) -> RetrievedChunk:
         document = self._docs[doc_id].document
@@ -338,6 +349,18 @@ class Retriever:
             chunks=tuple(chunk.index for chunk in chunks), timestamp=document.timestamp,
             version=document.version, fused=best[1], similarity=max(hit[2] for hit in run),
             lexical=max(hit[3] for hit in run), dense=best[4], outdated=outdated)
+
+
+class SearchTrace(NamedTuple):
+    """What one search kept, and what tells why the documents it did not keep are left out."""
+
+    passages: list[RetrievedChunk]
+    """The passages ``search_with`` returns."""
+    repeats: dict[str, str]
+    """Per document a passage of which was dropped because a better-ranked one has the same
+    text: the id of that one's document."""
+    outdated: dict[str, str]
+    """Per document a newer version of which is indexed: the id of its newest version."""
 
 
 _Hit = tuple[int, float, float, float, float | None]
@@ -355,6 +378,27 @@ class _Run(NamedTuple):
     """The best fused score among the hits (the passage's)."""
     start: int
     """Where the passage starts in the document."""
+    outdated: bool = False
+    """A newer version of the document is indexed."""
+
+
+def _check_fields(document: SourceDocument, position: int) -> None:
+    """Refuse a document whose fields have the wrong types, before anything is indexed.
+
+    Corpora often come from JSON or front matter, where ``version: "2"`` is easy to write. Let
+    in, such a version cannot be ordered against the others, and every later search would fail
+    until the document changed; so it is refused here, with the field named, as
+    ``Request.validate`` refuses it.
+    """
+    where = f"documents[{position}]"
+    for name in ("id", "text", "title", "timestamp"):
+        value = getattr(document, name)
+        if not isinstance(value, str) and (value is not None or name in ("id", "text")):
+            raise InvalidInputError(f"{where}.{name} must be a string")
+    version = document.version
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version < 0):
+        raise InvalidInputError(f"{where}.version must be a whole number, 0 or more")
 
 
 def indexed_text(document: SourceDocument, chunk: Chunk) -> str:
@@ -381,15 +425,43 @@ def _top(scores: Any, rows: Any, k: int) -> Any:
     return candidates[np.lexsort((rows[candidates], -scores[candidates]))][:k]
 
 
+def _run_order(run: _Run) -> tuple[bool, float, str, int]:
+    """Current text first, then best first.
+
+    Old and new versions of a document share most of their paragraphs: of two equal passages
+    the current one must stay, or a rule still in force would be shown only as OUTDATED.
+    """
+    return run.outdated, -run.fused, run.doc_id, run.start
+
+
 def _distinct(runs: list[_Run]) -> list[tuple[str, list[_Hit]]]:
-    """Best first, without the runs whose text (whitespace-normalised) repeats a better one's."""
+    """In ``_run_order``, without the runs whose text repeats an earlier one's.
+
+    Texts are compared whitespace-normalised (``text_key``).
+    """
     seen: set[bytes] = set()
     kept: list[tuple[str, list[_Hit]]] = []
-    for run in sorted(runs, key=lambda run: (-run.fused, run.doc_id, run.start)):
+    for run in sorted(runs, key=_run_order):
         if run.key not in seen:
             seen.add(run.key)
             kept.append((run.doc_id, run.hits))
     return kept
+
+
+def _repeats(runs: list[_Run], kept: list[tuple[str, list[_Hit]]]) -> dict[str, str]:
+    """``SearchTrace.repeats``: who kept the text of the documents ``_distinct`` left out.
+
+    Per document none of whose runs ``_distinct`` kept, the document of the kept run whose text
+    one of its runs repeats.
+    """
+    shown = {doc_id for doc_id, _ in kept}
+    first: dict[bytes, str] = {}  # the first run of a text in this order is the one kept
+    repeats: dict[str, str] = {}
+    for run in sorted(runs, key=_run_order):
+        keeper = first.setdefault(run.key, run.doc_id)
+        if run.doc_id not in shown:
+            repeats.setdefault(run.doc_id, keeper)
+    return repeats
 
 
 def text_key(text: str) -> bytes:
