@@ -121,14 +121,16 @@ def test_a_cached_index_follows_the_documents_versions() -> None:
 
 
 def test_passages_of_the_corpus_and_the_request_get_distinct_call_ids() -> None:
-    """The synthetic call id hashes only (doc_id, start), so a request document and a corpus
-    document with the same id yield two call/result pairs with one tool_call_id."""
+    """A request document and a corpus document with the same id are two passages with two
+    keys (the corpus copy, which the request's overrides, is shown only when outdated versions
+    are kept)."""
     corpus = Retriever()
     corpus.add([SourceDocument(id="policy", title="policy.md",
                                text="Refunds are possible for 15 days.")])
     request = Request(user_input="refund days", documents=[
         {"id": "policy", "text": "Refunds are possible for 30 days now.", "source": "policy.md"}])
-    items = list(RetrievalSource(corpus).build(request, {"similarity_threshold": 0.2}))
+    items = list(RetrievalSource(corpus).build(request, {"similarity_threshold": 0.2,
+                                                         "keep_outdated": True}))
     assert len(items) == 2
     assert len({i.key for i in items}) == 2
     assert sorted(i.metadata["origin"] for i in items) == ["corpus", "request"]

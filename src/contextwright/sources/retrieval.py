@@ -9,19 +9,22 @@ and paragraphs (``refund_policy.md §2``); a passage longer than ``max_passage_t
 the query's keywords first.
 
 Plan options (all optional): ``top_k`` (8), ``similarity_threshold`` (0.35), ``rerank_top_k`` (3),
-``chunk_size`` (200), ``alpha`` (0.5), ``dense`` (true: use the embedder when there is one),
+``chunk_size`` (200), ``alpha`` (each index's own: the source's for request documents, the given
+``Retriever``'s for the corpus), ``dense`` (true: use the embedder when there is one),
 ``keep_outdated`` (false: superseded versions are left out; true: kept, marked ``OUTDATED``, ranked
 last), ``max_passage_tokens`` (400), ``fill_budget`` (false: only the top ``rerank_top_k``; true:
 every further passage at or above ``fill_threshold`` (0.1) follows in rank order and the source's
 grant decides how many go in, out of ``fill_limit`` (64) chunks — the shipped ``rag_qa`` and
 ``doc_analysis`` plans set it). ``rank`` (the built-in ``DocumentSource``'s) and the options every
-source takes are accepted too, so one plan serves with either source. The call names the document
-(``{"id": …}``); the result's label names the paragraphs, so a passage pays for its provenance once.
-A document's ``score`` from the request is not used: passages are ranked by this source's own
-fusion; its ``source`` is the title (the label, and what ties versions of one document) and its
-``timestamp`` the version time. With both a corpus and request documents, a version superseded by a
-newer one on the other side (same id, or same title when the corpus ties versions by title) is
-treated as the retriever treats one inside an index: left out, or marked and ranked last.
+source takes are accepted too, so one plan serves with either source. A request document the source
+shows no passage of is reported with why: an older version (same id, or same title), superseded by
+the corpus, its text or passage repeating a shown one, or not retrieved. A document's ``score``
+from the request is not used: passages are ranked by this source's own fusion; its ``source`` is
+the title (the label, and what ties versions of one document) and its ``timestamp`` the version
+time. With both a corpus and request documents, a version superseded by a newer one on the other
+side (same id, or same title when the corpus ties versions by title) is treated as the retriever
+treats one inside an index: left out, or marked and ranked last; the same id on both sides at the
+same version is the request's (given now, it overrides the corpus copy).
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ class RetrievalOptions:
     chunk_size: int
     """Tokens per chunk for request documents."""
     max_passage_tokens: int
-    """A longer passage is cut around the query's keywords."""
+    """A longer passage is cut around the query's keywords (at least 1: a passage cut to
+    nothing would be an empty fenced block)."""
     fill_threshold: float | None = None
     """With ``fill_budget``: passages at or above this similarity follow the top ones, and the
     budget decides how many go in; None: only the top ``rerank_top_k``."""
@@ -86,24 +90,30 @@ _IGNORED = frozenset(DocumentOptions.model_fields) - {*_INTS, *_FLOATS, "alpha",
 ``DocumentSource``'s order; passages are always ranked by relevance) and those every source
 takes (``digest_share``, ``max_item_share`` ...), which the builder reads. Accepted, so a plan
 checked against ``DocumentOptions`` serves with either source."""
-_MINIMUMS = {"chunk_size": 8}
+_MINIMUMS = {"chunk_size": 8, "max_passage_tokens": 1}
 """Smallest accepted values (default 0): ``chunk_document`` refuses chunks under 8 tokens, and
-that must be reported as the plan's fault, not the request's."""
+that must be reported as the plan's fault, not the request's; a passage cut to 0 tokens would
+be shown as an empty fenced block."""
 UNLIMITED = 1_000_000
 """``rerank_top_k`` of a filling search: more than any index holds."""
 
 
-def read_options(options: Mapping[str, Any], default_alpha: float) -> RetrievalOptions:
-    """Validate the plan's options; ``PlanError`` names a bad one."""
+def read_options(options: Mapping[str, Any], default_alpha: float | None = None
+                 ) -> RetrievalOptions:
+    """Validate the plan's options; ``PlanError`` names a bad one.
+
+    ``default_alpha`` is the alpha when the plan gives none (or ``alpha: null``); None leaves
+    each index its own, which is what ``RetrievalSource`` does: a corpus ``Retriever`` made with
+    ``alpha=1.0`` (lexical only, no query to embed) is searched lexical only.
+    """
     unknown = set(options) - {*_INTS, *_FLOATS, "alpha", *_FLAGS, *_IGNORED}
     if unknown:
         raise PlanError(f"rag options: unknown option {sorted(unknown)[0]!r}")
     ints = {name: _number(options, name, default, int) for name, default in _INTS.items()}
     floats = {name: _number(options, name, default, float) for name, default in _FLOATS.items()}
-    # ``alpha: null`` is the plan model's "the source's own alpha".
     alpha = (default_alpha if options.get("alpha") is None
-             else _number(options, "alpha", default_alpha, float))
-    if not 0.0 <= alpha <= 1.0:
+             else _number(options, "alpha", 0.5, float))
+    if alpha is not None and not 0.0 <= alpha <= 1.0:
         raise PlanError("rag options: alpha must be between 0 and 1")
     for name, value in floats.items():  # calibrated similarities lie in [0, 1]
         if value > 1.0:
@@ -141,18 +151,41 @@ Origin = Literal["request", "corpus"]
 
 
 class _Found(NamedTuple):
-    """A passage and where it was found (its call id depends on both)."""
+    """A passage and where it was found."""
 
     passage: RetrievedChunk
     origin: Origin
 
 
+_Why = Literal["older", "repeats", "older_in_corpus", "repeats_corpus"]
+"""Why a request document's passages were dropped: ``older`` (a newer version with the same
+title, ``_Dropped.other``), ``repeats`` (its passage repeats one of ``other``), or the same
+against the corpus."""
+
+
+class _Dropped(NamedTuple):
+    """Why the search dropped a request document's passages, and because of which document."""
+
+    why: _Why
+    other: str | None
+    """The request document id that won (None for the corpus: its ids are not reported)."""
+
+
+class _Shown(NamedTuple):
+    """The passages to show, best first, and why request documents' passages were dropped."""
+
+    found: list[_Found]
+    dropped: dict[str, _Dropped]
+    """Per request document id: the first reason met, consulted only if nothing of it shows."""
+
+
 class RetrievalSource:
-    """Passages retrieved for the user's input, best first, one call/result pair each.
+    """Passages retrieved for the user's input, best first, one fenced item each.
 
     ``namespace`` defaults to ``rag``, so ``ContextBuilder(sources=[RetrievalSource()])``
     replaces the built-in ``DocumentSource``. ``max_indexes`` request-document indexes are kept
-    (least recently used evicted first; 0 keeps none). Thread-safe.
+    (least recently used evicted first; 0 keeps none). ``alpha`` is the lexical weight of the
+    request documents' indexes; a given ``retriever`` is searched with its own. Thread-safe.
     """
 
     volatile = True
@@ -165,6 +198,11 @@ class RetrievalSource:
                  namespace: str = "rag", max_indexes: int = 32) -> None:
         if isinstance(max_indexes, bool) or not isinstance(max_indexes, int) or max_indexes < 0:
             raise InvalidInputError("max_indexes must be a whole number, 0 or more")
+        # Refused here, as ``Retriever`` refuses it: found at build, it would read as the
+        # plan's fault.
+        if (isinstance(alpha, bool) or not isinstance(alpha, int | float)
+                or not 0.0 <= alpha <= 1.0):
+            raise InvalidInputError("alpha must be between 0 and 1")
         self.retriever = retriever
         if embedder is not None and not isinstance(embedder, CachedEmbedder):
             embedder = CachedEmbedder(embedder)  # shared by every cached index
@@ -181,31 +219,32 @@ class RetrievalSource:
         return len({doc.id for doc in request.documents})
 
     def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
-        """Two items per kept passage (the synthetic call and its result), best first."""
-        settings = read_options(options, self.alpha)
+        """One item per kept passage, best first, after one per request document left out."""
+        settings = read_options(options)
         query = request.user_input
-        found = self._found(request, settings)
-        yield from self._left_out(request, found, settings)
-        for rank, passage in enumerate(found):
+        shown = self._found(request, settings)
+        yield from self._left_out(request, shown, settings)
+        for rank, passage in enumerate(shown.found):
             yield from self._items(rank, passage, query, settings)
 
-    def _left_out(self, request: Request, found: list[_Found], settings: RetrievalOptions
+    def _left_out(self, request: Request, shown: _Shown, settings: RetrievalOptions
                   ) -> Iterator[ContextItem]:
         """What the source says of the request's documents it shows no passage of, and why."""
         kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
         yield from superseded(request, kept, self.namespace)
-        shown = {f.passage.doc_id for f in found if f.origin == "request"}
-        first_of_text: dict[bytes, int] = {}
+        position = {request.documents[index].id: index for index in kept}
+        showing = {f.passage.doc_id for f in shown.found if f.origin == "request"}
+        shown_text = {text_key(request.documents[position[doc_id]].text): position[doc_id]
+                      for doc_id in showing if doc_id in position}
         for index in kept:
             doc = request.documents[index]
-            first = first_of_text.setdefault(text_key(doc.text), index)
-            if doc.id in shown:
+            if doc.id in showing:
                 continue
-            if first != index and request.documents[first].id in shown:
-                # Named by position: a reason is kept in clear by a redacting recorder.
-                why = f"its text repeats that of documents[{first}]"
-            else:
-                why = _not_retrieved(settings)
+            same = shown_text.get(text_key(doc.text))
+            # Named by position: a reason is kept in clear by a redacting recorder, an id not.
+            why = (f"its text repeats that of documents[{same}]" if same is not None
+                   else _dropped_reason(shown.dropped.get(doc.id), position, showing)
+                   or _not_retrieved(settings))
             yield omitted_document(self.namespace, index, why)
 
     def passages(self, request: Request, settings: RetrievalOptions) -> list[RetrievedChunk]:
@@ -215,25 +254,34 @@ class RetrievalSource:
         ``fill_budget``, every further passage at or above ``fill_threshold`` follows in rank
         order, and the builder keeps as many as the source's grant holds.
         """
-        return [found.passage for found in self._found(request, settings)]
+        return [found.passage for found in self._found(request, settings).found]
 
-    def _found(self, request: Request, settings: RetrievalOptions) -> list[_Found]:
+    def _found(self, request: Request, settings: RetrievalOptions) -> _Shown:
         search = _search_settings(settings)
         documents = _request_documents(request)
-        mine = (self._index_for(documents, settings.chunk_size).search_with(
-            request.user_input, search) if documents else [])
+        dropped: dict[str, _Dropped] = {}
+        mine: list[RetrievedChunk] = []
+        if documents:
+            trace = self._index_for(documents, settings.chunk_size).search_traced(
+                request.user_input, search)
+            mine = trace.passages
+            if not search.keep_outdated:
+                dropped.update((doc_id, _Dropped("older", newest))
+                               for doc_id, newest in trace.outdated.items())
+            dropped.update((doc_id, _Dropped("repeats", other))
+                           for doc_id, other in trace.repeats.items() if doc_id not in dropped)
         if self.retriever is None:
-            return _top_then_fill([_Found(p, "request") for p in mine], settings)
+            return _Shown(_top_then_fill([_Found(p, "request") for p in mine], settings), dropped)
         corpus = self.retriever.search_with(request.user_input, search)
         if not documents:
-            return _top_then_fill([_Found(p, "corpus") for p in corpus], settings)
+            return _Shown(_top_then_fill([_Found(p, "corpus") for p in corpus], settings), {})
         found = _supersede_across(mine, corpus, documents,
                                   by_title=self.retriever.supersede == "title",
-                                  keep_outdated=search.keep_outdated)
+                                  keep_outdated=search.keep_outdated, dropped=dropped)
         # Two indexes' fused scores are relative to each: merge on the calibrated one.
         found.sort(key=lambda f: (f.passage.outdated, -f.passage.similarity, f.passage.doc_id,
                                   f.passage.start))
-        return _top_then_fill(_distinct_texts(found), settings)
+        return _Shown(_top_then_fill(_distinct_texts(found, dropped), settings), dropped)
 
     def _index_for(self, documents: list[SourceDocument], chunk_size: int) -> Retriever:
         # Ids are unique here (newest per id): one order whatever the request's.
@@ -266,6 +314,27 @@ class RetrievalSource:
                           truncatable=True, label=passage.label, metadata=metadata)
 
 
+def _dropped_reason(dropped: _Dropped | None, position: Mapping[str, int],
+                    showing: set[str]) -> str | None:
+    """The reason for a search's drop, or None when it no longer explains the document's absence.
+
+    A passage that repeats one of another request document explains nothing when that one is
+    not shown either (the ranking cut both): the document was then simply not retrieved.
+    """
+    if dropped is None:
+        return None
+    if dropped.why == "older_in_corpus":
+        return "superseded by a newer version in the corpus"
+    if dropped.why == "repeats_corpus":
+        return "its passage repeats one shown from the corpus"
+    other = position.get(dropped.other or "")
+    if other is None:
+        return None
+    if dropped.why == "older":
+        return f"an older version of documents[{other}] (same title)"
+    return f"its passage repeats one of documents[{other}]" if dropped.other in showing else None
+
+
 def _not_retrieved(settings: RetrievalOptions) -> str:
     """Why a document none of whose passages the search kept is not shown."""
     if settings.fill_threshold is not None:
@@ -286,19 +355,21 @@ def _document_key(document: SourceDocument) -> tuple[object, ...]:
                  for f in fields(SourceDocument))
 
 
-def _distinct_texts(found: list[_Found]) -> list[_Found]:
-    """The best-ranked passage of each text.
+def _distinct_texts(found: list[_Found], dropped: dict[str, _Dropped]) -> list[_Found]:
+    """The best-ranked passage of each text; a request passage dropped is noted in ``dropped``.
 
     A document given in the request and also in the corpus is shown once (each index already
     drops repeats within itself).
     """
-    seen: set[bytes] = set()
+    seen: dict[bytes, _Found] = {}
     distinct = []
     for item in found:
         key = text_key(item.passage.text)
-        if key not in seen:
-            seen.add(key)
+        first = seen.setdefault(key, item)
+        if first is item:
             distinct.append(item)
+        elif item.origin == "request" and first.origin == "corpus":
+            dropped.setdefault(item.passage.doc_id, _Dropped("repeats_corpus", None))
     return distinct
 
 
@@ -321,7 +392,9 @@ def _top_then_fill(ranked: list[_Found], settings: RetrievalOptions) -> list[_Fo
     if settings.fill_threshold is None:
         return top
     chosen = {id(f) for f in top}
-    return top + [f for f in ranked if id(f) not in chosen]
+    # The search went down to the lower of the two thresholds: the tail must meet its own.
+    return top + [f for f in ranked if id(f) not in chosen
+                  and f.passage.similarity >= settings.fill_threshold]
 
 
 def _request_documents(request: Request) -> list[SourceDocument]:
@@ -363,18 +436,27 @@ class _Newest:
                 newest.by_title[title] = max(newest.by_title.get(title, key), key)
         return newest
 
-    def supersedes(self, passage: RetrievedChunk, *, by_title: bool) -> bool:
-        """A strictly newer version of the passage's document is among these."""
-        key = version_key(passage.version, passage.timestamp, "timestamp")
-        if self.by_id.get(passage.doc_id, key) > key:
+    def supersedes(self, document: RetrievedChunk | SourceDocument, *, by_title: bool,
+                   ties: bool = False) -> bool:
+        """Whether a newer version of the document is among these.
+
+        Strictly newer, or with ``ties`` also one of the same id at the same version.
+        """
+        key = version_key(document.version, document.timestamp, "timestamp")
+        same_id = self.by_id.get(_doc_id(document))
+        if same_id is not None and (same_id > key or (ties and same_id == key)):
             return True
-        return bool(by_title and passage.title) and self.by_title.get(
-            passage.title or "", key) > key
+        return bool(by_title and document.title) and self.by_title.get(
+            document.title or "", key) > key
+
+
+def _doc_id(document: RetrievedChunk | SourceDocument) -> str:
+    return document.doc_id if isinstance(document, RetrievedChunk) else document.id
 
 
 def _supersede_across(mine: list[RetrievedChunk], corpus: list[RetrievedChunk],
                       documents: list[SourceDocument], *, by_title: bool,
-                      keep_outdated: bool) -> list[_Found]:
+                      keep_outdated: bool, dropped: dict[str, _Dropped]) -> list[_Found]:
     """Both sides' passages, with the retriever's supersede rule applied between the sides.
 
     Each index has already handled versions inside it. Across the two, one document can sit on
@@ -382,19 +464,25 @@ def _supersede_across(mine: list[RetrievedChunk], corpus: list[RetrievedChunk],
     older must not be shown as current. Same id always ties two versions (ids are stable); same
     title does when the corpus ties by title, as the request's index does. Every request document is
     known, so a corpus passage yields to any newer one, retrieved or not; of the corpus only what
-    was retrieved is known here.
+    was retrieved is known here. The same id at the same version on both sides is one document:
+    the request's copy, given now, is the current one (a caller passes it to override the corpus).
+    A request document superseded by the corpus is noted in ``dropped`` when it is left out.
     """
     newer_in_request = _Newest.of((d.id, d.title, d.version, d.timestamp) for d in documents)
     newer_in_corpus = _Newest.of((p.doc_id, p.title, p.version, p.timestamp) for p in corpus)
-    return [*_marked(mine, "request", newer_in_corpus, by_title, keep_outdated),
-            *_marked(corpus, "corpus", newer_in_request, by_title, keep_outdated)]
+    if not keep_outdated:
+        for document in documents:
+            if newer_in_corpus.supersedes(document, by_title=by_title):
+                dropped.setdefault(document.id, _Dropped("older_in_corpus", None))
+    return [*_marked(mine, "request", newer_in_corpus, by_title, keep_outdated, ties=False),
+            *_marked(corpus, "corpus", newer_in_request, by_title, keep_outdated, ties=True)]
 
 
 def _marked(passages: list[RetrievedChunk], origin: Origin, other_side: _Newest,
-            by_title: bool, keep_outdated: bool) -> Iterator[_Found]:
+            by_title: bool, keep_outdated: bool, *, ties: bool) -> Iterator[_Found]:
     """The passages not superseded by ``other_side``; the superseded too, marked, if kept."""
     for passage in passages:
-        if other_side.supersedes(passage, by_title=by_title):
+        if other_side.supersedes(passage, by_title=by_title, ties=ties):
             if not keep_outdated:
                 continue
             passage = replace(passage, outdated=True)
