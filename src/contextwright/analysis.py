@@ -200,6 +200,10 @@ class AnalyzerConfig:
     """Shorter words are dropped (after stop words, before stemming)."""
     identifiers: bool = False
     """Split ``snake_case`` and ``camelCase`` into words first (``split_identifiers``)."""
+    digit_parts: bool = False
+    """A word gluing letters to digits (``weather2``, ``oauth2``, ``s3upload``) also yields its
+    letter and digit runs (``weather``), besides itself: a versioned tool name is found by its
+    plain word, and still by its whole one."""
     dropped: frozenset[str] = frozenset({"_"})
     """Words dropped besides ``ENGLISH_STOPWORDS`` (a bare underscore is no word)."""
     kept: frozenset[str] = frozenset()
@@ -233,6 +237,9 @@ def _match_bytes(match: str, terms: tuple[str, ...]) -> int:
         _TERM_BYTES + (0 if term is match else text_bytes(term)) for term in terms)
 
 
+_LETTERS_OR_DIGITS: Final = re.compile(r"[^\W\d_]+|\d+")
+
+
 class _MatchTerms(MemoDict[str, tuple[str, ...]]):
     """The terms of each distinct regex match (a word or a CJK run), worked out once.
 
@@ -261,7 +268,15 @@ class _MatchTerms(MemoDict[str, tuple[str, ...]]):
             terms = ()
         else:
             terms = (self._config.stem(match),)
+        if self._config.digit_parts and not match.isalpha() and not match.isdigit():
+            terms = (*terms, *self._digit_parts(match, terms))
         return self.remember(match, terms)
+
+    def _digit_parts(self, match: str, whole: tuple[str, ...]) -> tuple[str, ...]:
+        """The letter and digit runs of ``match`` that make terms of their own (not ``whole``)."""
+        parts = (self._config.stem(part) for part in _LETTERS_OR_DIGITS.findall(match)
+                 if part not in self._stop and len(part) >= self._config.min_length)
+        return tuple(dict.fromkeys(part for part in parts if part not in whole))
 
 
 class Analyzer:
@@ -311,14 +326,15 @@ ANALYZERS: Final[dict[str, Analyzer]] = {
         AnalyzerConfig(name="recall", words=r"[a-z0-9_\-]{2,}", stem=light_stem),
         AnalyzerConfig(name="cutting", words=r"[a-z0-9_\-]{2,}"),
         AnalyzerConfig(name="tools", words=r"[a-z0-9]+", identifiers=True, min_length=2,
-                       stem=plural_stem),
+                       stem=plural_stem, digit_parts=True),
         AnalyzerConfig(name="search", words=rf"[^\W{cjk_class(CJK)}]+", cjk=CJK,
                        kept=SEARCH_KEEPS),
     )
 }
 """The named analyzers: ``recall`` (history recall and document ranking: ids kept whole,
 words stemmed), ``cutting`` (keywords a cut centres on), ``tools`` (tool names split into
-words, plurals folded), ``search`` (the retriever's BM25: any script's words, every CJK block)."""
+words, letters apart from digits too, plurals folded), ``search`` (the retriever's BM25: any
+script's words, every CJK block)."""
 
 
 def analyzer(name: str) -> Analyzer:
