@@ -77,6 +77,7 @@ def chat_messages(items: object, where: str = "messages", *,
         given_dict = isinstance(item, Mapping)
         if _is_sdk_object(item):
             item = _as_mapping(item, place)
+        _check_types(item, place)
         if _is_responses_item(item):
             run.append(item)
             run_places.append(place)
@@ -91,6 +92,24 @@ def chat_messages(items: object, where: str = "messages", *,
     if run:
         converted += _from_responses_items(run, run_places, left_out)
     return converted
+
+
+def _check_types(item: object, place: str) -> None:
+    """Refuse a ``type`` that is not a string, on the message or on one of its content parts.
+
+    Every format tells its items and parts apart by ``type``; a list or an object there (bad
+    JSON from a client) names no kind, and would otherwise fail deep in a lookup as an
+    unhashable value.
+    """
+    if not isinstance(item, Mapping):
+        return
+    if "type" in item and not isinstance(item["type"], str):
+        raise InvalidInputError(f"{place}.type must be a string")
+    content = item.get("content")
+    if isinstance(content, list):
+        for index, part in enumerate(content):
+            if isinstance(part, Mapping) and "type" in part and not isinstance(part["type"], str):
+                raise InvalidInputError(f"{place}.content[{index}].type must be a string")
 
 
 def _is_responses_item(item: object) -> bool:

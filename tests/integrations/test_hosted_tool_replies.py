@@ -7,8 +7,10 @@ answer is kept, and ``left_out`` counts what went.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import pytest
 from anthropic.types import Message
 from openai.types.responses import Response
 
@@ -61,12 +63,19 @@ def test_an_anthropic_server_search_is_left_out_and_counted() -> None:
     assert chat_messages([as_param]) == [{"role": "assistant", "content": "Ok"}]
 
 
-def test_record_takes_sdk_replies_that_used_the_providers_search() -> None:
+def test_record_takes_sdk_replies_that_used_the_providers_search(
+        caplog: pytest.LogCaptureFixture) -> None:
     for reply in (response(WEB_SEARCH_CALL, ANSWER),
                   message(*SERVER_SEARCH, {"type": "text", "text": "KST7 left on time."})):
         manager = ContextManager(background=False)
         manager.prepare("U1", "S1", "Did KST7 leave on time?")
-        manager.record("U1", "S1", assistant=reply)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="contextwright.session"):
+            manager.record("U1", "S1", assistant=reply)
+        events = [getattr(r, "contextwright", {}) for r in caplog.records]
+        left_out = [e["left_out"] for e in events if e.get("event") == "record_left_out"]
+        assert left_out and all(count > 0 for count in left_out[0].values()), (
+            "what the stored answer leaves out is said, not lost silently")
         built = manager.prepare("U1", "S1", "Which gate?").to_messages("openai")
         assert {"role": "assistant", "content": "KST7 left on time."} in [
             {key: m[key] for key in ("role", "content")} for m in built]

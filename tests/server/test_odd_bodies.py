@@ -65,6 +65,19 @@ def test_an_image_detail_that_is_not_a_string_is_400_naming_the_image(
     assert http.get("/v1/sessions/u/s").status_code == 404  # refused before anything is stored
 
 
+@pytest.mark.parametrize("body", [
+    {"messages": [{"role": "user", "content": SECRET, "type": []}]},
+    {"assistant": {"content": SECRET, "type": {}}},
+    {"messages": [{"role": "user", "content": [{"type": {}, "text": SECRET}]}]},
+    {"messages": [{"role": "user", "content": [{"type": ["text"], "text": SECRET}]}]},
+])
+def test_a_message_or_part_type_that_is_not_a_string_is_400_and_stores_nothing(
+        http: httpx.Client, body: dict[str, Any]) -> None:
+    message = _problem(http.post("/v1/sessions/u/s/record", json=body), 400, "invalid-input")
+    assert ".type must be a string" in message
+    assert http.get("/v1/sessions/u/s").status_code == 404
+
+
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400", "-1e999"])
 def test_numbers_json_cannot_carry_are_400_and_store_nothing(
         http: httpx.Client, number: str) -> None:

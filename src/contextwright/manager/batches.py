@@ -19,25 +19,29 @@ RECORD_TAIL = 16
 
 
 def recorded_messages(assistant: object, tool_results: object, messages: object,
-                       now: str) -> list[dict[str, Any]]:
+                       now: str, left_out: dict[str, int] | None = None
+                       ) -> list[dict[str, Any]]:
     """The batch ``record`` appends, checked (``InvalidInputError`` names what is wrong).
 
     Each part may be an OpenAI chat dict or SDK object, an OpenAI Responses item or response, or
-    an Anthropic message (``contextwright.convert.chat_messages``).
+    an Anthropic message (``contextwright.convert.chat_messages``). ``left_out`` counts, by
+    type, the parts no chat message carries that were left out (a hosted tool's items).
     """
+    counts: dict[str, int] = {} if left_out is None else left_out
     batch: list[dict[str, Any]] = []
     if isinstance(assistant, str):
         batch.append({"role": "assistant", "content": assistant})
     elif assistant is not None:
         batch += [_with_role(message, "assistant", "assistant")
-                  for message in chat_messages(assistant, "assistant")]
+                  for message in chat_messages(assistant, "assistant", left_out=counts)]
     for index, result in enumerate(_message_list(tool_results, "tool_results")):
         where = f"tool_results[{index}]"
-        batch += [_with_role(message, "tool", where) for message in chat_messages(result, where)]
+        batch += [_with_role(message, "tool", where)
+                  for message in chat_messages(result, where, left_out=counts)]
     for index, message in enumerate(_message_list(messages, "messages")):
         if isinstance(message, str | bytes):
             raise InvalidInputError(f"messages[{index}] must be a message object")
-        batch += chat_messages(message, f"messages[{index}]")
+        batch += chat_messages(message, f"messages[{index}]", left_out=counts)
     for index, message in enumerate(batch):
         message.setdefault("timestamp", now)
         parse_message(message, f"record[{index}]")  # refuse what a later build could not read

@@ -526,7 +526,10 @@ class SessionFlows:
                      idempotency_key: str | None) -> Flow[tuple[list[int], bool]]:
         """The seqs ``record`` returns, and whether it stored them (then a summary is due)."""
         key = SessionKey(user_id=user_id, session_id=session_id)
-        batch = recorded_messages(assistant, tool_results, messages, self._now_iso())
+        left_out: dict[str, int] = {}
+        batch = recorded_messages(assistant, tool_results, messages, self._now_iso(), left_out)
+        if left_out:
+            _log_left_out(key, left_out)
         if not batch:
             raise InvalidInputError("record needs an assistant message, tool results or messages")
         if idempotency_key is not None:
@@ -711,6 +714,20 @@ class SessionFlows:
 
     def _now_iso(self) -> str:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="seconds")
+
+
+def _log_left_out(key: SessionKey, left_out: dict[str, int]) -> None:
+    """Say which parts of a recorded answer no stored message carries (a hosted tool's items).
+
+    The model's answer after them is stored and says what the tool found; the items themselves
+    are the provider's, and a later build could not send them back.
+    """
+    parts = ", ".join(f"{count} {kind}" for kind, count in sorted(left_out.items()))
+    logger.warning("record left out parts no chat message carries: %s", parts,
+                   extra={"contextwright": {"event": "record_left_out",
+                                            "user_id": key.user_id,
+                                            "session_id": key.session_id,
+                                            "left_out": dict(sorted(left_out.items()))}})
 
 
 def _switch_at(state: SessionState, seq: int) -> ModeSwitch | None:
