@@ -98,7 +98,7 @@ class DocumentOptions(SourceOptions):
     top_k: Count = Field(default=8, ge=0)
     rerank_top_k: Count = Field(default=3, ge=0)
     chunk_size: Count = Field(default=200, ge=8)
-    max_passage_tokens: Count = Field(default=400, ge=0)
+    max_passage_tokens: Count = Field(default=400, ge=1)
     fill_limit: Count = Field(default=64, ge=0)
     similarity_threshold: float = Field(default=0.35, ge=0, le=1)
     fill_threshold: float = Field(default=0.1, ge=0, le=1)
