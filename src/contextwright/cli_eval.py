@@ -53,6 +53,7 @@ from contextwright.evaluate import (
     resolve_plan,
     run_suite,
 )
+from contextwright.evaluate._files import spread
 from contextwright.evaluate.ablation import (
     AblationResult,
     CasesTarget,
@@ -68,6 +69,7 @@ from contextwright.evaluate.case_results import (
     find_regressions,
     format_cases,
     missing_from_run,
+    new_in_run,
     parse_tolerances,
     read_baseline,
 )
@@ -86,6 +88,7 @@ from contextwright.evaluate.judge import (
     ReplyCache,
     judge_ablation,
     judge_cases,
+    refused_by_endpoint,
 )
 from contextwright.evaluate.runner import RECALLERS, SUITES, Recaller, make_embedder, run_label
 
@@ -389,7 +392,8 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
         _write_json(save, result.to_dict())
     regressions = find_regressions(result, saved, tolerances) if saved is not None else []
     _print_cases(result, regressions, json_output,
-                 missing_from_run(result, saved) if saved is not None else [])
+                 missing_from_run(result, saved) if saved is not None else [],
+                 new_in_run(result, saved) if saved is not None else [])
     integrity = result.overall.get("pair_integrity")
     if regressions or result.failures or (integrity is not None and integrity < 1.0):
         raise typer.Exit(1)
@@ -397,12 +401,22 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
 
 @contextmanager
 def _exits_on_errors() -> Iterator[None]:
-    """A judged run's failures as exits: not confirmed or the endpoint failed 1, bad input 2."""
+    """A judged run's failures as exits: not confirmed or the endpoint failed 1, bad input 2.
+
+    A setting the client cannot use (a malformed base URL) is bad input, not an endpoint that
+    failed; an endpoint that refuses the key or the model needs a fix before a rerun helps.
+    """
     try:
         yield
     except NotConfirmed as exc:
         fail(str(exc), 1)
     except LLMError as exc:
+        if exc.kind == "config":
+            fail(describe(exc))
+        if refused_by_endpoint(exc):
+            fail(f"{describe(exc)}: the endpoint refuses the API key or the model (check "
+                 "--judge-base-url, --judge-model, --answer-model and the API key); the "
+                 "replies so far are stored", 1)
         fail(f"{describe(exc)}; the replies so far are stored: run again to resume", 1)
     except ContextwrightError as exc:
         fail(describe(exc))
@@ -433,9 +447,12 @@ def _write_json(path: Path, data: object) -> None:
 
 
 def _print_cases(result: CasesResult, regressions: list[Regression], json_output: bool,
-                 missing: list[str]) -> None:
+                 missing: list[str], added: list[str]) -> None:
     lines = [f"regression: {r.describe()}" for r in regressions]
     lines += [f"note: baseline case {case} is not in this run" for case in missing]
+    lines += [f"note: case {case} is not in the baseline" for case in added]
+    if missing or added:
+        lines.append("note: the overall means were compared over the cases both runs hold")
     if json_output:
         data = result.to_dict()
         data["regressions"] = [r.describe() for r in regressions]
@@ -501,9 +518,7 @@ def _target(name: str, file: Path | None, data: Path | None, plan: str | None,
     if name == "cases":
         if file is None or data is not None:
             fail("eval ablate cases takes a cases FILE (and no --data)")
-        cases = _load_cases(file)
-        if limit is not None:
-            cases = cases[:limit]
+        cases = spread(_load_cases(file), limit)
         return CasesTarget(cases=cases, builder=ContextBuilder(tokenizer=tokenizer),
                            run=CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent))
     if name not in SUITES:
@@ -560,8 +575,12 @@ def _judging(settings: _JudgeSettings, tokenizer: str, builds: int) -> Iterator[
     """A ``_Judging`` over the settings' endpoint and reply cache, closed afterwards."""
     from contextwright.llm.client import OpenAIChatClient
 
-    cache = ReplyCache(settings.cache_dir / "replies.sqlite")
     client = OpenAIChatClient(settings.base_url, settings.api_key, timeout=settings.timeout)
+    try:
+        cache = ReplyCache(settings.cache_dir / "replies.sqlite")
+    except BaseException:
+        client.close()
+        raise
     judge = Judge(client=client, cache=cache, judge_model=settings.judge_model,
                   answer_model=settings.answer_model,
                   count=ContextBuilder(tokenizer=tokenizer).tokenizer.count,

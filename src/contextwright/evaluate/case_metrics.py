@@ -12,7 +12,12 @@ a model would see is credited. A request message is *shown* when:
 
 A document is shown when its whole text appears verbatim; a tool when its schema is offered.
 Irrelevant material is counted by what of it is shown: its whole text, else each of its
-sentences (16 characters or more) that appears verbatim. Pure functions: no builds, no I/O.
+sentences (16 characters or more) that appears verbatim.
+
+A message with images is read by its text parts. Its images count in ``tokens`` (what the model
+is sent, as the build counted them) but not in density and noise, which are shares of the text
+and tool schemas: an image is neither a fact nor a sentence to look for. Pure functions: no
+builds, no I/O.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from contextwright.evaluate.metrics import (
     TAIL,
     Count,
     Msg,
+    content_text,
     context_tokens,
     pair_problems,
     relative_position,
@@ -155,8 +161,13 @@ class Rendered:
         return spans
 
     def in_arguments(self, text: str) -> bool:
-        """Whether ``text`` appears in the arguments of a rendered tool call."""
-        return any(text in str(call.get("function", {}).get("arguments", ""))
+        """Whether ``text`` appears in the arguments of a rendered tool call.
+
+        In the JSON text as sent, or in its values: arguments written with escaped characters
+        (``json.dumps`` escapes every non-ASCII one by default), or holding a quote or a
+        backslash, carry the fact the model reads although the text differs.
+        """
+        return any(_in_json(text, call.get("function", {}).get("arguments", ""))
                    for _, call in self.calls())
 
     def calls(self) -> Iterable[tuple[int, Mapping[str, Any]]]:
@@ -203,8 +214,12 @@ class Rendered:
 
 
 def measure(request: Request, checks: Checks, messages: Sequence[Msg],
-            tools: Sequence[Mapping[str, Any]], count: Count) -> Measure:
-    """The case metrics of one rendered context (see the module docstring)."""
+            tools: Sequence[Mapping[str, Any]], count: Count, *,
+            image_tokens: int = 0) -> Measure:
+    """The case metrics of one rendered context (see the module docstring).
+
+    ``image_tokens``: what the build counted for the images it sends (in ``tokens`` only).
+    """
     rendered = Rendered(messages, tools, count)
     found = Finder(request, rendered)
     required, missing, useful = _required(checks.required, found)
@@ -227,7 +242,7 @@ def measure(request: Request, checks: Checks, messages: Sequence[Msg],
         "noise": (min(noise_tokens / total, 1.0) if total else 0.0) if len(checks.noise)
         else None,
         "pair_integrity": 0.0 if pair_problems(messages) else 1.0,
-        "tokens": float(total),
+        "tokens": float(total + image_tokens),
     }
     return Measure(scores=scores, missing=tuple(missing), noise_shown=tuple(noise_shown),
                    misplaced=tuple(misplaced), useful_tokens=useful_tokens,
@@ -403,8 +418,33 @@ def _inside_fence(index: int, content: str) -> Span:
 
 
 def _text_of(message: Msg) -> str:
-    content = message.get("content")
-    return content if isinstance(content, str) else ""
+    return content_text(message)
+
+
+def _in_json(text: str, arguments: object) -> bool:
+    """Whether ``text`` is in the JSON text ``arguments``, as written or as decoded."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    if text in raw:
+        return True
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return False
+    return (text in json.dumps(value, ensure_ascii=False)
+            or any(text in leaf for leaf in _strings(value)))
+
+
+def _strings(value: object) -> Iterable[str]:
+    """Every string in a JSON value: keys and values, at any depth."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def _placeholder(content: str) -> bool:

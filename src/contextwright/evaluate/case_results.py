@@ -293,9 +293,13 @@ def find_regressions(result: CasesResult, baseline: Baseline,
     and fails now is a regression too, and so is, in a judged run, a judged score the baseline
     has and this run could not get (the judge's replies unreadable, say): a run that grades
     nothing must not pass for one that grades as well as before.
+
+    The overall means are those of the cases both runs hold and built (``shared_overall``): a
+    case added to the file, or retired from it, changes no shared case and is no regression.
     """
     lost = JUDGED if result.judged else ()
-    found = _compare(None, baseline.overall, result.overall, tolerances, lost)
+    overall_before, overall_after = shared_overall(result, baseline)
+    found = _compare(None, overall_before, overall_after, tolerances, lost)
     for row in result.cases:
         before = baseline.cases.get(row.id)
         if before is None:
@@ -306,6 +310,37 @@ def find_regressions(result: CasesResult, baseline: Baseline,
             continue
         found += _compare(row.id, before, row.scores, tolerances, lost)
     return found
+
+
+def shared_overall(result: CasesResult, baseline: Baseline
+                   ) -> tuple[Mapping[str, float | None], Mapping[str, float | None]]:
+    """(the baseline's, this run's) overall means, over the same cases.
+
+    When both runs built the same cases these are the saved and the new ``overall``; else
+    each run's means over the cases both hold and built, from their per-case scores.
+    """
+    built = {row.id: row for row in result.cases if row.error is None}
+    baseline_built = {case for case in baseline.cases if case not in baseline.failed}
+    if set(built) == baseline_built:
+        return baseline.overall, result.overall
+    shared = [case for case in built if case in baseline_built]
+    before = _means([baseline.cases[case] for case in shared])
+    after = _means([built[case].scores for case in shared])
+    return before, after
+
+
+def _means(rows: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
+    """Each metric's mean over the rows that measure it (as ``overall`` does)."""
+    means: dict[str, float | None] = {}
+    for metric in KNOWN_METRICS:
+        values = [v for row in rows if (v := row.get(metric)) is not None]
+        means[metric] = sum(values) / len(values) if values else None
+    return means
+
+
+def new_in_run(result: CasesResult, baseline: Baseline) -> list[str]:
+    """Ids of this run's cases the baseline does not have (reported, not a regression)."""
+    return [row.id for row in result.cases if row.id not in baseline.cases]
 
 
 def missing_from_run(result: CasesResult, baseline: Baseline) -> list[str]:

@@ -30,6 +30,8 @@ from pydantic import (
 from pydantic import ValidationError as PydanticValidationError
 
 from contextwright.builder import ContextBuilder
+from contextwright.core.accounting import image_tokens
+from contextwright.core.final import FinalContext
 from contextwright.core.parsing import MalformedDocument, decode_utf8, parse_document
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, load_plan
 from contextwright.core.request import Request
@@ -332,12 +334,23 @@ def build_case(builder: ContextBuilder, case: EvalCase, plan: BuildPlan) -> Case
                          plan=plan, messages=[])
     messages = list(body["messages"])
     tools = tuple(body.get("tools") or ())
-    measured = measure(case.request, case.checks, messages, tools, builder.tokenizer.count)
+    measured = measure(case.request, case.checks, messages, tools, builder.tokenizer.count,
+                       image_tokens=sent_image_tokens(ctx))
     scores = {**measured.scores, "budget_use": ctx.total_tokens / available}
     result = CaseResult(id=case.id, plan=plan.name, available=available, scores=scores,
                         missing=measured.missing, noise_shown=measured.noise_shown,
                         misplaced=measured.misplaced, tags=case.tags)
     return CaseBuild(result=result, plan=plan, messages=messages, tools=tools)
+
+
+def sent_image_tokens(ctx: FinalContext) -> int:
+    """Tokens the build counted for the images the OpenAI rendering sends.
+
+    A user message's images are sent; a tool message's are shown as placeholder lines of its
+    text, which the text already counts.
+    """
+    return sum(image_tokens(m.images, ctx.image_rule).tokens for m in ctx.messages
+               if m.role == "user" and m.images)
 
 
 def iter_builds(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun,

@@ -17,7 +17,8 @@ Calls go out ``concurrency`` at a time (threads: the work is waiting on the endp
 with the same body are grouped, so one is sent and the others reuse its reply, as in a serial run;
 two groups whose answers come out the same make the same judgment request, and a thread that finds
 it in flight waits for that reply instead of sending it again. The first error that makes the
-endpoint unusable stops new calls, lets those in flight finish (and be stored), and is raised.
+endpoint unusable stops new calls, lets those in flight finish (and be stored), and is raised;
+so does an interruption (Ctrl-C): nothing queued is sent after it.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ _VERDICT = re.compile(r"\s*(correct|wrong)\s*\.?\s*", re.IGNORECASE)
 FATAL_KINDS = frozenset(("config", "connection", "timeout"))
 """``LLMError`` kinds that stop a run (the endpoint is unusable; rerun to resume)."""
 RETRYABLE_STATUS = frozenset((408, 409, 429))
+ENDPOINT_STATUS = frozenset((401, 403, 404))
+"""Statuses that describe the endpoint, the key or the model, not the request: a bad API key,
+no access, a misspelt model name or base URL. Every other call would get the same answer."""
 JUDGED_METRICS = ("judged_correct", "call_exact", "judge_errors")
 """What a judged run adds to each variant's row."""
 
@@ -104,9 +108,28 @@ def compare_call(expected: ExpectedCall, reply: ChatReply) -> tuple[bool, str]:
         arguments = json.loads(call.arguments or "{}")
     except ValueError:
         return False, "arguments are not JSON"
-    if arguments != dict(expected.arguments):
+    if not json_equal(arguments, dict(expected.arguments)):
         return False, "other arguments"
     return True, "exact"
+
+
+def json_equal(left: object, right: object) -> bool:
+    """Equality of JSON values: ``true`` is not ``1`` and ``false`` is not ``0``.
+
+    Python's ``==`` takes a bool for the number it subclasses, which JSON does not; numbers
+    compare by value (``2`` is ``2.0``), objects by keys and values, arrays in order.
+    """
+    if isinstance(left, bool) or isinstance(right, bool):
+        return isinstance(left, bool) and isinstance(right, bool) and left is right
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(json_equal(v, right[k])
+                                                   for k, v in left.items())
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(
+            json_equal(a, b) for a, b in zip(left, right, strict=True))
+    if isinstance(left, dict | list) or isinstance(right, dict | list):
+        return False
+    return bool(left == right)
 
 
 def digest(value: object) -> str:
@@ -127,11 +150,14 @@ class ReplyCache:
         self.path = path
         self._lock = threading.Lock()
         self._db = _open_cache(path)
-        self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, kind TEXT "
-                         "NOT NULL, model TEXT NOT NULL, request TEXT NOT NULL, reply TEXT NOT "
-                         "NULL, created REAL NOT NULL)")
-        self._db.execute("CREATE INDEX IF NOT EXISTS replies_request ON replies (request)")
-        self._db.commit()
+        try:
+            _prepare_cache(self._db)
+        except sqlite3.Error:
+            # A damaged file, or a database of another program at this path: the shared
+            # default cache must not break every judged run with a traceback.
+            self._db.close()
+            raise StoreError(f"reply cache {path} is not a contextwright reply cache (move it "
+                             "away or pass --cache-dir)") from None
 
     def get(self, key: str) -> str | None:
         """The reply stored under ``key``."""
@@ -163,6 +189,16 @@ class ReplyCache:
         """Close the database."""
         with self._lock:
             self._db.close()
+
+
+def _prepare_cache(db: sqlite3.Connection) -> None:
+    """Make the table if it is new, and read it once: a file of another shape fails here."""
+    db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+               "model TEXT NOT NULL, request TEXT NOT NULL, reply TEXT NOT NULL, created REAL "
+               "NOT NULL)")
+    db.execute("CREATE INDEX IF NOT EXISTS replies_request ON replies (request)")
+    db.execute("SELECT key, kind, model, request, reply, created FROM replies LIMIT 0")
+    db.commit()
 
 
 def _open_cache(path: Path) -> sqlite3.Connection:
@@ -245,13 +281,20 @@ class Scored:
 def stops_the_run(exc: LLMError) -> bool:
     """Whether a failed call means the endpoint is unusable (not just this request).
 
-    Unreachable, timed out, misconfigured, rate-limited or a server error: the run stops and
-    what is stored stays stored; a rerun resumes. Anything else fails only its task.
+    Unreachable, timed out, misconfigured, refused for the key or the model (401, 403, 404),
+    rate-limited or a server error: the run stops and what is stored stays stored; a rerun
+    resumes. Anything else (a 400 for this request, say) fails only its task.
     """
     if exc.kind in FATAL_KINDS:
         return True
     status = exc.status_code or 0
-    return exc.kind == "status" and (status in RETRYABLE_STATUS or status >= 500)
+    return exc.kind == "status" and (status in RETRYABLE_STATUS or status in ENDPOINT_STATUS
+                                     or status >= 500)
+
+
+def refused_by_endpoint(exc: LLMError) -> bool:
+    """Whether the endpoint refused the key or the model (what a rerun cannot fix alone)."""
+    return exc.kind == "status" and (exc.status_code or 0) in ENDPOINT_STATUS
 
 
 @dataclass(slots=True, kw_only=True)
@@ -615,6 +658,9 @@ def settle_all(judge: Judge, groups: Sequence[Sequence[Job]], concurrency: int,
                on_calls: Callable[[int], None] | None = None) -> None:
     """Settle every group, ``concurrency`` groups at a time (see the module docstring).
 
+    An interruption (Ctrl-C) in the waiting thread stops new calls the same way: the groups
+    not started are cancelled, the calls in flight finish (and are stored), and it is raised.
+
     Raises:
         LLMError: the first error that stops the run, once the calls in flight are done.
     """
@@ -638,20 +684,33 @@ def settle_all(judge: Judge, groups: Sequence[Sequence[Job]], concurrency: int,
             if on_calls is not None:
                 on_calls(made)
         return
-    failure: BaseException | None = None
     with ThreadPoolExecutor(max_workers=concurrency,
                             thread_name_prefix="contextwright-judge") as pool:
         futures: list[Future[int]] = [pool.submit(settle_group, g) for g in groups]
-        for future in as_completed(futures):
-            if future.cancelled():
-                continue
-            error = future.exception()
-            if error is None:
-                if on_calls is not None:
-                    on_calls(future.result())
-            elif failure is None:
-                failure = error  # groups not started are cancelled; those running stop soon
-                for other in futures:
-                    other.cancel()
+        try:
+            failure = _collect(futures, on_calls)
+        except BaseException:
+            # Ctrl-C (or an error in ``on_calls``) here: leaving the block would wait for every
+            # queued group to be sent, so stop the workers and drop the queue first.
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        if failure is not None:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
     if failure is not None:
         raise failure
+
+
+def _collect(futures: Sequence[Future[int]], on_calls: Callable[[int], None] | None
+             ) -> BaseException | None:
+    """Wait for the groups, reporting each one's calls; the first error stops the waiting."""
+    for future in as_completed(futures):
+        if future.cancelled():
+            continue
+        error = future.exception()
+        if error is not None:
+            return error  # the caller cancels the groups not started; those running stop soon
+        if on_calls is not None:
+            on_calls(future.result())
+    return None

@@ -22,12 +22,28 @@ HEAD, TAIL = 0.2, 0.8
 """Relative offsets below ``HEAD`` are the head of the context, above ``TAIL`` its tail."""
 
 
+def content_text(message: Msg) -> str:
+    """A message's text: its content, or the text parts of a list of parts joined by lines.
+
+    A message with images is rendered as a list of parts (``{"type": "text"}`` and
+    ``{"type": "image_url"}``); its text is what a model reads of it.
+    """
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(part["text"] for part in content
+                         if isinstance(part, Mapping) and part.get("type") == "text"
+                         and isinstance(part.get("text"), str))
+    return ""
+
+
 def message_parts(message: Msg) -> list[str]:
     """The text of one message: its content and the arguments of its tool calls."""
     parts: list[str] = []
     content = message.get("content")
-    if isinstance(content, str):
-        parts.append(content)
+    if isinstance(content, str | list):
+        parts.append(content_text(message))
     for call in message.get("tool_calls") or []:
         arguments = call.get("function", {}).get("arguments", "")
         parts.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
@@ -57,11 +73,9 @@ def locate(text: str, messages: Sequence[Msg]) -> tuple[int, int] | None:
     if not text:
         return None
     for index, message in enumerate(messages):
-        content = message.get("content")
-        if isinstance(content, str):
-            offset = content.find(text)
-            if offset >= 0:
-                return index, offset
+        offset = content_text(message).find(text)
+        if offset >= 0:
+            return index, offset
     return None
 
 
@@ -69,9 +83,8 @@ def relative_position(where: tuple[int, int], messages: Sequence[Msg], count: Co
     """Where a located text starts, as a share of the context's tokens (0 head, 1 tail)."""
     index, offset = where
     before = sum(message_tokens(m, count) for m in messages[:index])
-    content = messages[index].get("content")
-    if isinstance(content, str) and offset:
-        before += count(content[:offset])
+    if offset:
+        before += count(content_text(messages[index])[:offset])
     total = context_tokens(messages, count)
     return min(before / total, 1.0) if total else 0.0
 

@@ -9,8 +9,11 @@ This module may import only ``contextwright.errors`` of this project.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from contextwright.errors import LLMError
 
@@ -82,7 +85,7 @@ class OpenAIChatClient:
         if max_retries < 0:
             raise LLMError("max_retries must not be negative", kind="config")
         self.timeout = timeout
-        self._client = _make_sdk_client(base_url, api_key, timeout, max_retries)
+        self._client = make_sdk_client(base_url, api_key, timeout, max_retries)
 
     def complete(
         self,
@@ -149,15 +152,45 @@ class OpenAIChatClient:
         self.close()
 
 
-def _make_sdk_client(base_url: str, api_key: str, timeout: float,
-                     max_retries: int) -> openai.OpenAI:
+def make_sdk_client(base_url: str, api_key: str, timeout: float,
+                    max_retries: int) -> openai.OpenAI:
+    """An ``openai.OpenAI`` client; ``LLMError`` (kind ``config``) for a base URL it cannot use.
+
+    The URL is checked before anything is sent: a port typo or a missing scheme is the
+    caller's mistake, to be reported as such, not a server that could not be reached.
+    """
+    check_base_url(base_url)
     try:
+        import httpx
         import openai
     except ImportError:
         raise LLMError("the openai package is missing: install contextwright[llm]",
                        kind="config") from None
-    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
-                         max_retries=max_retries)
+    try:
+        return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
+                             max_retries=max_retries)
+    except httpx.InvalidURL:
+        raise _bad_url(base_url) from None
+
+
+def check_base_url(base_url: str) -> None:
+    """``LLMError`` (kind ``config``) unless ``base_url`` is an http(s) URL with a host.
+
+    A port that is not a number in range and a broken IPv6 literal are refused too.
+    """
+    try:
+        parts = urlsplit(base_url)
+        port_ok = parts.port is None or parts.port > 0  # reading .port checks it
+    except ValueError:  # a port that is not a number, a broken IPv6 literal
+        raise _bad_url(base_url) from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or not port_ok:
+        raise _bad_url(base_url)
+
+
+def _bad_url(base_url: str) -> LLMError:
+    shown = base_url if len(base_url) <= 80 else base_url[:79] + "…"
+    return LLMError(f"base URL {json.dumps(shown)} is not a valid http(s) URL (like "
+                    "http://127.0.0.1:8000/v1)", kind="config")
 
 
 def _as_llm_error(exc: Exception, timeout: float) -> LLMError:
@@ -217,10 +250,26 @@ def _reply(completion: object) -> ChatReply:
 def _reply_call(call: object) -> ReplyCall:
     function = getattr(call, "function", None)
     name = getattr(function, "name", None)
-    arguments = getattr(function, "arguments", None)
-    if not isinstance(name, str) or not isinstance(arguments, str):
+    arguments = call_arguments(getattr(function, "arguments", None))
+    if not isinstance(name, str) or arguments is None:
         raise LLMError("chat completion tool call has no name or arguments", kind="response")
     return ReplyCall(name=name, arguments=arguments)
+
+
+def call_arguments(arguments: object) -> str | None:
+    """A tool call's arguments as JSON text, or None when they are missing or not JSON data.
+
+    The API sends a string; some local servers and proxies send the object itself, which is
+    the same call and is written out as the JSON text it stands for.
+    """
+    if isinstance(arguments, str):
+        return arguments
+    if isinstance(arguments, Mapping):
+        try:
+            return json.dumps(arguments, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return None
+    return None
 
 
 def _count(value: object) -> int | None:
