@@ -5,9 +5,10 @@ ones, or ``--tasks FILE``; ``--tasks -`` reads them from standard input), asks t
 ``--base-url`` once per task and configuration with a progress bar on stderr, and prints the
 accuracy table (or ``--json``, or ``--markdown``) on stdout. The API key is read from the
 environment variable named by ``--api-key-env``, never taken on the command line; without it a
-placeholder is sent (local servers ignore it). Exit codes: 2 when the tasks, plan, options or
-cache are bad (one line on stderr), 1 when a call failed for a reason other than the model's
-answer or a too-long context (endpoint down, HTTP 5xx; the table is still printed), else 0.
+placeholder is sent (local servers ignore it). Exit codes: 2 when the tasks, plan, options,
+base URL or cache are bad (one line on stderr, before any call), 1 when a call failed for a
+reason other than the model's answer or a too-long context (endpoint down, HTTP 5xx, a reply
+that is no chat completion; the table is still printed), else 0.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ The matching rule (``score_calls``) is exact after normalisation, with documente
 - calls are compared as a multiset: the order of parallel calls does not matter;
 - an argument in ``arguments`` must be present and equal: strings after Unicode NFKC, case
   folding and collapsing whitespace (``"new  york"`` equals ``"New York"``), numbers as numbers
-  (``1280`` equals ``1280.0``; the string ``"1280"`` does not), objects and lists element-wise;
+  (``1280`` equals ``1280.0``; the string ``"1280"`` does not; whole numbers exactly, so an id
+  or a timestamp one off is wrong), objects and lists element-wise;
 - an argument in ``contains`` is free text (a memo, an event title, a search query): it must be
   a string holding, after the same normalisation, one alternative of every group
   (``{"text": [["Shanghai", "上海"], ["cloudy"], ["25"]]}``);
@@ -164,7 +165,10 @@ def parse_tasks(text: str, origin: str) -> list[ToolCallTask]:
     ``origin`` names the text in error messages (``stdin line 3: not JSON``).
     """
     tasks: list[ToolCallTask] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: U+2028, U+2029 and U+0085 (which ``str.splitlines`` also breaks
+    # at) may stand raw inside a JSON string, as ``json.dumps(ensure_ascii=False)`` writes them.
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.removesuffix("\r")
         if not line.strip():
             continue
         where = f"{origin} line {number}"
@@ -231,10 +235,12 @@ def _best_mismatch(expected: Sequence[ExpectedCall], calls: Sequence[ModelCall],
 def _mismatch(expected: ExpectedCall, call: ModelCall, defaults: Mapping[str, Any]
               ) -> str | None:
     """Why ``call`` does not match ``expected``, or None when it does."""
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return f"{call.name}: arguments are not JSON"
+    arguments: object = call.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError:
+            return f"{call.name}: arguments are not JSON"
     if not isinstance(arguments, dict):
         return f"{call.name}: arguments are not a JSON object"
     for key, value in expected.arguments.items():
@@ -268,7 +274,7 @@ def values_equal(expected: Any, given: Any) -> bool:
     if isinstance(expected, bool) or isinstance(given, bool):
         return expected is given
     if isinstance(expected, int | float) and isinstance(given, int | float):
-        return math.isclose(expected, given, rel_tol=1e-9, abs_tol=1e-12)
+        return numbers_equal(expected, given)
     if isinstance(expected, dict) and isinstance(given, dict):
         return expected.keys() == given.keys() and all(
             values_equal(v, given[k]) for k, v in expected.items())
@@ -276,6 +282,21 @@ def values_equal(expected: Any, given: Any) -> bool:
         return len(expected) == len(given) and all(
             values_equal(a, b) for a, b in zip(expected, given, strict=True))
     return bool(expected == given)
+
+
+def numbers_equal(expected: float, given: float) -> bool:
+    """Whether two JSON numbers are the same value.
+
+    Whole numbers exactly (``1280`` is ``1280.0``; an order id one off is not the id);
+    fractions within a relative 1e-9, for a value written with another rounding.
+    """
+    if _whole(expected) or _whole(given):
+        return expected == given
+    return math.isclose(expected, given, rel_tol=1e-9)
+
+
+def _whole(value: float) -> bool:
+    return isinstance(value, int) or value.is_integer()
 
 
 def _defaults(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

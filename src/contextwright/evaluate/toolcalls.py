@@ -19,8 +19,10 @@ calls the model returns are scored with ``toolcall_score.score_calls``. The conf
 More plans can be added as configurations ``plan:NAME`` (a shipped name or a plan file). Every
 body is sent with ``temperature`` 0 and the same output reserve. Results can be kept in a JSONL
 cache keyed by task, configuration, model and a hash of the exact body, so an interrupted run
-resumes where it stopped and a changed task or budget is asked again. This module does the I/O
-of the model calls and the cache file; it reads no environment variables.
+resumes where it stopped and a changed task or budget is asked again; the model's calls kept
+there are scored again against the task as it is now, so correcting a task's ``expected`` needs
+no new call. This module does the I/O of the model calls and the cache file; it reads no
+environment variables.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,7 +42,7 @@ from contextwright.core.accounting import REPLY_PRIMING, message_tokens, schema_
 from contextwright.core.items import parse_message
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
 from contextwright.core.request import Request
-from contextwright.errors import ContextwrightError, InvalidInputError, LLMError, PlanError
+from contextwright.errors import ContextwrightError, InvalidInputError, PlanError
 from contextwright.evaluate.toolcall_score import (
     VERDICTS,
     ModelCall,
@@ -51,6 +53,7 @@ from contextwright.evaluate.toolcall_score import (
     score_calls,
     task_from_dict,
 )
+from contextwright.llm.client import call_arguments, make_sdk_client
 from contextwright.sources.tools import schema_json
 from contextwright.tokens import CountingTokenizer, get_tokenizer
 
@@ -174,7 +177,18 @@ def everything_messages(request: Request) -> list[dict[str, Any]]:
 
 
 def _api_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: message[key] for key in MESSAGE_KEYS if key in message}
+    """The message with the API's fields only, its calls' arguments as JSON text.
+
+    A request may give a call's arguments as an object; the API takes only a string, and
+    configuration ``c`` sends one, so ``a`` and ``b`` must too or the comparison is unfair.
+    """
+    sent = {key: message[key] for key in MESSAGE_KEYS if key in message}
+    if sent.get("tool_calls"):
+        parsed = parse_message(message, "message").tool_calls
+        sent["tool_calls"] = [
+            {**raw, "function": {**raw.get("function", {}), "arguments": call.arguments}}
+            for raw, call in zip(sent["tool_calls"], parsed, strict=True)]
+    return sent
 
 
 def fixed_window(messages: Sequence[dict[str, Any]], keep_from: int, budget: int,
@@ -213,14 +227,11 @@ def tools_tokens(tools: Sequence[Mapping[str, Any]], tokenizer: CountingTokenize
 
 def make_client(base_url: str, api_key: str, *, timeout: float = 120.0,
                 max_retries: int = 2) -> openai.OpenAI:
-    """An ``openai.OpenAI`` client for the endpoint (needs the ``llm`` extra)."""
-    try:
-        import openai
-    except ImportError:
-        raise LLMError("the openai package is missing: install contextwright[llm]",
-                       kind="config") from None
-    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
-                         max_retries=max_retries)
+    """An ``openai.OpenAI`` client for the endpoint (needs the ``llm`` extra).
+
+    Raises ``LLMError`` (kind ``config``) for a base URL that is not an http(s) URL.
+    """
+    return make_sdk_client(base_url, api_key, timeout, max_retries)
 
 
 def ask_model(client: openai.OpenAI, body: Mapping[str, Any]
@@ -241,11 +252,41 @@ def ask_model(client: openai.OpenAI, body: Mapping[str, Any]
         return [], Score(verdict="api_error", detail="cannot reach the endpoint")
     except ValueError:  # a 200 whose body is not JSON
         return [], Score(verdict="api_error", detail="the reply is not JSON")
-    if not completion.choices:
+    return reply_calls(completion)
+
+
+NOT_A_COMPLETION = Score(verdict="api_error", detail="the reply is not a chat completion")
+
+
+def reply_calls(completion: object) -> tuple[list[ModelCall], Score | None]:
+    """The tool calls of a completion's first choice, or an ``api_error`` for another shape.
+
+    The SDK builds its objects without checking them, so a server or proxy that answers 200
+    with plain text, an HTML page or another layout gives strings or dicts where objects
+    belong: every step is checked. A call is taken by its function's name and arguments,
+    whatever its ``type`` says (some servers leave it out).
+    """
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list):
+        return [], NOT_A_COMPLETION
+    if not choices:
         return [], Score(verdict="api_error", detail="the reply has no choices")
-    message = completion.choices[0].message
-    calls = [ModelCall(name=call.function.name, arguments=call.function.arguments)
-             for call in message.tool_calls or [] if call.type == "function"]
+    message = getattr(choices[0], "message", None)
+    if not (hasattr(message, "content") or hasattr(message, "tool_calls")):
+        return [], NOT_A_COMPLETION
+    raw_calls = getattr(message, "tool_calls", None) or []
+    if not isinstance(raw_calls, list):
+        return [], NOT_A_COMPLETION
+    calls = []
+    for call in raw_calls:
+        function = getattr(call, "function", None)
+        name = getattr(function, "name", None)
+        arguments = getattr(function, "arguments", None)
+        text = "" if arguments is None else call_arguments(arguments)
+        if not isinstance(name, str) or text is None:
+            return [], Score(verdict="api_error",
+                             detail="a tool call of the reply has no name or arguments")
+        calls.append(ModelCall(name=name, arguments=text))
     return calls, None
 
 
@@ -354,6 +395,19 @@ class ResultCache:
         self._newline_first = False
         if path.exists():
             self._read()
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        """Open the file for appending once (making it when new), before any call is paid for.
+
+        A cache that cannot be written must fail the run now, not after the first call.
+        """
+        try:
+            with self.path.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write cache {self.path}: "
+                                    f"{exc.strerror or type(exc).__name__}") from None
 
     def _read(self) -> None:
         try:
@@ -412,8 +466,12 @@ class ResultCache:
         record = asdict(outcome)
         self._known[key] = record
         line = json.dumps({"key": key, "outcome": record}, ensure_ascii=False) + "\n"
-        with self.path.open("a", encoding="utf-8") as out:
-            out.write(("\n" if self._newline_first else "") + line)
+        try:
+            with self.path.open("a", encoding="utf-8") as out:
+                out.write(("\n" if self._newline_first else "") + line)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write cache {self.path}: "
+                                    f"{exc.strerror or type(exc).__name__}") from None
         self._newline_first = False
 
 
@@ -463,7 +521,7 @@ def _one(task: ToolCallTask, config: EvalConfig, *, client: openai.OpenAI, model
     key = cache_key(task, config, prepared.body)
     kept = cache.get(key) if cache is not None else None
     if kept is not None:
-        return _from_record(kept)
+        return _rescored(_from_record(kept), task)
     calls, failure = ask_model(client, prepared.body)
     score = failure or score_calls(task.expected, calls, task.request.get("tools") or [])
     outcome = Outcome(task=task.id, family=task.family, config=config.key,
@@ -485,6 +543,29 @@ def _from_record(record: Mapping[str, Any]) -> Outcome:
                    detail=str(record.get("detail", "")),
                    calls=tuple(dict(c) for c in record.get("calls", ())),
                    prompt_tokens=int(record.get("prompt_tokens", 0)), cached=True)
+
+
+RUNNER_VERDICTS = frozenset(("context_too_long", "api_error", "build_error"))
+"""Verdicts about the call, not the model's answer: nothing to score again."""
+
+
+def _rescored(outcome: Outcome, task: ToolCallTask) -> Outcome:
+    """A kept outcome scored again against the task as it is now.
+
+    The cache key holds the body sent, not ``expected``: a task whose expectation was
+    corrected must not keep the old verdict, and the model's calls are kept, so no call is
+    needed to score them.
+    """
+    if outcome.verdict in RUNNER_VERDICTS:
+        return outcome
+    calls = [ModelCall(name=str(c.get("name", "")), arguments=_text(c.get("arguments")))
+             for c in outcome.calls]
+    score = score_calls(task.expected, calls, task.request.get("tools") or [])
+    return replace(outcome, verdict=score.verdict, detail=score.detail)
+
+
+def _text(arguments: object) -> str:
+    return call_arguments(arguments) or ("" if arguments is None else str(arguments))
 
 
 def summarise(outcomes: Sequence[Outcome], config: EvalConfig) -> ConfigSummary:
