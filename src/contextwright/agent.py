@@ -139,39 +139,37 @@ class Agent:
 
     def run_turn(self, user_id: str, session_id: str, text: str,
                  on_tool: Callable[[str, str, str], None] | None = None) -> str:
-        """Answer one user message, running tool calls until the model replies in text."""
+        """Answer one user message, running tool calls until the model replies in text.
+
+        The answer is the reply's words as the session recorded them: a refusal's included.
+        """
         if not text.strip():
             raise InvalidInputError("say something")
         prepared = self.manager.prepare(user_id, session_id, text, tools=TOOLS)
-        for _ in range(MAX_STEPS):
+        for step in range(MAX_STEPS):
             message = self._complete(prepared.to_request("openai", model=self.model))
             if not message.tool_calls:
                 self.manager.record(user_id, session_id, assistant=message)
-                return str(message.content or "")
+                return _answer_text(message)
             (assistant,) = chat_messages(message, "assistant")
-            results = [self._answer(call, user_id, on_tool) for call in assistant["tool_calls"]]
+            calls = assistant["tool_calls"]
+            unique_call_ids(calls, step)
+            not_run = [_unrunnable_result(call) for call in calls]
+            # The whole reply is checked before any tool runs: a tool with side effects must
+            # not run for a turn the session then refuses to store.
+            parse_message(assistant, "reply")
+            results = [self._answer(call, result, user_id, on_tool)
+                       for call, result in zip(calls, not_run, strict=True)]
             self.manager.record(user_id, session_id, assistant=assistant, tool_results=results)
             prepared = self.manager.prepare(user_id, session_id, None, tools=TOOLS)
         return f"(stopped after {MAX_STEPS} model calls without a final answer)"
 
-    def _answer(self, call: dict[str, Any], user_id: str,
+    def _answer(self, call: dict[str, Any], not_run: str | None, user_id: str,
                 on_tool: Callable[[str, str, str], None] | None) -> dict[str, Any]:
-        """Run one call and return its result message.
-
-        A call the session could not store (arguments that are not strict JSON, a name the
-        providers refuse) is not run: its arguments become ``{}`` and its result says why, so
-        the turn is recorded whole and the model can try again.
-        """
+        """Run one call (unless ``not_run`` is its result already); its result message."""
         function = call["function"]
-        try:
-            parse_message({"role": "assistant", "content": None, "tool_calls": [call]}, "call")
-        except InvalidInputError as exc:
-            function["arguments"] = "{}"
-            if not TOOL_NAME.fullmatch(str(function.get("name", ""))):
-                function["name"] = "invalid_tool_name"
-            output = json.dumps({"error": f"the call was not run: {exc}"}, ensure_ascii=False)
-        else:
-            output = run_tool(function["name"], function["arguments"], user_id, self.memos)
+        output = not_run if not_run is not None else run_tool(
+            function["name"], function["arguments"], user_id, self.memos)
         if on_tool is not None:
             on_tool(function["name"], function["arguments"], output)
         return {"tool_call_id": call["id"], "content": output}
@@ -210,6 +208,48 @@ def repl(agent: Agent, user_id: str, session_id: str,
             reply = agent.run_turn(user_id, session_id, text, on_tool=lambda name, arguments,
                                    _: write(f"  [tool] {name}({arguments})"))
             write(f"agent> {reply}")
+
+
+def _answer_text(message: Any) -> str:
+    """The words of a reply without calls, as the session records them (a refusal's too)."""
+    recorded = chat_messages(message, "assistant")
+    return str(recorded[0].get("content") or "") if recorded else ""
+
+
+def unique_call_ids(calls: list[dict[str, Any]], step: int) -> None:
+    """Give each call with an empty id, or one an earlier call of the reply has, its own id.
+
+    Some OpenAI-compatible servers send ``""``, or the same ``"call_0"``, for every parallel
+    call: no result could then say which call it answers, and the session refuses the reply.
+    The new id (``call_<step>_<index>``) is set on the call, so its result carries it too.
+    """
+    taken = {call.get("id") for call in calls}
+    seen: set[str] = set()
+    for index, call in enumerate(calls):
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            call_id = f"call_{step}_{index}"
+            while call_id in taken or call_id in seen:
+                call_id += "_"
+            call["id"] = call_id
+        seen.add(call_id)
+
+
+def _unrunnable_result(call: dict[str, Any]) -> str | None:
+    """The result of a call the session could not store, which is not run (None: it can run).
+
+    Its arguments become ``{}`` (and a name the providers refuse ``invalid_tool_name``) and
+    its result says why, so the turn is recorded whole and the model can try again.
+    """
+    try:
+        parse_message({"role": "assistant", "content": None, "tool_calls": [call]}, "call")
+    except InvalidInputError as exc:
+        function = call["function"]
+        function["arguments"] = "{}"
+        if not TOOL_NAME.fullmatch(str(function.get("name", ""))):
+            function["name"] = "invalid_tool_name"
+        return json.dumps({"error": f"the call was not run: {exc}"}, ensure_ascii=False)
+    return None
 
 
 def make_agent(base_url: str, model: str, path: str | Path, api_key: str = "none") -> Agent:
