@@ -6,11 +6,13 @@ and a strict plan raises instead. A losing item takes its whole unit with it, so
 never separated from its result.
 
 Duplicates: units whose messages all carry ids are duplicates when the ids match, anywhere.
-Without ids, role + content (and tool call ids) must match *and* the copy must sit right next to
-the original — the next unit of the same source, or the newest unit of a source copying the
-never-cut user input (the same input injected twice). Repeating "yes" two rounds apart is
-conversation, not duplication; a call made again with the same arguments is another call.
-The copy from the more constraining source, or the newer copy, is kept.
+Without ids, role + content must match *and* the copy must sit right next to the original —
+the next unit of the same source, or the newest unit of a source copying the never-cut user
+input (the same input injected twice). Repeating "yes" two rounds apart is conversation, not
+duplication; a unit with tool calls or results is never a duplicate by its content: a call made
+again with the same arguments (a retry, a poll) is another call however alike its result, even
+when the server numbers calls per reply and so reuses the call id. The copy from the more
+constraining source, or the newer copy, is kept.
 """
 
 from __future__ import annotations
@@ -93,6 +95,17 @@ def _content_fingerprint(unit: Unit) -> Hashable:
     return tuple(c.fingerprint for c in unit.candidates)
 
 
+def _has_tool_messages(unit: Unit) -> bool:
+    """Whether the unit holds a tool call or result: those are never merged by content.
+
+    Only the call id could tell a second call from a copy of the first, and servers that
+    number calls per reply give every call the same one. A call recorded twice by mistake is
+    what ``ContextManager.record``'s ``idempotency_key`` prevents.
+    """
+    return any(c.item.message.tool_calls or c.item.message.role == "tool"
+               for c in unit.candidates)
+
+
 def drop_duplicates(gathered: list[Gathered]) -> list[Decision]:
     """Remove duplicate units (see module docstring); returns a decision per removed item."""
     by_id: dict[Hashable, Unit] = {}
@@ -131,6 +144,8 @@ def _find_original(unit: Unit, by_id: dict[Hashable, Unit], by_content: dict[Has
             return by_id[ids]
         by_id[ids] = unit
         return None
+    if _has_tool_messages(unit):
+        return None  # a call made again is another call (see the module docstring)
     previous = by_content.get(content)
     by_content[content] = unit
     if previous is None:
