@@ -36,9 +36,14 @@ class PreparedContext:
         """Every decision of the build."""
         return self.context.report
 
-    def to_messages(self, fmt: ProviderFormat = "openai") -> list[dict[str, Any]]:
-        """Messages for the provider (see ``FinalContext.to_messages``)."""
-        return self.context.to_messages(fmt)
+    def to_messages(self, fmt: ProviderFormat = "openai", *, reasoning: bool = False
+                    ) -> list[dict[str, Any]]:
+        """Messages for the provider (see ``FinalContext.to_messages``).
+
+        ``reasoning`` (``openai`` only): the open tool loop's assistant messages keep their
+        reasoning as ``thinking_blocks``, for a framework whose model may be Anthropic's.
+        """
+        return self.context.to_messages(fmt, reasoning=reasoning)
 
     def to_request(self, fmt: ProviderFormat = "openai", **settings: Any) -> dict[str, Any]:
         """Keyword arguments for the provider's SDK call.

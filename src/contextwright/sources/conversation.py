@@ -657,6 +657,20 @@ def open_loop_reasoning(messages: Sequence[Mapping[str, Any]], start: int) -> li
             and raw.get("role") == "assistant" and raw.get("thinking_blocks")]
 
 
+def last_call_position(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Position of the last assistant message with tool calls (-1: there is none).
+
+    The loop it opened is still running: the provider takes back its reasoning and that of
+    the calls before it. An assistant message after it answered the loop, so its reasoning is
+    not sent (reported), and one that says nothing else is left out like an empty reply.
+    """
+    for position in range(len(messages) - 1, -1, -1):
+        raw = messages[position]
+        if isinstance(raw, Mapping) and raw.get("role") == "assistant" and raw.get("tool_calls"):
+            return position
+    return -1
+
+
 def _reasoning_before(positions: Sequence[int], start: int) -> int | None:
     """The last of ``positions`` at or before ``start`` (None: none)."""
     at = bisect_right(positions, start) - 1
@@ -786,14 +800,15 @@ class ToolResultSource:
         tiers = ToolTiers.from_options(options)
         anchor = _tier_anchor(options)
         calls_seen = 0
-        reasoning = open_loop_reasoning(request.turn, 0)
+        loop_end = last_call_position(request.turn)
+        reasoning = [p for p in open_loop_reasoning(request.turn, 0) if p <= loop_end]
         for block in read_blocks_backward(request.turn, "turn"):
             retention = None
             if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
                 retention = Retention(tiers, calls_seen, ())
                 calls_seen += 1
             yield from block_items(block, "tool_results", Layer.EVIDENCE, False, options, key,
-                                   retention, reasoning)
+                                   retention, reasoning if block.start <= loop_end else None)
 
     def digest(self, request: Request, options: Mapping[str, Any],
                kept: Sequence[ContextItem], max_tokens: int,
