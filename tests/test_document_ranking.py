@@ -138,3 +138,20 @@ def test_max_item_share_sets_how_much_one_document_may_take_first() -> None:
     assert faqs_shown(1.0) == 0
     # A quarter: the manual is cut to it first, and the FAQs that fit in the rest come next.
     assert faqs_shown(0.25) >= 4
+
+
+def test_what_is_left_goes_back_to_the_best_large_document_before_a_worse_one() -> None:
+    paragraph = "Refund policy details for returned shoes, section after section. " * 3
+    documents = [
+        {"id": "best", "text": (paragraph + "\n\n") * 120, "score": 0.9},
+        {"id": "short-1", "text": "Refunds take five days.", "score": 0.5},
+        {"id": "short-2", "text": "Shoes must be unworn.", "score": 0.4},
+        {"id": "worst", "text": (paragraph + "\n\n") * 80, "score": 0.1},
+    ]
+    ctx = ContextBuilder(tokenizer="o200k_base").build(
+        plan(1000), Request(user_input=QUESTION, documents=documents))
+    decisions = _rag_decisions(ctx)
+    best = next(v for k, v in decisions.items() if k.startswith("rag.0."))
+    assert best[0] == "truncated" and best[1] > 700, decisions
+    assert "Refunds take five days." in ctx.to_text() and "Shoes must be unworn." in ctx.to_text()
+    assert next(v for k, v in decisions.items() if k.startswith("rag.3."))[0] == "dropped"

@@ -304,3 +304,63 @@ def test_a_huge_newest_tool_result_leaves_the_older_rounds_that_fit_in_view(
     assert all(f"Order R{n} ships" in text for n in range(10)), "they all fit beside the cut"
     unread = [d for d in ctx.report.decisions if d.source == "history" and d.key.endswith(".*")]
     assert not unread, unread
+
+
+def _parallel_logs(results: int) -> list[dict[str, Any]]:
+    """Ten short rounds, then one call block with ``results`` large results."""
+    history: list[dict[str, Any]] = []
+    for n in range(10):
+        history += [{"role": "user", "content": f"When does order R{n} ship?"},
+                    {"role": "assistant", "content": f"Order R{n} ships on day {n}."}]
+    calls = [{"id": f"call_{j}", "type": "function",
+              "function": {"name": "search_logs", "arguments": json.dumps({"part": j})}}
+             for j in range(results)]
+    history += [{"role": "user", "content": "Search the logs"},
+                {"role": "assistant", "content": None, "tool_calls": calls}]
+    history += [{"role": "tool", "tool_call_id": f"call_{j}",
+                 "content": f"log part {j}: GET /health 200 in 3 ms\n" * 1500}
+                for j in range(results)]
+    return [*history, {"role": "assistant", "content": "Found it."}]
+
+
+@pytest.mark.parametrize("plan_name", ["chat", "tool_heavy"])
+@pytest.mark.parametrize("results", [2, 3])
+def test_several_large_results_of_one_call_are_each_cut_and_older_rounds_stay(
+        plan_name: str, results: int) -> None:
+    """A parallel call's large results are cut alike, so the block fits its share.
+
+    Only the longest result used to be cut: the block still did not fit, and it was dropped
+    with every round before it.
+    """
+    history = _parallel_logs(results)
+    ctx = ContextBuilder(tokenizer="o200k_base").build(
+        BuildPlan.named(plan_name).with_budget(available_override=1500),
+        Request(user_input="What did the logs say?", system="Be brief.", history=history))
+    text = ctx.to_text()
+    assert all(f"Order R{n} ships" in text for n in range(10))
+    assert all(f"log part {j}:" in text for j in range(results)), "each result keeps a cut"
+    cut = [d for d in ctx.report.decisions if d.action == "truncated"]
+    assert len(cut) == results
+
+
+def test_this_turns_large_parallel_results_are_each_cut_not_left_to_a_digest() -> None:
+    turn = _parallel_logs(2)[21:-1]
+    ctx = ContextBuilder(tokenizer="o200k_base").build(
+        BuildPlan.named("tool_heavy").with_budget(available_override=3000),
+        Request(user_input="What did the logs say?", system="Be brief.", turn=turn))
+    text = ctx.to_text()
+    assert "log part 0:" in text and "log part 1:" in text
+    assert not ctx.report.warnings, ctx.report.warnings
+
+
+def test_a_zero_item_share_reads_history_only_as_far_as_the_budget_reaches() -> None:
+    history: list[dict[str, Any]] = []
+    for n in range(3000):
+        history += [{"role": "user", "content": f"Question {n}"},
+                    {"role": "assistant", "content": f"Answer {n}"}]
+    plan = BuildPlan.builder("p").add("history", options={"max_item_share": 0.0}).add(
+        "user").budget(available_override=600).build()
+    ctx = ContextBuilder(tokenizer="o200k_base").build(
+        plan, Request(user_input="Next?", history=history))
+    per_message = [d for d in ctx.report.decisions if d.source == "history" and d.count == 1]
+    assert len(per_message) < 200, "the messages never read are one decision, not one each"

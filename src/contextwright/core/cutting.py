@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from contextwright.analysis import analyzer
 from contextwright.core.digest import LINE_ADDITIVE_TOKENIZERS
-from contextwright.core.gather import Costing, Unit, render_candidate
+from contextwright.core.gather import Candidate, Costing, Unit, render_candidate
 from contextwright.core.items import TOOL_ERROR_MARK, ContextItem
 from contextwright.core.select import MIN_CUT_TOKENS, Cutter
 from contextwright.tokens import CountingTokenizer, EstimateTokenizer
@@ -381,7 +381,13 @@ def _first_hit(text: str, start: int, end: int, keywords: frozenset[str]) -> _Sp
 
 
 def make_cutter(strategy: str, query: str, costing: Costing) -> Cutter | None:
-    """A function that cuts a unit's longest cuttable item so the unit fits; None for ``drop``."""
+    """A function that cuts a unit's cuttable items so the unit fits; None for ``drop``.
+
+    The longest cuttable item is cut first, alone. When that cannot bring the unit within the
+    limit (a parallel call's several large results), every cuttable item gets a fair share of
+    the room (``fair_shares``) and each larger than its share is cut to it, so the unit still
+    fits and no result leaves its call.
+    """
     if strategy == "drop":
         return None
     tokenizer = costing.tokenizer
@@ -391,30 +397,69 @@ def make_cutter(strategy: str, query: str, costing: Costing) -> Cutter | None:
             return tokenizer.truncate(text, max_tokens)
         return cut_around_keywords(text, query, max_tokens, tokenizer)
 
+    def cut_item(target: Candidate, max_tokens: int, count_to: int) -> Candidate | None:
+        """``target`` cut to at most ``max_tokens`` tokens as rendered, or None.
+
+        ``count_to``: how far a count of the cut goes before it stops (the unit's limit).
+        """
+        head, body = _kept_head(target.item)
+        framing = render_candidate(_with_text(target.item, head), costing, 0).tokens
+        text_budget = max_tokens - framing
+        for _ in range(4):
+            if text_budget < MIN_CUT_TOKENS // 2:
+                return None
+            text = head + cut_text(body, text_budget)
+            candidate = render_candidate(_with_text(target.item, text), costing, count_to)
+            if candidate.tokens <= max_tokens:
+                return candidate
+            text_budget -= candidate.tokens - max_tokens
+        return None
+
     def cutter(unit: Unit, max_tokens: int) -> Unit | None:
         cuttable = [i for i, c in enumerate(unit.candidates) if c.item.truncatable]
         if not cuttable:
             return None
         index = max(cuttable, key=lambda i: unit.candidates[i].tokens)
-        target = unit.candidates[index]
-        head, body = _kept_head(target.item)
-        others = unit.tokens - target.tokens
-        framing = render_candidate(_with_text(target.item, head), costing, 0).tokens
-        text_budget = max_tokens - others - framing
-        for _ in range(4):
-            if text_budget < MIN_CUT_TOKENS // 2:
-                return None
-            text = head + cut_text(body, text_budget)
-            candidate = render_candidate(_with_text(target.item, text), costing, max_tokens)
-            if others + candidate.tokens <= max_tokens:
-                candidates = list(unit.candidates)
-                candidates[index] = candidate
-                return Unit(source=unit.source, candidates=candidates, round=unit.round,
-                            rank=unit.rank)
-            text_budget -= others + candidate.tokens - max_tokens
-        return None
+        others = unit.tokens - unit.candidates[index].tokens
+        cut = cut_item(unit.candidates[index], max_tokens - others, max_tokens)
+        candidates = list(unit.candidates)
+        if cut is not None:
+            candidates[index] = cut
+        elif len(cuttable) > 1:
+            fixed = unit.tokens - sum(unit.candidates[i].tokens for i in cuttable)
+            shares = fair_shares([unit.candidates[i].tokens for i in cuttable], max_tokens - fixed)
+            for at, share in zip(cuttable, shares, strict=True):
+                if candidates[at].tokens > share:
+                    shrunk = cut_item(candidates[at], share, max_tokens)
+                    if shrunk is None:
+                        return None
+                    candidates[at] = shrunk
+        else:
+            return None
+        return Unit(source=unit.source, candidates=candidates, round=unit.round, rank=unit.rank)
 
     return cutter
+
+
+def fair_shares(sizes: list[int], room: int) -> list[int]:
+    """Each size's share of ``room``, the shares adding up to at most ``room``.
+
+    Sizes within an even split keep what they are; the larger ones split what is left evenly
+    (water-filling), so small results stay whole and the large ones are cut alike.
+    """
+    shares = list(sizes)
+    pending = sorted(range(len(sizes)), key=lambda i: sizes[i])
+    left = room
+    while pending:
+        even = left // len(pending)
+        smallest = pending[0]
+        if sizes[smallest] > even:
+            for at in pending:
+                shares[at] = even
+            return shares
+        left -= sizes[smallest]
+        pending.pop(0)
+    return shares
 
 
 KEEP_HEAD = "keep_head"

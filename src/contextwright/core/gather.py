@@ -276,6 +276,10 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
     return gathered
 
 
+MIN_CUT_TOKENS = 48
+"""A cut item shorter than this says too little to be worth its framing: pruning makes none."""
+
+
 def _unit_limit(spec: SourceSpec, traits: SourceTraits, cap: int) -> int | None:
     """The most one unit can take of ``cap`` once pruning cuts it to the source's item share.
 
@@ -284,7 +288,9 @@ def _unit_limit(spec: SourceSpec, traits: SourceTraits, cap: int) -> int | None:
     """
     option = core_options(spec.source, spec.options).max_item_share
     share = traits.max_item_share if option is None else option
-    return None if share is None else int(cap * share)
+    if share is None or int(cap * share) < MIN_CUT_TOKENS:
+        return None  # pruning cuts nothing that small: a unit counts whole
+    return int(cap * share)
 
 
 def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,

@@ -12,12 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from contextwright.core.gather import Unit
+from contextwright.core.gather import MIN_CUT_TOKENS, Unit
 from contextwright.core.report import Decision
 from contextwright.core.source import PartialRounds
-
-MIN_CUT_TOKENS = 48
-"""A cut item shorter than this says too little to be worth its framing."""
 
 Cutter = Callable[[Unit, int], Unit | None]
 """Cuts a unit to at most the given tokens, or returns None when it cannot."""
@@ -58,55 +55,66 @@ def _select_greedy(units: list[Unit], grant: int, cutter: Cutter | None,
                    unit_cap: int | None = None) -> Selection:
     """Keep each unit that fits, in keep order; cut one that does not to what is left.
 
-    With ``unit_cap``, a unit is cut to at most the cap on the first pass, so one huge
-    document leaves room for the smaller ones after it; what is still left at the end goes
-    back to the units cut to the cap, best first.
+    With ``unit_cap`` (and a cutter), see ``_select_capped``.
     """
+    if unit_cap is not None and cutter is not None:
+        return _select_capped(units, grant, cutter, unit_cap)
     selection = Selection()
     room = grant
-    cuts: dict[int, Unit] = {}
-    """Originals of the kept units that were cut, by their place in ``kept``."""
-    held_back: list[int] = []
-    """Places of the cuts that the cap made smaller than the room then left."""
-    decided: list[int | list[Decision]] = []
-    """In unit order: a cut's place in ``kept`` (decided once widening is done), or drops."""
     for unit in units:
         if unit.tokens <= room:
             selection.kept.append(unit)
             room -= unit.tokens
             continue
-        target = room if unit_cap is None else min(room, unit_cap)
-        cut = cutter(unit, target) if cutter and target >= MIN_CUT_TOKENS else None
-        if cut is None and cutter and target < room:  # too little for a cut: take the room
-            target = room
-            cut = cutter(unit, room)
-        if cut is None:
-            decided.append(drop_decisions(unit, "budget"))
-            continue
-        if target < room:
-            held_back.append(len(selection.kept))
-        cuts[len(selection.kept)] = unit
-        decided.append(len(selection.kept))
-        selection.kept.append(cut)
-        room -= cut.tokens
-    if cutter is not None:
-        _widen(selection.kept, cuts, held_back, room, cutter)
-    for entry in decided:
-        selection.decisions.extend(entry if isinstance(entry, list)
-                                   else cut_decisions(cuts[entry], selection.kept[entry]))
+        cut = cutter(unit, room) if cutter and room >= MIN_CUT_TOKENS else None
+        if cut is not None:
+            selection.kept.append(cut)
+            selection.decisions.extend(cut_decisions(unit, cut))
+            room -= cut.tokens
+        else:
+            selection.decisions.extend(drop_decisions(unit, "budget"))
     return selection
 
 
-def _widen(kept: list[Unit], cuts: dict[int, Unit], held_back: list[int], room: int,
-           cutter: Cutter) -> None:
-    """Give ``room`` back to the units the cap cut short, best first."""
-    for place in held_back:
-        if room <= 0:
-            break
-        wider = cutter(cuts[place], kept[place].tokens + room)
-        if wider is not None and kept[place].tokens < wider.tokens <= kept[place].tokens + room:
-            room -= wider.tokens - kept[place].tokens
-            kept[place] = wider
+def _select_capped(units: list[Unit], grant: int, cutter: Cutter, cap: int) -> Selection:
+    """Keep order, but a unit larger than ``cap`` takes at most the cap until the end.
+
+    A unit that fits is kept; one that does not, but is within the cap, is cut to what is left
+    (as without a cap). A unit larger than the cap is cut to the cap while that much is left,
+    and otherwise waits: one huge document cannot push out the short ones after it. What is
+    left at the end goes to the large units in keep order, each widened towards its whole
+    size (or, for one that waited, cut to what is left).
+    """
+    room = grant
+    placed: dict[int, Unit | None] = {}
+    """What each unit became (itself, a cut of it, None: dropped), by its place in ``units``."""
+    large: list[int] = []
+    for place, unit in enumerate(units):
+        if unit.tokens <= room:
+            placed[place], room = unit, room - unit.tokens
+            continue
+        if unit.tokens > cap:
+            large.append(place)
+        target = cap if unit.tokens > cap else room
+        cut = cutter(unit, target) if MIN_CUT_TOKENS <= target <= room else None
+        placed[place] = cut
+        room -= 0 if cut is None else cut.tokens
+    for place in large:
+        have = placed[place]
+        held = 0 if have is None else have.tokens
+        wider = cutter(units[place], held + room) if held + room >= MIN_CUT_TOKENS else None
+        if wider is not None and held < wider.tokens <= held + room:
+            placed[place], room = wider, room - (wider.tokens - held)
+    selection = Selection()
+    for place, unit in enumerate(units):
+        kept = placed[place]
+        if kept is None:
+            selection.decisions.extend(drop_decisions(unit, "budget"))
+            continue
+        selection.kept.append(kept)
+        if kept is not unit:
+            selection.decisions.extend(cut_decisions(unit, kept))
+    return selection
 
 
 def _select_contiguous(units: list[Unit], grant: int, partial_rounds: PartialRounds,
