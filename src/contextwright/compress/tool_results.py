@@ -14,9 +14,10 @@ Pure functions over the result text; nothing here knows about items or budgets.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from contextwright.compress.json_compact import (
     MAX_COMPACT_CHARS,
@@ -31,23 +32,47 @@ from contextwright.errors import PlanError
 
 Tier = Literal["full", "reduced", "line", "drop"]
 
-# Dates (with an optional time and UTC offset; Chinese dates, 2024年5月5日, whole), times of day,
-# e-mail addresses, dotted numbers (IP addresses, versions), decimals, amounts with thousands
-# separators, any token with a digit (ids, codes, amounts), and upper-case codes (airport,
-# currency, booking codes). The offset may not run on into a digit, colon or dash, so a range
-# "…T10:00-2024-05-02" keeps its second date.
-_FACT = re.compile(
+# A fact is what one left-to-right scan finds when it tries these alternatives in order at each
+# position, the first that matches winning: dates (with an optional time and UTC offset; Chinese
+# dates, 2024年5月5日, whole) and times of day, e-mail addresses, dotted numbers (IP addresses,
+# versions), decimals, amounts with thousands separators, any token with a digit (ids, codes,
+# amounts), and upper-case codes (airport, currency, booking codes). The offset may not run on
+# into a digit, colon or dash, so a range "…T10:00-2024-05-02" keeps its second date.
+#
+# Several alternatives read a whole run of word characters before they fail (the e-mail one looks
+# for an "@", the token one for a digit), and ``finditer`` reads that run again from each of its
+# positions: tool output with a 50,000-character word took minutes. A text with a run that long
+# is scanned by finders instead, one per alternative, each reading a run once; the scan takes the
+# leftmost start any finder reports (the earlier alternative on a tie), as the alternation would.
+# The alternation itself stays for texts without such a run, where it is faster and its cost is
+# bounded by the run length.
+_DATE_TIME = (
     r"\d{4}年\d{1,2}月(?:\d{1,2}[日号])?|\d{1,2}月\d{1,2}[日号]"
     r"|\d{4}-\d{2}-\d{2}"
     r"(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?(?:Z|[+-]\d{2}(?::?\d{2})?(?![\d:-]))?)?"
     r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:[+-]\d+)?"
-    r"|[A-Za-z0-9][\w.+-]*@[\w-]+(?:\.[\w-]+)+"
-    r"|\d+(?:\.\d+){2,}"
-    r"|-?\d[\d,]*\.\d+"
-    r"|-?\d{1,3}(?:,\d{3})+(?![\w,])"
-    r"|[A-Za-z0-9_+-]*\d[A-Za-z0-9_+-]*"
-    r"|\b[A-Z][A-Z0-9]{1,}(?:[_-][A-Z0-9]+)*\b"
 )
+_CODE = r"\b[A-Z][A-Z0-9]{1,}(?:[_-][A-Z0-9]+)*\b"
+_FACT = re.compile(
+    rf"{_DATE_TIME}|[A-Za-z0-9][\w.+-]*@[\w-]+(?:\.[\w-]+)+|\d+(?:\.\d+){{2,}}|-?\d[\d,]*\.\d+"
+    rf"|-?\d{{1,3}}(?:,\d{{3}})+(?![\w,])|[A-Za-z0-9_+-]*\d[A-Za-z0-9_+-]*|{_CODE}"
+)
+_LONG_RUN = re.compile(r"(?<![\w.,+@-])[\w.,+@-]{64}")
+"""A run the alternation would read again from each of its positions. One attempt of it reads
+at most three runs and a few characters between them, so without such a run it is linear."""
+# The finders' forms of the other alternatives are possessive (``*+``): where the alternation
+# gives characters back, that can never let them match.
+_DOTTED = r"\d++(?:\.\d++){2,}"
+_DECIMAL = r"-?\d[\d,]*+\.\d+"
+_THOUSANDS = r"-?\d{1,3}+(?:,\d{3})++(?![\w,])"
+_WITH_DIGIT = r"(?=[A-Za-z_+-]*+\d)"
+"""A token of ``[A-Za-z0-9_+-]`` starts here that holds a digit, or is followed by one."""
+_EMAIL_LOCAL = re.compile(r"(?<![\w.+-])[\w.+-]*+(?=@[\w-]++\.[\w-])")
+"""A whole run that can hold an address's local part, followed by "@" and a dotted domain."""
+_EMAIL_DOMAIN = re.compile(r"@[\w-]++(?:\.[\w-]++)++")
+_ALNUM = re.compile(r"[A-Za-z0-9]")
+_NOWHERE = sys.maxsize
+"""The start a finder reports when its alternative matches nowhere further on."""
 _TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?(?:[+-]\d+)?")
 _ID_KEY = re.compile(r"(?:^|_)(?:id|ids|number|no|code|date|time|ref|key|sku)$", re.IGNORECASE)
 _VERDICT_KEYS = frozenset(("status", "state", "error", "errors", "result", "message", "reason"))
@@ -57,8 +82,123 @@ _SHORT_TEXT = 160
 
 
 def extract_facts(text: str) -> tuple[str, ...]:
-    """Exact id-, number-, date- and code-like values of ``text``, de-duplicated, in order."""
-    return tuple(dict.fromkeys(m.group(0) for m in _FACT.finditer(text) if m.group(0)))
+    """Exact id-, number-, date- and code-like values of ``text``, de-duplicated, in order.
+
+    Takes time linear in the length of ``text``, however its characters are arranged.
+    """
+    if _LONG_RUN.search(text) is None:
+        return tuple(dict.fromkeys(m.group(0) for m in _FACT.finditer(text)))
+    return tuple(dict.fromkeys(text[start:end] for start, end in _fact_spans(text)))
+
+
+def _fact_spans(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each fact, left to right, as one alternation's ``finditer`` gives them."""
+    finders: tuple[_Finder, ...] = (_DATE_TIME_FINDER, _Emails(), _DOTTED_FINDER,
+                                    _DECIMAL_FINDER, _THOUSANDS_FINDER, _WITH_DIGIT_FINDER,
+                                    _CODE_FINDER)
+    starts = [finder.next_start(text, 0) for finder in finders]
+    while (start := min(starts)) != _NOWHERE:
+        best = starts.index(start)  # on a tie the earlier alternative wins, as in an alternation
+        end = finders[best].end(text, start)
+        yield start, end
+        for k, finder in enumerate(finders):
+            if starts[k] < end:  # the scan went past it: this finder looks again from the end
+                starts[k] = finder.next_start(text, end)
+
+
+class _Finder(Protocol):
+    """Where one alternative of the fact pattern matches next, and where that match ends."""
+
+    def next_start(self, text: str, pos: int) -> int:
+        """The leftmost position from ``pos`` on where the alternative matches, or _NOWHERE."""
+
+    def end(self, text: str, start: int) -> int:
+        """Where the alternative's match at ``start`` (a position next_start reported) ends."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Alternative:
+    """An alternative found without reading a run again from each of its characters.
+
+    ``here`` asks whether it matches at the position itself, first skipping characters that
+    cannot begin it (its match ends where the fact begins). ``later`` searches from the next
+    position on, but is not tried where an earlier position already decided the answer: an
+    alternative that fails from a run's first character fails from the rest of the run too,
+    so the rest is not read again.
+    """
+
+    whole: re.Pattern[str]
+    here: re.Pattern[str]
+    later: re.Pattern[str]
+
+    def next_start(self, text: str, pos: int) -> int:
+        found = self.here.match(text, pos) or self.later.search(text, pos + 1)
+        return found.end() if found else _NOWHERE
+
+    def end(self, text: str, start: int) -> int:
+        found = self.whole.match(text, start)
+        assert found is not None  # next_start found it here
+        return found.end()
+
+
+def _alternative(whole: str, here: str, later: str) -> _Alternative:
+    return _Alternative(re.compile(whole), re.compile(here), re.compile(later))
+
+
+def _short_failing(whole: str) -> _Alternative:
+    """An alternative that fails within a few characters, or within one word: searched as is."""
+    ahead = f"(?={whole})"
+    return _alternative(whole, ahead, ahead)
+
+
+class _Emails:
+    """The e-mail alternative. The run before each "@" is read once, as the scan reaches it.
+
+    An address may begin at any letter or digit of that run, so after the scan consumed part
+    of the run (a date in it, say), the next start is the next letter or digit.
+    """
+
+    __slots__ = ("_at", "_end", "_local", "_search_from")
+
+    def __init__(self) -> None:
+        self._search_from = 0
+        self._local = self._at = self._end = -1
+
+    def next_start(self, text: str, pos: int) -> int:
+        while True:
+            if pos < self._at:
+                first = _ALNUM.search(text, max(pos, self._local), self._at)
+                if first:
+                    return first.start()
+            found = _EMAIL_LOCAL.search(text, self._search_from)
+            if found is None:
+                return _NOWHERE
+            self._local, self._at = found.span()
+            self._search_from = self._at + 1
+            domain = _EMAIL_DOMAIN.match(text, self._at)
+            assert domain is not None  # _EMAIL_LOCAL looked ahead for it
+            self._end = domain.end()
+
+    def end(self, text: str, start: int) -> int:
+        return self._end
+
+
+_DATE_TIME_FINDER = _short_failing(_DATE_TIME)
+_DOTTED_FINDER = _alternative(_DOTTED, f"(?={_DOTTED})", rf"(?<!\d)(?={_DOTTED})")
+# ``here`` skips leading commas; ``later`` tries a minus sign wherever one is, and a run of
+# digits and commas only where it begins.
+_DECIMAL_FINDER = _alternative(_DECIMAL, rf",*+(?={_DECIMAL})",
+                               rf"(?=-\d)(?={_DECIMAL})|(?<![\d,]),*+(?={_DECIMAL})")
+# ``later`` skips a digit with a digit before it and at most two after it, and a group of exactly
+# three digits after "d,": an amount that matches there also matches one or two characters
+# earlier, where the search has already looked. The character before ``pos`` is behind the
+# search, so ``here`` tries the digit after a leading comma itself.
+_THOUSANDS_FINDER = _alternative(
+    _THOUSANDS, rf",?(?={_THOUSANDS})",
+    rf"(?!(?<=\d)\d{{1,2}}(?!\d)|(?<=\d,)\d{{3}}(?!\d))(?={_THOUSANDS})")
+_WITH_DIGIT_FINDER = _alternative(r"[A-Za-z0-9_+-]*+(?:\d[A-Za-z0-9_+-]*+)?", _WITH_DIGIT,
+                                  rf"(?<![A-Za-z0-9_+-]){_WITH_DIGIT}")
+_CODE_FINDER = _short_failing(_CODE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
