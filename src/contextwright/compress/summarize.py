@@ -623,8 +623,11 @@ def _cut_points(text: str) -> list[int]:
 def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool], confirmed: set[str],
                     counted: Callable[[Summary], Summary]) -> Summary:
     facts = summary.facts
-    # Positions in the order they are given up: tool-only facts, then confirmed, oldest first.
-    order = sorted(range(len(facts)), key=lambda i: (fact_key(facts[i]) in confirmed, i))
+    # Positions in the order they are given up: a fact too long to fit even on its own (a
+    # pasted presigned link), then tool-only facts, then confirmed ones, oldest first.
+    too_long = {i for i, fact in enumerate(facts) if not fits(replace(summary, facts=(fact,)))}
+    order = sorted(range(len(facts)),
+                   key=lambda i: (i not in too_long, fact_key(facts[i]) in confirmed, i))
 
     def without(dropped: int) -> Summary:
         gone = set(order[:dropped])
@@ -643,8 +646,9 @@ def _facts_that_fit(summary: Summary, fits: Callable[[Summary], bool], confirmed
         else:
             low = middle + 1
     result = without(low)
-    if not result.facts or not fits(result):
-        raise SummaryError("max_tokens is too small to hold a single fact of the summary")
+    if not fits(result):
+        # Even with every fact left out (and counted) it does not fit.
+        raise SummaryError("max_tokens is too small to hold the summary")
     return result
 
 

@@ -8,6 +8,7 @@ Pure functions over ``SessionState``; the manager stores the result.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -17,6 +18,7 @@ from contextwright.compress.json_compact import compact_tool_result
 from contextwright.compress.summarize import Summary, condense_for_handoff
 from contextwright.compress.tool_results import one_line_tool_result, reduce_tool_result
 from contextwright.core.items import parse_message
+from contextwright.errors import SummaryError
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
 from contextwright.modes.zones import (
@@ -35,6 +37,8 @@ from contextwright.modes.zones import (
 from contextwright.session.state import MAX_MODE_HISTORY, ModeSwitch, SessionState
 from contextwright.session.store import StoredMessage
 from contextwright.tokens import CountingTokenizer
+
+logger = logging.getLogger("contextwright.session")
 
 HANDOFF_MAX_TOKENS = 200
 """Seed 003 §4.3: the hand-off summary stays under ~200 tokens."""
@@ -55,9 +59,15 @@ def hand_off(state: SessionState, switch: ModeSwitch, previous: Sequence[StoredM
     # account of the session's earlier modes rather than overlapping copies.
     base = _with_open_task(Summary.from_dict(state.handoff) if state.handoff else None,
                            state.zones.task, state.language or "en")
-    summary = condense_for_handoff(base, as_messages(window), tokenizer=tokenizer,
-                                   max_tokens=HANDOFF_MAX_TOKENS,
-                                   language=state.language or "en")
+    try:
+        summary = condense_for_handoff(base, as_messages(window), tokenizer=tokenizer,
+                                       max_tokens=HANDOFF_MAX_TOKENS,
+                                       language=state.language or "en")
+    except SummaryError as exc:
+        # The switch itself must happen (the user's message is already stored): without a
+        # summary that fits, the mode changes with the earlier hand-off text kept as it was.
+        logger.warning("hand-off summary left out: %s", exc)
+        return replace(state, zones=add_handoff(state.zones, None))
     # The hand-off line leaves out the facts the zone already lists: they are written once and
     # never removed, and they come before the hand-off in the zone's text (a cut from the end
     # reaches the hand-off first), so each fact is still shown once. The stored hand-off

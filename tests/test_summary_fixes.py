@@ -1,0 +1,76 @@
+"""Summaries and hand-offs under a cap: a fact too long to fit is left out and counted."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextwright import ContextManager
+from contextwright.compress.summarize import (
+    ExtractiveSummarizer,
+    Summary,
+    condense_for_handoff,
+    fit_summary,
+)
+from contextwright.core.items import Message
+from contextwright.errors import SummaryError
+from contextwright.manager import handoff
+from contextwright.tokens import get_tokenizer
+
+TOKENIZER = get_tokenizer("o200k_base")
+LINK = "https://files.example.com/export.csv?X-Amz-Signature=" + "ab12cd34ef56" * 80
+
+
+def user(content: str) -> Message:
+    return Message(role="user", content=content)
+
+
+def assistant(content: str) -> Message:
+    return Message(role="assistant", content=content)
+
+
+def test_a_fact_longer_than_the_cap_is_left_out_and_counted() -> None:
+    summary = Summary(need="refund", facts=(LINK,))
+    fitted = fit_summary(summary, 60, TOKENIZER)
+    assert fitted.facts == ()
+    assert fitted.truncated_facts == 1
+
+
+def test_a_too_long_fact_goes_before_the_facts_that_fit() -> None:
+    summary = Summary(need="refund", facts=("ORD-5512", LINK, "ann@example.com"))
+    fitted = fit_summary(summary, 60, TOKENIZER, confirmed=[LINK])
+    assert fitted.facts == ("ORD-5512", "ann@example.com")
+    assert fitted.truncated_facts == 1
+
+
+def test_a_hand_off_condenses_a_window_holding_a_long_link() -> None:
+    window = [user(f"Here is the download link I got: {LINK}"), assistant("Thanks, I see it.")]
+    summary = condense_for_handoff(None, window, tokenizer=TOKENIZER, max_tokens=200)
+    assert summary.truncated_facts >= 1
+    assert all(LINK not in fact for fact in summary.facts)
+
+
+def test_a_mode_switch_after_a_long_link_does_not_fail_prepare() -> None:
+    manager = ContextManager(background=False)
+    manager.prepare("u", "s", f"Here is the download link I got: {LINK}")
+    manager.record("u", "s", assistant="Thanks, I see the link.")
+    prepared = manager.prepare("u", "s", "Now I want a refund please")
+    assert prepared.mode != "sliding_window"
+
+
+def test_the_running_summary_commits_past_a_fact_longer_than_its_cap() -> None:
+    summary = ExtractiveSummarizer().summarize(
+        None, [user(f"Here is the download link I got: {LINK}"), assistant("Thanks.")],
+        language="en", max_tokens=120, tokenizer=TOKENIZER)
+    assert summary.truncated_facts >= 1
+
+
+def test_a_hand_off_whose_summary_fails_still_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(*_: object, **__: object) -> Summary:
+        raise SummaryError("max_tokens is too small to hold the summary")
+
+    monkeypatch.setattr(handoff, "condense_for_handoff", failing)
+    manager = ContextManager(background=False)
+    manager.prepare("u", "s", "Here is my account number 44718299 for you")
+    manager.record("u", "s", assistant="Thanks, I see the note.")
+    prepared = manager.prepare("u", "s", "Now I want a refund please")
+    assert prepared.mode != "sliding_window"
