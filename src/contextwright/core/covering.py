@@ -12,6 +12,7 @@ which request fields are non-empty, nothing else.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -23,10 +24,16 @@ from contextwright.core.source import AddedSource, SourceTraits, registered_sour
 Part = tuple[str, str, SourceTraits]
 """A request field, the source that renders it, and that source's traits."""
 
-_COVERED: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[BuildPlan, BuildPlan]] = {}
+_Key = tuple[int, tuple[tuple[str, int], ...]]
+_COVERED: dict[_Key, tuple[BuildPlan, tuple[SourceTraits, ...], BuildPlan]] = {}
 _MAX_COVERED = 512
 """Covered plans remembered (a plan object and the sources missing → the plan with them), so
-builds of one plan share one covered plan object and its per-plan caches."""
+builds of one plan share one covered plan object and its per-plan caches.
+
+Keyed by object ids, so an entry keeps the plan and the missing sources' traits it was made
+from, and is used only for those very objects: a builder's source may make its traits per
+instance, and the traits of a source freed with its builder would otherwise leave their id to
+another builder's, whose build would then add its source with the first one's options."""
 
 
 def request_parts(sources: Mapping[str, object] | None = None) -> list[Part]:
@@ -63,16 +70,24 @@ def covering(plan: BuildPlan, request: Request,
     missing = missing_sources(plan, request, sources)
     if not missing:
         return plan
+    traits = tuple(parts[name] for name in missing)
     key = (id(plan), tuple((name, id(parts[name])) for name in missing))
     known = _COVERED.get(key)
-    if known is not None and known[0] is plan:
-        return known[1]
+    if known is not None and _same_objects(known, plan, traits):
+        return known[2]
     covered = _with_sources(plan, [(name, added, parts[name].never_cut) for name in missing
                                    if (added := parts[name].added) is not None])
     if len(_COVERED) >= _MAX_COVERED:
         _COVERED.clear()
-    _COVERED[key] = (plan, covered)
+    _COVERED[key] = (plan, traits, covered)
     return covered
+
+
+def _same_objects(known: tuple[BuildPlan, tuple[SourceTraits, ...], BuildPlan], plan: BuildPlan,
+                  traits: tuple[SourceTraits, ...]) -> bool:
+    """Whether a remembered covered plan was made from ``plan`` and these very traits."""
+    return known[0] is plan and len(known[1]) == len(traits) and all(
+        map(operator.is_, known[1], traits))
 
 
 def clear_covered() -> None:
