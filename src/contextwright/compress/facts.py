@@ -5,7 +5,8 @@
 as ``555-01162`` or ``123-45-6789``, while a rising pair such as ``1990-2000`` is a range of two),
 ids and codes (``ORD-2024-001``, ``HAT123``, ``nora_vance_5172``, the ``A1B2C3`` of ``订单 #A1B2C3``
 or ``order #A1B2C3``), money
-(``¥1,299.00``, ``1，299元``, ``¥1.2万``), dates and times (``下午3:30``), emails,
+(``¥1,299.00``, ``1，299元``, ``¥1.2万``, ``8千元``, ``$2.5M``),
+dates and times (``下午3:30``), emails,
 phone numbers (``555-0142``, ``+44 20 7946 0958``, ``020 7946 0958``), URLs, street addresses
 (English and Chinese, ``350 5th Ave``), UK postcodes (``SW1A 1AA``), versions (``v2.3.1``,
 ``1.0.0-rc.1``) and tracking numbers. It is rule
@@ -72,12 +73,23 @@ _DATES = [
     _ZH_TIME,
 ]
 
+# An English order of magnitude ("$2.5M", "$1.2K", "€3bn") is part of the value too: without
+# it "$2.5M" would read as "$2".
+_MAGNITUDE = r"(?:bn|mn|[KkMmBb])?"
+# After a bare number: a Chinese order of magnitude with or without the unit ("8千元", "5万块",
+# "3千块钱", "2.5万"); a bare 千 is left alone ("3千米" is a distance).
+_ZH_UNIT_AMOUNT = (r"(?:(?:[百千]?万|亿|千)(?:元|块钱|块)|[百千]?万|亿|元|块钱|块|美元|欧元|英镑|"
+                   r"日元|港币|人民币)")
 _MONEY = [
-    r"(?:[$¥￥€£]|US\$|HK\$)\s?(?:" + _AMOUNT + r")" + _ZH_AMOUNT_TAIL,
-    r"(?:USD|RMB|CNY|EUR|GBP|JPY|HKD)\s?(?:" + _AMOUNT + r")" + _ZH_AMOUNT_TAIL,
-    r"(?:" + _AMOUNT + r")\s?(?:万元|亿元|元|块钱|块|美元|欧元|英镑|日元|港币|人民币|"
-    r"USD|RMB|CNY|EUR|GBP|dollars?|euros?|bucks)",
+    r"(?:[$¥￥€£]|US\$|HK\$)\s?(?:" + _AMOUNT + r")(?:" + _ZH_AMOUNT_TAIL[3:-2] + r"|"
+    + _MAGNITUDE[3:-2] + r")?",
+    r"(?:USD|RMB|CNY|EUR|GBP|JPY|HKD)\s?(?:" + _AMOUNT + r")(?:" + _ZH_AMOUNT_TAIL[3:-2] + r"|"
+    + _MAGNITUDE[3:-2] + r")?",
+    r"(?:" + _AMOUNT + r")(?:\s?" + _ZH_UNIT_AMOUNT + r"|" + _MAGNITUDE
+    + r"\s?(?:USD|RMB|CNY|EUR|GBP|dollars?|euros?|bucks))",
 ]
+# A money match never ends where ".digit" goes on: "$2.5" must not shrink to "$2".
+_MONEY_END = r"(?![A-Za-z0-9]|\.\d)"
 
 _PHONES = [
     r"(?:\+?86[- ]?)?1[3-9]\d(?:[- ]?\d{4}){2}",
@@ -265,7 +277,7 @@ def _rules() -> tuple[_Rule, ...]:
         _Rule(kind="email", pattern=re.compile(_EMAIL), gate=re.compile("@")),
         *many("address", [_EN_ADDRESS]),
         *many("address", _ZH_ADDRESSES, _HAN),
-        *many("money", [_A + p + _Z for p in _MONEY]),
+        *many("money", [_A + p + _MONEY_END for p in _MONEY]),
         *many("phone", [_A + p + _Z for p in _PHONES]),
         _Rule(kind="phone", pattern=re.compile(_A + _NATIONAL_PHONE + _Z),
               accept=_is_national_phone, gate=_DIGIT),
