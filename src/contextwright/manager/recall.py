@@ -49,7 +49,7 @@ from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, DigestingSource, traits_of
 from contextwright.errors import StoreError
 from contextwright.modes.config import ModeSettings, RecallSettings
-from contextwright.recall.bm25 import PackedPostings, TurnList, TurnPostings
+from contextwright.recall.bm25 import PackedPostings, TurnList, TurnPostings, forget_postings
 from contextwright.recall.interleave import Interleaving, Segment, interleave
 from contextwright.recall.lexical import DATED_TERMS, dated_term_counts
 from contextwright.recall.turns import (
@@ -938,17 +938,24 @@ class RecallIndexes:
                 fresh = _new_session_turns()
                 fresh.distrusted = True
                 self._entries[key] = fresh
+        _forget_postings(broken)
         logger.warning("recall index rebuilt user=%s session=%s: %s", key.user_id,
                        key.session_id, reason, extra={"contextwright": {
                            "event": "recall_index_rebuilt", "user_id": key.user_id,
                            "session_id": key.session_id, "reason": reason}})
 
     def forget(self, user_id: str, session_id: str | None = None) -> None:
-        """Drop the index of one session, or of every session of ``user_id``."""
+        """Drop the index of one session, or of every session of ``user_id``.
+
+        The lexical recallers' postings of those sessions go too: their words are the
+        session's, and nothing of an erased session is kept.
+        """
         with self._lock:
-            for key in [k for k in self._entries if k.user_id == user_id and (
-                    session_id is None or k.session_id == session_id)]:
-                del self._entries[key]
+            dropped = [self._entries.pop(k) for k in [
+                k for k in self._entries if k.user_id == user_id and (
+                    session_id is None or k.session_id == session_id)]]
+        for turns in dropped:
+            _forget_postings(turns)
 
     def _entry(self, key: SessionKey) -> SessionTurns:
         with self._lock:
@@ -962,6 +969,7 @@ class RecallIndexes:
         with self._lock:
             if self._entries.get(key) is stale:
                 del self._entries[key]
+        _forget_postings(stale)
 
     def _evict(self, keep: SessionKey, grown: SessionTurns) -> None:
         """Drop the least recently used sessions while over the bounds; ``keep`` stays.
@@ -982,6 +990,15 @@ class RecallIndexes:
                 dropped = self._entries.pop(oldest)
                 held -= len(dropped.messages) if dropped is not None else 0
             self._entries.trim()
+
+
+def _forget_postings(turns: SessionTurns | None) -> None:
+    """Drop what the lexical recallers indexed of ``turns`` (a stale or erased session).
+
+    An index merely evicted for room lets its postings go with it (they hold it weakly).
+    """
+    if turns is not None:
+        forget_postings(turns.index.turns)
 
 
 def _claim_part(turns: SessionTurns) -> tuple[str, bool] | None:

@@ -20,16 +20,27 @@ exactly those of plain BM25 (the recaller's ``min_score`` is in those units).
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from array import array
-from collections import defaultdict
+from bisect import bisect_left
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from contextwright.core.caches import GrowingCache
+from contextwright.core.caches import GrowingCache, register_clear, text_bytes
 from contextwright.errors import InvalidInputError
-from contextwright.recall.turns import INDEX_LIMIT, RecallTurn, keep_bounded
+from contextwright.recall.turns import (
+    INDEX_LIMIT,
+    TURN_BYTES,
+    Lineage,
+    RecallTurn,
+    Turns,
+    keep_bounded,
+    lineage_of,
+)
 
 _COUNT_BITS = 3
 _LOW_COUNTS = (1 << _COUNT_BITS) - 1
@@ -209,6 +220,31 @@ class TurnPostings:
         """Approximate memory of the index."""
         return self.held
 
+    def prefix(self, size: int | None) -> int:
+        """The turns a query over the first ``size`` reads (None: all of them).
+
+        Postings are shared by the readers of one growing turn list (``recall.turns.Turns``):
+        a build holding the list as it was a few turns ago ranks only the turns it holds,
+        with the statistics of those turns, so what another build indexed meanwhile changes
+        nothing of its ranking.
+        """
+        indexed = len(self.lengths)
+        if size is None or size >= indexed:
+            return indexed
+        return max(size, 0)
+
+    def prefix_length(self, size: int) -> int:
+        """The summed length of the first ``size`` turns (``total_length`` for all of them)."""
+        return self.total_length if size == len(self.lengths) else sum(self.lengths[:size])
+
+    def postings_of(self, term: str, size: int) -> array[int] | None:
+        """``term``'s postings in the first ``size`` turns (None: in none of the index's)."""
+        postings = self.postings.get(term)
+        if postings is None or size >= len(self.lengths):
+            return postings
+        cut = bisect_left(postings, size << _COUNT_BITS)  # positions ascend
+        return postings[:cut] if cut else None
+
     def add(self, counts: Mapping[str, int]) -> None:
         """Index the next turn, given as its terms' counts."""
         self.add_all((counts,))
@@ -239,18 +275,20 @@ class TurnPostings:
         self.held += 4 * (added + position - first) + _TERM_BYTES * (
             len(postings) - terms_before)
 
-    def top(self, terms: Sequence[str], *, limit: int, min_score: float, k1: float, b: float
-            ) -> list[tuple[int, float]]:
+    def top(self, terms: Sequence[str], *, limit: int, min_score: float, k1: float, b: float,
+            size: int | None = None) -> list[tuple[int, float]]:
         """(position, BM25), best first, ties by position: at most ``limit``, ≥ ``min_score``.
 
         A term too common to tell turns apart is left out (``common_above``). Scores add
         up in ``terms`` order. With ``min_score`` ≤ 0 a turn that
         shares no term scores 0 and reaches it too (they follow the others by position).
+        ``size``: rank the first ``size`` turns only, as an index of just them would (see
+        ``prefix``; default: every turn).
         """
-        size = len(self.lengths)
+        size = self.prefix(size)
         if not size or limit <= 0:
             return []
-        average = (self.total_length / size) or 1.0
+        average = (self.prefix_length(size) / size) or 1.0
         params = Bm25Params(k1=k1, size=size, base=k1 * (1 - b), per_length=k1 * b / average)
         scores = self._scores(terms, params)
         found = _best(scores, limit, min_score)
@@ -268,7 +306,7 @@ class TurnPostings:
         np = _numpy()
         chosen, weights = [], []
         for term in terms:
-            postings = self.postings.get(term)
+            postings = self.postings_of(term, params.size)
             if postings is None or len(postings) > common_above(params.size):
                 continue
             df = len(postings)
@@ -300,17 +338,18 @@ class TurnPostings:
         for at, owner in zip(saturated.tolist(), owners.tolist(), strict=True):
             counts[at] = self.big_counts[chosen[owner][0], int(positions[at])]
 
-    def best_possible(self, terms: Sequence[str], *, k1: float) -> float:
+    def best_possible(self, terms: Sequence[str], *, k1: float, size: int | None = None
+                      ) -> float:
         """The highest BM25 score a turn could reach for ``terms``: Σ idf·(k1+1).
 
         Over the terms a query scores (in the index, not too common): what a turn holding each
         of them, saturated, would score. ``top``'s best score divided by it says how much of
-        the query the best turn matches (``LexicalTurnRecaller.focus``).
+        the query the best turn matches (``LexicalTurnRecaller.focus``). ``size`` as ``top``'s.
         """
-        size = len(self.lengths)
+        size = self.prefix(size)
         total = 0.0
         for term in terms:
-            postings = self.postings.get(term)
+            postings = self.postings_of(term, size)
             if postings is None or len(postings) > common_above(size):
                 continue
             df = len(postings)
@@ -340,7 +379,7 @@ def _unmatched(scores: Any, limit: int) -> list[tuple[int, float]]:
     return [(position, 0.0) for position in np.flatnonzero(scores == 0)[:limit].tolist()]
 
 
-class TurnList(list[RecallTurn]):
+class TurnList(Turns):
     """A list of turns that may carry their postings, built elsewhere (read from a store).
 
     A recaller indexing the list starts from ``postings`` instead of analysing every turn
@@ -351,59 +390,174 @@ class TurnList(list[RecallTurn]):
     postings: TurnPostings | None = None
 
 
-@dataclass(slots=True)
-class IndexedTurns:
-    """The inverted index of one turn list, and how far it has read the list."""
+_Asked = tuple[object, ...]
+"""What a ranking was asked: the query's terms, the limit and the recaller's settings."""
 
-    turns: Sequence[RecallTurn]
+
+@dataclass(slots=True, eq=False)
+class IndexedTurns:
+    """The inverted index of one turn list (or lineage of lists), and how far it has read.
+
+    An index's turn list (``recall.turns.Turns``) is referenced weakly, by its lineage: the
+    postings go when the index and the builds' copies of its list have gone, and the turns'
+    text is counted where the index is kept. Any other sequence is held here, and its text is
+    counted here (``text_held``).
+    """
+
+    key: tuple[int, str]
+    lineage: weakref.ref[Lineage] | None
+    """The lineage of the lists indexed (None: ``held`` is the one list indexed)."""
+    held: Sequence[RecallTurn] | None
+    last: weakref.ref[Turns] | None = None
+    """The list of the lineage last indexed (for inspection)."""
     count: int = 0
-    """Turns indexed (the list's first ``count``)."""
+    """Turns indexed (the lists' first ``count``)."""
     last_key: str = ""
     """Key of the last turn indexed: checked before the index is reused (a list edited in
     place is indexed anew)."""
     index: TurnPostings = field(default_factory=TurnPostings)
-    last_ranking: tuple[object, int, list[tuple[int, float]], float | None] | None = None
-    """(what was asked, turns indexed then, the ranking, its focus): an agent loop builds again
-    and again with the same input while its turn is open, and the closed turns, so the ranking,
+    text_held: int = 0
+    """Bytes of the turns a held list keeps alive through this entry."""
+    last_ranking: tuple[_Asked, int, list[tuple[int, float]], float | None] | None = None
+    """(what was asked, turns ranked, the ranking, its focus): an agent loop builds again and
+    again with the same input while its turn is open, and the closed turns, so the ranking,
     are the same."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while the index is extended and ranked (one ranking at a time per list)."""
+
+    @property
+    def turns(self) -> Sequence[RecallTurn] | None:
+        """The list last indexed (None: gone)."""
+        if self.held is not None:
+            return self.held
+        return self.last() if self.last is not None else None
+
+    def holds(self, turns: Sequence[RecallTurn], lineage: Lineage | None) -> bool:
+        """Whether this entry indexes ``turns`` (its lineage's, or this very sequence)."""
+        if lineage is not None:
+            return self.lineage is not None and self.lineage() is lineage
+        return self.held is turns
+
+    def bytes(self) -> int:
+        """What the entry keeps alive: its postings, and a held list's turns."""
+        return self.index.bytes() + self.text_held
+
+    def extend(self, turns: Sequence[RecallTurn],
+               term_counts: Callable[[RecallTurn], Mapping[str, int]], terms: str) -> int:
+        """Index ``turns`` up to their end (anew if they changed); the turns to rank.
+
+        Called under ``lock``. A list of a lineage shorter than what is indexed is a build
+        holding the list as it was: it ranks that many turns (``TurnPostings.prefix``). A list
+        seen for the first time starts from the postings it carries (``TurnList``), if they
+        were made the same way; its turns are then not read at all (a list loaded from a store
+        makes them when read).
+        """
+        size = len(turns)
+        lineage = lineage_of(turns)
+        if isinstance(turns, Turns):
+            self.last = weakref.ref(turns)
+        carried = getattr(turns, "postings", None)
+        if not isinstance(carried, TurnPostings) or len(carried) > size or (
+                carried.terms != terms):
+            carried = None
+        shrunk = lineage is None and self.count > size
+        if shrunk or (self.count and self.count <= size
+                      and turns[self.count - 1].key != self.last_key):
+            self._restart(carried, terms)
+        elif not self.count and carried is not None:
+            self.index = carried
+        if carried is not None and self.index is carried and len(carried) > self.count:
+            self.count = len(carried)  # the list's owner extended its postings with the list
+            self.last_key = turns[self.count - 1].key
+        if self.count < size:
+            new = turns[self.count:]
+            self.index.add_all(map(term_counts, new))
+            if self.held is not None:
+                self.text_held += sum(text_bytes(turn.text) + TURN_BYTES for turn in new)
+            self.count = size
+            self.last_key = turns[size - 1].key
+        return size
+
+    def _restart(self, carried: TurnPostings | None, terms: str) -> None:
+        self.index = carried if carried is not None else TurnPostings(terms=terms)
+        self.count, self.last_key, self.text_held, self.last_ranking = 0, "", 0, None
 
 
-def postings_cache() -> GrowingCache[int, IndexedTurns]:
-    """The indexes one recaller keeps, bounded like every turn index (``keep_bounded``).
+POSTINGS: GrowingCache[tuple[int, str], IndexedTurns] = GrowingCache(
+    "recall.lexical.postings", max_entries=INDEX_LIMIT, share=0.25,
+    size=IndexedTurns.bytes)
+"""The lexical recallers' postings, one entry per turn list (or lineage) and way of making
+terms, shared by every recaller in the process: bounded like every turn index
+(``keep_bounded``), its bytes a share of the process-wide index budget (``set_cache_limits``).
+Recallers ranking the same history share its postings."""
+_POSTINGS_LOCK = threading.Lock()
+_GONE: deque[tuple[int, str]] = deque()
+"""Keys of entries whose lineage has gone, dropped on the next use (a weak reference's
+callback may run anywhere, even inside a change of the cache)."""
 
-    Bytes are a share of the process-wide cache budget (``set_cache_limits``).
+
+def postings_entry(turns: Sequence[RecallTurn], terms: str) -> IndexedTurns:
+    """The entry of ``turns`` for terms made the way ``terms`` names (new if none).
+
+    It is made the most recently used. Extend it (``IndexedTurns.extend``) under its lock,
+    then hand it back to ``postings_used``.
     """
-    return GrowingCache("recall.lexical.postings", max_entries=INDEX_LIMIT, share=0.25,
-                        size=lambda entry: entry.index.bytes())
-
-
-def indexed_postings(cache: GrowingCache[int, IndexedTurns], turns: Sequence[RecallTurn],
-                     term_counts: Callable[[RecallTurn], Mapping[str, int]], terms: str
-                     ) -> IndexedTurns:
-    """The index of ``turns`` from ``cache``, extended to its new turns (rebuilt if it changed).
-
-    ``term_counts`` gives a turn's terms, made the way ``terms`` names. A list seen for the
-    first time starts from the postings it carries (``TurnList``), if they were made the same
-    way; its turns are then not read at all (a list loaded from a store makes them when read).
-    The caller holds the lock that guards ``cache``.
-    """
-    entry = cache.pop(id(turns), None)  # put back last: the most recently used
-    carried = getattr(turns, "postings", None)
-    if not isinstance(carried, TurnPostings) or len(carried) > len(turns) or (
-            carried.terms != terms):
-        carried = None
-    if entry is None or entry.turns is not turns or entry.count > len(turns) or (
-            entry.count and turns[entry.count - 1].key != entry.last_key):
-        entry = IndexedTurns(turns=turns, index=TurnPostings(terms=terms))
-        if carried is not None:
-            entry.index = carried
-    if carried is not None and entry.index is carried and len(carried) > entry.count:
-        entry.count = len(carried)  # the list's owner extended its postings with the list
-    if entry.count < len(turns):
-        entry.index.add_all(map(term_counts, turns[entry.count:]))
-        entry.count = len(turns)
-    if entry.count:
-        entry.last_key = turns[entry.count - 1].key
-    cache[id(turns)] = entry
-    keep_bounded(cache, lambda held: held.count)
+    lineage = lineage_of(turns)
+    key = (id(lineage if lineage is not None else turns), terms)
+    with _POSTINGS_LOCK:
+        _drop_gone()
+        entry = POSTINGS.pop(key, None)  # put back last: the most recently used
+        if entry is None or not entry.holds(turns, lineage):
+            gone = partial(_note_gone, key)
+            entry = IndexedTurns(
+                key=key, lineage=None if lineage is None else weakref.ref(lineage, gone),
+                held=turns if lineage is None else None, index=TurnPostings(terms=terms))
+        POSTINGS[key] = entry
+        POSTINGS.trim()
     return entry
+
+
+def postings_used(entry: IndexedTurns) -> None:
+    """Size ``entry`` anew after it grew, and hold the cache to its bounds."""
+    with _POSTINGS_LOCK:
+        if POSTINGS.get(entry.key) is entry:
+            POSTINGS[entry.key] = entry
+        keep_bounded(POSTINGS, lambda held: held.count)
+
+
+def forget_postings(turns: Sequence[RecallTurn]) -> None:
+    """Drop the postings of ``turns`` (a session erased: its words go with it)."""
+    lineage = lineage_of(turns)
+    ident = id(lineage if lineage is not None else turns)
+    with _POSTINGS_LOCK:
+        for key in [key for key, entry in POSTINGS.items()
+                    if key[0] == ident and entry.holds(turns, lineage)]:
+            del POSTINGS[key]
+
+
+def clear_postings() -> None:
+    """Forget every recaller's postings (``clear_caches``)."""
+    with _POSTINGS_LOCK:
+        POSTINGS.clear()
+        _GONE.clear()
+
+
+def _note_gone(key: tuple[int, str], _: object) -> None:
+    _GONE.append(key)  # one atomic step: safe from any thread, under any lock
+
+
+def _drop_gone() -> None:
+    """Drop the entries whose lineage has gone (under ``_POSTINGS_LOCK``).
+
+    Counted as evictions: their index was dropped (for room, or its session's), and with it
+    any use of them.
+    """
+    while _GONE:
+        key = _GONE.popleft()
+        entry = POSTINGS.get(key)
+        if entry is not None and entry.lineage is not None and entry.lineage() is None:
+            del POSTINGS[key]
+            POSTINGS.evictions += 1
+
+
+register_clear("recall.lexical.postings", POSTINGS, clear_postings)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from contextwright.core.caches import (
@@ -21,17 +22,76 @@ from contextwright.core.caches import (
     text_bytes,
 )
 from contextwright.core.items import Message, parse_fresh
+from contextwright.recall import turns as _turns
+from contextwright.recall.bm25 import clear_postings
 from contextwright.recall.turns import INDEX_LIMIT, TurnIndex, keep_bounded
 
 RAW_BYTES = 120
 """What keeping one of the caller's messages costs an index: a list slot, and the message dict
 itself once the caller has dropped its history (its text is counted with the turn's)."""
 
-_INDEXES: GrowingCache[int, TurnIndex] = GrowingCache(
+BRANCHES = 64
+"""Histories indexed at once per first message object. Sessions written as ``[SYSTEM, *messages]``
+with one module-level system dict all start with the same object: each keeps its own index (up
+to this many sessions at once; then the least recently used is dropped), instead of every build
+of one re-indexing the whole history the other's build replaced. Most are told apart by one
+message comparison (``_Branches.longest_prefix_of``)."""
+
+
+@dataclass(slots=True, eq=False)
+class _Branches:
+    """The indexes of the histories that start with one message object, least recent first."""
+
+    indexes: list[TurnIndex] = field(default_factory=list)
+
+    @property
+    def raws(self) -> list[object]:
+        """The messages of the most recently used history (what the last build indexed)."""
+        return self.indexes[-1].raws if self.indexes else []
+
+    @property
+    def held(self) -> int:
+        """Approximate bytes of every index kept."""
+        return sum(index.held for index in self.indexes)
+
+    @property
+    def messages(self) -> int:
+        """Messages of every index kept."""
+        return sum(len(index.raws) for index in self.indexes)
+
+    def longest_prefix_of(self, history: Sequence[Mapping[str, Any]]) -> TurnIndex | None:
+        """The index of the most messages that ``history`` starts with (None: none fits).
+
+        A branch whose last indexed message is not the history's at that place is passed over
+        at the cost of one comparison; only a candidate is checked whole (``_starts_with``).
+        """
+        size = len(history)
+        newest_first = self.indexes[::-1]  # sorted keeps the order of equal lengths
+        for index in sorted(newest_first, key=lambda known: -len(known.raws)):
+            known = len(index.raws)
+            if known > size:
+                continue
+            last = index.raws[known - 1] if known else None
+            if known and not (last is history[known - 1] or last == history[known - 1]):
+                continue
+            if _starts_with(history, index.raws):
+                return index
+        return None
+
+    def use(self, index: TurnIndex) -> None:
+        """Make ``index`` the most recently used, dropping the least recent over ``BRANCHES``."""
+        if any(known is index for known in self.indexes):
+            self.indexes = [known for known in self.indexes if known is not index]
+        self.indexes.append(index)
+        del self.indexes[:-BRANCHES]
+
+
+_INDEXES: GrowingCache[int, _Branches] = GrowingCache(
     "recall.history.indexes", max_entries=INDEX_LIMIT, share=0.25,
-    size=lambda index: index.held)
-"""Turn indexes of recent histories: at most ``INDEX_LIMIT`` of them and ``INDEX_MESSAGES``
-messages, and a share of the process-wide cache budget in bytes (``set_cache_limits``)."""
+    size=lambda branches: branches.held)
+"""Turn indexes of recent histories by their first message object: at most ``INDEX_LIMIT``
+first messages and ``INDEX_MESSAGES`` messages, and a share of the process-wide index budget in
+bytes (``set_cache_limits``)."""
 _INDEX_LOCK = threading.Lock()
 
 
@@ -39,26 +99,49 @@ def turn_index(history: Sequence[Mapping[str, Any]]) -> TurnIndex:
     """The turn index of ``history``, extended by the messages appended since the last build.
 
     What is returned is a view for this build (``TurnIndex.view``): read it, do not extend it.
+    It holds the turns of ``history`` and no other, whatever other builds index meanwhile: an
+    index whose lists were handed out closes its next turn into new lists
+    (``TurnIndex.shared``), so a view never grows.
 
     Keyed by the history's first message object, so a session rebuilt into a new list each turn
-    still hits. Every indexed message is checked before use: the index is kept only if the
-    messages it was built from equal the history's first ones. That is one list comparison, which
-    settles each message by identity in C and compares contents only where a message was
+    still hits; histories that share it (a module-level system message) keep an index each
+    (``BRANCHES``). Every indexed message is checked before use: an index is used only if the
+    messages it was built from equal the history's first ones. That is one list comparison,
+    which settles each message by identity in C and compares contents only where a message was
     replaced by another object (equal contents make the same turns).
     """
     if not history:
         return TurnIndex()
     key = id(history[0])
     with _INDEX_LOCK:
-        index = _INDEXES.pop(key, None)  # put back last: the most recently used
-        if index is None or not _starts_with(history, index.raws):
+        branches = _INDEXES.pop(key, None)  # put back last: the most recently used
+        if branches is None:
+            branches = _Branches()
+        index = branches.longest_prefix_of(history)
+        if index is None:
             index = TurnIndex()
+        branches.use(index)
         try:
             _extend(index, history)
         finally:  # put back (now sized anew) even when a bad message stopped the extension
-            _INDEXES[key] = index
-            keep_bounded(_INDEXES, lambda entry: len(entry.raws))
+            _INDEXES[key] = branches
+            _keep_bounded(key, branches, index)
+        index.shared = True  # the next turn closed goes into new lists: this view keeps its
         return index.view()
+
+
+def _keep_bounded(key: int, branches: _Branches, index: TurnIndex) -> None:
+    """Hold ``_INDEXES`` to its bounds; the index in use (``index``) is always kept.
+
+    Other first messages' indexes go first (least recently used first), then this first
+    message's other branches.
+    """
+    keep_bounded(_INDEXES, lambda entry: entry.messages)
+    while len(branches.indexes) > 1 and (branches.messages > _turns.INDEX_MESSAGES
+                                         or _INDEXES.bytes > _INDEXES.max_bytes):
+        del branches.indexes[0 if branches.indexes[0] is not index else 1]
+        _INDEXES.evictions += 1
+        _INDEXES[key] = branches  # sized anew
 
 
 def _starts_with(history: Sequence[Mapping[str, Any]], raws: list[object]) -> bool:
@@ -114,10 +197,11 @@ here so ``clear_recall_caches`` forgets them with the indexes); bounded by entri
 
 
 def clear_recall_caches() -> None:
-    """Forget every turn index and recalled unit (tests, memory pressure)."""
+    """Forget every turn index, recalled unit and lexical postings (tests, memory pressure)."""
     with _INDEX_LOCK:
         _INDEXES.clear()
     RECALLED_UNITS.clear()
+    clear_postings()
 
 
 register_cache("recall.history.recalled_units", RECALLED_UNITS)

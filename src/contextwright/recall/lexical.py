@@ -9,21 +9,23 @@ dates it speaks of; the dates a query names, and whether it asks "when").
 from __future__ import annotations
 
 import math
-import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 from typing import Any, Final
 
 from contextwright.analysis import analyzer
+from contextwright.core.caches import GrowingCache
 from contextwright.errors import InvalidInputError
 from contextwright.recall.bm25 import (
+    POSTINGS,
     IndexedTurns,
     TurnPostings,
     _numpy,
-    indexed_postings,
-    postings_cache,
+    postings_entry,
+    postings_used,
 )
 from contextwright.recall.dates import query_date_terms, turn_date_terms
 from contextwright.recall.turns import RecallTurn
@@ -130,8 +132,11 @@ class LexicalTurnRecaller:
         self.b = b
         self.expansion = expansion
         self.dates = dates
-        self._indexes = postings_cache()
-        self._lock = threading.Lock()
+
+    @property
+    def _indexes(self) -> GrowingCache[tuple[int, str], IndexedTurns]:
+        """The postings this recaller ranks from: every recaller's (``recall.bm25.POSTINGS``)."""
+        return POSTINGS
 
     def rank(self, query: str, turns: Sequence[RecallTurn], *, limit: int,
              now: str | None = None) -> list[tuple[int, float]]:
@@ -162,30 +167,43 @@ class LexicalTurnRecaller:
         terms = sorted(wanted)  # sorted: scores add up in the same order every run
         if not terms or not turns or limit <= 0:
             return [], None
-        with self._lock:
-            entry = self._postings(turns)
-            asked = (terms, limit)
-            known = entry.last_ranking
-            if known is not None and known[0] == asked and known[1] == entry.count:
-                return list(known[2]), known[3]
-            ranked, focus = self._ranked(entry.index, turns, terms, limit)
-            entry.last_ranking = (asked, entry.count, ranked, focus)
-            return list(ranked), focus
+        entry = postings_entry(turns, self._made[1])
+        try:
+            with entry.lock:
+                size = entry.extend(turns, *self._made)
+                # The postings are every recaller's: what was asked includes how this one ranks.
+                asked = (terms, limit, type(self), self.min_score, self.k1, self.b,
+                         self.expansion)
+                known = entry.last_ranking
+                if known is not None and known[0] == asked and known[1] == size:
+                    return list(known[2]), known[3]
+                ranked, focus = self._ranked(entry.index, turns, terms, limit)
+                entry.last_ranking = (asked, size, ranked, focus)
+                return list(ranked), focus
+        finally:
+            postings_used(entry)
 
     def _ranked(self, index: TurnPostings, turns: Sequence[RecallTurn], terms: list[str],
                 limit: int) -> tuple[list[tuple[int, float]], float]:
-        """The ranking, and the query's focus (``focus``)."""
-        hits = self._top(index, terms, limit)
-        possible = index.best_possible(terms, k1=self.k1)
+        """The ranking of ``turns`` (the first ``len(turns)`` of ``index``), and its focus.
+
+        ``index`` may have indexed more turns than ``turns`` holds (a longer list of the same
+        lineage, indexed by another build): only the first ``len(turns)`` are ranked, with
+        their own statistics.
+        """
+        size = len(turns)
+        hits = self._top(index, terms, limit, size)
+        possible = index.best_possible(terms, k1=self.k1, size=size)
         focus = min(hits[0][1] / possible, 1.0) if hits and possible > 0 else 0.0
         if self.expansion is None or not hits:
             return hits, focus
         return _expanded(hits, self._feedback(index, turns, hits, set(terms), limit),
-                         self.expansion, len(turns), limit), focus
+                         self.expansion, size, limit), focus
 
-    def _top(self, index: TurnPostings, terms: Sequence[str], limit: int
+    def _top(self, index: TurnPostings, terms: Sequence[str], limit: int, size: int
              ) -> list[tuple[int, float]]:
-        return index.top(terms, limit=limit, min_score=self.min_score, k1=self.k1, b=self.b)
+        return index.top(terms, limit=limit, min_score=self.min_score, k1=self.k1, b=self.b,
+                         size=size)
 
     def _feedback(self, index: TurnPostings, turns: Sequence[RecallTurn],
                   hits: list[tuple[int, float]], query: set[str], limit: int
@@ -200,21 +218,35 @@ class LexicalTurnRecaller:
             return []
         most = expansion.feedback_max_share * size
         weights: dict[str, float] = {}
+        # every turn indexed is ranked (a shorter list of the lineage is the rare case)
+        postings = index.postings.get if size >= len(index) else partial(
+            index.postings_of, size=size)
         for position, score in hits[:expansion.feedback_turns]:
             for term in _term_counts(turns[position].text):
-                df = len(index.postings.get(term, ()))
+                df = len(postings(term) or ())
                 if term in query or not 0 < df <= most:
                     continue
                 weights[term] = weights.get(term, 0.0) + score / best * math.log(size / df)
         chosen = sorted(weights, key=lambda term: (-weights[term], term))
         words = sorted(chosen[:expansion.feedback_terms])
-        return self._top(index, words, limit) if words else []
+        return self._top(index, words, limit, size) if words else []
+
+    @property
+    def _made(self) -> tuple[Callable[[RecallTurn], Mapping[str, int]], str]:
+        """How a turn's terms are made, and its name (for ``IndexedTurns.extend``)."""
+        if self.dates:
+            return dated_term_counts, DATED_TERMS
+        return word_term_counts, WORD_TERMS
 
     def _postings(self, turns: Sequence[RecallTurn]) -> IndexedTurns:
         """The index of ``turns``, extended to its new turns (rebuilt if it changed)."""
-        if self.dates:
-            return indexed_postings(self._indexes, turns, dated_term_counts, DATED_TERMS)
-        return indexed_postings(self._indexes, turns, word_term_counts, WORD_TERMS)
+        entry = postings_entry(turns, self._made[1])
+        try:
+            with entry.lock:
+                entry.extend(turns, *self._made)
+            return entry
+        finally:
+            postings_used(entry)
 
 
 def _expanded(hits: list[tuple[int, float]], feedback: list[tuple[int, float]],

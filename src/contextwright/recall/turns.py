@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -119,11 +119,46 @@ def content_key(start: int, messages: Sequence[Message], text: str) -> str:
         text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
+class Lineage:
+    """What the turn lists of one index have in common: the lists it copies keep it.
+
+    A recaller that keeps postings per turn list keys them by it, so the copies an index hands
+    to later builds (``Turns.grown``) extend the same postings; it is referenced weakly there,
+    and goes when the index and every build's copy have gone.
+    """
+
+    __slots__ = ("__weakref__",)
+
+
+class Turns(list[RecallTurn]):
+    """The turn list of a ``TurnIndex``: a ``list`` that knows its ``lineage``.
+
+    Every list of one lineage holds the same turns at the positions it shares with another
+    (a copy is only ever extended), so what is known of one list's first n turns holds for
+    any other's.
+    """
+
+    __slots__ = ("__weakref__", "lineage")
+
+    def __init__(self, turns: Iterable[RecallTurn] = (), lineage: Lineage | None = None) -> None:
+        super().__init__(turns)
+        self.lineage = lineage if lineage is not None else Lineage()
+
+    def grown(self) -> Turns:
+        """A copy to extend, of the same lineage (readers of this list keep it as it is)."""
+        return Turns(self, self.lineage)
+
+
+def lineage_of(turns: Sequence[RecallTurn]) -> Lineage | None:
+    """The lineage of an index's turn list (None for any other sequence)."""
+    return turns.lineage if isinstance(turns, Turns) else None
+
+
 @dataclass(slots=True)
 class TurnIndex:
     """The complete turns of one message list, built as messages are fed (``add``)."""
 
-    turns: list[RecallTurn] = field(default_factory=list)
+    turns: list[RecallTurn] = field(default_factory=Turns)
     """Complete turns, oldest first; a list that only grows while the history only grows."""
     ends: list[int] = field(default_factory=list)
     """One past the last message of each turn."""
@@ -145,6 +180,9 @@ class TurnIndex:
     held: int = 0
     """Approximate bytes the index holds (its turns, and what adapters add for the messages
     they keep), for the byte bound of the caches that keep indexes."""
+    shared: bool = False
+    """Views of the lists were handed to readers that others may not wait for: the next turn
+    closed goes into copies (``unshare``). Set by the adapter that hands them out."""
 
     def calls_newer_than(self, position: int) -> int:
         """Tool-call blocks after the end of ``turns[position]``."""
@@ -173,6 +211,8 @@ class TurnIndex:
         start, messages = self.open_start, self.open_messages
         if start is None:
             return
+        if self.shared:
+            self.unshare()
         text = turn_text(messages)
         key = self.key(start, messages, text)
         stamp = next((message.timestamp for message in messages if message.timestamp), None)
@@ -184,16 +224,33 @@ class TurnIndex:
         self.open_start, self.open_messages = None, []
 
     def view(self, *, extra_calls: int = 0) -> TurnIndex:
-        """The index as of now, for one reader: shared lists, its own call count.
+        """The index as of now, for one reader: its lists, its own call count.
 
-        The lists only grow and positions already there never change, so they are shared. A
-        concurrent feed of more messages extends the shared index; this reader must not count
-        its calls. ``extra_calls``: call blocks after the indexed messages that age its turns'
-        tool results too.
+        The lists are shared, not copied: an adapter that lets other readers extend the index
+        while this one reads marks it ``shared``, and the index closes its next turn into new
+        lists (``unshare``), so this reader's stay as they were; one that extends under a lock
+        its readers hold (the manager's session index) extends them in place.
+        ``extra_calls``: call blocks after the indexed messages that age its turns' tool
+        results too. The adapter's ``raws`` stay with it.
         """
         return TurnIndex(turns=self.turns, ends=self.ends, tokens=self.tokens,
                          calls_after=self.calls_after, calls=self.calls + extra_calls,
-                         raws=self.raws, key=self.key)
+                         key=self.key)
+
+    def unshare(self) -> None:
+        """Give the index copies of its lists before they change, for views handed out.
+
+        A build reads its view while another build (of a longer history with the same first
+        messages) extends the index: the reader keeps the lists it was given, whole and
+        unchanging, and ranks, recalls and counts only the turns of its own history. The turn
+        list keeps its lineage (``Turns.grown``), so a recaller's postings of it are extended,
+        not rebuilt.
+        """
+        turns = self.turns
+        self.turns = turns.grown() if isinstance(turns, Turns) else Turns(turns)
+        self.ends, self.tokens = self.ends.copy(), self.tokens.copy()
+        self.calls_after = self.calls_after.copy()
+        self.shared = False
 
 
 def turn_text(messages: Sequence[Message]) -> str:
@@ -225,7 +282,7 @@ INDEX_MESSAGES = 500_000
 server seeing many long sessions keeps a bounded index, not one per session ever seen."""
 
 
-def keep_bounded(cache: OrderedDict[int, _Sized], size: Callable[[_Sized], int]) -> None:
+def keep_bounded(cache: OrderedDict[Any, _Sized], size: Callable[[_Sized], int]) -> None:
     """Drop the least recently used entries (the front) until ``cache`` is within the limits.
 
     The limits are ``INDEX_LIMIT`` entries and ``INDEX_MESSAGES`` of what ``size`` counts,
