@@ -201,8 +201,11 @@ def test_turn_index_grows_with_the_history_and_notices_replaced_messages() -> No
     assert [t.index for t in first.turns] == [0, 2, 4, 6], "the open newest turn is not indexed"
     history += chat(1)
     again = turn_index(history)
-    # The same index, extended (each build gets a view of it: shared lists, its own counts).
-    assert again.turns is first.turns and [t.index for t in again.turns] == [0, 2, 4, 6, 8]
+    # The same index, extended: the turns already made are kept, and the view an earlier build
+    # read still holds only its own turns (a list handed out is copied, never extended).
+    assert [t.index for t in again.turns] == [0, 2, 4, 6, 8] and again.turns[:4] == first.turns
+    assert again.turns[0] is first.turns[0]
+    assert [t.index for t in first.turns] == [0, 2, 4, 6]
     assert again.turns[0].key == "u0", "message id as the key"
     history[2] = dict(history[2], content="replaced")
     rebuilt = turn_index(history)
@@ -322,7 +325,7 @@ def test_recall_caches_drop_the_least_recently_used_history_not_everything(
     assert len(index.turns) == 19, "a dropped history is simply indexed again"
 
     monkeypatch.setattr(turns, "INDEX_MESSAGES", 40)  # the recaller counts turns: two fit
-    assert len(recaller._indexes) == 3
+    assert len(recaller._indexes) == 2, "the dropped history's postings went with its index"
     recaller.rank(QUESTION, index.turns, limit=3)
     kept = [entry.turns for entry in recaller._indexes.values()]
     assert len(kept) == 2 and kept[-1] is index.turns, (
