@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from contextwright.compress.tool_results import (
     _fact_spans,
+    _whole_values,
     extract_facts,
     one_line_tool_result,
     reduce_tool_result,
@@ -45,7 +46,11 @@ def _alternation_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _alternation_facts(text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(m.group(0) for m in _ALTERNATION.finditer(text)))
+    # extract_facts widens what the scan finds to whole values (a currency sign, a percent sign,
+    # a Chinese unit or time of day next to a number) the same way on either path, so the facts
+    # the alternation's spans give are widened alike before they are compared.
+    spans = _whole_values(text, _alternation_spans(text))
+    return tuple(dict.fromkeys(text[start:end] for start, end in spans))
 
 
 # -- a seeded generator of realistic tool output ------------------------------------------------

@@ -87,8 +87,56 @@ def extract_facts(text: str) -> tuple[str, ...]:
     Takes time linear in the length of ``text``, however its characters are arranged.
     """
     if _LONG_RUN.search(text) is None:
-        return tuple(dict.fromkeys(m.group(0) for m in _FACT.finditer(text)))
-    return tuple(dict.fromkeys(text[start:end] for start, end in _fact_spans(text)))
+        spans: Iterable[tuple[int, int]] = (m.span() for m in _FACT.finditer(text))
+    else:
+        spans = _fact_spans(text)
+    return tuple(dict.fromkeys(text[start:end] for start, end in _whole_values(text, spans)))
+
+
+# What the scan leaves next to a number but is part of its value: a currency sign, a percent
+# sign, a Chinese order of magnitude or unit ("¥1.2万" is 12,000 yuan, not 1.2), a Chinese time
+# with its part of the day ("下午3:30" is 15:30, "晚上8点" is 20:00). Each is read with a pattern
+# of bounded length at a fact's edge, so widening stays linear in the text.
+_CURRENCY_SIGNS = "$¥￥€£"
+_DAYPARTS = ("上午", "下午", "晚上", "早上", "中午", "凌晨", "傍晚")
+_UNIT_AFTER = re.compile(r"(?:[百千]?万|亿|千)(?:元|块钱|块)?|元|块钱|块|%")
+_CLOCK_AFTER = re.compile(r":\d{2}(?::\d{2})?(?!\d)|点(?:\d{1,2}分|半)?")
+_HOUR = re.compile(r"\d{1,2}")
+_ZH_CLOCK = re.compile(r"\d{1,2}(?::\d{2}|点)")
+
+
+def _whole_values(text: str, spans: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """``spans`` widened to the whole values they belong to, merged where they then meet.
+
+    A Chinese date runs on into its time ("5月6日下午3:30" is one value, not "5月6日", "3", "30").
+    """
+    merged: tuple[int, int] | None = None
+    for start, end in spans:
+        start, end = _widened(text, start, end)
+        if merged is not None and (start < merged[1] or (
+                start == merged[1] and text[merged[1] - 1] in "日号")):
+            merged = (merged[0], max(end, merged[1]))
+            continue
+        if merged is not None:
+            yield merged
+        merged = (start, end)
+    if merged is not None:
+        yield merged
+
+
+def _widened(text: str, start: int, end: int) -> tuple[int, int]:
+    """One fact's span with the sign, unit or part of the day next to it taken in."""
+    if not text[end - 1].isdigit():
+        return start, end
+    if _HOUR.fullmatch(text, start, end) and (clock := _CLOCK_AFTER.match(text, end)):
+        end = clock.end()
+    elif unit := _UNIT_AFTER.match(text, end):
+        end = unit.end()
+    if start > 0 and text[start - 1] in _CURRENCY_SIGNS:
+        start -= 1
+    elif _ZH_CLOCK.match(text, start, end) and text[max(start - 2, 0):start] in _DAYPARTS:
+        start -= 2
+    return start, end
 
 
 def _fact_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -403,14 +451,20 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_AMOUNT_MARKS = re.compile(r"[.,$¥￥€£%]|[百千万亿]|元|块钱|块")
+_ZH_CLOCK_OF_DAY = re.compile(r"(?:上午|下午|晚上|早上|中午|凌晨|傍晚)?\d{1,2}"
+                              r"(?::\d{2}(?::\d{2})?|点(?:\d{1,2}分|半)?)")
+
+
 def _is_identifier(fact: str) -> bool:
     """Ids, dates, codes and long numbers; not the small counts and prices of a listing."""
-    if _TIME.fullmatch(fact):
+    if _TIME.fullmatch(fact) or _ZH_CLOCK_OF_DAY.fullmatch(fact):
         return False  # a time of day names nothing by itself
     digits = sum(ch.isdigit() for ch in fact)
     if digits == 0:
         return len(fact) >= 3  # an upper-case code
-    if digits == len(fact.replace(".", "").replace(",", "").lstrip("-")):
+    # Signs and units do not make an amount an identifier: "$5" is a price like "5".
+    if digits == len(_AMOUNT_MARKS.sub("", fact).lstrip("-")):
         return digits >= 4  # a plain number: only long ones (card ends, zips, amounts in cents)
     return True
 
