@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from contextwright import ContextManager
+from contextwright.compress.facts import missing_facts
 from contextwright.compress.summarize import (
     ExtractiveSummarizer,
     Summary,
     condense_for_handoff,
     fit_summary,
+    verified,
 )
 from contextwright.core.items import Message
 from contextwright.errors import SummaryError
@@ -74,3 +76,37 @@ def test_a_hand_off_whose_summary_fails_still_switches(monkeypatch: pytest.Monke
     manager.record("u", "s", assistant="Thanks, I see the note.")
     prepared = manager.prepare("u", "s", "Now I want a refund please")
     assert prepared.mode != "sliding_window"
+
+
+@pytest.mark.parametrize(("shown", "fact"), [
+    ("Key facts: $120", "$12"),
+    ("Key facts: ORD-10012", "ORD-1001"),
+    ("total 1,299.50", "1,299"),
+    ("card 44171", "4417"),
+    ("weight 21,299 kg", "1,299"),
+])
+def test_a_fact_inside_a_different_value_is_missing(shown: str, fact: str) -> None:
+    assert missing_facts(shown, [fact]) == (fact,)
+
+
+@pytest.mark.parametrize(("shown", "fact"), [
+    ("Key facts: ¥1,299.00", "1,299"),
+    ("Order ORD-1001, shipped.", "ORD-1001"),
+    ("订单号20241001已发货", "20241001"),
+    ("US$12 refund", "$12"),
+    ("card ending 4417.", "4417"),
+    ("地址 350 5th Ave", "350 5th Ave"),
+])
+def test_a_fact_shown_as_itself_is_found(shown: str, fact: str) -> None:
+    assert missing_facts(shown, [fact]) == ()
+
+
+def test_a_summary_that_changes_an_amount_and_an_order_is_rejected() -> None:
+    messages = [user("Refund $12 for order ORD-1001 please")]
+
+    class Changing:
+        def summarize(self, previous: Summary | None, messages: object, **_: object) -> Summary:
+            return Summary(need="refund", facts=("$120", "ORD-10012"))
+
+    with pytest.raises(SummaryError):
+        verified(Changing(), None, messages, language="en")

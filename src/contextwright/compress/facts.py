@@ -394,15 +394,68 @@ def missing_facts(summary_text: str, required: Iterable[str]) -> tuple[str, ...]
 
     A fact is found when it occurs in the text with whitespace removed and character width
     folded on both sides; nothing else is forgiven (``ORD-2024-001`` is not ``ORD-2024-002``,
-    case matters for ids). It is a containment test: a fact inside a longer one counts as found.
+    case matters for ids). It must occur as itself, not as a piece of a different value: no
+    ASCII letter or digit may touch it, nor a decimal or thousands part go on from it, so
+    ``$120`` does not hold ``$12`` and ``ORD-10012`` does not hold ``ORD-1001``. Zero cents are
+    the same amount: ``¥1,299.00`` holds ``1,299``.
     """
-    haystack = fact_key(summary_text)
+    haystack, breaks = _compacted(summary_text)
     missing: dict[str, str] = {}
     for fact in required:
         key = fact_key(fact)
-        if key and key not in haystack:
+        if key and not _occurs_whole(haystack, breaks, key):
             missing.setdefault(key, fact)
     return tuple(missing.values())
+
+
+def _compacted(text: str) -> tuple[str, bytearray]:
+    """``fact_key(text)`` and, per position, whether whitespace stood there (a word break)."""
+    pieces = unicodedata.normalize("NFKC", text).split()
+    compact = "".join(pieces)
+    breaks = bytearray(len(compact) + 1)
+    position = 0
+    for piece in pieces:
+        breaks[position] = 1
+        position += len(piece)
+    breaks[position] = 1
+    return compact, breaks
+
+
+_ASCII_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_GOES_ON_AFTER = re.compile(r"[.,](?!0+(?![0-9]))[0-9]")
+"""A decimal or thousands part after a value (".5", ",000"), but not zero cents (".00")."""
+
+
+def _occurs_whole(haystack: str, breaks: bytearray, key: str) -> bool:
+    """Whether ``key`` occurs in ``haystack`` with no other value's characters around it."""
+    start = haystack.find(key)
+    while start != -1:
+        end = start + len(key)
+        if _clean_edge_before(haystack, breaks, start, key) and _clean_edge_after(
+                haystack, breaks, end, key):
+            return True
+        start = haystack.find(key, start + 1)
+    return False
+
+
+def _clean_edge_before(haystack: str, breaks: bytearray, start: int, key: str) -> bool:
+    if breaks[start] or key[0] not in _ASCII_ALNUM:
+        return True
+    before = haystack[start - 1]
+    if before in _ASCII_ALNUM:
+        return False
+    # "1,299" in "21,299" or "5" in "1.5": a piece of a longer number.
+    return not (before in ".," and start >= 2 and haystack[start - 2].isdigit()
+                and not breaks[start - 1] and key[0].isdigit())
+
+
+def _clean_edge_after(haystack: str, breaks: bytearray, end: int, key: str) -> bool:
+    if breaks[end] or key[-1] not in _ASCII_ALNUM:
+        return True
+    if haystack[end] in _ASCII_ALNUM:
+        return False
+    return not (key[-1].isdigit() and _GOES_ON_AFTER.match(haystack, end) is not None
+                and not breaks[end + 1])
 
 
 def _candidates(folded: str) -> list[tuple[int, int, int]]:
