@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from contextwright import ContextManager
@@ -13,6 +15,7 @@ from contextwright.compress.summarize import (
     fit_summary,
     verified,
 )
+from contextwright.compress.summary_llm import LLMSummarizer
 from contextwright.core.items import Message
 from contextwright.errors import SummaryError
 from contextwright.manager import handoff
@@ -110,3 +113,30 @@ def test_a_summary_that_changes_an_amount_and_an_order_is_rejected() -> None:
 
     with pytest.raises(SummaryError):
         verified(Changing(), None, messages, language="en")
+
+
+class _NeedWithANumber:
+    """A model that leaves out the card ending and writes a long need ending in a number."""
+
+    def complete(self, messages: object, **_: object) -> str:
+        return json.dumps({"need": "Cancel a booking and get a refund "
+                           + "as quickly as possible " * 6 + "reference 99887766",
+                           "facts": ["ZQ7781", "ann@example.com"], "unresolved": [],
+                           "corrected": [], "notes": []})
+
+
+def test_a_capped_summary_cannot_pay_for_a_lost_fact_with_a_number_cut_from_its_need() -> None:
+    messages = [user("Please cancel booking ZQ7781 and refund card ending 4417 to "
+                     "ann@example.com."),
+                assistant("Cancelled ZQ7781; refund to card 4417, receipt sent to "
+                          "ann@example.com.")]
+    with pytest.raises(SummaryError):
+        verified(LLMSummarizer(_NeedWithANumber(), model="m"), None, messages,
+                 language="en", max_tokens=30, tokenizer=TOKENIZER)
+
+
+def test_a_fact_the_cap_dropped_is_still_excused() -> None:
+    messages = [user(f"Order ORD-{n:04d} is one of mine") for n in range(1000, 1030)]
+    summary = verified(ExtractiveSummarizer(), None, messages, language="en",
+                       max_tokens=60, tokenizer=TOKENIZER)
+    assert summary.truncated_facts > 0

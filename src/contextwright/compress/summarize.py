@@ -71,6 +71,9 @@ class Summary:
     """Other short points worth keeping (assistant conclusions)."""
     truncated_facts: int = 0
     """How many older facts were left out, in total, to fit a token cap."""
+    dropped: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """The facts ``fit_summary`` gave up in the call that made this summary (not stored):
+    ``verified`` excuses a lost required fact only when the cap itself dropped it."""
 
     def is_empty(self) -> bool:
         """True when the summary says nothing at all."""
@@ -537,6 +540,15 @@ def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer |
         raise SummaryError("max_tokens needs a tokenizer to count with")
     if max_tokens < 1:
         raise SummaryError("max_tokens must be positive")
+    fitted = _fit(summary, max_tokens, tokenizer, confirmed)
+    if fitted is summary:
+        return summary
+    shown = [*summary.facts, *extract_facts(_shown_text(summary))]
+    return replace(fitted, dropped=missing_facts(_shown_text(fitted), shown))
+
+
+def _fit(summary: Summary, max_tokens: int, tokenizer: Tokenizer,
+         confirmed: Iterable[str]) -> Summary:
 
     def fits(candidate: Summary) -> bool:
         # Either language's labels: a stored summary may be rendered in the other one later.
@@ -691,7 +703,12 @@ def verified(summarizer: Summarizer, previous: Summary | None, messages: Sequenc
     required = _merge_facts(base.facts, facts_of_messages(messages))
     lost = check_summary(summary, required)
     allowed = summary.truncated_facts - base.truncated_facts
-    if len(lost) > max(allowed, 0):
+    # Through ``fit_summary`` the cap names what it dropped: a required fact missing from that
+    # was never in the summariser's summary, and a number the cap cut from the need (counted
+    # too) must not pay for it.
+    dropped = {fact_key(fact) for fact in summary.dropped}
+    unexcused = [fact for fact in lost if fact_key(fact) not in dropped]
+    if len(lost) > max(allowed, 0) or (dropped and unexcused):
         raise SummaryError(f"the summary lost {len(lost)} exact fact(s) it had to keep")
     return summary
 
