@@ -15,7 +15,7 @@ from contextwright.compress.summarize import (
     fit_summary,
     verified,
 )
-from contextwright.compress.summary_llm import LLMSummarizer
+from contextwright.compress.summary_llm import LLMSummarizer, parse_summary_reply
 from contextwright.core.items import Message
 from contextwright.errors import SummaryError
 from contextwright.manager import handoff
@@ -140,3 +140,19 @@ def test_a_fact_the_cap_dropped_is_still_excused() -> None:
     summary = verified(ExtractiveSummarizer(), None, messages, language="en",
                        max_tokens=60, tokenizer=TOKENIZER)
     assert summary.truncated_facts > 0
+
+
+_REPLY = '{"need": "refund", "facts": ["ORD-1001"], "unresolved": [], "corrected": [], "notes": []}'
+
+
+@pytest.mark.parametrize("reply", [
+    f"```JSON\n{_REPLY}\n```", f"```json\n{_REPLY}```", f"```{_REPLY}```", f"```json {_REPLY} ```",
+    f"```json\r\n{_REPLY}\r\n```",
+])
+def test_a_summary_reply_in_a_common_fence_is_read(reply: str) -> None:
+    assert parse_summary_reply(reply).facts == ("ORD-1001",)
+
+
+def test_text_outside_the_fence_is_still_refused() -> None:
+    with pytest.raises(SummaryError):
+        parse_summary_reply(f"Here it is:\n```json\n{_REPLY}\n```")

@@ -155,7 +155,10 @@ def _one_line_json(value: object) -> str:
     return text
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
+# Any case of the language tag ("```JSON"), the closing fence on the JSON's last line or the
+# whole fence on one line: models write all of these. Text outside the fence is still refused.
+_FENCE = re.compile(r"^```[ \t]*(?:json)?[ \t]*\r?\n?(.*?)\r?\n?[ \t]*```$",
+                    re.DOTALL | re.IGNORECASE)
 
 
 def parse_summary_reply(reply: str) -> Summary:
