@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,12 @@ from typing import Any, Final, Literal, cast
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.fence import fenced_body
 from contextwright.core.images import ImagePart, image_from_part
-from contextwright.core.parsing import DuplicateKeyError, unique_keys
+from contextwright.core.parsing import (
+    FINITE_NUMBERS,
+    DuplicateKeyError,
+    MalformedDocument,
+    unique_keys,
+)
 from contextwright.errors import InvalidInputError
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -242,12 +246,11 @@ def _tool_arguments(arguments: object, where: str) -> str:
             raise InvalidInputError(f"{where} is not a JSON object") from None
     arguments = check_text(arguments, where)
     try:
-        parsed = json.loads(arguments, parse_constant=_refuse_constant, parse_float=_finite_float,
-                            object_pairs_hook=unique_keys)
-    except _NotStrictJson as exc:
-        raise InvalidInputError(f"{where} has {exc}") from None
+        parsed = json.loads(arguments, object_pairs_hook=unique_keys, **FINITE_NUMBERS)
     except DuplicateKeyError:
         raise InvalidInputError(f"{where} has a duplicate key") from None
+    except MalformedDocument as exc:  # a number strict JSON parsers refuse
+        raise InvalidInputError(f"{where}: {exc}") from None
     except (ValueError, RecursionError):
         raise InvalidInputError(f"{where} is not valid JSON") from None
     if not isinstance(parsed, dict):
@@ -266,21 +269,6 @@ def _check_encodes(parsed: dict[str, Any], where: str) -> None:
             f"{where} has an escaped lone surrogate (not valid Unicode)") from None
     except RecursionError:  # nested about as deep as json.loads allows: as it says then
         raise InvalidInputError(f"{where} is not valid JSON") from None
-
-
-class _NotStrictJson(Exception):
-    """Valid for Python's ``json``, not for strict JSON parsers (the message says why)."""
-
-
-def _refuse_constant(constant: str) -> Any:
-    raise _NotStrictJson(f"a non-finite number ({constant})")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotStrictJson("a number too large for a float")
-    return value
 
 
 def _content(content: object, where: str) -> tuple[str, tuple[ImagePart, ...]]:

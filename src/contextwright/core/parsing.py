@@ -73,8 +73,7 @@ def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
 
 
 def _parse_json(text: str, *, finite: bool = False) -> Any:
-    hooks: dict[str, Any] = ({"parse_constant": _no_constant, "parse_float": _finite_float}
-                             if finite else {})
+    hooks: dict[str, Any] = FINITE_NUMBERS if finite else {}
     try:
         return json.loads(text, object_pairs_hook=unique_keys, **hooks)
     except json.JSONDecodeError as exc:
@@ -95,6 +94,11 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise MalformedDocument("a number is too large for a float (send finite numbers only)")
     return value
+
+
+FINITE_NUMBERS: dict[str, Any] = {"parse_constant": _no_constant, "parse_float": _finite_float}
+"""``json.loads`` hooks that refuse what strict JSON parsers and the providers refuse (``NaN``,
+``Infinity``, a number too large for a float) with ``MalformedDocument``."""
 
 
 class DuplicateKeyError(MalformedDocument):
