@@ -156,3 +156,24 @@ def test_a_summary_reply_in_a_common_fence_is_read(reply: str) -> None:
 def test_text_outside_the_fence_is_still_refused() -> None:
     with pytest.raises(SummaryError):
         parse_summary_reply(f"Here it is:\n```json\n{_REPLY}\n```")
+
+
+@pytest.mark.parametrize("need, fact", [
+    ("I need help with a refund for the wireless headphones I bought last month and the order "
+     "number on my receipt is 4471829930 thanks", "4471829930"),
+    ("My parcel never came, the tracking page https://shop.example.com/orders/track?id=ORD-88123"
+     "&token=Zk29QpLm77Zk29QpLm77 shows nothing at all",
+     "https://shop.example.com/orders/track?id=ORD-88123&token=Zk29QpLm77Zk29QpLm77"),
+])
+def test_a_clipped_need_never_shows_part_of_a_value(need: str, fact: str) -> None:
+    """The need is clipped between words: a value is shown whole or not at all."""
+    from contextwright.compress.facts import extract_facts
+    from contextwright.compress.summarize import ExtractiveSummarizer, verified
+    from contextwright.core.items import Message
+
+    summary = verified(ExtractiveSummarizer(), None, [
+        Message(role="user", content=need),
+        Message(role="assistant", content="Sure, I can help with that.")], language="en")
+    assert summary.need.endswith("…")
+    assert all(found == fact for found in extract_facts(summary.need)), summary.need
+    assert fact in summary.facts

@@ -205,18 +205,30 @@ _ERROR_KEYS = frozenset(("error", "errors", "err", "errmsg", "error_message", "e
 _FAILED_STATUS = re.compile(r"^(?:error|errored|fail|failed|failure|exception|timeout|"
                             r"timed out|not found|错误|失败|异常|超时)$", re.IGNORECASE)
 _STATUS_KEYS = frozenset(("status", "state", "result", "outcome"))
-_SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=\.)\s|\n")
+_SENTENCE_END = re.compile(r"(?<=[。！？；])|(?<=[!?;])(?=\s|$)|(?<=\.)\s|\n")
+"""Where a sentence ends: after CJK end punctuation, or after ASCII ``. ! ? ;`` followed by
+white space (a ``?`` inside a URL ends nothing)."""
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
-    """One line: framing removed, whitespace collapsed, cut at a sentence end when long."""
+    """One line: framing removed, whitespace collapsed, cut at a sentence end when long.
+
+    Without a sentence end far enough in, it is cut between words, never inside an exact fact
+    (``_cut_points``): "receipt 4471829930" loses the whole number, never its last digits, so
+    no clipped value reads as another one (the facts line shows it whole).
+    """
     flat = " ".join(without_framing(text).split())
     if len(flat) <= limit:
         return flat
     cut = 0
     for match in _SENTENCE_END.finditer(flat, 0, limit):
         cut = match.start()
-    return flat[:cut].strip() if cut >= limit // 3 else flat[:limit - 1].rstrip() + "…"
+    if cut >= limit // 3:
+        return flat[:cut].strip()
+    points = [p for p in _cut_points(flat[:limit * 4]) if p <= limit - 1]
+    if not points:
+        return _CUT_MARK
+    return flat[:max(points)].rstrip(_CUT_TAIL) + _CUT_MARK
 
 
 _ASKS = re.compile(r"[?？]|[吗呢么][\s。！!]*$")
