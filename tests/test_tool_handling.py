@@ -364,3 +364,17 @@ def test_a_zero_item_share_reads_history_only_as_far_as_the_budget_reaches() -> 
         plan, Request(user_input="Next?", history=history))
     per_message = [d for d in ctx.report.decisions if d.source == "history" and d.count == 1]
     assert len(per_message) < 200, "the messages never read are one decision, not one each"
+
+
+@pytest.mark.parametrize("content, shown", [
+    ({"note": "null", "coupon": None, "gift": "true", "paid": True},
+     'note: "null", coupon: null, gift: "true", paid: true'),
+    ({"passengers": ["Doe; Jane", "Roe"]}, 'passengers: ["Doe; Jane"; Roe]'),
+    ({"success": True}, "success: true"),
+    ({"status": "ok", "message": "ok"}, "status: ok, message: ok"),
+    ({"": "VIP-1", "tier": 2}, '"": VIP-1, tier: 2'),
+])
+def test_compaction_never_shows_two_different_results_alike(content: Any, shown: str) -> None:
+    """A string that reads as a literal is quoted, a list item holding the separator too, a
+    result that is nothing but its success envelope keeps it, and an empty key is named."""
+    assert compact_tool_result("t", json.dumps(content)) == f"Tool result (t): {shown}"

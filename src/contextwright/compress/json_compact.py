@@ -186,6 +186,8 @@ def _unwrap(value: Any) -> Any:
     if not isinstance(value, Mapping):
         return value
     kept = {k: v for k, v in value.items() if not _is_ok_envelope(k, v)}
+    if not kept:  # nothing but the envelope: it is the whole answer ("success: true"), not {}
+        return value
     if len(kept) == 1:
         (only_key, only_value), = kept.items()
         if only_key in ("data", "result", "results", "response") and isinstance(
@@ -207,12 +209,13 @@ def _flatten(value: Any, path: str) -> Iterable[str]:
         if not value and path:
             yield f"{path}: {{}}"  # as an empty list shows as []: the key itself says something
         for key, child in value.items():
-            yield from _flatten(child, f"{path}.{key}" if path else str(key))
+            name = str(key) if key != "" else '""'  # an empty key still names its value
+            yield from _flatten(child, f"{path}.{name}" if path else name)
     elif isinstance(value, list):
         if _is_table(value):
             yield _table(value, path)
         elif all(not isinstance(child, Mapping | list) for child in value):
-            rendered = "; ".join(_scalar(child) for child in value)
+            rendered = "; ".join(_scalar(child, listed=True) for child in value)
             yield f"{path}: [{rendered}]" if path else f"[{rendered}]"
         else:
             for index, child in enumerate(value):
@@ -239,11 +242,23 @@ def _table(rows: list[Mapping[str, Any]], path: str) -> str:
     return f"{path or 'rows'} ({len(rows)} rows) [{columns}]: {body}"
 
 
-def _scalar(value: Any) -> str:
+_LITERALS = frozenset(("null", "true", "false"))
+
+
+def _scalar(value: Any, *, listed: bool = False) -> str:
+    """A JSON scalar as shown; a string that would read as something else is quoted.
+
+    The string ``"null"`` is not ``null``; in a list, a string holding the list's separator
+    (``"Doe; Jane"``), an empty one or one with outer spaces would read as other items.
+    """
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and not isinstance(value, JsonNumber) and (
+            value in _LITERALS or (listed and ("; " in value or value != value.strip()
+                                               or not value))):
+        return encode_basestring(value)
     return str(value)
 
 
