@@ -177,3 +177,15 @@ def test_a_clipped_need_never_shows_part_of_a_value(need: str, fact: str) -> Non
     assert summary.need.endswith("…")
     assert all(found == fact for found in extract_facts(summary.need)), summary.need
     assert fact in summary.facts
+
+
+def test_an_unrelated_actually_retracts_no_earlier_conclusion() -> None:
+    from contextwright.compress.summarize import ExtractiveSummarizer, verified
+
+    summary = verified(ExtractiveSummarizer(), None, [
+        Message(role="user", content="What is the status of order ORD-7788?"),
+        Message(role="assistant", content="Order ORD-7788 was delivered on 2024-05-02."),
+        Message(role="user", content="Actually my email is ann@example.com, please update it."),
+        Message(role="assistant", content="Email updated to ann@example.com.")], language="en")
+    assert "Order ORD-7788 was delivered on 2024-05-02." in summary.notes
+    assert not any("was Order ORD-7788" in line for line in summary.corrected)

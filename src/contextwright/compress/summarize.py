@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from contextwright.analysis import HAN, cjk_class, is_cjk_char
+from contextwright.analysis import HAN, analyzer, cjk_class, is_cjk_char
 from contextwright.compress.facts import (
     extract_facts,
     fact_key,
@@ -521,15 +521,30 @@ def _read_tool(state: _Merge, message: Message) -> None:
 
 
 def _mark_corrected(state: _Merge, correction: str) -> None:
-    """Seed 004 §5.3: say explicitly which earlier conclusion no longer holds."""
+    """Say explicitly which earlier conclusion no longer holds.
+
+    The newest note is taken as the one corrected only when the correction speaks of the same
+    thing as the note or the need it answers (a shared value or word): "Actually my email is …"
+    corrects nothing a note about a delivery said, and must not retract it; "Actually the
+    flight is HAT124" retracts the gate given for the flight the need named.
+    """
     new = _first_sentence(correction)
-    if state.notes:
+    if state.notes and _related(f"{state.need}\n{state.notes[-1]}", correction):
         old = state.notes.pop()
         marked = (f"{new}（已更正：原为 {old}）" if state.lang == "zh"
                   else f"{new} (corrected: was {old})")
     else:
         marked = f"{new}（已更正）" if state.lang == "zh" else f"{new} (corrected)"
     state.corrected.append(marked)
+
+
+def _related(said: str, correction: str) -> bool:
+    """Whether ``correction`` shares an exact value or a word (not a stop word) with ``said``."""
+    values = {fact_key(f) for f in extract_facts(said)}
+    if not values.isdisjoint(fact_key(f) for f in extract_facts(correction)):
+        return True
+    terms = analyzer("recall").term_set
+    return not terms(said).isdisjoint(terms(correction))
 
 
 # ----- fitting a cap ------------------------------------------------------------------------
