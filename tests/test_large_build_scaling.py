@@ -23,17 +23,15 @@ WORDS = ("weather", "order", "天气", "订单", "上海", "refund", "🙂", "�
 
 
 class _Recording:
-    """An o200k tokenizer that adds up the characters it is asked to encode."""
+    """A tokenizer that adds up the characters it is asked to count."""
 
-    name = "o200k_base"
-    exact = True
-
-    def __init__(self) -> None:
-        self._inner = OpenAITokenizer("o200k_base")
-        self.encoded = 0
+    def __init__(self, inner: OpenAITokenizer | EstimateTokenizer) -> None:
+        self._inner = inner
+        self.name, self.exact = inner.name, inner.exact
+        self.counted = 0
 
     def count(self, text: str) -> int:
-        self.encoded += len(text)
+        self.counted += len(text)
         tokens: int = self._inner.count(text)
         return tokens
 
@@ -49,36 +47,18 @@ def _document(seed: int, lines: int, words: int) -> str:
 
 
 def test_a_large_cut_encodes_a_small_multiple_of_what_it_keeps() -> None:
-    recording = _Recording()
+    recording = _Recording(OpenAITokenizer("o200k_base"))
     tokenizer = CountingTokenizer(recording)
     text = _document(20_251, 4_000, 30)
     kept = cut_around_keywords(text, "what about 上海 weather 12345", 30_000, tokenizer)
     assert 29_000 < tokenizer.count(kept) <= 30_000
     # Counted whole at each step, the span's growth encodes some 280 times the text kept here;
     # counted by parts, each piece is encoded a few times.
-    assert recording.encoded < 6 * len(kept)
-
-
-class _RecordingEstimate:
-    """The ``estimate`` tokenizer, adding up the characters it is asked to count."""
-
-    name = "estimate"
-    exact = False
-
-    def __init__(self) -> None:
-        self._inner = EstimateTokenizer()
-        self.counted = 0
-
-    def count(self, text: str) -> int:
-        self.counted += len(text)
-        return self._inner.count(text)
-
-    def truncate(self, text: str, max_tokens: int) -> str:
-        return self._inner.truncate(text, max_tokens)
+    assert recording.counted < 6 * len(kept)
 
 
 def test_a_large_estimated_cut_reads_a_small_multiple_of_what_it_keeps() -> None:
-    recording = _RecordingEstimate()
+    recording = _Recording(EstimateTokenizer())
     tokenizer = CountingTokenizer(recording)
     text = _document(20_252, 4_000, 30)
     kept = cut_around_keywords(text, "what about 上海 weather 12345", 30_000, tokenizer)

@@ -211,8 +211,11 @@ class CountingTokenizer:
         """
         if max_tokens <= 0:
             return ""
-        prefix = whole_clusters(text, self.inner.truncate(text, max_tokens))
-        while prefix and self.count(prefix) > max_tokens:  # a shorter text may merge otherwise
+        cut = self.inner.truncate(text, max_tokens)
+        prefix = whole_clusters(text, cut)
+        # The tokenizer's own prefix fits; one moved back to a cluster's start is counted again,
+        # since a shorter text may merge otherwise.
+        while prefix is not cut and prefix and self.count(prefix) > max_tokens:
             prefix = whole_clusters(text, prefix[:-1])
         return prefix
 
