@@ -189,3 +189,66 @@ def test_an_unrelated_actually_retracts_no_earlier_conclusion() -> None:
         Message(role="assistant", content="Email updated to ann@example.com.")], language="en")
     assert "Order ORD-7788 was delivered on 2024-05-02." in summary.notes
     assert not any("was Order ORD-7788" in line for line in summary.corrected)
+
+
+def _tool_turn(call_id: str, flights: str) -> list[Message]:
+    from contextwright.core.items import ToolCall
+    return [Message(role="assistant", content="",
+                    tool_calls=(ToolCall(id=call_id, name="search_flights",
+                                         arguments='{"destination": "SEA"}'),)),
+            Message(role="tool", content=flights, tool_call_id=call_id, name="search_flights")]
+
+
+def test_what_the_user_said_merges_ago_outlasts_what_a_tool_printed_since() -> None:
+    """The user id was said in the first merge; the second brings forty flights a search
+    printed. Under the cap the printed ones go first, whichever merge a fact came from."""
+    first = [user("Find me a flight to Seattle please."), assistant("Sure. Your user id?"),
+             user("It is nora_vance_5172, and my card is card_7741.")]
+    one = ExtractiveSummarizer().summarize(None, first, language="en")
+    flights = json.dumps([{"flight": f"HAT{n:03d}", "price": n + 100} for n in range(40)])
+    two = ExtractiveSummarizer().summarize(one, _tool_turn("s1", flights), language="en",
+                                           max_tokens=70, tokenizer=TOKENIZER)
+    assert two.truncated_facts > 0
+    assert {"nora_vance_5172", "card_7741"} <= set(two.facts)
+    assert set(two.unconfirmed) <= set(two.facts) - {"nora_vance_5172", "card_7741"}
+    # the mark survives the store
+    assert Summary.from_dict(json.loads(json.dumps(two.to_dict()))) == two
+
+
+def test_a_stored_summary_without_the_mark_counts_every_fact_as_confirmed() -> None:
+    stored = Summary.from_dict({"need": "Find a flight", "facts": ["nora_vance_5172"]})
+    flights = json.dumps([{"flight": f"HAT{n:03d}", "price": n + 100} for n in range(40)])
+    two = ExtractiveSummarizer().summarize(stored, _tool_turn("s1", flights), language="en",
+                                           max_tokens=60, tokenizer=TOKENIZER)
+    assert "nora_vance_5172" in two.facts
+
+
+def test_the_llm_summariser_is_not_shown_the_mark() -> None:
+    from contextwright.compress.summary_llm import summary_request
+    previous = Summary(need="x", facts=("HAT001",), unconfirmed=("HAT001",))
+    payload = json.loads(summary_request(previous, [user("hi")], "en")[1]["content"])
+    assert "unconfirmed" not in payload["previous_summary"]
+
+
+def test_a_correction_outlasts_the_tail_of_the_need() -> None:
+    """Both flights stay listed; without the correction line nothing says HAT123 is stale."""
+    need = ("Please book me the cheapest morning flight from Shanghai to Seattle next week, "
+            "window seat, vegetarian meal, and send the itinerary to my work address when done")
+    summary = Summary(need=need, facts=("HAT123", "HAT124"),
+                      corrected=("The flight is HAT124 (corrected: was HAT123)",))
+    assert TOKENIZER.count(summary.render("en")) > 60
+    fitted = fit_summary(summary, 60, TOKENIZER)
+    assert fitted.corrected == summary.corrected
+    assert fitted.facts == summary.facts
+    assert fitted.need.endswith("…") and need.startswith(fitted.need[:-1])
+
+
+def test_corrections_still_go_before_the_need_falls_under_a_quarter_of_the_cap() -> None:
+    need = "Please book the cheapest morning flight from Shanghai to Seattle next week"
+    corrections = tuple(f"Seat {n}A (corrected: was {n}C)" for n in range(10, 40))
+    summary = Summary(need=need, facts=("HAT124",), corrected=corrections)
+    fitted = fit_summary(summary, 80, TOKENIZER)
+    assert TOKENIZER.count(fitted.render("zh")) <= 80
+    assert 0 < len(fitted.corrected) < len(corrections)
+    assert fitted.corrected == corrections[-len(fitted.corrected):]  # the newest stay
+    assert TOKENIZER.count(fitted.need) >= 10

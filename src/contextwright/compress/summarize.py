@@ -36,6 +36,7 @@ __all__ = [
     "ExtractiveSummarizer",
     "Summarizer",
     "Summary",
+    "capped_summary",
     "check_summary",
     "condense_for_handoff",
     "confirmed_facts",
@@ -71,6 +72,9 @@ class Summary:
     """Other short points worth keeping (assistant conclusions)."""
     truncated_facts: int = 0
     """How many older facts were left out, in total, to fit a token cap."""
+    unconfirmed: tuple[str, ...] = ()
+    """The facts of ``facts`` that only a tool printed (no one stood behind them), kept across
+    merges so a cap still gives them up before what the user said merges ago. Not shown."""
     dropped: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """The facts ``fit_summary`` gave up in the call that made this summary (not stored):
     ``verified`` excuses a lost required fact only when the cap itself dropped it."""
@@ -108,14 +112,15 @@ class Summary:
         """Plain JSON-ready data for a store."""
         return {"need": self.need, "facts": list(self.facts),
                 "unresolved": list(self.unresolved), "corrected": list(self.corrected),
-                "notes": list(self.notes), "truncated_facts": self.truncated_facts}
+                "notes": list(self.notes), "truncated_facts": self.truncated_facts,
+                "unconfirmed": list(self.unconfirmed)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Summary:
         """Read ``to_dict``'s output back; ``SummaryError`` names a malformed field."""
         if not isinstance(data, Mapping):
             raise SummaryError("a summary record must be an object")
-        unknown = sorted(set(data) - {"need", "truncated_facts", *_LIST_FIELDS})
+        unknown = sorted(set(data) - {"need", "truncated_facts", "unconfirmed", *_LIST_FIELDS})
         if unknown:
             raise SummaryError(f"unknown summary field: {unknown[0]}")
         need = data.get("need", "")
@@ -124,7 +129,8 @@ class Summary:
             raise SummaryError("summary field need must be a string")
         if not isinstance(truncated, int) or isinstance(truncated, bool) or truncated < 0:
             raise SummaryError("summary field truncated_facts must be a non-negative integer")
-        lists = {name: _strings(data.get(name, ()), name) for name in _LIST_FIELDS}
+        lists = {name: _strings(data.get(name, ()), name)
+                 for name in (*_LIST_FIELDS, "unconfirmed")}
         return cls(need=need, truncated_facts=truncated, **lists)
 
     def _text(self) -> str:
@@ -341,15 +347,23 @@ def confirmed_facts(previous: Summary, messages: Iterable[Message]) -> tuple[str
     """Facts someone stood behind, not just a tool printed.
 
     Those the user or the assistant wrote, or a tool call used as an argument, in ``messages``;
-    and facts of ``previous`` that its other parts (need, open items, corrections, notes) name.
+    the facts of ``previous`` it does not mark ``unconfirmed``; and those it marks that its
+    other parts (need, open items, corrections, notes) name.
     """
     messages = list(messages)
     spoken = [m for m in messages if m.role in ("user", "assistant")]
     found = facts_of_messages(spoken, grounding=messages)
     context = fact_key(" ".join((previous.need, *previous.unresolved, *previous.corrected,
                                  *previous.notes)))
-    carried = [f for f in previous.facts if fact_key(f) in context]
+    printed = {fact_key(f) for f in previous.unconfirmed}
+    carried = [f for f in previous.facts if fact_key(f) not in printed or fact_key(f) in context]
     return _merge_facts(carried, found)
+
+
+def marking_unconfirmed(summary: Summary, confirmed: Iterable[str]) -> Summary:
+    """``summary`` with its facts that are not in ``confirmed`` marked ``unconfirmed``."""
+    keys = {fact_key(f) for f in confirmed}
+    return replace(summary, unconfirmed=tuple(f for f in summary.facts if fact_key(f) not in keys))
 
 
 def _merge_facts(old: Iterable[str], new: Iterable[str]) -> tuple[str, ...]:
@@ -420,8 +434,7 @@ class ExtractiveSummarizer:
             corrected=tuple(dict.fromkeys(state.corrected)),
             notes=tuple(dict.fromkeys(state.notes))[-MAX_NOTES:],
             truncated_facts=base.truncated_facts)
-        return fit_summary(summary, max_tokens, tokenizer,
-                           confirmed=confirmed_facts(base, messages))
+        return capped_summary(summary, max_tokens, tokenizer, confirmed_facts(base, messages))
 
 
 def _read(state: _Merge, message: Message) -> None:
@@ -549,17 +562,26 @@ def _related(said: str, correction: str) -> bool:
 
 # ----- fitting a cap ------------------------------------------------------------------------
 
+def capped_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer | None,
+                   confirmed: Iterable[str]) -> Summary:
+    """A merge's summary marked with what is not ``confirmed``, then fitted to the cap."""
+    confirmed = tuple(confirmed)
+    return fit_summary(marking_unconfirmed(summary, confirmed), max_tokens, tokenizer,
+                       confirmed=confirmed)
+
+
 def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer | None, *,
                 confirmed: Iterable[str] = ()) -> Summary:
     """The summary cut until its rendering, in either language, fits ``max_tokens``.
 
-    Order of sacrifice: notes (oldest first), unresolved (oldest first), corrections (oldest
-    first), then the need is shortened (cut between words and outside any exact fact, marked
-    "…", so no piece of a value is shown as if it were one). Facts go only if the facts alone
-    do not fit (the need then keeps at most a quarter of the cap): first those seen only in
-    tool output, then the ``confirmed`` ones — said by the user or the assistant, or used as
-    tool-call arguments — each oldest first, so the newest confirmed facts stay;
-    ``truncated_facts`` counts what went.
+    Order of sacrifice: notes (oldest first), unresolved (oldest first), then the need is
+    shortened (cut between words and outside any exact fact, marked "…", so no piece of a
+    value is shown as if it were one); corrections (oldest first) go only when the need cut to
+    a quarter of the cap does not fit beside them. Facts go only if the facts alone do not fit
+    (the need then keeps at most a quarter of the cap): first those seen only in tool output
+    (``unconfirmed``, across merges), then the ``confirmed`` ones — said by the user or the
+    assistant, or used as tool-call arguments — each oldest first, so the newest confirmed
+    facts stay; ``truncated_facts`` counts what went.
     """
     if max_tokens is None:
         return summary
@@ -571,7 +593,9 @@ def fit_summary(summary: Summary, max_tokens: int | None, tokenizer: Tokenizer |
     if fitted is summary:
         return summary
     shown = [*summary.facts, *extract_facts(_shown_text(summary))]
-    return replace(fitted, dropped=missing_facts(_shown_text(fitted), shown))
+    kept = {fact_key(f) for f in fitted.facts}
+    return replace(fitted, dropped=missing_facts(_shown_text(fitted), shown),
+                   unconfirmed=tuple(f for f in fitted.unconfirmed if fact_key(f) in kept))
 
 
 def _fit(summary: Summary, max_tokens: int, tokenizer: Tokenizer,
@@ -583,19 +607,24 @@ def _fit(summary: Summary, max_tokens: int, tokenizer: Tokenizer,
 
     if fits(summary):
         return summary
-    for name in ("notes", "unresolved", "corrected"):
+    for name in ("notes", "unresolved"):
         while getattr(summary, name) and not fits(summary):
             summary = replace(summary, **{name: getattr(summary, name)[1:]})
     if fits(summary):
         return summary
+    # A correction is all that says a listed value is stale ("was HAT123"), so it outlasts the
+    # need's tail: corrections go, oldest first, only while a need cut to a quarter of the cap
+    # does not fit beside them.
+    quarter = _cut_need(summary.need, lambda need: tokenizer.count(need) <= max_tokens // 4)
+    while summary.corrected and not fits(replace(summary, need=quarter)):
+        summary = replace(summary, corrected=summary.corrected[1:])
     counted = _counting_need_facts(summary)
     if fits(replace(summary, need="")):
         return counted(replace(summary, need=_cut_need(
             summary.need, lambda need: fits(counted(replace(summary, need=need))))))
     # The facts alone are too many: the need keeps at most a quarter of the cap, facts the rest.
     keys = {fact_key(f) for f in confirmed}
-    short = replace(summary, need=_cut_need(
-        summary.need, lambda need: tokenizer.count(need) <= max_tokens // 4))
+    short = replace(summary, need=quarter)
     try:
         return _facts_that_fit(short, fits, keys, counted)
     except SummaryError:
@@ -750,5 +779,5 @@ def condense_for_handoff(previous: Summary | None, window: Sequence[Message], *,
     plus corrections, within ``max_tokens``; notes are left out.
     """
     merged = ExtractiveSummarizer().summarize(previous, window, language=language)
-    return fit_summary(replace(merged, notes=()), max_tokens, tokenizer,
-                       confirmed=confirmed_facts(previous or Summary(), window))
+    return capped_summary(replace(merged, notes=()), max_tokens, tokenizer,
+                          confirmed_facts(previous or Summary(), window))

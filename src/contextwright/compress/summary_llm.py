@@ -23,9 +23,9 @@ from contextwright.compress.summarize import (
     Summary,
     _language,
     _merge_facts,
+    capped_summary,
     confirmed_facts,
     facts_of_messages,
-    fit_summary,
     without_echoed_framing,
 )
 from contextwright.core.fence import DEFAULT_FENCE_KEY, deployment_fence_key, fence
@@ -103,8 +103,7 @@ class LLMSummarizer:
             raise SummaryError(f"the summary model call failed ({exc.kind})") from exc
         summary = without_echoed_framing(parse_summary_reply(reply), messages, base)
         summary = replace(summary, truncated_facts=base.truncated_facts)
-        return fit_summary(summary, max_tokens, tokenizer,
-                           confirmed=confirmed_facts(base, messages))
+        return capped_summary(summary, max_tokens, tokenizer, confirmed_facts(base, messages))
 
 
 def summary_request(previous: Summary, messages: Sequence[Message], language: str,
@@ -117,7 +116,8 @@ def summary_request(previous: Summary, messages: Sequence[Message], language: st
     results (``fence.fence_key``).
     """
     payload = {
-        "previous_summary": previous.to_dict(),
+        # Which facts only a tool printed is the cap's business, not the model's.
+        "previous_summary": {k: v for k, v in previous.to_dict().items() if k != "unconfirmed"},
         "new_messages": [_message_entry(m, key) for m in messages if m.role != "system"],
         "required_facts": list(_merge_facts(previous.facts, facts_of_messages(messages))),
     }
