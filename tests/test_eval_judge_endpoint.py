@@ -126,6 +126,29 @@ def test_only_the_endpoint_statuses_stop_a_run_a_bad_request_fails_its_case() ->
     assert not any(stops_the_run(status(code)) for code in (400, 413, 422))
 
 
+@pytest.mark.parametrize("command", ["cases", "ablate"])
+def test_a_run_whose_every_request_is_refused_prints_its_table_and_exits_1(
+        tmp_path: Path, command: str) -> None:
+    """A 400 fails only its task, but a run with tasks left unjudged must not pass a CI check."""
+    cases = cases_file(tmp_path, 3)
+    with FakeOpenAIServer(responder=lambda _: error(400)) as fake:
+        result = CliRunner().invoke(eval_app, [
+            command, *(["cases"] if command == "ablate" else []), str(cases),
+            "--judge-base-url", fake.base_url, "--judge-model", "judge",
+            "--cache-dir", str(tmp_path / "cache"), "--yes", "--json"])
+        sent = len(fake.requests)
+    assert result.exit_code == 1, result.stderr
+    assert sent >= 3  # every task was asked: a 400 stops nothing
+    assert json.loads(result.stdout)  # the table is still printed
+    assert "judged task(s) failed at the endpoint" in result.stderr
+
+
+def test_a_judged_run_with_every_call_answered_exits_0(tmp_path: Path) -> None:
+    with FakeOpenAIServer(responder=answer_or_grade) as fake:
+        result = judged_cases(fake.base_url, cases_file(tmp_path, 3), tmp_path / "cache")
+    assert result.exit_code == 0, result.stderr
+
+
 # --- the reply cache ---------------------------------------------------------------------------
 
 

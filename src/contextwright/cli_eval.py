@@ -7,8 +7,8 @@ compares it with a saved run (``--baseline``, ``--save``); ``ablate`` reruns a s
 file without each source or plan option in turn. Both may also have a model answer from each
 context and a judge score it (``--judge-base-url``). Exit codes: 2 when a file, plan or option is
 bad (one-line message on stderr); 1 when a contextwright build failed or broke a tool pair, a
-case regressed against the baseline, a judged run was not confirmed, or its endpoint failed (the
-table is printed when there is one); else 0.
+case regressed against the baseline, a judged run was not confirmed, its endpoint failed, or a
+judged task's call was refused (the table is printed when there is one); else 0.
 """
 
 from __future__ import annotations
@@ -387,7 +387,7 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
         cases = _load_cases(file)
         run = CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent)
         builder = ContextBuilder(tokenizer=tokenizer)
-        result = _run_cases(cases, builder, run, str(file), settings, tokenizer)
+        result, failed = _run_cases(cases, builder, run, str(file), settings, tokenizer)
     if save is not None:
         _write_json(save, result.to_dict())
     regressions = find_regressions(result, saved, tolerances) if saved is not None else []
@@ -395,7 +395,20 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
                  missing_from_run(result, saved) if saved is not None else [],
                  new_in_run(result, saved) if saved is not None else [])
     integrity = result.overall.get("pair_integrity")
+    _exit_on_failed_calls(failed)
     if regressions or result.failures or (integrity is not None and integrity < 1.0):
+        raise typer.Exit(1)
+
+
+def _exit_on_failed_calls(failed: int) -> None:
+    """Exit 1 when model calls of a judged run failed at the endpoint (after the output).
+
+    Such a task is left unjudged, not scored wrong: a run whose every call was refused (a 400
+    for each request) would otherwise pass a CI check with nothing judged.
+    """
+    if failed:
+        typer.echo(f"error: {failed} judged task(s) failed at the endpoint (see the notes); "
+                   "run again to ask them again", err=True)
         raise typer.Exit(1)
 
 
@@ -423,14 +436,17 @@ def _exits_on_errors() -> Iterator[None]:
 
 
 def _run_cases(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun, source: str,
-               settings: _JudgeSettings | None, tokenizer: str) -> CasesResult:
+               settings: _JudgeSettings | None, tokenizer: str) -> tuple[CasesResult, int]:
+    """The run's result, and how many judged tasks failed at the endpoint."""
     if settings is None:
         with _progress(len(cases)) as advance:
-            return run_cases(cases, builder, run, source=source, on_result=lambda _: advance())
+            return run_cases(cases, builder, run, source=source,
+                             on_result=lambda _: advance()), 0
     with _judging(settings, tokenizer, len(cases)) as judging:
-        return judge_cases(cases, builder, run, judging.judge, confirm=judging.confirm,
-                           source=source, on_result=lambda _: judging.built(),
-                           on_calls=judging.called, concurrency=settings.concurrency)
+        result = judge_cases(cases, builder, run, judging.judge, confirm=judging.confirm,
+                             source=source, on_result=lambda _: judging.built(),
+                             on_calls=judging.called, concurrency=settings.concurrency)
+        return result, len(judging.judge.errors)
 
 
 def _plan(name: str | None) -> BuildPlan | None:
@@ -491,11 +507,12 @@ def ablate(context: typer.Context, target: TargetArgument, file: FileArgument = 
                                answer_max_tokens, timeout, concurrency)
     with _exits_on_errors():
         chosen = _target(target, file, data, plan, budget, limit, tokenizer)
-        result = _ablate(chosen, settings, tokenizer)
+        result, failed = _ablate(chosen, settings, tokenizer)
     if json_output:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) + "\n")
     else:
         typer.echo(format_ablation(result))
+    _exit_on_failed_calls(failed)
 
 
 def _load_cases(file: Path) -> tuple[EvalCase, ...]:
@@ -532,15 +549,17 @@ def _target(name: str, file: Path | None, data: Path | None, plan: str | None,
 
 
 def _ablate(target: Target, settings: _JudgeSettings | None, tokenizer: str
-            ) -> AblationResult:
+            ) -> tuple[AblationResult, int]:
+    """The ablation, and how many judged tasks failed at the endpoint."""
     total = len(target) * len(target.budgets) * (1 + len(ablations(target.plans())))
     if settings is None:
         with _progress(total) as advance:
-            return run_ablation(target, on_built=lambda *_: advance())
+            return run_ablation(target, on_built=lambda *_: advance()), 0
     with _judging(settings, tokenizer, total) as judging:
-        return judge_ablation(target, judging.judge, confirm=judging.confirm,
-                              on_calls=judging.called, on_built=lambda *_: judging.built(),
-                              concurrency=settings.concurrency)
+        result = judge_ablation(target, judging.judge, confirm=judging.confirm,
+                                on_calls=judging.called, on_built=lambda *_: judging.built(),
+                                concurrency=settings.concurrency)
+        return result, len(judging.judge.errors)
 
 
 @dataclass(slots=True, kw_only=True)
