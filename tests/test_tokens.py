@@ -188,7 +188,7 @@ def test_exact_tokenizers_are_reported_exact() -> None:
 
 
 @pytest.mark.parametrize("text", ["今天上海天气多云二十五摄氏度" * 50, "中" * 10_000,
-                                  "こんにちは世界" * 30, "안녕하세요 세계" * 30])
+                                  "こんにちは世界" * 30])
 def test_estimator_counts_about_one_token_per_cjk_character(text: str) -> None:
     wide = sum(1 for ch in text if not ch.isspace())
     assert 0.9 * wide <= get_tokenizer("estimate").count(text) <= 1.2 * len(text)

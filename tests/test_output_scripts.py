@@ -1,0 +1,125 @@
+"""Text in every script is counted, written and cut as its readers see it.
+
+The ``estimate`` tokenizer errs high for each script (it stands in for a model whose tokenizer
+is unknown, so counting low would let a build run past the window), while its English and
+Chinese estimates stay what they were.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextwright.core.cutting import _Counts, _kept, _pieces, _Text
+from contextwright.tokens import get_tokenizer
+from contextwright.tokens._estimate import estimate_from_parts, estimate_parts, estimate_tokens
+
+# Sentences written for these tests: a shopping errand, a support request, chat.
+SENTENCES = {
+    "russian": "Сегодня утром я пошёл в магазин, чтобы купить хлеб, молоко и несколько яблок "
+               "на выходные. Номер заказа A1B2C3, доставка ожидается в пятницу.",
+    "ukrainian": "Будь ласка, перевірте, чи правильно вказана адреса доставки, бо посилка досі "
+                 "не прийшла.",
+    "kazakh": "Бүгін таңертең мен дүкенге нан мен сүт сатып алуға бардым. Тапсырыс нөмірі "
+              "A1B2C3.",
+    "mongolian": "Өнөө өглөө би дэлгүүрт талх, сүү авахаар очсон. Захиалгын дугаар A1B2C3.",
+    "greek": "Σήμερα το πρωί πήγα στο μαγαζί να αγοράσω ψωμί, γάλα και μερικά μήλα για το "
+             "Σαββατοκύριακο. Ο αριθμός παραγγελίας είναι A1B2C3.",
+    "arabic": "من فضلك تحقق من حالة طلبي، فقد وعد المندوب بالاتصال قبل الظهر لكنه لم يتصل حتى الآن.",
+    "arabic with harakat": "ذَهَبْتُ هٰذَا الصَّبَاحَ إِلَى المَتْجَرِ لِشِرَاءِ الخُبْزِ وَالحَلِيبِ.",
+    "persian": "امروز صبح به فروشگاه رفتم تا برای آخر هفته نان، شیر و چند سیب بخرم.",
+    "urdu": "براہ کرم میرے آرڈر کی صورتحال چیک کریں، کورئیر نے دوپہر سے پہلے فون کرنے کا وعدہ کیا تھا۔",
+    "hebrew": "הבוקר הלכתי לחנות לקנות לחם, חלב וכמה תפוחים לסוף השבוע. מספר ההזמנה הוא A1B2C3.",
+    "hebrew with points": "בְּרֵאשִׁית בָּרָא אֱלֹהִים אֵת הַשָּׁמַיִם וְאֵת הָאָרֶץ",
+    "hindi": "कृपया मेरे ऑर्डर की स्थिति जाँचें, कूरियर ने दोपहर से पहले फ़ोन करने का वादा किया "
+             "था लेकिन अभी तक कॉल नहीं आया।",
+    "sanskrit": "धर्मक्षेत्रे कुरुक्षेत्रे समवेता युयुत्सवः। मामकाः पाण्डवाश्चैव किमकुर्वत सञ्जय॥",
+    "bengali": "দয়া করে আমার অর্ডারের অবস্থা দেখুন, কুরিয়ার দুপুরের আগে ফোন করবে বলেছিল।",
+    "tamil": "தயவுசெய்து என் ஆர்டரின் நிலையைச் சரிபார்க்கவும், கூரியர் மதியத்திற்கு முன் "
+             "அழைப்பதாகச் சொன்னார்.",
+    "telugu": "ఈ రోజు ఉదయం వారాంతం కోసం రొట్టె, పాలు మరియు కొన్ని ఆపిల్స్ కొనడానికి దుకాణానికి "
+              "వెళ్ళాను.",
+    "gujarati": "આજે સવારે હું સપ્તાહના અંત માટે બ્રેડ, દૂધ અને થોડા સફરજન ખરીદવા દુકાને ગયો.",
+    "odia": "ଆଜି ସକାଳେ ମୁଁ ସପ୍ତାହାନ୍ତ ପାଇଁ ରୁଟି, କ୍ଷୀର ଓ କିଛି ସେଓ କିଣିବାକୁ ଦୋକାନକୁ ଗଲି।",
+    "sinhala": "අද උදේ මම සති අන්තය සඳහා පාන්, කිරි සහ ඇපල් කිහිපයක් මිලදී ගැනීමට කඩයට ගියෙමි.",
+    "thai": "กรุณาตรวจสอบสถานะคำสั่งซื้อของฉัน พนักงานส่งของสัญญาว่าจะโทรมาก่อนเที่ยงแต่ยังไม่ได้โทรมาเลย",
+    "lao": "ເຊົ້ານີ້ຂ້ອຍໄປຮ້ານເພື່ອຊື້ເຂົ້າຈີ່ ນົມ ແລະ ໝາກແອັບເປີ້ນຈຳນວນໜຶ່ງສຳລັບທ້າຍອາທິດ",
+    "khmer": "ព្រឹកនេះខ្ញុំបានទៅហាងដើម្បីទិញនំបុ័ង ទឹកដោះគោ និងផ្លែប៉ោមមួយចំនួនសម្រាប់ចុងសប្តាហ៍",
+    "burmese": "ဒီနေ့မနက် ကျွန်တော် စနေတနင်္ဂနွေအတွက် ပေါင်မုန့်၊ နို့နဲ့ ပန်းသီးအနည်းငယ် ဝယ်ဖို့ "
+               "ဆိုင်ကို သွားခဲ့တယ်။",
+    "tibetan": "དེ་རིང་ཞོགས་པ་ང་ཚོང་ཁང་ལ་བག་ལེབ་དང་འོ་མ་ཉོ་བར་ཕྱིན།",
+    "georgian": "გთხოვთ, შეამოწმოთ ჩემი შეკვეთის სტატუსი, კურიერმა შუადღემდე დარეკვა დამპირდა.",
+    "armenian": "Խնդրում եմ ստուգել իմ պատվերի կարգավիճակը, առաքիչը խոստացել էր զանգահարել "
+                "մինչև կեսօր։",
+    "amharic": "እባክዎን የትዕዛዜን ሁኔታ ያረጋግጡ፣ አድራሹ ከቀትር በፊት እንደሚደውል ቃል ገብቶ ነበር።",
+    "korean": "오늘 공원에서 산책했는데 날씨가 정말 좋았어요. 강아지도 신나서 뛰어다녔어요.",
+    "korean chat": "ㅋㅋㅋ 진짜? 나도 어제 그 영화 봤는데 완전 재밌더라 ㅎㅎ",
+    "japanese kana": "きょうはこうえんでさんぽしました。いぬもうれしそうにはしりまわっていました。",
+    "vietnamese": "Vui lòng kiểm tra trạng thái đơn hàng của tôi, người giao hàng hứa sẽ gọi "
+                  "trước buổi trưa nhưng vẫn chưa gọi.",
+    "yoruba": "Ní àárọ̀ yìí, mo lọ sí ṣọ́ọ̀bù láti ra búrẹ́dì, wàrà àti àwọn èso ápù díẹ̀.",
+    "combining accents": "Ce matin, je suis alle\u0301 au cafe\u0301 pre\u0300s de l'e\u0301cole.",
+    "stacked marks": "z\u0338\u0322\u031ba\u0337\u0327\u035dl\u0335\u0328\u031bg\u0336\u0321"
+                     "\u0360o\u0334\u0322\u0358",
+    "mathematics": "∀x ∈ ℝ: x² ≥ 0 ⇒ √(x²) = |x| ≈ 3.14 → ∞ ≠ ∅ ∑ ∫ ∂ ∇ ⊂ ⊆ ∪ ∩ ≤ ≥ ± × ÷",
+    "symbols": "✓ done ✗ failed → next ★★★☆☆ ♥ ☎ ✉ ☀ ☂ ♫ € £ ¥ © ® ™ § ¶ • … «guillemets»",
+    "box drawing": "┌──────┬──────┐\n│ name │ qty  │\n├──────┼──────┤\n│ milk │ 2    │\n"
+                   "└──────┴──────┘",
+    "code with a russian comment": "def get_user(id):\n    # Получить пользователя по "
+                                   "идентификатору\n    return db.query(User).get(id)",
+    "hindi mixed with english": "मेरा order ID A1B2C3 है, delivery कब तक होगी? Please जल्दी बताइए।",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SENTENCES))
+def test_the_estimate_is_at_least_both_openai_counts_in_every_script(name: str) -> None:
+    text = SENTENCES[name]
+    for repeat in (1, 20):
+        sample = (text + "\n") * repeat
+        real = max(get_tokenizer(encoding).count(sample)
+                   for encoding in ("o200k_base", "cl100k_base"))
+        assert get_tokenizer("estimate").count(sample) >= real
+
+
+@pytest.mark.parametrize(("text", "estimate"), [
+    ("The quick brown fox jumps over the lazy dog. " * 100, 1125),
+    ("上下文工程管的是这一整坨东西怎么组织、怎么裁剪、怎么排序。" * 30, 870),
+    ("他说：“订单 A1B2C3 明天到——别急……” 金额￥1,299.00，共3件。", 23),
+    ("She said: “It’s fine — really…” and paid $1,299.00 for 3 items.", 16),
+    ("\U0001f389 party " * 10, 48),
+])
+def test_english_and_chinese_estimates_are_what_they_were(text: str, estimate: int) -> None:
+    assert estimate_tokens(text) == estimate
+
+
+_MIXED = st.text(alphabet=st.sampled_from(
+    "ab \n。中한글кирΣαעבربहिंथา\u0301\u200d€✓─\U0001f600ệ" + "".join(SENTENCES["kazakh"][:8])),
+    max_size=40)
+
+
+@given(pieces=st.lists(_MIXED, max_size=6))
+def test_estimate_parts_add_up_over_a_concatenation(pieces: list[str]) -> None:
+    total = [0, 0, 0]
+    for piece in pieces:
+        total = [sum(pair) for pair in zip(total, estimate_parts(piece), strict=True)]
+    whole = "".join(pieces)
+    assert tuple(total) == estimate_parts(whole)
+    assert estimate_from_parts(*total) == estimate_tokens(whole)
+
+
+def test_a_span_of_any_script_counted_by_running_parts_is_counted_as_the_whole() -> None:
+    tokenizer = get_tokenizer("estimate")
+    rng = random.Random("scripts")
+    lines = [text for text in SENTENCES.values() if "\n" not in text]
+    text = "\n".join(rng.choice(lines) for _ in range(60))
+    spans = _pieces(text)
+    cut = _Text(text, False, spans, [0] * len(spans))
+    counts = _Counts(cut, tokenizer)
+    for _ in range(200):
+        low, high = sorted((rng.randrange(len(spans)), rng.randrange(len(spans))))
+        whole = tokenizer.count(_kept(cut, low, high))
+        assert counts.kept(low, high) == whole
+        assert counts.fits(low, high, whole) and not counts.fits(low, high, whole - 1)
