@@ -181,8 +181,11 @@ class ContextBuilder:
         how much of the request repeats the previous one's prefix, where it broke and why.
         ``cache=True`` (or a ``CachePolicy``) builds that way from the first call, so the second
         call can already continue it; ``cache=False`` turns it off even with ``previous``.
-        ``cache_key`` names the conversation for OpenAI's ``prompt_cache_key``.
+        ``cache_key`` names the conversation for OpenAI's ``prompt_cache_key`` (a key over the
+        64 characters OpenAI takes is sent as a stable shortened id of it).
         """
+        if cache_key is not None and not isinstance(cache_key, str):
+            raise InvalidInputError("cache_key must be a string (it names the conversation)")
         plan = self.effective_plan(plan)
         policy = cache_policy(cache, previous)
         run = partial(build_context, plan, request, self._sources, self.tokenizer, target,

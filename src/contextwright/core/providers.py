@@ -170,9 +170,13 @@ class CallIds:
     def _shaped(self, call_id: str) -> str:
         """``call_id`` with the characters and length the format takes."""
         limit = self.rules.max_chars
-        base = (_SAFE_ID.sub("_", call_id) or "call") if self.rules.safe_chars else call_id
-        if base != call_id:
-            self.reasons["with characters the API refuses"] = None
+        if not call_id:  # some OpenAI-compatible servers answer calls with an empty id
+            self.reasons["empty"] = None
+            base = "call"
+        else:
+            base = _SAFE_ID.sub("_", call_id) if self.rules.safe_chars else call_id
+            if base != call_id:
+                self.reasons["with characters the API refuses"] = None
         if limit is not None and len(base) > limit:
             self.reasons[f"longer than the API takes ({limit} characters)"] = None
             return shortened_id(call_id, limit)
@@ -193,6 +197,19 @@ def shortened_id(call_id: str, limit: int) -> str:
     digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
     start = _SAFE_ID.sub("_", call_id)[: limit - _ID_HASH_CHARS - 1]
     return f"{start}_{digest[:_ID_HASH_CHARS]}"
+
+
+MAX_PROMPT_CACHE_KEY = 64
+"""OpenAI refuses a longer ``prompt_cache_key`` (HTTP 400 on every call that sends it)."""
+
+
+def prompt_cache_key(key: str) -> str:
+    """``key`` as OpenAI takes it: a longer one shortened to a stable id of its whole text.
+
+    A conversation id such as ``user:<uuid>:session:<uuid>`` (86 characters) stays one cache
+    line, and two long keys that share a start stay apart.
+    """
+    return key if len(key) <= MAX_PROMPT_CACHE_KEY else shortened_id(key, MAX_PROMPT_CACHE_KEY)
 
 
 def renamed_note(ids: CallIds) -> list[str]:
@@ -414,7 +431,7 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
     if settings.max_output_tokens:
         body[settings.max_tokens_field] = settings.max_output_tokens
     if settings.cache_key:
-        body["prompt_cache_key"] = settings.cache_key
+        body["prompt_cache_key"] = prompt_cache_key(settings.cache_key)
     _tool_settings(body, schemas, settings, _openai_tool_choice)
     names = speaker_note(messages, lambda m: chat_speaker(m) is not None,
                          "Chat Completions takes a message name of 1 to 64 A-Z a-z 0-9 _ -")
@@ -500,7 +517,7 @@ def openai_responses(system: str, messages: Sequence[Message],
     if settings.max_output_tokens:
         body["max_output_tokens"] = settings.max_output_tokens
     if settings.cache_key:
-        body["prompt_cache_key"] = settings.cache_key
+        body["prompt_cache_key"] = prompt_cache_key(settings.cache_key)
     _tool_settings(body, schemas, settings, _responses_tool_choice)
     names = speaker_note(messages, lambda m: False,
                          "a Responses API message has no name field")
