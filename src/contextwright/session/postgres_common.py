@@ -496,10 +496,9 @@ def psycopg_module() -> Any:
 def postgres_errors() -> Iterator[None]:
     """Map driver errors onto the store's error tree, without the driver's text.
 
-    Works around ``await`` as well.
+    Works around ``await`` as well. Without the driver, ``StoreUnavailable`` names the extra.
     """
-    import psycopg
-
+    psycopg = psycopg_module()
     try:
         yield
     except psycopg.OperationalError as exc:
