@@ -7,7 +7,12 @@ Chinese estimates stay what they were.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -28,10 +33,12 @@ SENTENCES = {
     "mongolian": "Өнөө өглөө би дэлгүүрт талх, сүү авахаар очсон. Захиалгын дугаар A1B2C3.",
     "greek": "Σήμερα το πρωί πήγα στο μαγαζί να αγοράσω ψωμί, γάλα και μερικά μήλα για το "
              "Σαββατοκύριακο. Ο αριθμός παραγγελίας είναι A1B2C3.",
-    "arabic": "من فضلك تحقق من حالة طلبي، فقد وعد المندوب بالاتصال قبل الظهر لكنه لم يتصل حتى الآن.",
+    "arabic": "من فضلك تحقق من حالة طلبي، فقد وعد المندوب بالاتصال قبل الظهر "
+              "لكنه لم يتصل حتى الآن.",
     "arabic with harakat": "ذَهَبْتُ هٰذَا الصَّبَاحَ إِلَى المَتْجَرِ لِشِرَاءِ الخُبْزِ وَالحَلِيبِ.",
     "persian": "امروز صبح به فروشگاه رفتم تا برای آخر هفته نان، شیر و چند سیب بخرم.",
-    "urdu": "براہ کرم میرے آرڈر کی صورتحال چیک کریں، کورئیر نے دوپہر سے پہلے فون کرنے کا وعدہ کیا تھا۔",
+    "urdu": "براہ کرم میرے آرڈر کی صورتحال چیک کریں، کورئیر نے دوپہر سے پہلے "
+            "فون کرنے کا وعدہ کیا تھا۔",
     "hebrew": "הבוקר הלכתי לחנות לקנות לחם, חלב וכמה תפוחים לסוף השבוע. מספר ההזמנה הוא A1B2C3.",
     "hebrew with points": "בְּרֵאשִׁית בָּרָא אֱלֹהִים אֵת הַשָּׁמַיִם וְאֵת הָאָרֶץ",
     "hindi": "कृपया मेरे ऑर्डर की स्थिति जाँचें, कूरियर ने दोपहर से पहले फ़ोन करने का वादा किया "
@@ -123,3 +130,40 @@ def test_a_span_of_any_script_counted_by_running_parts_is_counted_as_the_whole()
         whole = tokenizer.count(_kept(cut, low, high))
         assert counts.kept(low, high) == whole
         assert counts.fits(low, high, whole) and not counts.fits(low, high, whole - 1)
+
+
+# --- the command line writes UTF-8 whatever the console's encoding ---------------------------
+
+_CLI = [sys.executable, "-c", "from contextwright.cli import main; main()"]
+_ASKED = "我的订单 ＡＢ１２ 到哪儿了？👋 Ελληνικά, ありがとう"
+_REQUEST = {"system": "你是客服助手。", "user_input": _ASKED,
+            "history": [{"role": "user", "content": "你好 🙂"},
+                        {"role": "assistant", "content": "您好！请问有什么可以帮您？"}]}
+
+
+def _run(args: list[str], encoding: str) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+    return subprocess.run([*_CLI, *args], capture_output=True, env=env, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "cp936", "ascii"])
+@pytest.mark.parametrize("fmt", ["text", "openai"])
+def test_build_writes_utf8_json_whatever_the_console_encoding(
+        tmp_path: Path, encoding: str, fmt: str) -> None:
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(_REQUEST, ensure_ascii=False), "utf-8")
+    completed = _run(["build", "--request", str(request), "--format", fmt], encoding)
+    assert completed.returncode == 0, completed.stderr.decode("utf-8", "replace")
+    output = json.loads(completed.stdout.decode("utf-8"))
+    shown = json.dumps(output, ensure_ascii=False)
+    assert _ASKED in shown and "你好 🙂" in shown
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "cp936"])
+def test_a_failure_naming_user_text_is_one_utf8_error_line(tmp_path: Path, encoding: str) -> None:
+    missing = tmp_path / "请求 🙂.json"
+    completed = _run(["build", "--request", str(missing)], encoding)
+    assert completed.returncode == 2
+    assert completed.stdout == b""
+    lines = completed.stderr.decode("utf-8").splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "请求 🙂.json" in lines[0]

@@ -27,6 +27,7 @@ from contextwright.cli_common import (
     is_stdin,
     library_errors,
     read_stdin,
+    write_utf8,
 )
 from contextwright.cli_eval import eval_app
 from contextwright.cli_observe import diff, inspect, replay, snapshots_app
@@ -226,5 +227,6 @@ def agent(
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point: every command writes UTF-8 (``write_utf8``)."""
+    write_utf8()
     app()

@@ -7,6 +7,7 @@ the command documents another. No command lets a ``ContextwrightError`` become a
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,6 +45,20 @@ def printable(text: str) -> str:
     """
     escaped = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped)
+
+
+def write_utf8() -> None:
+    """Make standard output and error write UTF-8, whatever the console's encoding says.
+
+    Output redirected to a file on Windows is cp1252 or cp936 (GBK), which cannot hold most of
+    what a context holds (Chinese, emoji): every command that prints user content would fail
+    half-way. Output is JSON or text for files and pipes, and JSON is UTF-8. A character UTF-8
+    cannot hold (a lone surrogate of stored content) is written as its escape, which is valid
+    JSON and keeps an error on one line.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(encoding="utf-8", errors="backslashreplace")
 
 
 def progress_bar(*columns: str | ProgressColumn) -> Progress:
