@@ -18,8 +18,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contextwright.compress.tool_results import reduce_tool_result
 from contextwright.core.cutting import _Counts, _kept, _pieces, _Text
+from contextwright.core.fence import short_label
 from contextwright.tokens import get_tokenizer
+from contextwright.tokens._base import whole_clusters
 from contextwright.tokens._estimate import estimate_from_parts, estimate_parts, estimate_tokens
 
 # Sentences written for these tests: a shopping errand, a support request, chat.
@@ -167,3 +170,40 @@ def test_a_failure_naming_user_text_is_one_utf8_error_line(tmp_path: Path, encod
     assert completed.stdout == b""
     lines = completed.stderr.decode("utf-8").splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "请求 🙂.json" in lines[0]
+
+
+# --- cuts keep what a reader sees as one character whole -------------------------------------
+
+_FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"
+_CONJUNCT = "क्षत्रिय"
+
+
+def _reduced_head(text: str) -> str:
+    reduced = reduce_tool_result("track_order", text)
+    return reduced.split(": ", 1)[1].split(" … ")[0]
+
+
+@pytest.mark.parametrize("before", range(94, 101))
+@pytest.mark.parametrize("joined", [_FAMILY, _CONJUNCT, "🇯🇵🇰🇷", "cafe\u0301"])
+def test_a_reduced_tool_result_never_shows_part_of_a_character(before: int, joined: str) -> None:
+    text = "x" * before + joined + " order ORD-5512 shipped " + "धन्यवाद " * 30
+    head = _reduced_head(text)
+    flat = " ".join(text.split())
+    assert flat.startswith(head)
+    assert whole_clusters(flat, head) == head  # the next character starts a new one
+
+
+def test_a_reduced_tool_result_still_lists_the_facts_its_head_leaves_out() -> None:
+    text = "x" * 96 + " ORD-5512 " + _FAMILY + " " + "शिपमेंट रवाना " * 20 + "ORD-7788"
+    reduced = reduce_tool_result("track_order", text)
+    assert "ORD-5512" in reduced and "ORD-7788" in reduced
+
+
+@pytest.mark.parametrize("before", range(94, 100))
+@pytest.mark.parametrize("joined", [_FAMILY, _CONJUNCT, "🇯🇵🇰🇷"])
+def test_a_short_label_never_ends_in_part_of_a_character(before: int, joined: str) -> None:
+    label = "x" * before + joined + " 退货政策"
+    short = short_label(label, 100)
+    assert len(short) <= 100 and short.endswith("…")
+    kept = short[:-1]
+    assert label.startswith(kept) and whole_clusters(label, kept) == kept

@@ -29,6 +29,7 @@ from contextwright.compress.json_compact import (
 from contextwright.core.caches import call_bytes, memoized, register_cache
 from contextwright.core.items import TOOL_ERROR_MARK
 from contextwright.errors import PlanError
+from contextwright.tokens._base import whole_clusters
 
 Tier = Literal["full", "reduced", "line", "drop"]
 
@@ -431,11 +432,17 @@ def _scalar_facts(key: str, value: Any) -> Iterable[str]:
     return extract_facts(text)
 
 
+_HEAD_CHARS = 100
+"""Characters of a long text result a reduced line shows before its remaining facts."""
+
+
 def _reduce_text(prefix: str, content: str) -> str:
     if len(content) <= _SHORT_TEXT:
         return f"{prefix}: {_one_line(content)}"
     flat = _one_line(content)
-    head = flat[:100]
+    # The head ends between characters as a reader sees them: a Devanagari conjunct or an
+    # emoji family is kept whole or left out, never shown in part.
+    head = whole_clusters(flat, flat[:_HEAD_CHARS])
     # Whole facts, not substrings: "55" is not shown by a head that holds "ORD-5512". A fact the
     # cut splits is not among the head's facts either, so it is listed whole.
     shown = set(extract_facts(head))
