@@ -1,4 +1,4 @@
-"""Stores whose driver is missing name the extra that installs it, from the API and the CLI."""
+"""Parts whose extra is missing: they name the extra, or work when they need nothing from it."""
 
 from __future__ import annotations
 
@@ -36,3 +36,30 @@ def test_the_cli_says_which_extra_in_one_line() -> None:
     assert result.exit_code == 2, result.output
     assert "contextwright[postgres]" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def without_fastapi(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``import fastapi`` fails as it does without the ``server`` extra."""
+    for name in [m for m in sys.modules if m.split(".")[0] in ("fastapi", "uvicorn")
+                 or m.startswith("contextwright.server")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+
+
+@pytest.mark.usefixtures("without_fastapi")
+def test_making_an_api_key_needs_no_server_extra() -> None:
+    from contextwright.cli import app
+    from contextwright.server.tenants import hash_key
+
+    result = CliRunner().invoke(app, ["api-key", "acme"])
+    assert result.exit_code == 0, result.output
+    key = result.stdout.split("): ")[1].splitlines()[0]
+    assert hash_key(key) in result.stdout
+
+
+@pytest.mark.usefixtures("without_fastapi")
+def test_the_service_without_the_server_extra_names_it() -> None:
+    with pytest.raises(ImportError, match=r"contextwright\[server\]"):
+        from contextwright.server import create_app  # noqa: F401
