@@ -79,3 +79,30 @@ def test_erase_asks_first(tmp_path: Path) -> None:
     assert declined.exit_code == 1
     assert len(json.loads(runner.invoke(app, ["session", "list", "--store", url,
                                               "--json"]).stdout)) == 3
+
+
+def test_show_prints_calls_images_summary_and_zones(tmp_path: Path) -> None:
+    from contextwright.compress.summarize import Summary
+    from contextwright.modes.zones import Zones
+
+    store = SqliteStore(tmp_path / "z.db")
+    key = SessionKey(user_id="U1", session_id="S1")
+    store.append(key, [
+        {"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                     {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "track_order", "arguments": '{"order_id": "20241001"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"status": "shipped"}'}])
+    state = SessionState(mode="structured", language="en",
+                         summary=Summary(need="Track order 20241001", facts=("20241001",)).to_dict(),
+                         zones=Zones(facts=("20241001",)))
+    store.put_state(key, state.to_dict(), expected_version=None)
+    store.close()
+    shown = runner.invoke(app, ["session", "show", "--store", f"sqlite:///{tmp_path / 'z.db'}",
+                                "--user", "U1", "--session", "S1"])
+    assert shown.exit_code == 0, shown.output
+    assert "#1 user: what is this? [image]" in shown.stdout
+    assert '#2 assistant: → track_order({"order_id": "20241001"})' in shown.stdout
+    assert "summary:\n  Original need: Track order 20241001" in shown.stdout
+    assert "zone facts:\n  - 20241001" in shown.stdout

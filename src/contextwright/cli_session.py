@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,7 +19,9 @@ from typing import Annotated, Any
 import typer
 
 from contextwright.cli_common import OneLineUsageErrors, describe, fail, library_errors, printable
+from contextwright.compress.summarize import Summary
 from contextwright.errors import ContextwrightError
+from contextwright.modes.zones import render_zone
 from contextwright.session.state import SessionState
 from contextwright.session.store import SessionKey, Store, open_store
 
@@ -87,7 +89,7 @@ def list_sessions(store: StoreOption = DEFAULT_STORE,
 def show(user: UserOption, session: SessionOption, store: StoreOption = DEFAULT_STORE,
          last: Annotated[int, typer.Option(help="Messages to show.")] = 20,
          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Show a session's mode, mode history, summary, zones and last messages."""
+    """Show a session's mode, mode history, summary, zones and last messages (with their calls)."""
     key = _key(user, session)
     with _opened(store) as opened:
         document = _existing_session(opened, key, last=last)
@@ -102,10 +104,45 @@ def show(user: UserOption, session: SessionOption, store: StoreOption = DEFAULT_
     for switch in state.mode_history:
         typer.echo(printable(f"  switch #{switch.at_seq}: {switch.old_mode} -> "
                              f"{switch.new_mode} ({switch.basis} {switch.trigger!r})"))
+    for heading, text in _memory(state):
+        typer.echo(f"{heading}:")
+        for line in text.splitlines():
+            typer.echo(f"  {printable(line)}")
     for entry in document["messages"]:
-        content = printable(str(entry["message"].get("content") or "")[:100])
         role = printable(str(entry["message"].get("role")))
-        typer.echo(f"  #{entry['seq']} {role}: {content}")
+        typer.echo(f"  #{entry['seq']} {role}: {printable(_message_line(entry['message']))}")
+
+
+_SHOWN = 100
+"""Characters shown of a message's text, and of each of its calls."""
+
+
+def _memory(state: SessionState) -> list[tuple[str, str]]:
+    """The session's running summary and non-empty zones as (heading, text)."""
+    language = state.language or "en"
+    parts = []
+    if state.summary:
+        with library_errors():
+            parts.append(("summary", Summary.from_dict(state.summary).render(language)))
+    for name in ("facts", "task", "tools"):
+        text = render_zone(name, state.zones, language, heading=False)
+        if text:
+            parts.append((f"zone {name}", text))
+    return parts
+
+
+def _message_line(message: Mapping[str, Any]) -> str:
+    """A stored message on one line: its text (images as ``[image]``), then each call it made."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(str(part.get("text", "")) if part.get("type") == "text" else "[image]"
+                           for part in content if isinstance(part, Mapping))
+    text = " ".join(str(content or "").split())[:_SHOWN]
+    calls = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {}) if isinstance(call, Mapping) else {}
+        calls.append(f"→ {function.get('name')}({str(function.get('arguments', ''))[:_SHOWN]})")
+    return " ".join([text, *calls]).strip()
 
 
 @session_app.command()
