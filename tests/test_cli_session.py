@@ -94,8 +94,8 @@ def test_show_prints_calls_images_summary_and_zones(tmp_path: Path) -> None:
             {"id": "c1", "type": "function",
              "function": {"name": "track_order", "arguments": '{"order_id": "20241001"}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"status": "shipped"}'}])
-    state = SessionState(mode="structured", language="en",
-                         summary=Summary(need="Track order 20241001", facts=("20241001",)).to_dict(),
+    summary = Summary(need="Track order 20241001", facts=("20241001",))
+    state = SessionState(mode="structured", language="en", summary=summary.to_dict(),
                          zones=Zones(facts=("20241001",)))
     store.put_state(key, state.to_dict(), expected_version=None)
     store.close()
