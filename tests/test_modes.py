@@ -220,9 +220,14 @@ def test_a_call_made_again_with_the_same_arguments_does_not_take_the_next_step()
     assert zones.task.done == ("check the stock (check_stock)",)
     assert zones.task.next == ("call the supplier API",)
     assert not close_task(zones).task.closed  # an answer now leaves the task open
-    # Other arguments are another step, in the same batch as well.
+    # Other arguments for the same tool are still that step (a stock check for another SKU
+    # calls no supplier); another tool takes the next step, in the same batch as well.
     zones = add_tool_calls(zones, [replace(check, arguments='{"sku":"B2"}', call_id="c3")],
                            keep=3)
+    assert zones.task.next == ("call the supplier API",)
+    supplier = ToolRecord(name="call_supplier", arguments="{}", result="ok", call_id="c5")
+    zones = add_tool_calls(zones, [replace(check, arguments='{"sku":"C3"}', call_id="c4"),
+                                   supplier], keep=3)
     assert zones.task.next == ()
 
 

@@ -67,7 +67,7 @@ from contextwright.manager.turns import last_user_index, plain
 from contextwright.modes.config import ModesConfig, ModeSettings, RecallSettings
 from contextwright.modes.router import ModeClassifier, RouteDecision, Router
 from contextwright.modes.sources import SessionMemorySource
-from contextwright.modes.zones import facts_shown
+from contextwright.modes.zones import facts_shown, open_task_text
 from contextwright.observe.recorder import SnapshotRecorder, as_recorder
 from contextwright.observe.sinks import SnapshotSink
 from contextwright.recall import LexicalTurnRecaller, RecallExpansion, TurnRecaller
@@ -421,7 +421,8 @@ class SessionFlows:
         # config) is routed from afresh and handed off from, not an error on every call.
         known = state.mode if state.mode in self.modes.modes else None
         route = self.router.route(text, known, kept_turns=state.kept_turns,
-                                  task_done=state.zones.task.closed)
+                                  task_done=state.zones.task.closed,
+                                  open_task=open_task_text(state.zones.task))
         new_state, switch = self._apply_route(state, route, text, seq, recent)
         return route, new_state, switch
 
@@ -432,7 +433,7 @@ class SessionFlows:
         if route.mode != state.mode:
             switch = ModeSwitch(old_mode=state.mode, new_mode=route.mode, trigger=route.trigger,
                                 basis=route.basis, at_seq=seq, at=self._clock())
-            state = hand_off(state, switch, [m for m in recent if m.seq < seq],
+            state = hand_off(state, switch, [m for m in recent if m.seq <= seq],
                              window_size=self._settings(state.mode).window_size
                              if state.mode else 0,
                              tokenizer=self.tokenizer)

@@ -15,12 +15,18 @@ from typing import Any
 
 from contextwright.compress.facts import extract_facts
 from contextwright.compress.json_compact import compact_tool_result
-from contextwright.compress.summarize import Summary, condense_for_handoff
+from contextwright.compress.summarize import (
+    _CHANGE_REQUEST,
+    _CORRECTION,
+    Summary,
+    condense_for_handoff,
+)
 from contextwright.compress.tool_results import one_line_tool_result, reduce_tool_result
 from contextwright.core.items import parse_message
 from contextwright.errors import SummaryError
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
+from contextwright.modes.corrections import supersede_facts
 from contextwright.modes.zones import (
     PENDING_RESULT,
     TOOL_RESULT_CHARS,
@@ -29,9 +35,9 @@ from contextwright.modes.zones import (
     add_facts,
     add_handoff,
     add_tool_calls,
-    close_task,
     cut_result,
     fill_tool_results,
+    note_answer,
     update_task,
 )
 from contextwright.session.state import MAX_MODE_HISTORY, ModeSwitch, SessionState
@@ -46,13 +52,20 @@ HANDOFF_MAX_TOKENS = 200
 
 def hand_off(state: SessionState, switch: ModeSwitch, previous: Sequence[StoredMessage], *,
              window_size: int, tokenizer: CountingTokenizer) -> SessionState:
-    """The state after ``switch``: the old window condensed into the facts zone, tools cleared."""
+    """The state after ``switch``: the old window condensed into the facts zone, tools cleared.
+
+    ``previous``: the session's messages up to the one that caused the switch (``at_seq``).
+    That message belongs to the new mode's window, so it is condensed only when it corrects
+    something ("Actually the order is 20241010"): the correction is then part of what the old
+    mode hands over, and no later hand-off, which condenses only its own window, would see it.
+    """
     history = (*state.mode_history, switch)[-MAX_MODE_HISTORY:]
     state = replace(state, mode=switch.new_mode, mode_history=history)
     if switch.old_mode is None:
         return state  # the session's first message: nothing to hand over
-    rounds = split_rounds(previous)
+    rounds = split_rounds([m for m in previous if m.seq < switch.at_seq])
     window = [m for round_ in rounds[-max(window_size, 1):] for m in round_]
+    window += [m for m in previous if m.seq == switch.at_seq and _corrects_something(m)]
     if not window:
         return replace(state, zones=add_handoff(state.zones, None))
     # Each hand-off merges into the previous one, so the facts zone holds one condensed
@@ -76,6 +89,17 @@ def hand_off(state: SessionState, switch: ModeSwitch, previous: Sequence[StoredM
     return replace(state, handoff=summary.to_dict(), zones=add_handoff(state.zones, line))
 
 
+def _corrects_something(stored: StoredMessage) -> bool:
+    message = stored.message
+    return message.get("role") == "user" and _is_correction(
+        parse_message(message, f"session[seq {stored.seq}]").content)
+
+
+def _is_correction(text: str) -> bool:
+    """Whether a user message corrects something said before (as the summariser reads it)."""
+    return _CORRECTION.search(text) is not None or _CHANGE_REQUEST.search(text) is not None
+
+
 _NOT_DONE = {"en": "not done: {}", "zh": "未完成：{}"}
 
 
@@ -96,10 +120,16 @@ def _with_open_task(base: Summary | None, task: Task, language: str) -> Summary 
 
 
 def note_user_message(state: SessionState, text: str, settings: ModeSettings) -> SessionState:
-    """Structured mode: the message may set the goal, plan steps and state key facts."""
-    if not settings.zones:
-        return state
-    zones = add_facts(update_task(state.zones, text), extract_facts(text))
+    """The message may set the goal, plan steps, state key facts and correct listed ones.
+
+    Goal, steps and new facts are structured mode's; a correction marks the facts it replaces
+    in any mode, since the facts zone is shown in every mode.
+    """
+    zones = supersede_facts(state.zones, text, correction=_is_correction(text),
+                            listing=settings.zones)
+    if settings.zones:
+        said = [fact for fact in extract_facts(text) if zones.replacement(fact) is None]
+        zones = add_facts(update_task(zones, text), said)
     return state if zones == state.zones else replace(state, zones=zones)
 
 
@@ -108,23 +138,33 @@ def record_turn_in_zones(state: SessionState, batch: Sequence[Mapping[str, Any]]
     """Structured mode: recorded tool calls and their results enter the tools zone.
 
     An agent may record a call and its result in separate ``record`` calls: a result whose call
-    is not in ``batch`` fills in that call's pending record in the zone.
+    is not in ``batch`` fills in that call's pending record in the zone. A turn that works on
+    the task (a tool call, a step done) starts the count of kept turns again: ``keep_limit``
+    bounds the messages a mode is kept for while nothing happens in it, not a task that
+    advances with each of the user's "yes".
     """
     if not settings.zones:
         return state
     records = tool_records(batch)
     zones = fill_tool_results(state.zones, later_results(batch), _result_text)
     zones = add_tool_calls(zones, records, settings.tool_zone_keep)
-    if _answers(batch):
-        zones = close_task(zones)
-    return state if zones == state.zones else replace(state, zones=zones)
+    answer = _answer(batch)
+    if answer is not None:
+        zones = note_answer(zones, answer)
+    worked = bool(records) or zones.task.done != state.zones.task.done
+    kept_turns = 0 if worked else state.kept_turns
+    if zones == state.zones and kept_turns == state.kept_turns:
+        return state
+    return replace(state, zones=zones, kept_turns=kept_turns)
 
 
-def _answers(batch: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether ``batch`` ends with the assistant's answer (text, no further tool call)."""
+def _answer(batch: Sequence[Mapping[str, Any]]) -> str | None:
+    """The assistant's answer ``batch`` ends with (text, no further tool call), if it does."""
     last = batch[-1] if batch else None
-    return (last is not None and last.get("role") == "assistant"
-            and not last.get("tool_calls") and bool(str(last.get("content") or "").strip()))
+    if last is None or last.get("role") != "assistant" or last.get("tool_calls"):
+        return None
+    text = parse_message(last, "assistant answer").content
+    return text if text.strip() else None
 
 
 def tool_records(batch: Sequence[Mapping[str, Any]]) -> list[ToolRecord]:

@@ -168,11 +168,40 @@ class ModesConfig:
 # Seed 003 §3.2: retrieval words send a message to rag_enhanced, multi-step intent to structured.
 # Structured is tried first: "先查库存再调用供应商接口更新订单状态" names an order but asks for a
 # plan of tool calls (the seed's sketch checks retrieval first and so misroutes its own example).
-ZH_FIRST: Final = r"(?:首先|(?<![事优原祖率预争抢领])先(?![生前进]))"
-""""先" as "first": not in 事先 (beforehand), 优先 (priority), 原先, 先生, 先前 and the like."""
-ZH_THEN: Final = r"(?:然后|接着|之后(?!再说)|最后|完成后|再(?!见|会|说|联系|聊|三))"
+# A plan is steps for the assistant. A step the user takes on themselves — "我先想想", "I first
+# met her", "then I'll get back to you", "不行再来找你" — puts the request off or tells a story; it
+# opens or continues no plan (a user asking for something, "then I'd like you to…", still does).
+_ZH_BY_USER: Final = r"(?<=[帮给替为让叫请]我)"
+"""我 as an object ("帮我先查…"): the step is still the assistant's."""
+ZH_FIRST: Final = (r"(?:首先|(?<![事优原祖率预争抢领我])先(?![生前进])|" + _ZH_BY_USER
+                   + r"先(?![生前进]))")
+""""先" as "first": not in 事先 (beforehand), 优先 (priority), 原先, 先生, 先前 and the like, nor
+the user's own "我先…" ("我先想想", "好的我先试试")."""
+_ZH_LATER_BY_USER: Final = (r"考虑|想想?|商量|等|来(?:问|找|联系)?(?=[你您吧啊，,。.!！~]|$)|"
+                            r"[找问][你您]")
+ZH_THEN: Final = (r"(?:然后|接着|之后(?!再说)|最后|完成后|(?:(?<!我)|" + _ZH_BY_USER
+                  + r")再(?!见|会|说|联系|聊|三|" + _ZH_LATER_BY_USER + r"))")
 """A later step: 然后, 接着, … or "再", but not 再见 / 再会 / 再说 / 再联系 / 再聊 (farewells and
-put-offs), 再三 (repeatedly), nor the 之后再说 of "let's talk later"."""
+put-offs), 再三 (repeatedly), the 之后再说 of "let's talk later", nor the user's own later step:
+"我再…", coming back ("再来问你", "再找你", "晚点再来") or thinking it over ("再考虑", "再等等")."""
+EN_SELF: Final = (r"(?:I|we)\b(?:'ll|'m|'ve| will| am| shall)?(?:\s+(?:going to|gonna))?\s+"
+                  r"(?!(?:want|need|would|should|must)\b)|let me\b(?!\s+know\b)")
+"""The user as the one who acts ("I first met…", "I'll think about it first", "Let me try it
+first"), not the user asking ("I need you to…", "I'd like…", "Let me know…")."""
+EN_FIRST: Final = r"(?<!\bat )(?<!\bI )(?<!\bwe )\bfirst\b"
+""""first" as a plan's first step: not the "at first" of a story, nor "I first …"."""
+EN_NOT_BY_USER: Final = r"(?!,?\s+(?:I|we)\b(?!'d\b|\s+(?:would|want|need)\b))"
+"""After a later-step word: the step is not the user's own ("then I'll get back to you", "then
+I realized"); "then I'd like you to…" is still a step for the assistant."""
+EN_THEN: Final = rf"\b(?:then|next|second|after that|finally)\b{EN_NOT_BY_USER}"
+"""A later step in English."""
+_EN_CLAUSE: Final = rf"(?:^|(?<=[.!?;:,\n]))\s*(?!{EN_SELF})[^.!?;:,\n]{{0,200}}?"
+"""From the start of a clause (or a comma) whose subject is not the user acting on their own;
+the clause ends at a comma too, which keeps a long message linear to scan."""
+EN_PLAN: Final = rf"{_EN_CLAUSE}{EN_FIRST}.{{1,80}}?{EN_THEN}"
+"""An English plan: "first … then …" in a clause that is not the user's own."""
+EN_CHAIN: Final = rf"{_EN_CLAUSE}\b(?:and then|after that)\b{EN_NOT_BY_USER}"
+"""An English chain of steps without "first": "look up my order and then cancel it"."""
 
 DEFAULT_CONFIG: Mapping[str, Any] = {
     "default_mode": SLIDING_WINDOW,
@@ -193,13 +222,12 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
     },
     "rules": [
         {"mode": STRUCTURED,
-         "keywords": ["然后调用", "完成后", "调用工具", "步骤", "then call", "after that",
-                      "step by step", "and then"],
+         "keywords": ["然后调用", "完成后", "调用工具", "步骤", "then call", "step by step"],
          # A plan is a first step and a later one: "先…再…", "首先…然后…", "first … then …"
-         # (``ZH_FIRST``, ``ZH_THEN``: not 先生 or 优先, nor the farewell of "再见").
+         # (``ZH_FIRST``, ``ZH_THEN``: not 先生 or 优先, nor the farewell of "再见", nor a
+         # step the user takes on themselves), or a chain ("… and then …", "… after that …").
          "name": "plan (先…再 / first…then)",
-         "patterns": [rf"{ZH_FIRST}.{{1,40}}?{ZH_THEN}",
-                      r"\bfirst\b.{1,80}?\b(?:then|next|second|after that|finally)\b"]},
+         "patterns": [rf"{ZH_FIRST}.{{1,40}}?{ZH_THEN}", EN_PLAN, EN_CHAIN]},
         {"mode": RAG_ENHANCED,
          "keywords": ["帮我查", "订单", "退款", "物流", "库存", "价格", "政策", "look up",
                       "refund", "shipping", "tracking", "stock", "price", "policy"],

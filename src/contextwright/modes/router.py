@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from contextwright.analysis import analyzer, is_cjk_char
+from contextwright.compress.facts import extract_facts, fact_key
 from contextwright.errors import ClassifierError, ContextwrightError, PlanError
 from contextwright.modes.config import ModesConfig, RouteRule
 
@@ -24,8 +26,9 @@ class RouteDecision:
     mode: str
     """The chosen mode."""
     basis: RouteBasis
-    """``rule`` (a keyword or pattern matched), ``classifier``, ``kept`` (unsure: stayed in the
-    current mode), ``released`` (unsure, and the current mode's task is done or it was kept
+    """``rule`` (a keyword or pattern matched), ``classifier``, ``kept`` (unsure, or a message
+    about the current mode's task under way, trigger ``open task``: stayed in the current
+    mode), ``released`` (unsure, and the current mode's task is done or it was kept
     ``keep_limit`` times in a row: the default mode) or ``default`` (unsure: the default mode)."""
     trigger: str = ""
     """What decided it: the matched keyword or pattern, or the classifier's name."""
@@ -103,19 +106,25 @@ class Router:
         self._rules = tuple(_CompiledRule(rule) for rule in self.config.rules)
 
     def route(self, text: str, current_mode: str | None = None, *, kept_turns: int = 0,
-              task_done: bool = False) -> RouteDecision:
+              task_done: bool = False, open_task: str = "") -> RouteDecision:
         """The mode for ``text`` given the session's ``current_mode`` (None for a new session).
 
-        ``kept_turns``: unmatched messages in a row the session has stayed in ``current_mode``;
-        ``task_done``: the current mode's task is complete. Either lets an unsure message go to
-        the default mode (basis ``released``) instead of keeping a mode whose work is over.
+        ``kept_turns``: messages in a row the session has stayed in ``current_mode`` without
+        being routed there; ``task_done``: the current mode's task is complete. Either lets an
+        unsure message go to the default mode (basis ``released``) instead of keeping a mode
+        whose work is over. ``open_task``: the goal and steps of the current mode's task under
+        way ('' for none). A message that speaks of it (a shared exact value, or a shared word
+        and no new value: "Sorry, the order is 20241010, not 20241001", "OK, refund it now")
+        stays in the mode though a rule or the classifier names another (basis ``kept``,
+        trigger ``open task``): a reply inside a running task does not tear it down. It counts
+        as a kept turn, so ``keep_limit`` bounds it like any other.
         """
-        for rule in self._rules:
-            trigger = rule.match(text)
-            if trigger is not None:
-                return RouteDecision(mode=rule.mode, basis="rule", trigger=trigger)
-        decided = self._classify(text)
+        decided = self._decide(text)
         if decided is not None:
+            if (current_mode is not None and decided.mode != current_mode
+                    and kept_turns < self.config.keep_limit and _speaks_of(text, open_task)):
+                return RouteDecision(mode=current_mode, basis="kept", trigger="open task",
+                                     confidence=0.0)
             return decided
         default = self.config.default_mode
         if current_mode is None or current_mode == default or self.config.when_unsure != "keep":
@@ -127,6 +136,14 @@ class Router:
             return RouteDecision(mode=default, basis="released", trigger="turn limit",
                                  confidence=0.0)
         return RouteDecision(mode=current_mode, basis="kept", confidence=0.0)
+
+    def _decide(self, text: str) -> RouteDecision | None:
+        """The first matching rule's mode, else a confident classifier's; None when unsure."""
+        for rule in self._rules:
+            trigger = rule.match(text)
+            if trigger is not None:
+                return RouteDecision(mode=rule.mode, basis="rule", trigger=trigger)
+        return self._classify(text)
 
     def _classify(self, text: str) -> RouteDecision | None:
         if self.classifier is None:
@@ -145,3 +162,35 @@ class Router:
                             f"{answer.mode!r}; known: {sorted(self.config.modes)}")
         return RouteDecision(mode=answer.mode, basis="classifier",
                              trigger=self.classifier.name, confidence=answer.confidence)
+
+
+# Words too common to tie a message to a task: step words, and Chinese function characters
+# (the bigrams "帮我", "一下", "先查" are in every other request).
+_STEP_WORDS = frozenset(("first", "then", "next", "after", "final", "finalli", "second", "step"))
+_FUNCTION_CHARS = frozenset("我你您他她它们的了吗呢吧啊呀一下个这那是在有和就都也还"
+                            "帮请要想能可以把给让先再然后查看问说去来做")
+
+
+def _speaks_of(text: str, task: str) -> bool:
+    """Whether ``text`` is about ``task``: a shared exact value, or a shared word and no new value.
+
+    A new order number or date of its own makes a message another request even when it shares
+    a word ("look up the refund policy for order 55102" during a refund of order 20241001).
+    """
+    if not task:
+        return False
+    said = {fact_key(fact) for fact in extract_facts(text)}
+    known = {fact_key(fact) for fact in extract_facts(task)}
+    if not said.isdisjoint(known):
+        return True
+    return not said - known and not _topic_terms(text).isdisjoint(_topic_terms(task))
+
+
+def _topic_terms(text: str) -> set[str]:
+    return {term for term in analyzer("recall").term_set(text) if _is_topic(term)}
+
+
+def _is_topic(term: str) -> bool:
+    if any(is_cjk_char(char) for char in term):
+        return not any(char in _FUNCTION_CHARS for char in term)
+    return len(term) >= 4 and term not in _STEP_WORDS

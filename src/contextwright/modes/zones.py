@@ -1,7 +1,8 @@
 """Structured-mode zones: facts, task, tools, output, each its rule.
 
 - facts: write once. A fact, once written, is never changed or removed (only erasing the session
-  removes it); mode hand-offs add their condensed summaries here.
+  removes it); a fact a later correction replaces is marked as no longer valid, with the value
+  that replaced it. Mode hand-offs add their condensed summaries here.
 - task: the goal, the steps done and the steps still to do; updated every turn.
 - tools: the last ``keep`` tool calls with a compact result; cleared on a mode switch.
 - output: format, tone and constraints, set by the developer in the mode config.
@@ -11,13 +12,23 @@ Zones are plain immutable data with pure update functions; the session layer sto
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import reduce
 from typing import Any
 
 from contextwright.compress.facts import extract_facts
-from contextwright.modes.config import ZH_FIRST, ZH_THEN, OutputRules
+from contextwright.modes.config import (
+    EN_FIRST,
+    EN_NOT_BY_USER,
+    EN_SELF,
+    ZH_FIRST,
+    ZH_THEN,
+    OutputRules,
+)
 
 MAX_FACTS = 200
 """Facts beyond this many are not added (the zone would crowd out the conversation)."""
@@ -38,6 +49,11 @@ ZONE_LABELS: Mapping[str, Mapping[str, str]] = {
            "goal": "目标", "done": "已完成", "next": "待执行", "handoff": "此前",
            "format": "格式", "tone": "语气", "constraints": "约束"},
 }
+SUPERSEDED_MARK: Mapping[str, str] = {
+    "en": "{old} (no longer valid: corrected to {new})",
+    "zh": "{old}（已失效，更正为 {new}）",
+}
+"""How the facts zone shows a fact a correction replaced: never as a value to act on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +100,8 @@ class Zones:
 
     facts: tuple[str, ...] = ()
     """Confirmed key facts, write once."""
+    superseded: tuple[tuple[str, str], ...] = ()
+    """(fact, the value that replaced it) for listed facts the user corrected, oldest first."""
     handoffs: tuple[str, ...] = ()
     """The condensed hand-off summary of the earlier modes (at most one, merged)."""
     task: Task = field(default_factory=Task)
@@ -100,6 +118,9 @@ class Zones:
                      **({"last_call": list(self.task.last_call)} if self.task.last_call
                         else {})},
             "tools": [record.to_dict() for record in self.tools],
+            # Left out when empty, so a document without corrections reads as before.
+            **({"superseded": [list(pair) for pair in self.superseded]}
+               if self.superseded else {}),
         }
 
     @staticmethod
@@ -113,7 +134,17 @@ class Zones:
                       next=tuple(task.get("next", ())), closed=bool(task.get("closed", False)),
                       last_call=(str(last[0]), str(last[1])) if last else None),
             tools=tuple(ToolRecord(**record) for record in data.get("tools", ())),
+            superseded=tuple((str(old), str(new)) for old, new in data.get("superseded", ())),
         )
+
+    def replacement(self, fact: str) -> str | None:
+        """The value that now stands for ``fact`` (after every later correction), or None."""
+        replaced = dict(self.superseded)
+        current, seen = fact, {fact}
+        while current in replaced and replaced[current] not in seen:
+            current = replaced[current]
+            seen.add(current)
+        return None if current == fact else current
 
 
 def add_facts(zones: Zones, facts: Iterable[str]) -> Zones:
@@ -199,14 +230,44 @@ def _complete_step(task: Task, record: ToolRecord) -> Task:
     # Steps run in order: a tool call completes the next planned step. A call repeated with the
     # same arguments is the same step (retries, polling), not progress: with a plan, the call
     # just before it completed that step already; without one, the call itself is recorded as
-    # a done step, once.
+    # a done step, once. With a plan, the tool that just did a step called again with other
+    # arguments is still that step (weather for a second city, a search redone after the user
+    # corrected its date), unless the next step names one of its arguments ("…, then get the
+    # weather in London"): it is no sign that the next step, planned for another tool, ran.
     if task.next:
-        if task.done and task.last_call == (record.name, record.arguments):
+        if task.done and task.last_call is not None and task.last_call[0] == record.name and (
+                task.last_call[1] == record.arguments
+                or not _names_an_argument(task.next[0], record.arguments)):
             return replace(task, closed=False)
         step = f"{task.next[0]} ({record.name})"
         return replace(task, done=_done(task.done, step), next=task.next[1:], closed=False)
     step = record.name if record.arguments in ("", "{}") else f"{record.name}({record.arguments})"
     return replace(task, done=_done(task.done, _one_line(step, 120)), closed=False)
+
+
+def _names_an_argument(step: str, arguments: str) -> bool:
+    """Whether ``step`` mentions a value of a call's JSON arguments (three characters or more)."""
+    try:
+        data: object = json.loads(arguments)
+    except json.JSONDecodeError:
+        return False
+    wanted = _folded(step)
+    return any(len(value) >= 3 and value in wanted for value in map(_folded, _scalars(data)))
+
+
+def _scalars(data: object) -> Iterable[str]:
+    if isinstance(data, Mapping):
+        for value in data.values():
+            yield from _scalars(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _scalars(value)
+    elif isinstance(data, str | int | float) and not isinstance(data, bool):
+        yield str(data)
+
+
+def _folded(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
 
 
 def _done(done: tuple[str, ...], step: str) -> tuple[str, ...]:
@@ -219,6 +280,60 @@ def close_task(zones: Zones) -> Zones:
     if task.closed or not task.goal or task.next or not task.done:
         return zones
     return replace(zones, task=replace(task, closed=True))
+
+
+def note_answer(zones: Zones, answer: str) -> Zones:
+    """The assistant answered in text, calling no tool: the steps it did in words are done.
+
+    An answer that asks the user something ("Shall I send it?", "要订吗？") finishes nothing:
+    the task goes on with the reply. Otherwise the next steps that ask the assistant to say
+    something ("then tell me whether …", "然后总结一下") are done by the answer, and the task
+    closes once no step is left (``close_task``). A closing offer of more help ("Anything else?")
+    asks nothing about the task.
+    """
+    task = zones.task
+    if not task.goal or task.closed or asks_user(answer):
+        return zones
+    told = 0
+    while told < len(task.next) and _TOLD_STEP.match(task.next[told]):
+        told += 1
+    if told:
+        done = reduce(_done, task.next[:told], task.done)
+        zones = replace(zones, task=replace(task, done=done, next=task.next[told:]))
+    return close_task(zones)
+
+
+_ASKS = re.compile(r"[?？](?=\s|$|[\"'”’)）])|？|[吗呢么][\s。！!…~]*$")
+_OFFER = re.compile(
+    r"\banything else\b|\bsomething else\b|\bany other questions?\b|\bany more questions?\b|"
+    r"还有(?:什么|其他|别的)|还需要(?:什么|其他|别的)|其他(?:问题|需要|需求)", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[。！？])|(?<=[.!?])\s|\n")
+
+
+def asks_user(answer: str) -> bool:
+    """Whether an answer asks the user something (not only offers more help)."""
+    return any(_ASKS.search(sentence) and not _OFFER.search(sentence)
+               for sentence in (s.strip() for s in _SENTENCE_END.split(answer)) if sentence)
+
+
+# A step done by saying something: telling, summarising, comparing, recommending.
+_TOLD_STEP = re.compile(
+    r"^(?:(?:please|and|also|just|you|then|finally|帮我|给我|请|麻烦|你|再|最后|然后)\s*)*"
+    r"(?:tell|let me know|inform me|summari[sz]e|sum up|explain|compare|recommend|suggest|"
+    r"advise|answer|describe|report back|say|give me (?:a |an |the |your |my )?(?:summary|"
+    r"overview|recommendation|answer|estimate|suggestion|verdict)|告诉|告知|说说|说一下|说明|"
+    r"讲讲|讲一下|总结|概括|汇报|解释|比较|对比|推荐|建议|回答|回复我|给(?:我|出)(?:一个|个)?"
+    r"(?:建议|总结|结论|答复|推荐))", re.IGNORECASE)
+
+
+def open_task_text(task: Task) -> str:
+    """The goal and steps of a task under way ('' when none is: no goal, done, or not begun).
+
+    What a message must speak of to count as part of that task (``Router.route``).
+    """
+    if not task.goal or task.closed or not (task.next or task.done):
+        return ""
+    return "\n".join((task.goal, *task.done, *task.next))
 
 
 def update_task(zones: Zones, user_text: str) -> Zones:
@@ -252,7 +367,11 @@ def _is_request(text: str) -> bool:
 _ZH_STEP = re.compile(rf"{ZH_FIRST}|{ZH_THEN}")
 # "再" alone is too common ("再见", "不再") to signal a plan; one of these must be present.
 _ZH_PLAN = re.compile(rf"{ZH_FIRST}|然后|接着|之后(?!再说)|最后|完成后")
-_EN_STEP = re.compile(r"\b(?:first|then|next|after that|finally|and then)\b[,:]?", re.IGNORECASE)
+_EN_STEP = re.compile(
+    rf"(?:{EN_FIRST}|\b(?:then|next|after that|finally|and then)\b{EN_NOT_BY_USER})[,:]?",
+    re.IGNORECASE)
+# A piece the user does themselves ("I'll think about it", "Let me try it") is no step.
+_BY_USER = re.compile(rf"^(?:{EN_SELF})", re.IGNORECASE)
 # Words that open a plan: what comes before them is the request's preamble ("Could you first
 # …", "我先…"), not a step. Before any other step word ("check stock, then …") it is step one.
 _OPENER = re.compile(rf"{ZH_FIRST}|first", re.IGNORECASE)
@@ -265,8 +384,10 @@ def plan_steps(text: str) -> list[str]:
     A step is the text after a step word; the text before the first one is a step too unless
     that word opens the plan ("Could you first check …": "Could you" is no step), except when
     the word ends its clause ("check stock first, then …"). Pieces without a letter, digit or
-    character ("?", "!") are never steps. Returns an empty list for a message that does not
-    plan more than one step ("What should I do next?", "OK then!", "我先走了").
+    character ("?", "!") are never steps, nor are steps the user takes on themselves ("我先想想，
+    明天再来问你", "Let me try it first, then I'll get back to you", "At first I thought …").
+    Returns an empty list for a message that does not plan more than one step ("What should I
+    do next?", "OK then!", "我先走了").
     """
     splitter = _ZH_STEP if _ZH_PLAN.search(text) else _EN_STEP
     first = splitter.search(text)
@@ -276,7 +397,7 @@ def plan_steps(text: str) -> list[str]:
     if _is_step(head) and (not _OPENER.fullmatch(first.group().rstrip(",:"))
                            or not _is_step(pieces[0])):
         pieces.insert(0, head)
-    steps = [p for p in pieces if _is_step(p)]
+    steps = [p for p in pieces if _is_step(p) and not _BY_USER.match(p)]
     return steps if len(steps) >= 2 else []
 
 
@@ -296,16 +417,16 @@ def render_zone(name: str, zones: Zones, language: str,
     ``heading=False`` leaves the label out, for parts the builder heads itself.
     """
     labels = ZONE_LABELS[language if language in ZONE_LABELS else "en"]
-    lines = _zone_lines(name, zones, labels, output)
+    lines = _zone_lines(name, zones, labels, output, language)
     if not lines:
         return ""
     return "\n".join([labels[name], *lines] if heading else lines)
 
 
 def _zone_lines(name: str, zones: Zones, labels: Mapping[str, str],
-                output: OutputRules | None) -> list[str]:
+                output: OutputRules | None, language: str) -> list[str]:
     if name == "facts":
-        lines = [f"- {fact}" for fact in zones.facts]
+        lines = [f"- {_fact_line(zones, fact, language)}" for fact in zones.facts]
         return lines + [f"{labels['handoff']}: {text}" for text in zones.handoffs]
     if name == "task":
         task = zones.task
@@ -319,6 +440,13 @@ def _zone_lines(name: str, zones: Zones, labels: Mapping[str, str],
         lines += [f"{labels['tone']}: {output.tone}"] if output.tone else []
         return lines + [f"{labels['constraints']}: {c}" for c in output.constraints]
     return []
+
+
+def _fact_line(zones: Zones, fact: str, language: str) -> str:
+    new = zones.replacement(fact) if zones.superseded else None
+    if new is None:
+        return fact
+    return SUPERSEDED_MARK.get(language, SUPERSEDED_MARK["en"]).format(old=fact, new=new)
 
 
 def cut_result(text: str) -> str:
