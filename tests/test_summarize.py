@@ -237,8 +237,10 @@ def test_merge_is_incremental_not_resummarised() -> None:
         prompt = server.requests[0].body["messages"][1]["content"]
     sent = json.loads(prompt)
     assert merged.facts == ("20241001", "SF1234567890")
+    # The model is shown the fields it writes; constraints, replaced values and the
+    # unconfirmed mark are kept by rule.
     assert sent["previous_summary"] == {k: v for k, v in previous.to_dict().items()
-                                        if k != "unconfirmed"}
+                                        if k not in ("unconfirmed", "constraints", "superseded")}
     assert [m["content"] for m in sent["new_messages"]] == ["快递单号是多少？",
                                                            "快递单号 SF1234567890。"]
     assert "帮我查一下订单号" not in prompt  # old messages are not sent again

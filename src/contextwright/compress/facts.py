@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from contextwright.analysis import HAN, cjk_class, is_cjk_char
 from contextwright.core.caches import call_bytes, memoized, register_cache
 
-__all__ = ["extract_facts", "fact_key", "looks_like_fence_marker", "missing_facts",
+__all__ = ["extract_facts", "fact_key", "fact_kind", "looks_like_fence_marker", "missing_facts",
            "without_framing"]
 
 # ASCII-alphanumeric boundaries: Python's \b sees CJK as word characters, so "订单号20241001"
@@ -316,6 +316,37 @@ def extract_facts(text: str) -> tuple[str, ...]:
 _CACHED_CHARS = 20_000
 
 
+# A time of day on its own ("7:30pm", "8 PM", "下午3:30", "晚上8点") is a time, not a date: a
+# correction to "8:30pm" replaces the time said before, never the day.
+_TIME_ONLY = re.compile(r"(?:" + _DAYPART + r"\s?)?(?:" + _CLOCK
+                        + r"|\d{1,2}\s?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.)|\d{1,2}点(?:\d{1,2}分|半)?)")
+
+
+def fact_kind(fact: str) -> str:
+    """What kind of value ``fact`` is on its own, as ``extract_facts`` reads it.
+
+    One of ``url``, ``email``, ``address``, ``money``, ``phone``, ``postcode``, ``date``,
+    ``time``, ``version``, ``id``, ``code``, ``number``; '' when ``fact`` is not one whole fact.
+    """
+    return _kind_cached(fact) if len(fact) <= _CACHED_CHARS else _kind(fact)
+
+
+@memoized("compress.facts.kind", max_entries=4096, share=0.01, size=call_bytes)
+def _kind_cached(fact: str) -> str:
+    # A correction compares a new value with every fact said before, merge after merge.
+    return _kind(fact)
+
+
+def _kind(fact: str) -> str:
+    folded = fact.strip().translate(_FOLD)
+    whole = [index for start, end, index in _candidates(folded)
+             if start == 0 and end == len(folded)]
+    if not whole:
+        return ""
+    kind = _RULES[min(whole)].kind  # ties go to the rule listed first, as in extraction
+    return "time" if kind == "date" and _TIME_ONLY.fullmatch(folded) else kind
+
+
 @memoized("compress.facts.extract", max_entries=4096, share=0.02, size=call_bytes)
 def _extract_cached(text: str) -> tuple[str, ...]:
     # A summary merge and its check both read the same messages; remember short texts only,
@@ -519,3 +550,4 @@ def _address_start(text: str, start: int, end: int) -> int:
 
 
 register_cache("compress.facts.extract", _extract_cached)
+register_cache("compress.facts.kind", _kind_cached)

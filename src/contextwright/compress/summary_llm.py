@@ -1,5 +1,8 @@
 r"""The LLM summariser: ``ExtractiveSummarizer``'s five fields from an OpenAI-compatible model.
 
+The user's constraints and the values a correction replaced are added by the same rules the
+extractive summariser uses (``summarize._statements``), not asked of the model.
+
 Only the previous summary and the *new* messages are sent, with the facts that must appear
 verbatim; the reply must be exactly the JSON object asked for, else ``SummaryError``. No I/O of
 its own: it talks only through the ``ChatClient`` it is given.
@@ -23,6 +26,7 @@ from contextwright.compress.summarize import (
     Summary,
     _language,
     _merge_facts,
+    _statements,
     capped_summary,
     confirmed_facts,
     facts_of_messages,
@@ -102,7 +106,11 @@ class LLMSummarizer:
         except LLMError as exc:
             raise SummaryError(f"the summary model call failed ({exc.kind})") from exc
         summary = without_echoed_framing(parse_summary_reply(reply), messages, base)
-        summary = replace(summary, truncated_facts=base.truncated_facts)
+        # The user's constraints and the values a correction replaced are taken by rule, as the
+        # extractive summariser takes them: the user's words, never a paraphrase.
+        constraints, superseded = _statements(base, messages, summary.need)
+        summary = replace(summary, truncated_facts=base.truncated_facts,
+                          constraints=constraints, superseded=superseded)
         return capped_summary(summary, max_tokens, tokenizer, confirmed_facts(base, messages))
 
 
@@ -116,8 +124,10 @@ def summary_request(previous: Summary, messages: Sequence[Message], language: st
     results (``fence.fence_key``).
     """
     payload = {
-        # Which facts only a tool printed is the cap's business, not the model's.
-        "previous_summary": {k: v for k, v in previous.to_dict().items() if k != "unconfirmed"},
+        # Which facts only a tool printed is the cap's business, and the fields kept by rule
+        # are not the model's: it is shown (and writes) the five it is asked for.
+        "previous_summary": {k: v for k, v in previous.to_dict().items()
+                             if k in ("need", "truncated_facts", *_LIST_FIELDS)},
         "new_messages": [_message_entry(m, key) for m in messages if m.role != "system"],
         "required_facts": list(_merge_facts(previous.facts, facts_of_messages(messages))),
     }
