@@ -1,24 +1,26 @@
 """Gathering: read each source's items (only as far as its budget can reach) into costed units.
 
 A *candidate* is an item with the exact text it will render as (fenced if untrusted, labelled if
-it joins the system message) and its token cost. A *unit* is what is kept or dropped whole: one
-item, or the items sharing a group (a tool call with its results). A failing optional source is
-isolated here and reported; a failing required source fails the build; bad input and a bad plan
-(a source refusing its options) always raise: they are the caller's to fix, and isolating them
-would quietly build without that source.
+it joins the system message) and its token cost. A source declared ``fenced`` has its data marked
+untrusted here (``_fenced_roles``), and what a source offers that no request may carry (text
+that is not UTF-8, data in the user's voice) fails that source here, naming the item. A *unit*
+is what is kept or dropped whole: one item, or the items sharing a group (a tool call with its
+results). A failing optional source is isolated here and reported; a failing required source
+fails the build; bad input and a bad plan (a source refusing its options) always raise: they are
+the caller's to fix, and isolating them would quietly build without that source.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from contextwright.core.accounting import frame_tokens, schema_tokens
 from contextwright.core.caches import BoundedCache, register_cache, text_bytes
 from contextwright.core.fence import DEFAULT_FENCE_KEY, escape_lines, fence, label, separator
-from contextwright.core.items import ContextItem, Message
+from contextwright.core.items import ContextItem, Message, check_text
 from contextwright.core.plan import SourceSpec
 from contextwright.core.report import Decision
 from contextwright.core.request import Request
@@ -254,7 +256,7 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
         omitted_at: list[float] = []
         gathered.units, gathered.complete = _read_units(
             spec.source, source.namespace, items, cap, costing, gathered.omitted, omitted_at,
-            reach, _unit_limit(spec, traits, cap))
+            reach, _unit_limit(spec, traits, cap), _fenced_roles(traits))
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
         if traits.offers == "messages":
@@ -269,11 +271,30 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
         raise
     except Exception as exc:  # a source is third-party code: isolate whatever it raises
         if spec.required:
-            raise SourceError(
-                f"required source {spec.source!r} failed: {type(exc).__name__}") from exc
+            raise SourceError(f"required source {spec.source!r} failed: {failure(exc)}") from exc
         logger.warning("source %s failed and was left out: %s", spec.source, type(exc).__name__)
-        gathered.units, gathered.error = [], f"{type(exc).__name__}: {exc}"[:200]
+        gathered.units, gathered.error = [], (
+            str(exc) if isinstance(exc, RefusedItemError) else f"{type(exc).__name__}: {exc}"[:200])
     return gathered
+
+
+class RefusedItemError(SourceError):
+    """A source offered an item the build refuses (``check_offered``, a key outside its namespace).
+
+    The message is the library's own: it names the source and the item, never its text.
+    """
+
+
+def failure(exc: BaseException) -> str:
+    """What went wrong in a source, as a required source's error says it.
+
+    A refused item's message is the library's own and names the item; anything else a
+    source raised is named by its kind only (its text may hold anything: a URL with a token,
+    the payload that failed), and the error carries it as its cause.
+    """
+    if isinstance(exc, RefusedItemError):
+        return str(exc)
+    return type(exc).__name__
 
 
 MIN_CUT_TOKENS = 48
@@ -293,9 +314,54 @@ def _unit_limit(spec: SourceSpec, traits: SourceTraits, cap: int) -> int | None:
     return int(cap * share)
 
 
+def _fenced_roles(traits: SourceTraits) -> frozenset[str]:
+    """The roles of the items of a source with ``traits`` that are data, fenced whatever they say.
+
+    A ``fenced`` source's items are data (tickets, pages, records); one reading the request's
+    messages (``offers="messages"``) shows the conversation itself, whose user and assistant
+    messages are not data, so only its tool results are.
+    """
+    if not traits.fenced:
+        return frozenset()
+    return _TOOL_ROLE if traits.offers == "messages" else _EVERY_ROLE
+
+
+_TOOL_ROLE = frozenset(("tool",))
+_EVERY_ROLE = frozenset(("system", "user", "assistant", "tool"))
+
+
+def as_data(item: ContextItem) -> ContextItem:
+    """``item`` marked untrusted: fenced as data in every rendering."""
+    return replace(item, untrusted=True)
+
+
+def check_offered(item: ContextItem, namespace: str) -> None:
+    """Refuse an item of source ``namespace`` that no request may carry (``RefusedItemError``).
+
+    Its content must be text that encodes as UTF-8 (the request's own text is checked when it
+    is read; a source of the user's own may yield anything), and data (``untrusted``) never
+    speaks in the user's voice: a model takes a user message as the user's words. The message
+    names the item, never its text.
+    """
+    content = item.message.content
+    if not isinstance(content, str):
+        raise RefusedItemError(f"source {namespace!r} offered {item.key!r} with content that "
+                               f"is not text ({type(content).__name__})")
+    try:
+        check_text(content, "its content")
+    except InvalidInputError as exc:
+        raise RefusedItemError(f"source {namespace!r} offered {item.key!r}: {exc}") from None
+    if item.untrusted and item.message.role == "user":
+        raise RefusedItemError(
+            f"source {namespace!r} offered {item.key!r} as data (untrusted, or from a fenced "
+            "source) in the user's role: data is never sent as the user's words; give it the "
+            "role 'assistant' or 'system'")
+
+
 def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,
                 costing: Costing, omitted: list[Decision], omitted_at: list[float],
                 reach: int | None = None, unit_limit: int | None = None,
+                fenced_roles: frozenset[str] = frozenset(),
                 ) -> tuple[list[Unit], bool]:
     """Group consecutive items sharing a group into units, stopping once past ``cap``.
 
@@ -306,6 +372,9 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     An item with ``metadata["omitted"]`` is the source saying what it left out and why: it
     becomes a ``dropped`` decision in ``omitted`` (its ``order`` in ``omitted_at``), not a unit;
     ``metadata["omitted_count"]`` says how many it stands for (a run never read).
+    An item whose role is in ``fenced_roles`` is data (``_fenced_roles``), marked untrusted.
+    An item rendered for the first time is checked (``check_offered``); one found in the
+    candidate cache was checked when it was rendered.
     One loop, no nested generators: this runs for every message a build reads.
     """
     prefix = namespace + "."
@@ -319,13 +388,16 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     cached, costing_key = _CANDIDATES.get, costing.neutral_key
     for item in items:
         if not item.key.startswith(prefix):
-            raise SourceError(f"source {namespace!r} produced a key outside its namespace")
+            raise RefusedItemError(f"source {namespace!r} produced a key outside its namespace: "
+                              f"{item.key!r}")
         if "omitted" in item.metadata:
             omitted.append(Decision(source=name, key=item.key, action="dropped",
                                     reason=str(item.metadata["omitted"]),
                                     count=int(item.metadata.get("omitted_count", 1))))
             omitted_at.append(item.order)
             continue
+        if fenced_roles and not item.untrusted and item.message.role in fenced_roles:
+            item = as_data(item)
         if current and (item.group is None or item.group != group):
             unit = _close_unit(name, current, round_no, len(units))
             units.append(unit)
@@ -336,8 +408,11 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
                     and (item.round_start is None or round_no != unit.round)):
                 return units, False
         hit = cached((id(item), costing_key))  # cached_candidate, inlined for the hot path
-        current.append(hit[1] if hit is not None and hit[0] is item
-                       else cached_candidate(item, costing, cap))
+        if hit is not None and hit[0] is item:
+            current.append(hit[1])
+        else:
+            check_offered(item, namespace)
+            current.append(cached_candidate(item, costing, cap))
         group = item.group
     if current:
         units.append(_close_unit(name, current, round_no, len(units)))

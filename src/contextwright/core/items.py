@@ -167,7 +167,9 @@ class ContextItem:
     that does not move with the list's start (a session's stored turn: ``DETACHED_ORDER`` plus
     its position in the session)."""
     untrusted: bool = False
-    """Tool output or document text: fenced as data, never rendered as system or user."""
+    """Data (tool output, document text, a session's zones): fenced in every rendering and
+    never in the user's voice (a source offering it as a user message fails); in the system
+    role it joins the system message only inside its fence."""
     truncatable: bool = False
     """The text may be cut (around the query's keywords) to fit."""
     label: str | None = None

@@ -163,7 +163,9 @@ class SourceTraits:
     max_item_share: float | None = None
     """Default of the ``max_item_share`` option."""
     fenced: bool = False
-    """It may offer untrusted text, which renders fenced as data (with the note saying so)."""
+    """Its items are data: each renders fenced (with the note saying so) whatever its
+    ``untrusted`` flag. For a source of the request's messages (``offers="messages"``) that is
+    its tool results: its user and assistant messages are the conversation itself."""
     digestible: bool = False
     """It can stand in for what it left out (it implements ``DigestingSource``)."""
     volatile: bool = False
