@@ -13,14 +13,23 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextwright.compress.tool_results import reduce_tool_result
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.compress.tool_results import (
+    dropped_tool_result,
+    one_line_tool_result,
+    reduce_tool_result,
+)
 from contextwright.core.cutting import _Counts, _kept, _pieces, _Text
-from contextwright.core.fence import short_label
+from contextwright.core.digest import DigestCost
+from contextwright.core.fence import language_of, short_label
+from contextwright.core.gather import Costing
+from contextwright.sources.history_digest import omitted_digest
 from contextwright.tokens import get_tokenizer
 from contextwright.tokens._base import whole_clusters
 from contextwright.tokens._estimate import estimate_from_parts, estimate_parts, estimate_tokens
@@ -207,3 +216,87 @@ def test_a_short_label_never_ends_in_part_of_a_character(before: int, joined: st
     assert len(short) <= 100 and short.endswith("…")
     kept = short[:-1]
     assert label.startswith(kept) and whole_clusters(label, kept) == kept
+
+
+# --- labels and the library's own words follow the build's language --------------------------
+
+@pytest.mark.parametrize(("text", "language"), [
+    ("返品の期限は何日ですか？", "en"),                   # kanji and kana: Japanese
+    ("ありがとう！ほかにもききたいことがあります", "en"),  # kana only
+    ("東京タワーに行きたい", "en"),
+    ("ｱﾘｶﾞﾄｳ 東京", "en"),                                # half-width katakana
+    ("帮我查一下订单 ORD-2024-001", "zh"),
+    ("我在读列夫・托尔斯泰的书", "zh"),                    # the katakana middle dot is no kana
+    ("我要退货，订单号是 A1B2C3。", "zh"),
+])
+def test_text_with_kana_is_not_labelled_chinese(text: str, language: str) -> None:
+    assert language_of(text) == language
+
+
+def test_a_japanese_build_has_english_labels_every_call() -> None:
+    builder = ContextBuilder()
+    plan = BuildPlan.named("chat")
+    renders = []
+    for question in ("返品の期限は何日ですか？", "ありがとう！ほかにもききたいことがあります"):
+        request = Request(user_input=question, system="サポート担当です。",
+                          history=[{"role": "user", "content": "注文番号はA1B2C3です。"},
+                                   {"role": "assistant", "content": "確認しました。"}])
+        text = builder.build(plan, request, target="text").to_text()
+        assert "=== System ===" in text and "系统" not in text
+        again = builder.build(plan, request, target="text").to_text()
+        renders.append(text)
+        assert again == text
+    assert renders[0].split("\n", 1)[0] == renders[1].split("\n", 1)[0]
+
+
+_JSON_RESULT = '{"order": "A1B2C3", "eta": "2024-12-03", "note": "leave at the door"}'
+_TEXT_RESULT = " ".join(f"Order ORD-{n:04d} shipped from the Hangzhou warehouse." for n in range(9))
+
+
+def test_reduced_tool_results_say_their_own_words_in_english_as_before() -> None:
+    assert reduce_tool_result("track", _JSON_RESULT) == (
+        "Tool result (track), key facts: order: A1B2C3; eta: 2024-12-03")
+    assert reduce_tool_result(None, "{}") == "Tool result, key facts: (none)"
+    assert reduce_tool_result("track", _TEXT_RESULT).startswith(
+        "Tool result (track), key facts: Order ORD-0000 shipped")
+    assert one_line_tool_result("track", _JSON_RESULT) == (
+        "Earlier tool result (track): A1B2C3 2024-12-03")
+    assert one_line_tool_result(None, _TEXT_RESULT, 31) == (
+        "Earlier tool result: ORD-0000 (+8 more)")
+    assert dropped_tool_result(None) == "[earlier result of a tool omitted]"
+
+
+def test_reduced_tool_results_say_their_own_words_in_chinese_in_a_chinese_build() -> None:
+    assert reduce_tool_result("track", _JSON_RESULT, language="zh") == (
+        "工具结果（track），关键事实: order: A1B2C3; eta: 2024-12-03")
+    assert reduce_tool_result(None, "{}", language="zh") == "工具结果，关键事实: （无）"
+    assert one_line_tool_result("track", _JSON_RESULT, language="zh") == (
+        "较早的工具结果（track）: A1B2C3 2024-12-03")
+    assert one_line_tool_result("track", _TEXT_RESULT, 28, language="zh") == (
+        "较早的工具结果（track）: ORD-0000（另有 8 项）")
+    assert dropped_tool_result("track", language="zh") == "[已省略track的较早结果]"
+    with pytest.raises(ValueError, match="labels language"):
+        reduce_tool_result("track", _JSON_RESULT, language="ja")
+
+
+def _digest(language: str) -> str:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "我的订单号是 A1B2C3，寄到杭州。"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "track", "arguments": '{"order": "A1B2C3"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"eta": "2024-12-03"}'},
+        {"role": "assistant", "content": "预计 2024-12-03 送达。"}]
+    cost = DigestCost(Costing(get_tokenizer("o200k_base"), language), 2_001)
+    item = omitted_digest(messages, "history", "", {}, [], 2_000, cost, language=language)
+    assert item is not None
+    return item.message.content
+
+
+def test_a_digest_says_its_own_words_in_the_build_language() -> None:
+    assert _digest("en") == (
+        "Digest of 4 earlier message(s) left out for space: exact values first seen in them, "
+        "not shown elsewhere.\n- user, history[0]: A1B2C3\n- tool track, history[2]: 2024-12-03")
+    assert _digest("zh") == (
+        "因篇幅省略了 4 条较早的消息，以下是其中首次出现、别处未显示的确切值。\n"
+        "- 用户, history[0]: A1B2C3\n- 工具 track, history[2]: 2024-12-03")

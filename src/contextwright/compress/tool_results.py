@@ -298,21 +298,53 @@ def _count(options: Mapping[str, Any], name: str, default: int) -> int:
     return int(value)
 
 
+_WORDING: dict[str, dict[str, str]] = {
+    "en": {"reduced": "Tool result ({name}), key facts",
+           "reduced_unnamed": "Tool result, key facts",
+           "line": "Earlier tool result ({name})", "line_unnamed": "Earlier tool result",
+           "none": "(none)", "no_ids": "(no identifiers)", "more": " (+{more} more)",
+           "dropped": "[earlier result of {name} omitted]", "a_tool": "a tool"},
+    "zh": {"reduced": "工具结果（{name}），关键事实", "reduced_unnamed": "工具结果，关键事实",
+           "line": "较早的工具结果（{name}）", "line_unnamed": "较早的工具结果",
+           "none": "（无）", "no_ids": "（无标识）", "more": "（另有 {more} 项）",
+           "dropped": "[已省略{name}的较早结果]", "a_tool": "某工具"},
+}
+"""What a reduced result says around its values, by the build's labels' language
+(``core.fence.LABELS``); the values themselves are never translated."""
+
+
+def _wording(language: str) -> dict[str, str]:
+    """The wording of ``language``; one the labels do not know is an error."""
+    wording = _WORDING.get(language)
+    if wording is None:
+        raise ValueError(f"unknown labels language {language!r}: expected one of "
+                         f"{', '.join(_WORDING)}")
+    return wording
+
+
 def reduce_tool_result(tool_name: str | None, content: str,
-                       fields: Sequence[str] | None = None) -> str:
-    """One line of key facts of a result: ``key: value, value; key: value`` for JSON."""
-    return _reduce_cached(tool_name, content, None if fields is None else tuple(fields))
+                       fields: Sequence[str] | None = None, *, language: str = "en") -> str:
+    """One line of key facts of a result: ``key: value, value; key: value`` for JSON.
+
+    ``language``: that of the build's labels (``en``, ``zh``); the line's own words follow it.
+    """
+    _wording(language)
+    return _reduce_cached(tool_name, content, None if fields is None else tuple(fields),
+                          language)
 
 
 @memoized("compress.tool_results.reduce", max_entries=16_384, share=0.03, size=call_bytes)
-def _reduce_cached(tool_name: str | None, content: str, fields: tuple[str, ...] | None) -> str:
+def _reduce_cached(tool_name: str | None, content: str, fields: tuple[str, ...] | None,
+                   language: str) -> str:
     mark, content = _failure_mark(content)
-    reduced = _reduce(tool_name, content, fields)
+    reduced = _reduce(tool_name, content, fields, _wording(language))
     return mark + without_lone_surrogates(reduced, content)
 
 
-def _reduce(tool_name: str | None, content: str, fields: tuple[str, ...] | None) -> str:
-    prefix = f"Tool result ({tool_name}), key facts" if tool_name else "Tool result, key facts"
+def _reduce(tool_name: str | None, content: str, fields: tuple[str, ...] | None,
+            wording: Mapping[str, str]) -> str:
+    prefix = (wording["reduced"].format(name=tool_name) if tool_name
+              else wording["reduced_unnamed"])
     value = _parse_json(content)
     if value is None:
         return _reduce_text(prefix, content)
@@ -323,24 +355,27 @@ def _reduce(tool_name: str | None, content: str, fields: tuple[str, ...] | None)
         for fact in _scalar_facts(key, scalar):
             groups.setdefault(key or "value", {})[fact] = None
     body = "; ".join(f"{key}: {', '.join(values)}" for key, values in groups.items())
-    return f"{prefix}: {body}" if body else f"{prefix}: (none)"
+    return f"{prefix}: {body}" if body else f"{prefix}: {wording['none']}"
 
 
-def one_line_tool_result(tool_name: str | None, content: str, max_chars: int = 240) -> str:
+def one_line_tool_result(tool_name: str | None, content: str, max_chars: int = 240, *,
+                         language: str = "en") -> str:
     """The shortest form that still names what the result held: its identifiers and dates.
 
     A short text result is shown whole when that fits in ``max_chars``; otherwise the
     identifiers that fit in ``max_chars`` are listed, followed by a " (+n more)" count of the
     rest (the count may run past ``max_chars``: reserving room for it costs identifiers).
+    ``language``: that of the build's labels (``en``, ``zh``); the line's own words follow it.
     """
-    return _line_cached(tool_name, content, max_chars)
+    _wording(language)
+    return _line_cached(tool_name, content, max_chars, language)
 
 
 @memoized("compress.tool_results.line", max_entries=16_384, share=0.03, size=call_bytes)
-def _line_cached(tool_name: str | None, content: str, max_chars: int) -> str:
+def _line_cached(tool_name: str | None, content: str, max_chars: int, language: str) -> str:
     mark, content = _failure_mark(content)
-    return mark + without_lone_surrogates(_line(tool_name, content, max_chars - len(mark)),
-                                          content)
+    line = _line(tool_name, content, max_chars - len(mark), _wording(language))
+    return mark + without_lone_surrogates(line, content)
 
 
 def _failure_mark(content: str) -> tuple[str, str]:
@@ -354,8 +389,9 @@ def _failure_mark(content: str) -> tuple[str, str]:
     return f"{TOOL_ERROR_MARK} ", content[len(TOOL_ERROR_MARK):].lstrip()
 
 
-def _line(tool_name: str | None, content: str, max_chars: int) -> str:
-    prefix = f"Earlier tool result ({tool_name})" if tool_name else "Earlier tool result"
+def _line(tool_name: str | None, content: str, max_chars: int,
+          wording: Mapping[str, str]) -> str:
+    prefix = wording["line"].format(name=tool_name) if tool_name else wording["line_unnamed"]
     value = _parse_json(content)
     if value is None and len(content) <= _SHORT_TEXT:
         whole = f"{prefix}: {_one_line(content)}"
@@ -366,8 +402,8 @@ def _line(tool_name: str | None, content: str, max_chars: int) -> str:
     facts = [f for f in extract_facts(text) if _is_identifier(f)]
     shown = _fitting(facts, max_chars - len(prefix) - 2)
     more = len(facts) - len(shown)
-    tail = f" (+{more} more)" if more else ""
-    return f"{prefix}: {' '.join(shown) or '(no identifiers)'}{tail}"
+    tail = wording["more"].format(more=more) if more else ""
+    return f"{prefix}: {' '.join(shown) or wording['no_ids']}{tail}"
 
 
 def _fitting(facts: Sequence[str], room: int) -> list[str]:
@@ -382,9 +418,10 @@ def _fitting(facts: Sequence[str], room: int) -> list[str]:
     return shown
 
 
-def dropped_tool_result(tool_name: str | None) -> str:
-    """The placeholder that answers a call whose early result was dropped."""
-    return f"[earlier result of {tool_name or 'a tool'} omitted]"
+def dropped_tool_result(tool_name: str | None, *, language: str = "en") -> str:
+    """The placeholder that answers a call whose early result was dropped (in ``language``)."""
+    wording = _wording(language)
+    return wording["dropped"].format(name=tool_name or wording["a_tool"])
 
 
 def _parse_json(content: str) -> Any:

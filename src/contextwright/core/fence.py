@@ -123,6 +123,10 @@ DEFAULT_FENCE_KEY = b"contextwright-fence-v1"
 
 
 _LATIN = re.compile(r"[A-Za-z]")
+# Hiragana and katakana letters (full and half width), not the katakana middle dot and long
+# vowel mark, which Chinese text borrows now and then (列夫・托尔斯泰).
+_KANA = re.compile(r"[\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fd-\u30ff"
+                   r"\u31f0-\u31ff\uff66-\uff9d]")
 
 
 def language_of(text: str) -> str:
@@ -132,9 +136,15 @@ def language_of(text: str) -> str:
     and its summaries the session's first message. A Chinese character carries about a word,
     Latin letters are counted per word (~5 letters), so an English question naming one Chinese
     city stays English and a Chinese one with an order number stays Chinese.
+
+    Text with kana is Japanese, and gets English like every language but Chinese: Simplified
+    Chinese labels and notes read as another language to a Japanese reader, whatever kanji
+    the two share. Counting kanji as Chinese also made one Japanese conversation flip between
+    Chinese labels (a message with kanji) and English ones (a message in kana only), and the
+    labels open the system message, so each flip re-sent the whole prompt uncached.
     """
     cjk = len(_CJK.findall(text))
-    if not cjk:
+    if not cjk or _KANA.search(text):
         return "en"
     return "zh" if cjk >= 0.2 * (cjk + len(_LATIN.findall(text)) / 5) else "en"
 

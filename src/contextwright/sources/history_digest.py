@@ -49,22 +49,29 @@ class Entry(NamedTuple):
 
 
 def history_digest(request: Request, options: Mapping[str, Any], kept: Sequence[ContextItem],
-                   max_tokens: int, cost: Callable[[ContextItem], int]) -> ContextItem | None:
-    """The digest of omitted history messages, or None when no value is worth listing."""
+                   max_tokens: int, cost: Callable[[ContextItem], int], *,
+                   language: str = "en") -> ContextItem | None:
+    """The digest of omitted history messages, or None when no value is worth listing.
+
+    ``language``: that of the build's labels (``en``, ``zh``); the digest's own words follow
+    it, the values it lists are never translated.
+    """
     return omitted_digest(request.history, "history", request.user_input, options, kept,
-                          max_tokens, cost)
+                          max_tokens, cost, language=language)
 
 
 def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input: str,
                    options: Mapping[str, Any], kept: Sequence[ContextItem], max_tokens: int,
-                   cost: Callable[[ContextItem], int]) -> ContextItem | None:
+                   cost: Callable[[ContextItem], int], *,
+                   language: str = "en") -> ContextItem | None:
     """The digest of the ``messages`` not in ``kept`` (items ordered by message index).
 
     ``where`` names the list (``history``, ``turn``) in the text and is the key's namespace
-    (``tool_results`` for ``turn``).
+    (``tool_results`` for ``turn``). ``language``: as for ``history_digest``.
     """
+    wording = _wording(language)
     scan = int(options.get("digest_scan", DEFAULT_SCAN))
-    memo = _memo_key(messages, where, user_input, scan, max_tokens, cost)
+    memo = _memo_key(messages, where, user_input, scan, max_tokens, cost, language)
     if memo is not None:
         remembered = _remembered(memo, messages, kept)
         if remembered is not None:
@@ -77,7 +84,7 @@ def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input
     if ranked:
         size = len(messages)
         omitted = size - sum(1 for index in kept_at if 0 <= index < size)
-        digest = _fitting(entries, ranked, omitted, where, max_tokens, cost)
+        digest = _fitting(entries, ranked, _Heading(omitted, where, wording), max_tokens, cost)
     if memo is not None and read is not None:
         _DIGESTS.put(memo, (tuple(kept), tuple(read), (digest,)))
     return digest
@@ -105,7 +112,8 @@ object at a freed id parses to another ``Message``."""
 
 
 def _memo_key(messages: Sequence[Mapping[str, Any]], where: str, user_input: str, scan: int,
-              max_tokens: int, cost: Callable[[ContextItem], int]) -> tuple[object, ...] | None:
+              max_tokens: int, cost: Callable[[ContextItem], int],
+              language: str) -> tuple[object, ...] | None:
     """What a digest depends on besides the messages it reads and the kept items.
 
     None for a ``cost`` that cannot say what it counts with: the digest is then not remembered.
@@ -113,7 +121,7 @@ def _memo_key(messages: Sequence[Mapping[str, Any]], where: str, user_input: str
     cost_key = getattr(cost, "memo_key", None)
     if cost_key is None:
         return None
-    return (len(messages), where, user_input, scan, max_tokens, cost_key)
+    return (len(messages), where, user_input, scan, max_tokens, cost_key, language)
 
 
 def _alike(a: ContextItem, b: ContextItem) -> bool:
@@ -148,7 +156,7 @@ def _remembered(memo: tuple[object, ...], messages: Sequence[Mapping[str, Any]],
     return digest
 
 
-def _fitting(entries: Sequence[Entry], ranked: Sequence[str], omitted: int, where: str,
+def _fitting(entries: Sequence[Entry], ranked: Sequence[str], heading: _Heading,
              max_tokens: int, cost: Callable[[ContextItem], int]) -> ContextItem | None:
     """The digest of the most values, taken in rank order, that costs at most ``max_tokens``.
 
@@ -158,10 +166,10 @@ def _fitting(entries: Sequence[Entry], ranked: Sequence[str], omitted: int, wher
     The item returned is the one last costed, so rendering it again costs nothing
     (``DigestCost`` remembers it).
     """
-    whole = _item(entries, set(ranked), omitted, where)
+    whole = _item(entries, set(ranked), heading)
     if cost(whole) <= max_tokens:
         return whole
-    base = cost(_item(entries, set(), omitted, where))
+    base = cost(_item(entries, set(), heading))
     room = (max_tokens - base) * 4
     count, used = 0, 0
     for value in ranked:  # each value costs its text, a separator, and maybe a new line label
@@ -172,7 +180,7 @@ def _fitting(entries: Sequence[Entry], ranked: Sequence[str], omitted: int, wher
     for _ in range(8):
         if count <= 0:
             return None
-        item = _item(entries, set(ranked[:count]), omitted, where)
+        item = _item(entries, set(ranked[:count]), heading)
         spent = cost(item)
         if spent <= max_tokens:
             return item
@@ -375,14 +383,53 @@ def _key_of(value: str) -> str:
     return _key(value) if len(value) <= MEMO_CHARS else fact_key(value)
 
 
-def _item(entries: Sequence[Entry], chosen: set[str], omitted: int, where: str) -> ContextItem:
+_WORDING: dict[str, dict[str, str]] = {
+    "en": {"opening": "Digest of {omitted} earlier message(s) left out for space: exact values "
+                      "first seen in them, not shown elsewhere.",
+           "user": "user", "assistant": "assistant", "system": "system", "tool": "tool"},
+    "zh": {"opening": "因篇幅省略了 {omitted} 条较早的消息，"
+                      "以下是其中首次出现、别处未显示的确切值。",
+           "user": "用户", "assistant": "助手", "system": "系统", "tool": "工具"},
+}
+"""What a digest says around its values, by the build's labels' language (``core.fence``)."""
+
+
+def _wording(language: str) -> Mapping[str, str]:
+    """The wording of ``language``; one the labels do not know is an error."""
+    wording = _WORDING.get(language)
+    if wording is None:
+        raise ValueError(f"unknown labels language {language!r}: expected one of "
+                         f"{', '.join(_WORDING)}")
+    return wording
+
+
+class _Heading(NamedTuple):
+    """What a digest's text says besides its values."""
+
+    omitted: int
+    """Messages left out."""
+    where: str
+    """The list they were left out of (``history``, ``turn``)."""
+    wording: Mapping[str, str]
+    """``_WORDING`` of the build's labels' language."""
+
+
+def _speaker(who: str, wording: Mapping[str, str]) -> str:
+    """``Entry.who`` in the digest's language: the role's word, then the tool's name if any."""
+    role, _, name = who.partition(" ")
+    word = wording.get(role, role)
+    return f"{word} {name}" if name else word
+
+
+def _item(entries: Sequence[Entry], chosen: set[str], heading: _Heading) -> ContextItem:
+    omitted, where, wording = heading
     lines = []
     for entry in reversed(entries):  # oldest first, like the conversation
         values = [v for v in entry.values if v in chosen]
         if values:
-            lines.append(f"- {entry.who}, {where}[{entry.at}]: {'; '.join(values)}")
-    text = (f"Digest of {omitted} earlier message(s) left out for space: exact values first "
-            "seen in them, not shown elsewhere.\n" + "\n".join(lines))
+            lines.append(f"- {_speaker(entry.who, wording)}, {where}[{entry.at}]: "
+                         f"{'; '.join(values)}")
+    text = wording["opening"].format(omitted=omitted) + "\n" + "\n".join(lines)
     reason = (f"digest of {omitted} omitted {where} message(s): {len(chosen)} exact value(s) "
               "first seen in them")
     namespace = "tool_results" if where == "turn" else where
