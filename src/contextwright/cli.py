@@ -200,6 +200,10 @@ def _read_previous(path: Path) -> Fingerprint:
                                 ) from None
     if isinstance(data, dict) and "fingerprint" in data:
         data = data["fingerprint"]
+    elif isinstance(data, dict) and "version" not in data:
+        # A build's output made without --cache, or a request: nothing to continue.
+        raise InvalidInputError(f"{path.name} holds no fingerprint: pass the output of a "
+                                "'build --cache' (or its 'fingerprint' object)")
     return Fingerprint.from_dict(data)
 
 

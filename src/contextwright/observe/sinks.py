@@ -16,11 +16,11 @@ import os
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Protocol, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 
 from contextwright.errors import CorruptRecordError, InvalidInputError, StoreError
 from contextwright.observe.jsonl_index import IndexRow, JsonlIndex
@@ -546,6 +546,16 @@ def snapshot_from_file(path: Path) -> Snapshot:
     except OSError as exc:
         raise InvalidInputError(f"cannot read snapshot file {path.name}: {exc.strerror}"
                                 ) from None
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"snapshot file {path.name} is not valid UTF-8") from None
     except (ValueError, RecursionError):
         raise InvalidInputError(f"snapshot file {path.name} is not JSON") from None
+    if isinstance(data, dict) and "schema" not in data and _looks_like_request(data):
+        raise InvalidInputError(f"{path.name} is a request, not a snapshot: inspect a build of "
+                                "it with --request FILE")
     return Snapshot.from_dict(data)
+
+
+def _looks_like_request(data: Mapping[str, Any]) -> bool:
+    """Whether a JSON object reads as a build request (a common mix-up on the command line)."""
+    return bool({"user_input", "history", "system", "turn"} & set(data))
