@@ -117,6 +117,9 @@ class Gathered:
     read_back_to: int | None = None
     """The list position it was read back to at most (``gather_source``'s ``reach``: a
     continued layout's source), None when read as far as the budget reaches."""
+    stopped_at_large: bool = False
+    """Reading stopped at a unit larger than all the source may take, having passed over
+    ``PASS_OVER_LIMIT`` such units (a bound on the work), not because what it read filled it."""
     pinned_head_end: int | None = None
     """For a source cut after a pinned head (a stable-prefix build): the list position of the
     head's last message; messages between it and the rest are left out for that reason."""
@@ -254,9 +257,12 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
     try:
         items = source.build(request, spec.options)
         omitted_at: list[float] = []
-        gathered.units, gathered.complete = _read_units(
+        contiguous = core_options(spec.source, spec.options).contiguous
+        passes_over = 0 if (traits.contiguous if contiguous is None else contiguous) else (
+            PASS_OVER_LIMIT)
+        gathered.units, gathered.complete, gathered.stopped_at_large = _read_units(
             spec.source, source.namespace, items, cap, costing, gathered.omitted, omitted_at,
-            reach, _unit_limit(spec, traits, cap), _fenced_roles(traits))
+            reach, _unit_limit(spec, traits, cap), _fenced_roles(traits), passes_over)
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
         if traits.offers == "messages":
@@ -296,6 +302,13 @@ def failure(exc: BaseException) -> str:
         return str(exc)
     return type(exc).__name__
 
+
+PASS_OVER_LIMIT = 16
+"""How many units too large for all it may take a source cut item by item is read past.
+
+Such a unit is left out by itself (or cut), and the smaller units after it may still fit, so
+reading goes on past it. Each costs its count up to the cap: past this many, reading stops at
+the next one, so a source of huge items costs a bounded amount of work."""
 
 MIN_CUT_TOKENS = 48
 """A cut item shorter than this says too little to be worth its framing: pruning makes none."""
@@ -361,14 +374,19 @@ def check_offered(item: ContextItem, namespace: str) -> None:
 def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: int,
                 costing: Costing, omitted: list[Decision], omitted_at: list[float],
                 reach: int | None = None, unit_limit: int | None = None,
-                fenced_roles: frozenset[str] = frozenset(),
-                ) -> tuple[list[Unit], bool]:
+                fenced_roles: frozenset[str] = frozenset(), passes_over: int = 0,
+                ) -> tuple[list[Unit], bool, bool]:
     """Group consecutive items sharing a group into units, stopping once past ``cap``.
+
+    Returns the units, whether every item was read, and whether reading stopped at a unit
+    larger than ``cap`` after passing over ``passes_over`` others.
 
     Reading stops at the first unit that starts after the tokens read pass ``cap`` (for
     history: the first unit of the next round), so that unit's items are never rendered; or,
     with ``reach``, once a unit holding a list position at or before it was read. A unit
-    counts at most ``unit_limit`` tokens towards ``cap`` (``_unit_limit``).
+    counts at most ``unit_limit`` tokens towards ``cap`` (``_unit_limit``); without one, the
+    first ``passes_over`` units larger than ``cap`` count nothing (a source cut item by item
+    leaves such a unit out by itself, and the units after it may fit: ``PASS_OVER_LIMIT``).
     An item with ``metadata["omitted"]`` is the source saying what it left out and why: it
     becomes a ``dropped`` decision in ``omitted`` (its ``order`` in ``omitted_at``), not a unit;
     ``metadata["omitted_count"]`` says how many it stands for (a run never read).
@@ -383,6 +401,8 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     group: str | None = None
     total = 0
     round_no = 0
+    passed = 0
+    at_large = False
     # A hit is one dict lookup: most items render alike in every language (``key_for``);
     # those that do not are found by ``cached_candidate``.
     cached, costing_key = _CANDIDATES.get, costing.neutral_key
@@ -401,12 +421,19 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
         if current and (item.group is None or item.group != group):
             unit = _close_unit(name, current, round_no, len(units))
             units.append(unit)
-            total += unit.tokens if unit_limit is None else min(unit.tokens, unit_limit)
+            tokens = unit.tokens
+            if unit_limit is not None:
+                tokens = min(tokens, unit_limit)
+            elif tokens > cap:
+                at_large = passed >= passes_over > 0
+                passed += 1
+                tokens = tokens if at_large or not passes_over else 0
+            total += tokens
             round_no += 1 if current[0].item.round_start else 0
             current = []
             if ((total > cap or (reach is not None and _reaches(unit, reach)))
                     and (item.round_start is None or round_no != unit.round)):
-                return units, False
+                return units, False, at_large
         hit = cached((id(item), costing_key))  # cached_candidate, inlined for the hot path
         if hit is not None and hit[0] is item:
             current.append(hit[1])
@@ -416,7 +443,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
         group = item.group
     if current:
         units.append(_close_unit(name, current, round_no, len(units)))
-    return units, True
+    return units, True, False
 
 
 def _reaches(unit: Unit, position: int) -> bool:

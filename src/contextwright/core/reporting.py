@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from contextwright.core.budget import Allocation
-from contextwright.core.gather import Candidate, Gathered
+from contextwright.core.gather import PASS_OVER_LIMIT, Candidate, Gathered
 from contextwright.core.notes import with_recall_score
 from contextwright.core.plan import BuildPlan
 from contextwright.core.report import Action, BuildReport, Decision, SourceReport
@@ -22,6 +22,9 @@ OLDER_THAN_KEPT_RUN = "older than the kept run (kept from the previous build for
 BEFORE_PINNED_HEAD_END = ("between the pinned head (the oldest messages kept through cuts for a "
                           "stable prefix) and the recent rounds")
 """Why a cut after a pinned head leaves out the messages between the two (read or not)."""
+STOPPED_AT_LARGE = (f"budget: reading stopped after {PASS_OVER_LIMIT} items each larger than "
+                    "all the source may take (a bound on the work)")
+"""Why a source cut item by item left the rest unread when too many items were too large."""
 
 
 def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
@@ -41,7 +44,8 @@ def unread_decisions(g: Gathered, request: Request) -> list[Decision]:
         return []
     offered = g.offered
     count = 0 if offered is None else offered - g.read_units
-    reason = "budget: lower-ranked than anything that could fit; not read" + (
+    reason = (STOPPED_AT_LARGE if g.stopped_at_large else
+              "budget: lower-ranked than anything that could fit") + "; not read" + (
         " (number unknown)" if offered is None else "")
     if count <= 0 and offered is not None:
         return []
@@ -60,6 +64,8 @@ def _unread_message_decisions(g: Gathered, message_list: str, request: Request
             why = f"budget: {OLDER_THAN_KEPT_RUN}"
         elif g.pinned_head_end is not None and start > g.pinned_head_end:
             why = f"budget: {BEFORE_PINNED_HEAD_END}"
+        elif g.stopped_at_large:
+            why = STOPPED_AT_LARGE
         elif not g.complete:
             why = ("budget: older than anything that could fit" if start == 0 else
                    "budget: between the recalled turns and the recent rounds")
