@@ -320,14 +320,18 @@ def modes_from_mapping(data: object, origin: str = "modes config") -> ModesConfi
     A shipped mode it names keeps the fields it does not set (``structured: {window_size: 5}``
     keeps its zones and output rules): an override changes what it says, nothing else.
     """
+    if not isinstance(data, Mapping):
+        raise PlanError(f"{origin}: a modes config is a mapping of its settings (default_mode, "
+                        f"modes, rules, …), not {_kind(data)}")
+    _check_new_modes(data, origin)
     try:
         model = _ConfigModel.model_validate(_over_shipped_modes(data))
         defaults = (_ConfigModel.model_validate(DEFAULT_CONFIG)
                     if data is not DEFAULT_CONFIG else model)
     except PydanticValidationError as exc:
         first = exc.errors()[0]
-        location = ".".join(str(part) for part in first["loc"]) or "config"
-        raise PlanError(f"{origin}: {location}: {first['msg']}{_did_you_mean(first)}") from None
+        location = ".".join(str(part) for part in first["loc"])
+        raise PlanError(f"{origin}: {location}: {_problem(first)}{_did_you_mean(first)}") from None
     modes = {**defaults.modes, **model.modes}
     rules = model.rules if model.rules is not None else defaults.rules or []
     return ModesConfig(
@@ -351,6 +355,54 @@ def _over_shipped_modes(data: object) -> object:
         name: {**shipped[name], **fields}
         if name in shipped and isinstance(fields, Mapping) else fields
         for name, fields in modes.items()}}
+
+
+def _check_new_modes(data: Mapping[Any, Any], origin: str) -> None:
+    """``PlanError`` for a mode the config names that is neither shipped nor given a plan.
+
+    A name that is not a shipped mode is a new mode, and a new mode must say which plan builds
+    it: it has no shipped fields to inherit one from. So such a name without ``plan`` is no
+    mode at all, most often a shipped one misspelt (``structurd: {window_size: 5}``), and is
+    named as unknown, with the closest shipped mode. A name that gives a plan is a custom mode
+    even when it is close to a shipped one (``structured2``): it says all a mode needs.
+    """
+    modes = data.get("modes")
+    if not isinstance(modes, Mapping):
+        return  # validation says what is wrong with it
+    shipped: Mapping[str, Any] = DEFAULT_CONFIG["modes"]
+    for name, fields in modes.items():
+        if name in shipped or not isinstance(fields, Mapping) or "plan" in fields:
+            continue
+        hint = closest_name(str(name), shipped) or f" (shipped modes: {', '.join(shipped)})"
+        raise PlanError(f"{origin}: modes.{name}: unknown mode {str(name)!r}{hint}; "
+                        f"a new mode needs a plan")
+
+
+_MAPPING_ERRORS: Final = frozenset(("model_type", "model_attributes_type", "dict_type"))
+"""Pydantic's error types for a value that should be a mapping (their messages name our
+private model classes)."""
+
+
+def _problem(error: Any) -> str:
+    """What is wrong with the value at an error's location, in the words of the file."""
+    if error["type"] in _MAPPING_ERRORS:
+        return f"must be a mapping, not {_kind(error['input'])}"
+    return str(error["msg"])
+
+
+def _kind(value: object) -> str:
+    """What a parsed config value is, by its type only (never echoing it)."""
+    if value is None:
+        return "empty"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"a {type(value).__name__}"
 
 
 def _did_you_mean(error: Any) -> str:
@@ -380,4 +432,9 @@ def _settings(name: str, model: _ModeModel) -> ModeSettings:
 def load_modes_config(path: Path) -> ModesConfig:
     """Read a modes config file; the format follows the suffix."""
     data = read_config_file(path, "modes config")
-    return modes_from_mapping(data if data is not None else {}, origin=path.name)
+    if data is None:
+        # No document at all: more likely the wrong file, or one cut short, than a wish for
+        # the defaults (which leaving ``modes`` out gives; ``{}`` says so on purpose).
+        raise PlanError(f"modes config {path.name} is empty: give the settings it changes, "
+                        f"or {{}} to keep every default")
+    return modes_from_mapping(data, origin=path.name)
