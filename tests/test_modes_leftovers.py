@@ -1,4 +1,4 @@
-"""Modes: config file mistakes named in the file's words."""
+"""Modes: config file mistakes named in the file's words, the session part's label."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import pytest
 from contextwright.errors import PlanError
 from contextwright.manager import ContextManager
 from contextwright.modes import ModesConfig
+
+PLAN_ZH = "先查5月7日北京到上海的高铁，再订一家外滩附近的酒店"
 
 
 def _load(tmp_path: Path, text: str, name: str = "modes.yaml") -> ModesConfig:
@@ -95,3 +97,27 @@ def test_context_manager_names_the_file_not_our_classes(tmp_path: Path) -> None:
         ContextManager(modes=path)
     assert str(caught.value).startswith("modes.yaml: ")
     assert "Model" not in str(caught.value)
+
+
+# --- the session part's label -------------------------------------------------------------
+
+def _separators(user_text: str) -> list[str]:
+    manager = ContextManager(background=False)
+    try:
+        context = manager.prepare("u", "s", user_text)
+        return [line for line in context.to_text().splitlines() if line.startswith("===")]
+    finally:
+        manager.close()
+
+
+def test_the_session_part_is_headed_in_chinese_in_a_chinese_build() -> None:
+    separators = _separators(PLAN_ZH)
+    assert "=== 会话 ===" in separators
+    assert "=== session ===" not in separators
+    assert "=== 系统 ===" in separators
+
+
+def test_the_session_part_is_headed_like_the_others_in_english() -> None:
+    separators = _separators("First look up order 12345, then cancel it")
+    assert "=== Session ===" in separators
+    assert "=== session ===" not in separators

@@ -11,10 +11,12 @@ developer's config and are plain system text.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from contextwright.core.items import ContextItem, Layer, Message
 from contextwright.core.request import Request
+from contextwright.core.source import SourceTraits
 from contextwright.modes.config import ModeSettings
 from contextwright.modes.zones import Zones, render_zone
 
@@ -28,6 +30,9 @@ class SessionMemorySource:
     volatile = True
     """The summary and zones change as the session goes on: rendered after the stable part
     (the mode's instruction and output rules, marked ``stable``, stay in the system prompt)."""
+    traits = SourceTraits(volatile=True,
+                          labels=MappingProxyType({"en": "Session", "zh": "会话"}))
+    """Its part is headed in the conversation's language (``=== 会话 ===``) like the others."""
 
     def __init__(self, *, settings: ModeSettings, zones: Zones, summary_text: str,
                  language: str, unread: tuple[int, int, str] | None = None) -> None:
