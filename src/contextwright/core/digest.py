@@ -8,7 +8,10 @@ the room left. If it has nothing to say, the source is pruned again with its who
 reserve never costs anything for nothing. The digest is the source's oldest unit: the first to go
 if the exact count is over, and it is reported as a decision. It renders before what its source
 kept; a digest that is all its source shows after the user's input goes before the input instead
-(``core.assemble``), so it never ends the request in the assistant's voice.
+(``core.assemble``), so it never ends the request in the assistant's voice. A digest is
+checked like the items its source offers (``gather.check_offered``); one that fails (the source
+raises, or offers an item the build refuses) fails a required source, and an optional one goes
+on without it, with a warning, as a failing source is isolated (``gather.gather_source``).
 
 A digest is costed several times while its source decides how many values fit, and rebuilt on
 every build, so ``DigestCost`` counts a fenced digest line by line where the tokenizer allows it
@@ -20,6 +23,7 @@ Pure: the source's ``digest`` sees the request and the kept items; nothing here 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,7 +35,11 @@ from contextwright.core.gather import (
     Candidate,
     Costing,
     Gathered,
+    RefusedItemError,
     Unit,
+    check_offered,
+    failure,
+    failure_note,
     render_candidate,
     with_content,
 )
@@ -40,7 +48,9 @@ from contextwright.core.report import Decision
 from contextwright.core.request import Request
 from contextwright.core.select import Selection
 from contextwright.core.source import ContextSource, DigestingSource, core_options
-from contextwright.errors import SourceError
+from contextwright.errors import InvalidInputError, PlanError, SourceError
+
+logger = logging.getLogger("contextwright")
 
 DIGEST_OPTION = "digest_share"
 MIN_DIGEST_TOKENS = 16
@@ -82,21 +92,46 @@ def add_digest(g: Gathered, source: ContextSource, request: Request, grant: int,
         selections[name] = prune(g, grant)
         return
     room = grant - brought
-    first = _digest(g, source, request, selections[name], room, costing)
-    if first is None:
+    try:
+        chosen = _best_digest(g, source, request, selections[name], room, costing, prune)
+    except _DigestFailedError as failed:
+        g.digest_error = failed.note
+        chosen = None
+    if chosen is None:
         selections[name] = prune(g, grant)
         return
-    chosen = selections[name], first
-    if room - selections[name].tokens - first.tokens >= MIN_DIGEST_TOKENS:
-        fuller = prune(g, room - first.tokens)
-        second = _digest(g, source, request, fuller, room, costing)
-        if second is not None:
-            chosen = fuller, second
     selection, candidate = chosen
     selection.kept.append(Unit(source=name, candidates=[candidate], round=None,
                                rank=len(selection.kept)))
     selection.decisions.append(digest_decision(name, candidate))
     selections[name] = selection
+
+
+def _best_digest(g: Gathered, source: DigestingSource, request: Request, selection: Selection,
+                 room: int, costing: Costing, prune: Prune
+                 ) -> tuple[Selection, Candidate] | None:
+    """The selection and digest to show in ``room`` (None: the source has nothing to say).
+
+    When the digest leaves room, the source is pruned again with what it leaves and the
+    digest remade for what is still out (``add_digest``).
+    """
+    first = _digest(g, source, request, selection, room, costing)
+    if first is None:
+        return None
+    if room - selection.tokens - first.tokens >= MIN_DIGEST_TOKENS:
+        fuller = prune(g, room - first.tokens)
+        second = _digest(g, source, request, fuller, room, costing)
+        if second is not None:
+            return fuller, second
+    return selection, first
+
+
+class _DigestFailedError(Exception):
+    """An optional source's digest failed: the build goes on without it (``note`` says why)."""
+
+    def __init__(self, note: str) -> None:
+        super().__init__(note)
+        self.note = note
 
 
 def digest_decision(source: str, candidate: Candidate) -> Decision:
@@ -115,17 +150,35 @@ def _digest(g: Gathered, source: DigestingSource, request: Request, selection: S
         return None
     kept = [c.item for unit in selection.kept for c in unit.candidates]
     cost = DigestCost(costing, room + 1)
-    item = source.digest(request, g.spec.options, kept, room, cost)
-    if item is None:
-        return None
-    _check_key(item, g.spec.source)
-    candidate = cost.render(item)
+    try:
+        item = source.digest(request, g.spec.options, kept, room, cost)
+        if item is None:
+            return None
+        candidate = cost.render(checked_digest(item, g.spec.source))
+    except (InvalidInputError, PlanError):
+        raise  # the caller's to fix, as when the source reads them (``gather_source``)
+    except Exception as exc:  # a source is third-party code: isolate what its digest raises
+        name = g.spec.source
+        if g.spec.required:
+            raise SourceError(f"required source {name!r} failed making its digest: "
+                              f"{failure(exc)}") from exc
+        logger.warning("the digest of source %s failed and was left out: %s", name,
+                       type(exc).__name__)
+        raise _DigestFailedError(failure_note(exc)) from exc
     return candidate if candidate.tokens <= room else None
 
 
-def _check_key(item: ContextItem, name: str) -> None:
+def checked_digest(item: ContextItem, name: str) -> ContextItem:
+    """A digest of source ``name`` as offered items are checked (``RefusedItemError``).
+
+    Its key is in the source's namespace, and it is one the build may send
+    (``check_offered``).
+    """
     if not item.key.startswith(name + "."):
-        raise SourceError(f"source {name!r} produced a digest key outside its namespace")
+        raise RefusedItemError(f"source {name!r} produced a digest key outside its namespace: "
+                               f"{item.key!r}")
+    check_offered(item, name)
+    return item
 
 
 LINE_ADDITIVE_TOKENIZERS = frozenset(("o200k_base", "cl100k_base"))

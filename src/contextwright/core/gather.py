@@ -117,6 +117,8 @@ class Gathered:
     read_back_to: int | None = None
     """The list position it was read back to at most (``gather_source``'s ``reach``: a
     continued layout's source), None when read as far as the budget reaches."""
+    digest_error: str | None = None
+    """Why the source's digest failed and was left out (an optional source: ``core.digest``)."""
     stopped_at_large: bool = False
     """Reading stopped at a unit larger than all the source may take, having passed over
     ``PASS_OVER_LIMIT`` such units (a bound on the work), not because what it read filled it."""
@@ -279,8 +281,7 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
         if spec.required:
             raise SourceError(f"required source {spec.source!r} failed: {failure(exc)}") from exc
         logger.warning("source %s failed and was left out: %s", spec.source, type(exc).__name__)
-        gathered.units, gathered.error = [], (
-            str(exc) if isinstance(exc, RefusedItemError) else f"{type(exc).__name__}: {exc}"[:200])
+        gathered.units, gathered.error = [], failure_note(exc)
     return gathered
 
 
@@ -301,6 +302,16 @@ def failure(exc: BaseException) -> str:
     if isinstance(exc, RefusedItemError):
         return str(exc)
     return type(exc).__name__
+
+
+def failure_note(exc: BaseException) -> str:
+    """What went wrong in an optional source, as the report's warning says it: kind and text.
+
+    The report is the developer's to read; a refused item is named by the library's message.
+    """
+    if isinstance(exc, RefusedItemError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"[:200]
 
 
 PASS_OVER_LIMIT = 16

@@ -203,7 +203,9 @@ def make_report(plan: BuildPlan, gathered: list[Gathered], allocations: Mapping[
             error=g.error,
         ))
     warnings = warnings + [
-        f"source {g.spec.source} failed: {g.error}" for g in gathered if g.error]
+        f"source {g.spec.source} failed: {g.error}" for g in gathered if g.error] + [
+        f"the digest of source {g.spec.source} failed and was left out: {g.digest_error}"
+        for g in gathered if g.digest_error]
     return BuildReport(
         plan=plan.name, tokenizer=tokenizer.name, exact_tokens=tokenizer.exact,
         available=plan.budget.available, total_tokens=total, sources=tuple(rows),

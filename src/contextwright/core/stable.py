@@ -27,13 +27,14 @@ from typing import Any
 from contextwright.analysis import asks
 from contextwright.core.cache import CachePolicy, SourceLayout, message_hash, short_hash
 from contextwright.core.cutting import KEEP_HEAD
-from contextwright.core.digest import DigestCost, digest_share
+from contextwright.core.digest import DigestCost, checked_digest, digest_share
 from contextwright.core.gather import Candidate, Costing, Gathered, Unit, gather_source
 from contextwright.core.items import ContextItem, detached, parse_message
 from contextwright.core.plan import FrozenOptions, SourceSpec, thawed
 from contextwright.core.request import Request
 from contextwright.core.select import Selection, has_tool_activity
 from contextwright.core.source import ContextSource, DigestingSource, Layout, traits_of
+from contextwright.errors import InvalidInputError, PlanError
 
 TAIL_SEARCH = 4096
 """How far back from the end the previous list's last message is looked for."""
@@ -185,11 +186,9 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     if layout.reach is not None:
         pool = [u for u in pool if _may_be_shown(_earliest(u), layout, moved)]
     stable = StableOffer(anchor=anchor, digest_room=layout.digest_room)
-    digest = None
-    if layout.digest_room:
-        digest = replay_digest(g, source, request, layout, anchor, pool, costing)
-        if digest is not None:
-            pool.append(digest)
+    failed = _with_replayed_digest(pool, g, source, request, layout, anchor, costing)
+    if failed is not None:
+        return StableOffer(failure=failed)
     stable.units, missing = match_layout(layout.messages, pool)
     if missing is not None:
         if not plain.complete and missing == 0:
@@ -439,6 +438,27 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
     return units, None
 
 
+def _with_replayed_digest(pool: list[Unit], g: Gathered, source: ContextSource,
+                          request: Request, layout: SourceLayout, anchor: int,
+                          costing: Costing) -> str | None:
+    """Add the layout's digest, made again, to ``pool``; or say why it cannot be made.
+
+    A source is third-party code: when its digest fails, the build cuts afresh, where a
+    failing digest fails a required source and is reported for an optional one.
+    """
+    if not layout.digest_room:
+        return None
+    try:
+        digest = replay_digest(g, source, request, layout, anchor, pool, costing)
+    except (InvalidInputError, PlanError):
+        raise
+    except Exception as exc:
+        return f"{g.spec.source}'s digest cannot be made again ({type(exc).__name__})"
+    if digest is not None:
+        pool.append(digest)
+    return None
+
+
 def replay_digest(g: Gathered, source: ContextSource, request: Request, layout: SourceLayout,
                   anchor: int, pool: Sequence[Unit], costing: Costing) -> Unit | None:
     """The digest as the last cut made it: the list up to ``anchor``, no input, the same room."""
@@ -453,7 +473,7 @@ def replay_digest(g: Gathered, source: ContextSource, request: Request, layout: 
     item = source.digest(frozen, g.spec.options, _unique(kept), layout.digest_room, cost)
     if item is None:
         return None
-    candidate = cost.render(item)
+    candidate = cost.render(checked_digest(item, g.spec.source))
     return Unit(source=g.spec.source, candidates=[candidate], round=None, rank=0)
 
 
