@@ -3,7 +3,8 @@
 - facts: write once. A fact, once written, is never changed or removed (only erasing the session
   removes it); a fact a later correction replaces is marked as no longer valid, with the value
   that replaced it. Mode hand-offs add their condensed summaries here.
-- task: the goal, the steps done and the steps still to do; updated every turn.
+- task: the goal, the steps done and the steps still to do; updated every turn. They are the
+  user's words as said; a value corrected since is marked where it is shown, as in facts.
 - tools: the last ``keep`` tool calls with a compact result; cleared on a mode switch.
 - output: format, tone and constraints, set by the developer in the mode config.
 
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any
 
-from contextwright.compress.facts import extract_facts
+from contextwright.analysis import is_cjk_char
+from contextwright.compress.facts import extract_facts, fact_key
 from contextwright.modes.config import (
     EN_FIRST,
     EN_NOT_BY_USER,
@@ -29,6 +31,7 @@ from contextwright.modes.config import (
     ZH_THEN,
     OutputRules,
 )
+from contextwright.tokens._base import whole_clusters
 
 MAX_FACTS = 200
 """Facts beyond this many are not added (the zone would crowd out the conversation)."""
@@ -405,9 +408,67 @@ def _is_step(piece: str) -> bool:
     return any(char.isalnum() for char in piece)
 
 
+_CUT_MARK = "…"
+_FACT_REACH = 100
+"""How far past a line's limit a fact it cuts may end and still be found whole."""
+_CUT_TAIL = " ,，;；:：、-"
+
+
 def _one_line(text: str, limit: int) -> str:
+    """``text`` on one line of at most ``limit`` characters, cut with "…" when longer.
+
+    The cut never falls inside an exact fact (``extract_facts``) or a grapheme cluster: a cut id
+    ("ORD-2024-…") reads as another value, a cut cluster as another character (a family emoji
+    as a lone parent). A fact the limit falls in is left out whole (the facts zone lists it),
+    unless the text opens with it: then it is kept whole past the limit, if it is not far too
+    long to show (a pasted link), rather than leave nothing but "…".
+    """
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    if len(flat) <= limit:
+        return flat
+    # Facts are found in what can be shown and a little past it, where one the limit falls
+    # in ends: bounded work however long the text (finding facts is the cost here).
+    head = flat[: limit + _FACT_REACH]
+    cut = _cut_at(head, limit - 1)
+    if cut >= len(head):
+        return _CUT_MARK
+    return flat[:cut].rstrip(_CUT_TAIL) + _CUT_MARK
+
+
+def _cut_at(text: str, end: int) -> int:
+    """Where to cut ``text``: at or before ``end``, else after the fact ``text`` opens with.
+
+    Between words in the last half if it can be, else at any point outside facts and clusters.
+    """
+    inside = _inside_facts(text)
+    safe = 0  # the last point outside facts and clusters
+    for at in range(end, 0, -1):
+        if safe and at < end // 2:
+            return safe
+        if inside[at] or len(whole_clusters(text, text[:at])) != at:
+            continue
+        if _between_words(text, at):
+            return at
+        safe = safe or at
+    return safe or next((at for at in range(end + 1, len(text)) if not inside[at]), len(text))
+
+
+def _inside_facts(text: str) -> bytearray:
+    """Per position of ``text``: 1 where a cut would split an exact fact."""
+    inside = bytearray(len(text) + 1)
+    for fact in extract_facts(text):
+        start = text.find(fact)
+        while start != -1:
+            inside[start + 1:start + len(fact)] = b"\x01" * (len(fact) - 1)
+            start = text.find(fact, start + 1)
+    return inside
+
+
+def _between_words(text: str, at: int) -> bool:
+    """At a space, or next to a CJK character (Chinese has no spaces between words)."""
+    before, after = text[at - 1], text[at]
+    return (before.isspace() or after.isspace() or is_cjk_char(before)
+            or is_cjk_char(after))
 
 
 def render_zone(name: str, zones: Zones, language: str,
@@ -429,10 +490,7 @@ def _zone_lines(name: str, zones: Zones, labels: Mapping[str, str],
         lines = [f"- {_fact_line(zones, fact, language)}" for fact in zones.facts]
         return lines + [f"{labels['handoff']}: {text}" for text in zones.handoffs]
     if name == "task":
-        task = zones.task
-        lines = [f"{labels['goal']}: {task.goal}"] if task.goal else []
-        lines += [f"{labels['done']}: {step}" for step in task.done]
-        return lines + [f"{labels['next']}: {step}" for step in task.next]
+        return _task_lines(zones, labels, language)
     if name == "tools":
         return [f"- {t.name}({t.arguments}) → {t.result}" for t in zones.tools]
     if name == "output" and output is not None:
@@ -440,6 +498,40 @@ def _zone_lines(name: str, zones: Zones, labels: Mapping[str, str],
         lines += [f"{labels['tone']}: {output.tone}"] if output.tone else []
         return lines + [f"{labels['constraints']}: {c}" for c in output.constraints]
     return []
+
+
+def _task_lines(zones: Zones, labels: Mapping[str, str], language: str) -> list[str]:
+    # The goal and steps are the user's words, kept as said; a value the user has corrected
+    # since is marked where it is shown, as in the facts zone, so that neither the goal nor
+    # a step still to run asks for it ("5月7日（已失效，更正为 5月8日）"). A done step is
+    # marked too: what it did was done with a value that no longer holds.
+    task, mark = zones.task, _corrections_marker(zones, language)
+    lines = [f"{labels['goal']}: {mark(task.goal)}"] if task.goal else []
+    lines += [f"{labels['done']}: {mark(step)}" for step in task.done]
+    return lines + [f"{labels['next']}: {mark(step)}" for step in task.next]
+
+
+def _corrections_marker(zones: Zones, language: str) -> Callable[[str], str]:
+    """A function marking the corrected values in a text (the identity without corrections)."""
+    if not zones.superseded:
+        return lambda text: text
+    template = SUPERSEDED_MARK.get(language, SUPERSEDED_MARK["en"])
+    # By fact_key: the goal is the message with its white space collapsed.
+    current = {fact_key(old): new for old in dict(zones.superseded)
+               if (new := zones.replacement(old)) is not None}
+
+    def mark(text: str) -> str:
+        found = sorted((fact for fact in extract_facts(text) if fact_key(fact) in current),
+                       key=len, reverse=True)
+        if not found:
+            return text
+        # One pass, so a value shown inside a mark is not marked again; not inside a longer
+        # number or word ("5月7日" in "15月7日").
+        pattern = re.compile("(?<![0-9A-Za-z])(?:" + "|".join(map(re.escape, found))
+                             + ")(?![0-9A-Za-z])")
+        return pattern.sub(lambda m: template.format(old=m.group(),
+                                                     new=current[fact_key(m.group())]), text)
+    return mark
 
 
 def _fact_line(zones: Zones, fact: str, language: str) -> str:
