@@ -1,10 +1,11 @@
 """Text analysis shared by every lexical matcher: one CJK table, stop words, named tokenizers.
 
 Recall, search, tool scoring and keyword cutting each turn text into terms, with rules tuned to
-their use (recall stems, tools split identifiers, search keeps unicode words whole). They are
-named configurations (``ANALYZERS``) of one implementation, ``Analyzer``: latin-script words
-lower-cased, stop words out, CJK runs as overlapping character bigrams (a lone character stays a
-unigram), so ``上海天气`` matches ``上海的天气`` on ``上海`` and ``天气``.
+their use (recall stems, tools split identifiers, search keeps every word). They are named
+configurations (``ANALYZERS``) of one implementation, ``Analyzer``: words (letters, marks and
+digits, in any script) lower-cased, stop words out, CJK runs as overlapping character bigrams
+(a lone character stays a unigram), so ``上海天气`` matches ``上海的天气`` on ``上海`` and
+``天气``; runs of Thai and the other scripts written without spaces as bigrams too.
 
 ``CJK_RANGES`` is the one table of CJK code points; every regex that means "a CJK character"
 is built from it (``cjk_class``). Imports nothing heavy: the core uses it. Pure, no I/O.
@@ -13,10 +14,11 @@ is built from it (``cjk_class``). Imports nothing heavy: the core uses it. Pure,
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, filterfalse
 from typing import Final
 
 from contextwright.core.caches import MemoDict, register_cache, text_bytes
@@ -48,6 +50,115 @@ def is_cjk_char(char: str, blocks: Iterable[str] = CJK) -> bool:
     """Whether ``char`` (one character) is in ``blocks`` of ``CJK_RANGES``."""
     point = ord(char)
     return any(CJK_RANGES[block][0] <= point <= CJK_RANGES[block][1] for block in blocks)
+
+
+UNSPACED_RANGES: Final[dict[str, tuple[int, int]]] = {
+    "thai": (0x0E00, 0x0E7F),
+    "lao": (0x0E80, 0x0EFF),
+    "myanmar": (0x1000, 0x109F),
+    "khmer": (0x1780, 0x17FF),
+    "new_tai_lue": (0x1980, 0x19DF),
+    "khmer_symbols": (0x19E0, 0x19FF),
+    "tai_tham": (0x1A20, 0x1AAF),
+    "myanmar_extended_b": (0xA9E0, 0xA9FF),
+    "myanmar_extended_a": (0xAA60, 0xAA7F),
+    "tai_viet": (0xAA80, 0xAADF),
+}
+"""Southeast Asian scripts written without spaces between words (Thai, Lao, Khmer, Burmese and
+their neighbours). Without a dictionary there is no telling where their words end, so a run of
+them becomes overlapping bigrams of its letters, each with the vowel and tone marks on it
+(``_cluster_bigrams``): ``มะม่วง`` gives ``มะ``, ``ะม่``, ``ม่ว``, ``วง``, and a question
+shares them with the turn that answers it."""
+UNSPACED: Final = tuple(UNSPACED_RANGES)
+
+
+def _escaped(point: int) -> str:
+    return f"\\u{point:04x}" if point < 0x10000 else f"\\U{point:08x}"
+
+
+def _class_of(ranges: Iterable[tuple[int, int]]) -> str:
+    r"""The body of a regex character class holding ``ranges`` (``\u0300-\u036f``)."""
+    return "".join(_escaped(first) if first == last else f"{_escaped(first)}-{_escaped(last)}"
+                   for first, last in ranges)
+
+
+def _mark_ranges(first: int, last: int) -> list[tuple[int, int]]:
+    """Runs of combining marks (Unicode category M) among the code points ``first``–``last``.
+
+    Marks are printable and not alphanumeric, so those two C-level filters leave a tenth of
+    the code points for ``unicodedata.category``.
+    """
+    ranges: list[tuple[int, int]] = []
+    candidates = filterfalse(str.isalnum, filter(str.isprintable, map(chr, range(first, last))))
+    for char in candidates:
+        if unicodedata.category(char)[0] != "M":
+            continue
+        point = ord(char)
+        if ranges and ranges[-1][1] == point - 1:
+            ranges[-1] = (ranges[-1][0], point)
+        else:
+            ranges.append((point, point))
+    return ranges
+
+
+_BMP_MARKS: Final = _class_of(_mark_ranges(0x0300, 0x10000))  # none comes before U+0300
+
+
+def _bmp_word_ranges() -> list[tuple[int, int]]:
+    r"""Runs of the Basic Multilingual Plane's letters, digits, marks and ``_``.
+
+    Python's ``\w`` leaves marks out (the vowel signs of ``किताब``, Thai tone marks, Arabic
+    harakat, a decomposed ``é``), so they would end a word.
+    """
+    plane = "".join(map(chr, range(0x10000)))
+    return [(found.start(), found.end() - 1)
+            for found in re.finditer(f"[\\w{_BMP_MARKS}]+", plane)]
+
+
+_BMP_WORD_RANGES: Final = _bmp_word_ranges()
+_SUPPLEMENTARY_WORD_RANGES: Final = ((0x10000, 0x1EFFF), (0x20000, 0x3FFFF), (0xE0100, 0xE01EF))
+"""Word characters beyond the BMP, as whole areas: the first plane up to its symbols and emoji
+(U+1F000 on), the ideographs of planes 2 and 3 and the variation selectors. The first plane's
+few symbols and signs (musical notation, historic scripts' punctuation) so count as letters:
+listed apart, their hundreds of ranges would be tried on every space of every text."""
+
+
+def _without(ranges: Iterable[tuple[int, int]],
+             apart: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` with the code points of ``apart`` taken out."""
+    kept = list(ranges)
+    for low, high in apart:
+        kept = [piece for first, last in kept for piece in (
+            ((first, last),) if last < low or first > high else
+            ((first, min(last, low - 1)), (max(first, high + 1), last))) if piece[0] <= piece[1]]
+    return kept
+
+
+def unicode_words(joiners: str = "", *, apart: Iterable[tuple[int, int]] = (),
+                  shortest: int = 1) -> str:
+    """Regex of one word in any script: letters, marks, digits, ``_`` and ``joiners``.
+
+    ``apart``: code points that are no part of a word (the CJK and unspaced runs an analyzer
+    matches on their own); ``shortest``: fewer characters are no word. One character class,
+    most of it a table lookup: matching stays as fast as the ASCII-only words it replaces.
+    """
+    ranges = [*_without(_BMP_WORD_RANGES, apart), *_SUPPLEMENTARY_WORD_RANGES]
+    return f"[{_class_of(ranges)}{re.escape(joiners)}]{{{shortest},}}"
+
+
+_OPTIONAL_MARKS: Final = re.compile("[\\u0300\\u0301\\u0640" + _class_of(
+    _mark_ranges(0x0590, 0x0700) + _mark_ranges(0x0750, 0x0780) + _mark_ranges(0x08A0, 0x0900))
+    + "]")
+"""Marks most text leaves out, so a word is matched without them: Hebrew vowel points and
+cantillation, Arabic harakat and Quranic marks, the tatweel that stretches Arabic words, and
+stress marks (``Па́вел``: an acute or grave still apart once the text is composed sits on a
+letter that has none built in, Cyrillic above all)."""
+_CLUSTER: Final = re.compile(f"(?s).[{_BMP_MARKS}]*")
+"""A character and the marks on it: the unit ``_cluster_bigrams`` pairs."""
+
+
+def _ranges_class(table: dict[str, tuple[int, int]], blocks: Iterable[str]) -> str:
+    return _class_of(table[block] for block in blocks)
 
 
 ENGLISH_STOPWORDS: Final = frozenset(
@@ -177,12 +288,23 @@ def fold_width(text: str) -> str:
     return text.translate(_FULL_WIDTH)
 
 
+def composed(text: str) -> str:
+    """``text`` in Unicode's composed form (NFC).
+
+    ``é`` typed as ``e`` and a combining accent, as some keyboards do (Vietnamese ones above
+    all), is then the one character ``é``, as most text writes it.
+    """
+    if text.isascii() or unicodedata.is_normalized("NFC", text):
+        return text
+    return unicodedata.normalize("NFC", text)
+
+
 def _lower(text: str) -> str:
-    return fold_width(text).lower()
+    return fold_width(composed(text)).lower()
 
 
 def _split_lower(text: str) -> str:
-    return split_identifiers(fold_width(text)).lower()
+    return split_identifiers(fold_width(composed(text))).lower()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,9 +313,12 @@ class AnalyzerConfig:
 
     name: str
     words: str
-    """Regex of one latin-script word (CJK runs are matched apart, from ``cjk``)."""
+    """Regex of one word (``unicode_words``, or a narrower one). CJK and unspaced runs are
+    matched before it (``cjk``, ``unspaced``), so it must not match their characters."""
     cjk: tuple[str, ...] = HAN
     """Blocks of ``CJK_RANGES`` whose runs become bigrams."""
+    unspaced: tuple[str, ...] = ()
+    """Blocks of ``UNSPACED_RANGES`` whose runs become bigrams of letters with their marks."""
     stem: Callable[[str], str] = _whole
     """Applied to every word kept."""
     min_length: int = 1
@@ -240,8 +365,23 @@ def _match_bytes(match: str, terms: tuple[str, ...]) -> int:
 _LETTERS_OR_DIGITS: Final = re.compile(r"[^\W\d_]+|\d+")
 
 
+def _bigrams(units: list[str] | str) -> tuple[str, ...]:
+    """Overlapping pairs of ``units`` joined; a lone unit stays a unigram."""
+    return tuple(units[i] + units[i + 1] if i + 1 < len(units) else units[i]
+                 for i in range(max(len(units) - 1, 1)))
+
+
+def _cluster_bigrams(run: str) -> tuple[str, ...]:
+    """Bigrams of a run of an unspaced script, a letter and its marks counting as one unit.
+
+    Pairs of code points would make ``ค`` + a vowel sign a term: too common to tell texts
+    apart, which is what made single Thai consonants match any passage.
+    """
+    return _bigrams(_CLUSTER.findall(run))
+
+
 class _MatchTerms(MemoDict[str, tuple[str, ...]]):
-    """The terms of each distinct regex match (a word or a CJK run), worked out once.
+    """The terms of each distinct regex match (a word, a CJK or an unspaced run), worked out once.
 
     Analysing a long session meets the same words over and over; stemming each occurrence was
     most of the cost of indexing it. Lookups of known matches run in C (``map`` over
@@ -253,24 +393,35 @@ class _MatchTerms(MemoDict[str, tuple[str, ...]]):
         super().__init__(f"analysis.{config.name}", max_entries=_MEMO_LIMIT,
                          share=MEMO_SHARES.get(config.name, _OTHER_SHARE), size=_match_bytes)
         self._config = config
-        self._cjk = frozenset(config.cjk)
         self._stop = config.stopwords
+        self._cjk_start = re.compile(f"[{cjk_class(config.cjk)}]").match
+        unspaced = _ranges_class(UNSPACED_RANGES, config.unspaced)
+        self._unspaced_start = re.compile(f"[{unspaced}]").match if unspaced else None
 
     def __missing__(self, match: str) -> tuple[str, ...]:
         kept = self.revive(match)
         if kept is not None:
             return kept
-        if is_cjk_char(match[0], self._cjk):
-            terms = tuple(match[i : i + 2] for i in range(max(len(match) - 1, 1)))
-            if len(match) > _LONGEST_KEPT_RUN:
-                return terms
-        elif match in self._stop or len(match) < self._config.min_length:
-            terms = ()
+        if self._cjk_start(match):
+            terms = _bigrams(match)
+        elif self._unspaced_start is not None and self._unspaced_start(match):
+            terms = _cluster_bigrams(match)
         else:
-            terms = (self._config.stem(match),)
-        if self._config.digit_parts and not match.isalpha() and not match.isdigit():
-            terms = (*terms, *self._digit_parts(match, terms))
+            return self.remember(match, self._word_terms(match))
+        if len(match) > _LONGEST_KEPT_RUN:
+            return terms
         return self.remember(match, terms)
+
+    def _word_terms(self, word: str) -> tuple[str, ...]:
+        if not word.isascii():
+            word = _OPTIONAL_MARKS.sub("", word)
+        if word in self._stop or len(word) < self._config.min_length:
+            terms: tuple[str, ...] = ()
+        else:
+            terms = (self._config.stem(word),)
+        if self._config.digit_parts and not word.isalpha() and not word.isdigit():
+            terms = (*terms, *self._digit_parts(word, terms))
+        return terms
 
     def _digit_parts(self, match: str, whole: tuple[str, ...]) -> tuple[str, ...]:
         """The letter and digit runs of ``match`` that make terms of their own (not ``whole``)."""
@@ -284,8 +435,10 @@ class Analyzer:
 
     def __init__(self, config: AnalyzerConfig) -> None:
         self.config = config
-        cjk = cjk_class(config.cjk)
-        self._findall = re.compile(rf"[{cjk}]+|{config.words}").findall
+        runs = f"[{cjk_class(config.cjk)}]+"
+        if config.unspaced:
+            runs += f"|[{_ranges_class(UNSPACED_RANGES, config.unspaced)}]+"
+        self._findall = re.compile(f"{runs}|{config.words}").findall
         self._memo = _MatchTerms(config)
         self._lookup = self._memo.__getitem__
         # Bound once: recall analyses every turn of a long session through these.
@@ -321,20 +474,43 @@ sentence recall with the hybrid retriever 0.856 / 0.994 → 0.852 / 0.988 (256 /
 its nDCG@10 0.962 → 0.959, and LoCoMo strict recall with the hybrid recaller 0.945 → 0.930 at
 8,000 tokens."""
 
+
+def _any_script(*, name: str, joiners: str = "", min_length: int = 1,
+                stem: Callable[[str], str] = _whole,
+                kept: frozenset[str] = frozenset()) -> AnalyzerConfig:
+    """An analyzer of words in any script, every CJK block and the unspaced scripts."""
+    apart = [*CJK_RANGES.values(), *UNSPACED_RANGES.values()]
+    return AnalyzerConfig(name=name, words=unicode_words(joiners, apart=apart,
+                                                         shortest=min_length),
+                          cjk=CJK, unspaced=UNSPACED, min_length=min_length, stem=stem,
+                          kept=kept)
+
+
 ANALYZERS: Final[dict[str, Analyzer]] = {
     config.name: Analyzer(config) for config in (
-        AnalyzerConfig(name="recall", words=r"[a-z0-9_\-]{2,}", stem=light_stem),
-        AnalyzerConfig(name="cutting", words=r"[a-z0-9_\-]{2,}"),
+        _any_script(name="recall", joiners="-", min_length=2, stem=light_stem),
+        _any_script(name="cutting", joiners="-", min_length=2),
         AnalyzerConfig(name="tools", words=r"[a-z0-9]+", identifiers=True, min_length=2,
                        stem=plural_stem, digit_parts=True),
-        AnalyzerConfig(name="search", words=rf"[^\W{cjk_class(CJK)}]+", cjk=CJK,
-                       kept=SEARCH_KEEPS),
+        _any_script(name="search", kept=SEARCH_KEEPS),
     )
 }
 """The named analyzers: ``recall`` (history recall and document ranking: ids kept whole,
 words stemmed), ``cutting`` (keywords a cut centres on), ``tools`` (tool names split into
-words, letters apart from digits too, plurals folded), ``search`` (the retriever's BM25: any
-script's words, every CJK block)."""
+words, letters apart from digits too, plurals folded), ``search`` (the retriever's BM25). All
+but ``tools`` read words of any script (tool names are English identifiers), every CJK block
+and the unspaced scripts. Segmenting text written without spaces, without a dictionary:
+
+- Chinese and Japanese (Han and kana together: a Japanese sentence mixes them inside words,
+  ``食べた``, ``東京タワー``) as character bigrams, as before for Chinese alone.
+- Korean as bigrams too: its words are spaced, but particles and endings are written onto
+  them (``서울의``, ``날씨는``), so the whole word of a turn rarely equals the question's
+  (``서울``, ``날씨``); their syllable bigrams are shared. A one-syllable word stays whole.
+- Thai, Lao, Khmer and Burmese (``UNSPACED_RANGES``) as bigrams of letters carrying their
+  marks: a run between spaces is a phrase, and code-point pairs would be too common.
+
+Latin, Cyrillic, Greek, Arabic, Hebrew, Indic and the other spaced scripts are words (their
+marks kept inside them); the English stop list and stemmer touch English words only."""
 
 
 def analyzer(name: str) -> Analyzer:
