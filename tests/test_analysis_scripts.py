@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from contextwright.analysis import ENGLISH_STOPWORDS, analyzer, light_stem
 from contextwright.core.cutting import cut_around_keywords, query_keywords
 from contextwright.recall import LexicalTurnRecaller, RecallTurn
+from contextwright.recall.dates import WHEN, turn_date_terms
 from contextwright.retrieval import Retriever, SourceDocument
 from contextwright.retrieval.text import search_tokens
 from contextwright.tokens import get_tokenizer
@@ -140,3 +141,25 @@ def test_english_text_makes_the_terms_it_always_made(text: str) -> None:
     before = [light_stem(word) for word in _OLD_RECALL_WORDS.findall(text.lower())
               if word not in ENGLISH_STOPWORDS and word != "_"]
     assert analyzer("recall").terms(text) == before
+
+
+@pytest.mark.parametrize("text", [
+    "他是个聪明天才", "过去年代的歌", "日本周边游很热门", "目前天气不错", "晚上周围很安静",
+    "我们等一下周报", "基本月薪很低"])
+def test_chinese_time_words_inside_other_words_date_nothing(text: str) -> None:
+    terms = turn_date_terms(text, "2024-12-10T10:00:00")
+    assert terms == ["@d2024-12-10", "@m2024-12", "@y2024", "@mon12"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("我明天去北京", "@d2024-12-11"),
+    ("他说明天来", "@d2024-12-11"),
+    ("明天下午见", "@d2024-12-11"),
+    ("今天天气不错", WHEN),
+    ("本周末去爬山", WHEN),
+    ("下周到货", "@m2024-12"),
+    ("去年年底搬的家", "@y2023"),
+    ("至今天为止", WHEN),
+])
+def test_chinese_time_words_standing_alone_still_date_the_turn(text: str, expected: str) -> None:
+    assert expected in turn_date_terms(text, "2024-12-10T10:00:00")

@@ -71,6 +71,32 @@ _ONE_WORD: Final = frozenset(p for p in _PHRASES if p.isascii() and " " not in p
 _TWO_WORDS: Final = frozenset(tuple(p.split()) for p in _PHRASES if p.count(" ") == 1)
 _CJK_RELATIVE: Final = re.compile("|".join(
     sorted((p for p in _PHRASES if not p.isascii()), key=len, reverse=True)))
+# Chinese writes no spaces, so 明天 also stands inside 聪明天才 and 去年 inside 过去年代. A time
+# word does not count where the character before it makes a common word with its first one
+# (聪明, 过去, 日本, 目前, 马上, 一下), or its last one with the character after it (周边).
+# Only words whose reading clearly wins are listed: after 说 (说明) or 至 (至今), 明天 and
+# 今天 are the time words far more often ("他说明天来", "至今天为止"); and most characters
+# after a time word start a word of their own (明天下午, 今天气温, 本周末, 下周到货, 这个月光).
+_WORDS_BEFORE_TIME: Final = frozenset(
+    # … + 前天 / 前年
+    "之前 以前 目前 提前 面前 眼前 当前 从前 空前 先前 事前 向前 跟前 生前 日前 门前 "
+    # … + 今天 / 今年 / 今晚
+    "如今 当今 古今 现今 "
+    # … + 明天 / 明年
+    "聪明 光明 文明 发明 证明 透明 黎明 鲜明 精明 清明 表明 声明 分明 高明 简明 阐明 "
+    "标明 注明 指明 查明 失明 神明 严明 申明 挑明 言明 载明 英明 开明 "
+    # … + 上周 / 上个月 / 上星期
+    "马上 早上 晚上 身上 网上 路上 以上 加上 爱上 赶上 遇上 楼上 桌上 手上 脸上 头上 "
+    "世上 天上 地上 线上 街上 车上 床上 墙上 班上 海上 "
+    # … + 下周 / 下个月
+    "以下 地下 楼下 天下 一下 留下 剩下 底下 上下 私下 手下 乡下 眼下 当下 放下 写下 "
+    "记下 拿下 停下 坐下 "
+    # … + 本周 / 本月
+    "日本 基本 根本 成本 资本 版本 样本 课本 剧本 书本 原本 文本 账本 脚本 范本 标本 "
+    "记本 "
+    # … + 去年
+    "过去 失去 出去 回去 进去 下去 上去 离去 逝去 死去 除去 前去".split())
+_WORDS_AFTER_TIME: Final = frozenset("周边 周围 月亮 月饼 月球".split())
 _AGO: Final = re.compile(rf"\b({_NUMBER})\s+(day|week|month|year)s?\s+ago\b")
 _WEEKDAY: Final = re.compile(rf"\b(?:last|on|this past)\s+({'|'.join(_WEEKDAYS)})\b")
 _ASKS_WHEN: Final = re.compile(
@@ -198,7 +224,7 @@ def _speaks_of_time(text: str, seen: _Words) -> bool:
         return True
     if seen.relative_phrases():
         return True
-    return seen.cjk and (_CJK_RELATIVE.search(text) is not None or any(
+    return seen.cjk and (bool(_cjk_relative_phrases(text)) or any(
         word in text for word in _CJK_TIME_WORDS))
 
 
@@ -328,7 +354,7 @@ def _resolved_dates(text: str, seen: _Words, anchor: date) -> list[_Mention]:
     lowered = seen.lowered
     found += [_relative(phrase, anchor) for phrase in seen.relative_phrases()]
     if seen.cjk:
-        found += [_relative(phrase, anchor) for phrase in _CJK_RELATIVE.findall(text)]
+        found += [_relative(phrase, anchor) for phrase in _cjk_relative_phrases(text)]
     if "ago" in seen.words:
         for number, unit in _AGO.findall(lowered):
             count = _NUMBERS.get(number) or int(number)
@@ -339,6 +365,19 @@ def _resolved_dates(text: str, seen: _Words, anchor: date) -> list[_Mention]:
             found.append(_shifted(anchor, "day", -back))
     # A time word said on the calendar's first or last days points outside it: no date.
     return [mention for mention in found if mention is not None and _valid(mention)]
+
+
+def _cjk_relative_phrases(text: str) -> list[str]:
+    """The Chinese relative time words in the text, in order, but those inside another word."""
+    found = []
+    for match in _CJK_RELATIVE.finditer(text):
+        start, end = match.span()
+        if start and text[start - 1 : start + 1] in _WORDS_BEFORE_TIME:
+            continue
+        if text[end - 1 : end + 1] in _WORDS_AFTER_TIME:
+            continue
+        found.append(match.group())
+    return found
 
 
 def _relative(phrase: str, anchor: date) -> _Mention | None:
