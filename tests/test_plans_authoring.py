@@ -444,3 +444,53 @@ def test_a_failing_digest_in_a_stable_prefix_build_is_isolated() -> None:
     assert ctx.report.cache is not None
     assert "digest cannot be made again (ConnectionError)" in ctx.report.cache.reason
     assert ctx.total_tokens <= ctx.available
+
+
+# ------------------------------------------- the digest's room is given away once, never twice
+
+
+def _reserve_request() -> Request:
+    history: list[dict[str, Any]] = []
+    for i in range(10):
+        history += [{"role": "user", "content": f"question {i} " + "detail " * 40},
+                    {"role": "assistant", "content": f"answer {i} " + "reply " * 60}]
+    documents = [{"id": f"d{i}", "text": f"Refund policy section {i}: " + "policy text " * 50}
+                 for i in range(4)]
+    return Request(user_input="What is the refund policy?", system="sys", history=history,
+                   documents=documents, notes=["n1 " * 20, "n2 " * 20])
+
+
+def _shown(ctx: FinalContext) -> list[tuple[str, int, int]]:
+    return [(r.source, r.tokens, r.items) for r in ctx.report.sources]
+
+
+def test_digest_share_on_a_source_that_makes_no_digest_changes_nothing() -> None:
+    def plan(rag_options: dict[str, Any]) -> BuildPlan:
+        return plan_from_mapping({"name": "x", "budget": {"window": 2400}, "sources": [
+            {"source": "system"}, {"source": "notes"},
+            {"source": "rag", "options": rag_options}, {"source": "history"},
+            {"source": "user"}]})
+
+    plain = ContextBuilder().build(plan({}), _reserve_request())
+    shared = ContextBuilder().build(plan({"digest_share": 0.5}), _reserve_request())
+    assert _shown(shared) == _shown(plain)
+    assert shared.to_request("openai", model="m") == plain.to_request("openai", model="m")
+
+
+def test_a_digest_with_nothing_to_say_costs_the_other_sources_nothing() -> None:
+    """Shipped ``tool_heavy`` keeps room for history's digest; left-out turns without exact
+    values make none, and history takes its room back: nothing is over, nothing recounted."""
+    history: list[dict[str, Any]] = []
+    for _ in range(40):
+        history += [{"role": "user",
+                     "content": "tell me more about the garden " + "flowers and trees " * 15},
+                    {"role": "assistant", "content": "the garden has " + "roses and tulips " * 20}]
+    request = Request(user_input="what about the garden?", system="sys", history=history,
+                      tools=[_tool("get_weather", 0)],
+                      notes=[f"note {i}: remember the garden " + "soil " * 120 for i in range(4)],
+                      examples=[{"input": f"ex {i} " + "hi " * 20, "output": "hello " * 200}
+                                for i in range(3)])
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"), request)
+    assert not [d for d in ctx.report.decisions if d.action == "compacted"]  # no digest
+    assert not [d for d in ctx.report.decisions if d.reason == "budget: exact recount"]
+    assert sum(r.budget for r in ctx.report.sources) <= ctx.available

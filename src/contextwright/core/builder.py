@@ -18,7 +18,7 @@ from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cache import CachePolicy, Fingerprint, plan_hash
 from contextwright.core.covering import covering, missing_sources, request_parts
 from contextwright.core.cutting import make_cutter
-from contextwright.core.digest import add_digest
+from contextwright.core.digest import add_digest, digest_reserve
 from contextwright.core.fence import (
     DATA_NOTE,
     DEFAULT_FENCE_KEY,
@@ -513,10 +513,11 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
     """Hand tokens a source left unused to sources that dropped something, by priority.
 
     Sources in ``skip`` keep what they have (a stable-prefix layout, or a cut that leaves room
-    on purpose), though what they leave unused is handed on.
+    on purpose), though what they leave unused is handed on. What a source keeps free for its
+    digest (``digest_reserve``) is not unused: its digest, or the source itself, takes it.
     """
     cuttable = [g for g in gathered if g.spec.cuttable]
-    used = {g.spec.source: selections[g.spec.source].tokens for g in cuttable}
+    used = {g.spec.source: _holds(g, selections, allocations, skip) for g in cuttable}
     for g in sorted(cuttable, key=lambda g: (g.layer, g.position)):
         leftover = pool - sum(used.values())
         if g.spec.source in skip:
@@ -531,9 +532,20 @@ def give_back(gathered: list[Gathered], allocations: dict[str, Allocation],
         grant = min(selection.tokens + leftover, ceiling)
         if grant > allocations[g.spec.source].grant:
             selections[g.spec.source] = prune_source(g, grant, query, costing)
-            used[g.spec.source] = selections[g.spec.source].tokens
             allocations[g.spec.source] = Allocation(share=allocations[g.spec.source].share,
                                                     grant=grant)
+            used[g.spec.source] = _holds(g, selections, allocations, skip)
+
+
+def _holds(g: Gathered, selections: Mapping[str, Selection],
+           allocations: Mapping[str, Allocation], skip: frozenset[str]) -> int:
+    """Tokens source ``g`` holds of the pool: what it kept, and the room kept for its digest.
+
+    A source in ``skip`` is a stable-prefix build's, whose digest room is its layout's.
+    """
+    name = g.spec.source
+    reserve = 0 if name in skip else digest_reserve(g, allocations[name].grant)
+    return selections[name].tokens + reserve
 
 
 def fit_exactly(plan: BuildPlan, gathered: list[Gathered], selections: dict[str, Selection],

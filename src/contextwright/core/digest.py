@@ -63,11 +63,25 @@ def digest_share(options: Mapping[str, Any], source: str = "source") -> float:
 
 
 def pruning_grant(g: Gathered, grant: int) -> int:
-    """The grant to prune ``g`` with: less the digest's share when it cannot keep everything."""
+    """The grant to prune ``g`` with: less the digest's share when it cannot keep everything.
+
+    Only a digestible source keeps a share free: a plan may set ``digest_share`` on a source
+    that makes no digest, and that share would stay empty.
+    """
     share = digest_share(g.spec.options, g.spec.source)
-    if share <= 0 or (g.complete and g.need <= grant):
+    if share <= 0 or not g.traits.digestible or (g.complete and g.need <= grant):
         return grant
     return grant - int(grant * share)
+
+
+def digest_reserve(g: Gathered, grant: int) -> int:
+    """Tokens of ``grant`` that ``g`` keeps free for its digest while pruning (0: none).
+
+    They are the source's: its digest takes them, or, when it has nothing to say, the source
+    is pruned again with them (``add_digest``). Handing them to other sources in between
+    would give them away twice.
+    """
+    return grant - pruning_grant(g, grant)
 
 
 Prune = Callable[[Gathered, int], Selection]
