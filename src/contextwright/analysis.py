@@ -40,6 +40,13 @@ CJK: Final = tuple(CJK_RANGES)
 """The whole table: scripts written without spaces between words."""
 
 
+KANA_LETTERS: Final = ("\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fd-\u30ff"
+                       "\u31f0-\u31ff\uff66-\uff9d")
+"""Regex class body of hiragana and katakana letters, full and half width: what makes text
+Japanese. Not the katakana middle dot and long vowel mark, which Chinese text borrows now and
+then (列夫・托尔斯泰)."""
+
+
 def cjk_class(blocks: Iterable[str] = CJK) -> str:
     r"""The body of a regex character class for ``blocks`` of ``CJK_RANGES`` (``\u4e00-\u9fff``)."""
     return "".join(f"\\u{CJK_RANGES[block][0]:04x}-\\u{CJK_RANGES[block][1]:04x}"

@@ -19,7 +19,7 @@ import re
 import threading
 from collections.abc import Mapping
 
-from contextwright.analysis import HAN, cjk_class
+from contextwright.analysis import HAN, KANA_LETTERS, cjk_class
 from contextwright.core.folding import fold, fold_with_origins, reads_as_itself, shape
 from contextwright.errors import ConfigurationError
 from contextwright.tokens._base import whole_clusters
@@ -123,10 +123,7 @@ DEFAULT_FENCE_KEY = b"contextwright-fence-v1"
 
 
 _LATIN = re.compile(r"[A-Za-z]")
-# Hiragana and katakana letters (full and half width), not the katakana middle dot and long
-# vowel mark, which Chinese text borrows now and then (列夫・托尔斯泰).
-_KANA = re.compile(r"[\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fd-\u30ff"
-                   r"\u31f0-\u31ff\uff66-\uff9d]")
+_KANA = re.compile(f"[{KANA_LETTERS}]")
 
 
 def language_of(text: str) -> str:

@@ -563,7 +563,7 @@ def _messages(ctx: FinalContext, hasher: Hasher | None) -> tuple[dict[str, Any],
 _MESSAGE_CACHE_SIZE = 50_000
 _RENDERED: BoundedCache[tuple[int, str, str | None, bool, str | None, str, str | None],
                         tuple[Message, dict[str, Any]]] = BoundedCache(
-    "observe.snapshot.rendered", max_entries=_MESSAGE_CACHE_SIZE, share=0.05,
+    "observe.snapshot.rendered", max_entries=_MESSAGE_CACHE_SIZE, share=0.04,
     size=lambda _, entry: text_bytes(entry[0].content) + 800)
 """Recorded form of messages seen before, by object: the builder hands the same ``Message``
 objects to every build of a session, so consecutive snapshots share nearly all their messages
