@@ -13,15 +13,18 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+from openai.types.chat import ChatCompletionMessage
 
 from contextwright import (
     BuildPlan,
     ContextBuilder,
     ContextItem,
+    InvalidInputError,
     Layer,
     Message,
     Request,
     SourceError,
+    chat_messages,
 )
 from contextwright.core.final import FinalContext
 from contextwright.core.gather import PASS_OVER_LIMIT
@@ -494,3 +497,57 @@ def test_a_digest_with_nothing_to_say_costs_the_other_sources_nothing() -> None:
     assert not [d for d in ctx.report.decisions if d.action == "compacted"]  # no digest
     assert not [d for d in ctx.report.decisions if d.reason == "budget: exact recount"]
     assert sum(r.budget for r in ctx.report.sources) <= ctx.available
+
+
+# ------------------------------------------------------ a refusal in history keeps its words
+
+
+REFUSAL = "I'm sorry, I can't help with that."
+
+
+@pytest.mark.parametrize("reply", [
+    {"role": "assistant", "content": None, "refusal": REFUSAL},
+    {"role": "assistant", "refusal": REFUSAL},
+    {"role": "assistant", "content": "", "refusal": REFUSAL},
+    {"role": "assistant", "content": [{"type": "refusal", "refusal": REFUSAL}]},
+], ids=["content-null", "no-content", "content-empty", "refusal-part"])
+def test_a_refusal_in_history_is_sent_as_the_assistants_words(reply: dict[str, Any]) -> None:
+    """As ``chat_messages`` and ``ContextManager.record`` keep it: the refusal is the answer."""
+    history = [{"role": "user", "content": "how do I pick a lock"}, reply]
+    ctx = ContextBuilder().build(BuildPlan.named("chat"),
+                                 Request(user_input="why not?", history=history))
+    for fmt in FORMATS:
+        assert REFUSAL in str(ctx.to_request(fmt, model="m")), fmt
+    assert not ctx.rendering_notes("anthropic")
+
+
+def test_a_refusal_reads_the_same_from_history_as_from_chat_messages() -> None:
+    reply = ChatCompletionMessage(role="assistant", content=None, refusal=REFUSAL)
+    history = [{"role": "user", "content": "how do I pick a lock"}]
+    converted = ContextBuilder().build(BuildPlan.named("chat"), Request(
+        user_input="why not?", history=[*history, *chat_messages([reply])]))
+    as_dumped = ContextBuilder().build(BuildPlan.named("chat"), Request(
+        user_input="why not?", history=[*history, reply.model_dump()]))
+    assert (as_dumped.to_request("openai", model="m")
+            == converted.to_request("openai", model="m"))
+
+
+def test_a_refusal_does_not_replace_the_text_of_a_message_that_has_some() -> None:
+    history = [{"role": "user", "content": "hi"},
+               {"role": "assistant", "content": "Hello!", "refusal": REFUSAL}]
+    ctx = ContextBuilder().build(BuildPlan.named("chat"),
+                                 Request(user_input="and?", history=history))
+    messages = ctx.to_request("openai", model="m")["messages"]
+    assert {"role": "assistant", "content": "Hello!"} in messages
+    assert REFUSAL not in str(messages)
+
+
+@pytest.mark.parametrize("reply", [
+    {"role": "assistant", "content": None, "refusal": 42},
+    {"role": "assistant", "content": [{"type": "refusal", "refusal": None}]},
+])
+def test_a_refusal_that_is_not_text_is_refused_by_name(reply: dict[str, Any]) -> None:
+    history = [{"role": "user", "content": "hi"}, reply]
+    with pytest.raises(InvalidInputError, match=r"history\[1\]\.(content\[0\]\.)?refusal"):
+        ContextBuilder().build(BuildPlan.named("chat"),
+                               Request(user_input="and?", history=history))

@@ -274,7 +274,7 @@ def _check_encodes(parsed: dict[str, Any], where: str) -> None:
 
 
 def _content(content: object, where: str) -> tuple[str, tuple[ImagePart, ...]]:
-    """Text and images of string content or OpenAI content parts (text and ``image_url``).
+    """Text and images of string content or OpenAI content parts (text, refusal, ``image_url``).
 
     The text parts are joined by line breaks; the images keep their order.
     """
@@ -287,8 +287,13 @@ def _content(content: object, where: str) -> tuple[str, tuple[ImagePart, ...]]:
             if isinstance(part, Mapping) and part.get("type") == "image_url":
                 images.append(image_from_part(part, f"{where}[{index}]"))
                 continue
+            if isinstance(part, Mapping) and part.get("type") == "refusal":
+                # A refusal part (an assistant message's content parts): its words, as text.
+                texts.append(check_text(part.get("refusal"), f"{where}[{index}].refusal"))
+                continue
             if not isinstance(part, Mapping) or part.get("type") != "text":
-                raise InvalidInputError(f"{where}[{index}] must be a text or image_url part")
+                raise InvalidInputError(
+                    f"{where}[{index}] must be a text, refusal or image_url part")
             texts.append(check_text(part.get("text"), f"{where}[{index}].text"))
         return "\n".join(texts), tuple(images)
     return check_text(content, where), ()
@@ -395,6 +400,11 @@ def _parse_message(raw: object, where: str) -> Message:
     timestamp = _optional_text(raw.get("timestamp"), f"{where}.timestamp")
     name = raw.get("name")
     content, images = _content(raw.get("content"), f"{where}.content")
+    refusal = raw.get("refusal")
+    if refusal is not None and not content:
+        # The model's answer was a refusal (OpenAI's ``refusal``, content null): its words are
+        # the answer, as ``chat_messages`` and ``ContextManager.record`` keep them.
+        content = check_text(refusal, f"{where}.refusal")
     if images and role not in IMAGE_ROLES:
         raise InvalidInputError(f"{where}.content has images, which only user and tool "
                                 "messages may carry")
