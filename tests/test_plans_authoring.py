@@ -551,3 +551,32 @@ def test_a_refusal_that_is_not_text_is_refused_by_name(reply: dict[str, Any]) ->
     with pytest.raises(InvalidInputError, match=r"history\[1\]\.(content\[0\]\.)?refusal"):
         ContextBuilder().build(BuildPlan.named("chat"),
                                Request(user_input="and?", history=history))
+
+
+# ------------------------------------------------------ a cap that cannot apply is reported
+
+
+def test_max_tokens_on_a_never_cut_source_it_exceeds_is_reported() -> None:
+    plan = plan_from_mapping({"name": "x", "sources": [{"source": "system", "max_tokens": 50},
+                                                       {"source": "user"}]})
+    request = Request(user_input="hi", system="You are a helpful assistant. " * 100)
+    ctx = ContextBuilder().build(plan, request)
+    assert any("system" in w and "max_tokens 50" in w and "never cut" in w
+               for w in ctx.report.warnings)
+
+
+def test_max_tokens_on_a_never_cut_source_within_it_says_nothing() -> None:
+    plan = plan_from_mapping({"name": "x", "sources": [
+        {"source": "system", "max_tokens": 1200}, {"source": "user", "max_tokens": 1300}]})
+    ctx = ContextBuilder().build(plan, Request(user_input="hi", system="You are helpful."))
+    assert not ctx.report.warnings
+
+
+def test_max_tokens_caps_a_source_the_plan_lets_be_cut() -> None:
+    plan = plan_from_mapping({"name": "x", "sources": [
+        {"source": "system", "max_tokens": 50, "cuttable": True}, {"source": "user"}]})
+    request = Request(user_input="hi", system="You are a helpful assistant. " * 100)
+    ctx = ContextBuilder().build(plan, request)
+    assert next(r for r in ctx.report.sources if r.source == "system").tokens <= 50
+    assert not ctx.report.warnings
+

@@ -98,7 +98,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
                                 steps.caps if steps else None,
                                 steps.reaches if steps else None)
     decisions, warnings = resolve_key_conflicts(gathered, plan.strict)
-    warnings += added + unused_request_parts(plan, request, sources)
+    warnings += added + unused_request_parts(plan, request, sources) + caps_not_applied(gathered)
     decisions += drop_duplicates(gathered)
     if steps is not None:
         steps.removed = {g.spec.source: frozenset(d.key for d in decisions
@@ -188,6 +188,20 @@ def unused_request_parts(plan: BuildPlan, request: Request,
         for part, source, _ in request_parts(sources)
         if getattr(request, part) and source not in names
     ]
+
+
+def caps_not_applied(gathered: list[Gathered]) -> list[str]:
+    """A warning for each never-cut source over its ``max_tokens``: the cap cannot apply.
+
+    A source that may not be cut is shown whole (a plan's ``system`` and ``user`` are never
+    cut unless it says ``cuttable: true``), so its cap has no effect, and nothing else would
+    say so.
+    """
+    return [f"source {g.spec.source} takes {g.need} tokens, over its max_tokens "
+            f"{g.spec.max_tokens}, but is never cut, so the cap has no effect (cuttable: true "
+            "caps it)"
+            for g in gathered if not g.spec.cuttable and g.spec.max_tokens is not None
+            and g.need > g.spec.max_tokens]
 
 
 def added_sources(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource]
