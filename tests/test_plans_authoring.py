@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from contextwright import (
     InvalidInputError,
     Layer,
     Message,
+    PlanError,
     Request,
     SourceError,
     chat_messages,
@@ -29,7 +31,7 @@ from contextwright import (
 from contextwright.core.final import FinalContext
 from contextwright.core.gather import PASS_OVER_LIMIT
 from contextwright.core.items import ToolCall
-from contextwright.core.plan import plan_from_mapping
+from contextwright.core.plan import SourceSpec, plan_from_mapping
 from contextwright.core.source import SourceTraits
 from contextwright.sources import HistorySource
 
@@ -580,3 +582,58 @@ def test_max_tokens_caps_a_source_the_plan_lets_be_cut() -> None:
     assert next(r for r in ctx.report.sources if r.source == "system").tokens <= 50
     assert not ctx.report.warnings
 
+
+# ------------------------------------------------------- plan mistakes are plan errors, named
+
+
+def test_a_misspelt_budget_field_in_the_plan_builder_names_the_closest() -> None:
+    with pytest.raises(PlanError, match=r"budget\.windw.*did you mean 'window'"):
+        BuildPlan.builder("x").budget(windw=16000)
+
+
+def test_a_misspelt_budget_field_in_with_budget_names_the_closest() -> None:
+    with pytest.raises(PlanError, match=r"budget\.windw.*did you mean 'window'"):
+        BuildPlan.named("chat").with_budget(windw=16000)
+
+
+def test_a_bad_budget_value_in_the_plan_builder_is_a_plan_error() -> None:
+    with pytest.raises(PlanError, match=r"budget\.window"):
+        BuildPlan.builder("x").budget(window="big").add("user").build()
+
+
+@pytest.mark.parametrize(("plan", "named"), [
+    (BuildPlan(name="x", sources=(SourceSpec(source="user", options=None),)),  # type: ignore[arg-type]
+     r"sources\.0\.options"),
+    (BuildPlan(name="x", budget={"window": 16000},  # type: ignore[arg-type]
+               sources=(SourceSpec(source="user"),)), "budget is a dict"),
+    (BuildPlan(name="x", sources=({"source": "user"},)), "sources.0 is a dict"),  # type: ignore[arg-type]
+], ids=["options-none", "budget-dict", "spec-dict"])
+def test_a_plan_made_in_code_with_a_wrong_part_is_a_plan_error_naming_it(
+        plan: BuildPlan, named: str) -> None:
+    with pytest.raises(PlanError, match=named):
+        ContextBuilder().build(plan, Request(user_input="hi"))
+
+
+@pytest.mark.parametrize(("data", "said"), [(None, "is empty"), ([], "is a list"),
+                                            ("chat", "is a str")])
+def test_a_plan_that_is_no_mapping_says_so_without_internal_names(data: object,
+                                                                 said: str) -> None:
+    with pytest.raises(PlanError) as raised:
+        plan_from_mapping(data, origin="plan file empty.yaml")
+    assert said in str(raised.value) and "_PlanModel" not in str(raised.value)
+
+
+def test_a_rule_of_the_whole_plan_is_not_located_twice() -> None:
+    with pytest.raises(PlanError) as raised:
+        plan_from_mapping({"name": "x", "sources": [{"source": "user", "weight": 0}]})
+    assert str(raised.value) == "plan: the weights of the sources sum to zero"
+    plan = BuildPlan(name="x", sources=(SourceSpec(source="user", weight=0),))
+    with pytest.raises(PlanError, match=r"^plan 'x': the weights"):
+        ContextBuilder().build(plan, Request(user_input="hi"))
+
+
+def test_the_empty_plan_file_is_named_and_said_to_be_empty(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("", "utf-8")
+    with pytest.raises(PlanError, match=r"plan file empty\.yaml: .*is empty"):
+        BuildPlan.load(path)

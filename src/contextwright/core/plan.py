@@ -199,7 +199,9 @@ class BuildPlan:
         except PydanticValidationError as exc:
             first = exc.errors()[0]
             location = ".".join(str(part) for part in first["loc"]) or "budget"
-            raise PlanError(f"plan {self.name}: budget.{location}: {first['msg']}") from None
+            raise PlanError(f"plan {self.name}: budget.{location}: {first['msg']}"
+                            f"{_did_you_mean({**first, 'loc': ('budget', *first['loc'])})}"
+                            ) from None
         if budget.available <= 0:
             raise PlanError(f"plan {self.name}: budget: nothing is left after the reserves")
         return replace(self, budget=budget)
@@ -225,7 +227,15 @@ class PlanBuilder:
         return self
 
     def budget(self, **settings: Any) -> PlanBuilder:
-        """Set budget fields (window, safety_ratio, reserved_output, reserved_reasoning)."""
+        """Set budget fields (window, safety_ratio, reserved_output, reserved_reasoning).
+
+        A field that is not one is a ``PlanError`` naming the closest; values are checked by
+        ``build``, as a plan file's are.
+        """
+        for name in settings:
+            if name not in Budget.__dataclass_fields__:
+                raise PlanError(f"plan builder {self._name!r}: budget.{name}: not a budget field"
+                                f"{closest_name(name, _FIELDS_AT[1])}")
         self._budget = replace(self._budget, **settings)
         return self
 
@@ -330,12 +340,17 @@ def never_cut_by_default(source: str) -> bool:
 
 def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
     """Validate a plan given as plain data; ``PlanError`` names the field that is wrong."""
+    if not isinstance(data, Mapping):
+        what = "is empty" if data is None else f"is a {type(data).__name__}"
+        raise PlanError(f"{origin}: a plan is a mapping of name, sources and budget; this "
+                        f"{what}")
     try:
         model = _PlanModel.model_validate(data)
     except PydanticValidationError as exc:
         first = exc.errors()[0]
-        location = ".".join(str(part) for part in first["loc"]) or "plan"
-        raise PlanError(f"{origin}: {location}: {_message(first['msg'])}"
+        location = ".".join(str(part) for part in first["loc"])
+        where = f"{location}: " if location else ""  # a rule of the whole plan names no field
+        raise PlanError(f"{origin}: {where}{_message(first['msg'])}"
                         f"{_did_you_mean(first)}") from None
     budget = Budget(**model.budget.model_dump())
     if budget.available <= 0:
@@ -385,6 +400,8 @@ def check_plan(plan: BuildPlan) -> None:
     other fields, so a plan derived per call (``with_budget``, ``replace``), which shares the
     tuple, costs a dictionary lookup, not a validation.
     """
+    origin = f"plan {plan.name!r}"
+    _check_parts(plan, origin)
     key = (id(plan.sources), plan.name, plan.description, plan.budget, plan.repeat_question,
            plan.strict, plan.add_missing_sources)
     if _CHECKED.get(key) is plan.sources:
@@ -393,14 +410,34 @@ def check_plan(plan: BuildPlan) -> None:
             "sources": [{"source": spec.source, "weight": spec.weight,
                          "max_tokens": spec.max_tokens, "min_tokens": spec.min_tokens,
                          "cuttable": spec.cuttable, "required": spec.required,
-                         "strategy": spec.strategy, "options": thawed(spec.options)}
+                         "strategy": spec.strategy,
+                         "options": (thawed(spec.options) if isinstance(spec.options, Mapping)
+                                     else spec.options)}
                         for spec in plan.sources],
             "budget": _budget_dict(plan.budget), "repeat_question": plan.repeat_question,
             "strict": plan.strict, "add_missing_sources": plan.add_missing_sources}
-    plan_from_mapping(data, origin=f"plan {plan.name!r}")
+    plan_from_mapping(data, origin=origin)
     if len(_CHECKED) >= _CHECKED_LIMIT:
         _CHECKED.clear()
     _CHECKED[key] = plan.sources
+
+
+def _check_parts(plan: BuildPlan, origin: str) -> None:
+    """``PlanError`` unless a plan made in code holds a ``Budget`` and source specs.
+
+    Checked before anything reads them: a dict in their place would fail as a ``TypeError``
+    deep in the build, not as a plan error naming it.
+    """
+    if not isinstance(plan.budget, Budget):
+        raise PlanError(f"{origin}: budget is a {type(plan.budget).__name__}, not a Budget "
+                        "(Budget(window=...), or BuildPlan.with_budget)")
+    if not isinstance(plan.sources, tuple | list):
+        raise PlanError(f"{origin}: sources is a {type(plan.sources).__name__}, not a tuple "
+                        "of SourceSpec")
+    for index, spec in enumerate(plan.sources):
+        if not isinstance(spec, SourceSpec):
+            raise PlanError(f"{origin}: sources.{index} is a {type(spec).__name__}, not a "
+                            "SourceSpec (SourceSpec(source=...), or plan_from_mapping)")
 
 
 def _did_you_mean(error: Any) -> str:
