@@ -10,7 +10,8 @@ contain. Values are never paraphrased or cut: a value that does not fit is left 
 Which values come first when not all fit: those the user stated or the agent passed to a tool
 (someone relied on them), then values repeated across omitted messages, then the newest. Only
 the newest ``digest_scan`` omitted messages are read, so a long session costs what is read, and
-each message's values are remembered per content.
+each message's values are remembered per content. Of a text longer than ``READ_CHARS`` (a file
+body, a batch of rows passed to a tool) only its head and tail are read.
 
 Pure functions of the request and the kept items; nothing here knows budgets beyond ``cost``.
 """
@@ -202,7 +203,7 @@ def _keys_bytes(keys: Iterable[str]) -> int:
 
 
 _ITEM_KEYS: BoundedCache[int, tuple[ContextItem, frozenset[str]]] = BoundedCache(
-    "sources.history_digest.item_keys", max_entries=_CACHE_LIMIT, share=0.02,
+    "sources.history_digest.item_keys", max_entries=_CACHE_LIMIT, share=0.01,
     size=lambda _, entry: _keys_bytes(entry[1]))
 
 
@@ -351,7 +352,7 @@ def _message_facts(message: Message) -> _Facts:
     if cached is not None and cached[0] is message:
         return cached[1]
     texts = [message.content, *(call.arguments for call in message.tool_calls)]
-    values = tuple(dict.fromkeys(v for text in texts if text for v in _values(text)))
+    values = tuple(dict.fromkeys(v for text in texts if text for v in _read_values(text)))
     if message.role == "assistant":
         # A marker-shaped value the model wrote is an earlier context's fence copied back.
         values = tuple(v for v in values if not looks_like_fence_marker(v))
@@ -361,13 +362,76 @@ def _message_facts(message: Message) -> _Facts:
     return facts
 
 
-@memoized("sources.history_digest.values", max_entries=32_768, share=0.02,
+READ_CHARS = 32_768
+"""An omitted text longer than this is read in part: its head and its tail, these many
+characters in all. A digest holds what fits its share of the budget, chosen by rank, so it has
+values to choose from in the parts read; extracting and ranking every value of a file body or
+a batch of rows passed to a tool cost seconds a megabyte, to throw nearly all of them away."""
+_TAIL_CHARS = READ_CHARS // 4
+_HEAD_CHARS = READ_CHARS - _TAIL_CHARS
+_LAST_SPACE = re.compile(r"(?s:.*)\s")
+_SPACE = re.compile(r"\s")
+
+
+def _read_values(text: str) -> tuple[str, ...]:
+    """The values of an omitted text: all of it when short, its head and tail when long.
+
+    A part ends at a line break or a space where it can, and a value that may run on past
+    where a part was cut (it touches the cut and occurs nowhere else in the part) is left out:
+    a digest shows values whole or not at all.
+    """
+    if len(text) <= READ_CHARS:
+        return _values(text)
+    head_end = _head_end(text)
+    tail_start = _tail_start(text)
+    head, tail = text[:head_end], text[tail_start:]
+    head_values = _values(head)
+    if text[head_end - 1] != "\n" and head_values and _runs_on(head, head_values[-1], last=True):
+        head_values = head_values[:-1]
+    tail_values = _values(tail)
+    if text[tail_start - 1] != "\n" and tail_values and _runs_on(tail, tail_values[0], last=False):
+        tail_values = tail_values[1:]
+    return tuple(dict.fromkeys((*head_values, *tail_values)))
+
+
+def _head_end(text: str) -> int:
+    """Where the head ends: after its last line break, or space, in its second half."""
+    floor = _HEAD_CHARS // 2
+    line = text.rfind("\n", floor, _HEAD_CHARS)
+    if line >= 0:
+        return line + 1
+    space = _LAST_SPACE.match(text, floor, _HEAD_CHARS)
+    return space.end() if space is not None else _HEAD_CHARS
+
+
+def _tail_start(text: str) -> int:
+    """Where the tail starts: after the first line break, or space, in its first half."""
+    start = len(text) - _TAIL_CHARS
+    ceiling = start + _TAIL_CHARS // 2
+    line = text.find("\n", start, ceiling)
+    if line >= 0:
+        return line + 1
+    space = _SPACE.search(text, start, ceiling)
+    return space.end() if space is not None else start
+
+
+def _runs_on(part: str, value: str, *, last: bool) -> bool:
+    """Whether ``value`` occurs in ``part`` only where the part was cut (its end or start)."""
+    first, final = part.find(value), part.rfind(value)
+    if first != final:
+        return False
+    if last:
+        return final + len(value) >= len(part.rstrip())
+    return first <= len(part) - len(part.lstrip())
+
+
+@memoized("sources.history_digest.values", max_entries=32_768, share=0.01,
           size=lambda args, values: text_bytes(args[0]) + _keys_bytes(values))
 def _values(text: str) -> tuple[str, ...]:
     return extract_facts(text)
 
 
-@memoized("sources.history_digest.text_keys", max_entries=32_768, share=0.02,
+@memoized("sources.history_digest.text_keys", max_entries=32_768, share=0.01,
           size=lambda args, keys: text_bytes(args[0]) + _keys_bytes(keys))
 def _text_keys(text: str) -> tuple[str, ...]:
     return tuple(map(_key_of, _values(text)))
