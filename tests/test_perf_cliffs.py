@@ -9,11 +9,12 @@ slower one is kept here as the reference the new one must agree with exactly.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, Request, clear_caches
-from contextwright.sources import history_digest
+from contextwright.sources import history_digest, tools
 
 # --------------------------------------------------------------------------- history digest
 
@@ -91,3 +92,64 @@ def test_a_long_omitted_text_gives_the_values_of_its_head_and_tail() -> None:
     assert len(text) > history_digest.READ_CHARS
     read = history_digest._read_values(text)
     assert "ORD-1" in read and "ORD-3" in read and "ORD-2" not in read
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _schemas(count: int) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": f"Does thing {i}.",
+        "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}
+        for i in range(count)]
+
+
+def _elements_copied_into_sets(monkeypatch: pytest.MonkeyPatch, count: int) -> int:
+    copied = [0]
+
+    def counting_set(items: Any = ()) -> set[Any]:
+        made = set(items)
+        copied[0] += len(made)
+        return made
+
+    monkeypatch.setattr(tools, "set", counting_set, raising=False)
+    names = [f"tool_{i}" for i in range(count)]
+    scores = [1.0 if i % 7 == 0 else 0.0 for i in range(count)]
+    settings = tools.ToolOptions.read({})
+    offered, left_out = tools._offer(names, scores, set(), settings)
+    assert len(offered) == tools.MAX_REQUEST_TOOLS
+    assert len(offered) + len(left_out) == count
+    monkeypatch.undo()
+    return copied[0]
+
+
+def test_choosing_among_thousands_of_tools_is_linear_in_their_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    at_n = _elements_copied_into_sets(monkeypatch, 400)
+    at_10n = _elements_copied_into_sets(monkeypatch, 4_000)
+    assert at_10n <= 11 * at_n + 100
+
+
+def _schemas_analysed_by_a_warm_build(monkeypatch: pytest.MonkeyPatch, count: int) -> int:
+    request = Request(user_input="use tool_7", tools=_schemas(count))
+    builder = ContextBuilder(tokenizer="o200k_base")
+    builder.build(BuildPlan.named("tool_heavy"), request)
+    analysed = [0]
+    terms = tools._terms
+
+    def counting(text: str) -> set[str]:
+        analysed[0] += 1
+        return terms(text)
+
+    monkeypatch.setattr(tools, "_terms", counting)
+    builder.build(BuildPlan.named("tool_heavy"), request)
+    monkeypatch.undo()
+    return analysed[0]
+
+
+def test_a_warm_build_analyses_no_schema_again_with_thousands_of_tools(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clear_caches()
+    few = _schemas_analysed_by_a_warm_build(monkeypatch, 50)
+    many = _schemas_analysed_by_a_warm_build(monkeypatch, 5_000)
+    assert many == few  # the input's terms only

@@ -19,11 +19,10 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from contextwright.analysis import HAN, analyzer, cjk_class
-from contextwright.core.caches import BoundedCache, register_cache, text_bytes
+from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
 from contextwright.core.items import ContextItem, Layer, Message
 from contextwright.core.providers import OPENAI_MAX_TOOLS, check_tool_function, check_tool_name
 from contextwright.core.request import Request
@@ -158,9 +157,24 @@ def _schema_score(schema: Mapping[str, Any], wanted: set[str]) -> float:
     return sum(found.values())
 
 
-@lru_cache(maxsize=4096)
-def _schema_terms(text: str) -> tuple[tuple[float, frozenset[str]], ...]:
-    """(weight, terms) of a schema's name, parameter names and description; by schema JSON."""
+_SchemaTerms = tuple[tuple[float, frozenset[str]], ...]
+
+
+def _schema_terms_bytes(args: tuple[Any, ...], terms: _SchemaTerms) -> int:
+    """The schema's JSON and its terms (each with a set slot)."""
+    return text_bytes(args[0]) + sum(text_bytes(term) + 60 for _, part in terms for term in part)
+
+
+@memoized("sources.tools.schema_terms", max_entries=131_072, share=0.03,
+          size=_schema_terms_bytes)
+def _schema_terms(text: str) -> _SchemaTerms:
+    """(weight, terms) of a schema's name, parameter names and description; by schema JSON.
+
+    Bounded by bytes rather than by a count of a few thousand: a catalogue of more tools than
+    the count analysed every schema again on every build. One larger than the cache's share
+    (about 7,000 small schemas, 2,000 with long descriptions) still does: give the cache more
+    with ``set_cache_limits(per_cache={"sources.tools.schema_terms": ...})``.
+    """
     function = json.loads(text).get("function")
     if not isinstance(function, Mapping):
         return ()
@@ -356,8 +370,9 @@ def _choose(ranked: list[int], names: list[str], scores: list[float], called: se
     if settings.relevant_only and not wanted:
         wanted = list(ranked)  # nothing matched: the model still needs something to call
     chosen = wanted if settings.relevant_only else list(ranked)
+    offered = set(chosen)
     left_out = [(i, "not relevant to the input (select: relevant)")
-                for i in ranked if i not in set(chosen)]
+                for i in ranked if i not in offered]
     max_tools = settings.max_tools
     if max_tools is not None and max_tools < MAX_REQUEST_TOOLS and len(chosen) > max_tools:
         left_out += [(i, f"over max_tools ({max_tools}); ranked lower")
