@@ -9,12 +9,15 @@ slower one is kept here as the reference the new one must agree with exactly.
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, Request, clear_caches
 from contextwright.sources import history_digest, tools
+from contextwright.tokens import _base, _openai, get_tokenizer
 
 # --------------------------------------------------------------------------- history digest
 
@@ -153,3 +156,128 @@ def test_a_warm_build_analyses_no_schema_again_with_thousands_of_tools(
     few = _schemas_analysed_by_a_warm_build(monkeypatch, 50)
     many = _schemas_analysed_by_a_warm_build(monkeypatch, 5_000)
     assert many == few  # the input's terms only
+
+
+# --------------------------------------------------------------------------- token counting
+
+
+def _reference_safe_cut(text: str, low: int, high: int) -> int | None:
+    """The cut point search as it was written first, one Python step per candidate."""
+    newline = text.rfind("\n", low, high - 1)
+    while newline >= low:
+        if _base.splits_after_line_break(text, newline + 1):
+            return newline + 1
+        newline = text.rfind("\n", low, newline)
+    space = text.rfind(" ", low, high - 1)
+    while space > low:
+        if _base.splits_before_space(text, space):
+            return space
+        space = text.rfind(" ", low, space)
+    return None
+
+
+def _reference_pieces(text: str, piece_chars: int) -> list[str]:
+    pieces, start = [], 0
+    while len(text) - start > piece_chars:
+        end = start + piece_chars
+        cut = (_reference_safe_cut(text, start + piece_chars // 2, end)
+               or _reference_safe_cut(text, start + 1, end) or end)
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+_PIECE_PARTS = ("\n", " ", "a", "1", "/", "²", "½", "৴", "\t", "\u3000", "_", "é", "x", "  ", "\n ",
+                "\n/", "文")
+
+
+def test_cut_points_are_the_ones_the_pre_tokenizer_splits_at() -> None:
+    chance = random.Random(20240607)
+    for _ in range(20_000):
+        text = "".join(chance.choice(_PIECE_PARTS) for _ in range(chance.randint(2, 40)))
+        low = chance.randint(0, len(text) - 1)
+        high = chance.randint(low + 1, len(text))
+        assert _base._safe_cut(text, low, high) == _reference_safe_cut(text, low, high), (
+            text, low, high)
+    for _ in range(500):
+        text = "".join(chance.choice(_PIECE_PARTS) for _ in range(chance.randint(2, 600)))
+        piece_chars = chance.randint(4, 80)
+        assert _base.split_into_pieces(text, piece_chars) == _reference_pieces(text,
+                                                                               piece_chars)
+
+
+def _whitespace_heavy(chars: int) -> Iterator[str]:
+    rows = [{"id": i, "price": 1.5, "sku": f"A-{i}", "tags": [1, 2]} for i in range(chars // 80)]
+    yield json.dumps(rows, indent=2)[:chars]
+    yield "a" + " " * chars
+    yield ("        value: 12\n" * (chars // 18 + 1))[:chars]
+    yield ("word ² ½ " * (chars // 9 + 1))[:chars]
+
+
+def test_whitespace_heavy_text_counts_exactly_as_the_tokenizer_does() -> None:
+    encoding = get_tokenizer("o200k_base")
+    inner = encoding.inner
+    assert isinstance(inner, _openai.OpenAITokenizer)
+    for text in _whitespace_heavy(150_000):
+        expected = sum(len(inner._encode(piece))
+                       for piece in _reference_pieces(text, _base.PIECE_CHARS))
+        assert encoding.count(text) == expected
+
+
+def _python_checks(monkeypatch: pytest.MonkeyPatch, run: Callable[[], object]) -> int:
+    """Calls of the per-candidate checks (line break, space) while ``run`` runs."""
+    checks = [0]
+    for name in ("splits_after_line_break", "splits_before_space"):
+        check = getattr(_base, name)
+
+        def counting(text: str, at: int, check: Callable[[str, int], bool] = check) -> bool:
+            checks[0] += 1
+            return check(text, at)
+
+        monkeypatch.setattr(_base, name, counting)
+    run()
+    monkeypatch.undo()
+    return checks[0]
+
+
+def test_finding_cut_points_takes_no_python_step_per_space(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for text in _whitespace_heavy(400_000):
+        pieces = len(_base.split_into_pieces(text))
+        checks = _python_checks(monkeypatch, lambda text=text: _base.split_into_pieces(text))
+        assert checks <= 4 * pieces, text[:40]
+
+
+def _pieces_looked_for(monkeypatch: pytest.MonkeyPatch, run: Callable[[], object]) -> int:
+    searches = [0]
+    cut = _base._safe_cut
+
+    def counting(text: str, low: int, high: int) -> int | None:
+        searches[0] += 1
+        return cut(text, low, high)
+
+    monkeypatch.setattr(_base, "_safe_cut", counting)
+    run()
+    monkeypatch.undo()
+    return searches[0]
+
+
+def test_counting_up_to_a_limit_stops_looking_for_pieces_past_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    encoding = get_tokenizer("o200k_base")
+    for size in (200_000, 2_000_000):
+        text = "The quick brown fox jumps over the lazy dog.\n" * (size // 45)
+        looked = _pieces_looked_for(monkeypatch, lambda t=text: encoding.count_up_to(t, 100))
+        assert looked <= 2
+        assert encoding.count_up_to(text, 100) > 100
+
+
+def test_truncating_a_long_text_stops_looking_for_pieces_past_the_cut(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    encoding = get_tokenizer("o200k_base")
+    for size in (200_000, 2_000_000):
+        text = "The quick brown fox jumps over the lazy dog.\n" * (size // 45)
+        looked = _pieces_looked_for(monkeypatch, lambda t=text: encoding.inner.truncate(t, 50))
+        assert looked <= 2
+        assert encoding.count(encoding.inner.truncate(text, 50)) <= 50

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
@@ -54,16 +56,39 @@ def split_into_pieces(text: str, piece_chars: int = PIECE_CHARS) -> list[str]:
     (32,000 characters without a space or line break) is cut hard, and may then be off by a
     token at that cut.
     """
-    pieces: list[str] = []
+    return list(iter_pieces(text, piece_chars))
+
+
+def iter_pieces(text: str, piece_chars: int = PIECE_CHARS) -> Iterator[str]:
+    """The pieces of ``split_into_pieces``, each found only when the one before is used up.
+
+    A caller that stops early (``count_up_to`` past its limit) never looks at the rest.
+    """
     start = 0
     while len(text) - start > piece_chars:
-        end = start + piece_chars
-        cut = _safe_cut(text, start + piece_chars // 2, end) or _safe_cut(text, start + 1, end)
-        cut = cut or end
-        pieces.append(text[start:cut])
+        cut = _piece_end(text, start, piece_chars)
+        yield text[start:cut]
         start = cut
-    pieces.append(text[start:])
-    return pieces
+    yield text[start:]
+
+
+def _piece_end(text: str, start: int, piece_chars: int) -> int:
+    """Where the piece from ``start`` ends.
+
+    At the last boundary in its upper half, else in its lower half, else ``piece_chars`` on
+    (a hard cut).
+    """
+    end = start + piece_chars
+    middle = start + piece_chars // 2
+    upper = _safe_cut(text, middle, end)
+    if upper is not None:
+        return upper
+    # No boundary in the upper half: only the lower half is left to search (line starts first).
+    line = _last_line_start(text, start + 1, min(middle + 1, end))
+    if line is not None:
+        return line
+    word = _last_word_start(text, start + 2, min(middle + 2, end))
+    return end if word is None else word
 
 
 def splits_after_line_break(text: str, at: int) -> bool:
@@ -85,17 +110,69 @@ def splits_before_space(text: str, space: int) -> bool:
 
 
 def _safe_cut(text: str, low: int, high: int) -> int | None:
-    """The last pre-token boundary in ``(low, high)``, if any."""
-    newline = text.rfind("\n", low, high - 1)
-    while newline >= low:
-        if splits_after_line_break(text, newline + 1):
-            return newline + 1
-        newline = text.rfind("\n", low, newline)
-    space = text.rfind(" ", low, high - 1)
-    while space > low:
-        if splits_before_space(text, space):
+    """The last pre-token boundary in ``(low, high)``, if any: a line start before a space.
+
+    The rules of ``splits_after_line_break`` and ``splits_before_space``.
+    """
+    line = _last_line_start(text, low, high)
+    return line if line is not None else _last_word_start(text, low + 1, high)
+
+
+# Boundaries are searched for without a Python step per line break or space: long tool
+# output (indented JSON, logs, padded tables) has a space every few characters and hardly a
+# boundary. ASCII text is mapped to one class letter per character and searched with
+# ``bytes.rfind``; other text with a regex that backs off from the window's end.
+_CLASSES = bytes(
+    ord("n") if code == 10 else ord("p") if code == 32 else ord("s") if chr(code).isspace()
+    else ord("/") if code == 47 else ord("a") if chr(code).isalpha() else ord("x")
+    for code in range(128)) + bytes(128)
+"""Per ASCII character: ``n`` line break, ``p`` space, ``s`` other white space, ``/``,
+``a`` letter, ``x`` anything else."""
+_LINE_STARTS = (b"na", b"nx")
+"""A line break before a non-space other than "/"."""
+_WORD_STARTS = (b"apa", b"xpa", b"/pa")
+"""A space between a non-space and a letter."""
+_LETTER_CLASS = r"[^\W\d_]"
+"""Word characters but digits and ``_``: the letters, and numeric characters that are no
+digits (``²``, ``½``, ``Ⅻ``, ``①``). A space before one of those opens no word."""
+_NUMERIC_BLOCKS = ((0x00, 0xFF), (0x2070, 0x209F), (0x2150, 0x218F), (0x2460, 0x24FF),
+                   (0x2776, 0x2793), (0x3007, 0x3007), (0x3021, 0x303A), (0x3192, 0x3195),
+                   (0x3220, 0x325F), (0x3280, 0x32BF))
+"""Where the numeric characters people type sit (Latin-1, super- and subscripts, number forms,
+enclosed and circled numbers, CJK numerals)."""
+_NUMERIC_LOOKALIKES = "".join(
+    char for low, high in _NUMERIC_BLOCKS for char in map(chr, range(low, high + 1))
+    if re.fullmatch(_LETTER_CLASS, char) and not char.isalpha())
+_LAST_LINE_START = re.compile(r"(?s:.*)\n(?=[^\s/])")
+_LAST_WORD_START = re.compile(r"(?s:.*) (?<=\S )(?=" + _LETTER_CLASS + ")(?![" + re.escape(
+    _NUMERIC_LOOKALIKES) + "])")
+"""A space that opens a word; the common numeric characters are left out here, the rest are
+left out by checking ``str.isalpha`` on what it finds."""
+
+
+def _last_line_start(text: str, pos: int, endpos: int) -> int | None:
+    """The start of the last line that opens a pre-token, its break at ``pos..endpos - 2``."""
+    window = text[pos:endpos]
+    if window.isascii():
+        classes = window.encode("ascii").translate(_CLASSES)
+        found = max(classes.rfind(pair) for pair in _LINE_STARTS)
+        return None if found < 0 else pos + found + 1
+    line = _LAST_LINE_START.match(text, pos, endpos)
+    return None if line is None else line.end()
+
+
+def _last_word_start(text: str, pos: int, endpos: int) -> int | None:
+    """The last space at ``pos..endpos - 2`` that opens a word (``pos`` at least 1)."""
+    window = text[pos - 1:endpos]
+    if window.isascii():
+        classes = window.encode("ascii").translate(_CLASSES)
+        found = max(classes.rfind(triple) for triple in _WORD_STARTS)
+        return None if found < 0 else pos + found
+    while (word := _LAST_WORD_START.match(text, pos, endpos)) is not None:
+        space = word.end() - 1
+        if text[space + 1].isalpha():
             return space
-        space = text.rfind(" ", low, space)
+        endpos = space + 1
     return None
 
 
@@ -198,7 +275,7 @@ class CountingTokenizer:
         if len(text) <= PIECE_CHARS:
             return self.count(text)
         total = 0
-        for piece in split_into_pieces(text):
+        for piece in iter_pieces(text):
             total += self.count(piece)
             if total > limit:
                 return total

@@ -11,7 +11,7 @@ import warnings
 from typing import Any
 
 from contextwright.errors import TokenizerError
-from contextwright.tokens._base import PIECE_CHARS, split_into_pieces
+from contextwright.tokens._base import PIECE_CHARS, iter_pieces, split_into_pieces
 
 OPENAI_ENCODINGS = ("o200k_base", "cl100k_base")
 
@@ -48,8 +48,7 @@ class OpenAITokenizer:
     def truncate(self, text: str, max_tokens: int) -> str:
         """Longest prefix within ``max_tokens``; never splits a character."""
         tokens: list[int] = []
-        pieces = split_into_pieces(text)
-        for piece in pieces:
+        for piece in iter_pieces(text):
             tokens.extend(self._encode(piece))
             if len(tokens) > max_tokens:
                 break
