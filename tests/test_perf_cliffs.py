@@ -8,8 +8,10 @@ slower one is kept here as the reference the new one must agree with exactly.
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -281,3 +283,82 @@ def test_truncating_a_long_text_stops_looking_for_pieces_past_the_cut(
         looked = _pieces_looked_for(monkeypatch, lambda t=text: encoding.inner.truncate(t, 50))
         assert looked <= 2
         assert encoding.count(encoding.inner.truncate(text, 50)) <= 50
+
+
+# --------------------------------------------------------------------------- replay
+
+replay_module = importlib.import_module("contextwright.observe.replay")
+"""The module (``contextwright.observe.replay`` is also the name of its function)."""
+
+_REFERENCE_FENCE = re.compile(r"<<data ([0-9a-f]{12}) ([^\n]*)>>\n(.*?)\n<<end \1>>", re.DOTALL)
+"""The fenced-part pattern as first written: exact, but it reads on to the end of the text from
+every opening line that has no end."""
+
+
+def test_fenced_parts_are_found_as_the_reference_pattern_finds_them() -> None:
+    markers = ("0123456789ab", "aaaaaaaaaaaa", "0123456789a")
+    parts = ("<<data {m} lbl>>\n", "<<data {m} a>b>>\n", "<<data {m} >>\n", "<<data {m} x",
+             ">>", "\n<<end {m}>>", "\n", "x", " ", "<", "<<end {m}>>",
+             "<<data {m} <<data {m} y>>\n", "<<<data {m} z>>\n")
+    chance = random.Random(7)
+    for _ in range(20_000):
+        text = "".join(chance.choice(parts).format(m=chance.choice(markers))
+                       for _ in range(chance.randint(0, 12)))
+        assert replay_module._fenced_parts(text) == _REFERENCE_FENCE.findall(text), text
+
+
+def test_no_fence_pattern_of_replay_reads_past_the_line_it_starts_on() -> None:
+    patterns = [value for value in vars(replay_module).values()
+                if isinstance(value, re.Pattern)]
+    assert patterns
+    for pattern in patterns:
+        # A lazy any-character span reads on to the text's end from each place it fails at.
+        assert not pattern.flags & re.DOTALL, pattern.pattern
+        assert ".*" not in pattern.pattern, pattern.pattern
+
+
+class _CountingPattern:
+    """A compiled pattern that counts the characters each call is given to search."""
+
+    def __init__(self, pattern: re.Pattern[str], offered: list[int]) -> None:
+        self._pattern = pattern
+        self._offered = offered
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._pattern, name)
+
+        def counting(text: str, pos: int = 0, endpos: int | None = None) -> Any:
+            self._offered.append((len(text) if endpos is None else endpos) - pos)
+            return method(text, pos, len(text) if endpos is None else endpos)
+
+        return counting
+
+
+def _characters_searched(monkeypatch: pytest.MonkeyPatch, text: str) -> int:
+    offered: list[int] = []
+    for name, value in list(vars(replay_module).items()):
+        if isinstance(value, re.Pattern):
+            monkeypatch.setattr(replay_module, name, _CountingPattern(value, offered))
+    replay_module._fence_markers(_snapshot_with_user_text(text))
+    monkeypatch.undo()
+    return sum(offered)
+
+
+def _snapshot_with_user_text(text: str) -> Any:
+    class _Snapshot:
+        messages = ({"role": "user", "content": text},)
+
+    return _Snapshot()
+
+
+def test_replay_reads_quoted_fence_openings_in_linear_work(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def pasted(count: int) -> str:
+        return "<<data 0123456789ab tool search>>\n" * count + "<<data 0123456789ab x>>\nb\n"
+
+    small, large = pasted(300), pasted(3_000)
+    assert _characters_searched(monkeypatch, large) <= 11 * _characters_searched(monkeypatch,
+                                                                                  small)
+    assert replay_module._fenced_parts(large) == []
+    closed = large + "<<end 0123456789ab>>"
+    assert replay_module._fenced_parts(closed) == _REFERENCE_FENCE.findall(closed)

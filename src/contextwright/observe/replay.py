@@ -15,6 +15,7 @@ replays with its ``session`` source empty.
 
 from __future__ import annotations
 
+import bisect
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -256,15 +257,60 @@ def _image_rule_note(original: Snapshot, rebuilt: Snapshot) -> tuple[str, ...]:
             f"{rebuilt.image_rule} rule",)
 
 
-_FENCE = re.compile(r"<<data ([0-9a-f]{12}) ([^\n]*)>>\n(.*?)\n<<end \1>>", re.DOTALL)
-"""A fenced part as ``core.fence.fence`` writes it: marker, label, body."""
+_FENCE_HEAD = re.compile(r"<<data ([0-9a-f]{12}) ")
+"""The start of a fence's opening line as ``core.fence.fence`` writes it; its label runs to
+``>>`` at the end of that line."""
+_FENCE_END = re.compile(r"\n<<end ([0-9a-f]{12})>>")
+"""A fence's closing line (after the line break that ends its body)."""
+_FENCE_END_CHARS = len("\n<<end ") + 12 + len(">>")
+
+
+def _fenced_parts(text: str) -> list[tuple[str, str, str]]:
+    """Each fenced part of ``text`` as (marker, label, body), in order.
+
+    A part runs from an opening line to the first closing line of its marker; what lies inside
+    a part is not searched for more. Found in one pass over the text: every closing line is
+    indexed by its marker first, so an opening with no end (a pasted log quoting fence lines)
+    costs a lookup, not a scan of the rest of the text.
+    """
+    ends: dict[str, list[int]] = {}
+    for end in _FENCE_END.finditer(text):
+        ends.setdefault(end.group(1), []).append(end.start())
+    parts: list[tuple[str, str, str]] = []
+    resume, line_end = 0, -1
+    for head in _FENCE_HEAD.finditer(text):
+        if head.start() < resume or not ends.get(head.group(1)):
+            continue
+        if line_end < head.end():  # heads on one line share its end
+            line_end = text.find("\n", head.end())
+            if line_end < 0:
+                break
+        part = _fenced_part(text, head, line_end, ends[head.group(1)])
+        if part is not None:
+            parts.append(part[0])
+            resume = part[1]
+    return parts
+
+
+def _fenced_part(text: str, head: re.Match[str], line_end: int, ends: list[int]
+                 ) -> tuple[tuple[str, str, str], int] | None:
+    """The part opened by ``head`` (its line ending at ``line_end``) and where it stops."""
+    if line_end - 2 < head.end() or text[line_end - 2:line_end] != ">>":
+        return None
+    body_start = line_end + 1
+    found = bisect.bisect_left(ends, body_start)
+    if found == len(ends):
+        return None
+    body_end = ends[found]
+    part = (head.group(1), text[head.end():line_end - 2], text[body_start:body_end])
+    return part, body_end + _FENCE_END_CHARS
 
 
 def _fence_markers(snapshot: Snapshot) -> dict[tuple[str, str], str]:
     """The marker of each fenced (label, body) in the rendered messages."""
     return {(label, body): marker
             for m in snapshot.messages if isinstance(m.get("content"), str)
-            for marker, label, body in _FENCE.findall(m["content"])}
+            for marker, label, body in _fenced_parts(m["content"])}
 
 
 def _fence_note(original: Snapshot, rebuilt: Snapshot) -> tuple[str, ...]:
