@@ -637,3 +637,42 @@ def test_the_empty_plan_file_is_named_and_said_to_be_empty(tmp_path: Path) -> No
     path.write_text("", "utf-8")
     with pytest.raises(PlanError, match=r"plan file empty\.yaml: .*is empty"):
         BuildPlan.load(path)
+
+
+# --------------------------------------- messages a source of one's own did not offer, reported
+
+
+def _chat_history(rounds: int) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for i in range(rounds):
+        history += [{"role": "user", "content": f"question {i} " + "w " * 50},
+                    {"role": "assistant", "content": f"answer {i} " + "w " * 50}]
+    return history
+
+
+class SummaryHistory:
+    """A history of one's own: one summary item stands for the messages."""
+
+    namespace = "history"
+
+    def build(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+        yield ContextItem(key="history.summary", layer=Layer.HISTORY, message=Message(
+            role="system", content=f"Summary of {len(request.history)} messages."))
+
+
+def test_messages_a_source_of_ones_own_did_not_offer_are_not_blamed_on_max_rounds() -> None:
+    plan = BuildPlan.builder("p").add("system", 0.2).add("history", 0.5).add("user", 0.3).build()
+    ctx = ContextBuilder(sources=[SummaryHistory()]).build(
+        plan, Request(user_input="hi", system="sys", history=_chat_history(10)))
+    unread = [d.reason for d in ctx.report.decisions if d.key == "history.*"]
+    assert unread and all(r.startswith("not offered by source history") for r in unread)
+
+
+def test_messages_beyond_max_rounds_are_still_said_to_be() -> None:
+    plan = (BuildPlan.builder("p").add("system", 0.2)
+            .add("history", 0.5, options={"max_rounds": 2}).add("user", 0.3).build())
+    ctx = ContextBuilder().build(plan, Request(user_input="hi", system="sys",
+                                               history=_chat_history(10)))
+    unread = [d.reason for d in ctx.report.decisions if d.key == "history.*"]
+    assert unread == ["older than max_rounds; not read (history.m0–m15)"]
+

@@ -70,11 +70,23 @@ def _unread_message_decisions(g: Gathered, message_list: str, request: Request
             why = ("budget: older than anything that could fit" if start == 0 else
                    "budget: between the recalled turns and the recent rounds")
         else:
-            why = "older than max_rounds"
+            why = _not_offered(g)
         decisions.append(Decision(
             source=name, key=f"{name}.*", action="dropped", count=end - start,
             reason=f"{why}; not read ({namespace}.m{start}–m{end - 1})"))
     return decisions
+
+
+def _not_offered(g: Gathered) -> str:
+    """Why a source that offered everything it would did not offer some messages of its list.
+
+    Its window of rounds (the built-in history's ``max_rounds``) when the plan set one; else
+    the source left them out itself (a source of one's own may stand for them with a summary).
+    """
+    window = g.traits.layout.window_option
+    if window is not None and g.spec.options.get(window) is not None:
+        return f"older than {window}"
+    return f"not offered by source {g.spec.source}"
 
 
 def unread_runs(read: frozenset[int], size: int) -> list[tuple[int, int]]:
