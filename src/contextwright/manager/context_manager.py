@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from contextwright.compress.summarize import Summarizer
 from contextwright.core.cache import CachePolicy
@@ -39,6 +40,7 @@ from contextwright.tokens import Tokenizer
 logger = logging.getLogger("contextwright.session")
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 __all__ = ["ContextManager", "PreparedContext"]
 
@@ -93,7 +95,7 @@ class ContextManager(SessionFlows):
         if isinstance(build_threads, bool) or not isinstance(build_threads, int) or (
                 build_threads < 1):
             raise InvalidInputError("build_threads must be an integer >= 1")
-        self._cpu = (ThreadPoolExecutor(max_workers=build_threads, thread_name_prefix="cw-build")
+        self._cpu = (_BuildThreads(max_workers=build_threads, thread_name_prefix="cw-build")
                      if self._native_async else None)
         self._background = background
         self._executor = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-summary")
@@ -103,7 +105,11 @@ class ContextManager(SessionFlows):
         self._apending: dict[SessionKey, asyncio.Task[None]] = {}
         self._arunning: dict[SessionKey, asyncio.Task[None]] = {}
         self._atasks: set[asyncio.Task[None]] = set()
+        self._acalls: set[asyncio.Future[None]] = set()
+        """``aprepare`` / ``arecord`` calls admitted and not yet done: ``aclose`` waits for them."""
         self._closed = False
+        self._stopping = False
+        """The worker threads are being shut down: summary updates can no longer run."""
 
     # ----- the two calls of the agent loop -----
 
@@ -168,9 +174,10 @@ class ContextManager(SessionFlows):
         thread; over a sync store the whole call does. Sessions keep the same guarantees.
         """
         self._check_open()
-        return await self._arun(self._prepare_flow(
-            user_id, session_id, text, images=images, tools=tools, documents=documents, env=env,
-            system=system, target=target, idempotency_key=idempotency_key))
+        async with self._in_flight():
+            return await self._arun(self._prepare_flow(
+                user_id, session_id, text, images=images, tools=tools, documents=documents,
+                env=env, system=system, target=target, idempotency_key=idempotency_key))
 
     async def arecord(self, user_id: str, session_id: str, *,
                       assistant: object = None,
@@ -179,12 +186,13 @@ class ContextManager(SessionFlows):
                       idempotency_key: str | None = None) -> list[int]:
         """``record`` for an event loop; the summary update becomes an asyncio task."""
         self._check_open()
-        seqs, stored = await self._arun(self._record_flow(
-            user_id, session_id, assistant=assistant, tool_results=tool_results,
-            messages=messages, idempotency_key=idempotency_key))
-        if stored:
-            await self._aschedule_summary(SessionKey(user_id=user_id, session_id=session_id))
-        return seqs
+        async with self._in_flight():
+            seqs, stored = await self._arun(self._record_flow(
+                user_id, session_id, assistant=assistant, tool_results=tool_results,
+                messages=messages, idempotency_key=idempotency_key))
+            if stored:
+                await self._aschedule_summary(SessionKey(user_id=user_id, session_id=session_id))
+            return seqs
 
     # ----- inspection and lifecycle -----
 
@@ -252,18 +260,29 @@ class ContextManager(SessionFlows):
     def close(self) -> None:
         """Finish pending summaries and stop the worker (the store stays open: it is yours).
 
-        Later ``prepare`` and ``record`` calls raise ``ManagerClosed`` before storing anything.
+        Later ``prepare`` and ``record`` calls raise ``ManagerClosed`` before storing anything;
+        an ``aprepare`` / ``arecord`` still running on an event loop fails with ``ManagerClosed``
+        at its next build step (with ``stored_seq`` when its message was stored): ``aclose`` on
+        that loop lets them finish instead.
         """
         self._closed = True
+        self._stopping = True
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         if self._cpu is not None:
             self._cpu.shutdown(wait=True)
 
     async def aclose(self) -> None:
-        """``close`` for an event loop: awaits the summary tasks too (the store stays open)."""
+        """``close`` for an event loop: lets the calls under way on it finish, then their summaries.
+
+        Calls made after it began raise ``ManagerClosed`` before storing anything; the
+        ``aprepare`` / ``arecord`` calls it found running on this loop finish as usual, and
+        the summary updates they schedule run before it returns. The store stays open.
+        """
         self._closed = True
+        await self._calls_done()
         await self.aflush()
+        self._stopping = True
         for executor in (self._executor, self._cpu):
             if executor is not None:
                 await asyncio.to_thread(executor.shutdown, wait=True)
@@ -271,6 +290,23 @@ class ContextManager(SessionFlows):
     def _check_open(self) -> None:
         if self._closed:
             raise ManagerClosed("this ContextManager is closed: make a new one to go on")
+
+    @asynccontextmanager
+    async def _in_flight(self) -> AsyncIterator[None]:
+        """Counts an admitted async call as running until it ends (cancelled or not)."""
+        done = asyncio.get_running_loop().create_future()
+        self._acalls.add(done)
+        try:
+            yield
+        finally:
+            self._acalls.discard(done)
+            done.set_result(None)
+
+    async def _calls_done(self) -> None:
+        """Wait for the admitted calls running on this loop (another loop's cannot be awaited)."""
+        loop = asyncio.get_running_loop()
+        while calls := [call for call in self._acalls if call.get_loop() is loop]:
+            await asyncio.wait(calls)
 
     # ----- running flows -----
 
@@ -335,11 +371,11 @@ class ContextManager(SessionFlows):
             _log_summary_failure(key)
 
     async def _aschedule_summary(self, key: SessionKey) -> None:
+        if self._stopping:  # closed by another thread or loop after this record stored
+            _log_summary_skipped(key)
+            return
         if not self._background:
-            try:  # stored already: logged, not raised (see ``_run_summary_inline``)
-                await self._arun(self._summary_flow(key))
-            except Exception:
-                _log_summary_failure(key)
+            await self._asummary_logged(key)
             return
         if key in self._apending:
             return  # the queued task will read the newest messages when it runs
@@ -358,12 +394,33 @@ class ContextManager(SessionFlows):
             del self._apending[key]
         self._arunning[key] = task  # type: ignore[assignment]
         try:
-            await self._arun(self._summary_flow(key))
-        except Exception:
-            _log_summary_failure(key)
+            await self._asummary_logged(key)
         finally:
             if self._arunning.get(key) is task:
                 del self._arunning[key]
+
+    async def _asummary_logged(self, key: SessionKey) -> None:
+        """One summary update; stored already, so failing is logged, not raised."""
+        try:
+            await self._arun(self._summary_flow(key))
+        except ManagerClosed:  # ``close`` from another thread stopped the build threads
+            _log_summary_skipped(key)
+        except Exception:
+            _log_summary_failure(key)
+
+
+class _BuildThreads(ThreadPoolExecutor):
+    """The build threads of the ``a…`` calls: work offered after shutdown is ``ManagerClosed``.
+
+    The plain executor raises ``RuntimeError``, which is no ``ContextwrightError``: a flow
+    could not tell it apart from a bug, nor say which message it had stored by then.
+    """
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        try:
+            return super().submit(fn, *args, **kwargs)
+        except RuntimeError as exc:
+            raise ManagerClosed("this ContextManager was closed while the call ran") from exc
 
 
 def _log_summary_skipped(key: SessionKey) -> None:

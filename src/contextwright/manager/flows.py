@@ -394,9 +394,12 @@ class SessionFlows:
             seq = appended.seqs[0]
             if appended.replayed and (moved_on or seq <= state.routed_upto):
                 return state, version, None, _switch_at(state, seq)
+            # On a worker thread even without a classifier: the rules take microseconds, but
+            # a mode switch condenses the old window (fact extraction over every message in
+            # it, large tool results included) and a structured mode extracts facts from the
+            # message itself, which may take seconds.
             route, new_state, switch = yield from flow.compute(
-                partial(self._decide_route, state, text, seq, recent),
-                where="cpu" if self.router.classifier is not None else "loop")  # rules: µs
+                partial(self._decide_route, state, text, seq, recent))
             if new_state != state:
                 new_state = replace(new_state, routed_upto=seq)
             if new_state == state:
@@ -551,7 +554,13 @@ class SessionFlows:
             return done, False
         if appended.replayed:
             yield from _check_replay(key, appended.seqs, batch, "record")
-        return appended.seqs, self._summary_may_be_due(key, batch, appended)
+        with self._lock:
+            quiet = self._quiet.get(key)
+        # Checking the rounds a prepare read counts their tokens: a worker thread's job.
+        may_be_due = yield from flow.compute(
+            partial(self._summary_may_be_due, key, batch, appended),
+            where="cpu" if quiet is not None and quiet.basis is not None else "loop")
+        return appended.seqs, may_be_due
 
     def _note_read(self, key: SessionKey, epoch: str | None, read_after: int,
                    state: SessionState, read: list[StoredMessage]) -> None:
@@ -603,7 +612,11 @@ class SessionFlows:
             epoch = yield from flow.epoch(key)  # read first: what follows is of it or later
             record, state = yield from read_state(key)
             last_seq = yield from self._check_results_answer_open_calls(key, batch)
-            new_state = record_turn_in_zones(state, batch, self._settings(state.mode))
+            settings = self._settings(state.mode)
+            # Zones extract facts from every tool result (seconds for large ones): off the loop.
+            new_state = yield from flow.compute(
+                partial(record_turn_in_zones, state, batch, settings),
+                where="cpu" if settings.zones else "loop")
             write = None if new_state == state else StateWrite(
                 data=new_state.to_dict(), expected_version=record.version if record else None)
             try:
