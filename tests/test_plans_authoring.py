@@ -676,3 +676,33 @@ def test_messages_beyond_max_rounds_are_still_said_to_be() -> None:
     unread = [d.reason for d in ctx.report.decisions if d.key == "history.*"]
     assert unread == ["older than max_rounds; not read (history.m0–m15)"]
 
+
+# ------------------------------------------- an added source takes the same share at any scale
+
+
+@pytest.mark.parametrize("scale", [1, 100, 10_000])
+def test_a_source_added_to_a_plan_written_in_percentages_takes_the_same_share(
+        scale: int) -> None:
+    history: list[dict[str, Any]] = []
+    for i in range(60):
+        history += [{"role": "user", "content": f"question {i} about order {1000 + i} "
+                     + "detail " * 40},
+                    {"role": "assistant", "content": f"answer {i} " + "reply " * 60}]
+    documents = [{"id": f"d{i}", "text": f"Refund policy section {i}: " + "policy text " * 600}
+                 for i in range(6)]
+    request = Request(user_input="What is the refund policy for order 1005?",
+                      system="You are support.", history=history, documents=documents)
+
+    def build(factor: float) -> FinalContext:
+        plan = plan_from_mapping({"name": "pct", "add_missing_sources": True, "sources": [
+            {"source": "system", "weight": 0.2 * factor},
+            {"source": "history", "weight": 0.5 * factor},
+            {"source": "user", "weight": 0.3 * factor}]})
+        return ContextBuilder().build(plan, request)
+
+    def shares(ctx: FinalContext) -> list[tuple[str, int, int]]:
+        return [(r.source, r.share, r.tokens) for r in ctx.report.sources]
+
+    scaled = build(scale)
+    assert shares(scaled) == shares(build(1))
+    assert any(f"added one (weight {0.25 * scale:g})" in w for w in scaled.report.warnings)

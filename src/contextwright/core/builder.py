@@ -16,7 +16,7 @@ from contextwright.core.accounting import counts_exactly
 from contextwright.core.assemble import Assembly, assemble, repeated_question
 from contextwright.core.budget import Allocation, Claim, allocate_budget
 from contextwright.core.cache import CachePolicy, Fingerprint, plan_hash
-from contextwright.core.covering import covering, missing_sources, request_parts
+from contextwright.core.covering import added_weight, covering, missing_sources, request_parts
 from contextwright.core.cutting import make_cutter
 from contextwright.core.digest import add_digest, digest_reserve
 from contextwright.core.fence import (
@@ -213,7 +213,7 @@ def added_sources(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
     if not missing:
         return plan, []
     notes = [f"request.{part} was given and plan {plan.name!r} has no {source} source; added "
-             f"one (weight {traits.added.weight})"
+             f"one (weight {added_weight(plan, traits.added):g})"
              for part, source, traits in request_parts(sources)
              if source in missing and traits.added is not None]
     return covering(plan, request, sources), notes

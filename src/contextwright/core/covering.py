@@ -3,15 +3,16 @@
 A shipped plan is tuned for one kind of call, but requests mix: a chat whose history holds tool
 calls, a document question asked in the middle of a conversation, this turn's tool results sent
 with the ``chat`` plan. Leaving such a part out makes the model repeat the call it just made or
-lose the conversation. ``covering`` adds a source with a modest weight for each given part the
-plan lacks, at the place the part belongs in render order, and names the result
-(``chat+tool_results``). Plans opt in with ``add_missing_sources`` (every shipped plan does); a
-plan without it leaves such parts out, with a warning in the report. Pure: reads the plan and
-which request fields are non-empty, nothing else.
+lose the conversation. ``covering`` adds a source with a modest weight (on the plan's scale:
+``added_weight``) for each given part the plan lacks, at the place the part belongs in render
+order, and names the result (``chat+tool_results``). Plans opt in with ``add_missing_sources``
+(every shipped plan does); a plan without it leaves such parts out, with a warning in the
+report. Pure: reads the plan and which request fields are non-empty, nothing else.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping
 from dataclasses import replace
@@ -95,11 +96,23 @@ def clear_covered() -> None:
     _COVERED.clear()
 
 
+def added_weight(plan: BuildPlan, added: AddedSource) -> float:
+    """The weight a source is added to ``plan`` with: ``added.weight`` on the plan's scale.
+
+    A source's share is its weight over the sum of the plan's weights, so ``0.2 / 0.5 / 0.3``
+    and ``20 / 50 / 30`` are one plan. An added weight is given for plans whose weights sum to
+    1 (every shipped plan's), and scaled to the plan's sum, so it takes the same share of
+    either.
+    """
+    return added.weight * math.fsum(spec.weight for spec in plan.sources)
+
+
 def _with_sources(plan: BuildPlan, missing: list[tuple[str, AddedSource, bool]]) -> BuildPlan:
     """``plan`` with each (source, how it is added, whether it is never cut) inserted."""
     sources = list(plan.sources)
     for name, added, never_cut in missing:
-        sources.insert(_position(sources, added.before), _added_spec(name, added, never_cut))
+        sources.insert(_position(sources, added.before),
+                       _added_spec(name, added, never_cut, added_weight(plan, added)))
     return replace(plan, name=f"{plan.name}+{'+'.join(name for name, _, _ in missing)}",
                    sources=tuple(sources))
 
@@ -112,8 +125,8 @@ def _position(sources: list[SourceSpec], before: tuple[str, ...]) -> int:
     return len(sources)
 
 
-def _added_spec(source: str, added: AddedSource, never_cut: bool) -> SourceSpec:
-    return SourceSpec(source=source, weight=added.weight, max_tokens=added.max_tokens,
+def _added_spec(source: str, added: AddedSource, never_cut: bool, weight: float) -> SourceSpec:
+    return SourceSpec(source=source, weight=weight, max_tokens=added.max_tokens,
                       cuttable=not never_cut, required=never_cut,
                       options=FrozenOptions(added.options))
 
