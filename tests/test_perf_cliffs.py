@@ -160,6 +160,15 @@ def test_a_warm_build_analyses_no_schema_again_with_thousands_of_tools(
     assert many == few  # the input's terms only
 
 
+def test_a_schema_edited_in_place_is_read_again() -> None:
+    schema = _schemas(1)[0]
+    before = tools.schema_json(schema)
+    schema["function"]["parameters"]["properties"]["x"]["type"] = "integer"
+    after = tools.schema_json(schema)
+    assert after != before and '"integer"' in after
+    assert tools.schema_json(schema) == after
+
+
 # --------------------------------------------------------------------------- token counting
 
 
