@@ -283,13 +283,15 @@ def test_anthropic_requests_carry_at_most_four_breakpoints_and_are_accepted(
         server: ProviderServer) -> None:
     client = anthropic.Anthropic(base_url=server.origin, api_key="test", max_retries=0)
     adapter: TypeAdapter[Any] = TypeAdapter(MessageCreateParamsNonStreaming)
-    for _, ctx in replay([4, 7, 2, 9, 3]):
+    for turn, (_, ctx) in enumerate(replay([4, 7, 2, 9, 3])):
         body = ctx.to_request("anthropic", model="claude-sonnet-4-5")
         adapter.validate_python(body)
         marks = [b for b in [*body.get("tools", []), *body["system"],
                              *(b for m in body["messages"] for b in m["content"])]
                  if "cache_control" in b]
-        assert 2 <= len(marks) <= 4
+        # The first call has no history, and its input follows the env part (which changes
+        # every call): only the system prompt ends a prefix the next call reads.
+        assert (2 if turn else 1) <= len(marks) <= 4
         # The system prompt's breakpoint caches the tools before it: none of their own.
         assert "cache_control" not in body["tools"][-1]
         assert body["system"][0]["cache_control"] == {"type": "ephemeral"}

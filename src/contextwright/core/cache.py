@@ -279,6 +279,16 @@ class Fingerprint:
     """Where its Anthropic request's ``cache_control`` breakpoints end a prefix
     (``breakpoint_ends``): the next request can read only those from the cache. None: not known
     (an older fingerprint, a text build), the whole identical prefix is counted."""
+    blocks: tuple[int, ...] | None = None
+    """Content blocks each message takes in its Anthropic request (``stepping.anthropic_blocks``):
+    Anthropic looks back for an earlier write ``LOOKBACK_BLOCKS`` blocks, not messages, and an
+    assistant step or a turn of parallel tool results is several. None: not known (an older
+    fingerprint, a text build), each message counted as one."""
+    tokenizer: str = ""
+    """The tokenizer the build counted with (``""``: not known, as in an older fingerprint).
+    Another one means another model: a provider caches per model, so nothing is read."""
+    model: str = ""
+    """The model the build was made for, when it knows it (``""``: not known)."""
     version: int = FINGERPRINT_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -289,8 +299,9 @@ class Fingerprint:
                 "layouts": {name: layout.to_dict() for name, layout in self.layouts.items()},
                 "kept": {name: list(keys) for name, keys in self.kept.items()},
                 "stable": self.stable, "stable_end": self.stable_end,
-                "language": self.language,
-                **({} if self.breakpoints is None else {"breakpoints": list(self.breakpoints)})}
+                "language": self.language, "tokenizer": self.tokenizer, "model": self.model,
+                **({} if self.breakpoints is None else {"breakpoints": list(self.breakpoints)}),
+                **({} if self.blocks is None else {"blocks": list(self.blocks)})}
 
     def to_json(self) -> str:
         """``to_dict`` as compact JSON."""
@@ -323,6 +334,11 @@ class Fingerprint:
                 isinstance(b, int) and not isinstance(b, bool) and -1 <= b < len(messages)
                 for b in breakpoints)):
             raise InvalidInputError("fingerprint breakpoints must be message indexes")
+        blocks = data.get("blocks")  # absent in earlier fingerprints and text builds
+        if blocks is not None and (not isinstance(blocks, list) or len(blocks) != len(messages)
+                                   or not all(isinstance(b, int) and not isinstance(b, bool)
+                                              and b >= 0 for b in blocks)):
+            raise InvalidInputError("fingerprint blocks must be one count per message")
         return cls(plan=_text(data, "plan"), target=_text(data, "target"),
                    tools=_text(data, "tools"), tool_tokens=_count(data, "tool_tokens"),
                    messages=tuple(messages), tokens=tuple(tokens),
@@ -331,7 +347,9 @@ class Fingerprint:
                    stable=bool(data.get("stable", True)),
                    stable_end=_count(data, "stable_end") if data.get("stable_end", -1) != -1
                    else -1, language=_text(data, "language"),
-                   breakpoints=None if breakpoints is None else tuple(breakpoints))
+                   breakpoints=None if breakpoints is None else tuple(breakpoints),
+                   blocks=None if blocks is None else tuple(blocks),
+                   tokenizer=_text(data, "tokenizer"), model=_text(data, "model"))
 
     @classmethod
     def from_json(cls, text: str) -> Fingerprint:
@@ -539,25 +557,56 @@ def written_prefix(previous: Fingerprint, current: Fingerprint, kept: int) -> in
 
     ``kept`` leading messages are identical. The prefix read is the one the previous request
     wrote at its last breakpoint within them, provided this request has a breakpoint at most
-    ``LOOKBACK_BLOCKS`` after it (counted in messages, each at least one block), where the
-    provider looks for it. Tools alone (-1) are identical here already (``compare``).
+    ``LOOKBACK_BLOCKS`` content blocks after it, where the provider looks for it (this
+    request's ``blocks``; one a message where they are not known). Tools alone (-1) are
+    identical here already (``compare``).
     """
     if previous.breakpoints is None or current.breakpoints is None:
         return None
     ends = [end for end in previous.breakpoints if end < kept and any(
-        end <= point <= end + LOOKBACK_BLOCKS for point in current.breakpoints)]
+        end <= point and blocks_between(current, end, point) <= LOOKBACK_BLOCKS
+        for point in current.breakpoints)]
     if not ends:
         return 0
     return current.tool_tokens + sum(current.tokens[:max(ends) + 1])
 
 
+def blocks_between(fingerprint: Fingerprint, end: int, point: int) -> int:
+    """Content blocks of ``fingerprint``'s request after message ``end``, through ``point``.
+
+    The indexes are messages' (-1: the tools, before every message).
+    """
+    counts = fingerprint.blocks or (1,) * len(fingerprint.messages)
+    return sum(counts[end + 1:point + 1])
+
+
+def cache_line_change(previous: Fingerprint, model: str, tokenizer: str) -> str | None:
+    """Why a build for ``model``, counted with ``tokenizer``, cannot read ``previous``'s cache.
+
+    None: it may. A provider keys its cache by model: a build for another model (or counted
+    with another tokenizer, which is another model) starts a new cache line whatever its
+    messages. Only what both builds know is compared (an older fingerprint records neither;
+    ``""``: not known).
+    """
+    if previous.model and model and previous.model != model:
+        return (f"the previous build was for the model {previous.model}, this one for "
+                f"{model}: a new cache line starts (a provider caches per model)")
+    if previous.tokenizer and tokenizer and previous.tokenizer != tokenizer:
+        return (f"the previous build was counted with the {previous.tokenizer} tokenizer, this "
+                f"one with {tokenizer}: another model, so a new cache line starts (a provider "
+                "caches per model)")
+    return None
+
+
 def _default_reason(previous: Fingerprint, current: Fingerprint, at: int,
                     section: str | None) -> str:
-    if previous.plan != current.plan:
-        return "the plan changed"
+    # Sources a request adds for this call only (notes, documents) change the plan's hash
+    # too: a break after the whole stable part is the volatile part's, whatever the plan.
     if 0 <= previous.stable_end <= at:
         return ("the previous request's stable part is repeated whole; only what changes "
                 "every call (rendered after it) differs")
+    if previous.plan != current.plan:
+        return "the plan changed"
     if at >= len(current.messages):
         return "this request is shorter than the previous one"
     if not previous.stable:

@@ -15,10 +15,12 @@ from dataclasses import replace
 from contextwright.core.assemble import Assembly
 from contextwright.core.budget import Allocation
 from contextwright.core.cache import (
+    LOOKBACK_BLOCKS,
     CachePolicy,
     CacheReport,
     Fingerprint,
     breakpoint_ends,
+    cache_line_change,
     compare,
     message_hash,
     plan_hash,
@@ -26,8 +28,17 @@ from contextwright.core.cache import (
 )
 from contextwright.core.digest import add_digest, digest_decision, digest_share
 from contextwright.core.gather import Costing, Gathered, Unit, gather_source
+from contextwright.core.items import Message
 from contextwright.core.normalise import normalise_again
 from contextwright.core.plan import BuildPlan, FrozenOptions, thawed
+from contextwright.core.providers import (
+    anthropic_leaves_out,
+    anthropic_role,
+    anthropic_takes,
+    image_segments,
+    is_blank,
+    shows_blank_user,
+)
 from contextwright.core.pruning import prune_source
 from contextwright.core.report import Decision
 from contextwright.core.reporting import BEFORE_PINNED_HEAD_END, OLDER_THAN_KEPT_RUN
@@ -72,10 +83,47 @@ def cache_points(sections: tuple[str, ...], tail: frozenset[str],
     history = [i for i, section in enumerate(sections) if section in conversation]
     if history:
         points.append(history[-1])
-    stays = [i for i, section in enumerate(sections) if section not in tail and i > 0]
+    # A message rendered after the volatile part (the input after env or documents) ends a
+    # prefix the next call never repeats: its breakpoint would only pay for a write.
+    volatile = next((i for i, section in enumerate(sections) if section in tail), len(sections))
+    stays = [i for i, section in enumerate(sections[:volatile]) if section not in tail and i > 0]
     if stays and stays[-1] not in points:
         points.append(stays[-1])
     return tuple(sorted(set(points)))
+
+
+def anthropic_blocks(messages: Sequence[Message], documents: Sequence[bool]
+                     ) -> tuple[int, ...]:
+    """Content blocks each message takes in its Anthropic request (``core.providers.anthropic``).
+
+    The system prompt is one block (none when blank, as it is not sent); the lead user turn
+    the request opens with when its first message is the assistant's is counted with that
+    message. Anthropic's cache lookback is counted in these blocks (``LOOKBACK_BLOCKS``).
+    """
+    counts: list[int] = []
+    opened = False
+    for index, message in enumerate(messages):
+        document = index < len(documents) and documents[index]
+        if index == 0 and message.role == "system":
+            counts.append(0 if is_blank(message.content) else 1)
+            continue
+        if anthropic_leaves_out(message, document):
+            counts.append(0)
+            continue
+        lead = not opened and anthropic_role(message, document) == "assistant"
+        opened = True
+        counts.append(_message_blocks(message, document) + int(lead))
+    return tuple(counts)
+
+
+def _message_blocks(message: Message, document: bool) -> int:
+    """Blocks of one message the Anthropic rendering shows (it mirrors ``_anthropic_blocks``)."""
+    if message.role == "tool" or document or shows_blank_user(message, document):
+        return 1
+    if message.images:
+        return len(image_segments(message, anthropic_takes))
+    return (len(message.thinking) + int(not is_blank(message.content))
+            + len(message.tool_calls))
 
 
 MIN_STEP_TOKENS = 200
@@ -148,13 +196,19 @@ def keep_first(g: Gathered, source: ContextSource, request: Request, keys: Seque
 class Stepping:
     """The stable-prefix side of one build (``core.stable``): offers, cuts, layout, report."""
 
-    def __init__(self, policy: CachePolicy, plan: str, target: str, strict: bool = False
-                 ) -> None:
+    def __init__(self, policy: CachePolicy, plan: str, target: str, strict: bool = False,
+                 model: str = "") -> None:
         self.policy = policy
         self.plan = plan
         self.target = target
         self.strict = strict
         """The plan's ``strict``: a key conflict in a source read again raises too."""
+        self.model = model
+        """The model the build is for (``""``: not known); the provider's cache is per model."""
+        self.tokenizer = ""
+        """The tokenizer the build counts with (``offer_all`` reads it)."""
+        self.previous: Fingerprint | None = None
+        """The previous build, when this one goes on from it (``continues``)."""
         self.offers: dict[str, StableOffer] = {}
         self.normal: dict[str, tuple[list[Unit], bool]] = {}
         self.continued: set[str] = set()
@@ -219,6 +273,15 @@ class Stepping:
                     self.reaches[spec.source] = reach
         return options
 
+    def continues(self, previous: Fingerprint | None) -> bool:
+        """Whether this build goes on from ``previous``'s layouts (the same cache line).
+
+        Not from a build without a cache policy, for another target, or for another model: a
+        provider caches per model, so a build for the new one starts its line with a fresh cut.
+        """
+        return (previous is not None and previous.stable and previous.target == self.target
+                and cache_line_change(previous, self.model, self.tokenizer) is None)
+
     def _fresh(self, g: Gathered) -> None:
         """Gather a pre-anchored source afresh (its layout cannot go on: it is cut anew).
 
@@ -249,8 +312,12 @@ class Stepping:
         """Offer each message source its previous layout, where there is one to continue."""
         self._reader = (sources, request, costing)
         self._gathered = gathered
+        self.tokenizer = costing.tokenizer.name
+        goes_on = self.continues(previous)
         for g in gathered:
-            if g.error is not None:  # it failed as of the last cut: it may not as of now
+            # Failed as of the last cut, it may not as of now; read as of a cut of a cache
+            # line this build does not go on (another model), it is cut afresh.
+            if g.error is not None or not goes_on:
                 self._fresh(g)
         laid_out = {g.spec.source for g in gathered
                     if g.spec.cuttable and g.traits.message_list is not None and g.error is None}
@@ -267,8 +334,9 @@ class Stepping:
                 self.specs[g.spec.source] = plan_hash(g.spec)
                 # Units are kept whole or left out: a cut message could not be found again.
                 g.spec = replace(g.spec, strategy="drop")
-        if previous is None or not previous.stable or previous.target != self.target:
+        if not goes_on or previous is None:
             return
+        self.previous = previous
         for g in gathered:
             keys = previous.kept.get(g.spec.source)
             if keys and g.spec.cuttable and g.spec.source not in laid_out and g.error is None:
@@ -391,7 +459,9 @@ class Stepping:
 
         The same head as long as the run is continued; none where no message follows it (the
         conversation's own point is there). A breakpoint there has every call write the prefix
-        through the head, which the call after the next cut repeats (``cache_points``).
+        through the head, which the call after the next cut repeats (``cache_points``). Also
+        the previous request's last breakpoint inside the prefix this one repeats, when this
+        request's next point lies more than ``LOOKBACK_BLOCKS`` blocks past it (``_bridge``).
         """
         points = []
         for name in sorted(self.conversation):
@@ -402,7 +472,35 @@ class Stepping:
             last = max((c for c in head[-1].candidates), key=lambda c: c.item.order)
             if last.item.key in assembly.keys:
                 points.append(assembly.keys.index(last.item.key))
-        return tuple(points)
+        bridge = self._bridge(assembly, points)
+        return tuple(points) if bridge is None else tuple(sorted({*points, bridge}))
+
+    def _bridge(self, assembly: Assembly, heads: Sequence[int]) -> int | None:
+        """The previous request's last write, where this request's points would not reach it.
+
+        Anthropic looks for an earlier write only ``LOOKBACK_BLOCKS`` content blocks before a
+        breakpoint: a call that appends more (an agent's steps between two builds, many
+        parallel tool results) would read nothing past the system prompt. A breakpoint on
+        that write itself reads it. None: no such write, or a point already reaches it.
+        """
+        previous = self.previous
+        if (previous is None or previous.breakpoints is None
+                or previous.tools != tools_hash(assembly.schema_jsons)):
+            return None
+        hashes, _ = self._chat_counts(assembly)
+        pairs = zip(previous.messages, hashes, strict=False)
+        kept = next((i for i, (old, new) in enumerate(pairs) if old != new),
+                    min(len(previous.messages), len(hashes)))
+        ends = [end for end in previous.breakpoints if 0 < end < kept]
+        if not ends:
+            return None
+        end = max(ends)
+        history = [i for i, section in enumerate(assembly.sections)
+                   if section in self.conversation]
+        counts = anthropic_blocks(assembly.messages, assembly.documents)
+        reached = any(end <= point and sum(counts[end + 1:point + 1]) <= LOOKBACK_BLOCKS
+                      for point in (*heads, *history[-1:]))
+        return None if reached else end
 
     def _cut_after(self, g: Gathered, head: list[Unit], grant: int, step: int, query: str,
                    costing: Costing, outgrown: bool) -> tuple[Selection, list[Unit] | None]:
@@ -624,10 +722,12 @@ class Stepping:
             tool_tokens=0 if text is not None else sum(assembly.schema_tokens),
             messages=messages, tokens=tokens, layouts=layouts,
             stable_end=volatile if transient is None else min(volatile, transient),
-            language=language,
+            language=language, tokenizer=self.tokenizer, model=self.model,
             breakpoints=None if points is None else breakpoint_ends(
                 points, system=bool(assembly.messages)
-                and assembly.messages[0].role == "system", tools=bool(assembly.schema_jsons)))
+                and assembly.messages[0].role == "system", tools=bool(assembly.schema_jsons)),
+            blocks=None if points is None else anthropic_blocks(assembly.messages,
+                                                                assembly.documents))
 
     @staticmethod
     def _chat_counts(assembly: Assembly) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -649,20 +749,18 @@ class Stepping:
                         "of its messages, this one shows none")
         return None
 
-    def _new_target(self, target: str, current: Fingerprint, assembly: Assembly
-                    ) -> CacheReport:
-        """The report of a build whose previous build rendered for another target.
+    def _new_line(self, reason: str, current: Fingerprint, assembly: Assembly) -> CacheReport:
+        """The report of a build that cannot read its previous build's cache, and why.
 
-        A chat request and a text prompt share no prefix a provider could cache, whatever
-        their messages: the build starts a new cache line, and the report says so.
+        A chat request and a text prompt share no prefix a provider could cache, nor do two
+        requests for different models, whatever their messages: the build starts a new cache
+        line, and the report says so.
         """
         fresh = compare(None, current, assembly.sections, sorted(self.advanced), {},
                         assembly.keys)
         return replace(fresh, previous=True, broke_at=0,
                        broke_key=assembly.sections[0] if assembly.sections else None,
-                       broke_item=assembly.keys[0] if assembly.keys else None,
-                       reason=f"the previous build was for the {target} target, this one for "
-                              f"the {self.target} target: a new cache line starts")
+                       broke_item=assembly.keys[0] if assembly.keys else None, reason=reason)
 
     def _lasting(self, name: str, selection: Selection) -> Selection:
         """``selection`` without the turns shown for this call only (the next build's layout)."""
@@ -688,7 +786,13 @@ class Stepping:
         """This build's prefix against the previous one's, with the reasons it broke."""
         reasons = {name: f"{name}'s cut advanced: {why}" for name, why in self.advanced.items()}
         if previous is not None and previous.target != self.target:
-            return self._new_target(previous.target, current, assembly)
+            return self._new_line(f"the previous build was for the {previous.target} target, "
+                                  f"this one for the {self.target} target: a new cache line "
+                                  "starts", current, assembly)
+        line = None if previous is None else cache_line_change(previous, self.model,
+                                                                self.tokenizer)
+        if line is not None:
+            return self._new_line(line, current, assembly)
         report = compare(previous, current, assembly.sections, sorted(self.advanced), reasons,
                          assembly.keys)
         gone = self._gone(previous, assembly)
