@@ -89,6 +89,9 @@ class SourceOptions(BaseModel):
 
     Strict: ``"0.3"`` is not a number and ``"false"`` is not a boolean, and an option the model
     does not name is an error (``check_options``), so a misspelt option never passes unnoticed.
+    The model checks a plan's options; a source's ``build`` receives them as the plan wrote
+    them (read-only, an option the plan does not set absent), so it reads each with its
+    default (``options.get("limit", 3)``) or validates them itself for typed values.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -110,7 +113,8 @@ class AddedSource:
     """How a build adds a source for a request part its plan has none for (``core.covering``)."""
 
     weight: float
-    """The added source's weight."""
+    """The added source's weight in a plan whose weights sum to 1 (scaled to the plan's sum:
+    ``covering.added_weight``)."""
     max_tokens: int | None = None
     """Its cap."""
     before: tuple[str, ...] = ()
@@ -308,13 +312,18 @@ def _conversation_rank(traits: SourceTraits) -> int | None:
 def options_model_of(source: object) -> type[SourceOptions] | None:
     """The model ``source``'s options are checked against (None: they are not checked).
 
-    Its own ``options_model``, else that of the source registered under its namespace.
+    Its own ``options_model``, else that of the source registered under its namespace. One
+    that does not extend ``SourceOptions`` is a ``PlanError`` naming the source: it could not
+    check the options every source takes (``register_source`` refuses it when registering).
     """
-    own = getattr(source, "options_model", None)
-    if own is not None:
-        return own  # type: ignore[no-any-return]
-    registered = _CATALOG.get(str(getattr(source, "namespace", "")))
-    return getattr(registered, "options_model", None)
+    namespace = str(getattr(source, "namespace", ""))
+    model = getattr(source, "options_model", None)
+    if model is None:
+        model = getattr(_CATALOG.get(namespace), "options_model", None)
+    if model is None or (isinstance(model, type) and issubclass(model, SourceOptions)):
+        return model
+    raise PlanError(f"source {namespace!r}: options_model must be a pydantic model extending "
+                    f"SourceOptions, not {getattr(model, '__name__', type(model).__name__)}")
 
 
 def check_options(name: str, options: Mapping[str, Any], model: type[SourceOptions]
@@ -322,10 +331,11 @@ def check_options(name: str, options: Mapping[str, Any], model: type[SourceOptio
     """``options`` validated against ``model``; a ``PlanError`` names the option and the source.
 
     An unknown option is named with the closest valid one: ``history: unknown option
-    'recal_share' (did you mean 'recall_share'?)``.
+    'recal_share' (did you mean 'recall_share'?)``, unless the model takes any
+    (``extra="allow"``: its author asked for free-form options).
     """
     valid = list(model.model_fields)
-    for key in options:
+    for key in () if model.model_config.get("extra") == "allow" else options:
         if key not in model.model_fields:
             close = difflib.get_close_matches(str(key), valid, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else (
