@@ -17,6 +17,8 @@ import random
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
+from itertools import pairwise
 from typing import Any, TypeVar
 
 import pytest
@@ -286,3 +288,69 @@ def _key(session_id: str) -> Any:
     from contextwright.session import SessionKey
 
     return SessionKey(user_id="u", session_id=session_id)
+
+
+# ----- a cancelled recall-index write -----
+
+
+def _part_ranges(parts: list[str]) -> list[tuple[int, int]]:
+    ranges = []
+    for part in parts:
+        body = json.loads(part.split(" ", 1)[1])
+        ranges.append((body["begin"], body["end"]))
+    return ranges
+
+
+def test_a_call_cancelled_while_it_writes_an_index_part_leaves_no_hole(
+        make_store: Callable[[], AsyncStore]) -> None:
+    """The next part replaces the stored ones, so they still cover the session from its start."""
+    rounds, arm_at = 30, 8
+
+    async def main() -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        store = make_store()
+        cm = ContextManager(store, tokenizer="estimate", background=False)
+        write_part = store.append_index  # type: ignore[attr-defined]
+        cut: list[tuple[int, int]] = []  # the range of the part whose write was cut short
+        writing = asyncio.Event()
+
+        async def held_write(key: Any, part: str, **kwargs: Any) -> bool:
+            cut.extend(_part_ranges([part]))
+            writing.set()
+            await asyncio.Event().wait()  # the deadline comes first
+            return bool(await write_part(key, part, **kwargs))
+
+        async def with_deadline(make_call: Callable[[], Any]) -> None:
+            """The call, cancelled once while it writes a part, then retried with its key."""
+            if not cut:
+                call = asyncio.ensure_future(make_call())
+                waiting = asyncio.ensure_future(writing.wait())
+                await asyncio.wait([call, waiting], return_when=asyncio.FIRST_COMPLETED)
+                store.append_index = write_part  # type: ignore[attr-defined]
+                if not writing.is_set():
+                    waiting.cancel()
+                    store.append_index = held_write  # type: ignore[attr-defined]
+                    await call
+                    return
+                call.cancel()
+                await asyncio.gather(call, return_exceptions=True)
+            await make_call()
+
+        for turn in range(rounds):
+            if turn == arm_at:
+                store.append_index = held_write  # type: ignore[attr-defined]
+            text = f"Tell me something nice about topic number {turn}, like the weather on Mars"
+            await with_deadline(partial(cm.aprepare, "u", "s", text, idempotency_key=f"p{turn}"))
+            await with_deadline(partial(cm.arecord, "u", "s", idempotency_key=f"r{turn}",
+                                        assistant=f"Topic {turn} is lovely."))
+        await cm.aclose()
+        index = await store.read_index(_key("s"))  # type: ignore[attr-defined]
+        await _close(store)
+        return cut, _part_ranges(index.parts if index else [])
+
+    cut, ranges = asyncio.run(main())
+    assert cut, "no write was cut short; the check says nothing"
+    assert ranges and ranges[0][0] == 0, ranges
+    holes = [(end, begin) for (_, end), (begin, _) in pairwise(ranges)
+             if begin != end]
+    assert holes == []
+    assert ranges[-1][1] > cut[0][1], (cut, ranges)  # later parts were written too

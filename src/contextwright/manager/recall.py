@@ -875,26 +875,31 @@ class RecallIndexes:
 
         The range is claimed under the session's lock, so two builds in this process never
         write the same turns; a write that fails is not retried (the next part replaces all).
+        A call cancelled while it claims or writes (a deadline on ``aprepare``) counts as a
+        failed write: left claimed, the range would be a hole that later parts skip.
         """
         if turns.epoch is None:
             return
-        claimed = yield from flow.compute(partial(_claim_part, turns))
-        if claimed is None:
-            return
-        text, replace_all = claimed
+        settled = False  # stored, or nothing claimed: the claimed range needs no undoing
         try:
-            written = yield from flow.append_index(key, text, epoch=turns.epoch,
-                                                   replace=replace_all)
-        except StoreError as exc:
-            written = False
-            logger.warning("recall index not stored user=%s session=%s (%s)", key.user_id,
-                           key.session_id, type(exc).__name__, extra={"contextwright": {
-                               "event": "recall_index_not_stored", "user_id": key.user_id,
-                               "session_id": key.session_id}})
-        if not written:
-            with turns.lock:  # erased meanwhile, or unknown: whatever is stored is replaced
-                turns.rewrite = True
-                turns.persisted = 0
+            claimed = yield from flow.compute(partial(_claim_part, turns))
+            if claimed is None:
+                settled = True
+                return
+            text, replace_all = claimed
+            try:
+                settled = yield from flow.append_index(key, text, epoch=turns.epoch,
+                                                       replace=replace_all)
+            except StoreError as exc:
+                logger.warning("recall index not stored user=%s session=%s (%s)", key.user_id,
+                               key.session_id, type(exc).__name__, extra={"contextwright": {
+                                   "event": "recall_index_not_stored", "user_id": key.user_id,
+                                   "session_id": key.session_id}})
+        finally:
+            if not settled:
+                with turns.lock:  # erased meanwhile, or unknown: whatever is stored is replaced
+                    turns.rewrite = True
+                    turns.persisted = 0
 
     def read_turns(self, key: SessionKey, turns: SessionTurns,
                    spans: Sequence[tuple[int, int]]) -> Flow[bool]:
