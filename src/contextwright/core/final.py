@@ -13,6 +13,7 @@ from typing import Any, Literal
 from contextwright.core.accounting import context_tokens
 from contextwright.core.cache import Fingerprint, message_hash, plan_hash, tools_hash
 from contextwright.core.items import Message
+from contextwright.core.plan import closest_name
 from contextwright.core.providers import (
     PROVIDER_FORMATS,
     CallSettings,
@@ -225,6 +226,7 @@ class FinalContext:
                 or not isinstance(settings.max_output_tokens, int)
                 or settings.max_output_tokens < 1):
             raise InvalidInputError("max_tokens must be a whole number, 1 or more")
+        _check_format(fmt)
         if fmt == "openai":
             rendered = openai_chat(self.messages, self.tool_schemas, settings)
             validate_openai(rendered.body["messages"])
@@ -236,9 +238,6 @@ class FinalContext:
             validate_responses(rendered.body)
             check_budget(self._chat_tokens(), self.available)
             return rendered
-        if fmt != "anthropic":
-            raise ValueError(f"unknown provider format {fmt!r}; choose one of "
-                             f"{', '.join(PROVIDER_FORMATS)}")
         self._check_no_prefill(rest, documents)
         rendered = anthropic(system, rest, labels, documents, self.tool_schemas, settings)
         validate_anthropic_request(rendered.body)
@@ -290,3 +289,15 @@ class FinalContext:
     def recount(self) -> int:
         """Count the OpenAI rendering again from scratch (for checks and tests)."""
         return context_tokens(self.messages, self.schema_jsons, self.tokenizer, self.image_rule)
+
+
+def _check_format(fmt: str) -> None:
+    """Refuse a format name no renderer knows, naming the closest one it does.
+
+    Checked before anything is rendered, so a misspelt name fails the same way in every
+    method that takes one.
+    """
+    if fmt not in PROVIDER_FORMATS:
+        hint = closest_name(fmt, PROVIDER_FORMATS)
+        raise InvalidInputError(f"unknown provider format {fmt!r}{hint}; "
+                                f"choose one of {', '.join(PROVIDER_FORMATS)}")
