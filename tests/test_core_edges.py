@@ -28,3 +28,35 @@ def test_unknown_format_is_an_invalid_input_error_listing_the_formats(call: Any)
 def test_misspelt_format_names_the_closest_one() -> None:
     with pytest.raises(InvalidInputError, match="did you mean 'openai-responses'"):
         _chat_context().to_request("openai_responses")
+
+
+def _call(*ids: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids]}
+
+
+def _result(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": "ok"}
+
+
+USER = {"role": "user", "content": "hi"}
+INTERJECTED = [USER, _call("c1"), {"role": "user", "content": "hurry up"}, _result("c1"),
+               {"role": "assistant", "content": "done"}]
+"""The user typed while the tool ran: call, user message, result."""
+
+
+def test_a_result_after_an_interjection_names_its_call_and_what_stands_between() -> None:
+    message = (r"history\[3\] answers the call of history\[1\], but history\[2\] \(a user "
+               r"message\) stands between them")
+    with pytest.raises(InvalidInputError, match=message):
+        Request(user_input="q", history=INTERJECTED).validate()
+    with pytest.raises(InvalidInputError, match=message):
+        ContextBuilder().build(BuildPlan.named("chat"),
+                               Request(user_input="q", history=INTERJECTED))
+
+
+def test_a_second_answer_after_an_interjection_is_not_called_misplaced() -> None:
+    history = [USER, _call("c1"), _result("c1"), USER, _result("c1")]
+    with pytest.raises(InvalidInputError, match=r"history\[4\] is a tool result that follows "
+                                                "no assistant tool call"):
+        Request(user_input="q", history=history).validate()

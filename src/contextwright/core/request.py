@@ -18,7 +18,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from contextwright.core.images import ImagePart, image_from_part
 from contextwright.core.items import Message, check_text, parse_message
-from contextwright.core.pairing import pair_results
+from contextwright.core.pairing import misplaced_result_message, pair_results
 from contextwright.errors import InvalidInputError
 
 # A single text field larger than this is refused outright: nothing that large can be meant for
@@ -196,7 +196,7 @@ def check_tool_pairing(messages: Sequence[Message], where: str) -> None:
         opened_at, message = index, messages[index]
         if message.role == "tool":  # only the first message can be a result opening a run
             raise InvalidInputError(
-                f"{where}[{index}] is a tool result that follows no assistant tool call")
+                misplaced_result_message(messages.__getitem__, index, 0, where))
         index += 1
         results = []
         while index < len(messages) and messages[index].role == "tool":
@@ -206,7 +206,7 @@ def check_tool_pairing(messages: Sequence[Message], where: str) -> None:
             continue
         if not message.tool_calls:
             raise InvalidInputError(
-                f"{where}[{opened_at + 1}] is a tool result that follows no assistant tool call")
+                misplaced_result_message(messages.__getitem__, opened_at + 1, 0, where))
         stray = pair_results([c.id for c in message.tool_calls], results).stray
         if stray is not None:
             raise InvalidInputError(

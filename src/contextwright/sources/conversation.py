@@ -42,7 +42,7 @@ from contextwright.core.items import (
     parse_message,
     parsed_unchanged,
 )
-from contextwright.core.pairing import pair_results
+from contextwright.core.pairing import misplaced_result_message, pair_results
 from contextwright.core.plan import FrozenOptions, options_text
 from contextwright.core.request import Request
 from contextwright.core.source import AddedSource, Layout, SourceTraits
@@ -101,9 +101,8 @@ def read_blocks_backward(raw: Sequence[Mapping[str, Any]], where: str, end: int 
             results.append(message)
             index -= 1
         if index < begin or message.role != "assistant" or not message.tool_calls:
-            raise InvalidInputError(
-                f"{where}[{index + 1}] is a tool result that follows no assistant tool call"
-            )
+            raise InvalidInputError(misplaced_result_message(
+                lambda at: parse_listed(raw, where, at), index + 1, begin, where))
         results.reverse()
         yield Block(index, _checked_block(message, results, where, index), 1 + len(results))
         index -= 1
