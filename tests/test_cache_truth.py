@@ -291,3 +291,24 @@ def test_notes_that_come_and_go_are_reported_as_the_volatile_part_not_a_plan_cha
     cache = second.report.cache
     assert cache is not None and cache.advanced == ()
     assert cache.reason is not None and "stable part is repeated whole" in cache.reason
+
+
+def test_a_build_for_another_model_with_the_same_tokenizer_starts_a_new_cache_line() -> None:
+    """gpt-4o and gpt-4o-mini count alike, but each has its own provider cache."""
+    history = [{"role": "user", "content": f"question {i}"} if i % 2 == 0
+               else {"role": "assistant", "content": f"answer {i}"} for i in range(10)]
+    plan = BuildPlan.named("chat")
+    first = ContextBuilder(model="gpt-4o").build(
+        plan, Request(user_input="q", system=SYSTEM, history=history), cache=True)
+    assert first.fingerprint.model == "gpt-4o"
+    mini = ContextBuilder(model="gpt-4o-mini")
+    assert mini.tokenizer.name == ContextBuilder(model="gpt-4o").tokenizer.name
+    ctx = mini.build(plan, Request(user_input="q2", system=SYSTEM, history=history),
+                     previous=first, cache=True)
+    cache = ctx.report.cache
+    assert cache is not None and cache.prefix_tokens == 0
+    assert cache.reason is not None and "gpt-4o-mini" in cache.reason
+    same = ContextBuilder(model="gpt-4o").build(
+        plan, Request(user_input="q2", system=SYSTEM, history=history), previous=first,
+        cache=True)
+    assert same.report.cache is not None and same.report.cache.prefix_tokens > 0

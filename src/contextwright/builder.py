@@ -191,7 +191,7 @@ class ContextBuilder:
         run = partial(build_context, plan, request, self._sources, self.tokenizer, target,
                       fence_key=self._fence_key, cache=policy,
                       previous=previous_fingerprint(previous) if policy else None,
-                      images=self.image_rule)
+                      images=self.image_rule, model=self.model or "")
         context = run() if self.snapshots is None else self.snapshots.record_build(
             run, plan, request, self.tokenizer.name)
         if self.model is not None or cache_key is not None:

@@ -69,29 +69,33 @@ def build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Conte
                   tokenizer: CountingTokenizer, target: Target = "chat", *,
                   fence_key: bytes = DEFAULT_FENCE_KEY, cache: CachePolicy | None = None,
                   previous: Fingerprint | None = None,
-                  images: ImageTokenRule = DEFAULT_IMAGES) -> FinalContext:
+                  images: ImageTokenRule = DEFAULT_IMAGES, model: str = "") -> FinalContext:
     """Build the context of one model call, counted for the ``target`` rendering.
 
     ``fence_key`` keys the fence markers (``fence.fence_key`` derives one from a secret).
     With ``cache``, the build keeps a stable prefix (``core.stepping``): it continues
     ``previous``'s layout where it still fits and renders what changes every call last.
-    ``images`` counts the images of messages (the model's provider rule).
+    ``images`` counts the images of messages (the model's provider rule). ``model`` (``""``:
+    not known) names the model the build is for: a provider's prompt cache is per model, so a
+    ``previous`` made for another one starts a new cache line.
     """
     with build_notes() as recall_scores:
         return _build_context(plan, request, sources, tokenizer, target, fence_key=fence_key,
                               cache=cache, previous=previous, images=images,
-                              recall_scores=recall_scores)
+                              recall_scores=recall_scores, model=model)
 
 
 def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, ContextSource],
                    tokenizer: CountingTokenizer, target: Target, *, fence_key: bytes,
                    cache: CachePolicy | None, previous: Fingerprint | None,
-                   images: ImageTokenRule, recall_scores: Mapping[str, float]) -> FinalContext:
+                   images: ImageTokenRule, recall_scores: Mapping[str, float],
+                   model: str = "") -> FinalContext:
     """``build_context``, with the build's notes (``core.notes``) open as ``recall_scores``."""
     costing = Costing(tokenizer, labels_language(request, cache, previous), target, fence_key,
                       images)
     plan, added = added_sources(plan, request, sources)
-    steps = (Stepping(cache, plan_hash(plan), target, plan.strict) if cache is not None
+    steps = (Stepping(cache, plan_hash(plan), target, plan.strict, model=model)
+             if cache is not None
              else None)
     anchored = steps.gather_options(plan, request, sources, previous) if steps else {}
     gathered, pool = gather_all(plan, request, sources, costing, anchored,
