@@ -60,3 +60,18 @@ def test_a_second_answer_after_an_interjection_is_not_called_misplaced() -> None
     with pytest.raises(InvalidInputError, match=r"history\[4\] is a tool result that follows "
                                                 "no assistant tool call"):
         Request(user_input="q", history=history).validate()
+
+
+def test_a_request_that_is_not_an_object_says_so_without_private_names() -> None:
+    with pytest.raises(InvalidInputError, match="the request must be a JSON object, not a "
+                                                "list") as info:
+        Request.from_dict([{"user_input": "hi"}])
+    assert "_RequestModel" not in str(info.value)
+
+
+def test_a_document_given_as_plain_text_says_a_document_is_an_object() -> None:
+    with pytest.raises(InvalidInputError, match=r"documents\[0\]: a document must be an "
+                                                "object .*, not a string") as info:
+        Request(user_input="hi", documents=["a retrieved passage"])  # type: ignore[list-item]
+    assert "_DocumentModel" not in str(info.value)
+    assert "invalid request" not in str(info.value)

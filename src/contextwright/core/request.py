@@ -97,7 +97,7 @@ class Request:
         try:
             model = _RequestModel.model_validate(data)
         except PydanticValidationError as exc:
-            raise InvalidInputError(_describe(exc)) from None
+            raise InvalidInputError("invalid request: " + _describe(exc)) from None
         request = cls(
             user_input=model.user_input,
             system=model.system,
@@ -220,7 +220,8 @@ def _as_document(doc: object, index: int) -> Document:
     try:
         model = _DocumentModel.model_validate(doc)
     except PydanticValidationError as exc:
-        raise InvalidInputError(f"documents[{index}]: {_describe(exc)}") from None
+        described = _describe(exc, "a document must be an object {id, text, ...}")
+        raise InvalidInputError(f"documents[{index}]: {described}") from None
     return Document(**model.model_dump())
 
 
@@ -254,10 +255,33 @@ class _RequestModel(BaseModel):
     images: list[dict[str, Any]] = []
 
 
-def _describe(exc: PydanticValidationError) -> str:
-    """Name the failing fields without echoing their values."""
+def _describe(exc: PydanticValidationError,
+              not_an_object: str = "the request must be a JSON object") -> str:
+    """Name the failing fields without echoing their values.
+
+    Input that is not an object at all gets ``not_an_object`` and what came instead, never
+    the name of the private model that read it.
+    """
     parts = []
     for error in exc.errors()[:5]:
+        if not error["loc"] and error["type"] == "model_type":
+            parts.append(f"{not_an_object}, not {_json_kind(error['input'])}")
+            continue
         location = ".".join(str(part) for part in error["loc"]) or "request"
         parts.append(f"{location}: {error['msg']}")
-    return "invalid request: " + "; ".join(parts)
+    return "; ".join(parts)
+
+
+def _json_kind(value: object) -> str:
+    """What JSON calls ``value``'s type, to say what came instead of an object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
