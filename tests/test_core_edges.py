@@ -3,11 +3,14 @@ compares like with like."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, InvalidInputError, Request
+from contextwright.core.fence import fenced_body
+from contextwright.tokens import get_tokenizer
 
 
 def _chat_context() -> Any:
@@ -75,3 +78,19 @@ def test_a_document_given_as_plain_text_says_a_document_is_an_object() -> None:
         Request(user_input="hi", documents=["a retrieved passage"])  # type: ignore[list-item]
     assert "_DocumentModel" not in str(info.value)
     assert "invalid request" not in str(info.value)
+
+
+def test_a_compacted_tool_result_reports_a_saving_counted_like_with_like() -> None:
+    raw = json.dumps({"code": 200, "data": {"city": "上海", "weather": "多云", "temp": 25,
+                                            "humidity": 60}}, ensure_ascii=False)
+    turn = [_call("c1"), {"role": "tool", "tool_call_id": "c1", "content": raw}]
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"),
+                                 Request(user_input="weather?", turn=turn))
+    compacted = [d for d in ctx.report.decisions if d.action == "compacted"]
+    assert compacted, "the JSON result is shown compacted"
+    for decision in compacted:
+        assert decision.tokens_before is not None and decision.tokens_after is not None
+        saved = decision.tokens_before - decision.tokens_after
+        count = get_tokenizer("o200k_base").count
+        shown = next(m for m in ctx.to_messages("openai") if m["role"] == "tool")["content"]
+        assert saved == count(raw) - count(fenced_body(shown)) > 0

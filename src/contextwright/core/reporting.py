@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from contextwright.core.budget import Allocation
+from contextwright.core.fence import fenced_body
 from contextwright.core.gather import PASS_OVER_LIMIT, Candidate, Gathered
 from contextwright.core.notes import with_recall_score
 from contextwright.core.plan import BuildPlan
@@ -132,10 +133,20 @@ def compacted_decisions(selection: Selection, tokenizer: CountingTokenizer,
                     source=unit.source, key=c.item.key, action="compacted",
                     reason=str(c.item.metadata.get(
                         "compaction", "JSON tool result shown as compact text")),
-                    tokens_before=tokenizer.count(c.item.raw), tokens_after=c.tokens,
-                    detail=c.item.raw)
+                    tokens_before=_tokens_if_raw(c, c.item.raw, tokenizer),
+                    tokens_after=c.tokens, detail=c.item.raw)
             decisions.append(c.compacted)
     return decisions
+
+
+def _tokens_if_raw(candidate: Candidate, raw: str, tokenizer: CountingTokenizer) -> int:
+    """What the item would cost with ``raw`` shown in place of its compact text.
+
+    Counted like ``Candidate.tokens`` (fence lines and message framing included), so the
+    decision's before and after differ by what compaction saved and nothing else.
+    """
+    shown = fenced_body(candidate.item.message.content)
+    return candidate.tokens - tokenizer.count(shown) + tokenizer.count(raw)
 
 
 def extrapolated(text: str, counted: int, tokenizer: CountingTokenizer) -> int:
