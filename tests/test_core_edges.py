@@ -94,3 +94,14 @@ def test_a_compacted_tool_result_reports_a_saving_counted_like_with_like() -> No
         count = get_tokenizer("o200k_base").count
         shown = next(m for m in ctx.to_messages("openai") if m["role"] == "tool")["content"]
         assert saved == count(raw) - count(fenced_body(shown)) > 0
+
+
+def test_arguments_nested_past_the_parser_are_called_too_deep_not_invalid() -> None:
+    depth = 5000
+    arguments = '{"a":' * depth + "1" + "}" * depth
+    turn = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}]},
+        _result("c1")]
+    with pytest.raises(InvalidInputError, match="nested too deeply") as info:
+        Request(user_input="go", turn=turn).validate()
+    assert "not valid JSON" not in str(info.value)

@@ -244,7 +244,9 @@ def _tool_arguments(arguments: object, where: str) -> str:
     if isinstance(arguments, Mapping):
         try:
             arguments = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError, RecursionError):
+        except RecursionError:
+            raise InvalidInputError(_too_deep(where)) from None
+        except (TypeError, ValueError):
             raise InvalidInputError(f"{where} is not a JSON object") from None
     arguments = check_text(arguments, where)
     try:
@@ -253,7 +255,9 @@ def _tool_arguments(arguments: object, where: str) -> str:
         raise InvalidInputError(f"{where} has a duplicate key") from None
     except MalformedDocument as exc:  # a number strict JSON parsers refuse
         raise InvalidInputError(f"{where}: {exc}") from None
-    except (ValueError, RecursionError):
+    except RecursionError:  # valid JSON, but deeper than Python's parser can follow
+        raise InvalidInputError(_too_deep(where)) from None
+    except ValueError:
         raise InvalidInputError(f"{where} is not valid JSON") from None
     if not isinstance(parsed, dict):
         raise InvalidInputError(f"{where} must be a JSON object")
@@ -270,7 +274,12 @@ def _check_encodes(parsed: dict[str, Any], where: str) -> None:
         raise InvalidInputError(
             f"{where} has an escaped lone surrogate (not valid Unicode)") from None
     except RecursionError:  # nested about as deep as json.loads allows: as it says then
-        raise InvalidInputError(f"{where} is not valid JSON") from None
+        raise InvalidInputError(_too_deep(where)) from None
+
+
+def _too_deep(where: str) -> str:
+    """The message for arguments nested deeper than Python's JSON code can follow."""
+    return f"{where} is nested too deeply to parse (about 1,000 levels at most)"
 
 
 def _content(content: object, where: str) -> tuple[str, tuple[ImagePart, ...]]:
