@@ -5,14 +5,18 @@
 as ``555-01162`` or ``123-45-6789``, while a rising pair such as ``1990-2000`` is a range of two),
 ids and codes (``ORD-2024-001``, ``HAT123``, ``nora_vance_5172``, the ``A1B2C3`` of ``订单 #A1B2C3``
 or ``order #A1B2C3``), money
-(``¥1,299.00``, ``1，299元``, ``¥1.2万``, ``8千元``, ``$2.5M``),
-dates and times (``下午3:30``), emails,
-phone numbers (``555-0142``, ``+44 20 7946 0958``, ``020 7946 0958``), URLs, street addresses
+(``¥1,299.00``, ``1，299元``, ``¥1.2万``, ``8千元``, ``$2.5M``, ``1万2千円``, ``3만원``, any
+currency sign, amounts grouped as each locale writes them: ``₹1,50,000``, ``12 500 ₽``,
+``€1.200,50``, ``CHF 1'250.00``), dates and times (``下午3:30``, ``午後3時30分``,
+``12월 3일 오후 3시``), emails, phone numbers (``555-0142``, ``+44 20 7946 0958``,
+``+91 98765 43210``, ``020 7946 0958``, ``(03) 1234-5678``), URLs, street addresses
 (English and Chinese, ``350 5th Ave``), UK postcodes (``SW1A 1AA``), versions (``v2.3.1``,
-``1.0.0-rc.1``) and tracking numbers. It is rule
+``1.0.0-rc.1``) and tracking numbers. Traditional Chinese reads as Simplified (``¥1.2萬元``,
+``臺北市信義區信義路五段7號``). It is rule
 based and deterministic: facts come out in order of first appearance, each once, as they were
-written. ``missing_facts`` says which required facts a text does not contain, comparing with
-whitespace removed and full-width characters folded (``２０２４`` is ``2024``).
+written, never a piece of a longer value. ``missing_facts`` says which required facts a text does
+not contain, comparing with whitespace removed and full-width characters folded (``２０２４`` is
+``2024``).
 
 Pure functions of their input; no I/O, no model.
 """
@@ -40,18 +44,66 @@ _NUM = r"\d+(?:\.\d+)?"
 # 单价…"): it groups only where the grouping rule allows, one to three digits before it and
 # exactly three after, with no digit right after those three ("1，2345" is "1" and "2345").
 _GROUPED = r"\d{1,3}(?:[,，]\d{3}(?!\d))+"
-_AMOUNT = _GROUPED + r"(?:\.\d+)?|\d+(?:\.\d+)?"
-# A Chinese amount's order of magnitude ("¥1.2万", "￥3千元"): part of the value, not a word after
-# it, and so is a "元" after a currency sign.
-_ZH_AMOUNT_TAIL = r"(?:(?:[百千]?万|亿|千)元?|元)?"
+# Other locales group otherwise, and a piece of such an amount must never pass for the amount:
+# Indian lakh commas ("1,50,000"), a space — plain, no-break, narrow no-break or thin, as
+# locale formatters write it ("12 500 ₽", "12\u202f500,00 €") — or an apostrophe ("1'250.00"),
+# each group after the first exactly three digits. Dots group only before a decimal comma
+# ("1.299,00 €"): "1.299" alone is a decimal.
+_GROUP_SPACE = "[ \u00a0\u202f\u2009]"
+_LAKH = r"\d{1,2}(?:,\d{2})+,\d{3}(?!\d)"
+_SPACED = r"\d{1,3}(?:" + _GROUP_SPACE + r"\d{3}(?!\d))+"
+_APOSTROPHED = r"\d{1,3}(?:['’]\d{3}(?!\d))+"
+_DECIMAL_COMMA = r",\d{1,2}(?!\d)"
+_DOT_GROUPED = r"\d{1,3}(?:\.\d{3})+" + _DECIMAL_COMMA
+_GROUPED_FORMS = (r"(?:" + _LAKH + "|" + _GROUPED + "|" + _APOSTROPHED + r")(?:\.\d+)?"
+                  r"|" + _SPACED + r"(?:\.\d+|" + _DECIMAL_COMMA + r")?|" + _DOT_GROUPED)
+# A bare number keeps a comma after it out ("1299,50": in English text a list may go on so).
+_NUMBER_FORMS = _GROUPED_FORMS + r"|\d+(?:\.\d+)?"
+# Next to a currency a comma after one or two digits is a decimal comma ("12,50 €", "€1,50").
+_AMOUNT = _GROUPED_FORMS + r"|\d+(?:\.\d+|" + _DECIMAL_COMMA + r")?"
+# Every currency sign (Unicode category Sc; a test keeps the table whole), the whole currency
+# block so that signs added to it later count too, and the prefixes that qualify a dollar.
+_CURRENCY_SIGN = ("[\\u0024\\u00a2-\\u00a5\\u058f\\u060b\\u07fe-\\u07ff\\u09f2-\\u09f3\\u09fb"
+                  "\\u0af1\\u0bf9\\u0e3f\\u17db\\u20a0-\\u20cf\\ua838\\ufdfc\\ufe69\\uff04"
+                  "\\uffe0-\\uffe1\\uffe5-\\uffe6\\U00011fdd-\\U00011fe0\\U0001e2ff"
+                  "\\U0001ecb0]")
+_CURRENCY_PREFIX = r"(?:US|HK|NT|AU|NZ|MX|A|C|S|R)\$|Rs\.?"
+_CURRENCY_CODES = ("USD|RMB|CNY|EUR|GBP|JPY|HKD|TWD|NTD|CHF|INR|KRW|RUB|ILS|THB|AUD|CAD|SGD|NZD|"
+                   "SEK|NOK|DKK|PLN|CZK|HUF|BRL|MXN|ZAR|TRY|AED|SAR|MYR|IDR|PHP|VND")
+# Currency words written after an amount ("25 000 Kč", "1 299,99 zł", "500 руб."); no letter
+# may go on from them.
+_CURRENCY_WORDS = (r"(?:dollars?|euros?|bucks|zł|Kč|kr|Ft|lei|рублей|рубля|рубль|руб\.?|грн)"
+                   r"(?![^\W\d_])")
+# A Chinese, Japanese or Korean order of magnitude ("¥1.2万", "1万2千円", "3만원", "1억 2천만 원")
+# is part of the value, not a word after it (Korean may write a space around it). Alone, only
+# 万/亿/만/억 make an amount ("2.5万"): a bare 千 is left alone ("3千米" is a distance) unless a
+# currency follows ("8千元").
+_CJK_MAGNITUDE = r"(?:[百千万亿]|\s?[백천만억])"
+_CJK_MAGNITUDES = (r"(?:" + _CJK_MAGNITUDE + r"+(?:(?<=[백천만억])\s)?\d+(?:\.\d+)?)*"
+                   + _CJK_MAGNITUDE + "+")
+_CJK_CURRENCY = r"(?:元|块钱|块|円|圆|원|美元|欧元|英镑|日元|日圆|港币|人民币|新台币|台币|韩元)"
+# What a currency sign's amount may go on with ("¥1.2万元", "￥3千元", "$2.5M").
+_SIGN_TAIL = r"(?:" + _CJK_MAGNITUDES + r"(?:元|円|원)?|元|円|원|bn|mn|[KkMmBb])?"
 
 _MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
            "December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec")
-_DAYPART = r"(?:上午|下午|晚上|早上|中午|凌晨|傍晚)"
+# "午后" is also the Japanese "午後" folded ("午後3時30分").
+_DAYPART = r"(?:上午|下午|晚上|早上|中午|凌晨|傍晚|午前|午后)"
 _CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.))?"
+# An hour in Chinese or Japanese ("8点半", "3时30分", "15時30分" folded); "时间" (時間) is a
+# duration ("5時間"), not a time of day.
+_CJK_HOUR = r"\d{1,2}(?:点|时(?!间))(?:\d{1,2}分|半)?"
 # The part of the day is part of a Chinese time ("下午3:30" is 15:30), whichever way it is written.
-_ZH_TIME = (r"(?:" + _DAYPART + r"?\d{1,2}点(?:\d{1,2}分|半)?|" + _DAYPART + r"\s?" + _CLOCK
-            + r")")
+_ZH_TIME = r"(?:" + _DAYPART + r"?" + _CJK_HOUR + r"|" + _DAYPART + r"\s?" + _CLOCK + r")"
+# Korean ("오후 3시 30분", "12월 3일 오후 3시"); "시간" is a duration ("3시간").
+_KO_DAYPART = r"(?:오전|오후|아침|저녁|새벽|밤|낮)"
+_KO_TIME = (r"(?:" + _KO_DAYPART + r"\s?)?\d{1,2}시(?!간)(?:\s?\d{1,2}분|\s?반)?|" + _KO_DAYPART
+            + r"\s?" + _CLOCK)
+_KO_DATES = [
+    r"(?:\d{2,4}년\s?)?\d{1,2}월\s?\d{1,2}일(?:\s?(?:" + _KO_TIME + r"))?",
+    r"\d{4}년\s?\d{1,2}월",
+    _KO_TIME,
+]
 
 _URL = r"(?:https?://|www\.)[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+"
 # Bounded parts (RFC 5321 limits): an unbounded local part rescans a long run of id-like
@@ -64,7 +116,7 @@ _DATES = [
     r"\d{4}[/.]\d{1,2}[/.]\d{1,2}",
     r"\d{1,2}/\d{1,2}/\d{2,4}",
     r"(?:\d{2,4}年)?\d{1,2}月\d{1,2}[日号](?:\s?" + _DAYPART + r"?\s?(?:"
-    + _CLOCK + r"|\d{1,2}点(?:\d{1,2}分|半)?))?",
+    + _CLOCK + r"|" + _CJK_HOUR + r"))?",
     r"\d{4}年\d{1,2}月",
     r"(?:" + _MONTHS + r")\.?\s\d{1,2}(?:st|nd|rd|th)?(?:,?\s\d{4})?",
     r"\d{1,2}(?:st|nd|rd|th)?\s(?:" + _MONTHS + r")\.?(?:,?\s\d{4})?",
@@ -76,35 +128,52 @@ _DATES = [
 # An English order of magnitude ("$2.5M", "$1.2K", "€3bn") is part of the value too: without
 # it "$2.5M" would read as "$2".
 _MAGNITUDE = r"(?:bn|mn|[KkMmBb])?"
-# After a bare number: a Chinese order of magnitude with or without the unit ("8千元", "5万块",
-# "3千块钱", "2.5万"); a bare 千 is left alone ("3千米" is a distance).
-_ZH_UNIT_AMOUNT = (r"(?:(?:[百千]?万|亿|千)(?:元|块钱|块)|[百千]?万|亿|元|块钱|块|美元|欧元|英镑|"
-                   r"日元|港币|人民币)")
-_MONEY = [
-    r"(?:[$¥￥€£]|US\$|HK\$)\s?(?:" + _AMOUNT + r")(?:" + _ZH_AMOUNT_TAIL[3:-2] + r"|"
-    + _MAGNITUDE[3:-2] + r")?",
-    r"(?:USD|RMB|CNY|EUR|GBP|JPY|HKD)\s?(?:" + _AMOUNT + r")(?:" + _ZH_AMOUNT_TAIL[3:-2] + r"|"
-    + _MAGNITUDE[3:-2] + r")?",
-    r"(?:" + _AMOUNT + r")(?:\s?" + _ZH_UNIT_AMOUNT + r"|" + _MAGNITUDE
-    + r"\s?(?:USD|RMB|CNY|EUR|GBP|dollars?|euros?|bucks))",
+# Where an amount written before its currency may start: not inside a run of groups ("234" of
+# "1,234", "50" of "1,50,000") or of magnitudes ("2" of "1万2千"), which is no amount of its own;
+# starting at every group of a long run would also rescan the run each time (quadratic).
+_AMOUNT_START = (_A + r"(?<![百千万亿백천만억])(?<![백천만억]\s)"
+                 r"(?!(?<=\d[,，.'’ \u00a0\u202f\u2009])\d{3}(?!\d))(?!(?<=\d,)\d{2},\d)")
+_SIGNED_MONEY = [
+    r"(?:" + _CURRENCY_PREFIX + "|" + _CURRENCY_SIGN + r")\s?(?:" + _AMOUNT + r")" + _SIGN_TAIL,
+    r"(?:" + _CURRENCY_CODES + r")\s?(?:" + _AMOUNT + r")" + _SIGN_TAIL,
 ]
-# A money match never ends where ".digit" goes on: "$2.5" must not shrink to "$2".
-_MONEY_END = r"(?![A-Za-z0-9]|\.\d)"
+# The currency after the amount, each with what a text must hold for the rule to be worth
+# running: most numbers have none of these after them.
+_MONEY_BEFORE_CURRENCY = [
+    (r"(?:" + _AMOUNT + r")(?:" + _CJK_MAGNITUDES + r")?\s?" + _CJK_CURRENCY, "[元块円圆원币]"),
+    (r"(?:" + _AMOUNT + r")" + _MAGNITUDE + r"\s?(?:" + _CURRENCY_CODES + "|" + _CURRENCY_WORDS
+     + ")", "[A-Z]{3}|dollar|euro|buck|zł|Kč|kr|Ft|lei|руб|грн"),
+    # A sign after the amount ("12 500 ₽", "30 €"), unless it is the next amount's ("100 $200")
+    # or the amount has one before it already.
+    (r"(?<!" + _CURRENCY_SIGN + r")(?<!" + _CURRENCY_SIGN + r"\s)(?:" + _AMOUNT + r")"
+     + _MAGNITUDE + r"\s?" + _CURRENCY_SIGN + r"(?!\s?\d)", _CURRENCY_SIGN),
+]
+# An amount in CJK magnitudes with no currency: only with 万/亿/만/억 in it ("2.5万", "1万2千").
+_CJK_BARE_AMOUNT = r"(?:" + _AMOUNT + r")" + _CJK_MAGNITUDES
+_CJK_BIG_MAGNITUDE = re.compile("[万亿만억]")
+# A money match never ends where ".digit" or ",digit" goes on: "$2.5" must not shrink to "$2",
+# nor "₹1,50,000" to "₹1".
+_MONEY_END = r"(?![A-Za-z0-9]|[.,]\d)"
 
 _PHONES = [
     r"(?:\+?86[- ]?)?1[3-9]\d(?:[- ]?\d{4}){2}",
-    r"\+\d{1,3}[ -]?(?:\(\d{1,4}\)[ -]?)?\d{2,4}(?:[ -]\d{2,4}){1,3}",
-    r"\(\d{3}\)\s?\d{3}-\d{4}",
+    # An area code in brackets ("(555) 123-4567", "(03) 1234-5678", "(02) 9876 5432").
+    r"\(\d{2,4}\)\s?\d{3,4}[- ]\d{4}",
     r"\d{3}-\d{3}-\d{4}",
+    r"\d{3}[ .]\d{3}[ .]\d{4}",
     r"0\d{2,3}-\d{7,8}",
     r"[48]00-\d{3}-\d{4}",
     # A North American local number ("555-0142"): exchange codes never start with 0 or 1. Not
     # glued to more digits by a hyphen, so a piece of a longer number is never one.
     r"(?<!\d-)[2-9]\d{2}-\d{4}(?!-\d)",
 ]
+# An international number: a country code, perhaps an area code in brackets, then groups as
+# each country writes them ("+91 98765 43210", "+33 1 23 45 67 89", "+49 30 12345678",
+# "+7 (495) 123-45-67"); ``_is_international_phone`` checks the length E.164 allows.
+_INTERNATIONAL_PHONE = (r"\+\d{1,3}[ -]?(?:\(\d{1,4}\)[ -]?)?\d{1,14}(?:[ -]\d{2,8}){0,5}")
 # A national number with a trunk 0 in groups ("020 7946 0958", "07700 900123",
 # "01 23 45 67 89"): the pattern takes any grouping, ``_is_national_phone`` the length.
-_NATIONAL_PHONE = r"0\d{1,4}(?:[ -]\d{2,6}){1,4}"
+_NATIONAL_PHONE = r"0\d{1,5}(?:[ -]\d{2,6}){1,4}"
 
 # A UK postcode: outward code (area, district, sub-district) and inward code, with the letters
 # the Royal Mail allows in each place; without a space it is already an id-like code.
@@ -157,31 +226,37 @@ _ZH_ADDRESSES = [
 _ZH_LEAD_INS = ("一下", "寄到", "送到", "发到", "寄往", "送往", "发往", "运到", "住在", "位于",
                 "地址", "改为", "改成", "换成", "到", "在", "是", "为", "往", "至", "从", "去",
                 "把", "的", "了", "我", "你", "他", "她", "们", "问", "查", "和", "或", "及")
+# In the folded (Simplified) form: "臺北" is "台北" once folded.
 _ZH_KNOWN_PLACES = tuple(
     "北京 天津 上海 重庆 河北 山西 辽宁 吉林 黑龙江 江苏 浙江 安徽 福建"
     " 江西 山东 河南 湖北 湖南 广东 海南 四川 贵州 云南 陕西 甘肃 青海"
     " 台湾 内蒙古 广西 西藏 宁夏 新疆 香港 澳门 广州 深圳 杭州 南京 苏州"
     " 成都 武汉 西安 长沙 郑州 青岛 厦门 宁波 大连 沈阳 济南 合肥 福州"
-    " 昆明 哈尔滨 长春 石家庄 太原 南昌 南宁 贵阳 兰州 海口 无锡 东莞 佛山 珠海".split()
+    " 昆明 哈尔滨 长春 石家庄 太原 南昌 南宁 贵阳 兰州 海口 无锡 东莞 佛山 珠海"
+    " 台北 新北 桃园 台中 台南 高雄 基隆 新竹 嘉义".split()
 )
 
 _ID_KEYWORDS = (
     # Each Chinese keyword stands alone as its English one does ("订单 #A1B2C3", "order #A1B2C3").
+    # Chinese as folded (Traditional "訂單編號" reads "订单编号"), then Japanese and Korean.
     r"(?i:订单(?:号|编号)?|单号|编号|工单号?|预订号?|预约号?|确认(?:号|码)|票号|航班号?|快递单号"
-    r"|运单号|物流单号|追踪号|参考号"
+    r"|运单号|物流单号|追踪号|参考号|注文番号|予约番号|确认番号|追跡番号|伝票番号"
+    r"|주문\s?번호|예약\s?번호|송장\s?번호|확인\s?번호"
     r"|order(?:\s(?:id|number|no\.?))?|reservation(?:\s(?:id|number|code))?"
     r"|booking(?:\s(?:id|number|code|reference))?|confirmation(?:\s(?:code|number))?"
     r"|ticket(?:\s(?:id|number))?|tracking(?:\s(?:id|number|no\.?))?|case(?:\s(?:id|number))?"
     r"|reference(?:\s(?:id|number|code))?|flight(?:\s(?:number|no\.?))?)"
 )
-_KEYED_ID = (_ID_KEYWORDS + r"\s?(?:(?i:is|was)\s|为|是|:|#|=)?\s?#?(" + _A
+_KEYED_ID = (_ID_KEYWORDS + r"\s?(?:(?i:is|was)\s|为|是|は|는|은|:|#|=)?\s?#?(" + _A
              + r"[A-Za-z0-9][A-Za-z0-9_-]{3,})" + _Z)
 # The lookahead (a digit before the token ends) keeps plain words from reaching ``_is_code``.
 _CODE = _A + r"(?<![_#-])(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*" + _Z
 # A dotted run of numbers (IP address, version: "192.168.1.1", "10.0.19045") is one number; a
 # number never ends where ".digit" goes on, so no piece ("192.168") of one is a fact of its own.
-_NUMBER = (r"(?<![A-Za-z0-9.,])(?:\d+(?:\.\d+){2,}|(?:" + _GROUPED + r"|\d+)(?:\.\d+)?%?)"
-           r"(?![A-Za-z0-9]|\.\d)")
+# A piece of a grouped number is never one of its own: no number starts right after a digit
+# and a no-break, thin or apostrophe group separator ("12\u00a0500" has no "500").
+_NUMBER = (r"(?<![A-Za-z0-9.,])(?<!\d[\u00a0\u202f\u2009'’])(?:\d+(?:\.\d+){2,}|(?:"
+           + _NUMBER_FORMS + r")%?)(?![A-Za-z0-9]|\.\d)")
 
 # Digits joined by hyphens ("555-01162", "123-45-6789", "10001-1234"): one number, unless
 # ``_is_hyphenated_number`` reads it as a range. Not part of a dotted, comma-grouped or
@@ -196,6 +271,14 @@ _ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")
 _FOLD = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)
          if chr(code - 0xFEE0).isalnum() or chr(code - 0xFEE0) in "@#$%+-./:_"}
 _FOLD[0x3000] = 0x20
+# Traditional Chinese characters the patterns name, read as their Simplified forms (one to
+# one, so positions hold): "¥1.2萬元", "12月3號晚上8點半", "臺北市信義區", "訂單編號" match as the
+# Simplified text does. The Japanese forms among them ("午後3時", "確認番号") fold the same way.
+_TRADITIONAL = ("萬万億亿塊块錢钱點点號号區区縣县鄉乡鎮镇樓楼層层棟栋單单訂订編编遞递運运"
+                "預预確确認认碼码約约蹤踪參参歐欧鎊镑幣币圓圆臺台灣湾園园義义門门後后時时"
+                "間间發发於于為为換换們们問问從从別别")
+_FOLD.update({ord(old): ord(new) for old, new in zip(_TRADITIONAL[::2], _TRADITIONAL[1::2],
+                                                      strict=True)})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -258,6 +341,16 @@ def _is_range(low: str, high: str) -> bool:
     return len(high) == len(low) + 1 and high <= low + "0"
 
 
+def _is_international_phone(token: str) -> bool:
+    """Seven to fifteen digits, country code included (E.164 allows fifteen at most)."""
+    return 7 <= sum(ch.isdigit() for ch in token) <= 15
+
+
+def _has_big_magnitude(token: str) -> bool:
+    """An amount in CJK magnitudes without a currency: 万, 亿, 만 or 억 in it."""
+    return _CJK_BIG_MAGNITUDE.search(token) is not None
+
+
 def _is_national_phone(token: str) -> bool:
     """Nine to eleven digits: a whole national number, not a run of small numbers."""
     return 9 <= sum(ch.isdigit() for ch in token) <= 11
@@ -265,6 +358,7 @@ def _is_national_phone(token: str) -> bool:
 
 _DIGIT = re.compile(r"\d")
 _HAN = re.compile(_CJK)
+_HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
 
 def _rules() -> tuple[_Rule, ...]:
@@ -277,13 +371,20 @@ def _rules() -> tuple[_Rule, ...]:
         _Rule(kind="email", pattern=re.compile(_EMAIL), gate=re.compile("@")),
         *many("address", [_EN_ADDRESS]),
         *many("address", _ZH_ADDRESSES, _HAN),
-        *many("money", [_A + p + _MONEY_END for p in _MONEY]),
+        *many("money", [_A + p + _MONEY_END for p in _SIGNED_MONEY]),
+        *(_Rule(kind="money", pattern=re.compile(_AMOUNT_START + p + _MONEY_END),
+                gate=re.compile(gate)) for p, gate in _MONEY_BEFORE_CURRENCY),
+        _Rule(kind="money", pattern=re.compile(_AMOUNT_START + _CJK_BARE_AMOUNT + _MONEY_END),
+              accept=_has_big_magnitude, gate=_CJK_BIG_MAGNITUDE),
         *many("phone", [_A + p + _Z for p in _PHONES]),
+        _Rule(kind="phone", pattern=re.compile(_A + _INTERNATIONAL_PHONE + _Z),
+              accept=_is_international_phone, gate=re.compile(r"\+")),
         _Rule(kind="phone", pattern=re.compile(_A + _NATIONAL_PHONE + _Z),
               accept=_is_national_phone, gate=_DIGIT),
         *many("postcode", [_A + _UK_POSTCODE + _Z]),
         *many("date", [_A + p + _Z for p in _DATES[:-1]]),
         *many("date", [_A + _DATES[-1] + _Z], _HAN),
+        *many("date", [_A + p + _Z for p in _KO_DATES], _HANGUL),
         *many("version", [_VERSION]),
         _Rule(kind="id", pattern=re.compile(_KEYED_ID), group=1, accept=_is_keyed_id),
         _Rule(kind="code", pattern=re.compile(_CODE), accept=_is_code, gate=_DIGIT),
@@ -319,7 +420,8 @@ _CACHED_CHARS = 20_000
 # A time of day on its own ("7:30pm", "8 PM", "下午3:30", "晚上8点") is a time, not a date: a
 # correction to "8:30pm" replaces the time said before, never the day.
 _TIME_ONLY = re.compile(r"(?:" + _DAYPART + r"\s?)?(?:" + _CLOCK
-                        + r"|\d{1,2}\s?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.)|\d{1,2}点(?:\d{1,2}分|半)?)")
+                        + r"|\d{1,2}\s?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.)|" + _CJK_HOUR + r")|"
+                        + _KO_TIME)
 
 
 def fact_kind(fact: str) -> str:
