@@ -354,3 +354,63 @@ def test_a_call_cancelled_while_it_writes_an_index_part_leaves_no_hole(
              if begin != end]
     assert holes == []
     assert ranges[-1][1] > cut[0][1], (cut, ranges)  # later parts were written too
+
+
+# ----- pooled connections the server dropped -----
+
+
+def _terminate_backends(application: str) -> int:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
+        pids = [row[0] for row in admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+            (application,)).fetchall()]
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        # Terminating only signals the backends: wait until they are gone, as after a restart.
+        for _ in range(500):
+            left = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
+                                 (pids,)).fetchone()
+            if not left or not left[0]:
+                break
+            admin.execute("SELECT pg_sleep(0.01)")
+    return len(pids)
+
+
+def _dsn_named(application: str) -> str:
+    separator = "&" if "?" in POSTGRES_DSN else "?"
+    return f"{POSTGRES_DSN}{separator}application_name={application}"
+
+
+def test_postgres_stores_answer_at_once_after_the_server_dropped_their_pool(
+        postgres_schema: str) -> None:
+    """A restart or failover closes every pooled connection; no later call pays for it."""
+    from contextwright.session import AsyncPostgresStore, PostgresStore
+
+    application = f"cwtest-{uuid.uuid4().hex[:12]}"
+    key = _key("s")
+    store = PostgresStore(_dsn_named(application), schema=postgres_schema)
+    store.append(key, [{"role": "user", "content": "hi"}])
+    workers = [threading.Thread(target=lambda: [store.read(key) for _ in range(5)])
+               for _ in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    sync_dropped = _terminate_backends(application)
+    sync_reads = [len(store.read(key)) for _ in range(12)]
+    store.close()
+
+    async def main() -> tuple[int, list[int]]:
+        pooled = AsyncPostgresStore(_dsn_named(application), schema=postgres_schema)
+        await asyncio.gather(*(pooled.read(key) for _ in range(20)))
+        dropped = _terminate_backends(application)
+        reads = [len(await pooled.read(key)) for _ in range(12)]
+        await pooled.aclose()
+        return dropped, reads
+
+    async_dropped, async_reads = asyncio.run(main())
+    assert sync_dropped >= 2 and async_dropped >= 1  # the pools held connections to drop
+    assert sync_reads == [1] * 12
+    assert async_reads == [1] * 12

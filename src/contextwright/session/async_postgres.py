@@ -29,6 +29,7 @@ from contextwright.session.postgres_common import (
     arun_sql,
     postgres_errors,
     psycopg_module,
+    server_spoke,
     stored_messages,
     write_conditions,
 )
@@ -221,11 +222,30 @@ class AsyncPostgresStore:
 
         with postgres_errors():
             try:
-                async with pool.connection(timeout=self._timeout) as db:
-                    yield db
+                db = await self._live_connection(pool)
             except PoolTimeout as exc:
                 raise StoreUnavailable("postgres store unavailable (no connection in time)"
                                        ) from exc
+            try:
+                yield db
+            finally:
+                await pool.putconn(db)
+
+    async def _live_connection(self, pool: AsyncConnectionPool[Any]
+                               ) -> psycopg.AsyncConnection[Any]:
+        """A pooled connection the server has not dropped while it was idle.
+
+        One it dropped (a restart, a failover) is closed, so the pool replaces it, and the next
+        is taken: the calls after a drop do not fail one per dead connection. (psycopg_pool's
+        own ``check`` waits a growing back-off after each dead one: seconds for a few.)
+        """
+        for _ in range(self._sizes[1] + 1):
+            db: psycopg.AsyncConnection[Any] = await pool.getconn(timeout=self._timeout)
+            if not server_spoke(db):
+                return db
+            await db.close()
+            await pool.putconn(db)
+        raise StoreUnavailable("postgres store unavailable (every pooled connection was dropped)")
 
     async def _ready(self) -> AsyncConnectionPool[Any]:
         """The pool, opened with the schema created on the first call (on this loop only)."""
@@ -270,3 +290,4 @@ class AsyncPostgresStore:
             await pool.close()
             raise StoreUnavailable("postgres store unavailable (cannot connect)") from exc
         return pool
+

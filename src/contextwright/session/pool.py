@@ -8,7 +8,9 @@ gives it back when it is done, and the next operation, on whatever thread, takes
 
 Idle connections wait on a stack (the newest on top, so a single thread keeps reusing one warm
 connection), at most ``max_idle`` of them; one given back to a full stack, or unusable (closed,
-broken, left inside a transaction), is closed instead. No operation ever waits for a connection:
+broken, left inside a transaction), is closed instead; an idle one that ``alive`` finds dead (the
+server dropped it meanwhile: a restart, a failover) is closed when it is taken, and the next one
+tried, so a dropped pool costs no call an error. No operation ever waits for a connection:
 the open connections are at most the operations running at once plus ``max_idle``.
 """
 
@@ -32,12 +34,18 @@ class ConnectionPool(Generic[C]):
     """Connections opened on demand, lent for one operation, kept idle up to ``max_idle``."""
 
     def __init__(self, connect: Callable[[], C], *, usable: Callable[[C], bool],
-                 close: Callable[[C], None], max_idle: int = DEFAULT_MAX_IDLE) -> None:
-        """``connect`` opens one, ``usable`` says if one given back may be lent again."""
+                 close: Callable[[C], None], max_idle: int = DEFAULT_MAX_IDLE,
+                 alive: Callable[[C], bool] | None = None) -> None:
+        """``connect`` opens one, ``usable`` says if one given back may be lent again.
+
+        ``alive`` (cheap: it runs before every lending of an idle connection) says if an idle
+        one is still connected; None trusts every idle one.
+        """
         if isinstance(max_idle, bool) or not isinstance(max_idle, int) or max_idle < 1:
             raise InvalidInputError("max_idle_connections must be an integer of at least 1")
         self._connect = connect
         self._usable = usable
+        self._alive = alive
         self._close_one = close
         self._max_idle = max_idle
         self._idle: list[C] = []
@@ -65,12 +73,17 @@ class ConnectionPool(Generic[C]):
 
     def take(self) -> C:
         """A connection lent to the caller, who gives it back with ``give_back``."""
-        with self._lock:
-            if self._closed:
-                raise StoreError("the store is closed")
-            if self._idle:
-                return self._idle.pop()
-            self._open += 1  # one being opened already counts against the bound
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise StoreError("the store is closed")
+                if not self._idle:
+                    self._open += 1  # one being opened already counts against the bound
+                    break
+                idle = self._idle.pop()
+            if self._is_alive(idle):
+                return idle
+            self._discard(idle)
         try:
             # Outside the lock: a slow connect must not hold up calls that find one idle.
             return self._connect()
@@ -92,6 +105,14 @@ class ConnectionPool(Generic[C]):
         try:
             return self._usable(connection)
         except Exception:  # a connection that cannot even say its state is not lent again
+            return False
+
+    def _is_alive(self, connection: C) -> bool:
+        if self._alive is None:
+            return True
+        try:
+            return self._alive(connection)
+        except Exception:
             return False
 
     def _discard(self, connection: C) -> None:

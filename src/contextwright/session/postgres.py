@@ -23,6 +23,7 @@ from contextwright.session.postgres_common import (
     postgres_errors,
     psycopg_module,
     run_sql,
+    server_spoke,
     stored_messages,
     write_conditions,
 )
@@ -68,7 +69,8 @@ class PostgresStore:
         self._layout = PostgresLayout(schema, ttl_seconds, clock)
         self._dsn = dsn
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            self._connect, usable=_reusable, close=_close, max_idle=max_idle_connections)
+            self._connect, usable=_reusable, close=_close, max_idle=max_idle_connections,
+            alive=_still_connected)
         try:
             self._write(self._layout.create_schema)
         except BaseException:
@@ -210,6 +212,11 @@ def _reusable(db: psycopg.Connection[Any]) -> bool:
 
     # libpq says UNKNOWN, not IDLE, for a closed or lost connection.
     return not db.broken and db.pgconn.transaction_status == TransactionStatus.IDLE
+
+
+def _still_connected(db: psycopg.Connection[Any]) -> bool:
+    """Lent again only if the server has not dropped it while it was idle."""
+    return _reusable(db) and not server_spoke(db)
 
 
 def _close(db: psycopg.Connection[Any]) -> None:

@@ -14,6 +14,7 @@ in one schema (created if missing). This module imports ``psycopg`` only to map 
 from __future__ import annotations
 
 import re
+import select
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -505,3 +506,23 @@ def postgres_errors() -> Iterator[None]:
         raise StoreUnavailable(f"postgres store unavailable ({type(exc).__name__})") from exc
     except psycopg.Error as exc:
         raise StoreError(f"postgres store failed ({type(exc).__name__})") from exc
+
+
+def server_spoke(db: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether the server sent anything to ``db`` while it sat idle in a pool, checked without I/O.
+
+    An idle connection gets nothing unless the server is done with it: a backend ended by a
+    restart, a failover or ``pg_terminate_backend`` sends its farewell and closes the socket,
+    which makes it readable. A dead connection is thus found before a call is made on it, for
+    the price of one ``poll``; a round trip (psycopg_pool's ``check_connection``) would cost
+    every call a wait on the server.
+    """
+    if db.closed:
+        return True
+    socket = db.pgconn.socket
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(socket, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([socket], [], [], 0)  # Windows: no poll
+    return bool(readable)
