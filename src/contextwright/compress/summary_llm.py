@@ -1,7 +1,7 @@
 r"""The LLM summariser: ``ExtractiveSummarizer``'s five fields from an OpenAI-compatible model.
 
 The user's constraints and the values a correction replaced are added by the same rules the
-extractive summariser uses (``summarize._statements``), not asked of the model.
+extractive summariser uses (``statements.user_statements``), not asked of the model.
 
 Only the previous summary and the *new* messages are sent, with the facts that must appear
 verbatim; the reply must be exactly the JSON object asked for, else ``SummaryError``. No I/O of
@@ -21,15 +21,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from contextwright.compress.statements import facts_of_messages, user_statements
 from contextwright.compress.summarize import (
     _LIST_FIELDS,
     Summary,
     _language,
     _merge_facts,
-    _statements,
     capped_summary,
     confirmed_facts,
-    facts_of_messages,
     without_echoed_framing,
 )
 from contextwright.core.fence import DEFAULT_FENCE_KEY, deployment_fence_key, fence
@@ -108,7 +107,7 @@ class LLMSummarizer:
         summary = without_echoed_framing(parse_summary_reply(reply), messages, base)
         # The user's constraints and the values a correction replaced are taken by rule, as the
         # extractive summariser takes them: the user's words, never a paraphrase.
-        constraints, superseded = _statements(base, messages, summary.need)
+        constraints, superseded = user_statements(base, messages, summary.need)
         summary = replace(summary, truncated_facts=base.truncated_facts,
                           constraints=constraints, superseded=superseded)
         return capped_summary(summary, max_tokens, tokenizer, confirmed_facts(base, messages))
