@@ -14,7 +14,7 @@ import unicodedata
 import pytest
 
 from contextwright.compress.facts import extract_facts, fact_kind, missing_facts
-from contextwright.compress.summarize import Summary, verified
+from contextwright.compress.summarize import ExtractiveSummarizer, Summary, verified
 from contextwright.core.items import Message
 from contextwright.errors import SummaryError
 
@@ -179,3 +179,133 @@ def test_facts_of_near_misses_take_linear_time(unit: str) -> None:
     # Eight times the text: a linear scan takes about eight times as long, a quadratic one
     # sixty-four times; the margin leaves room for a busy machine.
     assert large < 20 * small + 0.5
+
+
+# ----- summaries: the need, clipping, steps carried as not done, recalled turns ---------------
+
+def _summary(messages: list[Message], previous: Summary | None = None) -> Summary:
+    return verified(ExtractiveSummarizer(), previous, messages, language="auto")
+
+
+@pytest.mark.parametrize(("hello", "need", "ack"), [
+    ("こんにちは！", "注文 A1B2C3 の配送先を変更したいです。", "はい。"),
+    ("안녕하세요!", "주문 A1B2C3의 배송지를 변경하고 싶어요.", "네."),
+    ("Здравствуйте!", "Хочу изменить адрес доставки заказа A1B2C3.", "Хорошо."),
+    ("¡Hola!", "Quiero cambiar la dirección de entrega del pedido A1B2C3.", "Claro."),
+    ("Hallo!", "Ich möchte die Lieferadresse der Bestellung A1B2C3 ändern.", "Gern."),
+    # Greetings no list names: a short exclamation gives way to the request after it.
+    ("Grüezi!", "Ich möchte die Lieferadresse der Bestellung A1B2C3 ändern.", "Gern."),
+    ("Καλημέρα!", "Θέλω να αλλάξω τη διεύθυνση της παραγγελίας A1B2C3.", "Εντάξει, A1B2C3."),
+])
+def test_a_greeting_in_any_language_is_not_the_need(hello: str, need: str, ack: str) -> None:
+    summary = _summary([Message(role="user", content=hello), Message(role="assistant", content=ack),
+                        Message(role="user", content=need), Message(role="assistant", content=ack)])
+    assert summary.need == need
+    acknowledgements = ("はい。", "네.", "Хорошо.", "Claro.", "Gern.")
+    assert not any(note in acknowledgements for note in summary.notes)
+
+
+def test_a_greeting_need_from_an_earlier_merge_gives_way_to_the_request() -> None:
+    previous = Summary(need="Grüezi!")
+    later = "Ich möchte die Lieferadresse der Bestellung A1B2C3 ändern."
+    summary = _summary([Message(role="user", content=later)], previous)
+    assert summary.need == later
+
+
+def test_a_short_english_request_stays_the_need() -> None:
+    summary = _summary([Message(role="user", content="Cancel it!"),
+                        Message(role="assistant", content="Which order?"),
+                        Message(role="user", content="Order A1B2C3, please.")])
+    assert summary.need == "Cancel it!"
+
+
+THAI = ("สวัสดีครับผมต้องการเปลี่ยนที่อยู่จัดส่งสำหรับคำสั่งซื้อของผมเพราะผมย้ายบ้านไปอยู่ที่เชียงใหม่แล้ว"
+        "และอยากให้ส่งของไปที่บ้านใหม่แทนที่จะส่งไปที่กรุงเทพเหมือนเดิมช่วยดำเนินการให้ด้วยนะครับ")
+
+
+def test_a_long_need_without_spaces_is_cut_between_characters_not_lost() -> None:
+    summary = _summary([Message(role="user", content=THAI),
+                        Message(role="assistant", content="ได้ครับ")])
+    need = summary.need
+    assert need.endswith("…") and len(need) > 60
+    kept = need[:-1]
+    assert kept in THAI
+    # The cut splits no cluster: the next character is no mark of the last one kept.
+    assert unicodedata.category(THAI[THAI.index(kept) + len(kept)])[0] != "M"
+
+
+def test_a_clip_without_spaces_keeps_a_fact_whole() -> None:
+    from contextwright.compress.summarize import _clip
+
+    text = "ก" * 100 + "12345678901234567890" + "ข" * 100
+    clipped = _clip(text)
+    assert clipped.endswith("…") and "1234" not in clipped[:-1].replace("12345678901234567890", "")
+
+
+STEP = Summary(need="First cancel my order 20241001, then refund it to my card ending 4242.",
+               unresolved=("not done: refund it to my card ending 4242",))
+
+
+@pytest.mark.parametrize("policy", [
+    "Cancelled orders are refunded within 5 business days to the original card.",
+    "Cancelled orders are refunded to the original card.",
+    "Refunds go back to the card you paid with, card ending 4242 here.",
+    "取消的订单一般会在5个工作日内退款到原卡。",
+])
+def test_a_policy_about_a_step_does_not_mark_it_done(policy: str) -> None:
+    summary = _summary([Message(role="user", content="what's your refund policy?"),
+                        Message(role="assistant", content=policy)], STEP)
+    assert "not done: refund it to my card ending 4242" in summary.unresolved
+
+
+@pytest.mark.parametrize("report", [
+    "I refunded it to your card ending 4242.",
+    "Your card ending 4242 has been refunded.",
+    "Refunded $50 to your card ending 4242.",
+])
+def test_a_report_of_the_step_marks_it_done(report: str) -> None:
+    summary = _summary([Message(role="assistant", content=report)], STEP)
+    assert summary.unresolved == ()
+
+
+def test_a_hand_off_after_a_policy_answer_still_carries_the_step() -> None:
+    import json
+
+    from contextwright import ContextManager
+    from contextwright.session import MemoryStore
+
+    tools = [{"type": "function", "function": {"name": name, "description": name,
+              "parameters": {"type": "object", "properties": {}}}}
+             for name in ("update_order", "track_order", "send_email")]
+    cm = ContextManager(store=MemoryStore(), background=False)
+    cm.prepare("u", "s", "First cancel my order 20241001, then refund it to my card ending 4242.",
+               tools=tools)
+    cm.record("u", "s", assistant="Before I cancel: can you confirm the order number?")
+    cm.prepare("u", "s", "Sorry, I mistyped. The order number is actually 20241010, not "
+               "20241001.", tools=tools)
+    cm.record("u", "s", assistant={
+        "role": "assistant", "content": None, "tool_calls": [{
+            "id": "c1", "type": "function", "function": {
+                "name": "update_order",
+                "arguments": json.dumps({"order_id": "20241010", "action": "cancel"})}}]},
+        tool_results=[{"tool_call_id": "c1", "content": '{"status": "cancelled"}'}])
+    cm.prepare("u", "s", None, tools=tools)
+    cm.record("u", "s", assistant="Order 20241010 is cancelled. Shall I refund it now?")
+    cm.prepare("u", "s", "wait, what's your refund policy for cancelled orders?", tools=tools)
+    cm.record("u", "s", assistant=(
+        "Cancelled orders are refunded within 5 business days to the original card."))
+    for small_talk in ("ok", "thanks", "nice", "how's the weather there?", "haha"):
+        cm.prepare("u", "s", small_talk, tools=tools)
+        cm.record("u", "s", assistant="Sure!")
+    cm.prepare("u", "s", "OK, go ahead and refund it now", tools=tools)
+    handoffs = " ".join(cm.state("u", "s").zones.handoffs)
+    assert "not done: refund it to my card ending 4242" in handoffs
+
+
+def test_a_recalled_turn_quoted_with_its_speaker_leaves_no_label_in_open_items() -> None:
+    summary = _summary([
+        Message(role="user", content="What do you remember about my request?"),
+        Message(role="assistant",
+                content="[recalled 2024-05-01] user: my order 20241001 is still pending")])
+    assert "my order 20241001 is still pending" in summary.unresolved
+    assert not any("user:" in item for item in summary.unresolved)

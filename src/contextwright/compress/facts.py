@@ -472,9 +472,13 @@ _OPENING_AFTER_LT = r"\\?" + _LT + r"(?:data|end) [0-9a-f]{12}"
 _PLAIN = r"[^\n<>\ufe64\uff1c\ufe65\uff1e]*"
 _LABEL = (_PLAIN + r"(?:(?:" + _LT + r"(?!" + _OPENING_AFTER_LT + r")|" + _GT + r"(?!" + _GT
           + r"))" + _PLAIN + r")*" + _GT + "?")
+# A recalled turn's marker takes the speaker label a transcript writes next to it ("User:
+# [recalled 2024-05-01]", "[recalled] user: …"): the label is the rendering's, not the turn's.
+_SPEAKER = r"(?:user|assistant|tool|system|用户|助手|工具|系统)\s?[:：]"
+_RECALLED = (r"(?:(?<![^\W\d_])" + _SPEAKER + r"[ \t]*)?\[recalled(?: [0-9T:+\-Z.]{4,40})?\]"
+             r"(?:\s*" + _SPEAKER + r")?")
 _FRAMING = re.compile(_LT + r"\\?" + _LT + r"(?:data [0-9a-f]{12}" + _LABEL
-                      + r"|end [0-9a-f]{12})" + _GT + _GT
-                      + r"|\[recalled(?: [0-9T:+\-Z.]{4,40})?\]", re.IGNORECASE)
+                      + r"|end [0-9a-f]{12})" + _GT + _GT + r"|" + _RECALLED, re.IGNORECASE)
 _MARKER_SHAPE = re.compile(r"[0-9a-f]{12}")
 
 

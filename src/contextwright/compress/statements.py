@@ -14,6 +14,7 @@ Pure functions of their input; no I/O, no model.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from contextwright.compress.facts import (
 )
 from contextwright.core.fence import language_of
 from contextwright.core.items import Message
+from contextwright.tokens._base import whole_clusters
 
 if TYPE_CHECKING:
     from contextwright.compress.summarize import Summary
@@ -37,16 +39,34 @@ __all__ = ["MAX_CONSTRAINTS", "facts_of_messages", "is_correction", "user_statem
 
 _CLIP = 120
 
-
+# Greetings of other languages, as a whole message or in front of one ("¡Hola! Quiero…"). Those
+# of scripts written without spaces may run straight on ("สวัสดีครับผมต้องการ…").
+_SPACED_GREETINGS = (
+    "hola|buenos días|buenas tardes|buenas noches|buenas|hallo|guten (?:tag|morgen|abend)|moin|"
+    "servus|grüß gott|grüezi|bonjour|bonsoir|salut|coucou|ciao|buongiorno|buonasera|olá|"
+    "bom dia|boa tarde|boa noite|hej|hei|hoi|goedemorgen|goedendag|ahoj|cześć|dzień dobry|"
+    "merhaba|selam|xin chào|chào|привет|здравствуйте|здравствуй|здрасьте|добрый (?:день|вечер)|"
+    "доброе утро|안녕하세요|안녕|여보세요|नमस्ते|नमस्कार|مرحبا|السلام عليكم|أهلا|שלום|"
+    "γεια σας|γεια σου|γεια")
+_UNSPACED_GREETINGS = ("こんにちは|こんばんは|おはようございます|おはよう|もしもし|"
+                       "สวัสดี(?:ครับ|ค่ะ|คะ)?|哈囉|您好|你好")
+# Acknowledgements and thanks of other languages: a message of only one says nothing new.
+_ACKNOWLEDGEMENTS = (
+    "はい|ええ|うん|わかりました|了解です|了解|承知しました|ありがとうございます|ありがとう|"
+    "네|예|알겠습니다|좋아요|감사합니다|고맙습니다|хорошо|да|ладно|понятно|конечно|спасибо|"
+    "sí|claro|vale|de acuerdo|gracias|gern|gerne|ja|genau|klar|danke|oui|d'accord|bien sûr|"
+    "merci|certo|va bene|grazie|sim|obrigad[oa]|tak|dobrze|evet|tamam|धन्यवाद|شكرا|תודה|"
+    "ขอบคุณ(?:ครับ|ค่ะ)?|cảm ơn|謝謝|好的呢")
 _GREETING = re.compile(
-    r"^(?:你好|您好|嗨|哈喽|在吗|谢谢|多谢|好的|好|嗯|当然|是的|对|行|可以|收到|ok|okay|hi|hello|"
-    r"hey|thanks|thank you|yes|no|sure|certainly|of course|great)[\s!！。.,，~？?]*$",
+    r"^[¡¿]?(?:你好|您好|嗨|哈喽|在吗|谢谢|多谢|好的|好|嗯|当然|是的|对|行|可以|收到|ok|okay|hi|hello|"
+    r"hey|thanks|thank you|yes|no|sure|certainly|of course|great|" + _SPACED_GREETINGS + "|"
+    + _UNSPACED_GREETINGS + "|" + _ACKNOWLEDGEMENTS + r")[\s!！。.,，、~？?]*$",
     re.IGNORECASE)
 
 
-_SENTENCE_END = re.compile(r"(?<=[。！？；])|(?<=[!?;])(?=\s|$)|(?<=\.)\s|\n")
-"""Where a sentence ends: after CJK end punctuation, or after ASCII ``. ! ? ;`` followed by
-white space (a ``?`` inside a URL ends nothing)."""
+_SENTENCE_END = re.compile(r"(?<=[。！？；।॥])|(?<=[!?;؟])(?=\s|$)|(?<=\.)\s|\n")
+"""Where a sentence ends: after CJK or Devanagari end punctuation, or after ASCII ``. ! ? ;``
+(or the Arabic ``؟``) followed by white space (a ``?`` inside a URL ends nothing)."""
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
@@ -54,7 +74,9 @@ def _clip(text: str, limit: int = _CLIP) -> str:
 
     Without a sentence end far enough in, it is cut between words, never inside an exact fact
     (``_cut_points``): "receipt 4471829930" loses the whole number, never its last digits, so
-    no clipped value reads as another one (the facts line shows it whole).
+    no clipped value reads as another one (the facts line shows it whole). A text with no
+    break between words that far in is cut between two characters as a reader sees them
+    (grapheme clusters), still outside any fact.
     """
     flat = " ".join(without_framing(text).split())
     if len(flat) <= limit:
@@ -64,7 +86,9 @@ def _clip(text: str, limit: int = _CLIP) -> str:
         cut = match.start()
     if cut >= limit // 3:
         return flat[:cut].strip()
-    points = [p for p in _cut_points(flat[:limit * 4]) if p <= limit - 1]
+    head = flat[:limit * 4]
+    points = [p for p in _cut_points(head) if p <= limit - 1] or [
+        p for p in _cut_points(head, anywhere=True) if p <= limit - 1]
     if not points:
         return _CUT_MARK
     return flat[:max(points)].rstrip(_CUT_TAIL) + _CUT_MARK
@@ -76,10 +100,12 @@ _CUT_MARK = "…"
 _CUT_TAIL = " ,，;；:：、-"
 
 
-def _cut_points(text: str) -> list[int]:
+def _cut_points(text: str, *, anywhere: bool = False) -> list[int]:
     """Where ``text`` may be cut: between words, never inside a fact ``extract_facts`` finds.
 
-    Between words is at a space, or next to a CJK character (Chinese has no spaces).
+    Between words is at a space, next to a CJK character (Chinese has no spaces), or between
+    two characters of a script written without spaces (Thai, Lao, Khmer, Burmese) where no
+    mark joins them. ``anywhere``: between any two characters as a reader sees them.
     """
     inside = bytearray(len(text) + 1)
     for fact in extract_facts(text):
@@ -87,9 +113,29 @@ def _cut_points(text: str) -> list[int]:
         while start != -1:
             inside[start + 1:start + len(fact)] = b"\x01" * (len(fact) - 1)
             start = text.find(fact, start + 1)
+    if anywhere:
+        return [p for p in range(1, len(text)) if not inside[p] and _between_clusters(text, p)]
     return [p for p in range(1, len(text)) if not inside[p] and (
         text[p].isspace() or text[p - 1].isspace() or is_cjk_char(text[p - 1])
-        or is_cjk_char(text[p]))]
+        or is_cjk_char(text[p])
+        or (_unspaced(text[p - 1]) and _unspaced(text[p]) and _between_clusters(text, p)))]
+
+
+# Scripts written without spaces between words, which have no CJK-like one-character words.
+_UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]")
+_CLUSTER_REACH = 16
+"""Characters either side of a cut that decide whether it splits a grapheme cluster."""
+
+
+def _unspaced(char: str) -> bool:
+    return _UNSPACED.match(char) is not None
+
+
+def _between_clusters(text: str, at: int) -> bool:
+    """Whether cutting ``text`` at ``at`` leaves every grapheme cluster whole."""
+    start = max(at - _CLUSTER_REACH, 0)
+    window = text[start:at + _CLUSTER_REACH]
+    return len(whole_clusters(window, window[:at - start])) == at - start
 
 
 _ASKS = re.compile(r"[?？]|[吗呢么][\s。！!]*$")
@@ -107,8 +153,9 @@ def _first_sentence(text: str) -> str:
 
 
 _LEADING_GREETING = re.compile(
-    r"^(?:你好|您好|嗨|哈喽|hi|hello|hey|good (?:morning|afternoon|evening))(?:\s+there)?"
-    r"[呀啊哈]?(?:[\s!！。.,，~]+|(?=[" + cjk_class(HAN) + r"])|$)",
+    r"^[¡¿]?(?:(?:你好|您好|嗨|哈喽|hi|hello|hey|good (?:morning|afternoon|evening)|"
+    + _SPACED_GREETINGS + r")(?:\s+there)?[呀啊哈]?(?:[\s!！。.,，、~]+|(?=[" + cjk_class(HAN)
+    + r"])|$)|(?:" + _UNSPACED_GREETINGS + r")[\s!！。.,，、~]*)",
     re.IGNORECASE)
 
 
@@ -133,6 +180,24 @@ def _without_pleasantries(text: str) -> str:
 def _need_of(text: str) -> str:
     """The request without a greeting in front ("你好我想…" → "我想…")."""
     return _clip(_without_pleasantries(text) or text)
+
+
+_EXCLAMATION_TAIL = "!！。.~～…"
+
+
+def _is_greeting_shaped(text: str) -> bool:
+    """A short exclamation that may be a greeting no list here names ("Grüezi!", "Καλημέρα!").
+
+    A word or two of letters, some outside ASCII and outside Chinese, ending in "!" or "." if
+    in anything. A need said so gives way to the next request; English and Chinese greetings
+    are known by name, so a short English or Chinese request stays the need.
+    """
+    flat = text.strip().lstrip("¡¿").rstrip(_EXCLAMATION_TAIL).strip()
+    words = flat.split()
+    return (0 < len(words) <= 2 and len(flat) <= 16
+            and all(ch.isalpha() or unicodedata.category(ch)[0] == "M" or ch in "'’-"
+                    for ch in "".join(words))
+            and any(not ch.isascii() and not is_cjk_char(ch, HAN) for ch in flat))
 
 
 def _is_substantive(text: str) -> bool:

@@ -40,6 +40,7 @@ from contextwright.compress.statements import (
     _cut_points,
     _first_sentence,
     _grounded_keys,
+    _is_greeting_shaped,
     _is_substantive,
     _need_of,
     _sentences,
@@ -489,6 +490,24 @@ _DONE_CLAIM = re.compile(
 _NOT_DONE_CLAIM = re.compile(
     r"\bnot\b|n['’]t\b|\bnever\b|\bunable\b|\bfailed\b|\bcannot\b|\bwill\b|\b(?:i|we)'ll\b|"
     r"\bgoing to\b|没|未|无法|失败|不了|还不|将", re.IGNORECASE)
+# ... and said as a report of what happened in this conversation: someone did it ("I refunded",
+# "we've sent"), it has been or now is so ("has been refunded", "Order 20241010 is cancelled",
+# "It's done"), or the answer opens with the deed ("Refunded $50 to your card", "Done."). A
+# description of how things go ("Cancelled orders are refunded within 5 business days to the
+# original card", "退款一般会在3天内完成") reports nothing, whatever verbs it shares with a step.
+_PAST = r"(?:\w+ed|sent|paid|made|put|set|got|done|bought|told|wrote|gave|given|taken|took|kept)"
+_DONE_REPORT = re.compile(
+    r"\b(?:i|we)(?:'ve| have| had)?(?: (?:just|now|already|also|successfully))? " + _PAST
+    + r"\b|\b(?:has|have|had) been \w+|\b(?:is|was|were|'s)(?: (?:now|already|successfully|just|"
+    r"all|been))? (?:" + _PAST + r"|complete|through)\b|\bare (?:now|already|all) \w+|"
+    r"^(?:all )?done\b|\ball set\b|\bsuccessfully\b|"
+    r"^(?:done|sent|emailed|booked|reserved|cancell?ed|refunded|completed|submitted|scheduled|"
+    r"updated|ordered|paid|created|confirmed|placed|added|removed|changed|moved|notified|"
+    r"forwarded|issued|processed)[:,]? (?:it|them|your|the|that|this|a|an|\d|[$€£¥])|"
+    r"已|了|搞定|办好|订好|发好", re.IGNORECASE)
+_GENERAL_STATEMENT = re.compile(
+    r"\b(?:usually|typically|normally|generally|policy|policies|whenever|if|within)\b|"
+    r"通常|一般|如果|若|一旦|政策|规定|会在|会于", re.IGNORECASE)
 
 
 def _open_item(text: str, kind: str, tool: str | None = None) -> _Open:
@@ -516,9 +535,15 @@ def _call_does_step(call: set[str], item: _Open) -> bool:
 
 
 def _says_step_done(statement: str, item: _Open) -> bool:
-    """The assistant states a step done: a completed action about most of its words."""
+    """The assistant reports a step done: a completed action about most of its words.
+
+    Reported as what happened here, not described as what happens in general: a policy that
+    names the step's verb and words leaves the step open.
+    """
     return (item.kind == "step" and _DONE_CLAIM.search(statement) is not None
+            and _DONE_REPORT.search(statement) is not None
             and _NOT_DONE_CLAIM.search(statement) is None
+            and _GENERAL_STATEMENT.search(statement) is None
             and _covers(analyzer("recall").term_set(statement), item.step))
 
 
@@ -564,8 +589,10 @@ def _read(state: _Merge, message: Message) -> None:
 def _read_user(state: _Merge, content: str) -> None:
     if not _is_substantive(content):
         return
-    if not state.need:
-        state.need = _need_of(content)  # what it says first corrects nothing said before
+    if not state.need or (_is_greeting_shaped(state.need) and not _is_greeting_shaped(content)):
+        # What it says first corrects nothing said before; and a first message that was only
+        # a greeting in some language (a short exclamation) gives way to the first request.
+        state.need = _need_of(content)
     elif is_correction(content):
         _mark_corrected(state, content)
     if _RESOLVED.search(content) and not (_OPEN.search(content) or _ASKS.search(content)):
