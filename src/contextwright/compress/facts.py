@@ -358,7 +358,7 @@ def _is_national_phone(token: str) -> bool:
 
 _DIGIT = re.compile(r"\d")
 _HAN = re.compile(_CJK)
-_HANGUL = re.compile(r"[\uac00-\ud7a3]")
+_HANGUL = re.compile(f"[{cjk_class(('hangul',))}]")
 
 
 def _rules() -> tuple[_Rule, ...]:
