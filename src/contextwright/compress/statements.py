@@ -23,6 +23,7 @@ from contextwright.compress.facts import (
     extract_facts,
     fact_key,
     fact_kind,
+    inside_facts,
     looks_like_fence_marker,
     without_framing,
 )
@@ -107,12 +108,7 @@ def _cut_points(text: str, *, anywhere: bool = False) -> list[int]:
     two characters of a script written without spaces (Thai, Lao, Khmer, Burmese) where no
     mark joins them. ``anywhere``: between any two characters as a reader sees them.
     """
-    inside = bytearray(len(text) + 1)
-    for fact in extract_facts(text):
-        start = text.find(fact)
-        while start != -1:
-            inside[start + 1:start + len(fact)] = b"\x01" * (len(fact) - 1)
-            start = text.find(fact, start + 1)
+    inside = inside_facts(text)
     if anywhere:
         return [p for p in range(1, len(text)) if not inside[p] and _between_clusters(text, p)]
     return [p for p in range(1, len(text)) if not inside[p] and (

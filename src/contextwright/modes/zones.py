@@ -22,7 +22,7 @@ from functools import reduce
 from typing import Any
 
 from contextwright.analysis import is_cjk_char
-from contextwright.compress.facts import extract_facts, fact_key
+from contextwright.compress.facts import extract_facts, fact_key, inside_facts
 from contextwright.modes.config import (
     EN_FIRST,
     EN_NOT_BY_USER,
@@ -440,7 +440,7 @@ def _cut_at(text: str, end: int) -> int:
 
     Between words in the last half if it can be, else at any point outside facts and clusters.
     """
-    inside = _inside_facts(text)
+    inside = inside_facts(text)
     safe = 0  # the last point outside facts and clusters
     for at in range(end, 0, -1):
         if safe and at < end // 2:
@@ -453,15 +453,6 @@ def _cut_at(text: str, end: int) -> int:
     return safe or next((at for at in range(end + 1, len(text)) if not inside[at]), len(text))
 
 
-def _inside_facts(text: str) -> bytearray:
-    """Per position of ``text``: 1 where a cut would split an exact fact."""
-    inside = bytearray(len(text) + 1)
-    for fact in extract_facts(text):
-        start = text.find(fact)
-        while start != -1:
-            inside[start + 1:start + len(fact)] = b"\x01" * (len(fact) - 1)
-            start = text.find(fact, start + 1)
-    return inside
 
 
 def _between_words(text: str, at: int) -> bool:
