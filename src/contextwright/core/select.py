@@ -133,7 +133,7 @@ def _select_contiguous(units: list[Unit], grant: int, partial_rounds: PartialRou
             room -= tokens
             index += len(round_units)
             continue
-        fitted = _fit_round(round_units, room, grant, cutter, selection)
+        fitted = _fit_round(round_units, room, unit_cap, cutter, selection)
         if fitted is not None:
             selection.kept.extend(fitted)
             room -= sum(u.tokens for u in fitted)
@@ -141,7 +141,7 @@ def _select_contiguous(units: list[Unit], grant: int, partial_rounds: PartialRou
             continue
         if partial_rounds is True or (partial_rounds == "tool_rounds"
                                       and has_tool_activity(round_units)):
-            index += _fill_partially(round_units, room, grant, cutter, selection)
+            index += _fill_partially(round_units, room, unit_cap, cutter, selection)
         break
     for unit in units[index:]:
         selection.decisions.extend(drop_decisions(unit, "budget: older than what fits"))
@@ -164,12 +164,14 @@ def _capped(unit: Unit, cap: int, cutter: Cutter, selection: Selection) -> Unit:
     return cut
 
 
-def _fit_round(round_units: list[Unit], room: int, grant: int, cutter: Cutter | None,
-               selection: Selection) -> list[Unit] | None:
+def _fit_round(round_units: list[Unit], room: int, unit_cap: int | None,
+               cutter: Cutter | None, selection: Selection) -> list[Unit] | None:
     """The whole round, its biggest cuttable unit cut if needed; None if it cannot fit.
 
-    A cut item takes at most half of the grant, so one huge tool result cannot push every
-    older round out.
+    A cut unit takes at most ``unit_cap`` (the source's ``max_item_share`` of the grant: half
+    of history's), so one huge tool result cannot push every older round out. Without a cap
+    (this turn's tool results, whose older calls are not read past a huge one) it takes all
+    the room there is, rather than leaving half the grant empty.
     """
     total = sum(u.tokens for u in round_units)
     if total <= room:
@@ -177,8 +179,10 @@ def _fit_round(round_units: list[Unit], room: int, grant: int, cutter: Cutter | 
     if cutter is None:
         return None
     biggest = max(range(len(round_units)), key=lambda i: round_units[i].tokens)
-    target = min(round_units[biggest].tokens - (total - room), grant // 2)
-    cut = cutter(round_units[biggest], target) if target >= MIN_CUT_TOKENS else None
+    target = round_units[biggest].tokens - (total - room)
+    if unit_cap is not None:
+        target = min(target, unit_cap)
+    cut = _cut_within(cutter, round_units[biggest], target)
     if cut is None:
         return None
     selection.decisions.extend(cut_decisions(round_units[biggest], cut))
@@ -197,9 +201,13 @@ def _same_round(units: list[Unit], start: int) -> list[Unit]:
     return units[start:end]
 
 
-def _fill_partially(round_units: list[Unit], room: int, grant: int, cutter: Cutter | None,
-                    selection: Selection) -> int:
-    """Keep the newest units of a round that does not fit whole; returns how many were used."""
+def _fill_partially(round_units: list[Unit], room: int, unit_cap: int | None,
+                    cutter: Cutter | None, selection: Selection) -> int:
+    """Keep the newest units of a round that does not fit whole; returns how many were used.
+
+    The unit cut to fit takes at most ``unit_cap`` (None: all the room left), as in
+    ``_fit_round``.
+    """
     taken = 0
     for unit in round_units:
         if unit.tokens <= room:
@@ -207,14 +215,34 @@ def _fill_partially(round_units: list[Unit], room: int, grant: int, cutter: Cutt
             room -= unit.tokens
             taken += 1
             continue
-        target = min(room, grant // 2)
-        cut = cutter(unit, target) if cutter and target >= MIN_CUT_TOKENS else None
+        target = room if unit_cap is None else min(room, unit_cap)
+        cut = _cut_within(cutter, unit, target) if cutter else None
         if cut is not None:
             selection.kept.append(cut)
             selection.decisions.extend(cut_decisions(unit, cut))
             taken += 1
         break
     return taken
+
+
+_RETRY_MARGIN = 32
+"""A cut that misses a large target is tried once more this fraction (1/32) lower."""
+
+
+def _cut_within(cutter: Cutter, unit: Unit, target: int) -> Unit | None:
+    """``unit`` cut to at most ``target`` tokens, or None (a target under ``MIN_CUT_TOKENS``).
+
+    A cut keeps whole sentences or rows and is counted as rendered (fenced, framed), so near
+    a large target it can stay a token or two over after its own tries; one more try a little
+    lower keeps the unit rather than leaving all of that room empty.
+    """
+    if target < MIN_CUT_TOKENS:
+        return None
+    cut = cutter(unit, target)
+    lower = target - max(target // _RETRY_MARGIN, 1)
+    if cut is None and lower >= MIN_CUT_TOKENS:
+        cut = cutter(unit, lower)
+    return cut
 
 
 def drop_decisions(unit: Unit, reason: str) -> list[Decision]:
