@@ -13,8 +13,9 @@ the caller's to fix, and isolating them would quietly build without that source.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Literal
 
 from contextwright.core.accounting import frame_tokens, schema_tokens
@@ -262,9 +263,11 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
         contiguous = core_options(spec.source, spec.options).contiguous
         passes_over = 0 if (traits.contiguous if contiguous is None else contiguous) else (
             PASS_OVER_LIMIT)
+        names_unread = bool(getattr(source, "names_unread", False))
         gathered.units, gathered.complete, gathered.stopped_at_large = _read_units(
             spec.source, source.namespace, items, cap, costing, gathered.omitted, omitted_at,
-            reach, _unit_limit(spec, traits, cap), _fenced_roles(traits), passes_over)
+            reach, _unit_limit(spec, traits, cap), _fenced_roles(traits), passes_over,
+            names_unread)
         gathered.layer = min((u.candidates[0].item.layer for u in gathered.units), default=5)
         gathered.read_units = len(gathered.units)
         if traits.offers == "messages":
@@ -272,6 +275,8 @@ def gather_source(spec: SourceSpec, position: int, source: ContextSource, reques
             orders = [c.item.order for u in gathered.units for c in u.candidates] + omitted_at
             gathered.read_positions = frozenset(
                 int(order) for order in orders if order >= 0 and order == int(order))
+        elif not gathered.complete and names_unread:
+            gathered.offered = gathered.read_units  # the rest are named in ``omitted``
         elif not gathered.complete:
             count = getattr(source, "offered_units", None)
             gathered.offered = int(count(request)) if callable(count) else None
@@ -320,6 +325,12 @@ PASS_OVER_LIMIT = 16
 Such a unit is left out by itself (or cut), and the smaller units after it may still fit, so
 reading goes on past it. Each costs its count up to the cap: past this many, reading stops at
 the next one, so a source of huge items costs a bounded amount of work."""
+
+UNREAD = "budget: lower-ranked than anything that could fit; not read"
+"""Why a unit reading stopped before was left out (a source that names what it did not read)."""
+UNREAD_AFTER_LARGE = (f"budget: reading stopped after {PASS_OVER_LIMIT} items each larger than "
+                      "all the source may take (a bound on the work); not read")
+"""Why, when reading stopped at too many units too large for all the source may take."""
 
 MIN_CUT_TOKENS = 48
 """A cut item shorter than this says too little to be worth its framing: pruning makes none."""
@@ -386,7 +397,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
                 costing: Costing, omitted: list[Decision], omitted_at: list[float],
                 reach: int | None = None, unit_limit: int | None = None,
                 fenced_roles: frozenset[str] = frozenset(), passes_over: int = 0,
-                ) -> tuple[list[Unit], bool, bool]:
+                names_unread: bool = False) -> tuple[list[Unit], bool, bool]:
     """Group consecutive items sharing a group into units, stopping once past ``cap``.
 
     Returns the units, whether every item was read, and whether reading stopped at a unit
@@ -404,9 +415,13 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     An item whose role is in ``fenced_roles`` is data (``_fenced_roles``), marked untrusted.
     An item rendered for the first time is checked (``check_offered``); one found in the
     candidate cache was checked when it was rendered.
+    With ``names_unread`` (a source whose items cost little to make: the tools source), the
+    items after the stop are still taken from the source, never rendered, and each becomes a
+    ``dropped`` decision in ``omitted`` naming it (``_name_unread``).
     One loop, no nested generators: this runs for every message a build reads.
     """
     prefix = namespace + "."
+    reading = iter(items)  # taken on after the stop with ``names_unread``
     units: list[Unit] = []
     current: list[Candidate] = []
     group: str | None = None
@@ -417,7 +432,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     # A hit is one dict lookup: most items render alike in every language (``key_for``);
     # those that do not are found by ``cached_candidate``.
     cached, costing_key = _CANDIDATES.get, costing.neutral_key
-    for item in items:
+    for item in reading:
         if not item.key.startswith(prefix):
             raise RefusedItemError(f"source {namespace!r} produced a key outside its namespace: "
                               f"{item.key!r}")
@@ -444,6 +459,9 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
             current = []
             if ((total > cap or (reach is not None and _reaches(unit, reach)))
                     and (item.round_start is None or round_no != unit.round)):
+                if names_unread:
+                    _name_unread(name, prefix, item, reading, omitted,
+                                 UNREAD_AFTER_LARGE if at_large else UNREAD)
                 return units, False, at_large
         hit = cached((id(item), costing_key))  # cached_candidate, inlined for the hot path
         if hit is not None and hit[0] is item:
@@ -455,6 +473,24 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
     if current:
         units.append(_close_unit(name, current, round_no, len(units)))
     return units, True, False
+
+
+def _name_unread(name: str, prefix: str, first: ContextItem, rest: Iterator[ContextItem],
+                 omitted: list[Decision], reason: str) -> None:
+    """A ``dropped`` decision for ``first`` and each item after it, none of them rendered.
+
+    An item the source itself left out (``metadata["omitted"]``) keeps its own reason (a tool
+    over the 128 a request takes); any other gets ``reason``.
+    """
+    for item in chain((first,), rest):
+        if not item.key.startswith(prefix):
+            raise RefusedItemError(f"source {prefix[:-1]!r} produced a key outside its "
+                                   f"namespace: {item.key!r}")
+        why = item.metadata.get("omitted")
+        omitted.append(Decision(
+            source=name, key=item.key, action="dropped",
+            reason=reason if why is None else str(why),
+            count=1 if why is None else int(item.metadata.get("omitted_count", 1))))
 
 
 def _reaches(unit: Unit, position: int) -> bool:

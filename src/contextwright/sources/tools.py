@@ -324,6 +324,9 @@ class ToolDefinitionSource:
     keeps = True
     """Takes the ``keep`` option (``traits.keep_option``): a stable-prefix build offers last
     call's tools again."""
+    names_unread = True
+    """The build names every tool it leaves out, those it did not read for the budget too
+    (``core.gather``): a tool item costs little to make, and each is reported with its reason."""
 
     def __init__(self, scorer: ToolScorer | None = None) -> None:
         """``scorer`` ranks schemas against the input (default: ``LexicalToolScorer``)."""
