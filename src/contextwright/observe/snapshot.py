@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
@@ -462,6 +463,7 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str,
     specs = {spec.source: spec for spec in plan.sources}
     sources = tuple(
         {**_fields(row, _SOURCE_FIELDS),
+         "error": _error(row.error, hashed_with),
          "cuttable": specs[row.source].cuttable if row.source in specs else True,
          "weight": specs[row.source].weight if row.source in specs else 0.0}
         for row in (report.sources if report else ()))
@@ -479,7 +481,8 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str,
         messages=_messages(ctx, hashed_with) if ctx else (), tools=_tools(ctx),
         request=(redacted_request(record.request, record.history_length, hashed_with)
                  if hashed_with is not None else request_to_dict(record.request)),
-        plan_spec=plan_data, warnings=tuple(report.warnings) if report else (),
+        plan_spec=plan_data,
+        warnings=tuple(_warning(w, hashed_with) for w in report.warnings) if report else (),
         mode=labels.pop("mode", None), route=_jsonable(labels.pop("route", None)),
         switch=_jsonable(labels.pop("switch", None)),
         session=_session(labels.pop("session", None), hashed_with),
@@ -489,6 +492,44 @@ def capture(record: BuildRecord, *, redact: bool, library_version: str,
         error=str(record.error) if record.error else None,
         labels=_plain(labels),
     )
+
+
+_ERROR_KIND = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*(?=: )")
+"""The exception's kind that opens a source failure's note (``RuntimeError: <its text>``)."""
+_FAILURE_WARNING = re.compile(
+    r"(source \S+ failed|the digest of source \S+ failed and was left out): (.*)", re.DOTALL)
+"""The warnings that carry a source's failure note (``core.reporting.make_report``)."""
+
+
+def redacted_error(text: str, hasher: Hasher) -> str:
+    """A source's failure note as a redacted snapshot keeps it: its kind, its text hashed.
+
+    A source's exception text may echo the request (a client error quoting the URL it fetched,
+    with the user's question in its query), so it is kept as hash and size like any other
+    text of the caller's; the exception's kind (``RuntimeError``) is the code's, and stays.
+    """
+    kind = _ERROR_KIND.match(text)
+    rest = text[kind.end() + 2:] if kind else text
+    hashed = hasher.text(rest)
+    field_name = "hmac" if "hmac" in hashed else "sha256"
+    shown = f"(redacted: {field_name} {hashed[field_name]}, {hashed['chars']} chars)"
+    return f"{kind.group()}: {shown}" if kind else shown
+
+
+def _error(text: str | None, hasher: Hasher | None) -> str | None:
+    return redacted_error(text, hasher) if text is not None and hasher is not None else text
+
+
+def _warning(text: str, hasher: Hasher | None) -> str:
+    """A warning as recorded: a source's failure note in it redacted as ``redacted_error``.
+
+    The other warnings are the library's own sentences about keys, sources and counts, as the
+    decisions' reasons are, and stay readable.
+    """
+    failure = _FAILURE_WARNING.fullmatch(text) if hasher is not None else None
+    if failure is None or hasher is None:
+        return text
+    return f"{failure.group(1)}: {redacted_error(failure.group(2), hasher)}"
 
 
 def _tools(ctx: FinalContext | None) -> tuple[dict[str, Any], ...]:
@@ -668,7 +709,7 @@ def request_to_dict(request: Request) -> dict[str, Any]:
     for name in ("history", "turn", "tools", "examples", "notes"):
         value = getattr(request, name)
         if value:
-            data[name] = [dict(item) if isinstance(item, Mapping) else item for item in value]
+            data[name] = [_request_item(item) for item in value]
     if request.documents:
         data["documents"] = [_document(doc) for doc in request.documents]
     if request.env:
@@ -676,6 +717,36 @@ def request_to_dict(request: Request) -> dict[str, Any]:
     if request.images:  # replay needs the images themselves
         data["images"] = [image.to_chat_part() for image in request.images]
     return _plain(data)  # type: ignore[no-any-return]
+
+
+def _request_item(item: Any) -> Any:
+    """One entry of a request's list as JSON: a ``Message`` object as the chat dict it reads as."""
+    if isinstance(item, Message):
+        return message_to_dict(item)
+    return dict(item) if isinstance(item, Mapping) else item
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    """``message`` as the chat dict that ``Request.from_dict`` reads back into an equal one.
+
+    OpenAI's chat form, with what that form leaves out kept beside it (the id, the timestamp,
+    a tool result's name, ``thinking_blocks``), so a replay builds the same message.
+    """
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.images:
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        data["content"] = text + [image.to_chat_part() for image in message.images]
+    if message.tool_calls:
+        data["tool_calls"] = [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.name, "arguments": call.arguments}}
+            for call in message.tool_calls]
+    optional = {"tool_call_id": message.tool_call_id, "name": message.name, "id": message.id,
+                "timestamp": message.timestamp}
+    data.update({k: v for k, v in optional.items() if v is not None})
+    if message.thinking:
+        data["thinking_blocks"] = [block.as_block() for block in message.thinking]
+    return data
 
 
 def _document(doc: Document) -> dict[str, Any]:
