@@ -21,7 +21,12 @@ from contextwright.core.items import parse_message
 from contextwright.core.plan import BuildPlan
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
-from contextwright.errors import InvalidInputError, StoreUsageError
+from contextwright.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    PlanError,
+    StoreUsageError,
+)
 from contextwright.plans import select_plan
 from contextwright.session.flow import is_async_store
 from contextwright.session.store import Store
@@ -73,14 +78,51 @@ def split_turn(messages: Sequence[Mapping[str, Any]], system: str | None = None)
 
 
 def resolve_plan(choice: PlanChoice, request: Request) -> BuildPlan:
-    """The plan ``choice`` names for ``request``."""
+    """The plan ``choice`` names for ``request``.
+
+    A function may return a ``BuildPlan`` or a shipped plan's name, as ``plan=`` itself takes;
+    anything else is a ``PlanError`` naming what it returned.
+    """
     if choice is None:
         return select_plan(request)
     if isinstance(choice, BuildPlan):
         return choice
     if isinstance(choice, str):
         return BuildPlan.named(choice)
-    return choice(request)
+    chosen = choice(request)
+    if isinstance(chosen, BuildPlan):
+        return chosen
+    if isinstance(chosen, str):
+        return BuildPlan.named(chosen)
+    raise PlanError(f"the plan function returned a {type(chosen).__name__}, not a BuildPlan "
+                    "or a shipped plan's name")
+
+
+def checked_plan(choice: object) -> PlanChoice:
+    """``choice`` as a shaper keeps it: a plan's name resolved now, a wrong kind refused now.
+
+    Refused when the integration is made, so a misconfigured agent fails at once instead of at
+    its first model call with a plain Python error.
+    """
+    if choice is None or isinstance(choice, BuildPlan):
+        return choice
+    if isinstance(choice, str):
+        return BuildPlan.named(choice)  # an unknown name is a PlanError naming the shipped ones
+    if callable(choice):
+        return cast(Callable[[Request], BuildPlan], choice)
+    raise ConfigurationError(
+        f"plan must be a BuildPlan, a shipped plan's name, a function of the Request or None, "
+        f"not {type(choice).__name__}")
+
+
+def checked_builder(builder: object) -> ContextBuilder:
+    """``builder``, refused with ``ConfigurationError`` when it is not a ``ContextBuilder``."""
+    if isinstance(builder, ContextBuilder):
+        return builder
+    hint = (f" (for a model's name: builder=ContextBuilder(model={builder!r}))"
+            if isinstance(builder, str) else "")
+    raise ConfigurationError(f"builder must be a ContextBuilder, not "
+                             f"{type(builder).__name__}{hint}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +140,9 @@ class ContextShaper:
     """Tokens the whole context may use (system, tools and messages); ``None``: the plan's."""
 
     def __post_init__(self) -> None:
-        """Refuse a budget that is not a positive whole number now, not at the first call."""
+        """Refuse a wrong builder, plan or budget now, not at the first call."""
+        checked_builder(self.builder)
+        object.__setattr__(self, "plan", checked_plan(self.plan))  # frozen: set once, here
         budget = self.budget
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
                                    or budget < 1):
@@ -229,15 +273,26 @@ class ConversionMemo:
         return chats
 
 
+SYNC_STORES = "MemoryStore, SqliteStore, RedisStore, PostgresStore"
+"""The sync stores shipped, as the integrations' errors name them."""
+
+
 def sync_store(store: object, who: str) -> Store:
-    """``store``, refused with ``StoreUsageError`` when it is an async store.
+    """``store``, refused when it is an async store or no store at all.
 
     An integration calls its store's methods as plain calls (on a worker thread where the
     framework is async): an async store's would return coroutines never awaited, so its writes
-    would be lost without an error.
+    would be lost without an error (``StoreUsageError``). Anything that is not a store (a URL,
+    ``None``) is a ``ConfigurationError`` now rather than a plain Python error at the first
+    write.
     """
     if is_async_store(store):
         raise StoreUsageError(
-            f"{who} takes a sync store (MemoryStore, SqliteStore, RedisStore, PostgresStore), "
+            f"{who} takes a sync store ({SYNC_STORES}), "
             f"not {type(store).__name__}: it runs the store's calls on a worker thread itself")
-    return cast(Store, store)
+    if not isinstance(store, Store):
+        hint = (": for a URL, open the store with contextwright.open_store(url)"
+                if isinstance(store, str) else "")
+        raise ConfigurationError(f"{who} takes a store ({SYNC_STORES}), not "
+                                 f"{type(store).__name__}{hint}")
+    return store

@@ -33,7 +33,7 @@ import base64
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic_ai import messages as pydantic_ai_messages
 from pydantic_ai.capabilities import AbstractCapability
@@ -65,7 +65,7 @@ from contextwright.core.images import ImagePart, image_from_part
 from contextwright.core.items import parse_message
 from contextwright.core.providers import image_segments, openai_image
 from contextwright.core.report import BuildReport
-from contextwright.errors import InvalidInputError
+from contextwright.errors import BudgetError, InvalidInputError
 from contextwright.integrations._core import (
     ContextShaper,
     ConversionMemo,
@@ -107,13 +107,13 @@ class ContextwrightHistory(AbstractCapability[Any]):
         function tools.
         """
         shaper = self.shaper
+        chats = self._chats(messages)
         if shaper.budget is not None and instructions:
             spent = shaper.builder.tokenizer.count(instructions) + MESSAGE_OVERHEAD
             if spent >= shaper.budget:
-                raise InvalidInputError(f"the instructions alone take {spent} tokens of the "
-                                        f"{shaper.budget}-token budget")
+                _refuse_instructions(shaper, chats, instructions, tools, spent)
             shaper = dataclasses.replace(shaper, budget=shaper.budget - spent)
-        context = shaper.build(self._chats(messages), tools=tools)
+        context = shaper.build(chats, tools=tools)
         native = _native_tool_names(messages)
         if native:
             context = with_warning(context, (
@@ -145,6 +145,19 @@ class ContextwrightHistory(AbstractCapability[Any]):
             parameters, function_tools=[t for t in parameters.function_tools if t.name in kept])
         _note_report(ctx.messages, context.report)
         return request_context
+
+
+def _refuse_instructions(shaper: ContextShaper, chats: list[Chat], instructions: str,
+                         tools: Sequence[Mapping[str, Any]], spent: int) -> NoReturn:
+    """Raise the ``BudgetError`` of instructions that alone take the whole budget.
+
+    The same error, with its report, as the other integrations raise for a system prompt that
+    does not fit: the build is asked with the instructions as its system prompt, which it
+    cannot cut, and refuses it itself.
+    """
+    context = shaper.build(chats, system=instructions, tools=tools)
+    raise BudgetError(f"the instructions alone take {spent} tokens of the "
+                      f"{shaper.budget}-token budget", context.report)
 
 
 def _chats_with_tool_images(context: FinalContext) -> list[Chat]:
