@@ -1,11 +1,16 @@
 """Metrics of one built context against what its case says it needs, must not hold, and where.
 
 Everything is measured on the rendered OpenAI request (messages and tool schemas), so only what
-a model would see is credited. A request message is *shown* when:
+a model would see is credited. A request message is *shown* when a rendered message of its
+own shows it (request messages are placed in order, each rendered message standing for one at
+most, so a copy of the words inside another message does not count):
 
-* a user, assistant or system message: its whole text appears verbatim (a cut message is not);
+* a user or assistant message: a rendered message of its role has its whole text (a cut message
+  has not; a recalled turn's marker line is framing); a system message: its text is in the
+  system message the build merges it into;
 * an assistant message with tool calls: a rendered assistant message makes every one of its
-  calls (same id, name and JSON-equal arguments);
+  calls (name, JSON-equal arguments, and the id the rendering gives it: Chat Completions ids
+  longer than 40 characters are sent shortened);
 * a tool result: a rendered result answers its call, in any form the build chose (full,
   compacted, reduced to key facts) but a placeholder; list the values the model needs as facts
   to check that they survived.
@@ -29,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextwright.compress.tool_results import dropped_tool_result
-from contextwright.core.items import Message, ToolCall, parse_message
+from contextwright.core.items import Message, parse_message
+from contextwright.core.providers import CHAT_IDS, CallIds
 from contextwright.core.request import Request
 from contextwright.evaluate.metrics import (
     HEAD,
@@ -41,7 +47,7 @@ from contextwright.evaluate.metrics import (
     pair_problems,
     relative_position,
 )
-from contextwright.sources.conversation import MISSING_RESULT
+from contextwright.sources.conversation import MISSING_RESULT, RECALL_PREFIX, looks_recalled
 
 PIECE_MIN_CHARS = 16
 """Sentences shorter than this are not looked for alone: "OK." would be found anywhere."""
@@ -140,6 +146,13 @@ class Rendered:
         self.count = count
         self.contents: list[str] = [_text_of(m) for m in messages]
         self.tools = {_tool_name(schema): schema for schema in tools}
+        self._by_text: dict[tuple[str, str], list[int]] = {}
+        self._by_call: dict[str, list[int]] = {}
+        for index, message in enumerate(messages):
+            role = str(message.get("role"))
+            self._by_text.setdefault((role, self.text_as_given(index)), []).append(index)
+            for call in message.get("tool_calls") or ():
+                self._by_call.setdefault(str(call.get("id")), []).append(index)
         self.message_tokens = context_tokens(messages, count)
         self.total = self.message_tokens + sum(self.tool_tokens(n) for n in self.tools)
 
@@ -170,6 +183,23 @@ class Rendered:
         return any(_in_json(text, call.get("function", {}).get("arguments", ""))
                    for _, call in self.calls())
 
+    def text_as_given(self, index: int) -> str:
+        """Message ``index``'s text without the framing the build adds to a shown message."""
+        return _unframed(self.contents[index])
+
+    def showing(self, role: str, text: str) -> list[int]:
+        """The messages of ``role`` whose whole text, as given, is ``text``."""
+        return self._by_text.get((role, text), [])
+
+    def with_role(self, role: str) -> list[int]:
+        """The messages of ``role``."""
+        return [index for index, message in enumerate(self.messages)
+                if message.get("role") == role]
+
+    def holding_call(self, call_id: str) -> list[int]:
+        """The assistant messages making a call with the rendered id ``call_id``."""
+        return self._by_call.get(call_id, [])
+
     def calls(self) -> Iterable[tuple[int, Mapping[str, Any]]]:
         """(message index, call) of every rendered tool call."""
         for index, message in enumerate(self.messages):
@@ -177,23 +207,29 @@ class Rendered:
                 for call in message.get("tool_calls") or ():
                     yield index, call
 
-    def call_position(self, call: ToolCall) -> int | None:
-        """The rendered message making ``call`` (same id, name and arguments), if any."""
-        for index, shown in self.calls():
-            function = shown.get("function", {})
-            if (shown.get("id") == call.id and function.get("name") == call.name
-                    and _same_json(function.get("arguments"), call.arguments)):
-                return index
-        return None
+    def makes_calls(self, index: int, message: Message) -> bool:
+        """Whether the rendered message ``index`` makes every call of ``message``.
 
-    def result_of(self, call_id: str, after: int) -> int | None:
-        """The rendered tool message answering ``call_id`` in the block after ``after``."""
-        index = after + 1
+        Same name, JSON-equal arguments, and the id the rendering gives the call: Chat
+        Completions takes ids of at most 40 characters, so a longer one (``call_<uuid4>``) is
+        sent shortened, and a block's repeated id is sent with a suffix.
+        """
+        shown = {call.get("id"): call.get("function", {})
+                 for call in self.messages[index].get("tool_calls") or ()}
+        ids = rendered_call_ids(message)
+        for call in message.tool_calls:
+            function = shown.get(ids.call(call.id))
+            if (function is None or function.get("name") != call.name
+                    or not _same_json(function.get("arguments"), call.arguments)):
+                return False
+        return True
+
+    def results_after(self, index: int) -> Iterable[int]:
+        """The rendered tool messages of the block right after message ``index``."""
+        index += 1
         while index < len(self.messages) and self.messages[index].get("role") == "tool":
-            if self.messages[index].get("tool_call_id") == call_id:
-                return index
+            yield index
             index += 1
-        return None
 
     def tokens(self, spans: Iterable[Span]) -> int:
         """Tokens of the union of ``spans`` (overlaps counted once)."""
@@ -326,7 +362,13 @@ def _placement(placement: Placement, request: Request, rendered: Rendered
 
 
 class Finder:
-    """Finds a request's messages, documents and texts in its rendered context."""
+    """Finds a request's messages, documents and texts in its rendered context.
+
+    A request message is shown only by a rendered message of its own: history and turn
+    messages are placed in order, each on the first rendered message of its role that shows
+    it whole and that no earlier message took. A copy of its words elsewhere (inside the
+    user's input, in a later message that repeats it) does not stand for it.
+    """
 
     def __init__(self, request: Request, rendered: Rendered) -> None:
         self.request = request
@@ -334,6 +376,7 @@ class Finder:
         self._lists = [[parse_message(raw, f"{name}[{i}]") for i, raw in enumerate(messages)]
                        for name, messages in (("history", request.history),
                                               ("turn", request.turn))]
+        self._placed: dict[tuple[int, int], int] | None = None
 
     def all_copies(self, text: str) -> list[Span]:
         """Every verbatim copy of ``text``."""
@@ -344,11 +387,17 @@ class Finder:
 
         ``whole=False`` also credits the sentences of a text message that was cut.
         """
+        placed = self._placements()
         spans: list[Span] = []
-        for messages in self._lists:
+        for list_index, messages in enumerate(self._lists):
             for position, message in enumerate(messages):
-                if message.id == message_id:
-                    spans += self._shown(message, messages[:position], whole)
+                if message.id != message_id:
+                    continue
+                at = placed.get((list_index, position))
+                if at is not None:
+                    spans += self._spans_at(at, message)
+                elif not whole:
+                    spans += self._parts(message, messages[:position])
         return spans
 
     def document(self, document_id: str, *, whole: bool) -> list[Span]:
@@ -359,33 +408,80 @@ class Finder:
                 spans += self._text(document.text, whole)
         return spans
 
-    def _shown(self, message: Message, before: Sequence[Message], whole: bool) -> list[Span]:
-        if message.role == "tool":
-            return self._result(message, before, whole)
-        spans: list[Span] = []
+    def _placements(self) -> dict[tuple[int, int], int]:
+        """(list, position) of each request message shown whole → its rendered message."""
+        if self._placed is None:
+            self._placed = {}
+            taken: set[int] = set()
+            for list_index, messages in enumerate(self._lists):
+                calls: dict[str, tuple[Message, int | None]] = {}
+                for position, message in enumerate(messages):
+                    at = self._place(message, calls, taken)
+                    if at is not None:
+                        self._placed[(list_index, position)] = at
+                        if message.role != "system":  # system messages share one rendered
+                            taken.add(at)
+                    for call in message.tool_calls:
+                        calls[call.id] = (message, at)
+        return self._placed
+
+    def _place(self, message: Message, calls: Mapping[str, tuple[Message, int | None]],
+               taken: set[int]) -> int | None:
+        """The free rendered message showing ``message`` whole, if any.
+
+        ``calls``: the message (and where it is shown) of each call id made so far.
+        """
+        rendered = self.rendered
+        if message.role == "tool" and (message.tool_call_id or "") in calls:
+            caller, at = calls[message.tool_call_id or ""]
+            if at is None:
+                return None
+            wanted = rendered_call_ids(caller).result(message.tool_call_id)
+            return next((index for index in rendered.results_after(at)
+                         if index not in taken
+                         and rendered.messages[index].get("tool_call_id") == wanted
+                         and not _placeholder(rendered.contents[index])), None)
+        if message.role == "system":
+            # The build merges history system messages into the one system message.
+            return next((index for index in rendered.with_role("system")
+                         if message.content and message.content in rendered.contents[index]),
+                        None)
         if message.tool_calls:
-            positions = [self.rendered.call_position(call) for call in message.tool_calls]
-            if whole and None in positions:
-                return []
-            spans += [Span(p, CALLS, CALLS) for p in dict.fromkeys(positions) if p is not None]
+            first = rendered_call_ids(message).call(message.tool_calls[0].id)
+            candidates: Iterable[int] = (
+                index for index in rendered.holding_call(first)
+                if rendered.makes_calls(index, message)
+                and rendered.text_as_given(index) == message.content)
+        else:
+            candidates = rendered.showing(message.role, message.content)
+        return next((index for index in candidates if index not in taken), None)
+
+    def _spans_at(self, index: int, message: Message) -> list[Span]:
+        """The spans of ``message`` shown whole by the rendered message ``index``."""
+        content = self.rendered.contents[index]
+        if message.role == "tool":
+            return [_inside_fence(index, content)]
+        spans = [Span(index, CALLS, CALLS)] if message.tool_calls else []
         if message.content:
-            text_spans = self._text(message.content, whole)
-            if whole and not text_spans:
-                return []
-            spans += text_spans
+            start = (content.find(message.content) if message.role == "system"
+                     else len(content) - len(message.content))
+            spans.append(Span(index, start, start + len(message.content)))
         return spans
 
-    def _result(self, message: Message, before: Sequence[Message], whole: bool) -> list[Span]:
-        call = next((c for m in reversed(before) for c in m.tool_calls
-                     if c.id == message.tool_call_id), None)
-        position = self.rendered.call_position(call) if call is not None else None
-        if call is not None and position is not None:
-            result = self.rendered.result_of(call.id, position)
-            if result is not None and not _placeholder(self.rendered.contents[result]):
-                return [_inside_fence(result, self.rendered.contents[result])]
-            return []
-        # The call is not found as given (say its id was renamed): look for the text itself.
-        return self._text(message.content, whole)
+    def _parts(self, message: Message, before: Sequence[Message]) -> list[Span]:
+        """What of a message not shown whole is shown: its calls' message, its sentences."""
+        if message.role == "tool":
+            made = any(c.id == message.tool_call_id for m in before for c in m.tool_calls)
+            # A result whose call is made shows through the call's block, or not at all.
+            return [] if made else self._text(message.content, whole=False)
+        spans: list[Span] = []
+        if message.tool_calls:
+            first = rendered_call_ids(message).call(message.tool_calls[0].id)
+            spans += [Span(index, CALLS, CALLS) for index in self.rendered.holding_call(first)
+                      if self.rendered.makes_calls(index, message)][:1]
+        if message.content:
+            spans += self._text(message.content, whole=False)
+        return spans
 
     def _text(self, text: str, whole: bool) -> list[Span]:
         copies = self.rendered.find_all(text)
@@ -395,6 +491,31 @@ class Finder:
         for piece in sentences(text):
             spans += self.rendered.find_all(piece)[:1]
         return spans
+
+
+def rendered_call_ids(message: Message) -> CallIds:
+    """The Chat Completions ids of ``message``'s calls and of the results answering them.
+
+    The rendering renames ids block by block (``CHAT_IDS``), so the block alone decides them.
+    """
+    ids = CallIds(CHAT_IDS)
+    ids.open_block(message)
+    return ids
+
+
+def _unframed(content: str) -> str:
+    """A rendered message's text as its request message had it.
+
+    Without the line that marks a recalled turn, and without the backslash that escapes a
+    text which only reads like that line.
+    """
+    if content.startswith(RECALL_PREFIX):
+        marker, newline, rest = content.partition("\n")
+        if newline and marker.endswith("]"):
+            content = rest
+    if content.startswith("\\") and looks_recalled(content[1:]):
+        content = content[1:]
+    return content
 
 
 def sentences(text: str) -> list[str]:
