@@ -7,9 +7,11 @@ ids and codes (``ORD-2024-001``, ``HAT123``, ``nora_vance_5172``, the ``A1B2C3``
 or ``order #A1B2C3``), money
 (``¥1,299.00``, ``1，299元``, ``¥1.2万``, ``8千元``, ``$2.5M``, ``1万2千円``, ``3만원``, any
 currency sign, amounts grouped as each locale writes them: ``₹1,50,000``, ``12 500 ₽``,
-``€1.200,50``, ``CHF 1'250.00``), dates and times (``下午3:30``, ``午後3時30分``,
+``€1.200,50``, ``CHF 1'250.00``, ``5.000.000 ₫``, ``Rp 1.500.000``, ``JP¥1,000``, a minus
+before the sign: ``-€5.00``), dates and times (``下午3:30``, ``午後3時30分``,
 ``12월 3일 오후 3시``), emails, phone numbers (``555-0142``, ``+44 20 7946 0958``,
-``+91 98765 43210``, ``020 7946 0958``, ``(03) 1234-5678``), URLs, street addresses
+``+91 98765 43210``, ``020 7946 0958``, ``030 12345678``, ``(03) 1234-5678``), URLs (with
+their own closing bracket: ``…/wiki/Mercury_(planet)``), IBANs in groups, street addresses
 (English and Chinese, ``350 5th Ave``), UK postcodes (``SW1A 1AA``), versions (``v2.3.1``,
 ``1.0.0-rc.1``) and tracking numbers. Traditional Chinese reads as Simplified (``¥1.2萬元``,
 ``臺北市信義區信義路五段7號``). It is rule
@@ -55,19 +57,23 @@ _SPACED = r"\d{1,3}(?:" + _GROUP_SPACE + r"\d{3}(?!\d))+"
 _APOSTROPHED = r"\d{1,3}(?:['’]\d{3}(?!\d))+"
 _DECIMAL_COMMA = r",\d{1,2}(?!\d)"
 _DOT_GROUPED = r"\d{1,3}(?:\.\d{3})+" + _DECIMAL_COMMA
+# Two or more dot groups and no decimal part ("5.000.000 ₫", "Rp 1.500.000"): next to a currency
+# that is a whole amount, as Vietnam and Indonesia write it ("1.500" alone stays a decimal).
+_DOT_GROUPED_WHOLE = r"\d{1,3}(?:\.\d{3}){2,}(?!\d)"
 _GROUPED_FORMS = (r"(?:" + _LAKH + "|" + _GROUPED + "|" + _APOSTROPHED + r")(?:\.\d+)?"
                   r"|" + _SPACED + r"(?:\.\d+|" + _DECIMAL_COMMA + r")?|" + _DOT_GROUPED)
 # A bare number keeps a comma after it out ("1299,50": in English text a list may go on so).
 _NUMBER_FORMS = _GROUPED_FORMS + r"|\d+(?:\.\d+)?"
 # Next to a currency a comma after one or two digits is a decimal comma ("12,50 €", "€1,50").
-_AMOUNT = _GROUPED_FORMS + r"|\d+(?:\.\d+|" + _DECIMAL_COMMA + r")?"
+_AMOUNT = (_GROUPED_FORMS + "|" + _DOT_GROUPED_WHOLE + r"|\d+(?:\.\d+|" + _DECIMAL_COMMA
+           + r")?")
 # Every currency sign (Unicode category Sc; a test keeps the table whole), the whole currency
 # block so that signs added to it later count too, and the prefixes that qualify a dollar.
 _CURRENCY_SIGN = ("[\\u0024\\u00a2-\\u00a5\\u058f\\u060b\\u07fe-\\u07ff\\u09f2-\\u09f3\\u09fb"
                   "\\u0af1\\u0bf9\\u0e3f\\u17db\\u20a0-\\u20cf\\ua838\\ufdfc\\ufe69\\uff04"
                   "\\uffe0-\\uffe1\\uffe5-\\uffe6\\U00011fdd-\\U00011fe0\\U0001e2ff"
                   "\\U0001ecb0]")
-_CURRENCY_PREFIX = r"(?:US|HK|NT|AU|NZ|MX|A|C|S|R)\$|Rs\.?"
+_CURRENCY_PREFIX = r"(?:US|HK|NT|AU|NZ|MX|A|C|S|R)\$|(?:JP|CN)[¥￥]|Rs\.?|Rp\.?"
 _CURRENCY_CODES = ("USD|RMB|CNY|EUR|GBP|JPY|HKD|TWD|NTD|CHF|INR|KRW|RUB|ILS|THB|AUD|CAD|SGD|NZD|"
                    "SEK|NOK|DKK|PLN|CZK|HUF|BRL|MXN|ZAR|TRY|AED|SAR|MYR|IDR|PHP|VND")
 # Currency words written after an amount ("25 000 Kč", "1 299,99 zł", "500 руб."); no letter
@@ -133,8 +139,10 @@ _MAGNITUDE = r"(?:bn|mn|[KkMmBb])?"
 # starting at every group of a long run would also rescan the run each time (quadratic).
 _AMOUNT_START = (_A + r"(?<![百千万亿백천만억])(?<![백천만억]\s)"
                  r"(?!(?<=\d[,，.'’ \u00a0\u202f\u2009])\d{3}(?!\d))(?!(?<=\d,)\d{2},\d)")
+# A minus right before the sign is part of the amount ("-€5.00" is a refund, not a charge).
 _SIGNED_MONEY = [
-    r"(?:" + _CURRENCY_PREFIX + "|" + _CURRENCY_SIGN + r")\s?(?:" + _AMOUNT + r")" + _SIGN_TAIL,
+    r"[-\u2212]?(?:" + _CURRENCY_PREFIX + "|" + _CURRENCY_SIGN + r")\s?(?:" + _AMOUNT + r")"
+    + _SIGN_TAIL,
     r"(?:" + _CURRENCY_CODES + r")\s?(?:" + _AMOUNT + r")" + _SIGN_TAIL,
 ]
 # The currency after the amount, each with what a text must hold for the rule to be worth
@@ -172,13 +180,19 @@ _PHONES = [
 # "+7 (495) 123-45-67"); ``_is_international_phone`` checks the length E.164 allows.
 _INTERNATIONAL_PHONE = (r"\+\d{1,3}[ -]?(?:\(\d{1,4}\)[ -]?)?\d{1,14}(?:[ -]\d{2,8}){0,5}")
 # A national number with a trunk 0 in groups ("020 7946 0958", "07700 900123",
-# "01 23 45 67 89"): the pattern takes any grouping, ``_is_national_phone`` the length.
-_NATIONAL_PHONE = r"0\d{1,5}(?:[ -]\d{2,6}){1,4}"
+# "01 23 45 67 89", "030 12345678"): the pattern takes any grouping, ``_is_national_phone`` the
+# length.
+# A German-style number writes the subscriber in one group after the area code ("030 12345678").
+_NATIONAL_PHONE = r"0\d{1,5}(?:(?:[ -]\d{2,6}){1,4}|[ -]\d{7,8})"
 
 # A UK postcode: outward code (area, district, sub-district) and inward code, with the letters
 # the Royal Mail allows in each place; without a space it is already an id-like code.
 _UK_POSTCODE = (r"[A-PR-UWYZ](?:\d[A-HJKPSTUW]|[A-HK-Y]\d[ABEHMNPRVWXY]|[A-HK-Y]?\d{1,2})"
                 r" ?\d[ABD-HJLNP-UW-Z]{2}")
+
+# An IBAN, written in groups of four as banks print it ("DE89 3704 0044 0532 0130 00"): one
+# code, not a run of small numbers; ``_is_iban`` checks its length and check digits.
+_IBAN = _A + r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?" + _Z
 
 # A version: "v" and two or more parts, or three or more parts bare (two bare parts are a
 # decimal), then perhaps a pre-release and build metadata as semantic versioning writes them.
@@ -311,6 +325,15 @@ def _is_keyed_id(token: str) -> bool:
     return any(ch.isdigit() for ch in token) or (token.isupper() and len(token) >= 4)
 
 
+def _is_iban(token: str) -> bool:
+    """15 to 34 characters whose ISO 13616 check (mod 97) holds: groups rarely pass by chance."""
+    compact = token.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    rearranged = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
+
+
 def _has_three_digits(token: str) -> bool:
     return sum(ch.isdigit() for ch in token) >= 3
 
@@ -387,6 +410,8 @@ def _rules() -> tuple[_Rule, ...]:
         *many("date", [_A + p + _Z for p in _KO_DATES], _HANGUL),
         *many("version", [_VERSION]),
         _Rule(kind="id", pattern=re.compile(_KEYED_ID), group=1, accept=_is_keyed_id),
+        _Rule(kind="code", pattern=re.compile(_IBAN), accept=_is_iban,
+              gate=re.compile(r"[A-Z]{2}\d{2}")),
         _Rule(kind="code", pattern=re.compile(_CODE), accept=_is_code, gate=_DIGIT),
         _Rule(kind="number", pattern=re.compile(_HYPHENATED), accept=_is_hyphenated_number,
               gate=_DIGIT),
@@ -640,7 +665,7 @@ def _best_spans(candidates: list[tuple[int, int, int]]) -> list[tuple[int, int]]
 def _trim(kind: str, text: str, start: int, end: int) -> tuple[int, int]:
     """Cut what a pattern had to swallow but is not part of the fact."""
     if kind == "url":
-        while end > start and text[end - 1] in _URL_TAIL:
+        while end > start and text[end - 1] in _URL_TAIL and not _closes_in(text, start, end):
             end -= 1
     elif kind == "address" and is_cjk_char(text[start], HAN):
         start = _address_start(text, start, end)
@@ -649,6 +674,22 @@ def _trim(kind: str, text: str, start: int, end: int) -> tuple[int, int]:
         # sentence as often as it abbreviates, and a fact without it is found in either text.
         end -= 1
     return start, end
+
+
+_OPENER = {")": "(", "]": "[", "}": "{"}
+
+
+def _closes_in(text: str, start: int, end: int) -> bool:
+    """Whether the bracket ending ``text[start:end]`` closes one opened inside it.
+
+    Such a bracket is the URL's own (``…/wiki/Mercury_(planet)``); an unmatched one closes the
+    prose around the URL ("(see https://ex.com/a)").
+    """
+    opener = _OPENER.get(text[end - 1])
+    if opener is None:
+        return False
+    span = text[start:end]
+    return span.count(opener) >= span.count(text[end - 1])
 
 
 def _address_start(text: str, start: int, end: int) -> int:
