@@ -11,6 +11,9 @@ form, tools then messages, the order providers cache in):
 
 * hit share: tokens of the longest run of leading messages identical to the previous call's
   ÷ input tokens — for the whole request and for the part after the system prompt and tools;
+* reused after system: tokens after the system prompt of messages the previous call sent too,
+  wherever they sat ÷ those input tokens — the most any order of the same messages could cache,
+  so what a method loses to new content and what it loses to order are told apart;
 * effective input cost at Anthropic prices (cache reads 0.1×, writes 1.25×, from 1,024 tokens)
   and OpenAI prices (cached input 0.1×, from 1,024 tokens in 128-token steps), summed over the
   conversation and shown as a ratio to LangChain ``trim_messages`` at the same budget;
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +68,9 @@ class Tally:
     prefix_tokens: int = 0
     after_system_input: int = 0
     after_system_prefix: int = 0
+    after_system_reused: int = 0
+    """Tokens after system of messages the previous call also sent, wherever they sat: no
+    order of the same messages could cache more, so it bounds the hit share of this content."""
     cost: dict[str, float] = field(default_factory=lambda: {m.name: 0.0 for m in PRICE_MODELS})
     pairs_ok: int = 0
     quality: list[tuple[float, int]] = field(default_factory=list)
@@ -78,16 +85,19 @@ class Tally:
         total = sum(sizes)
         system = sum(s for m, s in zip(current, sizes, strict=True) if m["role"] == "system")
         prefix = 0
+        reused = 0
         if previous is not None:
             for old, new, size in zip(previous, current, sizes, strict=False):
                 if _canonical(old) != _canonical(new):
                     break
                 prefix += size
+            reused = _reused(previous, current, sizes)
         self.calls += 1
         self.input_tokens += total
         self.prefix_tokens += prefix
         self.after_system_input += total - system
         self.after_system_prefix += max(prefix - system, 0)
+        self.after_system_reused += reused
         for model in PRICE_MODELS:
             self.cost[model.name] += model.relative_cost(prefix, total) * total
         self.pairs_ok += int(_pairs_intact(current))
@@ -101,6 +111,7 @@ class Tally:
         return {
             "hit": self.prefix_tokens / max(self.input_tokens, 1),
             "hit_after_system": self.after_system_prefix / max(self.after_system_input, 1),
+            "reused_after_system": self.after_system_reused / max(self.after_system_input, 1),
             **{f"cost_{name}": cost for name, cost in self.cost.items()},
             "pairs": self.pairs_ok / max(self.calls, 1),
             "quality": (sum(found for found, _ in self.quality)
@@ -112,6 +123,18 @@ class Tally:
 
 def _canonical(message: Msg) -> str:
     return json.dumps(message, sort_keys=True, ensure_ascii=False)
+
+
+def _reused(previous: Sequence[Msg], current: Sequence[Msg], sizes: Sequence[int]) -> int:
+    """Tokens of ``current``'s non-system messages that ``previous`` sent too (as a multiset)."""
+    sent = Counter(_canonical(m) for m in previous if m["role"] != "system")
+    reused = 0
+    for message, size in zip(current, sizes, strict=True):
+        key = _canonical(message)
+        if message["role"] != "system" and sent[key] > 0:
+            sent[key] -= 1
+            reused += size
+    return reused
 
 
 def _pairs_intact(messages: Sequence[Msg]) -> bool:
@@ -498,8 +521,9 @@ def print_table(title: str, results: dict[int, dict[str, Tally]], quality: str,
     """One row per budget and method; costs as a ratio to ``trim_messages`` at that budget."""
     print(f"\n## {title}\n")
     print(f"| budget | method | calls | hit share | hit share after system | "
-          f"cost vs trim (Anthropic) | cost vs trim (OpenAI) | tool pairs | {quality} |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"reused after system | cost vs trim (Anthropic) | cost vs trim (OpenAI) | "
+          f"tool pairs | {quality} |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for budget, tallies in results.items():
         trim = (reference or results)[budget].get(TrimMessages.name)
         for name, tally in tallies.items():
@@ -507,7 +531,8 @@ def print_table(title: str, results: dict[int, dict[str, Tally]], quality: str,
             ratio = {m.name: row[f"cost_{m.name}"] / trim.row()[f"cost_{m.name}"]
                      if trim else float("nan") for m in PRICE_MODELS}
             print(f"| {budget} | {name} | {row['calls']} | {row['hit']:.3f} | "
-                  f"{row['hit_after_system']:.3f} | {ratio['anthropic']:.2f} | "
+                  f"{row['hit_after_system']:.3f} | {row['reused_after_system']:.3f} | "
+                  f"{ratio['anthropic']:.2f} | "
                   f"{ratio['openai']:.2f} | {row['pairs']:.3f} | {row['quality']:.3f} |")
 
 
