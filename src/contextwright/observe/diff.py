@@ -14,6 +14,7 @@ them — tool schemas first, then the messages — so from there on a prompt cac
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -209,15 +210,38 @@ def comparison_hasher(a: Snapshot, b: Snapshot,
     return recorded_hasher(redacted[0], fence_secret)
 
 
-def _fates(snapshot: Snapshot, hasher: Hasher, *, as_redacted: bool) -> dict[str, _Fate]:
+_RUN_RANGE = re.compile(r"\((?:[\w-]+)\.m(\d+)–m(\d+)\)")
+"""The positions a run of unread messages covers, as its reason names them (``core.reporting``)."""
+_ITEM_POSITION = re.compile(r"(.+)\.m(\d+)")
+"""A message list's item key: its source and position (``history.m12``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Build:
+    """One side of a diff: the fate of each key, and the item each rendered message shows."""
+
+    fates: dict[str, _Fate]
+    items: dict[str, str]
+    """Item key (``history.m4``, as its decisions name it) -> the key of its rendered message,
+    for the messages a record names the item of."""
+    runs: list[tuple[str, int, int, _Fate]]
+    """Runs of unread messages: source, first and last position, fate."""
+
+
+def _fates(snapshot: Snapshot, hasher: Hasher, *, as_redacted: bool) -> _Build:
     fates: dict[str, _Fate] = {}
     runs: dict[str, int] = {}
+    ranges: list[tuple[str, int, int, _Fate]] = []
     for d in snapshot.decisions:
         key = str(d["key"])
+        fate = f"{d['action']}: {d['reason']}"
         if key.endswith(".*"):  # runs the build never read: one entry per run, in order
             runs[key] = runs.get(key, 0) + 1
             key = f"{key}#{runs[key]}"
-        fate = f"{d['action']}: {d['reason']}"
+            covered = _RUN_RANGE.search(str(d["reason"]))
+            if covered is not None:
+                ranges.append((str(d["source"]), int(covered.group(1)), int(covered.group(2)),
+                               _Fate(str(d["source"]), fate, 0)))
         known = fates.get(key)
         if known is None or _rank(str(d["action"])) < _rank(known.fate.split(":")[0]):
             fates[key] = _Fate(str(d["source"]), fate, int(d.get("tokens_after", 0)))
@@ -228,6 +252,7 @@ def _fates(snapshot: Snapshot, hasher: Hasher, *, as_redacted: bool) -> dict[str
             "tools", f"kept: offered as a tool schema ({str(tool['sha256'])[:8]})",
             int(tool["tokens"])))
     seen: dict[str, int] = {}
+    items: dict[str, str] = {}
     for message in snapshot.messages:
         # A message that repeats an earlier one ("ok", the same tool result) is an item of its
         # own: the n-th of a key is ``<key>#n``, so one more or one less of them shows.
@@ -235,11 +260,55 @@ def _fates(snapshot: Snapshot, hasher: Hasher, *, as_redacted: bool) -> dict[str
         seen[key] = seen.get(key, 0) + 1
         if seen[key] > 1:
             key = f"{key}#{seen[key]}"
-        fates.setdefault(key, _Fate(
-            str(message.get("section", "?")),
-            f"kept: in {message.get('section')} as {message.get('role')}",
-            int(message.get("tokens", 0))))
+        kept = _Fate(str(message.get("section", "?")),
+                     f"kept: in {message.get('section')} as {message.get('role')}",
+                     int(message.get("tokens", 0)))
+        item = message.get("item")
+        cut = fates.pop(str(item), None) if item else None
+        if item:
+            items[str(item)] = key
+        # An item cut to fit (truncated, compacted) is one row: its decision's fate, under the
+        # key of the message it became.
+        fates.setdefault(key, _Fate(kept.source, cut.fate, kept.tokens) if cut else kept)
+    return _Build(fates, items, ranges)
+
+
+def _joined(own: _Build, other: _Build) -> dict[str, _Fate]:
+    """``own``'s fates, with what it left out named by the key the other build shows it under.
+
+    An item one build dropped and the other kept is one item: the dropped one's decision is
+    known by the item's key (``history.m4``), the kept one by its rendered message. A message
+    the other build shows from a run this build never read gets that run's fate. An item both
+    builds rendered, each its own way (cut in one, whole in the other), is one item too, when
+    neither rendering appears in the other build.
+    """
+    fates = dict(own.fates)
+    for item, key in other.items.items():
+        if key in fates:
+            continue
+        if item in own.items and own.items[item] not in other.fates:
+            fates[key] = fates.pop(own.items[item])
+        elif item in fates and item not in other.fates:
+            fates[key] = fates.pop(item)
+        elif item not in own.items:
+            covering = _covering_run(own, item)
+            if covering is not None:
+                fates[key] = covering
+    for key in other.fates:
+        if key not in fates and key not in own.items:
+            covering = _covering_run(own, key)
+            if covering is not None:  # an item the other build read and dropped
+                fates[key] = covering
     return fates
+
+
+def _covering_run(build: _Build, item: str) -> _Fate | None:
+    position = _ITEM_POSITION.fullmatch(item)
+    if position is None:
+        return None
+    source, index = position.group(1), int(position.group(2))
+    return next((fate for name, first, last, fate in build.runs
+                 if name == source and first <= index <= last), None)
 
 
 def _rank(action: str) -> int:
@@ -253,8 +322,9 @@ def _in_context(fate: _Fate | None) -> bool:
 
 def _item_changes(a: Snapshot, b: Snapshot, hasher: Hasher) -> list[ItemChange]:
     # Only a raw snapshot facing a redacted one writes its ids as hashes, to match the other's.
-    before = _fates(a, hasher, as_redacted=b.redacted and not a.redacted)
-    after = _fates(b, hasher, as_redacted=a.redacted and not b.redacted)
+    build_a = _fates(a, hasher, as_redacted=b.redacted and not a.redacted)
+    build_b = _fates(b, hasher, as_redacted=a.redacted and not b.redacted)
+    before, after = _joined(build_a, build_b), _joined(build_b, build_a)
     changes = []
     for key in [*before, *(k for k in after if k not in before)]:
         old, new = before.get(key), after.get(key)

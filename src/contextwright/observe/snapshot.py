@@ -100,8 +100,9 @@ class Snapshot:
     """Every decision of the report, in order."""
     messages: tuple[Mapping[str, Any], ...]
     """The rendered messages: role, section, label, tokens (of the content, tool calls and
-    images; not the framing every message has), content (or its hash), and ``recalled`` for an
-    older turn brought back by recall."""
+    images; not the framing every message has), content (or its hash), ``recalled`` for an
+    older turn brought back by recall, and ``item``: the key of the item it renders, as the
+    decisions name it (``history.m4``), when the build names it."""
     request: Mapping[str, Any]
     """The request as ``Request.from_dict`` reads it, or (redacted) its hashes and counts."""
     tools: tuple[Mapping[str, Any], ...] | None = None
@@ -594,16 +595,28 @@ def _decision(decision: Decision, hasher: Hasher | None) -> dict[str, Any]:
 def _messages(ctx: FinalContext, hasher: Hasher | None) -> tuple[dict[str, Any], ...]:
     labels = ctx.labels or (None,) * len(ctx.messages)
     documents = ctx.documents or (False,) * len(ctx.messages)
+    items = _item_keys(ctx) or (None,) * len(ctx.messages)
     tokenizer = ctx.tokenizer.name
     return tuple(
-        _message(message, section, label, document, ctx, hasher, tokenizer)
-        for message, section, label, document in zip(
-            ctx.messages, ctx.sections, labels, documents, strict=True))
+        _message(message, section, label, document, item, ctx, hasher, tokenizer)
+        for message, section, label, document, item in zip(
+            ctx.messages, ctx.sections, labels, documents, items, strict=True))
+
+
+def _item_keys(ctx: FinalContext) -> tuple[str | None, ...]:
+    """The key of the item each message renders (``history.m4``), when the build names them.
+
+    A diff joins by it what one build dropped (its decision names the item) with what the
+    other kept (a rendered message). A ``FinalContext`` without ``keys`` names none.
+    """
+    keys = getattr(ctx, "keys", ())
+    return tuple(keys) if len(keys) == len(ctx.messages) else ()
 
 
 _MESSAGE_CACHE_SIZE = 50_000
-_RENDERED: BoundedCache[tuple[int, str, str | None, bool, str | None, str, str | None],
-                        tuple[Message, dict[str, Any]]] = BoundedCache(
+_RENDERED: BoundedCache[
+    tuple[int, str, str | None, bool, str | None, str | None, str, str | None],
+    tuple[Message, dict[str, Any]]] = BoundedCache(
     "observe.snapshot.rendered", max_entries=_MESSAGE_CACHE_SIZE, share=0.04,
     size=lambda _, entry: text_bytes(entry[0].content) + 800)
 """Recorded form of messages seen before, by object: the builder hands the same ``Message``
@@ -614,16 +627,19 @@ cannot be reused."""
 
 
 def _message(message: Message, section: str, label: str | None, document: bool,
-             ctx: FinalContext, hasher: Hasher | None, tokenizer: str) -> dict[str, Any]:
+             item: str | None, ctx: FinalContext, hasher: Hasher | None,
+             tokenizer: str) -> dict[str, Any]:
     hashed_with = hasher.key_id if hasher is not None else None
     # A message's tokens count its images by the build's image rule: builders for different
     # models may record the same message object.
     image_rule = ctx.image_rule.name if message.images else None
-    key = (id(message), section, label, document, hashed_with, tokenizer, image_rule)
+    key = (id(message), section, label, document, item, hashed_with, tokenizer, image_rule)
     known = _RENDERED.get(key) or _RENDERED.revive(key)
     if known is not None and known[0] is message:
         return known[1]
     data = _message_data(message, section, label, document, ctx, hasher)
+    if item is not None:  # the library's key, as the decisions name it (kept readable)
+        data["item"] = item
     _RENDERED.put(key, (message, data))
     return data
 

@@ -106,7 +106,8 @@ _ROW_KEYS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     "messages": (
         {},
         {"role": _is_str, "section": _is_str, "tokens": _is_int, "content": _is_text,
-         "id": _is_str, "name": _is_str, "label": _is_str, "recalled": _is_bool,
+         "id": _is_str, "name": _is_str, "label": _is_str, "item": _is_str,
+         "recalled": _is_bool,
          "tool_calls": _list_of(_is_mapping), "thinking": _list_of(_is_mapping),
          "images": _list_of(_is_image)}),
     "tools": ({"name": _is_str, "tokens": _is_int, "sha256": _is_str}, {}),
