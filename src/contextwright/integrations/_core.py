@@ -17,8 +17,9 @@ from typing import Any, TypeAlias, cast
 from contextwright.builder import ContextBuilder
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
-from contextwright.core.items import parse_message
+from contextwright.core.items import Message, parse_message
 from contextwright.core.plan import BuildPlan
+from contextwright.core.providers import image_segments, openai_image
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
 from contextwright.errors import (
@@ -171,6 +172,30 @@ def with_warning(context: FinalContext, warning: str) -> FinalContext:
     """``context`` whose report also warns ``warning`` (for what an integration left out)."""
     report = dataclasses.replace(context.report, warnings=(*context.report.warnings, warning))
     return dataclasses.replace(context, report=report)
+
+
+def chats_with_tool_images(context: FinalContext,
+                           image_part: Callable[[ImagePart], Chat] = openai_image) -> list[Chat]:
+    """The build as chat dicts, each tool result's images as parts inside its fence.
+
+    Chat Completions tool messages take text only, so ``to_messages("openai")`` shows their
+    images as placeholders; a framework whose model sends a tool's images the way its provider
+    takes them (the Responses API's ``function_call_output``, Anthropic's ``tool_result``) is
+    given them back as ``image_part`` parts, in the order and place the build put them.
+    """
+    # One dict per message of the build, in order, with the open loop's reasoning.
+    chats = context.to_messages("openai", reasoning=True)
+    for chat, message in zip(chats, context.messages, strict=True):
+        if message.role == "tool" and message.images:
+            chat["content"] = tool_image_parts(message, image_part)
+    return chats
+
+
+def tool_image_parts(message: Message, image_part: Callable[[ImagePart], Chat]) -> list[Chat]:
+    """A built tool message's text and images as content parts, the images inside its fence."""
+    return [image_part(segment) if isinstance(segment, ImagePart)
+            else {"type": "text", "text": segment}
+            for segment in image_segments(message, lambda image: True)]
 
 
 def kept_tool_names(context: FinalContext) -> frozenset[str]:

@@ -28,13 +28,14 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     OmitFromInput,
 )
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
 
 from contextwright.builder import ContextBuilder
 from contextwright.convert import chat_messages, is_hosted_tool_part, to_langchain
 from contextwright.core.final import FinalContext
+from contextwright.core.images import ImagePart
 from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
 from contextwright.integrations._core import (
@@ -45,6 +46,7 @@ from contextwright.integrations._core import (
     report_from_dict,
     snapshot,
     system_and_rest,
+    tool_image_parts,
     with_warning,
 )
 
@@ -133,6 +135,7 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
                 f"left out {sum(hosted.values())} block(s) of the provider's own tools "
                 f"({', '.join(sorted(hosted))}): the provider ran them, and the model's answer "
                 "after them says what they found; the agent's state keeps them"))
+        context, tool_contents = _tool_images(context, request)
         # With their reasoning: the loop's thinking goes back to a ChatAnthropic model.
         system_text, rest = system_and_rest(context.to_messages("openai", reasoning=True))
         system_message, dropped = _system_message(given, system_text)
@@ -141,7 +144,8 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         kept = kept_tool_names(context)
         tools = [tool for tool, schema in zip(request.tools, schemas, strict=True)
                  if schema is None or schema["function"]["name"] in kept]
-        shaped = request.override(messages=to_langchain(rest), system_message=system_message,
+        shaped = request.override(messages=_with_contents(to_langchain(rest), tool_contents),
+                                  system_message=system_message,
                                   tools=tools)
         return shaped, context
 
@@ -160,6 +164,64 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         """``wrap_model_call`` for an async agent (the build runs on a worker thread)."""
         shaped, context = await asyncio.to_thread(self.shape, request)
         return _with_report(await handler(shaped), context.report)
+
+
+def _tool_images(context: FinalContext, request: ModelRequest[Any]
+                 ) -> tuple[FinalContext, dict[str, list[dict[str, Any]]]]:
+    """The content of each tool result that carries images, by call id, and what is warned.
+
+    A tool result's images stay images, inside its fence, where the model's API takes them in
+    a tool's result (the Responses API, Anthropic); a model that sends Chat Completions, whose
+    tool messages carry text only, gets the build's placeholders, and the report's warnings
+    say how many.
+    """
+    with_images = [message for message in context.messages
+                   if message.role == "tool" and message.images and message.tool_call_id]
+    if not with_images:
+        return context, {}
+    if _takes_tool_images(request):
+        return context, {str(message.tool_call_id): tool_image_parts(message, _image_url)
+                         for message in with_images}
+    shown = sum(len(message.images) for message in with_images)
+    return with_warning(context, (
+        f"{shown} image(s) of tool results shown as placeholders: the model sends Chat "
+        "Completions, whose tool messages carry text only (the Responses API and Anthropic "
+        "take them); the agent's state keeps them")), {}
+
+
+def _with_contents(messages: list[Any], contents: Mapping[str, list[dict[str, Any]]]
+                   ) -> list[Any]:
+    """``messages`` with the tool results named in ``contents`` given that content."""
+    if not contents:
+        return messages
+    return [message.model_copy(update={"content": contents[message.tool_call_id]})
+            if isinstance(message, ToolMessage) and message.tool_call_id in contents
+            else message for message in messages]
+
+
+def _takes_tool_images(request: ModelRequest[Any]) -> bool:
+    """Whether the request's model sends a tool result's images as images.
+
+    An OpenAI chat model (``ChatOpenAI`` and the models built on it) says itself whether it
+    sends this request to the Responses API, whose ``function_call_output`` takes images, or to
+    Chat Completions, which does not. Any other model gets them as LangChain gives a tool's
+    images, and renders them its own way (ChatAnthropic in its ``tool_result``).
+    """
+    model = getattr(request.model, "bound", request.model)  # a model with bound settings
+    uses_responses = getattr(model, "_use_responses_api", None)
+    if not callable(uses_responses):
+        return True
+    payload = {**(request.model_settings or {}),
+               "tools": [tool for tool in request.tools if isinstance(tool, Mapping)]}
+    try:
+        return bool(uses_responses(payload))
+    except (AttributeError, TypeError, ValueError):  # a model that is not quite ChatOpenAI
+        return False
+
+
+def _image_url(image: ImagePart) -> dict[str, Any]:
+    """An ``image_url`` part with its ``detail`` always given, as the Responses API wants it."""
+    return {"type": "image_url", "image_url": {"url": image.source, "detail": image.detail}}
 
 
 def _system_message(given: SystemMessage | None, built: str | None

@@ -63,13 +63,13 @@ from contextwright.core.accounting import MESSAGE_OVERHEAD
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart, image_from_part
 from contextwright.core.items import parse_message
-from contextwright.core.providers import image_segments, openai_image
 from contextwright.core.report import BuildReport
 from contextwright.errors import BudgetError, InvalidInputError
 from contextwright.integrations._core import (
     ContextShaper,
     ConversionMemo,
     PlanChoice,
+    chats_with_tool_images,
     kept_tool_names,
     report_from_dict,
     snapshot,
@@ -136,7 +136,7 @@ class ContextwrightHistory(AbstractCapability[Any]):
         parameters = request_context.model_request_parameters
         schemas = [_tool_schema(tool) for tool in parameters.function_tools]
         context = await asyncio.to_thread(self.build, given, instructions, schemas)
-        built = to_pydantic_ai(_chats_with_tool_images(context))
+        built = to_pydantic_ai(chats_with_tool_images(context))
         if isinstance(given[-1], ModelRequest) and isinstance(built[-1], ModelRequest):
             built[-1] = dataclasses.replace(built[-1], instructions=given[-1].instructions)
         kept = kept_tool_names(context)
@@ -158,23 +158,6 @@ def _refuse_instructions(shaper: ContextShaper, chats: list[Chat], instructions:
     context = shaper.build(chats, system=instructions, tools=tools)
     raise BudgetError(f"the instructions alone take {spent} tokens of the "
                       f"{shaper.budget}-token budget", context.report)
-
-
-def _chats_with_tool_images(context: FinalContext) -> list[Chat]:
-    """The build as chat dicts, each tool result's images as parts inside its fence.
-
-    Chat Completions tool messages take text only, so ``to_messages("openai")`` shows their
-    images as placeholders; a Pydantic AI tool return carries files, and its model sends them
-    the way its provider takes them.
-    """
-    # One dict per message of the build, in order, with the open loop's reasoning.
-    chats = context.to_messages("openai", reasoning=True)
-    for chat, message in zip(chats, context.messages, strict=True):
-        if message.role == "tool" and message.images:
-            chat["content"] = [openai_image(segment) if isinstance(segment, ImagePart)
-                               else {"type": "text", "text": segment}
-                               for segment in image_segments(message, lambda image: True)]
-    return chats
 
 
 def _tool_schema(tool: ToolDefinition) -> dict[str, Any]:
