@@ -54,23 +54,39 @@ class Turn:
     """The last user message's images."""
 
 
+FEEDBACK = "contextwright_feedback"
+"""Marks a user-role chat dict the framework wrote, not the user: a retry's feedback.
+
+A framework that rejects an answer (an output validator's ``ModelRetry``) asks again in the
+user's role; the question being answered is still the user's last own message, so the build
+keeps choosing and recalling history for that, and the feedback is part of this turn.
+"""
+
+
 def split_turn(messages: Sequence[Mapping[str, Any]], system: str | None = None) -> Turn:
     """Split OpenAI chat dicts at the last user message; system messages join ``system``.
 
-    A conversation without a user message cannot be built (the build needs this turn's
-    input), so it is an ``InvalidInputError``.
+    A user message marked ``FEEDBACK`` does not start a turn: it follows the user's own
+    message in ``turn`` (only a conversation with no message of the user's own is split at
+    its last feedback). A conversation without a user message cannot be built (the build
+    needs this turn's input), so it is an ``InvalidInputError``.
     """
     systems = [system] if system else []
     rest: list[Mapping[str, Any]] = []
-    last = -1
+    last = last_feedback = -1
     for message in messages:  # one pass: an agent's conversation may be 100,000 messages
         role = message.get("role")
         if role == "system":
             systems.append(str(message.get("content") or ""))
             continue
         if role == "user":
-            last = len(rest)
+            if message.get(FEEDBACK):
+                last_feedback = len(rest)
+            else:
+                last = len(rest)
         rest.append(message)  # the same object: the builder remembers its parse by object
+    if last < 0:
+        last = last_feedback
     if last < 0:
         raise InvalidInputError("messages: the conversation has no user message to answer")
     user = parse_message(rest[last], "messages[last user]")
@@ -85,7 +101,7 @@ def resolve_plan(choice: PlanChoice, request: Request) -> BuildPlan:
     anything else is a ``PlanError`` naming what it returned.
     """
     if choice is None:
-        return select_plan(request)
+        return select_plan(_as_asked(request))
     if isinstance(choice, BuildPlan):
         return choice
     if isinstance(choice, str):
@@ -97,6 +113,21 @@ def resolve_plan(choice: PlanChoice, request: Request) -> BuildPlan:
         return BuildPlan.named(chosen)
     raise PlanError(f"the plan function returned a {type(chosen).__name__}, not a BuildPlan "
                     "or a shipped plan's name")
+
+
+def _as_asked(request: Request) -> Request:
+    """``request`` as the plan is chosen for it: a retry's turn is no tool loop.
+
+    A turn of the model's rejected answer and the framework's feedback has no tool activity:
+    the retry is chosen the plan its first attempt had (``select_plan`` takes any turn for a
+    tool loop), so it sees the history that attempt saw.
+    """
+    turn = request.turn
+    if not turn or not any(message.get(FEEDBACK) for message in turn):
+        return request
+    if any(message.get("role") == "tool" or message.get("tool_calls") for message in turn):
+        return request
+    return dataclasses.replace(request, turn=())
 
 
 def checked_plan(choice: object) -> PlanChoice:

@@ -66,6 +66,7 @@ from contextwright.core.items import parse_message
 from contextwright.core.report import BuildReport
 from contextwright.errors import BudgetError, InvalidInputError
 from contextwright.integrations._core import (
+    FEEDBACK,
     ContextShaper,
     ConversionMemo,
     PlanChoice,
@@ -97,7 +98,7 @@ class ContextwrightHistory(AbstractCapability[Any]):
                  budget: int | None = None) -> None:
         self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
                                     budget=budget)
-        self._chats = ConversionMemo(from_pydantic_ai, _fingerprint)
+        self._chats = ConversionMemo(_marked_chats, _fingerprint)
 
     def build(self, messages: Sequence[ModelMessage], instructions: str | None = None,
               tools: Sequence[Mapping[str, Any]] = ()) -> FinalContext:
@@ -227,6 +228,16 @@ def from_pydantic_ai(messages: Sequence[ModelMessage]) -> list[Chat]:
     build sends back while its tool loop is open; other thinking is the model's own and left
     out.
     """
+    return [{key: value for key, value in chat.items() if key != FEEDBACK}
+            if FEEDBACK in chat else chat for chat in _marked_chats(messages)]
+
+
+def _marked_chats(messages: Sequence[ModelMessage]) -> list[Chat]:
+    """``from_pydantic_ai``, a retry's feedback marked ``FEEDBACK`` for the build.
+
+    The mark keeps the user's question the build's input (see ``split_turn``); the dicts
+    ``from_pydantic_ai`` gives callers go without it, as chat dicts an API takes.
+    """
     chats: list[Chat] = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
@@ -293,12 +304,12 @@ def _request_part(part: ModelRequestPart, where: str) -> Chat:
                 "content": _tool_return_content(part, where)}
     if isinstance(part, RetryPromptPart):
         if part.tool_name is None:  # a retry of the final answer: the user's side says why
-            return {"role": "user", "content": part.model_response()}
+            return {"role": "user", "content": part.model_response(), FEEDBACK: True}
         return {"role": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
                 "content": f"(tool error) {part.model_response()}"}
     if _RETRY_FEEDBACK is not None and isinstance(part, _RETRY_FEEDBACK):
         # A retry of the final answer, as RetryPromptPart's: the user's side says why.
-        return {"role": "user", "content": _retry_feedback(part)}
+        return {"role": "user", "content": _retry_feedback(part), FEEDBACK: True}
     raise InvalidInputError(f"{where} is a {type(part).__name__}, which contextwright cannot "
                             "carry")
 
