@@ -256,7 +256,8 @@ def inspect(ref: Annotated[str | None, typer.Argument(
                 help="With --request: shipped plan name or plan file.")] = None,
             tokenizer: Annotated[str | None, typer.Option(help="With --request.")] = None,
             compare: Annotated[str | None, typer.Option(
-                help="A second snapshot: show the diff too.")] = None,
+                help="A second snapshot to compare with (an earlier one, latest~1): show the "
+                "diff from it to this build too.")] = None,
             html: Annotated[Path | None, typer.Option(
                 "--html", help="Write one self-contained HTML report here.")] = None,
             messages: Annotated[bool, typer.Option(help="Also print the messages.")] = False,
@@ -283,7 +284,7 @@ def inspect(ref: Annotated[str | None, typer.Argument(
     print_snapshot(snapshot, _console(), messages=messages)
     if other is not None:
         with library_errors():
-            compared = diff_snapshots(snapshot, other)
+            compared = diff_snapshots(other, snapshot)  # from the compared build to this one
         print_diff(compared, _console())
 
 
@@ -328,7 +329,8 @@ def replay(ref: Annotated[str, typer.Argument(help="Snapshot id, latest, latest~
            plan: Annotated[str, typer.Option(help="Shipped plan name or plan file.")],
            sink: SinkOption = DEFAULT_SINK, as_json: JsonOption = False,
            html: Annotated[Path | None, typer.Option(
-               "--html", help="Also write the HTML report of both builds here.")] = None,
+               "--html", help="Also write the HTML report of the replayed build, with the diff "
+               "from the original, here.")] = None,
            window: Annotated[int | None, typer.Option(
                min=1, help="Model window to replay with (default: the snapshot's).")] = None,
            reserved_output: Annotated[int | None, typer.Option(
@@ -355,7 +357,7 @@ def replay(ref: Annotated[str, typer.Argument(help="Snapshot id, latest, latest~
         from contextwright.observe.html import render_html
 
         with library_errors():
-            page = render_html(result.original, result.replayed)
+            page = render_html(result.replayed, result.original)
         _write_page(html, page)
     if as_json:
         _print_json({"replayed": result.replayed.to_dict(), "diff": result.diff.to_dict(),
@@ -369,4 +371,6 @@ def replay(ref: Annotated[str, typer.Argument(help="Snapshot id, latest, latest~
                    + ", ".join(result.missing_sources))
     for note in result.notes:
         typer.echo(f"note: {note}")
+    for warning in result.replayed.warnings:
+        typer.echo(printable(f"warning (replayed build): {warning}"))
     print_diff(result.diff, _console())

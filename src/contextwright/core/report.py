@@ -103,6 +103,18 @@ class BuildReport:
         lines.append(f"[ContextBuilder] total tokens before output {self.total_tokens}{estimate}")
         return "\n".join(lines)
 
+    @property
+    def framing_tokens(self) -> int:
+        """Tokens of the total that belong to no source's row: ``total_tokens`` less the rows.
+
+        What the build adds around the sources' items: the data note and the section labels
+        of the merged system message, a repeated question, the framing of merged and added
+        messages, and the reply primer. For a text target, the difference between the text
+        prompt and the sources' chat counts, which may be negative. Rows and this sum to the
+        total.
+        """
+        return self.total_tokens - sum(row.tokens for row in self.sources)
+
     def cuts(self) -> tuple[Decision, ...]:
         """Decisions that removed or changed content."""
         return tuple(d for d in self.decisions if d.action != "kept")

@@ -101,6 +101,10 @@ class SnapshotDiff:
     """Number of rendered messages in each."""
     tools_changed: bool = False
     """The offered tool schemas differ (one added, removed, reordered or reworded)."""
+    warnings_only_a: tuple[str, ...] = ()
+    """Warnings only A's build gave."""
+    warnings_only_b: tuple[str, ...] = ()
+    """Warnings only B's build gave (a replay that now leaves out this turn's calls...)."""
     hashes_comparable: bool = True
     """False when the two keep hashes that cannot match: made with different keys (another
     deployment's secret, or plain SHA-256 before keyed hashing), or one unredacted and one
@@ -406,4 +410,6 @@ def diff_snapshots(a: Snapshot, b: Snapshot, *,
         first_divergence=0 if tools_changed else first_divergence(
             a.messages, b.messages, hashed),
         messages=(len(a.messages), len(b.messages)), tools_changed=tools_changed,
+        warnings_only_a=tuple(w for w in a.warnings if w not in b.warnings),
+        warnings_only_b=tuple(w for w in b.warnings if w not in a.warnings),
         hashes_comparable=hasher is not None)

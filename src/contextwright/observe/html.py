@@ -15,7 +15,13 @@ import re
 from collections.abc import Mapping
 
 from contextwright.observe.diff import SnapshotDiff, diff_snapshots, divergence_text
-from contextwright.observe.snapshot import Snapshot, hashing_note, recorded_hasher, shown_hash
+from contextwright.observe.snapshot import (
+    FRAMING_NOTE,
+    Snapshot,
+    hashing_note,
+    recorded_hasher,
+    shown_hash,
+)
 
 _FENCE = re.compile(
     r"^(&lt;&lt;data [0-9a-f]{12}(?: [^\n]*?)?&gt;&gt;|&lt;&lt;end [0-9a-f]{12}&gt;&gt;)$",
@@ -52,7 +58,10 @@ def _e(value: object) -> str:
 
 def render_html(snapshot: Snapshot, compare: Snapshot | None = None, *,
                 title: str | None = None, fence_secret: str | bytes | None = None) -> str:
-    """The HTML page of ``snapshot``; with ``compare``, also the diff from it to ``compare``.
+    """The HTML page of ``snapshot``; with ``compare``, also the diff from ``compare`` to it.
+
+    ``compare`` is the build this one is compared with (an earlier call, the original of a
+    replay): the diff reads as what changed on the way to ``snapshot``.
 
     ``fence_secret`` (default ``CONTEXTWRIGHT_FENCE_SECRET``) is read only for a redacted
     snapshot hashed with a deployment's key, to match its hashed ids (``diff_snapshots``).
@@ -68,7 +77,7 @@ def render_html(snapshot: Snapshot, compare: Snapshot | None = None, *,
         f"<h2>Decisions ({len(snapshot.decisions)})</h2>", _decisions(snapshot),
     ]
     if compare is not None:
-        parts += [_diff(diff_snapshots(snapshot, compare, fence_secret=fence_secret))]
+        parts += [_diff(diff_snapshots(compare, snapshot, fence_secret=fence_secret))]
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -139,7 +148,20 @@ def _source_table(s: Snapshot) -> str:
             "share", "budget", "tokens", "items", "truncated", "compacted", "dropped"))
         + f'<td>{"yes" if not r.get("cuttable", True) else ""}</td>'
         f'<td>{_e(r.get("error") or "")}</td></tr>' for r in s.sources)
-    return f'<table id="sources">{head}{rows}</table>'
+    return f'<table id="sources">{head}{rows}{_framing_rows(s)}</table>'
+
+
+def _framing_rows(s: Snapshot) -> str:
+    """The rows that make the table add up: framing, then the total."""
+    framing = s.framing_tokens
+    if framing is None:
+        return ""
+    used = sum(int(r["tokens"]) for r in s.sources)
+    return (f'<tr class="framing-row"><td>framing</td><td></td><td></td>'
+            f'<td class="n">{framing}</td><td colspan="6">{_e(FRAMING_NOTE)}</td></tr>'
+            f'<tr class="total-row"><td>total</td><td></td><td></td>'
+            f'<td class="n">{s.total_tokens}</td><td colspan="6">sources {used} + framing '
+            f"{framing} = {s.total_tokens}</td></tr>")
 
 
 def recalled_ids(s: Snapshot) -> frozenset[str]:
@@ -210,12 +232,17 @@ def _diff(d: SnapshotDiff) -> str:
         f'<td>{_e(c.change)}</td><td>{_e(c.source)}</td><td>{_e(c.key)}</td>'
         f'<td>{_e(c.before or "—")}</td><td>{_e(c.after or "—")}</td>'
         f'<td class="n">{c.tokens_before}→{c.tokens_after}</td></tr>' for c in d.items)
+    warnings = "".join(
+        f'<li class="warning-only-{side.lower()}">only in {side}: {_e(w)}</li>'
+        for side, found in (("A", d.warnings_only_a), ("B", d.warnings_only_b)) for w in found)
     return (f'<section id="diff" data-a="{_e(d.a)}" data-b="{_e(d.b)}">'
-            f"<h2>Diff {_e(d.a)} → {_e(d.b)}</h2>"
+            f"<h2>Diff {_e(d.a)} → {_e(d.b)} (from the compared build to this one)</h2>"
             f'<p class="meta">plans {_e(d.plans[0])} → {_e(d.plans[1])}; tokens '
             f"{d.total_tokens[0]} → {d.total_tokens[1]}; {_e(where)}</p>"
             '<table id="diff-sources"><tr><th>source</th><th>tokens A</th><th>tokens B</th>'
             f"<th>delta</th><th>granted</th></tr>{sources}</table>"
             f'<h2>Items changed ({len(d.items)})</h2><table id="diff-items"><tr><th>change</th>'
             "<th>source</th><th>key</th><th>before</th><th>after</th><th>tokens</th></tr>"
-            f"{items}</table></section>")
+            f"{items}</table>"
+            + (f'<h2>Warnings that differ</h2><ul id="diff-warnings">{warnings}</ul>'
+               if warnings else "") + "</section>")

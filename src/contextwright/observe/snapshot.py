@@ -57,6 +57,9 @@ from contextwright.observe.snapshot_fields import check_snapshot_fields
 from contextwright.sources.conversation import RECALL_PREFIX
 
 Status = Literal["ok", "budget_error"]
+FRAMING_NOTE = ("what the build adds around the sources' items: data note, section labels, "
+                "repeated question, message framing, reply primer")
+"""What the framing row of the per-source table holds (``Snapshot.framing_tokens``)."""
 SCHEMA_VERSION = 2
 """Version of the snapshot layout written now: 2 keys the hashes of a redacted snapshot
 (``hashing``); version 1 records (plain SHA-256) are still read."""
@@ -140,6 +143,16 @@ class Snapshot:
     """The error message of a failed build."""
     labels: Mapping[str, Any] = field(default_factory=dict)
     """Caller-given labels (tenant, scenario...)."""
+
+    @property
+    def framing_tokens(self) -> int | None:
+        """Tokens of the total in no source's row (``BuildReport.framing_tokens``).
+
+        None for a failed build, whose total is what its never-cut parts need.
+        """
+        if self.status != "ok":
+            return None
+        return self.total_tokens - sum(int(row["tokens"]) for row in self.sources)
 
     @property
     def window_share(self) -> float:

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from contextwright.observe.diff import SnapshotDiff, divergence_text
 from contextwright.observe.query import SnapshotSummary
-from contextwright.observe.snapshot import Snapshot, hashing_note, shown_hash
+from contextwright.observe.snapshot import FRAMING_NOTE, Snapshot, hashing_note, shown_hash
 
 
 def _t(value: object) -> Text:
@@ -46,7 +46,15 @@ def print_snapshot(snapshot: Snapshot, console: Console, *, messages: bool = Fal
         bar = "█" * round(10 * used / budget) if budget else ""
         sources.add_row(_t(row["source"]), str(budget), str(used), _t(f"{bar:<10}"),
                         *(str(row[f]) for f in ("items", "truncated", "compacted", "dropped")))
+    framing = s.framing_tokens
+    if framing is not None:
+        sources.add_row("(framing)", "", str(framing), "", "", "", "", "")
+        sources.add_row("(total)", "", str(s.total_tokens), "", "", "", "", "")
     console.print(sources)
+    if framing is not None:
+        used = sum(int(row["tokens"]) for row in s.sources)
+        console.print(_t(f"sources {used} + framing {framing} = total {s.total_tokens} "
+                         f"(framing: {FRAMING_NOTE})"))
     items = Table(title="items and their fate")
     for column in ("source", "item", "fate", "tokens", "reason"):
         items.add_column(column)
@@ -91,6 +99,9 @@ def print_diff(diff: SnapshotDiff, console: Console) -> None:
         items.add_row(item.change, _t(item.source), _t(item.key), _t(item.before or "—"),
                       _t(item.after or "—"), f"{item.tokens_before}→{item.tokens_after}")
     console.print(items)
+    for side, warnings in (("A", diff.warnings_only_a), ("B", diff.warnings_only_b)):
+        for warning in warnings:
+            console.print(_t(f"warning only in {side}: {warning}"))
 
 
 def print_summary(summary: SnapshotSummary, console: Console) -> None:
