@@ -68,6 +68,7 @@ from contextwright.evaluate.case_results import (
     Regression,
     find_regressions,
     format_cases,
+    judged_not_compared,
     missing_from_run,
     new_in_run,
     parse_tolerances,
@@ -394,21 +395,50 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
     _print_cases(result, regressions, json_output,
                  missing_from_run(result, saved) if saved is not None else [],
                  new_in_run(result, saved) if saved is not None else [])
+    if saved is not None and (skipped := judged_not_compared(result, saved)):
+        typer.echo(f"note: the baseline has judged scores ({', '.join(skipped)}) and this run "
+                   "is not judged, so they were not compared (pass --judge-base-url and "
+                   "--judge-model to compare them)", err=True)
     integrity = result.overall.get("pair_integrity")
-    _exit_on_failed_calls(failed)
+    # An unreadable verdict is no grade: a run that grades nothing must not pass a CI check.
+    _exit_on_failed_calls(failed, unreadable_fails=True)
     if regressions or result.failures or (integrity is not None and integrity < 1.0):
         raise typer.Exit(1)
 
 
-def _exit_on_failed_calls(failed: int) -> None:
-    """Exit 1 when model calls of a judged run failed at the endpoint (after the output).
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """Judged tasks of a run that got no score."""
+
+    at_endpoint: int = 0
+    """Tasks whose answer or judgment call the endpoint refused."""
+    unreadable: int = 0
+    """Tasks whose judge replied with something other than a verdict."""
+
+    @staticmethod
+    def of(judge: Judge) -> _Failed:
+        """What ``judge`` could not score this run."""
+        unreadable = len(judge.unreadable)
+        return _Failed(at_endpoint=len(judge.errors) - unreadable, unreadable=unreadable)
+
+
+def _exit_on_failed_calls(failed: _Failed, *, unreadable_fails: bool) -> None:
+    """Exit 1 when judged tasks got no score (after the output).
 
     Such a task is left unjudged, not scored wrong: a run whose every call was refused (a 400
-    for each request) would otherwise pass a CI check with nothing judged.
+    for each request) would otherwise pass a CI check with nothing judged. Unreadable verdicts
+    fail the run too when ``unreadable_fails``, else they are a warning. Neither is stored, so
+    a rerun asks again.
     """
-    if failed:
-        typer.echo(f"error: {failed} judged task(s) failed at the endpoint (see the notes); "
-                   "run again to ask them again", err=True)
+    if failed.unreadable:
+        word = "error" if unreadable_fails else "warning"
+        typer.echo(f"{word}: the judge's reply to {failed.unreadable} task(s) is not a verdict "
+                   "(CORRECT or WRONG; see the notes); it is not stored: run again to ask the "
+                   "judge again", err=True)
+    if failed.at_endpoint:
+        typer.echo(f"error: {failed.at_endpoint} judged task(s) failed at the endpoint (see "
+                   "the notes); run again to ask them again", err=True)
+    if failed.at_endpoint or (unreadable_fails and failed.unreadable):
         raise typer.Exit(1)
 
 
@@ -436,17 +466,17 @@ def _exits_on_errors() -> Iterator[None]:
 
 
 def _run_cases(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun, source: str,
-               settings: _JudgeSettings | None, tokenizer: str) -> tuple[CasesResult, int]:
-    """The run's result, and how many judged tasks failed at the endpoint."""
+               settings: _JudgeSettings | None, tokenizer: str) -> tuple[CasesResult, _Failed]:
+    """The run's result, and the judged tasks that got no score."""
     if settings is None:
         with _progress(len(cases)) as advance:
             return run_cases(cases, builder, run, source=source,
-                             on_result=lambda _: advance()), 0
+                             on_result=lambda _: advance()), _Failed()
     with _judging(settings, tokenizer, len(cases)) as judging:
         result = judge_cases(cases, builder, run, judging.judge, confirm=judging.confirm,
                              source=source, on_result=lambda _: judging.built(),
                              on_calls=judging.called, concurrency=settings.concurrency)
-        return result, len(judging.judge.errors)
+        return result, _Failed.of(judging.judge)
 
 
 def _plan(name: str | None) -> BuildPlan | None:
@@ -512,7 +542,9 @@ def ablate(context: typer.Context, target: TargetArgument, file: FileArgument = 
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) + "\n")
     else:
         typer.echo(format_ablation(result))
-    _exit_on_failed_calls(failed)
+    # An ablation compares variants in one run, with no baseline to gate: its unreadable
+    # verdicts are counted in each row's judge_errors and warned of.
+    _exit_on_failed_calls(failed, unreadable_fails=False)
 
 
 def _load_cases(file: Path) -> tuple[EvalCase, ...]:
@@ -549,17 +581,17 @@ def _target(name: str, file: Path | None, data: Path | None, plan: str | None,
 
 
 def _ablate(target: Target, settings: _JudgeSettings | None, tokenizer: str
-            ) -> tuple[AblationResult, int]:
-    """The ablation, and how many judged tasks failed at the endpoint."""
+            ) -> tuple[AblationResult, _Failed]:
+    """The ablation, and the judged tasks that got no score."""
     total = len(target) * len(target.budgets) * (1 + len(ablations(target.plans())))
     if settings is None:
         with _progress(total) as advance:
-            return run_ablation(target, on_built=lambda *_: advance()), 0
+            return run_ablation(target, on_built=lambda *_: advance()), _Failed()
     with _judging(settings, tokenizer, total) as judging:
         result = judge_ablation(target, judging.judge, confirm=judging.confirm,
                                 on_calls=judging.called, on_built=lambda *_: judging.built(),
                                 concurrency=settings.concurrency)
-        return result, len(judging.judge.errors)
+        return result, _Failed.of(judging.judge)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -338,6 +338,18 @@ def _means(rows: Sequence[Mapping[str, float | None]]) -> dict[str, float | None
     return means
 
 
+def judged_not_compared(result: CasesResult, baseline: Baseline) -> list[str]:
+    """The judged scores the baseline has that a run without a judge does not compare.
+
+    A CI job that lost its judge options (a variable that expands to nothing) still compares
+    the metrics of the context, and should say that the grades were left out.
+    """
+    if result.judged:
+        return []
+    rows = [baseline.overall, *baseline.cases.values()]
+    return [metric for metric in JUDGED if any(row.get(metric) is not None for row in rows)]
+
+
 def new_in_run(result: CasesResult, baseline: Baseline) -> list[str]:
     """Ids of this run's cases the baseline does not have (reported, not a regression)."""
     return [row.id for row in result.cases if row.id not in baseline.cases]

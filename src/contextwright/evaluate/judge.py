@@ -4,8 +4,9 @@ For a case that expects a tool call (τ-bench's next write, a case's ``expected_
 model is sent the context with its tool schemas and its first call is compared exactly: same
 function name, JSON-equal arguments. For a question with a reference answer (LoCoMo, HotpotQA, a
 case's ``answer``) the model answers from the context and a judge model, given the question,
-the reference and the answer, says ``CORRECT`` or ``WRONG`` (``parse_verdict`` is strict: any
-other reply is an error, counted and reported, never taken as wrong).
+the reference and the answer, says ``CORRECT`` or ``WRONG`` (``parse_verdict`` is strict: the
+word alone, perhaps in Markdown emphasis or quotes; any other reply is an error of its task,
+counted and reported, never taken as wrong and never stored, so a rerun asks again).
 
 Every reply is kept in a ``ReplyCache`` (SQLite) under a key of the case id, a hash of the plan
 it was built with, the model and a hash of the context sent, so an interrupted run resumes
@@ -61,7 +62,9 @@ JUDGE_SYSTEM = (
 )
 JUDGE_TEMPLATE = ("Question: {question}\nReference answer: {reference}\nCandidate answer: "
                   "{answer}\n\nVerdict (CORRECT or WRONG):")
-_VERDICT = re.compile(r"\s*(correct|wrong)\s*\.?\s*", re.IGNORECASE)
+_VERDICT = re.compile(r"\s*(?P<open>[*_`\"'“‘]*)\s*(?P<word>correct|wrong)\s*(?P<stop>\.?)\s*"
+                      r"(?P<close>[*_`\"'”’]*)\s*(?P<outer_stop>\.?)\s*", re.IGNORECASE)
+_CLOSING = str.maketrans("“‘", "”’")
 FATAL_KINDS = frozenset(("config", "connection", "timeout"))
 """``LLMError`` kinds that stop a run (the endpoint is unusable; rerun to resume)."""
 RETRYABLE_STATUS = frozenset((408, 409, 429))
@@ -88,13 +91,16 @@ def judge_messages(question: str, reference: str, answer: str) -> list[dict[str,
 def parse_verdict(reply: str) -> bool:
     """True for ``CORRECT``, False for ``WRONG`` (either case, an optional final full stop).
 
+    The word may be wrapped as chat models often write it: Markdown emphasis or code
+    (``**CORRECT**``, ``_WRONG_``, ```` `CORRECT` ````) or quotes, opened and closed alike.
     Anything else — an explanation, both words, a verdict inside a sentence, nothing — raises
     ``UnparseableVerdict``: a judge that does not follow the format is not a grade.
     """
     match = _VERDICT.fullmatch(reply)
-    if match is None:
+    if (match is None or match["close"] != match["open"][::-1].translate(_CLOSING)
+            or (match["stop"] and match["outer_stop"])):
         raise UnparseableVerdict("the judge's reply is not CORRECT or WRONG")
-    return match.group(1).lower() == "correct"
+    return match["word"].lower() == "correct"
 
 
 def compare_call(expected: ExpectedCall, reply: ChatReply) -> tuple[bool, str]:
@@ -318,9 +324,16 @@ class Judge:
     calls_made: int = 0
     """Calls sent by this judge."""
     errors: dict[str, str] = field(default_factory=dict)
-    """Tasks whose answer call failed this run, by key (not cached: a rerun tries again)."""
+    """Tasks that could not be scored this run, by key: an answer or judgment call refused, or
+    a verdict that could not be read (none of these is stored: a rerun asks again)."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Of ``errors``, the tasks whose verdict could not be read (``parse_verdict``)."""
+    _failed_judgments: dict[str, str] = field(default_factory=dict, repr=False)
+    """Judgment requests whose reply could not be read this run, with why: another task
+    making the same request shares the error instead of sending it again."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    """Guards ``calls_made``, ``errors`` and ``_judging`` (tasks settle on several threads)."""
+    """Guards ``calls_made``, ``errors``, ``unreadable`` and ``_judging`` (tasks settle on
+    several threads)."""
     _judging: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
     """One lock per judgment request, held while it is sent, so it is sent once."""
 
@@ -373,7 +386,7 @@ class Judge:
         if reply is None:
             return True
         key, _ = self._judgment_request(task, reply)
-        if key in seen or self.cache.get(key) is not None:
+        if key in seen or self._verdict(key) is not None:
             return False
         seen.add(key)
         return True
@@ -438,7 +451,10 @@ class Judge:
         with self._lock:
             sending = self._judging.setdefault(key, threading.Lock())
         with sending:  # another thread sending the same request: wait, then read its reply
-            if self.cache.get(key) is not None:
+            if self._verdict(key) is not None:
+                return 0
+            if key in self._failed_judgments:
+                self._unreadable(task, self._failed_judgments[key])
                 return 0
             try:
                 reply = self._call(lambda: self.client.respond(
@@ -449,9 +465,21 @@ class Judge:
                 with self._lock:
                     self.errors[task.key] = f"judgment failed: {exc}"
                 return 1
+            verdict = reply.content or ""
+            if not readable(verdict):
+                # Not stored: a judge that answered out of format once (a flaky proxy, a
+                # sampled reply) or until it was fixed is asked again by the next run.
+                self._failed_judgments[key] = unreadable_note(verdict)
+                self._unreadable(task, self._failed_judgments[key])
+                return 1
             self.cache.put(key, kind="judgment", model=self.judge_model, request=key,
-                           reply=reply.content or "")
+                           reply=verdict)
             return 1
+
+    def _unreadable(self, task: Task, note: str) -> None:
+        with self._lock:
+            self.errors[task.key] = note
+            self.unreadable[task.key] = note
 
     def _call(self, send: Callable[[], ChatReply]) -> ChatReply:
         with self._lock:
@@ -467,7 +495,16 @@ class Judge:
 
     def _judgment(self, task: Task, answer: str) -> str | None:
         key, _ = self._judgment_request(task, answer)
-        return self.cache.get(key)
+        return self._verdict(key)
+
+    def _verdict(self, key: str) -> str | None:
+        """The stored judgment under ``key`` when it can be read as a verdict.
+
+        A reply that cannot (stored by an earlier version, which kept every reply) counts as
+        missing, so it is asked again and replaced.
+        """
+        stored = self.cache.get(key)
+        return stored if stored is not None and readable(stored) else None
 
     def run_note(self) -> str:
         """The line a judged run's notes open with: who judged, who answered, calls made."""
@@ -487,11 +524,21 @@ class Judge:
         verdict = self._judgment(task, answer)
         if verdict is None:
             return Scored(kind="answer", correct=None, note="not judged")
-        try:
-            return Scored(kind="answer", correct=parse_verdict(verdict))
-        except UnparseableVerdict:
-            return Scored(kind="answer", correct=None,
-                          note=f"unparseable verdict {json.dumps(verdict[:60])}")
+        return Scored(kind="answer", correct=parse_verdict(verdict))
+
+
+def readable(verdict: str) -> bool:
+    """Whether ``parse_verdict`` reads ``verdict`` as a grade."""
+    try:
+        parse_verdict(verdict)
+    except UnparseableVerdict:
+        return False
+    return True
+
+
+def unreadable_note(verdict: str) -> str:
+    """The note of a task whose verdict could not be read, with the reply's start."""
+    return f"unparseable verdict {json.dumps(verdict[:60], ensure_ascii=False)}"
 
 
 def _stored_reply(text: str) -> ChatReply:
