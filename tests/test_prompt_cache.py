@@ -1198,6 +1198,28 @@ def test_a_user_who_switches_language_keeps_the_cache_line() -> None:
     assert Fingerprint.from_dict(older).language == ""  # a fingerprint stored before
 
 
+def test_labels_follow_a_user_who_goes_on_in_another_language() -> None:
+    # A session that opens with a Chinese greeting and goes on in English: one message in
+    # another language keeps the line's labels; two in a row move them (the prompt is sent
+    # anew once), so the session is not labelled in Chinese for good.
+    builder = ContextBuilder(tokenizer="o200k_base")
+    plan = BuildPlan.named("chat")
+    history: list[dict[str, Any]] = []
+    previous = None
+    languages, broke = [], []
+    for question in ("你好你好", "What is the weather like in Paris today?",
+                     "And in Berlin tomorrow?", "谢谢！", "Thanks, and in Rome?"):
+        ctx = builder.build(plan, Request(user_input=question, system="You are helpful.",
+                                          history=history), previous=previous, cache=True)
+        languages.append(ctx.language)
+        broke.append(ctx.report.cache is not None and ctx.report.cache.broke_at is not None)
+        previous = Fingerprint.from_json(ctx.fingerprint.to_json())
+        history = [*history, {"role": "user", "content": question},
+                   {"role": "assistant", "content": "..."}]
+    assert languages == ["zh", "zh", "en", "en", "en"]
+    assert broke == [False, False, True, False, False]
+
+
 # --- a continued layout's source is read once ------------------------------------------------
 
 

@@ -8,7 +8,7 @@ the same context byte for byte.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import NoReturn
 
@@ -353,9 +353,46 @@ def labels_language(request: Request, cache: CachePolicy | None,
     """
     language = language_of(check_text(request.user_input, "user_input"))
     if (cache is not None and previous is not None and previous.stable
-            and previous.language in DATA_NOTE):
+            and previous.language in DATA_NOTE and previous.language != language
+            and _last_user_language(request.history) != language):
         return previous.language
     return language
+
+
+def _last_user_language(history: Sequence[object]) -> str | None:
+    """The language of the newest user message in ``history`` with text (None: there is none).
+
+    A cache line keeps its labels' language through one message in another language (a
+    greeting, a quoted name); once the user writes two in a row in another one, the labels
+    follow them: a session that opened with "你好" and went on in English is not labelled in
+    Chinese for good, and the switch re-sends the prompt once, not on every change.
+    """
+    for message in reversed(history):
+        role = (message.get("role") if isinstance(message, Mapping)
+                else getattr(message, "role", None))
+        if role != "user":
+            continue
+        content = (message.get("content") if isinstance(message, Mapping)
+                   else getattr(message, "content", None))
+        text = _text_of(content)
+        if text:
+            return language_of(text)
+    return None
+
+
+def _text_of(content: object) -> str:
+    """The text of a message's content: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    texts = []
+    for part in content:
+        text = (part.get("text") if isinstance(part, Mapping)
+                else getattr(part, "text", None))
+        if isinstance(text, str):
+            texts.append(text)
+    return " ".join(texts)
 
 
 def reserve(pool: int, tokens: int) -> tuple[bool, int]:
