@@ -182,7 +182,7 @@ def _fit_round(round_units: list[Unit], room: int, unit_cap: int | None,
     target = round_units[biggest].tokens - (total - room)
     if unit_cap is not None:
         target = min(target, unit_cap)
-    cut = _cut_within(cutter, round_units[biggest], target)
+    cut = _cut_within(cutter, round_units[biggest], target, retry=unit_cap is None)
     if cut is None:
         return None
     selection.decisions.extend(cut_decisions(round_units[biggest], cut))
@@ -216,7 +216,7 @@ def _fill_partially(round_units: list[Unit], room: int, unit_cap: int | None,
             taken += 1
             continue
         target = room if unit_cap is None else min(room, unit_cap)
-        cut = _cut_within(cutter, unit, target) if cutter else None
+        cut = _cut_within(cutter, unit, target, retry=unit_cap is None) if cutter else None
         if cut is not None:
             selection.kept.append(cut)
             selection.decisions.extend(cut_decisions(unit, cut))
@@ -229,18 +229,20 @@ _RETRY_MARGIN = 32
 """A cut that misses a large target is tried once more this fraction (1/32) lower."""
 
 
-def _cut_within(cutter: Cutter, unit: Unit, target: int) -> Unit | None:
+def _cut_within(cutter: Cutter, unit: Unit, target: int, *, retry: bool) -> Unit | None:
     """``unit`` cut to at most ``target`` tokens, or None (a target under ``MIN_CUT_TOKENS``).
 
     A cut keeps whole sentences or rows and is counted as rendered (fenced, framed), so near
-    a large target it can stay a token or two over after its own tries; one more try a little
-    lower keeps the unit rather than leaving all of that room empty.
+    a large target it can stay a token or two over after its own tries. With ``retry`` (a
+    source without an item cap, whose cut is given all the room: missing it would leave the
+    whole grant empty) it is tried once more a little lower. A capped source does not retry:
+    what its cut leaves goes to its older rounds or its digest, as it always did.
     """
     if target < MIN_CUT_TOKENS:
         return None
     cut = cutter(unit, target)
     lower = target - max(target // _RETRY_MARGIN, 1)
-    if cut is None and lower >= MIN_CUT_TOKENS:
+    if cut is None and retry and lower >= MIN_CUT_TOKENS:
         cut = cutter(unit, lower)
     return cut
 
