@@ -44,7 +44,8 @@ def dom_of(page: Path, home: Path) -> str:
 
 def text_of(dom: str, pattern: str) -> str:
     """The text of the first element ``pattern`` opens (tags stripped, entities read)."""
-    found = re.search(pattern + r".*?</(?:tr|section|ul|li|p)>", dom, re.DOTALL)
+    found = re.search(pattern + r".*?</(?:tr|section|ul|li|p|div|table|details)>", dom,
+                      re.DOTALL)
     assert found is not None, pattern
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", found.group())))
 

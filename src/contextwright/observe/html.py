@@ -19,6 +19,7 @@ from contextwright.observe.snapshot import (
     FRAMING_NOTE,
     Snapshot,
     hashing_note,
+    image_line,
     recorded_hasher,
     shown_hash,
 )
@@ -45,7 +46,8 @@ margin-right:4px}.action-dropped,.action-conflict,.action-deduplicated,.action-f
 background:#fdecec}.action-truncated,.action-compacted{background:#fff4e0}
 .change-added{background:#e8f7ee}.change-removed{background:#fdecec}
 .change-changed{background:#fff4e0}svg text{font:12px system-ui,sans-serif}
-.message pre,.tool-call,.thinking,.tag,td,th{overflow-wrap:anywhere}
+.message pre,.tool-call,.thinking,.image,.tag,td,th{overflow-wrap:anywhere}
+.image{color:#556;font-style:italic}details.cut-text pre{white-space:pre-wrap;margin:4px 0}
 .tag{max-width:100%;box-sizing:border-box}
 """
 """The last two rules: a long unbroken run (a base64 argument, a document's URL, an id) wraps
@@ -72,6 +74,7 @@ def render_html(snapshot: Snapshot, compare: Snapshot | None = None, *,
         f"<style>{_CSS}</style></head><body>",
         _header(snapshot),
         "<h2>Budget vs use per source</h2>", _chart(snapshot), _source_table(snapshot),
+        f"<h2>Offered tools ({len(snapshot.tools or ())})</h2>", _tools(snapshot),
         f"<h2>Rendered messages ({len(snapshot.messages)})</h2>",
         _messages(snapshot, fence_secret),
         f"<h2>Decisions ({len(snapshot.decisions)})</h2>", _decisions(snapshot),
@@ -202,9 +205,21 @@ def _messages(s: Snapshot, fence_secret: str | bytes | None) -> str:
         thinking = "".join(
             f'<div class="thinking">{_e(t.get("type"))} ({_e(t.get("tokens", 0))} tokens): '
             f'{_content(t.get("text", ""))}</div>' for t in m.get("thinking", ()))
+        images = "".join(f'<div class="image">{_e(image_line(i))}</div>'
+                         for i in m.get("images", ()))
         items.append(f'<li class="{classes}" data-index="{index}">{"".join(tags)}{thinking}'
-                     f'<pre>{_content(m.get("content", ""))}</pre>{calls}</li>')
+                     f'<pre>{_content(m.get("content", ""))}</pre>{images}{calls}</li>')
     return f'<ol id="messages">{"".join(items)}</ol>'
+
+
+def _tools(s: Snapshot) -> str:
+    """The offered tool schemas: name, tokens and hash, in the order providers read them."""
+    rows = "".join(
+        f'<tr class="offered-tool" data-tool="{_e(t.get("name"))}"><td>{_e(t.get("name"))}</td>'
+        f'<td class="n">{_e(t.get("tokens", 0))}</td>'
+        f'<td>{_e(str(t.get("sha256", ""))[:16])}</td></tr>' for t in s.tools or ())
+    return ('<table id="offered-tools"><tr><th>tool</th><th>tokens</th><th>schema sha256</th>'
+            f"</tr>{rows}</table>")
 
 
 def _decisions(s: Snapshot) -> str:
@@ -213,11 +228,20 @@ def _decisions(s: Snapshot) -> str:
     rows = "".join(
         f'<tr class="decision action-{_e(d["action"])}" data-key="{_e(d["key"])}">'
         f'<td class="n">{index}</td><td>{_e(d["source"])}</td><td>{_e(d["key"])}</td>'
-        f'<td>{_e(d["action"])}</td><td>{_e(d["reason"])}</td>'
+        f'<td>{_e(d["action"])}</td><td>{_e(d["reason"])}{_cut_text(d)}</td>'
         f'<td class="n">{_e(d.get("tokens_before", 0))}→{_e(d.get("tokens_after", 0))}</td>'
         f'<td class="n">{_e(d.get("count", 1))}</td></tr>'
         for index, d in enumerate(s.decisions))
     return f'<table id="decisions">{head}{rows}</table>'
+
+
+def _cut_text(decision: Mapping[str, object]) -> str:
+    """The original text of a truncated or compacted item, folded (no script: ``details``)."""
+    detail = decision.get("detail")
+    if detail is None:
+        return ""
+    return (f'<details class="cut-text"><summary>original text</summary>'
+            f"<pre>{_content(detail)}</pre></details>")
 
 
 def _diff(d: SnapshotDiff) -> str:

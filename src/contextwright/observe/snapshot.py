@@ -379,6 +379,18 @@ def shown_hash(value: Mapping[str, Any]) -> str:
     return f"{scheme} {text_hash(value)[:16]}… ({value.get('chars', 0)} chars)"
 
 
+def image_line(image: Mapping[str, Any]) -> str:
+    """A recorded image for people, where it sits in its message: what it is, never its data.
+
+    ``[image image/png 1024x1024, detail high, 48,213 bytes, digest 3f2a…]``
+    """
+    size = (f" {image['width']}x{image['height']}"
+            if image.get("width") and image.get("height") else "")
+    weight = f", {image['bytes']:,} bytes" if isinstance(image.get("bytes"), int) else ""
+    return (f"[image {image.get('media_type') or 'url'}{size}, detail "
+            f"{image.get('detail', 'auto')}{weight}, digest {image.get('digest', '?')}]")
+
+
 def hashing_note(snapshot: Snapshot) -> str:
     """How a redacted snapshot's hashes were made, and whether they are private, in words."""
     hashing = snapshot.hashing

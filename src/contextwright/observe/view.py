@@ -14,7 +14,13 @@ from rich.text import Text
 
 from contextwright.observe.diff import SnapshotDiff, divergence_text
 from contextwright.observe.query import SnapshotSummary
-from contextwright.observe.snapshot import FRAMING_NOTE, Snapshot, hashing_note, shown_hash
+from contextwright.observe.snapshot import (
+    FRAMING_NOTE,
+    Snapshot,
+    hashing_note,
+    image_line,
+    shown_hash,
+)
 
 
 def _t(value: object) -> Text:
@@ -37,6 +43,18 @@ def print_snapshot(snapshot: Snapshot, console: Console, *, messages: bool = Fal
         console.print(_t(f"error: {s.error}"))
     if s.redacted:
         console.print(_t(f"redacted; hashing: {hashing_note(s)}"))
+    _print_sources(s, console)
+    _print_items(s, console)
+    for warning in s.warnings:
+        console.print(_t(f"warning: {warning}"))
+    _print_tools(s, console)
+    if messages:
+        for index, m in enumerate(s.messages):
+            _print_message(index, m, console)
+
+
+def _print_sources(s: Snapshot, console: Console) -> None:
+    """Budget vs use per source, then the framing, so the rows add up to the total."""
     sources = Table(title="budget vs use per source")
     for column in ("source", "granted", "used", "use", "items", "truncated", "compacted",
                    "dropped"):
@@ -55,6 +73,9 @@ def print_snapshot(snapshot: Snapshot, console: Console, *, messages: bool = Fal
         used = sum(int(row["tokens"]) for row in s.sources)
         console.print(_t(f"sources {used} + framing {framing} = total {s.total_tokens} "
                          f"(framing: {FRAMING_NOTE})"))
+
+
+def _print_items(s: Snapshot, console: Console) -> None:
     items = Table(title="items and their fate")
     for column in ("source", "item", "fate", "tokens", "reason"):
         items.add_column(column)
@@ -68,12 +89,37 @@ def print_snapshot(snapshot: Snapshot, console: Console, *, messages: bool = Fal
                       _t(f"{d.get('tokens_before', 0)}→{d.get('tokens_after', 0)}"),
                       _t(d["reason"]))
     console.print(items)
-    for warning in s.warnings:
-        console.print(_t(f"warning: {warning}"))
-    if messages:
-        for index, m in enumerate(s.messages):
-            console.print(_t(f"#{index} {m.get('role')} [{m.get('section')}]"), style="bold")
-            console.print(_t(_content(m.get("content", ""))))
+
+
+def _print_tools(s: Snapshot, console: Console) -> None:
+    """The offered tool schemas (name, tokens, hash), as providers read them: first."""
+    if s.tools:
+        offered = Table(title=f"offered tools ({len(s.tools)})")
+        for column in ("tool", "tokens", "schema sha256"):
+            offered.add_column(column, justify="right" if column == "tokens" else "left")
+        for tool in s.tools:
+            offered.add_row(_t(tool.get("name")), str(tool.get("tokens", 0)),
+                            _t(str(tool.get("sha256", ""))[:16]))
+        console.print(offered)
+
+
+def _print_message(index: int, m: Mapping[str, object], console: Console) -> None:
+    """One rendered message as the provider reads it: reasoning, text, images, then calls."""
+    console.print(_t(f"#{index} {m.get('role')} [{m.get('section')}] {m.get('tokens', 0)} "
+                     "tokens"), style="bold")
+    for block in _listed(m.get("thinking")):
+        console.print(_t(f"{block.get('type')} ({block.get('tokens', 0)} tokens): "
+                         f"{_content(block.get('text', ''))}"))
+    console.print(_t(_content(m.get("content", ""))))
+    for image in _listed(m.get("images")):
+        console.print(_t(image_line(image)))
+    for call in _listed(m.get("tool_calls")):
+        console.print(_t(f"call {call.get('name')}({_content(call.get('arguments', ''))}) "
+                         f"id {call.get('id')}"))
+
+
+def _listed(value: object) -> list[Mapping[str, object]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list | tuple) else []
 
 
 def _content(value: object) -> str:
