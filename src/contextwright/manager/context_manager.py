@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -38,6 +39,9 @@ from contextwright.session.store import AsyncStore, SessionKey, Store
 from contextwright.tokens import Tokenizer
 
 logger = logging.getLogger("contextwright.session")
+
+CANCELLED_SESSIONS = 10_000
+"""Sessions remembered as owing a summary update their event loop cancelled, at most."""
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -105,6 +109,8 @@ class ContextManager(SessionFlows):
         self._apending: dict[SessionKey, asyncio.Task[None]] = {}
         self._arunning: dict[SessionKey, asyncio.Task[None]] = {}
         self._atasks: set[asyncio.Task[None]] = set()
+        self._acancelled: dict[SessionKey, None] = {}
+        """Sessions whose summary task its loop cancelled: their next ``arecord`` catches up."""
         self._acalls: set[asyncio.Future[None]] = set()
         """``aprepare`` / ``arecord`` calls admitted and not yet done: ``aclose`` waits for them."""
         self._closed = False
@@ -144,20 +150,27 @@ class ContextManager(SessionFlows):
                assistant: object = None,
                tool_results: Sequence[object] = (),
                messages: Sequence[object] = (),
-               idempotency_key: str | None = None) -> list[int]:
+               idempotency_key: str | None = None,
+               context: PreparedContext | None = None) -> list[int]:
         """Append the model's answer, tool results and further messages, atomically.
 
         ``assistant`` is text or a message with tool calls. The messages and the zones they
         update are one atomic store write, made only on the session as checked: tool results
         must still answer its newest call, and an erase meanwhile wins (``SessionGone``, nothing
-        stored). A retry with the same ``idempotency_key`` stores nothing again and returns the
-        first call's seqs. Then the summary update is scheduled (``background=False``: run
-        here; it fails nothing stored, so its error is logged as ``summary_failed``, not raised).
+        stored). ``context`` (the ``PreparedContext`` the answer is to) names the incarnation
+        of the session the answer belongs to: erased, expired or begun again since, the record
+        raises ``SessionGone``. Without it, the answer to this manager's latest ``prepare`` of
+        the session is held to that prepare's incarnation the same way; an answer to no
+        remembered prepare (a greeting, or a prepare on another worker: pass ``context``)
+        may start a session. A retry with the same ``idempotency_key`` stores nothing again and
+        returns the first call's seqs. Then the summary update is scheduled
+        (``background=False``: run here; it fails nothing stored, so its error is logged as
+        ``summary_failed``, not raised).
         """
         self._check_open()
         seqs, stored = self._run(self._record_flow(
             user_id, session_id, assistant=assistant, tool_results=tool_results,
-            messages=messages, idempotency_key=idempotency_key))
+            messages=messages, idempotency_key=idempotency_key, context=context))
         if stored:
             self._schedule_summary(SessionKey(user_id=user_id, session_id=session_id))
         return seqs
@@ -183,13 +196,14 @@ class ContextManager(SessionFlows):
                       assistant: object = None,
                       tool_results: Sequence[object] = (),
                       messages: Sequence[object] = (),
-                      idempotency_key: str | None = None) -> list[int]:
+                      idempotency_key: str | None = None,
+                      context: PreparedContext | None = None) -> list[int]:
         """``record`` for an event loop; the summary update becomes an asyncio task."""
         self._check_open()
         async with self._in_flight():
             seqs, stored = await self._arun(self._record_flow(
                 user_id, session_id, assistant=assistant, tool_results=tool_results,
-                messages=messages, idempotency_key=idempotency_key))
+                messages=messages, idempotency_key=idempotency_key, context=context))
             if stored:
                 await self._aschedule_summary(SessionKey(user_id=user_id, session_id=session_id))
             return seqs
@@ -377,6 +391,19 @@ class ContextManager(SessionFlows):
         if not self._background:
             await self._asummary_logged(key)
             return
+        if self._executor is not None:
+            # A sync store: the summary thread runs it, so an event loop that ends with the
+            # call (``asyncio.run`` per request) does not cancel it.
+            self._schedule_summary(key)
+            return
+        with self._lock:
+            cancelled = key in self._acancelled
+            self._acancelled.pop(key, None)
+        if cancelled:
+            # The last task's loop cancelled it (a loop per request would cancel every one):
+            # this call catches up before it returns.
+            await self._asummary_logged(key)
+            return
         if key in self._apending:
             return  # the queued task will read the newest messages when it runs
         # One update per session at a time, as with the one summary thread: a task queued
@@ -384,7 +411,7 @@ class ContextManager(SessionFlows):
         task = asyncio.create_task(self._asummary(key, self._arunning.get(key)))
         self._apending[key] = task
         self._atasks.add(task)
-        task.add_done_callback(self._atasks.discard)
+        task.add_done_callback(partial(self._asummary_done, key))
 
     async def _asummary(self, key: SessionKey, before: asyncio.Task[None] | None) -> None:
         if before is not None:
@@ -393,11 +420,27 @@ class ContextManager(SessionFlows):
         if self._apending.get(key) is task:
             del self._apending[key]
         self._arunning[key] = task  # type: ignore[assignment]
-        try:
-            await self._asummary_logged(key)
-        finally:
-            if self._arunning.get(key) is task:
-                del self._arunning[key]
+        await self._asummary_logged(key)
+
+    def _asummary_done(self, key: SessionKey, task: asyncio.Task[None]) -> None:
+        """Forget a finished summary task; one its loop cancelled is logged, not lost quietly.
+
+        A loop that ends after each call (``asyncio.run`` per request) cancels the tasks still
+        queued or running, started or not; the next update of the session merges what this
+        one would have, and a cancelled task left queued would have kept it from being made.
+        """
+        self._atasks.discard(task)
+        if self._apending.get(key) is task:
+            del self._apending[key]
+        if self._arunning.get(key) is task:
+            del self._arunning[key]
+        if task.cancelled():
+            _log_summary_skipped(key, "its event loop cancelled it: await aflush() before "
+                                      "the loop ends")
+            with self._lock:
+                self._acancelled[key] = None
+                if len(self._acancelled) > CANCELLED_SESSIONS:
+                    self._acancelled.pop(next(iter(self._acancelled)))
 
     async def _asummary_logged(self, key: SessionKey) -> None:
         """One summary update; stored already, so failing is logged, not raised."""
@@ -423,12 +466,12 @@ class _BuildThreads(ThreadPoolExecutor):
             raise ManagerClosed("this ContextManager was closed while the call ran") from exc
 
 
-def _log_summary_skipped(key: SessionKey) -> None:
+def _log_summary_skipped(key: SessionKey, why: str = "the manager is closing") -> None:
     # Nothing is lost: the summary is made from the store by the next record's update.
-    logger.warning("summary update skipped (the manager is closing) user=%s session=%s",
+    logger.warning("summary update skipped (%s) user=%s session=%s", why,
                    key.user_id, key.session_id, extra={"contextwright": {
                        "event": "summary_skipped", "user_id": key.user_id,
-                       "session_id": key.session_id}})
+                       "session_id": key.session_id, "reason": why}})
 
 
 def _log_summary_failure(key: SessionKey) -> None:

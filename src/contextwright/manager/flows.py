@@ -97,6 +97,7 @@ due (``SessionFlows._summary_may_be_due``), at most."""
 
 Target = Literal["chat", "text"]
 RECORD_KEY_PREFIX = "record:"
+PREPARE_KEY_PREFIX = "prepare:"
 MAX_WRITE_KEY = 256
 """The longest idempotency key the stores take."""
 
@@ -112,6 +113,15 @@ def _up_to(seq: int, messages: list[StoredMessage]) -> list[StoredMessage]:
         if messages[index].seq == seq:
             return messages[:index + 1]
     return messages
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Answering:
+    """The incarnation of a session this manager's newest ``prepare`` (or ``record``) of it saw."""
+
+    epoch: str
+    pending: bool
+    """A ``prepare`` not answered by a ``record`` yet: its answer goes into ``epoch`` or nowhere."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,11 +143,28 @@ def record_write_key(idempotency_key: str) -> str:
     the stores' limit is hashed (still one key per caller's key).
     """
     validate_conditions(None, None, idempotency_key)
-    prefixed = RECORD_KEY_PREFIX + idempotency_key
+    return _prefixed_key(RECORD_KEY_PREFIX, idempotency_key)
+
+
+def prepare_write_key(idempotency_key: str) -> str:
+    """The key a ``prepare`` write is stored under: never one a ``record`` key is stored under.
+
+    A caller's key is kept as it is (so keys stored before stay valid) unless it begins as the
+    stored keys of the two calls do, ``record:`` or ``prepare:``: those are prefixed, so a
+    prepare key ``record:7`` and a record key ``7`` stay two writes.
+    """
+    validate_conditions(None, None, idempotency_key)
+    if idempotency_key.startswith((RECORD_KEY_PREFIX, PREPARE_KEY_PREFIX)):
+        return _prefixed_key(PREPARE_KEY_PREFIX, idempotency_key)
+    return idempotency_key
+
+
+def _prefixed_key(prefix: str, idempotency_key: str) -> str:
+    prefixed = prefix + idempotency_key
     if len(prefixed) <= MAX_WRITE_KEY:
         return prefixed
     digest = hashlib.blake2b(idempotency_key.encode("utf-8"), digest_size=16).hexdigest()
-    return f"{RECORD_KEY_PREFIX}#{digest}"
+    return f"{prefix}#{digest}"
 
 
 class SessionFlows:
@@ -192,6 +219,10 @@ class SessionFlows:
         self._messages: OrderedDict[tuple[str, str, int, float], Mapping[str, Any]] = OrderedDict()
         self._quiet: OrderedDict[SessionKey, _Quiet] = OrderedDict()
         """Per session, what its last ``prepare`` read: whether a summary update can be due."""
+        self._answering: OrderedDict[SessionKey, _Answering] = OrderedDict()
+        """Per session, the incarnation this manager last served it in: a ``record`` answering
+        a ``prepare`` made before an erase must not start a session of its own. It holds no
+        content, and an erase keeps it (the answer racing the erase is what it refuses)."""
         self._lock = threading.Lock()
         self._erasures = 0
         """Erases this manager has begun: a call that saw it change drops what it cached."""
@@ -215,10 +246,13 @@ class SessionFlows:
         appended = ((yield from self._append_user(key, text, idempotency_key, parts_of_images))
                     if text is not None else None)
         try:
-            return (yield from self._prepare_stored(key, text, appended, parts, target))
+            prepared = yield from self._prepare_stored(key, text, appended, parts, target)
         except SessionGone as error:
+            self._settle_answering(key)
             error.add_note("the session was erased while this call ran; the user message was "
-                           "erased with it")
+                           "erased with it" if text is not None else
+                           "the session was erased (or expired) since this manager last served "
+                           "it: the turn it continued is gone")
             raise
         except ContextwrightError as error:
             if appended is not None:
@@ -230,11 +264,18 @@ class SessionFlows:
             raise
         finally:
             self._unless_erased_since(erasures, key)
+        self._note_answering(key, prepared.epoch, pending=True)
+        return prepared
 
     def _prepare_stored(self, key: SessionKey, text: str | None, appended: Appended | None,
                         parts: Request, target: Target) -> Flow[PreparedContext]:
         # The incarnation read, taken first: the fingerprint may go only into it.
         epoch = appended.epoch if appended is not None else (yield from flow.epoch(key))
+        if appended is None and epoch is None and self._served_epoch(key) is not None:
+            # Continuing a turn of a session this manager served, now absent: an agent loop
+            # cut off by an erase or expiry. (A session begun again may be continued: another
+            # worker may have begun it, and this call builds only what is in it.)
+            raise SessionGone("the session was erased or expired since this manager served it")
         record, read_after, read, recent = yield from self._read_recent(key)
         if (yield from flow.epoch(key)) != epoch:
             # Erased (and maybe begun again) between the reads: the state and the log read may
@@ -275,8 +316,9 @@ class SessionFlows:
             context = yield from flow.compute(partial(build, history))
         if keeps_layout:
             yield from self._keep_fingerprint(key, context, epoch, (version, state))
+        assert epoch is not None  # a session with a user message exists
         return PreparedContext(context=context, key=key, mode=settings.name, route=route,
-                               switch=switch, user_seq=recent[user_index].seq)
+                               switch=switch, user_seq=recent[user_index].seq, epoch=epoch)
 
     def _read_recalled(self, key: SessionKey, history: SessionHistorySource,
                        spans: list[tuple[int, int]], asked: str,
@@ -313,7 +355,10 @@ class SessionFlows:
         if images:
             content = [{"type": "text", "text": text}, *images] if text else images
         message = {"role": "user", "content": content, "timestamp": self._now_iso()}
-        appended = yield from flow.append_if(key, [message], idempotency_key=idempotency_key)
+        appended = yield from flow.append_if(
+            key, [message],
+            idempotency_key=None if idempotency_key is None else prepare_write_key(
+                idempotency_key))
         if appended.replayed:
             yield from _check_replay(key, appended.seqs, [message], "prepare")
         return appended
@@ -527,9 +572,12 @@ class SessionFlows:
 
     def _record_flow(self, user_id: str, session_id: str, *, assistant: object,
                      tool_results: Sequence[object], messages: Sequence[object],
-                     idempotency_key: str | None) -> Flow[tuple[list[int], bool]]:
+                     idempotency_key: str | None, context: PreparedContext | None = None,
+                     ) -> Flow[tuple[list[int], bool]]:
         """The seqs ``record`` returns, and whether it stored them (then a summary is due)."""
         key = SessionKey(user_id=user_id, session_id=session_id)
+        if context is not None and context.key != key:
+            raise InvalidInputError("record: context is another session's PreparedContext")
         left_out: dict[str, int] = {}
         batch = recorded_messages(assistant, tool_results, messages, self._now_iso(), left_out)
         if left_out:
@@ -543,7 +591,13 @@ class SessionFlows:
                 yield from _check_replay(key, done, batch, "record")
                 return done, False
         try:
-            appended = yield from self._append_turn(key, batch, idempotency_key)
+            appended = yield from self._append_turn(key, batch, idempotency_key,
+                                                    self._answered_epoch(key, context))
+        except SessionGone as error:
+            self._settle_answering(key)
+            error.add_note("the session the answer belongs to was erased (or expired, or begun "
+                           "again) since its prepare: nothing is stored")
+            raise
         except InvalidInputError:
             # The first try of this call may have landed meanwhile: its results are answered.
             done = ((yield from flow.find_write(key, idempotency_key))
@@ -554,6 +608,7 @@ class SessionFlows:
             return done, False
         if appended.replayed:
             yield from _check_replay(key, appended.seqs, batch, "record")
+        self._note_answering(key, appended.epoch, pending=False)
         with self._lock:
             quiet = self._quiet.get(key)
         # Checking the rounds a prepare read counts their tokens: a worker thread's job.
@@ -576,6 +631,47 @@ class SessionFlows:
                                           basis=(state, read))
                 if len(self._quiet) > QUIET_SESSIONS:
                     self._quiet.popitem(last=False)
+
+    def _note_answering(self, key: SessionKey, epoch: str, *, pending: bool) -> None:
+        with self._lock:
+            self._answering[key] = _Answering(epoch=epoch, pending=pending)
+            self._answering.move_to_end(key)
+            if len(self._answering) > QUIET_SESSIONS:
+                self._answering.popitem(last=False)
+
+    def _settle_answering(self, key: SessionKey) -> None:
+        """After ``SessionGone``: no answer is pending any more.
+
+        The caller knows, and may begin the session again with an assistant's greeting; the
+        served incarnation stays known, so a cut-off agent loop keeps getting ``SessionGone``.
+        """
+        with self._lock:
+            known = self._answering.get(key)
+            if known is not None:
+                self._answering[key] = replace(known, pending=False)
+
+    def _served_epoch(self, key: SessionKey) -> str | None:
+        """The incarnation this manager last served ``key`` in (None: not remembered)."""
+        with self._lock:
+            known = self._answering.get(key)
+        return None if known is None else known.epoch
+
+    def _answered_epoch(self, key: SessionKey, context: PreparedContext | None) -> str | None:
+        """The incarnation a ``record`` answers: its context's, or this manager's pending prepare's.
+
+        None: not known (a greeting, or a prepare that ran on another worker).
+        """
+        if context is not None:
+            return context.epoch
+        with self._lock:
+            known = self._answering.get(key)
+        return known.epoch if known is not None and known.pending else None
+
+    @staticmethod
+    def _refuse_if_gone(live: str | None, expected: str | None) -> None:
+        if expected is not None and live != expected:
+            raise SessionGone("the session was erased or expired (or begun again) since "
+                              "the prepare this call follows")
 
     def _summary_may_be_due(self, key: SessionKey, batch: list[dict[str, Any]],
                             appended: Appended) -> bool:
@@ -602,16 +698,23 @@ class SessionFlows:
         return False
 
     def _append_turn(self, key: SessionKey, batch: list[dict[str, Any]],
-                     idempotency_key: str | None) -> Flow[Appended]:
+                     idempotency_key: str | None, answers: str | None) -> Flow[Appended]:
         """Check ``batch`` against the session and append it with its zones in one write.
 
-        The write is conditioned on what the check read (the epoch, the last seq when there are
-        tool results, the state's version); if anything moved, check again.
+        ``answers``: the incarnation the answered ``prepare`` saw (None: not known); the batch
+        goes into it or nowhere (``SessionGone``). The write is conditioned on what the check
+        read (the epoch, the last seq when there are tool results, the state's version); if
+        anything moved, check again.
         """
         for _ in range(MAX_STATE_ATTEMPTS):
             epoch = yield from flow.epoch(key)  # read first: what follows is of it or later
+            self._refuse_if_gone(epoch, answers)
             record, state = yield from read_state(key)
-            last_seq = yield from self._check_results_answer_open_calls(key, batch)
+            # Results that answer no call of a session that is absent, or not the one this
+            # manager served, were cut off by an erase, not sent by mistake.
+            served = self._served_epoch(key)
+            last_seq = yield from self._check_results_answer_open_calls(
+                key, batch, cut_off=epoch is None or served not in (None, epoch))
             settings = self._settings(state.mode)
             # Zones extract facts from every tool result (seconds for large ones): off the loop.
             new_state = yield from flow.compute(
@@ -626,8 +729,8 @@ class SessionFlows:
                 continue
         raise ConflictError("the session kept changing under this record; try again")
 
-    def _check_results_answer_open_calls(self, key: SessionKey, batch: list[dict[str, Any]]
-                                         ) -> Flow[int | None]:
+    def _check_results_answer_open_calls(self, key: SessionKey, batch: list[dict[str, Any]],
+                                         *, cut_off: bool = False) -> Flow[int | None]:
         """Refuse tool results that answer no call just before them, in the batch or stored.
 
         Stored, such a result would make every later build of the session fail (a result must
@@ -649,6 +752,10 @@ class SessionFlows:
             for _ in read_blocks_backward([*stored[start:], *batch], "record"):
                 pass
         except InvalidInputError:
+            if cut_off:
+                raise SessionGone(
+                    "record: no call for these tool results to answer: the session was erased "
+                    "or expired (or never begun)") from None
             raise InvalidInputError(
                 "record: a tool result must answer a call of the assistant message just before "
                 "it (in this batch, or the session's newest one), each call once") from None

@@ -30,6 +30,10 @@ class PreparedContext:
     """The hand-off this message caused, if any."""
     user_seq: int
     """Sequence number of the user message this context answers."""
+    epoch: str
+    """The incarnation of the session that message is in (``Store.epoch``). ``record(...,
+    context=this)`` stores the answer only into it: once the session is erased, expired or
+    begun again, the answer raises ``SessionGone`` instead of starting a session of its own."""
 
     @property
     def report(self) -> BuildReport:

@@ -216,6 +216,7 @@ class MemoryStore:
         if user_id is not None:
             validate_id(user_id, "user_id")
         with self._lock:
+            self._check_open()
             now = self._clock()
             infos = [
                 SessionInfo(key=key, message_count=len(s.messages),
@@ -237,6 +238,7 @@ class MemoryStore:
         """Remove every session of exactly ``user_id``; return how many were live."""
         validate_id(user_id, "user_id")
         with self._lock:
+            self._check_open()
             now = self._clock()
             keys = [key for key in self._sessions if key.user_id == user_id]
             live = sum(
@@ -249,6 +251,7 @@ class MemoryStore:
     def purge_expired(self) -> int:
         """Remove expired sessions; return how many."""
         with self._lock:
+            self._check_open()
             now = self._clock()
             expired = [
                 key for key, s in self._sessions.items()
@@ -264,10 +267,13 @@ class MemoryStore:
             self._sessions.clear()
             self._closed = True
 
-    def _live(self, key: SessionKey) -> _Session | None:
-        """The session if it exists and has not expired (caller holds the lock)."""
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreError("the store is closed")
+
+    def _live(self, key: SessionKey) -> _Session | None:
+        """The session if it exists and has not expired (caller holds the lock)."""
+        self._check_open()
         session = self._sessions.get(key)
         if session is None or is_expired(session.updated_at, self._clock(), self._ttl):
             return None

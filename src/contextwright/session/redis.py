@@ -77,6 +77,7 @@ class RedisStore:
         self._layout = RedisLayout(prefix, ttl_seconds)
         self._clock = clock
         self._redis = _connect(url, socket_timeout)
+        self._closed = False
         self._scripts = {name: self._redis.register_script(text)
                          for name, text in SCRIPTS.items()}
 
@@ -100,14 +101,14 @@ class RedisStore:
     def epoch(self, key: SessionKey) -> str | None:
         """The live session's incarnation, or ``None``."""
         with redis_errors():
-            return epoch_of(self._redis.hmget(self._layout.key("meta", key),
+            return epoch_of(self._client().hmget(self._layout.key("meta", key),
                                               ["created_at", "epoch"]))
 
     def find_write(self, key: SessionKey, idempotency_key: str) -> list[int] | None:
         """The seqs stored by the write with ``idempotency_key``, if the session has it."""
         validate_conditions(None, None, idempotency_key)
         with redis_errors():
-            done = self._redis.hget(self._layout.key("writes", key), idempotency_key)
+            done = self._client().hget(self._layout.key("writes", key), idempotency_key)
         return None if done is None else write_seqs(str(done))
 
     def read(
@@ -121,12 +122,12 @@ class RedisStore:
     def count(self, key: SessionKey) -> int:
         """Number of messages in the session."""
         with redis_errors():
-            return int(self._redis.llen(self._layout.key("msgs", key)))
+            return int(self._client().llen(self._layout.key("msgs", key)))
 
     def get_state(self, key: SessionKey) -> StateRecord | None:
         """The session's state document, if any."""
         with redis_errors():
-            return state_record(self._redis.hmget(self._layout.key("state", key),
+            return state_record(self._client().hmget(self._layout.key("state", key),
                                                   ["version", "data", "updated_at"]))
 
     def put_state(
@@ -194,22 +195,34 @@ class RedisStore:
         return dropped
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool; later calls raise ``StoreError``, as on every store.
+
+        (redis-py would otherwise reconnect on the next command: a shutdown that closes the
+        store before its workers stop would go on writing.)
+        """
+        self._closed = True
         self._redis.close()
 
     # -- helpers ------------------------------------------------------------------------------
 
+    def _client(self) -> Redis:
+        """The client, unless the store is closed."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        return self._redis
+
     def _run(self, script: str, keys: list[str], args: list[Any], *, write: bool = False) -> Any:
+        self._client()
         with redis_errors(write=write):
             return self._scripts[script](keys=keys, args=args)
 
     def _members(self, name: str) -> list[str]:
         with redis_errors():
-            return list(self._redis.smembers(name))  # type: ignore[arg-type]
+            return list(self._client().smembers(name))  # type: ignore[arg-type]
 
     def _infos(self, keys: list[SessionKey]) -> list[SessionInfo]:
         with redis_errors():
-            pipe = self._redis.pipeline(transaction=False)
+            pipe = self._client().pipeline(transaction=False)
             for key in keys:
                 pipe.hmget(self._layout.key("meta", key), ["created_at", "updated_at"])
                 pipe.llen(self._layout.key("msgs", key))
