@@ -4,6 +4,9 @@
 temp: 25``. Success envelopes (``code: 200``, ``status: "ok"``) are dropped, a lone ``data`` wrapper
 is unwrapped, nested objects become dotted paths, and every other value is kept verbatim (``null``
 and ``""`` included: ``error: null`` says the call did not fail), so ids, numbers and dates survive.
+A value, key or table cell that holds the separators around it (``Doe, Jane`` in a row,
+``refund done, status: refunded`` among fields, ``1,200`` in a row) is quoted as JSON, so no value
+can read as another cell, row or field.
 
 ``fields`` keeps only the named fields: dotted paths into the result after the success envelope and
 a lone ``data`` wrapper are removed. ``items[].name`` takes ``name`` from every element of the list
@@ -209,7 +212,7 @@ def _flatten(value: Any, path: str) -> Iterable[str]:
         if not value and path:
             yield f"{path}: {{}}"  # as an empty list shows as []: the key itself says something
         for key, child in value.items():
-            name = str(key) if key != "" else '""'  # an empty key still names its value
+            name = quoted_key(str(key))
             yield from _flatten(child, f"{path}.{name}" if path else name)
     elif isinstance(value, list):
         if _is_table(value):
@@ -221,7 +224,7 @@ def _flatten(value: Any, path: str) -> Iterable[str]:
             for index, child in enumerate(value):
                 yield from _flatten(child, f"{path}[{index}]")
     else:
-        yield f"{path}: {_scalar(value)}" if path else _scalar(value)
+        yield f"{path}: {_scalar(value, field=True)}" if path else _scalar(value, field=True)
 
 
 def _is_table(value: list[Any]) -> bool:
@@ -237,29 +240,64 @@ def _is_table(value: list[Any]) -> bool:
 
 def _table(rows: list[Mapping[str, Any]], path: str) -> str:
     """``path (n rows) [a, b]: (1, 2); (3, 4)`` — column names once, then the rows."""
-    columns = ", ".join(str(key) for key in rows[0])
-    body = "; ".join("(" + ", ".join(_scalar(v) for v in row.values()) + ")" for row in rows)
+    columns = ", ".join(quoted_key(str(key)) for key in rows[0])
+    body = "; ".join("(" + ", ".join(_scalar(v, cell=True) for v in row.values()) + ")"
+                     for row in rows)
     return f"{path or 'rows'} ({len(rows)} rows) [{columns}]: {body}"
 
 
 _LITERALS = frozenset(("null", "true", "false"))
+_FORGES_FIELD = re.compile(r"[,;]\s*[^\s,;:][^,;:]*:(?:\s|$)")
+"""A separator and a ``key:`` after it: in a list of fields, a new field would seem to begin."""
+_FORGES_CELL = re.compile(r"[,;]\s|[()\[\]]|\d[,;]\d")
+"""A separator of cells or rows, a row's bracket, or a comma between digits ("1,200" would read as
+the cells "1" and "200")."""
+_FORGES_KEY = re.compile(r"[,;\[\]]|:(?:\s|$)|^$|^\s|\s$")
 
 
-def _scalar(value: Any, *, listed: bool = False) -> str:
+def quoted_key(key: str) -> str:
+    """A key as shown before its value or among column names; quoted when it would misread.
+
+    That is when it holds a separator, a square bracket or a colon that reads as its end
+    (``{"a, b: c": 1}`` must not read as two fields), is empty or has outer spaces.
+    """
+    return encode_basestring(key) if _FORGES_KEY.search(key) else key
+
+
+def quoted_value(text: str, *, cell: bool) -> str:
+    """A string as shown among others: quoted (as JSON) when it would read as something else.
+
+    ``cell``: it stands in a row or a list, between ", " and "; " and inside brackets, so any of
+    those, or a comma between digits, would split it. Otherwise it is a field's value, and only
+    a separator followed by what reads as a new ``key:`` would. Either way the strings "null",
+    "true" and "false", an empty string and one with outer spaces are quoted.
+    """
+    forges = _FORGES_CELL if cell else _FORGES_FIELD
+    if text in _LITERALS or not text or text != text.strip() or forges.search(text):
+        return encode_basestring(text)
+    return text
+
+
+def _scalar(value: Any, *, listed: bool = False, field: bool = False, cell: bool = False
+            ) -> str:
     """A JSON scalar as shown; a string that would read as something else is quoted.
 
     The string ``"null"`` is not ``null``; in a list, a string holding the list's separator
-    (``"Doe; Jane"``), an empty one or one with outer spaces would read as other items.
+    (``"Doe; Jane"``), an empty one or one with outer spaces would read as other items; in a
+    table row (``cell``) or among fields (``field``), see ``quoted_value``.
     """
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str) and not isinstance(value, JsonNumber) and (
-            value in _LITERALS or (listed and ("; " in value or value != value.strip()
-                                               or not value))):
+    if not isinstance(value, str) or isinstance(value, JsonNumber):
+        return str(value)
+    if cell or field:
+        return quoted_value(value, cell=cell)
+    if value in _LITERALS or (listed and ("; " in value or value != value.strip()
+                                          or not value)):
         return encode_basestring(value)
-    return str(value)
+    return value
 
 
 register_cache("compress.json_compact.compact", _compact_cached)

@@ -1,12 +1,19 @@
 """Tiered retention of tool results: full, key facts, one line.
 
 The newest tool results stay whole; older ones are *reduced* to one short line of key facts, and
-the oldest to a shorter line of identifiers, or to a placeholder. Reduction never paraphrases:
-it keeps, verbatim, every value that looks like an id, a number, a date or a code (and short
-status / error strings), because those are what a later call needs exactly. A reduced result still
-answers its call: only its text changes, never its pairing. A failed result's reduced forms open
-with its ``(tool error)`` mark, as the result did, so they still say (and a provider's flag
-still says) that the call failed.
+the oldest to a shorter line of identifiers, or to a placeholder. Reduction never paraphrases and
+never changes a value: each value it keeps is shown whole, as ``compress.facts.extract_facts``
+reads it (``12 500 ₽``, ``€1.200,50``, ``¥1.2萬元``, ``+44 20 7946 0958``, a URL, an address), or
+as the tool wrote it (a short string, a number, ``true``/``false``, an id under an id key such as
+``order_id`` or ``orderId``). The records of a list stay together, one row each, as the compact
+table shows them; a string is quoted where it holds the separators around it; a long run such as
+base64 or a hash is shown as its kind and length, not cut into pieces. A long text result keeps
+its head, its facts and its last non-empty line (where an exception or a summary is). A reduced
+form whose values would take more room than the full form is one line instead.
+
+A reduced result still answers its call: only its text changes, never its pairing. A failed
+result's reduced forms open with its ``(tool error)`` mark, as the result did, so they still say
+(and a provider's flag still says) that the call failed.
 
 Pure functions over the result text; nothing here knows about items or budgets.
 """
@@ -19,10 +26,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from contextwright.compress.facts import extract_facts as whole_value_facts
 from contextwright.compress.json_compact import (
     MAX_COMPACT_CHARS,
     JsonNumber,
+    compact_tool_result,
     parse_json_verbatim,
+    quoted_key,
+    quoted_value,
     select_fields,
     without_lone_surrogates,
 )
@@ -75,7 +86,12 @@ _ALNUM = re.compile(r"[A-Za-z0-9]")
 _NOWHERE = sys.maxsize
 """The start a finder reports when its alternative matches nowhere further on."""
 _TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2})?(?:[+-]\d+)?")
-_ID_KEY = re.compile(r"(?:^|_)(?:id|ids|number|no|code|date|time|ref|key|sku)$", re.IGNORECASE)
+_ID_WORDS = "id|ids|number|no|code|date|time|ref|key|sku|pnr|uuid|locator"
+_ID_KEY = re.compile(
+    rf"(?:^|[_\-. ])(?i:{_ID_WORDS})$"  # order_id, ID, booking-ref
+    rf"|(?<=[a-z0-9])(?:{_ID_WORDS.title()}|{_ID_WORDS.upper()})$")  # orderId, bookingRef, userID
+"""A key whose value is an identifier as a whole (``ord_abcdef``), facts or not. The camelCase
+form needs its capital, so ``paid`` or ``valid`` is no id key."""
 _VERDICT_KEYS = frozenset(("status", "state", "error", "errors", "result", "message", "reason"))
 _VERDICT_MAX_CHARS = 60
 _SHORT_TEXT = 160
@@ -87,11 +103,57 @@ def extract_facts(text: str) -> tuple[str, ...]:
 
     Takes time linear in the length of ``text``, however its characters are arranged.
     """
+    return tuple(dict.fromkeys(text[start:end] for start, end in _token_spans(text)))
+
+
+def _token_spans(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each value ``extract_facts`` finds, left to right."""
     if _LONG_RUN.search(text) is None:
         spans: Iterable[tuple[int, int]] = (m.span() for m in _FACT.finditer(text))
     else:
         spans = _fact_spans(text)
-    return tuple(dict.fromkeys(text[start:end] for start, end in _whole_values(text, spans)))
+    return _whole_values(text, spans)
+
+
+def shown_facts(text: str) -> tuple[str, ...]:
+    """The values of ``text`` the reduced tiers list: each whole, in order, each once.
+
+    ``compress.facts.extract_facts`` reads whole values in every locale it knows (``12 500 ₽``,
+    ``+44 20 7946 0958``, ``350 5th Ave, New York, NY 10118``, URLs). Where it finds nothing, the
+    tokens ``extract_facts`` finds are added (codes such as ``JFK``, ``12A``, ``15%``, small
+    counts), but never a token inside a whole value, which would be a piece of it.
+    """
+    whole = whole_value_facts(text)
+    tokens = list(_token_spans(text))
+    if not whole:
+        return tuple(dict.fromkeys(text[start:end] for start, end in tokens))
+    # The tokens each whole value is made of, and where in the value each stands: a token of
+    # the text that is such a piece, with its value around it, is no value of its own. (Looking
+    # the values up in the text instead would read the text once per value.)
+    pieces: dict[str, set[tuple[int, int]]] = {}
+    for fact in whole:
+        for start, end in _token_spans(fact):
+            pieces.setdefault(fact[start:end], set()).add((start, len(fact)))
+    values = set(whole)
+    found: list[tuple[int, str]] = []
+    position = 0
+    for fact in whole:  # in order of first appearance, so the search only moves forward
+        position = max(text.find(fact, position), position)
+        found.append((position, fact))
+    found += [(start, text[start:end]) for start, end in tokens
+              if not _inside_a_value(text, start, pieces.get(text[start:end], ()), values)]
+    found.sort(key=lambda pair: pair[0])
+    return tuple(dict.fromkeys(fact for _, fact in found))
+
+
+def _inside_a_value(text: str, start: int, places: Iterable[tuple[int, int]],
+                    values: set[str]) -> bool:
+    """Whether the token at ``start`` is a piece of one of ``values`` the text holds there.
+
+    ``places``: (the token's offset, the value's length) in each value it is a piece of.
+    """
+    return any(offset <= start and text[start - offset:start - offset + length] in values
+               for offset, length in places)
 
 
 # What the scan leaves next to a number but is part of its value: a currency sign, a percent
@@ -303,11 +365,13 @@ _WORDING: dict[str, dict[str, str]] = {
            "reduced_unnamed": "Tool result, key facts",
            "line": "Earlier tool result ({name})", "line_unnamed": "Earlier tool result",
            "none": "(none)", "no_ids": "(no identifiers)", "more": " (+{more} more)",
-           "dropped": "[earlier result of {name} omitted]", "a_tool": "a tool"},
+           "dropped": "[earlier result of {name} omitted]", "a_tool": "a tool",
+           "blob": "<{length} chars of {kind}>"},
     "zh": {"reduced": "工具结果（{name}），关键事实", "reduced_unnamed": "工具结果，关键事实",
            "line": "较早的工具结果（{name}）", "line_unnamed": "较早的工具结果",
            "none": "（无）", "no_ids": "（无标识）", "more": "（另有 {more} 项）",
-           "dropped": "[已省略{name}的较早结果]", "a_tool": "某工具"},
+           "dropped": "[已省略{name}的较早结果]", "a_tool": "某工具",
+           "blob": "<{length} 个字符的 {kind}>"},
 }
 """What a reduced result says around its values, by the build's labels' language
 (``core.fence.LABELS``); the values themselves are never translated."""
@@ -347,18 +411,165 @@ def _reduce(tool_name: str | None, content: str, fields: tuple[str, ...] | None,
               else wording["reduced_unnamed"])
     value = _parse_json(content)
     if value is None:
-        return _reduce_text(prefix, content)
-    if fields is not None:
-        value = select_fields(value, fields)
-    groups: dict[str, dict[str, None]] = {}
-    for key, scalar in _leaves(value, ""):
-        for fact in _scalar_facts(key, scalar):
-            groups.setdefault(key or "value", {})[fact] = None
-    body = "; ".join(f"{key}: {', '.join(values)}" for key, values in groups.items())
-    return f"{prefix}: {body}" if body else f"{prefix}: {wording['none']}"
+        body = _reduced_text(content, wording)
+        full = content
+    else:
+        if fields is not None:
+            value = select_fields(value, fields)
+        body = "; ".join(_fields(value, "", wording))
+        full = (compact_tool_result(tool_name, content, fields) or content).split(": ", 1)[-1]
+    if not body:
+        return f"{prefix}: {wording['none']}"
+    if len(body) > len(full):  # no saving: the one-line tier is always short
+        return _line(tool_name, content, _LINE_CHARS, wording)
+    return f"{prefix}: {body}"
 
 
-def one_line_tool_result(tool_name: str | None, content: str, max_chars: int = 240, *,
+def _fields(value: Any, key: str, wording: Mapping[str, str]) -> Iterator[str]:
+    """``key: value`` of each kept value.
+
+    Nested keys are dotted (``prices.economy``), a list of records is shown as rows
+    (``items [sku, qty]: (SKU-1, 2); (SKU-2, 1)``).
+    """
+    if isinstance(value, Mapping) and _keyed_records(value):
+        yield _by_key(value, key, wording)
+    elif isinstance(value, Mapping):
+        parent = key.rsplit(".", 1)[-1]
+        for child_key, child in value.items():
+            name = quoted_key(str(child_key))
+            yield from _fields(child, f"{parent}.{name}" if parent else name, wording)
+    elif isinstance(value, list):
+        shown = _list(value, key, wording)
+        if shown:
+            yield shown
+    else:
+        scalar = _shown_scalar(key, value, wording, cell=False)
+        if scalar is not None:
+            yield f"{key}: {scalar}" if key else scalar
+
+
+def _list(values: list[Any], key: str, wording: Mapping[str, str]) -> str | None:
+    """A list's kept items: scalars as ``key: a, b``, records as rows.
+
+    Rows are a table when every row keeps the same fields. A row is never merged with another:
+    its values stay together.
+    """
+    name = key or "rows"
+    if not all(isinstance(child, Mapping) for child in values):
+        items = [item for item in (_inline(child, key, wording) for child in values)
+                 if item is not None]
+        separator = ", " if all(not isinstance(c, Mapping | list) for c in values) else "; "
+        return f"{name}: {separator.join(items)}" if items else None
+    rows = [cells for cells in (_cells(child, wording) for child in values) if cells]
+    if not rows:
+        return None
+    columns = [column for column, _ in rows[0]]
+    if len(rows) > 1 and all([column for column, _ in row] == columns for row in rows):
+        body = "; ".join("(" + ", ".join(text for _, text in row) + ")" for row in rows)
+        return f"{name} [{', '.join(columns)}]: {body}"
+    return f"{name}: " + "; ".join(_record(row) for row in rows)
+
+
+def _keyed_records(value: Mapping[str, Any]) -> bool:
+    """Whether ``value`` holds records under their ids (``{"card_8817203": {...}, ...}``)."""
+    return bool(value) and all(_has_digit(str(key)) and isinstance(child, Mapping)
+                               for key, child in value.items())
+
+
+def _by_key(value: Mapping[str, Any], key: str, wording: Mapping[str, str]) -> str:
+    """Records under their ids as ``key: id (field: value, …); id (…)``.
+
+    A field that only repeats its record's id (``"id": "card_8817203"``) is not shown again.
+    """
+    rows = []
+    for record_key, record in value.items():
+        name = quoted_value(str(record_key), cell=True)
+        cells = [(field, text) for field, text in _cells(record, wording)
+                 if text != name]
+        rows.append(f"{name} {_record(cells)}" if cells else name)
+    return f"{key or 'rows'}: {'; '.join(rows)}"
+
+
+def _cells(value: Mapping[str, Any], wording: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(field, shown value) of one record's kept values, nested fields dotted."""
+    cells: list[tuple[str, str]] = []
+    for key, child in value.items():
+        name = quoted_key(str(key))
+        if isinstance(child, Mapping):
+            cells += [(f"{name}.{inner}", text) for inner, text in _cells(child, wording)]
+        elif (shown := _inline(child, name, wording)) is not None:
+            cells.append((name, shown))
+    return cells
+
+
+def _record(cells: list[tuple[str, str]]) -> str:
+    return "(" + ", ".join(f"{name}: {text}" for name, text in cells) + ")"
+
+
+def _inline(value: Any, key: str, wording: Mapping[str, str]) -> str | None:
+    """A value inside a row or a list; None when nothing of it is kept.
+
+    A scalar is shown as a cell, a record in parentheses, a list in brackets.
+    """
+    if isinstance(value, Mapping):
+        cells = _cells(value, wording)
+        return _record(cells) if cells else None
+    if isinstance(value, list):
+        items = [item for item in (_inline(child, key, wording) for child in value)
+                 if item is not None]
+        separator = ", " if all(not isinstance(c, Mapping | list) for c in value) else "; "
+        return "[" + separator.join(items) + "]" if items else None
+    return _shown_scalar(key, value, wording, cell=True)
+
+
+def _shown_scalar(key: str, value: Any, wording: Mapping[str, str], *, cell: bool
+                  ) -> str | None:
+    """A scalar as the reduced tier shows it, or None when it holds no key fact.
+
+    Numbers as the tool wrote them, booleans as ``true``/``false``; a string whole when it is
+    an id (by its key), a verdict (``status``, ``error``) or a short value holding a fact, else
+    its facts, each whole, between ellipses; null and prose without facts are left out.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, JsonNumber | int | float):
+        return str(value)
+    text = _without_line_breaks(str(value))
+    if not text.strip():
+        return None
+    if (kind := _blob_kind(text)) is not None:
+        return wording["blob"].format(length=len(text), kind=kind)
+    leaf = key.rsplit(".", 1)[-1]
+    short = len(text) <= _VERDICT_MAX_CHARS
+    verdict = leaf.lower() in _VERDICT_KEYS
+    if short and (verdict or _ID_KEY.search(leaf)):
+        return quoted_value(text, cell=cell)
+    facts = shown_facts(_without_blobs(text, wording))
+    if not facts and not verdict:
+        return None
+    if facts == (text,) or (short and len(text.split()) <= _VALUE_WORDS):
+        return quoted_value(text, cell=cell)
+    pieces = [quoted_value(fact, cell=cell) for fact in facts]
+    if verdict:  # what went wrong is in its words: the head of the message, then its facts
+        head = _head(text, _VERDICT_MAX_CHARS).removesuffix(" …")
+        in_head = set(shown_facts(head))  # whole facts: "55" is not shown by "ORD-5512"
+        pieces = [head, *(p for p, f in zip(pieces, facts, strict=True) if f not in in_head)]
+        return " … ".join(pieces) + " …"
+    return " … ".join(pieces)
+
+
+_VALUE_WORDS = 4
+"""A short string of at most this many words that holds a fact is a value (``UA 857``,
+``Terminal 4, Gate B12``), shown whole; a longer one is prose, shown as its facts."""
+
+
+_LINE_CHARS = 240
+"""The longest a one-line result is unless the plan says otherwise (``tool_line_chars``)."""
+
+
+def one_line_tool_result(tool_name: str | None, content: str, max_chars: int = _LINE_CHARS, *,
                          language: str = "en") -> str:
     """The shortest form that still names what the result held: its identifiers and dates.
 
@@ -397,13 +608,34 @@ def _line(tool_name: str | None, content: str, max_chars: int,
         whole = f"{prefix}: {_one_line(content)}"
         if len(whole) <= max_chars:
             return whole
-    text = content if value is None else " ".join(
-        str(s) for _, s in _leaves(value, "") if not isinstance(s, bool))
-    facts = [f for f in extract_facts(text) if _is_identifier(f)]
+    if value is None:
+        found: Iterable[str] = shown_facts(_without_blobs(content, wording))
+    else:
+        found = (fact for key, scalar in _leaves(value, "")
+                 for fact in _line_facts(key, scalar, wording))
+    facts = [f for f in dict.fromkeys(found) if _is_identifier(f)]
     shown = _fitting(facts, max_chars - len(prefix) - 2)
     more = len(facts) - len(shown)
     tail = wording["more"].format(more=more) if more else ""
     return f"{prefix}: {' '.join(shown) or wording['no_ids']}{tail}"
+
+
+def _line_facts(key: str, value: Any, wording: Mapping[str, str]) -> Iterable[str]:
+    """The whole values of one scalar of a JSON result.
+
+    Each scalar is read on its own: reading them as one text would join the end of one to the
+    start of the next ("12" and "500 ₽" would read as "12 500 ₽").
+    """
+    if isinstance(value, bool):
+        return ()
+    if isinstance(value, JsonNumber | int | float):
+        return (str(value),)
+    text = _without_line_breaks(str(value))
+    if _blob_kind(text) is not None:
+        return ()
+    if _ID_KEY.search(key.rsplit(".", 1)[-1]) and 0 < len(text) <= _VERDICT_MAX_CHARS:
+        return (text,)
+    return shown_facts(_without_blobs(text, wording))
 
 
 def _fitting(facts: Sequence[str], room: int) -> list[str]:
@@ -438,16 +670,14 @@ def _parse_json(content: str) -> Any:
 def _leaves(value: Any, key: str) -> Iterator[tuple[str, Any]]:
     """(leaf key, scalar) pairs.
 
-    The leaf key is the nearest object key above the scalar, prefixed by its parent's key unless
-    that is itself an id (``prices.economy``, but ``id`` under ``payment_methods.card_123``), so
-    values of same-named fields in different places are not mixed up.
+    The leaf key is the nearest object key above the scalar, prefixed by its parent's key
+    (``prices.economy``); only the last part says whether it is an id key.
     """
     if isinstance(value, Mapping):
         parent = key.rsplit(".", 1)[-1]
         for child_key, child in value.items():
             name = str(child_key)
-            qualified = f"{parent}.{name}" if parent and not _has_digit(parent) else name
-            yield from _leaves(child, qualified)
+            yield from _leaves(child, f"{parent}.{name}" if parent else name)
     elif isinstance(value, list):
         for child in value:
             yield from _leaves(child, key)
@@ -455,36 +685,92 @@ def _leaves(value: Any, key: str) -> Iterator[tuple[str, Any]]:
         yield key, value
 
 
-def _scalar_facts(key: str, value: Any) -> Iterable[str]:
-    if isinstance(value, bool):
-        return (str(value).lower(),) if key.rsplit(".", 1)[-1] in _VERDICT_KEYS else ()
-    if isinstance(value, JsonNumber | int | float):
-        return (str(value),)  # a number as the tool wrote it
-    text = str(value)
-    leaf = key.rsplit(".", 1)[-1]
-    if _ID_KEY.search(leaf) and len(text) <= _VERDICT_MAX_CHARS:
-        return (text,)
-    if leaf in _VERDICT_KEYS and len(text) <= _VERDICT_MAX_CHARS:
-        return (_one_line(text),)
-    return extract_facts(text)
-
-
 _HEAD_CHARS = 100
 """Characters of a long text result a reduced line shows before its remaining facts."""
+_TAIL_CHARS = 200
+"""Characters of a long text result's last non-empty lines a reduced line shows at its end."""
 
 
-def _reduce_text(prefix: str, content: str) -> str:
+def _reduced_text(content: str, wording: Mapping[str, str]) -> str:
+    """A text result's head, the facts head and tail do not show, and its last line(s).
+
+    The last non-empty lines are where a traceback's exception and a log's summary are.
+    """
+    content = _without_blobs(content, wording)
     if len(content) <= _SHORT_TEXT:
-        return f"{prefix}: {_one_line(content)}"
-    flat = _one_line(content)
-    # The head ends between characters as a reader sees them: a Devanagari conjunct or an
-    # emoji family is kept whole or left out, never shown in part.
-    head = whole_clusters(flat, flat[:_HEAD_CHARS])
+        return _one_line(content)
+    lines = [line for line in (_one_line(line) for line in content.splitlines()) if line]
+    if not lines:
+        return ""
+    tail_lines: list[str] = []
+    if len(lines) > 1:
+        tail_lines.append(lines.pop())
+        while len(lines) > 1 and (len(lines[-1]) + 1 + sum(len(t) + 1 for t in tail_lines)
+                                  <= _TAIL_CHARS):
+            tail_lines.insert(0, lines.pop())
+    before = " ".join(lines)
+    head = _head(before, _HEAD_CHARS)
+    tail = _head(" ".join(tail_lines), _TAIL_CHARS) if tail_lines else ""
     # Whole facts, not substrings: "55" is not shown by a head that holds "ORD-5512". A fact the
     # cut splits is not among the head's facts either, so it is listed whole.
-    shown = set(extract_facts(head))
-    rest = [f for f in extract_facts(flat) if f not in shown]
-    return f"{prefix}: {head} … {', '.join(rest)}" if rest else f"{prefix}: {head} …"
+    shown = set(shown_facts(head)) | set(shown_facts(tail))
+    rest = [quoted_value(f, cell=True) for f in shown_facts(_one_line(content)) if f not in shown]
+    parts = [head.removesuffix(" …")]
+    if rest:
+        parts.append(", ".join(rest))
+    if tail:
+        parts.append(tail)  # with its own " …" when it was cut
+    return " … ".join(parts) + (" …" if len(parts) == 1 else "")
+
+
+def _head(text: str, limit: int) -> str:
+    """``text`` when it is at most ``limit`` characters, else its first ``limit`` and " …".
+
+    The cut falls between characters as a reader sees them: a Devanagari conjunct or an emoji
+    family is kept whole or left out, never shown in part.
+    """
+    if len(text) <= limit:
+        return text
+    return whole_clusters(text, text[:limit]) + " …"
+
+
+def _without_line_breaks(text: str) -> str:
+    return _LINE_BREAKS.sub(" ", text) if _LINE_BREAK.search(text) else text
+
+
+_LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+_LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
+_BLOB_RUN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{65,}")
+"""A run longer than a SHA-256 in hex, of the characters of base64 and hex: a blob or a hash."""
+_HEX_RUN = re.compile(r"(?=[^a-fA-F]*[a-fA-F])(?=\D*\d)[0-9a-fA-F]+")
+_BASE64_RUN = re.compile(r"(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])(?=\D*\d)[A-Za-z0-9+/=_-]+")
+
+
+def _blob_kind(run: str) -> str | None:
+    """``hex`` or ``base64`` for a run of ``_BLOB_RUN`` that reads as one, else None.
+
+    A path or an id that happens to be as long has few slashes, or lacks mixed case and digits.
+    """
+    if len(run) < 65:
+        return None
+    if _HEX_RUN.fullmatch(run):
+        return "hex"
+    if _BASE64_RUN.fullmatch(run) and run.count("/") * 32 <= len(run):
+        return "base64"
+    return None
+
+
+def _without_blobs(text: str, wording: Mapping[str, str]) -> str:
+    """``text`` with each blob shown as its kind and length: a piece of one is no fact."""
+    if len(text) < 65:
+        return text
+
+    def shown(run: re.Match[str]) -> str:
+        kind = _blob_kind(run.group())
+        return run.group() if kind is None else wording["blob"].format(
+            length=len(run.group()), kind=kind)
+
+    return _BLOB_RUN.sub(shown, text)
 
 
 def _has_digit(text: str) -> bool:

@@ -367,8 +367,8 @@ def _reasoning_left_out(message: Message, open_loop: bool) -> str:
 
 
 _TIER_REASONS: dict[str, str] = {
-    "reduced": "tool result reduced to its key facts ({why}); ids, numbers and dates kept "
-               "verbatim",
+    "reduced": "tool result reduced to its key facts ({why}); each value kept whole and "
+               "verbatim, records row by row",
     "line": "early tool result reduced to one line of identifiers ({why})",
     "drop": "early tool result dropped ({why}); a placeholder answers its call",
 }
