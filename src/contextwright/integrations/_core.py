@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, cast
 
 from contextwright.builder import ContextBuilder
+from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
 from contextwright.core.items import Message, parse_message
@@ -170,11 +171,18 @@ class ContextShaper:
     """The plan of every call; ``None`` picks one per call with ``select_plan``."""
     budget: int | None = None
     """Tokens the whole context may use (system, tools and messages); ``None``: the plan's."""
+    cache: CachePolicy | bool = True
+    """Keep a stable prefix across the calls of one conversation (``True`` or a
+    ``CachePolicy``: each build continues the ``previous`` one it is given); ``False``: every
+    build is cut afresh, as a build without ``previous`` is."""
 
     def __post_init__(self) -> None:
-        """Refuse a wrong builder, plan or budget now, not at the first call."""
+        """Refuse a wrong builder, plan, budget or cache setting now, not at the first call."""
         checked_builder(self.builder)
         object.__setattr__(self, "plan", checked_plan(self.plan))  # frozen: set once, here
+        if not isinstance(self.cache, bool | CachePolicy):
+            raise ConfigurationError(f"cache must be True, False or a CachePolicy, not "
+                                     f"{type(self.cache).__name__}")
         budget = self.budget
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
                                    or budget < 1):
@@ -193,10 +201,44 @@ class ContextShaper:
         return plan.with_budget(available_override=self.budget) if self.budget else plan
 
     def build(self, messages: Sequence[Mapping[str, Any]], *, system: str | None = None,
-              tools: Sequence[Mapping[str, Any]] = ()) -> FinalContext:
-        """Build the context for ``messages`` (OpenAI chat dicts)."""
+              tools: Sequence[Mapping[str, Any]] = (),
+              previous: Fingerprint | None = None) -> FinalContext:
+        """Build the context for ``messages`` (OpenAI chat dicts).
+
+        ``previous`` is the fingerprint of the same conversation's last build, which this one
+        continues while ``cache`` is on (see ``stored_fingerprint``); it never comes from
+        another conversation.
+        """
         request = self.request(messages, system=system, tools=tools)
-        return self.builder.build(self.plan_for(request), request)
+        plan = self.plan_for(request)
+        if self.cache is False:
+            return self.builder.build(plan, request)
+        return self.builder.build(plan, request, previous=previous, cache=self.cache)
+
+
+FINGERPRINT_KEY = "contextwright_fingerprint"
+"""Where an integration keeps a conversation's last build's fingerprint (its dict)."""
+
+
+def stored_fingerprint(data: object) -> Fingerprint | None:
+    """The fingerprint kept as ``data`` (its ``to_dict()``); ``None`` starts a new cache line.
+
+    A missing or unreadable one (written by another version, edited) only costs the cached
+    prefix of one call, so it is not an error.
+    """
+    if data is None:
+        return None
+    try:
+        return Fingerprint.from_dict(data)
+    except InvalidInputError:
+        return None
+
+
+def fingerprint_to_keep(shaper: ContextShaper, context: FinalContext) -> dict[str, Any] | None:
+    """What the conversation keeps of ``context`` for its next build (``None``: cache off)."""
+    if shaper.cache is False:
+        return None
+    return context.fingerprint.to_dict()
 
 
 def with_warning(context: FinalContext, warning: str) -> FinalContext:

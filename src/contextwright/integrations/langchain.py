@@ -3,7 +3,11 @@
 ``ContextwrightMiddleware`` goes into ``create_agent(..., middleware=[...])``. Before every model
 call it builds the context from the agent's messages, system prompt and tools (plan, budget,
 tool-pair safety, fencing) and hands the model that instead; the agent's own state keeps the full
-conversation. Each build's report lands in the state under ``contextwright_report`` (as its
+conversation. Each build continues the layout of the thread's last one (its fingerprint is kept
+in the state under ``contextwright_fingerprint``), so the provider's prompt cache stays warm;
+``cache=False`` turns that off. A tool result's images reach the model as images where its API
+takes them, and as placeholders, warned of in the report, where it does not.
+Each build's report lands in the state under ``contextwright_report`` (as its
 plain dict, so every checkpointer can save it); ``report_from_state(state)`` gives the
 ``BuildReport`` back. Blocks of a tool the provider ran itself (``web_search_call``,
 ``server_tool_use`` and its results, ``server_tool_call``...) stay in the state and are left out
@@ -34,17 +38,21 @@ from langgraph.types import Command
 
 from contextwright.builder import ContextBuilder
 from contextwright.convert import chat_messages, is_hosted_tool_part, to_langchain
+from contextwright.core.cache import CachePolicy
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
 from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
 from contextwright.integrations._core import (
+    FINGERPRINT_KEY,
     ContextShaper,
     ConversionMemo,
     PlanChoice,
+    fingerprint_to_keep,
     kept_tool_names,
     report_from_dict,
     snapshot,
+    stored_fingerprint,
     system_and_rest,
     tool_image_parts,
     with_warning,
@@ -61,6 +69,8 @@ class ContextwrightState(AgentState[Any]):
     """The agent state with the last build's report (``BuildReport.to_dict()``)."""
 
     contextwright_report: NotRequired[Annotated[dict[str, Any], OmitFromInput]]
+    contextwright_fingerprint: NotRequired[Annotated[dict[str, Any], OmitFromInput]]
+    """The last build's fingerprint, which the thread's next build continues (its dict)."""
 
 
 def report_from_state(state: Mapping[str, Any]) -> BuildReport:
@@ -111,15 +121,19 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
     (``None``: ``select_plan`` per call); ``budget`` caps the whole context in tokens (system
     prompt, tool schemas and messages; ``None``: the plan's budget for the builder's model).
     Tools the build leaves out (a plan with a tool budget) are not offered to the model.
+    ``cache`` keeps the provider's prompt cache warm: each build continues the layout of the
+    thread's last one (its fingerprint is kept in the state under
+    ``contextwright_fingerprint``, so each thread continues its own); ``False`` cuts every
+    call afresh.
     """
 
     state_schema = ContextwrightState
 
     def __init__(self, *, builder: ContextBuilder | None = None, plan: PlanChoice = None,
-                 budget: int | None = None) -> None:
+                 budget: int | None = None, cache: CachePolicy | bool = True) -> None:
         super().__init__()
         self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
-                                    budget=budget)
+                                    budget=budget, cache=cache)
         self._chats = ConversionMemo(from_langchain, _fingerprint)
 
     def shape(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], FinalContext]:
@@ -127,8 +141,11 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         schemas = [_tool_schema(tool, index) for index, tool in enumerate(request.tools)]
         given = request.system_message
         system = given.text if given is not None else None
+        previous = (stored_fingerprint((request.state or {}).get(FINGERPRINT_KEY))
+                    if self.shaper.cache is not False else None)
         context = self.shaper.build(self._chats(request.messages), system=system,
-                                    tools=[schema for schema in schemas if schema is not None])
+                                    tools=[schema for schema in schemas if schema is not None],
+                                    previous=previous)
         hosted = _hosted_tool_blocks(request.messages)
         if hosted:
             context = with_warning(context, (
@@ -155,7 +172,7 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """Build, call the model with the build, and put the report into the state."""
         shaped, context = self.shape(request)
-        return _with_report(handler(shaped), context.report)
+        return self._with_build(handler(shaped), context)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any],
@@ -163,7 +180,18 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """``wrap_model_call`` for an async agent (the build runs on a worker thread)."""
         shaped, context = await asyncio.to_thread(self.shape, request)
-        return _with_report(await handler(shaped), context.report)
+        return self._with_build(await handler(shaped), context)
+
+    def _with_build(self, response: ModelResponse[Any] | AIMessage, context: FinalContext
+                    ) -> ExtendedModelResponse[Any]:
+        """The model's response, with the build's report (and fingerprint) put into the state."""
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        update: dict[str, Any] = {REPORT_KEY: context.report.to_dict()}
+        fingerprint = fingerprint_to_keep(self.shaper, context)
+        if fingerprint is not None:
+            update[FINGERPRINT_KEY] = fingerprint
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
 
 def _tool_images(context: FinalContext, request: ModelRequest[Any]
@@ -249,14 +277,6 @@ def _system_message(given: SystemMessage | None, built: str | None
     if added:
         blocks.append({"type": "text", "text": added})
     return SystemMessage(content=blocks), None
-
-
-def _with_report(response: ModelResponse[Any] | AIMessage, report: BuildReport
-                 ) -> ExtendedModelResponse[Any]:
-    if isinstance(response, AIMessage):
-        response = ModelResponse(result=[response])
-    return ExtendedModelResponse(model_response=response,
-                                 command=Command(update={REPORT_KEY: report.to_dict()}))
 
 
 def _tool_schema(tool: object, index: int) -> dict[str, Any] | None:

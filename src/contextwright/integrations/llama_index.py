@@ -7,8 +7,10 @@ log per (user, session); ``get()`` builds what the model sees from them (plan, b
 safety, fencing; the data note joins the system message), and ``report`` is the last build's
 ``BuildReport``. An agent appends this turn's own tool calls and results after what ``get``
 returns (they reach the memory only when the turn ends), so ``budget`` covers the stored
-conversation. A message's ``CachePoint`` blocks are not stored (a chat message carries no cache
-breakpoint); every later build of the memory warns in its report how many ``put`` left out.
+conversation. Each ``get()`` continues the layout of the memory's last build of the session, so the
+provider's prompt cache stays warm (``cache=False`` turns that off). A message's ``CachePoint``
+blocks are not stored (a chat message carries no cache breakpoint); every later build of the
+memory warns in its report how many ``put`` left out.
 Needs the ``llama-index`` extra.
 """
 
@@ -22,6 +24,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from contextwright.builder import ContextBuilder
 from contextwright.convert import chat_messages, to_llama_index
+from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
 from contextwright.integrations._core import ContextShaper, PlanChoice, sync_store, with_warning
@@ -36,7 +39,9 @@ class ContextwrightMemory(BaseMemory):
     ``system`` is the system prompt the build starts with (an agent's own ``system_prompt`` is
     sent before it); ``plan`` is a ``BuildPlan``, a shipped plan's name or a function of the
     ``Request`` (``None``: ``select_plan`` per call); ``budget`` caps the built context in
-    tokens.
+    tokens. ``cache`` keeps the provider's prompt cache warm: each ``get()`` continues the
+    layout of this memory's last build of the session (kept in the memory object, per
+    incarnation of the session); ``False`` cuts every build afresh.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -52,17 +57,19 @@ class ContextwrightMemory(BaseMemory):
     _report: BuildReport | None = PrivateAttr(default=None)
     _read: tuple[str | None, int, list[dict[str, Any]]] = PrivateAttr(default=(None, 0, []))
     _left_out: dict[str, int] = PrivateAttr(default_factory=dict)
+    _previous: tuple[str | None, Fingerprint | None] = PrivateAttr(default=(None, None))
 
     def __init__(self, store: Store, *, user_id: str, session_id: str,
                  system: str | None = None, builder: ContextBuilder | None = None,
-                 plan: PlanChoice = None, budget: int | None = None) -> None:
+                 plan: PlanChoice = None, budget: int | None = None,
+                 cache: CachePolicy | bool = True) -> None:
         SessionKey(user_id=user_id, session_id=session_id)  # both ids checked now
         # The fields declared above; mypy reads BaseMemory's __init__, not the pydantic model's.
         super().__init__(user_id=user_id, session_id=session_id,  # type: ignore[call-arg]
                          system=system)
         self._store = sync_store(store, "ContextwrightMemory")
         self._shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
-                                     budget=budget)
+                                     budget=budget, cache=cache)
 
     @classmethod
     def class_name(cls) -> str:
@@ -102,7 +109,11 @@ class ContextwrightMemory(BaseMemory):
             stored.append({"role": "user", "content": input})
         if not any(message.get("role") == "user" for message in stored):
             return to_llama_index(stored)  # nothing to answer yet: the session as it is
-        context = self._shaper.build(stored, system=self.system)
+        epoch, previous = self._previous
+        context = self._shaper.build(stored, system=self.system,
+                                     previous=previous if epoch == self._read[0] else None)
+        if self._shaper.cache is not False:  # the next get() of this session continues it
+            self._previous = (self._read[0], context.fingerprint)
         if self._left_out:
             context = with_warning(context, (
                 f"put() left out {sum(self._left_out.values())} block(s) of the stored messages "
@@ -140,6 +151,7 @@ class ContextwrightMemory(BaseMemory):
         """Erase the session."""
         self._store.erase_session(self.key)
         self._left_out.clear()
+        self._previous = (None, None)
 
     def _chats(self) -> list[dict[str, Any]]:
         """The session's messages: what was read before, and what was appended since.

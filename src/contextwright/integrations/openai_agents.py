@@ -20,7 +20,10 @@ output (see ``CARRIED_CALLS``). Other items a chat message has no place for (cus
 and their outputs, compaction) are refused with an ``InvalidInputError`` naming the item type.
 The SDK's placeholder id of items from a chat-completions model is not kept as a message id (it
 names no message). The tool schemas the SDK sends are not part of the build (a filter
-cannot change them), so ``budget`` covers the instructions and the input.
+cannot change them), so ``budget`` covers the instructions and the input. When the run's context
+is a mutable mapping, each build's fingerprint is kept in it (``contextwright_fingerprint``) and
+the next call with that context continues its layout, so the provider's prompt cache stays warm
+(``cache=False`` turns that off).
 Needs the ``openai-agents`` extra.
 """
 
@@ -39,13 +42,17 @@ from agents.run_config import CallModelData, ModelInputData
 
 from contextwright.builder import ContextBuilder
 from contextwright.convert import HOSTED_RESPONSES_ITEMS, chat_messages
+from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.final import FinalContext
 from contextwright.core.report import BuildReport
 from contextwright.errors import ConflictError, InvalidInputError
 from contextwright.integrations._core import (
+    FINGERPRINT_KEY,
     ContextShaper,
     PlanChoice,
+    fingerprint_to_keep,
     snapshot,
+    stored_fingerprint,
     sync_store,
     with_warning,
 )
@@ -149,23 +156,32 @@ class ContextwrightInputFilter:
     The report of the last build is ``last_report``; when the run's context is a mutable
     mapping it also gets the report's dict under ``contextwright_report``, so it is reachable
     from ``result.context_wrapper.context`` of concurrent runs.
+
+    ``cache`` keeps the provider's prompt cache warm: when the run's context is a mutable
+    mapping, the build's fingerprint is kept in it under ``contextwright_fingerprint`` and the
+    next model call with that context continues its layout — every call of the run, and the
+    next run of the conversation when it is given the same context (or that entry). Runs with
+    contexts of their own never share it; ``False`` cuts every call afresh.
     """
 
     def __init__(self, *, builder: ContextBuilder | None = None, plan: PlanChoice = None,
-                 budget: int | None = None) -> None:
+                 budget: int | None = None, cache: CachePolicy | bool = True) -> None:
         self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
-                                    budget=budget)
+                                    budget=budget, cache=cache)
         self.last_report: BuildReport | None = None
         self._memo: dict[tuple[int, ...], tuple[tuple[Any, ...], tuple[Any, ...],
                                                 list[dict[str, Any]]]] = {}
 
-    def build(self, items: Sequence[Any], instructions: str | None) -> FinalContext:
+    def build(self, items: Sequence[Any], instructions: str | None,
+              previous: Fingerprint | None = None) -> FinalContext:
         """The build for the SDK's input ``items`` and the agent's ``instructions``.
 
         Hosted tools' items are left out, and the report's warnings say which; carried tools'
-        items are in it as function calls and results (``CARRIED_CALLS``).
+        items are in it as function calls and results (``CARRIED_CALLS``). ``previous`` is the
+        fingerprint of this conversation's last build.
         """
-        context = self.shaper.build(self._chats(items), system=instructions)
+        context = self.shaper.build(self._chats(items), system=instructions,
+                                    previous=previous)
         hosted = _hosted_tool_kinds(items)
         if not hosted:
             return context
@@ -200,14 +216,21 @@ class ContextwrightInputFilter:
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         """Build the model input (on a worker thread) and record the report."""
         given = data.model_data
-        context = await asyncio.to_thread(self.build, given.input, given.instructions)
+        kept = data.context if isinstance(data.context, MutableMapping) else None
+        previous = (stored_fingerprint(kept.get(FINGERPRINT_KEY))
+                    if kept is not None and self.shaper.cache is not False else None)
+        context = await asyncio.to_thread(self.build, given.input, given.instructions,
+                                          previous)
         body = context.to_request("openai-responses")
         built, left_out = _carried_back(body["input"], given.input)
         if left_out:
             context = with_warning(context, _left_out_note(left_out))
         self.last_report = context.report
-        if isinstance(data.context, MutableMapping):
-            data.context[REPORT_KEY] = context.report.to_dict()
+        if kept is not None:
+            kept[REPORT_KEY] = context.report.to_dict()
+            fingerprint = fingerprint_to_keep(self.shaper, context)
+            if fingerprint is not None:
+                kept[FINGERPRINT_KEY] = fingerprint
         items = _with_reasoning(built, given.input)
         return ModelInputData(input=items, instructions=body.get("instructions") or None)
 

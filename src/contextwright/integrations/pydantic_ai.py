@@ -10,6 +10,9 @@ next request. The data note about fenced text comes first, as a system prompt pa
 and counts the function tools' schemas.
 Each build's report is put on the run's newest request as ``metadata["contextwright_report"]``
 (its dict), so ``result.all_messages()`` carries it; ``report_from_messages`` reads the last one.
+The build's fingerprint goes there too (``contextwright_fingerprint``, on the newest such request
+only): the conversation's next build continues its layout, so the provider's prompt cache stays
+warm, in the next run too when it is given these messages (``cache=False`` turns that off).
 ``to_pydantic_ai`` / ``from_pydantic_ai`` convert messages either way; the images of a user
 prompt and of a tool's return (``ImageUrl``, image ``BinaryContent``) are carried — the model
 gets a tool's images in its return, inside the fence, and Pydantic AI sends them the way its
@@ -60,6 +63,7 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 
 from contextwright.builder import ContextBuilder
 from contextwright.core.accounting import MESSAGE_OVERHEAD
+from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart, image_from_part
 from contextwright.core.items import parse_message
@@ -67,13 +71,16 @@ from contextwright.core.report import BuildReport
 from contextwright.errors import BudgetError, InvalidInputError
 from contextwright.integrations._core import (
     FEEDBACK,
+    FINGERPRINT_KEY,
     ContextShaper,
     ConversionMemo,
     PlanChoice,
     chats_with_tool_images,
+    fingerprint_to_keep,
     kept_tool_names,
     report_from_dict,
     snapshot,
+    stored_fingerprint,
     with_warning,
 )
 
@@ -91,21 +98,26 @@ class ContextwrightHistory(AbstractCapability[Any]):
     ``plan`` is a ``BuildPlan``, a shipped plan's name or a function of the ``Request``
     (``None``: ``select_plan`` per request); ``budget`` caps the whole context in tokens, the
     agent's instructions and its function tools' schemas included. Tools the build leaves out
-    (a plan with a tool budget) are not offered to the model on that request.
+    (a plan with a tool budget) are not offered to the model on that request. ``cache`` keeps
+    the provider's prompt cache warm: each build continues the layout of the conversation's
+    last one, whose fingerprint is kept on the newest request that went through the capability
+    (``metadata["contextwright_fingerprint"]``, so it travels with the messages into the next
+    run); ``False`` cuts every request afresh.
     """
 
     def __init__(self, *, builder: ContextBuilder | None = None, plan: PlanChoice = None,
-                 budget: int | None = None) -> None:
+                 budget: int | None = None, cache: CachePolicy | bool = True) -> None:
         self.shaper = ContextShaper(builder=builder or ContextBuilder(), plan=plan,
-                                    budget=budget)
+                                    budget=budget, cache=cache)
         self._chats = ConversionMemo(_marked_chats, _fingerprint)
 
     def build(self, messages: Sequence[ModelMessage], instructions: str | None = None,
-              tools: Sequence[Mapping[str, Any]] = ()) -> FinalContext:
+              tools: Sequence[Mapping[str, Any]] = (),
+              previous: Fingerprint | None = None) -> FinalContext:
         """The build for a run's ``messages``.
 
         ``instructions`` are what the agent sends apart; ``tools`` the OpenAI schemas of its
-        function tools.
+        function tools; ``previous`` the fingerprint of this conversation's last build.
         """
         shaper = self.shaper
         chats = self._chats(messages)
@@ -114,7 +126,7 @@ class ContextwrightHistory(AbstractCapability[Any]):
             if spent >= shaper.budget:
                 _refuse_instructions(shaper, chats, instructions, tools, spent)
             shaper = dataclasses.replace(shaper, budget=shaper.budget - spent)
-        context = shaper.build(chats, tools=tools)
+        context = shaper.build(chats, tools=tools, previous=previous)
         native = _native_tool_names(messages)
         if native:
             context = with_warning(context, (
@@ -136,7 +148,9 @@ class ContextwrightHistory(AbstractCapability[Any]):
         instructions = _instructions(request_context, given)
         parameters = request_context.model_request_parameters
         schemas = [_tool_schema(tool) for tool in parameters.function_tools]
-        context = await asyncio.to_thread(self.build, given, instructions, schemas)
+        holder, previous = (_previous_build(ctx.messages) if self.shaper.cache is not False
+                            else (None, None))
+        context = await asyncio.to_thread(self.build, given, instructions, schemas, previous)
         built = to_pydantic_ai(chats_with_tool_images(context))
         if isinstance(given[-1], ModelRequest) and isinstance(built[-1], ModelRequest):
             built[-1] = dataclasses.replace(built[-1], instructions=given[-1].instructions)
@@ -144,7 +158,8 @@ class ContextwrightHistory(AbstractCapability[Any]):
         request_context.messages = built
         request_context.model_request_parameters = dataclasses.replace(
             parameters, function_tools=[t for t in parameters.function_tools if t.name in kept])
-        _note_report(ctx.messages, context.report)
+        _note_report(ctx.messages, context.report,
+                     fingerprint_to_keep(self.shaper, context), holder)
         return request_context
 
 
@@ -177,13 +192,41 @@ def _instructions(request_context: ModelRequestContext, messages: Sequence[Model
     return last.instructions if isinstance(last, ModelRequest) else None
 
 
-def _note_report(history: list[ModelMessage], report: BuildReport) -> None:
-    """Put the report on the run's newest request (``metadata`` is never sent to the model)."""
+def _note_report(history: list[ModelMessage], report: BuildReport,
+                 fingerprint: dict[str, Any] | None = None,
+                 holder: ModelRequest | None = None) -> None:
+    """Put the report (and the fingerprint) on the run's newest request.
+
+    ``metadata`` is never sent to the model. The fingerprint moves from ``holder``, the
+    request that kept the previous one: only the newest is read, and one per request would
+    grow a saved history by a fingerprint per call.
+    """
     for index in range(len(history) - 1, -1, -1):
         message = history[index]
         if isinstance(message, ModelRequest):
-            message.metadata = {**(message.metadata or {}), REPORT_KEY: report.to_dict()}
+            noted: dict[str, Any] = {**(message.metadata or {}), REPORT_KEY: report.to_dict()}
+            if fingerprint is not None:
+                noted[FINGERPRINT_KEY] = fingerprint
+            if holder is not None and holder is not message and holder.metadata:
+                holder.metadata = {key: value for key, value in holder.metadata.items()
+                                   if key != FINGERPRINT_KEY}
+            message.metadata = noted
             return
+
+
+def _previous_build(history: Sequence[ModelMessage]
+                    ) -> tuple[ModelRequest | None, Fingerprint | None]:
+    """The request holding this conversation's last fingerprint, and that fingerprint.
+
+    Read from the newest request back: it is on the request before the last response, so the
+    search stops within a few messages, except once for a history never built before.
+    """
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, ModelRequest) and message.metadata \
+                and FINGERPRINT_KEY in message.metadata:
+            return message, stored_fingerprint(message.metadata[FINGERPRINT_KEY])
+    return None, None
 
 
 def report_from_messages(messages: Sequence[ModelMessage]) -> BuildReport:
