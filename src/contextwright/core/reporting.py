@@ -193,12 +193,40 @@ def _whole_count(decision: Decision, candidate: Candidate,
         f"counting stopped at {candidate.tokens:,}, past the budget)"))
 
 
+def merged_cuts(decisions: list[Decision]) -> list[Decision]:
+    """``decisions``, an item truncated more than once given one decision for all its cuts.
+
+    A later step may cut again what the first cut left (a history item cut to its share, then
+    again to fit the whole): the item is truncated once, from the size it was offered at
+    (the first cut's ``tokens_before`` and original text) to what was sent (the last cut's
+    ``tokens_after``), so counts of truncated items and the diff's sizes hold. The decision
+    stays where the first cut was; its reason names every cut that differs.
+    """
+    first: dict[tuple[str, str], int] = {}
+    merged: list[Decision] = []
+    for d in decisions:
+        if d.action != "truncated":
+            merged.append(d)
+            continue
+        at = first.get((d.source, d.key))
+        if at is None:
+            first[(d.source, d.key)] = len(merged)
+            merged.append(d)
+            continue
+        earlier = merged[at]
+        reason = earlier.reason if d.reason == earlier.reason else (
+            f"{earlier.reason}; then {d.reason}")
+        merged[at] = replace(earlier, tokens_after=d.tokens_after, reason=reason,
+                             detail=earlier.detail if earlier.detail is not None else d.detail)
+    return merged
+
+
 def make_report(plan: BuildPlan, gathered: list[Gathered], allocations: Mapping[str, Allocation],
                 selections: Mapping[str, Selection], decisions: list[Decision],
                 warnings: list[str], tokenizer: CountingTokenizer, total: int,
                 recall_scores: Mapping[str, float] | None = None) -> BuildReport:
     """Aggregate the decisions into the per-source table (``recall_scores``: ``core.notes``)."""
-    all_decisions = with_whole_counts(decisions, gathered, tokenizer) + [
+    all_decisions = merged_cuts(with_whole_counts(decisions, gathered, tokenizer)) + [
         d for s in selections.values()
         for d in compacted_decisions(s, tokenizer, recall_scores)]
     actions: Counter[tuple[str, str]] = Counter()

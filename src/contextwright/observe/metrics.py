@@ -30,12 +30,20 @@ SHARE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
 
 
 def cut_counts(snapshot: Snapshot) -> tuple[Counter[str], Counter[str]]:
-    """Truncations and drops per source (items of unread runs counted one by one)."""
+    """Truncated items and drops per source (items of unread runs counted one by one).
+
+    An item is counted once however many times it was cut (a record written before a build
+    merged its cuts holds one decision per cut).
+    """
     truncated: Counter[str] = Counter()
     dropped: Counter[str] = Counter()
+    cut: set[tuple[str, str]] = set()
     for d in snapshot.decisions:
         if d["action"] == "truncated":
-            truncated[str(d["source"])] += 1
+            item = (str(d["source"]), str(d["key"]))
+            if item not in cut:
+                cut.add(item)
+                truncated[item[0]] += 1
         elif d["action"] in ("dropped", "deduplicated", "conflict"):
             dropped[str(d["source"])] += int(d.get("count", 1))
     return truncated, dropped
