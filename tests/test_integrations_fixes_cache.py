@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -121,6 +122,49 @@ def test_langchain_threads_each_keep_their_prefix() -> None:
 def test_langchain_cache_off_cuts_every_call_afresh() -> None:
     threads = langchain_requests(ContextwrightMiddleware(budget=2500, cache=False))
     assert all(repeated_share(requests) < 0.85 for requests in threads.values())
+
+
+class AnswersByRequest(ScriptedOpenAI):
+    """Looks the booking up when the user has just asked, else answers: whatever the order in
+    which concurrent conversations' requests arrive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._one_at_a_time = threading.Lock()
+
+    def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Any:
+        last = body["messages"][-1]
+        with self._one_at_a_time:
+            if last["role"] == "user":
+                code = str(last["content"]).split("Is ")[1].split(" ")[0]
+                self.turns = [Turn(calls=(("get_booking", {"booking_id": code}),))]
+            else:
+                self.turns = [Turn(text="Confirmed, seat 12C.")]
+            return super().answer(path, headers, body)
+
+
+def test_langchain_concurrent_threads_each_keep_their_prefix() -> None:
+    """Both threads' turns run at once (``ainvoke``), through one middleware."""
+    with AnswersByRequest() as server:
+        model = ChatOpenAI(model="gpt-4o", base_url=server.base_url, api_key="test-key")
+        agent = create_agent(model, tools=[get_booking], system_prompt=SYSTEM,
+                             middleware=[ContextwrightMiddleware(budget=2500)],
+                             checkpointer=InMemorySaver())
+
+        async def run() -> None:
+            for turn in range(TURNS):
+                await asyncio.gather(*(
+                    agent.ainvoke({"messages": [HumanMessage(question(name, turn))]},
+                                  {"configurable": {"thread_id": name}})
+                    for name in CONVERSATIONS))
+
+        asyncio.run(run())
+        assert server.errors == []
+        bodies = [received.body["messages"] for received in server.received]
+    threads = by_conversation(bodies, lambda message: str(message.get("content")))
+    for name, requests in threads.items():
+        assert len(requests) == 2 * TURNS
+        assert repeated_share(requests) >= 0.85, name
 
 
 # --- Pydantic AI -------------------------------------------------------------------------------
