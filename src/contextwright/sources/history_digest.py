@@ -1,11 +1,15 @@
-"""The history digest: exact values of the turns a build left out, as one compact fenced item.
+r"""The history digest: exact values of the turns a build left out, as one compact fenced item.
 
 The running summary's "confirmed key facts", but stateless: when the plan sets history's
 ``digest_share``, the builder keeps that share of history's grant free and, if rounds were left out,
 asks ``HistorySource.digest`` for one item. That item says it is a digest of omitted messages (which
 ones), and lists, per omitted message, the exact values first seen there (ids, codes, numbers,
 dates, emails, addresses: ``compress.facts.extract_facts``) that the kept context does not already
-contain. Values are never paraphrased or cut: a value that does not fit is left out whole.
+show. What a kept item shows is its text as sent and its calls' arguments: a tool result shown
+reduced, as one line or as a placeholder shows only what that text holds, not its original.
+JSON (a tool result, a call's arguments) is read decoded, string by string, so a result written
+with ``\uXXXX`` escapes (``json.dumps``' default) gives its values (``€1.200,50``), not pieces of
+the escapes. Values are never paraphrased or cut: a value that does not fit is left out whole.
 
 Which values come first when not all fit: those the user stated or the agent passed to a tool
 (someone relied on them), then values repeated across omitted messages, then the newest. Only
@@ -18,12 +22,14 @@ Pure functions of the request and the kept items; nothing here knows budgets bey
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from contextwright.compress.facts import extract_facts, fact_key, looks_like_fence_marker
+from contextwright.compress.json_compact import MAX_COMPACT_CHARS, without_lone_surrogates
 from contextwright.core.caches import BoundedCache, memoized, register_cache, text_bytes
 from contextwright.core.items import ContextItem, Layer, Message, parse_listed, parsed_unchanged
 from contextwright.core.request import Request
@@ -208,7 +214,12 @@ _ITEM_KEYS: BoundedCache[int, tuple[ContextItem, frozenset[str]]] = BoundedCache
 
 
 def _item_keys(item: ContextItem) -> frozenset[str]:
-    """The value keys one kept item shows.
+    """The value keys one kept item shows: in its text as sent, and its calls' arguments.
+
+    What is shown, never ``item.raw``: a tool result shown reduced, as one line or as a
+    placeholder splits or leaves out values its original holds, and a value counted as shown
+    that is not would be in neither the context nor the digest. JSON is read decoded
+    (``_values``), as the digest reads omitted messages.
 
     Remembered per item object: items are immutable, and a history's items are re-yielded as
     the same objects on every build.
@@ -216,10 +227,7 @@ def _item_keys(item: ContextItem) -> frozenset[str]:
     cached = _ITEM_KEYS.get(id(item)) or _ITEM_KEYS.revive(id(item))
     if cached is not None and cached[0] is item:
         return cached[1]
-    texts = [item.raw if item.raw is not None else item.message.content]
-    texts.extend(call.arguments for call in item.message.tool_calls)
-    if item.raw is not None:
-        texts.append(item.message.content)
+    texts = [item.message.content, *(call.arguments for call in item.message.tool_calls)]
     keys = frozenset(k for text in texts if text for k in _text_keys(text))
     _ITEM_KEYS.put(id(item), (item, keys))
     return keys
@@ -362,6 +370,42 @@ def _message_facts(message: Message) -> _Facts:
     return facts
 
 
+_JSON_START = re.compile(r"\s*[\[{]")
+"""What a JSON object or array starts with: most texts are prose, and are never parsed."""
+
+
+_LEAF_BREAK = "\n|\n"
+"""Between two decoded strings: a line break alone could be read across (``$`` then ``100``), a
+bar no fact pattern takes."""
+
+
+def _decoded(text: str) -> str | None:
+    r"""A JSON text's keys and values as they read, in order, ``_LEAF_BREAK`` between them.
+
+    Tools' JSON is mostly written with ``\uXXXX`` escapes (``json.dumps``' default): read
+    raw, ``"\u20ac1.200,50"`` gives the fragment ``u20ac1`` and no amount. Decoded, each
+    string is its value (``€1.200,50``), and an escaped line break or slash no longer glues
+    letters to an id or breaks a URL. Numbers read as written. None when ``text`` is not JSON
+    or too large to parse (``MAX_COMPACT_CHARS``: the raw text is read then).
+    """
+    if len(text) > MAX_COMPACT_CHARS:
+        return None
+    try:  # built-in hooks only: parsing stays in C; an object comes as its (key, value) pairs
+        value = json.loads(text, parse_int=str, parse_float=str, parse_constant=str,
+                           object_pairs_hook=list)
+    except (ValueError, RecursionError):
+        return None
+    leaves: list[str] = []
+    pending: list[Any] = [value]
+    while pending:  # depth first, in document order, without recursion
+        node = pending.pop()
+        if isinstance(node, str):
+            leaves.append(node)
+        elif isinstance(node, list | tuple):  # an array, an object's pairs, or one pair
+            pending.extend(reversed(node))
+    return without_lone_surrogates(_LEAF_BREAK.join(leaves), text)
+
+
 READ_CHARS = 32_768
 """An omitted text longer than this is read in part: its head and its tail, these many
 characters in all. A digest holds what fits its share of the budget, chosen by rank, so it has
@@ -378,10 +422,16 @@ def _read_values(text: str) -> tuple[str, ...]:
 
     A part ends at a line break or a space where it can, and a value that may run on past
     where a part was cut (it touches the cut and occurs nowhere else in the part) is left out:
-    a digest shows values whole or not at all.
+    a digest shows values whole or not at all. Long JSON is decoded first (``_decoded``), and
+    its decoded text read so.
     """
     if len(text) <= READ_CHARS:
         return _values(text)
+    decoded = _decoded(text) if _JSON_START.match(text) else None
+    if decoded is not None:
+        text = decoded
+        if len(text) <= READ_CHARS:
+            return _values(text)
     head_end = _head_end(text)
     tail_start = _tail_start(text)
     head, tail = text[:head_end], text[tail_start:]
@@ -428,7 +478,9 @@ def _runs_on(part: str, value: str, *, last: bool) -> bool:
 @memoized("sources.history_digest.values", max_entries=32_768, share=0.01,
           size=lambda args, values: text_bytes(args[0]) + _keys_bytes(values))
 def _values(text: str) -> tuple[str, ...]:
-    return extract_facts(text)
+    """All values of ``text``; of JSON, those of its decoded keys and values (``_decoded``)."""
+    decoded = _decoded(text) if _JSON_START.match(text) else None
+    return extract_facts(text if decoded is None else decoded)
 
 
 @memoized("sources.history_digest.text_keys", max_entries=32_768, share=0.01,
