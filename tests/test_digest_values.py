@@ -133,3 +133,17 @@ def test_a_value_whose_kept_result_is_dropped_reaches_the_model_in_the_digest() 
     shown = [m.get("content") or "" for m in ctx.to_messages()]
     assert any("[earlier result of lookup omitted]" in text for text in shown)
     assert missing_facts("\n".join(shown), [PHONE]) == ()
+
+
+def test_a_long_escaped_json_result_is_read_decoded() -> None:
+    rows = [{"row": n, "note": "filler text " * 8} for n in range(400)]
+    rows[0]["amount"] = "€1.200,50"
+    rows[-1]["store"] = "上海市浦东新区世纪大道100号"
+    content = json.dumps(rows)  # escaped, and longer than what is read whole
+    assert len(content) > 40_000
+    history = [call("c1", "export"), {"role": "tool", "tool_call_id": "c1", "content": content},
+               {"role": "assistant", "content": "Exported."}]
+    digest = history_digest(Request(user_input="go", history=history), {}, [], 2_000, cost)
+    assert digest is not None
+    assert missing_facts(digest.message.content, ["€1.200,50", "上海市浦东新区世纪大道100号"]) == ()
+    assert "u20ac" not in digest.message.content
