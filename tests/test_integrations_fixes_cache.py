@@ -278,8 +278,9 @@ def test_agents_sdk_cache_off_cuts_every_call_afresh() -> None:
 
 def llama_index_requests(cache: bool) -> dict[str, list[Sequence[Any]]]:
     store = MemoryStore()
+    off = {} if cache else {"cache": False}  # on by default
     memories = {name: ContextwrightMemory(store, user_id="u", session_id=name, system=SYSTEM,
-                                          budget=2500, cache=cache) for name in CONVERSATIONS}
+                                          budget=2500, **off) for name in CONVERSATIONS}
     requests: dict[str, list[Sequence[Any]]] = {name: [] for name in CONVERSATIONS}
     for turn in range(TURNS):
         for name, memory in memories.items():
