@@ -141,3 +141,15 @@ def test_replay_prints_and_renders_the_replayed_builds_warnings(tmp_path: Path) 
     dom = dom_of(out, tmp_path / "profile")
     assert "no tools source" in text_of(dom, r'<ul id="warnings">')  # the replayed build's
     assert "no tools source" in text_of(dom, r'<ul id="diff-warnings">')
+
+
+def test_a_text_target_snapshots_messages_add_up_to_its_total() -> None:
+    call = {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "track_order", "arguments": '{"order_id": "KST418"}'}}]}
+    request = Request(user_input="Where is it now?", system="You help with orders.", tools=TOOLS,
+                      history=[{"role": "user", "content": "Track KST418."}, call,
+                               {"role": "tool", "tool_call_id": "call_1",
+                                "content": "in transit"}])
+    snapshot = snapshot_of(BuildPlan.named("tool_heavy"), request, target="text")
+    assert sum(int(m["tokens"]) for m in snapshot.messages) == snapshot.total_tokens

@@ -103,7 +103,8 @@ class Snapshot:
     """Every decision of the report, in order."""
     messages: tuple[Mapping[str, Any], ...]
     """The rendered messages: role, section, label, tokens (of the content, tool calls and
-    images; not the framing every message has), content (or its hash), ``recalled`` for an
+    images; not the framing every message has; for a text target, the message's block of the
+    prompt, so they add up to ``total_tokens``), content (or its hash), ``recalled`` for an
     older turn brought back by recall, and ``item``: the key of the item it renders, as the
     decisions name it (``history.m4``), when the build names it."""
     request: Mapping[str, Any]
@@ -621,11 +622,15 @@ def _messages(ctx: FinalContext, hasher: Hasher | None) -> tuple[dict[str, Any],
     labels = ctx.labels or (None,) * len(ctx.messages)
     documents = ctx.documents or (False,) * len(ctx.messages)
     items = _item_keys(ctx) or (None,) * len(ctx.messages)
+    # A text prompt has no chat framing or call syntax: each message costs its block of the
+    # prompt (``to_text``), and the blocks add up to the build's total.
+    blocks: tuple[int | None, ...] = (
+        ctx.text_counts()[1] if ctx.target == "text" else (None,) * len(ctx.messages))
     tokenizer = ctx.tokenizer.name
     return tuple(
-        _message(message, section, label, document, item, ctx, hasher, tokenizer)
-        for message, section, label, document, item in zip(
-            ctx.messages, ctx.sections, labels, documents, items, strict=True))
+        _message(message, section, label, document, item, block, ctx, hasher, tokenizer)
+        for message, section, label, document, item, block in zip(
+            ctx.messages, ctx.sections, labels, documents, items, blocks, strict=True))
 
 
 def _item_keys(ctx: FinalContext) -> tuple[str | None, ...]:
@@ -640,7 +645,7 @@ def _item_keys(ctx: FinalContext) -> tuple[str | None, ...]:
 
 _MESSAGE_CACHE_SIZE = 50_000
 _RENDERED: BoundedCache[
-    tuple[int, str, str | None, bool, str | None, str | None, str, str | None],
+    tuple[int, str, str | None, bool, str | None, int | None, str | None, str, str | None],
     tuple[Message, dict[str, Any]]] = BoundedCache(
     "observe.snapshot.rendered", max_entries=_MESSAGE_CACHE_SIZE, share=0.04,
     size=lambda _, entry: text_bytes(entry[0].content) + 800)
@@ -652,17 +657,20 @@ cannot be reused."""
 
 
 def _message(message: Message, section: str, label: str | None, document: bool,
-             item: str | None, ctx: FinalContext, hasher: Hasher | None,
+             item: str | None, block: int | None, ctx: FinalContext, hasher: Hasher | None,
              tokenizer: str) -> dict[str, Any]:
     hashed_with = hasher.key_id if hasher is not None else None
     # A message's tokens count its images by the build's image rule: builders for different
     # models may record the same message object.
     image_rule = ctx.image_rule.name if message.images else None
-    key = (id(message), section, label, document, item, hashed_with, tokenizer, image_rule)
+    key = (id(message), section, label, document, item, block, hashed_with, tokenizer,
+           image_rule)
     known = _RENDERED.get(key) or _RENDERED.revive(key)
     if known is not None and known[0] is message:
         return known[1]
     data = _message_data(message, section, label, document, ctx, hasher)
+    if block is not None:
+        data["tokens"] = block
     if item is not None:  # the library's key, as the decisions name it (kept readable)
         data["item"] = item
     _RENDERED.put(key, (message, data))
