@@ -2,10 +2,13 @@
 
 No script, no font, no stylesheet from anywhere: the CSS is inline and the budget chart is
 inline SVG, so the file opens offline and reads the same in any browser. It shows, in order:
-the build's header (plan, hash, tokens, window, mode, route, cache), a chart of budget vs use
-per source, the per-source table, the rendered messages (roles, sections, fence markers and
-recalled turns highlighted), every decision with its reason, and, given a second snapshot, the
-diff. Every text is escaped; content of a redacted snapshot shows as its hash and size.
+the build's header (plan, hash, tokens, window, mode, route, cache, warnings), a chart of budget
+vs use per source, the per-source table with the framing row that makes it add up to the total,
+the offered tool schemas, the rendered messages (roles, sections, fence markers and recalled
+turns highlighted; images as a line naming them, tool calls, reasoning), every decision with its
+reason (and a cut item's original text, folded), and, given a snapshot to compare with, the diff
+from it to this build. Every text is escaped; content of a redacted snapshot shows as its hash
+and size.
 """
 
 from __future__ import annotations
