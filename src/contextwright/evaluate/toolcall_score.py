@@ -26,7 +26,6 @@ no expected call names); ``wrong_count`` (the right tools, a different number of
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import unicodedata
@@ -219,17 +218,54 @@ def score_calls(expected: Sequence[ExpectedCall], calls: Sequence[ModelCall],
 
 def _best_mismatch(expected: Sequence[ExpectedCall], calls: Sequence[ModelCall], name: str,
                    defaults: Mapping[str, Any]) -> str | None:
-    """None if the calls to ``name`` match its expected calls in some order, else a reason."""
+    """None if the calls to ``name`` match its expected calls in some order, else a reason.
+
+    The reason is the first mismatch of the calls in the order they were made. Whether some
+    order matches is a perfect matching of expected calls to made ones: polynomial, where
+    trying every order took hours for a dozen parallel calls.
+    """
     wanted = [e for e in expected if e.name == name]
     made = [c for c in calls if c.name == name]
-    reasons: list[str] = []
-    for order in itertools.permutations(made):
-        mismatches = [_mismatch(e, c, defaults) for e, c in zip(wanted, order, strict=True)]
-        found = [m for m in mismatches if m is not None]
-        if not found:
-            return None
-        reasons.append(found[0])
-    return reasons[0]
+    reasons = [[_mismatch(e, c, defaults) for c in made] for e in wanted]
+    if _pairs_all([[reason is None for reason in row] for row in reasons]):
+        return None
+    # Some call of the order made mismatches, else that order would have been a matching.
+    return next(reasons[i][i] for i in range(len(wanted)) if reasons[i][i] is not None)
+
+
+def _pairs_all(fits: Sequence[Sequence[bool]]) -> bool:
+    """Whether each row can be given a column of its own where it fits (a square matrix).
+
+    Augmenting paths found breadth first (Kuhn's algorithm): O(n³), no recursion.
+    """
+    size = len(fits)
+    owner = [-1] * size  # column -> the row it is given to
+    given = [-1] * size  # row -> its column
+    for start in range(size):
+        reached_from: dict[int, int] = {}  # column -> the row that reached it
+        frontier, free = [start], -1
+        while frontier and free < 0:
+            following = []
+            for row in frontier:
+                for column in range(size):
+                    if fits[row][column] and column not in reached_from:
+                        reached_from[column] = row
+                        if owner[column] < 0:
+                            free = column
+                            break
+                        following.append(owner[column])
+                if free >= 0:
+                    break
+            frontier = following
+        if free < 0:
+            return False
+        column = free
+        while column >= 0:  # flip the path: each row on it takes the column it reached
+            row = reached_from[column]
+            previous = given[row]
+            owner[column], given[row] = row, column
+            column = previous
+    return True
 
 
 def _mismatch(expected: ExpectedCall, call: ModelCall, defaults: Mapping[str, Any]
