@@ -7,13 +7,15 @@ must still match, and a copy of a message's words in another message must not st
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
 from contextwright import ContextBuilder, Request
+from contextwright.errors import DatasetError
 from contextwright.evaluate.case_metrics import Checks, Wanted, measure
-from contextwright.evaluate.cases import CaseRun, EvalCase, build_case
+from contextwright.evaluate.cases import CaseRun, EvalCase, build_case, parse_case
 
 COUNT = ContextBuilder(tokenizer="o200k_base").tokenizer.count
 GET_ORDER = {"type": "function", "function": {
@@ -120,3 +122,30 @@ def test_a_recalled_turn_and_a_merged_system_message_still_count() -> None:
     assert result.missing == ()
     assert result.useful_tokens == (COUNT("q") + COUNT("My sister lives in Porto.")
                                     + COUNT("The user is a VIP."))
+
+
+def test_a_noise_fact_seen_in_an_old_calls_arguments_is_noise() -> None:
+    call = {"role": "assistant", "content": None, "id": "t1", "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "get_order", "arguments": '{"id": "ZX-OLD-77"}'}}]}
+    request = Request(user_input="q", history=[call, {"role": "tool", "tool_call_id": "c1",
+                                                      "content": "gone"}])
+    rendered = [{"role": "assistant", "content": None, "tool_calls": call["tool_calls"]},
+                {"role": "tool", "tool_call_id": "c1", "content": "gone"},
+                {"role": "user", "content": "q"}]
+    result = measure(request, Checks(noise=Wanted(facts=("ZX-OLD-77",))), rendered, [], COUNT)
+    assert result.noise_shown == ('fact[0] "ZX-OLD-77"',)
+    assert result.noise_tokens == COUNT("ZX-OLD-77")
+
+
+@pytest.mark.parametrize(("field", "value", "where"), [
+    ("must_contain", {"facts": [" "]}, "must_contain.facts[0]"),
+    ("noise", {"facts": ["\n\t"]}, "noise.facts[0]"),
+    ("position", {"tail": ["  "]}, "position.tail[0]"),
+])
+def test_a_fact_of_whitespace_alone_is_refused(field: str, value: dict[str, Any],
+                                               where: str) -> None:
+    line = json.dumps({"id": "c", "request": {"user_input": "q"}, field: value})
+    with pytest.raises(DatasetError, match=rf"^cases.jsonl:1: {re.escape(where)}: only "
+                                           "whitespace, which any context holds$"):
+        parse_case(line, "cases.jsonl:1", 1)

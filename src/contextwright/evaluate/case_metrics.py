@@ -17,7 +17,7 @@ most, so a copy of the words inside another message does not count):
 
 A document is shown when its whole text appears verbatim; a tool when its schema is offered.
 Irrelevant material is counted by what of it is shown: its whole text, else each of its
-sentences (16 characters or more) that appears verbatim.
+sentences (16 characters or more) that appears verbatim; a fact also in tool-call arguments.
 
 A message with images is read by its text parts. Its images count in ``tokens`` (what the model
 is sent, as the build counted them) but not in density and noise, which are shares of the text
@@ -259,7 +259,7 @@ def measure(request: Request, checks: Checks, messages: Sequence[Msg],
     rendered = Rendered(messages, tools, count)
     found = Finder(request, rendered)
     required, missing, useful = _required(checks.required, found)
-    noise_spans, noise_tools, noise_shown = _noise(checks.noise, found)
+    noise_spans, noise_tools, noise_shown, noise_in_calls = _noise(checks.noise, found)
     useful += found.all_copies(request.user_input)
     if request.system:
         useful += found.all_copies(request.system)[:1]
@@ -268,8 +268,8 @@ def measure(request: Request, checks: Checks, messages: Sequence[Msg],
     placed, misplaced = _placement(checks.placement, request, rendered)
     useful_tokens = rendered.tokens(useful) + sum(rendered.tool_tokens(t)
                                                   for t in checks.required.tools)
-    noise_tokens = rendered.tokens(noise_spans) + sum(rendered.tool_tokens(t)
-                                                      for t in noise_tools)
+    noise_tokens = rendered.tokens(noise_spans) + noise_in_calls + sum(
+        rendered.tool_tokens(t) for t in noise_tools)
     total = rendered.total
     scores: dict[str, float | None] = {
         "completeness": required / len(checks.required) if len(checks.required) else None,
@@ -314,14 +314,22 @@ def _required(wanted: Wanted, found: Finder) -> tuple[int, list[str], list[Span]
     return shown, missing, spans
 
 
-def _noise(wanted: Wanted, found: Finder) -> tuple[list[Span], list[str], list[str]]:
-    """(spans of irrelevant text shown, irrelevant tools offered, what was shown)."""
+def _noise(wanted: Wanted, found: Finder) -> tuple[list[Span], list[str], list[str], int]:
+    """What of the irrelevant material is shown.
+
+    (spans of text, tools offered, what was shown, tokens of facts found only in tool-call
+    arguments).
+    """
     spans: list[Span] = []
     shown: list[str] = []
+    in_calls = 0
     for index, fact in enumerate(wanted.facts):
         copies = found.all_copies(fact)
-        if copies:
+        # A fact the model reads in an old call's arguments is shown, as a required one is.
+        only_in_calls = not copies and found.rendered.in_arguments(fact)
+        if copies or only_in_calls:
             spans += copies
+            in_calls += found.rendered.count(fact) if only_in_calls else 0
             shown.append(f"fact[{index}] {_quoted(fact)}")
     for kind, ids, look in (("message", wanted.messages, found.message),
                             ("document", wanted.documents, found.document)):
@@ -332,7 +340,7 @@ def _noise(wanted: Wanted, found: Finder) -> tuple[list[Span], list[str], list[s
                 shown.append(f"{kind} {item_id}")
     tools = [name for name in wanted.tools if name in found.rendered.tools]
     shown += [f"tool {name}" for name in tools]
-    return spans, tools, shown
+    return spans, tools, shown, in_calls
 
 
 def _placement(placement: Placement, request: Request, rendered: Rendered

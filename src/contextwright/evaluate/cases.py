@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -46,12 +47,22 @@ MAX_FILE_BYTES = 256 << 20
 """Largest cases file read (a case with a long history is a few hundred kilobytes)."""
 
 NonEmpty = Annotated[str, StringConstraints(strict=True, min_length=1)]
+
+
+def _visible(text: str) -> str:
+    if not text.strip():
+        raise ValueError("only whitespace, which any context holds")
+    return text
+
+
+Text = Annotated[NonEmpty, AfterValidator(_visible)]
+"""A text looked for verbatim (a fact, a placed text): whitespace alone would always be found."""
 PlanChooser = Callable[["EvalCase"], BuildPlan]
 
 
 class _Material(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    facts: list[NonEmpty] = []
+    facts: list[Text] = []
     messages: list[NonEmpty] = []
     documents: list[NonEmpty] = []
     tools: list[NonEmpty] = []
@@ -59,8 +70,8 @@ class _Material(BaseModel):
 
 class _Position(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    head: list[NonEmpty] = []
-    tail: list[NonEmpty] = []
+    head: list[Text] = []
+    tail: list[Text] = []
     question_at_tail: StrictBool = False
 
 
@@ -248,7 +259,7 @@ def _first_error(exc: PydanticValidationError) -> str:
     error = exc.errors()[0]
     location = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
                        for part in error["loc"]).lstrip(".") or "case"
-    return f"{location}: {error['msg']}"
+    return f"{location}: {error['msg'].removeprefix('Value error, ')}"
 
 
 def _request_error(message: str) -> str:
