@@ -87,7 +87,7 @@ class ContextManager(SessionFlows):
                  cache: CachePolicy | bool = True,
                  clock: Callable[[], float] = time.time,
                  snapshots: SnapshotRecorder | SnapshotSink | None = None,
-                 build_threads: int = 1) -> None:
+                 build_threads: int = 1, summary_threads: int = 1) -> None:
         super().__init__(
             modes=modes, plans=plans, router=router, classifier=classifier, system=system,
             tokenizer=tokenizer, sources=sources, summarizer=summarizer, budget=budget,
@@ -96,15 +96,20 @@ class ContextManager(SessionFlows):
             clock=clock, snapshots=snapshots)
         self.store: Store | AsyncStore = store if store is not None else MemoryStore()
         self._native_async = is_async_store(self.store)
-        if isinstance(build_threads, bool) or not isinstance(build_threads, int) or (
-                build_threads < 1):
-            raise InvalidInputError("build_threads must be an integer >= 1")
+        for name, count in (("build_threads", build_threads),
+                            ("summary_threads", summary_threads)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InvalidInputError(f"{name} must be an integer >= 1")
         self._cpu = (_BuildThreads(max_workers=build_threads, thread_name_prefix="cw-build")
                      if self._native_async else None)
         self._background = background
-        self._executor = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-summary")
+        self._executor = (ThreadPoolExecutor(max_workers=summary_threads,
+                                             thread_name_prefix="cw-summary")
                           if background and not self._native_async else None)
         self._pending: dict[SessionKey, Future[None]] = {}
+        self._running: dict[SessionKey, bool] = {}
+        """Sessions whose summary update runs on a summary thread, and whether a ``record``
+        since asks for another: one update per session at a time, whatever the threads."""
         self._outstanding: set[Future[None]] = set()
         self._apending: dict[SessionKey, asyncio.Task[None]] = {}
         self._arunning: dict[SessionKey, asyncio.Task[None]] = {}
@@ -138,8 +143,10 @@ class ContextManager(SessionFlows):
         The other arguments are checked first: a call they would fail stores nothing. An error
         after the message is stored (a message too large for the budget, a failing classifier)
         carries ``stored_seq``: the message stays stored, so build again with ``text=None``
-        rather than sending it again. ``SessionGone`` means the session was erased while the
-        call ran: the message went with it.
+        rather than sending it again (that build routes the message if the failed call could
+        not, e.g. when it lost every race for the session's state: ``ConflictError``).
+        ``SessionGone`` means the session was erased while the call ran: the message went
+        with it.
         """
         self._check_open()
         return self._run(self._prepare_flow(
@@ -351,6 +358,9 @@ class ContextManager(SessionFlows):
         with self._lock:
             if key in self._pending:
                 return  # the queued job will read the newest messages when it runs
+            if key in self._running:
+                self._running[key] = True  # its thread runs it again, on what is stored then
+                return
             try:
                 future = self._executor.submit(self._run_summary, key)
             except RuntimeError:  # closed by another thread after this record stored
@@ -379,10 +389,16 @@ class ContextManager(SessionFlows):
     def _run_summary(self, key: SessionKey) -> None:
         with self._lock:
             self._pending.pop(key, None)
-        try:
-            self._run(self._summary_flow(key))
-        except Exception:  # a background failure must be visible, not lost with the future
-            _log_summary_failure(key)
+            self._running[key] = False
+        while True:
+            try:
+                self._run(self._summary_flow(key))
+            except Exception:  # a background failure must be visible, not lost with the future
+                _log_summary_failure(key)
+            with self._lock:  # a record meanwhile asked for another: run it here, in turn
+                if not self._running.pop(key):
+                    return
+                self._running[key] = False
 
     async def _aschedule_summary(self, key: SessionKey) -> None:
         if self._stopping:  # closed by another thread or loop after this record stored

@@ -75,6 +75,7 @@ from contextwright.session import flow
 from contextwright.session.flow import Flow
 from contextwright.session.state import ModeSwitch, SessionState, change_state, read_state
 from contextwright.session.store import (
+    MAX_IDEMPOTENCY_KEY_BYTES,
     Appended,
     SessionKey,
     StateRecord,
@@ -161,7 +162,8 @@ def prepare_write_key(idempotency_key: str) -> str:
 
 def _prefixed_key(prefix: str, idempotency_key: str) -> str:
     prefixed = prefix + idempotency_key
-    if len(prefixed) <= MAX_WRITE_KEY:
+    if (len(prefixed) <= MAX_WRITE_KEY
+            and len(prefixed.encode("utf-8")) <= MAX_IDEMPOTENCY_KEY_BYTES):
         return prefixed
     digest = hashlib.blake2b(idempotency_key.encode("utf-8"), digest_size=16).hexdigest()
     return f"{prefix}#{digest}"
@@ -288,8 +290,11 @@ class SessionFlows:
             read[-1].seq <= appended.seqs[-1])
         if appended is not None:
             read, recent = _up_to(appended.seqs[-1], read), _up_to(appended.seqs[-1], recent)
-        state, version, route, switch = yield from self._route(key, text, appended, recent,
-                                                              record, moved_on=not keeps_layout)
+            state, version, route, switch = yield from self._route(
+                key, text, appended, recent, record, moved_on=not keeps_layout)
+        else:
+            state, version, route, switch = yield from self._route_unrouted(
+                key, epoch, recent, record)
         self._note_read(key, epoch, read_after, state, read)
         user_index = last_user_index(recent)
         if user_index is None:
@@ -461,6 +466,29 @@ class SessionFlows:
                 _log_switch(key, switch)
             return new_state, written, route, switch
         raise ConflictError("session state kept changing under this prepare; try again")
+
+    def _route_unrouted(self, key: SessionKey, epoch: str | None, recent: list[StoredMessage],
+                        record: StateRecord | None) -> Flow[
+            tuple[SessionState, int | None, RouteDecision | None, ModeSwitch | None]]:
+        """Continuing a turn: route its user message if the call that stored it could not.
+
+        A ``prepare`` that stored the message and then failed (lost the state race under
+        contention, a failing classifier, a lost connection) says to build again with
+        ``text=None``; that call routes the message, as a retry with its idempotency key
+        would, when nothing followed it and the state does not show it routed
+        (``routed_upto``). A routing that changed nothing changes nothing again.
+        """
+        newest = recent[-1] if recent else None
+        if (epoch is None or newest is None or newest.message.get("role") != "user"
+                or (record is not None and newest.seq <= SessionState.from_dict(
+                    record.data).routed_upto)):
+            state = SessionState.from_dict(record.data) if record else SessionState()
+            return state, record.version if record else None, None, None
+        said = parse_message(newest.message, f"session[seq {newest.seq}]").content
+        state, version, route, switch = yield from self._route(
+            key, said, Appended(seqs=[newest.seq], epoch=epoch, replayed=True), recent, record,
+            moved_on=False)
+        return state, version, route, switch if route is not None else None
 
     def _decide_route(self, state: SessionState, text: str, seq: int,
                       recent: list[StoredMessage]

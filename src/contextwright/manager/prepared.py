@@ -25,7 +25,9 @@ class PreparedContext:
     """The mode the context was built in."""
     route: RouteDecision | None
     """The router's decision for this message (None when continuing a turn, or when a retry
-    with the message's idempotency key answers it: it was routed when first stored)."""
+    with the message's idempotency key answers it: it was routed when first stored). A build
+    with ``text=None`` right after a message whose ``prepare`` failed before routing it routes
+    it, and says so here."""
     switch: ModeSwitch | None
     """The hand-off this message caused, if any."""
     user_seq: int

@@ -502,6 +502,10 @@ def postgres_errors() -> Iterator[None]:
     psycopg = psycopg_module()
     try:
         yield
+    except psycopg.errors.ProgramLimitExceeded as exc:
+        # SQLSTATE class 54: this input is over a server limit; retrying cannot help.
+        raise InvalidInputError(f"postgres refused the write as too large "
+                                f"({type(exc).__name__})") from exc
     except psycopg.OperationalError as exc:
         raise StoreUnavailable(f"postgres store unavailable ({type(exc).__name__})") from exc
     except psycopg.Error as exc:

@@ -28,13 +28,18 @@ Clock = Callable[[], float]
 """Returns the current time in unix seconds; injectable so tests can move time."""
 
 _MAX_ID_LENGTH = 512
+MAX_ID_BYTES = 1024
+"""The most UTF-8 bytes of an id. With ``MAX_IDEMPOTENCY_KEY_BYTES``, a session's key (user,
+session and idempotency key) fits one PostgreSQL btree index row (2,704 bytes) even when it
+does not compress (random CJK or emoji): every store takes exactly the same ids."""
 
 
-def validate_id(value: object, field: str) -> str:
+def validate_id(value: object, field: str, *, max_bytes: int = MAX_ID_BYTES) -> str:
     """Return ``value`` if it is a usable user or session id, else raise ``InvalidInputError``.
 
     Ids must be non-empty ``str`` without NUL or lone surrogates (neither survives a trip through
-    UTF-8 text columns or Redis key names) and at most 512 characters.
+    UTF-8 text columns or Redis key names), at most 512 characters and at most 1,024 bytes
+    in UTF-8 (``max_bytes``: 341 CJK characters, 256 emoji).
     """
     if not isinstance(value, str) or not value:
         raise InvalidInputError(f"{field} must be a non-empty string")
@@ -43,9 +48,11 @@ def validate_id(value: object, field: str) -> str:
     if "\x00" in value:
         raise InvalidInputError(f"{field} contains a NUL character")
     try:
-        value.encode("utf-8")
+        encoded = value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError(f"{field} contains a lone surrogate") from None
+    if len(encoded) > max_bytes:
+        raise InvalidInputError(f"{field} is longer than {max_bytes} bytes in UTF-8")
     return value
 
 
@@ -423,6 +430,8 @@ def validate_expected_version(expected_version: int | None) -> None:
 
 
 _MAX_IDEMPOTENCY_KEY = 256
+MAX_IDEMPOTENCY_KEY_BYTES = 512
+"""The most UTF-8 bytes of an idempotency key (see ``MAX_ID_BYTES``)."""
 
 
 def validate_conditions(last_seq: int | None, epoch: str | None,
@@ -433,7 +442,7 @@ def validate_conditions(last_seq: int | None, epoch: str | None,
     if epoch is not None and not isinstance(epoch, str):
         raise InvalidInputError("epoch must be None or a string")
     if idempotency_key is not None:
-        validate_id(idempotency_key, "idempotency_key")
+        validate_id(idempotency_key, "idempotency_key", max_bytes=MAX_IDEMPOTENCY_KEY_BYTES)
         if len(idempotency_key) > _MAX_IDEMPOTENCY_KEY:
             raise InvalidInputError(
                 f"idempotency_key is longer than {_MAX_IDEMPOTENCY_KEY} characters")
