@@ -149,3 +149,15 @@ def test_a_fact_of_whitespace_alone_is_refused(field: str, value: dict[str, Any]
     with pytest.raises(DatasetError, match=rf"^cases.jsonl:1: {re.escape(where)}: only "
                                            "whitespace, which any context holds$"):
         parse_case(line, "cases.jsonl:1", 1)
+
+
+def test_an_earlier_message_asking_what_the_input_asks_is_not_shown_by_the_input() -> None:
+    request = Request(user_input="Where is my order?", history=[
+        {"role": "user", "content": "Where is my order?", "id": "asked"},
+        {"role": "assistant", "content": "Let me check.", "id": "a"}])
+    dropped = [{"role": "assistant", "content": "Let me check."},
+               {"role": "user", "content": "Where is my order?"}]
+    kept = [{"role": "user", "content": "Where is my order?"}, *dropped]
+    checks = Checks(required=Wanted(messages=("asked",)))
+    assert measure(request, checks, dropped, [], COUNT).missing == ("message asked",)
+    assert measure(request, checks, kept, [], COUNT).missing == ()

@@ -420,7 +420,9 @@ class Finder:
         """(list, position) of each request message shown whole → its rendered message."""
         if self._placed is None:
             self._placed = {}
-            taken: set[int] = set()
+            # The user's input is its own message: an earlier message with the same words
+            # (the question asked again) is shown only by a message of its own.
+            taken = set(self.rendered.showing("user", self.request.user_input)[-1:])
             for list_index, messages in enumerate(self._lists):
                 calls: dict[str, tuple[Message, int | None]] = {}
                 for position, message in enumerate(messages):
