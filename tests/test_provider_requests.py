@@ -577,7 +577,7 @@ def crowded_turn() -> Request:
 
 def test_a_turn_that_keeps_only_its_digest_still_ends_with_the_question(
         server: ProviderServer) -> None:
-    plan = BuildPlan.named("tool_heavy").with_budget(available_override=300)
+    plan = BuildPlan.named("tool_heavy").with_budget(available_override=200)
     ctx = ContextBuilder().build(plan, crowded_turn())
     assert any(d.key == "tool_results.digest" and d.action == "compacted"
                for d in ctx.report.decisions)

@@ -420,8 +420,8 @@ def _reduce(tool_name: str | None, content: str, fields: tuple[str, ...] | None,
         full = (compact_tool_result(tool_name, content, fields) or content).split(": ", 1)[-1]
     if not body:
         return f"{prefix}: {wording['none']}"
-    if len(body) > len(full):  # no saving: the one-line tier is always short
-        return _line(tool_name, content, _LINE_CHARS, wording)
+    if len(body) > len(full):  # no saving: every value, as the full tier shows them
+        return f"{prefix}: {full}"
     return f"{prefix}: {body}"
 
 
