@@ -738,11 +738,11 @@ class SessionFlows:
             epoch = yield from flow.epoch(key)  # read first: what follows is of it or later
             self._refuse_if_gone(epoch, answers)
             record, state = yield from read_state(key)
-            # Results that answer no call of a session that is absent, or not the one this
-            # manager served, were cut off by an erase, not sent by mistake.
+            # Results that answer no call of a session this manager served, now absent or
+            # begun again, were cut off by an erase, not sent by mistake.
             served = self._served_epoch(key)
             last_seq = yield from self._check_results_answer_open_calls(
-                key, batch, cut_off=epoch is None or served not in (None, epoch))
+                key, batch, cut_off=served is not None and served != epoch)
             settings = self._settings(state.mode)
             # Zones extract facts from every tool result (seconds for large ones): off the loop.
             new_state = yield from flow.compute(
@@ -783,7 +783,7 @@ class SessionFlows:
             if cut_off:
                 raise SessionGone(
                     "record: no call for these tool results to answer: the session was erased "
-                    "or expired (or never begun)") from None
+                    "or expired since this manager served it") from None
             raise InvalidInputError(
                 "record: a tool result must answer a call of the assistant message just before "
                 "it (in this batch, or the session's newest one), each call once") from None
