@@ -67,6 +67,8 @@ def test_a_message_the_other_build_kept_from_a_run_this_one_never_read_gets_the_
     row = rows["message:u0"]  # history.m0: older than anything the small build read
     assert row.change == "added"
     assert row.before is not None and "not read (history.m0–m" in row.before
+    # The larger build read every message of that run: it is told message by message.
+    assert not [key for key in rows if key.startswith("history.*")]
 
 
 def test_an_item_read_and_dropped_in_one_build_gets_the_run_the_other_never_read() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -228,14 +229,14 @@ class _Build:
     items: dict[str, str]
     """Item key (``history.m4``, as its decisions name it) -> the key of its rendered message,
     for the messages a record names the item of."""
-    runs: list[tuple[str, int, int, _Fate]]
-    """Runs of unread messages: source, first and last position, fate."""
+    runs: list[tuple[str, str, int, int, _Fate]]
+    """Runs of unread messages: key, source, first and last position, fate."""
 
 
 def _fates(snapshot: Snapshot, hasher: Hasher, *, as_redacted: bool) -> _Build:
     fates: dict[str, _Fate] = {}
     runs: dict[str, int] = {}
-    ranges: list[tuple[str, int, int, _Fate]] = []
+    ranges: list[tuple[str, str, int, int, _Fate]] = []
     for d in snapshot.decisions:
         key = str(d["key"])
         fate = f"{d['action']}: {d['reason']}"
@@ -244,8 +245,8 @@ def _fates(snapshot: Snapshot, hasher: Hasher, *, as_redacted: bool) -> _Build:
             key = f"{key}#{runs[key]}"
             covered = _RUN_RANGE.search(str(d["reason"]))
             if covered is not None:
-                ranges.append((str(d["source"]), int(covered.group(1)), int(covered.group(2)),
-                               _Fate(str(d["source"]), fate, 0)))
+                ranges.append((key, str(d["source"]), int(covered.group(1)),
+                               int(covered.group(2)), _Fate(str(d["source"]), fate, 0)))
         known = fates.get(key)
         if known is None or _rank(str(d["action"])) < _rank(known.fate.split(":")[0]):
             fates[key] = _Fate(str(d["source"]), fate, int(d.get("tokens_after", 0)))
@@ -284,9 +285,11 @@ def _joined(own: _Build, other: _Build) -> dict[str, _Fate]:
     known by the item's key (``history.m4``), the kept one by its rendered message. A message
     the other build shows from a run this build never read gets that run's fate. An item both
     builds rendered, each its own way (cut in one, whole in the other), is one item too, when
-    neither rendering appears in the other build.
+    neither rendering appears in the other build. A run whose every message the other build
+    read is then told item by item, and its own row goes.
     """
     fates = dict(own.fates)
+    expanded: Counter[str] = Counter()
     for item, key in other.items.items():
         if key in fates:
             continue
@@ -295,24 +298,28 @@ def _joined(own: _Build, other: _Build) -> dict[str, _Fate]:
         elif item in fates and item not in other.fates:
             fates[key] = fates.pop(item)
         elif item not in own.items:
-            covering = _covering_run(own, item)
-            if covering is not None:
-                fates[key] = covering
+            _take_run(own, item, key, fates, expanded)
     for key in other.fates:
-        if key not in fates and key not in own.items:
-            covering = _covering_run(own, key)
-            if covering is not None:  # an item the other build read and dropped
-                fates[key] = covering
+        if key not in fates and key not in own.items:  # an item the other read and dropped
+            _take_run(own, key, key, fates, expanded)
+    for run, _, first, last, _ in own.runs:
+        if expanded[run] == last - first + 1 and run not in other.fates:
+            del fates[run]
     return fates
 
 
-def _covering_run(build: _Build, item: str) -> _Fate | None:
+def _take_run(build: _Build, item: str, key: str, fates: dict[str, _Fate],
+              expanded: Counter[str]) -> None:
+    """``key``'s fate in ``build``: the run that covers ``item``, if one does."""
     position = _ITEM_POSITION.fullmatch(item)
     if position is None:
-        return None
+        return
     source, index = position.group(1), int(position.group(2))
-    return next((fate for name, first, last, fate in build.runs
-                 if name == source and first <= index <= last), None)
+    for run, name, first, last, fate in build.runs:
+        if name == source and first <= index <= last:
+            fates[key] = fate
+            expanded[run] += 1
+            return
 
 
 def _rank(action: str) -> int:
