@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from types import TracebackType
 from typing import Any, Literal
 
@@ -129,8 +129,18 @@ class RemoteContext:
             raise ValueError("this context was rendered as text: use to_text()")
         return dict(self.request)
 
-    def to_messages(self, fmt: Format | None = None) -> list[dict[str, Any]]:
-        """The messages of the provider request (without Anthropic's and Responses' system)."""
+    def to_messages(self, fmt: Format | None = None, *,
+                    reasoning: bool = False) -> list[dict[str, Any]]:
+        """The messages of the provider request (without Anthropic's and Responses' system).
+
+        Takes ``PreparedContext.to_messages``'s arguments. ``reasoning=True`` (the open tool
+        loop's ``thinking_blocks`` in OpenAI chat dicts) is refused with a ``ValueError``: the
+        service renders the provider's request, which never carries them.
+        """
+        if reasoning:
+            raise ValueError("to_messages(reasoning=True) cannot be honoured: the service "
+                             "renders the provider request, which carries no thinking_blocks; "
+                             "build in process (ContextManager) for them")
         body = self.to_request(fmt)
         return list(body["input"] if self.format == "openai-responses" else body["messages"])
 
@@ -209,9 +219,24 @@ def _segment(value: str) -> str:
 def _plain(value: object) -> Any:
     """Documents, tools and the like as JSON data (dataclasses → dicts)."""
     if is_dataclass(value) and not isinstance(value, type):
-        return asdict(value)
+        return _json_data(value)
     if isinstance(value, Mapping):
         return dict(value)
+    return value
+
+
+def _json_data(value: object) -> Any:
+    """``value`` with every dataclass and ``Mapping`` in it as a dict, every sequence a list.
+
+    Field by field rather than ``dataclasses.asdict``, which deep-copies what it meets and so
+    fails on a read-only mapping (``MappingProxyType``) that a ``Request`` may hold as ``env``.
+    """
+    if is_dataclass(value) and not isinstance(value, type):
+        return {item.name: _json_data(getattr(value, item.name)) for item in fields(value)}
+    if isinstance(value, Mapping):
+        return {key: _json_data(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_data(item) for item in value]
     return value
 
 
@@ -380,11 +405,11 @@ class _Base:
                 return told if told <= self._max_retry_wait else None
         return min(self._backoff * 2.0 ** (attempt - 1), self._max_retry_wait)
 
-    def _read(self, call: _Call, response: httpx.Response) -> Any:
+    def _answer(self, call: _Call, response: httpx.Response) -> Any:
         if _missing(call, response):
             return None
         if response.status_code >= 400:
-            raise _problem_error(response)
+            raise _with_key(_problem_error(response), call)
         return response.json() if response.content else {}
 
 
@@ -393,11 +418,54 @@ def _log_retry(call: _Call, why: str, wait: float) -> None:
                 wait, why, extra={"contextwright": {"event": "client_retry", "why": why}})
 
 
-def _transport_error(error: httpx.TransportError, call: _Call) -> ContextwrightError:
-    if call.method == "POST":
+# Failures after which the request was never sent: nothing can have been stored.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def _transport_error(error: httpx.TransportError, call: _Call,
+                     maybe_sent: bool) -> ContextwrightError:
+    """The error a call ends in when its last attempt got no answer.
+
+    ``maybe_sent``: some attempt may have reached the service, so a write may have landed.
+    """
+    if call.method == "POST" and maybe_sent:
         return OutcomeUnknown(f"the service did not answer ({type(error).__name__}); retry with "
                               "the same idempotency key")
-    return StoreUnavailable(f"the service cannot be reached ({type(error).__name__})")
+    return StoreUnavailable(f"the service cannot be reached ({type(error).__name__}); nothing "
+                            "was sent")
+
+
+def _write_key(call: _Call) -> str | None:
+    """The idempotency key a write carries (None for calls that store nothing)."""
+    key = call.body.get("idempotency_key") if call.body is not None else None
+    return key if isinstance(key, str) else None
+
+
+def _with_key(error: ContextwrightError, call: _Call) -> ContextwrightError:
+    """``error`` of a write, carrying its idempotency key as ``idempotency_key``.
+
+    A write the caller cannot tell landed (``OutcomeUnknown``, or a build that timed out after
+    the message was stored) is retried safely only with the same key, and the client made the
+    key when the caller gave none: the error hands it over, and its message names it.
+    """
+    key = _write_key(call)
+    if key is None:
+        return error
+    if _timed_out(error):
+        stored_seq = error.stored_seq
+        error = OutcomeUnknown(f"{error} (the message may be stored)")
+        error.stored_seq = stored_seq
+    if isinstance(error, OutcomeUnknown):
+        error.args = (f"{error.args[0] if error.args else error}; idempotency_key={key!r}",)
+    setattr(error, "idempotency_key", key)  # noqa: B010 - errors.py declares no such field
+    return error
+
+
+def _timed_out(error: ContextwrightError) -> bool:
+    if not isinstance(error, ServiceError) or error.status != 503:
+        return False
+    kind = error.problem.get("type", "")
+    return isinstance(kind, str) and kind.endswith(":build-timeout")
 
 
 class Client(_Base):
@@ -412,21 +480,22 @@ class Client(_Base):
                                   timeout=timeout, transport=transport)
 
     def _send(self, call: _Call) -> Any:
-        attempt = 0
+        attempt, maybe_sent = 0, False
         while True:
             attempt += 1
             try:
                 response = self._http.request(call.method, call.path, json=call.body,
                                               params=dict(call.params))
             except httpx.TransportError as error:
+                maybe_sent = maybe_sent or not isinstance(error, _NOT_SENT)
                 wait = self._wait(attempt, None)
                 if wait is None:
-                    raise _transport_error(error, call) from None
+                    raise _with_key(_transport_error(error, call, maybe_sent), call) from None
                 _log_retry(call, type(error).__name__, wait)
             else:
                 wait = self._wait(attempt, response)
                 if wait is None:
-                    return self._read(call, response)
+                    return self._answer(call, response)
                 _log_retry(call, f"HTTP {response.status_code}", wait)
             time.sleep(wait)
 
@@ -524,21 +593,22 @@ class AsyncClient(_Base):
                                        limits=limits or httpx.Limits(max_connections=100))
 
     async def _send(self, call: _Call) -> Any:
-        attempt = 0
+        attempt, maybe_sent = 0, False
         while True:
             attempt += 1
             try:
                 response = await self._http.request(call.method, call.path, json=call.body,
                                                     params=dict(call.params))
             except httpx.TransportError as error:
+                maybe_sent = maybe_sent or not isinstance(error, _NOT_SENT)
                 wait = self._wait(attempt, None)
                 if wait is None:
-                    raise _transport_error(error, call) from None
+                    raise _with_key(_transport_error(error, call, maybe_sent), call) from None
                 _log_retry(call, type(error).__name__, wait)
             else:
                 wait = self._wait(attempt, response)
                 if wait is None:
-                    return self._read(call, response)
+                    return self._answer(call, response)
                 _log_retry(call, f"HTTP {response.status_code}", wait)
             await asyncio.sleep(wait)
 
