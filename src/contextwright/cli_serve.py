@@ -72,7 +72,7 @@ def serve(
                               snapshots=snapshots)
         # A bad keys file, store or modes file fails here, once, not in every worker.
         _check_shared_rate(config, KeysFile(config.keys), workers)
-        _check_store(config.store)
+        _check_store(config.store, workers)
         _check_rate_store(config)
         if config.modes is not None:
             _check_modes(config.modes)
@@ -102,10 +102,22 @@ def _check_shared_rate(config: ServerConfig, keys: KeysFile, workers: int) -> No
              "redis://… (or a Redis --store), or each worker would allow the full rate")
 
 
-def _check_store(url: str) -> None:
+def _check_store(url: str, workers: int) -> None:
+    from contextwright.session.memory import MemoryStore
     from contextwright.session.store import open_store
 
-    open_store(url).close()
+    store = open_store(url)
+    in_memory = isinstance(store, MemoryStore)
+    store.close()
+    if not in_memory:
+        return
+    # Each worker process would hold sessions of its own: a call that reaches another worker
+    # than the one before finds its session missing or its history cut.
+    if workers > 1:
+        fail("a memory:// store lives in one worker process: with --workers above 1 give a "
+             "shared store (redis://…, postgresql://…, sqlite:///file.db)")
+    typer.echo("warning: a memory:// store keeps sessions in this process only; they are lost "
+               "when it stops", err=True)
 
 
 def _check_rate_store(config: ServerConfig) -> None:
