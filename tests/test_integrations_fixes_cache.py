@@ -192,7 +192,7 @@ def pydantic_ai_requests(capability: ContextwrightHistory) -> dict[str, list[Seq
     history: dict[str, list[ModelMessage]] = {name: [] for name in CONVERSATIONS}
     for turn in range(TURNS):
         for name in CONVERSATIONS:
-            result = agent.run_sync(question(name, turn), message_history=history[name])
+            result = asyncio.run(agent.run(question(name, turn), message_history=history[name]))
             history[name] = result.all_messages()
     chats = [from_pydantic_ai(request) for request in requests]
     return by_conversation(chats, lambda message: str(message.get("content")))
@@ -218,7 +218,8 @@ def test_pydantic_ai_keeps_one_fingerprint_per_conversation() -> None:
                   instructions=SYSTEM, capabilities=[capability])
     messages: list[ModelMessage] = []
     for turn in range(4):
-        messages = agent.run_sync(question("A", turn), message_history=messages).all_messages()
+        messages = asyncio.run(agent.run(question("A", turn),
+                                         message_history=messages)).all_messages()
     holders = [message for message in messages
                if "contextwright_fingerprint" in (getattr(message, "metadata", None) or {})]
     assert len(holders) == 1
