@@ -47,8 +47,16 @@ IdempotencyKey = Annotated[str | None, Header(
     alias="Idempotency-Key", description="Names a write: a retry with the same key stores "
     "nothing twice.")]
 PROBLEM = {"content": {"application/problem+json": {}}, "description": "RFC 9457 problem"}
-ERRORS: dict[int | str, dict[str, Any]] = dict.fromkeys(
-    (400, 401, 404, 409, 413, 422, 429, 503), PROBLEM)
+# The statuses each kind of operation answers with a problem, for the OpenAPI schema: 405 (a
+# method the path does not take) and 500 (an unexpected failure) are answered everywhere; 413
+# and 415 only where a body is read.
+ANY_CALL = (405, 500)
+SESSION_CALL = (*ANY_CALL, 400, 401, 404, 409, 429, 503)
+BODY_CALL = (*SESSION_CALL, 413, 415, 422)
+
+
+def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return dict.fromkeys(sorted(statuses), PROBLEM)
 
 
 def create_app(config: ServerConfig, *, store: Store | None = None,
@@ -62,7 +70,7 @@ def create_app(config: ServerConfig, *, store: Store | None = None,
         yield
         service.close()
 
-    app = FastAPI(title="contextwright", lifespan=lifespan, responses=ERRORS,
+    app = FastAPI(title="contextwright", lifespan=lifespan,
                   description="What an LLM agent sees on every call, over HTTP. Every call but "
                   "/healthz and /readyz carries `Authorization: Bearer <api key>`; failures are "
                   "RFC 9457 problem details.")
@@ -92,14 +100,15 @@ def _body_schema(model: type[Any]) -> dict[str, Any]:
 
 
 def _add_probes(app: FastAPI, service: Service) -> None:
-    @app.get("/healthz", tags=["probes"])
+    @app.get("/healthz", tags=["probes"], responses=_problems(*ANY_CALL))
     async def healthz() -> dict[str, str]:
         """The process serves."""
         return {"status": "ok"}
 
     @app.get("/metrics", tags=["probes"], response_class=Response,
              responses={200: {"content": {"text/plain": {}},
-                              "description": "Prometheus text format"}, 404: PROBLEM})
+                              "description": "Prometheus text format"},
+                        **_problems(*ANY_CALL, 404)})
     async def metrics() -> Response:
         """The builds' Prometheus metrics (this worker's), when serving with ``--snapshots``."""
         if service.metrics is None:
@@ -108,7 +117,7 @@ def _add_probes(app: FastAPI, service: Service) -> None:
         return Response(service.metrics.exposition(),
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    @app.get("/readyz", tags=["probes"])
+    @app.get("/readyz", tags=["probes"], responses=_problems(*ANY_CALL, 503))
     async def readyz() -> dict[str, str]:
         """The store (and the rate limiter's Redis) answer; 503 otherwise."""
         await service.run(service.ready, within=5.0)
@@ -118,7 +127,8 @@ def _add_probes(app: FastAPI, service: Service) -> None:
 def _add_build(app: FastAPI, service: Service) -> None:
     build_schema = _body_schema(BuildBody)
 
-    @app.post("/v1/build", tags=["build"], openapi_extra=build_schema)
+    @app.post("/v1/build", tags=["build"], openapi_extra=build_schema,
+              responses=_problems(*BODY_CALL))
     async def build(request: HttpRequest,
                     authorization: Authorization = None) -> JSONResponse:
         """Build one context, stateless: request + plan → the rendering asked for + report."""
@@ -131,7 +141,8 @@ def _add_build(app: FastAPI, service: Service) -> None:
 def _add_sessions(app: FastAPI, service: Service) -> None:
     path = "/v1/sessions/{user_id}/{session_id}"
 
-    @app.post(path + "/prepare", tags=["sessions"], openapi_extra=_body_schema(PrepareBody))
+    @app.post(path + "/prepare", tags=["sessions"], openapi_extra=_body_schema(PrepareBody),
+              responses=_problems(*BODY_CALL))
     async def prepare(user_id: str, session_id: str, request: HttpRequest,
                       authorization: Authorization = None,
                       idempotency_key: IdempotencyKey = None) -> JSONResponse:
@@ -142,7 +153,8 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
             lambda: service.prepare(tenant, user_id, session_id, data, idempotency_key),
             within=service.limits.build_timeout))
 
-    @app.post(path + "/record", tags=["sessions"], openapi_extra=_body_schema(RecordBody))
+    @app.post(path + "/record", tags=["sessions"], openapi_extra=_body_schema(RecordBody),
+              responses=_problems(*BODY_CALL))
     async def record(user_id: str, session_id: str, request: HttpRequest,
                      authorization: Authorization = None,
                      idempotency_key: IdempotencyKey = None) -> JSONResponse:
@@ -152,7 +164,7 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
         return Json(await service.run(
             lambda: service.record(tenant, user_id, session_id, data, idempotency_key)))
 
-    @app.get(path, tags=["sessions"])
+    @app.get(path, tags=["sessions"], responses=_problems(*SESSION_CALL))
     async def session(user_id: str, session_id: str, authorization: Authorization = None,
                       last: Annotated[int, Query(ge=0, le=1000)] = 20) -> JSONResponse:
         """The session's state (mode, summary, zones) and its newest ``last`` messages."""
@@ -160,7 +172,7 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
         return Json(await service.run(
             lambda: service.session(tenant, user_id, session_id, last)))
 
-    @app.delete(path, tags=["sessions"], status_code=204)
+    @app.delete(path, tags=["sessions"], status_code=204, responses=_problems(*SESSION_CALL))
     async def erase_session(user_id: str, session_id: str,
                             authorization: Authorization = None) -> Response:
         """Erase the session (messages, summary, zones, mode); 404 if there was none."""
@@ -168,7 +180,7 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
         await service.run(lambda: service.erase_session(tenant, user_id, session_id))
         return Response(status_code=204)
 
-    @app.delete("/v1/users/{user_id}", tags=["sessions"])
+    @app.delete("/v1/users/{user_id}", tags=["sessions"], responses=_problems(*SESSION_CALL))
     async def erase_user(user_id: str, authorization: Authorization = None) -> JSONResponse:
         """Erase every session of the user; how many there were."""
         tenant = await service.admit(authorization)

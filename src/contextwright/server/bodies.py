@@ -8,6 +8,7 @@ Their fields are the keyword arguments of the Python API (``ContextManager.prepa
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,8 +16,13 @@ from pydantic import ValidationError as PydanticValidationError
 from starlette.requests import Request as HttpRequest
 
 from contextwright.core.parsing import MalformedDocument, parse_document
+from contextwright.core.plan import MAX_WINDOW
+from contextwright.errors import ValidationError
 from contextwright.server.problems import BAD_INPUT, MEDIA, TOO_LARGE, Problem
 
+MAX_OUTPUT_TOKENS = MAX_WINDOW
+"""The largest ``max_tokens`` rendered: the largest window, an integer every JSON client reads
+exactly."""
 RenderFormat = Literal["openai", "openai-responses", "anthropic", "text"]
 TokenizerName = Literal["o200k_base", "cl100k_base", "estimate"]
 
@@ -31,8 +37,20 @@ class Rendering(BaseModel):
     or ``text`` (a plain prompt)."""
     model: str | None = None
     """The request's ``model`` field (for ``build``, also the model's tokenizer and window)."""
-    max_tokens: int | None = Field(default=None, ge=1)
-    """The request's output limit (default: the plan's output reserve)."""
+    max_tokens: int | None = Field(default=None, ge=1,
+                                   json_schema_extra={"maximum": MAX_OUTPUT_TOKENS})
+    """The request's output limit (default: the plan's output reserve); above
+    ``MAX_OUTPUT_TOKENS`` a 422 ``unrenderable`` (see ``checked_rendering``)."""
+
+    def checked_rendering(self) -> None:
+        """Refuse settings no provider's request can carry (422), before anything is stored.
+
+        Not a bound of the field, which would be a 400 about the body: the body is fine JSON,
+        the request rendered from it is what no provider takes.
+        """
+        if self.max_tokens is not None and self.max_tokens > MAX_OUTPUT_TOKENS:
+            raise ValidationError(f"max_tokens must be at most {MAX_OUTPUT_TOKENS} (2**53, as "
+                                  "windows are): no provider takes a larger output limit")
     tool_choice: str | dict[str, Any] | None = None
     """OpenAI chat form; translated for the other formats."""
     parallel_tool_calls: bool | None = None
@@ -166,12 +184,40 @@ def describe_errors(exc: PydanticValidationError) -> str:
     """Where and what, for the first few errors, without the input."""
     parts = []
     for error in exc.errors()[:5]:
-        location = ".".join(str(part) for part in error["loc"]) or "body"
+        location = ".".join(_location_parts(error["loc"])) or "body"
         parts.append(f"{location}: {error['msg']}")
     return "invalid body: " + "; ".join(parts)
+
+
+# pydantic's name for one branch of a union in an error's location ("str", "dict[str,any]").
+_UNION_BRANCH = re.compile(r"[a-z_]+(?:\[[a-z_,\[\] ]*\])?")
+
+
+def _location_parts(location: tuple[int | str, ...]) -> list[str]:
+    """An error's location with the caller's own names left out.
+
+    A location holds field names of the schema, list indices and union branches, but also a
+    key the caller chose (an ``env`` key, a field the schema does not have): that is payload,
+    shown as ``<key>``.
+    """
+    parts: list[str] = []
+    for part in location:
+        mapping_key = bool(parts) and parts[-1] in _MAPPING_FIELDS
+        if isinstance(part, int) or (not mapping_key and (
+                part in _FIELD_NAMES or (bool(parts) and _UNION_BRANCH.fullmatch(part)))):
+            parts.append(str(part))
+        else:
+            parts.append("<key>")
+    return parts
 
 
 def check_count(name: str, items: list[Any], limit: int) -> None:
     """413 when a list of the body holds more than ``limit`` entries."""
     if len(items) > limit:
         raise Problem(TOO_LARGE, f"{name} holds more than {limit} entries", max_messages=limit)
+
+
+_FIELD_NAMES = frozenset(name for model in (PrepareBody, RecordBody, BuildBody)
+                         for name in model.model_fields)
+_MAPPING_FIELDS = frozenset({"env"})
+"""Fields whose keys the caller names."""

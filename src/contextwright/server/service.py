@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from contextwright.builder import ContextBuilder
 from contextwright.core.fence import deployment_fence_key
 from contextwright.core.final import FinalContext
+from contextwright.core.items import TOOL_NAME
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, plan_from_mapping
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, InvalidInputError, PlanError
 from contextwright.manager import ContextManager, PreparedContext
+from contextwright.models import model_profile
 from contextwright.server.bodies import (
     BUILD_OPTION_FIELDS,
     BuildOptions,
@@ -182,7 +184,9 @@ class Service:
         the message was stored, and must say so like every other failure after that point.
         """
         body = validated(PrepareBody, data)
+        body.checked_rendering()
         check_count("tools", body.tools, self.limits.max_messages)
+        check_tool_names(body.tools)
         check_count("documents", body.documents, self.limits.max_messages)
         check_count("images", body.images, self.limits.max_messages)
         target = body.target or ("text" if body.format == "text" else "chat")
@@ -223,11 +227,14 @@ class Service:
         if not 0 <= last <= MAX_LAST:
             raise InvalidInputError(f"last must be between 0 and {MAX_LAST}")
         key = SessionKey(user_id=scoped_user(tenant.name, user_id), session_id=session_id)
-        count = self.store.count(key)
+        messages = self.store.read(key, last=last) if last else []
+        # Three store reads, with writes possibly in between: the count is the newest message
+        # returned when there is one, so a caller reading on from seq message_count + 1 neither
+        # skips nor repeats a message.
+        count = messages[-1].seq if messages else self.store.count(key)
         record, state = load_state(self.store, key)
         if count == 0 and record is None:
             raise Problem(SESSION_NOT_FOUND, "this tenant has no such session")
-        messages = self.store.read(key, last=last) if last else []
         return {"message_count": count, "state": state.to_dict(),
                 "messages": [{"seq": m.seq, "created_at": m.created_at, "message": m.message}
                              for m in messages]}
@@ -249,6 +256,7 @@ class Service:
             raise InvalidInputError("the body must be a JSON object")
         options = validated(BuildOptions, {k: v for k, v in data.items()
                                            if k in BUILD_OPTION_FIELDS})
+        options.checked_rendering()
         fields = {k: v for k, v in data.items() if k not in BUILD_OPTION_FIELDS}
         # History and turn are one conversation: the limit holds for both together, as it does
         # for what ``record`` appends; every other list of the request has it on its own.
@@ -256,6 +264,7 @@ class Service:
                     self.limits.max_messages)
         for name in ("tools", "documents", "images", "examples", "notes"):
             check_count(name, _listed(fields, name), self.limits.max_messages)
+        check_tool_names(_listed(fields, "tools"))
         request = Request.from_dict(fields)
         builder = self._builder(options)
         plan = builder.effective_plan(_plan(options.plan, request))
@@ -270,6 +279,8 @@ class Service:
         key = (options.tokenizer, options.model, options.window, options.reserved_output)
         builder = self._builders.get(key)
         if builder is None:
+            if options.model is not None:
+                _check_model(options.model)
             builder = ContextBuilder(tokenizer=options.tokenizer, model=options.model,
                                      window=options.window,
                                      reserved_output=options.reserved_output)
@@ -304,6 +315,35 @@ def _one_key(in_body: str | None, in_header: str | None) -> str | None:
     return in_body if in_body is not None else in_header
 
 
+def check_tool_names(tools: Sequence[Any]) -> None:
+    """``InvalidInputError`` for a tool name the providers refuse, or one given twice.
+
+    The library checks the same before a build, and names the tool; a problem never echoes
+    the body, so these messages give the tool's index only.
+    """
+    first: dict[str, int] = {}
+    for index, schema in enumerate(tools):
+        function = schema.get("function") if isinstance(schema, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            continue  # the library refuses a tool without a name, naming nothing
+        if not TOOL_NAME.fullmatch(name):
+            raise InvalidInputError(f"tools[{index}]: the tool name must be 1 to 64 ASCII "
+                                    "letters, digits, '_' or '-' (the providers' rule)")
+        earlier = first.setdefault(name, index)
+        if earlier != index:
+            raise InvalidInputError(f"tools[{index}] repeats the name of tools[{earlier}]")
+
+
+def _check_model(name: str) -> None:
+    """``PlanError`` for a model the service has no profile of, without echoing its name."""
+    try:
+        model_profile(name)
+    except PlanError:
+        raise PlanError("model names no model this service knows: give a registered model, "
+                        "or leave it out and send window and tokenizer") from None
+
+
 def _plan(plan: str | dict[str, Any] | None, request: Request) -> BuildPlan:
     # Plan files are the server's to read, never a caller's: by name or inline only.
     if plan is None:
@@ -312,8 +352,8 @@ def _plan(plan: str | dict[str, Any] | None, request: Request) -> BuildPlan:
         return select_plan(request)
     if isinstance(plan, str):
         if plan not in SHIPPED_PLANS:
-            raise PlanError(f"no shipped plan named {plan!r}; choose one of {SHIPPED_PLANS} "
-                            "or send the plan inline")
+            raise PlanError(f"plan names no shipped plan; choose one of {SHIPPED_PLANS} or "
+                            "send the plan inline")
         return BuildPlan.named(plan)
     return plan_from_mapping(plan, origin="inline plan")
 
