@@ -6,7 +6,8 @@ Moving an agent from in-process to the service is one line: ``ContextManager(sto
 ``model``, ``max_tokens``, ...). Both clients share one sans-I/O core (``_Call``: what to send,
 how to read the answer) and differ only in how they send. Writes carry an idempotency key (a
 fresh one unless given), so a retry after a timeout, a lost connection or a 503 stores nothing
-twice; retries back off and honour ``Retry-After``. Problems come back as the library's errors
+twice; retries back off and honour ``Retry-After``. When they give up, the error carries the key
+as ``idempotency_key``, for the caller's own retry. Problems come back as the library's errors
 (``BudgetError`` with its report, ``ConflictError``, ``InvalidInputError``...). Needs ``httpx``
 (the ``client`` or ``server`` extra).
 """
