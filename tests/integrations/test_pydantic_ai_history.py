@@ -209,7 +209,7 @@ def test_an_output_validators_retry_reaches_the_model() -> None:
     assert result.output == "KST7 is confirmed."
     kinds = [type(part).__name__ for m in result.all_messages() for part in m.parts]
     assert "RetryFeedbackPart" in kinds  # what this Pydantic AI makes of a ModelRetry
-    assert from_pydantic_ai(requests[1])[1:] == [
+    assert from_pydantic_ai(requests[1])[-2:] == [
         {"role": "assistant", "content": "maybe"},
         {"role": "user", "content": "Validation feedback:\nName the booking code.\n\n"
                                     "Fix the errors and try again."}]
