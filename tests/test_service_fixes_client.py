@@ -114,8 +114,10 @@ def test_a_write_that_timed_out_on_the_service_is_an_unknown_outcome_with_its_ke
             key = getattr(timed_out.value, "idempotency_key", None)
             assert isinstance(key, str) and key in str(timed_out.value)
             # The stateless build has nothing to retry with a key: it stays a ServiceError.
+            # A text of its own, so no count of the prepare's is reused: the build takes time.
+            build_text = " ".join(f"entry{i} total={i * 13}" for i in range(15_000))
             with pytest.raises(ServiceError) as build_timed_out:
-                client.build(Request(user_input=text), window=200_000)
+                client.build(Request(user_input=build_text), window=1_000_000)
             assert build_timed_out.value.status == 503
             assert not hasattr(build_timed_out.value, "idempotency_key")
     finally:
