@@ -62,7 +62,7 @@ def test_prometheus_metrics_count_builds_tokens_truncations_and_drops(tmp_path: 
     assert _samples(registry, "contextwright_context_tokens_sum") == {
         (("plan", "tool_heavy"),): 3.0 * snap.total_tokens}
     drops = _samples(registry, "contextwright_drops_total")
-    assert drops[(("plan", "tool_heavy"), ("source", "history"))] == 3 * 68
+    assert drops[(("plan", "tool_heavy"), ("source", "history"))] == 3 * 75
     history = _samples(registry, "contextwright_source_tokens_sum")
     assert history[(("plan", "tool_heavy"), ("source", "history"))] == 3 * next(
         r["tokens"] for r in snap.sources if r["source"] == "history")
@@ -87,7 +87,7 @@ def test_opentelemetry_emits_a_span_per_build_and_token_histograms(tmp_path: Pat
     assert first.attributes["gen_ai.usage.input_tokens"] == snap.total_tokens
     assert first.attributes["gen_ai.request.max_tokens"] == 512
     assert first.attributes["contextwright.plan.hash"] == snap.plan_hash
-    assert first.attributes["contextwright.drops"] == 68
+    assert first.attributes["contextwright.drops"] == 75
     assert first.end_time is not None and first.start_time is not None
     assert abs((first.end_time - first.start_time) / 1e6 - snap.build_ms) < 0.01
     assert spans[2].status.status_code == StatusCode.ERROR
@@ -100,7 +100,7 @@ def test_opentelemetry_emits_a_span_per_build_and_token_histograms(tmp_path: Pat
     assert tokens.attributes == {"contextwright.plan": "tool_heavy"}
     drops = {p.attributes["contextwright.source"]: p.value
              for p in points["contextwright.drops"]}
-    assert drops["history"] == 2 * 68
+    assert drops["history"] == 2 * 75
 
 
 def _at(snap: Snapshot, index: int, tokens: int) -> Snapshot:
@@ -150,7 +150,7 @@ def test_a_truncated_never_cut_part_and_a_budget_error_raise_alerts(tmp_path: Pa
     assert seen[-1].kind == "never_cut_truncated" and seen[-1].source == "user"
     noisy = AlertMonitor(any_truncation=True, on_alert=seen.append)
     noisy.observe(snap)
-    assert seen[-1].kind == "truncation" and seen[-1].value == 68
+    assert seen[-1].kind == "truncation" and seen[-1].value == 75
     with pytest.raises(InvalidInputError):
         AlertMonitor(threshold=1.5)
 
