@@ -49,7 +49,7 @@ def test_summary_answers_lengths_unused_grants_cuts_and_drops() -> None:
     assert rows["chat"].budget_errors == 1 and rows["chat"].builds == 1
     history = next(s for s in summary.most_cut if s.source == "history")
     assert history.cut_builds == 1 and history.compacted == 5 and history.dropped == 75
-    assert summary.most_dropped[0].key == "history.*" and summary.most_dropped[0].dropped == 40
+    assert summary.most_dropped[0].key == "history.*" and summary.most_dropped[0].dropped == 56
     unused = {s.source: s for s in summary.sources}
     granted = sum(int(r["budget"]) for s in snaps for r in s.sources if r["source"] == "tools")
     used = sum(int(r["tokens"]) for s in snaps for r in s.sources if r["source"] == "tools")
