@@ -2,7 +2,7 @@
 
     python bench/cache.py --data ../shared/data [--limit 20] [--step 0.25] [--recall-share 0]
         [--head-share 0.3] [--min-recall-coverage 0.65] [--objective balanced|fill|cost]
-        [--no-recall-tail] [--no-statement-tail] [--min-recall-focus 0.15]
+        [--no-recall-tail] [--statement-tail true|false|facts] [--min-recall-focus 0.15]
         [--diffuse-tail questions] [--recall-cuts questions|any] [--explain]
         [--skip tau|locomo]
 
@@ -447,7 +447,7 @@ class _Clock:
 
 MANAGER_POLICY = CachePolicy()
 """The managers' policy when their cache is on: the default, but for ``--diffuse-tail``,
-``--recall-cuts``, ``--min-recall-coverage``, ``--head-growth`` and ``--no-statement-tail``."""
+``--recall-cuts``, ``--min-recall-coverage``, ``--head-growth`` and ``--statement-tail``."""
 
 
 def _manager(plan: BuildPlan, cache: bool, clock: _Clock, store: Any = None) -> Any:
@@ -549,6 +549,10 @@ def print_losses(title: str, results: dict[int, dict[str, Tally]],
             print(f"| {budget} | {kind} | {calls} | {tokens / total:.2f} |")
 
 
+def _statement_tail(text: str) -> bool | str:
+    return {"true": True, "false": False}.get(text, text)
+
+
 def _growth(text: str) -> float | None:
     return None if text == "off" else float(text)
 
@@ -579,8 +583,10 @@ def main() -> None:
                         help="which diffuse inputs get the recall tail (managers too)")
     parser.add_argument("--no-recall-tail", action="store_true",
                         help="cut afresh instead of showing missing recalled turns after the run")
-    parser.add_argument("--no-statement-tail", action="store_true",
-                        help="show inputs that ask nothing no recall tail (managers too)")
+    parser.add_argument("--statement-tail", type=_statement_tail,
+                        default=CachePolicy().statement_tail,
+                        help="true, false or facts: which inputs that ask nothing get a recall "
+                             "tail (managers too)")
     parser.add_argument("--explain", action="store_true",
                         help="say where the uncached tokens of the builds with previous go")
     parser.add_argument("--tau-budgets", type=int, nargs="*", default=[1000, 2000, 4000])
@@ -595,12 +601,12 @@ def main() -> None:
                          min_recall_focus=args.min_recall_focus,
                          objective=args.objective, recall_tail=not args.no_recall_tail,
                          diffuse_tail=args.diffuse_tail, recall_cuts=args.recall_cuts,
-                         statement_tail=not args.no_statement_tail)
+                         statement_tail=args.statement_tail)
     global MANAGER_POLICY
     MANAGER_POLICY = CachePolicy(diffuse_tail=args.diffuse_tail, recall_cuts=args.recall_cuts,
                                  min_recall_coverage=args.min_recall_coverage,
                                  head_growth=args.head_growth,
-                                 statement_tail=not args.no_statement_tail)
+                                 statement_tail=args.statement_tail)
     methods: list[Method] = [Today(builder), WithPrevious(builder, policy), TrimMessages()]
     try:
         import agents  # noqa: F401

@@ -879,13 +879,13 @@ def _mixed_chat(min_focus: float, recaller: Any = None, calls: int = 60,
                 diffuse_tail: str = CachePolicy().diffuse_tail,
                 inputs: Callable[[int], str] = _mixed_input,
                 recall_cuts: str = CachePolicy().recall_cuts,
-                statement_tail: bool = CachePolicy().statement_tail) -> list[FinalContext]:
+                statement_tail: bool | str = CachePolicy().statement_tail) -> list[FinalContext]:
     """A chat of ``inputs`` (``_mixed_input``s) over ``_word_history``."""
     builder = ContextBuilder(sources=() if recaller is None else [HistorySource(recaller)])
     policy = CachePolicy(min_recall_focus=min_focus, min_recall_coverage=coverage,
                          diffuse_tail=diffuse_tail,  # type: ignore[arg-type]
                          recall_cuts=recall_cuts,  # type: ignore[arg-type]
-                         statement_tail=statement_tail)
+                         statement_tail=statement_tail)  # type: ignore[arg-type]
     return _replay_chat(builder, policy, _word_history(),
                         [inputs(t) for t in range(calls)], _thanks)
 
@@ -941,7 +941,8 @@ def test_a_diffuse_statement_is_shown_the_run_as_it_is_a_diffuse_question_gets_a
     questions = _mixed_chat(CachePolicy().min_recall_focus, inputs=_diffuse_question)
     assert any(_transient(c) for c in _diffuse(questions))
     # "always" shows every diffuse input its tail (the earlier default), "never" none.
-    always = _mixed_chat(CachePolicy().min_recall_focus, diffuse_tail="always")
+    always = _mixed_chat(CachePolicy().min_recall_focus, diffuse_tail="always",
+                         statement_tail=True)
     assert any(_transient(c) for c in _diffuse(always))
     never = _mixed_chat(CachePolicy().min_recall_focus, diffuse_tail="never",
                         inputs=_diffuse_question)
@@ -961,7 +962,7 @@ def _focused_statement(t: int) -> str:
 def test_only_a_question_cuts_the_run_for_its_recall_a_statement_gets_a_tail() -> None:
     for_recall = "of the turns recalled for this input"
     questions = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0,
-                            inputs=_focused_statement)
+                            inputs=_focused_statement, statement_tail=True)
     asked = [c for c, t in zip(questions, range(60), strict=True) if t % 5 == 4]
     told = [c for c, t in zip(questions, range(60), strict=True) if t % 5 != 4]
     assert _cuts(asked, for_recall) and not _cuts(told, for_recall)
@@ -982,6 +983,32 @@ def test_only_a_question_cuts_the_run_for_its_recall_a_statement_gets_a_tail() -
         CachePolicy(recall_cuts="some")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="statement_tail"):
         CachePolicy(statement_tail="yes")  # type: ignore[arg-type]
+
+
+def _statement_naming_a_value(t: int) -> str:
+    """``_focused_statement``, every other statement naming an order id."""
+    word = WORDS[(t * 5) % len(WORDS)]
+    if t % 2:
+        return f"About the {word}: my order ORD-{4100 + t} is the one I meant ({t})."
+    return _focused_statement(t)
+
+
+def test_by_default_a_statement_gets_a_tail_only_when_it_names_an_exact_value() -> None:
+    # "my order ORD-4105 is the one I meant" refers back to something specific and is shown
+    # the turns recalled for it; "The kayak news made my day" names nothing and is shown
+    # the run as it is (a tail is sent uncached on every call that shows one).
+    assert CachePolicy().statement_tail == "facts"
+    built = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0,
+                        inputs=_statement_naming_a_value)
+    naming = [c for c, t in zip(built, range(60), strict=True) if t % 2 and t % 5 != 4]
+    plain = [c for c, t in zip(built, range(60), strict=True) if not t % 2 and t % 5 != 4]
+    assert any(_transient(c) for c in naming)
+    assert not any(_transient(c) for c in plain)
+    every = _mixed_chat(CachePolicy().min_recall_focus, coverage=1.0,
+                        inputs=_statement_naming_a_value, statement_tail=True)
+    assert any(_transient(c) for c, t in zip(every, range(60), strict=True)
+               if not t % 2 and t % 5 != 4)
+    assert _cached_share(built) > _cached_share(every)
 
 
 class _PlainRecaller:

@@ -126,21 +126,25 @@ class CachePolicy:
     0.888 (the questions asked after the chat then find a run last cut for a statement's turns
     long ago and are served by a tail), with 0.9 0.770 / 0.846 and 0.853 / 0.906 (0.44 / 0.35
     of ``trim_messages``); coverage 0.95 and 1.0 gave the same recall and a little less cached.
-    ``statement_tail``: whether an input that asks nothing (a statement, ``analysis.asks``)
-    may get the recall tail. True (the default): a focused statement gets it, as a question
-    does. False: a statement is shown the run as it is, whatever ``diffuse_tail`` says (it
-    cuts no run for its recall either, ``recall_cuts``), so what it sees of older turns is
-    what the run holds. A tail is sent uncached on every call that shows one, and in a chat
-    most inputs are statements: on LoCoMo dev they drew 0.80 / 0.72 of the tail tokens through
-    ``ContextManager`` (4k / 8k), the tail itself 0.41 / 0.67 of the uncached history tokens.
-    Measured (history cached / evidence recall, 4k and 8k): LoCoMo dev through
-    ``ContextManager`` True 0.626 / 0.812 and 0.655 / 0.901, False 0.709 / 0.812 and 0.780 /
-    0.901; through the builder True 0.786 / 0.851 and 0.860 / 0.914, False 0.823 / 0.851 and
-    0.899 / 0.914 (input cost 0.39 → 0.34 and 0.34 → 0.27 of ``trim_messages``). The
-    questions asked after the chats all ask something, so evidence recall cannot show what a
-    statement loses; τ-bench can: its users state reservation ids and names, and through
-    ``ContextManager`` False kept 0.993 of the required facts at 2k and 4k against 1.000 (the
-    builder's τ-bench rows do not change). Hence the default.
+    ``statement_tail``: which inputs that ask nothing (statements, ``analysis.asks``) may get
+    the recall tail. ``"facts"`` (the default): a statement that names an exact value
+    (``compress.facts``: an id, a code, an amount, a date, "my user ID is mia_li_3668") gets it,
+    as a question does; one that names none ("I finally adopted the puppy!") is shown the run
+    as it is. True: every focused statement gets it; False: none. A tail is sent uncached on
+    every call that shows one, and in a chat most inputs are statements: on LoCoMo dev they
+    drew 0.80 / 0.72 of the tail tokens through ``ContextManager`` (4k / 8k), the tail itself
+    0.41 / 0.67 of the uncached history tokens. A statement that names a value refers back to
+    something specific (a reservation, an order) whose turns it needs; chat statements name
+    none (1 of LoCoMo dev's 551 speaker-A statements does; 77 of τ-bench dev's 312 user
+    statements). Measured (history cached / evidence recall or fact survival): LoCoMo dev
+    through ``ContextManager`` at 4k and 8k True 0.626 / 0.812 and 0.655 / 0.901, ``"facts"``
+    0.707 / 0.812 and 0.775 / 0.901 (False 0.709 and 0.780); through the builder True 0.786 / 0.851
+    and 0.862 / 0.914, ``"facts"`` 0.825 / 0.851 and 0.899 / 0.914 (input cost 0.39 → 0.34
+    and 0.34 → 0.27 of ``trim_messages``). τ-bench dev through ``ContextManager`` at 1k / 2k /
+    4k: False kept 0.993 of the required facts at 2k and 4k against True's 1.000; ``"facts"``
+    keeps True's 0.998 / 1.000 / 1.000 and caches 0.609 / 0.687 / 0.755 after system (True
+    0.608 / 0.683 / 0.750). The questions asked after the LoCoMo chats all ask something, so
+    evidence recall cannot show what a statement loses; τ-bench's users state ids, and can.
     """
 
     step: float = 0.25
@@ -153,7 +157,7 @@ class CachePolicy:
     diffuse_tail: Literal["always", "questions", "never"] = "questions"
     recall_cuts: Literal["questions", "any"] = "questions"
     head_growth: float | None = 0.05
-    statement_tail: bool = True
+    statement_tail: bool | Literal["facts"] = "facts"
 
     def __post_init__(self) -> None:
         """Refuse shares outside their range."""
@@ -172,8 +176,8 @@ class CachePolicy:
             raise InvalidInputError("cache head_growth must be in [0, 1], or None")
         if not isinstance(self.recall_tail, bool):
             raise InvalidInputError("cache recall_tail must be true or false")
-        if not isinstance(self.statement_tail, bool):
-            raise InvalidInputError("cache statement_tail must be true or false")
+        if not isinstance(self.statement_tail, bool) and self.statement_tail != "facts":
+            raise InvalidInputError("cache statement_tail must be true, false or 'facts'")
         if self.objective not in ("balanced", "fill", "cost"):
             raise InvalidInputError("cache objective must be 'balanced', 'fill' or 'cost'")
         if self.recall_cuts not in ("questions", "any"):

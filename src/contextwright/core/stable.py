@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contextwright.analysis import asks
+from contextwright.compress.facts import extract_facts
 from contextwright.core.cache import CachePolicy, SourceLayout, message_hash, short_hash
 from contextwright.core.cutting import KEEP_HEAD
 from contextwright.core.digest import DigestCost, checked_digest, digest_share
@@ -112,6 +113,9 @@ class StableOffer:
     """Whether the input asks something (``analysis.asks``): one that does not cuts no run for
     its recall (``CachePolicy.recall_cuts``), and gets no recall tail when its recall is
     diffuse (``CachePolicy.diffuse_tail``)."""
+    states_facts: bool = False
+    """Whether the input states an exact value (``compress.facts``: an id, an amount, a date):
+    a statement that names one refers back to something specific (``statement_tail="facts"``)."""
     failure: str | None = None
     """Why the previous layout cannot be continued (None: it can)."""
 
@@ -225,6 +229,7 @@ def offer(g: Gathered, source: ContextSource, request: Request, layout: SourceLa
     stable.shown = shown
     if stable.ranked:
         stable.asks = asks(request.user_input)
+        stable.states_facts = not stable.asks and bool(extract_facts(request.user_input))
         focus_of = getattr(source, "recall_focus", None)
         if callable(focus_of):
             stable.focus = focus_of(request, options)
@@ -562,7 +567,8 @@ def _tail_for(stable: StableOffer, diffuse: bool, policy: CachePolicy) -> bool:
     none when the policy gives statements none. A focused input may; a diffuse one, per the
     policy (its recalled turns match little of it).
     """
-    if not stable.asks and not policy.statement_tail:
+    if not stable.asks and (policy.statement_tail is False or (
+            policy.statement_tail == "facts" and not stable.states_facts)):
         return False
     if not diffuse or policy.diffuse_tail == "always":
         return True
