@@ -36,7 +36,6 @@ def _tool(name: str) -> dict[str, Any]:
 PREPARE_BODIES = [
     {"text": "hi", "tools": [_tool(f"{MARK} bad name!")]},
     {"text": "hi", "tools": [_tool(f"{MARK}_f"), _tool(f"{MARK}_f")]},
-    {"text": "hi", f"{MARK}_field": 1},
     {"text": "hi", "env": {f"{MARK}_key": 5}},
 ]
 BUILD_BODIES = [
@@ -44,6 +43,7 @@ BUILD_BODIES = [
     {"user_input": "hi", "model": f"{MARK}-model"},
     {"user_input": "hi", "tools": [_tool(f"{MARK} bad name!")]},
     {"user_input": "hi", "tools": [_tool(f"{MARK}_f"), _tool(f"{MARK}_f")]},
+    {"user_input": "hi", "env": {f"{MARK}_key": 5}},
 ]
 
 

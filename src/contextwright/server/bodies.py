@@ -194,17 +194,17 @@ _UNION_BRANCH = re.compile(r"[a-z_]+(?:\[[a-z_,\[\] ]*\])?")
 
 
 def _location_parts(location: tuple[int | str, ...]) -> list[str]:
-    """An error's location with the caller's own names left out.
+    """An error's location with the caller's own data left out.
 
     A location holds field names of the schema, list indices and union branches, but also a
-    key the caller chose (an ``env`` key, a field the schema does not have): that is payload,
-    shown as ``<key>``.
+    key of the caller's data (an ``env`` key): that is payload, shown as ``<key>``. A field
+    the schema does not define is named, so a client learns which of its fields is misspelt.
     """
     parts: list[str] = []
     for part in location:
         mapping_key = bool(parts) and parts[-1] in _MAPPING_FIELDS
         if isinstance(part, int) or (not mapping_key and (
-                part in _FIELD_NAMES or (bool(parts) and _UNION_BRANCH.fullmatch(part)))):
+                not parts or part in _FIELD_NAMES or _UNION_BRANCH.fullmatch(part))):
             parts.append(str(part))
         else:
             parts.append("<key>")

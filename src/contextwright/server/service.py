@@ -265,6 +265,7 @@ class Service:
         for name in ("tools", "documents", "images", "examples", "notes"):
             check_count(name, _listed(fields, name), self.limits.max_messages)
         check_tool_names(_listed(fields, "tools"))
+        check_env_values(fields)
         request = Request.from_dict(fields)
         builder = self._builder(options)
         plan = builder.effective_plan(_plan(options.plan, request))
@@ -333,6 +334,18 @@ def check_tool_names(tools: Sequence[Any]) -> None:
         earlier = first.setdefault(name, index)
         if earlier != index:
             raise InvalidInputError(f"tools[{index}] repeats the name of tools[{earlier}]")
+
+
+def check_env_values(fields: Mapping[str, Any]) -> None:
+    """``InvalidInputError`` for an ``env`` whose values are not all text.
+
+    ``Request.from_dict`` refuses the same and names the ``env`` key, which is the caller's
+    data; a problem never echoes the body, so this message shows it as ``<key>``. (A field the
+    schema does not define is named: that tells a client which of its fields is misspelt.)
+    """
+    env = fields.get("env")
+    if isinstance(env, dict) and not all(isinstance(value, str) for value in env.values()):
+        raise InvalidInputError("invalid request: env.<key>: Input should be a valid string")
 
 
 def _check_model(name: str) -> None:
