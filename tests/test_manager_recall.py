@@ -572,6 +572,7 @@ _BAD_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
     ("tools-shape", {"tools": "get_weather"}),
     ("documents", {"documents": [{"id": "d1"}]}),
     ("documents-text", {"documents": [{"id": "d1", "text": "bad \ud800 text"}]}),
+    ("documents-timestamp", {"documents": [{"id": "d1", "text": "t", "timestamp": "yesterday"}]}),
     ("env", {"env": {"city": 3}}),
     ("env-shape", {"env": ["city", "Paris"]}),
     ("system", {"system": "bad \udfff system"}),

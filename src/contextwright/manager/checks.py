@@ -14,6 +14,7 @@ from typing import Any
 from contextwright.core.images import image_from_part
 from contextwright.core.items import check_text
 from contextwright.core.request import Request
+from contextwright.core.versions import parse_time
 from contextwright.errors import InvalidInputError
 from contextwright.sources.tools import schema_json, tool_names
 
@@ -37,6 +38,7 @@ def checked_parts(*, tools: Sequence[Mapping[str, Any]], documents: Sequence[Any
             value = getattr(doc, field)
             if value is not None:
                 check_text(value, f"documents[{index}].{field}")
+        parse_time(doc.timestamp, f"documents[{index}].timestamp")  # the build reads it so
     for name, value in request.env.items():
         check_text(str(name), "env key")
         check_text(value, "env value")
