@@ -900,3 +900,17 @@ def test_a_prepare_reads_the_state_once_and_still_keeps_the_fingerprint() -> Non
     state = store.get_state(SessionKey(user_id="u", session_id="s"))
     assert state is not None and state.data.get("cache")
     cm.close()
+
+
+def test_the_session_language_follows_a_user_who_goes_on_in_another_one() -> None:
+    # Opened with a Chinese greeting, then English: one message in another language keeps the
+    # session's language, two in a row move it (summaries and labels follow the session's).
+    cm = _manager()
+    languages = []
+    for text in ("你好你好", "What is the weather in Paris today?", "And in Berlin tomorrow?",
+                 "谢谢！", "Thanks, and in Rome?"):
+        cm.prepare("u", "s", text)
+        cm.record("u", "s", assistant="...")
+        languages.append(cm.state("u", "s").language)
+    assert languages == ["zh", "zh", "en", "en", "en"]
+    cm.close()

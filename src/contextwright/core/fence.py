@@ -130,9 +130,10 @@ def language_of(text: str) -> str:
     """``zh`` when Chinese characters are at least a fifth of the words, else ``en``.
 
     The one language rule of the library: a build's labels follow the user's input, a session
-    and its summaries the session's first message. A Chinese character carries about a word,
-    Latin letters are counted per word (~5 letters), so an English question naming one Chinese
-    city stays English and a Chinese one with an order number stays Chinese.
+    and its summaries the session's first message (until two user messages in a row are in
+    another language). A Chinese character carries about a word, Latin letters are counted per
+    word (~5 letters), so an English question naming one Chinese city stays English and a
+    Chinese one with an order number stays Chinese.
 
     Text with kana is Japanese, and gets English like every language but Chinese: Simplified
     Chinese labels and notes read as another language to a Japanese reader, whatever kanji

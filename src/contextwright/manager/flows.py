@@ -504,7 +504,8 @@ class SessionFlows:
 
     def _apply_route(self, state: SessionState, route: RouteDecision, text: str, seq: int,
                      recent: list[StoredMessage]) -> tuple[SessionState, ModeSwitch | None]:
-        state = state if state.language else replace(state, language=language_of(text))
+        language = _session_language(state.language, text, seq, recent)
+        state = state if state.language == language else replace(state, language=language)
         switch = None
         if route.mode != state.mode:
             switch = ModeSwitch(old_mode=state.mode, new_mode=route.mode, trigger=route.trigger,
@@ -883,6 +884,22 @@ def _switch_at(state: SessionState, seq: int) -> ModeSwitch | None:
     """The mode switch the user message ``seq`` caused, as the state's history keeps it."""
     return next((switch for switch in reversed(state.mode_history) if switch.at_seq == seq),
                 None)
+
+
+def _session_language(current: str | None, text: str, seq: int,
+                      recent: Sequence[StoredMessage]) -> str:
+    """The session's language once the user said ``text`` (stored at ``seq``).
+
+    The first message sets it; one message in another language (a greeting, a quoted name)
+    keeps it; two user messages in a row in another language move it, so a session that opened
+    with "你好" and went on in English is not summarised and labelled in Chinese for good.
+    """
+    said = language_of(text)
+    if current is None or said == current:
+        return said
+    before = next((m.message.get("content") for m in reversed(recent)
+                   if m.seq < seq and m.message.get("role") == "user"), None)
+    return said if isinstance(before, str) and language_of(before) == said else current
 
 
 def _summary_text(state: SessionState, language: str) -> str:

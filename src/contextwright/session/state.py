@@ -47,7 +47,8 @@ class SessionState:
     mode: str | None = None
     """Current mode (None before the first message)."""
     language: str | None = None
-    """``zh`` or ``en``, from the first user message; labels follow it."""
+    """``zh`` or ``en``: the first user message's, until two in a row are in another; labels
+    follow it."""
     mode_history: tuple[ModeSwitch, ...] = ()
     """Switches, oldest first (the last ``MAX_MODE_HISTORY``)."""
     summary: Mapping[str, Any] | None = None
