@@ -114,6 +114,9 @@ class RemoteContext:
     """The router's decision for this message (None when continuing a turn)."""
     switch: ModeSwitch | None = None
     """The hand-off this message caused, if any."""
+    epoch: str | None = None
+    """The incarnation of the session the message is in (sessions only): ``record(...,
+    context=this)`` sends it back, so an answer to a session erased meanwhile is refused."""
     settings: Mapping[str, Any] = field(default_factory=dict)
     """The request settings the call gave (``model``, ``max_tokens``, ``tool_choice``,
     ``parallel_tool_calls``): the service rendered with them."""
@@ -282,11 +285,15 @@ def _prepare_call(user_id: str, session_id: str, text: str | None,
 
 def _record_call(user_id: str, session_id: str, assistant: object,
                  tool_results: Sequence[object], messages: Sequence[object],
-                 idempotency_key: str | None) -> _Call:
+                 idempotency_key: str | None, context: RemoteContext | None) -> _Call:
     body = {"assistant": _assistant(assistant), "tool_results": _tool_results(tool_results),
             "messages": [_plain(m) if isinstance(m, Mapping) else _messages(m, "messages")[0]
                          for m in messages],
             "idempotency_key": idempotency_key or uuid.uuid4().hex}
+    if context is not None:
+        if context.epoch is None:
+            raise InvalidInputError("record: context is no prepare's answer (it has no epoch)")
+        body["epoch"] = context.epoch
     return _Call(method="POST", path=_session_path(user_id, session_id) + "/record", body=body)
 
 
@@ -330,7 +337,7 @@ def _context(data: Mapping[str, Any], options: Mapping[str, Any]) -> RemoteConte
         total_tokens=data["total_tokens"], report=_report(data["report"]),
         mode=data.get("mode"), user_seq=data.get("user_seq"),
         route=RouteDecision(**route) if route else None,
-        switch=ModeSwitch(**switch) if switch else None)
+        switch=ModeSwitch(**switch) if switch else None, epoch=data.get("epoch"))
 
 
 def _view(data: Mapping[str, Any]) -> SessionView:
@@ -519,10 +526,15 @@ class Client(_Base):
 
     def record(self, user_id: str, session_id: str, *, assistant: object = None,
                tool_results: Sequence[object] = (), messages: Sequence[object] = (),
-               idempotency_key: str | None = None) -> list[int]:
-        """``ContextManager.record`` on the service: the seqs stored."""
+               idempotency_key: str | None = None,
+               context: RemoteContext | None = None) -> list[int]:
+        """``ContextManager.record`` on the service: the seqs stored.
+
+        ``context``: the ``prepare`` answer this answers; the service refuses the record
+        (``SessionGone``) if that session was erased, expired or begun again since.
+        """
         call = _record_call(user_id, session_id, assistant, tool_results, messages,
-                            idempotency_key)
+                            idempotency_key, context)
         return list(self._send(call)["seqs"])
 
     def state(self, user_id: str, session_id: str) -> SessionState:
@@ -633,10 +645,11 @@ class AsyncClient(_Base):
 
     async def record(self, user_id: str, session_id: str, *, assistant: object = None,
                      tool_results: Sequence[object] = (), messages: Sequence[object] = (),
-                     idempotency_key: str | None = None) -> list[int]:
+                     idempotency_key: str | None = None,
+                     context: RemoteContext | None = None) -> list[int]:
         """``Client.record``, awaited."""
         call = _record_call(user_id, session_id, assistant, tool_results, messages,
-                            idempotency_key)
+                            idempotency_key, context)
         return list((await self._send(call))["seqs"])
 
     aprepare = prepare

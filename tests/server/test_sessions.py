@@ -12,6 +12,7 @@ from server_helpers import KEYS, Running
 
 from contextwright import ContextManager, MemoryStore
 from contextwright.client import AsyncClient, Client
+from contextwright.errors import SessionGone
 from contextwright.session import SessionKey, open_store
 
 WEATHER_TOOL = {"type": "function", "function": {
@@ -292,3 +293,23 @@ def test_a_tool_loops_reasoning_goes_through_the_service_and_back(
                               model="claude-sonnet-5-5").to_request("anthropic")
     calling = [m for m in body["messages"] if m["role"] == "assistant"]
     assert calling[0]["content"][0] == thinking
+
+
+def test_an_answer_to_an_erased_session_is_refused_through_the_service(
+        store_url: str, serve_app: Callable[..., Running]) -> None:
+    # The user erased the conversation and began again while the model answered the old one:
+    # the answer names its prepare (its epoch), and the service refuses to file it into the
+    # new conversation, whichever worker took the record.
+    running = serve_app(store_url)
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        old = client.prepare("u", "s", "My card number is on file, please cancel order 7")
+        assert old.epoch
+        client.erase_session("u", "s")
+        client.prepare("u", "s", "Hello again")
+        with pytest.raises(SessionGone):
+            client.record("u", "s", assistant="Order 7 is cancelled.", context=old)
+        view = client.session("u", "s")
+        assert view is not None
+        assert [e.message["content"] for e in view.messages] == ["Hello again"]
+        current = client.prepare("u", "s", None)
+        assert client.record("u", "s", assistant="Hi!", context=current) == [2]

@@ -26,7 +26,7 @@ from contextwright.core.plan import BuildPlan
 from contextwright.core.source import ContextSource
 from contextwright.errors import InvalidInputError, ManagerClosed, StoreUsageError
 from contextwright.manager.flows import SessionFlows, Target
-from contextwright.manager.prepared import PreparedContext
+from contextwright.manager.prepared import AnsweredContext, PreparedContext
 from contextwright.modes.config import ModesConfig
 from contextwright.modes.router import ModeClassifier, Router
 from contextwright.observe.recorder import SnapshotRecorder
@@ -158,7 +158,7 @@ class ContextManager(SessionFlows):
                tool_results: Sequence[object] = (),
                messages: Sequence[object] = (),
                idempotency_key: str | None = None,
-               context: PreparedContext | None = None) -> list[int]:
+               context: AnsweredContext | None = None) -> list[int]:
         """Append the model's answer, tool results and further messages, atomically.
 
         ``assistant`` is text or a message with tool calls. The messages and the zones they
@@ -204,7 +204,7 @@ class ContextManager(SessionFlows):
                       tool_results: Sequence[object] = (),
                       messages: Sequence[object] = (),
                       idempotency_key: str | None = None,
-                      context: PreparedContext | None = None) -> list[int]:
+                      context: AnsweredContext | None = None) -> list[int]:
         """``record`` for an event loop; the summary update becomes an asyncio task."""
         self._check_open()
         async with self._in_flight():

@@ -48,7 +48,7 @@ from contextwright.manager.batches import RECORD_TAIL, recorded_messages
 from contextwright.manager.checks import checked_parts, image_parts
 from contextwright.manager.handoff import hand_off, note_user_message, record_turn_in_zones
 from contextwright.manager.plans import plan_or_name, plan_with_session, resolve_plan
-from contextwright.manager.prepared import PreparedContext
+from contextwright.manager.prepared import AnsweredContext, PreparedContext
 from contextwright.manager.recall import (
     RecallIndexes,
     SessionHistorySource,
@@ -601,7 +601,7 @@ class SessionFlows:
 
     def _record_flow(self, user_id: str, session_id: str, *, assistant: object,
                      tool_results: Sequence[object], messages: Sequence[object],
-                     idempotency_key: str | None, context: PreparedContext | None = None,
+                     idempotency_key: str | None, context: AnsweredContext | None = None,
                      ) -> Flow[tuple[list[int], bool]]:
         """The seqs ``record`` returns, and whether it stored them (then a summary is due)."""
         key = SessionKey(user_id=user_id, session_id=session_id)
@@ -685,7 +685,7 @@ class SessionFlows:
             known = self._answering.get(key)
         return None if known is None else known.epoch
 
-    def _answered_epoch(self, key: SessionKey, context: PreparedContext | None) -> str | None:
+    def _answered_epoch(self, key: SessionKey, context: AnsweredContext | None) -> str | None:
         """The incarnation a ``record`` answers: its context's, or this manager's pending prepare's.
 
         None: not known (a greeting, or a prepare that ran on another worker).

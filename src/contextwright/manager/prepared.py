@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from contextwright.core.final import FinalContext
 from contextwright.core.providers import ProviderFormat
@@ -11,6 +11,24 @@ from contextwright.core.report import BuildReport
 from contextwright.modes.router import RouteDecision
 from contextwright.session.state import ModeSwitch
 from contextwright.session.store import SessionKey
+
+
+class AnsweredContext(Protocol):
+    """What ``record(context=…)`` reads of the context an answer is to: its session and epoch.
+
+    A ``PreparedContext``; the HTTP service makes one from the epoch a client sends back with
+    ``record`` (every ``prepare`` answer carries it).
+    """
+
+    @property
+    def key(self) -> SessionKey:
+        """The session the context was prepared for."""
+        ...
+
+    @property
+    def epoch(self) -> str:
+        """The incarnation of the session the answered message is in (``Store.epoch``)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -93,6 +93,10 @@ class RecordBody(BaseModel):
     idempotency_key: str | None = None
     """Names this write: a retry with the same key stores nothing again and returns the first
     call's seqs (or send the ``Idempotency-Key`` header)."""
+    epoch: str | None = Field(default=None, min_length=1, max_length=128)
+    """The ``epoch`` of the ``prepare`` answer this record answers: if that session was erased,
+    expired or begun again since, the record is refused (409 ``session-gone``) and nothing is
+    stored."""
 
 
 class BuildOptions(Rendering):

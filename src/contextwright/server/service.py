@@ -13,7 +13,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextwright.builder import ContextBuilder
@@ -215,10 +215,13 @@ class Service:
         check_count("assistant + tool_results + messages",
                     [*_assistant_messages(body.assistant), *body.tool_results, *body.messages],
                     self.limits.max_messages)
+        user = scoped_user(tenant.name, user_id)
+        answered = (None if body.epoch is None else _Answered(
+            key=SessionKey(user_id=user, session_id=session_id), epoch=body.epoch))
         seqs = self.manager.record(
-            scoped_user(tenant.name, user_id), session_id, assistant=body.assistant,
+            user, session_id, assistant=body.assistant,
             tool_results=body.tool_results, messages=body.messages,
-            idempotency_key=_one_key(body.idempotency_key, idempotency_key))
+            idempotency_key=_one_key(body.idempotency_key, idempotency_key), context=answered)
         return {"seqs": seqs}
 
     def session(self, tenant: Tenant, user_id: str, session_id: str,
@@ -289,6 +292,14 @@ class Service:
             if len(self._builders) > _BUILDERS:
                 self._builders.popitem(last=False)
         return builder
+
+
+@dataclass(frozen=True, slots=True)
+class _Answered:
+    """The prepared context a record answers, as the client names it: its session and epoch."""
+
+    key: SessionKey
+    epoch: str
 
 
 def _assistant_messages(assistant: str | dict[str, Any] | list[dict[str, Any]] | None
@@ -435,6 +446,7 @@ def prepared_json(prepared: PreparedContext, body: PrepareBody) -> dict[str, Any
         **rendered(prepared, body),
         "mode": prepared.mode,
         "user_seq": prepared.user_seq,
+        "epoch": prepared.epoch,
         "route": asdict(prepared.route) if prepared.route is not None else None,
         "switch": asdict(prepared.switch) if prepared.switch is not None else None,
         "total_tokens": prepared.context.total_tokens,
