@@ -465,7 +465,7 @@ def _with_key(error: ContextwrightError, call: _Call) -> ContextwrightError:
         error.stored_seq = stored_seq
     if isinstance(error, OutcomeUnknown):
         error.args = (f"{error.args[0] if error.args else error}; idempotency_key={key!r}",)
-    setattr(error, "idempotency_key", key)  # noqa: B010 - errors.py declares no such field
+    error.idempotency_key = key
     return error
 
 

@@ -64,6 +64,9 @@ class ContextwrightError(Exception):
     """Set by ``ContextManager.prepare`` when it fails after storing the user's message: that
     message's seq. The message was said and stays stored; build again with ``text=None``
     instead of sending it again."""
+    idempotency_key: str | None = None
+    """Set by the service client on the error of a write it gave up on: the key the call was
+    sent with. Retry with ``idempotency_key=`` that key and the write is stored once."""
 
 
 class PlanError(ContextwrightError):
