@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
-
-import pytest
-
 from contextwright import BuildPlan, Request
-from contextwright.core.final import FinalContext
 from contextwright.observe import Snapshot, diff_snapshots, snapshot_of
 
 
@@ -81,8 +76,6 @@ def test_an_item_read_and_dropped_in_one_build_gets_the_run_the_other_never_read
         assert rows[key].before is not None and "not read" in rows[key].before, rows[key]
 
 
-@pytest.mark.skipif("keys" not in {f.name for f in fields(FinalContext)},
-                    reason="the build does not name the item of each message (FinalContext.keys)")
 def test_a_recorded_message_names_the_item_it_renders() -> None:
     snapshot = _build(400)
     items = {m.get("id"): m.get("item") for m in snapshot.messages}

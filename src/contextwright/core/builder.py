@@ -172,7 +172,7 @@ def _build_context(plan: BuildPlan, request: Request, sources: Mapping[str, Cont
         max_output_tokens=(plan.budget.reserved_output + plan.budget.reserved_reasoning) or None,
         message_tokens=assembly.message_tokens, stable_fingerprint=fingerprint, plan=plan,
         cache_points=points,
-        image_rule=images, volatile=assembly.volatile,
+        image_rule=images, volatile=assembly.volatile, keys=assembly.keys,
     )
 
 

@@ -105,6 +105,10 @@ class FinalContext:
     """The volatile system parts (the time, notes) a build with a cache policy renders just
     before the input, and the user message that carries them: ``to_text()`` shows them as
     parts under their separators."""
+    keys: tuple[str, ...] = ()
+    """The key of the item each message renders (``history.m4``; several joined by commas for a
+    merged message), as the report's decisions name items: a snapshot diff joins by it what one
+    build dropped with what another kept."""
 
     @property
     def fingerprint(self) -> Fingerprint:
