@@ -299,7 +299,7 @@ def test_long_single_item_is_cut_around_the_query_keywords() -> None:
     assert "45 days" in text
     assert "[…]" in text
     truncated = [d for d in ctx.report.decisions if d.action == "truncated"]
-    assert truncated and truncated[0].key == "rag.0.text"
+    assert truncated and truncated[0].key == "rag.documents[0]"
 
 
 def test_documents_are_never_rendered_as_system_or_user() -> None:

@@ -112,7 +112,7 @@ def test_a_huge_top_ranked_document_leaves_room_for_the_small_ones_that_answer()
     ctx = ContextBuilder(tokenizer="o200k_base").build(
         plan(1200), Request(user_input=QUESTION, documents=documents))
     decisions = _rag_decisions(ctx)
-    action, kept_tokens = decisions["rag.0.text"]
+    action, kept_tokens = decisions["rag.documents[0]"]  # the manual, ranked first
     assert action == "truncated"
     assert not any(action == "dropped" for action, _ in decisions.values()), decisions
     text = ctx.to_text()
@@ -151,7 +151,25 @@ def test_what_is_left_goes_back_to_the_best_large_document_before_a_worse_one() 
     ctx = ContextBuilder(tokenizer="o200k_base").build(
         plan(1000), Request(user_input=QUESTION, documents=documents))
     decisions = _rag_decisions(ctx)
-    best = next(v for k, v in decisions.items() if k.startswith("rag.0."))
+    best = decisions["rag.documents[0]"]
     assert best[0] == "truncated" and best[1] > 700, decisions
     assert "Refunds take five days." in ctx.to_text() and "Shoes must be unworn." in ctx.to_text()
-    assert next(v for k, v in decisions.items() if k.startswith("rag.3."))[0] == "dropped"
+    assert decisions["rag.documents[3]"][0] == "dropped"  # the worst large one
+
+
+def test_a_document_is_named_by_its_place_in_the_request_whatever_its_rank() -> None:
+    # Two calls that leave out different documents must say which: by rank ("rag.2.text") both
+    # would name the third best, and a diff of the two calls showed no change.
+    documents = [{"id": f"faq-{topic}", "text": f"FAQ about {topic}. " * 40}
+                 for topic in ("shipping", "refunds", "sizes")]
+    builder = ContextBuilder(tokenizer="o200k_base")
+
+    def cut_or_left_out(question: str) -> set[tuple[str, str]]:
+        ctx = builder.build(plan(260), Request(user_input=question, documents=documents))
+        return {(d.key, d.action) for d in ctx.report.decisions if d.source == "rag"}
+
+    # The best one is whole; the second is cut to what is left; the third does not fit.
+    assert cut_or_left_out("How do refunds work?") == {
+        ("rag.documents[0]", "truncated"), ("rag.documents[2]", "dropped")}
+    assert cut_or_left_out("How long does shipping take?") == {
+        ("rag.documents[1]", "truncated"), ("rag.documents[2]", "dropped")}

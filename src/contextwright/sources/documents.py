@@ -122,9 +122,10 @@ class DocumentSource:
         if not scored and rank_by == "relevance" and len(docs) > 1:
             docs = [docs[at] for at in relevance_order([doc.text for _, doc in docs],
                                                        request.user_input)]
-        for rank, (index, doc) in enumerate(docs):
+        for index, doc in docs:  # best first; keyed by place in the request, as reports name it
             metadata = {"document": doc.id, "score": doc.score, "timestamp": doc.timestamp}
-            yield ContextItem(key=f"rag.{rank}.text", message=document_message(doc.text),
+            yield ContextItem(key=f"rag.documents[{index}]",
+                              message=document_message(doc.text),
                               layer=Layer.EVIDENCE, order=shown_at[index], untrusted=True,
                               truncatable=True, label=doc.source or doc.id, metadata=metadata)
 
