@@ -194,3 +194,25 @@ def test_a_tool_heavy_session_shows_every_customers_values_whole() -> None:
         values = [customer[k] for k in ("phone", "balance", "limit_eur", "limit_tw")]
         assert missing_facts(shown, values) == (), customer["customer_id"]
     assert "+44 7946 0900" not in shown
+
+
+def test_a_one_line_result_lists_ids_before_addresses_dates_and_numbers() -> None:
+    # A user record: its line cannot hold every value, and the reservation ids a later call
+    # names must be the ones it keeps, not the street, the birthday or a card's last four.
+    user = {"user_id": "nora_vance_1234",
+            "address": {"street": "48 Linden Avenue", "city": "Springfield", "zip": "62704"},
+            "email": "nora.vance48@example.com", "dob": "1984-03-12",
+            "payment_methods": {"card_7731": {"last_four": "4421"},
+                                "gift_card_5521": {"amount": 120}},
+            "saved_passengers": [{"name": "Ada Vance", "dob": "1950-07-01"}],
+            "reservations": ["Q2WX9P", "ZK7M3T", "H8RT2L", "PL5V0C", "MN4B7Q", "TR9S1D"]}
+    line = one_line_tool_result("get_user_details", json.dumps(user), 160)
+    assert len(line) <= 160
+    assert all(rid in line for rid in user["reservations"]), line
+    assert "nora_vance_1234" in line
+
+
+def test_a_one_line_result_that_lists_some_values_stays_within_its_length() -> None:
+    codes = {f"order_{n}": f"ORD{n:05d}X" for n in range(40)}
+    line = one_line_tool_result("list_orders", json.dumps(codes), 120)
+    assert len(line) <= 120 and line.endswith("more)"), line

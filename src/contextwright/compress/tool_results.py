@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from contextwright.compress.facts import extract_facts as whole_value_facts
+from contextwright.compress.facts import fact_kind
 from contextwright.compress.json_compact import (
     MAX_COMPACT_CHARS,
     JsonNumber,
@@ -613,11 +614,30 @@ def _line(tool_name: str | None, content: str, max_chars: int,
     else:
         found = (fact for key, scalar in _leaves(value, "")
                  for fact in _line_facts(key, scalar, wording))
-    facts = [f for f in dict.fromkeys(found) if _is_identifier(f)]
-    shown = _fitting(facts, max_chars - len(prefix) - 2)
+    facts = sorted((f for f in dict.fromkeys(found) if _is_identifier(f)), key=_line_rank)
+    room = max_chars - len(prefix) - 2
+    shown = _fitting(facts, room)
+    if len(shown) < len(facts):  # the "(+N more)" tail takes room of its own, unless the
+        # line would then show no value at all: one value and the tail say more than none
+        shown = _fitting(facts, room - len(wording["more"].format(more=len(facts)))) or shown
     more = len(facts) - len(shown)
     tail = wording["more"].format(more=more) if more else ""
     return f"{prefix}: {' '.join(shown) or wording['no_ids']}{tail}"
+
+
+_LINE_RANKS = {"id": 0, "code": 0, "email": 1, "phone": 1, "url": 1, "version": 2, "date": 2}
+"""Which values a one-line result lists first when its line cannot hold them all: the ids
+and codes a later call names (a reservation, a card), then contacts, then dates; addresses,
+amounts and plain numbers last. The order is otherwise the result's own."""
+
+
+def _line_rank(fact: str) -> int:
+    kind = fact_kind(fact)
+    if kind:
+        return _LINE_RANKS.get(kind, 3)
+    # A whole value kept by its key (``pnr: X7BYG1``): an id when it mixes letters and digits.
+    has_digit = any(ch.isdigit() for ch in fact)
+    return 0 if has_digit and any(ch.isalpha() for ch in fact) and " " not in fact else 3
 
 
 def _line_facts(key: str, value: Any, wording: Mapping[str, str]) -> Iterable[str]:
