@@ -28,7 +28,7 @@ from contextwright.core.fence import (
 )
 from contextwright.core.final import FinalContext
 from contextwright.core.gather import Costing, Gathered, Target, Unit, gather_source
-from contextwright.core.items import NEEDS_REASONING, check_text
+from contextwright.core.items import NEEDS_REASONING, check_text, parse_listed
 from contextwright.core.normalise import drop_duplicates, resolve_key_conflicts
 from contextwright.core.notes import build_notes
 from contextwright.core.plan import BuildPlan, FrozenOptions
@@ -367,32 +367,11 @@ def _last_user_language(history: Sequence[object]) -> str | None:
     follow them: a session that opened with "你好" and went on in English is not labelled in
     Chinese for good, and the switch re-sends the prompt once, not on every change.
     """
-    for message in reversed(history):
-        role = (message.get("role") if isinstance(message, Mapping)
-                else getattr(message, "role", None))
-        if role != "user":
-            continue
-        content = (message.get("content") if isinstance(message, Mapping)
-                   else getattr(message, "content", None))
-        text = _text_of(content)
-        if text:
-            return language_of(text)
+    for index in range(len(history) - 1, -1, -1):
+        message = parse_listed(history, "history", index)  # the history source's parse
+        if message.role == "user" and message.content:
+            return language_of(message.content)
     return None
-
-
-def _text_of(content: object) -> str:
-    """The text of a message's content: a string, or the text parts of a list of parts."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    texts = []
-    for part in content:
-        text = (part.get("text") if isinstance(part, Mapping)
-                else getattr(part, "text", None))
-        if isinstance(text, str):
-            texts.append(text)
-    return " ".join(texts)
 
 
 def reserve(pool: int, tokens: int) -> tuple[bool, int]:

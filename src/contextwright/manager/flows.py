@@ -897,9 +897,12 @@ def _session_language(current: str | None, text: str, seq: int,
     said = language_of(text)
     if current is None or said == current:
         return said
-    before = next((m.message.get("content") for m in reversed(recent)
+    before = next((m for m in reversed(recent)
                    if m.seq < seq and m.message.get("role") == "user"), None)
-    return said if isinstance(before, str) and language_of(before) == said else current
+    if before is None:
+        return current
+    text = parse_message(before.message, f"session[seq {before.seq}]").content
+    return said if text and language_of(text) == said else current
 
 
 def _summary_text(state: SessionState, language: str) -> str:
