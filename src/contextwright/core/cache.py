@@ -270,7 +270,11 @@ class Fingerprint:
     """Tokens of each rendered message."""
     layouts: Mapping[str, SourceLayout] = field(default_factory=dict)
     kept: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """Keys of what the other cuttable sources kept (tools, documents), kept first next call."""
+    """Keys of what the other cuttable sources kept (tools, documents), in the order shown;
+    kept first next call."""
+    compacted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Of ``kept``, the keys its source showed compacted (``metadata["compaction"]``): shown so
+    again next call, so a kept tool keeps its bytes."""
     stable: bool = True
     """False for a build made without a cache policy (its layout is today's)."""
     stable_end: int = -1
@@ -302,6 +306,8 @@ class Fingerprint:
                 "messages": list(self.messages), "tokens": list(self.tokens),
                 "layouts": {name: layout.to_dict() for name, layout in self.layouts.items()},
                 "kept": {name: list(keys) for name, keys in self.kept.items()},
+                **({"compacted": {name: list(keys) for name, keys in self.compacted.items()}}
+                   if self.compacted else {}),
                 "stable": self.stable, "stable_end": self.stable_end,
                 "language": self.language, "tokenizer": self.tokenizer, "model": self.model,
                 **({} if self.breakpoints is None else {"breakpoints": list(self.breakpoints)}),
@@ -333,6 +339,11 @@ class Fingerprint:
                 isinstance(keys, list) and all(isinstance(k, str) for k in keys)
                 for keys in kept.values()):
             raise InvalidInputError("fingerprint kept must map sources to lists of keys")
+        compacted = data.get("compacted", {})  # absent in earlier fingerprints
+        if not isinstance(compacted, Mapping) or not all(
+                isinstance(keys, list) and all(isinstance(k, str) for k in keys)
+                for keys in compacted.values()):
+            raise InvalidInputError("fingerprint compacted must map sources to lists of keys")
         breakpoints = data.get("breakpoints")
         if breakpoints is not None and (not isinstance(breakpoints, list) or not all(
                 isinstance(b, int) and not isinstance(b, bool) and -1 <= b < len(messages)
@@ -348,6 +359,7 @@ class Fingerprint:
                    messages=tuple(messages), tokens=tuple(tokens),
                    layouts={str(k): SourceLayout.from_dict(v) for k, v in layouts.items()},
                    kept={str(name): tuple(keys) for name, keys in kept.items()},
+                   compacted={str(name): tuple(keys) for name, keys in compacted.items()},
                    stable=bool(data.get("stable", True)),
                    stable_end=_count(data, "stable_end") if data.get("stable_end", -1) != -1
                    else -1, language=_text(data, "language"),

@@ -178,7 +178,12 @@ class SourceTraits:
     """With ``message_list``: how a stable-prefix build lays it out (``Layout``)."""
     keep_option: str | None = None
     """The option a stable-prefix build sets to the keys (after the namespace) of what it showed
-    last call, for the source to offer them again first (the tools source's ``keep``)."""
+    last call, for the source to offer them again first (the tools source's ``keep``), in the
+    order they were shown."""
+    keep_compacted_option: str | None = None
+    """With ``keep_option``: the option a stable-prefix build sets to the keys of what it showed
+    last call in a compacted form (``metadata["compaction"]``), for the source to show them so
+    again (the tools source's ``keep_compacted``): a kept item keeps its bytes."""
     recalls: bool = False
     """It may offer older units out of order, marked (``metadata["keep_head"]``); the marker is
     dropped when the unit ends up in its place (``core.sequence``)."""

@@ -28,7 +28,7 @@ from contextwright.core.cache import (
 )
 from contextwright.core.digest import add_digest, digest_decision, digest_share
 from contextwright.core.gather import Costing, Gathered, Unit, gather_source
-from contextwright.core.items import Message
+from contextwright.core.items import ContextItem, Message
 from contextwright.core.normalise import normalise_again
 from contextwright.core.plan import BuildPlan, FrozenOptions, thawed
 from contextwright.core.providers import (
@@ -172,20 +172,33 @@ def leave_room(selection: Selection, tokens: int, pinned: int,
     return selection
 
 
+def _in_shown_order(selection: Selection) -> list[ContextItem]:
+    """The first item of each unit ``selection`` kept, in the order the build renders them."""
+    items = [unit.candidates[0].item for unit in selection.kept]
+    return items if selection.ordered else sorted(items, key=lambda item: item.order)
+
+
 def keep_first(g: Gathered, source: ContextSource, request: Request, keys: Sequence[str],
-               cap: int, costing: Costing) -> None:
+               cap: int, costing: Costing, compacted: Sequence[str] = ()) -> None:
     """Offer what ``g`` kept last call first, so a tool (or document) once in stays in.
 
     A source that takes such an option (``SourceTraits.keep_option``: the tools source's
     ``keep``) is asked again with it, so its own selection (relevant only, ``max_tools``) keeps
-    them too; it chooses afresh when keeping them would leave out one the input needs.
+    them too; it chooses afresh when keeping them would leave out one the input needs. Such a
+    source is told the order they were shown in (``keys``) and, where it takes the option
+    (``SourceTraits.keep_compacted_option``), which it showed compacted (``compacted``), so
+    what it showed keeps its place and its bytes.
     """
     wanted = set(keys)
     option = g.traits.keep_option
     if option is not None:
-        names = [key.split(".", 1)[1] for key in keys if "." in key]
-        options = thawed(g.spec.options)
-        again = gather_source(replace(g.spec, options=FrozenOptions({**options, option: names})),
+        def names(of: Sequence[str]) -> list[str]:
+            return [key.split(".", 1)[1] for key in of if "." in key]
+
+        settings = {**thawed(g.spec.options), option: names(keys)}
+        if g.traits.keep_compacted_option is not None:
+            settings[g.traits.keep_compacted_option] = names(compacted)
+        again = gather_source(replace(g.spec, options=FrozenOptions(settings)),
                               g.position, source, request, cap, costing)
         if again.error is None:
             g.units, g.complete, g.omitted = again.units, again.complete, again.omitted
@@ -341,7 +354,8 @@ class Stepping:
             keys = previous.kept.get(g.spec.source)
             if keys and g.spec.cuttable and g.spec.source not in laid_out and g.error is None:
                 cap = min(pool, g.spec.max_tokens if g.spec.max_tokens is not None else pool)
-                keep_first(g, sources[g.spec.source], request, keys, cap, costing)
+                keep_first(g, sources[g.spec.source], request, keys, cap, costing,
+                           previous.compacted.get(g.spec.source, ()))
         for g in gathered:
             name = g.spec.source
             layout = previous.layouts.get(name)
@@ -709,15 +723,17 @@ class Stepping:
                 layout_of(self._lasting(name, selections[name]), raw, where,
                           len(raw) if anchor < 0 else anchor, self.digest_rooms.get(name, 0)),
                 spec=self.specs.get(name, ""))
-        kept = {name: tuple(u.candidates[0].item.key for u in selection.kept)
-                for name, selection in selections.items()
-                if name not in self.sources and name in self.cuttable and selection.kept}
+        shown = {name: _in_shown_order(selection) for name, selection in selections.items()
+                 if name not in self.sources and name in self.cuttable and selection.kept}
+        kept = {name: tuple(item.key for item in items) for name, items in shown.items()}
+        compacted = {name: keys for name, items in shown.items() if (keys := tuple(
+            item.key for item in items if "compaction" in item.metadata))}
         volatile = next((i for i, section in enumerate(assembly.sections) if section in tail),
                         len(assembly.sections))
         transient = self.transient_from(assembly)
         messages, tokens = text if text is not None else self._chat_counts(assembly)
         return Fingerprint(
-            plan=self.plan, target=self.target, kept=kept,
+            plan=self.plan, target=self.target, kept=kept, compacted=compacted,
             tools=tools_hash(assembly.schema_jsons),
             tool_tokens=0 if text is not None else sum(assembly.schema_tokens),
             messages=messages, tokens=tokens, layouts=layouts,

@@ -83,7 +83,10 @@ class ToolDefinitionOptions(SourceOptions):
     description_budget: Count = Field(default=1500, ge=0)
     """Estimated tokens of the offered schemas above which ``auto`` compacts."""
     keep: list[str] | None = None
-    """Names offered again (set by a build that keeps a stable prefix)."""
+    """Names offered again and shown first, in this order (set by a build that keeps a stable
+    prefix)."""
+    keep_compacted: list[str] | None = None
+    """Which of ``keep`` are shown with compacted descriptions (set with ``keep``)."""
 
 
 class DocumentOptions(SourceOptions):

@@ -254,9 +254,14 @@ class ToolOptions:
     """Compact descriptions always (True), never (False) or over the budget (None: ``auto``)."""
     description_budget: int
     """Estimated tokens of the offered schemas above which ``auto`` compacts."""
-    keep: frozenset[str] = frozenset()
-    """``keep``: names offered again after the always-included ones (a build that keeps a stable
-    prefix sets it to the tools it showed last call, so a tool once in stays in)."""
+    keep: tuple[str, ...] = ()
+    """``keep``: names offered again after the always-included ones, and shown first, in this
+    order (a build that keeps a stable prefix sets it to the tools it showed last call, in the
+    order it showed them, so a tool once in stays in and keeps its place)."""
+    keep_compacted: frozenset[str] | None = None
+    """``keep_compacted``: which of ``keep`` are shown with compacted descriptions (a build that
+    keeps a stable prefix sets it to those it showed so, so a kept tool keeps its bytes when
+    the set grows over ``description_budget``); None: decided as for any other tool."""
 
     @classmethod
     def read(cls, options: Mapping[str, Any]) -> ToolOptions:
@@ -274,20 +279,28 @@ class ToolOptions:
                    recent_messages=_count(options, "recent_messages", 20),
                    compact=None if setting == "auto" else setting,
                    description_budget=_count(options, "description_budget", 1500),
-                   keep=_names(options, "keep"))
+                   keep=_ordered_names(options, "keep"),
+                   keep_compacted=None if options.get("keep_compacted") is None
+                   else _names(options, "keep_compacted"))
 
 
 def _names(options: Mapping[str, Any], name: str) -> frozenset[str]:
     """A list of tool names; one name on its own (``always_include: save_memo``) is a list."""
+    return frozenset(_ordered_names(options, name))
+
+
+def _ordered_names(options: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    """``_names`` in the order given (the first of a repeated name counts)."""
     value = options.get(name)
     if value is None:
-        return frozenset()
+        return ()
     if isinstance(value, str):  # iterating it would offer tools named after its letters
-        return frozenset((value,))
+        return (value,)
     if not isinstance(value, list | tuple | set | frozenset) or not all(
             isinstance(item, str) for item in value):
         raise PlanError(f"tools options: {name} must be a tool name or a list of tool names")
-    return frozenset(value)
+    ordered = sorted(value) if isinstance(value, set | frozenset) else value
+    return tuple(dict.fromkeys(ordered))
 
 
 def _count(options: Mapping[str, Any], name: str, default: int) -> int:
@@ -319,6 +332,7 @@ class ToolDefinitionSource:
     namespace = "tools"
     traits = SourceTraits(
         request_part="tools", labels={"en": "Tools", "zh": "工具"}, keep_option="keep",
+        keep_compacted_option="keep_compacted",
         added=AddedSource(weight=0.15, before=("examples", "notes", "history", "user"), rank=2))
     options_model = ToolDefinitionOptions
     keeps = True
@@ -347,10 +361,18 @@ class ToolDefinitionSource:
                   if name in settings.always or name in called or scores[i] > 0}
         if settings.keep and needed - set(offered):
             # Keeping last call's tools would leave out one this input needs: choose afresh.
-            offered, left_out = _offer(names, scores, called, replace(settings, keep=frozenset()))
+            offered, left_out = _offer(names, scores, called, replace(settings, keep=()))
         compact = _should_compact(request.tools, offered, settings)
+        kept_at = {name: at for at, name in enumerate(settings.keep)}
         for index in offered:
-            yield _tool_item(names[index], request.tools[index], index, compact)
+            name = names[index]
+            # Tools shown last call keep their place and their form (the provider caches the
+            # tool list as a prefix); new ones follow them in the given order.
+            order = kept_at.get(name, len(kept_at) + index)
+            shown_compact = (name in settings.keep_compacted
+                             if name in kept_at and settings.keep_compacted is not None
+                             else compact)
+            yield _tool_item(name, request.tools[index], order, shown_compact)
         for index, reason in left_out:
             yield ContextItem(key=f"tools.{names[index]}",
                               message=Message(role="system", content=""), layer=Layer.TOOLS,
@@ -360,9 +382,10 @@ class ToolDefinitionSource:
 def _offer(names: list[str], scores: list[float], called: set[str], settings: ToolOptions
            ) -> tuple[list[int], list[tuple[int, str]]]:
     """Rank the tools (always-included, kept, called, by score) and choose among them."""
-    wanted = called | settings.keep
+    keep = frozenset(settings.keep)
+    wanted = called | keep
     ranked = sorted(range(len(names)), key=lambda i: (
-        -(names[i] in settings.always), -(names[i] in settings.keep), -(names[i] in called),
+        -(names[i] in settings.always), -(names[i] in keep), -(names[i] in called),
         -scores[i], i))
     return _choose(ranked, names, scores, wanted, settings)
 
@@ -398,7 +421,7 @@ def _should_compact(tools: Sequence[Mapping[str, Any]], offered: list[int],
             > settings.description_budget)
 
 
-def _tool_item(name: str, schema: Mapping[str, Any], index: int, compact: bool) -> ContextItem:
+def _tool_item(name: str, schema: Mapping[str, Any], order: int, compact: bool) -> ContextItem:
     text = schema_json(schema)
     if compact:
         shown = compact_schema(schema)
@@ -406,11 +429,11 @@ def _tool_item(name: str, schema: Mapping[str, Any], index: int, compact: bool) 
         if len(shown_text) < len(text):
             return ContextItem(
                 key=f"tools.{name}", message=Message(role="system", content=shown_text),
-                layer=Layer.TOOLS, order=index, raw=text,
+                layer=Layer.TOOLS, order=order, raw=text,
                 metadata={"schema": shown, "compaction": "tool description compacted (first "
                           "sentence, short parameter descriptions)"})
     return ContextItem(key=f"tools.{name}", message=Message(role="system", content=text),
-                       layer=Layer.TOOLS, order=index, metadata={"schema": schema})
+                       layer=Layer.TOOLS, order=order, metadata={"schema": schema})
 
 
 def called_tools(request: Request, recent_messages: int) -> set[str]:
