@@ -162,10 +162,19 @@ a message (the OpenAI Agents integration leaves those out itself, and its report
 
 
 def _is_plain_chat(item: Mapping[str, Any]) -> bool:
-    """An OpenAI chat dict already: kept as given, its own extra fields included."""
+    """An OpenAI chat dict already: kept as given, its own extra fields included.
+
+    A LlamaIndex ``ChatMessage``'s dump (``model_dump()``, or its JSON read back) has no
+    ``type`` and no ``content`` either, only ``blocks``: kept as given, its text would be lost.
+    """
     content = item.get("content")
     return ("type" not in item and "choices" not in item and item.get("role") != "developer"
-            and (content is None or isinstance(content, str)))
+            and not _is_llama_index(item) and (content is None or isinstance(content, str)))
+
+
+def _is_llama_index(item: Mapping[str, Any]) -> bool:
+    """A dumped LlamaIndex ``ChatMessage``: its text is in ``blocks``, it has no ``content``."""
+    return "blocks" in item and "role" in item and "content" not in item
 
 
 def _is_sdk_object(value: object) -> bool:
@@ -186,14 +195,14 @@ def _convert(item: Mapping[str, Any], where: str, left_out: dict[str, int]
              ) -> list[dict[str, Any]]:
     if "choices" in item:  # a whole ChatCompletion: its first choice's message
         choices = item.get("choices") or []
-        if not choices:
+        if not isinstance(choices, Sequence) or isinstance(choices, str) or not choices:
             raise InvalidInputError(f"{where} is a completion without choices")
-        return _convert(choices[0].get("message") or {}, f"{where}.choices[0].message",
-                        left_out)
+        choice = _as_block(choices[0], f"{where}.choices[0]")
+        return _convert(choice.get("message") or {}, f"{where}.choices[0].message", left_out)
     kind = item.get("type")
     if kind in _LANGCHAIN_ROLES and "additional_kwargs" in item:
         return _from_langchain(item, where, left_out)
-    if "blocks" in item and "role" in item:
+    if _is_llama_index(item):
         return [_from_llama_index(item, where, left_out)]
     if kind == "response" or (item.get("object") == "response" and "output" in item):
         output = item.get("output") or []
@@ -206,6 +215,35 @@ def _convert(item: Mapping[str, Any], where: str, left_out: dict[str, int]
     if isinstance(item.get("content"), list) and _is_anthropic_content(item["content"]):
         return _from_anthropic(item, where, left_out)
     return [_from_chat(item, where)]
+
+
+def _as_block(value: object, where: str) -> Mapping[str, Any]:
+    """``value`` as a content block or a call (an object); ``InvalidInputError`` naming it else.
+
+    A bare string or number where a block belongs (bad JSON from a client) would otherwise
+    fail deep in a lookup with an error that names nothing.
+    """
+    if _is_sdk_object(value):
+        value = value.model_dump()  # type: ignore[attr-defined]
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{where} must be an object, not {type(value).__name__}")
+    return value
+
+
+def _required(item: Mapping[str, Any], key: str, where: str) -> Any:
+    """``item[key]``; ``InvalidInputError`` naming ``where`` when it is missing or null."""
+    value = item.get(key)
+    if value is None:
+        raise InvalidInputError(f"{where} has no {key}")
+    return value
+
+
+def _block_text(block: Mapping[str, Any], where: str) -> str:
+    """The ``text`` of a text block; ``InvalidInputError`` when it is not a string."""
+    text = block.get("text", "")
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{where}.text must be a string")
+    return text
 
 
 # --- OpenAI chat -----------------------------------------------------------------------------
@@ -352,18 +390,23 @@ def _from_responses_items(items: Sequence[Mapping[str, Any]], places: Sequence[s
     for item, place in zip(items, places, strict=True):
         kind = item.get("type", "message")
         if kind == "function_call":
-            call = {"id": item["call_id"], "type": "function",
-                    "function": {"name": item["name"], "arguments": item.get("arguments") or "{}"}}
+            call = {"id": _required(item, "call_id", place), "type": "function",
+                    "function": {"name": _required(item, "name", place),
+                                 "arguments": item.get("arguments") or "{}"}}
             if messages and messages[-1]["role"] == "assistant" and not messages[-1].get(
                     "tool_call_id"):
                 messages[-1].setdefault("tool_calls", []).append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": item["call_id"],
+            messages.append({"role": "tool", "tool_call_id": _required(item, "call_id", place),
                              "content": _output_text(item.get("output"), place)})
         elif kind == "message":
-            messages.append(_from_chat(item, place))
+            message = _from_chat(item, place)
+            if _answers_nothing_yet(messages) and _is_assistant_text(message):
+                _join_text(messages[-1], message)
+            else:
+                messages.append(message)
         elif kind == "reasoning":
             continue  # the model's own reasoning summary: not part of the conversation's text
         elif kind in HOSTED_RESPONSES_ITEMS:
@@ -372,6 +415,31 @@ def _from_responses_items(items: Sequence[Mapping[str, Any]], places: Sequence[s
             raise InvalidInputError(f"{place} is a {kind!r} item, which contextwright cannot "
                                     "carry")
     return messages
+
+
+def _answers_nothing_yet(messages: list[dict[str, Any]]) -> bool:
+    """Whether the last message is an assistant's calls that no output has answered yet.
+
+    An assistant's message item right after them is of the same response (a response's
+    output may hold its text after its calls, and the next response needs their outputs
+    first), so it joins them: as a message of its own it would stand between the calls and
+    their results.
+    """
+    return bool(messages) and messages[-1]["role"] == "assistant" and bool(
+        messages[-1].get("tool_calls"))
+
+
+def _is_assistant_text(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "assistant" and isinstance(message.get("content"), str | None)
+
+
+def _join_text(calls: dict[str, Any], message: Mapping[str, Any]) -> None:
+    """Add ``message``'s text (and its id, when the calls have none) to the calls' message."""
+    texts = [text for text in (calls.get("content"), message.get("content")) if text]
+    calls["content"] = "\n\n".join(texts) if texts else None
+    for key, value in message.items():
+        if key not in ("role", "content"):
+            calls.setdefault(key, value)
 
 
 def _one_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -407,6 +475,7 @@ def _output_text(output: object, where: str) -> Content:
 
 _ANTHROPIC_ONLY = frozenset(("tool_use", "tool_result", "thinking", "redacted_thinking",
                              *HOSTED_ANTHROPIC_BLOCKS))
+_ANTHROPIC_ONLY_NAMES = "tool_use, tool_result, thinking or a server tool's blocks"
 
 
 def _is_anthropic_content(blocks: Sequence[Any]) -> bool:
@@ -423,24 +492,30 @@ def _from_anthropic(item: Mapping[str, Any], where: str, left_out: dict[str, int
     its provider ran (its answer comes in the next message).
     """
     role = item.get("role")
-    blocks = item["content"]
+    blocks = [_as_block(block, f"{where}.content[{index}]")
+              for index, block in enumerate(item["content"])]
     if role == "user":
         return _anthropic_user(blocks, where)
+    if role not in ("assistant", None):  # a caller may imply the assistant's (``record``)
+        raise InvalidInputError(f"{where}.role must be user or assistant: an Anthropic "
+                                f"message (its content has {_ANTHROPIC_ONLY_NAMES}) has no "
+                                f"role {role!r}")
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     thinking: list[dict[str, Any]] = []
     for index, block in enumerate(blocks):
         kind = block.get("type")
+        place = f"{where}.content[{index}]"
         if kind == "text":
-            texts.append(block.get("text", ""))
+            texts.append(_block_text(block, place))
         elif kind == "tool_use":
-            calls.append({"id": block["id"], "type": "function", "function": {
-                "name": block["name"],
+            calls.append({"id": _required(block, "id", place), "type": "function", "function": {
+                "name": _required(block, "name", place),
                 "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}})
         elif kind in THINKING_BLOCKS:
             thinking.append(thinking_block(block))
         elif is_hosted_tool_part(kind):
-            _leave_out(left_out, kind)
+            _leave_out(left_out, str(kind))
         else:
             raise InvalidInputError(f"{where}.content[{index}] is a {kind!r} block, which "
                                     "contextwright cannot carry")
@@ -482,10 +557,11 @@ def _anthropic_user(blocks: Sequence[Mapping[str, Any]], where: str) -> list[dic
         place = f"{where}.content[{index}]"
         if kind == "tool_result":
             content = _anthropic_result_text(block.get("content"), place)
-            results.append({"role": "tool", "tool_call_id": block["tool_use_id"],
+            results.append({"role": "tool",
+                            "tool_call_id": _required(block, "tool_use_id", place),
                             "content": _error_marked(content, bool(block.get("is_error")))})
         elif kind == "text":
-            texts.append(block.get("text", ""))
+            texts.append(_block_text(block, place))
         elif kind == "image":
             images.append(image_from_part(block, place).to_chat_part())
         else:
@@ -562,16 +638,23 @@ def _from_langchain(item: Mapping[str, Any], where: str, left_out: dict[str, int
     if calls or invalid:
         raw = _raw_arguments(item)
         message["tool_calls"] = [
-            {"id": call["id"], "type": "function",
-             "function": {"name": call["name"],
-                          "arguments": _arguments_text(call, raw.get(call["id"]))}}
-            for call in calls] + [_invalid_call(call) for call in invalid]
+            _langchain_call(call, raw, f"{where}.tool_calls[{index}]")
+            for index, call in enumerate(calls)] + [_invalid_call(call) for call in invalid]
     if role == "tool":
         message["tool_call_id"] = item.get("tool_call_id")
     for key in ("id", "name"):
         if item.get(key) is not None:
             message[key] = item[key]
     return [message]
+
+
+def _langchain_call(call: object, raw: Mapping[str, str], where: str) -> dict[str, Any]:
+    """A LangChain ``ToolCall`` (``id``, ``name``, parsed ``args``) as an OpenAI tool call."""
+    call = _as_block(call, where)
+    call_id = _required(call, "id", where)
+    return {"id": call_id, "type": "function",
+            "function": {"name": _required(call, "name", where),
+                         "arguments": _arguments_text(call, raw.get(call_id))}}
 
 
 MALFORMED_ARGUMENTS = "malformed_arguments"
@@ -707,9 +790,10 @@ def _llama_index_blocks(blocks: Sequence[Mapping[str, Any]], where: str,
     calls: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
     for index, block in enumerate(blocks):
+        block = _as_block(block, f"{where}.blocks[{index}]")
         kind = block.get("block_type")
         if kind == "text":
-            texts.append(block.get("text", ""))
+            texts.append(_block_text(block, f"{where}.blocks[{index}]"))
         elif kind == "tool_call":
             calls.append(_llama_index_call(block, f"{where}.blocks[{index}]"))
         elif kind == "image":

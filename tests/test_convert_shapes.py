@@ -1,0 +1,110 @@
+"""chat_messages on shapes users hold: dumped framework messages, flat Responses input lists,
+and malformed blocks, which get a typed error naming their place."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.convert import chat_messages
+from contextwright.errors import InvalidInputError
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object",
+                                          "properties": {"city": {"type": "string"}}}}}
+
+
+def test_dumped_llama_index_messages_keep_their_text() -> None:
+    from llama_index.core.llms import ChatMessage
+
+    history = [ChatMessage(role="user", content="What is the refund window?"),
+               ChatMessage(role="assistant", content="15 days.")]
+    dumped = [message.model_dump() for message in history]
+    stored = json.loads(json.dumps([message.model_dump(mode="json") for message in history]))
+    expected = [{"role": "user", "content": "What is the refund window?"},
+                {"role": "assistant", "content": "15 days."}]
+    assert chat_messages(dumped) == expected
+    assert chat_messages(stored) == expected  # read back from a JSON store
+    ctx = ContextBuilder().build(BuildPlan.named("chat"),
+                                 Request(user_input="and exchanges?",
+                                         history=chat_messages(stored)))
+    assert [m["content"] for m in ctx.to_messages("openai")[-3:]] == [
+        "What is the refund window?", "15 days.", "and exchanges?"]
+
+
+def test_a_responses_text_after_its_calls_in_a_flat_input_list_joins_them() -> None:
+    # ``input += response.output`` where the output held the call before the text.
+    items: list[dict[str, Any]] = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+         "arguments": '{"city": "Paris"}', "status": "completed"},
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}]},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "It is sunny.", "annotations": []}]},
+    ]
+    messages = chat_messages(items)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[1]["content"] == "Let me look." and messages[1]["id"] == "msg_1"
+    assert [c["id"] for c in messages[1]["tool_calls"]] == ["call_1"]
+    assert messages[3]["content"] == "It is sunny."  # after the output: a message of its own
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"), Request(
+        user_input="And Rome?", history=messages, tools=[WEATHER]))
+    assert "sunny" in json.dumps(ctx.to_request("anthropic"))
+
+
+def test_an_assistant_text_between_two_calls_of_one_response_joins_them_in_order() -> None:
+    items = [{"type": "message", "role": "assistant",
+              "content": [{"type": "output_text", "text": "First."}]},
+             {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+             {"type": "message", "role": "assistant",
+              "content": [{"type": "output_text", "text": "Second."}]},
+             {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"}]
+    (message,) = chat_messages(items)
+    assert message["content"] == "First.\n\nSecond."
+    assert [c["id"] for c in message["tool_calls"]] == ["a", "b"]
+
+
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+
+
+@pytest.mark.parametrize(("items", "message"), [
+    ([{"role": "assistant", "content": [{"type": "tool_use", "name": "f", "input": {}}]}],
+     r"messages\[0\]\.content\[0\] has no id"),
+    ([{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "input": {}}]}],
+     r"messages\[0\]\.content\[0\] has no name"),
+    ([{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}],
+     r"messages\[0\]\.content\[0\] has no tool_use_id"),
+    ([{"role": "assistant", "content": ["hi", TOOL_USE]}],
+     r"messages\[0\]\.content\[0\] must be an object, not str"),
+    ([{"role": "user", "content": [
+        "hi", {"type": "tool_result", "tool_use_id": "t", "content": "x"}]}],
+     r"messages\[0\]\.content\[0\] must be an object"),
+    ([{"role": "assistant", "content": [{"type": "text", "text": None}, TOOL_USE]}],
+     r"messages\[0\]\.content\[0\]\.text must be a string"),
+    ([{"role": "system", "content": [TOOL_USE]}], r"messages\[0\]\.role must be user or "
+                                                  "assistant"),
+    ([{"type": "function_call", "name": "f", "arguments": "{}"}],
+     r"messages\[0\] has no call_id"),
+    ([{"type": "function_call", "call_id": "c", "arguments": "{}"}],
+     r"messages\[0\] has no name"),
+    ([{"type": "function_call_output", "output": "x"}], r"messages\[0\] has no call_id"),
+    ([{"choices": ["x"]}], r"messages\[0\]\.choices\[0\] must be an object"),
+    ([{"type": "ai", "additional_kwargs": {}, "content": "x",
+       "tool_calls": [{"name": "f", "args": {}}]}], r"messages\[0\]\.tool_calls\[0\] has no id"),
+    ([{"role": "user", "blocks": ["hi"], "additional_kwargs": {}}],
+     r"messages\[0\]\.blocks\[0\] must be an object"),
+])
+def test_malformed_blocks_get_a_typed_error_naming_their_place(items: list[Any],
+                                                               message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        chat_messages(items)
+
+
+def test_a_role_less_anthropic_message_is_still_the_assistants() -> None:
+    (message,) = chat_messages({"content": [{"type": "text", "text": "Checking."}, TOOL_USE]})
+    assert message["role"] == "assistant" and message["tool_calls"][0]["id"] == "toolu_1"
