@@ -108,3 +108,27 @@ def test_malformed_blocks_get_a_typed_error_naming_their_place(items: list[Any],
 def test_a_role_less_anthropic_message_is_still_the_assistants() -> None:
     (message,) = chat_messages({"content": [{"type": "text", "text": "Checking."}, TOOL_USE]})
     assert message["role"] == "assistant" and message["tool_calls"][0]["id"] == "toolu_1"
+
+
+def test_an_audio_answer_keeps_its_transcript_as_its_words() -> None:
+    from openai.types.chat import ChatCompletionMessage
+    from openai.types.chat.chat_completion_audio import ChatCompletionAudio
+
+    answer = ChatCompletionMessage(role="assistant", content=None, audio=ChatCompletionAudio(
+        id="audio_1", data="AAAA", expires_at=0, transcript="The answer is 42."))
+    assert chat_messages([answer]) == [{"role": "assistant", "content": "The answer is 42."}]
+    dumped = answer.model_dump()
+    assert chat_messages([dumped])[0]["content"] == "The answer is 42."
+
+
+@pytest.mark.parametrize("message", [
+    {"role": "assistant", "content": None, "audio": {"id": "audio_1"}},
+    {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
+    {"role": "assistant", "content": "Calling f.",
+     "function_call": {"name": "f", "arguments": "{}"}},
+])
+def test_an_answer_no_chat_message_carries_is_refused_not_read_as_empty(
+        message: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInputError, match=r"messages\[0\] (is an audio answer|holds a "
+                                                r"legacy function_call)"):
+        chat_messages([message])

@@ -24,7 +24,8 @@ they found; so are LlamaIndex's ``CachePoint`` blocks, which mark a prompt-cache
 text. What is left out is counted in ``left_out`` when the caller passes one, so it can report
 it. A LangChain message's call blocks
 (``tool_use``, ``function_call``, ``tool_call``) are its ``tool_calls``, read from there. A
-refusal keeps its words as the content; a failed tool result (``is_error``, LangChain
+refusal keeps its words as the content, and so does an audio answer (its transcript; one without
+a transcript, or a legacy ``function_call``, is refused); a failed tool result (``is_error``, LangChain
 ``status="error"``) is marked ``(tool error)``. A ``developer`` message becomes a ``system``
 message (the role the chat format and every provider take for developer instructions). The
 OpenAI Agents SDK's placeholder id (``FAKE_RESPONSES_ID``) is not kept: it names no message.
@@ -169,7 +170,16 @@ def _is_plain_chat(item: Mapping[str, Any]) -> bool:
     """
     content = item.get("content")
     return ("type" not in item and "choices" not in item and item.get("role") != "developer"
-            and not _is_llama_index(item) and (content is None or isinstance(content, str)))
+            and not _is_llama_index(item) and not _has_other_answer(item)
+            and (content is None or isinstance(content, str)))
+
+
+def _has_other_answer(item: Mapping[str, Any]) -> bool:
+    """An assistant's answer given as audio or as a legacy ``function_call``, not as text.
+
+    Kept as given, the message would read as an empty answer: its words or its call lost.
+    """
+    return item.get("audio") is not None or item.get("function_call") is not None
 
 
 def _is_llama_index(item: Mapping[str, Any]) -> bool:
@@ -266,6 +276,9 @@ def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
         message["content"] = _chat_content(item["content"], where)
     if item.get("refusal") and not message.get("content"):
         message["content"] = item["refusal"]  # the model's answer was a refusal: keep its words
+    if _has_other_answer(item) and (item.get("function_call") is not None
+                                    or not message.get("content")):
+        message["content"] = _other_answer_text(item, where)
     for key in _KEEP:
         value = item.get(key)
         if value is not None and not (key == "id" and value == PLACEHOLDER_ID):
@@ -276,6 +289,24 @@ def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
     if "tool_call_id" in item:
         message["tool_call_id"] = item["tool_call_id"]
     return message
+
+
+def _other_answer_text(item: Mapping[str, Any], where: str) -> str:
+    """The words of an audio answer (its transcript); a typed error for what has none.
+
+    An audio answer sent back by its id alone, or a legacy ``function_call`` (the ``functions``
+    API, whose results have no call id to pair with), cannot be carried to another request.
+    """
+    if item.get("function_call") is not None:
+        raise InvalidInputError(f"{where} holds a legacy function_call, which contextwright "
+                                "cannot carry: give calls as tool_calls (with ids) and their "
+                                "results as tool messages")
+    audio = item.get("audio")
+    transcript = audio.get("transcript") if isinstance(audio, Mapping) else None
+    if not isinstance(transcript, str) or not transcript:
+        raise InvalidInputError(f"{where} is an audio answer without a transcript, which "
+                                "contextwright cannot carry: give its words as content")
+    return transcript
 
 
 def _chat_call(call: object, where: str) -> dict[str, Any]:
