@@ -132,3 +132,20 @@ def test_an_answer_no_chat_message_carries_is_refused_not_read_as_empty(
     with pytest.raises(InvalidInputError, match=r"messages\[0\] (is an audio answer|holds a "
                                                 r"legacy function_call)"):
         chat_messages([message])
+
+
+def test_streamed_langchain_messages_are_read_like_the_messages_themselves() -> None:
+    from langchain_core.messages import AIMessageChunk, HumanMessageChunk, ToolMessageChunk
+
+    streamed = (AIMessageChunk(content="Let me ", tool_call_chunks=[
+        {"name": "get_weather", "args": '{"ci', "id": "call_1", "index": 0}])
+        + AIMessageChunk(content="check.", tool_call_chunks=[
+            {"name": None, "args": 'ty": "Paris"}', "id": None, "index": 0}]))
+    messages = chat_messages([HumanMessageChunk(content="Weather in Paris?"), streamed,
+                              ToolMessageChunk(content="sunny", tool_call_id="call_1")])
+    assert messages == [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "call_1"}]

@@ -24,11 +24,13 @@ they found; so are LlamaIndex's ``CachePoint`` blocks, which mark a prompt-cache
 text. What is left out is counted in ``left_out`` when the caller passes one, so it can report
 it. A LangChain message's call blocks
 (``tool_use``, ``function_call``, ``tool_call``) are its ``tool_calls``, read from there. A
-refusal keeps its words as the content, and so does an audio answer (its transcript; one without
-a transcript, or a legacy ``function_call``, is refused); a failed tool result (``is_error``, LangChain
-``status="error"``) is marked ``(tool error)``. A ``developer`` message becomes a ``system``
-message (the role the chat format and every provider take for developer instructions). The
-OpenAI Agents SDK's placeholder id (``FAKE_RESPONSES_ID``) is not kept: it names no message.
+refusal keeps its words as the content, and so does an audio answer (its transcript; one
+without a transcript, or a legacy ``function_call``, is refused); a failed tool result
+(``is_error``, LangChain ``status="error"``) is marked ``(tool error)``. A streamed LangChain
+message (``AIMessageChunk`` and the like, added up) reads like the message itself. A
+``developer`` message becomes a ``system`` message (the role the chat format and every
+provider take for developer instructions). The OpenAI Agents SDK's placeholder id
+(``FAKE_RESPONSES_ID``) is not kept: it names no message.
 """
 
 from __future__ import annotations
@@ -626,7 +628,11 @@ def _anthropic_result_text(content: object, where: str) -> Content:
 # --- LangChain and LlamaIndex ----------------------------------------------------------------
 
 _LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool",
-                    "developer": "system"}
+                    "developer": "system",
+                    # A streamed message (``model.stream()`` added up, as agents keep it) is a
+                    # chunk of its kind, whole once added up: read like the message itself.
+                    "HumanMessageChunk": "user", "AIMessageChunk": "assistant",
+                    "SystemMessageChunk": "system", "ToolMessageChunk": "tool"}
 
 
 _LANGCHAIN_CALL_BLOCKS = {"tool_use": "id", "function_call": "call_id", "tool_call": "id"}
