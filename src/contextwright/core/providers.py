@@ -132,6 +132,10 @@ class CallIds:
     def __init__(self, rules: CallIdRules = ANTHROPIC_IDS) -> None:
         self.rules = rules
         self._used: set[str] = set()
+        self._numbers: dict[str, int] = {}
+        """The last number a renamed id took, by its base: a long session reusing one id
+        (``call_0`` in every turn) renames each in one step, not by trying every number
+        taken before it."""
         self._current: dict[str, str] = {}
         self.renamed = 0
         self.reasons: dict[str, None] = {}
@@ -142,6 +146,7 @@ class CallIds:
         self._current = {}
         if self.rules.unique_in == "block":
             self._used = set()
+            self._numbers = {}
         for call in message.tool_calls:
             self._current[call.id] = self._fresh(call.id)
 
@@ -155,10 +160,15 @@ class CallIds:
 
     def _fresh(self, call_id: str) -> str:
         base = self._shaped(call_id)
-        candidate, number = base, 1
-        while candidate in self._used:
-            number += 1
-            candidate = self._fit(base, f"_{number}")
+        candidate = base
+        if candidate in self._used:
+            # Every number up to the last one taken for this base is taken still (``_used``
+            # only grows): the smallest free one is past it.
+            number = self._numbers.get(base, 1)
+            while candidate in self._used:
+                number += 1
+                candidate = self._fit(base, f"_{number}")
+            self._numbers[base] = number
         self._used.add(candidate)
         if candidate != call_id:
             self.renamed += 1

@@ -174,20 +174,24 @@ def _check_breakpoints(body: Mapping[str, Any]) -> None:
 def validate_responses(body: Mapping[str, Any]) -> None:
     """Raise ``ValidationError`` unless ``body``'s input items are legal for the Responses API."""
     pending: set[str] = set()
+    unanswered: set[str] = set()  # kept apart: a long loop is not checked call by call again
     answered: set[str] = set()
     for index, item in enumerate(body.get("input", [])):
         kind = item.get("type", "message")
         if kind == "function_call":
             pending.add(item["call_id"])
+            if item["call_id"] not in answered:
+                unanswered.add(item["call_id"])
         elif kind == "function_call_output":
             call_id = item.get("call_id")
             if call_id not in pending or call_id in answered:
                 raise ValidationError(f"input[{index}] answers no call before it")
             answered.add(call_id)
+            unanswered.discard(call_id)
         elif kind == "message":
             if item.get("role") not in ("user", "assistant", "developer", "system"):
                 raise ValidationError(f"input[{index}] has an unknown role")
-            if pending - answered:
+            if unanswered:
                 raise ValidationError(f"a function call before input[{index}] has no output")
-    if pending - answered:
+    if unanswered:
         raise ValidationError("a function call has no output")
