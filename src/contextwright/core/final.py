@@ -25,6 +25,7 @@ from contextwright.core.providers import (
     last_anthropic_message,
     openai_chat,
     openai_responses,
+    speaker_note,
 )
 from contextwright.core.report import BuildReport
 from contextwright.core.text import TextVolatile, counted_blocks, render_text, text_blocks
@@ -216,8 +217,10 @@ class FinalContext:
         """
         if fmt == "text":
             images = sum(len(m.images) for m in self.messages)
-            return [f"{images} image(s) shown as placeholders: the text prompt carries no "
-                    "images"] if images else []
+            return ([f"{images} image(s) shown as placeholders: the text prompt carries no "
+                     "images"] if images else []) + speaker_note(
+                self.messages, lambda m: False, "the text prompt names each message's role, "
+                "not who speaks")
         return self._render(fmt, self._any_max_tokens()).notes
 
     def _any_max_tokens(self) -> CallSettings:
