@@ -1,8 +1,14 @@
-"""The text rendering says what it leaves out, as the provider renderings do."""
+"""FinalContext's renderings: the text rendering says what it leaves out, as the provider
+renderings do, and a request option of the wrong kind is refused rather than sent."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.errors import InvalidInputError
 
 NAMED = Request(user_input="and you?", history=[
     {"role": "user", "content": "I am fine", "name": "alice"},
@@ -23,3 +29,25 @@ def test_the_text_prompt_reports_the_speaker_names_it_leaves_out() -> None:
 def test_a_text_prompt_without_names_has_no_note() -> None:
     ctx = ContextBuilder().build(BuildPlan.named("chat"), Request(user_input="hi"))
     assert ctx.rendering_notes("text") == []
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather"}}
+
+
+@pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic"])
+@pytest.mark.parametrize(("options", "message"), [
+    ({"parallel_tool_calls": "yes"}, "parallel_tool_calls must be True, False or None"),
+    ({"parallel_tool_calls": 0}, "parallel_tool_calls must be True, False or None"),
+    ({"model": ""}, "model must be a model name"),
+    ({"model": 5}, "model must be a model name"),
+    ({"cache": "no"}, "cache must be True, False or None"),
+])
+def test_a_request_option_of_the_wrong_kind_is_refused_not_sent(
+        fmt: str, options: dict[str, Any], message: str) -> None:
+    ctx = ContextBuilder().build(BuildPlan.named("chat"),
+                                 Request(user_input="hi", tools=[WEATHER]))
+    with pytest.raises(InvalidInputError, match=message):
+        ctx.to_request(fmt, **options)  # type: ignore[arg-type]
+    body = ctx.to_request(fmt, model="m", parallel_tool_calls=False,  # type: ignore[arg-type]
+                          cache=False)
+    assert body["model"] == "m"

@@ -195,6 +195,7 @@ class FinalContext:
         """
         if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
             raise ValueError("max_tokens_field must be 'max_completion_tokens' or 'max_tokens'")
+        _check_call_options(model, parallel_tool_calls, cache)
         enabled = self.stable_fingerprint is not None if cache is None else cache
         # The key only routes the calls of one conversation to the same cache: it helps any
         # build the caller named, stable prefix or not, so only an explicit False drops it.
@@ -296,6 +297,21 @@ class FinalContext:
     def recount(self) -> int:
         """Count the OpenAI rendering again from scratch (for checks and tests)."""
         return context_tokens(self.messages, self.schema_jsons, self.tokenizer, self.image_rule)
+
+
+def _check_call_options(model: object, parallel_tool_calls: object, cache: object) -> None:
+    """Refuse a ``to_request`` option of the wrong kind rather than send it on.
+
+    The body goes to the provider as it is: a ``model`` that is not a name, or a
+    ``parallel_tool_calls`` of ``"yes"`` or ``0``, would be refused there on every call (and
+    Anthropic, which reads ``False`` only, would allow parallel calls for a ``0``); a
+    ``cache`` of ``"no"`` would turn breakpoints on.
+    """
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise InvalidInputError("model must be a model name (a non-empty string) or None")
+    for name, value in (("parallel_tool_calls", parallel_tool_calls), ("cache", cache)):
+        if value is not None and not isinstance(value, bool):
+            raise InvalidInputError(f"{name} must be True, False or None")
 
 
 def _check_format(fmt: str) -> None:
