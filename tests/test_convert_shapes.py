@@ -149,3 +149,39 @@ def test_streamed_langchain_messages_are_read_like_the_messages_themselves() -> 
             {"id": "call_1", "type": "function",
              "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
         {"role": "tool", "content": "sunny", "tool_call_id": "call_1"}]
+
+
+CITED = [{"type": "text", "text": "According to the policy, ", "citations": None},
+         {"type": "text", "text": "refunds take 15 days", "citations": [
+             {"type": "char_location", "cited_text": "Refunds take 15 days.",
+              "document_index": 0, "document_title": "policy", "start_char_index": 0,
+              "end_char_index": 21}]},
+         {"type": "text", "text": ".", "citations": None}]
+SERVER_SEARCH = [{"type": "text", "text": "I'll search."},
+                 {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+                  "input": {"query": "refunds"}},
+                 {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}]
+
+
+def test_an_answer_split_around_its_citations_reads_as_the_model_wrote_it() -> None:
+    import anthropic.types
+    from langchain_core.messages import AIMessage
+
+    sdk = anthropic.types.Message.model_validate({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+        "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1}, "content": CITED})
+    answer = "According to the policy, refunds take 15 days."
+    for given in (sdk, {"role": "assistant", "content": CITED}, AIMessage(content=CITED),
+                  {"role": "assistant", "content": [*CITED, TOOL_USE]}):
+        assert chat_messages([given])[0]["content"] == answer
+    for given in ({"role": "assistant", "content": [*SERVER_SEARCH, *CITED]},
+                  AIMessage(content=[*SERVER_SEARCH, *CITED])):  # a block between: a new line
+        assert chat_messages([given])[0]["content"] == f"I'll search.\n{answer}"
+    responses = {"type": "message", "role": "assistant", "content": [
+        {"type": "output_text", "text": "Refunds take "},
+        {"type": "output_text", "text": "15 days."}]}
+    assert chat_messages([responses])[0]["content"] == "Refunds take 15 days."
+    user = {"role": "user", "content": [{"type": "text", "text": "Hello"},
+                                        {"type": "text", "text": "world"}]}
+    assert chat_messages([user])[0]["content"] == "Hello\nworld"  # the user's parts: lines

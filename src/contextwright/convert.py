@@ -27,7 +27,9 @@ it. A LangChain message's call blocks
 refusal keeps its words as the content, and so does an audio answer (its transcript; one
 without a transcript, or a legacy ``function_call``, is refused); a failed tool result
 (``is_error``, LangChain ``status="error"``) is marked ``(tool error)``. A streamed LangChain
-message (``AIMessageChunk`` and the like, added up) reads like the message itself. A
+message (``AIMessageChunk`` and the like, added up) reads like the message itself. An
+assistant's text parts are joined as the model wrote them (Anthropic splits an answer around
+its citations), a user's by line breaks. A
 ``developer`` message becomes a ``system`` message (the role the chat format and every
 provider take for developer instructions). The OpenAI Agents SDK's placeholder id
 (``FAKE_RESPONSES_ID``) is not kept: it names no message.
@@ -276,6 +278,9 @@ def _from_chat(item: Mapping[str, Any], where: str, *, keep_all: bool = False
     message: dict[str, Any] = {} if role is None else {"role": role}  # a caller may imply it
     if "content" in item:
         message["content"] = _chat_content(item["content"], where)
+        if role == "assistant" and isinstance(message["content"], str) and isinstance(
+                item["content"], Sequence) and not isinstance(item["content"], str):
+            message["content"] = _answer_text(item["content"])
     if item.get("refusal") and not message.get("content"):
         message["content"] = item["refusal"]  # the model's answer was a refusal: keep its words
     if _has_other_answer(item) and (item.get("function_call") is not None
@@ -374,6 +379,32 @@ def _parts_content(parts: Sequence[tuple[object, str]]) -> Content:
     return [image_from_part(part, place).to_chat_part() if is_image_part(part)
             else {"type": "text", "text": _text_part(part, place)}
             for part, place in parts]
+
+
+_ANSWER_TEXT_PARTS = frozenset(("text", "output_text"))
+
+
+def _answer_text(parts: Sequence[object]) -> str:
+    """The text of an assistant's content parts, as the model wrote it.
+
+    A model's answer comes as pieces: Anthropic splits it around each citation ("According to
+    the policy, " then "refunds take 15 days" with its citation, then "."), and the Responses
+    API's ``output_text`` joins its parts as they are. Adjacent text parts are one run of
+    text, joined without a separator; a block between them (a tool call, a server tool's
+    result) ends a run, and runs are joined by a line break. Checked already: every part is
+    text or a block the caller's reader left out.
+    """
+    runs: list[list[str]] = [[]]
+    for part in parts:
+        if isinstance(part, str):
+            runs[-1].append(part)
+        elif isinstance(part, Mapping) and part.get("type") in _ANSWER_TEXT_PARTS:
+            runs[-1].append(str(part.get("text") or ""))
+        elif isinstance(part, Mapping) and part.get("type") == "refusal":
+            runs[-1].append(str(part.get("refusal") or ""))
+        elif runs[-1]:
+            runs.append([])
+    return "\n".join(text for text in ("".join(run) for run in runs) if text)
 
 
 def _text_of(content: Content) -> str:
@@ -554,7 +585,7 @@ def _from_anthropic(item: Mapping[str, Any], where: str, left_out: dict[str, int
                                     "contextwright cannot carry")
     if not (texts or calls or thinking) and blocks:
         return []
-    message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+    message: dict[str, Any] = {"role": "assistant", "content": _answer_text(blocks) or None}
     if calls:
         message["tool_calls"] = calls
     if thinking:
@@ -667,6 +698,8 @@ def _from_langchain(item: Mapping[str, Any], where: str, left_out: dict[str, int
                 and sum(left_out.values()) > hosted):
             return []
         text = _parts_content(parts)
+        if role == "assistant" and isinstance(text, str):
+            text = _answer_text(content)
     message: dict[str, Any] = {"role": role, "content": text}
     if thinking and role == "assistant":
         message["thinking_blocks"] = thinking  # ChatAnthropic's: sent back in an open loop
