@@ -51,3 +51,18 @@ def test_a_request_option_of_the_wrong_kind_is_refused_not_sent(
     body = ctx.to_request(fmt, model="m", parallel_tool_calls=False,  # type: ignore[arg-type]
                           cache=False)
     assert body["model"] == "m"
+
+
+def test_the_text_prompt_reports_the_reasoning_it_leaves_out() -> None:
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}
+    request = Request(user_input="Weather in Paris?", tools=[weather], turn=[
+        {"role": "assistant", "content": None, "thinking_blocks": [
+            {"type": "thinking", "thinking": "Look it up.", "signature": "c2ln"}],
+         "tool_calls": [{"id": "toolu_1", "type": "function", "function": {
+             "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"}])
+    ctx = ContextBuilder().build(BuildPlan.named("tool_heavy"), request)
+    assert "Look it up." not in ctx.to_text()
+    assert any("carry reasoning" in note and "the text prompt" in note
+               for note in ctx.rendering_notes("text"))

@@ -25,6 +25,7 @@ from contextwright.core.providers import (
     last_anthropic_message,
     openai_chat,
     openai_responses,
+    reasoning_note,
     speaker_note,
 )
 from contextwright.core.report import BuildReport
@@ -221,7 +222,7 @@ class FinalContext:
             return ([f"{images} image(s) shown as placeholders: the text prompt carries no "
                      "images"] if images else []) + speaker_note(
                 self.messages, lambda m: False, "the text prompt names each message's role, "
-                "not who speaks")
+                "not who speaks") + reasoning_note(self.messages, "the text prompt")
         return self._render(fmt, self._any_max_tokens()).notes
 
     def _any_max_tokens(self) -> CallSettings:
