@@ -83,20 +83,37 @@ def _load_plan(plan: str | None, request: Request) -> BuildPlan:
     return BuildPlan.load(plan)
 
 
+MAX_REQUEST_BYTES = 256 << 20
+"""Largest request file read (the cases file's limit): ``/dev/zero`` or an endless pipe would
+otherwise be read until memory runs out."""
+
+
 def _read_request(path: Path) -> Request:
-    """The request in a JSON file, or on standard input for ``-``."""
+    """The request in a JSON file, or on standard input for ``-``.
+
+    Numbers must be finite: ``NaN``, ``Infinity`` or ``1e400`` (read as infinity) are not
+    JSON, and the request printed from them could not be sent (the service refuses them too).
+    """
     stdin = is_stdin(path)
     try:
-        raw = read_stdin() if stdin else path.read_bytes()
+        raw = read_stdin(MAX_REQUEST_BYTES + 1) if stdin else _read_bounded(path)
     except OSError as exc:
         where = "standard input" if stdin else f"request file {path}"
         raise InvalidInputError(f"cannot read {where}: {exc.strerror}") from None
+    where = "the request on standard input" if stdin else f"request file {path.name}"
+    if len(raw) > MAX_REQUEST_BYTES:
+        raise InvalidInputError(f"{where} is larger than {MAX_REQUEST_BYTES} bytes")
     try:
-        data = parse_document(raw, "json")
+        data = parse_document(raw, "json", finite=True)
     except MalformedDocument as exc:
-        where = "the request on standard input" if stdin else f"request file {path.name}"
         raise InvalidInputError(f"{where} is not valid JSON: {exc}") from None
     return Request.from_dict(data)
+
+
+def _read_bounded(path: Path) -> bytes:
+    """At most one byte more of ``path`` than a request may hold (the caller refuses more)."""
+    with path.open("rb") as handle:
+        return handle.read(MAX_REQUEST_BYTES + 1)
 
 
 class ContextwrightErrorExit(Exception):
@@ -114,7 +131,8 @@ def build(
     plan: Annotated[str | None, typer.Option(help="Shipped plan name or plan file.")] = None,
     window: Annotated[int | None, typer.Option(help="Model context window.")] = None,
     reserve_output: Annotated[int | None, typer.Option(help="Tokens kept for the answer.")] = None,
-    budget: Annotated[int | None, typer.Option(help="Available tokens, set directly.")] = None,
+    budget: Annotated[int | None, typer.Option(min=1, help="Available tokens, set directly.")
+                      ] = None,
     format: Annotated[str, typer.Option(
         help="openai, openai-responses, anthropic or text.")] = "openai",
     tokenizer: Annotated[str | None, typer.Option(
@@ -158,9 +176,12 @@ def _build(request_path: Path, plan_name: str | None, window: int | None,
     # --window and --reserve-output win over the plan's and the model's.
     builder = ContextBuilder(tokenizer=tokenizer, model=model, window=window,
                              reserved_output=reserve_output)
-    plan = builder.effective_plan(_load_plan(plan_name, request))
+    plan = _load_plan(plan_name, request)
     if budget is not None:
+        # Set before the window and reserves are applied: with --budget the available tokens
+        # are the ones given, so a window whose safety share the reserves exceed still holds it.
         plan = plan.with_budget(available_override=budget)
+    plan = builder.effective_plan(plan)
     previous = _read_previous(previous_path) if previous_path is not None else None
     stable = cache or previous is not None
     ctx = builder.build(plan, request, target="text" if fmt == "text" else "chat",
@@ -204,7 +225,11 @@ def _read_previous(path: Path) -> Fingerprint:
         # A build's output made without --cache, or a request: nothing to continue.
         raise InvalidInputError(f"{path.name} holds no fingerprint: pass the output of a "
                                 "'build --cache' (or its 'fingerprint' object)")
-    return Fingerprint.from_dict(data)
+    try:
+        return Fingerprint.from_dict(data)
+    except InvalidInputError as exc:
+        # Its message names a field of the fingerprint; the file may be one of several passed.
+        raise InvalidInputError(f"fingerprint file {path.name}: {exc}") from None
 
 
 @app.command()

@@ -19,6 +19,7 @@ and o4-mini by 32-pixel patches times a multiplier, Claude by ``width * height /
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import threading
@@ -93,11 +94,29 @@ def model_profile(name: str) -> ModelProfile:
     """
     with _LOCK:
         found = _PROFILES.get(name) or _PROFILES.get(_VERSION_SUFFIX.sub("", name))
+        known = sorted(_PROFILES)
     if found is None:
-        known = ", ".join(sorted(_PROFILES))
-        raise PlanError(f"unknown model {name!r}: register it with register_model "
-                        f"(known: {known})")
+        raise PlanError(f"unknown model {name!r}{_closest_model(name, known)}: register it "
+                        f"with register_model (known: {', '.join(known)})")
     return found
+
+
+def _closest_model(name: str, known: list[str]) -> str:
+    """`` (did you mean 'gpt-4o'?)`` for a misspelt model name, compared without its date.
+
+    The known names are many and alike, so the closest one is named first: a typo such as
+    ``gpt4o`` or ``claude-sonet-4-5`` is otherwise left to be found in a list of dozens. Only a
+    name with the same version numbers is offered: ``o3-mini`` is not a typo of ``o4-mini`` but
+    another model, with other limits.
+    """
+    family = _VERSION_SUFFIX.sub("", name)
+    same_version = [known_name for known_name in known
+                    if _DIGITS.findall(known_name) == _DIGITS.findall(family)]
+    close = difflib.get_close_matches(family.lower(), same_version, n=1, cutoff=0.8)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_DIGITS = re.compile(r"\d+")
 
 
 class EstimatedTokenizer:
