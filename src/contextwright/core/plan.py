@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -441,7 +441,14 @@ def _check_parts(plan: BuildPlan, origin: str) -> None:
 
 
 def _did_you_mean(error: Any) -> str:
-    """`` (did you mean 'weight'?)`` for a field name that is not one, when one is close."""
+    """`` (did you mean 'weight'?)`` for a field name that is not one, when one is close.
+
+    A value that is none of a field's choices (``strategy: trunc``) is named with the closest
+    choice the same way.
+    """
+    if error["type"] == "literal_error" and error["loc"][-1:] == ("strategy",):
+        given = error["input"]
+        return closest_name(given, get_args(Strategy)) if isinstance(given, str) else ""
     if error["type"] != "extra_forbidden":
         return ""
     location = error["loc"]
