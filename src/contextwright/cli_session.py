@@ -132,17 +132,33 @@ def _memory(state: SessionState) -> list[tuple[str, str]]:
 
 
 def _message_line(message: Mapping[str, Any]) -> str:
-    """A stored message on one line: its text (images as ``[image]``), then each call it made."""
+    """A stored message on one line: its text (images as ``[image]``), then each call it made.
+
+    An assistant's refusal (the ``refusal`` field with no content, or a refusal part) is shown
+    by its words, as a build reads it: it is the answer the model gave.
+    """
     content = message.get("content")
     if isinstance(content, list):
-        content = " ".join(str(part.get("text", "")) if part.get("type") == "text" else "[image]"
-                           for part in content if isinstance(part, Mapping))
+        content = " ".join(_part_text(part) for part in content if isinstance(part, Mapping))
+    refusal = message.get("refusal")
+    if not content and isinstance(refusal, str):
+        content = refusal
     text = " ".join(str(content or "").split())[:_SHOWN]
     calls = []
     for call in message.get("tool_calls") or ():
         function = call.get("function", {}) if isinstance(call, Mapping) else {}
         calls.append(f"→ {function.get('name')}({str(function.get('arguments', ''))[:_SHOWN]})")
     return " ".join([text, *calls]).strip()
+
+
+def _part_text(part: Mapping[str, Any]) -> str:
+    """A content part as ``show`` prints it: text and refusals by their words, images marked."""
+    kind = part.get("type")
+    if kind == "text":
+        return str(part.get("text", ""))
+    if kind == "refusal":
+        return str(part.get("refusal", ""))
+    return "[image]"
 
 
 @session_app.command()
