@@ -351,7 +351,7 @@ def plan_from_mapping(data: object, origin: str = "plan") -> BuildPlan:
         location = ".".join(str(part) for part in first["loc"])
         where = f"{location}: " if location else ""  # a rule of the whole plan names no field
         raise PlanError(f"{origin}: {where}{_message(first['msg'])}"
-                        f"{_did_you_mean(first)}") from None
+                        f"{_did_you_mean(first)}{_number_as_text(first)}") from None
     budget = Budget(**model.budget.model_dump())
     if budget.available <= 0:
         raise PlanError(f"{origin}: budget: nothing is left after the reserves")
@@ -454,6 +454,31 @@ def _did_you_mean(error: Any) -> str:
     location = error["loc"]
     depth = 1 if location[:1] == ("budget",) else 2 if location[:1] == ("sources",) else 0
     return closest_name(str(location[-1]), _FIELDS_AT[depth])
+
+
+def _number_as_text(error: Any) -> str:
+    """A hint when a number field got text that is a number: YAML 1.1 reads ``1e-1`` as text.
+
+    PyYAML takes a float in exponent form only with a dot and a signed exponent (``1.0e-1``,
+    ``1.5e+3``), so ``weight: 1e-1`` arrives as the string "1e-1", and "should be a valid
+    number" alone would leave the author looking at what is plainly one. A quoted number
+    (``"0.3"``, refused on purpose) is named the same way.
+    """
+    given = error.get("input")
+    if error["type"] not in ("float_type", "int_type") or not isinstance(given, str):
+        return ""
+    try:
+        value = float(given)
+    except ValueError:
+        return ""
+    if not math.isfinite(value):
+        return ""
+    written = (str(int(value)) if error["type"] == "int_type" and value.is_integer()
+               else repr(value))
+    if "e" in given.lower():
+        return (f" (YAML reads {given!r} as text: an exponent needs a dot and a sign, as in "
+                f"1.0e+3; write {written})")
+    return f" ({given!r} is text, not a number: write {written} without quotes)"
 
 
 def closest_name(given: str, names: Iterable[str]) -> str:
