@@ -7,6 +7,7 @@ the command documents another. No command lets a ``ContextwrightError`` become a
 
 from __future__ import annotations
 
+import errno
 import io
 import sys
 from collections.abc import Iterator
@@ -107,9 +108,33 @@ class OneLineUsageErrors(TyperGroup):
             return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
-        """Find and run the subcommand (``contextwright bogus``, ``build --bogus``)."""
-        with _usage_errors():
-            return super().invoke(ctx)
+        """Find and run the subcommand (``contextwright bogus``, ``build --bogus``).
+
+        Its output is flushed here, so a write that fails (a full disk under ``> out.json``)
+        is one ``error: …`` line too, not a traceback or a failure while the process exits.
+        """
+        with _usage_errors(), _system_errors():
+            result = super().invoke(ctx)
+            sys.stdout.flush()
+            return result
+
+
+OUTPUT_FAILED = 1
+"""Exit code of a command the system failed (its output could not be written: a full disk, a
+device error), which is not the input's fault."""
+
+
+@contextmanager
+def _system_errors() -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise  # a reader that stopped early (| head): the framework exits quietly
+        # Most often a write to standard output (which names no file); said as it is, since
+        # the command cannot tell which of its reads and writes failed.
+        where = "" if exc.filename is None else f": {exc.filename}"
+        fail(f"{type(exc).__name__}: {exc.strerror or exc}{where}", OUTPUT_FAILED)
 
 
 @contextmanager
