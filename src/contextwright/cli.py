@@ -35,7 +35,7 @@ from contextwright.cli_serve import api_key, serve
 from contextwright.cli_session import session_app
 from contextwright.core.cache import Fingerprint
 from contextwright.core.parsing import MalformedDocument, parse_document
-from contextwright.core.plan import SHIPPED_PLANS, BuildPlan
+from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, without_byte_order_mark
 from contextwright.core.request import Request
 from contextwright.errors import BudgetError, ContextwrightError, InvalidInputError
 
@@ -104,7 +104,7 @@ def _read_request(path: Path) -> Request:
     if len(raw) > MAX_REQUEST_BYTES:
         raise InvalidInputError(f"{where} is larger than {MAX_REQUEST_BYTES} bytes")
     try:
-        data = parse_document(raw, "json", finite=True)
+        data = parse_document(without_byte_order_mark(raw), "json", finite=True)
     except MalformedDocument as exc:
         raise InvalidInputError(f"{where} is not valid JSON: {exc}") from None
     return Request.from_dict(data)

@@ -564,7 +564,7 @@ def read_config_file(path: Path, what: str, shown: str | None = None) -> Any:
     if len(data) > MAX_CONFIG_BYTES:
         raise PlanError(f"{what} {path.name} is larger than {MAX_CONFIG_BYTES} bytes")
     try:
-        return parse_document(data, fmt)
+        return parse_document(without_byte_order_mark(data), fmt)
     except MalformedDocument as exc:
         raise PlanError(f"{what} {path.name} is not valid {fmt}: {exc}") from None
 
@@ -573,3 +573,22 @@ register_cache("core.plan.shipped", _shipped)
 
 
 register_cache("core.plan.checked", _CHECKED)
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def without_byte_order_mark(data: bytes) -> bytes:
+    """``data`` without a leading UTF-8 byte order mark; UTF-16 refused with how to fix it.
+
+    Windows editors and PowerShell (``Set-Content -Encoding utf8``) start a UTF-8 file with a
+    byte order mark, which says only that the file is UTF-8: JSON and TOML parsers refuse it
+    ("Unexpected UTF-8 BOM"). PowerShell 5's ``>`` writes UTF-16, which only a re-save fixes.
+    """
+    if data.startswith(_UTF8_BOM):
+        return data[len(_UTF8_BOM):]
+    if data.startswith(_UTF16_BOMS):
+        raise MalformedDocument("UTF-16 text (it starts with a UTF-16 byte order mark): "
+                                "save it as UTF-8")
+    return data
