@@ -35,7 +35,7 @@ def test_a_plan_file_with_a_utf8_byte_order_mark_loads(tmp_path: Path, name: str
 def test_a_utf16_plan_file_is_refused_saying_so(tmp_path: Path) -> None:
     path = tmp_path / "plan.yaml"
     path.write_bytes(PLANS["plan.yaml"].encode("utf-16"))
-    with pytest.raises(PlanError, match="plan.yaml is not valid yaml: UTF-16 text"):
+    with pytest.raises(PlanError, match=r"plan\.yaml is not valid yaml: UTF-16 text"):
         BuildPlan.load(path)
 
 
