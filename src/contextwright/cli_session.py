@@ -10,9 +10,10 @@ hold newlines or terminal escapes. Every failure is one line on stderr and exit 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -59,6 +60,33 @@ def _refuse_missing_sqlite(url: str) -> None:
     if not path.is_file():
         fail(f"no SQLite database at {printable(str(path))} (check --store; these commands "
              "never create one)")
+    _refuse_foreign_sqlite(path)
+
+
+STORE_TABLES = frozenset(("sessions", "messages", "states"))
+"""Tables every SQLite session store has had: a database without them is not one."""
+
+
+def _refuse_foreign_sqlite(path: Path) -> None:
+    """Fail unless the SQLite file at ``path`` holds a session store.
+
+    Opening a store creates its tables: pointed at another program's database (or an empty
+    file), ``list`` would add them to it and show an empty store. Read-only here, so nothing
+    is written to a file that turns out not to be a store.
+    """
+    shown = printable(str(path))
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.OperationalError:
+        return  # locked, unreadable...: the store's own opening says what is wrong
+    except sqlite3.DatabaseError:
+        fail(f"{shown} is not a SQLite database (check --store)")
+    missing = sorted(STORE_TABLES - tables)
+    if missing:
+        fail(f"{shown} is a SQLite database but not a session store (no table "
+             f"{', '.join(missing)}; check --store: these commands never add them)")
 
 
 def _key(user: str, session: str) -> SessionKey:
