@@ -195,9 +195,12 @@ EN_NOT_BY_USER: Final = r"(?!,?\s+(?:I|we)\b(?!'d\b|\s+(?:would|want|need)\b))"
 I realized"); "then I'd like you to…" is still a step for the assistant."""
 EN_THEN: Final = rf"\b(?:then|next|second|after that|finally)\b{EN_NOT_BY_USER}"
 """A later step in English."""
-_EN_CLAUSE: Final = rf"(?:^|(?<=[.!?;:,\n]))\s*(?!{EN_SELF})[^.!?;:,\n]{{0,200}}?"
+_EN_CLAUSE: Final = rf"(?:^|(?<=[.!?;:,\n]))[^\S\n]*+(?!{EN_SELF})[^.!?;:,\n]{{0,200}}?"
 """From the start of a clause (or a comma) whose subject is not the user acting on their own;
-the clause ends at a comma too, which keeps a long message linear to scan."""
+the clause ends at a comma too, which keeps a long message linear to scan. The blanks before
+its first word are taken whole (possessive), and never a line break: given back one by one,
+they let the user's own "OK, I'll try it first, then …" pass as a plan (its first word tested
+from the blank before it), and a run of blank lines cost a pass per line over the rest."""
 EN_PLAN: Final = rf"{_EN_CLAUSE}{EN_FIRST}.{{1,80}}?{EN_THEN}"
 """An English plan: "first … then …" in a clause that is not the user's own."""
 EN_CHAIN: Final = rf"{_EN_CLAUSE}\b(?:and then|after that)\b{EN_NOT_BY_USER}"

@@ -1,0 +1,39 @@
+"""Routing and zone edge cases: clause openers, pasted text full of blanks, odd classifiers."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextwright.modes import SLIDING_WINDOW, STRUCTURED, Router
+
+
+@pytest.mark.parametrize("text", [
+    "OK, I'll look at it first, then decide",
+    "OK. I'll look at it first, then decide",
+    "OK, let me try it first, then decide",
+    "Thanks! We will read the docs first, then choose a plan",
+    "Sure, I'll call them and then decide",
+    "Sure,   I'll call them and then decide",
+])
+def test_the_users_own_steps_after_an_opening_word_are_no_plan(text: str) -> None:
+    # The same steps at the start of the message are no plan; an "OK," before them must not
+    # turn them into one.
+    assert Router().route(text).mode == SLIDING_WINDOW
+
+
+@pytest.mark.parametrize("text", [
+    "OK, first look up order 20241001, then refund it",
+    "Hi,\n\n   first check the stock, then email the supplier",
+    "Thanks. Please look up my order and then cancel it",
+])
+def test_a_plan_after_an_opening_word_is_still_a_plan(text: str) -> None:
+    assert Router().route(text).mode == STRUCTURED
+
+
+def test_a_paste_with_runs_of_blank_lines_routes_as_its_words_say() -> None:
+    # Blank lines and indentation are read once each (they had cost a pass per line over the
+    # rest of the message: minutes for a pasted file of 20,000 lines).
+    paste = ("def handler(event):\n" + " " * 60 + "return event\n" + "\n" * 40) * 200
+    assert Router().route(paste).mode == SLIDING_WINDOW
+    plan = paste + "\n\n    first back up the database, then run the migration"
+    assert Router().route(plan).mode == STRUCTURED
