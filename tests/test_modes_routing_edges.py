@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
-from contextwright.modes import SLIDING_WINDOW, STRUCTURED, Router
+from contextwright.errors import ClassifierError
+from contextwright.manager import ContextManager
+from contextwright.modes import SLIDING_WINDOW, STRUCTURED, Classification, Router
 
 
 @pytest.mark.parametrize("text", [
@@ -37,3 +41,45 @@ def test_a_paste_with_runs_of_blank_lines_routes_as_its_words_say() -> None:
     assert Router().route(paste).mode == SLIDING_WINDOW
     plan = paste + "\n\n    first back up the database, then run the migration"
     assert Router().route(plan).mode == STRUCTURED
+
+
+class _Answers:
+    """A classifier that returns what it is given, whatever its shape."""
+
+    name = "fixed"
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    def classify(self, text: str) -> object:
+        return self.answer
+
+
+@pytest.mark.parametrize("answer", [
+    Classification(mode=STRUCTURED, confidence=float("nan")),
+    Classification(mode=STRUCTURED, confidence=7.0),
+    Classification(mode=STRUCTURED, confidence=-0.5),
+    Classification(mode=STRUCTURED, confidence="0.9"),  # type: ignore[arg-type]
+    Classification(mode=[STRUCTURED], confidence=0.9),  # type: ignore[arg-type]
+    (STRUCTURED, 0.9),
+    STRUCTURED,
+])
+def test_a_classifier_answer_of_the_wrong_shape_is_a_classifier_error(answer: object) -> None:
+    router = Router(classifier=_Answers(answer))  # type: ignore[arg-type]
+    with pytest.raises(ClassifierError, match="fixed"):
+        router.route("hello there")
+
+
+def test_a_bad_classifier_answer_in_prepare_says_the_message_is_stored() -> None:
+    manager = ContextManager(classifier=_Answers(  # type: ignore[arg-type]
+        Classification(mode=STRUCTURED, confidence=float("nan"))), background=False)
+    with pytest.raises(ClassifierError) as raised:
+        manager.prepare("u", "s", "hello there")
+    assert raised.value.stored_seq == 1
+    assert manager.state("u", "s").mode is None  # not switched as if the answer were sure
+
+
+def test_a_classifier_confidence_may_be_any_real_number_type() -> None:
+    answer = Classification(mode=STRUCTURED, confidence=Fraction(3, 4))  # type: ignore[arg-type]
+    decision = Router(classifier=_Answers(answer)).route("hello")  # type: ignore[arg-type]
+    assert (decision.mode, decision.confidence) == (STRUCTURED, 0.75)

@@ -7,6 +7,7 @@ touches a store.
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
@@ -155,13 +156,35 @@ class Router:
         except Exception as exc:  # a user's classifier: any failure, typed and chained
             raise ClassifierError(f"classifier {self.classifier.name!r} failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
-        if answer is None or answer.confidence < self.config.classifier_threshold:
+        if answer is None:
             return None
-        if answer.mode not in self.config.modes:
+        mode, confidence = _checked_answer(answer, self.classifier.name)
+        if confidence < self.config.classifier_threshold:
+            return None
+        if mode not in self.config.modes:
             raise PlanError(f"classifier {self.classifier.name!r} chose unknown mode "
-                            f"{answer.mode!r}; known: {sorted(self.config.modes)}")
-        return RouteDecision(mode=answer.mode, basis="classifier",
-                             trigger=self.classifier.name, confidence=answer.confidence)
+                            f"{mode!r}; known: {sorted(self.config.modes)}")
+        return RouteDecision(mode=mode, basis="classifier",
+                             trigger=self.classifier.name, confidence=confidence)
+
+
+def _checked_answer(answer: object, name: str) -> tuple[str, float]:
+    """A classifier's (mode, confidence), or ``ClassifierError`` saying what is wrong with it.
+
+    A NaN confidence compares below no threshold, so it would switch the mode as a sure
+    answer; any other wrong shape would fail the call with an untyped error after the user's
+    message was stored, with no ``stored_seq`` to say so.
+    """
+    mode = getattr(answer, "mode", None)
+    confidence = getattr(answer, "confidence", None)
+    if not isinstance(mode, str):
+        raise ClassifierError(f"classifier {name!r} returned {type(answer).__name__} without a "
+                              "text mode: return a Classification(mode, confidence) or None")
+    if (isinstance(confidence, bool) or not isinstance(confidence, numbers.Real)
+            or not 0.0 <= float(confidence) <= 1.0):  # NaN is in no range
+        raise ClassifierError(f"classifier {name!r} returned a confidence that is not a number "
+                              "from 0 to 1")
+    return mode, float(confidence)
 
 
 # Words too common to tie a message to a task: step words, and Chinese function characters
