@@ -249,13 +249,23 @@ def _complete_step(task: Task, record: ToolRecord) -> Task:
 
 
 def _names_an_argument(step: str, arguments: str) -> bool:
-    """Whether ``step`` mentions a value of a call's JSON arguments (three characters or more)."""
+    """Whether ``step`` mentions a value of a call's JSON arguments (a distinctive one)."""
     try:
         data: object = json.loads(arguments)
     except json.JSONDecodeError:
         return False
     wanted = _folded(step)
-    return any(len(value) >= 3 and value in wanted for value in map(_folded, _scalars(data)))
+    return any(_distinctive(value) and value in wanted
+               for value in map(_folded, _scalars(data)))
+
+
+def _distinctive(value: str) -> bool:
+    """Long enough to name something in a step: three characters, or two with a CJK one.
+
+    "en" or "10" turn up in any step; a Chinese city or person is mostly two characters
+    ("上海", "张三"), as distinctive as "London".
+    """
+    return len(value) >= 3 or (len(value) == 2 and any(map(is_cjk_char, value)))
 
 
 def _scalars(data: object) -> Iterable[str]:

@@ -1,0 +1,45 @@
+"""Task and tools zones on inputs near their rules' edges."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from contextwright.manager import ContextManager
+from contextwright.modes import SLIDING_WINDOW
+
+
+def _call(name: str, arguments: dict[str, Any], call_id: str = "call_0") -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function",
+         "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}
+
+
+def test_a_step_naming_a_two_character_chinese_argument_is_the_next_step() -> None:
+    # "再查上海天气" names the city of the next weather call: that call does the next step,
+    # and once the answer tells what was asked the task is done and the mode lets go.
+    manager = ContextManager(background=False)
+    manager.prepare("u", "s", "先查北京天气，再查上海天气，然后查广州天气，最后告诉我哪里最暖和")
+    for index, city in enumerate(("北京", "上海", "广州")):
+        manager.record("u", "s", assistant=_call("weather", {"city": city}, f"c{index}"),
+                       tool_results=[{"role": "tool", "tool_call_id": f"c{index}",
+                                      "content": f"{city} 20度"}])
+        manager.prepare("u", "s")
+    task = manager.state("u", "s").zones.task
+    assert task.done == ("查北京天气 (weather)", "查上海天气 (weather)", "查广州天气 (weather)")
+    assert task.next == ("告诉我哪里最暖和",)
+    manager.record("u", "s", assistant="广州最暖和。")
+    assert manager.state("u", "s").zones.task.closed
+    assert manager.prepare("u", "s", "写一首关于春天的诗").mode == SLIDING_WINDOW
+
+
+def test_a_short_latin_value_still_names_no_step() -> None:
+    # "en" is in many a step: a second call with it is still the step just done.
+    manager = ContextManager(background=False)
+    manager.prepare("u", "s", "First translate the menu, then send it to the chef")
+    manager.record("u", "s", assistant=_call("translate", {"lang": "de"}, "c1"),
+                   tool_results=[{"role": "tool", "tool_call_id": "c1", "content": "ok"}])
+    manager.prepare("u", "s")
+    manager.record("u", "s", assistant=_call("translate", {"lang": "en"}, "c2"),
+                   tool_results=[{"role": "tool", "tool_call_id": "c2", "content": "ok"}])
+    assert manager.state("u", "s").zones.task.next == ("send it to the chef",)
