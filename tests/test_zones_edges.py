@@ -7,6 +7,11 @@ from typing import Any
 
 from contextwright.manager import ContextManager
 from contextwright.modes import SLIDING_WINDOW
+from contextwright.modes.zones import Zones, render_zone, update_task
+
+
+LINE = 200
+"""The longest goal or step line (``zones.GOAL_CHARS``)."""
 
 
 def _call(name: str, arguments: dict[str, Any], call_id: str = "call_0") -> dict[str, Any]:
@@ -43,3 +48,16 @@ def test_a_short_latin_value_still_names_no_step() -> None:
     manager.record("u", "s", assistant=_call("translate", {"lang": "en"}, "c2"),
                    tool_results=[{"role": "tool", "tool_call_id": "c2", "content": "ok"}])
     assert manager.state("u", "s").zones.task.next == ("send it to the chef",)
+
+
+def test_a_step_followed_by_a_paste_is_one_short_line() -> None:
+    # The paste is in the conversation; the task zone names the step, it does not copy it.
+    paste = "line of code with stuff; " * 2000
+    zones = update_task(Zones(), "First check the logs below, then fix the bug in this file:\n"
+                        + paste)
+    assert zones.task.next[0] == "check the logs below"
+    assert zones.task.next[1].startswith("fix the bug in this file: line of code")
+    assert all(len(step) <= LINE and "\n" not in step for step in zones.task.next)
+    assert len(render_zone("task", zones, "en")) < 3 * LINE + 50
+    chinese = update_task(Zones(), "先检查下面的日志，再修复这个文件里的错误：\n" + "代码行内容" * 3000)
+    assert all(len(step) <= LINE for step in chinese.task.next)

@@ -37,6 +37,8 @@ MAX_FACTS = 200
 """Facts beyond this many are not added (the zone would crowd out the conversation)."""
 MAX_STEPS = 20
 """Planned steps kept."""
+GOAL_CHARS = 200
+"""The task's goal and each planned step are cut to one line of this many characters."""
 MAX_DONE = 8
 """Done steps kept (the newest): the zone says where the task stands, not its whole log."""
 TOOL_RESULT_CHARS = 300
@@ -360,9 +362,12 @@ def update_task(zones: Zones, user_text: str) -> Zones:
     steps = plan_steps(user_text)
     substantive = _is_request(user_text)
     if steps or (task.closed and substantive):
-        task = Task(goal=_one_line(user_text, 200), next=tuple(steps[:MAX_STEPS]))
+        # A step is a line of the zone, as the goal is: the steps of a message that pastes a
+        # file after "first …, then fix this:" would otherwise hold the whole paste.
+        task = Task(goal=_one_line(user_text, GOAL_CHARS),
+                    next=tuple(_one_line(step, GOAL_CHARS) for step in steps[:MAX_STEPS]))
     elif not task.goal and substantive:
-        task = replace(task, goal=_one_line(user_text, 200))
+        task = replace(task, goal=_one_line(user_text, GOAL_CHARS))
     return zones if task == zones.task else replace(zones, task=task)
 
 
