@@ -9,7 +9,6 @@ from contextwright.manager import ContextManager
 from contextwright.modes import SLIDING_WINDOW
 from contextwright.modes.zones import Zones, render_zone, update_task
 
-
 LINE = 200
 """The longest goal or step line (``zones.GOAL_CHARS``)."""
 
@@ -59,5 +58,6 @@ def test_a_step_followed_by_a_paste_is_one_short_line() -> None:
     assert zones.task.next[1].startswith("fix the bug in this file: line of code")
     assert all(len(step) <= LINE and "\n" not in step for step in zones.task.next)
     assert len(render_zone("task", zones, "en")) < 3 * LINE + 50
-    chinese = update_task(Zones(), "先检查下面的日志，再修复这个文件里的错误：\n" + "代码行内容" * 3000)
+    chinese = update_task(Zones(), "先检查下面的日志，再修复这个文件里的错误：\n"
+                          + "代码行内容" * 3000)
     assert all(len(step) <= LINE for step in chinese.task.next)
