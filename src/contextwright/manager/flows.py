@@ -103,6 +103,17 @@ MAX_WRITE_KEY = 256
 """The longest idempotency key the stores take."""
 
 
+def _check_count(name: str, value: object, *, minimum: int) -> None:
+    """Refuse a count the manager could only fail on later, after storing a user's message.
+
+    ``max_read_messages=0`` read no message to answer, ``summary_max_tokens=0`` failed every
+    summary update, and a count of the wrong type failed inside a store call that does not
+    name the argument.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}")
+
+
 def _up_to(seq: int, messages: list[StoredMessage]) -> list[StoredMessage]:
     """``messages`` up to the one stored as ``seq`` (all of them when it is not among them).
 
@@ -186,6 +197,9 @@ class SessionFlows:
                  clock: Callable[[], float] = time.time,
                  snapshots: SnapshotRecorder | SnapshotSink | None = None) -> None:
         self.snapshots = as_recorder(snapshots)
+        _check_count("max_read_messages", max_read_messages, minimum=1)
+        _check_count("summary_max_tokens", summary_max_tokens, minimum=1)
+        _check_count("recall_cache_messages", recall_cache_messages, minimum=0)
         if router is not None and (modes is not None or classifier is not None):
             raise PlanError("give modes and classifier to the Router, or pass them without one")
         config = modes if isinstance(modes, ModesConfig) else (
