@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from contextwright.manager import ContextManager
 from contextwright.modes import SLIDING_WINDOW
-from contextwright.modes.zones import Zones, render_zone, update_task
+from contextwright.modes.zones import Zones, plan_steps, render_zone, update_task
 
 LINE = 200
 """The longest goal or step line (``zones.GOAL_CHARS``)."""
@@ -61,3 +63,18 @@ def test_a_step_followed_by_a_paste_is_one_short_line() -> None:
     chinese = update_task(Zones(), "先检查下面的日志，再修复这个文件里的错误：\n"
                           + "代码行内容" * 3000)
     assert all(len(step) <= LINE for step in chinese.task.next)
+
+
+@pytest.mark.parametrize(("text", "steps"), [
+    ("First of all, check the stock, then email the supplier",
+     ["check the stock", "email the supplier"]),
+    ("First off, check stock. Then email me the count", ["check stock", "email me the count"]),
+    ("First of all, thanks! Then can you check my order 12345?", []),
+    ("首先谢谢你！然后帮我查一下订单12345", []),
+    ("First, check the stock. Then, email the supplier.", ["check the stock",
+                                                          "email the supplier"]),
+])
+def test_a_plan_opened_by_first_of_all_and_thanks_between_steps(text: str,
+                                                                 steps: list[str]) -> None:
+    # "of all" and a thanks are no steps: the first tool call must not "do" them.
+    assert plan_steps(text) == steps

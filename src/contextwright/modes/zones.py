@@ -385,14 +385,16 @@ def _is_request(text: str) -> bool:
 _ZH_STEP = re.compile(rf"{ZH_FIRST}|{ZH_THEN}")
 # "再" alone is too common ("再见", "不再") to signal a plan; one of these must be present.
 _ZH_PLAN = re.compile(rf"{ZH_FIRST}|然后|接着|之后(?!再说)|最后|完成后")
+# "First of all" / "first off" open a plan as "first" does: "of all" is no step.
+_EN_FIRST_WORDS = rf"{EN_FIRST}(?:\s+of\s+all\b|\s+off\b)?"
 _EN_STEP = re.compile(
-    rf"(?:{EN_FIRST}|\b(?:then|next|after that|finally|and then)\b{EN_NOT_BY_USER})[,:]?",
-    re.IGNORECASE)
+    rf"(?:{_EN_FIRST_WORDS}|\b(?:then|next|after that|finally|and then)\b{EN_NOT_BY_USER})"
+    r"[,:]?", re.IGNORECASE)
 # A piece the user does themselves ("I'll think about it", "Let me try it") is no step.
 _BY_USER = re.compile(rf"^(?:{EN_SELF})", re.IGNORECASE)
 # Words that open a plan: what comes before them is the request's preamble ("Could you first
 # …", "我先…"), not a step. Before any other step word ("check stock, then …") it is step one.
-_OPENER = re.compile(rf"{ZH_FIRST}|first", re.IGNORECASE)
+_OPENER = re.compile(rf"{ZH_FIRST}|first(?:\s+of\s+all|\s+off)?", re.IGNORECASE)
 _STEP_EDGES = " ，,。.；;、!！?？:：\n"
 
 
@@ -402,8 +404,10 @@ def plan_steps(text: str) -> list[str]:
     A step is the text after a step word; the text before the first one is a step too unless
     that word opens the plan ("Could you first check …": "Could you" is no step), except when
     the word ends its clause ("check stock first, then …"). Pieces without a letter, digit or
-    character ("?", "!") are never steps, nor are steps the user takes on themselves ("我先想想，
-    明天再来问你", "Let me try it first, then I'll get back to you", "At first I thought …").
+    character ("?", "!") are never steps, nor is a thanks or a greeting ("First of all, thanks!
+    Then …": "First of all" opens the plan as "first" does), nor are steps the user takes on
+    themselves ("我先想想，明天再来问你", "Let me try it first, then I'll get back to you",
+    "At first I thought …").
     Returns an empty list for a message that does not plan more than one step ("What should I
     do next?", "OK then!", "我先走了").
     """
@@ -415,7 +419,8 @@ def plan_steps(text: str) -> list[str]:
     if _is_step(head) and (not _OPENER.fullmatch(first.group().rstrip(",:"))
                            or not _is_step(pieces[0])):
         pieces.insert(0, head)
-    steps = [p for p in pieces if _is_step(p) and not _BY_USER.match(p)]
+    # A thanks or a greeting between the step words ("First of all, thanks! Then …") is none.
+    steps = [p for p in pieces if _is_step(p) and not _BY_USER.match(p) and _is_request(p)]
     return steps if len(steps) >= 2 else []
 
 
