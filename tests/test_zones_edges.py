@@ -78,3 +78,20 @@ def test_a_plan_opened_by_first_of_all_and_thanks_between_steps(text: str,
                                                                  steps: list[str]) -> None:
     # "of all" and a thanks are no steps: the first tool call must not "do" them.
     assert plan_steps(text) == steps
+
+
+@pytest.mark.parametrize(("text", "steps"), [
+    ("1. First check the stock\n2. Then email the supplier\n3. Finally update order 20241001",
+     ["check the stock", "email the supplier", "update order 20241001"]),
+    ("1) 先查库存\n2) 然后发邮件\n3) 最后更新订单", ["查库存", "发邮件", "更新订单"]),
+    ("- first check stock\n- then email supplier", ["check stock", "email supplier"]),
+    ("Step 1: first check stock. Step 2: then email", ["check stock", "email"]),
+    ("第一步先查库存；第二步再发邮件", ["查库存", "发邮件"]),
+    # Values that end a step stay: only a list's own marker goes.
+    ("first buy 2\nthen sell 3", ["buy 2", "sell 3"]),
+    ("first update to 1.2. Then restart", ["update to 1.2", "restart"]),
+    ("first buy from Dept. B. then go", ["buy from Dept. B", "go"]),
+])
+def test_a_numbered_or_bulleted_plan_has_no_list_marks_in_its_steps(text: str,
+                                                                    steps: list[str]) -> None:
+    assert plan_steps(text) == steps

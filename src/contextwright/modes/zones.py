@@ -396,6 +396,12 @@ _BY_USER = re.compile(rf"^(?:{EN_SELF})", re.IGNORECASE)
 # …", "我先…"), not a step. Before any other step word ("check stock, then …") it is step one.
 _OPENER = re.compile(rf"{ZH_FIRST}|first(?:\s+of\s+all|\s+off)?", re.IGNORECASE)
 _STEP_EDGES = " ，,。.；;、!！?？:：\n"
+# The marker of the next item of a numbered or bulleted plan, left at the end of a piece
+# ("1. First check the stock\n2. Then …" leaves "check the stock\n2"): not part of the step.
+_LIST_MARK = re.compile(
+    r"(?:\n[ \t]*(?:[-*•·]|\(?\d{1,3}[.)、:：]|\(?[A-Za-z][.)])|"
+    r"(?:\n|(?<=[.;])[ \t]|(?<=[。；]))[ \t]*(?:step\s*\d{1,3}|第[一二三四五六七八九十\d]{1,3}步)"
+    r"[:：.]?)[ \t]*$", re.IGNORECASE)
 
 
 def plan_steps(text: str) -> list[str]:
@@ -415,7 +421,7 @@ def plan_steps(text: str) -> list[str]:
     first = splitter.search(text)
     if first is None:
         return []
-    head, *pieces = (p.strip(_STEP_EDGES) for p in splitter.split(text))
+    head, *pieces = (_LIST_MARK.sub("", p).strip(_STEP_EDGES) for p in splitter.split(text))
     if _is_step(head) and (not _OPENER.fullmatch(first.group().rstrip(",:"))
                            or not _is_step(pieces[0])):
         pieces.insert(0, head)
