@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
-from contextwright.errors import ClassifierError
+from contextwright.errors import ClassifierError, PlanError
 from contextwright.manager import ContextManager
 from contextwright.modes import SLIDING_WINDOW, STRUCTURED, Classification, Router
+from contextwright.modes.centroid import CentroidClassifier
 
 
 @pytest.mark.parametrize("text", [
@@ -83,3 +86,25 @@ def test_a_classifier_confidence_may_be_any_real_number_type() -> None:
     answer = Classification(mode=STRUCTURED, confidence=Fraction(3, 4))  # type: ignore[arg-type]
     decision = Router(classifier=_Answers(answer)).route("hello")  # type: ignore[arg-type]
     assert (decision.mode, decision.confidence) == (STRUCTURED, 0.75)
+
+
+class _NoEmbedder:
+    """An embedder the classifier must not reach for examples it refuses."""
+
+    def embed_queries(self, texts: Sequence[str]) -> Any:
+        raise AssertionError("not reached")
+
+    def embed_passages(self, texts: Sequence[str]) -> Any:
+        raise AssertionError("not reached")
+
+
+@pytest.mark.parametrize("examples", [
+    {SLIDING_WINDOW: "hello there", STRUCTURED: ["first this, then that"]},
+    {SLIDING_WINDOW: ["hello", ""], STRUCTURED: ["first this, then that"]},
+    {SLIDING_WINDOW: ["hello", 5], STRUCTURED: ["first this, then that"]},
+])
+def test_centroid_examples_must_be_lists_of_texts(examples: Mapping[str, Any]) -> None:
+    # One string would be embedded character by character, a centroid of letters.
+    pytest.importorskip("numpy")
+    with pytest.raises(PlanError, match="examples of mode"):
+        CentroidClassifier(_NoEmbedder(), examples)

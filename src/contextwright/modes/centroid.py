@@ -42,6 +42,12 @@ class CentroidClassifier:
 
         if len(examples) < 2 or any(not texts for texts in examples.values()):
             raise PlanError("a centroid classifier needs examples for at least two modes")
+        for mode, texts in examples.items():
+            # One string is a sequence of characters: it would be embedded letter by letter.
+            if isinstance(texts, str | bytes) or not all(
+                    isinstance(text, str) and text.strip() for text in texts):
+                raise PlanError(f"centroid classifier: the examples of mode {mode!r} must be a "
+                                "list of non-blank texts")
         self.name = name
         self._embedder = embedder
         self._modes = list(examples)
