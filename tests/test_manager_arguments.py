@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from contextwright.errors import InvalidInputError
 from contextwright.manager import ContextManager
+from contextwright.session.store import SessionKey
 
 
 @pytest.mark.parametrize(("name", "value"), [
@@ -26,3 +28,19 @@ def test_the_smallest_counts_work() -> None:
                              background=False)
     context = manager.prepare("u", "s", "hello there")
     assert context.to_messages()[-1]["content"] == "hello there"
+
+
+@pytest.mark.parametrize("target", ["html", "Chat", "txt", None, 5])
+def test_an_unknown_target_is_refused_before_the_message_is_stored(target: Any) -> None:
+    # Another value was counted partly as the chat rendering and partly as the text one.
+    manager = ContextManager(background=False)
+    with pytest.raises(InvalidInputError, match="target must be 'chat' or 'text'"):
+        manager.prepare("u", "s", "hello there", target=target)
+    assert manager.state("u", "s").mode is None
+    assert manager.store.read(SessionKey(user_id="u", session_id="s")) == []
+
+
+def test_an_unknown_target_is_refused_by_aprepare_too() -> None:
+    manager = ContextManager(background=False)
+    with pytest.raises(InvalidInputError, match="did you mean 'text'"):
+        asyncio.run(manager.aprepare("u", "s", "hello there", target="txt"))  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ from contextwright.core.covering import request_parts
 from contextwright.core.fence import language_of
 from contextwright.core.final import FinalContext
 from contextwright.core.items import check_text, parse_message
-from contextwright.core.plan import BuildPlan
+from contextwright.core.plan import BuildPlan, closest_name
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, registered_sources
 from contextwright.errors import (
@@ -97,6 +97,7 @@ QUIET_SESSIONS = 10_000
 due (``SessionFlows._summary_may_be_due``), at most."""
 
 Target = Literal["chat", "text"]
+TARGETS: tuple[Target, ...] = ("chat", "text")
 RECORD_KEY_PREFIX = "record:"
 PREPARE_KEY_PREFIX = "prepare:"
 MAX_WRITE_KEY = 256
@@ -112,6 +113,16 @@ def _check_count(name: str, value: object, *, minimum: int) -> None:
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInputError(f"{name} must be an integer >= {minimum}")
+
+
+def _check_target(target: object) -> None:
+    """Refuse a rendering the budget cannot be counted for, before the message is stored.
+
+    Another value would be counted partly as one rendering and partly as the other.
+    """
+    if target not in TARGETS:
+        hint = closest_name(target, TARGETS) if isinstance(target, str) else ""
+        raise InvalidInputError(f"target must be 'chat' or 'text'{hint}")
 
 
 def _up_to(seq: int, messages: list[StoredMessage]) -> list[StoredMessage]:
@@ -251,6 +262,7 @@ class SessionFlows:
                       env: Mapping[str, str] | None, system: str | None, target: Target,
                       idempotency_key: str | None) -> Flow[PreparedContext]:
         key = SessionKey(user_id=user_id, session_id=session_id)
+        _check_target(target)
         parts = checked_parts(tools=tools, documents=documents, env=env,
                               system=system or self.system)
         if text is not None:
