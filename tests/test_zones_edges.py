@@ -95,3 +95,36 @@ def test_a_plan_opened_by_first_of_all_and_thanks_between_steps(text: str,
 def test_a_numbered_or_bulleted_plan_has_no_list_marks_in_its_steps(text: str,
                                                                     steps: list[str]) -> None:
     assert plan_steps(text) == steps
+
+
+def _tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant",
+            "content": [{"type": "tool_use", "id": call_id, "name": name, "input": arguments}]}
+
+
+def _tool_result(call_id: str, text: str, *, error: bool = False) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id,
+                                         "content": text, **({"is_error": True} if error else {})}]}
+
+
+def test_a_failed_call_does_no_step_and_its_retry_does() -> None:
+    manager = ContextManager(background=False)
+    manager.prepare("u", "s", "First look up order 20241001, then refund it")
+    order = {"order_id": "20241001"}
+    manager.record("u", "s", assistant=_tool_use("t1", "get_order", order),
+                   tool_results=[_tool_result("t1", "timeout", error=True)])
+    task = manager.state("u", "s").zones.task
+    assert (task.done, task.next) == ((), ("look up order 20241001", "refund it"))
+    manager.prepare("u", "s")
+    manager.record("u", "s", assistant=_tool_use("t2", "get_order", order),
+                   tool_results=[_tool_result("t2", "shipped")])
+    assert manager.state("u", "s").zones.task.next == ("refund it",)
+    manager.prepare("u", "s")
+    manager.record("u", "s", assistant=_tool_use("t3", "refund", order),
+                   tool_results=[_tool_result("t3", "refund window closed", error=True)])
+    manager.prepare("u", "s")
+    manager.record("u", "s", assistant="Sorry, the refund failed: the window is closed.")
+    task = manager.state("u", "s").zones.task
+    # The refund did not happen: the zone does not say it did, and the task is not over.
+    assert (task.done, task.next, task.closed) == (("look up order 20241001 (get_order)",),
+                                                   ("refund it",), False)

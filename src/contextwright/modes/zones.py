@@ -23,6 +23,7 @@ from typing import Any
 
 from contextwright.analysis import is_cjk_char
 from contextwright.compress.facts import extract_facts, fact_key, inside_facts
+from contextwright.core.items import reports_failure
 from contextwright.modes.config import (
     EN_FIRST,
     EN_NOT_BY_USER,
@@ -190,7 +191,12 @@ def add_handoff(zones: Zones, condensed: str | None) -> Zones:
 
 
 def add_tool_calls(zones: Zones, records: Sequence[ToolRecord], keep: int) -> Zones:
-    """Append tool calls, keep the last ``keep``, and mark as many planned steps done."""
+    """Append tool calls, keep the last ``keep``, and mark as many planned steps done.
+
+    A call whose result (recorded with it) reports a failure (``(tool error)``: Anthropic's
+    ``is_error``, LangChain's ``status="error"``) does no step: the step stays next, and the
+    call that retries it does it.
+    """
     if not records:
         return zones
     tools = (*zones.tools, *records)[-keep:] if keep else ()
@@ -198,6 +204,9 @@ def add_tool_calls(zones: Zones, records: Sequence[ToolRecord], keep: int) -> Zo
     if task.last_call is None and zones.tools:  # a state stored before calls were kept apart
         task = replace(task, last_call=(zones.tools[-1].name, zones.tools[-1].arguments))
     for record in records:
+        if reports_failure(record.result):
+            task = replace(task, closed=False)  # work on the task goes on
+            continue
         task = replace(_complete_step(task, record), last_call=(record.name, record.arguments))
     return replace(zones, tools=tools, task=task)
 
