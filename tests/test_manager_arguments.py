@@ -44,3 +44,13 @@ def test_an_unknown_target_is_refused_by_aprepare_too() -> None:
     manager = ContextManager(background=False)
     with pytest.raises(InvalidInputError, match="did you mean 'text'"):
         asyncio.run(manager.aprepare("u", "s", "hello there", target="txt"))  # type: ignore[arg-type]
+
+
+def test_record_refuses_a_context_that_is_not_a_prepared_one() -> None:
+    # Its FinalContext or request body passed by mistake had raised AttributeError.
+    manager = ContextManager(background=False)
+    prepared = manager.prepare("u", "s", "hello there")
+    for wrong in (prepared.context, prepared.to_request("openai", model="m"), "s"):
+        with pytest.raises(InvalidInputError, match="context must be the PreparedContext"):
+            manager.record("u", "s", assistant="hi", context=wrong)  # type: ignore[arg-type]
+    assert manager.record("u", "s", assistant="hi", context=prepared) == [2]

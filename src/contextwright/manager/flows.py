@@ -125,6 +125,18 @@ def _check_target(target: object) -> None:
         raise InvalidInputError(f"target must be 'chat' or 'text'{hint}")
 
 
+def _check_answered(context: object) -> None:
+    """Refuse a ``record(context=…)`` that is not a prepared context (its session and epoch).
+
+    The context's ``to_request`` body or its ``FinalContext`` are easy to pass by mistake.
+    """
+    key = getattr(context, "key", None)
+    if not isinstance(key, SessionKey) or not isinstance(getattr(context, "epoch", None), str):
+        raise InvalidInputError(
+            f"record: context must be the PreparedContext prepare returned, not "
+            f"{type(context).__name__}")
+
+
 def _up_to(seq: int, messages: list[StoredMessage]) -> list[StoredMessage]:
     """``messages`` up to the one stored as ``seq`` (all of them when it is not among them).
 
@@ -631,8 +643,10 @@ class SessionFlows:
                      ) -> Flow[tuple[list[int], bool]]:
         """The seqs ``record`` returns, and whether it stored them (then a summary is due)."""
         key = SessionKey(user_id=user_id, session_id=session_id)
-        if context is not None and context.key != key:
-            raise InvalidInputError("record: context is another session's PreparedContext")
+        if context is not None:
+            _check_answered(context)
+            if context.key != key:
+                raise InvalidInputError("record: context is another session's PreparedContext")
         left_out: dict[str, int] = {}
         batch = recorded_messages(assistant, tool_results, messages, self._now_iso(), left_out)
         if left_out:
