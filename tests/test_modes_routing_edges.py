@@ -8,9 +8,15 @@ from typing import Any
 
 import pytest
 
-from contextwright.errors import ClassifierError, PlanError
+from contextwright.errors import ClassifierError, ConfigurationError, PlanError
 from contextwright.manager import ContextManager
-from contextwright.modes import SLIDING_WINDOW, STRUCTURED, Classification, Router
+from contextwright.modes import (
+    SLIDING_WINDOW,
+    STRUCTURED,
+    Classification,
+    ModesConfig,
+    Router,
+)
 from contextwright.modes.centroid import CentroidClassifier
 
 
@@ -108,3 +114,23 @@ def test_centroid_examples_must_be_lists_of_texts(examples: Mapping[str, Any]) -
     pytest.importorskip("numpy")
     with pytest.raises(PlanError, match="examples of mode"):
         CentroidClassifier(_NoEmbedder(), examples)
+
+
+class _Nameless:
+    def classify(self, text: str) -> Classification | None:
+        return None
+
+
+@pytest.mark.parametrize("classifier", [_Nameless(), lambda text: None, "centroid"])
+def test_a_classifier_without_classify_or_name_is_refused_when_made(classifier: Any) -> None:
+    # Found out in prepare, it failed after storing the message, with an AttributeError.
+    with pytest.raises(ConfigurationError, match="classifier must have"):
+        Router(classifier=classifier)
+    with pytest.raises(ConfigurationError, match="classifier must have"):
+        ContextManager(classifier=classifier)
+
+
+@pytest.mark.parametrize("router", ["keywords", object(), ModesConfig.default()])
+def test_a_router_that_is_not_one_is_refused_when_made(router: Any) -> None:
+    with pytest.raises(ConfigurationError, match="router must be a Router"):
+        ContextManager(router=router)

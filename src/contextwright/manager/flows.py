@@ -38,6 +38,7 @@ from contextwright.core.plan import BuildPlan, closest_name
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, registered_sources
 from contextwright.errors import (
+    ConfigurationError,
     ConflictError,
     ContextwrightError,
     InvalidInputError,
@@ -225,6 +226,11 @@ class SessionFlows:
         _check_count("recall_cache_messages", recall_cache_messages, minimum=0)
         if router is not None and (modes is not None or classifier is not None):
             raise PlanError("give modes and classifier to the Router, or pass them without one")
+        if router is not None and not (callable(getattr(router, "route", None))
+                                       and isinstance(getattr(router, "config", None),
+                                                      ModesConfig)):
+            raise ConfigurationError(f"router must be a Router (route() and a ModesConfig "
+                                     f"config), not {type(router).__name__}")
         config = modes if isinstance(modes, ModesConfig) else (
             ModesConfig.load(modes) if modes is not None else ModesConfig.default())
         self.router = router or Router(config, classifier)

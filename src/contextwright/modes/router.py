@@ -14,7 +14,12 @@ from typing import Literal, Protocol, runtime_checkable
 
 from contextwright.analysis import analyzer, is_cjk_char
 from contextwright.compress.facts import extract_facts, fact_key
-from contextwright.errors import ClassifierError, ContextwrightError, PlanError
+from contextwright.errors import (
+    ClassifierError,
+    ConfigurationError,
+    ContextwrightError,
+    PlanError,
+)
 from contextwright.modes.config import ModesConfig, RouteRule
 
 RouteBasis = Literal["rule", "classifier", "kept", "released", "default"]
@@ -102,6 +107,17 @@ class Router:
 
     def __init__(self, config: ModesConfig | None = None,
                  classifier: ModeClassifier | None = None) -> None:
+        if config is not None and not isinstance(config, ModesConfig):
+            raise ConfigurationError(f"Router config must be a ModesConfig, not "
+                                     f"{type(config).__name__}")
+        if classifier is not None and not (
+                callable(getattr(classifier, "classify", None))
+                and isinstance(getattr(classifier, "name", None), str)):
+            # Checked here, once: found out in a prepare, it failed after the user's message
+            # was stored, with an untyped error.
+            raise ConfigurationError(
+                f"classifier must have a classify(text) method and a text name "
+                f"(a ModeClassifier), not {type(classifier).__name__}")
         self.config = config or ModesConfig.default()
         self.classifier = classifier
         self._rules = tuple(_CompiledRule(rule) for rule in self.config.rules)
