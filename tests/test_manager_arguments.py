@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from contextwright.errors import InvalidInputError
+from contextwright.errors import ConfigurationError, InvalidInputError
 from contextwright.manager import ContextManager
 from contextwright.session.store import SessionKey
 
@@ -54,3 +54,22 @@ def test_record_refuses_a_context_that_is_not_a_prepared_one() -> None:
         with pytest.raises(InvalidInputError, match="context must be the PreparedContext"):
             manager.record("u", "s", assistant="hi", context=wrong)  # type: ignore[arg-type]
     assert manager.record("u", "s", assistant="hi", context=prepared) == [2]
+
+
+@pytest.mark.parametrize(("argument", "value", "says"), [
+    ("store", "sqlite:///agent.db", "open_store"),
+    ("store", object(), "store must be a Store"),
+    ("modes", {"default_mode": "structured"}, "modes_from_mapping"),
+    ("modes", 5, "modes must be a ModesConfig"),
+    ("plans", {"structured": 5}, "plans must map"),
+    ("sources", "history", "sources must be a list"),
+    ("sources", [5], r"sources\[0\] must be a source"),
+    ("summarizer", "extractive", "summarizer must have a summarize"),
+    ("recaller", 5, "recaller must have a rank"),
+    ("clock", "now", "clock must be a function"),
+])
+def test_a_part_of_the_wrong_kind_is_refused_when_made(argument: str, value: Any,
+                                                      says: str) -> None:
+    # Each had failed at the first prepare (or every summary, or every recall) instead.
+    with pytest.raises(ConfigurationError, match=says):
+        ContextManager(**{argument: value})

@@ -24,7 +24,12 @@ from contextwright.compress.summarize import Summarizer
 from contextwright.core.cache import CachePolicy
 from contextwright.core.plan import BuildPlan
 from contextwright.core.source import ContextSource
-from contextwright.errors import InvalidInputError, ManagerClosed, StoreUsageError
+from contextwright.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    ManagerClosed,
+    StoreUsageError,
+)
 from contextwright.manager.flows import SessionFlows, Target
 from contextwright.manager.prepared import AnsweredContext, PreparedContext
 from contextwright.modes.config import ModesConfig
@@ -88,6 +93,13 @@ class ContextManager(SessionFlows):
                  clock: Callable[[], float] = time.time,
                  snapshots: SnapshotRecorder | SnapshotSink | None = None,
                  build_threads: int = 1, summary_threads: int = 1) -> None:
+        if store is not None and not callable(getattr(store, "append_if", None)):
+            # Found out at the first prepare, it failed with an AttributeError; a URL is the
+            # likely mistake.
+            hint = (" (open_store(url) / open_async_store(url) from contextwright.session "
+                    "make one from a URL)" if isinstance(store, str) else "")
+            raise ConfigurationError(f"store must be a Store or an AsyncStore, not "
+                                     f"{type(store).__name__}{hint}")
         super().__init__(
             modes=modes, plans=plans, router=router, classifier=classifier, system=system,
             tokenizer=tokenizer, sources=sources, summarizer=summarizer, budget=budget,

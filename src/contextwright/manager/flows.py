@@ -116,6 +116,43 @@ def _check_count(name: str, value: object, *, minimum: int) -> None:
         raise InvalidInputError(f"{name} must be an integer >= {minimum}")
 
 
+def _check_parts(*, modes: object, plans: object, sources: object, summarizer: object,
+                 recaller: object, clock: object) -> None:
+    """Refuse, when the manager is made, a part of the wrong kind (``ConfigurationError``).
+
+    Each had failed later with a plain Python error, or not at all: a summariser or recaller
+    that cannot be called failed every summary update or recall quietly (logged only), and a
+    clock that is not a function failed every ``prepare``.
+    """
+    if modes is not None and not isinstance(modes, ModesConfig | str | Path):
+        hint = (" (for settings as data: modes=modes_from_mapping(...), from "
+                "contextwright.modes.config)" if isinstance(modes, Mapping) else "")
+        raise ConfigurationError(f"modes must be a ModesConfig or a config file's path, not "
+                                 f"{type(modes).__name__}{hint}")
+    if plans is not None and not (isinstance(plans, Mapping) and all(
+            isinstance(plan, BuildPlan | str | Path) for plan in plans.values())):
+        raise ConfigurationError("plans must map mode names to a BuildPlan, a shipped plan's "
+                                 "name or a plan file's path")
+    if isinstance(sources, str | bytes | Mapping) or not isinstance(sources, Iterable):
+        raise ConfigurationError(f"sources must be a list of sources, not "
+                                 f"{type(sources).__name__}")
+    for name, given, method in (("summarizer", summarizer, "summarize"),
+                                ("recaller", recaller, "rank")):
+        if given is not None and not callable(getattr(given, method, None)):
+            raise ConfigurationError(f"{name} must have a {method}() method, not "
+                                     f"{type(given).__name__}")
+    if not callable(clock):
+        raise ConfigurationError(f"clock must be a function returning the time, not "
+                                 f"{type(clock).__name__}")
+
+
+def _check_sources(sources: tuple[object, ...]) -> None:
+    for index, source in enumerate(sources):
+        if not isinstance(source, ContextSource):
+            raise ConfigurationError(f"sources[{index}] must be a source (a namespace and "
+                                     f"build()), not {type(source).__name__}")
+
+
 def _check_target(target: object) -> None:
     """Refuse a rendering the budget cannot be counted for, before the message is stored.
 
@@ -220,6 +257,8 @@ class SessionFlows:
                  recall_cache_messages: int = 100_000, cache: CachePolicy | bool = True,
                  clock: Callable[[], float] = time.time,
                  snapshots: SnapshotRecorder | SnapshotSink | None = None) -> None:
+        _check_parts(modes=modes, plans=plans, sources=sources, summarizer=summarizer,
+                     recaller=recaller, clock=clock)
         self.snapshots = as_recorder(snapshots)
         _check_count("max_read_messages", max_read_messages, minimum=1)
         _check_count("summary_max_tokens", summary_max_tokens, minimum=1)
@@ -239,6 +278,7 @@ class SessionFlows:
         self.tokenizer: CountingTokenizer = get_tokenizer(tokenizer)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self._sources = tuple(sources)
+        _check_sources(self._sources)
         unknown = sorted(set(plans or {}) - set(self.modes.modes))
         if unknown:
             raise PlanError(f"plans given for unknown modes: {unknown}")
