@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from contextwright.errors import CorruptRecordError
 from contextwright.manager import ContextManager
 from contextwright.modes import SLIDING_WINDOW
 from contextwright.modes.zones import Zones, plan_steps, render_zone, update_task
+from contextwright.session.state import SessionState
 
 LINE = 200
 """The longest goal or step line (``zones.GOAL_CHARS``)."""
@@ -128,3 +130,17 @@ def test_a_failed_call_does_no_step_and_its_retry_does() -> None:
     # The refund did not happen: the zone does not say it did, and the task is not over.
     assert (task.done, task.next, task.closed) == (("look up order 20241001 (get_order)",),
                                                    ("refund it",), False)
+
+
+@pytest.mark.parametrize("zones", [
+    {"task": {"last_call": ["get_order"]}},
+    {"facts": "20241001"},
+    {"handoffs": "Earlier: …"},
+    {"task": {"done": "look up order"}},
+    {"task": {"next": [1, 2]}},
+])
+def test_a_zones_document_of_another_shape_reads_as_malformed(zones: dict[str, Any]) -> None:
+    # A text where a list belongs had been read letter by letter (a facts zone of digits), and a
+    # short call pair had raised IndexError.
+    with pytest.raises(CorruptRecordError):
+        SessionState.from_dict({"zones": zones})

@@ -131,13 +131,20 @@ class Zones:
 
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> Zones:
-        """Inverse of ``to_dict``."""
+        """Inverse of ``to_dict``; ``TypeError`` / ``ValueError`` for a document of another shape.
+
+        A text where a list of texts belongs would be read character by character (a facts
+        zone of letters), and a call of another length fail with an untyped ``IndexError``:
+        both are refused, so the state reads as malformed (``CorruptRecordError``).
+        """
         task = data.get("task") or {}
         last = task.get("last_call")
+        if last and (not isinstance(last, list | tuple) or len(last) != 2):
+            raise ValueError("task.last_call must be a (name, arguments) pair")
         return Zones(
-            facts=tuple(data.get("facts", ())), handoffs=tuple(data.get("handoffs", ())),
-            task=Task(goal=task.get("goal", ""), done=tuple(task.get("done", ())),
-                      next=tuple(task.get("next", ())), closed=bool(task.get("closed", False)),
+            facts=_texts(data, "facts"), handoffs=_texts(data, "handoffs"),
+            task=Task(goal=task.get("goal", ""), done=_texts(task, "done"),
+                      next=_texts(task, "next"), closed=bool(task.get("closed", False)),
                       last_call=(str(last[0]), str(last[1])) if last else None),
             tools=tuple(ToolRecord(**record) for record in data.get("tools", ())),
             superseded=tuple((str(old), str(new)) for old, new in data.get("superseded", ())),
@@ -151,6 +158,14 @@ class Zones:
             current = replaced[current]
             seen.add(current)
         return None if current == fact else current
+
+
+def _texts(data: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    """The list of texts ``data[name]`` (none when absent), or ``TypeError``."""
+    value = data.get(name) or ()
+    if not isinstance(value, list | tuple) or not all(isinstance(text, str) for text in value):
+        raise TypeError(f"{name} must be a list of texts")
+    return tuple(value)
 
 
 def add_facts(zones: Zones, facts: Iterable[str]) -> Zones:
