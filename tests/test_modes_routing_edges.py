@@ -11,6 +11,7 @@ import pytest
 from contextwright.errors import ClassifierError, ConfigurationError, PlanError
 from contextwright.manager import ContextManager
 from contextwright.modes import (
+    RAG_ENHANCED,
     SLIDING_WINDOW,
     STRUCTURED,
     Classification,
@@ -134,3 +135,21 @@ def test_a_classifier_without_classify_or_name_is_refused_when_made(classifier: 
 def test_a_router_that_is_not_one_is_refused_when_made(router: Any) -> None:
     with pytest.raises(ConfigurationError, match="router must be a Router"):
         ContextManager(router=router)
+
+
+_STOCK_TASK = ("Please check the stock first, then email the supplier\ncheck the stock\n"
+               "email the supplier")
+
+
+@pytest.mark.parametrize(("text", "mode"), [
+    # A request verb any request has ties the message to no task ...
+    ("Can you check the refund policy?", RAG_ENHANCED),
+    ("I need to know your shipping times, I have a trip", RAG_ENHANCED),
+    # ... the task's own words still do.
+    ("please also check the price of the stock item", STRUCTURED),
+    ("OK, email the supplier about the order now", STRUCTURED),
+])
+def test_a_request_verb_alone_does_not_tie_a_message_to_the_open_task(text: str,
+                                                                     mode: str) -> None:
+    decision = Router().route(text, STRUCTURED, open_task=_STOCK_TASK)
+    assert decision.mode == mode

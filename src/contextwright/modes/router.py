@@ -206,6 +206,13 @@ def _checked_answer(answer: object, name: str) -> tuple[str, float]:
 # Words too common to tie a message to a task: step words, and Chinese function characters
 # (the bigrams "帮我", "一下", "先查" are in every other request).
 _STEP_WORDS = frozenset(("first", "then", "next", "after", "final", "finalli", "second", "step"))
+# English request verbs and fillers, as analysed (stemmed): like 查, 看, 问, 说 and 做 in
+# Chinese, they are in any request ("Can you check the refund policy?" during "check the
+# stock, then email the supplier") and tie it to no task.
+_REQUEST_WORDS = frozenset((
+    "check", "look", "tell", "find", "show", "give", "make", "help", "want", "need", "have",
+    "know", "like", "also", "just", "come", "some", "thing", "again", "sure", "okai",
+    "actualli", "realli"))
 _FUNCTION_CHARS = frozenset("我你您他她它们的了吗呢吧啊呀一下个这那是在有和就都也还"
                             "帮请要想能可以把给让先再然后查看问说去来做")
 
@@ -232,4 +239,4 @@ def _topic_terms(text: str) -> set[str]:
 def _is_topic(term: str) -> bool:
     if any(is_cjk_char(char) for char in term):
         return not any(char in _FUNCTION_CHARS for char in term)
-    return len(term) >= 4 and term not in _STEP_WORDS
+    return len(term) >= 4 and term not in _STEP_WORDS and term not in _REQUEST_WORDS
