@@ -24,7 +24,7 @@ from contextwright.core.items import ContextItem, Layer, Message, check_text
 from contextwright.core.request import Request, check_score
 from contextwright.core.source import AddedSource, SourceTraits
 from contextwright.core.versions import VersionKey, version_key
-from contextwright.errors import PlanError
+from contextwright.errors import InvalidInputError, PlanError
 from contextwright.recall.bm25 import TurnPostings
 from contextwright.sources.options import DocumentOptions
 
@@ -43,6 +43,27 @@ def document_message(text: str) -> Message:
     know it (``FinalContext.documents``), never by anything a caller's message could say.
     """
     return Message(role="assistant", content=text)
+
+
+def check_document(doc: Any, index: int) -> None:
+    """Refuse a request document whose fields have the wrong types (``InvalidInputError``).
+
+    Checked before the versions of an id are compared: a ``version`` given as text ("10"
+    against "9") or a number below 0 would pick the wrong version without a word, and a
+    timestamp that is not text (a ``datetime``) would fail the comparison with an error that
+    names no document. The message names the field, never its value.
+    """
+    where = f"documents[{index}]"
+    check_text(doc.text, f"{where}.text")
+    check_text(doc.id, f"{where}.id")
+    for name in ("source", "timestamp"):
+        value = getattr(doc, name)
+        if value is not None:
+            check_text(value, f"{where}.{name}")
+    version = doc.version
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version < 0):
+        raise InvalidInputError(f"{where}.version must be a whole number, 0 or more")
 
 
 def newest_per_id(versions: Iterable[tuple[str, int | None, str | None]]) -> list[int]:
@@ -104,17 +125,13 @@ class DocumentSource:
         rank_by = options.get("rank", "relevance")
         if rank_by not in RANKS:
             raise PlanError(f"rag: rank must be one of {', '.join(RANKS)}, not {rank_by!r}")
+        for index, doc in enumerate(request.documents):
+            check_document(doc, index)
         kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
         yield from superseded(request, kept, self.namespace)
         docs = [(index, request.documents[index]) for index in kept]
-        scores: dict[int, float | None] = {}
-        for index, doc in docs:
-            check_text(doc.text, f"documents[{index}].text")
-            for field in ("id", "source", "timestamp"):
-                value = getattr(doc, field)
-                if value is not None:
-                    check_text(value, f"documents[{index}].{field}")
-            scores[index] = check_score(doc.score, f"documents[{index}].score")
+        scores = {index: check_score(doc.score, f"documents[{index}].score")
+                  for index, doc in docs}
         scored = any(score is not None for score in scores.values())
         if scored:
             docs.sort(key=lambda entry: (-(scores[entry[0]] or 0.0), entry[0]))

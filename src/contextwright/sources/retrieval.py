@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple
 
 from contextwright.core.cutting import cut_around_keywords
-from contextwright.core.items import ContextItem, Layer, check_text
+from contextwright.core.items import ContextItem, Layer
 from contextwright.core.request import Request
 from contextwright.core.versions import VersionKey, version_key
 from contextwright.errors import InvalidInputError, PlanError
@@ -52,6 +52,7 @@ from contextwright.retrieval import (
 from contextwright.retrieval.retriever import text_key
 from contextwright.retrieval.text import content_hash
 from contextwright.sources.documents import (
+    check_document,
     document_message,
     newest_per_id,
     omitted_document,
@@ -405,12 +406,8 @@ def _request_documents(request: Request) -> list[SourceDocument]:
 
 
 def _source_document(index: int, doc: Any) -> SourceDocument:
-    text = check_text(doc.text, f"documents[{index}].text")
-    for name in ("id", "source", "timestamp"):
-        value = getattr(doc, name)
-        if value is not None:
-            check_text(value, f"documents[{index}].{name}")
-    return SourceDocument(id=doc.id, text=text, title=doc.source, timestamp=doc.timestamp,
+    check_document(doc, index)
+    return SourceDocument(id=doc.id, text=doc.text, title=doc.source, timestamp=doc.timestamp,
                           version=doc.version)
 
 
