@@ -2,14 +2,17 @@
 
 Paragraphs are packed whole while they fit; a paragraph longer than a chunk is split at sentence
 ends (English ``.!?;`` and Chinese ``。！？；``), and a sentence longer than a chunk is cut by
-tokens. Every chunk remembers where it came from — document id and title, the paragraphs it
-spans, its character span, the document's version and timestamp — so the context can say
-``refund_policy.md §2`` and adjacent chunks can be merged back into one passage. Token counts
-come from the exact tokenizer the build uses.
+tokens. Lines that break in mid-sentence (text wrapped at a fixed width) are packed as
+sentences, so a chunk never ends inside a sentence that fits in one. Every chunk remembers
+where it came from — document id and title, the paragraphs (lines) it spans, its character
+span, the document's version and timestamp — so the context can say ``refund_policy.md §2``
+and adjacent chunks can be merged back into one passage. Token counts come from the exact
+tokenizer the build uses.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -64,6 +67,12 @@ class _Span:
     start: int
     end: int
     paragraph: int
+    last_paragraph: int = -1
+    """The paragraph the span ends in (-1: the one it starts in)."""
+
+    @property
+    def final_paragraph(self) -> int:
+        return self.paragraph if self.last_paragraph < 0 else self.last_paragraph
 
 
 def paragraph_spans(text: str) -> list[_Span]:
@@ -105,19 +114,72 @@ def _token_spans(text: str, span: _Span, limit: int, tokenizer: CountingTokenize
     return pieces
 
 
+# A line that ends a sentence (closing quotes and brackets may follow its mark).
+_ENDS_SENTENCE = re.compile(r"""[.!?;:。！？；：…]["'’”」』)\]）]*$""")
+
+
+def _blocks(text: str, lines: list[_Span]) -> list[list[_Span]]:
+    """The lines in runs that make one stretch of prose.
+
+    A line runs on into the next when no blank line parts them and it ends no sentence: text
+    wrapped at a fixed width, as a PDF's or an e-mail's lines are, breaks lines in the middle
+    of sentences.
+    """
+    blocks: list[list[_Span]] = []
+    for line in lines:
+        if blocks and _runs_on(text, blocks[-1][-1], line):
+            blocks[-1].append(line)
+        else:
+            blocks.append([line])
+    return blocks
+
+
+def _runs_on(text: str, line: _Span, following: _Span) -> bool:
+    return (text.count("\n", line.end, following.start) == 1
+            and not _ENDS_SENTENCE.search(text, line.start, line.end))
+
+
 def _units(text: str, limit: int, tokenizer: CountingTokenizer) -> list[_Span]:
-    """Paragraphs that fit a chunk, else their sentences, else token-cut pieces."""
+    """Paragraphs that fit a chunk, else their sentences, else token-cut pieces.
+
+    Lines wrapped in mid-sentence are read as sentences, each whole while it fits a chunk
+    (else cut at its line ends first): their paragraphs are not known.
+    """
     units: list[_Span] = []
-    for paragraph in paragraph_spans(text):
-        if tokenizer.count(text[paragraph.start : paragraph.end]) <= limit:
-            units.append(paragraph)
+    for block in _blocks(text, paragraph_spans(text)):
+        whole = _Span(block[0].start, block[-1].end, block[0].paragraph, block[-1].paragraph)
+        if len(block) == 1 and tokenizer.count(text[whole.start : whole.end]) <= limit:
+            units.append(whole)
             continue
-        for sentence in _sentence_spans(text, paragraph):
-            if tokenizer.count(text[sentence.start : sentence.end]) <= limit:
-                units.append(sentence)
-            else:
-                units.extend(_token_spans(text, sentence, limit, tokenizer))
+        line_ends = [line.end for line in block]
+        for sentence in _sentence_spans(text, whole):
+            pieces = _lines_of(sentence, block, line_ends)
+            if len(pieces) > 1 and tokenizer.count(text[sentence.start : sentence.end]) <= limit:
+                units.append(_Span(sentence.start, sentence.end, pieces[0].paragraph,
+                                   pieces[-1].paragraph))
+                continue
+            for piece in pieces:
+                if tokenizer.count(text[piece.start : piece.end]) <= limit:
+                    units.append(piece)
+                else:
+                    units.extend(_token_spans(text, piece, limit, tokenizer))
     return units
+
+
+def _lines_of(sentence: _Span, block: list[_Span], line_ends: list[int]) -> list[_Span]:
+    """The parts of ``sentence`` in each line of ``block`` it spans, each with its paragraph.
+
+    ``line_ends`` are the lines' ends, for a binary search: a long wrapped text is one block
+    of thousands of lines and sentences.
+    """
+    parts = []
+    index = bisect.bisect_right(line_ends, sentence.start)
+    while index < len(block) and block[index].start < sentence.end:
+        line = block[index]
+        parts.append(_Span(max(line.start, sentence.start), min(line.end, sentence.end),
+                           line.paragraph))
+        index += 1
+    return parts
 
 
 def chunk_document(document: SourceDocument, tokenizer: CountingTokenizer, *,
@@ -144,5 +206,5 @@ def _make_chunk(document: SourceDocument, text: str, group: list[_Span], index: 
     start, end = group[0].start, group[-1].end
     body = text[start:end]
     return Chunk(doc_id=document.id, index=index, text=body, start=start, end=end,
-                 paragraph_start=group[0].paragraph, paragraph_end=group[-1].paragraph,
+                 paragraph_start=group[0].paragraph, paragraph_end=group[-1].final_paragraph,
                  tokens=tokenizer.count(body))
