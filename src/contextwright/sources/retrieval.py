@@ -285,8 +285,12 @@ class RetrievalSource:
         return _Shown(_top_then_fill(_distinct_texts(found, dropped), settings), dropped)
 
     def _index_for(self, documents: list[SourceDocument], chunk_size: int) -> Retriever:
-        # Ids are unique here (newest per id): one order whatever the request's.
-        key = (chunk_size, *(_document_key(d) for d in sorted(documents, key=lambda d: d.id)))
+        # Ids are unique here (newest per id): one order whatever the request's. The index is
+        # built in that order too, since rows break ties between equal scores: built in the
+        # order of whichever request came first, the same request kept another passage
+        # depending on what the cache had seen.
+        documents = sorted(documents, key=lambda d: d.id)
+        key = (chunk_size, *(_document_key(d) for d in documents))
         with self._lock:
             retriever = self._indexes.get(key)
             if retriever is not None:
