@@ -93,6 +93,21 @@ _SIGN_TAIL = r"(?:" + _CJK_MAGNITUDES + r"(?:元|円|원)?|元|円|원|bn|mn|[Kk
 
 _MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
            "December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec")
+# Month names of the languages that write the day first, in any case: French, German, Spanish,
+# Italian, Portuguese, Dutch, and Russian in the genitive ("3 mars 2024", "3. März 2024",
+# "15 de marzo de 2024", "3 марта 2024 г."). Without them only the year of such a date was a
+# fact, and a summary could move the day unnoticed.
+_DAY_FIRST_MONTHS = (
+    "janvier|février|fevrier|mars|avril|mai|juin|juillet|août|aout|septembre|octobre|novembre"
+    "|décembre|decembre|Januar|Jänner|Februar|März|Maerz|April|Juni|Juli|August|Oktober"
+    "|Dezember|enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|setiembre"
+    "|octubre|noviembre|diciembre|gennaio|febbraio|aprile|maggio|giugno|luglio|settembre"
+    "|ottobre|dicembre|janeiro|fevereiro|março|marco|maio|junho|julho|setembro|outubro"
+    "|dezembro|januari|februari|maart|mei|augustus|december|января|февраля|марта|апреля|мая"
+    "|июня|июля|августа|сентября|октября|ноября|декабря"
+)
+_DAY_FIRST_DATE = (r"(?:1er|\d{1,2}\.?)\s(?:de\s)?(?i:" + _DAY_FIRST_MONTHS
+                   + r")(?![^\W\d_])(?:,?\s(?:de\s)?\d{4}(?:\sг\.?)?)?")
 # "午后" is also the Japanese "午後" folded ("午後3時30分").
 _DAYPART = r"(?:上午|下午|晚上|早上|中午|凌晨|傍晚|午前|午后)"
 _CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?(?:\s?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.))?"
@@ -126,6 +141,7 @@ _DATES = [
     r"\d{4}年\d{1,2}月",
     r"(?:" + _MONTHS + r")\.?\s\d{1,2}(?:st|nd|rd|th)?(?:,?\s\d{4})?",
     r"\d{1,2}(?:st|nd|rd|th)?\s(?:" + _MONTHS + r")\.?(?:,?\s\d{4})?",
+    _DAY_FIRST_DATE,
     _CLOCK,
     r"\d{1,2}\s?(?:[AaPp][Mm]|[AaPp]\.[Mm]\.)",
     _ZH_TIME,
@@ -265,6 +281,13 @@ _KEYED_ID = (_ID_KEYWORDS + r"\s?(?:(?i:is|was)\s|为|是|は|는|은|:|#|=)?\s?
              + r"[A-Za-z0-9][A-Za-z0-9_-]{3,})" + _Z)
 # The lookahead (a digit before the token ends) keeps plain words from reaching ``_is_code``.
 _CODE = _A + r"(?<![_#-])(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*" + _Z
+# An id whose parts are joined by slashes, as invoices and case files are numbered
+# ("INV/2024/00123", "FV/2024/03/0012", "GST/23-24/0042"): one value, never its pieces.
+# It opens with a letter and not inside a path ("/srv/backups/2024/001" stays numbers), and
+# ``_is_slashed_id`` wants a number of three or more digits in it ("TCP/IP", "km/h" and
+# "api/v2/users" are none).
+_SLASHED_ID = (r"(?<![A-Za-z0-9/._-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*"
+               r"(?:/[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*){1,6}" + _Z + r"(?!/)")
 # A dotted run of numbers (IP address, version: "192.168.1.1", "10.0.19045") is one number; a
 # number never ends where ".digit" goes on, so no piece ("192.168") of one is a fact of its own.
 # A piece of a grouped number is never one of its own: no number starts right after a digit
@@ -318,6 +341,12 @@ def _is_code(token: str) -> bool:
     has_digit = any(ch.isdigit() for ch in token)
     has_alpha = any(ch.isalpha() for ch in token)
     return has_digit and has_alpha and alnum >= 4 and not _ORDINAL.fullmatch(token)
+
+
+def _is_slashed_id(token: str) -> bool:
+    """A slash-joined id: one of its parts is a number of three or more digits."""
+    return any(len(part) >= 3 and part.isdigit()
+               for piece in token.split("/") for part in piece.split("-"))
 
 
 def _is_keyed_id(token: str) -> bool:
@@ -413,6 +442,8 @@ def _rules() -> tuple[_Rule, ...]:
         _Rule(kind="code", pattern=re.compile(_IBAN), accept=_is_iban,
               gate=re.compile(r"[A-Z]{2}\d{2}")),
         _Rule(kind="code", pattern=re.compile(_CODE), accept=_is_code, gate=_DIGIT),
+        _Rule(kind="code", pattern=re.compile(_SLASHED_ID), accept=_is_slashed_id,
+              gate=re.compile(r"[A-Za-z][A-Za-z0-9-]*/")),
         _Rule(kind="number", pattern=re.compile(_HYPHENATED), accept=_is_hyphenated_number,
               gate=_DIGIT),
         _Rule(kind="number", pattern=re.compile(_NUMBER), accept=_has_three_digits,
