@@ -103,15 +103,39 @@ def _sentence_spans(text: str, span: _Span) -> list[_Span]:
     return pieces
 
 
+_CHARS_PER_TOKEN_GUESS = 8
+"""A first window of this many characters per token holds ``limit`` tokens of almost any text;
+a window that turns out to fit whole is doubled."""
+
+
 def _token_spans(text: str, span: _Span, limit: int, tokenizer: CountingTokenizer) -> list[_Span]:
-    """Cut one over-long sentence into prefixes of at most ``limit`` tokens."""
+    """Cut one over-long sentence into prefixes of at most ``limit`` tokens.
+
+    Each prefix is taken from a window a few times its size, not from the rest of the
+    sentence: a tokenizer reads what it is given, and a long run without sentence ends (base64,
+    minified JSON, Chinese without punctuation) would be read once per chunk, quadratic time.
+    """
     pieces: list[_Span] = []
     position = span.start
     while position < span.end:
-        head = tokenizer.truncate(text[position : span.end], limit) or text[position]
+        head = _head(text[position : span.end], limit, tokenizer) or text[position]
         pieces.append(_Span(position, position + len(head), span.paragraph))
         position += len(head)
     return pieces
+
+
+def _head(rest: str, limit: int, tokenizer: CountingTokenizer) -> str:
+    """The longest prefix of at most ``limit`` tokens of a window of ``rest``.
+
+    The window is one the prefix does not fill, or the whole of ``rest`` when that fits.
+    """
+    window = limit * _CHARS_PER_TOKEN_GUESS
+    while True:
+        piece = rest[:window]
+        head = tokenizer.truncate(piece, limit)
+        if len(head) < len(piece) or len(piece) == len(rest):
+            return head
+        window *= 2
 
 
 # A line that ends a sentence (closing quotes and brackets may follow its mark).
