@@ -160,10 +160,32 @@ class CachedEmbedder:
         fresh: dict[str, Any] = {}
         for start in range(0, len(items), self.batch_size):
             part = items[start : start + self.batch_size]
-            vectors = np.asarray(encode([texts[i] for _, i in part]), dtype=np.float32)
+            vectors = self._checked(encode([texts[i] for _, i in part]), len(part))
             self.cache.put(model, [key for key, _ in part], vectors, persist=not query)
             fresh.update(zip((key for key, _ in part), vectors, strict=True))
         return fresh
+
+    def _checked(self, vectors: Any, count: int) -> Any:
+        """The embedder's answer for ``count`` texts as float32 rows, or a ``ContextwrightError``.
+
+        Checked before anything is cached: a vector holding NaN makes every similarity NaN, and
+        a NaN passes no threshold, so its passage would silently never be found again — for
+        ever, once the vector is in the SQLite cache. A wrong shape is the embedder's fault
+        and is named as such, not left to fail later in numpy.
+        """
+        try:
+            array = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ContextwrightError(f"embedder {self.name!r} returned something that is not "
+                                     "an array of vectors") from None
+        if array.shape != (count, self.dim):
+            raise ContextwrightError(f"embedder {self.name!r} returned vectors of shape "
+                                     f"{array.shape} for {count} texts (expected "
+                                     f"({count}, {self.dim}))")
+        if not np.isfinite(array).all():
+            raise ContextwrightError(f"embedder {self.name!r} returned a vector that is not "
+                                     "finite (NaN or infinity)")
+        return array
 
     def _embed(self, texts: Sequence[str], *, query: bool) -> Any:
         model = ("query:" if query else "") + self.inner.name
