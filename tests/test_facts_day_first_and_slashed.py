@@ -1,6 +1,7 @@
 """Dates written day first with a month name in French, German, Spanish, Italian, Portuguese,
-Dutch or Russian, and ids joined by slashes, are whole facts: only their year (or their
-numbers) had been, so a summary that moved the day or changed the invoice's prefix passed."""
+Dutch or Russian, ids joined by slashes and grouped numbers with check digits (a CPF) are whole
+facts: only their year, their numbers or the number without its check digits had been, so a
+summary that moved the day, changed the invoice's prefix or the check digits passed."""
 
 from __future__ import annotations
 
@@ -61,3 +62,18 @@ def test_a_summary_that_alters_the_value_is_refused(said: str, summarised: str) 
 
     with pytest.raises(SummaryError, match="lost"):
         verified(Altering(), None, [Message(role="user", content=said)], language="auto")
+
+
+@pytest.mark.parametrize(("text", "fact"), [
+    ("CPF 123.456.789-09 confirmado.", "123.456.789-09"),
+    ("CNPJ 12.345.678/0001-90.", "12.345.678/0001-90"),
+    ("Ref: 2024/03/15-001", "2024/03/15-001"),
+])
+def test_a_grouped_number_keeps_its_check_digits(text: str, fact: str) -> None:
+    assert extract_facts(text) == (fact,)
+    assert missing_facts("CPF 123.456.789-10", ["123.456.789-09"])
+
+
+@pytest.mark.parametrize("text", ["pages 1.5-2", "score 3/4-5"])
+def test_a_short_grouped_number_is_still_no_fact(text: str) -> None:
+    assert extract_facts(text) == ()

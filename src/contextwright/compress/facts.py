@@ -300,6 +300,12 @@ _NUMBER = (r"(?<![A-Za-z0-9.,])(?<!\d[\u00a0\u202f\u2009'’])(?:\d+(?:\.\d+){2,
 # hyphenated token (a code such as "ORD-2024-001" is the code rule's).
 _HYPHENATED = r"(?<![A-Za-z0-9.,_-])[0-9]+(?:-[0-9]+)+(?![A-Za-z0-9_]|[.,-][0-9])"
 
+# A number in three or more groups of dots or slashes that ends in hyphenated check digits, as
+# Brazil writes a CPF ("123.456.789-09") or a CNPJ ("12.345.678/0001-90"), or a dated reference
+# ("2024/03/15-001"): one value. Without this rule the check digits fell off ("123.456.789"
+# was the fact), so a summary that changed them passed.
+_CHECKED_NUMBER = (r"(?<![A-Za-z0-9.,/_-])\d+(?:[./]\d+){2,}(?:-\d+)+"
+                   r"(?![A-Za-z0-9_]|[.,/-]\d)")
 _URL_TAIL = ".,;:!?)]}'\""
 _ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")
 
@@ -365,6 +371,11 @@ def _is_iban(token: str) -> bool:
 
 def _has_three_digits(token: str) -> bool:
     return sum(ch.isdigit() for ch in token) >= 3
+
+
+def _has_six_digits(token: str) -> bool:
+    # "1.2.3-4" (a version and a step) is no such number; the shortest checked ids have more.
+    return sum(ch.isdigit() for ch in token) >= 6
 
 
 def _is_hyphenated_number(token: str) -> bool:
@@ -446,6 +457,8 @@ def _rules() -> tuple[_Rule, ...]:
               gate=re.compile(r"[A-Za-z][A-Za-z0-9-]*/")),
         _Rule(kind="number", pattern=re.compile(_HYPHENATED), accept=_is_hyphenated_number,
               gate=_DIGIT),
+        _Rule(kind="number", pattern=re.compile(_CHECKED_NUMBER), accept=_has_six_digits,
+              gate=re.compile(r"\d[./]\d+-\d")),
         _Rule(kind="number", pattern=re.compile(_NUMBER), accept=_has_three_digits,
               gate=_DIGIT),
     )
