@@ -45,6 +45,16 @@ def document_message(text: str) -> Message:
     return Message(role="assistant", content=text)
 
 
+BLANK = "its text is empty"
+"""Why a document whose text is empty or only whitespace is left out: shown, it would be a
+fenced block with nothing in it, tokens that say nothing."""
+
+
+def is_blank(text: str) -> bool:
+    """Whether a document's text holds nothing to show."""
+    return not text.strip()
+
+
 def check_document(doc: Any, index: int) -> None:
     """Refuse a request document whose fields have the wrong types (``InvalidInputError``).
 
@@ -129,7 +139,11 @@ class DocumentSource:
             check_document(doc, index)
         kept = newest_per_id((doc.id, doc.version, doc.timestamp) for doc in request.documents)
         yield from superseded(request, kept, self.namespace)
-        docs = [(index, request.documents[index]) for index in kept]
+        for index in kept:
+            if is_blank(request.documents[index].text):
+                yield omitted_document(self.namespace, index, BLANK)
+        docs = [(index, request.documents[index]) for index in kept
+                if not is_blank(request.documents[index].text)]
         scores = {index: check_score(doc.score, f"documents[{index}].score")
                   for index, doc in docs}
         scored = any(score is not None for score in scores.values())

@@ -52,8 +52,10 @@ from contextwright.retrieval import (
 from contextwright.retrieval.retriever import text_key
 from contextwright.retrieval.text import content_hash
 from contextwright.sources.documents import (
+    BLANK,
     check_document,
     document_message,
+    is_blank,
     newest_per_id,
     omitted_document,
     superseded,
@@ -243,7 +245,8 @@ class RetrievalSource:
                 continue
             same = shown_text.get(text_key(doc.text))
             # Named by position: a reason is kept in clear by a redacting recorder, an id not.
-            why = (f"its text repeats that of documents[{same}]" if same is not None
+            why = (BLANK if is_blank(doc.text)
+                   else f"its text repeats that of documents[{same}]" if same is not None
                    else _dropped_reason(shown.dropped.get(doc.id), position, showing)
                    or _not_retrieved(settings))
             yield omitted_document(self.namespace, index, why)
