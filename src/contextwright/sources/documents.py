@@ -4,7 +4,8 @@ Documents are untrusted data: each is fenced and labelled, and each provider ren
 form that provider has for documents (Anthropic ``search_result`` blocks; elsewhere a fenced message
 in the assistant's voice, as a retrieval step would have put it, so no document text is ever in the
 user's or the system's role), never a tool call the request did not define. A document id seen
-twice keeps its newest version (``core.versions``: the retriever's rule). Long documents are cut
+twice keeps its newest version (``core.versions``: the retriever's rule), and a text given twice
+(whitespace aside) is shown once, as its best-ranked copy. Long documents are cut
 around the query.
 
 Which documents are kept when not all fit: with scores, the best-scored first, rendered best
@@ -16,6 +17,7 @@ default, as just described) or ``given`` (keep the first documents as given).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -53,6 +55,16 @@ fenced block with nothing in it, tokens that say nothing."""
 def is_blank(text: str) -> bool:
     """Whether a document's text holds nothing to show."""
     return not text.strip()
+
+
+def same_text_key(text: str) -> bytes:
+    """What tells two documents' texts apart: a digest of the whitespace-normalised text.
+
+    A retriever that returns one passage twice (two queries, two ids) would otherwise have it
+    shown twice, paying its tokens twice; the retrieval source compares texts the same way.
+    """
+    normalised = " ".join(text.split()).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(normalised, digest_size=16).digest()
 
 
 def check_document(doc: Any, index: int) -> None:
@@ -149,6 +161,16 @@ class DocumentSource:
         scored = any(score is not None for score in scores.values())
         if scored:
             docs.sort(key=lambda entry: (-(scores[entry[0]] or 0.0), entry[0]))
+        first_of: dict[bytes, int] = {}
+        distinct = []
+        for index, doc in docs:  # best first: the best-ranked copy of a text is the one shown
+            first = first_of.setdefault(same_text_key(doc.text), index)
+            if first == index:
+                distinct.append((index, doc))
+            else:
+                yield omitted_document(self.namespace, index,
+                                       f"its text repeats that of documents[{first}]")
+        docs = distinct
         shown_at = {index: place for place, (index, _) in enumerate(docs)}
         if not scored and rank_by == "relevance" and len(docs) > 1:
             docs = [docs[at] for at in relevance_order([doc.text for _, doc in docs],
