@@ -25,13 +25,20 @@ Pure functions of their input; no I/O, no model.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from contextwright.analysis import HAN, cjk_class, is_cjk_char
-from contextwright.core.caches import call_bytes, memoized, register_cache
+from contextwright.core.caches import (
+    BoundedCache,
+    call_bytes,
+    memoized,
+    register_cache,
+    text_bytes,
+)
 
 __all__ = ["extract_facts", "fact_key", "fact_kind", "looks_like_fence_marker", "missing_facts",
            "without_framing"]
@@ -480,10 +487,19 @@ def extract_facts(text: str) -> tuple[str, ...]:
     """
     if len(text) <= _CACHED_CHARS:
         return _extract_cached(text)
-    return _extract(text)
+    # A long text (a pasted log, a fetched page) is read by a summary merge, its check and the
+    # rules of the user's statements, five or six times, at about a second per 150,000
+    # characters each: remembered by its digest, it is read once and the text is not kept.
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    found = _LONG_TEXTS.lookup(digest)
+    return found if found is not None else _LONG_TEXTS.put(digest, _extract(text))
 
 
 _CACHED_CHARS = 20_000
+_LONG_TEXTS: BoundedCache[bytes, tuple[str, ...]] = register_cache(
+    "compress.facts.extract_long", BoundedCache(
+        "compress.facts.extract_long", max_entries=256, share=0.005,
+        size=lambda _, facts: 16 + sum(map(text_bytes, facts)) + 60 * len(facts)))
 
 
 # A time of day on its own ("7:30pm", "8 PM", "下午3:30", "晚上8点") is a time, not a date: a
@@ -518,7 +534,7 @@ def _kind(fact: str) -> str:
     return "time" if kind == "date" and _TIME_ONLY.fullmatch(folded) else kind
 
 
-@memoized("compress.facts.extract", max_entries=4096, share=0.02, size=call_bytes)
+@memoized("compress.facts.extract", max_entries=4096, share=0.015, size=call_bytes)
 def _extract_cached(text: str) -> tuple[str, ...]:
     # A summary merge and its check both read the same messages; remember short texts only,
     # so the cache stays small (4,096 × 20,000 characters at the very most).
