@@ -488,8 +488,9 @@ def extract_facts(text: str) -> tuple[str, ...]:
     if len(text) <= _CACHED_CHARS:
         return _extract_cached(text)
     # A long text (a pasted log, a fetched page) is read by a summary merge, its check and the
-    # rules of the user's statements, five or six times, at about a second per 150,000
-    # characters each: remembered by its digest, it is read once and the text is not kept.
+    # rules of the user's statements, up to eight times: remembered by its digest, it is read
+    # once and the text is not kept. Facts too many for the cache's bound (thousands) are not
+    # remembered, and such a text is read again.
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
     found = _LONG_TEXTS.lookup(digest)
     return found if found is not None else _LONG_TEXTS.put(digest, _extract(text))
