@@ -69,3 +69,25 @@ def test_lines_that_end_sentences_and_lists_are_packed_as_before() -> None:
         assert re.fullmatch(r"(- item \d+ ships from warehouse \d on weekdays\n?)+", chunk.text)
         assert chunk.tokens <= 60
     assert " ".join(c.text for c in chunks).split() == items.split()
+
+
+def test_table_rows_and_numbered_items_stay_lines_of_their_own() -> None:
+    tokenizer = get_tokenizer("o200k_base")
+    rows = "\n".join(f"| {n} | Shipped. Signed by the front desk | warehouse {n % 7} |"
+                     for n in range(120))
+    for chunk in chunk_document(SourceDocument(id="t", text=rows), tokenizer, chunk_size=60):
+        assert chunk.text.startswith("| ") and chunk.text.endswith(" |")
+    numbered = "\n".join(f"{n}. Refund order {n} to the card on file" for n in range(1, 150))
+    for chunk in chunk_document(SourceDocument(id="n", text=numbered), tokenizer,
+                                chunk_size=60):
+        assert re.fullmatch(r"(\d+\. Refund order \d+ to the card on file\n?)+", chunk.text)
+
+
+@pytest.mark.parametrize("lead", [46, 62, 78])
+def test_chinese_wrapped_without_spaces_is_read_as_sentences(lead: int) -> None:
+    sentence = "收到商品后七个工作日内可以申请无理由退货，运费由买家承担。"
+    filler = "这是一段说明文字，用来占据篇幅。"
+    body = filler * lead + sentence + filler * 60
+    text = "\n".join(body[i : i + 23] for i in range(0, len(body), 23))
+    chunks = chunk_document(SourceDocument(id="z", text=text), get_tokenizer("o200k_base"))
+    assert any(sentence in chunk.text.replace("\n", "") for chunk in chunks)

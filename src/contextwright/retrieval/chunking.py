@@ -16,6 +16,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from contextwright.analysis import is_cjk_char
 from contextwright.errors import InvalidInputError
 from contextwright.tokens import CountingTokenizer
 
@@ -159,8 +160,25 @@ def _blocks(text: str, lines: list[_Span]) -> list[list[_Span]]:
 
 
 def _runs_on(text: str, line: _Span, following: _Span) -> bool:
-    return (text.count("\n", line.end, following.start) == 1
-            and not _ENDS_SENTENCE.search(text, line.start, line.end))
+    """Whether ``line``'s sentence goes on in ``following``.
+
+    Only a line that ends no sentence, followed after one line break by text that reads as
+    the rest of a sentence: a lower-case word or a number (not a numbered list's "2."), or,
+    in Chinese or Japanese, which wrap without spaces, more of the same script. A table row,
+    a list item or a heading's next line starts otherwise and stays a line of its own.
+    """
+    if (text.count("\n", line.end, following.start) != 1
+            or _ENDS_SENTENCE.search(text, line.start, line.end)):
+        return False
+    first = text[following.start]
+    if first.islower():
+        return True
+    if first.isdigit():
+        return _LIST_NUMBER.match(text, following.start) is None
+    return is_cjk_char(first) and is_cjk_char(text[line.end - 1])
+
+
+_LIST_NUMBER = re.compile(r"\d+[.)]\s")
 
 
 def _units(text: str, limit: int, tokenizer: CountingTokenizer) -> list[_Span]:
