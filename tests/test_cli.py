@@ -326,3 +326,19 @@ def test_a_group_called_with_nothing_still_shows_its_help() -> None:
     for args in ([], ["eval"], ["snapshots"]):
         result = CliRunner().invoke(app, args)
         assert "Usage:" in result.output and "error:" not in result.output, args
+
+
+def test_build_says_on_stderr_what_of_the_request_it_left_out(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("name: mine\nbudget: {window: 8000}\nsources:\n"
+                    "  - {source: system, weight: 0.1}\n  - {source: history, weight: 0.8}\n"
+                    "  - {source: user, weight: 0.1}\n", encoding="utf-8")
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"user_input": "hi", "tools": [{"type": "function", "function": {
+        "name": "get_weather", "description": "x",
+        "parameters": {"type": "object", "properties": {}}}}]}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["build", "--request", str(request), "--plan", str(plan)])
+    assert result.exit_code == 0
+    assert "warning: request.tools was given but plan 'mine' has no tools source" in (
+        result.stderr)
+    assert json.loads(result.stdout)["report"]["warnings"]

@@ -191,6 +191,11 @@ def _build(request_path: Path, plan_name: str | None, window: int | None,
         notes = [] if fmt == "text" else ctx.rendering_notes(fmt)  # type: ignore[arg-type]
         for line in [*ctx.report.warnings, *notes]:
             typer.echo(f"[ContextBuilder] warning: {line}", err=True)
+    else:
+        # The report in the output holds them too, but a part of the request the build left
+        # out (tools a plan has no source for...) must not go unnoticed by whoever ran it.
+        for line in ctx.report.warnings:
+            typer.echo(f"warning: {line}", err=True)
     output: dict[str, Any]
     if fmt == "text":
         output = {"text": ctx.to_text()}
