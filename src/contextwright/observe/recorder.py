@@ -24,7 +24,12 @@ from typing import Any, Protocol
 from contextwright.core.final import FinalContext
 from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
-from contextwright.errors import BudgetError, InvalidInputError, StoreUnavailable
+from contextwright.errors import (
+    BudgetError,
+    ConfigurationError,
+    InvalidInputError,
+    StoreUnavailable,
+)
 from contextwright.observe.sinks import SnapshotSink
 from contextwright.observe.snapshot import (
     BuildRecord,
@@ -422,4 +427,10 @@ def as_recorder(snapshots: SnapshotRecorder | SnapshotSink | None,
     """
     if snapshots is None or isinstance(snapshots, SnapshotRecorder):
         return snapshots
+    if not callable(getattr(snapshots, "write", None)):
+        # Taken as given, it failed every build's recording on the writer thread, logged only.
+        hint = " (a URL or path: use open_sink(url))" if isinstance(snapshots, str) else ""
+        raise ConfigurationError(
+            f"snapshots must be a SnapshotSink or a SnapshotRecorder, not "
+            f"{type(snapshots).__name__}{hint}")
     return SnapshotRecorder(snapshots, fence_secret=fence_secret)
