@@ -7,6 +7,7 @@ reaches. ``Request.from_dict`` validates a whole JSON request (the CLI and servi
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -220,7 +221,8 @@ def _as_document(doc: object, index: int) -> Document:
     try:
         model = _DocumentModel.model_validate(doc)
     except PydanticValidationError as exc:
-        described = _describe(exc, "a document must be an object {id, text, ...}")
+        described = _describe(exc, "a document must be an object {id, text, ...}",
+                              _DocumentModel)
         raise InvalidInputError(f"documents[{index}]: {described}") from None
     return Document(**model.model_dump())
 
@@ -255,8 +257,14 @@ class _RequestModel(BaseModel):
     images: list[dict[str, Any]] = []
 
 
+_NESTED: dict[tuple[type[BaseModel], str], type[BaseModel]] = {
+    (_RequestModel, "documents"): _DocumentModel, (_RequestModel, "examples"): _ExampleModel}
+"""The model of the objects in each list field that holds objects of a model."""
+
+
 def _describe(exc: PydanticValidationError,
-              not_an_object: str = "the request must be a JSON object") -> str:
+              not_an_object: str = "the request must be a JSON object",
+              model: type[BaseModel] = _RequestModel) -> str:
     """Name the failing fields without echoing their values.
 
     Input that is not an object at all gets ``not_an_object`` and what came instead, never
@@ -268,8 +276,22 @@ def _describe(exc: PydanticValidationError,
             parts.append(f"{not_an_object}, not {_json_kind(error['input'])}")
             continue
         location = ".".join(str(part) for part in error["loc"]) or "request"
-        parts.append(f"{location}: {error['msg']}")
+        hint = _closest_field(error["loc"], model) if error["type"] == "extra_forbidden" else ""
+        parts.append(f"{location}: {error['msg']}{hint}")
     return "; ".join(parts)
+
+
+def _closest_field(loc: tuple[int | str, ...], model: type[BaseModel]) -> str:
+    """`` (did you mean 'history'?)`` for a misspelt field at ``loc`` of ``model``, else ''."""
+    *parents, given = loc
+    for parent in parents:  # a list of objects: the field holding it names their model
+        if isinstance(parent, str):
+            inner = _NESTED.get((model, parent))
+            if inner is None:
+                return ""
+            model = inner
+    close = difflib.get_close_matches(str(given), tuple(model.model_fields), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _json_kind(value: object) -> str:
