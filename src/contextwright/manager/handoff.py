@@ -70,7 +70,7 @@ def hand_off(state: SessionState, switch: ModeSwitch, previous: Sequence[StoredM
         return replace(state, zones=add_handoff(state.zones, None))
     # Each hand-off merges into the previous one, so the facts zone holds one condensed
     # account of the session's earlier modes rather than overlapping copies.
-    base = _with_open_task(Summary.from_dict(state.handoff) if state.handoff else None,
+    base = _with_task(Summary.from_dict(state.handoff) if state.handoff else None,
                            state.zones.task, state.language or "en")
     try:
         summary = condense_for_handoff(base, as_messages(window), tokenizer=tokenizer,
@@ -103,18 +103,19 @@ def _is_correction(text: str) -> bool:
 _NOT_DONE = {"en": "not done: {}", "zh": "未完成：{}"}
 
 
-def _with_open_task(base: Summary | None, task: Task, language: str) -> Summary | None:
-    """``base`` carrying the task a mode with zones leaves unfinished.
+def _with_task(base: Summary | None, task: Task, language: str) -> Summary | None:
+    """``base`` carrying the task of the mode being left, done or not.
 
     The window a switch condenses is the last rounds, which may hold only what made the mode
-    let go (small talk); the task zone is cleared at the switch, so its goal and the steps not
-    yet run go into the hand-off instead: the goal as the need (unless an earlier hand-off
-    named one), the steps as still open.
+    let go (small talk, a question asked on the side); the task zone is cleared at the switch,
+    so its goal goes into the hand-off as the need (unless an earlier hand-off named one), and
+    the steps not yet run of a task left unfinished as still open.
     """
-    if not task.goal or task.closed:
+    if not task.goal:
         return base
     base = base or Summary()
-    pending = tuple(_NOT_DONE.get(language, _NOT_DONE["en"]).format(step) for step in task.next)
+    pending = () if task.closed else tuple(
+        _NOT_DONE.get(language, _NOT_DONE["en"]).format(step) for step in task.next)
     return replace(base, need=base.need or task.goal,
                    unresolved=tuple(dict.fromkeys((*base.unresolved, *pending))))
 
