@@ -21,6 +21,7 @@ from contextwright.modes import (
 )
 from contextwright.modes.zones import (
     MAX_FACTS,
+    MAX_FACTS_PER_MESSAGE,
     add_facts,
     add_handoff,
     add_tool_calls,
@@ -144,8 +145,17 @@ def test_facts_zone_is_write_once() -> None:
 
 
 def test_facts_zone_is_bounded() -> None:
-    zones = add_facts(Zones(), [f"fact {i}" for i in range(MAX_FACTS + 10)])
+    zones = Zones()
+    for message in range(MAX_FACTS // MAX_FACTS_PER_MESSAGE + 2):
+        zones = add_facts(zones, [f"fact {message}.{i}" for i in range(MAX_FACTS_PER_MESSAGE)])
     assert len(zones.facts) == MAX_FACTS
+
+
+def test_one_message_adds_at_most_its_first_few_facts() -> None:
+    pasted = [f"ORD-{100000 + i}" for i in range(250)]
+    zones = add_facts(Zones(), pasted)
+    assert zones.facts == tuple(pasted[:MAX_FACTS_PER_MESSAGE])
+    assert "jane@example.com" in add_facts(zones, ["jane@example.com"]).facts
 
 
 def test_tools_zone_keeps_last_three_and_handoff_clears_it() -> None:

@@ -36,6 +36,10 @@ from contextwright.tokens._base import whole_clusters
 
 MAX_FACTS = 200
 """Facts beyond this many are not added (the zone would crowd out the conversation)."""
+MAX_FACTS_PER_MESSAGE = 20
+"""One message adds at most this many facts (its first): a pasted list of 250 order ids is data
+the message itself keeps in history, not key facts, and would fill the write-once zone for
+good, leaving no room for the email the user gives next."""
 MAX_STEPS = 20
 """Planned steps kept."""
 GOAL_CHARS = 200
@@ -169,10 +173,13 @@ def _texts(data: Mapping[str, Any], name: str) -> tuple[str, ...]:
 
 
 def add_facts(zones: Zones, facts: Iterable[str]) -> Zones:
-    """Append facts not already present; existing facts are never touched (write once)."""
+    """Append one message's facts not already present, at most ``MAX_FACTS_PER_MESSAGE``.
+
+    Existing facts are never touched (write once).
+    """
     known = set(zones.facts)
     new = [f for f in dict.fromkeys(facts) if f and f not in known]
-    room = max(0, MAX_FACTS - len(zones.facts))
+    room = max(0, min(MAX_FACTS - len(zones.facts), MAX_FACTS_PER_MESSAGE))
     if not new or not room:
         return zones
     return replace(zones, facts=zones.facts + tuple(new[:room]))
