@@ -27,3 +27,16 @@ def test_a_field_like_no_other_gets_no_guess() -> None:
     with pytest.raises(InvalidInputError) as caught:
         Request.from_dict({"user_input": "hi", "zzz": 1})
     assert str(caught.value).endswith("zzz: Extra inputs are not permitted")
+
+
+def test_validate_checks_every_field_of_a_document() -> None:
+    import datetime
+
+    from contextwright.core.request import Document
+
+    for document, field in ((Document(id="a", text="t", timestamp=datetime.datetime(2026, 1, 1)),
+                             "timestamp"),
+                            (Document(id=5, text="t"), "id"),  # type: ignore[arg-type]
+                            (Document(id="a", text="t", source=3), "source")):  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match=rf"documents\[0\]\.{field} must be"):
+            Request(user_input="hi", documents=(document,)).validate()

@@ -128,13 +128,8 @@ class Request:
             parsed = [parse_message(raw, f"{name}[{index}]") for index, raw in enumerate(messages)]
             check_tool_pairing(parsed, name)
         for index, doc in enumerate(self.documents):
-            check_text(doc.text, f"documents[{index}].text")
+            check_document(doc, index)
             check_score(doc.score, f"documents[{index}].score")
-            version = doc.version
-            if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                        or version < 0):
-                raise InvalidInputError(f"documents[{index}].version must be a whole number, "
-                                        "0 or more")
         for index, example in enumerate(self.examples):
             check_example(example, f"examples[{index}]")
         for index, note in enumerate(self.notes):
@@ -307,3 +302,24 @@ def _json_kind(value: object) -> str:
     if isinstance(value, list | tuple):
         return "a list"
     return type(value).__name__
+
+
+def check_document(doc: Any, index: int) -> None:
+    """Refuse a request document whose fields have the wrong types (``InvalidInputError``).
+
+    Checked before the versions of an id are compared: a ``version`` given as text ("10"
+    against "9") or a number below 0 would pick the wrong version without a word, and a
+    timestamp that is not text (a ``datetime``) would fail the comparison with an error that
+    names no document. The message names the field, never its value.
+    """
+    where = f"documents[{index}]"
+    check_text(doc.text, f"{where}.text")
+    check_text(doc.id, f"{where}.id")
+    for name in ("source", "timestamp"):
+        value = getattr(doc, name)
+        if value is not None:
+            check_text(value, f"{where}.{name}")
+    version = doc.version
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version < 0):
+        raise InvalidInputError(f"{where}.version must be a whole number, 0 or more")

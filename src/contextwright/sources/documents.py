@@ -22,11 +22,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from contextwright.analysis import analyzer
-from contextwright.core.items import ContextItem, Layer, Message, check_text
-from contextwright.core.request import Request, check_score
+from contextwright.core.items import ContextItem, Layer, Message
+from contextwright.core.request import Request, check_document, check_score
 from contextwright.core.source import AddedSource, SourceTraits
 from contextwright.core.versions import VersionKey, version_key
-from contextwright.errors import InvalidInputError, PlanError
+from contextwright.errors import PlanError
 from contextwright.recall.bm25 import TurnPostings
 from contextwright.sources.options import DocumentOptions
 
@@ -65,27 +65,6 @@ def same_text_key(text: str) -> bytes:
     """
     normalised = " ".join(text.split()).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(normalised, digest_size=16).digest()
-
-
-def check_document(doc: Any, index: int) -> None:
-    """Refuse a request document whose fields have the wrong types (``InvalidInputError``).
-
-    Checked before the versions of an id are compared: a ``version`` given as text ("10"
-    against "9") or a number below 0 would pick the wrong version without a word, and a
-    timestamp that is not text (a ``datetime``) would fail the comparison with an error that
-    names no document. The message names the field, never its value.
-    """
-    where = f"documents[{index}]"
-    check_text(doc.text, f"{where}.text")
-    check_text(doc.id, f"{where}.id")
-    for name in ("source", "timestamp"):
-        value = getattr(doc, name)
-        if value is not None:
-            check_text(value, f"{where}.{name}")
-    version = doc.version
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                or version < 0):
-        raise InvalidInputError(f"{where}.version must be a whole number, 0 or more")
 
 
 def newest_per_id(versions: Iterable[tuple[str, int | None, str | None]]) -> list[int]:

@@ -38,7 +38,7 @@ from typing import Any, Literal, NamedTuple
 
 from contextwright.core.cutting import cut_around_keywords
 from contextwright.core.items import ContextItem, Layer
-from contextwright.core.request import Request
+from contextwright.core.request import Request, check_document
 from contextwright.core.versions import VersionKey, version_key
 from contextwright.errors import InvalidInputError, PlanError
 from contextwright.retrieval import (
@@ -53,7 +53,6 @@ from contextwright.retrieval.retriever import text_key
 from contextwright.retrieval.text import content_hash
 from contextwright.sources.documents import (
     BLANK,
-    check_document,
     document_message,
     is_blank,
     newest_per_id,
