@@ -51,3 +51,14 @@ def test_serve_warns_that_a_memory_store_keeps_sessions_in_its_process_only(
         _, stderr = server.communicate(timeout=30)
     assert ("warning: a memory:// store keeps sessions in this process only; they are lost "
             "when it stops") in stderr
+
+
+def test_serve_with_a_bad_modes_file_leaves_no_new_database(tmp_path: Path) -> None:
+    modes = tmp_path / "modes.yaml"
+    modes.write_text("modes: [not, a, mapping\n", "utf-8")
+    database = tmp_path / "sessions.db"
+    result = CliRunner().invoke(app, ["serve", "--store", f"sqlite:///{database}", "--keys",
+                                      str(_keys(tmp_path)), "--modes", str(modes)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: ") and "Traceback" not in result.output
+    assert not database.exists()

@@ -70,12 +70,13 @@ def serve(
                               modes=str(Path(modes).resolve()) if modes else None,
                               rate_store=rate_store, limits=limits, threads=threads,
                               snapshots=snapshots)
-        # A bad keys file, store or modes file fails here, once, not in every worker.
+        # A bad keys file, store or modes file fails here, once, not in every worker; the
+        # files are read before the stores are opened, so a bad one leaves no new database.
         _check_shared_rate(config, KeysFile(config.keys), workers)
-        _check_store(config.store, workers)
-        _check_rate_store(config)
         if config.modes is not None:
             _check_modes(config.modes)
+        _check_store(config.store, workers)
+        _check_rate_store(config)
         if snapshots is not None:
             _check_sink(snapshots)
     run(config, host=host, port=port, workers=workers, log_level=log_level)
