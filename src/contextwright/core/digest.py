@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from contextwright.core.accounting import frame_tokens
@@ -53,6 +55,7 @@ from contextwright.errors import InvalidInputError, PlanError, SourceError
 logger = logging.getLogger("contextwright")
 
 DIGEST_OPTION = "digest_share"
+_ITEM, _CANDIDATES = attrgetter("item"), attrgetter("candidates")
 MIN_DIGEST_TOKENS = 16
 """Less room than this cannot hold a digest worth its framing."""
 
@@ -162,7 +165,7 @@ def _digest(g: Gathered, source: DigestingSource, request: Request, selection: S
     room = grant - selection.tokens
     if room < MIN_DIGEST_TOKENS:
         return None
-    kept = [c.item for unit in selection.kept for c in unit.candidates]
+    kept = list(map(_ITEM, chain.from_iterable(map(_CANDIDATES, selection.kept))))
     cost = DigestCost(costing, room + 1)
     try:
         item = source.digest(request, g.spec.options, kept, room, cost)

@@ -449,7 +449,8 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
             units.append(unit)
             tokens = unit.tokens
             if unit_limit is not None:
-                tokens = min(tokens, unit_limit)
+                if tokens > unit_limit:
+                    tokens = unit_limit
             elif tokens > cap:
                 at_large = passed >= passes_over > 0
                 passed += 1

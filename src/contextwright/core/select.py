@@ -120,24 +120,36 @@ def _select_capped(units: list[Unit], grant: int, cutter: Cutter, cap: int) -> S
 def _select_contiguous(units: list[Unit], grant: int, partial_rounds: PartialRounds,
                        cutter: Cutter | None, unit_cap: int | None) -> Selection:
     selection = Selection()
+    kept = selection.kept
     room = grant
-    index = 0
-    while index < len(units):
-        round_units = _same_round(units, index)
-        if unit_cap is not None and cutter is not None and any(
-                u.tokens > unit_cap for u in round_units):
+    index, size = 0, len(units)
+    while index < size:
+        # The units from ``index`` sharing its round (just it when it has none), their tokens
+        # and the largest, in one pass: every build prunes history's rounds several times.
+        first = units[index]
+        end, tokens, largest = index + 1, first.tokens, first.tokens
+        round_no = first.round
+        if round_no is not None:
+            while end < size and units[end].round == round_no:
+                unit_tokens = units[end].tokens
+                tokens += unit_tokens
+                if unit_tokens > largest:
+                    largest = unit_tokens
+                end += 1
+        round_units = units[index:end]
+        if unit_cap is not None and cutter is not None and largest > unit_cap:
             round_units = [_capped(u, unit_cap, cutter, selection) for u in round_units]
-        tokens = sum(u.tokens for u in round_units)
+            tokens = sum(u.tokens for u in round_units)
         if tokens <= room:  # the common case, decided without another call
-            selection.kept.extend(round_units)
+            kept.extend(round_units)
             room -= tokens
-            index += len(round_units)
+            index = end
             continue
         fitted = _fit_round(round_units, room, unit_cap, cutter, selection)
         if fitted is not None:
-            selection.kept.extend(fitted)
+            kept.extend(fitted)
             room -= sum(u.tokens for u in fitted)
-            index += len(round_units)
+            index = end
             continue
         if partial_rounds is True or (partial_rounds == "tool_rounds"
                                       and has_tool_activity(round_units)):
@@ -187,18 +199,6 @@ def _fit_round(round_units: list[Unit], room: int, unit_cap: int | None,
         return None
     selection.decisions.extend(cut_decisions(round_units[biggest], cut))
     return [cut if i == biggest else unit for i, unit in enumerate(round_units)]
-
-
-def _same_round(units: list[Unit], start: int) -> list[Unit]:
-    """The units from ``start`` that share its round (just that unit when it has no round)."""
-    first = units[start]
-    round_no = first.round
-    if round_no is None:
-        return [first]
-    end, size = start + 1, len(units)
-    while end < size and units[end].round == round_no:
-        end += 1
-    return units[start:end]
 
 
 def _fill_partially(round_units: list[Unit], room: int, unit_cap: int | None,

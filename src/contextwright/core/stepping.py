@@ -252,6 +252,9 @@ class Stepping:
         with that anchor; a source is gathered afresh (``_fresh``) if its layout cannot go on."""
         self.caps: dict[str, int] = {}
         """What each cuttable source was gathered up to (``builder.gather_all`` fills it)."""
+        self._blocks: tuple[Assembly, tuple[int, ...]] | None = None
+        """The assembly last given to ``_anthropic_blocks``, with its answer: the bridge and
+        the fingerprint both need it, and it reads every message."""
         self.removed: dict[str, frozenset[str]] = {}
         """Item keys normalisation removed from each source (conflicts and duplicates): reading
         a source again (as of its last cut, or afresh) leaves them out too, as reported."""
@@ -511,7 +514,7 @@ class Stepping:
         end = max(ends)
         history = [i for i, section in enumerate(assembly.sections)
                    if section in self.conversation]
-        counts = anthropic_blocks(assembly.messages, assembly.documents)
+        counts = self._anthropic_blocks(assembly)
         reached = any(end <= point and sum(counts[end + 1:point + 1]) <= LOOKBACK_BLOCKS
                       for point in (*heads, *history[-1:]))
         return None if reached else end
@@ -742,8 +745,16 @@ class Stepping:
             breakpoints=None if points is None else breakpoint_ends(
                 points, system=bool(assembly.messages)
                 and assembly.messages[0].role == "system", tools=bool(assembly.schema_jsons)),
-            blocks=None if points is None else anthropic_blocks(assembly.messages,
-                                                                assembly.documents))
+            blocks=None if points is None else self._anthropic_blocks(assembly))
+
+    def _anthropic_blocks(self, assembly: Assembly) -> tuple[int, ...]:
+        """``anthropic_blocks`` of ``assembly``'s messages, worked out once per assembly."""
+        known = self._blocks
+        if known is not None and known[0] is assembly:
+            return known[1]
+        blocks = anthropic_blocks(assembly.messages, assembly.documents)
+        self._blocks = (assembly, blocks)
+        return blocks
 
     @staticmethod
     def _chat_counts(assembly: Assembly) -> tuple[tuple[str, ...], tuple[int, ...]]:

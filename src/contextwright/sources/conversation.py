@@ -194,11 +194,15 @@ REPEATS_SYSTEM_PROMPT = "repeats the system prompt (request.system), which is sh
 def _without_copies_of(prompt: str, items: Iterator[ContextItem]) -> Iterator[ContextItem]:
     """``items``, with each system message whose text is ``prompt`` marked as omitted."""
     for item in items:
-        message = item.message
-        if message.role == "system" and message.content.strip() == prompt:
-            yield replace(item, metadata={**item.metadata, "omitted": REPEATS_SYSTEM_PROMPT})
-        else:
-            yield item
+        yield _without_copy_of(prompt, item)
+
+
+def _without_copy_of(prompt: str, item: ContextItem) -> ContextItem:
+    """``item``, marked as omitted if it is a system message whose text is ``prompt``."""
+    message = item.message
+    if message.role == "system" and message.content.strip() == prompt:
+        return replace(item, metadata={**item.metadata, "omitted": REPEATS_SYSTEM_PROMPT})
+    return item
 
 
 def _with_content(message: Message, content: str) -> Message:
@@ -442,13 +446,14 @@ class HistorySource:
         the system source shows the prompt already.
         """
         share = float(options.get("recall_share", 0) or 0)
+        prompt = request.system.strip() if request.system else ""
         if share > 0 and request.history:
             items = self._with_recall(request, options, min(share, 0.9))
+            if prompt:
+                items = _without_copies_of(prompt, items)
+            yield from items
         else:
-            items = self._recent(request, options)
-        if request.system and request.system.strip():
-            items = _without_copies_of(request.system.strip(), items)
-        yield from items
+            yield from self._recent(request, options, prompt)
 
     def digest(self, request: Request, options: Mapping[str, Any],
                kept: Sequence[ContextItem], max_tokens: int,
@@ -480,24 +485,57 @@ class HistorySource:
             if position < len(index.turns) and index.turns[position].index == start:
                 yield from cached_recalled_items(request, options, index, position, since_cut)
 
-    def _recent(self, request: Request, options: Mapping[str, Any]) -> Iterator[ContextItem]:
+    def _recent(self, request: Request, options: Mapping[str, Any],
+                prompt: str = "") -> Iterator[ContextItem]:
+        """Items of history's blocks newest first, the tiers applied.
+
+        ``prompt``: the system prompt (stripped); a history system message that repeats it is
+        marked as omitted (``_without_copies_of``).
+
+        Every build reads the same messages again, so a message that is a block by itself
+        (most are: a call comes with its results) is read here without a ``Block``: its parse
+        checked unchanged, its remembered item handed on (``block_items``'s common case).
+        """
+        history = request.history
         max_rounds = options.get("max_rounds")
         key = options_key(options)
         tiers = ToolTiers.from_options(options)
         rounds_done = calls_seen = 0
         anchor = _tier_anchor(options)
-        open_from, reasoning = open_loop(request.history)
-        for block in read_blocks_backward(request.history, "history"):
+        open_from, reasoning = open_loop(history)
+        index = len(history) - 1
+        while index >= 0:
+            message = parsed_unchanged(history[index]) or parse_listed(history, "history", index)
+            if message.role != "tool" and not message.tool_calls:
+                if max_rounds is not None and rounds_done >= max_rounds:
+                    return
+                cached = _ITEMS.get((id(message), index, "history", ""))
+                if cached is not None and cached[0] is message and (
+                        not reasoning or index < open_from):
+                    item = cached[1]
+                else:
+                    item, = block_items(Block(index, (message,), 1), "history", Layer.HISTORY,
+                                        True, options, key, None,
+                                        reasoning if index >= open_from else None)
+                yield (_without_copy_of(prompt, item) if prompt and message.role == "system"
+                       else item)
+                if message.role == "user":
+                    rounds_done += 1
+                index -= 1
+                continue
+            block = next(read_blocks_backward(history, "history", index + 1))
             if max_rounds is not None and rounds_done >= max_rounds:
                 return
             retention = None
             if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
-                retention = Retention(tiers, calls_seen, request.history)
+                retention = Retention(tiers, calls_seen, history)
                 calls_seen += 1
-            yield from block_items(block, "history", Layer.HISTORY, True, options, key,
-                                   retention, reasoning if block.start >= open_from else None)
+            for item in block_items(block, "history", Layer.HISTORY, True, options, key,
+                                    retention, reasoning if block.start >= open_from else None):
+                yield _without_copy_of(prompt, item) if prompt else item
             if block.messages[0].role == "user":
                 rounds_done += 1
+            index = block.start - 1
 
     def _with_recall(self, request: Request, options: Mapping[str, Any],
                      share: float) -> Iterator[ContextItem]:

@@ -26,6 +26,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from contextwright.compress.facts import extract_facts, fact_key, looks_like_fence_marker
@@ -34,6 +35,7 @@ from contextwright.core.caches import BoundedCache, memoized, register_cache, te
 from contextwright.core.items import ContextItem, Layer, Message, parse_listed, parsed_unchanged
 from contextwright.core.request import Request
 
+_ORDER = attrgetter("order")
 DEFAULT_SCAN = 400
 """Omitted messages read for a digest unless ``digest_scan`` says otherwise."""
 LABEL = "digest of omitted turns"
@@ -83,14 +85,14 @@ def omitted_digest(messages: Sequence[Mapping[str, Any]], where: str, user_input
         remembered = _remembered(memo, messages, kept)
         if remembered is not None:
             return remembered[0]
-    kept_at = {int(item.order) for item in kept}
-    known = _known_values(kept, user_input)
+    kept_at = set(map(int, map(_ORDER, kept)))
+    known = _known_values(kept, user_input, where)
     read: list[tuple[int, int, Message]] | None = [] if memo is not None else None
     entries, ranked = _ranked(_entries(messages, where, kept_at, known, scan, read))
     digest = None
     if ranked:
         size = len(messages)
-        omitted = size - sum(1 for index in kept_at if 0 <= index < size)
+        omitted = size - sum(map(range(size).__contains__, kept_at))
         digest = _fitting(entries, ranked, _Heading(omitted, where, wording), max_tokens, cost)
     if memo is not None and read is not None:
         _DIGESTS.put(memo, (tuple(kept), tuple(read), (digest,)))
@@ -174,7 +176,8 @@ def _fitting(entries: Sequence[Entry], ranked: Sequence[str], heading: _Heading,
     (``DigestCost`` remembers it).
     """
     whole = _item(entries, set(ranked), heading)
-    if cost(whole) <= max_tokens:
+    whole_cost = cost(whole)
+    if whole_cost <= max_tokens:
         return whole
     base = cost(_item(entries, set(), heading))
     room = (max_tokens - base) * 4
@@ -187,18 +190,90 @@ def _fitting(entries: Sequence[Entry], ranked: Sequence[str], heading: _Heading,
     for _ in range(8):
         if count <= 0:
             return None
-        item = _item(entries, set(ranked[:count]), heading)
-        spent = cost(item)
-        if spent <= max_tokens:
-            return item
+        if count >= len(ranked):  # the whole digest again: its cost is known, and over
+            spent = whole_cost
+        else:
+            item = _item(entries, set(ranked[:count]), heading)
+            spent = cost(item)
+            if spent <= max_tokens:
+                return item
         count = min(count - 1, int(count * (max_tokens - base) / max(spent - base, 1)))
     return None
 
 
-def _known_values(kept: Sequence[ContextItem], user_input: str) -> frozenset[str]:
-    """The values the kept context already shows (as ``fact_key``), found the same way."""
-    known = set(_text_keys(user_input)) if user_input else set()
-    return frozenset(known.union(*map(_item_keys, kept)))
+def _known_values(kept: Sequence[ContextItem], user_input: str,
+                  where: str = "history") -> frozenset[str]:
+    """The values the kept context already shows (as ``fact_key``), found the same way.
+
+    Worked out from an earlier call's answer when there is one for the same input and list
+    (``_KnownValues``): consecutive builds of a growing history, and the two digests a build
+    may make, keep nearly the same items, so only the items kept or let go since are read.
+    """
+    by_id = dict(zip(map(id, kept), kept, strict=True))
+    memo_key = (where, user_input)
+    states = _KNOWN.get(memo_key) or _KNOWN.revive(memo_key) or ()
+    base = min(states, key=lambda state: abs(len(state.items) - len(by_id)), default=None)
+    state = _KnownValues.made(by_id, user_input) if base is None else base.moved_to(by_id)
+    _KNOWN.put(memo_key, (state, *(s for s in states if s is not base))[:_KNOWN_STATES])
+    return state.known
+
+
+class _KnownValues(NamedTuple):
+    """The value keys a set of kept items and the input show, with how many show each.
+
+    Never changed once made (builds may run in several threads): ``moved_to`` makes another.
+    """
+
+    items: dict[int, ContextItem]
+    """The kept items, by id (kept alive here, so an id names one item)."""
+    counts: dict[str, int]
+    """Each known key, and how many of the items (and the input, counted as one) show it."""
+    known: frozenset[str]
+    """The keys of ``counts``."""
+
+    @classmethod
+    def made(cls, items: dict[int, ContextItem], user_input: str) -> _KnownValues:
+        """The known values of ``items`` and ``user_input``, read item by item."""
+        counts: dict[str, int] = dict.fromkeys(_text_keys(user_input) if user_input else (), 1)
+        _count_keys(counts, items.values(), 1)
+        return cls(items, counts, frozenset(counts))
+
+    def moved_to(self, items: dict[int, ContextItem]) -> _KnownValues:
+        """The known values once the kept items are ``items`` (the same input)."""
+        gone = self.items.keys() - items.keys()
+        added = items.keys() - self.items.keys()
+        if not gone and not added:
+            return self
+        counts = dict(self.counts)
+        _count_keys(counts, (self.items[i] for i in gone), -1)
+        _count_keys(counts, (items[i] for i in added), 1)
+        return _KnownValues(items, counts, frozenset(counts))
+
+
+def _count_keys(counts: dict[str, int], items: Iterable[ContextItem], step: int) -> None:
+    """Add ``step`` to the count of each key each of ``items`` shows (a count of 0 goes)."""
+    for item in items:
+        for key in _item_keys(item):
+            count = counts.get(key, 0) + step
+            if count:
+                counts[key] = count
+            else:
+                del counts[key]
+
+
+_KNOWN_STATES = 4
+"""Known values remembered per input and list: a build's digests keep fewer items than its
+fuller second try does, so the closest in size of a few is the one to work from."""
+
+
+def _known_bytes(_: tuple[str, str], states: tuple[_KnownValues, ...]) -> int:
+    """The keys counted and the item slots; the items are their sources' (shared)."""
+    return sum(_keys_bytes(state.counts) + 100 * len(state.items) for state in states)
+
+
+_KNOWN: BoundedCache[tuple[str, str], tuple[_KnownValues, ...]] = BoundedCache(
+    "sources.history_digest.known", max_entries=256, share=0.01, size=_known_bytes)
+"""The last known values worked out per (list, input): see ``_known_values``."""
 
 
 _CACHE_LIMIT = 100_000
@@ -250,12 +325,15 @@ def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int]
         if read >= scan:
             break
         read += 1
-        message = parse_listed(history, where, index)
+        raw = history[index]
+        message = parsed_unchanged(raw) or parse_listed(history, where, index)
         if read_out is not None:
-            read_out.append((index, id(history[index]), message))
+            read_out.append((index, id(raw), message))
         if message.role == "tool" and not message.name:
             names.update(_call_names(history, where, index, message, read_out))
         values, keys, facts = _message_facts(message)
+        if not values:
+            continue
         fresh = values if keys.isdisjoint(known) else tuple(
             v for v, k in facts if k not in known)
         if fresh:
@@ -555,6 +633,7 @@ def _item(entries: Sequence[Entry], chosen: set[str], heading: _Heading) -> Cont
 
 
 register_cache("sources.history_digest.item_keys", _ITEM_KEYS)
+register_cache("sources.history_digest.known", _KNOWN)
 register_cache("sources.history_digest.digests", _DIGESTS)
 register_cache("sources.history_digest.message_facts", _MESSAGE_FACTS)
 register_cache("sources.history_digest.value_rank", _value_rank)
