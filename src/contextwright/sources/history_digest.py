@@ -329,17 +329,49 @@ def _entries(history: Sequence[Mapping[str, Any]], where: str, kept_at: set[int]
         message = parsed_unchanged(raw) or parse_listed(history, where, index)
         if read_out is not None:
             read_out.append((index, id(raw), message))
-        if message.role == "tool" and not message.name:
+        if message.role == "tool" and not message.name:  # named after the call it answers
             names.update(_call_names(history, where, index, message, read_out))
-        values, keys, facts = _message_facts(message)
-        if not values:
+            whole, keys, facts = _row(message, index, _who(message, names), remember=False)
+        else:
+            row = _ROWS.get((id(message), index)) or _ROWS.revive((id(message), index))
+            whole, keys, facts = (row[1:] if row is not None and row[0] is message
+                                  else _row(message, index, _who(message, names)))
+        if whole is None:
             continue
-        fresh = values if keys.isdisjoint(known) else tuple(
-            v for v, k in facts if k not in known)
+        if keys.isdisjoint(known):
+            entries.append(whole)
+            continue
+        fresh = tuple(v for v, k in facts if k not in known)
         if fresh:
-            entries.append(Entry(at=index, who=_who(message, names), values=fresh,
-                                 relied_on=message.role == "user" or bool(message.tool_calls)))
+            entries.append(whole._replace(values=fresh))
     return entries
+
+
+_Row = tuple[Entry | None, frozenset[str], tuple[tuple[str, str], ...]]
+
+
+def _row(message: Message, index: int, who: str, *, remember: bool = True) -> _Row:
+    """The entry of ``message`` at ``index`` with all its values, their keys and pairs.
+
+    The entry is None when the message has no values. With ``remember``, the row is kept for
+    the next build (``_ROWS``).
+    """
+    values, keys, facts = _message_facts(message)
+    whole = Entry(at=index, who=who, values=values,
+                  relied_on=message.role == "user" or bool(message.tool_calls)) if values else None
+    if remember:
+        _ROWS.put((id(message), index), (message, whole, keys, facts))
+    return whole, keys, facts
+
+
+_ROWS: BoundedCache[tuple[int, int], tuple[Message, Entry | None, frozenset[str],
+                                           tuple[tuple[str, str], ...]]] = BoundedCache(
+    "sources.history_digest.rows", max_entries=_CACHE_LIMIT, share=0.01,
+    size=lambda _, row: 2 * _keys_bytes(row[2]) + 200)
+"""The digest's row of each message read, by its parse and position: a digest reads the same
+omitted messages build after build, and most show none of the kept context's values, so their
+row is used as it is. A message named after the call it answers is not kept here (its name
+is read from that call on every build)."""
 
 
 def _ranked(entries: list[Entry]) -> tuple[list[Entry], list[str]]:
@@ -634,6 +666,7 @@ def _item(entries: Sequence[Entry], chosen: set[str], heading: _Heading) -> Cont
 
 register_cache("sources.history_digest.item_keys", _ITEM_KEYS)
 register_cache("sources.history_digest.known", _KNOWN)
+register_cache("sources.history_digest.rows", _ROWS)
 register_cache("sources.history_digest.digests", _DIGESTS)
 register_cache("sources.history_digest.message_facts", _MESSAGE_FACTS)
 register_cache("sources.history_digest.value_rank", _value_rank)
