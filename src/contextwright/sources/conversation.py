@@ -509,14 +509,7 @@ class HistorySource:
             if message.role != "tool" and not message.tool_calls:
                 if max_rounds is not None and rounds_done >= max_rounds:
                     return
-                cached = _ITEMS.get((id(message), index, "history", ""))
-                if cached is not None and cached[0] is message and (
-                        not reasoning or index < open_from):
-                    item = cached[1]
-                else:
-                    item, = block_items(Block(index, (message,), 1), "history", Layer.HISTORY,
-                                        True, options, key, None,
-                                        reasoning if index >= open_from else None)
+                item = _lone_item(message, index, options, key, reasoning, open_from)
                 yield (_without_copy_of(prompt, item) if prompt and message.role == "system"
                        else item)
                 if message.role == "user":
@@ -552,9 +545,8 @@ class HistorySource:
         ranked = rank_turns(self.recaller, request.user_input, index.turns,
                             limit=int(options.get("recall_limit", DEFAULT_RECALL_LIMIT)),
                             now=asked_at(request.turn, request.history))
-        segments = (Segment(items, sum(_estimate(i.message.content) + 4 for i in items),
-                            block.messages[0].role == "user", block.start)
-                    for block, items in _recent_blocks(request, options))
+        segments = (Segment(items, _segment_tokens(items), opens_round, start)
+                    for start, opens_round, items in _recent_blocks(request, options))
         rule = Interleaving(share=share, anchor=int(options.get("recent_rounds", 0) or 0),
                             max_rounds=options.get("max_rounds"))
         since_cut = calls_since_cut(request, options)
@@ -671,20 +663,56 @@ def _still_parsed_as(history: Sequence[Mapping[str, Any]], start: int,
 
 
 def _recent_blocks(request: Request, options: Mapping[str, Any]
-                   ) -> Iterator[tuple[Block, list[ContextItem]]]:
-    """History's blocks newest first with their items (tiers applied)."""
+                   ) -> Iterator[tuple[int, bool, list[ContextItem]]]:
+    """History's blocks newest first: (first position, opens a round, items; tiers applied).
+
+    A message that is a block by itself is read as in ``HistorySource._recent``.
+    """
+    history = request.history
     key = options_key(options)
     tiers = ToolTiers.from_options(options)
     anchor = _tier_anchor(options)
     calls_seen = 0
-    open_from, reasoning = open_loop(request.history)
-    for block in read_blocks_backward(request.history, "history"):
+    open_from, reasoning = open_loop(history)
+    index = len(history) - 1
+    while index >= 0:
+        message = parsed_unchanged(history[index]) or parse_listed(history, "history", index)
+        if message.role != "tool" and not message.tool_calls:
+            yield index, message.role == "user", [
+                _lone_item(message, index, options, key, reasoning, open_from)]
+            index -= 1
+            continue
+        block = next(read_blocks_backward(history, "history", index + 1))
         retention = None
         if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
-            retention = Retention(tiers, calls_seen, request.history)
+            retention = Retention(tiers, calls_seen, history)
             calls_seen += 1
-        yield block, block_items(block, "history", Layer.HISTORY, True, options, key, retention,
-                                 reasoning if block.start >= open_from else None)
+        yield block.start, block.messages[0].role == "user", block_items(
+            block, "history", Layer.HISTORY, True, options, key, retention,
+            reasoning if block.start >= open_from else None)
+        index = block.start - 1
+
+
+def _lone_item(message: Message, index: int, options: Mapping[str, Any], key: str,
+               reasoning: list[int], open_from: int) -> ContextItem:
+    """The item of a history message that is a block by itself (no calls, not a result).
+
+    ``block_items``'s common case without a ``Block``: the item remembered for this very
+    message at this position, unless its open tool loop's reasoning shapes it.
+    """
+    cached = _ITEMS.get((id(message), index, "history", ""))
+    if cached is not None and cached[0] is message and (not reasoning or index < open_from):
+        return cached[1]
+    item, = block_items(Block(index, (message,), 1), "history", Layer.HISTORY, True, options,
+                        key, None, reasoning if index >= open_from else None)
+    return item
+
+
+def _segment_tokens(items: Sequence[ContextItem]) -> int:
+    """Estimated tokens of a recent segment's items (each with its message's framing)."""
+    if len(items) == 1:
+        return _estimate(items[0].message.content) + 4
+    return sum(_estimate(item.message.content) + 4 for item in items)
 
 
 def open_loop_reasoning(messages: Sequence[Mapping[str, Any]], start: int) -> list[int]:
