@@ -12,8 +12,9 @@ question.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from contextwright.core.accounting import message_tokens
@@ -95,30 +96,33 @@ def assemble(plan: BuildPlan, kept: Mapping[str, list[Unit]], user_input: str,
     tail_parts: list[Candidate] = []
     specs = [spec for spec in plan.sources if spec.source not in tail]
     before_user = [spec for spec in plan.sources if spec.source in tail]
+    chat = costing.target == "chat"
     for spec in specs if not before_user else _with_tail(specs, before_user, question):
+        in_tail = spec.source in tail
         for candidate in _in_render_order(kept.get(spec.source, []),
                                           spec.source in ordered):
-            fenced = fenced or candidate.item.untrusted
-            if (spec.source in tail and candidate.message.role == "system"
-                    and not candidate.item.metadata.get("stable")):
+            item, message = candidate.item, candidate.message
+            fenced = fenced or item.untrusted
+            if in_tail and message.role == "system" and not item.metadata.get("stable"):
                 tail_parts.append(candidate)
                 continue
-            if candidate.is_schema:
+            if "schema" in item.metadata:  # ``Candidate.is_schema``
                 schemas.append(candidate)
-            elif candidate.message.role == "system":
-                system_texts.append(candidate.message.content)
+            elif message.role == "system":
+                system_texts.append(message.content)
                 parts.append(_system_part(candidate))
                 continue
             else:
-                messages.append(candidate.message)
+                messages.append(message)
                 sections.append(spec.source)
-                labels.append(candidate.item.label)
-                documents.append(is_document(candidate.item))
-                fenced_messages.append(candidate.item.untrusted)
+                labels.append(item.label)
+                documents.append(is_document(item))
+                fenced_messages.append(item.untrusted)
                 counts.append(candidate.tokens)
-                keys.append(candidate.item.key)
+                keys.append(item.key)
                 origins.append(candidate)
-            tokens += candidate.tokens if costing.target == "chat" else 0
+            if chat:
+                tokens += candidate.tokens
     lone = _lone_digests_after(question, sections, origins)
     if lone:
         # A digest stands before what its source kept; when the source kept nothing else and
@@ -263,8 +267,8 @@ def _in_render_order(units: list[Unit], ordered: bool = False) -> list[Candidate
     return candidates
 
 
-def _order(candidate: Candidate) -> float:
-    return candidate.item.order
+_order: Callable[[Candidate], float] = attrgetter("item.order")
+"""A candidate's position in render order (its item's ``order``)."""
 
 
 def _with_tail(specs: list[Any], tail: list[Any], question: str | None) -> list[Any]:

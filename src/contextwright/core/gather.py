@@ -445,9 +445,13 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
         if fenced_roles and not item.untrusted and item.message.role in fenced_roles:
             item = as_data(item)
         if current and (item.group is None or item.group != group):
-            unit = _close_unit(name, current, round_no, len(units))
+            # ``_close_unit``, inlined: this runs for every unit a build reads.
+            first = current[0]
+            opens_round = first.item.round_start
+            tokens = first.tokens if len(current) == 1 else sum(c.tokens for c in current)
+            unit = Unit(name, current, None if opens_round is None else round_no, len(units),
+                        tokens)
             units.append(unit)
-            tokens = unit.tokens
             if unit_limit is not None:
                 if tokens > unit_limit:
                     tokens = unit_limit
@@ -456,7 +460,7 @@ def _read_units(name: str, namespace: str, items: Iterable[ContextItem], cap: in
                 passed += 1
                 tokens = tokens if at_large or not passes_over else 0
             total += tokens
-            round_no += 1 if current[0].item.round_start else 0
+            round_no += 1 if opens_round else 0
             current = []
             if ((total > cap or (reach is not None and _reaches(unit, reach)))
                     and (item.round_start is None or round_no != unit.round)):
