@@ -272,7 +272,7 @@ def _known_bytes(_: tuple[str, str], states: tuple[_KnownValues, ...]) -> int:
 
 
 _KNOWN: BoundedCache[tuple[str, str], tuple[_KnownValues, ...]] = BoundedCache(
-    "sources.history_digest.known", max_entries=256, share=0.01, size=_known_bytes)
+    "sources.history_digest.known", max_entries=256, share=0.005, size=_known_bytes)
 """The last known values worked out per (list, input): see ``_known_values``."""
 
 
@@ -366,7 +366,7 @@ def _row(message: Message, index: int, who: str, *, remember: bool = True) -> _R
 
 _ROWS: BoundedCache[tuple[int, int], tuple[Message, Entry | None, frozenset[str],
                                            tuple[tuple[str, str], ...]]] = BoundedCache(
-    "sources.history_digest.rows", max_entries=_CACHE_LIMIT, share=0.01,
+    "sources.history_digest.rows", max_entries=_CACHE_LIMIT, share=0.005,
     size=lambda _, row: 2 * _keys_bytes(row[2]) + 200)
 """The digest's row of each message read, by its parse and position: a digest reads the same
 omitted messages build after build, and most show none of the kept context's values, so their
@@ -456,7 +456,7 @@ def _who(message: Message, names: Mapping[str, str]) -> str:
 
 _Facts = tuple[tuple[str, ...], frozenset[str], tuple[tuple[str, str], ...]]
 _MESSAGE_FACTS: BoundedCache[int, tuple[Message, _Facts]] = BoundedCache(
-    "sources.history_digest.message_facts", max_entries=_CACHE_LIMIT, share=0.02,
+    "sources.history_digest.message_facts", max_entries=_CACHE_LIMIT, share=0.01,
     size=lambda _, entry: 2 * _keys_bytes(entry[1][0]))
 
 
