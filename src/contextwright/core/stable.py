@@ -418,7 +418,9 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
 
     def first_fit(entries: Sequence[tuple[Unit, list[str]]], index: int) -> Unit | None:
         for unit, rendered in entries:  # every entry's first hash is ``hashes[index]``
-            if any(c.item.key in shown for c in unit.candidates):
+            candidates = unit.candidates
+            if (candidates[0].item.key in shown if len(candidates) == 1
+                    else any(c.item.key in shown for c in candidates)):
                 continue
             if len(rendered) == 1 or list(hashes[index:index + len(rendered)]) == rendered:
                 return unit
@@ -437,7 +439,10 @@ def match_layout(hashes: Sequence[str], pool: Sequence[Unit]) -> tuple[list[Unit
         if found is None:
             return units, index
         last = max(last, _first_order(found))
-        shown.update(c.item.key for c in found.candidates)
+        if len(found.candidates) == 1:  # most units: no generator
+            shown.add(found.candidates[0].item.key)
+        else:
+            shown.update(c.item.key for c in found.candidates)
         units.append(found)
         index += len(found.candidates)
     return units, None
