@@ -214,7 +214,7 @@ def _known_values(kept: Sequence[ContextItem], user_input: str,
     states = _KNOWN.get(memo_key) or _KNOWN.revive(memo_key) or ()
     base = min(states, key=lambda state: abs(len(state.items) - len(by_id)), default=None)
     state = _KnownValues.made(by_id, user_input) if base is None else base.moved_to(by_id)
-    _KNOWN.put(memo_key, (state, *(s for s in states if s is not base))[:_KNOWN_STATES])
+    _KNOWN.put(memo_key, (state, *(s for s in states if s is not state))[:_KNOWN_STATES])
     return state.known
 
 
