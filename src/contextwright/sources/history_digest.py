@@ -267,8 +267,12 @@ fuller second try does, so the closest in size of a few is the one to work from.
 
 
 def _known_bytes(_: tuple[str, str], states: tuple[_KnownValues, ...]) -> int:
-    """The keys counted and the item slots; the items are their sources' (shared)."""
-    return sum(_keys_bytes(state.counts) + 100 * len(state.items) for state in states)
+    """The keys counted and the item slots; the items are their sources' (shared).
+
+    Summed in C (``map(len, …)``): it is worked out on every call, over every key.
+    """
+    return sum(sum(map(len, state.counts)) + 110 * len(state.counts) + 100 * len(state.items)
+               for state in states)
 
 
 _KNOWN: BoundedCache[tuple[str, str], tuple[_KnownValues, ...]] = BoundedCache(
