@@ -40,3 +40,12 @@ def test_validate_checks_every_field_of_a_document() -> None:
                             (Document(id="a", text="t", source=3), "source")):  # type: ignore[arg-type]
         with pytest.raises(InvalidInputError, match=rf"documents\[0\]\.{field} must be"):
             Request(user_input="hi", documents=(document,)).validate()
+
+
+def test_a_build_for_a_rendering_it_cannot_count_is_refused_naming_the_closest() -> None:
+    from contextwright import BuildPlan, ContextBuilder
+
+    with pytest.raises(InvalidInputError, match=r"target must be 'chat' or 'text' \(did you "
+                                                r"mean 'text'\?\)"):
+        ContextBuilder().build(BuildPlan.named("chat"), Request(user_input="hi"),
+                               target="txt")  # type: ignore[arg-type]

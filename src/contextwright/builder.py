@@ -24,7 +24,7 @@ from contextwright.core.caches import clear_registered_caches
 from contextwright.core.fence import FENCE_SECRET_VARIABLE as FENCE_SECRET_VARIABLE
 from contextwright.core.fence import deployment_fence_key, register_labels
 from contextwright.core.final import FinalContext
-from contextwright.core.plan import Budget, BuildPlan, check_plan
+from contextwright.core.plan import Budget, BuildPlan, check_plan, closest_name
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, traits_of
 from contextwright.errors import InvalidInputError, PlanError
@@ -41,6 +41,20 @@ from contextwright.tokens import (
 if TYPE_CHECKING:
     from contextwright.observe import SnapshotRecorder, SnapshotSink
 
+
+
+TARGETS: tuple[Literal["chat", "text"], ...] = ("chat", "text")
+"""The renderings a build's budget can be counted for."""
+
+
+def check_target(target: object) -> None:
+    """Refuse a rendering the budget cannot be counted for (``InvalidInputError``).
+
+    Another value would be counted partly as one rendering and partly as the other.
+    """
+    if target not in TARGETS:
+        hint = closest_name(target, TARGETS) if isinstance(target, str) else ""
+        raise InvalidInputError(f"target must be 'chat' or 'text'{hint}")
 
 
 class ContextBuilder:
@@ -186,6 +200,7 @@ class ContextBuilder:
         """
         if cache_key is not None and not isinstance(cache_key, str):
             raise InvalidInputError("cache_key must be a string (it names the conversation)")
+        check_target(target)
         plan = self.effective_plan(plan)
         policy = cache_policy(cache, previous)
         run = partial(build_context, plan, request, self._sources, self.tokenizer, target,

@@ -27,14 +27,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from contextwright.builder import ContextBuilder, cache_policy, session_cache_key
+from contextwright.builder import ContextBuilder, cache_policy, check_target, session_cache_key
 from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
 from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.covering import request_parts
 from contextwright.core.fence import language_of
 from contextwright.core.final import FinalContext
 from contextwright.core.items import check_text, parse_message
-from contextwright.core.plan import BuildPlan, closest_name
+from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.core.source import ContextSource, registered_sources
 from contextwright.errors import (
@@ -98,7 +98,6 @@ QUIET_SESSIONS = 10_000
 due (``SessionFlows._summary_may_be_due``), at most."""
 
 Target = Literal["chat", "text"]
-TARGETS: tuple[Target, ...] = ("chat", "text")
 RECORD_KEY_PREFIX = "record:"
 PREPARE_KEY_PREFIX = "prepare:"
 MAX_WRITE_KEY = 256
@@ -151,16 +150,6 @@ def _check_sources(sources: tuple[object, ...]) -> None:
         if not isinstance(source, ContextSource):
             raise ConfigurationError(f"sources[{index}] must be a source (a namespace and "
                                      f"build()), not {type(source).__name__}")
-
-
-def _check_target(target: object) -> None:
-    """Refuse a rendering the budget cannot be counted for, before the message is stored.
-
-    Another value would be counted partly as one rendering and partly as the other.
-    """
-    if target not in TARGETS:
-        hint = closest_name(target, TARGETS) if isinstance(target, str) else ""
-        raise InvalidInputError(f"target must be 'chat' or 'text'{hint}")
 
 
 def _check_answered(context: object) -> None:
@@ -320,7 +309,7 @@ class SessionFlows:
                       env: Mapping[str, str] | None, system: str | None, target: Target,
                       idempotency_key: str | None) -> Flow[PreparedContext]:
         key = SessionKey(user_id=user_id, session_id=session_id)
-        _check_target(target)
+        check_target(target)
         parts = checked_parts(tools=tools, documents=documents, env=env,
                               system=system or self.system)
         if text is not None:
