@@ -105,16 +105,74 @@ def _compact_value(tool_name: str | None, value: Any, fields: tuple[str, ...] | 
     value = _unwrap(value)
     if fields is not None:
         value = select_fields(value, fields)
-    body = ", ".join(_flatten(value, ""))
     prefix = f"Tool result ({tool_name})" if tool_name else "Tool result"
-    compact = f"{prefix}: {body}" if body else f"{prefix}: (empty)"
     minified = _minified(value)
-    # Readable text is the goal, but never at a higher price than the minified JSON.
+    # Readable text is the goal, but never at a higher price than the minified JSON: the
+    # fields are flattened only until they pass its length (a nested result's dotted paths
+    # often do, early on).
+    body = _fields_within(value, len(minified))
+    if body is None:
+        return f"{prefix}: {minified}"
+    compact = f"{prefix}: {body}" if body else f"{prefix}: (empty)"
     return compact if len(compact) <= len(minified) + len(prefix) + 2 else f"{prefix}: {minified}"
+
+
+def _fields_within(value: Any, limit: int) -> str | None:
+    """``", ".join(_flatten(value, ""))`` if it is at most ``limit`` characters long, else None.
+
+    Flattening stops as soon as the fields pass ``limit`` (room for each field and the ", "
+    after it), so a result whose minified JSON is shorter is not flattened whole.
+    """
+    parts: list[str] = []
+    if _flatten_into(value, "", parts, limit + 2) < 0:
+        return None
+    return ", ".join(parts)
+
+
+def _flatten_into(value: Any, path: str, parts: list[str], room: int) -> int:
+    """``_flatten(value, path)`` appended to ``parts`` while ``room`` lasts; the room left.
+
+    Each field takes its length and two (its separator). Negative: the fields passed the room,
+    and the rest were not made. A plain recursive call per level rather than nested
+    generators: a field deep in a result no longer passes up through a generator per level.
+    """
+    kind = type(value)
+    if kind is dict or (kind is not list and not isinstance(value, str)
+                        and isinstance(value, Mapping)):
+        if not value and path:
+            room -= _appended(parts, f"{path}: {{}}")
+        for key, child in value.items():
+            if room < 0:
+                return room
+            name = quoted_key(str(key))
+            room = _flatten_into(child, f"{path}.{name}" if path else name, parts, room)
+        return room
+    if kind is list or (not isinstance(value, str) and isinstance(value, list)):
+        if _is_table(value) or all(not isinstance(child, Mapping | list) for child in value):
+            return room - _appended(parts, next(iter(_flatten(value, path))))
+        for index, child in enumerate(value):
+            if room < 0:
+                return room
+            room = _flatten_into(child, f"{path}[{index}]", parts, room)
+        return room
+    return room - _appended(parts, f"{path}: {_scalar(value, field=True)}" if path
+                            else _scalar(value, field=True))
+
+
+def _appended(parts: list[str], part: str) -> int:
+    """Append ``part``; the room it takes (its length and its separator)."""
+    parts.append(part)
+    return len(part) + 2
 
 
 def _minified(value: Any) -> str:
     """``value`` as JSON without spaces, numbers as written (``json.dumps`` re-prints floats)."""
+    kind = type(value)
+    if kind is dict:  # what parsing makes: tried before the (slower) abstract types
+        return "{" + ",".join(f"{encode_basestring(key)}:{_minified(child)}"
+                              for key, child in value.items()) + "}"
+    if kind is list:
+        return "[" + ",".join(_minified(child) for child in value) + "]"
     if isinstance(value, str):
         return value if isinstance(value, JsonNumber) else encode_basestring(value)
     if isinstance(value, Mapping):
@@ -186,7 +244,7 @@ def _reports_failure(value: Any) -> bool:
 
 def _unwrap(value: Any) -> Any:
     """Drop success-envelope fields and a lone ``data``/``result`` wrapper."""
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         return value
     kept = {k: v for k, v in value.items() if not _is_ok_envelope(k, v)}
     if not kept:  # nothing but the envelope: it is the whole answer ("success: true"), not {}
@@ -208,7 +266,9 @@ def _is_ok_envelope(key: str, value: Any) -> bool:
 
 
 def _flatten(value: Any, path: str) -> Iterable[str]:
-    if isinstance(value, Mapping):
+    if isinstance(value, str):  # a field's value, most often: no abstract type to try
+        yield f"{path}: {_scalar(value, field=True)}" if path else _scalar(value, field=True)
+    elif type(value) is dict or isinstance(value, Mapping):
         if not value and path:
             yield f"{path}: {{}}"  # as an empty list shows as []: the key itself says something
         for key, child in value.items():

@@ -392,7 +392,9 @@ def _snapshot(value: Any) -> Any:
 
 
 def _parse_message(raw: object, where: str) -> Message:
-    if not isinstance(raw, Mapping):
+    # Locations (``where`` and a field) are formatted only for an error: indexing a long
+    # history parses every message once, and formatting them was a fifth of each parse.
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise InvalidInputError(f"{where} must be an object")
     role = raw.get("role")
     if role not in ROLES:
@@ -404,11 +406,16 @@ def _parse_message(raw: object, where: str) -> Message:
         raise InvalidInputError(f"{where}.tool_calls must be a list")
     call_id = raw.get("tool_call_id")
     if role == "tool":
-        call_id = check_text(call_id, f"{where}.tool_call_id")
-    message_id = _optional_text(raw.get("id"), f"{where}.id")
-    timestamp = _optional_text(raw.get("timestamp"), f"{where}.timestamp")
+        call_id = _text_at(call_id, where, ".tool_call_id")
+    message_id = _optional_text_at(raw.get("id"), where, ".id")
+    timestamp = _optional_text_at(raw.get("timestamp"), where, ".timestamp")
     name = raw.get("name")
-    content, images = _content(raw.get("content"), f"{where}.content")
+    content_raw = raw.get("content")
+    images: tuple[ImagePart, ...] = ()
+    if isinstance(content_raw, str):
+        content = _text_at(content_raw, where, ".content")
+    else:
+        content, images = _content(content_raw, f"{where}.content")
     refusal = raw.get("refusal")
     if refusal is not None and not content:
         # The model's answer was a refusal (OpenAI's ``refusal``, content null): its words are
@@ -421,13 +428,15 @@ def _parse_message(raw: object, where: str) -> Message:
         _parse_tool_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls))
     if len(tool_calls) > 1:
         _check_unique_call_ids(tool_calls, where)
-    thinking = _thinking_blocks(raw.get("thinking_blocks"), role, f"{where}.thinking_blocks")
+    blocks = raw.get("thinking_blocks")
+    thinking = () if blocks is None else _thinking_blocks(blocks, role,
+                                                          f"{where}.thinking_blocks")
     return Message(
         role=cast(Role, role),
         content=content,
         tool_calls=tool_calls,
         tool_call_id=call_id if isinstance(call_id, str) else None,
-        name=_message_name(name, role, f"{where}.name"),
+        name=_message_name(name, role, f"{where}.name") if isinstance(name, str) else None,
         id=message_id,
         timestamp=timestamp,
         images=images,
@@ -506,11 +515,25 @@ def _check_unique_call_ids(calls: tuple[ToolCall, ...], where: str) -> None:
                                     f"tool_calls[{earlier}].id")
 
 
-def _optional_text(value: object, where: str) -> str | None:
-    """An optional id-like field: None, or text (numbers are accepted and written as text)."""
+def _text_at(value: object, where: str, field: str) -> str:
+    """``check_text(value, where + field)``, the location formatted only for an error."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # check_text says where and why
+        else:
+            return value
+    return check_text(value, f"{where}{field}")
+
+
+def _optional_text_at(value: object, where: str, field: str) -> str | None:
+    """None, or text (numbers are accepted and written as text) as ``_text_at`` checks it."""
     if value is None:
         return None
-    return check_text(value if isinstance(value, str) else str(value), where)
+    return _text_at(value if isinstance(value, str) else str(value), where, field)
 
 
 register_cache("core.items.parsed", _PARSED)

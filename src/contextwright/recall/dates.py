@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import re
 from calendar import monthrange
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
+from itertools import compress, count
 from typing import Final
 
 WHEN: Final = "@when"
@@ -112,30 +114,58 @@ _CJK_TIME: Final = re.compile(r"[昨前今明去上下这本年月周]|几天前
 _CJK_TIME_WORDS: Final = ("几天前", "最近", "周末")
 
 
+_VOCABULARY: Final = _MONTH_WORDS | _RELATIVE_HEADS | _TIME_WORDS
+"""Every word a date rule looks for in a text's set of words."""
+_RELATIVE_STARTS: Final = _RELATIVE_HEADS | {"before"}
+"""The words a relative time phrase starts at ("before" of "the day before yesterday")."""
+
 _DIGIT: Final = re.compile(r"\d")
 
 
-class _Words:
-    """What a text holds, looked at once: its lower-cased form, words, digits, CJK time marks."""
+def _positions_of(words: list[str], wanted: frozenset[str]) -> Iterator[int]:
+    """The positions in ``words`` of the words in ``wanted``, found in C.
 
-    __slots__ = ("cjk", "digits", "lowered", "sequence", "words")
+    A turn's words are many and the wanted ones few: a Python step per word was a large part
+    of dating a turn.
+    """
+    return compress(count(), map(wanted.__contains__, words))
+
+
+class _Words:
+    """What a text holds, looked at once: its lower-cased form, words, digits, CJK time marks.
+
+    ``words`` holds only the words some rule looks for (``_VOCABULARY``): every rule asks
+    whether one of a few words is there, and a set of those is cheaper to make than one of
+    every word of a long turn.
+    """
+
+    __slots__ = ("_relative", "cjk", "digits", "lowered", "sequence", "words")
 
     def __init__(self, text: str) -> None:
         self.lowered = text.lower()
         self.sequence = _WORD.findall(self.lowered)
-        self.words = frozenset(self.sequence)
+        self.words = _VOCABULARY.intersection(self.sequence)
         self.digits = _DIGIT.search(text) is not None
         self.cjk = _CJK_TIME.search(text) is not None
+        self._relative: list[str] | None = None
 
     def relative_phrases(self) -> list[str]:
         """The English relative time phrases in the text, in order ("yesterday", "last week").
 
         "the day before yesterday" is "before yesterday" here, so it is not also "yesterday".
+        Worked out once per text (a turn's date terms and its "when" both ask); do not change
+        the list returned.
         """
+        if self._relative is None:
+            self._relative = self._find_relative_phrases()
+        return self._relative
+
+    def _find_relative_phrases(self) -> list[str]:
         if _RELATIVE_HEADS.isdisjoint(self.words):
             return []
         found, words = [], self.sequence
-        for at, word in enumerate(words):
+        for at in _positions_of(words, _RELATIVE_STARTS):
+            word = words[at]
             following = words[at + 1] if at + 1 < len(words) else ""
             if (word, following) in _TWO_WORDS:
                 found.append(f"{word} {following}")
@@ -285,10 +315,9 @@ def _month_dates(words: list[str], default_year: int | None) -> list[_Mention]:
     needs a word before it that makes it one: "may" is mostly a verb).
     """
     found = []
-    for at, word in enumerate(words):
-        month = _MONTHS.get(word)
-        if month is None:
-            continue
+    for at in _positions_of(words, _MONTH_WORDS):
+        word = words[at]
+        month = _MONTHS[word]
         day, after = _day_at(words, at + 1)
         if day is None:
             day = _day_before(words, at)
