@@ -365,6 +365,9 @@ def _match_bytes(match: str, terms: tuple[str, ...]) -> int:
 
     A word kept as it is (not stemmed) is its own term: one string, counted once.
     """
+    if len(terms) == 1:  # most words: worked out without a generator
+        term = terms[0]
+        return text_bytes(match) + _TERM_BYTES + (0 if term is match else text_bytes(term))
     return text_bytes(match) + sum(
         _TERM_BYTES + (0 if term is match else text_bytes(term)) for term in terms)
 
@@ -409,6 +412,9 @@ class _MatchTerms(MemoDict[str, tuple[str, ...]]):
         kept = self.revive(match)
         if kept is not None:
             return kept
+        if match.isascii():  # no CJK or unspaced letter: a word (most new matches are ids)
+            terms = self._word_terms(match)
+            return self.remember(match, terms)
         if self._cjk_start(match):
             terms = _bigrams(match)
         elif self._unspaced_start is not None and self._unspaced_start(match):

@@ -57,7 +57,9 @@ not words picked by a benchmark.
 def dated_term_counts(turn: RecallTurn) -> Counter[str]:
     """A turn's words (the ``recall`` analyzer) and its date terms (``recall.dates``)."""
     counts = _term_counts(turn.text)
-    counts.update(turn_date_terms(turn.text, turn.timestamp))
+    dated = turn_date_terms(turn.text, turn.timestamp)
+    if dated:
+        counts.update(dated)
     return counts
 
 
