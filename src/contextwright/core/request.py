@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
@@ -252,11 +252,6 @@ class _RequestModel(BaseModel):
     images: list[dict[str, Any]] = []
 
 
-_NESTED: dict[tuple[type[BaseModel], str], type[BaseModel]] = {
-    (_RequestModel, "documents"): _DocumentModel, (_RequestModel, "examples"): _ExampleModel}
-"""The model of the objects in each list field that holds objects of a model."""
-
-
 def _describe(exc: PydanticValidationError,
               not_an_object: str = "the request must be a JSON object",
               model: type[BaseModel] = _RequestModel) -> str:
@@ -281,12 +276,21 @@ def _closest_field(loc: tuple[int | str, ...], model: type[BaseModel]) -> str:
     *parents, given = loc
     for parent in parents:  # a list of objects: the field holding it names their model
         if isinstance(parent, str):
-            inner = _NESTED.get((model, parent))
+            inner = _item_model(model, parent)
             if inner is None:
                 return ""
             model = inner
     close = difflib.get_close_matches(str(given), tuple(model.model_fields), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _item_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The model of the objects a list field ``name`` of ``model`` holds (None: not such)."""
+    field = model.model_fields.get(name)
+    inner = get_args(field.annotation) if field is not None else ()
+    if len(inner) == 1 and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
+        return inner[0]
+    return None
 
 
 def _json_kind(value: object) -> str:
