@@ -492,43 +492,17 @@ class HistorySource:
         ``prompt``: the system prompt (stripped); a history system message that repeats it is
         marked as omitted (``_without_copies_of``).
 
-        Every build reads the same messages again, so a message that is a block by itself
-        (most are: a call comes with its results) is read here without a ``Block``: its parse
-        checked unchanged, its remembered item handed on (``block_items``'s common case).
+        Blocks are read as ``_recent_blocks`` reads them (a message that is a block by itself
+        without a ``Block``).
         """
-        history = request.history
         max_rounds = options.get("max_rounds")
-        key = options_key(options)
-        tiers = ToolTiers.from_options(options)
-        rounds_done = calls_seen = 0
-        anchor = _tier_anchor(options)
-        open_from, reasoning = open_loop(history)
-        index = len(history) - 1
-        while index >= 0:
-            message = parsed_unchanged(history[index]) or parse_listed(history, "history", index)
-            if message.role != "tool" and not message.tool_calls:
-                if max_rounds is not None and rounds_done >= max_rounds:
-                    return
-                item = _lone_item(message, index, options, key, reasoning, open_from)
-                yield (_without_copy_of(prompt, item) if prompt and message.role == "system"
-                       else item)
-                if message.role == "user":
-                    rounds_done += 1
-                index -= 1
-                continue
-            block = next(read_blocks_backward(history, "history", index + 1))
+        rounds_done = 0
+        for _, opens_round, items in _recent_blocks(request, options):
             if max_rounds is not None and rounds_done >= max_rounds:
                 return
-            retention = None
-            if tiers is not None and block.messages[0].tool_calls and block.start < anchor:
-                retention = Retention(tiers, calls_seen, history)
-                calls_seen += 1
-            for item in block_items(block, "history", Layer.HISTORY, True, options, key,
-                                    retention, reasoning if block.start >= open_from else None):
+            for item in items:
                 yield _without_copy_of(prompt, item) if prompt else item
-            if block.messages[0].role == "user":
-                rounds_done += 1
-            index = block.start - 1
+            rounds_done += opens_round
 
     def _with_recall(self, request: Request, options: Mapping[str, Any],
                      share: float) -> Iterator[ContextItem]:
@@ -666,7 +640,9 @@ def _recent_blocks(request: Request, options: Mapping[str, Any]
                    ) -> Iterator[tuple[int, bool, list[ContextItem]]]:
     """History's blocks newest first: (first position, opens a round, items; tiers applied).
 
-    A message that is a block by itself is read as in ``HistorySource._recent``.
+    Every build reads the same messages again, so a message that is a block by itself (most
+    are: a call comes with its results) is read without a ``Block``: its parse checked
+    unchanged, its remembered item handed on (``block_items``'s common case).
     """
     history = request.history
     key = options_key(options)
