@@ -10,7 +10,17 @@ import pytest
 from contextwright.errors import CorruptRecordError
 from contextwright.manager import ContextManager
 from contextwright.modes import SLIDING_WINDOW
-from contextwright.modes.zones import Zones, plan_steps, render_zone, update_task
+from contextwright.modes.zones import (
+    PENDING_RESULT,
+    Task,
+    ToolRecord,
+    Zones,
+    add_tool_calls,
+    fill_tool_results,
+    plan_steps,
+    render_zone,
+    update_task,
+)
 from contextwright.session.state import SessionState
 
 LINE = 200
@@ -144,3 +154,57 @@ def test_a_zones_document_of_another_shape_reads_as_malformed(zones: dict[str, A
     # short call pair had raised IndexError.
     with pytest.raises(CorruptRecordError):
         SessionState.from_dict({"zones": zones})
+
+
+def test_a_call_whose_failure_is_recorded_later_undoes_its_step_and_its_retry_does_it() -> None:
+    # An agent records the call, runs the tool, then records its result: the step was marked
+    # done when the call was recorded, and a failure that came later left it done, so the
+    # zone told the model an order was looked up that never was.
+    manager = ContextManager(background=False)
+    manager.prepare("u", "s", "First look up order 20241001, then refund it")
+    order = {"order_id": "20241001"}
+    manager.record("u", "s", assistant=_tool_use("t1", "get_order", order))
+    assert manager.state("u", "s").zones.task.next == ("refund it",)
+    manager.record("u", "s", tool_results=[_tool_result("t1", "timeout", error=True)])
+    task = manager.state("u", "s").zones.task
+    assert (task.done, task.next) == ((), ("look up order 20241001", "refund it"))
+    manager.prepare("u", "s")
+    manager.record("u", "s", assistant=_tool_use("t2", "get_order", order))
+    manager.record("u", "s", tool_results=[_tool_result("t2", "shipped")])
+    task = manager.state("u", "s").zones.task
+    assert (task.done, task.next) == (("look up order 20241001 (get_order)",), ("refund it",))
+
+
+def test_a_later_failure_without_a_plan_takes_only_its_call_off_the_done_steps() -> None:
+    # Two calls in one message, both pending; the first one's result reports a failure.
+    zones = Zones(task=Task(goal="Cancel order 20241001 and tell the customer"))
+    calls = [ToolRecord(name="cancel_order", arguments='{"order_id":"20241001"}',
+                        result=PENDING_RESULT, call_id="t1"),
+             ToolRecord(name="notify", arguments='{"order_id":"20241001"}',
+                        result=PENDING_RESULT, call_id="t2")]
+    zones = add_tool_calls(zones, calls, keep=8)
+    assert len(zones.task.done) == 2
+    zones = fill_tool_results(zones, {"t1": "(tool error) refused", "t2": "sent"},
+                              lambda _name, text: text)
+    assert zones.task.done == ('notify({"order_id":"20241001"})',)
+    assert [record.step for record in zones.tools] == ["", ""]
+
+
+def test_a_repeated_call_failing_later_leaves_the_earlier_calls_step() -> None:
+    zones = Zones(task=Task(goal="Ping the host"))
+    ping = ToolRecord(name="ping", arguments="{}", result="pong", call_id="t1")
+    zones = add_tool_calls(zones, [ping], keep=8)
+    again = ToolRecord(name="ping", arguments="{}", result=PENDING_RESULT, call_id="t2")
+    zones = add_tool_calls(zones, [again], keep=8)
+    zones = fill_tool_results(zones, {"t2": "(tool error) timeout"}, lambda _name, text: text)
+    assert zones.task.done == ("ping",)
+
+
+def test_a_zones_document_of_an_older_version_reads_and_keeps_its_steps() -> None:
+    # Records stored before calls noted the step they did read as having done none.
+    state = SessionState.from_dict({"zones": {
+        "tools": [{"name": "get_order", "arguments": "{}", "result": "(pending)",
+                   "call_id": "t1"}],
+        "task": {"goal": "g", "done": ["look up"], "next": ["refund"]}}})
+    assert state.zones.tools[0].step == ""
+    assert state.zones.task.done == ("look up",)

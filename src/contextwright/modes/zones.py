@@ -78,12 +78,19 @@ class ToolRecord:
     """The result, compacted and cut to ``TOOL_RESULT_CHARS`` (``PENDING_RESULT`` until known)."""
     call_id: str = ""
     """The call's id, so a result recorded later can find it ('' in zones stored before ids)."""
+    step: str = ""
+    """While the result is pending: the line this call added to the task's done steps ('' for
+    none), so a failure recorded later takes it off again (``fill_tool_results``)."""
+    planned: str = ""
+    """While the result is pending: the planned step this call took off the task's next ones
+    ('' for none), which such a failure puts back first."""
 
     def to_dict(self) -> dict[str, str]:
         """Plain JSON data for a store."""
         data = {"name": self.name, "arguments": self.arguments, "result": self.result}
-        # Left out when unknown, so a document without ids reads the same in older versions.
-        return {**data, "call_id": self.call_id} if self.call_id else data
+        # Each left out when empty, so a document without them reads the same in older versions.
+        optional = {"call_id": self.call_id, "step": self.step, "planned": self.planned}
+        return {**data, **{name: value for name, value in optional.items() if value}}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,16 +228,32 @@ def add_tool_calls(zones: Zones, records: Sequence[ToolRecord], keep: int) -> Zo
     """
     if not records:
         return zones
-    tools = (*zones.tools, *records)[-keep:] if keep else ()
     task = zones.task
     if task.last_call is None and zones.tools:  # a state stored before calls were kept apart
         task = replace(task, last_call=(zones.tools[-1].name, zones.tools[-1].arguments))
+    noted = []
     for record in records:
         if reports_failure(record.result):
             task = replace(task, closed=False)  # work on the task goes on
+            noted.append(record)
             continue
+        before = task
         task = replace(_complete_step(task, record), last_call=(record.name, record.arguments))
+        noted.append(_with_step(record, before, task) if record.result == PENDING_RESULT
+                     else record)
+    tools = (*zones.tools, *noted)[-keep:] if keep else ()
     return replace(zones, tools=tools, task=task)
+
+
+def _with_step(record: ToolRecord, before: Task, after: Task) -> ToolRecord:
+    """``record`` (its result pending) noting the step its call did: ``before`` → ``after``.
+
+    A line that was done already (the same call without a plan, once more) is no step of
+    this call's: a failure of this one must not take the earlier call's off.
+    """
+    added = after.done[-1] if after.done and after.done[-1] not in before.done else ""
+    planned = before.next[0] if len(after.next) < len(before.next) else ""
+    return replace(record, step=added, planned=planned) if added else record
 
 
 def fill_tool_results(zones: Zones, results: Mapping[str, str],
@@ -241,14 +264,30 @@ def fill_tool_results(zones: Zones, results: Mapping[str, str],
     it is cut to ``TOOL_RESULT_CHARS``. A result whose call has left the zone (older than the
     last ``keep``, or cleared by a mode switch) is not added: the zone keeps only its last calls.
     """
-    tools = list(zones.tools)
+    tools, task = list(zones.tools), zones.task
     for call_id, content in results.items():
         index = _newest_pending(tools, call_id)
         if index is not None:
             record = tools[index]
-            tools[index] = replace(record, result=cut_result(compact(record.name, content)))
+            result = cut_result(compact(record.name, content))
+            if record.step and reports_failure(result):
+                task = _undone(task, record)
+            tools[index] = replace(record, result=result, step="", planned="")
     filled = tuple(tools)
-    return zones if filled == zones.tools else replace(zones, tools=filled)
+    if filled == zones.tools and task == zones.task:
+        return zones
+    return replace(zones, tools=filled, task=task)
+
+
+def _undone(task: Task, record: ToolRecord) -> Task:
+    """``task`` without the step ``record``'s call did, its call having failed.
+
+    The planned step goes back first among the next ones; the last call is forgotten, so the
+    call that retries it (the same tool, the same arguments) does the step, not repeats it.
+    """
+    done = tuple(line for line in task.done if line != record.step)
+    upcoming = (record.planned, *task.next) if record.planned else task.next
+    return replace(task, done=done, next=upcoming, closed=False, last_call=None)
 
 
 def _newest_pending(tools: Sequence[ToolRecord], call_id: str) -> int | None:
