@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, cast
 
-from contextwright.builder import ContextBuilder
-from contextwright.core.cache import CachePolicy, Fingerprint
+from contextwright.builder import ContextBuilder, session_cache_key
+from contextwright.core.cache import MAX_BREAKPOINTS, CachePolicy, Fingerprint, breakpoint_ends
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
 from contextwright.core.items import Message, parse_message
 from contextwright.core.plan import BuildPlan
-from contextwright.core.providers import image_segments, openai_image
+from contextwright.core.providers import image_segments, openai_image, prompt_cache_key
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
 from contextwright.errors import (
@@ -202,18 +202,86 @@ class ContextShaper:
 
     def build(self, messages: Sequence[Mapping[str, Any]], *, system: str | None = None,
               tools: Sequence[Mapping[str, Any]] = (),
-              previous: Fingerprint | None = None) -> FinalContext:
+              previous: Fingerprint | None = None,
+              cache_key: str | None = None) -> FinalContext:
         """Build the context for ``messages`` (OpenAI chat dicts).
 
         ``previous`` is the fingerprint of the same conversation's last build, which this one
         continues while ``cache`` is on (see ``stored_fingerprint``); it never comes from
-        another conversation.
+        another conversation. ``cache_key`` names the conversation for the provider's cache
+        routing (``conversation_cache_key``); with ``cache`` off it is not kept.
         """
         request = self.request(messages, system=system, tools=tools)
         plan = self.plan_for(request)
         if self.cache is False:
             return self.builder.build(plan, request)
-        return self.builder.build(plan, request, previous=previous, cache=self.cache)
+        return self.builder.build(plan, request, previous=previous, cache=self.cache,
+                                  cache_key=cache_key)
+
+
+def conversation_cache_key(framework: str, conversation_id: object) -> str | None:
+    """The provider cache key of one conversation of a framework (None: it names none).
+
+    ``conversation_id`` is the id the framework gives the conversation (a LangGraph thread, a
+    Pydantic AI conversation): a keyed hash of it (``session_cache_key``), so two
+    conversations never share a key and the provider never sees the id itself. A framework
+    that names no conversation gets no key: a key made of the messages would group different
+    users' conversations that start alike.
+    """
+    if conversation_id is None or conversation_id == "":
+        return None
+    return session_cache_key(framework, str(conversation_id))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheHints:
+    """Where one model call asks its provider to cache, and the conversation's cache key.
+
+    An integration puts these through its framework's own mechanism: Anthropic caches only up
+    to its request's ``cache_control`` breakpoints, so without them the stable prefix a build
+    keeps is written and read by no one; OpenAI caches by itself, and ``prompt_cache_key``
+    sends the calls of one conversation to the same cache.
+    """
+
+    messages: tuple[int, ...] = ()
+    """Indexes of the build's messages (its system message 0) whose last block ends a
+    stable part: a breakpoint goes there."""
+    system: bool = False
+    """A breakpoint at the end of the system prompt (which caches the tools before it)."""
+    tools: bool = False
+    """A breakpoint on the last tool (only when there is no system prompt)."""
+    key: str | None = None
+    """The conversation's ``prompt_cache_key``, as OpenAI takes it."""
+
+    @property
+    def count(self) -> int:
+        """How many breakpoints these hints place."""
+        return len(self.messages) + int(self.system) + int(self.tools)
+
+
+NO_HINTS = CacheHints()
+
+
+def cache_hints(shaper: ContextShaper, context: FinalContext, *, system: bool, tools: bool,
+                placed: int = 0) -> CacheHints:
+    """The cache hints of ``context`` (none when the shaper's cache is off).
+
+    The breakpoints are a direct build's (``FinalContext.to_request("anthropic")``): the system
+    prompt's end (else the last tool's) and the ends of the stable parts (``cache_points``),
+    the latest kept when there are more than Anthropic takes. ``system`` and ``tools`` say
+    what the framework's request will carry (its own instructions count as system prompt);
+    ``placed`` is how many breakpoints the request has already (the caller's own), which the
+    earliest of ours make room for.
+    """
+    if shaper.cache is False:
+        return NO_HINTS
+    ends = breakpoint_ends(context.cache_points, system=system, tools=tools)
+    marked = [end for end in ends if end > 0]
+    fixed = placed < MAX_BREAKPOINTS  # the system prompt's (or the tools') comes first
+    room = max(0, MAX_BREAKPOINTS - placed - (len(ends) - len(marked)))
+    return CacheHints(messages=tuple(marked[max(0, len(marked) - room):]) if room else (),
+                      system=fixed and 0 in ends, tools=fixed and -1 in ends,
+                      key=prompt_cache_key(context.cache_key) if context.cache_key else None)
 
 
 FINGERPRINT_KEY = "contextwright_fingerprint"

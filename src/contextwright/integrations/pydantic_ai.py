@@ -18,7 +18,13 @@ prompt and of a tool's return (``ImageUrl``, image ``BinaryContent``) are carrie
 gets a tool's images in its return, inside the fence, and Pydantic AI sends them the way its
 provider takes them — while audio, video and documents are refused. A ``TextContent`` (and a
 ``StructuredContent``) is its text; a ``CachePoint`` is left out, and the report's warnings say
-how many (chat messages carry no cache breakpoints). A retry
+how many (the build marks the ends of its own stable part instead). With ``cache`` on, the
+model is asked to cache that stable part the way Pydantic AI asks it: an Anthropic model gets
+``CachePoint`` markers at its ends and ``anthropic_cache_instructions`` (the system prompt, which
+covers the tools; ``anthropic_cache_tool_definitions`` without one), four breakpoints at most;
+an OpenAI model gets ``openai_prompt_cache_key``, a keyed hash of the run's
+``conversation_id``, the same for every run of one conversation. Cache settings the agent or the
+run set themselves are left as they are. A retry
 (``RetryPromptPart``, and ``RetryFeedbackPart`` where Pydantic AI has it) is carried as what
 the model is shown; a tool's failure or retry (a ``ToolReturnPart`` with ``outcome="failed"`` or
 ``"retried"``) is its call's result, marked as a failure, with the error or feedback whole.
@@ -36,7 +42,7 @@ import base64
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from pydantic_ai import messages as pydantic_ai_messages
 from pydantic_ai.capabilities import AbstractCapability
@@ -58,7 +64,8 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 
 from contextwright.builder import ContextBuilder
@@ -72,10 +79,14 @@ from contextwright.errors import BudgetError, InvalidInputError
 from contextwright.integrations._core import (
     FEEDBACK,
     FINGERPRINT_KEY,
+    NO_HINTS,
+    CacheHints,
     ContextShaper,
     ConversionMemo,
     PlanChoice,
+    cache_hints,
     chats_with_tool_images,
+    conversation_cache_key,
     fingerprint_to_keep,
     kept_tool_names,
     report_from_dict,
@@ -113,11 +124,13 @@ class ContextwrightHistory(AbstractCapability[Any]):
 
     def build(self, messages: Sequence[ModelMessage], instructions: str | None = None,
               tools: Sequence[Mapping[str, Any]] = (),
-              previous: Fingerprint | None = None) -> FinalContext:
+              previous: Fingerprint | None = None,
+              cache_key: str | None = None) -> FinalContext:
         """The build for a run's ``messages``.
 
         ``instructions`` are what the agent sends apart; ``tools`` the OpenAI schemas of its
-        function tools; ``previous`` the fingerprint of this conversation's last build.
+        function tools; ``previous`` the fingerprint of this conversation's last build;
+        ``cache_key`` names the conversation for the provider's cache.
         """
         shaper = self.shaper
         chats = self._chats(messages)
@@ -126,7 +139,7 @@ class ContextwrightHistory(AbstractCapability[Any]):
             if spent >= shaper.budget:
                 _refuse_instructions(shaper, chats, instructions, tools, spent)
             shaper = dataclasses.replace(shaper, budget=shaper.budget - spent)
-        context = shaper.build(chats, tools=tools, previous=previous)
+        context = shaper.build(chats, tools=tools, previous=previous, cache_key=cache_key)
         native = _native_tool_names(messages)
         if native:
             context = with_warning(context, (
@@ -136,9 +149,9 @@ class ContextwrightHistory(AbstractCapability[Any]):
         cache_points = _cache_points(messages)
         if cache_points:
             context = with_warning(context, (
-                f"left out {cache_points} CachePoint(s) of the prompts: the build's messages "
-                "carry no cache breakpoints, so the provider is not asked to cache up to them; "
-                "the run's messages keep them"))
+                f"left out {cache_points} CachePoint(s) of the prompts: each build cuts and "
+                "fences the messages anew, so it marks the ends of its own stable part instead "
+                "(with cache on, for an Anthropic model); the run's messages keep them"))
         return context
 
     async def before_model_request(self, ctx: RunContext[Any],
@@ -150,17 +163,83 @@ class ContextwrightHistory(AbstractCapability[Any]):
         schemas = [_tool_schema(tool) for tool in parameters.function_tools]
         holder, previous = (_previous_build(ctx.messages) if self.shaper.cache is not False
                             else (None, None))
-        context = await asyncio.to_thread(self.build, given, instructions, schemas, previous)
-        built = to_pydantic_ai(chats_with_tool_images(context))
+        key = (conversation_cache_key("pydantic-ai", getattr(ctx, "conversation_id", None))
+               if self.shaper.cache is not False else None)
+        context = await asyncio.to_thread(self.build, given, instructions, schemas, previous,
+                                          key)
+        kept = kept_tool_names(context)
+        parameters = dataclasses.replace(
+            parameters, function_tools=[t for t in parameters.function_tools if t.name in kept])
+        hints = self._hints(context, request_context, bool(instructions), parameters)
+        built = _messages_with_cache_points(chats_with_tool_images(context), hints.messages)
         if isinstance(given[-1], ModelRequest) and isinstance(built[-1], ModelRequest):
             built[-1] = dataclasses.replace(built[-1], instructions=given[-1].instructions)
-        kept = kept_tool_names(context)
         request_context.messages = built
-        request_context.model_request_parameters = dataclasses.replace(
-            parameters, function_tools=[t for t in parameters.function_tools if t.name in kept])
+        request_context.model_request_parameters = parameters
+        request_context.model_settings = _with_cache_settings(request_context.model_settings,
+                                                              hints)
         _note_report(ctx.messages, context.report,
                      fingerprint_to_keep(self.shaper, context), holder)
         return request_context
+
+
+    def _hints(self, context: FinalContext, request_context: ModelRequestContext,
+               instructions: bool, parameters: Any) -> CacheHints:
+        """What of the build's cache hints this request's model takes through Pydantic AI.
+
+        Breakpoints only for an Anthropic model: a ``CachePoint`` of its own between two
+        messages is what Pydantic AI's Anthropic model reads as "cache up to the end of the
+        message before", while a model that caches no other way may send it as an empty
+        message. Cache settings the run already has (its own breakpoints) leave ours out.
+        """
+        system = instructions or bool(context.messages and context.messages[0].role == "system")
+        tools = bool(parameters.function_tools or parameters.output_tools)
+        hints = cache_hints(self.shaper, context, system=system, tools=tools)
+        provider = _provider(request_context.model)
+        settings = request_context.model_settings or {}
+        key = hints.key if provider in OPENAI_PROVIDERS else None
+        if provider == ANTHROPIC and not any(name in settings for name in CACHE_SETTINGS):
+            return dataclasses.replace(hints, key=key)
+        return dataclasses.replace(NO_HINTS, key=key)
+
+
+OPENAI_PROVIDERS = frozenset(("openai", "azure"))
+"""The providers whose ``OpenAIChatModel`` / ``OpenAIResponsesModel`` take ``prompt_cache_key``
+(another provider behind an OpenAI model may refuse a field it does not know)."""
+
+CACHE_SETTINGS = ("cache", "anthropic_cache", "anthropic_cache_instructions",
+                  "anthropic_cache_tool_definitions", "anthropic_cache_messages")
+"""Anthropic cache settings of Pydantic AI: a run that sets any of them places its own
+breakpoints (or turns caching off), and the capability adds none to them."""
+
+
+def _provider(model: Model) -> str:
+    """The provider a model sends to (``anthropic``, ``openai``...; a wrapper's is its model's)."""
+    try:
+        return str(model.system)
+    except (AttributeError, NotImplementedError):  # a model that names no provider
+        return ""
+
+
+def _with_cache_settings(settings: ModelSettings | None, hints: CacheHints
+                         ) -> ModelSettings | None:
+    """``settings`` with the hints Pydantic AI takes as settings, each only where unset.
+
+    The system prompt's breakpoint (``anthropic_cache_instructions``), the tools' when there
+    is no system prompt (``anthropic_cache_tool_definitions``), the conversation's
+    ``openai_prompt_cache_key``; the messages' breakpoints are ``CachePoint`` markers.
+    """
+    added: dict[str, Any] = {}
+    if hints.system:
+        added["anthropic_cache_instructions"] = True
+    if hints.tools:
+        added["anthropic_cache_tool_definitions"] = True
+    if hints.key is not None:
+        added["openai_prompt_cache_key"] = hints.key
+    given: dict[str, Any] = dict(settings or {})
+    if all(name in given for name in added):
+        return settings
+    return cast(ModelSettings, {**added, **given})
 
 
 def _refuse_instructions(shaper: ContextShaper, chats: list[Chat], instructions: str,
@@ -526,16 +605,35 @@ def _thinking_part(block: Mapping[str, Any]) -> ThinkingPart:
 
 def to_pydantic_ai(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
     """Pydantic AI messages for OpenAI chat dicts: request parts in a row share one request."""
+    return _messages_with_cache_points(messages, ())
+
+
+def _messages_with_cache_points(messages: Sequence[Mapping[str, Any]], points: Sequence[int]
+                                ) -> list[ModelMessage]:
+    """``to_pydantic_ai``, with a ``CachePoint`` at the end of each message of ``points``.
+
+    A user prompt ends with it; after a tool's return or an assistant's answer it opens a
+    prompt part of its own, which Pydantic AI's Anthropic model reads as "cache up to the end
+    of the block before" (the return's ``tool_result``, the answer's last block) and sends as
+    no content. The system message's end is the ``anthropic_cache_instructions`` setting's.
+    """
+    marked = frozenset(points)
     result: list[ModelMessage] = []
     parts: list[ModelRequestPart] = []
     names: dict[str, str] = {}  # tool-call id → tool name, for the results that follow
+    after_answer = False  # the last response ends a stable part: the next request marks it
     for index, message in enumerate(messages):
         role, content = message.get("role"), message.get("content") or ""
+        if role != "assistant" and after_answer:
+            parts.append(UserPromptPart(content=[CachePoint()]))
+            after_answer = False
         if role == "assistant":
             if parts:
                 result.append(ModelRequest(parts=parts))
                 parts = []
             result.append(_to_response(message, names))
+            # Thinking alone takes no breakpoint (Anthropic caches no thinking block).
+            after_answer = index in marked and bool(content or message.get("tool_calls"))
         elif role == "system":
             parts.append(SystemPromptPart(content=content))
         elif role == "user":
@@ -547,9 +645,23 @@ def to_pydantic_ai(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
                                         tool_call_id=call_id))
         else:
             raise InvalidInputError(f"messages[{index}]: role {role!r} has no Pydantic AI part")
+        if index in marked and role in ("user", "tool"):
+            parts[-1:] = _marked_end(parts[-1])
     if parts:
         result.append(ModelRequest(parts=parts))
     return result
+
+
+def _marked_end(part: ModelRequestPart) -> list[ModelRequestPart]:
+    """``part`` followed by a ``CachePoint``: at the end of a user prompt, else in a prompt after.
+
+    A tool's return cannot hold one; the prompt part after it holds nothing else.
+    """
+    if not isinstance(part, UserPromptPart):
+        return [part, UserPromptPart(content=[CachePoint()])]
+    content = part.content
+    items = [content] if isinstance(content, str) else list(content)
+    return [dataclasses.replace(part, content=[*items, CachePoint()])]
 
 
 def _prompt_content(message: Mapping[str, Any], index: int
