@@ -16,6 +16,13 @@ of the build, which the report's warnings count; a system prompt given as conten
 is an alternative to ``trim_messages`` and ``SummarizationMiddleware``, not a companion: run one
 of them, not both. ``to_langchain`` / ``from_langchain`` convert messages either way. Needs the
 ``langchain`` extra; importing this module imports LangChain.
+
+With ``cache`` on, the model is also asked to cache that stable prefix, the way its LangChain
+model takes it: a ``ChatAnthropic`` model gets ``cache_control`` breakpoints on the content
+blocks that end the stable parts (the system prompt's last block, history's last message...),
+four at most with those the system prompt or tools already carry; a ``ChatOpenAI`` model gets
+``prompt_cache_key``, a keyed hash of the LangGraph thread's id (none without a ``thread_id``),
+unless the model or the agent already sends one.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.config import get_config
 from langgraph.types import Command
 
 from contextwright.builder import ContextBuilder
@@ -45,9 +53,12 @@ from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
 from contextwright.integrations._core import (
     FINGERPRINT_KEY,
+    CacheHints,
     ContextShaper,
     ConversionMemo,
     PlanChoice,
+    cache_hints,
+    conversation_cache_key,
     fingerprint_to_keep,
     kept_tool_names,
     report_from_dict,
@@ -141,11 +152,13 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         schemas = [_tool_schema(tool, index) for index, tool in enumerate(request.tools)]
         given = request.system_message
         system = given.text if given is not None else None
+        cached = self.shaper.cache is not False
         previous = (stored_fingerprint((request.state or {}).get(FINGERPRINT_KEY))
-                    if self.shaper.cache is not False else None)
+                    if cached else None)
+        key = conversation_cache_key("langchain", _thread_id()) if cached else None
         context = self.shaper.build(self._chats(request.messages), system=system,
                                     tools=[schema for schema in schemas if schema is not None],
-                                    previous=previous)
+                                    previous=previous, cache_key=key)
         hosted = _hosted_tool_blocks(request.messages)
         if hosted:
             context = with_warning(context, (
@@ -161,9 +174,22 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         kept = kept_tool_names(context)
         tools = [tool for tool, schema in zip(request.tools, schemas, strict=True)
                  if schema is None or schema["function"]["name"] in kept]
-        shaped = request.override(messages=_with_contents(to_langchain(rest), tool_contents),
-                                  system_message=system_message,
-                                  tools=tools)
+        messages = _with_contents(to_langchain(rest), tool_contents)
+        # The tools take no breakpoint of their own: one on the system prompt or a message
+        # caches them too, as they come first.
+        placed = _cache_controls(system_message) + sum(
+            1 for tool in tools if isinstance(tool, Mapping) and "cache_control" in tool)
+        hints = cache_hints(self.shaper, context, system=system_message is not None,
+                            tools=False, placed=placed)
+        model = _model_kind(request.model)
+        if model == "anthropic":
+            system_message, messages = _with_breakpoints(
+                hints, system_message, messages, len(context.messages) - len(rest))
+        settings = request.model_settings
+        if model == "openai" and hints.key is not None and not _sends_cache_key(request):
+            settings = {**settings, "prompt_cache_key": hints.key}
+        shaped = request.override(messages=messages, system_message=system_message,
+                                  tools=tools, model_settings=settings)
         return shaped, context
 
     def wrap_model_call(
@@ -192,6 +218,97 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
         if fingerprint is not None:
             update[FINGERPRINT_KEY] = fingerprint
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+
+def _thread_id() -> object:
+    """The LangGraph thread's id of the running agent (None outside a run or without one)."""
+    try:
+        config = get_config()
+    except RuntimeError:  # called outside a graph run (a test calling ``shape`` itself)
+        return None
+    return (config.get("configurable") or {}).get("thread_id")
+
+
+_OPENAI_MODELS = frozenset(("openai-chat", "azure-openai-chat"))
+"""``_llm_type`` of the LangChain models that send OpenAI's own API (``ChatOpenAI``,
+``AzureChatOpenAI``), which takes ``prompt_cache_key``; the models of other providers built on
+them name themselves otherwise, and may refuse a field they do not know."""
+
+
+def _model_kind(model: object) -> str | None:
+    """``anthropic`` or ``openai`` for a model whose cache hints the middleware sends, else None.
+
+    A ``ChatAnthropic`` (and the models built on its message format, ``anthropic-chat...``)
+    reads ``cache_control`` on content blocks; ``ChatOpenAI`` takes ``prompt_cache_key``.
+    """
+    model = getattr(model, "bound", model)  # a model with bound settings
+    kind = getattr(model, "_llm_type", None)
+    if not isinstance(kind, str):
+        return None
+    if kind.startswith("anthropic-chat"):
+        return "anthropic"
+    return "openai" if kind in _OPENAI_MODELS else None
+
+
+def _sends_cache_key(request: ModelRequest[Any]) -> bool:
+    """Whether the agent or its model already sends a ``prompt_cache_key`` of its own."""
+    model = request.model
+    bound = getattr(model, "kwargs", None)  # ``model.bind(prompt_cache_key=...)``
+    inner = getattr(model, "bound", model)
+    given = getattr(inner, "model_kwargs", None)  # ``ChatOpenAI(model_kwargs={...})``
+    return any(isinstance(where, Mapping) and "prompt_cache_key" in where
+               for where in (request.model_settings, bound, given))
+
+
+def _cache_controls(message: SystemMessage | None) -> int:
+    """How many ``cache_control`` breakpoints the system message's blocks already carry."""
+    if message is None or not isinstance(message.content, list):
+        return 0
+    return sum(1 for block in message.content
+               if isinstance(block, dict) and "cache_control" in block)
+
+
+def _with_breakpoints(hints: CacheHints, system: SystemMessage | None, messages: list[Any],
+                      offset: int) -> tuple[SystemMessage | None, list[Any]]:
+    """The system message and messages with ``cache_control`` on the hints' last blocks.
+
+    ``offset``: the build's messages before ``messages`` (its system message). An assistant
+    message whose calls end it takes none: ChatAnthropic sends its calls from ``tool_calls``,
+    which carry no ``cache_control``.
+    """
+    if hints.system and system is not None:
+        system = _marked(system) or system
+    marked = list(messages)
+    for index in hints.messages:
+        position = index - offset
+        if 0 <= position < len(marked):
+            marked[position] = _marked(marked[position]) or marked[position]
+    return system, marked
+
+
+_CACHE_CONTROL = {"type": "ephemeral"}
+
+
+def _marked(message: Any) -> Any | None:
+    """``message`` with ``cache_control`` on its last content block (None: it takes none).
+
+    None for an assistant message that ends with its calls, and for a message whose last
+    block is blank text or thinking (the Messages API takes no breakpoint there).
+    """
+    if isinstance(message, AIMessage) and message.tool_calls:
+        return None
+    content = message.content
+    blocks: list[Any] = ([{"type": "text", "text": content}] if isinstance(content, str)
+                         else list(content))
+    if not blocks:
+        return None
+    last = blocks[-1]
+    last = {"type": "text", "text": last} if isinstance(last, str) else last
+    if not isinstance(last, dict) or last.get("type") in ("thinking", "redacted_thinking") \
+            or (last.get("type") == "text" and not str(last.get("text") or "").strip()):
+        return None
+    blocks[-1] = {**last, "cache_control": dict(_CACHE_CONTROL)}
+    return message.model_copy(update={"content": blocks})
 
 
 def _tool_images(context: FinalContext, request: ModelRequest[Any]
