@@ -40,7 +40,7 @@ from agents.memory.session_settings import resolve_session_limit
 from agents.models.fake_id import FAKE_RESPONSES_ID
 from agents.run_config import CallModelData, ModelInputData
 
-from contextwright.builder import ContextBuilder
+from contextwright.builder import ContextBuilder, session_cache_key
 from contextwright.convert import HOSTED_RESPONSES_ITEMS, chat_messages
 from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.final import FinalContext
@@ -75,12 +75,17 @@ class ContextwrightSession:
     atomically with a check that nothing was appended meanwhile; a session key used here is
     not also used by a ``ContextManager``, whose state document it would share. Store calls
     run on a worker thread, so the event loop never waits on the database.
+
+    ``session_id`` is what the SDK knows the session by, and it names one (user, session)
+    pair: a keyed hash of both (``key`` holds them as given). The SDK groups a session's runs
+    by it, and derives from it the ``prompt_cache_key`` it sends OpenAI, so two users whose
+    sessions have the same id never share a cache key.
     """
 
     def __init__(self, store: Store, *, user_id: str, session_id: str,
                  session_settings: SessionSettings | None = None) -> None:
         self.key = SessionKey(user_id=user_id, session_id=session_id)
-        self.session_id = session_id
+        self.session_id = session_cache_key("openai-agents", user_id, session_id)
         self.session_settings = session_settings or SessionSettings()
         self.store = sync_store(store, "ContextwrightSession")
 
