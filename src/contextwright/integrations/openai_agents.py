@@ -23,7 +23,10 @@ names no message). The tool schemas the SDK sends are not part of the build (a f
 cannot change them), so ``budget`` covers the instructions and the input. When the run's context
 is a mutable mapping, each build's fingerprint is kept in it (``contextwright_fingerprint``) and
 the next call with that context continues its layout, so the provider's prompt cache stays warm
-(``cache=False`` turns that off).
+(``cache=False`` turns that off). The SDK itself sends OpenAI's own API a ``prompt_cache_key`` per
+conversation, session or trace group (a filter has no say in a call's settings); a
+``ContextwrightSession`` gives it a ``session_id`` naming its (user, session) pair, so two
+users' sessions never share a key.
 Needs the ``openai-agents`` extra.
 """
 

@@ -64,7 +64,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 
@@ -182,9 +182,8 @@ class ContextwrightHistory(AbstractCapability[Any]):
                      fingerprint_to_keep(self.shaper, context), holder)
         return request_context
 
-
     def _hints(self, context: FinalContext, request_context: ModelRequestContext,
-               instructions: bool, parameters: Any) -> CacheHints:
+               instructions: bool, parameters: ModelRequestParameters) -> CacheHints:
         """What of the build's cache hints this request's model takes through Pydantic AI.
 
         Breakpoints only for an Anthropic model: a ``CachePoint`` of its own between two
