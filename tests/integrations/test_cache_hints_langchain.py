@@ -8,6 +8,7 @@ only these tests use.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -52,7 +53,8 @@ def test_chat_openai_sends_one_prompt_cache_key_per_thread(responses: bool) -> N
     with ProviderServer() as server:
         agent = openai_agent(server, ContextwrightMiddleware(), use_responses_api=responses)
         agent.invoke(opening("Is KST7 confirmed?"), thread("t-1"))
-        agent.invoke({"messages": [HumanMessage("Which seat?")]}, thread("t-1"))
+        # An async agent's call (the build on a worker thread) reads the same thread.
+        asyncio.run(agent.ainvoke({"messages": [HumanMessage("Which seat?")]}, thread("t-1")))
         agent.invoke(opening("Is KST7 confirmed?"), thread("t-2"))
     assert [r.status for r in server.received] == [200] * 3, server.received[-1].error
     keys = [received.body.get("prompt_cache_key") for received in server.received]
