@@ -253,11 +253,6 @@ class CacheHints:
     key: str | None = None
     """The conversation's ``prompt_cache_key``, as OpenAI takes it."""
 
-    @property
-    def count(self) -> int:
-        """How many breakpoints these hints place."""
-        return len(self.messages) + int(self.system) + int(self.tools)
-
 
 NO_HINTS = CacheHints()
 

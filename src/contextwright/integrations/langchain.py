@@ -49,6 +49,7 @@ from contextwright.convert import chat_messages, is_hosted_tool_part, to_langcha
 from contextwright.core.cache import CachePolicy
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
+from contextwright.core.providers import CACHE_CONTROL
 from contextwright.core.report import BuildReport
 from contextwright.errors import InvalidInputError
 from contextwright.integrations._core import (
@@ -261,10 +262,13 @@ def _sends_cache_key(request: ModelRequest[Any]) -> bool:
 
 
 def _cache_controls(message: SystemMessage | None) -> int:
-    """How many ``cache_control`` breakpoints the system message's blocks already carry."""
+    """How many ``cache_control`` breakpoints the system message's blocks already carry.
+
+    Its last block's is not counted: the system prompt's own breakpoint goes there anyway.
+    """
     if message is None or not isinstance(message.content, list):
         return 0
-    return sum(1 for block in message.content
+    return sum(1 for block in message.content[:-1]
                if isinstance(block, dict) and "cache_control" in block)
 
 
@@ -286,9 +290,6 @@ def _with_breakpoints(hints: CacheHints, system: SystemMessage | None, messages:
     return system, marked
 
 
-_CACHE_CONTROL = {"type": "ephemeral"}
-
-
 def _marked(message: Any) -> Any | None:
     """``message`` with ``cache_control`` on its last content block (None: it takes none).
 
@@ -307,7 +308,9 @@ def _marked(message: Any) -> Any | None:
     if not isinstance(last, dict) or last.get("type") in ("thinking", "redacted_thinking") \
             or (last.get("type") == "text" and not str(last.get("text") or "").strip()):
         return None
-    blocks[-1] = {**last, "cache_control": dict(_CACHE_CONTROL)}
+    if "cache_control" in last:  # the caller's own (its ttl kept)
+        return message
+    blocks[-1] = {**last, "cache_control": dict(CACHE_CONTROL)}
     return message.model_copy(update={"content": blocks})
 
 
