@@ -15,11 +15,13 @@ as ``idempotency_key``, for the caller's own retry. Problems come back as the li
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
+from numbers import Integral, Real
 from types import TracebackType
 from typing import Any, Literal
 
@@ -212,12 +214,54 @@ def _segment(value: str) -> str:
         raise InvalidInputError("ids must be non-empty strings without '/' to be named in a URL")
     from urllib.parse import quote
 
-    encoded = quote(value, safe="")
+    try:
+        encoded = quote(value, safe="")
+    except UnicodeEncodeError:  # as the stores refuse it in process: UTF-8 has no such text
+        raise InvalidInputError("ids must be valid Unicode text: this one contains a lone "
+                                "surrogate") from None
     # "." and ".." are dot segments, which httpx removes from a URL as RFC 3986 says: the call
     # would go to another path. Percent-encoded they are plain data the service decodes back.
     if encoded in (".", ".."):
         return encoded.replace(".", "%2E")
     return encoded
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _body_bytes(body: Mapping[str, Any] | None) -> bytes | None:
+    """A call's body as the JSON sent; ``InvalidInputError`` (nothing sent) if JSON cannot carry it.
+
+    UTF-8, as the service counts ``--max-body-bytes`` (escaped, CJK text would take twice the
+    bytes). Text with a lone surrogate, which UTF-8 has no bytes for, goes escaped: the
+    service refuses it naming the field, as ``ContextManager`` does. Numbers of any real type
+    (numpy's, ``Fraction``), which the library takes in process (a document's ``score``), go
+    as JSON numbers.
+    """
+    if body is None:
+        return None
+    try:
+        return _json_text(body, ascii_only=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return _json_text(body, ascii_only=True).encode("ascii")
+
+
+def _json_text(body: Mapping[str, Any], *, ascii_only: bool) -> str:
+    try:
+        return json.dumps(body, ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":"),
+                          default=_json_number)
+    except (TypeError, ValueError) as exc:  # ValueError: NaN, an infinity, a cycle
+        raise InvalidInputError(f"the call's arguments are not JSON data ({exc}); nothing "
+                                "was sent") from None
+
+
+def _json_number(value: object) -> int | float:
+    """A number JSON's encoder does not know (numpy's, ``Fraction``) as an int or float."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, Real):
+        return float(value)
+    raise TypeError(f"a {type(value).__name__} is not JSON data")
 
 
 def _plain(value: object) -> Any:
@@ -489,11 +533,13 @@ class Client(_Base):
 
     def _send(self, call: _Call) -> Any:
         attempt, maybe_sent = 0, False
+        content = _body_bytes(call.body)
         while True:
             attempt += 1
             try:
-                response = self._http.request(call.method, call.path, json=call.body,
-                                              params=dict(call.params))
+                response = self._http.request(
+                    call.method, call.path, content=content, params=dict(call.params),
+                    headers=_JSON_HEADERS if content is not None else None)
             except httpx.TransportError as error:
                 maybe_sent = maybe_sent or not isinstance(error, _NOT_SENT)
                 wait = self._wait(attempt, None)
@@ -607,11 +653,13 @@ class AsyncClient(_Base):
 
     async def _send(self, call: _Call) -> Any:
         attempt, maybe_sent = 0, False
+        content = _body_bytes(call.body)
         while True:
             attempt += 1
             try:
-                response = await self._http.request(call.method, call.path, json=call.body,
-                                                    params=dict(call.params))
+                response = await self._http.request(
+                    call.method, call.path, content=content, params=dict(call.params),
+                    headers=_JSON_HEADERS if content is not None else None)
             except httpx.TransportError as error:
                 maybe_sent = maybe_sent or not isinstance(error, _NOT_SENT)
                 wait = self._wait(attempt, None)

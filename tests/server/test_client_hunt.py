@@ -1,0 +1,89 @@
+"""What the clients send: arguments the library takes in process go through the service too.
+
+A document's score of any real type (numpy's, ``Fraction``) is a JSON number on the wire; what
+JSON cannot carry (NaN, a ``Decimal``) and ids or text that are not valid Unicode are refused
+with ``InvalidInputError``, as ``ContextManager`` refuses them, never a ``TypeError`` or
+``UnicodeEncodeError`` from the encoder. ``record`` reads an SDK message object that makes
+no chat message, or several, as the manager does. Retry settings no retry could run with are
+refused when the client is made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from server_helpers import KEYS, Running
+
+from contextwright.client import AsyncClient, Client
+from contextwright.core.request import Document, Request
+from contextwright.errors import InvalidInputError
+from contextwright.manager import ContextManager
+from contextwright.session.memory import MemoryStore
+
+SCORES: list[Any] = [np.float32(0.75), np.float64(0.5), np.int64(3), Fraction(1, 2)]
+
+
+@pytest.fixture
+def running(tmp_path: Path, serve_app: Callable[..., Running]) -> Running:
+    return serve_app(f"sqlite:///{tmp_path / 's.db'}")
+
+
+@pytest.mark.parametrize("score", SCORES, ids=lambda score: type(score).__name__)
+def test_a_score_of_any_real_type_goes_through_the_clients(running: Running,
+                                                           score: Any) -> None:
+    document = Document(id="d1", text="Paris: 18 °C and clear.", score=score)
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        prepared = client.prepare("u", "s", "Weather in Paris?", documents=[document])
+        as_dict = client.prepare("u", "t", "Weather in Paris?",
+                                 documents=[{"id": "d1", "text": "Paris", "score": score}])
+        built = client.build(Request(user_input="Weather in Paris?", documents=(document,)))
+    assert "18 °C" in str(prepared.to_messages()) and as_dict.user_seq == 1
+    assert "18 °C" in str(built.to_messages())
+
+    async def from_a_loop() -> int | None:
+        async with AsyncClient(running.url, api_key=KEYS["acme"]) as client:
+            answer = await client.aprepare("u", "a", "Weather?", documents=[document])
+            return answer.user_seq
+
+    assert asyncio.run(from_a_loop()) == 1
+
+
+@pytest.mark.parametrize("score", [float("nan"), np.float32("inf"), Decimal("0.5")],
+                         ids=["nan", "numpy-inf", "decimal"])
+def test_a_value_json_cannot_carry_is_invalid_input_and_nothing_is_sent(
+        running: Running, score: Any) -> None:
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        with pytest.raises(InvalidInputError, match=r"not JSON data.*nothing was sent"):
+            client.prepare("u", "s", "Weather?",
+                           documents=[{"id": "d1", "text": "Paris", "score": score}])
+        assert client.session("u", "s") is None
+
+
+def test_text_with_a_lone_surrogate_is_refused_as_in_process(running: Running) -> None:
+    in_process = ContextManager(MemoryStore())
+    with pytest.raises(InvalidInputError, match="lone surrogate") as local:
+        in_process.prepare("u", "s", "half an emoji \ud83d")
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        with pytest.raises(InvalidInputError, match="lone surrogate") as remote:
+            client.prepare("u", "s", "half an emoji \ud83d")
+        assert str(remote.value) == str(local.value)
+        assert client.session("u", "s") is None
+
+
+@pytest.mark.parametrize("ids", [("\udc80", "s"), ("u", "x\ud800")], ids=["user", "session"])
+def test_an_id_with_a_lone_surrogate_is_invalid_input(running: Running,
+                                                      ids: tuple[str, str]) -> None:
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            client.prepare(*ids, "Hello")
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            client.session(*ids)
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            client.erase_user(ids[0] + "\ud800")
