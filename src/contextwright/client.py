@@ -310,6 +310,19 @@ def _tool_results(results: Sequence[object]) -> list[dict[str, Any]]:
     return out
 
 
+def _other_messages(messages: Sequence[object]) -> list[Any]:
+    """``record``'s ``messages``: dicts as given, SDK objects as every chat message they make.
+
+    One object may make no message (an Anthropic answer holding only a server tool's blocks)
+    or several, as ``ContextManager.record`` reads it.
+    """
+    out: list[Any] = []
+    for index, message in enumerate(messages):
+        out += [_plain(message)] if isinstance(message, Mapping) else _messages(
+            message, f"messages[{index}]")
+    return out
+
+
 def _image_parts(images: Sequence[object]) -> list[dict[str, Any]]:
     """Images as the OpenAI ``image_url`` parts the service reads (checked here first)."""
     return [image_from_part(image, f"images[{index}]").to_chat_part()
@@ -331,8 +344,7 @@ def _record_call(user_id: str, session_id: str, assistant: object,
                  tool_results: Sequence[object], messages: Sequence[object],
                  idempotency_key: str | None, context: RemoteContext | None) -> _Call:
     body = {"assistant": _assistant(assistant), "tool_results": _tool_results(tool_results),
-            "messages": [_plain(m) if isinstance(m, Mapping) else _messages(m, "messages")[0]
-                         for m in messages],
+            "messages": _other_messages(messages),
             "idempotency_key": idempotency_key or uuid.uuid4().hex}
     if context is not None:
         if context.epoch is None:

@@ -87,3 +87,28 @@ def test_an_id_with_a_lone_surrogate_is_invalid_input(running: Running,
             client.session(*ids)
         with pytest.raises(InvalidInputError, match="lone surrogate"):
             client.erase_user(ids[0] + "\ud800")
+
+
+def _server_tool_only_answer() -> Any:
+    """An Anthropic answer holding only a server tool's call: no chat message carries it."""
+    from anthropic.types import Message
+
+    return Message.model_validate({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-5-5",
+        "stop_reason": "pause_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+        "content": [{"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+                     "input": {"query": "weather Paris"}}]})
+
+
+def test_record_reads_an_sdk_message_that_makes_no_chat_message_as_in_process(
+        running: Running) -> None:
+    messages = [_server_tool_only_answer(), {"role": "assistant", "content": "Sunny, 18 °C."}]
+    in_process = ContextManager(MemoryStore())
+    in_process.prepare("u", "s", "Weather in Paris?")
+    expected = in_process.record("u", "s", messages=messages)
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        client.prepare("u", "s", "Weather in Paris?")
+        assert client.record("u", "s", messages=messages) == expected == [2]
+        view = client.session("u", "s", last=1)
+    assert view is not None and view.messages[0].message["content"] == "Sunny, 18 °C."
