@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -450,6 +451,7 @@ class _Base:
 
     def __init__(self, base_url: str, *, api_key: str, timeout: float, retries: int,
                  backoff: float, max_retry_wait: float) -> None:
+        _check_retry_settings(retries=retries, backoff=backoff, max_retry_wait=max_retry_wait)
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
         self._timeout = timeout
@@ -475,6 +477,19 @@ class _Base:
         if response.status_code >= 400:
             raise _with_key(_problem_error(response), call)
         return response.json() if response.content else {}
+
+
+def _check_retry_settings(*, retries: int, backoff: float, max_retry_wait: float) -> None:
+    """``InvalidInputError`` for settings the retries could not run with.
+
+    Checked when the client is made: a negative wait would otherwise fail only at the first
+    retry, in the middle of a call, with an error that names no setting.
+    """
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise InvalidInputError("retries must be a whole number >= 0")
+    for name, value in (("backoff", backoff), ("max_retry_wait", max_retry_wait)):
+        if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < math.inf:
+            raise InvalidInputError(f"{name} must be a finite number of seconds >= 0")
 
 
 def _log_retry(call: _Call, why: str, wait: float) -> None:

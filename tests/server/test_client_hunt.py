@@ -112,3 +112,16 @@ def test_record_reads_an_sdk_message_that_makes_no_chat_message_as_in_process(
         assert client.record("u", "s", messages=messages) == expected == [2]
         view = client.session("u", "s", last=1)
     assert view is not None and view.messages[0].message["content"] == "Sunny, 18 °C."
+
+
+@pytest.mark.parametrize("setting", [{"backoff": -0.5}, {"max_retry_wait": -1.0},
+                                     {"retries": -1}, {"backoff": float("nan")},
+                                     {"retries": 1.5}],
+                         ids=["backoff", "max_retry_wait", "retries", "nan", "fraction"])
+def test_retry_settings_no_retry_could_use_are_refused_when_the_client_is_made(
+        setting: dict[str, Any]) -> None:
+    name = next(iter(setting))
+    with pytest.raises(InvalidInputError, match=name):
+        Client("http://127.0.0.1:9", api_key="k", **setting)
+    with pytest.raises(InvalidInputError, match=name):
+        AsyncClient("http://127.0.0.1:9", api_key="k", **setting)
