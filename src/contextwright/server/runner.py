@@ -54,14 +54,23 @@ class BackgroundServer:
         return f"http://{self.host}:{self.port}"
 
     def _serve(self) -> None:
-        self._server.run(sockets=[self._socket])
+        try:
+            self._server.run(sockets=[self._socket])
+        except SystemExit:  # uvicorn's word for a failed startup: ``start`` reports it
+            pass
 
     def start(self) -> BackgroundServer:
-        """Start serving; returns once the server accepts connections."""
+        """Start serving; returns once the server accepts connections.
+
+        A server that did not start in time is stopped before the error is raised: the
+        caller gets no server to stop (``with`` does not run ``__exit__``), so one left
+        starting would keep the port and serve on, unseen.
+        """
         self._thread.start()
         deadline = time.monotonic() + self._start_timeout
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
                 raise StoreUnavailable("the server did not start (see its log)")
             time.sleep(0.01)
         return self
