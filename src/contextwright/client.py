@@ -506,12 +506,20 @@ def _transport_error(error: httpx.TransportError, call: _Call,
     """The error a call ends in when its last attempt got no answer.
 
     ``maybe_sent``: some attempt may have reached the service, so a write may have landed.
+    Only a write's outcome is unknown: a build, a read or a ``prepare`` without a message
+    stores nothing, and has no idempotency key to retry with.
     """
-    if call.method == "POST" and maybe_sent:
-        return OutcomeUnknown(f"the service did not answer ({type(error).__name__}); retry with "
-                              "the same idempotency key")
-    return StoreUnavailable(f"the service cannot be reached ({type(error).__name__}); nothing "
-                            "was sent")
+    name = type(error).__name__
+    if not maybe_sent:
+        return StoreUnavailable(f"the service cannot be reached ({name}); nothing was sent")
+    if _write_key(call) is not None:
+        return OutcomeUnknown(f"the service did not answer ({name}); retry with the same "
+                              "idempotency key")
+    if call.method == "DELETE":
+        return OutcomeUnknown(f"the service did not answer ({name}); the erase may have been "
+                              "done: erasing again is safe")
+    return StoreUnavailable(f"the service did not answer ({name}); the call stores no message: "
+                            "send it again")
 
 
 def _write_key(call: _Call) -> str | None:
