@@ -289,29 +289,32 @@ def _json_data(value: object) -> Any:
     return value
 
 
-def _messages(value: object, where: str) -> list[dict[str, Any]]:
-    """SDK objects (OpenAI, Anthropic, Responses) as chat dicts, as ``record`` reads them."""
-    return chat_messages(value, where)
+def _messages(value: object, where: str, left_out: dict[str, int]) -> list[dict[str, Any]]:
+    """SDK objects (OpenAI, Anthropic, Responses) as chat dicts, as ``record`` reads them.
+
+    ``left_out`` counts, by type, the parts no chat message carries (a hosted tool's items).
+    """
+    return chat_messages(value, where, left_out=left_out)
 
 
-def _assistant(value: object) -> Any:
+def _assistant(value: object, left_out: dict[str, int]) -> Any:
     if value is None or isinstance(value, str | Mapping):
         return _plain(value)
-    converted = _messages(value, "assistant")
+    converted = _messages(value, "assistant", left_out)
     return converted[0] if len(converted) == 1 else converted
 
 
-def _tool_results(results: Sequence[object]) -> list[dict[str, Any]]:
+def _tool_results(results: Sequence[object], left_out: dict[str, int]) -> list[dict[str, Any]]:
     if isinstance(results, str | bytes | Mapping):
         raise InvalidInputError("tool_results must be a list of message objects")
     out: list[dict[str, Any]] = []
     for index, result in enumerate(results):
         out += [dict(result)] if isinstance(result, Mapping) else _messages(
-            result, f"tool_results[{index}]")
+            result, f"tool_results[{index}]", left_out)
     return out
 
 
-def _other_messages(messages: Sequence[object]) -> list[Any]:
+def _other_messages(messages: Sequence[object], left_out: dict[str, int]) -> list[Any]:
     """``record``'s ``messages``: dicts as given, SDK objects as every chat message they make.
 
     One object may make no message (an Anthropic answer holding only a server tool's blocks)
@@ -320,7 +323,7 @@ def _other_messages(messages: Sequence[object]) -> list[Any]:
     out: list[Any] = []
     for index, message in enumerate(messages):
         out += [_plain(message)] if isinstance(message, Mapping) else _messages(
-            message, f"messages[{index}]")
+            message, f"messages[{index}]", left_out)
     return out
 
 
@@ -344,14 +347,31 @@ def _prepare_call(user_id: str, session_id: str, text: str | None,
 def _record_call(user_id: str, session_id: str, assistant: object,
                  tool_results: Sequence[object], messages: Sequence[object],
                  idempotency_key: str | None, context: RemoteContext | None) -> _Call:
-    body = {"assistant": _assistant(assistant), "tool_results": _tool_results(tool_results),
-            "messages": _other_messages(messages),
+    left_out: dict[str, int] = {}
+    body = {"assistant": _assistant(assistant, left_out),
+            "tool_results": _tool_results(tool_results, left_out),
+            "messages": _other_messages(messages, left_out),
             "idempotency_key": idempotency_key or uuid.uuid4().hex}
+    if left_out:
+        _log_left_out(user_id, session_id, left_out)
     if context is not None:
         if context.epoch is None:
             raise InvalidInputError("record: context is no prepare's answer (it has no epoch)")
         body["epoch"] = context.epoch
     return _Call(method="POST", path=_session_path(user_id, session_id) + "/record", body=body)
+
+
+def _log_left_out(user_id: str, session_id: str, left_out: dict[str, int]) -> None:
+    """Say which parts of a recorded answer no message sent carries, as the manager does.
+
+    SDK objects are converted here, so the service only ever sees the chat messages: the
+    parts they leave out (a hosted tool's items) are logged where they were left out.
+    """
+    parts = ", ".join(f"{count} {kind}" for kind, count in sorted(left_out.items()))
+    logger.warning("record left out parts no chat message carries: %s", parts,
+                   extra={"contextwright": {"event": "record_left_out", "user_id": user_id,
+                                            "session_id": session_id,
+                                            "left_out": dict(sorted(left_out.items()))}})
 
 
 def _build_call(request: object, options: Mapping[str, Any]) -> _Call:

@@ -11,6 +11,7 @@ refused when the client is made.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
@@ -112,6 +113,29 @@ def test_record_reads_an_sdk_message_that_makes_no_chat_message_as_in_process(
         assert client.record("u", "s", messages=messages) == expected == [2]
         view = client.session("u", "s", last=1)
     assert view is not None and view.messages[0].message["content"] == "Sunny, 18 °C."
+
+
+def _left_out_events(records: list[logging.LogRecord]) -> list[tuple[str, dict[str, Any]]]:
+    """(logger, event fields) of each ``record_left_out`` event logged."""
+    return [(record.name, record.contextwright) for record in records  # type: ignore[attr-defined]
+            if getattr(record, "contextwright", {}).get("event") == "record_left_out"]
+
+
+def test_what_a_recorded_sdk_message_leaves_out_is_logged_as_in_process(
+        running: Running, caplog: pytest.LogCaptureFixture) -> None:
+    messages = [_server_tool_only_answer(), {"role": "assistant", "content": "Sunny, 18 °C."}]
+    in_process = ContextManager(MemoryStore())
+    in_process.prepare("u", "s", "Weather in Paris?")
+    with caplog.at_level(logging.WARNING):
+        in_process.record("u", "s", messages=messages)
+    [(_, expected)] = _left_out_events(caplog.records)
+    caplog.clear()
+    with Client(running.url, api_key=KEYS["acme"]) as client, caplog.at_level(logging.WARNING):
+        client.prepare("u", "s", "Weather in Paris?")
+        client.record("u", "s", messages=messages)
+    [(name, said)] = _left_out_events(caplog.records)
+    assert name == "contextwright.client"
+    assert said == {**expected, "user_id": "u"} and said["left_out"] == {"server_tool_use": 1}
 
 
 @pytest.mark.parametrize("setting", [{"backoff": -0.5}, {"max_retry_wait": -1.0},
