@@ -143,6 +143,13 @@ def _tenant(name: str, table: Any, origin: str) -> tuple[Tenant, list[str]]:
     return Tenant(name=name, requests_per_minute=rate), list(keys)
 
 
+class _Unset:
+    """No version of the keys file refused since the last one loaded."""
+
+
+_UNSET = _Unset()
+
+
 class KeysFile:
     """The keys file as the server uses it: loaded once, reloaded when it changes on disk.
 
@@ -158,6 +165,8 @@ class KeysFile:
         self._signature = self._stat()
         self._table = parse_keys(self._read(), f"keys file {self.path.name}")
         self._checked = clock()
+        self._refused: tuple[int, int, int] | _Unset | None = _UNSET
+        """The version last refused (``None``: the file could not be read), not read again."""
 
     def tenant_for(self, key: str) -> Tenant | None:
         """The tenant of ``key`` under the newest valid version of the file."""
@@ -175,16 +184,23 @@ class KeysFile:
             if now - self._checked < self._check_every:
                 return
             self._checked = now
+            signature: tuple[int, int, int] | None = None
             try:
                 signature = self._stat()
-                if signature == self._signature:
+                if signature in (self._signature, self._refused):
                     return
                 table = parse_keys(self._read(), f"keys file {self.path.name}")
             except InvalidInputError as exc:
-                logger.error("keys file not reloaded, the loaded keys stay in force: %s", exc)
+                self._refuse(signature, exc)
                 return
-            self._signature, self._table = signature, table
+            self._signature, self._table, self._refused = signature, table, _UNSET
             logger.info("keys file reloaded: %d keys", len(table.tenants))
+
+    def _refuse(self, signature: tuple[int, int, int] | None, error: InvalidInputError) -> None:
+        """Keep the loaded keys; say so once per version refused, not at every look."""
+        if signature != self._refused:
+            logger.error("keys file not reloaded, the loaded keys stay in force: %s", error)
+        self._refused = signature
 
     def _stat(self) -> tuple[int, int, int]:
         try:
