@@ -28,9 +28,13 @@ TokenizerName = Literal["o200k_base", "cl100k_base", "estimate"]
 
 
 class Rendering(BaseModel):
-    """How the built context is returned: the format and the settings of ``to_request``."""
+    """How the built context is returned: the format and the settings of ``to_request``.
 
-    model_config = ConfigDict(extra="forbid")
+    Strict, like the Python API: ``true`` is no ``max_tokens`` (pydantic would read it as 1)
+    and ``"yes"`` no ``parallel_tool_calls``; a value of another JSON type is a 400.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     format: RenderFormat = "openai"
     """``openai``, ``openai-responses``, ``anthropic`` (a request body for the provider's SDK)
@@ -80,9 +84,9 @@ class PrepareBody(Rendering):
 
 
 class RecordBody(BaseModel):
-    """``ContextManager.record``'s keyword arguments."""
+    """``ContextManager.record``'s keyword arguments (strict, as ``Rendering``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     assistant: str | dict[str, Any] | list[dict[str, Any]] | None = None
     """The model's answer: text, or a message with tool calls (OpenAI, Responses, Anthropic)."""
