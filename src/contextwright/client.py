@@ -460,9 +460,10 @@ def _missing(call: _Call, response: httpx.Response) -> bool:
     if not call.missing_ok or response.status_code != 404:
         return False
     try:
-        kind = response.json().get("type", "")
+        problem = response.json()
     except ValueError:
         return False
+    kind = problem.get("type", "") if isinstance(problem, dict) else ""
     return isinstance(kind, str) and kind.endswith(":session-not-found")
 
 
@@ -496,7 +497,33 @@ class _Base:
             return None
         if response.status_code >= 400:
             raise _with_key(_problem_error(response), call)
-        return response.json() if response.content else {}
+        if not response.content and response.status_code == 204:
+            return {}
+        return _service_answer(response, call)
+
+
+def _service_answer(response: httpx.Response, call: _Call) -> dict[str, Any]:
+    """A success's JSON object; ``ServiceError`` when something else answered.
+
+    A redirect (an ``http://`` URL of a service served over https, say) is not followed: a
+    write must not be sent twice to places the caller did not name. A body that is not a JSON
+    object comes from something other than the service (a web page on that address).
+    """
+    status = response.status_code
+    if 300 <= status < 400:
+        where = response.headers.get("location", "another address")
+        raise _with_key(ServiceError(f"the service answered with a redirect (HTTP {status}) to "
+                                     f"{where}: give that as base_url", status=status,
+                                     problem={}), call)
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise _with_key(ServiceError(f"the answer (HTTP {status}) is not the service's JSON: "
+                                     "is base_url a contextwright service?", status=status,
+                                     problem={}), call)
+    return data
 
 
 def _check_retry_settings(*, retries: int, backoff: float, max_retry_wait: float) -> None:
