@@ -7,6 +7,7 @@ and hands them to each worker process as JSON in ``CONTEXTWRIGHT_SERVER_CONFIG``
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -47,7 +48,8 @@ class Limits:
         if self.burst is not None and (isinstance(self.burst, bool)
                                        or not isinstance(self.burst, int) or self.burst < 1):
             raise InvalidInputError("burst must be a whole number >= 1")
-        if not isinstance(self.build_timeout, int | float) or not self.build_timeout > 0:
+        timeout = self.build_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
             raise InvalidInputError("build_timeout must be a number of seconds > 0")
 
     def burst_for(self, requests_per_minute: int) -> int:
@@ -80,10 +82,23 @@ class ServerConfig:
     builds' Prometheus metrics (None: no snapshots, no ``/metrics``)."""
 
     def __post_init__(self) -> None:
+        # A path given as a Path is the same file: kept as text, so the config still goes to
+        # the worker processes as JSON (``to_json``), as ``serve`` sends it.
+        for name in ("store", "keys", "modes", "rate_store", "snapshots"):
+            value = getattr(self, name)
+            if isinstance(value, os.PathLike):
+                object.__setattr__(self, name, os.fspath(value))
+            elif not isinstance(value, str) and (value is not None or name in ("store", "keys")):
+                raise InvalidInputError(f"{name} must be text (a URL or a path)")
+        if not isinstance(self.limits, Limits):
+            raise InvalidInputError("limits must be a Limits")
         # A pool without threads could run no call: refused when the service is configured,
         # not by the thread pool when the first worker starts.
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
             raise InvalidInputError("threads must be a whole number >= 1")
+        every = self.keys_check_every
+        if isinstance(every, bool) or not isinstance(every, int | float) or not every >= 0:
+            raise InvalidInputError("keys_check_every must be a number of seconds >= 0")
 
     def to_json(self) -> str:
         """The config as JSON (for worker processes)."""
