@@ -52,6 +52,7 @@ from contextwright.server.ratelimit import (
     retry_after_header,
 )
 from contextwright.server.tenants import KeysFile, Tenant, scoped_user
+from contextwright.session.flow import is_async_store
 from contextwright.session.state import load_state
 from contextwright.session.store import SessionKey, Store, open_store
 
@@ -73,7 +74,9 @@ class Service:
     """One worker's state.
 
     ``store``, ``manager`` and ``limiter`` may be given (tests, embedding); the service closes
-    only what it opened.
+    only what it opened. A manager given brings its store: the service reads sessions where
+    the manager writes them (``config.store`` is not opened), and a ``store`` given beside it
+    must be that one.
     """
 
     def __init__(self, config: ServerConfig, *, store: Store | None = None,
@@ -85,6 +88,8 @@ class Service:
         self.limits = config.limits
         self.keys = KeysFile(config.keys, check_every=config.keys_check_every)
         self._owned: list[Callable[[], None]] = []
+        if manager is not None:
+            store = _managers_store(manager, store)
         self.store = store if store is not None else self._own(open_store(config.store))
         self.metrics: PrometheusMetrics | None = None
         if manager is None:
@@ -292,6 +297,21 @@ class Service:
             if len(self._builders) > _BUILDERS:
                 self._builders.popitem(last=False)
         return builder
+
+
+def _managers_store(manager: ContextManager, store: Store | None) -> Store:
+    """The store a given manager writes to, which the service must read sessions from.
+
+    Reading another (``config.store``) would answer 404 for every session the manager
+    stored, and ``/readyz`` would probe a store no call uses.
+    """
+    if store is not None and store is not manager.store:
+        raise InvalidInputError("store and manager.store differ: the service would read "
+                                "sessions from another store than the manager writes them to")
+    if is_async_store(manager.store):
+        raise InvalidInputError("the manager's store must be a blocking Store, not an "
+                                "AsyncStore: the service calls the manager from its threads")
+    return manager.store  # type: ignore[return-value]  # not an AsyncStore, so a Store
 
 
 @dataclass(frozen=True, slots=True)
