@@ -47,3 +47,14 @@ def test_a_store_given_beside_a_manager_must_be_the_managers(keys_file: Path) ->
         create_app(config, manager=manager, store=MemoryStore())
     create_app(config, manager=manager, store=manager.store)  # type: ignore[arg-type]
     manager.close()
+
+
+@pytest.mark.parametrize("setting", [{"modes": "modes.yaml"}, {"snapshots": "sqlite:///s.db"}],
+                         ids=["modes", "snapshots"])
+def test_manager_settings_beside_a_given_manager_are_refused_not_ignored(
+        keys_file: Path, setting: dict[str, str]) -> None:
+    config = ServerConfig(store="memory://", keys=str(keys_file), **setting)  # type: ignore[arg-type]
+    manager = ContextManager(MemoryStore(), background=False)
+    with pytest.raises(InvalidInputError, match="with a manager of your own"):
+        create_app(config, manager=manager)
+    manager.close()

@@ -89,7 +89,7 @@ class Service:
         self.keys = KeysFile(config.keys, check_every=config.keys_check_every)
         self._owned: list[Callable[[], None]] = []
         if manager is not None:
-            store = _managers_store(manager, store)
+            store = _managers_store(config, manager, store)
         self.store = store if store is not None else self._own(open_store(config.store))
         self.metrics: PrometheusMetrics | None = None
         if manager is None:
@@ -299,12 +299,18 @@ class Service:
         return builder
 
 
-def _managers_store(manager: ContextManager, store: Store | None) -> Store:
+def _managers_store(config: ServerConfig, manager: ContextManager,
+                    store: Store | None) -> Store:
     """The store a given manager writes to, which the service must read sessions from.
 
+    The config's ``modes`` and ``snapshots`` are refused beside it rather than ignored.
     Reading another (``config.store``) would answer 404 for every session the manager
     stored, and ``/readyz`` would probe a store no call uses.
     """
+    if config.modes is not None or config.snapshots is not None:
+        # Both configure the manager the service makes; one given was made without them.
+        raise InvalidInputError("modes and snapshots configure the manager the service makes: "
+                                "with a manager of your own, give them to ContextManager")
     if store is not None and store is not manager.store:
         raise InvalidInputError("store and manager.store differ: the service would read "
                                 "sessions from another store than the manager writes them to")
