@@ -473,6 +473,7 @@ class _Base:
     def __init__(self, base_url: str, *, api_key: str, timeout: float, retries: int,
                  backoff: float, max_retry_wait: float) -> None:
         _check_retry_settings(retries=retries, backoff=backoff, max_retry_wait=max_retry_wait)
+        _check_api_key(api_key)
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
         self._timeout = timeout
@@ -524,6 +525,19 @@ def _service_answer(response: httpx.Response, call: _Call) -> dict[str, Any]:
                                      "is base_url a contextwright service?", status=status,
                                      problem={}), call)
     return data
+
+
+def _check_api_key(api_key: str) -> None:
+    """``InvalidInputError`` for a key no ``Authorization`` header can carry as it is.
+
+    HTTP sends header values as ASCII: a key with another character (a typographic quote
+    pasted with it) failed with a ``UnicodeEncodeError``, and a line break with a protocol
+    error after the call was counted as sent. The message never shows the key.
+    """
+    if not isinstance(api_key, str) or not api_key or api_key != api_key.strip() or not (
+            api_key.isascii() and api_key.isprintable()):
+        raise InvalidInputError("api_key must be non-empty printable ASCII without spaces "
+                                "around it (as contextwright api-key makes them)")
 
 
 def _check_retry_settings(*, retries: int, backoff: float, max_retry_wait: float) -> None:

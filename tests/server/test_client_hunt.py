@@ -149,3 +149,17 @@ def test_retry_settings_no_retry_could_use_are_refused_when_the_client_is_made(
         Client("http://127.0.0.1:9", api_key="k", **setting)
     with pytest.raises(InvalidInputError, match=name):
         AsyncClient("http://127.0.0.1:9", api_key="k", **setting)
+
+
+@pytest.mark.parametrize("key", ["s3cré", "s3cret\u2019", "s3cret\nX-Other: 1", "", " s3cret"],
+                         ids=["accent", "typographic-quote", "line-break", "empty", "space"])
+def test_an_api_key_no_header_can_carry_is_refused_without_showing_it(key: str) -> None:
+    for make in (Client, AsyncClient):
+        with pytest.raises(InvalidInputError, match="api_key") as raised:
+            make("http://127.0.0.1:9", api_key=key)
+        assert "s3cr" not in str(raised.value)
+
+
+def test_a_key_made_by_new_key_is_taken(running: Running) -> None:
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        assert client.prepare("u", "s", "Hello").user_seq == 1
