@@ -26,6 +26,7 @@ from contextwright.client import AsyncClient, Client
 from contextwright.core.request import Document, Request
 from contextwright.errors import InvalidInputError
 from contextwright.manager import ContextManager
+from contextwright.server import Limits
 from contextwright.session.memory import MemoryStore
 
 SCORES: list[Any] = [np.float32(0.75), np.float64(0.5), np.int64(3), Fraction(1, 2)]
@@ -88,6 +89,17 @@ def test_an_id_with_a_lone_surrogate_is_invalid_input(running: Running,
             client.session(*ids)
         with pytest.raises(InvalidInputError, match="lone surrogate"):
             client.erase_user(ids[0] + "\ud800")
+
+
+def test_text_goes_as_utf8_so_the_body_limit_counts_what_was_written(
+        tmp_path: Path, serve_app: Callable[..., Running]) -> None:
+    text = "東京の天気は？" * 150  # 1,050 characters: 3,150 bytes in UTF-8, 6,300 escaped
+    running = serve_app(f"sqlite:///{tmp_path / 'small.db'}",
+                        limits=Limits(max_body_bytes=4_500))
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        assert client.prepare("u", "s", text).user_seq == 1
+        view = client.session("u", "s", last=1)
+    assert view is not None and view.messages[0].message["content"] == text
 
 
 def _server_tool_only_answer() -> Any:
