@@ -143,7 +143,8 @@ class JsonlIndex:
         """The lines reads skip as not snapshots: each line's number (from 1) and why."""
         bad = sorted((at, row.unreadable) for at, row in self._rows.items()
                      if row.unreadable is not None)
-        return [(self.line_number(at), reason) for at, reason in bad]
+        numbers = self.line_numbers([at for at, _ in bad])
+        return [(number, reason) for number, (_, reason) in zip(numbers, bad, strict=True)]
 
     def appended(self, rows: list[IndexRow]) -> None:
         """Index ``rows``, just appended to the file by this process."""
@@ -225,18 +226,23 @@ class JsonlIndex:
     def _scan(self, start: int) -> Iterator[IndexRow]:
         """Rows of the file's lines from offset ``start`` on, each snapshot read whole."""
         try:
+            # Numbered as the lines go by: counting from the start for each unreadable line
+            # made a file of thousands of them (a newer layout) take minutes to open.
+            number = self.line_number(start) if start else 1
             with open(self.data_path, "rb") as handle:
                 handle.seek(start)
                 at = start
                 for line in handle:
                     if not line.endswith(b"\n"):
                         return  # an append still being written (or cut short): not yet a line
-                    yield self._row_of(line, at)
+                    yield self._row_of(line, at, number)
                     at += len(line)
+                    number += 1
         except OSError as exc:
             raise StoreError(f"snapshot file {self.data_path.name}: {exc.strerror}") from None
 
-    def _row_of(self, line: bytes, at: int) -> IndexRow:
+    def _row_of(self, line: bytes, at: int, number: int) -> IndexRow:
+        """The row of ``line``, the file's line ``number`` (from 1), at byte ``at``."""
         if not line.strip():
             return IndexRow(at=at, size=len(line), id=None)
         try:
@@ -244,21 +250,28 @@ class JsonlIndex:
         except CorruptRecordError as exc:
             # The reason names a field, never its value, so it is safe to log and keep.
             logger.warning("line %d of %s is not a snapshot (%s); reads skip it",
-                           self.line_number(at), self.data_path.name, exc,
+                           number, self.data_path.name, exc,
                            extra={"contextwright": {"event": "snapshot_line_unreadable"}})
             return IndexRow(at=at, size=len(line), id=None, unreadable=str(exc))
         return IndexRow.of(snapshot, at, len(line))
 
     def line_number(self, at: int) -> int:
         """The number (from 1) of the file's line that starts at byte ``at``."""
-        count, left = 0, at
+        return self.line_numbers([at])[0]
+
+    def line_numbers(self, offsets: list[int]) -> list[int]:
+        """The numbers (from 1) of the lines starting at ``offsets`` (ascending), in one read."""
+        numbers: list[int] = []
+        count, read = 0, 0
         with open(self.data_path, "rb") as handle:
-            while left > 0:
-                chunk = handle.read(min(left, 1 << 20))
-                if not chunk:
-                    break
-                count, left = count + chunk.count(b"\n"), left - len(chunk)
-        return count + 1
+            for at in offsets:
+                while read < at:
+                    chunk = handle.read(min(at - read, 1 << 20))
+                    if not chunk:
+                        break
+                    count, read = count + chunk.count(b"\n"), read + len(chunk)
+                numbers.append(count + 1)
+        return numbers
 
     def _rebuild(self, inode: int) -> list[IndexRow]:
         rows = list(self._scan(0))
