@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import multiprocessing.sharedctypes
+import multiprocessing.synchronize
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -46,3 +50,45 @@ def test_a_file_of_many_unreadable_lines_is_read_once_not_once_per_line(
     # Each unreadable line was numbered by reading the file from its start: 600 lines read
     # the file about 600 times over (twice: once when indexed, once when listed).
     assert read < 5 * size, f"read {read / size:.0f} times the file's size"
+
+
+def _index_anew(path: str, rounds: int, start: multiprocessing.synchronize.Event,
+                fell_back: multiprocessing.sharedctypes.Synchronized) -> None:  # type: ignore[type-arg]
+    """Open the file ``rounds`` times without an index (so each open indexes it), counting
+    the opens that gave up writing the index file."""
+
+    class Count(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            event = getattr(record, "contextwright", {}).get("event")
+            if event == "snapshot_index_in_memory":
+                with fell_back.get_lock():
+                    fell_back.value += 1
+
+    logging.getLogger("contextwright.observe").addHandler(Count())
+    logging.getLogger("contextwright.observe").setLevel(logging.INFO)
+    start.wait(60)
+    for _ in range(rounds):
+        Path(path + ".idx").unlink(missing_ok=True)
+        JsonlSink(path).read()
+
+
+def test_processes_indexing_one_file_at_once_each_write_the_index(tmp_path: Path) -> None:
+    template = snapshot_of(BuildPlan.named("chat"), Request(user_input="hello " * 300))
+    path = tmp_path / "shared.jsonl"
+    JsonlSink(path).write([replace(template, id=f"s{i:03d}", created_at=1000.0 + i)
+                           for i in range(200)])
+    context = multiprocessing.get_context("spawn")
+    start, fell_back = context.Event(), context.Value("i", 0)
+    workers = [context.Process(target=_index_anew, args=(str(path), 40, start, fell_back))
+               for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0, 0, 0, 0]
+    # With one temporary name for all, a process whose half-written index another truncated
+    # and renamed away found nothing to rename, and kept its index in memory from then on.
+    assert fell_back.value == 0
+    assert not list(tmp_path.glob("*.tmp"))
+    assert [s.id for s in JsonlSink(path).read()] == [f"s{i:03d}" for i in range(200)]

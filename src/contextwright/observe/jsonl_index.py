@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,11 +298,19 @@ class JsonlIndex:
         if self._in_memory:
             return
         header = json.dumps({"file": inode, "v": INDEX_VERSION}).encode() + b"\n"
-        temporary = self.path.with_name(self.path.name + ".tmp")
+        # A name of this writer's own: processes that open a file without an index at once
+        # all index it, and with one shared name each truncated the others' half-written
+        # index, and all but the first to rename found nothing left to rename.
+        temporary = self.path.with_name(
+            f"{self.path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
         try:
-            with open(temporary, "wb") as handle:
-                handle.write(header + b"".join(row.to_line() for row in rows))
-            os.replace(temporary, self.path)
+            try:
+                with open(temporary, "wb") as handle:
+                    handle.write(header + b"".join(row.to_line() for row in rows))
+                os.replace(temporary, self.path)
+            except OSError:
+                temporary.unlink(missing_ok=True)
+                raise
         except OSError as exc:
             self._keep_in_memory(exc)
 
