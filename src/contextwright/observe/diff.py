@@ -110,6 +110,10 @@ class SnapshotDiff:
     """False when the two keep hashes that cannot match: made with different keys (another
     deployment's secret, or plain SHA-256 before keyed hashing), or one unredacted and one
     hashed with a key this process does not hold. Equal texts and ids then read as changed."""
+    tokenizers: tuple[str, str] = ("", "")
+    """The tokenizer each build counted with. When they differ, the two builds' token counts
+    are in different units: an item kept whole in both shows as changed by its size alone
+    (``counting_note`` says so)."""
 
     @property
     def changed_keys(self) -> tuple[str, ...]:
@@ -398,6 +402,15 @@ def divergence_text(diff: SnapshotDiff) -> str:
     return f"renderings diverge at message #{diff.first_divergence}"
 
 
+def counting_note(diff: SnapshotDiff) -> str | None:
+    """Why token counts differ where nothing else does: the builds counted with two tokenizers."""
+    first, second = diff.tokenizers
+    if first == second:
+        return None
+    return (f"A counted with {first}, B with {second}: their token counts are in different "
+            "units, so items kept in both may differ in size alone")
+
+
 def diff_snapshots(a: Snapshot, b: Snapshot, *,
                    fence_secret: str | bytes | None = None) -> SnapshotDiff:
     """Items and tool schemas added / removed / cut, token deltas, where the prefix ends.
@@ -419,4 +432,4 @@ def diff_snapshots(a: Snapshot, b: Snapshot, *,
         messages=(len(a.messages), len(b.messages)), tools_changed=tools_changed,
         warnings_only_a=tuple(w for w in a.warnings if w not in b.warnings),
         warnings_only_b=tuple(w for w in b.warnings if w not in a.warnings),
-        hashes_comparable=hasher is not None)
+        hashes_comparable=hasher is not None, tokenizers=(a.tokenizer, b.tokenizer))

@@ -17,7 +17,12 @@ import html
 import re
 from collections.abc import Mapping
 
-from contextwright.observe.diff import SnapshotDiff, diff_snapshots, divergence_text
+from contextwright.observe.diff import (
+    SnapshotDiff,
+    counting_note,
+    diff_snapshots,
+    divergence_text,
+)
 from contextwright.observe.snapshot import (
     FRAMING_NOTE,
     Snapshot,
@@ -249,6 +254,7 @@ def _cut_text(decision: Mapping[str, object]) -> str:
 
 def _diff(d: SnapshotDiff) -> str:
     where = divergence_text(d)
+    counting = counting_note(d)
     sources = "".join(
         f'<tr class="source-delta" data-source="{_e(r.source)}"><td>{_e(r.source)}</td>'
         f'<td class="n">{r.tokens_a}</td><td class="n">{r.tokens_b}</td>'
@@ -266,7 +272,8 @@ def _diff(d: SnapshotDiff) -> str:
             f"<h2>Diff {_e(d.a)} → {_e(d.b)} (from the compared build to this one)</h2>"
             f'<p class="meta">plans {_e(d.plans[0])} → {_e(d.plans[1])}; tokens '
             f"{d.total_tokens[0]} → {d.total_tokens[1]}; {_e(where)}</p>"
-            '<table id="diff-sources"><tr><th>source</th><th>tokens A</th><th>tokens B</th>'
+            + (f'<p class="meta" id="diff-counting">{_e(counting)}</p>' if counting else "")
+            + '<table id="diff-sources"><tr><th>source</th><th>tokens A</th><th>tokens B</th>'
             f"<th>delta</th><th>granted</th></tr>{sources}</table>"
             f'<h2>Items changed ({len(d.items)})</h2><table id="diff-items"><tr><th>change</th>'
             "<th>source</th><th>key</th><th>before</th><th>after</th><th>tokens</th></tr>"

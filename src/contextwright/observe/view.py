@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from contextwright.observe.diff import SnapshotDiff, divergence_text
+from contextwright.observe.diff import SnapshotDiff, counting_note, divergence_text
 from contextwright.observe.query import SnapshotSummary
 from contextwright.observe.snapshot import (
     FRAMING_NOTE,
@@ -131,6 +131,9 @@ def print_diff(diff: SnapshotDiff, console: Console) -> None:
     where = divergence_text(diff)
     console.print(_t(f"{diff.a} → {diff.b}  plans {diff.plans[0]} → {diff.plans[1]}  tokens "
                      f"{diff.total_tokens[0]} → {diff.total_tokens[1]}  {where}"))
+    counting = counting_note(diff)
+    if counting is not None:
+        console.print(_t(f"note: {counting}"))
     sources = Table(title="tokens per source")
     for column in ("source", "A", "B", "delta", "granted A→B"):
         sources.add_column(column, justify="left" if column == "source" else "right")
