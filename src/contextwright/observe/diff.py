@@ -154,9 +154,10 @@ def content_hash(message: Mapping[str, Any], hasher: Hasher = PLAIN) -> str:
     """Hash of what a message renders: role, content, calls, speaker name, images, reasoning.
 
     Equal for a redacted and a raw twin when ``hasher`` is the one the redacted twin was made
-    with. An image counts by its recorded ``digest`` (its source and detail, the same raw or
-    redacted); the reasoning an assistant message sends back (its thinking blocks) by each
-    block's type and text, since the provider reads it first in that message. A message
+    with. An image counts by its recorded ``digest`` (its source and detail; a redacted
+    snapshot keeps it keyed, as an id, and ``hasher`` keys a raw one alike); the reasoning an
+    assistant message sends back (its thinking blocks) by each block's type and text, since
+    the provider reads it first in that message. A message
     without ``name``, ``images`` or ``thinking`` hashes as it did before they were compared,
     so its key does not move between versions; a record written before snapshots kept images
     reads as a message without any, so against a later record of the same message with an
@@ -171,7 +172,8 @@ def content_hash(message: Mapping[str, Any], hasher: Hasher = PLAIN) -> str:
     if message.get("name"):
         rendered.append(["name", _speaker(message, hasher)])
     if message.get("images"):
-        rendered.append(["images", [image.get("digest") for image in message["images"]]])
+        rendered.append(["images", [_hashed_id(image.get("digest"), hasher)
+                                    for image in message["images"]]])
     if message.get("thinking"):
         rendered.append(["thinking", [[block.get("type"), _hashed_text(block.get("text"), hasher)]
                                       for block in message["thinking"]]])

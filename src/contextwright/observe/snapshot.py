@@ -697,7 +697,7 @@ def _message_data(message: Message, section: str, label: str | None, document: b
              else call.arguments}
             for call in message.tool_calls]
     if message.images:  # what each image is, never its data (a snapshot stays small)
-        data["images"] = [_image_data(image, hasher is not None) for image in message.images]
+        data["images"] = [_image_data(image, hasher) for image in message.images]
     if message.thinking:  # the reasoning sent back, and what it cost; never its signature
         data["thinking"] = [
             {"type": block.type, "tokens": thinking_block_tokens(block, ctx.tokenizer),
@@ -741,11 +741,20 @@ def _redacted_identifiers(data: Mapping[str, Any], section: str,
     return hashed
 
 
-def _image_data(image: ImagePart, redact: bool) -> dict[str, Any]:
-    data: dict[str, Any] = {"digest": image.digest(), "media_type": image.media_type,
-                            "width": image.width, "height": image.height,
-                            "detail": image.detail, "bytes": image.size_bytes}
-    if image.url is not None and not redact:
+def _image_data(image: ImagePart, hasher: Hasher | None) -> dict[str, Any]:
+    """What a snapshot keeps of an image: what it is and its digest, never its data.
+
+    The digest is a plain hash of the image's source, which for a URL is the caller's text
+    (``https://cdn.example/u/ada@example.com.png``): anyone could confirm a guessed URL by
+    hashing it. A redacted snapshot keeps it as an identifier, keyed as the others are, and
+    drops the URL.
+    """
+    digest = image.digest()
+    data: dict[str, Any] = {"digest": digest if hasher is None else hasher.identifier(digest),
+                            "media_type": image.media_type, "width": image.width,
+                            "height": image.height, "detail": image.detail,
+                            "bytes": image.size_bytes}
+    if image.url is not None and hasher is None:
         data["url"] = image.url
     return data
 
@@ -816,7 +825,7 @@ def redacted_request(request: Request, history_length: int,
                             "tools": {"count": len(request.tools)},
                             "examples": {"count": len(request.examples)},
                             "notes": {"count": len(request.notes)},
-                            "images": [_image_data(image, True) for image in request.images],
+                            "images": [_image_data(image, hasher) for image in request.images],
                             "env": {"keys": sorted(request.env)}}
     if request.system is not None:
         data["system"] = hasher.text(request.system)
