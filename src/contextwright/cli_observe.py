@@ -136,7 +136,14 @@ def _resolve_all(url: str, refs: list[str]) -> list[Snapshot]:
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (half an emoji, in a message object the caller built) cannot be
+        # written as UTF-8; as JSON escapes it reads back the same (``inspect FILE.json``).
+        text = json.dumps(data, ensure_ascii=True, indent=2)
+    sys.stdout.write(text + "\n")
 
 
 def _console() -> Console:

@@ -1,0 +1,36 @@
+"""The snapshot commands print any recorded build as JSON they can read back: a message object
+holding a lone surrogate (half an emoji) crashed ``snapshots show --json`` with a traceback.
+The real CLI, a real SQLite sink."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.cli import app
+from contextwright.core.items import Message
+from contextwright.observe import SnapshotRecorder, SqliteSink
+from contextwright.observe.sinks import snapshot_from_file
+
+
+def test_show_json_of_a_build_holding_a_lone_surrogate_reads_back(tmp_path: Path) -> None:
+    db = tmp_path / "snapshots.db"
+    recorder = SnapshotRecorder(SqliteSink(db), redact=False)
+    half = "a pasted log: \udc9f\udc98 (cut mid-emoji)"
+    # Message objects are the caller's and are not checked; a request dict would be refused.
+    history = [Message(role="user", content=half), Message(role="assistant", content="Looking.")]
+    request = Request(user_input="what went wrong?", history=history)  # type: ignore[arg-type]
+    ContextBuilder(snapshots=recorder).build(BuildPlan.named("chat"), request)
+    recorder.close()
+    assert recorder.stats.written == 1
+
+    result = CliRunner().invoke(app, ["snapshots", "show", "latest", "--json", "--sink",
+                                      f"sqlite:///{db}"])
+    assert result.exit_code == 0, result.output
+    saved = tmp_path / "build.json"
+    saved.write_text(result.stdout, encoding="utf-8")
+    (stored,) = SqliteSink(db).read()
+    assert snapshot_from_file(saved) == stored
+    assert snapshot_from_file(saved).request["history"][0]["content"] == half
