@@ -159,7 +159,8 @@ def query(sink: SinkOption = DEFAULT_SINK,
           since: Annotated[str | None, typer.Option(help="15m, 2h, 7d or ISO time.")] = None,
           until: Annotated[str | None, typer.Option(help="15m, 2h, 7d or ISO time.")] = None,
           group_by: Annotated[str, typer.Option(help="plan or mode.")] = "plan",
-          top: Annotated[int, typer.Option(help="Items in the most-dropped table.")] = 10,
+          top: Annotated[int, typer.Option(min=0, help="Items in the most-dropped table.")
+                         ] = 10,
           user: UserOption = None, session: SessionOption = None,
           as_json: JsonOption = False) -> None:
     """Context lengths (p50/p95/max, window share), unused grants, most cut and dropped."""

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from observe_helpers import pressured
 from typer.testing import CliRunner
 
 from contextwright import BuildPlan, ContextBuilder, Request
 from contextwright.cli import app
 from contextwright.core.items import Message
-from contextwright.observe import SnapshotRecorder, SqliteSink
+from contextwright.errors import InvalidInputError
+from contextwright.observe import SnapshotRecorder, SqliteSink, summarize
 from contextwright.observe.sinks import snapshot_from_file
 
 
@@ -34,3 +37,19 @@ def test_show_json_of_a_build_holding_a_lone_surrogate_reads_back(tmp_path: Path
     (stored,) = SqliteSink(db).read()
     assert snapshot_from_file(saved) == stored
     assert snapshot_from_file(saved).request["history"][0]["content"] == half
+
+
+def test_a_negative_top_is_refused_not_taken_as_a_slice(tmp_path: Path) -> None:
+    db = tmp_path / "snapshots.db"
+    recorder = SnapshotRecorder(SqliteSink(db), redact=False)
+    plan, request = pressured()  # 40 rounds in a 4,096-token window: messages are dropped
+    ContextBuilder(snapshots=recorder).build(plan, request)
+    recorder.close()
+    snapshots = SqliteSink(db).read()
+    assert len(summarize(snapshots, top=10).most_dropped) >= 2
+    with pytest.raises(InvalidInputError, match="top"):
+        summarize(snapshots, top=-1)  # it returned all rows but the last
+    result = CliRunner().invoke(app, ["snapshots", "query", "--top", "-1", "--sink",
+                                      f"sqlite:///{db}"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: ")
+    assert result.stderr.count("\n") == 1

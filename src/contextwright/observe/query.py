@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from contextwright.errors import InvalidInputError
 from contextwright.observe.snapshot import Snapshot
 
 GroupBy = Literal["plan", "mode"]
@@ -124,7 +125,13 @@ class SnapshotSummary:
 
 def summarize(snapshots: Iterable[Snapshot], *, group_by: GroupBy = "plan",
               source: str | None = None, top: int = 10) -> SnapshotSummary:
-    """Aggregate ``snapshots``; ``source`` limits the source and item tables to one source."""
+    """Aggregate ``snapshots``; ``source`` limits the source and item tables to one source.
+
+    ``top`` is how many items the most-dropped table holds (``InvalidInputError`` below 0:
+    as a slice's end it cut the table's last rows instead).
+    """
+    if type(top) is not int or top < 0:
+        raise InvalidInputError("top is a whole number >= 0 (items in the most-dropped table)")
     chosen = list(snapshots)
     groups: dict[str, list[Snapshot]] = defaultdict(list)
     for snapshot in chosen:
