@@ -14,14 +14,16 @@ Each alert is logged on ``contextwright.observe.alerts`` (WARNING, with the stru
 
 from __future__ import annotations
 
+import bisect
 import logging
+import math
+import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
 from contextwright.errors import InvalidInputError
-from contextwright.observe.query import percentile
 from contextwright.observe.snapshot import Snapshot
 
 logger = logging.getLogger("contextwright.observe.alerts")
@@ -86,12 +88,22 @@ class AlertMonitor:
         self._metrics = tuple(metrics)
         self._on_alert = on_alert
         self._shares: dict[str, deque[tuple[float, float]]] = defaultdict(deque)
+        """Per plan, (time, share) of the builds in the sliding window, in arrival order."""
+        self._sorted: dict[str, list[float]] = defaultdict(list)
+        """The same shares, sorted: the p95 is read, not sorted again, on every build."""
         self._raised: set[str] = set()
+        self._lock = threading.RLock()
+        """One monitor may watch several recorders, each calling from its writer thread (and
+        ``on_alert``, called under it, may read ``p95_share``)."""
         self.alerts: deque[Alert] = deque(maxlen=1000)
         """The most recent alerts (up to 1,000), oldest first."""
 
     def observe(self, snapshot: Snapshot) -> None:
-        """Check one build."""
+        """Check one build (safe to call from the writer threads of several recorders)."""
+        with self._lock:
+            self._observe(snapshot)
+
+    def _observe(self, snapshot: Snapshot) -> None:
         if snapshot.status == "budget_error":
             self._emit(Alert(kind="budget_error", plan=snapshot.plan, snapshot_id=snapshot.id,
                              at=snapshot.created_at, value=snapshot.total_tokens,
@@ -107,16 +119,26 @@ class AlertMonitor:
 
     def p95_share(self, plan: str) -> float:
         """The current p95 of tokens / window for ``plan`` over the sliding window."""
-        return percentile([share for _, share in self._shares[plan]], 0.95)
+        with self._lock:
+            return self._p95(plan)
+
+    def _p95(self, plan: str) -> float:
+        """``percentile(shares, 0.95)`` of the sorted shares (nearest rank)."""
+        ordered = self._sorted[plan]
+        if not ordered:
+            return 0.0
+        return ordered[max(1, math.ceil(0.95 * len(ordered))) - 1]
 
     def _check_p95(self, snapshot: Snapshot) -> None:
-        recent = self._shares[snapshot.plan]
+        recent, ordered = self._shares[snapshot.plan], self._sorted[snapshot.plan]
         recent.append((snapshot.created_at, snapshot.window_share))
+        bisect.insort(ordered, snapshot.window_share)
         while recent and recent[0][0] < snapshot.created_at - self.window_seconds:
-            recent.popleft()
+            _, share = recent.popleft()
+            del ordered[bisect.bisect_left(ordered, share)]
         if len(recent) < self.min_builds:
             return
-        p95 = self.p95_share(snapshot.plan)
+        p95 = self._p95(snapshot.plan)
         if p95 <= self.threshold:
             self._raised.discard(snapshot.plan)
             return
