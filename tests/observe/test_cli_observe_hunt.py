@@ -4,6 +4,7 @@ The real CLI, a real SQLite sink."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from contextwright.cli import app
 from contextwright.core.items import Message
 from contextwright.errors import InvalidInputError
 from contextwright.observe import SnapshotRecorder, SqliteSink, summarize
+from contextwright.observe.replay import snapshot_of
 from contextwright.observe.sinks import snapshot_from_file
 
 
@@ -53,3 +55,20 @@ def test_a_negative_top_is_refused_not_taken_as_a_slice(tmp_path: Path) -> None:
                                       f"sqlite:///{db}"])
     assert result.exit_code == 2 and result.stderr.startswith("error: ")
     assert result.stderr.count("\n") == 1
+
+
+def test_a_snapshot_file_whose_session_lacks_its_ids_is_one_error_line(tmp_path: Path) -> None:
+    plan, request = pressured()
+    good = snapshot_of(plan, request).to_dict()
+    for session in ({}, {"user_id": "u1"}, {"user_id": "u1", "session_id": 7}):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps({**good, "session": session}))
+        # The HTML report read session["user_id"] and died with a KeyError traceback.
+        for args in (["inspect", str(path), "--html", str(tmp_path / "out.html")],
+                     ["inspect", str(path)]):
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 2, (session, args, result.output)
+            assert result.stderr.startswith("error: CorruptRecordError: ")
+            assert "session" in result.stderr and result.stderr.count("\n") == 1
+    path.write_text(json.dumps({**good, "session": {"user_id": "u1", "session_id": "s1"}}))
+    assert CliRunner().invoke(app, ["inspect", str(path)]).exit_code == 0

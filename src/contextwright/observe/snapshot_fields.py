@@ -54,6 +54,15 @@ def _is_text(value: object) -> bool:
     return isinstance(value, str | Mapping)
 
 
+def _is_session(value: object) -> bool:
+    """A manager's session: its user and session ids (hashed or not).
+
+    Views, queries, sink indexes and span attributes all read both as strings.
+    """
+    return (isinstance(value, Mapping) and isinstance(value.get("user_id"), str)
+            and isinstance(value.get("session_id"), str))
+
+
 def _is_image(value: object) -> bool:
     """An image as a snapshot records it: diff tells images apart by their ``digest``."""
     return isinstance(value, Mapping) and isinstance(value.get("digest"), str)
@@ -83,7 +92,7 @@ _TOP_LEVEL: dict[str, tuple[Check, str]] = {
     "mode": (_or_none(_is_str), "a string or null"),
     "route": (_or_none(_is_mapping), "an object or null"),
     "switch": (_or_none(_is_mapping), "an object or null"),
-    "session": (_or_none(_is_mapping), "an object or null"),
+    "session": (_or_none(_is_session), "an object of user_id and session_id strings, or null"),
     "hashing": (_or_none(_is_mapping), "an object or null"),
     "cache": (_or_none(_is_mapping), "an object or null"),
     "target": (lambda v: v in (None, "chat", "text"), "chat, text or null"),
