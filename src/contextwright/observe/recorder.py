@@ -296,7 +296,15 @@ class _Writer:
         try:
             self.queue.put(_STOP, timeout=timeout)
         except queue.Full:
-            logger.warning("snapshot queue still full at close; pending snapshots are lost")
+            # The writer is still busy with what was queued: the stop follows it as soon as
+            # there is room (nothing else is queued once closed), so the writer ends, applies
+            # retention and closes the sink. Without it the writer waited for more forever,
+            # holding the sink's file or connection open.
+            threading.Thread(target=self.queue.put, args=(_STOP,), name="cw-snapshots-stop",
+                             daemon=True).start()
+            logger.warning("snapshot queue still full at close; the writer writes what is "
+                           "queued, then closes the sink",
+                           extra={"contextwright": {"event": "snapshot_close_late"}})
         self.thread.join(timeout)
         with self._closing:
             if not self.finished:

@@ -1,0 +1,54 @@
+"""Closing a recorder whose queue is still full (a slow sink at shutdown) writes what was queued
+and then closes the sink: the writer used to wait for more forever, holding the sink's file or
+connection open, while the log said the queued snapshots were lost. A real SQLite sink, slowed
+by a gate on its writes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from contextwright import BuildPlan, ContextBuilder, Request
+from contextwright.observe import Snapshot, SnapshotRecorder, SqliteSink
+
+
+class _SlowSqlite(SqliteSink):
+    """SQLite whose first write waits for ``gate``: a sink falling behind at shutdown."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gate, self.closed, self.first = threading.Event(), threading.Event(), True
+
+    def write(self, snapshots: Sequence[Snapshot]) -> None:
+        if self.first:
+            self.first = False
+            self.gate.wait(10)
+        super().write(snapshots)
+
+    def close(self) -> None:
+        super().close()
+        self.closed.set()
+
+
+def test_close_with_a_full_queue_writes_it_then_closes_the_sink(tmp_path: Path) -> None:
+    sink = _SlowSqlite(tmp_path / "snapshots.db")
+    recorder = SnapshotRecorder(sink, redact=False, queue_size=3, batch_size=1)
+    builder = ContextBuilder(snapshots=recorder)
+    plan = BuildPlan.named("simple_qa")
+    builder.build(plan, Request(user_input="first"))
+    deadline = time.monotonic() + 10
+    while sink.first and time.monotonic() < deadline:
+        time.sleep(0.01)  # the writer holds the first build, waiting in the sink
+    for n in range(3):
+        builder.build(plan, Request(user_input=f"queued {n}"))
+    assert recorder.stats.submitted == 4  # the queue is full
+
+    recorder.close(timeout=0.2)  # no room for the stop: close gives up waiting
+    sink.gate.set()
+    assert sink.closed.wait(10), "the sink was never closed"
+    stored = SqliteSink(tmp_path / "snapshots.db").read()
+    assert sorted(s.request["user_input"] for s in stored) == [
+        "first", "queued 0", "queued 1", "queued 2"]
+    assert recorder.stats.written == 4 and recorder.stats.dropped_queue_full == 0
