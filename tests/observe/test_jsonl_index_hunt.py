@@ -92,3 +92,26 @@ def test_processes_indexing_one_file_at_once_each_write_the_index(tmp_path: Path
     assert fell_back.value == 0
     assert not list(tmp_path.glob("*.tmp"))
     assert [s.id for s in JsonlSink(path).read()] == [f"s{i:03d}" for i in range(200)]
+
+
+def test_a_purge_keeps_the_lines_it_cannot_read(tmp_path: Path) -> None:
+    template = snapshot_of(BuildPlan.named("chat"), Request(user_input="where is it?"))
+    path = tmp_path / "shared.jsonl"
+    sink = JsonlSink(path)
+    sink.write([replace(template, id="old", created_at=1000.0)])
+    # An upgraded process sharing the file appends a snapshot of a layout this one cannot read.
+    newer = {**template.to_dict(), "schema": 99, "id": "newer-layout", "created_at": 1500.0}
+    with path.open("a") as handle:
+        handle.write(json.dumps(newer) + "\n")
+        handle.write('{"id": "half-written", "crea\n')  # a crash mid-line: purges remove it
+    sink.write([replace(template, id=f"new{i}", created_at=3000.0 + i) for i in range(3)])
+
+    assert sink.purge(older_than=2000.0) == 1  # retention: removed "old"
+    assert sink.purge(keep_last=2) == 1  # and "new0"
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["newer-layout", "new1", "new2"]
+    assert json.loads(lines[0]) == newer  # copied as it was, never rewritten
+    assert [s.id for s in sink.read()] == ["new1", "new2"]
+    assert sink.unreadable_lines() == [
+        (1, "a snapshot record of a layout version this library does not read (99)")]
+    assert [s.id for s in JsonlSink(path).read()] == ["new1", "new2"]

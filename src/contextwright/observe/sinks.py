@@ -24,7 +24,12 @@ from typing import IO, Any, Protocol, TypeVar
 
 from contextwright.errors import CorruptRecordError, InvalidInputError, StoreError
 from contextwright.observe.jsonl_index import IndexRow, JsonlIndex
-from contextwright.observe.snapshot import Snapshot, identifier_forms, snapshot_key
+from contextwright.observe.snapshot import (
+    OTHER_LAYOUT,
+    Snapshot,
+    identifier_forms,
+    snapshot_key,
+)
 from contextwright.session.store import validate_id
 
 T = TypeVar("T")
@@ -237,16 +242,24 @@ class JsonlSink:
         raise not_found(snapshot_id)
 
     def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
-        """Rewrite the file without the removed lines (atomically: a new file replaces it)."""
+        """Rewrite the file without the removed lines (atomically: a new file replaces it).
+
+        A snapshot of a layout this version cannot read (appended by an upgraded process
+        sharing the file) stays where it is: its age is unknown here, and it is not this
+        version's to remove. Lines that are no snapshot at all (cut short by a crash) go.
+        """
         with self._locked("rb") as source:  # no append, from any process, lands meanwhile
-            rows = [row for row in self._index.rows() if row.id is not None]
+            lines = self._index.rows()
+            rows = [row for row in lines if row.id is not None]
             keep = [row for row in rows if older_than is None or row.created_at >= older_than]
             keep.sort(key=lambda row: (row.created_at, row.id or ""))
             if keep_last is not None:
                 keep = keep[max(0, len(keep) - keep_last):] if keep_last else []
             if len(keep) == len(rows):
                 return 0
-            self._replace_with(keep, source)
+            kept = {row.at for row in keep}
+            self._replace_with([row for row in lines if row.at in kept or (
+                row.unreadable or "").startswith(OTHER_LAYOUT)], source)
         return len(rows) - len(keep)
 
     def close(self) -> None:

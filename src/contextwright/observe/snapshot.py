@@ -65,6 +65,9 @@ SCHEMA_VERSION = 2
 (``hashing``); version 1 records (plain SHA-256) are still read."""
 READABLE_VERSIONS = frozenset((1, SCHEMA_VERSION))
 """Layouts ``Snapshot.from_dict`` reads; a record of another version is refused."""
+OTHER_LAYOUT = "a snapshot record of a layout version this library does not read"
+"""What ``Snapshot.from_dict`` says of a record of another layout (a newer version's): a
+snapshot all the same, which a sink shared with that version keeps."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +183,9 @@ class Snapshot:
         Every field is checked for the type readers rely on, so a damaged record fails here,
         naming the field, rather than in whatever reads it next.
         """
+        if isinstance(data, Mapping) and type(data.get("schema")) is int and not _readable(
+                data["schema"]):
+            raise CorruptRecordError(f"{OTHER_LAYOUT} ({data['schema']})")
         if not isinstance(data, Mapping) or not _readable(data.get("schema")):
             raise CorruptRecordError("not a snapshot record of a version this library reads")
         check_snapshot_fields(data)
