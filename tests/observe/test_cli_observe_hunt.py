@@ -72,3 +72,11 @@ def test_a_snapshot_file_whose_session_lacks_its_ids_is_one_error_line(tmp_path:
             assert "session" in result.stderr and result.stderr.count("\n") == 1
     path.write_text(json.dumps({**good, "session": {"user_id": "u1", "session_id": "s1"}}))
     assert CliRunner().invoke(app, ["inspect", str(path)]).exit_code == 0
+
+
+def test_summarize_refuses_a_grouping_it_does_not_know() -> None:
+    plan, request = pressured()
+    snapshots = [snapshot_of(plan, request)]
+    assert [row.group for row in summarize(snapshots, group_by="mode").lengths] == ["-"]
+    with pytest.raises(InvalidInputError, match="group_by"):
+        summarize(snapshots, group_by="tenant")  # type: ignore[arg-type]  # grouped by mode

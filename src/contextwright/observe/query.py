@@ -132,6 +132,8 @@ def summarize(snapshots: Iterable[Snapshot], *, group_by: GroupBy = "plan",
     """
     if type(top) is not int or top < 0:
         raise InvalidInputError("top is a whole number >= 0 (items in the most-dropped table)")
+    if group_by not in ("plan", "mode"):  # anything else grouped by mode, saying nothing
+        raise InvalidInputError("group_by is plan or mode")
     chosen = list(snapshots)
     groups: dict[str, list[Snapshot]] = defaultdict(list)
     for snapshot in chosen:
