@@ -10,7 +10,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from contextwright import BuildPlan, ContextBuilder, Request
+import pytest
+
+from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
+from contextwright.errors import InvalidInputError
 from contextwright.observe import Snapshot, SnapshotRecorder, SqliteSink
 
 
@@ -52,3 +55,31 @@ def test_close_with_a_full_queue_writes_it_then_closes_the_sink(tmp_path: Path) 
     assert sorted(s.request["user_input"] for s in stored) == [
         "first", "queued 0", "queued 1", "queued 2"]
     assert recorder.stats.written == 4 and recorder.stats.dropped_queue_full == 0
+
+
+def test_a_label_named_as_a_build_field_must_have_its_form(tmp_path: Path) -> None:
+    sink = SqliteSink(tmp_path / "snapshots.db")
+    recorder = SnapshotRecorder(sink, redact=False)
+    # A session label as a plain id cost every snapshot (it could not be made); a mode that
+    # is not a name was written, and then every read of the sink failed on it.
+    for labels in ({"session": "s-1"}, {"route": "fast"}, {"switch": "x"}, {"mode": 3}):
+        with pytest.raises(InvalidInputError, match=next(iter(labels))):
+            SnapshotRecorder(sink, labels=labels)
+        with pytest.raises(InvalidInputError, match=next(iter(labels))):
+            recorder.labelled(**labels)
+    tagged = recorder.labelled(mode="batch", tenant="acme")
+    ContextBuilder(snapshots=tagged).build(BuildPlan.named("chat"), Request(user_input="hi"))
+    assert recorder.flush()
+    (stored,) = sink.read()
+    assert stored.mode == "batch" and stored.labels == {"tenant": "acme"}
+
+
+def test_a_managers_builds_still_carry_session_mode_and_route(tmp_path: Path) -> None:
+    sink = SqliteSink(tmp_path / "snapshots.db")
+    recorder = SnapshotRecorder(sink, redact=False)
+    manager = ContextManager(snapshots=recorder, background=False)
+    manager.prepare("u-1", "s-1", "Where is my order?")
+    assert recorder.flush() and recorder.stats.capture_errors == 0
+    (stored,) = sink.read()
+    assert stored.session == {"user_id": "u-1", "session_id": "s-1"}
+    assert stored.mode is not None and stored.route is not None

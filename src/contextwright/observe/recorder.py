@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from typing import Any, Protocol
 
 from contextwright.core.final import FinalContext
@@ -415,15 +415,41 @@ _BUILD_LABELS = frozenset(("mode", "route", "switch", "session"))
 
 
 def _checked_labels(labels: Mapping[str, Any]) -> dict[str, Any]:
-    """``labels`` as a dict; ``InvalidInputError`` when a caller's label is not JSON."""
+    """``labels`` as a dict; ``InvalidInputError`` when a caller's label is not JSON.
+
+    A label named as a build's own field (``mode``, ``route``, ``switch``, ``session``) becomes
+    that field, so it must have its form; another one cost every snapshot (it could not be
+    made), or was written as a record no read could parse.
+    """
     for name, value in labels.items():
         if name in _BUILD_LABELS:
+            if value is not None and not _BUILD_LABEL_FORMS[name][0](value):
+                raise InvalidInputError(
+                    f"snapshot label {name!r} is the build's own field: "
+                    f"{_BUILD_LABEL_FORMS[name][1]} (name a label of yours otherwise)")
             continue
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError):
             raise InvalidInputError(f"snapshot label {name!r} is not JSON") from None
     return dict(labels)
+
+
+def _is_record(value: object) -> bool:
+    """A route or switch as the snapshot reads it: a mapping, or a dataclass instance."""
+    return isinstance(value, Mapping) or (is_dataclass(value) and not isinstance(value, type))
+
+
+def _is_session_key(value: object) -> bool:
+    return all(isinstance(getattr(value, name, None), str) for name in ("user_id", "session_id"))
+
+
+_BUILD_LABEL_FORMS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "mode": (lambda value: isinstance(value, str), "a mode name"),
+    "route": (_is_record, "a RouteDecision"),
+    "switch": (_is_record, "a ModeSwitch"),
+    "session": (_is_session_key, "a SessionKey (user_id and session_id)"),
+}
 
 
 def as_recorder(snapshots: SnapshotRecorder | SnapshotSink | None,
