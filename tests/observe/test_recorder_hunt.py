@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from contextwright import BuildPlan, ContextBuilder, ContextManager, Request
+from contextwright.core.items import Message
 from contextwright.errors import InvalidInputError
 from contextwright.observe import Snapshot, SnapshotRecorder, SqliteSink
 
@@ -83,3 +84,19 @@ def test_a_managers_builds_still_carry_session_mode_and_route(tmp_path: Path) ->
     (stored,) = sink.read()
     assert stored.session == {"user_id": "u-1", "session_id": "s-1"}
     assert stored.mode is not None and stored.route is not None
+
+
+def test_a_message_id_that_is_a_number_leaves_the_sink_readable(tmp_path: Path) -> None:
+    sink = SqliteSink(tmp_path / "snapshots.db")
+    recorder = SnapshotRecorder(sink, redact=False)
+    builder = ContextBuilder(snapshots=recorder)
+    # The caller's own Message objects, with its database's row numbers as ids.
+    history = [Message(role="user", content="Where is order KST418?", id=41),  # type: ignore[arg-type]
+               Message(role="assistant", content="It shipped.", id=42)]  # type: ignore[arg-type]
+    builder.build(BuildPlan.named("chat"), Request(user_input="When?", history=history))  # type: ignore[arg-type]
+    builder.build(BuildPlan.named("chat"), Request(user_input="another conversation"))
+    assert recorder.flush()
+    stored = sink.read()  # one record of a number id made every read fail
+    assert len(stored) == 2 and recorder.stats.capture_errors == 0
+    assert [m.get("id") for m in stored[0].messages if m.get("id")] == ["41", "42"]
+

@@ -688,8 +688,11 @@ def _message_data(message: Message, section: str, label: str | None, document: b
     data: dict[str, Any] = {"role": message.role, "section": section,
                             "tokens": _own_tokens(message, ctx)}
     data["content"] = hasher.text(message.content) if hasher is not None else message.content
-    optional = {"label": label, "id": message.id, "name": message.name,
-                "tool_call_id": message.tool_call_id, "document": document or None}
+    # Ids as text: a caller's Message may carry its database's number, and a record must
+    # read back (a number there made every read of the sink fail).
+    optional = {"label": label, "id": _text_or_none(message.id), "name": message.name,
+                "tool_call_id": _text_or_none(message.tool_call_id),
+                "document": document or None}
     data.update({k: v for k, v in optional.items() if v is not None})
     if hasher is not None:
         data.update(_redacted_identifiers(data, section, hasher))
@@ -711,6 +714,10 @@ def _message_data(message: Message, section: str, label: str | None, document: b
              "signature_chars": len(block.signature)}
             for block in message.thinking]
     return data
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _own_tokens(message: Message, ctx: FinalContext) -> int:
