@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from contextwright import BuildPlan, Request
-from contextwright.observe import JsonlSink
+from contextwright.observe import JsonlSink, SnapshotQuery
 from contextwright.observe.replay import snapshot_of
 
 _IO = Path("/proc/self/io")
@@ -115,3 +115,18 @@ def test_a_purge_keeps_the_lines_it_cannot_read(tmp_path: Path) -> None:
     assert sink.unreadable_lines() == [
         (1, "a snapshot record of a layout version this library does not read (99)")]
     assert [s.id for s in JsonlSink(path).read()] == ["new1", "new2"]
+
+
+@pytest.mark.skipif(not _IO.exists(), reason="needs Linux's /proc/self/io")
+def test_lines_appended_past_the_index_are_read_alone(tmp_path: Path) -> None:
+    template = snapshot_of(BuildPlan.named("chat"), Request(user_input="x" * 2000))
+    path = tmp_path / "big.jsonl"
+    sink = JsonlSink(path)
+    sink.write([replace(template, id=f"s{i:04d}", created_at=1000.0 + i) for i in range(600)])
+    size = path.stat().st_size
+    with path.open("a") as handle:  # a writer that does not index (an older version)
+        handle.write(replace(template, id="late", created_at=5000.0).to_json() + "\n")
+    before = _bytes_read()
+    assert sink.read(SnapshotQuery(limit=1))[0].id == "late"
+    # Numbering the new lines must not count the lines of the whole file before them.
+    assert _bytes_read() - before < size // 10

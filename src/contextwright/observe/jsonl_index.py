@@ -227,32 +227,37 @@ class JsonlIndex:
     def _scan(self, start: int) -> Iterator[IndexRow]:
         """Rows of the file's lines from offset ``start`` on, each snapshot read whole."""
         try:
-            # Numbered as the lines go by: counting from the start for each unreadable line
-            # made a file of thousands of them (a newer layout) take minutes to open.
-            number = self.line_number(start) if start else 1
             with open(self.data_path, "rb") as handle:
                 handle.seek(start)
-                at = start
+                at, seen = start, 0
+                first: int | None = 1 if start == 0 else None
                 for line in handle:
                     if not line.endswith(b"\n"):
                         return  # an append still being written (or cut short): not yet a line
-                    yield self._row_of(line, at, number)
-                    at += len(line)
-                    number += 1
+                    row = self._row_of(line, at)
+                    if row.unreadable is not None:
+                        # Numbered as the lines go by, the lines before ``start`` counted
+                        # once: counting from the file's start for each unreadable line made
+                        # a file of thousands of them (a newer layout) take minutes to open.
+                        if first is None:
+                            first = self.line_number(start)
+                        logger.warning(
+                            "line %d of %s is not a snapshot (%s); reads skip it",
+                            first + seen, self.data_path.name, row.unreadable,
+                            extra={"contextwright": {"event": "snapshot_line_unreadable"}})
+                    yield row
+                    at, seen = at + len(line), seen + 1
         except OSError as exc:
             raise StoreError(f"snapshot file {self.data_path.name}: {exc.strerror}") from None
 
-    def _row_of(self, line: bytes, at: int, number: int) -> IndexRow:
-        """The row of ``line``, the file's line ``number`` (from 1), at byte ``at``."""
+    def _row_of(self, line: bytes, at: int) -> IndexRow:
+        """The row of ``line``, at byte ``at`` (``unreadable`` says why it is no snapshot)."""
         if not line.strip():
             return IndexRow(at=at, size=len(line), id=None)
         try:
             snapshot = Snapshot.from_json(line)
         except CorruptRecordError as exc:
             # The reason names a field, never its value, so it is safe to log and keep.
-            logger.warning("line %d of %s is not a snapshot (%s); reads skip it",
-                           number, self.data_path.name, exc,
-                           extra={"contextwright": {"event": "snapshot_line_unreadable"}})
             return IndexRow(at=at, size=len(line), id=None, unreadable=str(exc))
         return IndexRow.of(snapshot, at, len(line))
 
