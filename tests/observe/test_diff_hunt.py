@@ -4,8 +4,11 @@ both kept whole as changed for no reason a reader can see. Real builds, the real
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from contextwright import BuildPlan, Request
@@ -42,3 +45,20 @@ def test_a_diff_across_tokenizers_names_them(tmp_path: Path) -> None:
     same = diff_snapshots(first, snapshot_of(plan, _REQUEST, tokenizer="cl100k_base"))
     assert same.tokenizers == ("cl100k_base", "cl100k_base") and not same.items
     assert "different units" not in render_html(first, first)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (.ci/run installs it)")
+def test_the_html_diff_names_the_tokenizers_in_chromium(tmp_path: Path) -> None:
+    plan = BuildPlan.named("chat")
+    first = snapshot_of(plan, _REQUEST, tokenizer="cl100k_base")
+    second = snapshot_of(plan, _REQUEST, tokenizer="o200k_base")
+    page = tmp_path / "diff.html"
+    page.write_text(render_html(second, first), encoding="utf-8")
+    dom = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+         page.as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert '<p class="meta" id="diff-counting">A counted with cl100k_base, B with o200k_base' in dom
