@@ -456,10 +456,13 @@ def _plan_data(plan: BuildPlan) -> tuple[dict[str, Any], str]:
     if known is not None and known[0] is plan:
         return known[1], known[2]
     data = plan_to_dict(plan)
+    digest = plan_hash(data)
     if len(_PLANS) >= 1024:
         _PLANS.clear()
-    _PLANS[id(plan)] = (plan, data, plan_hash(data))
-    return data, _PLANS[id(plan)][2]
+    _PLANS[id(plan)] = (plan, data, digest)
+    # The hash made here, not read back: another recorder's writer thread may clear the cache
+    # between the two.
+    return data, digest
 
 
 def built_plan(record: BuildRecord) -> BuildPlan:
