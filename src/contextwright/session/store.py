@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl
 
 from contextwright.errors import ConflictError, CorruptRecordError, InvalidInputError, SessionGone
 
@@ -593,11 +593,24 @@ def open_async_store(url: str, *, ttl_seconds: float | None = None) -> AsyncStor
 
 
 def _pop_query(url: str, name: str, default: str) -> tuple[str, str]:
-    """Remove the query parameter ``name`` from ``url``; return the URL and its value."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    values = [value for key, value in query if key == name]
+    """Remove the query parameter ``name`` from ``url``; return the URL and its value.
+
+    Only that parameter is taken out; the rest of the URL is left exactly as written. Taking
+    it apart and putting it back together would change it: ``urlunsplit`` writes
+    ``postgresql:///db`` as ``postgresql:/db`` (which libpq does not read as a URL), and
+    re-encoding the query turns ``%20`` into ``+``, which libpq keeps as a plus sign.
+    """
+    head, question, tail = url.partition("?")
+    query, hash_mark, fragment = tail.partition("#")
+    values: list[str] = []
+    kept: list[str] = []
+    for field in query.split("&") if question else []:
+        pairs = parse_qsl(field, keep_blank_values=True)
+        if pairs and pairs[0][0] == name:
+            values.append(pairs[0][1])
+        elif field:
+            kept.append(field)
     if len(values) > 1:
         raise InvalidInputError(f"the store URL gives {name} more than once")
-    rest = urlencode([(key, value) for key, value in query if key != name])
-    return urlunsplit(parts._replace(query=rest)), values[0] if values else default
+    rest = head + ("?" + "&".join(kept) if kept else "") + hash_mark + fragment
+    return rest, values[0] if values else default
