@@ -273,10 +273,15 @@ def _client(url: str, options: dict[str, Any]) -> Redis:
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
+    settings: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 5,
+                                "retry": Retry(NoBackoff(), 0), **options}
     try:
-        client: Redis = aredis.Redis.from_url(url, decode_responses=True,
-                                              socket_connect_timeout=5,
-                                              retry=Retry(NoBackoff(), 0), **options)
+        if "max_connections" not in options:
+            client: Redis = aredis.Redis.from_url(url, **settings)
+            return client
+        # The plain pool refuses a call past max_connections ("Too many connections"); this
+        # one makes it wait for a connection to come back, as the store promises.
+        pool = aredis.BlockingConnectionPool.from_url(url, timeout=None, **settings)
     except ValueError:
         raise StoreError("the redis URL is malformed") from None
-    return client
+    return aredis.Redis.from_pool(pool)

@@ -340,9 +340,15 @@ def redis_errors(*, write: bool = False) -> Iterator[None]:
     """
     import redis.exceptions as rex
 
+    # A pool at max_connections refuses a call before sending it (redis 6 and later name it).
+    pool_exhausted = getattr(rex, "MaxConnectionsError", ())
     try:
         yield
     except (rex.ConnectionError, rex.TimeoutError) as exc:
+        if isinstance(exc, pool_exhausted):  # nothing was sent: the outcome is known
+            raise StoreUnavailable(
+                f"redis store unavailable ({type(exc).__name__}: every connection of the "
+                "pool is in use)") from exc
         if write:
             raise OutcomeUnknown(
                 f"redis store: no answer to a write ({type(exc).__name__}); it may still be "
