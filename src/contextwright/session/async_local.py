@@ -152,8 +152,10 @@ class AsyncMemoryStore(_SyncBacked):
                                                                  clock=clock)
         """The wrapped store."""
         self._owned = store is None
+        self._closed = False
 
     async def _call(self, work: Callable[[Store], T]) -> T:
+        self._check_open()
         # Microseconds under the store's own lock: a thread hop would cost more than it saves.
         return work(self.store)
 
@@ -161,12 +163,21 @@ class AsyncMemoryStore(_SyncBacked):
         self, key: SessionKey, *, after: int = 0, last: int | None = None
     ) -> list[StoredMessage]:
         """As ``Store.read``, on a worker thread: decoding a long log would stall the loop."""
+        self._check_open()
         return await asyncio.to_thread(self.store.read, key, after=after, last=last)
 
     async def aclose(self) -> None:
-        """Drop everything (unless the store was given); later calls raise ``StoreError``."""
+        """Drop everything (unless the store was given); later calls raise ``StoreError``.
+
+        A given store stays open for its other users; this one refuses calls all the same.
+        """
+        self._closed = True
         if self._owned:
             self.store.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the store is closed")
 
 
 class AsyncSqliteStore(_SyncBacked):

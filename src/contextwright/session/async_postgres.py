@@ -190,8 +190,12 @@ class AsyncPostgresStore:
     async def aclose(self) -> None:
         """Close the pool; later calls raise ``StoreError``."""
         self._closed = True
-        if self._pool is not None:
-            await self._pool.close()
+        # A first call may be opening the pool right now: wait for it, so that pool is closed
+        # too rather than left open (with its connections) by a store already closed.
+        async with self._opening:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
 
     # -- connections --------------------------------------------------------------------------
 

@@ -222,8 +222,12 @@ class AsyncRedisStore:
     async def aclose(self) -> None:
         """Close the connection pool; later calls raise ``StoreError``."""
         self._closed = True
-        if self._redis is not None:
-            await self._redis.aclose()
+        # A first call may be connecting right now: wait for it, so its client is closed too
+        # rather than left connected by a store already closed.
+        async with self._opening:
+            client, self._redis = self._redis, None
+        if client is not None:
+            await client.aclose()
 
     # -- helpers ------------------------------------------------------------------------------
 

@@ -1,0 +1,111 @@
+"""Closing an async store: nothing is left open, and nothing is served afterwards.
+
+``aclose()`` that runs while the store's first call is still connecting used to find no pool
+yet and return; the call then opened one for a store already closed, and its connections
+stayed open. And an ``AsyncMemoryStore`` over a given ``MemoryStore`` went on answering after
+``aclose()``, where every store raises ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+import redis
+
+from contextwright.errors import StoreError
+from contextwright.session import (
+    AsyncMemoryStore,
+    AsyncPostgresStore,
+    AsyncRedisStore,
+    MemoryStore,
+    SessionKey,
+)
+
+REDIS_URL = os.environ.get("CONTEXTWRIGHT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_DSN = os.environ.get("CONTEXTWRIGHT_TEST_POSTGRES_DSN",
+                              "postgresql://postgres@127.0.0.1:5432/test")
+KEY = SessionKey(user_id="closing", session_id="s")
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    name = f"cwtest_{uuid.uuid4().hex}"
+    yield name
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+def prefix() -> Iterator[str]:
+    name = f"cwtest-{uuid.uuid4().hex}"
+    yield name
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(match=f"{name}:*", count=1000):
+        client.delete(key)
+    client.close()
+
+
+def _backends_named(application: str) -> int:
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
+        row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                            (application,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _redis_clients_named(name: str) -> int:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        return sum(entry.get("name") == name for entry in client.client_list())
+    finally:
+        client.close()
+
+
+async def _first_call_racing_aclose(store: AsyncPostgresStore | AsyncRedisStore,
+                                    still_connected: Callable[[], int]) -> int:
+    """Race the first call with ``aclose``; the connections left open while the loop runs."""
+    outcomes = await asyncio.gather(store.append(KEY, [{"role": "user", "content": "hi"}]),
+                                    store.aclose(), return_exceptions=True)
+    # The call may land or fail as the store closes under it; it never hangs or leaks.
+    assert all(not isinstance(outcome, BaseException) or isinstance(outcome, StoreError)
+               for outcome in outcomes), outcomes
+    with pytest.raises(StoreError, match="closed"):
+        await store.count(KEY)
+    await asyncio.sleep(0.2)
+    return await asyncio.to_thread(still_connected)
+
+
+def test_postgres_aclose_during_the_first_connect_closes_the_pool(schema: str) -> None:
+    application = f"cw-{uuid.uuid4().hex[:12]}"
+    dsn = f"{POSTGRES_DSN}?application_name={application}"
+    store = AsyncPostgresStore(dsn, schema=schema)
+    assert asyncio.run(_first_call_racing_aclose(
+        store, lambda: _backends_named(application))) == 0
+
+
+def test_redis_aclose_during_the_first_connect_closes_the_client(prefix: str) -> None:
+    name = f"cw-{uuid.uuid4().hex[:12]}"
+    store = AsyncRedisStore(f"{REDIS_URL}?client_name={name}", prefix=prefix)
+    assert asyncio.run(_first_call_racing_aclose(
+        store, lambda: _redis_clients_named(name))) == 0
+
+
+def test_a_closed_memory_wrapper_refuses_calls_and_leaves_the_shared_store_open() -> None:
+    shared = MemoryStore()
+
+    async def main() -> None:
+        store = AsyncMemoryStore(store=shared)
+        await store.append(KEY, [{"role": "user", "content": "hi"}])
+        await store.aclose()
+        with pytest.raises(StoreError, match="closed"):
+            await store.append(KEY, [{"role": "user", "content": "again"}])
+        with pytest.raises(StoreError, match="closed"):
+            await store.read(KEY)
+
+    asyncio.run(main())
+    assert [m.message["content"] for m in shared.read(KEY)] == ["hi"]
