@@ -27,6 +27,7 @@ from contextwright.session.postgres_common import (
     PostgresLayout,
     SqlFlow,
     arun_sql,
+    connect_timeout_option,
     postgres_errors,
     psycopg_module,
     server_spoke,
@@ -277,7 +278,8 @@ class AsyncPostgresStore:
         # StoreUnavailable, where the pool would keep retrying until its timeout.
         with postgres_errors():
             probe = await driver.AsyncConnection.connect(
-                self._dsn, autocommit=True, connect_timeout=max(2, round(self._timeout)))
+                self._dsn, autocommit=True,
+                **connect_timeout_option(self._dsn, max(2, round(self._timeout))))
             await probe.close()
         try:
             from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -287,7 +289,8 @@ class AsyncPostgresStore:
         minimum, maximum = self._sizes
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             self._dsn, min_size=minimum, max_size=maximum, open=False, timeout=self._timeout,
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(self._timeout))})
+            kwargs={"autocommit": True,
+                    **connect_timeout_option(self._dsn, max(1, round(self._timeout)))})
         try:
             await pool.open(wait=True, timeout=self._timeout)
         except PoolTimeout as exc:

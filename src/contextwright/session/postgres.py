@@ -20,6 +20,7 @@ from contextwright.session.pool import DEFAULT_MAX_IDLE, ConnectionPool
 from contextwright.session.postgres_common import (
     PostgresLayout,
     SqlFlow,
+    connect_timeout_option,
     postgres_errors,
     psycopg_module,
     run_sql,
@@ -68,6 +69,7 @@ class PostgresStore:
         """
         self._layout = PostgresLayout(schema, ttl_seconds, clock)
         self._dsn = dsn
+        self._connect_options = connect_timeout_option(dsn, 10)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self._connect, usable=_reusable, close=_close, max_idle=max_idle_connections,
             alive=_still_connected)
@@ -196,7 +198,7 @@ class PostgresStore:
         driver = psycopg_module()
         # autocommit: reads are single statements; writes open db.transaction() themselves.
         db: psycopg.Connection[Any] = driver.connect(self._dsn, autocommit=True,
-                                                      connect_timeout=10)
+                                                      **self._connect_options)
         return db
 
     @contextmanager

@@ -13,6 +13,7 @@ in one schema (created if missing). This module imports ``psycopg`` only to map 
 
 from __future__ import annotations
 
+import os
 import re
 import select
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
@@ -491,6 +492,22 @@ def psycopg_module() -> Any:
         raise StoreUnavailable("the PostgreSQL stores need psycopg: "
                                "pip install 'contextwright[postgres]'") from exc
     return psycopg
+
+
+def connect_timeout_option(dsn: str, seconds: int) -> dict[str, Any]:
+    """``connect_timeout=seconds`` for psycopg, unless the DSN or ``PGCONNECT_TIMEOUT`` sets it.
+
+    psycopg's keyword arguments override the DSN's own settings, so passing the store's
+    default every time would silently replace a ``?connect_timeout=2`` the user wrote.
+    """
+    psycopg = psycopg_module()
+    try:
+        given = "connect_timeout" in psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        given = False  # a malformed DSN: connecting reports it
+    if given or os.environ.get("PGCONNECT_TIMEOUT"):
+        return {}
+    return {"connect_timeout": seconds}
 
 
 @contextmanager
