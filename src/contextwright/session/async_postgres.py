@@ -261,12 +261,17 @@ class AsyncPostgresStore:
             return self._pool
         async with self._opening:
             if self._pool is None:
-                pool = await self._open_pool()
+                try:
+                    pool = await self._open_pool()
+                except BaseException:
+                    self._guard.release()
+                    raise
                 try:
                     async with pool.connection(timeout=self._timeout) as db, db.transaction():
                         with postgres_errors():
                             await arun_sql(self._layout.create_schema(), db)
                 except BaseException:
+                    self._guard.release()
                     await pool.close()
                     raise
                 self._pool = pool

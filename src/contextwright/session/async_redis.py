@@ -240,9 +240,13 @@ class AsyncRedisStore:
             return self._redis
         async with self._opening:
             if self._redis is None:
-                client = _client(self._url, self._options)
-                with redis_errors():
-                    await client.ping()
+                try:
+                    client = _client(self._url, self._options)
+                    with redis_errors():
+                        await client.ping()
+                except BaseException:
+                    self._guard.release()
+                    raise
                 self._scripts = {name: client.register_script(text)
                                  for name, text in SCRIPTS.items()}
                 self._redis = client

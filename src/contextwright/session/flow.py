@@ -162,6 +162,14 @@ class LoopGuard:
                 f"this {self._store} was opened on another event loop; an async store serves "
                 "one loop (make one per loop, e.g. per asyncio.run)")
 
+    def release(self) -> None:
+        """Forget the loop: the first connect failed, so nothing is bound to it yet.
+
+        A store whose first call found the server down can then be used from a later loop
+        (the next ``asyncio.run``), rather than refusing a loop it never connected on.
+        """
+        self._loop = None
+
 
 # ----- typed steps -----
 
