@@ -33,6 +33,7 @@ from contextwright.session.store import (
     Store,
     StoredIndex,
     StoredMessage,
+    validate_count,
     validate_ttl,
 )
 
@@ -198,6 +199,7 @@ class AsyncSqliteStore(_SyncBacked):
         thread, so a file that cannot be opened raises on the first call.
         """
         validate_ttl(ttl_seconds)
+        validate_count(busy_timeout_ms, "busy_timeout_ms", minimum=0)
         if synchronous not in SYNCHRONOUS_MODES:
             raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-sqlite")

@@ -43,10 +43,13 @@ from contextwright.session.store import (
     StateWrite,
     StoredIndex,
     StoredMessage,
+    validate_address,
     validate_conditions,
+    validate_count,
     validate_id,
     validate_index_part,
     validate_read_args,
+    validate_seconds,
     validate_spans,
 )
 
@@ -79,12 +82,16 @@ class AsyncPostgresStore:
         At most ``max_connections`` calls run at once; others wait for a connection, up to
         ``connect_timeout`` seconds (then ``StoreUnavailable``).
         """
-        if not 1 <= min_connections <= max_connections:
+        validate_count(min_connections, "min_connections", minimum=1)
+        validate_count(max_connections, "max_connections", minimum=1)
+        if min_connections > max_connections:
             raise InvalidInputError("need 1 <= min_connections <= max_connections")
+        timeout = validate_seconds(connect_timeout, "connect_timeout", optional=False)
+        assert timeout is not None  # not optional: None was refused
         self._layout = PostgresLayout(schema, ttl_seconds, clock)
-        self._dsn = dsn
+        self._dsn = validate_address(dsn, "dsn")
         self._sizes = (min_connections, max_connections)
-        self._timeout = connect_timeout
+        self._timeout = timeout
         self._guard = LoopGuard("AsyncPostgresStore")
         self._pool: AsyncConnectionPool[Any] | None = None
         self._opening = asyncio.Lock()

@@ -43,11 +43,14 @@ from contextwright.session.store import (
     StoredIndex,
     StoredMessage,
     sorted_infos,
+    validate_address,
     validate_conditions,
+    validate_count,
     validate_id,
     validate_index_part,
     validate_messages,
     validate_read_args,
+    validate_seconds,
     validate_spans,
 )
 
@@ -78,10 +81,12 @@ class AsyncRedisStore:
         """
         self._layout = RedisLayout(prefix, ttl_seconds)
         self._clock = clock
-        self._url = url
-        self._options: dict[str, Any] = {"socket_timeout": socket_timeout}
+        self._url = validate_address(url, "url")
+        self._options: dict[str, Any] = {
+            "socket_timeout": validate_seconds(socket_timeout, "socket_timeout")}
         if max_connections is not None:
-            self._options["max_connections"] = max_connections
+            self._options["max_connections"] = validate_count(
+                max_connections, "max_connections", minimum=1)
         self._guard = LoopGuard("AsyncRedisStore")
         self._redis: Redis | None = None
         self._scripts: dict[str, Any] = {}

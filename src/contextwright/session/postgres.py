@@ -37,6 +37,7 @@ from contextwright.session.store import (
     StateWrite,
     StoredIndex,
     StoredMessage,
+    validate_address,
     validate_conditions,
     validate_id,
     validate_index_part,
@@ -68,7 +69,7 @@ class PostgresStore:
         kept open between calls (more are opened while more calls run at once).
         """
         self._layout = PostgresLayout(schema, ttl_seconds, clock)
-        self._dsn = dsn
+        self._dsn = validate_address(dsn, "dsn")
         self._connect_options = connect_timeout_option(dsn, 10)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self._connect, usable=_reusable, close=_close, max_idle=max_idle_connections,

@@ -43,11 +43,13 @@ from contextwright.session.store import (
     StoredIndex,
     StoredMessage,
     sorted_infos,
+    validate_address,
     validate_conditions,
     validate_id,
     validate_index_part,
     validate_messages,
     validate_read_args,
+    validate_seconds,
     validate_spans,
 )
 
@@ -76,7 +78,8 @@ class RedisStore:
         """
         self._layout = RedisLayout(prefix, ttl_seconds)
         self._clock = clock
-        self._redis = _connect(url, socket_timeout)
+        self._redis = _connect(validate_address(url, "url"),
+                               validate_seconds(socket_timeout, "socket_timeout"))
         self._closed = False
         self._scripts = {name: self._redis.register_script(text)
                          for name, text in SCRIPTS.items()}

@@ -38,6 +38,7 @@ from contextwright.session.store import (
     refuse_write,
     sorted_infos,
     validate_conditions,
+    validate_count,
     validate_expected_version,
     validate_id,
     validate_index_part,
@@ -102,10 +103,13 @@ class SqliteStore:
         """
         if synchronous not in SYNCHRONOUS_MODES:
             raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidInputError("path must be a str or os.PathLike")
         self._path = os.fspath(path)
         self._ttl = validate_ttl(ttl_seconds)
         self._clock = clock
-        self._pragmas = (f"PRAGMA busy_timeout = {int(busy_timeout_ms)}",
+        busy_timeout_ms = validate_count(busy_timeout_ms, "busy_timeout_ms", minimum=0)
+        self._pragmas = (f"PRAGMA busy_timeout = {busy_timeout_ms}",
                          f"PRAGMA synchronous = {synchronous}")
         self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(
             self._connect, usable=_reusable, close=sqlite3.Connection.close,
