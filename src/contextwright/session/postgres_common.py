@@ -289,12 +289,17 @@ class PostgresLayout:
         One statement; each span is one range scan of the primary key, so a read costs the
         messages it finds, however wide its spans.
         """
+        # The messages are a LATERAL subquery of each span (OFFSET 0 keeps the planner from
+        # merging it into the join), so each span is its own range scan of the primary key:
+        # as a plain join, the planner (its statistics say a session is a few rows) may read
+        # the whole session once and test every message against every span.
         rows: list[Row] = yield self._all(
             "SELECT x.epoch, m.seq, m.created_at, m.body FROM {s}.sessions x"
             " LEFT JOIN LATERAL (SELECT m.seq, m.created_at, m.body"
-            " FROM unnest(%s::bigint[], %s::bigint[]) AS r(lo, hi)"
-            " JOIN {s}.messages m ON m.user_id = x.user_id AND m.session_id = x.session_id"
-            " AND m.seq BETWEEN r.lo AND r.hi) m ON true"
+            " FROM unnest(%s::bigint[], %s::bigint[]) AS r(lo, hi) CROSS JOIN LATERAL"
+            " (SELECT m.seq, m.created_at, m.body FROM {s}.messages m"
+            " WHERE m.user_id = x.user_id AND m.session_id = x.session_id"
+            " AND m.seq BETWEEN r.lo AND r.hi OFFSET 0) m) m ON true"
             " WHERE x.user_id = %s AND x.session_id = %s AND x.updated_at > %s ORDER BY m.seq",
             ([first for first, _ in spans], [last for _, last in spans],
              key.user_id, key.session_id, self.cutoff()))
