@@ -203,8 +203,9 @@ class AsyncRedisStore:
 
     async def erase_session(self, key: SessionKey) -> bool:
         """Remove the session; ``True`` if it was live."""
+        # write=True: an erase whose answer is lost may still run, after later appends too.
         return bool(await self._run("erase", self._layout.keys(key),
-                                    [key.user_id, key.session_id]))
+                                    [key.user_id, key.session_id], write=True))
 
     async def erase_user(self, user_id: str) -> int:
         """Remove every session of exactly ``user_id``; return how many were live."""
@@ -221,7 +222,7 @@ class AsyncRedisStore:
             for session in await self._members(self._layout.user_index(user)):
                 key = SessionKey(user_id=user, session_id=session)
                 dropped += int(await self._run("forget", self._layout.keys(key),
-                                               [user, session]))
+                                               [user, session], write=True))
         return dropped
 
     async def aclose(self) -> None:

@@ -177,7 +177,9 @@ class RedisStore:
 
     def erase_session(self, key: SessionKey) -> bool:
         """Remove the session; ``True`` if it was live."""
-        return bool(self._run("erase", self._layout.keys(key), [key.user_id, key.session_id]))
+        # write=True: an erase whose answer is lost may still run, after later appends too.
+        return bool(self._run("erase", self._layout.keys(key), [key.user_id, key.session_id],
+                              write=True))
 
     def erase_user(self, user_id: str) -> int:
         """Remove every session of exactly ``user_id``; return how many were live."""
@@ -194,7 +196,8 @@ class RedisStore:
         for user in self._members(self._layout.users):
             for session in self._members(self._layout.user_index(user)):
                 key = SessionKey(user_id=user, session_id=session)
-                dropped += int(self._run("forget", self._layout.keys(key), [user, session]))
+                dropped += int(self._run("forget", self._layout.keys(key), [user, session],
+                                         write=True))
         return dropped
 
     def close(self) -> None:
