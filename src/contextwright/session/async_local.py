@@ -21,7 +21,7 @@ from typing import Any, Self, TypeVar, cast
 
 from contextwright.errors import InvalidInputError, StoreError
 from contextwright.session.memory import MemoryStore
-from contextwright.session.sqlite import SYNCHRONOUS_MODES, SqliteStore
+from contextwright.session.sqlite import SYNCHRONOUS_MODES, SqliteStore, database_path
 from contextwright.session.store import (
     Appended,
     Clock,
@@ -198,6 +198,7 @@ class AsyncSqliteStore(_SyncBacked):
         The arguments are ``SqliteStore``'s and are checked here; the file is opened on the
         thread, so a file that cannot be opened raises on the first call.
         """
+        database_path(path)
         validate_ttl(ttl_seconds)
         validate_count(busy_timeout_ms, "busy_timeout_ms", minimum=0)
         if synchronous not in SYNCHRONOUS_MODES:

@@ -103,9 +103,7 @@ class SqliteStore:
         """
         if synchronous not in SYNCHRONOUS_MODES:
             raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
-        if not isinstance(path, str | os.PathLike):
-            raise InvalidInputError("path must be a str or os.PathLike")
-        self._path = os.fspath(path)
+        self._path = database_path(path)
         self._ttl = validate_ttl(ttl_seconds)
         self._clock = clock
         busy_timeout_ms = validate_count(busy_timeout_ms, "busy_timeout_ms", minimum=0)
@@ -466,6 +464,21 @@ class SqliteStore:
             raise StoreError(f"sqlite store misused ({type(exc).__name__})") from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"sqlite store failed ({type(exc).__name__})") from exc
+
+
+def database_path(path: object) -> str:
+    """The file a store opens, checked: a ``str`` or path-like naming a file."""
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidInputError("path must be a str or os.PathLike")
+    name = os.fspath(path)
+    if name in ("", ":memory:"):
+        # SQLite gives each connection its own private database for these, and calls on other
+        # threads borrow other connections: they would find no tables, or not the messages
+        # stored through another connection.
+        raise InvalidInputError(
+            "an in-memory SQLite database is private to one connection and this store lends "
+            "several: use MemoryStore() (memory://) or a file path")
+    return str(name)
 
 
 def _reusable(db: sqlite3.Connection) -> bool:
