@@ -16,6 +16,7 @@ the open connections are at most the operations running at once plus ``max_idle`
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -52,6 +53,9 @@ class ConnectionPool(Generic[C]):
         self._open = 0
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()
+        self._inherited: list[C] = []
+        """Idle connections a forked child found: its parent's, kept unused and never closed."""
 
     @property
     def open_connections(self) -> int:
@@ -66,6 +70,7 @@ class ConnectionPool(Generic[C]):
     def close(self) -> None:
         """Close the idle connections now, and each lent one when it is given back."""
         with self._lock:
+            self._leave_parents_connections()
             self._closed = True
             idle, self._idle = self._idle, []
         for connection in idle:
@@ -77,6 +82,7 @@ class ConnectionPool(Generic[C]):
             with self._lock:
                 if self._closed:
                     raise StoreError("the store is closed")
+                self._leave_parents_connections()
                 if not self._idle:
                     self._open += 1  # one being opened already counts against the bound
                     break
@@ -96,10 +102,26 @@ class ConnectionPool(Generic[C]):
         """Keep ``connection`` for the next call if it is usable and has room; else close it."""
         usable = self._is_usable(connection)
         with self._lock:
+            self._leave_parents_connections()
             if usable and not self._closed and len(self._idle) < self._max_idle:
                 self._idle.append(connection)
                 return
         self._discard(connection)
+
+    def _leave_parents_connections(self) -> None:
+        """In a process forked since the connections were opened, set its parent's aside.
+
+        A child shares their sockets (and SQLite's file locks) with its parent: using one
+        would mix two processes' statements and answers on one connection, and closing one
+        (also by garbage collection) would end the parent's session. So the child keeps them,
+        untouched, and opens its own. Called with the lock held.
+        """
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._inherited.extend(self._idle)
+        self._idle = []
+        self._open = 0
 
     def _is_usable(self, connection: C) -> bool:
         try:
