@@ -11,6 +11,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -83,3 +84,18 @@ def test_the_async_store_reads_the_same_url(schema: str) -> None:
             await store.aclose()
 
     assert asyncio.run(append_once()) == [1]
+
+
+@pytest.mark.parametrize("url", ["sqlite:///agent.db?timeout=30", "sqlite:///agent.db#x",
+                                 "memory://?ttl=5", "memory://shared"])
+def test_options_a_url_cannot_carry_are_refused_not_read_as_a_path(url: str) -> None:
+    """``sqlite:///agent.db?timeout=30`` (an SQLAlchemy URL) opened a second, empty database
+    in a file named ``agent.db?timeout=30``; ``memory://…`` dropped whatever followed."""
+    with pytest.raises(InvalidInputError, match="option"):
+        parse_store_url(url)
+
+
+def test_plain_sqlite_and_memory_urls_still_open(tmp_path: Path) -> None:
+    assert parse_store_url(f"sqlite:///{tmp_path}/agent.db") == (
+        "sqlite", f"{tmp_path}/agent.db", "")
+    assert parse_store_url("memory://") == ("memory", "", "")

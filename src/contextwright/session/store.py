@@ -581,10 +581,18 @@ def parse_store_url(url: str) -> tuple[StoreKind, str, str]:
     if not sep:
         raise InvalidInputError("a store URL looks like scheme://…")
     if scheme == "memory":
+        if rest:
+            raise InvalidInputError("the memory store URL is memory:// (it takes no options)")
         return "memory", "", ""
     if scheme == "sqlite":
         if not rest.startswith("/") or rest == "/":
             raise InvalidInputError("a SQLite store URL looks like sqlite:///path/to/file.db")
+        if "?" in rest or "#" in rest:
+            # sqlite:///agent.db?timeout=30 (an SQLAlchemy URL) would otherwise open a second,
+            # empty database in a file named "agent.db?timeout=30".
+            raise InvalidInputError(
+                "a SQLite store URL takes no query options (sqlite:///path/to/file.db; give "
+                "SqliteStore's options to SqliteStore itself)")
         return "sqlite", rest[1:], ""
     if scheme in ("redis", "rediss", "unix"):
         return ("redis", *_pop_query(url, "prefix", "contextwright"))
