@@ -191,7 +191,9 @@ class AsyncPostgresStore:
 
     async def purge_expired(self) -> int:
         """Remove expired sessions; return how many."""
-        if self._layout.ttl is None:
+        if self._layout.ttl is None:  # nothing expires; a closed store still says it is closed
+            if self._closed:
+                raise StoreError("the store is closed")
             return 0
         return await self._write(self._layout.purge)
 

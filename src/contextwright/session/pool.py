@@ -63,6 +63,11 @@ class ConnectionPool(Generic[C]):
         with self._lock:
             return self._open
 
+    def check_open(self) -> None:
+        """Raise ``StoreError`` if the pool is closed (for a call that needs no connection)."""
+        if self._closed:
+            raise StoreError("the store is closed")
+
     def lease(self) -> Lease[C]:
         """A connection for the caller alone until the ``with`` block ends, then given back."""
         return Lease(self)

@@ -162,7 +162,8 @@ class PostgresStore:
 
     def purge_expired(self) -> int:
         """Remove expired sessions; return how many."""
-        if self._layout.ttl is None:
+        if self._layout.ttl is None:  # nothing expires; a closed store still says it is closed
+            self._pool.check_open()
             return 0
         return self._write(self._layout.purge)
 

@@ -277,7 +277,8 @@ class SqliteStore:
 
     def purge_expired(self) -> int:
         """Remove expired sessions; return how many."""
-        if self._ttl is None:
+        if self._ttl is None:  # nothing expires; a closed store still says it is closed
+            self._pool.check_open()
             return 0
         cutoff = expiry_cutoff(self._clock(), self._ttl)
         return self._write(lambda db: self._purge(db, cutoff))
