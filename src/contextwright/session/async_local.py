@@ -13,6 +13,7 @@ same sessions.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -196,25 +197,34 @@ class AsyncSqliteStore(_SyncBacked):
         """Open ``path`` as ``SqliteStore`` does, on the store's thread.
 
         The arguments are ``SqliteStore``'s and are checked here; the file is opened on the
-        thread, so a file that cannot be opened raises on the first call.
+        thread, so a file that cannot be opened raises on the first call, and the next call
+        tries again (as a new ``SqliteStore`` would).
         """
         database_path(path)
         validate_ttl(ttl_seconds)
         validate_count(busy_timeout_ms, "busy_timeout_ms", minimum=0)
         if synchronous not in SYNCHRONOUS_MODES:
             raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-sqlite")
-        # Submitted first, so every call queued after it finds the store open.
-        self._opened = self._thread.submit(
+        self._open_store = functools.partial(
             SqliteStore, path, ttl_seconds=ttl_seconds, clock=clock,
             busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+        self._store: SqliteStore | None = None
+        """Set and read on the store's thread only."""
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-sqlite")
+        # Opened now, in the background; a failure is raised (and opening retried) by a call.
+        self._thread.submit(self._opened)
         self._closed = False
+
+    def _opened(self) -> SqliteStore:
+        """The open store (on the store's thread), opening it if no attempt succeeded yet."""
+        if self._store is None:
+            self._store = self._open_store()
+        return self._store
 
     async def _call(self, work: Callable[[Store], T]) -> T:
         if self._closed:
             raise StoreError("the store is closed")
-        return await asyncio.wrap_future(self._thread.submit(
-            lambda: work(self._opened.result())))
+        return await asyncio.wrap_future(self._thread.submit(lambda: work(self._opened())))
 
     async def aclose(self) -> None:
         """Close the database and stop the store's thread."""
@@ -223,8 +233,8 @@ class AsyncSqliteStore(_SyncBacked):
         self._closed = True
 
         def close() -> None:
-            if self._opened.exception() is None:
-                self._opened.result().close()
+            if self._store is not None:
+                self._store.close()
 
         await asyncio.wrap_future(self._thread.submit(close))
         self._thread.shutdown(wait=False)
