@@ -298,4 +298,6 @@ def _client(url: str, options: dict[str, Any]) -> Redis:
         pool = aredis.BlockingConnectionPool.from_url(url, timeout=None, **settings)
     except ValueError:
         raise StoreError("the redis URL is malformed") from None
-    return aredis.Redis.from_pool(pool)
+    client = aredis.Redis(connection_pool=pool)
+    client.auto_close_connection_pool = True  # the client owns it (as Redis.from_pool does)
+    return client
