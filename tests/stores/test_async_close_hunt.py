@@ -17,7 +17,7 @@ import psycopg
 import pytest
 import redis
 
-from contextwright.errors import StoreError
+from contextwright.errors import StoreError, StoreUsageError
 from contextwright.session import (
     AsyncMemoryStore,
     AsyncPostgresStore,
@@ -109,3 +109,22 @@ def test_a_closed_memory_wrapper_refuses_calls_and_leaves_the_shared_store_open(
 
     asyncio.run(main())
     assert [m.message["content"] for m in shared.read(KEY)] == ["hi"]
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgres"])
+def test_aclose_on_another_loop_is_a_usage_error(kind: str, schema: str, prefix: str) -> None:
+    """The connections belong to the loop they were made on (``asyncio.run(main())`` then
+    ``asyncio.run(store.aclose())``): closing them on another was a bare ``RuntimeError``."""
+    store: AsyncPostgresStore | AsyncRedisStore = (
+        AsyncRedisStore(REDIS_URL, prefix=prefix) if kind == "redis"
+        else AsyncPostgresStore(POSTGRES_DSN, schema=schema))
+    own_loop = asyncio.new_event_loop()
+    try:
+        assert own_loop.run_until_complete(store.count(KEY)) == 0
+        with pytest.raises(StoreUsageError, match="another event loop"):
+            asyncio.run(store.aclose())
+        with pytest.raises(StoreError, match="closed"):
+            own_loop.run_until_complete(store.count(KEY))
+        own_loop.run_until_complete(store.aclose())  # its own loop still closes it
+    finally:
+        own_loop.close()

@@ -200,6 +200,10 @@ class AsyncPostgresStore:
     async def aclose(self) -> None:
         """Close the pool; later calls raise ``StoreError``."""
         self._closed = True
+        if self._pool is not None:
+            # Its connections belong to the loop they were made on, which must close them: from
+            # another one (often already ended) that fails in the driver's internals.
+            self._guard.check()
         # A first call may be opening the pool right now: wait for it, so that pool is closed
         # too rather than left open (with its connections) by a store already closed.
         async with self._opening:

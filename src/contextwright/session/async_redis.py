@@ -228,6 +228,10 @@ class AsyncRedisStore:
     async def aclose(self) -> None:
         """Close the connection pool; later calls raise ``StoreError``."""
         self._closed = True
+        if self._redis is not None:
+            # Its connections belong to the loop they were made on, which must close them: from
+            # another one (often already ended) that fails in the driver's internals.
+            self._guard.check()
         # A first call may be connecting right now: wait for it, so its client is closed too
         # rather than left connected by a store already closed.
         async with self._opening:
