@@ -28,6 +28,7 @@ from contextwright.session.postgres_common import (
     SqlFlow,
     arun_sql,
     connect_timeout_option,
+    connecting,
     postgres_errors,
     psycopg_module,
     server_spoke,
@@ -294,7 +295,7 @@ class AsyncPostgresStore:
         driver = psycopg_module()
         # One direct connection first: a refused or misconfigured server fails at once with
         # StoreUnavailable, where the pool would keep retrying until its timeout.
-        with postgres_errors():
+        with postgres_errors(), connecting():
             probe = await driver.AsyncConnection.connect(
                 self._dsn, autocommit=True,
                 **connect_timeout_option(self._dsn, max(2, round(self._timeout))))

@@ -15,10 +15,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from contextwright.errors import StoreError
+from contextwright.errors import InvalidInputError, StoreError
 from contextwright.session.flow import LoopGuard
 from contextwright.session.redis_common import (
     SCRIPTS,
+    UNKNOWN_URL_OPTION,
     RedisLayout,
     appended,
     decoded_items,
@@ -252,8 +253,12 @@ class AsyncRedisStore:
             if self._redis is None:
                 try:
                     client = _client(self._url, self._options)
-                    with redis_errors():
-                        await client.ping()
+                    try:
+                        with redis_errors():
+                            await client.ping()
+                    except TypeError:
+                        await client.aclose()
+                        raise InvalidInputError(UNKNOWN_URL_OPTION) from None
                 except BaseException:
                     self._guard.release()
                     raise

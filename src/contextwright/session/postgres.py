@@ -21,6 +21,7 @@ from contextwright.session.postgres_common import (
     PostgresLayout,
     SqlFlow,
     connect_timeout_option,
+    connecting,
     postgres_errors,
     psycopg_module,
     run_sql,
@@ -199,8 +200,9 @@ class PostgresStore:
     def _connect(self) -> psycopg.Connection[Any]:
         driver = psycopg_module()
         # autocommit: reads are single statements; writes open db.transaction() themselves.
-        db: psycopg.Connection[Any] = driver.connect(self._dsn, autocommit=True,
-                                                      **self._connect_options)
+        with connecting():
+            db: psycopg.Connection[Any] = driver.connect(self._dsn, autocommit=True,
+                                                          **self._connect_options)
         return db
 
     @contextmanager

@@ -516,6 +516,23 @@ def connect_timeout_option(dsn: str, seconds: int) -> dict[str, Any]:
 
 
 @contextmanager
+def connecting() -> Iterator[None]:
+    """Around opening a connection: a DSN libpq cannot read is the caller's input error.
+
+    psycopg raises ``ProgrammingError`` for it (a typo, an unknown option such as
+    ``?schema=`` given to the store directly); ``postgres_errors`` would report it as a store
+    failure, without the driver's text (which may hold the password).
+    """
+    psycopg = psycopg_module()
+    try:
+        yield
+    except psycopg.ProgrammingError:
+        raise InvalidInputError(
+            "the PostgreSQL DSN is malformed or has an option libpq does not know (the schema "
+            "is the store's schema= argument, or ?schema= in open_store's URL)") from None
+
+
+@contextmanager
 def postgres_errors() -> Iterator[None]:
     """Map driver errors onto the store's error tree, without the driver's text.
 

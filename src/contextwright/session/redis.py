@@ -16,9 +16,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from contextwright.errors import StoreError
+from contextwright.errors import InvalidInputError, StoreError
 from contextwright.session.redis_common import (
     SCRIPTS,
+    UNKNOWN_URL_OPTION,
     RedisLayout,
     appended,
     decoded_items,
@@ -247,6 +248,10 @@ def _connect(url: str, socket_timeout: float | None) -> Redis:
             socket_timeout=socket_timeout, retry=Retry(NoBackoff(), 0))
     except ValueError:
         raise StoreError("the redis URL is malformed") from None
-    with redis_errors():
-        client.ping()
+    try:
+        with redis_errors():
+            client.ping()
+    except TypeError:
+        client.close()
+        raise InvalidInputError(UNKNOWN_URL_OPTION) from None
     return client

@@ -331,6 +331,12 @@ def redis_module() -> Any:
     return redis
 
 
+UNKNOWN_URL_OPTION = ("the redis URL has an option redis-py does not take (the key prefix is "
+                      "the store's prefix= argument, or ?prefix= in open_store's URL)")
+"""Why a client's first connection could not be made: redis-py passes every query option of the
+URL it does not know to the connection, which refuses it with a ``TypeError``."""
+
+
 @contextmanager
 def redis_errors(*, write: bool = False) -> Iterator[None]:
     """Map redis errors onto the store's error tree, without the driver's text.
