@@ -183,13 +183,8 @@ class Agent:
         try:
             completion = self.client.chat.completions.create(**body)
         except Exception as exc:  # the SDK's errors (connection, status) have no common base here
-            status = getattr(exc, "status_code", None)
-            raise LLMError(f"the model call failed: {type(exc).__name__}: {exc}",
-                           kind="status" if status else "connection",
-                           status_code=status) from exc
-        if not completion.choices:
-            raise LLMError("the model returned no choices", kind="empty")
-        return completion.choices[0].message
+            raise _call_failure(exc) from exc
+        return _reply_message(completion)
 
     def close(self) -> None:
         """Finish pending summaries and close the store."""
@@ -208,6 +203,37 @@ def repl(agent: Agent, user_id: str, session_id: str,
             reply = agent.run_turn(user_id, session_id, text, on_tool=lambda name, arguments,
                                    _: write(f"  [tool] {name}({arguments})"))
             write(f"agent> {reply}")
+
+
+def _call_failure(exc: Exception) -> LLMError:
+    """The ``LLMError`` for an exception of the model call, its ``kind`` saying what failed."""
+    status = getattr(exc, "status_code", None)
+    if status:
+        kind = "status"
+    elif isinstance(exc, ValueError):  # a 200 whose body is not JSON: the decoder's error
+        kind = "response"
+    else:
+        kind = "connection"
+    return LLMError(f"the model call failed: {type(exc).__name__}: {exc}", kind=kind,
+                    status_code=status)
+
+
+def _reply_message(completion: object) -> Any:
+    """The first choice's message, or ``LLMError`` when the reply is not a completion.
+
+    The SDK builds its response objects without validating them, so a server (or a proxy in
+    front of it) that answers 200 with the wrong shape yields strings, lists or None where
+    objects belong: each step is checked before the loop reads it.
+    """
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list):
+        raise LLMError("the model's reply has no list of choices", kind="response")
+    if not choices:
+        raise LLMError("the model returned no choices", kind="empty")
+    message = getattr(choices[0], "message", None)
+    if not (hasattr(message, "content") and hasattr(message, "tool_calls")):
+        raise LLMError("the model's reply has no message", kind="response")
+    return message
 
 
 def _answer_text(message: Any) -> str:

@@ -1,0 +1,51 @@
+"""The example agent's loop against endpoints that misbehave: a 200 whose body is not a
+completion, a base URL it cannot use, calls with arguments of the wrong type. Replies come from
+a local chat-completions server through the official ``openai`` SDK."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextwright.agent import make_agent
+from contextwright.errors import LLMError
+from contextwright.session.store import SessionKey
+from fakes.openai_server import FakeOpenAIServer, Reply
+
+
+def completion(message: dict[str, Any]) -> Reply:
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
+    return Reply(raw_body=json.dumps(body).encode())
+
+
+def answer(text: str) -> Reply:
+    return completion({"role": "assistant", "content": text})
+
+
+def stored_roles(agent: Any) -> list[str]:
+    return [m.message["role"] for m in agent.manager.store.read(
+        SessionKey(user_id="u", session_id="s"))]
+
+
+@pytest.mark.parametrize("body", [
+    b'{"choices": "nope"}',
+    b'{"choices": [{"index": 0}]}',
+    b'{"choices": [{"index": 0, "message": null}]}',
+    b'{"choices": [{"index": 0, "message": "hello"}]}',
+    b"[1, 2]",
+    b"<html>502 Bad Gateway</html>",
+], ids=["choices-text", "no-message", "null-message", "text-message", "list", "html"])
+def test_a_reply_that_is_not_a_completion_is_an_llm_error(tmp_path: Path, body: bytes) -> None:
+    # An endpoint (or a proxy before it) answering 200 with the wrong shape is a bad reply, not
+    # an unreachable server and not a crash of the loop; the question stays recorded.
+    with FakeOpenAIServer([Reply(raw_body=body), answer("Hello.")]) as server:
+        agent = make_agent(server.base_url, "m", tmp_path / "a.db")
+        with pytest.raises(LLMError) as caught:
+            agent.run_turn("u", "s", "hi")
+        assert caught.value.kind == "response"
+        assert stored_roles(agent) == ["user"]
+        agent.close()
