@@ -9,6 +9,7 @@ This module may import only ``contextwright.errors`` of this project.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -161,7 +162,6 @@ def make_sdk_client(base_url: str, api_key: str, timeout: float,
     """
     check_base_url(base_url)
     try:
-        import httpx
         import openai
     except ImportError:
         raise LLMError("the openai package is missing: install contextwright[llm]",
@@ -169,15 +169,37 @@ def make_sdk_client(base_url: str, api_key: str, timeout: float,
     try:
         return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
                              max_retries=max_retries)
-    except httpx.InvalidURL:
+    except _invalid_url_errors():
         raise _bad_url(base_url) from None
+
+
+def _invalid_url_errors() -> tuple[type[Exception], ...]:
+    """The ``InvalidURL`` of each HTTP library installed that the SDK may be built on.
+
+    Older ``openai`` SDKs use ``httpx``, newer ones ``httpx2``; an install with only the
+    ``llm`` extra has just the one its SDK needs, so neither may be assumed.
+    """
+    errors: list[type[Exception]] = []
+    for library in ("httpx", "httpx2"):
+        try:
+            module = importlib.import_module(library)
+        except ImportError:
+            continue
+        error = getattr(module, "InvalidURL", None)
+        if isinstance(error, type) and issubclass(error, Exception):
+            errors.append(error)
+    return tuple(errors)
 
 
 def check_base_url(base_url: str) -> None:
     """``LLMError`` (kind ``config``) unless ``base_url`` is an http(s) URL with a host.
 
-    A port that is not a number in range and a broken IPv6 literal are refused too.
+    A port that is not a number in range, a broken IPv6 literal and whitespace or a control
+    character anywhere (a URL read from a file or a variable with its line break) are refused
+    too: ``urlsplit`` strips some of them, so the URL it reads is not the one that is sent.
     """
+    if any(char.isspace() or not char.isprintable() for char in base_url):
+        raise _bad_url(base_url)
     try:
         parts = urlsplit(base_url)
         port_ok = parts.port is None or parts.port > 0  # reading .port checks it

@@ -1,0 +1,47 @@
+"""``OpenAIChatClient`` on inputs a caller can get wrong and replies a server can get wrong:
+every failure is one ``LLMError`` whose ``kind`` names the right side. Replies come from a local
+chat-completions server through the official ``openai`` SDK."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import openai  # loaded before any test hides an HTTP library from later imports
+import pytest
+
+from contextwright.errors import LLMError
+from contextwright.llm import OpenAIChatClient
+from fakes.openai_server import FakeOpenAIServer, text
+
+MESSAGES = [{"role": "user", "content": "Hello"}]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+@pytest.mark.parametrize("base_url", [
+    "http://127.0.0.1:8000/v1\n", " http://127.0.0.1:8000/v1", "http://127.0.0.1\t:8000/v1",
+    "http://127.0.0.1:8000/v1\x7f", "http://local host:8000/v1",
+    "http://127.0.0.1:8000/" + "v" * 70_000,
+], ids=["trailing-newline", "leading-space", "tab", "delete", "space-in-host", "too-long"])
+def test_a_base_url_the_http_library_refuses_is_a_config_error(base_url: str) -> None:
+    # A URL read from a file or an environment variable keeps its line break: that is the
+    # caller's mistake, named as such, before anything is sent.
+    with pytest.raises(LLMError) as caught:
+        OpenAIChatClient(base_url)
+    assert caught.value.kind == "config"
+
+
+def test_the_client_needs_only_what_the_openai_package_brings(
+        monkeypatch: pytest.MonkeyPatch, server: FakeOpenAIServer) -> None:
+    # Newer openai SDKs are built on another HTTP library than ``httpx``; an install with only
+    # the ``llm`` extra has no ``httpx`` then, and the client still works.
+    assert openai.OpenAI is not None
+    monkeypatch.setitem(sys.modules, "httpx", None)  # ``import httpx`` now fails
+    server.script(text("Hi there"))
+    with OpenAIChatClient(server.base_url, max_retries=0, timeout=5) as client:
+        assert client.complete(MESSAGES, model="m") == "Hi there"
