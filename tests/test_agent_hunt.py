@@ -49,3 +49,16 @@ def test_a_reply_that_is_not_a_completion_is_an_llm_error(tmp_path: Path, body: 
         assert caught.value.kind == "response"
         assert stored_roles(agent) == ["user"]
         agent.close()
+
+
+@pytest.mark.parametrize("base_url", ["127.0.0.1:11434/v1", "ftp://127.0.0.1/v1",
+                                      "http://127.0.0.1:99999/v1", "http://127.0.0.1:11434/v1\n"],
+                         ids=["no-scheme", "ftp", "port", "line-break"])
+def test_a_base_url_the_agent_cannot_use_is_refused_when_it_is_made(
+        tmp_path: Path, base_url: str) -> None:
+    # A typo in --base-url is the caller's mistake, said at once: not a question stored and then
+    # an "unreachable endpoint" after the SDK's retries.
+    with pytest.raises(LLMError) as caught:
+        make_agent(base_url, "m", tmp_path / "a.db")
+    assert caught.value.kind == "config"
+    assert not (tmp_path / "a.db").exists()

@@ -25,6 +25,7 @@ from typing import Any
 from contextwright.convert import chat_messages
 from contextwright.core.items import parse_message
 from contextwright.errors import InvalidInputError, LLMError
+from contextwright.llm.client import check_base_url
 from contextwright.manager import ContextManager
 from contextwright.session.sqlite import SqliteStore
 
@@ -279,11 +280,17 @@ def _unrunnable_result(call: dict[str, Any]) -> str | None:
 
 
 def make_agent(base_url: str, model: str, path: str | Path, api_key: str = "none") -> Agent:
-    """An agent on the endpoint at ``base_url`` (needs the ``llm`` extra)."""
+    """An agent on the endpoint at ``base_url`` (needs the ``llm`` extra).
+
+    Raises:
+        LLMError: ``base_url`` is not an http(s) URL with a host (kind ``config``), checked
+            before anything is stored or sent.
+    """
     try:
         from openai import OpenAI
     except ImportError as exc:
         raise InvalidInputError("the agent needs the openai package: pip install "
                                 "'contextwright[llm]'") from exc
+    check_base_url(base_url)
     return Agent(client=OpenAI(base_url=base_url, api_key=api_key), model=model,
                  path=Path(path))
