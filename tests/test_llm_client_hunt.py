@@ -12,7 +12,7 @@ import pytest
 
 from contextwright.errors import LLMError
 from contextwright.llm import OpenAIChatClient
-from fakes.openai_server import FakeOpenAIServer, text
+from fakes.openai_server import FakeOpenAIServer, Reply, text
 
 MESSAGES = [{"role": "user", "content": "Hello"}]
 
@@ -45,3 +45,24 @@ def test_the_client_needs_only_what_the_openai_package_brings(
     server.script(text("Hi there"))
     with OpenAIChatClient(server.base_url, max_retries=0, timeout=5) as client:
         assert client.complete(MESSAGES, model="m") == "Hi there"
+
+
+def test_a_message_that_is_not_valid_unicode_is_the_requests_fault(
+        server: FakeOpenAIServer) -> None:
+    # Text read with errors="surrogateescape" keeps lone surrogates, which UTF-8 cannot carry:
+    # nothing is sent, and the error says the request is at fault, not the server's reply.
+    messages = [{"role": "user", "content": "caf\udce9 au lait"}]
+    with OpenAIChatClient(server.base_url, max_retries=0, timeout=5) as client, \
+            pytest.raises(LLMError, match="not valid Unicode") as caught:
+        client.complete(messages, model="m")
+    assert caught.value.kind == "request"
+    assert server.requests == []
+
+
+def test_a_reply_nested_past_the_json_readers_depth_is_a_response_error(
+        server: FakeOpenAIServer) -> None:
+    server.script(Reply(raw_body=b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"))
+    with OpenAIChatClient(server.base_url, max_retries=0, timeout=5) as client, \
+            pytest.raises(LLMError) as caught:
+        client.complete(MESSAGES, model="m")
+    assert caught.value.kind == "response"

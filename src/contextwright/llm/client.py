@@ -2,9 +2,10 @@
 
 ``OpenAIChatClient`` talks to any server that speaks chat completions (OpenAI, vLLM, Ollama,
 llama.cpp server, LM Studio …) given its base URL. Every failure — unreachable server, timeout,
-HTTP error, a body that is not a completion, an empty answer — becomes one ``LLMError`` whose
-``kind`` says which; messages name the failure, never the prompt or the server's reply text.
-This module may import only ``contextwright.errors`` of this project.
+HTTP error, a body that is not a completion, an empty answer, a request that cannot be written
+(``kind`` ``request``) — becomes one ``LLMError`` whose ``kind`` says which; messages name the
+failure, never the prompt or the server's reply text. This module may import only
+``contextwright.errors`` of this project.
 """
 
 from __future__ import annotations
@@ -139,7 +140,10 @@ class OpenAIChatClient:
             return self._client.chat.completions.create(**options)
         except openai.OpenAIError as exc:
             raise _as_llm_error(exc, self.timeout) from None
-        except ValueError:  # a 200 whose JSON body does not parse
+        except UnicodeEncodeError:  # raised while the body is written, before it is sent
+            raise LLMError("chat completion request holds text that is not valid Unicode (a "
+                           "lone surrogate)", kind="request") from None
+        except (ValueError, RecursionError):  # a 200 whose JSON body does not parse
             raise LLMError("chat completion reply is not valid JSON", kind="response") from None
 
     def close(self) -> None:
