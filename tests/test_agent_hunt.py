@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from contextwright.agent import make_agent
+from contextwright.agent import make_agent, run_tool
 from contextwright.errors import LLMError
 from contextwright.session.store import SessionKey
 from fakes.openai_server import FakeOpenAIServer, Reply
@@ -62,3 +62,24 @@ def test_a_base_url_the_agent_cannot_use_is_refused_when_it_is_made(
         make_agent(base_url, "m", tmp_path / "a.db")
     assert caught.value.kind == "config"
     assert not (tmp_path / "a.db").exists()
+
+
+@pytest.mark.parametrize("text", [None, ["milk", "eggs"], {"item": "milk"}, True])
+def test_a_memo_that_is_not_text_is_refused_not_saved_as_its_python_repr(
+        tmp_path: Path, text: Any) -> None:
+    # {"text": null} once saved the memo "None", and a list its Python repr.
+    with FakeOpenAIServer() as server:
+        agent = make_agent(server.base_url, "m", tmp_path / "a.db")
+        result = json.loads(run_tool("save_memo", json.dumps({"text": text}), "u", agent.memos))
+        assert "text" in result["error"]
+        assert agent.memos.list("u") == []
+        agent.close()
+
+
+@pytest.mark.parametrize("city", [None, ["Paris"], 7])
+def test_a_city_that_is_not_text_is_named_as_such(tmp_path: Path, city: Any) -> None:
+    with FakeOpenAIServer() as server:
+        agent = make_agent(server.base_url, "m", tmp_path / "a.db")
+        result = json.loads(run_tool("get_weather", json.dumps({"city": city}), "u", agent.memos))
+        assert result == {"error": "city must be a string"}
+        agent.close()

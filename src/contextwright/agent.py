@@ -104,7 +104,9 @@ def run_tool(name: str, arguments: str, user_id: str, memos: MemoBook) -> str:
     if not isinstance(args, dict):
         return json.dumps({"error": "arguments must be an object"})
     if name == "get_weather":
-        city = str(args.get("city", "")).strip()
+        city = _text_argument(args, "city")
+        if city is None:
+            return json.dumps({"error": "city must be a string"})
         found = _SAMPLE_WEATHER.get(city.lower())
         if found is None:
             return json.dumps({"error": f"no sample data for {city!r}", "city": city},
@@ -113,7 +115,9 @@ def run_tool(name: str, arguments: str, user_id: str, memos: MemoBook) -> str:
         return json.dumps({"city": city, "weather": weather, "temp_c": temp,
                            "humidity": humidity, "source": "sample data"}, ensure_ascii=False)
     if name == "save_memo":
-        text = str(args.get("text", "")).strip()
+        text = _text_argument(args, "text")
+        if text is None:
+            return json.dumps({"error": "text must be a string"})
         if not text:
             return json.dumps({"error": "empty memo"})
         return json.dumps({"saved": text, "memos": memos.save(user_id, text)},
@@ -121,6 +125,16 @@ def run_tool(name: str, arguments: str, user_id: str, memos: MemoBook) -> str:
     if name == "list_memos":
         return json.dumps({"memos": memos.list(user_id)}, ensure_ascii=False)
     return json.dumps({"error": f"unknown tool {name!r}"})
+
+
+def _text_argument(args: dict[str, Any], name: str) -> str | None:
+    """The string argument ``name`` stripped (``""`` when absent); None when it is not text.
+
+    ``str()`` of anything else would pass its Python repr for the user's words: a ``null``
+    memo saved as "None", a list as "['milk', 'eggs']".
+    """
+    value = args.get(name, "")
+    return value.strip() if isinstance(value, str) else None
 
 
 @dataclass
