@@ -105,6 +105,10 @@ class LLMSummarizer:
         except LLMError as exc:
             raise SummaryError(f"the summary model call failed ({exc.kind})") from exc
         summary = without_echoed_framing(parse_summary_reply(reply), messages, base)
+        if not summary.need:
+            # Told to keep the previous need, a model may still send "": the summary would
+            # then forget what the user came for, and no fact check notices.
+            summary = replace(summary, need=base.need)
         # The user's constraints and the values a correction replaced are taken by rule, as the
         # extractive summariser takes them: the user's words, never a paraphrase.
         constraints, superseded = user_statements(base, messages, summary.need)
