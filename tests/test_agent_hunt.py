@@ -83,3 +83,25 @@ def test_a_city_that_is_not_text_is_named_as_such(tmp_path: Path, city: Any) -> 
         result = json.loads(run_tool("get_weather", json.dumps({"city": city}), "u", agent.memos))
         assert result == {"error": "city must be a string"}
         agent.close()
+
+
+def test_closing_an_agent_closes_the_client_make_agent_made(tmp_path: Path) -> None:
+    # The HTTP connection pool make_agent opened is the agent's to close, with its store.
+    with FakeOpenAIServer([answer("Hello.")]) as server:
+        agent = make_agent(server.base_url, "m", tmp_path / "a.db")
+        assert agent.run_turn("u", "s", "hi") == "Hello."
+        agent.close()
+        assert agent.client.is_closed()
+
+
+def test_closing_an_agent_leaves_a_client_it_was_given_open(tmp_path: Path) -> None:
+    from openai import OpenAI
+
+    from contextwright.agent import Agent
+
+    with FakeOpenAIServer([answer("Hello.")]) as server:
+        client = OpenAI(base_url=server.base_url, api_key="none")
+        agent = Agent(client=client, model="m", path=tmp_path / "a.db")
+        agent.close()
+        assert not client.is_closed()
+        client.close()

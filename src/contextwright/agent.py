@@ -145,6 +145,9 @@ class Agent:
     """An ``openai.OpenAI`` client (any OpenAI-compatible endpoint)."""
     model: str
     path: Path
+    owns_client: bool = False
+    """Whether ``close`` closes ``client`` too: true for the client ``make_agent`` opened,
+    false for one the caller made and may still use."""
     manager: ContextManager = field(init=False)
     memos: MemoBook = field(init=False)
 
@@ -202,8 +205,12 @@ class Agent:
         return _reply_message(completion)
 
     def close(self) -> None:
-        """Finish pending summaries and close the store."""
-        self.manager.close()
+        """Finish pending summaries and close the store (and the client, if the agent owns it)."""
+        try:
+            self.manager.close()
+        finally:
+            if self.owns_client:
+                self.client.close()
 
 
 def repl(agent: Agent, user_id: str, session_id: str,
@@ -306,5 +313,9 @@ def make_agent(base_url: str, model: str, path: str | Path, api_key: str = "none
         raise InvalidInputError("the agent needs the openai package: pip install "
                                 "'contextwright[llm]'") from exc
     check_base_url(base_url)
-    return Agent(client=OpenAI(base_url=base_url, api_key=api_key), model=model,
-                 path=Path(path))
+    client = OpenAI(base_url=base_url, api_key=api_key)
+    try:
+        return Agent(client=client, model=model, path=Path(path), owns_client=True)
+    except BaseException:  # the store could not be opened: nothing else will close the client
+        client.close()
+        raise
