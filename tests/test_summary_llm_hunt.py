@@ -4,14 +4,16 @@ model is a local chat-completions server reached through ``OpenAIChatClient``.""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from contextwright.compress.summarize import Summary, verified
-from contextwright.compress.summary_llm import LLMSummarizer
+from contextwright.compress.summary_llm import LLMSummarizer, parse_summary_reply
 from contextwright.core.items import Message
+from contextwright.errors import SummaryError
 from contextwright.llm import OpenAIChatClient
 from fakes.openai_server import FakeOpenAIServer, text
 
@@ -51,3 +53,25 @@ def test_a_new_need_replaces_the_previous_one(server: FakeOpenAIServer) -> None:
     previous = Summary(need="Refund for ORD-12345", facts=("ORD-12345",))
     assert verified(llm(server), previous, CHAT, language="en").need == (
         "Track the parcel of ORD-12345")
+
+
+
+@pytest.mark.parametrize("reply_text", [
+    "```json\n{\"need\": \"x" + " " * 30_000 + "y\"}",  # no closing fence
+    "```" + " " * 600 + "{}",  # was worse than cubic in the run's length
+], ids=["unclosed", "spaces-after-fence"])
+def test_a_fenced_reply_with_a_long_run_of_spaces_is_read_in_linear_time(
+        reply_text: str) -> None:
+    # Models in a degenerate state stream whitespace; reading the fence must not take minutes.
+    started = time.perf_counter()
+    with pytest.raises(SummaryError, match="not JSON"):
+        parse_summary_reply(reply_text)
+    assert time.perf_counter() - started < 1
+
+
+def test_a_fenced_reply_padded_with_spaces_before_its_closing_fence_is_read() -> None:
+    body = json.dumps({"need": "Track ORD-12345", "facts": ["ORD-12345"], "unresolved": [],
+                       "corrected": [], "notes": []})
+    for reply_text in (f"```json\n{body}\n{' ' * 30_000}```", f"```JSON {body} ```",
+                       f"```\r\n{body}\r\n```"):
+        assert parse_summary_reply(reply_text).need == "Track ORD-12345"

@@ -170,8 +170,9 @@ def _one_line_json(value: object) -> str:
 
 # Any case of the language tag ("```JSON"), the closing fence on the JSON's last line or the
 # whole fence on one line: models write all of these. Text outside the fence is still refused.
-_FENCE = re.compile(r"^```[ \t]*(?:json)?[ \t]*\r?\n?(.*?)\r?\n?[ \t]*```$",
-                    re.DOTALL | re.IGNORECASE)
+# The space runs are possessive and the body greedy (its edges are stripped after), so a reply
+# with a long run of whitespace is read in one pass, not once per starting point.
+_FENCE = re.compile(r"^```[ \t]*+(?:json)?[ \t]*+\r?\n?(.*)```$", re.DOTALL | re.IGNORECASE)
 
 
 def parse_summary_reply(reply: str) -> Summary:
