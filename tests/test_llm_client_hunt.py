@@ -66,3 +66,14 @@ def test_a_reply_nested_past_the_json_readers_depth_is_a_response_error(
             pytest.raises(LLMError) as caught:
         client.complete(MESSAGES, model="m")
     assert caught.value.kind == "response"
+
+
+def test_a_call_on_a_closed_client_is_a_config_error(server: FakeOpenAIServer) -> None:
+    # A summariser handed a client its ``with`` block has since closed fails each summary:
+    # the error says why, as an LLMError the summariser reports, not a bare RuntimeError.
+    with OpenAIChatClient(server.base_url, max_retries=0, timeout=5) as client:
+        pass
+    with pytest.raises(LLMError, match="closed") as caught:
+        client.complete(MESSAGES, model="m")
+    assert caught.value.kind == "config"
+    assert server.requests == []

@@ -136,6 +136,9 @@ class OpenAIChatClient:
         """One chat completion; every failure of the call an ``LLMError``."""
         import openai
 
+        if self._client.is_closed():  # the SDK would raise a bare RuntimeError
+            raise LLMError("the chat client is closed: make a new OpenAIChatClient",
+                           kind="config")
         try:
             return self._client.chat.completions.create(**options)
         except openai.OpenAIError as exc:
