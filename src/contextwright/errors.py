@@ -180,8 +180,8 @@ class ConfigurationError(ContextwrightError):
 class LLMError(ContextwrightError):
     """A chat-completions call failed: unreachable, refused, timed out or answered nothing.
 
-    ``kind`` says which (``config``, ``timeout``, ``connection``, ``status``, ``response``,
-    ``empty``) and ``status_code`` carries the HTTP status of a ``status`` failure, so a caller
+    ``kind`` says which (``config``, ``request``: one that cannot be sent, such as text that is
+    not valid Unicode, ``timeout``, ``connection``, ``status``, ``response``, ``empty``) and ``status_code`` carries the HTTP status of a ``status`` failure, so a caller
     can decide whether to try again later without parsing the message.
     """
 
