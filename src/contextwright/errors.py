@@ -181,8 +181,9 @@ class LLMError(ContextwrightError):
     """A chat-completions call failed: unreachable, refused, timed out or answered nothing.
 
     ``kind`` says which (``config``, ``request``: one that cannot be sent, such as text that is
-    not valid Unicode, ``timeout``, ``connection``, ``status``, ``response``, ``empty``) and ``status_code`` carries the HTTP status of a ``status`` failure, so a caller
-    can decide whether to try again later without parsing the message.
+    not valid Unicode, ``timeout``, ``connection``, ``status``, ``response``, ``empty``) and
+    ``status_code`` carries the HTTP status of a ``status`` failure, so a caller can decide
+    whether to try again later without parsing the message.
     """
 
     def __init__(self, message: str, *, kind: str, status_code: int | None = None) -> None:
