@@ -102,3 +102,27 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 @pytest.fixture
 def store(backend: Backend) -> Store:
     return backend.make()
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema name, dropped (with whatever a test made in it) afterwards."""
+    import psycopg
+
+    name = f"cwtest_{uuid.uuid4().hex}"
+    yield name
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+def prefix() -> Iterator[str]:
+    """A fresh Redis key prefix; every key under it is deleted afterwards."""
+    import redis
+
+    name = f"cwtest-{uuid.uuid4().hex}"
+    yield name
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(match=f"{name}:*", count=1000):
+        client.delete(key)
+    client.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -32,22 +32,6 @@ POSTGRES_DSN = os.environ.get("CONTEXTWRIGHT_TEST_POSTGRES_DSN",
 KEY = SessionKey(user_id="closing", session_id="s")
 
 
-@pytest.fixture
-def schema() -> Iterator[str]:
-    name = f"cwtest_{uuid.uuid4().hex}"
-    yield name
-    with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-
-
-@pytest.fixture
-def prefix() -> Iterator[str]:
-    name = f"cwtest-{uuid.uuid4().hex}"
-    yield name
-    client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(match=f"{name}:*", count=1000):
-        client.delete(key)
-    client.close()
 
 
 def _backends_named(application: str) -> int:

@@ -11,7 +11,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -90,17 +89,6 @@ def proxy() -> Iterator[FreezingProxy]:
     yield running
     running.close()
 
-
-@pytest.fixture
-def prefix() -> Iterator[str]:
-    import redis
-
-    name = f"cwtest-{uuid.uuid4().hex}"
-    yield name
-    client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(match=f"{name}:*", count=1000):
-        client.delete(key)
-    client.close()
 
 
 def _wait_for_count(store: RedisStore, expected: int, seconds: float = 10.0) -> int:

@@ -10,26 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import uuid
-from collections.abc import Iterator
-
-import pytest
-import redis
 
 from contextwright.errors import OutcomeUnknown, StoreUnavailable
 from contextwright.session import AsyncRedisStore, RedisStore, SessionKey
 
 REDIS_URL = os.environ.get("CONTEXTWRIGHT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
-
-@pytest.fixture
-def prefix() -> Iterator[str]:
-    name = f"cwtest-{uuid.uuid4().hex}"
-    yield name
-    client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(match=f"{name}:*", count=1000):
-        client.delete(key)
-    client.close()
 
 
 def test_async_calls_beyond_max_connections_wait_for_one(prefix: str) -> None:

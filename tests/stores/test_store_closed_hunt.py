@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from contextwright.errors import StoreError
@@ -21,13 +18,6 @@ from contextwright.session import AsyncPostgresStore, PostgresStore, SqliteStore
 POSTGRES_DSN = os.environ.get("CONTEXTWRIGHT_TEST_POSTGRES_DSN",
                               "postgresql://postgres@127.0.0.1:5432/test")
 
-
-@pytest.fixture
-def schema() -> Iterator[str]:
-    name = f"cwtest_{uuid.uuid4().hex}"
-    yield name
-    with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 def test_closed_sync_stores_refuse_purge_expired(tmp_path: Path, schema: str) -> None:

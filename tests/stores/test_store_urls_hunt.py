@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from contextwright.errors import InvalidInputError
@@ -24,13 +21,6 @@ POSTGRES_DSN = os.environ.get("CONTEXTWRIGHT_TEST_POSTGRES_DSN",
                               "postgresql://postgres@127.0.0.1:5432/test")
 KEY = SessionKey(user_id="url-user", session_id="url-session")
 
-
-@pytest.fixture
-def schema() -> Iterator[str]:
-    name = f"cwtest_{uuid.uuid4().hex}"
-    yield name
-    with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.mark.parametrize(("url", "target", "option"), [
