@@ -51,7 +51,9 @@ from contextwright.sources.conversation import MISSING_RESULT, RECALL_PREFIX, lo
 
 PIECE_MIN_CHARS = 16
 """Sentences shorter than this are not looked for alone: "OK." would be found anywhere."""
-_PIECE_BREAK = re.compile(r"(?<=[.!?。！？；;])\s+|\n+")
+_PIECE_BREAK = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])\s*|\n+")
+"""Where a text breaks into sentences: after Latin punctuation and a space, after CJK
+punctuation at once (Chinese and Japanese write no space after a sentence), at line ends."""
 _DROPPED_PREFIX = dropped_tool_result("\x00").split("\x00", 1)[0]
 
 
