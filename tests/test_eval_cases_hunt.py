@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
 from contextwright import ContextBuilder, Request
+from contextwright.cli_eval import eval_app
 from contextwright.evaluate.case_metrics import Checks, Wanted, measure, sentences
 
 COUNT = ContextBuilder(tokenizer="o200k_base").tokenizer.count
@@ -28,3 +35,46 @@ def test_noise_counts_a_shown_sentence_of_a_cut_chinese_message() -> None:
     result = measure(request, Checks(noise=Wanted(messages=("n",))), rendered, [], COUNT)
     assert result.noise_tokens == COUNT(shown)
     assert result.noise_shown == ("message n",)
+
+
+# --- baselines: checks added to or dropped from a case ---------------------------------------
+
+
+def write_cases(path: Path, *cases: dict[str, Any]) -> Path:
+    path.write_text("".join(json.dumps(case, ensure_ascii=False) + "\n" for case in cases),
+                    "utf-8")
+    return path
+
+
+def run_cli(*args: str) -> Any:
+    return CliRunner().invoke(eval_app, ["cases", *args])
+
+
+ORDER = {"id": "order", "request": {"user_input": "Where is order KST418?"},
+         "must_contain": {"facts": ["KST418"]}}
+GREETING = {"id": "greeting", "request": {"user_input": "Hello there, who are you?"}}
+
+
+def test_a_check_added_to_a_case_is_no_overall_regression(tmp_path: Path) -> None:
+    cases, saved = tmp_path / "cases.jsonl", tmp_path / "base.json"
+    write_cases(cases, ORDER, GREETING)
+    assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
+    # The greeting now checks a fact its context lacks: the case measures completeness for the
+    # first time, which is new, as a new case would be, and changes no case the baseline measured.
+    write_cases(cases, ORDER, {**GREETING, "must_contain": {"facts": ["nowhere to be found"]}})
+    result = run_cli(str(cases), "--baseline", str(saved))
+    assert "regression" not in result.stderr
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_check_dropped_from_a_case_hides_no_overall_regression(tmp_path: Path) -> None:
+    cases, saved = tmp_path / "cases.jsonl", tmp_path / "base.json"
+    missing = {**GREETING, "must_contain": {"facts": ["nowhere to be found"]}}
+    write_cases(cases, ORDER, missing)
+    assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
+    # The order case loses its fact and the greeting drops its check: the mean over the cases
+    # measuring completeness in both runs (the order case) fell from 1 to 0.
+    lost = {**ORDER, "must_contain": {"facts": ["KST419"]}}
+    write_cases(cases, lost, GREETING)
+    result = run_cli(str(cases), "--baseline", str(saved), "--tolerance", "completeness=0")
+    assert "regression: overall: completeness 1.000 → 0.000" in result.stderr

@@ -294,8 +294,9 @@ def find_regressions(result: CasesResult, baseline: Baseline,
     has and this run could not get (the judge's replies unreadable, say): a run that grades
     nothing must not pass for one that grades as well as before.
 
-    The overall means are those of the cases both runs hold and built (``shared_overall``): a
-    case added to the file, or retired from it, changes no shared case and is no regression.
+    The overall means are those of the cases both runs hold, built and measure
+    (``shared_overall``): a case added to the file or retired from it, or a check added to a
+    case, changes no shared mean and is no regression.
     """
     lost = JUDGED if result.judged else ()
     overall_before, overall_after = shared_overall(result, baseline)
@@ -316,26 +317,21 @@ def shared_overall(result: CasesResult, baseline: Baseline
                    ) -> tuple[Mapping[str, float | None], Mapping[str, float | None]]:
     """(the baseline's, this run's) overall means, over the same cases.
 
-    When both runs built the same cases these are the saved and the new ``overall``; else
-    each run's means over the cases both hold and built, from their per-case scores.
+    Each metric's means are taken over the cases both runs hold, built and measure it: a case
+    added or retired, or a check added to or dropped from a case (a fact listed for the first
+    time, a noise list removed), changes no mean of what both runs measured.
     """
     built = {row.id: row for row in result.cases if row.error is None}
-    baseline_built = {case for case in baseline.cases if case not in baseline.failed}
-    if set(built) == baseline_built:
-        return baseline.overall, result.overall
-    shared = [case for case in built if case in baseline_built]
-    before = _means([baseline.cases[case] for case in shared])
-    after = _means([built[case].scores for case in shared])
-    return before, after
-
-
-def _means(rows: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
-    """Each metric's mean over the rows that measure it (as ``overall`` does)."""
-    means: dict[str, float | None] = {}
+    shared = [case for case in baseline.cases if case in built and case not in baseline.failed]
+    before: dict[str, float | None] = {}
+    after: dict[str, float | None] = {}
     for metric in KNOWN_METRICS:
-        values = [v for row in rows if (v := row.get(metric)) is not None]
-        means[metric] = sum(values) / len(values) if values else None
-    return means
+        pairs = [(old, new) for case in shared
+                 if (old := baseline.cases[case].get(metric)) is not None
+                 and (new := built[case].scores.get(metric)) is not None]
+        before[metric] = sum(old for old, _ in pairs) / len(pairs) if pairs else None
+        after[metric] = sum(new for _, new in pairs) / len(pairs) if pairs else None
+    return before, after
 
 
 def judged_not_compared(result: CasesResult, baseline: Baseline) -> list[str]:
