@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from contextwright import ContextBuilder, Request
 from contextwright.cli_eval import eval_app
+from contextwright.evaluate._files import read_jsonl
 from contextwright.evaluate.case_metrics import Checks, Wanted, measure, sentences
 
 COUNT = ContextBuilder(tokenizer="o200k_base").tokenizer.count
@@ -78,3 +79,16 @@ def test_a_check_dropped_from_a_case_hides_no_overall_regression(tmp_path: Path)
     write_cases(cases, lost, GREETING)
     result = run_cli(str(cases), "--baseline", str(saved), "--tolerance", "completeness=0")
     assert "regression: overall: completeness 1.000 → 0.000" in result.stderr
+
+
+# --- dataset files -----------------------------------------------------------------------------
+
+
+def test_a_json_lines_row_holding_a_unicode_line_separator_is_one_row(tmp_path: Path) -> None:
+    # json.dumps(..., ensure_ascii=False) writes U+2028, U+2029 and U+0085 as they are: JSON
+    # allows them inside strings, so they end no line of a JSON Lines file.
+    rows = [{"text": "first\u2028line"}, {"text": "para\u2029graph\x85end"}, {"n": 3}]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\r\n",
+                    encoding="utf-8")
+    assert read_jsonl(path) == rows

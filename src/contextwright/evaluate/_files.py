@@ -42,7 +42,9 @@ def read_jsonl(path: Path) -> list[Row]:
     """The objects of a JSON Lines file (blank lines skipped)."""
     rows: list[Row] = []
     try:
-        lines = decode_utf8(_read_bytes(path)).splitlines()
+        # Only "\n" ends a line: JSON allows U+2028, U+2029 and U+0085 raw inside a string
+        # (json.dumps with ensure_ascii=False writes them), and splitlines() would cut there.
+        lines = decode_utf8(_read_bytes(path)).split("\n")
     except MalformedDocument as exc:
         raise DatasetError(f"{path} is {exc}") from None
     for number, line in enumerate(lines, 1):
