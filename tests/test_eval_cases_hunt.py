@@ -92,3 +92,34 @@ def test_a_json_lines_row_holding_a_unicode_line_separator_is_one_row(tmp_path: 
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\r\n",
                     encoding="utf-8")
     assert read_jsonl(path) == rows
+
+
+# --- eval ablate cases: builds that fail -----------------------------------------------------
+
+TIGHT = {"id": "tight", "budget": 20,
+         "request": {"system": "You are the support assistant of Lumen Outfitters. Never share "
+                               "a customer's full card number. Answer in three sentences.",
+                     "user_input": "Where is order KST418?"},
+         "must_contain": {"facts": ["KST418"]}}
+
+
+def test_ablate_names_the_builds_that_failed_and_a_failing_full_plan_exits_1(
+        tmp_path: Path) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ORDER, TIGHT)
+    result = CliRunner().invoke(eval_app, ["ablate", "cases", str(cases)])
+    # The tight case's never-cut system prompt exceeds its budget: its full plan cannot be built,
+    # and the table's full-plan row is the mean of the other case alone, so it must say so.
+    assert "full plan @ per case: 1 of 2 builds failed (first: tight: build failed: " \
+           "BudgetError" in result.stdout
+    assert result.exit_code == 1
+    as_json = CliRunner().invoke(eval_app, ["ablate", "cases", str(cases), "--json"])
+    full = json.loads(as_json.stdout)["rows"][0]
+    assert full["failures"] == 1 and full["failure"].startswith("tight: build failed: ")
+    assert as_json.exit_code == 1
+
+
+def test_ablate_of_cases_that_all_build_exits_0_and_names_no_failure(tmp_path: Path) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ORDER)
+    result = CliRunner().invoke(eval_app, ["ablate", "cases", str(cases)])
+    assert result.exit_code == 0, result.output
+    assert "failed" not in result.stdout

@@ -545,6 +545,11 @@ def ablate(context: typer.Context, target: TargetArgument, file: FileArgument = 
     # An ablation compares variants in one run, with no baseline to gate: its unreadable
     # verdicts are counted in each row's judge_errors and warned of.
     _exit_on_failed_calls(failed, unreadable_fails=False)
+    if result.full_failures:
+        # The plan as given does not build: every delta is measured against a partial row.
+        typer.echo(f"error: {result.full_failures} build(s) of the full plan failed (see the "
+                   "notes)", err=True)
+        raise typer.Exit(1)
 
 
 def _load_cases(file: Path) -> tuple[EvalCase, ...]:

@@ -333,6 +333,8 @@ class VariantRow:
     """Cases whose plan the ablation changed."""
     failures: int = 0
     """Builds that failed."""
+    failure: str | None = None
+    """The first failed build: its case and why (the others are alike or in ``--json``)."""
     error: str | None = None
     """Why the variant could not be run at all."""
 
@@ -340,7 +342,7 @@ class VariantRow:
         """JSON-ready form."""
         return {"variant": self.label, "budget": self.budget, "metrics": dict(self.metrics),
                 "cases": self.cases, "applied": self.applied, "failures": self.failures,
-                "error": self.error}
+                "failure": self.failure, "error": self.error}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -361,6 +363,11 @@ class AblationResult:
     """Per budget: the full plan's row, then one per ablation."""
     notes: tuple[str, ...] = ()
     """Lines printed under the table (what the judge did)."""
+
+    @property
+    def full_failures(self) -> int:
+        """Builds of the full plan that failed, over every budget (a variant's are findings)."""
+        return sum(row.failures for row in self.rows if row.label == FULL)
 
     def full(self, budget: int | None) -> VariantRow:
         """The full plan's row at ``budget``."""
@@ -404,18 +411,21 @@ def _variant(target: Target, ablation: Ablation | None, budget: int | None,
              on_built: OnBuilt | None) -> VariantRow:
     label = FULL if ablation is None else ablation.label
     scores, applied, failures = [], 0, 0
+    first: str | None = None
     try:
         for built in target.builds(ablation, budget):
             if on_built is not None:
                 on_built(label, budget, built)
             scores.append(built.outcome.contextwright)
             applied += built.applied
-            failures += built.outcome.error is not None
+            if built.outcome.error is not None:
+                failures += 1
+                first = first or f"{built.outcome.case_id}: {built.outcome.error}"
     except ContextwrightError as exc:
         return VariantRow(label=label, budget=budget, metrics={}, error=f"{type(exc).__name__}: "
                           f"{exc}")
     return VariantRow(label=label, budget=budget, metrics=pool(scores, target.metrics),
-                      cases=len(scores), applied=applied, failures=failures)
+                      cases=len(scores), applied=applied, failures=failures, failure=first)
 
 
 def with_metrics(result: AblationResult, extra: Mapping[tuple[str, int | None],
@@ -445,6 +455,10 @@ def format_ablation(result: AblationResult) -> str:
     lines += ["", *(f"{a.label}: {a.what}" for a in result.ablations)]
     lines += [f"{row.label} @ {_budget(row.budget)}: {row.error}" for row in result.rows
               if row.error]
+    # A failed build is in no mean (a case) or counts as 0 (a suite): either way a row's numbers
+    # are not those of all its cases, so it is said under the table, with the first reason.
+    lines += [f"{row.label} @ {_budget(row.budget)}: {row.failures} of {row.cases} builds "
+              f"failed (first: {row.failure})" for row in result.rows if row.failures]
     lines += [f"{row.label} @ {_budget(row.budget)}: applies to {row.applied} of {row.cases} "
               "cases" for row in result.rows
               if row.label != FULL and not row.error and row.applied < row.cases]
