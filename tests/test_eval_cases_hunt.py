@@ -6,12 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from contextwright import ContextBuilder, Request
 from contextwright.cli_eval import eval_app
+from contextwright.errors import DatasetError
 from contextwright.evaluate._files import read_jsonl
 from contextwright.evaluate.case_metrics import Checks, Wanted, measure, sentences
+from contextwright.evaluate.cases import load_cases
 
 COUNT = ContextBuilder(tokenizer="o200k_base").tokenizer.count
 
@@ -123,3 +126,23 @@ def test_ablate_of_cases_that_all_build_exits_0_and_names_no_failure(tmp_path: P
     result = CliRunner().invoke(eval_app, ["ablate", "cases", str(cases)])
     assert result.exit_code == 0, result.output
     assert "failed" not in result.stdout
+
+
+# --- cases naming a message id that two messages have -----------------------------------------
+
+
+def test_a_named_message_id_that_two_messages_have_is_refused(tmp_path: Path) -> None:
+    # History numbered from 1 and this turn numbered from 1 again: "1" would be counted shown
+    # when either message is, so a lost message could pass unnoticed.
+    case = {"id": "twice", "request": {
+        "user_input": "Where is it?",
+        "history": [{"role": "user", "content": "Order KST418 please.", "id": "1"},
+                    {"role": "assistant", "content": "Noted.", "id": "2"}],
+        "turn": [{"role": "assistant", "content": "Let me look.", "id": "1"}]},
+        "must_contain": {"messages": ["1"]}}
+    path = write_cases(tmp_path / "cases.jsonl", case)
+    with pytest.raises(DatasetError, match=r"cases.jsonl:1: must_contain.messages\[0\]: 2 "
+                       r"messages of request.history and request.turn have id '1'"):
+        load_cases(path)
+    unnamed = {**case, "must_contain": {"messages": ["2"]}}
+    assert load_cases(write_cases(tmp_path / "ok.jsonl", unnamed))[0].id == "twice"

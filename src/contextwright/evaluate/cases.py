@@ -13,6 +13,7 @@ their JSON form and the regression check against a saved run. No I/O but reading
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,8 +227,8 @@ def check_references(case: EvalCase, where: str) -> None:
     ``DatasetError`` names the field.
     """
     request = case.request
-    message_ids = {str(m.get("id")) for part in (request.history, request.turn) for m in part
-                   if isinstance(m, Mapping) and m.get("id") is not None}
+    message_ids = Counter(str(m.get("id")) for part in (request.history, request.turn)
+                          for m in part if isinstance(m, Mapping) and m.get("id") is not None)
     known = {"messages": (message_ids, "no message of request.history or request.turn has "
                                        "id"),
              "documents": ({d.id for d in request.documents}, "no document of request.documents "
@@ -239,6 +240,12 @@ def check_references(case: EvalCase, where: str) -> None:
             for index, name in enumerate(getattr(wanted, kind)):
                 if name not in ids:
                     raise DatasetError(f"{where}: {group}.{kind}[{index}]: {problem} {name!r}")
+                if kind == "messages" and message_ids[name] > 1:
+                    # A message named by an id that several have would count as shown when
+                    # any of them is (documents may share an id: those are versions).
+                    raise DatasetError(f"{where}: {group}.{kind}[{index}]: {message_ids[name]} "
+                                       "messages of request.history and request.turn have id "
+                                       f"{name!r}; give each message an id of its own")
     for kind in ("facts", "messages", "documents", "tools"):
         both = set(getattr(case.checks.required, kind)) & set(getattr(case.checks.noise, kind))
         if both:
