@@ -146,3 +146,23 @@ def test_a_named_message_id_that_two_messages_have_is_refused(tmp_path: Path) ->
         load_cases(path)
     unnamed = {**case, "must_contain": {"messages": ["2"]}}
     assert load_cases(write_cases(tmp_path / "ok.jsonl", unnamed))[0].id == "twice"
+
+
+# --- baselines made another way ----------------------------------------------------------------
+
+
+def test_a_baseline_with_another_budget_or_tokenizer_is_said_to_differ(tmp_path: Path) -> None:
+    cases, saved = tmp_path / "cases.jsonl", tmp_path / "base.json"
+    write_cases(cases, ORDER, GREETING)
+    assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
+    same = run_cli(str(cases), "--baseline", str(saved))
+    assert same.exit_code == 0 and "note" not in same.stderr
+    smaller = run_cli(str(cases), "--baseline", str(saved), "--budget", "900")
+    assert ("note: 2 case(s) built with another plan or budget than in the baseline (order: "
+            "simple_qa at 5,120 → simple_qa at 900; greeting: ") in smaller.stderr
+    data = json.loads(saved.read_text("utf-8"))
+    data["tokenizer"] = "cl100k_base"
+    saved.write_text(json.dumps(data), "utf-8")
+    other = run_cli(str(cases), "--baseline", str(saved))
+    assert ("note: the baseline was measured with tokenizer cl100k_base and this run with "
+            "o200k_base") in other.stderr

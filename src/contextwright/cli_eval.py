@@ -73,6 +73,7 @@ from contextwright.evaluate.case_results import (
     new_in_run,
     parse_tolerances,
     read_baseline,
+    setup_changes,
 )
 from contextwright.evaluate.cases import (
     MAX_FILE_BYTES,
@@ -395,6 +396,8 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
     _print_cases(result, regressions, json_output,
                  missing_from_run(result, saved) if saved is not None else [],
                  new_in_run(result, saved) if saved is not None else [])
+    for change in setup_changes(result, saved) if saved is not None else []:
+        typer.echo(f"note: {change}", err=True)
     if saved is not None and (skipped := judged_not_compared(result, saved)):
         typer.echo(f"note: the baseline has judged scores ({', '.join(skipped)}) and this run "
                    "is not judged, so they were not compared (pass --judge-base-url and "

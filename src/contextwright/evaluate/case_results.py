@@ -230,6 +230,10 @@ class Baseline:
     """Its metrics by case id."""
     failed: frozenset[str]
     """Cases whose build failed in it."""
+    tokenizer: str | None = None
+    """The tokenizer it was measured with (None: not saved)."""
+    setups: Mapping[str, tuple[str | None, int | None]] = field(default_factory=dict)
+    """Each case's plan and available tokens, as saved."""
 
 
 def read_baseline(path: Path) -> Baseline:
@@ -256,7 +260,9 @@ def read_baseline(path: Path) -> Baseline:
         raise DatasetError(f"bad baseline {path.name}: {problem}")
     return Baseline(overall=saved.overall,
                     cases={case.id: case.scores for case in saved.cases},
-                    failed=frozenset(case.id for case in saved.cases if case.error))
+                    failed=frozenset(case.id for case in saved.cases if case.error),
+                    tokenizer=saved.tokenizer,
+                    setups={case.id: (case.plan, case.available) for case in saved.cases})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -344,6 +350,39 @@ def judged_not_compared(result: CasesResult, baseline: Baseline) -> list[str]:
         return []
     rows = [baseline.overall, *baseline.cases.values()]
     return [metric for metric in JUDGED if any(row.get(metric) is not None for row in rows)]
+
+
+SHOWN_SETUPS = 3
+"""Cases named in the note on plans and budgets that changed (the rest are counted)."""
+
+
+def setup_changes(result: CasesResult, baseline: Baseline) -> list[str]:
+    """What this run measured differently from the baseline (reported, not a regression).
+
+    A baseline saved with another tokenizer, or a case built with another plan or budget (a
+    ``--budget`` or ``--plan`` given to one run only, a case's plan edited), moves the metrics
+    for that alone: the regressions it causes are real differences, and this says where they
+    come from.
+    """
+    notes = []
+    if baseline.tokenizer is not None and baseline.tokenizer != result.tokenizer:
+        notes.append(f"the baseline was measured with tokenizer {baseline.tokenizer} and this "
+                     f"run with {result.tokenizer}: tokens, density and noise move for that "
+                     "alone")
+    changed = []
+    for row in result.cases:
+        plan, available = baseline.setups.get(row.id, (None, None))
+        if plan is None or available is None:
+            continue
+        if (plan, available) != (row.plan, row.available):
+            changed.append(f"{row.id}: {plan} at {available:,} → {row.plan} at "
+                           f"{row.available:,}")
+    if changed:
+        more = len(changed) - SHOWN_SETUPS
+        notes.append(f"{len(changed)} case(s) built with another plan or budget than in the "
+                     f"baseline ({'; '.join(changed[:SHOWN_SETUPS])}"
+                     f"{f'; {more} more' if more > 0 else ''})")
+    return notes
 
 
 def new_in_run(result: CasesResult, baseline: Baseline) -> list[str]:
