@@ -166,3 +166,18 @@ def test_a_baseline_with_another_budget_or_tokenizer_is_said_to_differ(tmp_path:
     other = run_cli(str(cases), "--baseline", str(saved))
     assert ("note: the baseline was measured with tokenizer cl100k_base and this run with "
             "o200k_base") in other.stderr
+
+
+# --- files saved with a byte order mark ------------------------------------------------------
+
+
+def test_a_cases_file_and_a_baseline_saved_with_a_byte_order_mark_are_read(
+        tmp_path: Path) -> None:
+    # Windows PowerShell 5 (Out-File -Encoding utf8) and Notepad save UTF-8 with a BOM.
+    cases, saved = tmp_path / "cases.jsonl", tmp_path / "base.json"
+    cases.write_bytes(("\ufeff" + json.dumps(ORDER) + "\r\n").encode("utf-8"))
+    assert [case.id for case in load_cases(cases)] == ["order"]
+    assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
+    saved.write_bytes("\ufeff".encode() + saved.read_bytes())
+    result = run_cli(str(cases), "--baseline", str(saved))
+    assert result.exit_code == 0, result.stderr

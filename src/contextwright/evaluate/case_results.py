@@ -9,6 +9,7 @@ noise below 20%) next to the overall numbers. Pure data and text: the only I/O i
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,7 +244,8 @@ def read_baseline(path: Path) -> Baseline:
     strings; case ids must be unique.
     """
     try:
-        data = parse_document(path.read_bytes(), "json")
+        # A leading byte order mark (a file edited in Notepad) is no part of the JSON.
+        data = parse_document(path.read_bytes().removeprefix(codecs.BOM_UTF8), "json")
     except OSError as exc:
         raise DatasetError(f"cannot read baseline {path}: {exc.strerror}") from None
     except MalformedDocument as exc:

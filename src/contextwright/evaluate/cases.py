@@ -157,7 +157,8 @@ def parse_cases(data: bytes, name: str) -> tuple[EvalCase, ...]:
     if len(data) > MAX_FILE_BYTES:
         raise DatasetError(f"cases file {name} is larger than {MAX_FILE_BYTES} bytes")
     try:
-        lines = decode_utf8(data).split("\n")
+        # A leading byte order mark (Notepad, PowerShell 5's UTF-8) is no part of line 1.
+        lines = decode_utf8(data).removeprefix("\ufeff").split("\n")
     except MalformedDocument as exc:
         raise DatasetError(f"cases file {name} is {exc}") from None
     cases: list[EvalCase] = []
