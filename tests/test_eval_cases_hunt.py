@@ -181,3 +181,14 @@ def test_a_cases_file_and_a_baseline_saved_with_a_byte_order_mark_are_read(
     saved.write_bytes("\ufeff".encode() + saved.read_bytes())
     result = run_cli(str(cases), "--baseline", str(saved))
     assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("user_input", ["", "   "])
+def test_question_at_tail_without_a_question_is_refused(tmp_path: Path, user_input: str) -> None:
+    # An empty input is never found (the check always fails), spaces alone are found anywhere
+    # (it always passes): either way the check says nothing, as a blank position text would.
+    case = {"id": "blank", "request": {"user_input": user_input},
+            "position": {"question_at_tail": True}}
+    with pytest.raises(DatasetError, match=r"cases.jsonl:1: position.question_at_tail: "
+                       r"request.user_input is empty or white space alone"):
+        load_cases(write_cases(tmp_path / "cases.jsonl", case))

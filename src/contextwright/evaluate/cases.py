@@ -252,6 +252,9 @@ def check_references(case: EvalCase, where: str) -> None:
         if both:
             raise DatasetError(f"{where}: noise.{kind}: {sorted(both)[0]!r} is also in "
                                f"must_contain.{kind}")
+    if case.checks.placement.question_at_tail and not request.user_input.strip():
+        raise DatasetError(f"{where}: position.question_at_tail: request.user_input is empty "
+                           "or white space alone, so there is no question to place")
     call = case.expected_call  # an answer beside it is refused by ``EvalCase`` itself
     if call is not None and call.name not in known["tools"][0]:
         raise DatasetError(f"{where}: expected_call.name: no tool of request.tools is named "
