@@ -192,3 +192,26 @@ def test_question_at_tail_without_a_question_is_refused(tmp_path: Path, user_inp
     with pytest.raises(DatasetError, match=r"cases.jsonl:1: position.question_at_tail: "
                        r"request.user_input is empty or white space alone"):
         load_cases(write_cases(tmp_path / "cases.jsonl", case))
+
+
+# --- text the build adds: fence markers --------------------------------------------------------
+
+
+def test_a_fact_found_only_inside_a_fence_marker_is_not_shown() -> None:
+    # The marker is 12 hex digits of a hash: a short number such as a temperature is inside one
+    # by chance, where it tells the model nothing.
+    request = Request(user_input="Weather in Shanghai?")
+    body = "Tool result (get_weather): city: Shanghai, weather: cloudy"
+    head, end = "<<data 25ab25cd2500 tool get_weather>>", "<<end 25ab25cd2500>>"
+    rendered = [{"role": "user", "content": "Weather in Shanghai?"},
+                {"role": "tool", "tool_call_id": "c1", "content": f"{head}\n{body}\n{end}"}]
+    result = measure(request, Checks(required=Wanted(facts=("25", "cloudy", "get_weather")),
+                                     noise=Wanted(facts=("ab25",))),
+                     rendered, [], COUNT)
+    assert result.missing == ('fact[0] "25"',)
+    assert result.noise_shown == ()
+    shown = [{"role": "user", "content": "Weather in Shanghai?"},
+             {"role": "tool", "tool_call_id": "c1",
+              "content": f"{head}\n{body}, temp: 25\n{end}"}]
+    assert measure(request, Checks(required=Wanted(facts=("25",))), shown, [],
+                   COUNT).missing == ()

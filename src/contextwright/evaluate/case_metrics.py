@@ -55,6 +55,8 @@ _PIECE_BREAK = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])\s*|\n+")
 """Where a text breaks into sentences: after Latin punctuation and a space, after CJK
 punctuation at once (Chinese and Japanese write no space after a sentence), at line ends."""
 _DROPPED_PREFIX = dropped_tool_result("\x00").split("\x00", 1)[0]
+_FENCE_MARKER = re.compile(r"(?:^|\n)<<(?:data|end) ([0-9a-f]{12})(?=[ >])")
+"""The 12 hex digits of a fence line (``fence``): a hash, not text of the context."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +149,8 @@ class Rendered:
         self.messages = messages
         self.count = count
         self.contents: list[str] = [_text_of(m) for m in messages]
+        self._markers = [[match.span(1) for match in _FENCE_MARKER.finditer(content)]
+                         if "<<" in content else [] for content in self.contents]
         self.tools = {_tool_name(schema): schema for schema in tools}
         self._by_text: dict[tuple[str, str], list[int]] = {}
         self._by_call: dict[str, list[int]] = {}
@@ -166,13 +170,22 @@ class Rendered:
         return self.count(json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
 
     def find_all(self, text: str) -> list[Span]:
-        """Every verbatim copy of ``text`` in the messages' contents."""
+        """Every verbatim copy of ``text`` in the messages' contents.
+
+        Not a copy that overlaps a fence marker: its hex digits are a hash, so a short number
+        (``25``) would be found in one by chance.
+        """
         spans = []
         for index, content in enumerate(self.contents):
+            markers = self._markers[index]
             start = content.find(text) if text else -1
             while start >= 0:
-                spans.append(Span(index, start, start + len(text)))
-                start = content.find(text, start + len(text))
+                end = start + len(text)
+                if not any(start < m_end and m_start < end for m_start, m_end in markers):
+                    spans.append(Span(index, start, end))
+                    start = content.find(text, end)
+                else:
+                    start = content.find(text, start + 1)
         return spans
 
     def in_arguments(self, text: str) -> bool:
