@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,26 @@ def test_a_fact_found_only_inside_a_fence_marker_is_not_shown() -> None:
               "content": f"{head}\n{body}, temp: 25\n{end}"}]
     assert measure(request, Checks(required=Wanted(facts=("25",))), shown, [],
                    COUNT).missing == ()
+
+
+# --- long cases --------------------------------------------------------------------------------
+
+
+def test_measuring_a_long_history_that_names_every_message_is_not_quadratic() -> None:
+    rounds = 12000
+    history = []
+    for i in range(rounds):
+        history += [{"role": "user", "content": f"Chit chat number {i} about the weather.",
+                     "id": f"u{i}"},
+                    {"role": "assistant", "content": f"Nice, reply number {i}.", "id": f"a{i}"}]
+    request = Request(user_input="Where is order KST418?", history=history)
+    kept = [{"role": m["role"], "content": m["content"]} for m in history[-6000:]]
+    rendered = [*kept, {"role": "user", "content": "Where is order KST418?"}]
+    checks = Checks(noise=Wanted(messages=tuple(f"u{i}" for i in range(rounds))),
+                    required=Wanted(messages=tuple(f"a{i}" for i in range(rounds - 50, rounds))))
+    started = time.perf_counter()
+    result = measure(request, checks, rendered, [], COUNT)
+    elapsed = time.perf_counter() - started
+    assert result.scores["completeness"] == 1.0
+    assert len(result.noise_shown) == 3000
+    assert elapsed < 8, f"{elapsed:.1f} s (was about 19 s: one scan of the history per id)"

@@ -149,6 +149,9 @@ class Rendered:
         self.messages = messages
         self.count = count
         self.contents: list[str] = [_text_of(m) for m in messages]
+        # Every content is a substring of this, so a text not in it is in none (one search
+        # instead of one per message, for the many sentences of a long cut text).
+        self._joined = "\n".join(self.contents)
         self._markers = [[match.span(1) for match in _FENCE_MARKER.finditer(content)]
                          if "<<" in content else [] for content in self.contents]
         self.tools = {_tool_name(schema): schema for schema in tools}
@@ -175,7 +178,9 @@ class Rendered:
         Not a copy that overlaps a fence marker: its hex digits are a hash, so a short number
         (``25``) would be found in one by chance.
         """
-        spans = []
+        spans: list[Span] = []
+        if not text or text not in self._joined:
+            return spans
         for index, content in enumerate(self.contents):
             markers = self._markers[index]
             start = content.find(text) if text else -1
@@ -400,6 +405,18 @@ class Finder:
                        for name, messages in (("history", request.history),
                                               ("turn", request.turn))]
         self._placed: dict[tuple[int, int], int] | None = None
+        # Looked up once per named id: a scan of every message per id was quadratic on a long
+        # history whose messages a case names one by one.
+        self._by_id: dict[str, list[tuple[int, int]]] = {}
+        self._call_made_at: list[dict[str, int]] = []
+        for list_index, messages in enumerate(self._lists):
+            made: dict[str, int] = {}
+            for position, message in enumerate(messages):
+                if message.id is not None:
+                    self._by_id.setdefault(message.id, []).append((list_index, position))
+                for call in message.tool_calls:
+                    made.setdefault(call.id, position)
+            self._call_made_at.append(made)
 
     def all_copies(self, text: str) -> list[Span]:
         """Every verbatim copy of ``text``."""
@@ -412,15 +429,13 @@ class Finder:
         """
         placed = self._placements()
         spans: list[Span] = []
-        for list_index, messages in enumerate(self._lists):
-            for position, message in enumerate(messages):
-                if message.id != message_id:
-                    continue
-                at = placed.get((list_index, position))
-                if at is not None:
-                    spans += self._spans_at(at, message)
-                elif not whole:
-                    spans += self._parts(message, messages[:position])
+        for list_index, position in self._by_id.get(message_id, ()):
+            message = self._lists[list_index][position]
+            at = placed.get((list_index, position))
+            if at is not None:
+                spans += self._spans_at(at, message)
+            elif not whole:
+                spans += self._parts(message, list_index, position)
         return spans
 
     def document(self, document_id: str, *, whole: bool) -> list[Span]:
@@ -493,10 +508,14 @@ class Finder:
             spans.append(Span(index, start, start + len(message.content)))
         return spans
 
-    def _parts(self, message: Message, before: Sequence[Message]) -> list[Span]:
-        """What of a message not shown whole is shown: its calls' message, its sentences."""
+    def _parts(self, message: Message, list_index: int, position: int) -> list[Span]:
+        """What of a message not shown whole is shown: its calls' message, its sentences.
+
+        ``list_index`` and ``position``: where the message is in the request.
+        """
         if message.role == "tool":
-            made = any(c.id == message.tool_call_id for m in before for c in m.tool_calls)
+            made_at = self._call_made_at[list_index].get(message.tool_call_id or "")
+            made = made_at is not None and made_at < position
             # A result whose call is made shows through the call's block, or not at all.
             return [] if made else self._text(message.content, whole=False)
         spans: list[Span] = []
