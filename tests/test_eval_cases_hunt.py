@@ -239,3 +239,17 @@ def test_measuring_a_long_history_that_names_every_message_is_not_quadratic() ->
     assert result.scores["completeness"] == 1.0
     assert len(result.noise_shown) == 3000
     assert elapsed < 8, f"{elapsed:.1f} s (was about 19 s: one scan of the history per id)"
+
+
+# --- options that would change nothing -----------------------------------------------------------
+
+
+def test_tolerance_without_a_baseline_is_refused(tmp_path: Path) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", ORDER)
+    result = run_cli(str(cases), "--tolerance", "density=0.05")
+    assert result.exit_code == 2
+    assert "--tolerance applies only with --baseline" in result.stderr
+    saved = tmp_path / "base.json"
+    assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
+    assert run_cli(str(cases), "--baseline", str(saved), "--tolerance",
+                   "density=0.05").exit_code == 0

@@ -385,6 +385,9 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
                                answer_max_tokens, timeout, concurrency)
     with _exits_on_errors():
         tolerances = parse_tolerances(tolerance or [])
+        if tolerance and baseline is None:
+            # Nothing is compared without a baseline: a tolerance would change nothing.
+            fail("--tolerance applies only with --baseline")
         saved = read_baseline(baseline) if baseline is not None else None
         cases = _load_cases(file)
         run = CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent)
