@@ -12,8 +12,10 @@ from typer.testing import CliRunner
 
 from contextwright import ContextBuilder, Request
 from contextwright.cli_eval import eval_app
+from contextwright.core.plan import plan_from_mapping
 from contextwright.errors import DatasetError
 from contextwright.evaluate._files import read_jsonl
+from contextwright.evaluate.ablation import ablations
 from contextwright.evaluate.case_metrics import Checks, Wanted, measure, sentences
 from contextwright.evaluate.cases import load_cases
 
@@ -253,3 +255,33 @@ def test_tolerance_without_a_baseline_is_refused(tmp_path: Path) -> None:
     assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
     assert run_cli(str(cases), "--baseline", str(saved), "--tolerance",
                    "density=0.05").exit_code == 0
+
+
+# --- eval ablate: what a variant turns off ------------------------------------------------
+
+
+def test_the_descriptions_ablation_turns_compaction_off_not_back_to_auto() -> None:
+    plan = plan_from_mapping({"name": "p", "sources": [
+        {"source": "tools", "options": {"compact_descriptions": True}}, {"source": "user"}]})
+    by_label = {a.label: a for a in ablations([plan])}
+    variant = by_label["-tools.descriptions"].apply(plan)
+    assert variant is not None
+    # Without the option the default is "auto", which still compacts a large catalogue.
+    assert dict(variant.spec("tools").options) == {"compact_descriptions": False}
+    tools = [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": "Looks things up. " + "It is careful. " * 60,
+        "parameters": {"type": "object", "properties": {}}}} for i in range(12)]
+    request = Request(user_input="Look it up.", tools=tools)
+    offered = ContextBuilder(tokenizer="o200k_base").build(variant, request).to_request("openai")
+    assert all(t["function"]["description"] == tools[0]["function"]["description"]
+               for t in offered["tools"])
+
+
+@pytest.mark.parametrize(("options", "listed"), [
+    ({}, False), ({"compact_descriptions": False}, False), ({"compact_descriptions": "auto"}, True),
+    ({"description_budget": 500}, True)])
+def test_the_descriptions_ablation_is_listed_when_it_changes_the_plan(
+        options: dict[str, Any], listed: bool) -> None:
+    plan = plan_from_mapping({"name": "p", "sources": [{"source": "tools", "options": options},
+                                                       {"source": "user"}]})
+    assert ("-tools.descriptions" in [a.label for a in ablations([plan])]) is listed

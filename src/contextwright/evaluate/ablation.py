@@ -42,13 +42,22 @@ class OptionGroup:
     sources: tuple[str, ...]
     """Sources that read them."""
     sets: Mapping[str, Any] = field(default_factory=dict)
-    """Options set instead (a feature that is on by default is switched off)."""
+    """Options set instead (what switches the feature off where removing it would not)."""
+    on_by_default: bool = False
+    """The feature is on in a plan that names none of its options."""
 
     def present(self, options: Mapping[str, Any]) -> bool:
-        """Whether the feature is on under ``options``."""
-        if self.sets:
+        """Whether the feature is on under ``options``, so taking it out changes something."""
+        if self.on_by_default:  # on unless switched off: the sets say how
             return any(options.get(key, True) != value for key, value in self.sets.items())
-        return any(key in options for key in self.keys)
+        named = any(key in options for key in (*self.keys, *self.sets))
+        return named and without(options, self.keys, self.sets) != dict(options)
+
+
+def without(options: Mapping[str, Any], keys: Sequence[str], sets: Mapping[str, Any]
+            ) -> dict[str, Any]:
+    """``options`` without ``keys``, with ``sets`` set."""
+    return {**{k: v for k, v in options.items() if k not in keys}, **sets}
 
 
 OPTION_GROUPS = (
@@ -61,14 +70,17 @@ OPTION_GROUPS = (
                       "tier_anchor"), sources=("history", "tool_results")),
     OptionGroup(name="compaction", what="JSON tool results shown raw, not as compact text",
                 keys=("fields",), sources=("history", "tool_results"),
-                sets={"compact_tool_results": False}),
+                sets={"compact_tool_results": False}, on_by_default=True),
     OptionGroup(name="fill", what="documents past the top passages not filled in",
                 keys=("fill_budget", "fill_threshold", "fill_limit"), sources=("rag",)),
     OptionGroup(name="selection", what="every tool offered, none selected",
                 keys=("select", "max_tools", "always_include", "always", "recent_messages"),
                 sources=("tools",)),
+    # Removing compact_descriptions alone would leave its default, auto, which still compacts
+    # a catalogue over description_budget: "never" is set instead.
     OptionGroup(name="descriptions", what="tool descriptions never compacted",
-                keys=("compact_descriptions", "description_budget"), sources=("tools",)),
+                keys=("description_budget",), sources=("tools",),
+                sets={"compact_descriptions": False}),
 )
 """The features an ablation switches off as one (any other option is removed on its own)."""
 
@@ -106,8 +118,7 @@ class Ablation:
         if self.kind == "source":
             return replace(plan, sources=tuple(s for s in plan.sources if s is not spec),
                            add_missing_sources=False)
-        options = {k: v for k, v in spec.options.items() if k not in self.keys}
-        options.update(self.sets)
+        options = without(spec.options, self.keys, self.sets)
         if options == dict(spec.options):
             return None
         changed = replace(spec, options=FrozenOptions(options))
