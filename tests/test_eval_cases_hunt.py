@@ -285,3 +285,14 @@ def test_the_descriptions_ablation_is_listed_when_it_changes_the_plan(
     plan = plan_from_mapping({"name": "p", "sources": [{"source": "tools", "options": options},
                                                        {"source": "user"}]})
     assert ("-tools.descriptions" in [a.label for a in ablations([plan])]) is listed
+
+
+def test_a_baseline_sharing_no_case_with_the_run_says_nothing_was_compared(
+        tmp_path: Path) -> None:
+    cases, saved = tmp_path / "cases.jsonl", tmp_path / "base.json"
+    write_cases(cases, ORDER)
+    assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
+    write_cases(cases, {**ORDER, "id": "order-renamed"}, GREETING)
+    result = run_cli(str(cases), "--baseline", str(saved))
+    assert "note: no case of this run was built in the baseline: nothing was compared" \
+        in result.stderr

@@ -361,12 +361,18 @@ SHOWN_SETUPS = 3
 def setup_changes(result: CasesResult, baseline: Baseline) -> list[str]:
     """What this run measured differently from the baseline (reported, not a regression).
 
+    No shared built case at all (every id renamed, another file's baseline) means nothing was
+    compared, which a run that passes should say.
     A baseline saved with another tokenizer, or a case built with another plan or budget (a
     ``--budget`` or ``--plan`` given to one run only, a case's plan edited), moves the metrics
     for that alone: the regressions it causes are real differences, and this says where they
     come from.
     """
     notes = []
+    if not any(row.error is None and row.id in baseline.cases
+               and row.id not in baseline.failed for row in result.cases):
+        # Every case renamed, or the baseline of another file: passing means nothing then.
+        notes.append("no case of this run was built in the baseline: nothing was compared")
     if baseline.tokenizer is not None and baseline.tokenizer != result.tokenizer:
         notes.append(f"the baseline was measured with tokenizer {baseline.tokenizer} and this "
                      f"run with {result.tokenizer}: tokens, density and noise move for that "
