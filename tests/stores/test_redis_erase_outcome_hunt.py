@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_redis_outcome_unknown import REDIS_URL, FreezingProxy, prefix, proxy
+from test_redis_outcome_unknown import REDIS_URL, FreezingProxy, proxy
 
 from contextwright.errors import OutcomeUnknown
 from contextwright.session import RedisStore, SessionKey
 
-__all__ = ["prefix", "proxy"]  # the fixtures, shared with the write tests
+__all__ = ["proxy"]  # the fixture, shared with the write tests (prefix is the conftest's)
 
 K = SessionKey(user_id="U001", session_id="S001")
 
