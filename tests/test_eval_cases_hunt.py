@@ -296,3 +296,34 @@ def test_a_baseline_sharing_no_case_with_the_run_says_nothing_was_compared(
     result = run_cli(str(cases), "--baseline", str(saved))
     assert "note: no case of this run was built in the baseline: nothing was compared" \
         in result.stderr
+
+
+# --- one file as baseline and save ---------------------------------------------------------------
+
+
+def test_a_run_that_regressed_does_not_overwrite_the_baseline_it_was_compared_with(
+        tmp_path: Path) -> None:
+    # The usual CI line updates the baseline in place: `--baseline B --save B`. A regressed run
+    # wrote itself over B, so the next run compared with the regression and passed.
+    cases, saved = tmp_path / "cases.jsonl", tmp_path / "base.json"
+    write_cases(cases, ORDER)
+    assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
+    before = saved.read_text("utf-8")
+    write_cases(cases, {**ORDER, "must_contain": {"facts": ["KST419"]}})
+    result = run_cli(str(cases), "--baseline", str(saved), "--save", str(saved))
+    assert result.exit_code == 1
+    assert saved.read_text("utf-8") == before
+    assert "not saved" in result.stderr
+    again = run_cli(str(cases), "--baseline", str(saved))
+    assert again.exit_code == 1  # still a regression against the kept baseline
+
+
+def test_a_run_that_passes_updates_the_baseline_in_place(tmp_path: Path) -> None:
+    cases, saved = tmp_path / "cases.jsonl", tmp_path / "base.json"
+    write_cases(cases, ORDER)
+    assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
+    write_cases(cases, ORDER, GREETING)
+    result = run_cli(str(cases), "--baseline", str(saved), "--save", str(saved))
+    assert result.exit_code == 0, result.stderr
+    assert [case["id"] for case in json.loads(saved.read_text("utf-8"))["cases"]] == [
+        "order", "greeting"]

@@ -393,9 +393,12 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
         run = CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent)
         builder = ContextBuilder(tokenizer=tokenizer)
         result, failed = _run_cases(cases, builder, run, str(file), settings, tokenizer)
-    if save is not None:
-        _write_json(save, result.to_dict())
     regressions = find_regressions(result, saved, tolerances) if saved is not None else []
+    integrity = result.overall.get("pair_integrity")
+    gate_failed = bool(regressions or result.failures
+                       or (integrity is not None and integrity < 1.0))
+    if save is not None:
+        _save_result(save, baseline, result, gate_failed)
     _print_cases(result, regressions, json_output,
                  missing_from_run(result, saved) if saved is not None else [],
                  new_in_run(result, saved) if saved is not None else [])
@@ -405,11 +408,32 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
         typer.echo(f"note: the baseline has judged scores ({', '.join(skipped)}) and this run "
                    "is not judged, so they were not compared (pass --judge-base-url and "
                    "--judge-model to compare them)", err=True)
-    integrity = result.overall.get("pair_integrity")
     # An unreadable verdict is no grade: a run that grades nothing must not pass a CI check.
     _exit_on_failed_calls(failed, unreadable_fails=True)
-    if regressions or result.failures or (integrity is not None and integrity < 1.0):
+    if gate_failed:
         raise typer.Exit(1)
+
+
+def _save_result(save: Path, baseline: Path | None, result: CasesResult,
+                 gate_failed: bool) -> None:
+    """Write ``result`` to ``save``, unless that is the baseline a failing run compared with.
+
+    ``--baseline B --save B`` keeps a baseline up to date in CI; a run that fails its check
+    written over B would make the next run compare with the failure and pass.
+    """
+    if gate_failed and baseline is not None and _same_file(save, baseline):
+        typer.echo(f"note: not saved to {save}: it is the baseline this run failed against "
+                   "(it is kept; --save another file to keep this run)", err=True)
+        return
+    _write_json(save, result.to_dict())
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file (the second exists: it was read as the baseline)."""
+    try:
+        return first.exists() and first.samefile(second)
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
