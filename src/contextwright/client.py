@@ -32,7 +32,7 @@ except ImportError as missing:  # pragma: no cover - depends on the installed ex
     raise ImportError("contextwright.client needs httpx: pip install 'contextwright[client]'"
                       ) from missing
 
-from contextwright.convert import chat_messages
+from contextwright.convert import chat_messages, log_left_out
 from contextwright.core.cache import cache_report_from_dict
 from contextwright.core.images import image_from_part
 from contextwright.core.report import BuildReport, Decision, SourceReport
@@ -353,25 +353,12 @@ def _record_call(user_id: str, session_id: str, assistant: object,
             "messages": _other_messages(messages, left_out),
             "idempotency_key": idempotency_key or uuid.uuid4().hex}
     if left_out:
-        _log_left_out(user_id, session_id, left_out)
+        log_left_out(logger, user_id, session_id, left_out)
     if context is not None:
         if context.epoch is None:
             raise InvalidInputError("record: context is no prepare's answer (it has no epoch)")
         body["epoch"] = context.epoch
     return _Call(method="POST", path=_session_path(user_id, session_id) + "/record", body=body)
-
-
-def _log_left_out(user_id: str, session_id: str, left_out: dict[str, int]) -> None:
-    """Say which parts of a recorded answer no message sent carries, as the manager does.
-
-    SDK objects are converted here, so the service only ever sees the chat messages: the
-    parts they leave out (a hosted tool's items) are logged where they were left out.
-    """
-    parts = ", ".join(f"{count} {kind}" for kind, count in sorted(left_out.items()))
-    logger.warning("record left out parts no chat message carries: %s", parts,
-                   extra={"contextwright": {"event": "record_left_out", "user_id": user_id,
-                                            "session_id": session_id,
-                                            "left_out": dict(sorted(left_out.items()))}})
 
 
 def _build_call(request: object, options: Mapping[str, Any]) -> _Call:

@@ -38,6 +38,7 @@ provider take for developer instructions). The OpenAI Agents SDK's placeholder i
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -153,6 +154,21 @@ def is_hosted_tool_part(kind: object) -> bool:
     return isinstance(kind, str) and (
         kind in HOSTED_RESPONSES_ITEMS or kind in HOSTED_ANTHROPIC_BLOCKS
         or kind in SERVER_TOOL_BLOCKS or kind.endswith("_tool_result"))
+
+
+def log_left_out(log: logging.Logger, user_id: str, session_id: str,
+                 left_out: Mapping[str, int]) -> None:
+    """Say on ``log`` which parts of a recorded answer no chat message carries, by type.
+
+    The ``record_left_out`` event of ``ContextManager.record`` and of the service clients,
+    which convert SDK objects before sending: a hosted tool's items are the provider's, and a
+    later build could not send them back; the model's answer after them says what they found.
+    """
+    counts = dict(sorted(left_out.items()))
+    parts = ", ".join(f"{count} {kind}" for kind, count in counts.items())
+    log.warning("record left out parts no chat message carries: %s", parts,
+                extra={"contextwright": {"event": "record_left_out", "user_id": user_id,
+                                         "session_id": session_id, "left_out": counts}})
 
 
 def _leave_out(left_out: dict[str, int], kind: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from contextwright.builder import ContextBuilder, cache_policy, check_target, session_cache_key
 from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
+from contextwright.convert import log_left_out
 from contextwright.core.cache import CachePolicy, Fingerprint
 from contextwright.core.covering import request_parts
 from contextwright.core.fence import language_of
@@ -685,7 +686,7 @@ class SessionFlows:
         left_out: dict[str, int] = {}
         batch = recorded_messages(assistant, tool_results, messages, self._now_iso(), left_out)
         if left_out:
-            _log_left_out(key, left_out)
+            log_left_out(logger, key.user_id, key.session_id, left_out)
         if not batch:
             raise InvalidInputError("record needs an assistant message, tool results or messages")
         if idempotency_key is not None:
@@ -939,20 +940,6 @@ class SessionFlows:
 
     def _now_iso(self) -> str:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="seconds")
-
-
-def _log_left_out(key: SessionKey, left_out: dict[str, int]) -> None:
-    """Say which parts of a recorded answer no stored message carries (a hosted tool's items).
-
-    The model's answer after them is stored and says what the tool found; the items themselves
-    are the provider's, and a later build could not send them back.
-    """
-    parts = ", ".join(f"{count} {kind}" for kind, count in sorted(left_out.items()))
-    logger.warning("record left out parts no chat message carries: %s", parts,
-                   extra={"contextwright": {"event": "record_left_out",
-                                            "user_id": key.user_id,
-                                            "session_id": key.session_id,
-                                            "left_out": dict(sorted(left_out.items()))}})
 
 
 def _switch_at(state: SessionState, seq: int) -> ModeSwitch | None:
