@@ -3,8 +3,8 @@
 ``Service`` owns one worker's store, ``ContextManager``, keys file, rate limiter and thread pool.
 Every method takes the caller's tenant and scopes the user id with it before the store sees it,
 so no call can name another tenant's data. Builds and store calls run on the pool, never on the
-event loop; results are plain JSON data (``prepare``'s already encoded, see there). HTTP lives
-in ``server.app``.
+event loop; rate checks never wait behind them (``Service._acquire``). Results are plain JSON
+data (``prepare``'s already encoded, see there). HTTP lives in ``server.app``.
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ class Service:
         self.limiter = limiter if limiter is not None else self._own_limiter()
         self.pool = ThreadPoolExecutor(max_workers=config.threads,
                                        thread_name_prefix="cw-serve")
+        self._admission = _admission_pool(self.limiter, config.threads)
         self._builders: OrderedDict[tuple[Any, ...], ContextBuilder] = OrderedDict()
 
     def _recorder(self, url: str | None) -> SnapshotRecorder | None:
@@ -129,6 +130,8 @@ class Service:
     def close(self) -> None:
         """Finish pending work and release what the service opened (newest first)."""
         self.pool.shutdown(wait=True)
+        if self._admission is not None:
+            self._admission.shutdown(wait=True)
         for close in reversed(self._owned):
             close()
 
@@ -151,11 +154,24 @@ class Service:
         tenant = self._authenticate(authorization)
         rate = self._rate(tenant)
         if rate is not None:
-            wait = await self.run(lambda: self.limiter.acquire(tenant.name, rate))
+            wait = await self._acquire(tenant, rate)
             if wait > 0:
                 raise Problem(RATE, f"more than {rate.requests_per_minute} requests per minute",
                               retry_after=retry_after_header(wait))
         return tenant
+
+    async def _acquire(self, tenant: Tenant, rate: Rate) -> float:
+        """``limiter.acquire``, never queued behind the builds on ``pool``.
+
+        A refusal must be answered while every build thread is busy: that is when a tenant
+        over its rate matters most. The in-process limiter takes a lock for a few dict
+        operations and runs on the event loop; any other (Redis: a network round trip) runs on
+        a pool of its own.
+        """
+        if self._admission is None:
+            return self.limiter.acquire(tenant.name, rate)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._admission, self.limiter.acquire, tenant.name, rate)
 
     def _authenticate(self, authorization: str | None) -> Tenant:
         scheme, _, key = (authorization or "").partition(" ")
@@ -297,6 +313,17 @@ class Service:
             if len(self._builders) > _BUILDERS:
                 self._builders.popitem(last=False)
         return builder
+
+
+def _admission_pool(limiter: RateLimiter, threads: int) -> ThreadPoolExecutor | None:
+    """The threads rate checks run on, apart from the builds' (None: on the event loop).
+
+    Only ``LocalRateLimiter`` is known to answer without blocking; a limiter of another kind
+    may wait on the network, which the event loop must not.
+    """
+    if type(limiter) is LocalRateLimiter:
+        return None
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="cw-admit")
 
 
 def _managers_store(config: ServerConfig, manager: ContextManager,
