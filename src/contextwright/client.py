@@ -58,7 +58,7 @@ from contextwright.modes.router import RouteDecision
 from contextwright.session.state import ModeSwitch, SessionState
 
 __all__ = ["AsyncClient", "Client", "RateLimited", "RemoteContext", "ServiceError",
-           "SessionView"]
+           "SessionView", "TokenizerUnavailable"]
 
 Format = Literal["openai", "openai-responses", "anthropic", "text"]
 logger = logging.getLogger("contextwright.client")
@@ -80,6 +80,21 @@ class RateLimited(ServiceError):
                  retry_after: float) -> None:
         super().__init__(message, status=status, problem=problem)
         self.retry_after = retry_after
+
+
+class TokenizerUnavailable(ServiceError, TokenizerError):
+    """501: the tokenizer asked for needs a package the service does not have installed.
+
+    The service's installation is at fault, not the call: retrying changes nothing until its
+    operator installs ``package`` (the module that could not be imported, when the service
+    named it); another tokenizer may be asked for meanwhile. A ``TokenizerError``, as the same
+    failure is in process.
+    """
+
+    def __init__(self, message: str, *, status: int, problem: Mapping[str, Any],
+                 package: str | None) -> None:
+        super().__init__(message, status=status, problem=problem)
+        self.package = package
 
 
 _LIBRARY_ERRORS: dict[str, type[ContextwrightError]] = {cls.__name__: cls for cls in (
@@ -425,6 +440,10 @@ def _problem_error(response: httpx.Response) -> ContextwrightError:
     if response.status_code == 429:
         error = RateLimited(detail, status=429, problem=problem,
                             retry_after=_retry_after(response) or 1.0)
+    elif _is_kind(problem, "tokenizer-unavailable"):
+        package = problem.get("package")
+        error = TokenizerUnavailable(detail, status=response.status_code, problem=problem,
+                                     package=package if isinstance(package, str) else None)
     elif name == "BudgetError" and isinstance(problem.get("report"), dict):
         error = BudgetError(detail, _report(problem["report"]))
     elif isinstance(name, str) and name in _LIBRARY_ERRORS:
@@ -436,6 +455,12 @@ def _problem_error(response: httpx.Response) -> ContextwrightError:
     if isinstance(problem.get("stored_seq"), int):
         error.stored_seq = problem["stored_seq"]
     return error
+
+
+def _is_kind(problem: Mapping[str, Any], slug: str) -> bool:
+    """Whether ``problem``'s ``type`` is the service's problem ``slug``."""
+    kind = problem.get("type", "")
+    return isinstance(kind, str) and kind.endswith(":" + slug)
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -450,8 +475,7 @@ def _missing(call: _Call, response: httpx.Response) -> bool:
         problem = response.json()
     except ValueError:
         return False
-    kind = problem.get("type", "") if isinstance(problem, dict) else ""
-    return isinstance(kind, str) and kind.endswith(":session-not-found")
+    return isinstance(problem, dict) and _is_kind(problem, "session-not-found")
 
 
 class _Base:
@@ -597,10 +621,8 @@ def _with_key(error: ContextwrightError, call: _Call) -> ContextwrightError:
 
 
 def _timed_out(error: ContextwrightError) -> bool:
-    if not isinstance(error, ServiceError) or error.status != 503:
-        return False
-    kind = error.problem.get("type", "")
-    return isinstance(kind, str) and kind.endswith(":build-timeout")
+    return (isinstance(error, ServiceError) and error.status == 503
+            and _is_kind(error.problem, "build-timeout"))
 
 
 class Client(_Base):

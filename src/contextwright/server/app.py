@@ -49,10 +49,12 @@ IdempotencyKey = Annotated[str | None, Header(
 PROBLEM = {"content": {"application/problem+json": {}}, "description": "RFC 9457 problem"}
 # The statuses each kind of operation answers with a problem, for the OpenAPI schema: 405 (a
 # method the path does not take) and 500 (an unexpected failure) are answered everywhere; 413
-# and 415 only where a body is read.
+# and 415 only where a body is read; 501 (a tokenizer whose package is not installed) where a
+# context is built.
 ANY_CALL = (405, 500)
 SESSION_CALL = (*ANY_CALL, 400, 401, 404, 409, 429, 503)
 BODY_CALL = (*SESSION_CALL, 413, 415, 422)
+BUILD_CALL = (*BODY_CALL, 501)
 
 
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -128,7 +130,7 @@ def _add_build(app: FastAPI, service: Service) -> None:
     build_schema = _body_schema(BuildBody)
 
     @app.post("/v1/build", tags=["build"], openapi_extra=build_schema,
-              responses=_problems(*BODY_CALL))
+              responses=_problems(*BUILD_CALL))
     async def build(request: HttpRequest,
                     authorization: Authorization = None) -> JSONResponse:
         """Build one context, stateless: request + plan → the rendering asked for + report."""
@@ -142,7 +144,7 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
     path = "/v1/sessions/{user_id}/{session_id}"
 
     @app.post(path + "/prepare", tags=["sessions"], openapi_extra=_body_schema(PrepareBody),
-              responses=_problems(*BODY_CALL))
+              responses=_problems(*BUILD_CALL))
     async def prepare(user_id: str, session_id: str, request: HttpRequest,
                       authorization: Authorization = None,
                       idempotency_key: IdempotencyKey = None) -> JSONResponse:

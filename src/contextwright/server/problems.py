@@ -87,6 +87,8 @@ BUDGET = Kind(status=422, slug="budget-exceeded",
 UNRENDERABLE = Kind(status=422, slug="unrenderable",
                    title="The request cannot be rendered as a valid provider request")
 RATE = Kind(status=429, slug="rate-limited", title="Too many requests for this tenant")
+TOKENIZER_UNAVAILABLE = Kind(status=501, slug="tokenizer-unavailable",
+                             title="The tokenizer asked for needs a package this service lacks")
 INTERNAL = Kind(status=500, slug="internal", title="Internal error")
 CORRUPT = Kind(status=500, slug="corrupt-record", title="A stored record cannot be decoded")
 UNAVAILABLE = Kind(status=503, slug="store-unavailable",
@@ -136,7 +138,20 @@ class Problem(Exception):
 
 def kind_of(error: ContextwrightError) -> Kind:
     """The problem kind of a library error (500 for a kind the service cannot help with)."""
+    if _missing_module(error) is not None:
+        return TOKENIZER_UNAVAILABLE
     return next((kind for cls, kind in _BY_ERROR if isinstance(error, cls)), INTERNAL)
+
+
+def _missing_module(error: ContextwrightError) -> ImportError | None:
+    """The failed import behind a ``TokenizerError`` (None: the tokenizer failed otherwise).
+
+    The tokenizers raise ``TokenizerError`` both for a name the caller got wrong and for a
+    package missing from this installation; only the chained ``ImportError`` tells them
+    apart, and the second is the service's to fix, not the caller's.
+    """
+    cause = error.__cause__
+    return cause if isinstance(error, TokenizerError) and isinstance(cause, ImportError) else None
 
 
 def problem_response(kind: Kind, detail: str, *, retry_after: str | None = None,
@@ -146,7 +161,7 @@ def problem_response(kind: Kind, detail: str, *, retry_after: str | None = None,
                             "status": kind.status, "detail": detail}
     if kind.error is not None:
         body["error"] = kind.error
-    body.update(extensions)  # a library error names its own class (TokenizerError is a 400)
+    body.update(extensions)  # a library error names its own class (PlanError is a 400)
     headers = {"Retry-After": retry_after} if retry_after is not None else None
     return Json(body, status_code=kind.status, headers=headers, media_type=MEDIA_TYPE)
 
@@ -165,7 +180,19 @@ def library_problem(error: ContextwrightError) -> JSONResponse:
         extensions["report"] = report_without_content(error.report.to_dict())
     retry = str(RETRY_AFTER_UNAVAILABLE) if kind.status == 503 else None
     detail = str(error) if kind is not INTERNAL else "the request failed; see the server log"
+    if kind is TOKENIZER_UNAVAILABLE:
+        detail, extensions["package"] = _missing_package(error)
     return problem_response(kind, detail, retry_after=retry, **extensions)
+
+
+def _missing_package(error: ContextwrightError) -> tuple[str, str | None]:
+    """The detail of a tokenizer-unavailable problem and the module missing (logged too)."""
+    missing = _missing_module(error)
+    module = missing.name if missing is not None else None
+    logger.error("a build asked for a tokenizer this installation cannot load: %s (module %s "
+                 "not importable)", error, module or "unknown")
+    return (f"{error} on this service: its operator must install it, or ask for another "
+            "tokenizer", module)
 
 
 def report_without_content(report: dict[str, Any]) -> dict[str, Any]:
