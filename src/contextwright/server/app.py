@@ -45,7 +45,8 @@ from contextwright.session.store import Store
 Authorization = Annotated[str | None, Header(description="Bearer <api key>")]
 IdempotencyKey = Annotated[str | None, Header(
     alias="Idempotency-Key", description="Names a write: a retry with the same key stores "
-    "nothing twice.")]
+    "nothing twice. ASCII only (400 otherwise); send any other key as the body's "
+    "idempotency_key.")]
 PROBLEM = {"content": {"application/problem+json": {}}, "description": "RFC 9457 problem"}
 # The statuses each kind of operation answers with a problem, for the OpenAPI schema: 405 (a
 # method the path does not take) and 500 (an unexpected failure) are answered everywhere; 413
@@ -150,9 +151,10 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
                       idempotency_key: IdempotencyKey = None) -> JSONResponse:
         """Append the user's message (if any) and build the session's context."""
         tenant = await service.admit(authorization)
+        key = ascii_header_key(idempotency_key)
         data = await read_json(request, service.limits.max_body_bytes)
         return Json(await service.run(
-            lambda: service.prepare(tenant, user_id, session_id, data, idempotency_key),
+            lambda: service.prepare(tenant, user_id, session_id, data, key),
             within=service.limits.build_timeout))
 
     @app.post(path + "/record", tags=["sessions"], openapi_extra=_body_schema(RecordBody),
@@ -162,9 +164,10 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
                      idempotency_key: IdempotencyKey = None) -> JSONResponse:
         """Append the model's answer and tool results atomically; the seqs stored."""
         tenant = await service.admit(authorization)
+        key = ascii_header_key(idempotency_key)
         data = await read_json(request, service.limits.max_body_bytes)
         return Json(await service.run(
-            lambda: service.record(tenant, user_id, session_id, data, idempotency_key)))
+            lambda: service.record(tenant, user_id, session_id, data, key)))
 
     @app.get(path, tags=["sessions"], responses=_problems(*SESSION_CALL))
     async def session(user_id: str, session_id: str, authorization: Authorization = None,
@@ -187,6 +190,21 @@ def _add_sessions(app: FastAPI, service: Service) -> None:
         """Erase every session of the user; how many there were."""
         tenant = await service.admit(authorization)
         return Json(await service.run(lambda: service.erase_user(tenant, user_id)))
+
+
+def ascii_header_key(value: str | None) -> str | None:
+    """The ``Idempotency-Key`` header's key; ``InvalidInputError`` unless it is ASCII.
+
+    Header values are bytes in no stated encoding (curl sends a terminal's UTF-8, Python's
+    ``requests`` Latin-1) and the server reads them as Latin-1, so a non-ASCII key would be
+    other text than the same key sent in the body's ``idempotency_key`` (JSON: UTF-8 always),
+    and a retry would store the message again. The Idempotency-Key draft makes the value a
+    structured-field string, which is ASCII; any other key goes in the body.
+    """
+    if value is not None and not value.isascii():
+        raise InvalidInputError("the Idempotency-Key header must be ASCII: send a key with "
+                                "other characters as the body's idempotency_key")
+    return value
 
 
 class Utf8PathsOnly:
