@@ -10,6 +10,7 @@ data (``prepare``'s already encoded, see there). HTTP lives in ``server.app``.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -102,6 +103,7 @@ class Service:
                                        thread_name_prefix="cw-serve")
         self._admission = _admission_pool(self.limiter, config.threads)
         self._builders: OrderedDict[tuple[Any, ...], ContextBuilder] = OrderedDict()
+        self._builders_lock = threading.Lock()  # the build threads share the builders
 
     def _recorder(self, url: str | None) -> SnapshotRecorder | None:
         """A recorder on the snapshot sink, counting builds for ``/metrics`` (None: no sink)."""
@@ -301,16 +303,25 @@ class Service:
                 "report": report_json(context.report)}
 
     def _builder(self, options: BuildOptions) -> ContextBuilder:
+        """The builder for ``options``' tokenizer, model, window and reserve.
+
+        The least recently used goes when more than ``_BUILDERS`` are kept, so the builder
+        most calls use keeps what it remembers while rare configurations come and go.
+        """
         key = (options.tokenizer, options.model, options.window, options.reserved_output)
-        builder = self._builders.get(key)
-        if builder is None:
-            if options.model is not None:
-                _check_model(options.model)
-            builder = ContextBuilder(tokenizer=options.tokenizer, model=options.model,
-                                     window=options.window,
-                                     reserved_output=options.reserved_output)
-            self._builders[key] = builder
-            if len(self._builders) > _BUILDERS:
+        with self._builders_lock:
+            builder = self._builders.get(key)
+            if builder is not None:
+                self._builders.move_to_end(key)
+                return builder
+        if options.model is not None:
+            _check_model(options.model)
+        made = ContextBuilder(tokenizer=options.tokenizer, model=options.model,
+                              window=options.window, reserved_output=options.reserved_output)
+        with self._builders_lock:  # another thread may have made one meanwhile: one wins
+            builder = self._builders.setdefault(key, made)
+            self._builders.move_to_end(key)
+            while len(self._builders) > _BUILDERS:
                 self._builders.popitem(last=False)
         return builder
 
