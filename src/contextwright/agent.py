@@ -28,6 +28,7 @@ from contextwright.errors import InvalidInputError, LLMError
 from contextwright.llm.client import check_base_url
 from contextwright.manager import ContextManager
 from contextwright.session.sqlite import SqliteStore
+from contextwright.session.store import SessionKey
 
 SYSTEM = ("You are a helpful assistant with two abilities: looking up the weather of a city "
           "(get_weather) and keeping memos for the user (save_memo, list_memos). Call a tool "
@@ -148,20 +149,31 @@ class Agent:
     owns_client: bool = False
     """Whether ``close`` closes ``client`` too: true for the client ``make_agent`` opened,
     false for one the caller made and may still use."""
+    store: SqliteStore = field(init=False)
     manager: ContextManager = field(init=False)
     memos: MemoBook = field(init=False)
 
     def __post_init__(self) -> None:
-        self.manager = ContextManager(store=SqliteStore(self.path), system=SYSTEM)
+        self.store = SqliteStore(self.path)
+        self.manager = ContextManager(store=self.store, system=SYSTEM)
         self.memos = MemoBook(self.path)
 
-    def run_turn(self, user_id: str, session_id: str, text: str,
+    def run_turn(self, user_id: str, session_id: str, text: str | None,
                  on_tool: Callable[[str, str, str], None] | None = None) -> str:
         """Answer one user message, running tool calls until the model replies in text.
 
         The answer is the reply's words as the session recorded them: a refusal's included.
+        ``text=None`` continues the session's pending turn instead (after a model call that
+        failed, say) without storing the user's message again.
+
+        Raises:
+            InvalidInputError: ``text`` is blank, or it is None and the session has no turn
+                to continue (it is empty, or its last turn has its answer).
+            LLMError: a model call failed; what the turn did so far stays recorded.
         """
-        if not text.strip():
+        if text is None:
+            self._check_pending_turn(SessionKey(user_id=user_id, session_id=session_id))
+        elif not text.strip():
             raise InvalidInputError("say something")
         prepared = self.manager.prepare(user_id, session_id, text, tools=TOOLS)
         for step in range(MAX_STEPS):
@@ -182,6 +194,16 @@ class Agent:
             prepared = self.manager.prepare(user_id, session_id, None, tools=TOOLS)
         return f"(stopped after {MAX_STEPS} model calls without a final answer)"
 
+    def _check_pending_turn(self, key: SessionKey) -> None:
+        """Refuse to continue a session whose last turn is answered, or that has none."""
+        last = self.store.read(key, last=1)
+        if not last:
+            raise InvalidInputError("no turn to continue: the session is empty; pass text")
+        message = last[0].message
+        if message.get("role") == "assistant" and not message.get("tool_calls"):
+            raise InvalidInputError("no turn to continue: the session's last turn has its "
+                                    "answer; pass text")
+
     def _answer(self, call: dict[str, Any], not_run: str | None, user_id: str,
                 on_tool: Callable[[str, str, str], None] | None) -> dict[str, Any]:
         """Run one call (unless ``not_run`` is its result already); its result message."""
@@ -195,8 +217,8 @@ class Agent:
     def _complete(self, body: dict[str, Any]) -> Any:
         """The model's reply message.
 
-        A failed call is an ``LLMError``; the turn so far stays recorded, so the user can
-        simply try again.
+        A failed call is an ``LLMError``; the turn so far stays recorded, so ``run_turn`` with
+        ``text=None`` continues it.
         """
         try:
             completion = self.client.chat.completions.create(**body)
