@@ -6,12 +6,14 @@ again. Replies come from a local chat-completions server through the official ``
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from contextwright import agent as agent_module
 from contextwright.agent import Agent
 from contextwright.errors import InvalidInputError, LLMError
 from contextwright.session.store import SessionKey
@@ -85,6 +87,98 @@ def test_a_turn_whose_first_model_call_failed_is_continued(open_agent: Any) -> N
             agent.run_turn("u", "s", "hi")
         assert agent.run_turn("u", "s", None) == "Hello."
         assert roles(agent) == ["user", "assistant"]
+
+
+def test_only_the_calls_without_a_recorded_result_run_when_the_turn_is_continued(
+        open_agent: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two parallel refunds; the second fails the first time it runs. The first one's result
+    # is recorded as soon as it ran, so continuing the turn runs only the second.
+    runs: Counter[str] = Counter()
+    real_run_tool = agent_module.run_tool
+
+    def counting_tool(name: str, arguments: str, user_id: str, memos: Any) -> str:
+        text = json.loads(arguments)["text"]
+        runs[text] += 1
+        if text == "refund B" and runs[text] == 1:
+            raise ConnectionError("the payment service went away")
+        return real_run_tool(name, arguments, user_id, memos)
+
+    monkeypatch.setattr(agent_module, "run_tool", counting_tool)
+    script = [calls(("c1", "save_memo", {"text": "refund A"}),
+                    ("c2", "save_memo", {"text": "refund B"})), answer("Both refunded.")]
+    seen: list[str] = []
+    with FakeOpenAIServer(script) as server:
+        agent = open_agent(server)
+        with pytest.raises(ConnectionError):
+            agent.run_turn("u", "s", "refund A and B", on_tool=lambda n, a, out: seen.append(a))
+        assert roles(agent) == ["user", "assistant", "tool"]
+        assert runs == {"refund A": 1, "refund B": 1}
+
+        assert agent.run_turn("u", "s", None,
+                              on_tool=lambda n, a, out: seen.append(a)) == "Both refunded."
+        assert runs == {"refund A": 1, "refund B": 2}
+        assert agent.memos.list("u") == ["refund A", "refund B"]
+        assert len(server.requests) == 2  # no model call was spent on the failed tool
+        last = server.requests[-1].body["messages"]
+    assert sorted(m["tool_call_id"] for m in last if m["role"] == "tool") == ["c1", "c2"]
+    assert roles(agent) == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [json.loads(a)["text"] for a in seen] == ["refund A", "refund B"]
+
+
+def test_a_reply_with_more_calls_than_one_read_holds_runs_only_its_missing_ones(
+        open_agent: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: Counter[str] = Counter()
+    real_run_tool = agent_module.run_tool
+
+    def counting_tool(name: str, arguments: str, user_id: str, memos: Any) -> str:
+        text = json.loads(arguments)["text"]
+        runs[text] += 1
+        if text == "m17" and runs[text] == 1:
+            raise ConnectionError("the memo service went away")
+        return real_run_tool(name, arguments, user_id, memos)
+
+    monkeypatch.setattr(agent_module, "run_tool", counting_tool)
+    many = calls(*((f"c{i}", "save_memo", {"text": f"m{i}"}) for i in range(20)))
+    with FakeOpenAIServer([many, answer("Saved all.")]) as server:
+        agent = open_agent(server)
+        with pytest.raises(ConnectionError):
+            agent.run_turn("u", "s", "save twenty memos")
+        assert agent.run_turn("u", "s", None) == "Saved all."
+        assert runs == {**{f"m{i}": 1 for i in range(20)}, "m17": 2}
+        assert agent.memos.list("u") == [f"m{i}" for i in range(20)]
+
+
+def test_a_call_that_cannot_run_is_recorded_with_the_reply_and_never_run_on_resume(
+        open_agent: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its "not run" result goes with the reply, before any tool runs: a resume must not run it
+    # with the "{}" it was given in place of its arguments.
+    ran: list[str] = []
+    real_run_tool = agent_module.run_tool
+
+    def failing_once(name: str, arguments: str, user_id: str, memos: Any) -> str:
+        ran.append(name)
+        if len(ran) == 1:
+            raise ConnectionError("the memo service went away")
+        return real_run_tool(name, arguments, user_id, memos)
+
+    monkeypatch.setattr(agent_module, "run_tool", failing_once)
+    bad = completion({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {
+            "name": "list_memos", "arguments": '{"a": 1, "a": 2}'}},
+        {"id": "c2", "type": "function", "function": {
+            "name": "save_memo", "arguments": '{"text": "milk"}'}}]})
+    with FakeOpenAIServer([bad, answer("Saved.")]) as server:
+        agent = open_agent(server)
+        with pytest.raises(ConnectionError):
+            agent.run_turn("u", "s", "remember milk")
+        assert roles(agent) == ["user", "assistant", "tool"]
+        outputs: list[str] = []
+        assert agent.run_turn("u", "s", None, on_tool=lambda n, a, out: outputs.append(n)) == (
+            "Saved.")
+        assert outputs == ["save_memo"] and ran == ["save_memo", "save_memo"]
+        assert agent.memos.list("u") == ["milk"]
+        results = [m for m in stored(agent) if m["role"] == "tool"]
+    assert "not run" in json.loads(results[0]["content"])["error"]
 
 
 @pytest.mark.parametrize("script", [[], [answer("Hello.")]], ids=["empty", "answered"])

@@ -8,7 +8,9 @@ built-in table of sample conditions (a stand-in for a weather service, and label
 result), ``save_memo`` and ``list_memos`` keep memos in the same SQLite file as the session.
 
 Needs the ``llm`` extra (the ``openai`` SDK). ``contextwright agent --base-url URL --model M``
-runs it in a terminal; ``run_turn`` is the loop for other programs.
+runs it in a terminal; ``run_turn`` is the loop for other programs. The reply's calls and each
+result are recorded as they happen, so after a failure mid-turn ``run_turn(..., text=None)``
+continues the turn: no question stored twice, no tool whose result is recorded run again.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import json
 import re
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from contextwright.convert import chat_messages
 from contextwright.core.items import parse_message
+from contextwright.core.pairing import pair_results
 from contextwright.errors import InvalidInputError, LLMError
 from contextwright.llm.client import check_base_url
 from contextwright.manager import ContextManager
@@ -163,8 +166,9 @@ class Agent:
         """Answer one user message, running tool calls until the model replies in text.
 
         The answer is the reply's words as the session recorded them: a refusal's included.
-        ``text=None`` continues the session's pending turn instead (after a model call that
-        failed, say) without storing the user's message again.
+        ``text=None`` continues the session's pending turn instead (after a model call or a
+        tool that failed) without storing the user's message again: the calls of its last
+        reply that have no recorded result run, those that have one do not run again.
 
         Raises:
             InvalidInputError: ``text`` is blank, or it is None and the session has no turn
@@ -172,7 +176,7 @@ class Agent:
             LLMError: a model call failed; what the turn did so far stays recorded.
         """
         if text is None:
-            self._check_pending_turn(SessionKey(user_id=user_id, session_id=session_id))
+            self._run_pending_calls(user_id, session_id, on_tool)
         elif not text.strip():
             raise InvalidInputError("say something")
         prepared = self.manager.prepare(user_id, session_id, text, tools=TOOLS)
@@ -181,38 +185,82 @@ class Agent:
             if not message.tool_calls:
                 self.manager.record(user_id, session_id, assistant=message)
                 return _answer_text(message)
-            (assistant,) = chat_messages(message, "assistant")
-            calls = assistant["tool_calls"]
-            unique_call_ids(calls, step)
-            not_run = [_unrunnable_result(call) for call in calls]
-            # The whole reply is checked before any tool runs: a tool with side effects must
-            # not run for a turn the session then refuses to store.
-            parse_message(assistant, "reply")
-            results = [self._answer(call, result, user_id, on_tool)
-                       for call, result in zip(calls, not_run, strict=True)]
-            self.manager.record(user_id, session_id, assistant=assistant, tool_results=results)
+            self._run_reply(user_id, session_id, message, step, on_tool)
             prepared = self.manager.prepare(user_id, session_id, None, tools=TOOLS)
         return f"(stopped after {MAX_STEPS} model calls without a final answer)"
 
-    def _check_pending_turn(self, key: SessionKey) -> None:
-        """Refuse to continue a session whose last turn is answered, or that has none."""
-        last = self.store.read(key, last=1)
-        if not last:
+    def _run_reply(self, user_id: str, session_id: str, message: Any, step: int,
+                   on_tool: Callable[[str, str, str], None] | None) -> None:
+        """Record a reply with tool calls, then run its calls, recording each result at once.
+
+        A failure while the calls run (a tool, the store) leaves the reply and the results so
+        far recorded, so continuing the turn runs only the calls that have none: a tool with
+        side effects (a refund) is not run twice.
+        """
+        (assistant,) = chat_messages(message, "assistant")
+        calls = assistant["tool_calls"]
+        unique_call_ids(calls, step)
+        not_run = [_unrunnable_result(call) for call in calls]
+        # The whole reply is checked before any tool runs: a tool with side effects must
+        # not run for a turn the session then refuses to store.
+        parse_message(assistant, "reply")
+        # The results of calls that cannot run go with the reply: their arguments were replaced
+        # by "{}", and a resume must not run them with that.
+        refused = [{"tool_call_id": call["id"], "content": result}
+                   for call, result in zip(calls, not_run, strict=True) if result is not None]
+        self.manager.record(user_id, session_id, assistant=assistant, tool_results=refused)
+        for call, result in zip(calls, not_run, strict=True):
+            if result is None:
+                self._run_call(user_id, session_id, call, on_tool)
+            elif on_tool is not None:
+                on_tool(call["function"]["name"], call["function"]["arguments"], result)
+
+    def _run_pending_calls(self, user_id: str, session_id: str,
+                           on_tool: Callable[[str, str, str], None] | None) -> None:
+        """Run the calls of the session's pending turn that have no recorded result.
+
+        ``InvalidInputError`` when there is no turn to continue.
+        """
+        tail = self._turn_tail(SessionKey(user_id=user_id, session_id=session_id))
+        if not tail:
             raise InvalidInputError("no turn to continue: the session is empty; pass text")
-        message = last[0].message
-        if message.get("role") == "assistant" and not message.get("tool_calls"):
+        head = tail[0]
+        if head.get("role") == "user":
+            return  # the model call after the question failed: it is asked again
+        if head.get("role") != "assistant" or not head.get("tool_calls"):
             raise InvalidInputError("no turn to continue: the session's last turn has its "
                                     "answer; pass text")
+        calls = head["tool_calls"]
+        answered = [message.get("tool_call_id") for message in tail[1:]]
+        pending = set(pair_results([call["id"] for call in calls], answered).unanswered)
+        for call in calls:
+            if call["id"] in pending:
+                self._run_call(user_id, session_id, call, on_tool)
 
-    def _answer(self, call: dict[str, Any], not_run: str | None, user_id: str,
-                on_tool: Callable[[str, str, str], None] | None) -> dict[str, Any]:
-        """Run one call (unless ``not_run`` is its result already); its result message."""
+    def _turn_tail(self, key: SessionKey) -> list[Mapping[str, Any]]:
+        """The session's newest message and the tool results after it, oldest first.
+
+        Read backwards in growing steps: a reply's results may outnumber any fixed window.
+        """
+        last = 16
+        while True:
+            read = [stored.message for stored in self.store.read(key, last=last)]
+            start = len(read)
+            while start > 0 and read[start - 1].get("role") == "tool":
+                start -= 1
+            if start > 0 or len(read) < last:
+                return read[max(start - 1, 0):]
+            last *= 2
+
+    def _run_call(self, user_id: str, session_id: str, call: dict[str, Any],
+                  on_tool: Callable[[str, str, str], None] | None) -> None:
+        """Run one call and record its result before anything else can fail."""
         function = call["function"]
-        output = not_run if not_run is not None else run_tool(
-            function["name"], function["arguments"], user_id, self.memos)
+        output = run_tool(function["name"], function["arguments"], user_id, self.memos)
+        self.manager.record(user_id, session_id,
+                            tool_results=[{"tool_call_id": call["id"], "content": output}])
         if on_tool is not None:
             on_tool(function["name"], function["arguments"], output)
-        return {"tool_call_id": call["id"], "content": output}
 
     def _complete(self, body: dict[str, Any]) -> Any:
         """The model's reply message.
