@@ -28,7 +28,7 @@ from contextwright.convert import chat_messages
 from contextwright.core.items import parse_message
 from contextwright.core.pairing import pair_results
 from contextwright.errors import InvalidInputError, LLMError
-from contextwright.llm.client import check_base_url
+from contextwright.llm.client import check_timeout, make_sdk_client
 from contextwright.manager import ContextManager
 from contextwright.session.sqlite import SqliteStore
 from contextwright.session.store import SessionKey
@@ -40,6 +40,12 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """The providers' rule for a tool name."""
 MAX_STEPS = 8
 """Model calls one user message may take (tool rounds included) before the turn stops."""
+DEFAULT_TIMEOUT = 600.0
+"""Seconds one attempt of a model call may take unless ``make_agent`` is told otherwise (the
+``openai`` SDK's own default: a local model's long answer is not cut off)."""
+SDK_RETRIES = 2
+"""Extra attempts the SDK makes after a timeout, a connection error, 408/409/429 or a 5xx (its
+own default)."""
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {
@@ -302,12 +308,23 @@ def _call_failure(exc: Exception) -> LLMError:
     status = getattr(exc, "status_code", None)
     if status:
         kind = "status"
+    elif _is_timeout(exc):
+        return LLMError(f"the model call timed out: {type(exc).__name__}: {exc}", kind="timeout")
     elif isinstance(exc, ValueError):  # a 200 whose body is not JSON: the decoder's error
         kind = "response"
     else:
         kind = "connection"
     return LLMError(f"the model call failed: {type(exc).__name__}: {exc}", kind=kind,
                     status_code=status)
+
+
+def _is_timeout(exc: Exception) -> bool:
+    """Whether ``exc`` is the SDK's timeout (the agent's client may be any SDK-like object)."""
+    try:
+        import openai
+    except ImportError:
+        return False
+    return isinstance(exc, openai.APITimeoutError)
 
 
 def _reply_message(completion: object) -> Any:
@@ -370,20 +387,25 @@ def _unrunnable_result(call: dict[str, Any]) -> str | None:
     return None
 
 
-def make_agent(base_url: str, model: str, path: str | Path, api_key: str = "none") -> Agent:
+def make_agent(base_url: str, model: str, path: str | Path, api_key: str = "none", *,
+               timeout: float = DEFAULT_TIMEOUT) -> Agent:
     """An agent on the endpoint at ``base_url`` (needs the ``llm`` extra).
 
+    ``timeout``: seconds each attempt of a model call may take (the SDK retries a timed-out
+    attempt twice); a call that runs out of them is an ``LLMError`` of kind ``timeout``.
+
     Raises:
-        LLMError: ``base_url`` is not an http(s) URL with a host (kind ``config``), checked
-            before anything is stored or sent.
+        LLMError: ``base_url`` is not an http(s) URL with a host, or ``timeout`` is not a
+            positive number of seconds (kind ``config``), checked before anything is stored
+            or sent.
     """
     try:
-        from openai import OpenAI
+        import openai  # noqa: F401  (only to say which extra is missing)
     except ImportError as exc:
         raise InvalidInputError("the agent needs the openai package: pip install "
                                 "'contextwright[llm]'") from exc
-    check_base_url(base_url)
-    client = OpenAI(base_url=base_url, api_key=api_key)
+    seconds = check_timeout(timeout)
+    client = make_sdk_client(base_url, api_key, seconds, SDK_RETRIES)
     try:
         return Agent(client=client, model=model, path=Path(path), owns_client=True)
     except BaseException:  # the store could not be opened: nothing else will close the client

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -82,8 +83,7 @@ class OpenAIChatClient:
 
     def __init__(self, base_url: str, api_key: str = "not-needed", *, timeout: float = 30,
                  max_retries: int = 2) -> None:
-        if not timeout > 0:
-            raise LLMError("timeout must be a positive number of seconds", kind="config")
+        check_timeout(timeout)
         if max_retries < 0:
             raise LLMError("max_retries must not be negative", kind="config")
         self.timeout = timeout
@@ -178,6 +178,18 @@ def make_sdk_client(base_url: str, api_key: str, timeout: float,
                              max_retries=max_retries)
     except _invalid_url_errors():
         raise _bad_url(base_url) from None
+
+
+def check_timeout(timeout: object) -> float:
+    """``timeout`` as seconds; ``LLMError`` (kind ``config``) unless it is a finite number > 0.
+
+    Checked when the client is made: the SDK takes ``"5"`` or ``None`` without a word and then
+    fails (or waits without end) on the first call, and ``True`` would be a one-second timeout.
+    """
+    if (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout) or timeout <= 0):
+        raise LLMError("timeout must be a positive number of seconds", kind="config")
+    return float(timeout)
 
 
 def _invalid_url_errors() -> tuple[type[Exception], ...]:
