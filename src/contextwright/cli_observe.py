@@ -7,8 +7,8 @@ that does not exist is refused rather than created. A snapshot is named by its i
 --json`` output). Hashed ids and texts of redacted snapshots are matched with the key of
 ``CONTEXTWRIGHT_FENCE_SECRET``, the secret the recording deployment ran with (never a command
 line option: those are visible to every user of the machine). Every failure is one line on
-stderr and exit code 2; lines of a JSONL file that are not snapshots are skipped, and named in
-one warning line on stderr.
+stderr and exit code 2; lines of a JSONL file and rows of a database that are not snapshots
+are skipped, and named in one warning line on stderr.
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ from contextwright.observe.diff import diff_snapshots
 from contextwright.observe.query import summarize
 from contextwright.observe.sinks import (
     JsonlSink,
+    SkipsUnreadableRows,
     SnapshotQuery,
     SnapshotSink,
     open_sink,
+    shown_id,
     snapshot_from_file,
 )
 from contextwright.observe.snapshot import Snapshot
@@ -85,16 +87,29 @@ def _opened(url: str) -> Iterator[SnapshotSink]:
 
 
 def _warn_unreadable(sink: SnapshotSink) -> None:
-    """One stderr line naming the lines of a JSONL file that reads skipped (not snapshots)."""
-    if not isinstance(sink, JsonlSink):
-        return
-    skipped = sink.unreadable_lines()
-    if not skipped:
-        return
-    shown = "; ".join(f"line {number} ({reason})" for number, reason in skipped[:3])
-    more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-    typer.echo(f"warning: skipped {len(skipped)} unreadable line(s) of {sink.path.name}: "
-               f"{shown}{more}", err=True)
+    """One stderr line naming what reads skipped because it is not a snapshot.
+
+    Lines of a JSONL file by number; rows of a database (SQLite, PostgreSQL, Redis) by id.
+    """
+    if isinstance(sink, JsonlSink):
+        lines = sink.unreadable_lines()
+        if lines:
+            typer.echo(f"warning: skipped {len(lines)} unreadable line(s) of {sink.path.name}: "
+                       + _first_few([f"line {number} ({reason})" for number, reason in lines]),
+                       err=True)
+    elif isinstance(sink, SkipsUnreadableRows):
+        rows = sink.unreadable_rows()
+        if rows:
+            typer.echo(printable(
+                f"warning: skipped {len(rows)} unreadable snapshot(s): "
+                + _first_few([f"{shown_id(snapshot_id)} ({reason})"
+                              for snapshot_id, reason in rows])), err=True)
+
+
+def _first_few(named: list[str]) -> str:
+    """The first three of ``named``, and how many more there are."""
+    more = f"; and {len(named) - 3} more" if len(named) > 3 else ""
+    return "; ".join(named[:3]) + more
 
 
 def parse_time(value: str | None, now: float) -> float | None:

@@ -66,14 +66,15 @@ def test_a_session_query_reads_that_sessions_bodies_only(base: Snapshot, prefix:
     bob = [_of(base, i, "bob") for i in range(1, 40, 2)]
     sink.write([*ada, *bob])
     _corrupt(raw, prefix, [s.id for s in bob])
-    with pytest.raises(CorruptRecordError):
-        sink.read()  # the store holds them: reading everything reaches them
     assert sink.read(SnapshotQuery(user_id="ada")) == ada
     assert sink.read(SnapshotQuery(session_id="ada-s", since=1010, until=1020)) == [
         s for s in ada if 1010 <= s.created_at < 1020]
     assert sink.read(SnapshotQuery(user_id="ada", session_id="ada-s", limit=3)) == ada[-3:]
     assert sink.read(SnapshotQuery(user_id="ada", session_id="bob-s")) == []
     assert sink.read(SnapshotQuery(user_id="nobody")) == []
+    assert sink.unreadable_rows() == []  # no read above reached bob's bodies
+    assert sink.read() == ada  # reading everything reaches them, and skips them
+    assert [i for i, _ in sink.unreadable_rows()] == [s.id for s in bob]
     sink.close()
 
 
@@ -88,6 +89,7 @@ def test_a_plan_query_reads_that_plans_bodies_only(base: Snapshot, prefix: str,
     assert sink.read(SnapshotQuery(plan="chat")) == [*chat, grown]
     assert sink.read(SnapshotQuery(plan="chat", limit=2)) == [chat[-1], grown]
     assert sink.read(SnapshotQuery(plan="chat+history")) == [grown]
+    assert sink.unreadable_rows() == []  # no tool_heavy body was read
     sink.close()
 
 
@@ -96,13 +98,14 @@ def test_a_limit_reads_the_newest_pages_only(base: Snapshot, prefix: str, raw: A
     series = [_of(base, i) for i in range(3 * PAGE)]
     sink.write(series)
     _corrupt(raw, prefix, [s.id for s in series[:PAGE]])  # the oldest page
-    with pytest.raises(CorruptRecordError):
-        sink.read()
     assert sink.read(SnapshotQuery(limit=5)) == series[-5:]
     assert sink.read(SnapshotQuery(limit=4, plan="chat")) == [
         s for s in series if s.plan == "chat"][-4:]
     assert sink.read(SnapshotQuery(limit=PAGE + 3, until=1000.0 + 2 * PAGE + 10)) == (
         series[PAGE + 7:2 * PAGE + 10])
+    assert sink.unreadable_rows() == []  # no read above reached the oldest page
+    assert sink.read() == series[PAGE:]
+    assert len(sink.unreadable_rows()) == PAGE
     sink.close()
 
 
@@ -135,7 +138,7 @@ def test_snapshots_stored_before_the_sets_are_indexed_when_a_sink_opens(
     sink = RedisSink(REDIS_URL, prefix=prefix)
     assert sink.read(SnapshotQuery(user_id="ada")) == older[1::2]
     assert raw.get(f"{prefix}:snapshots:indexed") == "1"
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(CorruptRecordError, match="snapshot broken cannot be read"):
         sink.get("broken")  # left for a read to report, and for retention to remove
     assert sink.purge(older_than=1004.0) == 4
     sink.close()

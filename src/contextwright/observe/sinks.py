@@ -6,21 +6,26 @@ append-only file for shipping elsewhere; Redis and PostgreSQL (``sinks_redis``,
 snapshot's JSON and indexes its time, plan, mode and status, so a query reads only what it asks
 for; SQLite and PostgreSQL also index the session's user and session ids (as the snapshot keeps
 them, hashed or not), while Redis and JSONL read the time range and filter. Errors are the store
-errors: ``StoreUnavailable``, ``StoreError``, ``CorruptRecordError``.
+errors: ``StoreUnavailable``, ``StoreError``, ``CorruptRecordError``. A stored snapshot that
+cannot be read (damaged, or of a newer version's layout) hides no other: reads skip it with a
+warning and list it (``JsonlSink.unreadable_lines``, ``unreadable_rows`` of the others), and
+``get`` of it is a ``CorruptRecordError`` naming it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Any, Protocol, TypeVar, runtime_checkable
 
 from contextwright.errors import CorruptRecordError, InvalidInputError, StoreError
 from contextwright.observe.jsonl_index import IndexRow, JsonlIndex
@@ -33,6 +38,8 @@ from contextwright.observe.snapshot import (
 from contextwright.session.store import validate_id
 
 T = TypeVar("T")
+
+logger = logging.getLogger("contextwright.observe")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,12 +146,106 @@ def not_found(snapshot_id: str) -> InvalidInputError:
     return InvalidInputError(f"no snapshot with id {shown}")
 
 
-def read_rows(bodies: Sequence[str | bytes], query: SnapshotQuery) -> list[Snapshot]:
-    """Snapshots of a SQL sink's rows (oldest first), the session filter and limit applied.
+_PLAIN_ID = re.compile(r"[\w.:-]{1,80}", re.ASCII)
 
-    A sink whose SQL applied them already gets the same rows back.
+
+def shown_id(snapshot_id: str) -> str:
+    """A stored snapshot's id as a message shows it: as it is when plain, else quoted and cut.
+
+    A row written by another program may have any id; shown raw it could break a log line.
     """
-    snapshots = [Snapshot.from_json(body) for body in bodies]
+    return snapshot_id if _PLAIN_ID.fullmatch(snapshot_id) else repr(snapshot_id[:80])
+
+
+def stored_snapshot(snapshot_id: str, body: str | bytes) -> Snapshot:
+    """The snapshot a sink holds under ``snapshot_id`` (for ``get``).
+
+    ``CorruptRecordError`` naming the snapshot when its body cannot be read.
+    """
+    try:
+        return Snapshot.from_json(body)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"snapshot {shown_id(snapshot_id)} cannot be read: {exc}"
+                                 ) from None
+
+
+@runtime_checkable
+class SkipsUnreadableRows(Protocol):
+    """A sink whose reads skip the stored snapshots they cannot read, and list them."""
+
+    def unreadable_rows(self) -> list[tuple[str, str]]:
+        """The snapshots reads skipped: id, why."""
+        ...
+
+
+class UnreadableRows:
+    """The stored snapshots one sink's reads skipped because they cannot be read: id, why.
+
+    A row damaged, or written by a newer version in a layout this one does not read, must not
+    hide the others: reads skip it, a warning names it once, and ``listed`` keeps it until a
+    purge (which may have removed it). Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._skipped: dict[str, str] = {}
+        self._logged: set[str] = set()
+
+    def parse(self, rows: Iterable[tuple[str, str | bytes]]) -> list[Snapshot]:
+        """The snapshots of ``rows`` (id, body), in their order; those not readable skipped."""
+        snapshots = []
+        for snapshot_id, body in rows:
+            try:
+                snapshots.append(Snapshot.from_json(body))
+            except CorruptRecordError as exc:
+                # The reason names a field, never its value, so it is safe to log and keep.
+                self._skip(snapshot_id, str(exc))
+        return snapshots
+
+    def _skip(self, snapshot_id: str, reason: str) -> None:
+        with self._lock:
+            self._skipped[snapshot_id] = reason
+            first = snapshot_id not in self._logged
+            self._logged.add(snapshot_id)
+        if first:
+            logger.warning("snapshot %s is not readable (%s); reads skip it",
+                           shown_id(snapshot_id), reason,
+                           extra={"contextwright": {"event": "snapshot_row_unreadable"}})
+
+    def listed(self) -> list[tuple[str, str]]:
+        """The rows skipped since the sink was opened or last purged, by id."""
+        with self._lock:
+            return sorted(self._skipped.items())
+
+    def purged(self) -> None:
+        """Forget the rows skipped: a purge may have removed them.
+
+        The next read finds those still there again, without logging them twice.
+        """
+        with self._lock:
+            self._skipped.clear()
+
+
+def read_sql(query: SnapshotQuery, fetch: Callable[[str, list[object]], Sequence[Any]], *,
+             table: str, placeholder: str, session_id: str | None,
+             unreadable: UnreadableRows) -> list[Snapshot]:
+    """The snapshots ``query`` asks for of a SQL sink, oldest first (``select_sql``'s rows).
+
+    ``fetch`` runs a SELECT and returns its (id, body) rows. Rows that are not readable
+    snapshots are skipped (``unreadable``); when the SQL applied the query's limit, the
+    skipped ones are made up for by asking for as many more, so a limit counts snapshots.
+    """
+    # The limit the SQL applies: none when the caller filters by user or session itself.
+    limit = None if query.by_session and session_id is None else query.limit
+    asked = query
+    while True:
+        sql, params = select_sql(asked, table, placeholder, session_id)
+        rows = fetch(sql, params)  # newest first
+        snapshots = unreadable.parse((row[0], row[1]) for row in reversed(rows))
+        if limit is None or len(snapshots) >= limit or len(rows) < (asked.limit or 0):
+            break
+        # The newest rows hold unreadable ones: as many more rows than the limit hold the rest.
+        asked = replace(query, limit=limit + len(rows) - len(snapshots))
     return newest(snapshots, query) if query.by_session else snapshots
 
 
@@ -376,7 +477,7 @@ def query_sql(query: SnapshotQuery, placeholder: str,
 
     ``session_id`` is the SQL of a snapshot's session id (``{name}`` stands for ``user_id`` or
     ``session_id``) when the sink indexes it; the user and session filters are then in the
-    clause too, else the caller filters the rows (``read_rows``).
+    clause too, else the caller filters the rows (``read_sql``).
     """
     clauses: list[str] = []
     params: list[object] = []
@@ -403,7 +504,7 @@ _NEWEST_FIRST = " ORDER BY created_at DESC, id DESC"
 
 def select_sql(query: SnapshotQuery, table: str, placeholder: str,
                session_id: str | None = None) -> tuple[str, list[object]]:
-    """The SELECT of the bodies ``query`` asks for, newest first, and its parameters.
+    """The SELECT of the ids and bodies ``query`` asks for, newest first, and its parameters.
 
     The limit is applied in SQL unless the query names a user or session the sink cannot
     index (``session_id`` None: the caller filters, then cuts). A query by user or session
@@ -413,7 +514,7 @@ def select_sql(query: SnapshotQuery, table: str, placeholder: str,
     parsed every newer snapshot's body to test its id (47 ms against 0.08 ms for 5 of 5,000).
     """
     where, params = query_sql(query, placeholder, session_id)
-    select = f"SELECT body FROM {table}{where}{_NEWEST_FIRST}"
+    select = f"SELECT id, body FROM {table}{where}{_NEWEST_FIRST}"
     if query.limit is None or (query.by_session and session_id is None):
         return select, params
     if not query.by_session or session_id is None:
@@ -429,16 +530,22 @@ def select_sql(query: SnapshotQuery, table: str, placeholder: str,
             f" AND {id_column} = {placeholder}{_NEWEST_FIRST} LIMIT {placeholder}) AS form{number}")
         merged += [*params, form, query.limit]
     union = " UNION ALL ".join(branches)
-    return (f"SELECT body FROM ({union}) AS picked{_NEWEST_FIRST} LIMIT {placeholder}",
+    return (f"SELECT id, body FROM ({union}) AS picked{_NEWEST_FIRST} LIMIT {placeholder}",
             [*merged, query.limit])
 
 
 class SqliteSink:
-    """Snapshots in a SQLite file (WAL; one writer thread, readers anywhere)."""
+    """Snapshots in a SQLite file (WAL; one writer thread, readers anywhere).
+
+    A row that is not a snapshot this version reads (damaged, or of a newer layout) is skipped
+    by reads with a warning and listed by ``unreadable_rows``; ``get`` of it raises
+    ``CorruptRecordError`` naming it.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._lock = threading.Lock()
+        self._unreadable = UnreadableRows()
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -480,21 +587,27 @@ class SqliteSink:
 
     def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
         """Read through the time, plan, user and session indexes."""
-        query = query or SnapshotQuery()
-        sql, params = select_sql(query, "snapshots", "?",
-                                 _SQLITE_SESSION_ID if self._by_session else None)
+        return read_sql(query or SnapshotQuery(), self._fetch, table="snapshots",
+                        placeholder="?",
+                        session_id=_SQLITE_SESSION_ID if self._by_session else None,
+                        unreadable=self._unreadable)
+
+    def _fetch(self, sql: str, params: list[object]) -> list[Any]:
         with self._errors():
-            rows = self._db.execute(sql, params).fetchall()
-        return read_rows([body for (body,) in reversed(rows)], query)
+            return self._db.execute(sql, params).fetchall()
+
+    def unreadable_rows(self) -> list[tuple[str, str]]:
+        """The rows reads skipped because they are not snapshots: id, why."""
+        return self._unreadable.listed()
 
     def get(self, snapshot_id: str) -> Snapshot:
-        """One snapshot by id."""
+        """One snapshot by id; ``CorruptRecordError`` naming it when it cannot be read."""
         with self._errors():
             row = self._db.execute("SELECT body FROM snapshots WHERE id = ?",
                                    (snapshot_id,)).fetchone()
         if row is None:
             raise not_found(snapshot_id)
-        return Snapshot.from_json(row[0])
+        return stored_snapshot(snapshot_id, row[0])
 
     def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
         """Delete by age, then all but the newest ``keep_last``."""
@@ -507,6 +620,7 @@ class SqliteSink:
                 removed += self._db.execute(
                     "DELETE FROM snapshots WHERE id NOT IN (SELECT id FROM snapshots "
                     "ORDER BY created_at DESC, id DESC LIMIT ?)", (keep_last,)).rowcount
+        self._unreadable.purged()
         return removed
 
     def close(self) -> None:

@@ -17,7 +17,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from contextwright.errors import InvalidInputError, StoreError, StoreUnavailable
-from contextwright.observe.sinks import SnapshotQuery, not_found, read_rows, select_sql
+from contextwright.observe.sinks import (
+    SnapshotQuery,
+    UnreadableRows,
+    not_found,
+    read_sql,
+    stored_snapshot,
+)
 from contextwright.observe.snapshot import Snapshot
 
 T = TypeVar("T")
@@ -51,7 +57,12 @@ snapshot holding a NUL or a surrogate escape."""
 
 
 class PostgresSink:
-    """A ``SnapshotSink`` in PostgreSQL (psycopg 3)."""
+    """A ``SnapshotSink`` in PostgreSQL (psycopg 3).
+
+    A row that is not a snapshot this version reads (damaged, or of a newer layout) is skipped
+    by reads with a warning and listed by ``unreadable_rows``; ``get`` of it raises
+    ``CorruptRecordError`` naming it.
+    """
 
     def __init__(self, dsn: str, *, schema: str = "contextwright") -> None:
         if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
@@ -60,6 +71,7 @@ class PostgresSink:
         self._dsn = dsn
         self._lock = threading.Lock()
         self._closed = False
+        self._unreadable = UnreadableRows()
         try:
             import psycopg  # noqa: F401  (only to say what is missing)
         except ImportError as exc:
@@ -98,18 +110,23 @@ class PostgresSink:
 
     def read(self, query: SnapshotQuery | None = None) -> list[Snapshot]:
         """Read through the time, plan, user and session indexes."""
-        query = query or SnapshotQuery()
-        sql, params = select_sql(query, "{s}.snapshots", "%s", _SESSION_ID)
-        rows = self._run(lambda db: db.execute(self._sql(sql), params).fetchall())
-        return read_rows([body for (body,) in reversed(rows)], query)
+        return read_sql(query or SnapshotQuery(), self._fetch, table="{s}.snapshots",
+                        placeholder="%s", session_id=_SESSION_ID, unreadable=self._unreadable)
+
+    def _fetch(self, sql: str, params: list[object]) -> list[Any]:
+        return self._run(lambda db: db.execute(self._sql(sql), params).fetchall())
+
+    def unreadable_rows(self) -> list[tuple[str, str]]:
+        """The rows reads skipped because they are not snapshots: id, why."""
+        return self._unreadable.listed()
 
     def get(self, snapshot_id: str) -> Snapshot:
-        """One snapshot by id."""
+        """One snapshot by id; ``CorruptRecordError`` naming it when it cannot be read."""
         sql = self._sql("SELECT body FROM {s}.snapshots WHERE id = %s")
         row = self._run(lambda db: db.execute(sql, (snapshot_id,)).fetchone())
         if row is None:
             raise not_found(snapshot_id)
-        return Snapshot.from_json(row[0])
+        return stored_snapshot(snapshot_id, row[0])
 
     def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
         """Delete by age, then all but the newest ``keep_last``, in one transaction."""
@@ -127,7 +144,9 @@ class PostgresSink:
                         (keep_last,)).rowcount
             return removed
 
-        return self._run(delete)
+        removed = self._run(delete)
+        self._unreadable.purged()
+        return removed
 
     def close(self) -> None:
         """Close the connection; later calls raise ``StoreUnavailable``."""

@@ -24,7 +24,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from contextwright.errors import CorruptRecordError, InvalidInputError
-from contextwright.observe.sinks import SnapshotQuery, newest, not_found
+from contextwright.observe.sinks import (
+    SnapshotQuery,
+    UnreadableRows,
+    newest,
+    not_found,
+    stored_snapshot,
+)
 from contextwright.observe.snapshot import Snapshot
 from contextwright.session.redis import _connect
 from contextwright.session.redis_common import redis_errors as _errors
@@ -38,7 +44,12 @@ _INDEX_VERSION = "1"
 
 
 class RedisSink:
-    """A ``SnapshotSink`` in Redis under ``prefix``."""
+    """A ``SnapshotSink`` in Redis under ``prefix``.
+
+    A body that is not a snapshot this version reads (damaged, or of a newer layout) is skipped
+    by reads with a warning and listed by ``unreadable_rows``; ``get`` of it raises
+    ``CorruptRecordError`` naming it.
+    """
 
     def __init__(self, url: str, *, prefix: str = "contextwright",
                  socket_timeout: float | None = 10.0) -> None:
@@ -50,6 +61,7 @@ class RedisSink:
         self._refs = f"{prefix}:snapshots:refs"
         self._by = f"{prefix}:snapshots:by"
         self._indexed = f"{prefix}:snapshots:indexed"
+        self._unreadable = UnreadableRows()
         self._index_stored()
 
     def write(self, snapshots: Sequence[Snapshot]) -> None:
@@ -101,8 +113,8 @@ class RedisSink:
     def _stored_batches(self) -> Iterator[list[Snapshot]]:
         """The stored snapshots in batches; a body that does not parse is left unindexed.
 
-        It cannot be matched by user or session, and a read that reaches it (by time, or
-        ``get``) still raises ``CorruptRecordError``, so the sink opens and can purge it.
+        It cannot be matched by user or session; a read that reaches it (by time) skips and
+        lists it, ``get`` raises ``CorruptRecordError``, and retention removes it.
         """
         batch: list[Snapshot] = []
         for _, body in self._client.hscan_iter(self._body, count=PAGE):
@@ -194,16 +206,22 @@ class RedisSink:
         return list((chosen or {}).items())
 
     def _bodies(self, ids: list[str]) -> list[Snapshot]:
+        """The snapshots of ``ids`` (those gone meanwhile, or not readable, skipped)."""
         bodies = self._client.hmget(self._body, ids) if ids else []
-        return [Snapshot.from_json(b) for b in bodies if b is not None]
+        return self._unreadable.parse((snapshot_id, body) for snapshot_id, body
+                                      in zip(ids, bodies, strict=True) if body is not None)
+
+    def unreadable_rows(self) -> list[tuple[str, str]]:
+        """The snapshots reads skipped because their bodies are not snapshots: id, why."""
+        return self._unreadable.listed()
 
     def get(self, snapshot_id: str) -> Snapshot:
-        """One snapshot by id."""
+        """One snapshot by id; ``CorruptRecordError`` naming it when it cannot be read."""
         with _errors():
             body = self._client.hget(self._body, snapshot_id)
         if body is None:
             raise not_found(snapshot_id)
-        return Snapshot.from_json(body)
+        return stored_snapshot(snapshot_id, body)
 
     def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
         """Remove by age, then all but the newest ``keep_last``, from every set that holds them."""
@@ -226,6 +244,7 @@ class RedisSink:
                     if key:
                         pipe.zrem(key, snapshot_id)
             removed = pipe.execute()[0]
+        self._unreadable.purged()
         return int(removed)
 
     def close(self) -> None:
