@@ -4,9 +4,10 @@ The request path does only this: time the build, copy the request's lists (refer
 one record on a bounded queue without waiting. A writer thread turns records into snapshots,
 hands them to the observers (metrics, alerts) and writes them to the sink in batches. A full
 queue drops the record; a batch the sink refuses is written again one snapshot at a time, so a
-record the sink cannot take loses only itself (an unreachable sink loses the batch). Losses are
-counted (``stats``) and logged, and never slow or fail a build. Retention (age, count) is
-applied by the writer thread every ``Retention.every`` writes, on ``flush`` and on ``close``.
+record the sink cannot take loses only itself (an unreachable sink loses the batch); a build
+recorded after ``close`` is dropped too. Losses are counted (``stats``) and logged, and never
+slow or fail a build. Retention (age, count) is applied by the writer thread every
+``Retention.every`` writes, on ``flush`` and on ``close``.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class RecorderStats:
     """Snapshots the sink accepted."""
     dropped_queue_full: int
     """Builds dropped because the queue was full."""
+    dropped_closed: int
+    """Builds recorded after ``close`` (a request still running at shutdown): not written."""
     dropped_sink_error: int
     """Snapshots lost because the sink raised."""
     capture_errors: int
@@ -133,6 +136,10 @@ class _Writer:
         self.queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
         self.counters = _Counters()
         self.closed = False
+        self._accepting = threading.Lock()
+        """Held while a build is put on the queue and while ``close`` marks the recorder
+        closed: no build lands behind the writer's stop, where nothing would ever write it."""
+        self._told_closed = False
         self.finished = False
         """The writer thread has ended (after a stop, or a failure)."""
         self.abandoned = False
@@ -146,12 +153,26 @@ class _Writer:
         atexit.register(self.close, 2.0)
 
     def submit(self, record: BuildRecord) -> None:
-        try:
-            self.queue.put_nowait(record)
-        except queue.Full:
-            self.counters.add("dropped_queue_full")
-            return
-        self.counters.add("submitted")
+        with self._accepting:
+            if self.closed:
+                self.drop_closed()
+                return
+            try:
+                self.queue.put_nowait(record)
+            except queue.Full:
+                self.counters.add("dropped_queue_full")
+                return
+            self.counters.add("submitted")
+
+    def drop_closed(self) -> None:
+        """Count a build recorded after ``close``; the first one is logged."""
+        self.counters.add("dropped_closed")
+        with self.counters.lock:
+            first, self._told_closed = not self._told_closed, True
+        if first:
+            logger.warning("a build was recorded after the recorder was closed; its snapshot "
+                           "is dropped (recorder.stats.dropped_closed counts them)",
+                           extra={"contextwright": {"event": "snapshot_recorded_after_close"}})
 
     def _run(self) -> None:
         try:
@@ -289,9 +310,10 @@ class _Writer:
         return marker.done.wait(timeout)
 
     def close(self, timeout: float | None = 5.0) -> None:
-        if self.closed:
-            return
-        self.closed = True
+        with self._accepting:
+            if self.closed:
+                return
+            self.closed = True
         atexit.unregister(self.close)
         try:
             self.queue.put(_STOP, timeout=timeout)
@@ -381,8 +403,8 @@ class SnapshotRecorder:
                 error: BudgetError | None, started: float, build_ns: int,
                 tokenizer: str) -> None:
         writer = self._writer
-        if writer.closed:
-            writer.counters.add("dropped_queue_full")
+        if writer.closed:  # checked again as the record is queued: ``close`` may land between
+            writer.drop_closed()
             return
         try:
             record = BuildRecord(
