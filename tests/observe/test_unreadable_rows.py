@@ -214,3 +214,32 @@ def test_the_cli_lists_the_rest_and_names_the_skipped_row(backend: Backend,
     shown = runner.invoke(app, ["snapshots", "show", "newer", "--sink", backend.url])
     assert shown.exit_code == 2
     assert shown.stderr.startswith("error: CorruptRecordError: snapshot newer cannot be read")
+
+
+def test_a_redis_body_that_is_not_utf8_is_skipped_and_named(base: Snapshot) -> None:
+    import redis
+
+    from contextwright.observe.sinks_redis import RedisSink
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    _service_or_fail("Redis", client.ping)
+    prefix = f"cwtest-{uuid.uuid4().hex}"
+    series = _series(base, 3)
+    # As an earlier version (or another program) left them: bodies and times only, so the
+    # first sink to open the prefix reads every body to index it.
+    client.hset(f"{prefix}:snapshots:body", mapping={
+        **{s.id: s.to_json() for s in series}, "binary": b"\xff\xfe{\"schema\": 2"})
+    client.zadd(f"{prefix}:snapshots:time", {
+        **{s.id: s.created_at for s in series}, "binary": 1001.5})
+    try:
+        sink = RedisSink(REDIS_URL, prefix=prefix)
+        assert sink.read() == series
+        assert sink.read(SnapshotQuery(user_id="ada", limit=2)) == series[-2:]
+        assert sink.unreadable_rows() == [("binary", "a snapshot record is not JSON")]
+        with pytest.raises(CorruptRecordError, match="snapshot binary cannot be read"):
+            sink.get("binary")
+        sink.close()
+    finally:
+        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            client.delete(key)
+        client.close()

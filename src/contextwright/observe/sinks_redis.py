@@ -41,6 +41,11 @@ _BODY_BATCH = 32
 """Bodies fetched at a time at least, when a query's filters are read from the bodies."""
 _SESSION_FIELDS = ("user_id", "session_id")
 _INDEX_VERSION = "1"
+_AS_BYTES: dict[str, object] = {"NEVER_DECODE": ()}
+"""Options of a command whose answer stays bytes (redis-py's ``NEVER_DECODE``): the client
+decodes every answer as UTF-8, and one body that is not (damaged, or written by another
+program) made the whole answer raise ``UnicodeDecodeError``, failing every read that reached
+it and the first open of its prefix. Bodies are read as bytes and parsed one by one."""
 
 
 class RedisSink:
@@ -117,14 +122,18 @@ class RedisSink:
         lists it, ``get`` raises ``CorruptRecordError``, and retention removes it.
         """
         batch: list[Snapshot] = []
-        for _, body in self._client.hscan_iter(self._body, count=PAGE):
-            try:
-                batch.append(Snapshot.from_json(body))
-            except CorruptRecordError:
-                continue
-            if len(batch) >= PAGE:
-                yield batch
-                batch = []
+        cursor = None
+        while cursor != 0:
+            cursor, page = self._client.execute_command(
+                "HSCAN", self._body, cursor or 0, "COUNT", PAGE, **_AS_BYTES)
+            for body in page.values():
+                try:
+                    batch.append(Snapshot.from_json(body))
+                except CorruptRecordError:
+                    continue
+                if len(batch) >= PAGE:
+                    yield batch
+                    batch = []
         if batch:
             yield batch
 
@@ -207,7 +216,8 @@ class RedisSink:
 
     def _bodies(self, ids: list[str]) -> list[Snapshot]:
         """The snapshots of ``ids`` (those gone meanwhile, or not readable, skipped)."""
-        bodies = self._client.hmget(self._body, ids) if ids else []
+        bodies = self._client.execute_command("HMGET", self._body, *ids,
+                                              **_AS_BYTES) if ids else []
         return self._unreadable.parse((snapshot_id, body) for snapshot_id, body
                                       in zip(ids, bodies, strict=True) if body is not None)
 
@@ -218,7 +228,7 @@ class RedisSink:
     def get(self, snapshot_id: str) -> Snapshot:
         """One snapshot by id; ``CorruptRecordError`` naming it when it cannot be read."""
         with _errors():
-            body = self._client.hget(self._body, snapshot_id)
+            body = self._client.execute_command("HGET", self._body, snapshot_id, **_AS_BYTES)
         if body is None:
             raise not_found(snapshot_id)
         return stored_snapshot(snapshot_id, body)
