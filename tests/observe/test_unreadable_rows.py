@@ -243,3 +243,24 @@ def test_a_redis_body_that_is_not_utf8_is_skipped_and_named(base: Snapshot) -> N
         for key in client.scan_iter(match=f"{prefix}:*", count=1000):
             client.delete(key)
         client.close()
+
+
+def test_a_sqlite_body_that_is_not_utf8_is_skipped_and_named(base: Snapshot,
+                                                              tmp_path: Path) -> None:
+    path = tmp_path / "snapshots.db"
+    sink = SqliteSink(path)
+    series = _series(base, 3)
+    sink.write(series)
+    # A snapshot whose stored text lost a byte to damage: JSON still, but not UTF-8.
+    damaged = replace(series[0], id="binary", created_at=1001.5).to_json().encode()
+    damaged = damaged.replace(b'"plan":"tool_heavy"', b'"plan":"tool_\xffheavy"', 1)
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO snapshots VALUES (?,?,?,?,?,CAST(? AS TEXT))",
+                   ("binary", 1001.5, "tool_heavy", None, "ok", damaged))
+    db.close()
+    assert sink.read() == series
+    assert sink.read(SnapshotQuery(user_id="ada", limit=2)) == series[-2:]
+    assert sink.unreadable_rows() == [("binary", "a snapshot record is not JSON")]
+    with pytest.raises(CorruptRecordError, match="snapshot binary cannot be read"):
+        sink.get("binary")
+    sink.close()
