@@ -194,7 +194,7 @@ class JsonlIndex:
             self._consumed += len(line)
             try:
                 data = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # damaged: not a row, so the index is rebuilt
                 data = None
             if isinstance(data, dict) and "file" in data:
                 self._describes = data["file"] if data.get("v") == INDEX_VERSION else None
