@@ -79,3 +79,32 @@ def test_a_close_during_the_hand_over_drops_the_build_as_closed(tmp_path: Path) 
     stored = SqliteSink(tmp_path / "snapshots.db")
     assert stored.read() == []
     stored.close()
+
+
+class _PurgeFails(SqliteSink):
+    """SQLite whose retention fails (a database locked by a long reader, a read-only file)."""
+
+    def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
+        from contextwright.errors import StoreError
+
+        raise StoreError("snapshot database failed (OperationalError)")
+
+
+def test_a_retention_that_fails_is_counted_and_logged_as_such(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from contextwright.observe import Retention
+
+    recorder = SnapshotRecorder(_PurgeFails(tmp_path / "snapshots.db"),
+                                retention=Retention(max_count=1))
+    builder = ContextBuilder(snapshots=recorder)
+    for n in range(2):
+        builder.build(BuildPlan.named("simple_qa"), Request(user_input=f"build {n}"))
+        assert recorder.flush()
+    stats = recorder.stats
+    assert (stats.written, stats.dropped_sink_error, stats.purged) == (2, 0, 0)
+    assert stats.purge_errors == 2
+    failed = [r.getMessage() for r in caplog.records if r.name == "contextwright.observe"]
+    # It lost no snapshot: it kept ones it should have removed.
+    assert failed == ["snapshot retention failed (StoreError); the snapshots it would remove "
+                      "are kept until it succeeds"]  # once a minute at most
+    recorder.close()

@@ -96,6 +96,8 @@ class RecorderStats:
     """Exceptions raised by observers."""
     purged: int
     """Snapshots removed by retention."""
+    purge_errors: int
+    """Retention runs the sink refused: the snapshots they would remove are kept (none lost)."""
 
 
 class _Counters:
@@ -148,6 +150,7 @@ class _Writer:
         self._since_purge = 0
         self._last_log = 0.0
         self._unlogged = 0
+        self._last_purge_log = 0.0
         self.thread = threading.Thread(target=self._run, name="cw-snapshots", daemon=True)
         self.thread.start()
         atexit.register(self.close, 2.0)
@@ -295,9 +298,25 @@ class _Writer:
         try:
             removed = self.sink.purge(older_than=older_than, keep_last=retention.max_count)
         except Exception as exc:
-            self._log_sink_failure(exc, 0)
+            self._retention_failed(exc)
             return
         self.counters.add("purged", removed)
+
+    def _retention_failed(self, exc: Exception) -> None:
+        """Count a purge the sink refused; logged at most every ``LOG_EVERY_SECONDS``.
+
+        Apart from the write failures: it loses no snapshot, and was logged as one that
+        dropped ``0 snapshots``, which read as a write failure that lost nothing.
+        """
+        self.counters.add("purge_errors")
+        now = time.monotonic()
+        if self._last_purge_log and now - self._last_purge_log < LOG_EVERY_SECONDS:
+            return
+        self._last_purge_log = now
+        logger.warning("snapshot retention failed (%s); the snapshots it would remove are "
+                       "kept until it succeeds", type(exc).__name__,
+                       extra={"contextwright": {"event": "snapshot_retention_failed",
+                                                "error": type(exc).__name__}})
 
     def flush(self, timeout: float | None) -> bool:
         if self.closed or not self.thread.is_alive():
