@@ -264,3 +264,22 @@ def test_a_sqlite_body_that_is_not_utf8_is_skipped_and_named(base: Snapshot,
     with pytest.raises(CorruptRecordError, match="snapshot binary cannot be read"):
         sink.get("binary")
     sink.close()
+
+
+def test_a_jsonl_line_of_a_newer_layout_asked_for_by_id_is_an_error_naming_it(
+        base: Snapshot, tmp_path: Path) -> None:
+    from contextwright.errors import InvalidInputError
+    from contextwright.observe import JsonlSink
+
+    sink = JsonlSink(tmp_path / "s.jsonl")
+    sink.write([base])
+    with open(tmp_path / "s.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(NEWER + "\n{not json\n")
+    assert sink.read() == [base]
+    # The file holds it, in a layout an upgraded process wrote: not "no snapshot with id".
+    with pytest.raises(CorruptRecordError, match=r"snapshot newer cannot be read: "
+                       r"a snapshot record of a layout version .* \(99\)"):
+        sink.get("newer")
+    with pytest.raises(InvalidInputError, match="no snapshot with id absent"):
+        sink.get("absent")
+    assert sink.get(base.id) == base

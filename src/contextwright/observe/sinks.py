@@ -275,8 +275,9 @@ class JsonlSink:
     Several processes may append to and purge one file: appends and purges hold a lock on the
     file shared by every process (``flock``), so a purge never drops what another process
     appends meanwhile. A line that is not a snapshot (one cut short by a crash) is skipped with
-    a warning and listed by ``unreadable_lines``; a file that only needs reading needs no write
-    access to it or its folder.
+    a warning and listed by ``unreadable_lines``; ``get`` of a snapshot whose line is in a
+    layout this version does not read raises ``CorruptRecordError`` naming it. A file that only
+    needs reading needs no write access to it or its folder.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -334,14 +335,36 @@ class JsonlSink:
             return self._snapshots(newest_of(rows, query.limit))
 
     def get(self, snapshot_id: str) -> Snapshot:
-        """The snapshot with this id (found in the index, then read)."""
+        """The snapshot with this id (found in the index, then read).
+
+        ``CorruptRecordError`` naming it when its line holds it in a layout this version does
+        not read (an upgraded process's, in a shared file).
+        """
         with self._lock:
-            for row in self._index.rows():
+            rows = self._index.rows()
+            for row in rows:
                 if row.id == snapshot_id:  # none when its line changed to one unreadable
                     found = self._snapshots([row])
                     if found:
                         return found[0]
+            self._refuse_unreadable(snapshot_id, [row for row in rows if row.unreadable])
         raise not_found(snapshot_id)
+
+    def _refuse_unreadable(self, snapshot_id: str, unreadable: list[IndexRow]) -> None:
+        """``CorruptRecordError`` when one of the ``unreadable`` lines names ``snapshot_id``.
+
+        Only a ``get`` of an id the readable lines lack reads them: such lines are few.
+        """
+        with self._file("rb") as handle:
+            for row in unreadable:
+                handle.seek(row.at)
+                try:
+                    data = json.loads(handle.read(row.size))
+                except (ValueError, RecursionError):
+                    continue  # not JSON: no id to name
+                if isinstance(data, dict) and data.get("id") == snapshot_id:
+                    raise CorruptRecordError(
+                        f"snapshot {shown_id(snapshot_id)} cannot be read: {row.unreadable}")
 
     def purge(self, *, older_than: float | None = None, keep_last: int | None = None) -> int:
         """Rewrite the file without the removed lines (atomically: a new file replaces it).
