@@ -108,3 +108,40 @@ def test_a_retention_that_fails_is_counted_and_logged_as_such(
     assert failed == ["snapshot retention failed (StoreError); the snapshots it would remove "
                       "are kept until it succeeds"]  # once a minute at most
     recorder.close()
+
+
+class _GatedSqlite(SqliteSink):
+    """SQLite whose first write waits for ``gate``: a sink falling behind a burst of builds."""
+
+    def __init__(self, path: Path) -> None:
+        import threading
+
+        super().__init__(path)
+        self.gate, self.waiting = threading.Event(), threading.Event()
+
+    def write(self, snapshots: Any) -> None:
+        if not self.gate.is_set():
+            self.waiting.set()
+            self.gate.wait(10)
+        super().write(snapshots)
+
+
+def test_builds_dropped_for_a_full_queue_are_logged_not_only_counted(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    sink = _GatedSqlite(tmp_path / "snapshots.db")
+    recorder = SnapshotRecorder(sink, queue_size=1, batch_size=1)
+    builder = ContextBuilder(snapshots=recorder)
+    plan = BuildPlan.named("simple_qa")
+    builder.build(plan, Request(user_input="first"))
+    assert sink.waiting.wait(10)  # the writer holds the first build, waiting in the sink
+    for n in range(4):  # one fits in the queue, three are dropped
+        builder.build(plan, Request(user_input=f"burst {n}"))
+    sink.gate.set()
+    assert recorder.flush()
+    assert recorder.stats.dropped_queue_full == 3
+    full = [r for r in caplog.records if r.name == "contextwright.observe"]
+    assert [r.getMessage() for r in full] == [
+        "snapshot queue full (queue_size 1): 3 builds' snapshots dropped"]
+    assert full[0].contextwright == {  # type: ignore[attr-defined]
+        "event": "snapshot_queue_full", "dropped": 3}
+    recorder.close()

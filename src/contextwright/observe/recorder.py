@@ -151,6 +151,9 @@ class _Writer:
         self._last_log = 0.0
         self._unlogged = 0
         self._last_purge_log = 0.0
+        self._logged_full = 0
+        """``dropped_queue_full`` as of the last line that logged it."""
+        self._last_full_log = 0.0
         self.thread = threading.Thread(target=self._run, name="cw-snapshots", daemon=True)
         self.thread.start()
         atexit.register(self.close, 2.0)
@@ -212,6 +215,7 @@ class _Writer:
             elif item is _STOP:
                 stop = True
         self._write(snapshots)
+        self._log_queue_full()
         if flushes or stop:  # a flush or close leaves the sink as retention wants it
             self._apply_retention(force=True)
         for flush in flushes:
@@ -276,6 +280,23 @@ class _Writer:
                 continue
             written += 1
         return written
+
+    def _log_queue_full(self) -> None:
+        """Log the builds dropped for a full queue since the last line said so.
+
+        At most every ``LOG_EVERY_SECONDS``: the request path only counts them, and the writer,
+        whom the queue waits for, logs them after each batch.
+        """
+        with self.counters.lock:
+            dropped = self.counters.values["dropped_queue_full"]
+        now = time.monotonic()
+        if dropped == self._logged_full or (
+                self._last_full_log and now - self._last_full_log < LOG_EVERY_SECONDS):
+            return
+        new, self._logged_full, self._last_full_log = dropped - self._logged_full, dropped, now
+        logger.warning("snapshot queue full (queue_size %d): %d builds' snapshots dropped",
+                       self.queue.maxsize, new, extra={"contextwright": {
+                           "event": "snapshot_queue_full", "dropped": new}})
 
     def _log_sink_failure(self, exc: Exception, lost: int) -> None:
         self._unlogged += lost
