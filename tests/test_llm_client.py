@@ -119,10 +119,12 @@ def test_malformed_body_is_an_error(server: FakeOpenAIServer, body: bytes) -> No
     assert caught.value.kind in {"response", "empty"}
 
 
-@pytest.mark.parametrize(("timeout", "retries"), [(0, 1), (-1, 1), (1, -1)])
-def test_bad_configuration_is_rejected(timeout: float, retries: int) -> None:
+@pytest.mark.parametrize(("timeout", "retries"), [(0, 1), (-1, 1), (1, -1), (1, "2"), (1, 1.5),
+                                                  (1, None), (1, True)])
+def test_bad_configuration_is_rejected(timeout: float, retries: object) -> None:
     with pytest.raises(LLMError) as caught:
-        OpenAIChatClient("http://127.0.0.1:9/v1", timeout=timeout, max_retries=retries)
+        OpenAIChatClient("http://127.0.0.1:9/v1", timeout=timeout,
+                         max_retries=retries)  # type: ignore[arg-type]
     assert caught.value.kind == "config"
 
 

@@ -84,8 +84,8 @@ class OpenAIChatClient:
     def __init__(self, base_url: str, api_key: str = "not-needed", *, timeout: float = 30,
                  max_retries: int = 2) -> None:
         check_timeout(timeout)
-        if max_retries < 0:
-            raise LLMError("max_retries must not be negative", kind="config")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise LLMError("max_retries must be a whole number >= 0", kind="config")
         self.timeout = timeout
         self._client = make_sdk_client(base_url, api_key, timeout, max_retries)
 
