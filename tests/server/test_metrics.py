@@ -38,6 +38,15 @@ def test_metrics_count_the_builds_and_snapshots_are_recorded(
         time.sleep(0.1)
         snapshots = SqliteSink(sink).read()
     assert len(snapshots) == 2 and snapshots[-1].cache is not None
+    # What became of the recorded builds, so an operator sees snapshots lost on the way too.
+    written = 'contextwright_snapshots_total{outcome="written"} 2.0'
+    for _ in range(50):
+        body = httpx.get(running.url + "/metrics").text
+        if written in body:
+            break
+        time.sleep(0.1)
+    assert written in body
+    assert 'contextwright_snapshots_total{outcome="dropped_queue_full"} 0.0' in body
 
 
 def test_without_snapshots_metrics_is_a_problem_not_a_traceback(

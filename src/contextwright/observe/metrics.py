@@ -18,9 +18,14 @@ from contextwright.observe.alerts import Alert
 from contextwright.observe.snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
     from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics_core import Metric
+
+    from contextwright.observe.recorder import RecorderStats
 
 TOKEN_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072,
                  262144, 524288, 1048576)
@@ -57,6 +62,9 @@ class PrometheusMetrics:
     (by plan and status), ``contextwright_truncations_total`` / ``contextwright_drops_total``
     (by plan and source), ``contextwright_build_seconds`` and ``contextwright_alerts_total``
     (by plan and kind). ``exposition()`` is the text a ``/metrics`` endpoint serves.
+    ``watch_recorder`` adds what became of the recorded builds: an observer only sees the
+    snapshots that were written, so builds lost on the way (a full queue, a failing sink)
+    would otherwise show nowhere an operator looks.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None, *,
@@ -67,6 +75,8 @@ class PrometheusMetrics:
             raise ContextwrightError("PrometheusMetrics needs prometheus_client: pip install "
                                      "'contextwright[observe-prometheus]'") from exc
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._namespace = namespace
+        self._recorder_stats: Callable[[], RecorderStats] | None = None
         ns, reg = namespace, self.registry
         self.context_tokens = Histogram("context_tokens", "Context tokens per build",
                                         ["plan"], namespace=ns, registry=reg,
@@ -107,11 +117,46 @@ class PrometheusMetrics:
         """Count one alert."""
         self.alerts.labels(alert.plan, alert.kind).inc()
 
+    def watch_recorder(self, stats: Callable[[], RecorderStats]) -> None:
+        """Expose a recorder's counts (``SnapshotRecorder.stats``), read at each scrape.
+
+        ``contextwright_snapshots_total`` by ``outcome``: submitted, written, dropped (queue
+        full, closed, sink error), capture, observer and purge errors, purged. One recorder per
+        metrics object: a second call is a ``ContextwrightError``.
+        """
+        if self._recorder_stats is not None:
+            raise ContextwrightError("PrometheusMetrics already watches a recorder")
+        self._recorder_stats = stats
+        self.registry.register(_RecorderCollector(stats, self._namespace))
+
     def exposition(self) -> bytes:
         """The Prometheus text format of the registry."""
         from prometheus_client import generate_latest
 
         return generate_latest(self.registry)
+
+
+class _RecorderCollector:
+    """A custom collector: the recorder's counters as one Prometheus counter family."""
+
+    def __init__(self, stats: Callable[[], RecorderStats], namespace: str) -> None:
+        self._stats = stats
+        self._name = f"{namespace}_snapshots"
+
+    def collect(self) -> Iterator[Metric]:
+        from dataclasses import asdict
+
+        from prometheus_client.core import CounterMetricFamily
+
+        family = CounterMetricFamily(self._name, "What became of the builds handed to the "
+                                     "snapshot recorder", labels=["outcome"])
+        for outcome, count in asdict(self._stats()).items():
+            family.add_metric([outcome], count)
+        yield family
+
+    def describe(self) -> list[Metric]:
+        """Nothing at registration: ``collect`` is not run before a scrape."""
+        return []
 
 
 class OpenTelemetryMetrics:

@@ -115,6 +115,7 @@ class Service:
 
         self.metrics = PrometheusMetrics()
         recorder = SnapshotRecorder(open_sink(url), observers=[self.metrics])
+        self.metrics.watch_recorder(lambda: recorder.stats)
         self._owned.append(recorder.close)
         return recorder
 
