@@ -81,3 +81,22 @@ def test_an_over_limit_call_is_refused_while_every_build_thread_is_busy(
         finally:
             store.release.set()
         assert [call.result(NO_HANG).status_code for call in held] == [404] * THREADS
+
+
+def test_readiness_is_answered_while_every_build_thread_is_busy(keys_file: Path) -> None:
+    """A busy worker is still ready: its store answers, only its build threads are taken."""
+    store = _HeldStore(holding=THREADS)
+    config = ServerConfig(store="memory://", keys=str(keys_file), threads=THREADS,
+                          keys_check_every=0.0)
+    with BackgroundServer(create_app(config, store=store)) as server, \
+            httpx.Client(base_url=server.url, headers=AUTH, timeout=NO_HANG) as http, \
+            ThreadPoolExecutor(max_workers=THREADS) as callers:
+        held = [callers.submit(http.get, "/v1/sessions/u/s") for _ in range(THREADS)]
+        try:
+            assert store.all_held.wait(NO_HANG), "the slow reads never started"
+            ready = http.get("/readyz")
+            assert not any(call.done() for call in held)
+            assert ready.status_code == 200, ready.text
+        finally:
+            store.release.set()
+        assert [call.result(NO_HANG).status_code for call in held] == [404] * THREADS

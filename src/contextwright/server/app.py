@@ -123,7 +123,7 @@ def _add_probes(app: FastAPI, service: Service) -> None:
     @app.get("/readyz", tags=["probes"], responses=_problems(*ANY_CALL, 503))
     async def readyz() -> dict[str, str]:
         """The store (and the rate limiter's Redis) answer; 503 otherwise."""
-        await service.run(service.ready, within=5.0)
+        await service.probe_ready(within=5.0)
         return {"status": "ready"}
 
 

@@ -42,6 +42,7 @@ from contextwright.server.problems import (
     SESSION_NOT_FOUND,
     TIMEOUT,
     UNAUTHENTICATED,
+    UNAVAILABLE,
     Problem,
     json_bytes,
 )
@@ -102,6 +103,9 @@ class Service:
         self.pool = ThreadPoolExecutor(max_workers=config.threads,
                                        thread_name_prefix="cw-serve")
         self._admission = _admission_pool(self.limiter, config.threads)
+        # Readiness asks whether the store answers, not whether a build thread is free: a busy
+        # worker that reported itself not ready would be taken out of rotation under load.
+        self._probe = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-probe")
         self._builders: OrderedDict[tuple[Any, ...], ContextBuilder] = OrderedDict()
         self._builders_lock = threading.Lock()  # the build threads share the builders
 
@@ -135,6 +139,7 @@ class Service:
         self.pool.shutdown(wait=True)
         if self._admission is not None:
             self._admission.shutdown(wait=True)
+        self._probe.shutdown(wait=True)
         for close in reversed(self._owned):
             close()
 
@@ -197,6 +202,15 @@ class Service:
         """Raise ``StoreUnavailable`` unless the store and the rate limiter answer."""
         self.store.count(PROBE)
         self.limiter.ping()
+
+    async def probe_ready(self, within: float) -> None:
+        """``ready`` on the probe's own thread, never behind builds (a 503 after ``within``)."""
+        future = asyncio.get_running_loop().run_in_executor(self._probe, self.ready)
+        try:
+            await asyncio.wait_for(future, within)
+        except TimeoutError:
+            raise Problem(UNAVAILABLE, f"the store did not answer within {within:g} s",
+                          retry_after="1") from None
 
     # ----- sessions -----
 
