@@ -28,7 +28,8 @@ POSTGRES_DSN = os.environ.get("CONTEXTWRIGHT_TEST_POSTGRES_DSN",
 BACKENDS = ("memory", "sqlite", "redis", "postgres")
 ASYNC_BACKENDS = ("async-memory", "async-sqlite", "async-redis", "async-postgres")
 """Each backend's async store, driven through ``BlockingStore``."""
-CONTRACT_MODULES = frozenset(("test_store_conformance", "test_store_conditional_writes"))
+CONTRACT_MODULES = frozenset(("test_store_conformance", "test_store_conditional_writes",
+                              "test_store_dict_keys", "test_store_legacy_ids"))
 """The store contract: run over the async stores too. The manager's own race tests drive a sync
 manager and run on the sync stores (``test_async_manager`` races the async manager itself)."""
 

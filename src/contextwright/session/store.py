@@ -515,10 +515,68 @@ def encode_document(document: Mapping[str, Any], what: str) -> str:
     equal after the round trip anyway.
     """
     plain = document if isinstance(document, dict) else dict(document)
+    refuse_non_string_keys(plain, what)
     try:
         return json.dumps(plain, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
         raise InvalidInputError(f"{what} is not JSON-encodable") from None
+
+
+_SHOWN_KEY = 40
+"""The most characters of one key a path in an error shows."""
+
+
+def refuse_non_string_keys(document: dict[Any, Any], what: str) -> None:
+    """Raise ``InvalidInputError`` naming the first dict key in ``document`` that is not a str.
+
+    ``json.dumps`` writes an ``int``, ``float``, ``bool`` or ``None`` key as text without a
+    word, so ``{1: "a"}`` would read back as ``{"1": "a"}`` and ``{1: "x", "1": "y"}`` with one
+    entry lost. Walks the containers ``json.dumps`` walks (dicts, lists, tuples) with a stack
+    rather than recursion, and each one once, so a shared subtree costs nothing twice and a
+    cycle ends here (``json.dumps`` then refuses it).
+    """
+    pending: list[tuple[object, str]] = [(document, "$")]
+    seen: set[int] = set()
+    while pending:
+        value, path = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            for name, item in value.items():
+                if not isinstance(name, str):
+                    raise InvalidInputError(
+                        f"{what} has a non-string key at {path}[{_key_shown(name)}] "
+                        f"({type(name).__name__}): JSON object keys are strings, so it would "
+                        "not read back as written")
+                if isinstance(item, dict | list | tuple):
+                    pending.append((item, path + _member(name)))
+        elif isinstance(value, list | tuple):
+            pending.extend((item, f"{path}[{index}]") for index, item in enumerate(value)
+                           if isinstance(item, dict | list | tuple))
+
+
+def _member(name: str) -> str:
+    """``name`` as one step of a path: ``.name`` when it is an identifier, else ``["name"]``."""
+    if name.isidentifier() and name.isascii():
+        return "." + _shown(name)
+    return "[" + _shown(json.dumps(name)) + "]"
+
+
+def _key_shown(name: object) -> str:
+    """A key that is not a string, in a path: a scalar as Python writes it, else its type.
+
+    Another object's ``repr`` is the caller's code, which may fail or be long; its type says
+    enough to find it.
+    """
+    if name is None or isinstance(name, int | float):
+        return _shown(repr(name))
+    return f"<{type(name).__name__}>"
+
+
+def _shown(text: str) -> str:
+    """``text``, cut to ``_SHOWN_KEY`` characters, so a long key cannot flood an error."""
+    return text if len(text) <= _SHOWN_KEY else text[:_SHOWN_KEY - 1] + "…"
 
 
 def decode_document(text: str | bytes, what: str) -> dict[str, Any]:
