@@ -137,7 +137,8 @@ def test_of_two_first_writes_expecting_no_state_one_conflicts(
     with psycopg.connect(POSTGRES_DSN) as first:
         # The first writer has created the session and its state, and not yet committed.
         when, state_text = write_conditions(
-            [msg("A")], None, None, None, StateWrite(data={"writer": "A"}, expected_version=None))
+            key, [msg("A")], None, None, None,
+            StateWrite(data={"writer": "A"}, expected_version=None))
         run_sql(layout.append_if(key, [msg("A")], when, state_text), first)
         second: Future[Any] = worker.submit(
             store.append_if, key, [msg("B")],

@@ -47,11 +47,11 @@ from contextwright.session.store import (
     validate_address,
     validate_conditions,
     validate_count,
-    validate_id,
     validate_index_part,
     validate_read_args,
     validate_seconds,
     validate_spans,
+    validate_stored_id,
 )
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class AsyncPostgresStore:
         idempotency_key: str | None = None, state: StateWrite | None = None,
     ) -> Appended:
         """Append ``messages`` (and put ``state``) in one transaction if the conditions hold."""
-        when, state_text = write_conditions(messages, last_seq, epoch, idempotency_key, state)
+        when, state_text = write_conditions(key, messages, last_seq, epoch, idempotency_key, state)
         return await self._write(lambda: self._layout.append_if(key, messages, when, state_text))
 
     async def epoch(self, key: SessionKey) -> str | None:
@@ -162,13 +162,13 @@ class AsyncPostgresStore:
     async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
         if user_id is not None:
-            validate_id(user_id, "user_id")
+            validate_stored_id(user_id, "user_id")
         return await self._query(self._layout.list_sessions(user_id))
 
     async def append_index(self, key: SessionKey, part: str, *, epoch: str,
                            replace: bool = False) -> bool:
         """Append a part of the recall index if ``epoch`` is live (one transaction)."""
-        validate_index_part(part, epoch)
+        validate_index_part(key, part, epoch)
         return await self._write(lambda: self._layout.append_index(key, part, epoch, replace))
 
     async def read_index(self, key: SessionKey) -> StoredIndex | None:
@@ -187,7 +187,7 @@ class AsyncPostgresStore:
 
     async def erase_user(self, user_id: str) -> int:
         """Remove every session of exactly ``user_id``; return how many were live."""
-        validate_id(user_id, "user_id")
+        validate_stored_id(user_id, "user_id")
         return await self._write(lambda: self._layout.erase_user(user_id))
 
     async def purge_expired(self) -> int:

@@ -47,12 +47,12 @@ from contextwright.session.store import (
     validate_address,
     validate_conditions,
     validate_count,
-    validate_id,
     validate_index_part,
     validate_messages,
     validate_read_args,
     validate_seconds,
     validate_spans,
+    validate_stored_id,
 )
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class AsyncRedisStore:
         idempotency_key: str | None = None, state: StateWrite | None = None,
     ) -> Appended:
         """Append ``messages`` (and put ``state``) in one script if the conditions hold."""
-        validate_messages(messages)
+        validate_messages(key, messages)
         validate_conditions(last_seq, epoch, idempotency_key)
         args = self._layout.write_args(key, messages, self._clock(), last_seq=last_seq,
                                        epoch=epoch, idempotency_key=idempotency_key,
@@ -171,7 +171,7 @@ class AsyncRedisStore:
 
     async def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
-        users = [validate_id(user_id, "user_id")] if user_id is not None else sorted(
+        users = [validate_stored_id(user_id, "user_id")] if user_id is not None else sorted(
             await self._members(self._layout.users))
         infos: list[SessionInfo] = []
         for user in users:
@@ -183,7 +183,7 @@ class AsyncRedisStore:
     async def append_index(self, key: SessionKey, part: str, *, epoch: str,
                            replace: bool = False) -> bool:
         """Append a part of the recall index if ``epoch`` is live (one script); False if not."""
-        validate_index_part(part, epoch)
+        validate_index_part(key, part, epoch)
         return bool(await self._run("index_append", self._layout.index_keys(key),
                           [epoch, "1" if replace else "", part], write=True))
 
@@ -210,7 +210,7 @@ class AsyncRedisStore:
 
     async def erase_user(self, user_id: str) -> int:
         """Remove every session of exactly ``user_id``; return how many were live."""
-        validate_id(user_id, "user_id")
+        validate_stored_id(user_id, "user_id")
         keys = [SessionKey(user_id=user_id, session_id=s)
                 for s in await self._members(self._layout.user_index(user_id))]
         # One script per session, as in RedisStore: a racing append is erased or kept whole.

@@ -33,11 +33,11 @@ from contextwright.session.store import (
     span_seqs,
     validate_conditions,
     validate_expected_version,
-    validate_id,
     validate_index_part,
     validate_messages,
     validate_read_args,
     validate_spans,
+    validate_stored_id,
     validate_ttl,
 )
 
@@ -83,7 +83,7 @@ class MemoryStore:
         idempotency_key: str | None = None, state: StateWrite | None = None,
     ) -> Appended:
         """Append ``messages`` (and put ``state``) atomically if the conditions hold."""
-        validate_messages(messages)
+        validate_messages(key, messages)
         validate_conditions(last_seq, epoch, idempotency_key)
         if state is not None:
             validate_expected_version(state.expected_version)
@@ -181,7 +181,7 @@ class MemoryStore:
     def append_index(self, key: SessionKey, part: str, *, epoch: str,
                      replace: bool = False) -> bool:
         """Append a part of the recall index if ``epoch`` is live; False if not."""
-        validate_index_part(part, epoch)
+        validate_index_part(key, part, epoch)
         with self._lock:
             session = self._live(key)
             if session is None or session.epoch != epoch:
@@ -214,7 +214,7 @@ class MemoryStore:
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
         if user_id is not None:
-            validate_id(user_id, "user_id")
+            validate_stored_id(user_id, "user_id")
         with self._lock:
             self._check_open()
             now = self._clock()
@@ -236,7 +236,7 @@ class MemoryStore:
 
     def erase_user(self, user_id: str) -> int:
         """Remove every session of exactly ``user_id``; return how many were live."""
-        validate_id(user_id, "user_id")
+        validate_stored_id(user_id, "user_id")
         with self._lock:
             self._check_open()
             now = self._clock()

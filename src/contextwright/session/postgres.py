@@ -40,10 +40,10 @@ from contextwright.session.store import (
     StoredMessage,
     validate_address,
     validate_conditions,
-    validate_id,
     validate_index_part,
     validate_read_args,
     validate_spans,
+    validate_stored_id,
 )
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class PostgresStore:
         idempotency_key: str | None = None, state: StateWrite | None = None,
     ) -> Appended:
         """Append ``messages`` (and put ``state``) in one transaction if the conditions hold."""
-        when, state_text = write_conditions(messages, last_seq, epoch, idempotency_key, state)
+        when, state_text = write_conditions(key, messages, last_seq, epoch, idempotency_key, state)
         return self._write(lambda: self._layout.append_if(key, messages, when, state_text))
 
     def epoch(self, key: SessionKey) -> str | None:
@@ -133,13 +133,13 @@ class PostgresStore:
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
         if user_id is not None:
-            validate_id(user_id, "user_id")
+            validate_stored_id(user_id, "user_id")
         return self._query(self._layout.list_sessions(user_id))
 
     def append_index(self, key: SessionKey, part: str, *, epoch: str,
                      replace: bool = False) -> bool:
         """Append a part of the recall index if ``epoch`` is live (one transaction)."""
-        validate_index_part(part, epoch)
+        validate_index_part(key, part, epoch)
         return self._write(lambda: self._layout.append_index(key, part, epoch, replace))
 
     def read_index(self, key: SessionKey) -> StoredIndex | None:
@@ -158,7 +158,7 @@ class PostgresStore:
 
     def erase_user(self, user_id: str) -> int:
         """Remove every session of exactly ``user_id``; return how many were live."""
-        validate_id(user_id, "user_id")
+        validate_stored_id(user_id, "user_id")
         return self._write(lambda: self._layout.erase_user(user_id))
 
     def purge_expired(self) -> int:

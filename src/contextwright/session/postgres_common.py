@@ -475,11 +475,11 @@ def stored_messages(rows: list[Row]) -> list[StoredMessage]:
     ]
 
 
-def write_conditions(messages: Sequence[Mapping[str, Any]], last_seq: int | None,
-                     epoch: str | None, idempotency_key: str | None, state: StateWrite | None,
-                     ) -> tuple[WriteConditions, str | None]:
+def write_conditions(key: SessionKey, messages: Sequence[Mapping[str, Any]],
+                     last_seq: int | None, epoch: str | None, idempotency_key: str | None,
+                     state: StateWrite | None) -> tuple[WriteConditions, str | None]:
     """Check ``append_if``'s arguments; its conditions and the encoded state (if any)."""
-    validate_messages(messages)
+    validate_messages(key, messages)
     validate_conditions(last_seq, epoch, idempotency_key)
     state_text = None
     if state is not None:

@@ -46,12 +46,12 @@ from contextwright.session.store import (
     sorted_infos,
     validate_address,
     validate_conditions,
-    validate_id,
     validate_index_part,
     validate_messages,
     validate_read_args,
     validate_seconds,
     validate_spans,
+    validate_stored_id,
 )
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class RedisStore:
         idempotency_key: str | None = None, state: StateWrite | None = None,
     ) -> Appended:
         """Append ``messages`` (and put ``state``) in one script if the conditions hold."""
-        validate_messages(messages)
+        validate_messages(key, messages)
         validate_conditions(last_seq, epoch, idempotency_key)
         args = self._layout.write_args(key, messages, self._clock(), last_seq=last_seq,
                                        epoch=epoch, idempotency_key=idempotency_key,
@@ -146,7 +146,7 @@ class RedisStore:
 
     def list_sessions(self, user_id: str | None = None) -> list[SessionInfo]:
         """Live sessions, of one user or all, sorted by ``(user_id, session_id)``."""
-        users = [validate_id(user_id, "user_id")] if user_id is not None else sorted(
+        users = [validate_stored_id(user_id, "user_id")] if user_id is not None else sorted(
             self._members(self._layout.users))
         infos: list[SessionInfo] = []
         for user in users:
@@ -158,7 +158,7 @@ class RedisStore:
     def append_index(self, key: SessionKey, part: str, *, epoch: str,
                      replace: bool = False) -> bool:
         """Append a part of the recall index if ``epoch`` is live (one script); False if not."""
-        validate_index_part(part, epoch)
+        validate_index_part(key, part, epoch)
         return bool(self._run("index_append", self._layout.index_keys(key),
                     [epoch, "1" if replace else "", part], write=True))
 
@@ -184,7 +184,7 @@ class RedisStore:
 
     def erase_user(self, user_id: str) -> int:
         """Remove every session of exactly ``user_id``; return how many were live."""
-        validate_id(user_id, "user_id")
+        validate_stored_id(user_id, "user_id")
         keys = [SessionKey(user_id=user_id, session_id=s)
                 for s in self._members(self._layout.user_index(user_id))]
         # One script per session: a session appended concurrently is either erased or kept

@@ -40,11 +40,11 @@ from contextwright.session.store import (
     validate_conditions,
     validate_count,
     validate_expected_version,
-    validate_id,
     validate_index_part,
     validate_messages,
     validate_read_args,
     validate_spans,
+    validate_stored_id,
     validate_ttl,
 )
 
@@ -130,7 +130,7 @@ class SqliteStore:
         idempotency_key: str | None = None, state: StateWrite | None = None,
     ) -> Appended:
         """Append ``messages`` (and put ``state``) in one transaction if the conditions hold."""
-        validate_messages(messages)
+        validate_messages(key, messages)
         validate_conditions(last_seq, epoch, idempotency_key)
         state_text = None
         if state is not None:
@@ -213,7 +213,7 @@ class SqliteStore:
         In one write transaction with the epoch check, so an erase (which deletes the parts
         with the session) either happens before it (nothing written) or after it.
         """
-        validate_index_part(part, epoch)
+        validate_index_part(key, part, epoch)
         return self._write(lambda db: self._append_index(db, key, part, epoch, replace))
 
     def read_index(self, key: SessionKey) -> StoredIndex | None:
@@ -259,7 +259,7 @@ class SqliteStore:
         params: tuple[Any, ...] = (expiry_cutoff(self._clock(), self._ttl),)
         if user_id is not None:
             sql += " AND user_id = ?"
-            params += (validate_id(user_id, "user_id"),)
+            params += (validate_stored_id(user_id, "user_id"),)
         return sorted_infos([
             SessionInfo(key=SessionKey(user_id=u, session_id=s), message_count=n,
                         created_at=c, updated_at=up)
@@ -272,7 +272,7 @@ class SqliteStore:
 
     def erase_user(self, user_id: str) -> int:
         """Remove every session of exactly ``user_id``; return how many were live."""
-        validate_id(user_id, "user_id")
+        validate_stored_id(user_id, "user_id")
         return self._write(lambda db: self._erase(db, "user_id = ?", (user_id,)))
 
     def purge_expired(self) -> int:

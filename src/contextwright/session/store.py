@@ -34,12 +34,12 @@ session and idempotency key) fits one PostgreSQL btree index row (2,704 bytes) e
 does not compress (random CJK or emoji): every store takes exactly the same ids."""
 
 
-def validate_id(value: object, field: str, *, max_bytes: int = MAX_ID_BYTES) -> str:
+def validate_id(value: object, field: str, *, max_bytes: int | None = MAX_ID_BYTES) -> str:
     """Return ``value`` if it is a usable user or session id, else raise ``InvalidInputError``.
 
     Ids must be non-empty ``str`` without NUL or lone surrogates (neither survives a trip through
     UTF-8 text columns or Redis key names), at most 512 characters and at most 1,024 bytes
-    in UTF-8 (``max_bytes``: 341 CJK characters, 256 emoji).
+    in UTF-8 (``max_bytes``: 341 CJK characters, 256 emoji; None: no byte limit).
     """
     if not isinstance(value, str) or not value:
         raise InvalidInputError(f"{field} must be a non-empty string")
@@ -51,14 +51,29 @@ def validate_id(value: object, field: str, *, max_bytes: int = MAX_ID_BYTES) -> 
         encoded = value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError(f"{field} contains a lone surrogate") from None
-    if len(encoded) > max_bytes:
+    if max_bytes is not None and len(encoded) > max_bytes:
         raise InvalidInputError(f"{field} is longer than {max_bytes} bytes in UTF-8")
     return value
 
 
+def validate_stored_id(value: object, field: str) -> str:
+    """``validate_id`` for an id that names sessions already stored: no byte limit.
+
+    Ids were limited to 512 characters before they were limited to 1,024 bytes, so a store
+    may hold a session under a longer id (400 CJK characters). It can still be read, listed and
+    erased; only writes check the byte limit (``validate_new_key``).
+    """
+    return validate_id(value, field, max_bytes=None)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionKey:
-    """Names one session; both parts are required, there is no shared default namespace."""
+    """Names one session; both parts are required, there is no shared default namespace.
+
+    Both ids are checked as ``validate_stored_id`` does, so a key names every session a store
+    can hold, one stored before the byte limit too (to read and erase it); a write under an id
+    past ``MAX_ID_BYTES`` is refused by the store (``InvalidInputError``).
+    """
 
     user_id: str
     """The user (or tenant-scoped user) the session belongs to."""
@@ -66,8 +81,18 @@ class SessionKey:
     """One conversation of that user."""
 
     def __post_init__(self) -> None:
-        validate_id(self.user_id, "user_id")
-        validate_id(self.session_id, "session_id")
+        validate_stored_id(self.user_id, "user_id")
+        validate_stored_id(self.session_id, "session_id")
+
+
+def validate_new_key(key: SessionKey) -> None:
+    """Refuse a write under an id past ``MAX_ID_BYTES`` (``InvalidInputError``).
+
+    Every write checks it (messages, state, index parts), also to a session stored under
+    such an id before the limit: every store then takes exactly the same writes.
+    """
+    validate_id(key.user_id, "user_id")
+    validate_id(key.session_id, "session_id")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -343,8 +368,9 @@ def _is_seq(value: object) -> bool:
             and 0 <= value <= MAX_SEQ)
 
 
-def validate_index_part(part: object, epoch: object) -> None:
-    """``append_index``'s arguments: text parts (ASCII, as encoded), a string epoch."""
+def validate_index_part(key: SessionKey, part: object, epoch: object) -> None:
+    """``append_index``'s arguments: a key writes take, an ASCII text part, a string epoch."""
+    validate_new_key(key)
     if not isinstance(part, str) or not part.isascii():
         raise InvalidInputError("an index part must be ASCII text")
     if not isinstance(epoch, str):
@@ -435,8 +461,12 @@ def validate_read_args(after: int, last: int | None) -> None:
         raise InvalidInputError("last must be None or an integer from 0 to 2**63 - 1")
 
 
-def validate_messages(messages: Sequence[Mapping[str, Any]]) -> None:
-    """Check the batch's shape up front; encoding happens later, inside the write transaction."""
+def validate_messages(key: SessionKey, messages: Sequence[Mapping[str, Any]]) -> None:
+    """Check the key and the batch's shape up front (every write, ``put_state`` too, comes here).
+
+    Encoding happens later, inside the write transaction.
+    """
+    validate_new_key(key)
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
         raise InvalidInputError("messages must be a sequence of mappings")
     for index, message in enumerate(messages):
