@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Self, TypeVar, cast
 
 from contextwright.errors import InvalidInputError, StoreError
@@ -183,7 +185,12 @@ class AsyncMemoryStore(_SyncBacked):
 
 
 class AsyncSqliteStore(_SyncBacked):
-    """An ``AsyncStore`` in one SQLite file: a ``SqliteStore`` on a thread of its own."""
+    """An ``AsyncStore`` in one SQLite file: a ``SqliteStore`` on a thread of its own.
+
+    A process forked from one that made it (a pre-forking server, ``multiprocessing`` with
+    fork) can use it too: the child's calls run on a thread of the child's own, on connections
+    of its own, and a fork waits for the call the store's thread is making.
+    """
 
     def __init__(
         self,
@@ -210,9 +217,14 @@ class AsyncSqliteStore(_SyncBacked):
             busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         self._store: SqliteStore | None = None
         """Set and read on the store's thread only."""
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-sqlite")
+        self._thread = _store_thread()
+        self._pid = os.getpid()
+        """The process ``_thread`` runs in."""
+        self._busy = threading.Lock()
+        """Held while the store's thread runs a call: a fork waits for it (``_hold_for_fork``)."""
+        _FORK_SAFE.add(self)
         # Opened now, in the background; a failure is raised (and opening retried) by a call.
-        self._thread.submit(self._opened)
+        self._submit(self._opened)
         self._closed = False
 
     def _opened(self) -> SqliteStore:
@@ -224,7 +236,7 @@ class AsyncSqliteStore(_SyncBacked):
     async def _call(self, work: Callable[[Store], T]) -> T:
         if self._closed:
             raise StoreError("the store is closed")
-        return await asyncio.wrap_future(self._thread.submit(lambda: work(self._opened())))
+        return await asyncio.wrap_future(self._submit(lambda: work(self._opened())))
 
     async def aclose(self) -> None:
         """Close the database and stop the store's thread."""
@@ -236,5 +248,67 @@ class AsyncSqliteStore(_SyncBacked):
             if self._store is not None:
                 self._store.close()
 
-        await asyncio.wrap_future(self._thread.submit(close))
+        await asyncio.wrap_future(self._submit(close))
         self._thread.shutdown(wait=False)
+        _FORK_SAFE.discard(self)
+
+    def _submit(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the store's thread, holding ``_busy`` while it runs."""
+        def run() -> T:
+            with self._busy:
+                return work()
+
+        return self._worker().submit(run)
+
+    def _worker(self) -> ThreadPoolExecutor:
+        """The store's thread; in a process forked since it started, a new one.
+
+        A forked child has none of its parent's threads, but the executor it inherited
+        believes its thread is there: a call handed to it would wait for ever. The child's
+        thread uses the same ``SqliteStore``, whose pool leaves the parent's connections
+        alone and opens the child's own.
+        """
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._thread = _store_thread()
+        return self._thread
+
+
+_FORK_SAFE: weakref.WeakSet[AsyncSqliteStore] = weakref.WeakSet()
+"""Every ``AsyncSqliteStore`` not closed yet: a fork waits for their threads."""
+_fork_holds = threading.local()
+"""``locks``: the ``_busy`` locks the fork this thread makes holds (released on both sides
+after it). Per thread, so two threads forking at once each release only their own."""
+
+
+def _hold_for_fork() -> None:
+    """Before a fork: wait until no store's thread is inside SQLite, and keep it out.
+
+    A thread that is inside SQLite when the process forks may hold one of SQLite's own
+    process-wide mutexes; the child, which has no such thread to release it, would hang in its
+    first SQLite call, on any connection. A call runs for milliseconds (at most the busy
+    timeout, when it waits for another process's write), so the fork waits that long.
+    """
+    held: list[threading.Lock] = []
+    _fork_holds.locks = held
+    for store in list(_FORK_SAFE):
+        store._busy.acquire()
+        held.append(store._busy)
+
+
+def _release_after_fork() -> None:
+    """After a fork, in parent and child: the stores' threads may run calls again."""
+    held: list[threading.Lock] = getattr(_fork_holds, "locks", [])
+    _fork_holds.locks = []
+    for lock in held:
+        lock.release()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
+    os.register_at_fork(before=_hold_for_fork, after_in_parent=_release_after_fork,
+                        after_in_child=_release_after_fork)
+
+
+def _store_thread() -> ThreadPoolExecutor:
+    """The one thread an ``AsyncSqliteStore`` runs its calls on, in order."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="cw-sqlite")
