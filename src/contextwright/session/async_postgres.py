@@ -24,6 +24,7 @@ from contextwright.errors import (
 )
 from contextwright.session.flow import LoopGuard
 from contextwright.session.postgres_common import (
+    DEFAULT_PREPARE_THRESHOLD,
     PostgresLayout,
     SqlFlow,
     arun_sql,
@@ -33,6 +34,7 @@ from contextwright.session.postgres_common import (
     psycopg_module,
     server_spoke,
     stored_messages,
+    validate_prepare_threshold,
     write_conditions,
 )
 from contextwright.session.store import (
@@ -77,11 +79,13 @@ class AsyncPostgresStore:
         min_connections: int = 1,
         max_connections: int = 10,
         connect_timeout: float = 10.0,
+        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
     ) -> None:
         """Check the arguments; connect (and create ``schema`` if missing) on first use.
 
         At most ``max_connections`` calls run at once; others wait for a connection, up to
-        ``connect_timeout`` seconds (then ``StoreUnavailable``).
+        ``connect_timeout`` seconds (then ``StoreUnavailable``). ``prepare_threshold`` is
+        ``PostgresStore``'s (None for PgBouncer in transaction mode).
         """
         validate_count(min_connections, "min_connections", minimum=1)
         validate_count(max_connections, "max_connections", minimum=1)
@@ -91,6 +95,7 @@ class AsyncPostgresStore:
         assert timeout is not None  # not optional: None was refused
         self._layout = PostgresLayout(schema, ttl_seconds, clock)
         self._dsn = validate_address(dsn, "dsn")
+        self._prepare_threshold = validate_prepare_threshold(prepare_threshold)
         self._sizes = (min_connections, max_connections)
         self._timeout = timeout
         self._guard = LoopGuard("AsyncPostgresStore")
@@ -308,7 +313,7 @@ class AsyncPostgresStore:
         minimum, maximum = self._sizes
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             self._dsn, min_size=minimum, max_size=maximum, open=False, timeout=self._timeout,
-            kwargs={"autocommit": True,
+            kwargs={"autocommit": True, "prepare_threshold": self._prepare_threshold,
                     **connect_timeout_option(self._dsn, max(1, round(self._timeout)))})
         try:
             await pool.open(wait=True, timeout=self._timeout)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from contextwright.errors import OutcomeUnknown, StoreUnavailable
 from contextwright.session.pool import DEFAULT_MAX_IDLE, ConnectionPool
 from contextwright.session.postgres_common import (
+    DEFAULT_PREPARE_THRESHOLD,
     PostgresLayout,
     SqlFlow,
     connect_timeout_option,
@@ -27,6 +28,7 @@ from contextwright.session.postgres_common import (
     run_sql,
     server_spoke,
     stored_messages,
+    validate_prepare_threshold,
     write_conditions,
 )
 from contextwright.session.store import (
@@ -63,14 +65,19 @@ class PostgresStore:
         schema: str = "contextwright",
         clock: Clock = time.time,
         max_idle_connections: int = DEFAULT_MAX_IDLE,
+        prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
     ) -> None:
         """Connect to ``dsn`` and create ``schema`` and its tables if they are missing.
 
         Each call borrows a connection and gives it back; up to ``max_idle_connections`` are
         kept open between calls (more are opened while more calls run at once).
+        ``prepare_threshold`` is psycopg's: a statement run that many times on one connection
+        is prepared on the server; None prepares none, as PgBouncer in transaction mode needs
+        (``?prepare_threshold=none`` in ``open_store``'s URL).
         """
         self._layout = PostgresLayout(schema, ttl_seconds, clock)
         self._dsn = validate_address(dsn, "dsn")
+        self._prepare_threshold = validate_prepare_threshold(prepare_threshold)
         self._connect_options = connect_timeout_option(dsn, 10)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self._connect, usable=_reusable, close=_close, max_idle=max_idle_connections,
@@ -201,8 +208,9 @@ class PostgresStore:
         driver = psycopg_module()
         # autocommit: reads are single statements; writes open db.transaction() themselves.
         with connecting():
-            db: psycopg.Connection[Any] = driver.connect(self._dsn, autocommit=True,
-                                                          **self._connect_options)
+            db: psycopg.Connection[Any] = driver.connect(
+                self._dsn, autocommit=True, prepare_threshold=self._prepare_threshold,
+                **self._connect_options)
         return db
 
     @contextmanager

@@ -499,6 +499,24 @@ def psycopg_module() -> Any:
     return psycopg
 
 
+DEFAULT_PREPARE_THRESHOLD = 5
+"""psycopg's own default: a statement run this often on one connection is prepared."""
+
+
+def validate_prepare_threshold(value: object) -> int | None:
+    """``prepare_threshold`` as psycopg takes it: None (prepare nothing) or a count from 0.
+
+    A prepared statement lives in one server connection. Behind PgBouncer in transaction mode
+    (before 1.21, or without ``max_prepared_statements``) the next transaction may run on
+    another one, which does not have it; None keeps every statement unprepared.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError("prepare_threshold must be None or an integer of at least 0")
+    return value
+
+
 def connect_timeout_option(dsn: str, seconds: int) -> dict[str, Any]:
     """``connect_timeout=seconds`` for psycopg, unless the DSN or ``PGCONNECT_TIMEOUT`` sets it.
 
@@ -529,7 +547,8 @@ def connecting() -> Iterator[None]:
     except psycopg.ProgrammingError:
         raise InvalidInputError(
             "the PostgreSQL DSN is malformed or has an option libpq does not know (the schema "
-            "is the store's schema= argument, or ?schema= in open_store's URL)") from None
+            "is the store's schema= argument, or ?schema= in open_store's URL; likewise "
+            "prepare_threshold=)") from None
 
 
 @contextmanager

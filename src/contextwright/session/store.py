@@ -635,7 +635,8 @@ def open_store(url: str, *, ttl_seconds: float | None = None) -> Store:
 
     ``sqlite:///agent.db`` is relative to the working directory, ``sqlite:////var/db/agent.db``
     absolute (the SQLAlchemy convention). A Redis URL may carry ``?prefix=…`` (key prefix) and a
-    PostgreSQL URL ``?schema=…``; both are taken out before the URL reaches the driver. Backends
+    PostgreSQL URL ``?schema=…`` and ``?prepare_threshold=none`` (PgBouncer in transaction
+    mode: see ``PostgresStore``); they are taken out before the URL reaches the driver. Backends
     are imported here, on demand, because the Redis and PostgreSQL drivers are optional extras.
     """
     kind, target, option = parse_store_url(url)
@@ -653,7 +654,8 @@ def open_store(url: str, *, ttl_seconds: float | None = None) -> Store:
         return RedisStore(target, prefix=option, ttl_seconds=ttl_seconds)
     from contextwright.session.postgres import PostgresStore
 
-    return PostgresStore(target, schema=option, ttl_seconds=ttl_seconds)
+    dsn, driver_options = _postgres_url_options(target)
+    return PostgresStore(dsn, schema=option, ttl_seconds=ttl_seconds, **driver_options)
 
 
 StoreKind = Literal["memory", "sqlite", "redis", "postgresql"]
@@ -710,11 +712,34 @@ def open_async_store(url: str, *, ttl_seconds: float | None = None) -> AsyncStor
         return AsyncRedisStore(target, prefix=option, ttl_seconds=ttl_seconds)
     from contextwright.session.async_postgres import AsyncPostgresStore
 
-    return AsyncPostgresStore(target, schema=option, ttl_seconds=ttl_seconds)
+    dsn, driver_options = _postgres_url_options(target)
+    return AsyncPostgresStore(dsn, schema=option, ttl_seconds=ttl_seconds, **driver_options)
+
+
+def _postgres_url_options(dsn: str) -> tuple[str, dict[str, Any]]:
+    """Take ``?prepare_threshold=`` out of a PostgreSQL store URL: the DSN, the store's options.
+
+    The value is ``none`` (no prepared statements, for PgBouncer in transaction mode) or a
+    whole number; libpq itself knows no such option and would refuse the DSN.
+    """
+    rest, value = _pop_query_value(dsn, "prepare_threshold")
+    if value is None:
+        return rest, {}
+    if value.lower() == "none":
+        return rest, {"prepare_threshold": None}
+    if value.isascii() and value.isdigit():
+        return rest, {"prepare_threshold": int(value)}
+    raise InvalidInputError("prepare_threshold in a store URL is none or a whole number")
 
 
 def _pop_query(url: str, name: str, default: str) -> tuple[str, str]:
-    """Remove the query parameter ``name`` from ``url``; return the URL and its value.
+    """Remove the query parameter ``name`` from ``url``; the URL and its value (or ``default``)."""
+    rest, value = _pop_query_value(url, name)
+    return rest, default if value is None else value
+
+
+def _pop_query_value(url: str, name: str) -> tuple[str, str | None]:
+    """Remove the query parameter ``name`` from ``url``; the URL and its value (None: absent).
 
     Only that parameter is taken out; the rest of the URL is left exactly as written. Taking
     it apart and putting it back together would change it: ``urlunsplit`` writes
@@ -734,4 +759,4 @@ def _pop_query(url: str, name: str, default: str) -> tuple[str, str]:
     if len(values) > 1:
         raise InvalidInputError(f"the store URL gives {name} more than once")
     rest = head + ("?" + "&".join(kept) if kept else "") + hash_mark + fragment
-    return rest, values[0] if values else default
+    return rest, values[0] if values else None
