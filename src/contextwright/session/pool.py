@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, TypeVar
@@ -29,6 +30,26 @@ C = TypeVar("C")
 DEFAULT_MAX_IDLE = 16
 """Idle connections a sync store keeps: the service's default worker threads, so a busy service
 reuses its connections instead of reopening them."""
+
+
+_POOLS: weakref.WeakSet[ConnectionPool[object]] = weakref.WeakSet()
+"""Every pool alive in this process, so a forked child can give each a lock of its own."""
+
+
+def _unlock_in_child() -> None:
+    """Give every pool a fresh lock in a forked child.
+
+    A fork copies a lock as it stands: one another thread of the parent held at that moment
+    stays held in the child, whose copy of that thread never runs to release it, so the
+    child's first store call would wait for ever. What the lock guarded is of no use to the
+    child anyway: its first call sets the parent's connections aside
+    (``_leave_parents_connections``).
+    """
+    for pool in list(_POOLS):
+        pool._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_unlock_in_child)
 
 
 class ConnectionPool(Generic[C]):
@@ -56,6 +77,7 @@ class ConnectionPool(Generic[C]):
         self._pid = os.getpid()
         self._inherited: list[C] = []
         """Idle connections a forked child found: its parent's, kept unused and never closed."""
+        _POOLS.add(self)  # type: ignore[arg-type]  # any connection type: only its lock is reset
 
     @property
     def open_connections(self) -> int:
