@@ -532,7 +532,7 @@ def test_a_judged_run_whose_judge_grades_nothing_is_a_regression_an_unjudged_one
     with FakeOpenAIServer(responder=answerer_and_judge(lambda *_: "no idea")) as muddled:
         again = judged_cases(muddled, tmp_path / "other", cases, "--baseline", str(saved))
     assert again.exit_code == 1, again.stderr
-    assert "regression: case vault-0: judged_correct 1.000 → not judged now" in again.stderr
+    assert "regression: case vault-0: judged_correct 1.000 → no grade now" in again.stderr
     # A run without a judge is compared on what it measures, not on the grades.
     plain = CliRunner().invoke(eval_app, ["cases", cases, "--baseline", str(saved)])
     assert plain.exit_code == 0, plain.stderr

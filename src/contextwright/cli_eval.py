@@ -71,6 +71,7 @@ from contextwright.evaluate.case_results import (
     judged_not_compared,
     missing_from_run,
     new_in_run,
+    no_longer_judged,
     parse_tolerances,
     read_baseline,
     setup_changes,
@@ -404,6 +405,8 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
                  new_in_run(result, saved) if saved is not None else [])
     for change in setup_changes(result, saved) if saved is not None else []:
         typer.echo(f"note: {change}", err=True)
+    for line in no_longer_judged(result, saved) if saved is not None else []:
+        typer.echo(f"note: {line}", err=True)
     if saved is not None and (skipped := judged_not_compared(result, saved)):
         typer.echo(f"note: the baseline has judged scores ({', '.join(skipped)}) and this run "
                    "is not judged, so they were not compared (pass --judge-base-url and "

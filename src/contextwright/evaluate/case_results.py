@@ -69,13 +69,17 @@ class CaseResult:
     """Why the build failed (then every metric is ``None``)."""
     tags: tuple[str, ...] = ()
     """The case's tags."""
+    expects: str | None = None
+    """The judged score the case asks for: ``judged_correct`` (it has an ``answer``),
+    ``call_exact`` (an ``expected_call``), None (neither: a judged run leaves it unjudged)."""
 
     @staticmethod
     def failed(case_id: str, plan: str, available: int, error: str,
-               tags: tuple[str, ...] = ()) -> CaseResult:
+               tags: tuple[str, ...] = (), expects: str | None = None) -> CaseResult:
         """The row of a case whose build or rendering failed."""
         return CaseResult(id=case_id, plan=plan, available=available,
-                          scores=dict.fromkeys(METRICS), error=error, tags=tags)
+                          scores=dict.fromkeys(METRICS), error=error, tags=tags,
+                          expects=expects)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -288,7 +292,8 @@ class Regression:
         if self.metric == "build":
             return f"{where}: the build fails now (it built in the baseline)"
         if self.after is None:
-            return f"{where}: {self.metric} {_number(self.before)} → not judged now"
+            # The case still asks for this grade and the judge gave none (see the run's notes).
+            return f"{where}: {self.metric} {_number(self.before)} → no grade now (see the notes)"
         return (f"{where}: {self.metric} {_number(self.before)} → {_number(self.after)} "
                 f"(tolerance {self.tolerance:g})")
 
@@ -299,16 +304,17 @@ def find_regressions(result: CasesResult, baseline: Baseline,
 
     Compared per case (the cases of both runs) and overall; a case that built in the baseline
     and fails now is a regression too, and so is, in a judged run, a judged score the baseline
-    has and this run could not get (the judge's replies unreadable, say): a run that grades
-    nothing must not pass for one that grades as well as before.
+    has, the case still asks for and this run could not get (the judge's replies unreadable,
+    say): a run that grades nothing must not pass for one that grades as well as before. A case
+    whose ``answer`` or ``expected_call`` was removed asks for no grade any more: that is an
+    edit of the file, reported by ``no_longer_judged``, not a regression.
 
     The overall means are those of the cases both runs hold, built and measure
     (``shared_overall``): a case added to the file or retired from it, or a check added to a
     case, changes no shared mean and is no regression.
     """
-    lost = JUDGED if result.judged else ()
     overall_before, overall_after = shared_overall(result, baseline)
-    found = _compare(None, overall_before, overall_after, tolerances, lost)
+    found = _compare(None, overall_before, overall_after, tolerances)
     for row in result.cases:
         before = baseline.cases.get(row.id)
         if before is None:
@@ -317,8 +323,35 @@ def find_regressions(result: CasesResult, baseline: Baseline,
             found.append(Regression(case=row.id, metric="build", before=None, after=None,
                                     tolerance=0.0))
             continue
-        found += _compare(row.id, before, row.scores, tolerances, lost)
+        asked = (row.expects,) if result.judged and row.expects is not None else ()
+        found += _compare(row.id, before, row.scores, tolerances, asked)
     return found
+
+
+_ASKS_NOW = {None: "expects neither an answer nor a tool call now",
+             "judged_correct": "expects an answer now",
+             "call_exact": "expects a tool call now"}
+"""Why a judged score of the baseline is not asked for any more, by what the case asks now."""
+
+
+def no_longer_judged(result: CasesResult, baseline: Baseline) -> list[str]:
+    """The judged scores of the baseline that a judged run's cases no longer ask for.
+
+    A case whose ``answer`` or ``expected_call`` was removed (or swapped for the other) is not
+    graded on it any more; each such score is named, so a passing run says what it no longer
+    compares.
+    """
+    if not result.judged:
+        return []
+    lines = []
+    for row in result.cases:
+        before = baseline.cases.get(row.id, {})
+        for metric in JUDGED:
+            old = before.get(metric)
+            if old is not None and row.expects != metric and row.error is None:
+                lines.append(f"case {row.id}: {metric} {_number(old)} → not judged now (the "
+                             f"case {_ASKS_NOW[row.expects]})")
+    return lines
 
 
 def shared_overall(result: CasesResult, baseline: Baseline

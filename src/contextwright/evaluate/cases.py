@@ -143,6 +143,13 @@ class EvalCase:
             return ExpectedAnswer(question=self.request.user_input, answer=self.answer)
         return None
 
+    @property
+    def judged_metric(self) -> str | None:
+        """The judged score this case asks for: ``call_exact``, ``judged_correct`` or None."""
+        if self.expected_call is not None:
+            return "call_exact"
+        return "judged_correct" if self.answer is not None else None
+
 
 def load_cases(path: Path) -> tuple[EvalCase, ...]:
     """Read and validate a cases file; ``DatasetError`` names the line and the field."""
@@ -352,7 +359,8 @@ def build_case(builder: ContextBuilder, case: EvalCase, plan: BuildPlan) -> Case
         body = ctx.to_request("openai")
     except ContextwrightError as exc:
         return CaseBuild(result=CaseResult.failed(case.id, plan.name, available,
-                                                  failure("build", exc), case.tags),
+                                                  failure("build", exc), case.tags,
+                                                  case.judged_metric),
                          plan=plan, messages=[])
     messages = list(body["messages"])
     tools = tuple(body.get("tools") or ())
@@ -361,7 +369,8 @@ def build_case(builder: ContextBuilder, case: EvalCase, plan: BuildPlan) -> Case
     scores = {**measured.scores, "budget_use": ctx.total_tokens / available}
     result = CaseResult(id=case.id, plan=plan.name, available=available, scores=scores,
                         missing=measured.missing, noise_shown=measured.noise_shown,
-                        misplaced=measured.misplaced, tags=case.tags)
+                        misplaced=measured.misplaced, tags=case.tags,
+                        expects=case.judged_metric)
     return CaseBuild(result=result, plan=plan, messages=messages, tools=tools)
 
 

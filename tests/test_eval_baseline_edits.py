@@ -1,0 +1,93 @@
+"""``eval cases --baseline`` after a user edits the cases file the baseline was saved from.
+
+A judged baseline holds grades (``judged_correct``, ``call_exact``) for the cases that expected
+an answer or a call. Editing a case so that it expects nothing any more is a change of the file,
+not a worse context: it is reported and passes. A case still judged whose grade fell, or that
+got no grade from the judge, still fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from contextwright.cli_eval import eval_app
+from fakes.openai_server import FakeOpenAIServer
+from generated_cases import generated_cases
+from test_eval_judge import answerer_and_judge
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(responder=answerer_and_judge()) as fake:
+        yield fake
+
+
+def judged_cases(server: FakeOpenAIServer, cache: Path, *args: str) -> Any:
+    return CliRunner().invoke(eval_app, [
+        "cases", *args, "--judge-base-url", server.base_url, "--judge-model", "judge",
+        "--answer-model", "answerer", "--cache-dir", str(cache), "--yes"])
+
+
+def edit_cases(path: Path, case_id: str, drop: str) -> None:
+    """Remove the field ``drop`` from the case ``case_id`` of the cases file at ``path``."""
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
+    for row in rows:
+        if row["id"] == case_id:
+            del row[drop]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
+
+
+def saved_baseline(server: FakeOpenAIServer, tmp_path: Path) -> tuple[Path, Path]:
+    cases = generated_cases(tmp_path)
+    saved = tmp_path / "baseline.json"
+    first = judged_cases(server, tmp_path / "cache", str(cases), "--save", str(saved))
+    assert first.exit_code == 0, first.stderr
+    return cases, saved
+
+
+@pytest.mark.parametrize(("case_id", "drop", "metric"), [
+    ("vault-0", "answer", "judged_correct"),
+    ("order", "expected_call", "call_exact"),
+])
+def test_a_case_no_longer_judged_is_reported_not_a_regression(
+        server: FakeOpenAIServer, tmp_path: Path, case_id: str, drop: str, metric: str) -> None:
+    cases, saved = saved_baseline(server, tmp_path)
+    edit_cases(cases, case_id, drop)
+    again = judged_cases(server, tmp_path / "cache", str(cases), "--baseline", str(saved))
+    assert again.exit_code == 0, again.stderr
+    assert "regression" not in again.stderr
+    assert f"note: case {case_id}: {metric} 1.000 → not judged now" in again.stderr
+
+
+def test_a_case_still_judged_that_got_worse_fails_beside_one_no_longer_judged(
+        tmp_path: Path) -> None:
+    with FakeOpenAIServer(responder=answerer_and_judge()) as fair:
+        cases, saved = saved_baseline(fair, tmp_path)
+    edit_cases(cases, "vault-0", "answer")
+
+    def harsh_on_vault_1(reference: str, candidate: str) -> str:
+        return "WRONG" if reference == "CODE-111" or reference not in candidate else "CORRECT"
+
+    with FakeOpenAIServer(responder=answerer_and_judge(harsh_on_vault_1)) as harsh:
+        again = judged_cases(harsh, tmp_path / "other", str(cases), "--baseline", str(saved))
+    assert again.exit_code == 1, again.stderr
+    assert "regression: case vault-1: judged_correct 1.000 → 0.000" in again.stderr
+    assert "regression: case vault-0" not in again.stderr
+    assert "note: case vault-0: judged_correct 1.000 → not judged now" in again.stderr
+
+
+def test_a_case_still_expecting_an_answer_that_the_judge_cannot_grade_fails(
+        tmp_path: Path) -> None:
+    with FakeOpenAIServer(responder=answerer_and_judge()) as fair:
+        cases, saved = saved_baseline(fair, tmp_path)
+    with FakeOpenAIServer(responder=answerer_and_judge(lambda *_: "no idea")) as muddled:
+        again = judged_cases(muddled, tmp_path / "other", str(cases), "--baseline", str(saved))
+    assert again.exit_code == 1, again.stderr
+    assert "regression: case vault-0: judged_correct 1.000 → no grade now" in again.stderr
+    assert "not judged now" not in again.stderr
