@@ -40,7 +40,16 @@ def read_json(path: Path) -> Any:
 
 def read_jsonl(path: Path) -> list[Row]:
     """The objects of a JSON Lines file (blank lines skipped)."""
-    rows: list[Row] = []
+    return [row for _, row in read_jsonl_lines(path)]
+
+
+def read_jsonl_lines(path: Path) -> list[tuple[int, Row]]:
+    """The objects of a JSON Lines file with the line each is on (from 1; blank lines skipped).
+
+    The number is the line an editor opens at, so a message about a row should name
+    ``f"{path}:{line}"`` (``line_of``), not the row's count among the rows.
+    """
+    rows: list[tuple[int, Row]] = []
     try:
         # Only "\n" ends a line: JSON allows U+2028, U+2029 and U+0085 raw inside a string
         # (json.dumps with ensure_ascii=False writes them), and splitlines() would cut there.
@@ -56,8 +65,13 @@ def read_jsonl(path: Path) -> list[Row]:
             raise DatasetError(f"{path}:{number} is not valid JSON") from None
         if not isinstance(row, dict):
             raise DatasetError(f"{path}:{number} is not a JSON object")
-        rows.append(row)
+        rows.append((number, row))
     return rows
+
+
+def line_of(path: Path, line: int) -> str:
+    """How a message names a row of a JSON Lines file: ``path:line``."""
+    return f"{path}:{line}"
 
 
 def get(row: Row, name: str, kind: type[T] | tuple[type, ...], where: str) -> T:

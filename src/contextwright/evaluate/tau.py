@@ -44,7 +44,15 @@ from contextwright.core.plan import BuildPlan, FrozenOptions
 from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, DatasetError
 from contextwright.evaluate import baseline
-from contextwright.evaluate._files import Row, get, read_json, read_jsonl, require_files, spread
+from contextwright.evaluate._files import (
+    Row,
+    get,
+    line_of,
+    read_json,
+    read_jsonl_lines,
+    require_files,
+    spread,
+)
 from contextwright.evaluate.metrics import (
     MESSAGE_COST,
     Count,
@@ -109,44 +117,78 @@ class TauSet:
 
 
 def load_tau(folder: Path, limit: int | None = None) -> TauSet:
-    """Load a folder laid out like ``tau-bench-airline-dev``; ``limit``: that many rows, spread."""
+    """Load a folder laid out like ``tau-bench-airline-dev``; ``limit``: that many rows, spread.
+
+    Every row is checked (they all feed the inferred tool schemas); a ``DatasetError`` names a
+    row of ``required_facts.jsonl`` by its path and line, a trajectory by its index.
+    """
     require_files(folder, FILES, LAYOUT)
     try:
         policy = (folder / FILES[0]).read_text("utf-8")
     except UnicodeDecodeError:
         raise DatasetError(f"{folder / FILES[0]} is not UTF-8") from None
-    trajectories = read_json(folder / FILES[1])
+    trajectories_path = folder / FILES[1]
+    trajectories = read_json(trajectories_path)
     if not isinstance(trajectories, list):
-        raise DatasetError(f"{folder / FILES[1]}: expected a list of trajectories")
-    all_rows = read_jsonl(folder / FILES[2])
-    rows = spread(list(enumerate(all_rows, 1)), limit)
-    cases = tuple(_case(row, f"{FILES[2]}:{n}", trajectories) for n, row in rows)
-    return TauSet(policy=policy, cases=cases, tools=infer_tools(trajectories, all_rows))
+        raise DatasetError(f"{trajectories_path}: expected a list of trajectories")
+    facts_path = folder / FILES[2]
+    rows = read_jsonl_lines(facts_path)
+    cases = tuple(_case(row, line_of(facts_path, line), trajectories, trajectories_path)
+                  for line, row in rows)
+    return TauSet(policy=policy, cases=spread(cases, limit),
+                  tools=infer_tools(trajectories, [row for _, row in rows]))
 
 
-def _case(row: Row, where: str, trajectories: Sequence[Any]) -> TauCase:
+def _case(row: Row, where: str, trajectories: Sequence[Any], trajectories_path: Path
+          ) -> TauCase:
     index = get(row, "traj_index", int, where)
     if not 0 <= index < len(trajectories):
-        raise DatasetError(f"{where}: traj_index is outside {FILES[1]}")
-    traj = get(trajectories[index], "traj", list, f"{FILES[1]}[{index}]")
-    cut = row.get("cut_index")
-    if cut is not None and not isinstance(cut, int):
-        raise DatasetError(f"{where}: field 'cut_index' has the wrong type")
+        raise DatasetError(f"{where}: traj_index is outside {FILES[1]} (it holds "
+                           f"{len(trajectories)} trajectories, from 0)")
+    traj = get(trajectories[index], "traj", list, f"{trajectories_path}[{index}]")
+    cut = _cut_index(row, len(traj), where)
     conversation = tuple(traj[1:cut] if cut is not None else traj[1:])
     history, user_input, turn = split_conversation(conversation, where)
-    facts = tuple(
-        str(get(fact, "value", (str, int, float), f"{where}.facts"))
-        for fact in get(row, "facts", list, where)
-        if fact.get("id_like") and fact.get("first_msg_role") in FACT_ROLES
-    )
+    facts = tuple(str(get(fact, "value", (str, int, float), f"{where}: facts[{i}]"))
+                  for i, fact in enumerate(_objects(row, "facts", where, required=True))
+                  if fact.get("id_like") and fact.get("first_msg_role") in FACT_ROLES)
+    _objects(row, "gt_actions", where)  # checked for every row: all of them feed the tools
     return TauCase(traj_index=index, has_cut=cut is not None, conversation=conversation,
                    history=history, user_input=user_input, turn=turn, facts=facts,
                    expected_call=None if cut is None else _expected_call(row, traj, cut, where))
 
 
+def _cut_index(row: Row, length: int, where: str) -> int | None:
+    """The row's ``cut_index``: None, or the index of a message of its trajectory.
+
+    It must come after the system prompt and exist: a negative one would count from the end,
+    and one past the end would cut nothing while the row claims a cut.
+    """
+    cut = row.get("cut_index")
+    if cut is None:
+        return None
+    if not isinstance(cut, int) or isinstance(cut, bool):
+        raise DatasetError(f"{where}: field 'cut_index' has the wrong type")
+    if not 1 <= cut < length:
+        raise DatasetError(f"{where}: cut_index must be 1 or more and below the trajectory's "
+                           f"{length} messages")
+    return cut
+
+
+def _objects(row: Row, name: str, where: str, *, required: bool = False) -> list[Row]:
+    """``row[name]``, a list of JSON objects (an empty one when absent and not required)."""
+    if not required and row.get(name) is None:
+        return []
+    items: list[Any] = get(row, name, list, where)
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise DatasetError(f"{where}: {name}[{index}] is not an object")
+    return items
+
+
 def _expected_call(row: Row, traj: Sequence[Any], cut: int, where: str) -> ExpectedCall | None:
     """The ground-truth action named like the call at ``cut`` (else that call's arguments)."""
-    message = traj[cut] if 0 <= cut < len(traj) else None
+    message = traj[cut]
     calls = message.get("tool_calls") if isinstance(message, Mapping) else None
     if not calls or not isinstance(calls[0], Mapping):
         return None
@@ -154,11 +196,12 @@ def _expected_call(row: Row, traj: Sequence[Any], cut: int, where: str) -> Expec
     name = function.get("name")
     if not isinstance(name, str):
         raise DatasetError(f"{where}: the call at cut_index has no function name")
-    for action in row.get("gt_actions") or ():
-        if isinstance(action, Mapping) and action.get("name") == name:
+    for index, action in enumerate(_objects(row, "gt_actions", where)):
+        if action.get("name") == name:
             kwargs = action.get("kwargs")
-            if isinstance(kwargs, Mapping):
-                return ExpectedCall(name=name, arguments=dict(kwargs))
+            if not isinstance(kwargs, Mapping):
+                raise DatasetError(f"{where}: gt_actions[{index}].kwargs is not an object")
+            return ExpectedCall(name=name, arguments=dict(kwargs))
     try:
         arguments = json.loads(function.get("arguments") or "{}")
     except ValueError:

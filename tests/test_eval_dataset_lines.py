@@ -1,0 +1,91 @@
+"""Errors about a dataset folder's rows name the file and the line an editor opens at.
+
+A JSON Lines file may hold blank lines (a row deleted by hand, a trailing gap); a row's place
+is then its line in the file, not its count among the rows. Rows of the wrong shape are
+``DatasetError``s naming the field, never a Python exception from deep inside the loader.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from contextwright.cli_eval import eval_app
+from contextwright.errors import DatasetError
+from contextwright.evaluate import load_tau
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "eval"
+
+
+def copy_fixture(tmp_path: Path, name: str) -> Path:
+    return Path(shutil.copytree(FIXTURES / name, tmp_path / name))
+
+
+def tau_rows(folder: Path) -> list[dict[str, Any]]:
+    text = (folder / "required_facts.jsonl").read_text("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+
+
+def test_a_bad_tau_row_after_blank_lines_is_named_by_its_file_line(tmp_path: Path) -> None:
+    tau = copy_fixture(tmp_path, "tau")
+    first, *_ = tau_rows(tau)
+    bad = {**first, "traj_index": "zero"}
+    write_lines(tau / "required_facts.jsonl", [json.dumps(first), "", "", json.dumps(bad)])
+    where = re.escape(f"{tau / 'required_facts.jsonl'}:4")
+    with pytest.raises(DatasetError, match=rf"^{where}: field 'traj_index' has the wrong type$"):
+        load_tau(tau)
+
+
+def test_a_bad_tau_row_is_named_by_its_file_line_under_limit(tmp_path: Path) -> None:
+    tau = copy_fixture(tmp_path, "tau")
+    rows = tau_rows(tau)
+    bad = {**rows[-1], "traj_index": 99}
+    write_lines(tau / "required_facts.jsonl",
+                [json.dumps(rows[0]), "", json.dumps(bad), "", json.dumps(rows[0])])
+    where = re.escape(f"{tau / 'required_facts.jsonl'}:3")
+    with pytest.raises(DatasetError, match=rf"^{where}: traj_index is outside "):
+        load_tau(tau, limit=2)
+
+
+def test_the_cli_names_the_tau_row_by_path_and_line(tmp_path: Path) -> None:
+    tau = copy_fixture(tmp_path, "tau")
+    first, *_ = tau_rows(tau)
+    write_lines(tau / "required_facts.jsonl",
+                ["", json.dumps({**first, "cut_index": "10"})])
+    result = CliRunner().invoke(eval_app, ["tau", "--data", str(tau), "--budget", "500"])
+    assert result.exit_code == 2
+    assert f"{tau / 'required_facts.jsonl'}:2: field 'cut_index' has the wrong type" \
+        in result.stderr
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"facts": ["QX7Y2Z"]}, r"facts\[0\] is not an object"),
+    ({"facts": [{"id_like": True, "first_msg_role": "user"}]},
+     r"facts\[0\]: field 'value' is missing"),
+    ({"gt_actions": 5}, r"field 'gt_actions' has the wrong type"),
+    ({"gt_actions": [{"name": "book", "kwargs": {}}, "book"]},
+     r"gt_actions\[1\] is not an object"),
+    ({"cut_index": True}, r"field 'cut_index' has the wrong type"),
+    ({"cut_index": -2}, r"cut_index must be 1 or more"),
+    ({"cut_index": 99}, r"cut_index must be 1 or more and below the trajectory's 12 messages"),
+    ({"gt_actions": [{"name": "update_reservation_flights", "kwargs": []}]},
+     r"gt_actions\[0\].kwargs is not an object"),
+])
+def test_a_tau_row_of_the_wrong_shape_is_a_dataset_error_naming_the_field(
+        tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    tau = copy_fixture(tmp_path, "tau")
+    first, *_ = tau_rows(tau)
+    write_lines(tau / "required_facts.jsonl", ["", json.dumps({**first, **change})])
+    where = re.escape(f"{tau / 'required_facts.jsonl'}:2")
+    with pytest.raises(DatasetError, match=rf"^{where}: {message}"):
+        load_tau(tau)
