@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from contextwright.cli_eval import eval_app
 from contextwright.errors import DatasetError
-from contextwright.evaluate import load_tau
+from contextwright.evaluate import load_hotpotqa, load_locomo, load_tau
+from contextwright.evaluate.beir import load_beir
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "eval"
 
@@ -89,3 +90,61 @@ def test_a_tau_row_of_the_wrong_shape_is_a_dataset_error_naming_the_field(
     where = re.escape(f"{tau / 'required_facts.jsonl'}:2")
     with pytest.raises(DatasetError, match=rf"^{where}: {message}"):
         load_tau(tau)
+
+
+def jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def test_a_bad_locomo_question_after_a_blank_line_is_named_by_its_file_line(
+        tmp_path: Path) -> None:
+    locomo = copy_fixture(tmp_path, "locomo")
+    path = locomo / "qa_index.jsonl"
+    first, *_ = jsonl_rows(path)
+    write_lines(path, [json.dumps(first), "", json.dumps({**first, "category": "one"})])
+    where = re.escape(f"{path}:3")
+    with pytest.raises(DatasetError, match=rf"^{where}: field 'category' has the wrong type$"):
+        load_locomo(locomo)
+
+
+def test_a_locomo_evidence_id_that_is_no_string_is_a_dataset_error(tmp_path: Path) -> None:
+    locomo = copy_fixture(tmp_path, "locomo")
+    path = locomo / "qa_index.jsonl"
+    first, *_ = jsonl_rows(path)
+    write_lines(path, [json.dumps({**first, "evidence": [["D1:1"]]})])
+    where = re.escape(f"{path}:1")
+    with pytest.raises(DatasetError, match=rf"^{where}: evidence\[0\] is not a string$"):
+        load_locomo(locomo)
+
+
+def test_a_bad_hotpotqa_row_after_a_blank_line_is_named_by_its_file_line(
+        tmp_path: Path) -> None:
+    hotpot = copy_fixture(tmp_path, "hotpotqa")
+    path = hotpot / "hotpotqa_dev100.jsonl"
+    first, *_ = jsonl_rows(path)
+    write_lines(path, ["", json.dumps(first), "", json.dumps({**first, "question": 7})])
+    where = re.escape(f"{path}:4")
+    with pytest.raises(DatasetError, match=rf"^{where}: field 'question' has the wrong type$"):
+        load_hotpotqa(hotpot)
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "queries.jsonl"])
+def test_a_bad_beir_row_after_a_blank_line_is_named_by_its_file_line(
+        tmp_path: Path, name: str) -> None:
+    pool = copy_fixture(tmp_path, "hotpotqa") / "beir_pool"
+    path = pool / name
+    first, *_ = jsonl_rows(path)
+    write_lines(path, [json.dumps(first), "", json.dumps({**first, "text": None})])
+    where = re.escape(f"{path}:3")
+    with pytest.raises(DatasetError, match=rf"^{where}: field 'text' has the wrong type$"):
+        load_beir(pool)
+
+
+def test_a_beir_document_without_title_or_text_is_a_dataset_error(tmp_path: Path) -> None:
+    pool = copy_fixture(tmp_path, "hotpotqa") / "beir_pool"
+    path = pool / "corpus.jsonl"
+    first, *_ = jsonl_rows(path)
+    write_lines(path, [json.dumps({"_id": first["_id"]})])
+    where = re.escape(f"{path}:1")
+    with pytest.raises(DatasetError, match=rf"^{where}: field 'text' is missing$"):
+        load_beir(pool)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from contextwright.errors import DatasetError
-from contextwright.evaluate._files import get, read_jsonl, require_files
+from contextwright.evaluate._files import get, line_of, read_jsonl_lines, require_files
 from contextwright.evaluate.metrics import ndcg_at_k, recall_at_k
 from contextwright.retrieval import Embedder, Retriever, SourceDocument
 
@@ -68,13 +68,15 @@ def load_beir(folder: Path) -> BeirPool:
     """Load a folder laid out like ``beir_pool``."""
     require_files(folder, FILES, LAYOUT)
     corpus = {}
-    for n, row in enumerate(read_jsonl(folder / FILES[0]), 1):
-        where = f"{FILES[0]}:{n}"
+    for line, row in read_jsonl_lines(folder / FILES[0]):
+        where = line_of(folder / FILES[0], line)
         title = row.get("title") or ""
-        corpus[get(row, "_id", str, where)] = (
-            f"{title}\n\n{get(row, 'text', str, where)}" if title else row["text"])
-    queries = {get(row, "_id", str, f"{FILES[1]}:{n}"): get(row, "text", str, f"{FILES[1]}:{n}")
-               for n, row in enumerate(read_jsonl(folder / FILES[1]), 1)}
+        text = get(row, "text", str, where)
+        corpus[get(row, "_id", str, where)] = f"{title}\n\n{text}" if title else text
+    queries = {}
+    for line, row in read_jsonl_lines(folder / FILES[1]):
+        where = line_of(folder / FILES[1], line)
+        queries[get(row, "_id", str, where)] = get(row, "text", str, where)
     return BeirPool(corpus=corpus, queries=queries, qrels=_qrels(folder / FILES[2]))
 
 

@@ -34,7 +34,7 @@ from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Document, Request
 from contextwright.errors import DatasetError, PlanError
 from contextwright.evaluate import baseline
-from contextwright.evaluate._files import Row, get, read_jsonl, require_files, spread
+from contextwright.evaluate._files import Row, get, line_of, read_jsonl_lines, require_files, spread
 from contextwright.evaluate.beir import (
     BeirPool,
     RankerFactory,
@@ -97,8 +97,8 @@ def load_hotpotqa(folder: Path, limit: int | None = None) -> tuple[HotpotCase, .
     that no question can be scored.
     """
     require_files(folder, FILES, LAYOUT)
-    cases = [_case(row, f"{FILES[0]}:{n}") for n, row in
-             enumerate(read_jsonl(folder / FILES[0]), 1)]
+    path = folder / FILES[0]
+    cases = [_case(row, line_of(path, line)) for line, row in read_jsonl_lines(path)]
     # A question with nothing to recall has no recall: counted, it would inflate the table's
     # case count while the averages left it out.
     scorable = [case for case in cases if case.supporting]

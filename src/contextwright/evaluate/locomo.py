@@ -36,7 +36,15 @@ from contextwright.core.plan import BuildPlan
 from contextwright.core.request import Request
 from contextwright.errors import DatasetError
 from contextwright.evaluate import baseline
-from contextwright.evaluate._files import Row, get, read_json, read_jsonl, require_files, spread
+from contextwright.evaluate._files import (
+    Row,
+    get,
+    line_of,
+    read_json,
+    read_jsonl_lines,
+    require_files,
+    spread,
+)
 from contextwright.evaluate.metrics import (
     HEAD,
     REPLY_PRIMING,
@@ -118,8 +126,9 @@ def load_locomo(folder: Path, limit: int | None = None) -> LocomoSet:
         conversation = _conversation(sample, f"{FILES[0]}[{index}]")
         conversations[conversation.sample_id] = conversation
     cases = []
-    for number, row in enumerate(read_jsonl(folder / FILES[1]), 1):
-        case = _case(row, f"{FILES[1]}:{number}", conversations)
+    questions = folder / FILES[1]
+    for line, row in read_jsonl_lines(questions):
+        case = _case(row, line_of(questions, line), conversations)
         if case is not None:
             cases.append(case)
     return LocomoSet(conversations=conversations, cases=spread(cases, limit))
@@ -166,6 +175,9 @@ def _case(row: Row, where: str, conversations: Mapping[str, Conversation]) -> Lo
     sample_id = get(row, "sample_id", str, where)
     category = get(row, "category", int, where)
     evidence = tuple(get(row, "evidence", list, where))
+    for index, dia_id in enumerate(evidence):
+        if not isinstance(dia_id, str):  # a turn id, like "D1:3"
+            raise DatasetError(f"{where}: evidence[{index}] is not a string")
     if category not in EVIDENCE_CATEGORIES or not evidence:
         return None
     conversation = conversations.get(sample_id)
