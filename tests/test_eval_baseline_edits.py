@@ -91,3 +91,94 @@ def test_a_case_still_expecting_an_answer_that_the_judge_cannot_grade_fails(
     assert again.exit_code == 1, again.stderr
     assert "regression: case vault-0: judged_correct 1.000 → no grade now" in again.stderr
     assert "not judged now" not in again.stderr
+
+
+# --- checks edited since the baseline ---------------------------------------------------------
+
+
+def set_field(path: Path, case_id: str, name: str, value: Any) -> None:
+    """Set ``name`` of the case ``case_id`` of the cases file at ``path``."""
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
+    for row in rows:
+        if row["id"] == case_id:
+            row[name] = value
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
+
+
+def plain(*args: str) -> Any:
+    return CliRunner().invoke(eval_app, ["cases", *args])
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (["CODE-010", "vault 0", "NOT-SHOWN"], ["CODE-010", "NOT-SHOWN"]),  # a shown fact retired
+    (["CODE-010"], ["CODE-010", "NOT-SHOWN"]),  # a fact added that the context lacks
+])
+def test_an_edited_must_contain_is_reported_not_read_as_a_regression(
+        tmp_path: Path, before: list[str], after: list[str]) -> None:
+    cases = generated_cases(tmp_path)
+    set_field(cases, "vault-0", "must_contain", {"documents": ["code"], "facts": before})
+    saved = tmp_path / "baseline.json"
+    assert plain(str(cases), "--save", str(saved)).exit_code == 0
+    set_field(cases, "vault-0", "must_contain", {"documents": ["code"], "facts": after})
+    again = plain(str(cases), "--baseline", str(saved))
+    assert again.exit_code == 0, again.stderr
+    assert "regression" not in again.stderr
+    assert ("note: case vault-0: must_contain changed since the baseline: completeness, "
+            "density not compared") in again.stderr
+
+
+def test_reordered_checks_are_no_edit(tmp_path: Path) -> None:
+    cases = generated_cases(tmp_path)
+    set_field(cases, "vault-0", "must_contain", {"documents": ["code"],
+                                                 "facts": ["CODE-010", "NOT-SHOWN"]})
+    saved = tmp_path / "baseline.json"
+    assert plain(str(cases), "--save", str(saved)).exit_code == 0
+    set_field(cases, "vault-0", "must_contain", {"facts": ["NOT-SHOWN", "CODE-010"],
+                                                 "documents": ["code"]})
+    again = plain(str(cases), "--baseline", str(saved))
+    assert again.exit_code == 0, again.stderr
+    assert "changed since the baseline" not in again.stderr
+
+
+def test_a_case_whose_checks_are_unchanged_is_still_compared(tmp_path: Path) -> None:
+    cases = generated_cases(tmp_path)
+    saved = tmp_path / "baseline.json"
+    assert plain(str(cases), "--save", str(saved)).exit_code == 0
+    set_field(cases, "vault-0", "noise", {})
+    data = json.loads(saved.read_text("utf-8"))
+    for case in data["cases"]:
+        if case["id"] in ("vault-0", "vault-1"):
+            case["scores"]["noise"] = 0.0  # a cleaner baseline than the run can match
+    saved.write_text(json.dumps(data), "utf-8")
+    again = plain(str(cases), "--baseline", str(saved))
+    assert again.exit_code == 1, again.stderr
+    assert "regression: case vault-1: noise 0.000 →" in again.stderr
+    assert "regression: case vault-0" not in again.stderr
+
+
+def test_a_corrected_reference_answer_is_reported_not_read_as_a_regression(
+        server: FakeOpenAIServer, tmp_path: Path) -> None:
+    cases, saved = saved_baseline(server, tmp_path)
+    set_field(cases, "vault-0", "answer", "CODE-999")
+    again = judged_cases(server, tmp_path / "cache", str(cases), "--baseline", str(saved))
+    assert again.exit_code == 0, again.stderr
+    assert "regression" not in again.stderr
+    assert ("note: case vault-0: answer changed since the baseline: judged_correct not compared"
+            in again.stderr)
+
+
+def test_a_baseline_saved_without_fingerprints_compares_every_case(tmp_path: Path) -> None:
+    cases = generated_cases(tmp_path)
+    set_field(cases, "vault-0", "must_contain", {"documents": ["code"], "facts": ["CODE-010"]})
+    saved = tmp_path / "baseline.json"
+    assert plain(str(cases), "--save", str(saved)).exit_code == 0
+    data = json.loads(saved.read_text("utf-8"))
+    for case in data["cases"]:
+        case.pop("checks", None)
+    saved.write_text(json.dumps(data), "utf-8")
+    set_field(cases, "vault-0", "must_contain", {"documents": ["code"],
+                                                 "facts": ["CODE-010", "NOT-SHOWN"]})
+    again = plain(str(cases), "--baseline", str(saved))
+    assert again.exit_code == 1, again.stderr
+    assert "regression: case vault-0: completeness 1.000 → 0.667" in again.stderr
+

@@ -79,9 +79,10 @@ def test_a_check_dropped_from_a_case_hides_no_overall_regression(tmp_path: Path)
     missing = {**GREETING, "must_contain": {"facts": ["nowhere to be found"]}}
     write_cases(cases, ORDER, missing)
     assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
-    # The order case loses its fact and the greeting drops its check: the mean over the cases
-    # measuring completeness in both runs (the order case) fell from 1 to 0.
-    lost = {**ORDER, "must_contain": {"facts": ["KST419"]}}
+    # The order case's context loses its fact (its request no longer holds it) and the greeting
+    # drops its check: the mean over the cases measuring completeness in both runs (the order
+    # case) fell from 1 to 0.
+    lost = {**ORDER, "request": {"user_input": "Where is my order?"}}
     write_cases(cases, lost, GREETING)
     result = run_cli(str(cases), "--baseline", str(saved), "--tolerance", "completeness=0")
     assert "regression: overall: completeness 1.000 → 0.000" in result.stderr
@@ -309,7 +310,7 @@ def test_a_run_that_regressed_does_not_overwrite_the_baseline_it_was_compared_wi
     write_cases(cases, ORDER)
     assert run_cli(str(cases), "--save", str(saved)).exit_code == 0
     before = saved.read_text("utf-8")
-    write_cases(cases, {**ORDER, "must_contain": {"facts": ["KST419"]}})
+    write_cases(cases, {**ORDER, "request": {"user_input": "Where is my order?"}})
     result = run_cli(str(cases), "--baseline", str(saved), "--save", str(saved))
     assert result.exit_code == 1
     assert saved.read_text("utf-8") == before

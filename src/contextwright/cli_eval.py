@@ -66,6 +66,7 @@ from contextwright.evaluate.ablation import (
 from contextwright.evaluate.case_results import (
     CasesResult,
     Regression,
+    checks_changed,
     find_regressions,
     format_cases,
     judged_not_compared,
@@ -406,6 +407,8 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
     for change in setup_changes(result, saved) if saved is not None else []:
         typer.echo(f"note: {change}", err=True)
     for line in no_longer_judged(result, saved) if saved is not None else []:
+        typer.echo(f"note: {line}", err=True)
+    for line in checks_changed(result, saved) if saved is not None else []:
         typer.echo(f"note: {line}", err=True)
     if saved is not None and (skipped := judged_not_compared(result, saved)):
         typer.echo(f"note: the baseline has judged scores ({', '.join(skipped)}) and this run "

@@ -30,6 +30,15 @@ JUDGED = ("judged_correct", "call_exact")
 """Per-case scores of a judged run (``eval cases --judge-…``): 1 or 0, None when not judged.
 ``judged_correct``: the judge graded the model's answer CORRECT; ``call_exact``: the model's
 first tool call was the expected one exactly."""
+MEASURED_AGAINST: Mapping[str, str] = {
+    "completeness": "must_contain", "density": "must_contain", "noise": "noise",
+    "position": "position", "judged_correct": "answer", "call_exact": "expected_call",
+}
+"""The field of a case each compared metric is measured against: when the field is edited, the
+metric's scale changes (one fact more or less moves completeness with the same context), so a
+baseline's score of it is not compared with this run's."""
+CHECKED_FIELDS = ("must_contain", "noise", "position", "answer", "expected_call")
+"""The fields of a case whose fingerprints a result keeps (``CaseResult.checks``)."""
 LOWER_IS_BETTER = frozenset(("noise",))
 """Metrics where a rise is the regression."""
 DEFAULT_TOLERANCES: Mapping[str, float] = {
@@ -72,21 +81,25 @@ class CaseResult:
     expects: str | None = None
     """The judged score the case asks for: ``judged_correct`` (it has an ``answer``),
     ``call_exact`` (an ``expected_call``), None (neither: a judged run leaves it unjudged)."""
+    checks: Mapping[str, str] = field(default_factory=dict)
+    """A fingerprint of each of the case's ``CHECKED_FIELDS``, so a later run can tell which
+    of them a user edited (empty: not known)."""
 
     @staticmethod
     def failed(case_id: str, plan: str, available: int, error: str,
-               tags: tuple[str, ...] = (), expects: str | None = None) -> CaseResult:
+               tags: tuple[str, ...] = (), expects: str | None = None,
+               checks: Mapping[str, str] | None = None) -> CaseResult:
         """The row of a case whose build or rendering failed."""
         return CaseResult(id=case_id, plan=plan, available=available,
                           scores=dict.fromkeys(METRICS), error=error, tags=tags,
-                          expects=expects)
+                          expects=expects, checks=dict(checks or {}))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"id": self.id, "plan": self.plan, "available": self.available,
                 "scores": dict(self.scores), "missing": list(self.missing),
                 "noise_shown": list(self.noise_shown), "misplaced": list(self.misplaced),
-                "error": self.error, "tags": list(self.tags)}
+                "error": self.error, "tags": list(self.tags), "checks": dict(self.checks)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,6 +179,7 @@ class _SavedCase(BaseModel):
     noise_shown: list[str] = []
     misplaced: list[str] = []
     tags: list[str] = []
+    checks: dict[str, str] = {}
 
 
 class _Saved(BaseModel):
@@ -222,6 +236,11 @@ def _saved_error(saved: _Saved) -> str | None:
         seen.add(case.id)
         if (problem := _score_error(case.scores)) is not None:
             return f"cases.{index} ({case.id!r}): {problem}"
+        unknown = sorted(set(case.checks) - set(CHECKED_FIELDS))
+        if unknown:
+            # A misspelt field would never match this run's and silently skip nothing.
+            return (f"cases.{index} ({case.id!r}): checks: unknown field {unknown[0]!r} "
+                    f"(known: {', '.join(CHECKED_FIELDS)})")
     return None
 
 
@@ -239,6 +258,8 @@ class Baseline:
     """The tokenizer it was measured with (None: not saved)."""
     setups: Mapping[str, tuple[str | None, int | None]] = field(default_factory=dict)
     """Each case's plan and available tokens, as saved."""
+    checks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Each case's fingerprints of its checked fields, as saved (none in an older file)."""
 
 
 def read_baseline(path: Path) -> Baseline:
@@ -268,7 +289,8 @@ def read_baseline(path: Path) -> Baseline:
                     cases={case.id: case.scores for case in saved.cases},
                     failed=frozenset(case.id for case in saved.cases if case.error),
                     tokenizer=saved.tokenizer,
-                    setups={case.id: (case.plan, case.available) for case in saved.cases})
+                    setups={case.id: (case.plan, case.available) for case in saved.cases},
+                    checks={case.id: case.checks for case in saved.cases})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,8 +346,46 @@ def find_regressions(result: CasesResult, baseline: Baseline,
                                     tolerance=0.0))
             continue
         asked = (row.expects,) if result.judged and row.expects is not None else ()
-        found += _compare(row.id, before, row.scores, tolerances, asked)
+        found += _compare(row.id, before, row.scores, tolerances, asked,
+                          skip=_rescaled(row, baseline))
     return found
+
+
+def edited_fields(row: CaseResult, baseline: Baseline) -> list[str]:
+    """The ``CHECKED_FIELDS`` of ``row``'s case edited since the baseline was saved.
+
+    Known only when both have the field's fingerprint (a baseline of an older version has none).
+    """
+    saved = baseline.checks.get(row.id, {})
+    return [name for name in CHECKED_FIELDS
+            if name in saved and name in row.checks and saved[name] != row.checks[name]]
+
+
+def _rescaled(row: CaseResult, baseline: Baseline) -> frozenset[str]:
+    """The metrics of ``row`` measured against a field edited since the baseline."""
+    edited = set(edited_fields(row, baseline))
+    return frozenset(metric for metric, name in MEASURED_AGAINST.items() if name in edited)
+
+
+def checks_changed(result: CasesResult, baseline: Baseline) -> list[str]:
+    """One line per case whose edited checks left scores of both runs uncompared.
+
+    ``case x: must_contain changed since the baseline: completeness, density not compared``;
+    a grade no longer asked for is ``no_longer_judged``'s to report.
+    """
+    lines = []
+    for row in result.cases:
+        before = baseline.cases.get(row.id)
+        if before is None or row.error is not None:
+            continue
+        for name in edited_fields(row, baseline):
+            metrics = [metric for metric, measured in MEASURED_AGAINST.items()
+                       if measured == name and before.get(metric) is not None
+                       and row.scores.get(metric) is not None]
+            if metrics:
+                lines.append(f"case {row.id}: {name} changed since the baseline: "
+                             f"{', '.join(metrics)} not compared")
+    return lines
 
 
 _ASKS_NOW = {None: "expects neither an answer nor a tool call now",
@@ -364,11 +424,13 @@ def shared_overall(result: CasesResult, baseline: Baseline
     """
     built = {row.id: row for row in result.cases if row.error is None}
     shared = [case for case in baseline.cases if case in built and case not in baseline.failed]
+    rescaled = {case: _rescaled(built[case], baseline) for case in shared}
     before: dict[str, float | None] = {}
     after: dict[str, float | None] = {}
     for metric in KNOWN_METRICS:
         pairs = [(old, new) for case in shared
-                 if (old := baseline.cases[case].get(metric)) is not None
+                 if metric not in rescaled[case]
+                 and (old := baseline.cases[case].get(metric)) is not None
                  and (new := built[case].scores.get(metric)) is not None]
         before[metric] = sum(old for old, _ in pairs) / len(pairs) if pairs else None
         after[metric] = sum(new for _, new in pairs) / len(pairs) if pairs else None
@@ -439,10 +501,16 @@ def missing_from_run(result: CasesResult, baseline: Baseline) -> list[str]:
 
 def _compare(case: str | None, before: Mapping[str, float | None],
              after: Mapping[str, float | None], tolerances: Mapping[str, float],
-             must_stay: Sequence[str] = ()) -> list[Regression]:
-    """The regressions of one row; a metric of ``must_stay`` measured before and not now is one."""
+             must_stay: Sequence[str] = (), skip: frozenset[str] = frozenset()
+             ) -> list[Regression]:
+    """The regressions of one row; a metric of ``must_stay`` measured before and not now is one.
+
+    The metrics of ``skip`` are not compared (measured against checks edited since).
+    """
     found = []
     for metric, tolerance in tolerances.items():
+        if metric in skip:
+            continue
         old, new = before.get(metric), after.get(metric)
         if old is not None and new is None and metric in must_stay:
             found.append(Regression(case=case, metric=metric, before=old, after=None,

@@ -13,6 +13,8 @@ their JSON form and the regression check against a saved run. No I/O but reading
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +41,7 @@ from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, load_plan
 from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, DatasetError, InvalidInputError, PlanError
 from contextwright.evaluate.case_metrics import Checks, Placement, Wanted, measure
-from contextwright.evaluate.case_results import CaseResult, CasesResult, overall
+from contextwright.evaluate.case_results import CHECKED_FIELDS, CaseResult, CasesResult, overall
 from contextwright.evaluate.records import CaseOutcome, ExpectedAnswer, ExpectedCall, Ratio
 from contextwright.evaluate.render import failure
 from contextwright.plans import select_plan
@@ -360,7 +362,7 @@ def build_case(builder: ContextBuilder, case: EvalCase, plan: BuildPlan) -> Case
     except ContextwrightError as exc:
         return CaseBuild(result=CaseResult.failed(case.id, plan.name, available,
                                                   failure("build", exc), case.tags,
-                                                  case.judged_metric),
+                                                  case.judged_metric, check_fingerprints(case)),
                          plan=plan, messages=[])
     messages = list(body["messages"])
     tools = tuple(body.get("tools") or ())
@@ -370,8 +372,38 @@ def build_case(builder: ContextBuilder, case: EvalCase, plan: BuildPlan) -> Case
     result = CaseResult(id=case.id, plan=plan.name, available=available, scores=scores,
                         missing=measured.missing, noise_shown=measured.noise_shown,
                         misplaced=measured.misplaced, tags=case.tags,
-                        expects=case.judged_metric)
+                        expects=case.judged_metric, checks=check_fingerprints(case))
     return CaseBuild(result=result, plan=plan, messages=messages, tools=tools)
+
+
+def check_fingerprints(case: EvalCase) -> dict[str, str]:
+    """A short hash of each field of ``case`` a metric is measured against (``CHECKED_FIELDS``).
+
+    Order does not count (every metric counts what is shown), so a reordered list is the same
+    check; an item added or retired makes another, whose baseline score is not comparable.
+    """
+    checks, call = case.checks, case.expected_call
+    parts: dict[str, object] = {
+        "must_contain": _sorted_wanted(checks.required), "noise": _sorted_wanted(checks.noise),
+        "position": {"head": sorted(checks.placement.head),
+                     "tail": sorted(checks.placement.tail),
+                     "question_at_tail": checks.placement.question_at_tail},
+        "answer": case.answer,
+        "expected_call": None if call is None else {"name": call.name,
+                                                    "arguments": dict(call.arguments)},
+    }
+    return {name: _fingerprint(parts[name]) for name in CHECKED_FIELDS}
+
+
+def _sorted_wanted(wanted: Wanted) -> dict[str, list[str]]:
+    return {"facts": sorted(wanted.facts), "messages": sorted(wanted.messages),
+            "documents": sorted(wanted.documents), "tools": sorted(wanted.tools)}
+
+
+def _fingerprint(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                      default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def sent_image_tokens(ctx: FinalContext) -> int:
