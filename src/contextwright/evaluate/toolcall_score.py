@@ -164,9 +164,11 @@ def parse_tasks(text: str, origin: str) -> list[ToolCallTask]:
     ``origin`` names the text in error messages (``stdin line 3: not JSON``).
     """
     tasks: list[ToolCallTask] = []
+    first_line: dict[str, int] = {}
     # Lines end at "\n" only: U+2028, U+2029 and U+0085 (which ``str.splitlines`` also breaks
     # at) may stand raw inside a JSON string, as ``json.dumps(ensure_ascii=False)`` writes them.
-    for number, raw in enumerate(text.split("\n"), start=1):
+    # A leading byte order mark (Notepad, PowerShell 5's UTF-8) is no part of line 1.
+    for number, raw in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
         line = raw.removesuffix("\r")
         if not line.strip():
             continue
@@ -175,7 +177,12 @@ def parse_tasks(text: str, origin: str) -> list[ToolCallTask]:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"{where}: not JSON ({exc.msg})") from None
-        tasks.append(task_from_dict(data, where))
+        task = task_from_dict(data, where)
+        if task.id in first_line:
+            raise InvalidInputError(f"{where}: task id {task.id!r} is repeated (also on line "
+                                    f"{first_line[task.id]})")
+        first_line[task.id] = number
+        tasks.append(task)
     return check_unique(tasks, origin)
 
 
