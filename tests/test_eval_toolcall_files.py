@@ -11,6 +11,7 @@ import pytest
 
 from contextwright.errors import InvalidInputError
 from contextwright.evaluate.toolcall_score import load_tasks, parse_tasks
+from contextwright.evaluate.toolcalls import ResultCache
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}}}}
@@ -33,3 +34,22 @@ def test_a_repeated_task_id_names_both_lines() -> None:
     message = "tasks.jsonl line 4: task id 't1' is repeated (also on line 1)"
     with pytest.raises(InvalidInputError, match=f"^{re.escape(message)}$"):
         parse_tasks(text, "tasks.jsonl")
+
+
+# --- the results cache: records a resumed run cannot use ---------------------------------------
+
+
+@pytest.mark.parametrize("outcome", [
+    {"config": "a", "verdict": "correct"},  # no task
+    {"task": "t", "config": "a", "verdict": "splendid"},
+    {"task": "t", "config": "a", "verdict": "correct", "calls": ["get_weather"]},
+    {"task": "t", "config": "a", "verdict": "correct", "prompt_tokens": "many"},
+])
+def test_a_cache_record_a_resumed_run_cannot_read_is_an_error_naming_its_line(
+        tmp_path: Path, outcome: dict[str, object]) -> None:
+    cache = tmp_path / "runs.jsonl"
+    good = {"key": "k1", "outcome": {"task": "t", "config": "a", "verdict": "correct"}}
+    cache.write_text(json.dumps(good) + "\n" + json.dumps({"key": "k2", "outcome": outcome})
+                     + "\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=r"line 2 is not a cache record"):
+        ResultCache(cache)

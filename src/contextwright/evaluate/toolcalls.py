@@ -448,10 +448,14 @@ class ResultCache:
         try:
             if not isinstance(record, dict):
                 raise TypeError
-            return str(record["key"]), dict(record["outcome"])
-        except (KeyError, TypeError, ValueError):
+            key, outcome = str(record["key"]), dict(record["outcome"])
+            # Read back now, so a record a resumed run could not use (no task, an unknown
+            # verdict) is named by its line here, not a crash when its task comes up.
+            _from_record(outcome)
+        except (KeyError, TypeError, ValueError, InvalidInputError):
             raise InvalidInputError(f"cache {self.path} line {number} is not a cache "
                                     "record") from None
+        return key, outcome
 
     def _keep(self, record: tuple[str, dict[str, Any]]) -> None:
         key, outcome = record
