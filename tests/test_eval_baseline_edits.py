@@ -9,6 +9,11 @@ got no grade from the judge, still fails the run.
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,3 +187,47 @@ def test_a_baseline_saved_without_fingerprints_compares_every_case(tmp_path: Pat
     assert again.exit_code == 1, again.stderr
     assert "regression: case vault-0: completeness 1.000 → 0.667" in again.stderr
 
+
+
+# --- a save that cannot be finished ------------------------------------------------------------
+
+
+def save_with_file_size_limit(cases: Path, saved: Path, limit: int
+                              ) -> subprocess.CompletedProcess[str]:
+    """``eval cases FILE --baseline SAVED --save SAVED`` in a process that may write ``limit``
+    bytes per file at most: the write of the result fails part way, as on a full disk.
+    """
+    def limit_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [sys.executable, "-c", "from contextwright.cli import main; main()", "eval", "cases",
+         str(cases), "--baseline", str(saved), "--save", str(saved)],
+        capture_output=True, text=True, preexec_fn=limit_files, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+             "PYTHONDONTWRITEBYTECODE": "1"})
+
+
+def test_a_save_that_fails_part_way_leaves_the_baseline_whole(tmp_path: Path) -> None:
+    cases = generated_cases(tmp_path)
+    saved = tmp_path / "baseline.json"
+    assert plain(str(cases), "--save", str(saved)).exit_code == 0
+    before = saved.read_text("utf-8")
+    assert len(before) > 1024
+    failed = save_with_file_size_limit(cases, saved, 1024)
+    assert failed.returncode == 2, failed.stderr
+    assert f"cannot write {saved}" in failed.stderr
+    assert saved.read_text("utf-8") == before  # the next run still has its baseline
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["baseline.json", "cases.jsonl"]
+    assert plain(str(cases), "--baseline", str(saved)).exit_code == 0
+
+
+def test_a_save_through_a_link_updates_the_file_it_links_to(tmp_path: Path) -> None:
+    cases = generated_cases(tmp_path)
+    real = tmp_path / "kept" / "baseline.json"
+    real.parent.mkdir()
+    link = tmp_path / "baseline.json"
+    link.symlink_to(real)
+    assert plain(str(cases), "--save", str(link)).exit_code == 0
+    assert link.is_symlink() and json.loads(real.read_text("utf-8"))["cases"]

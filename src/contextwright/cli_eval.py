@@ -522,8 +522,19 @@ def _plan(name: str | None) -> BuildPlan | None:
 
 
 def _write_json(path: Path, data: object) -> None:
+    """Write ``data`` to ``path`` whole or not at all.
+
+    The text goes to a file beside it first, which then replaces ``path``: a write cut short
+    (a full disk, Ctrl-C) must not leave half a baseline where ``--save B`` keeps the only one.
+    """
+    target = path.resolve() if path.is_symlink() else path  # a linked baseline stays linked
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", "utf-8")
+        try:
+            partial.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", "utf-8")
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)  # gone already when it replaced the target
     except OSError as exc:
         fail(f"cannot write {path}: {exc.strerror}")
 
