@@ -7,6 +7,7 @@ is then its line in the file, not its count among the rows. Rows of the wrong sh
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 import shutil
@@ -148,3 +149,20 @@ def test_a_beir_document_without_title_or_text_is_a_dataset_error(tmp_path: Path
     where = re.escape(f"{path}:1")
     with pytest.raises(DatasetError, match=rf"^{where}: field 'text' is missing$"):
         load_beir(pool)
+
+
+def test_dataset_files_saved_with_a_byte_order_mark_load_as_without(tmp_path: Path) -> None:
+    tau = copy_fixture(tmp_path, "tau")
+    for name in ("required_facts.jsonl", "gpt-4o-airline-dev.json", "airline_policy_wiki.md"):
+        path = tau / name
+        path.write_bytes(codecs.BOM_UTF8 + path.read_bytes())
+    loaded = load_tau(tau)
+    assert loaded == load_tau(copy_fixture(tmp_path / "plain", "tau"))
+    assert not loaded.policy.startswith("\ufeff")
+
+
+def test_a_policy_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    tau = copy_fixture(tmp_path, "tau")
+    (tau / "airline_policy_wiki.md").write_bytes(b"Policy \xff")
+    with pytest.raises(DatasetError, match=r"airline_policy_wiki\.md is not valid UTF-8"):
+        load_tau(tau)

@@ -8,6 +8,7 @@ UTF-8 or nesting deep enough to exhaust the stack is a ``DatasetError`` too.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -86,10 +87,19 @@ def get(row: Row, name: str, kind: type[T] | tuple[type, ...], where: str) -> T:
 
 
 def _read_bytes(path: Path) -> bytes:
+    """The file's bytes without a leading UTF-8 byte order mark (a file saved by Notepad)."""
     try:
-        return path.read_bytes()
+        return path.read_bytes().removeprefix(codecs.BOM_UTF8)
     except OSError as exc:
         raise DatasetError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of ``path`` (a leading byte order mark dropped)."""
+    try:
+        return decode_utf8(_read_bytes(path))
+    except MalformedDocument as exc:
+        raise DatasetError(f"{path} is {exc}") from None
 
 
 def spread(items: Sequence[T], limit: int | None) -> tuple[T, ...]:

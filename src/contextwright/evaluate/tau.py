@@ -50,6 +50,7 @@ from contextwright.evaluate._files import (
     line_of,
     read_json,
     read_jsonl_lines,
+    read_text,
     require_files,
     spread,
 )
@@ -123,10 +124,7 @@ def load_tau(folder: Path, limit: int | None = None) -> TauSet:
     row of ``required_facts.jsonl`` by its path and line, a trajectory by its index.
     """
     require_files(folder, FILES, LAYOUT)
-    try:
-        policy = (folder / FILES[0]).read_text("utf-8")
-    except UnicodeDecodeError:
-        raise DatasetError(f"{folder / FILES[0]} is not UTF-8") from None
+    policy = read_text(folder / FILES[0])
     trajectories_path = folder / FILES[1]
     trajectories = read_json(trajectories_path)
     if not isinstance(trajectories, list):
