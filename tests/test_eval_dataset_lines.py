@@ -166,3 +166,20 @@ def test_a_policy_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     (tau / "airline_policy_wiki.md").write_bytes(b"Policy \xff")
     with pytest.raises(DatasetError, match=r"airline_policy_wiki\.md is not valid UTF-8"):
         load_tau(tau)
+
+
+def test_a_locomo_conversation_id_given_twice_is_named_not_blamed_on_a_question(
+        tmp_path: Path) -> None:
+    locomo = copy_fixture(tmp_path, "locomo")
+    path = locomo / "locomo-dev.json"
+    conversations = json.loads(path.read_text("utf-8"))
+    other = json.loads(json.dumps(conversations[0]))
+    for turns in other["conversation"].values():
+        if isinstance(turns, list):
+            for turn in turns:
+                turn["dia_id"] = "X" + turn["dia_id"]
+    path.write_text(json.dumps([*conversations, other]), "utf-8")
+    where = re.escape(f"{path}[1]")
+    with pytest.raises(DatasetError, match=rf"^{where}: sample_id 'conv-fx' is also the "
+                                           r"sample_id of \[0\]$"):
+        load_locomo(locomo)

@@ -118,12 +118,20 @@ class LocomoSet:
 def load_locomo(folder: Path, limit: int | None = None) -> LocomoSet:
     """Load a folder laid out like ``locomo-dev``; ``limit``: that many questions, spread."""
     require_files(folder, FILES, LAYOUT)
-    raw = read_json(folder / FILES[0])
+    path = folder / FILES[0]
+    raw = read_json(path)
     if not isinstance(raw, list):
-        raise DatasetError(f"{folder / FILES[0]}: expected a list of conversations")
+        raise DatasetError(f"{path}: expected a list of conversations")
     conversations = {}
+    first_index: dict[str, int] = {}
     for index, sample in enumerate(raw):
-        conversation = _conversation(sample, f"{FILES[0]}[{index}]")
+        conversation = _conversation(sample, f"{path}[{index}]")
+        if conversation.sample_id in first_index:
+            # The later one would replace the first, and its questions would be blamed for
+            # evidence that is no turn of the conversation they were written for.
+            raise DatasetError(f"{path}[{index}]: sample_id {conversation.sample_id!r} is also "
+                               f"the sample_id of [{first_index[conversation.sample_id]}]")
+        first_index[conversation.sample_id] = index
         conversations[conversation.sample_id] = conversation
     cases = []
     questions = folder / FILES[1]
