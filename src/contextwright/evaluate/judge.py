@@ -30,8 +30,9 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -158,43 +159,69 @@ class ReplyCache:
         self._db = _open_cache(path)
         try:
             _prepare_cache(self._db)
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
             # A damaged file, or a database of another program at this path: the shared
-            # default cache must not break every judged run with a traceback.
+            # default cache must not break every judged run with a traceback. A file another
+            # program holds locked is neither: saying so keeps its replies from being thrown away.
             self._db.close()
+            if _in_use(exc):
+                raise StoreError(in_use_message(path)) from None
             raise StoreError(f"reply cache {path} is not a contextwright reply cache (move it "
                              "away or pass --cache-dir)") from None
 
     def get(self, key: str) -> str | None:
         """The reply stored under ``key``."""
-        with self._lock:
+        with self._using():
             row = self._db.execute("SELECT reply FROM replies WHERE key = ?",
                                    (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def by_request(self, request: str) -> str | None:
         """A reply to a request with this hash, under any key."""
-        with self._lock:
+        with self._using():
             row = self._db.execute("SELECT reply FROM replies WHERE request = ? LIMIT 1",
                                    (request,)).fetchone()
         return None if row is None else str(row[0])
 
     def put(self, key: str, *, kind: str, model: str, request: str, reply: str) -> None:
         """Store ``reply`` (a later write under the same key replaces it)."""
-        with self._lock:
+        with self._using():
             self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?)",
                              (key, kind, model, request, reply, time.time()))
             self._db.commit()
 
     def __len__(self) -> int:
         """Replies stored."""
-        with self._lock:
+        with self._using():
             return int(self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+
+    @contextmanager
+    def _using(self) -> Iterator[None]:
+        """The lock held, and a database error as a ``StoreError`` naming the file."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                if _in_use(exc):
+                    raise StoreError(in_use_message(self.path)) from None
+                raise StoreError(f"reply cache {self.path}: {exc}") from None
 
     def close(self) -> None:
         """Close the database."""
         with self._lock:
             self._db.close()
+
+
+def in_use_message(path: Path) -> str:
+    """What a run says when another program holds the reply cache locked."""
+    return (f"reply cache {path} is in use by another program (it is locked); the replies "
+            "stored so far are kept: run again when it is done, or pass --cache-dir")
+
+
+def _in_use(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused because another connection holds the file locked."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _prepare_cache(db: sqlite3.Connection) -> None:
