@@ -231,3 +231,16 @@ def test_a_save_through_a_link_updates_the_file_it_links_to(tmp_path: Path) -> N
     link.symlink_to(real)
     assert plain(str(cases), "--save", str(link)).exit_code == 0
     assert link.is_symlink() and json.loads(real.read_text("utf-8"))["cases"]
+
+
+def test_a_bad_score_in_a_baseline_names_the_case_by_its_id(tmp_path: Path) -> None:
+    cases = generated_cases(tmp_path)
+    saved = tmp_path / "baseline.json"
+    assert plain(str(cases), "--save", str(saved)).exit_code == 0
+    data = json.loads(saved.read_text("utf-8"))
+    data["cases"][2]["scores"]["density"] = "0.5"
+    saved.write_text(json.dumps(data, indent=2), "utf-8")
+    result = plain(str(cases), "--baseline", str(saved))
+    assert result.exit_code == 2
+    assert ("bad baseline baseline.json: cases.2 ('vault-2').scores.density: Input should be a "
+            "valid number") in result.stderr

@@ -448,11 +448,11 @@ def test_a_case_that_fails_now_regresses_and_a_bad_baseline_is_exit_2(tmp_path: 
 
 @pytest.mark.parametrize(("change", "message"), [
     (lambda d: d["cases"][0]["scores"].update(completeness=float("nan")),
-     r"cases\.0\.scores\.completeness: Input should be a finite number"),
+     r"cases\.0 \('c'\)\.scores\.completeness: Input should be a finite number"),
     (lambda d: d["cases"][0]["scores"].update(completeness=2.5),
      r"cases\.0 \('c'\): completeness is 2\.5, outside 0 to 1"),
     (lambda d: d["cases"][0]["scores"].update(completeness="1.0"),
-     r"cases\.0\.scores\.completeness: Input should be a valid number"),
+     r"cases\.0 \('c'\)\.scores\.completeness: Input should be a valid number"),
     (lambda d: d["cases"][0]["scores"].update(tokens=-3),
      r"cases\.0 \('c'\): tokens is -3, below 0"),
     (lambda d: d["overall"].update(noise=-0.5), "overall: noise is -0.5, outside 0 to 1"),
@@ -462,7 +462,7 @@ def test_a_case_that_fails_now_regresses_and_a_bad_baseline_is_exit_2(tmp_path: 
     (lambda d: d["cases"][0]["scores"].update(completnes=d["cases"][0]["scores"].pop(
         "completeness")), r"cases\.0 \('c'\): unknown metric 'completnes'"),
     (lambda d: d["cases"][0].update(scroes=d["cases"][0]["scores"]),
-     r"cases\.0\.scroes: Extra inputs are not permitted"),
+     r"cases\.0 \('c'\)\.scroes: Extra inputs are not permitted"),
     (lambda d: d.update(overal=d["overall"]), "overal: Extra inputs are not permitted"),
 ], ids=["nan", "above-one", "string", "negative-tokens", "overall", "duplicate-id",
         "misspelt-overall-metric", "misspelt-case-metric", "misspelt-case-key",

@@ -279,7 +279,7 @@ def read_baseline(path: Path) -> Baseline:
         saved = _Saved.model_validate(data)
     except PydanticValidationError as exc:
         error = exc.errors()[0]
-        location = ".".join(str(part) for part in error["loc"]) or "baseline"
+        location = _location(data, error["loc"])
         raise DatasetError(f"bad baseline {path.name}: {location}: {error['msg']}") from None
     if saved.format != FORMAT:
         raise DatasetError(f"bad baseline {path.name}: format: expected {FORMAT!r}")
@@ -291,6 +291,20 @@ def read_baseline(path: Path) -> Baseline:
                     tokenizer=saved.tokenizer,
                     setups={case.id: (case.plan, case.available) for case in saved.cases},
                     checks={case.id: case.checks for case in saved.cases})
+
+
+def _location(data: object, loc: Sequence[int | str]) -> str:
+    """Where a validation error is, as ``cases.2 ('vault-2').scores.density``.
+
+    A case is named by its id besides its index: the id is what a user can search the file for.
+    """
+    parts = [str(part) for part in loc]
+    if len(loc) >= 2 and loc[0] == "cases" and isinstance(loc[1], int):
+        rows = data.get("cases") if isinstance(data, dict) else None
+        row = rows[loc[1]] if isinstance(rows, list) and loc[1] < len(rows) else None
+        if isinstance(row, dict) and isinstance(row.get("id"), str):
+            parts[1] += f" ({row['id']!r})"
+    return ".".join(parts) or "baseline"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
