@@ -183,3 +183,30 @@ def test_a_locomo_conversation_id_given_twice_is_named_not_blamed_on_a_question(
     with pytest.raises(DatasetError, match=rf"^{where}: sample_id 'conv-fx' is also the "
                                            r"sample_id of \[0\]$"):
         load_locomo(locomo)
+
+
+def test_qrels_skip_blank_lines_and_name_a_bad_row_by_its_file_line(tmp_path: Path) -> None:
+    pool = copy_fixture(tmp_path, "hotpotqa") / "beir_pool"
+    path = pool / "qrels" / "test.tsv"
+    header, first, *rest = path.read_text("utf-8").splitlines()
+    path.write_text("\n".join([header, "", first, *rest, "", ""]) + "\n", "utf-8")
+    assert load_beir(pool).qrels == load_beir(copy_fixture(tmp_path / "plain", "hotpotqa")
+                                              / "beir_pool").qrels
+    path.write_text("\n".join([header, "", first, "fx-q2\tCopper Bridge\tvery"]) + "\n",
+                    "utf-8")
+    where = re.escape(f"{path}:4")
+    with pytest.raises(DatasetError, match=rf"^{where}: score is not a number$"):
+        load_beir(pool)
+
+
+def test_qrels_with_a_byte_order_mark_read_the_header_and_refuse_a_score_of_nan(
+        tmp_path: Path) -> None:
+    pool = copy_fixture(tmp_path, "hotpotqa") / "beir_pool"
+    path = pool / "qrels" / "test.tsv"
+    text = path.read_text("utf-8")
+    path.write_bytes(codecs.BOM_UTF8 + text.encode("utf-8"))
+    assert load_beir(pool).qrels == load_beir(copy_fixture(tmp_path / "plain", "hotpotqa")
+                                              / "beir_pool").qrels
+    path.write_text(text + "fx-q2\tGlass Owl\tnan\n", "utf-8")
+    with pytest.raises(DatasetError, match=r"test\.tsv:\d+: score is not a finite number$"):
+        load_beir(pool)

@@ -13,6 +13,7 @@ contextwright ships is decided in ``contextwright.retrieval``; ``library_ranker`
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,23 +83,37 @@ def load_beir(folder: Path) -> BeirPool:
 
 def _qrels(path: Path) -> dict[str, dict[str, float]]:
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            return _parse_qrels(path, csv.reader(handle, delimiter="\t"))
+        # utf-8-sig: a byte order mark (a file saved by Notepad) is no part of the header.
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle, delimiter="\t")
+            return _parse_qrels(path, ((reader.line_num, row) for row in reader))
     except UnicodeDecodeError:
         raise DatasetError(f"{path} is not valid UTF-8") from None
 
 
-def _parse_qrels(path: Path, rows: Iterable[list[str]]) -> dict[str, dict[str, float]]:
+def _parse_qrels(path: Path, rows: Iterable[tuple[int, list[str]]]
+                 ) -> dict[str, dict[str, float]]:
+    """The relevance of each (query, document); ``rows`` come with their file line numbers.
+
+    Blank lines are skipped, as in the JSON Lines files beside it.
+    """
     qrels: dict[str, dict[str, float]] = {}
-    for number, row in enumerate(rows, 1):
-        if number == 1 and row[:1] == ["query-id"]:
+    first = True
+    for number, row in rows:
+        if not row:
             continue
+        if first and row[:1] == ["query-id"]:
+            first = False
+            continue
+        first = False
         if len(row) != 3:
             raise DatasetError(f"{path}:{number}: expected query-id, corpus-id, score")
         try:
             score = float(row[2])
         except ValueError:
             raise DatasetError(f"{path}:{number}: score is not a number") from None
+        if not math.isfinite(score):
+            raise DatasetError(f"{path}:{number}: score is not a finite number")
         qrels.setdefault(row[0], {})[row[1]] = score
     return qrels
 
