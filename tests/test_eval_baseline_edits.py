@@ -244,3 +244,12 @@ def test_a_bad_score_in_a_baseline_names_the_case_by_its_id(tmp_path: Path) -> N
     assert result.exit_code == 2
     assert ("bad baseline baseline.json: cases.2 ('vault-2').scores.density: Input should be a "
             "valid number") in result.stderr
+
+
+def test_a_save_onto_the_cases_file_is_refused_before_the_run(tmp_path: Path) -> None:
+    cases = generated_cases(tmp_path)
+    before = cases.read_text("utf-8")
+    result = plain(str(cases), "--save", str(tmp_path / "." / "cases.jsonl"))
+    assert result.exit_code == 2
+    assert "is the cases file" in result.stderr
+    assert cases.read_text("utf-8") == before

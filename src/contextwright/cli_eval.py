@@ -390,6 +390,9 @@ def cases_command(context: typer.Context, file: CasesFile, plan: CasesPlanOption
         if tolerance and baseline is None:
             # Nothing is compared without a baseline: a tolerance would change nothing.
             fail("--tolerance applies only with --baseline")
+        if save is not None and not is_stdin(file) and _same_file(save, file):
+            # Checked before the run: the result written there would replace the user's cases.
+            fail(f"--save {save} is the cases file; save the result to another file")
         saved = read_baseline(baseline) if baseline is not None else None
         cases = _load_cases(file)
         run = CaseRun(plan=_plan(plan), budget=budget, base_dir=file.parent)
@@ -435,7 +438,7 @@ def _save_result(save: Path, baseline: Path | None, result: CasesResult,
 
 
 def _same_file(first: Path, second: Path) -> bool:
-    """Whether two paths name one file (the second exists: it was read as the baseline)."""
+    """Whether two paths name one existing file (False when either cannot be looked up)."""
     try:
         return first.exists() and first.samefile(second)
     except OSError:
