@@ -253,3 +253,17 @@ def test_a_save_onto_the_cases_file_is_refused_before_the_run(tmp_path: Path) ->
     assert result.exit_code == 2
     assert "is the cases file" in result.stderr
     assert cases.read_text("utf-8") == before
+
+
+def test_a_baseline_judged_by_other_models_is_noted(server: FakeOpenAIServer,
+                                                      tmp_path: Path) -> None:
+    cases, saved = saved_baseline(server, tmp_path)
+    again = CliRunner().invoke(eval_app, [
+        "cases", str(cases), "--baseline", str(saved), "--judge-base-url", server.base_url,
+        "--judge-model", "judge", "--answer-model", "answerer-2", "--cache-dir",
+        str(tmp_path / "cache"), "--yes"])
+    assert again.exit_code == 0, again.stderr
+    assert ("note: the baseline was judged by judge with answers from answerer and this run by "
+            "judge with answers from answerer-2: the grades move for that alone") in again.stderr
+    same = judged_cases(server, tmp_path / "cache", str(cases), "--baseline", str(saved))
+    assert "the baseline was judged by" not in same.stderr

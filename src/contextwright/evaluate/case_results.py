@@ -122,6 +122,8 @@ class CasesResult:
     """What the run says besides the rows (who judged, cases that could not be judged)."""
     judged: bool = False
     """A model answered and a judge graded the cases (``eval cases --judge-…``)."""
+    judged_by: tuple[str, str] | None = None
+    """(judge model, answer model) of a judged run."""
 
     @property
     def failures(self) -> int:
@@ -136,9 +138,14 @@ class CasesResult:
         return (*METRICS, *judged)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the baseline file format)."""
+        """JSON-ready form (also the baseline file format).
+
+        A judged run also has ``judge_model`` and ``answer_model``.
+        """
+        models = {} if self.judged_by is None else {"judge_model": self.judged_by[0],
+                                                    "answer_model": self.judged_by[1]}
         return {"format": FORMAT, "file": self.file, "plan": self.plan, "budget": self.budget,
-                "tokenizer": self.tokenizer, "metrics": list(self.metrics),
+                "tokenizer": self.tokenizer, **models, "metrics": list(self.metrics),
                 "targets": {m: list(t) for m, t in TARGETS.items()},
                 "overall": dict(self.overall), "failures": self.failures,
                 "notes": list(self.notes), "cases": [row.to_dict() for row in self.cases]}
@@ -193,6 +200,8 @@ class _Saved(BaseModel):
     plan: str | None = None
     budget: int | None = None
     tokenizer: str | None = None
+    judge_model: str | None = None
+    answer_model: str | None = None
     metrics: list[str] = []
     targets: dict[str, Any] = {}
     failures: int | None = None
@@ -260,6 +269,8 @@ class Baseline:
     """Each case's plan and available tokens, as saved."""
     checks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Each case's fingerprints of its checked fields, as saved (none in an older file)."""
+    judged_by: tuple[str, str] | None = None
+    """(judge model, answer model) it was judged with (None: not judged, or not saved)."""
 
 
 def read_baseline(path: Path) -> Baseline:
@@ -290,7 +301,9 @@ def read_baseline(path: Path) -> Baseline:
                     failed=frozenset(case.id for case in saved.cases if case.error),
                     tokenizer=saved.tokenizer,
                     setups={case.id: (case.plan, case.available) for case in saved.cases},
-                    checks={case.id: case.checks for case in saved.cases})
+                    checks={case.id: case.checks for case in saved.cases},
+                    judged_by=None if saved.judge_model is None or saved.answer_model is None
+                    else (saved.judge_model, saved.answer_model))
 
 
 def _location(data: object, loc: Sequence[int | str]) -> str:
@@ -472,9 +485,9 @@ def setup_changes(result: CasesResult, baseline: Baseline) -> list[str]:
 
     No shared built case at all (every id renamed, another file's baseline) means nothing was
     compared, which a run that passes should say.
-    A baseline saved with another tokenizer, or a case built with another plan or budget (a
-    ``--budget`` or ``--plan`` given to one run only, a case's plan edited), moves the metrics
-    for that alone: the regressions it causes are real differences, and this says where they
+    A baseline saved with another tokenizer or judged with other models, or a case built with
+    another plan or budget (a ``--budget`` or ``--plan`` given to one run only, a case's plan
+    edited), moves the metrics for that alone: the regressions it causes are real differences, and this says where they
     come from.
     """
     notes = []
@@ -486,6 +499,11 @@ def setup_changes(result: CasesResult, baseline: Baseline) -> list[str]:
         notes.append(f"the baseline was measured with tokenizer {baseline.tokenizer} and this "
                      f"run with {result.tokenizer}: tokens, density and noise move for that "
                      "alone")
+    before, now = baseline.judged_by, result.judged_by
+    if before is not None and now is not None and before != now:
+        notes.append(f"the baseline was judged by {before[0]} with answers from {before[1]} "
+                     f"and this run by {now[0]} with answers from {now[1]}: the grades move "
+                     "for that alone")
     changed = []
     for row in result.cases:
         plan, available = baseline.setups.get(row.id, (None, None))

@@ -705,7 +705,8 @@ def judge_cases(cases: Sequence[EvalCase], builder: ContextBuilder, run: CaseRun
             notes.append(f"{result.id}: not judged: {scored.note}")
     return CasesResult(file=source, plan=run.label, budget=run.budget,
                        tokenizer=builder.tokenizer.name, cases=tuple(rows),
-                       overall=overall(rows), notes=tuple(notes), judged=True)
+                       overall=overall(rows), notes=tuple(notes), judged=True,
+                       judged_by=(judge.judge_model, judge.answer_model))
 
 
 Job = tuple[Task, CaseOutcome]
