@@ -356,7 +356,10 @@ def find_regressions(result: CasesResult, baseline: Baseline,
     has, the case still asks for and this run could not get (the judge's replies unreadable,
     say): a run that grades nothing must not pass for one that grades as well as before. A case
     whose ``answer`` or ``expected_call`` was removed asks for no grade any more: that is an
-    edit of the file, reported by ``no_longer_judged``, not a regression.
+    edit of the file, reported by ``no_longer_judged``, not a regression. Likewise a metric
+    measured against a field of the case edited since the baseline (``MEASURED_AGAINST``: a
+    fact added to ``must_contain``, a corrected ``answer``) changed scale, not context: it is
+    not compared for that case (``checks_changed`` says so).
 
     The overall means are those of the cases both runs hold, built and measure
     (``shared_overall``): a case added to the file or retired from it, or a check added to a
@@ -487,8 +490,8 @@ def setup_changes(result: CasesResult, baseline: Baseline) -> list[str]:
     compared, which a run that passes should say.
     A baseline saved with another tokenizer or judged with other models, or a case built with
     another plan or budget (a ``--budget`` or ``--plan`` given to one run only, a case's plan
-    edited), moves the metrics for that alone: the regressions it causes are real differences, and this says where they
-    come from.
+    edited), moves the metrics for that alone: the regressions it causes are real differences,
+    and this says where they come from.
     """
     notes = []
     if not any(row.error is None and row.id in baseline.cases
