@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ except ImportError as missing:  # pragma: no cover - depends on the installed ex
     raise ImportError("contextwright.client needs httpx: pip install 'contextwright[client]'"
                       ) from missing
 
+from contextwright.checks import seconds, whole_number
 from contextwright.convert import chat_messages, log_left_out
 from contextwright.core.cache import cache_report_from_dict
 from contextwright.core.images import image_from_part
@@ -557,11 +557,9 @@ def _check_retry_settings(*, retries: int, backoff: float, max_retry_wait: float
     Checked when the client is made: a negative wait would otherwise fail only at the first
     retry, in the middle of a call, with an error that names no setting.
     """
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise InvalidInputError("retries must be a whole number >= 0")
+    whole_number(retries, "retries")
     for name, value in (("backoff", backoff), ("max_retry_wait", max_retry_wait)):
-        if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < math.inf:
-            raise InvalidInputError(f"{name} must be a finite number of seconds >= 0")
+        seconds(value, name, zero=True)
 
 
 def _log_retry(call: _Call, why: str, wait: float) -> None:

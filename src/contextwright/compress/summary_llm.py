@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from contextwright.checks import whole_number
 from contextwright.compress.facts import fact_key
 from contextwright.compress.statements import facts_of_messages, user_statements
 from contextwright.compress.summarize import (
@@ -210,10 +211,8 @@ def _message_entry(message: Message, key: bytes) -> dict[str, Any]:
 
 
 def _token_bound(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_MESSAGE_TOKENS:
-        raise ConfigurationError(f"{name} must be a whole number of tokens, at least "
-                                 f"{MIN_MESSAGE_TOKENS}")
-    return value
+    return whole_number(value, f"{name} (tokens)", minimum=MIN_MESSAGE_TOKENS,
+                        error=ConfigurationError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from contextwright.checks import whole_number
 from contextwright.core.fence import SYSTEM_MESSAGE
 from contextwright.core.items import Message
 from contextwright.errors import InvalidInputError
@@ -378,10 +379,7 @@ class Fingerprint:
 
 
 def _count(data: Mapping[str, Any], name: str) -> int:
-    value = data.get(name, 0)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidInputError(f"fingerprint {name} must be a whole number, 0 or more")
-    return value
+    return whole_number(data.get(name, 0), f"fingerprint {name}")
 
 
 def _text(data: Mapping[str, Any], name: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
+from contextwright.checks import whole_number
 from contextwright.core.images import ImagePart, image_from_part
 from contextwright.core.items import Message, check_text, parse_message
 from contextwright.core.pairing import misplaced_result_message, pair_results
@@ -323,7 +324,5 @@ def check_document(doc: Any, index: int) -> None:
         value = getattr(doc, name)
         if value is not None:
             check_text(value, f"{where}.{name}")
-    version = doc.version
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                or version < 0):
-        raise InvalidInputError(f"{where}.version must be a whole number, 0 or more")
+    if doc.version is not None:
+        whole_number(doc.version, f"{where}.version")

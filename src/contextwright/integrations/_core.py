@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, cast
 
 from contextwright.builder import ContextBuilder, session_cache_key
+from contextwright.checks import whole_number
 from contextwright.core.cache import MAX_BREAKPOINTS, CachePolicy, Fingerprint, breakpoint_ends
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
@@ -184,9 +185,8 @@ class ContextShaper:
             raise ConfigurationError(f"cache must be True, False or a CachePolicy, not "
                                      f"{type(self.cache).__name__}")
         budget = self.budget
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
-                                   or budget < 1):
-            raise InvalidInputError("budget must be a whole number of tokens, 1 or more")
+        if budget is not None:
+            whole_number(budget, "budget", minimum=1)
 
     def request(self, messages: Sequence[Mapping[str, Any]], *, system: str | None = None,
                 tools: Sequence[Mapping[str, Any]] = ()) -> Request:

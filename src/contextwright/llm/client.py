@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from contextwright.checks import seconds, whole_number
 from contextwright.errors import LLMError
 
 if TYPE_CHECKING:
@@ -84,8 +84,7 @@ class OpenAIChatClient:
     def __init__(self, base_url: str, api_key: str = "not-needed", *, timeout: float = 30,
                  max_retries: int = 2) -> None:
         check_timeout(timeout)
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise LLMError("max_retries must be a whole number >= 0", kind="config")
+        whole_number(max_retries, "max_retries", error=_config_error)
         self.timeout = timeout
         self._client = make_sdk_client(base_url, api_key, timeout, max_retries)
 
@@ -186,10 +185,12 @@ def check_timeout(timeout: object) -> float:
     Checked when the client is made: the SDK takes ``"5"`` or ``None`` without a word and then
     fails (or waits without end) on the first call, and ``True`` would be a one-second timeout.
     """
-    if (isinstance(timeout, bool) or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout) or timeout <= 0):
-        raise LLMError("timeout must be a positive number of seconds", kind="config")
-    return float(timeout)
+    return seconds(timeout, "timeout", error=_config_error)
+
+
+def _config_error(message: str) -> LLMError:
+    """A setting the client cannot run with (kind ``config``)."""
+    return LLMError(message, kind="config")
 
 
 def _invalid_url_errors() -> tuple[type[Exception], ...]:

@@ -20,13 +20,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from contextwright.checks import whole_number
 from contextwright.compress.summarize import Summarizer
 from contextwright.core.cache import CachePolicy
 from contextwright.core.plan import BuildPlan
 from contextwright.core.source import ContextSource
 from contextwright.errors import (
     ConfigurationError,
-    InvalidInputError,
     ManagerClosed,
     StoreUsageError,
 )
@@ -110,8 +110,7 @@ class ContextManager(SessionFlows):
         self._native_async = is_async_store(self.store)
         for name, count in (("build_threads", build_threads),
                             ("summary_threads", summary_threads)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise InvalidInputError(f"{name} must be an integer >= 1")
+            whole_number(count, name, minimum=1)
         self._cpu = (_BuildThreads(max_workers=build_threads, thread_name_prefix="cw-build")
                      if self._native_async else None)
         self._background = background

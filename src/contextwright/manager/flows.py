@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contextwright.builder import ContextBuilder, cache_policy, check_target, session_cache_key
+from contextwright.checks import whole_number
 from contextwright.compress.summarize import ExtractiveSummarizer, Summarizer, Summary
 from contextwright.convert import log_left_out
 from contextwright.core.cache import CachePolicy, Fingerprint
@@ -112,8 +113,7 @@ def _check_count(name: str, value: object, *, minimum: int) -> None:
     summary update, and a count of the wrong type failed inside a store call that does not
     name the argument.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}")
+    whole_number(value, name, minimum=minimum)
 
 
 def _check_parts(*, modes: object, plans: object, sources: object, summarizer: object,

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from contextwright.checks import whole_number
 from contextwright.core.versions import VersionKey, version_key
 from contextwright.errors import InvalidInputError
 from contextwright.retrieval._numpy import np
@@ -74,9 +75,7 @@ class SearchSettings:
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
             raise InvalidInputError("alpha must be between 0 and 1")
         for name in ("top_k", "rerank_top_k"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidInputError(f"{name} must be a whole number, 0 or more")
+            whole_number(getattr(self, name), name)
         if not 0.0 <= self.similarity_threshold <= 1.0:  # NaN included: it would drop all
             raise InvalidInputError("similarity_threshold must be between 0 and 1")
 
@@ -395,10 +394,8 @@ def _check_fields(document: SourceDocument, position: int) -> None:
         value = getattr(document, name)
         if not isinstance(value, str) and (value is not None or name in ("id", "text")):
             raise InvalidInputError(f"{where}.{name} must be a string")
-    version = document.version
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                or version < 0):
-        raise InvalidInputError(f"{where}.version must be a whole number, 0 or more")
+    if document.version is not None:
+        whole_number(document.version, f"{where}.version")
 
 
 def indexed_text(document: SourceDocument, chunk: Chunk) -> str:

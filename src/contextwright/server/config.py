@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from contextwright.checks import seconds, whole_number
 from contextwright.errors import InvalidInputError
 
 CONFIG_VARIABLE = "CONTEXTWRIGHT_SERVER_CONFIG"
@@ -39,18 +40,11 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_messages"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} must be a whole number >= 1")
-        rate = self.requests_per_minute
-        if isinstance(rate, bool) or not isinstance(rate, int) or rate < 0:
-            raise InvalidInputError("requests_per_minute must be a whole number >= 0")
-        if self.burst is not None and (isinstance(self.burst, bool)
-                                       or not isinstance(self.burst, int) or self.burst < 1):
-            raise InvalidInputError("burst must be a whole number >= 1")
-        timeout = self.build_timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-            raise InvalidInputError("build_timeout must be a number of seconds > 0")
+            whole_number(getattr(self, name), name, minimum=1)
+        whole_number(self.requests_per_minute, "requests_per_minute")
+        if self.burst is not None:
+            whole_number(self.burst, "burst", minimum=1)
+        seconds(self.build_timeout, "build_timeout")
 
     def burst_for(self, requests_per_minute: int) -> int:
         """The burst allowed at ``requests_per_minute``."""
@@ -94,11 +88,8 @@ class ServerConfig:
             raise InvalidInputError("limits must be a Limits")
         # A pool without threads could run no call: refused when the service is configured,
         # not by the thread pool when the first worker starts.
-        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
-            raise InvalidInputError("threads must be a whole number >= 1")
-        every = self.keys_check_every
-        if isinstance(every, bool) or not isinstance(every, int | float) or not every >= 0:
-            raise InvalidInputError("keys_check_every must be a number of seconds >= 0")
+        whole_number(self.threads, "threads", minimum=1)
+        seconds(self.keys_check_every, "keys_check_every", zero=True)
 
     def to_json(self) -> str:
         """The config as JSON (for worker processes)."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contextwright.checks import whole_number
 from contextwright.core.parsing import MalformedDocument, parse_document
 from contextwright.errors import InvalidInputError
 
@@ -138,8 +139,8 @@ def _tenant(name: str, table: Any, origin: str) -> tuple[Tenant, list[str]]:
             raise InvalidInputError(f"{where}.keys[{index}] is not \"sha256:\" and 64 lower-case "
                                     "hex digits (store digests, never keys)")
     rate = table.get("requests_per_minute")
-    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or rate < 0):
-        raise InvalidInputError(f"{where}.requests_per_minute must be a whole number >= 0")
+    if rate is not None:
+        whole_number(rate, f"{where}.requests_per_minute")
     return Tenant(name=name, requests_per_minute=rate), list(keys)
 
 

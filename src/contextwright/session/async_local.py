@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Self, TypeVar, cast
 
+from contextwright.checks import whole_number
 from contextwright.errors import InvalidInputError, StoreError
 from contextwright.session.memory import MemoryStore
 from contextwright.session.sqlite import SYNCHRONOUS_MODES, SqliteStore, database_path
@@ -36,7 +37,6 @@ from contextwright.session.store import (
     Store,
     StoredIndex,
     StoredMessage,
-    validate_count,
     validate_ttl,
 )
 
@@ -209,7 +209,7 @@ class AsyncSqliteStore(_SyncBacked):
         """
         database_path(path)
         validate_ttl(ttl_seconds)
-        validate_count(busy_timeout_ms, "busy_timeout_ms", minimum=0)
+        whole_number(busy_timeout_ms, "busy_timeout_ms")
         if synchronous not in SYNCHRONOUS_MODES:
             raise InvalidInputError("synchronous must be OFF, NORMAL, FULL or EXTRA")
         self._open_store = functools.partial(

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from contextwright.checks import seconds, whole_number
 from contextwright.errors import (
     InvalidInputError,
     OutcomeUnknown,
@@ -48,10 +49,8 @@ from contextwright.session.store import (
     StoredMessage,
     validate_address,
     validate_conditions,
-    validate_count,
     validate_index_part,
     validate_read_args,
-    validate_seconds,
     validate_spans,
     validate_stored_id,
 )
@@ -87,12 +86,11 @@ class AsyncPostgresStore:
         ``connect_timeout`` seconds (then ``StoreUnavailable``). ``prepare_threshold`` is
         ``PostgresStore``'s (None for PgBouncer in transaction mode).
         """
-        validate_count(min_connections, "min_connections", minimum=1)
-        validate_count(max_connections, "max_connections", minimum=1)
+        whole_number(min_connections, "min_connections", minimum=1)
+        whole_number(max_connections, "max_connections", minimum=1)
         if min_connections > max_connections:
             raise InvalidInputError("need 1 <= min_connections <= max_connections")
-        timeout = validate_seconds(connect_timeout, "connect_timeout", optional=False)
-        assert timeout is not None  # not optional: None was refused
+        timeout = seconds(connect_timeout, "connect_timeout")
         self._layout = PostgresLayout(schema, ttl_seconds, clock)
         self._dsn = validate_address(dsn, "dsn")
         self._prepare_threshold = validate_prepare_threshold(prepare_threshold)

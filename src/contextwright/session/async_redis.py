@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from contextwright.checks import optional_seconds, whole_number
 from contextwright.errors import InvalidInputError, StoreError
 from contextwright.session.flow import LoopGuard
 from contextwright.session.redis_common import (
@@ -46,11 +47,9 @@ from contextwright.session.store import (
     sorted_infos,
     validate_address,
     validate_conditions,
-    validate_count,
     validate_index_part,
     validate_messages,
     validate_read_args,
-    validate_seconds,
     validate_spans,
     validate_stored_id,
 )
@@ -84,9 +83,9 @@ class AsyncRedisStore:
         self._clock = clock
         self._url = validate_address(url, "url")
         self._options: dict[str, Any] = {
-            "socket_timeout": validate_seconds(socket_timeout, "socket_timeout")}
+            "socket_timeout": optional_seconds(socket_timeout, "socket_timeout")}
         if max_connections is not None:
-            self._options["max_connections"] = validate_count(
+            self._options["max_connections"] = whole_number(
                 max_connections, "max_connections", minimum=1)
         self._guard = LoopGuard("AsyncRedisStore")
         self._redis: Redis | None = None

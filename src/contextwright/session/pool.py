@@ -23,7 +23,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, TypeVar
 
-from contextwright.errors import InvalidInputError, StoreError
+from contextwright.checks import whole_number
+from contextwright.errors import StoreError
 
 C = TypeVar("C")
 
@@ -63,8 +64,7 @@ class ConnectionPool(Generic[C]):
         ``alive`` (cheap: it runs before every lending of an idle connection) says if an idle
         one is still connected; None trusts every idle one.
         """
-        if isinstance(max_idle, bool) or not isinstance(max_idle, int) or max_idle < 1:
-            raise InvalidInputError("max_idle_connections must be an integer of at least 1")
+        whole_number(max_idle, "max_idle_connections", minimum=1)
         self._connect = connect
         self._usable = usable
         self._alive = alive

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
+from contextwright.checks import whole_number
 from contextwright.errors import InvalidInputError, StoreError, StoreUnavailable
 from contextwright.session.store import (
     Appended,
@@ -512,9 +513,7 @@ def validate_prepare_threshold(value: object) -> int | None:
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInputError("prepare_threshold must be None or an integer of at least 0")
-    return value
+    return whole_number(value, "prepare_threshold (or None)")
 
 
 def connect_timeout_option(dsn: str, seconds: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from contextwright.checks import optional_seconds
 from contextwright.errors import InvalidInputError, StoreError
 from contextwright.session.redis_common import (
     SCRIPTS,
@@ -49,7 +50,6 @@ from contextwright.session.store import (
     validate_index_part,
     validate_messages,
     validate_read_args,
-    validate_seconds,
     validate_spans,
     validate_stored_id,
 )
@@ -80,7 +80,7 @@ class RedisStore:
         self._layout = RedisLayout(prefix, ttl_seconds)
         self._clock = clock
         self._redis = _connect(validate_address(url, "url"),
-                               validate_seconds(socket_timeout, "socket_timeout"))
+                               optional_seconds(socket_timeout, "socket_timeout"))
         self._closed = False
         self._scripts = {name: self._redis.register_script(text)
                          for name, text in SCRIPTS.items()}

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from contextwright.checks import whole_number
 from contextwright.errors import InvalidInputError, StoreError, StoreUnavailable
 from contextwright.session.pool import DEFAULT_MAX_IDLE, ConnectionPool
 from contextwright.session.store import (
@@ -38,7 +39,6 @@ from contextwright.session.store import (
     refuse_write,
     sorted_infos,
     validate_conditions,
-    validate_count,
     validate_expected_version,
     validate_index_part,
     validate_messages,
@@ -106,7 +106,7 @@ class SqliteStore:
         self._path = database_path(path)
         self._ttl = validate_ttl(ttl_seconds)
         self._clock = clock
-        busy_timeout_ms = validate_count(busy_timeout_ms, "busy_timeout_ms", minimum=0)
+        busy_timeout_ms = whole_number(busy_timeout_ms, "busy_timeout_ms")
         self._pragmas = (f"PRAGMA busy_timeout = {busy_timeout_ms}",
                          f"PRAGMA synchronous = {synchronous}")
         self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(

@@ -418,24 +418,6 @@ def validate_ttl(ttl_seconds: float | None) -> float | None:
     return float(ttl_seconds)
 
 
-def validate_count(value: object, field: str, *, minimum: int) -> int:
-    """``value`` if it is an integer (not a bool) of at least ``minimum``, else refuse it."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{field} must be an integer of at least {minimum}")
-    return value
-
-
-def validate_seconds(value: object, field: str, *, optional: bool = True) -> float | None:
-    """``value`` if it is a positive finite number of seconds (or None, when ``optional``)."""
-    if value is None and optional:
-        return None
-    if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not math.isfinite(value) or value <= 0):
-        also = "None or " if optional else ""
-        raise InvalidInputError(f"{field} must be {also}a positive number of seconds")
-    return float(value)
-
-
 def validate_address(value: object, field: str) -> str:
     """A server URL or DSN given to a store's constructor: a non-empty string."""
     if not isinstance(value, str) or not value:

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple
 
+from contextwright.checks import whole_number
 from contextwright.core.cutting import cut_around_keywords
 from contextwright.core.items import ContextItem, Layer
 from contextwright.core.request import Request, check_document
@@ -198,8 +199,7 @@ class RetrievalSource:
     def __init__(self, retriever: Retriever | None = None, *, embedder: Embedder | None = None,
                  tokenizer: str | CountingTokenizer = "o200k_base", alpha: float = 0.5,
                  namespace: str = "rag", max_indexes: int = 32) -> None:
-        if isinstance(max_indexes, bool) or not isinstance(max_indexes, int) or max_indexes < 0:
-            raise InvalidInputError("max_indexes must be a whole number, 0 or more")
+        whole_number(max_indexes, "max_indexes")
         # Refused here, as ``Retriever`` refuses it: found at build, it would read as the
         # plan's fault.
         if (isinstance(alpha, bool) or not isinstance(alpha, int | float)
