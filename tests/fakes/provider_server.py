@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
 import re
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,12 @@ ANTHROPIC_CALL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 """Messages: the pattern of ``tool_use.id`` and ``tool_result.tool_use_id``."""
 ANTHROPIC_IMAGE_LIMIT = 5 * 1024 * 1024
 """Bytes of base64 data an Anthropic image block takes."""
+ANTHROPIC_MAX_SIDE = 8000
+"""Messages (vision guide, general limits): the most pixels a side of an image may have."""
+ANTHROPIC_MANY_IMAGES = 20
+ANTHROPIC_MANY_IMAGES_MAX_SIDE = 2000
+"""Messages (vision guide, general limits): in a request with more than 20 images, the most
+pixels a side of each image may have."""
 MAGIC = {"image/png": b"\x89PNG", "image/jpeg": b"\xff\xd8", "image/gif": b"GIF8",
          "image/webp": b"RIFF"}
 
@@ -276,6 +284,7 @@ def check_messages(body: dict[str, Any]) -> None:
             previous_calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
     if previous_calls:
         raise Rejected("tool_use ids were found without tool_result blocks immediately after")
+    _check_image_sizes(messages)
     _check_thinking(body, messages)
     last = messages[-1]
     if last["role"] == "assistant":
@@ -415,6 +424,48 @@ def _check_block(block: dict[str, Any], index: int, tools: bool) -> None:
                            "content")
     else:
         raise Rejected(f"messages.{index}: unsupported block type {kind!r}")
+
+
+def _check_image_sizes(messages: list[dict[str, Any]]) -> None:
+    """The vision guide's general limits: at most 8000 px a side, and at most 2000 px a side
+    when the request has more than 20 images (top-level or inside ``tool_result``)."""
+    sizes: list[tuple[int, tuple[int, int] | None]] = []
+    for index, message in enumerate(messages):
+        for block in _blocks(message, index):
+            parts = block.get("content") if block["type"] == "tool_result" else [block]
+            for part in parts if isinstance(parts, list) else []:
+                if part.get("type") == "image":
+                    sizes.append((index, _base64_image_size(part["source"])))
+    limit = (ANTHROPIC_MANY_IMAGES_MAX_SIDE if len(sizes) > ANTHROPIC_MANY_IMAGES
+             else ANTHROPIC_MAX_SIDE)
+    for index, size in sizes:
+        if size is not None and max(size) > limit:
+            kind = "many-image requests" if limit == ANTHROPIC_MANY_IMAGES_MAX_SIDE else "images"
+            raise Rejected(f"messages.{index}: At least one of the image dimensions exceed max "
+                           f"allowed size for {kind}: {limit} pixels")
+
+
+def _base64_image_size(source: dict[str, Any]) -> tuple[int, int] | None:
+    """(width, height) of a base64 image; None for a URL (the API fetches it) or an image
+    whose size this server cannot read."""
+    if source.get("type") != "base64":
+        return None
+    raw = base64.b64decode(str(source["data"]))
+    if raw.startswith(b"\x89PNG") and len(raw) >= 24:
+        width, height = struct.unpack(">II", raw[16:24])
+        return int(width), int(height)
+    if raw.startswith(b"GIF8") and len(raw) >= 10:
+        width, height = struct.unpack("<HH", raw[6:10])
+        return int(width), int(height)
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            return image.size
+    except OSError:  # a header-only test image Pillow cannot open
+        return None
 
 
 def _check_anthropic_image(source: object, index: int) -> None:

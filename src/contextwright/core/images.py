@@ -33,6 +33,12 @@ MAX_IMAGE_BYTES = 20 * 1024 * 1024
 ANTHROPIC_MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """Anthropic's per-image limit, measured on the base64 string it is sent as (not the decoded
 bytes: 4/3 as many), so an image of more than 3.75 MB is over it."""
+ANTHROPIC_MAX_IMAGE_SIDE = 8000
+"""The most pixels a side of an image may have for Anthropic (its vision guide's limits)."""
+ANTHROPIC_MANY_IMAGES = 20
+ANTHROPIC_MANY_IMAGES_MAX_SIDE = 2000
+"""In a request with more than ``ANTHROPIC_MANY_IMAGES`` images, Anthropic takes none with a
+side of more than this many pixels (the request is refused, not the image resized)."""
 MAX_URL_CHARS = 8192
 _URL = re.compile(r"https?://[^\s]+", re.IGNORECASE)
 _DATA_URL = re.compile(r"data:([^;,]*)(?:;[^;,]*)*;base64,(.*)", re.DOTALL | re.IGNORECASE)
@@ -89,6 +95,13 @@ class ImagePart:
         if self.data is None:
             return 0
         return len(self.data) * 3 // 4 - self.data[-2:].count("=")
+
+    @property
+    def longest_side(self) -> int | None:
+        """Pixels of the image's longer side (None: a URL whose size was not given)."""
+        if self.width is None or self.height is None:
+            return None
+        return max(self.width, self.height)
 
     def digest(self) -> str:
         """A short hash of what a provider sees of the image (source and detail)."""

@@ -23,7 +23,8 @@ Images go in each provider's own form: ``image_url`` parts (Chat Completions), `
 parts (Responses, also in ``function_call_output``), ``image`` blocks (Anthropic, also inside
 ``tool_result``). An image of fenced data sits inside its fence: between the text block that
 opens it and the one that closes it. Where a format takes no image (a Chat Completions tool
-message, an Anthropic ``search_result``, an image whose base64 data is over Anthropic's 5 MB), a
+message, an Anthropic ``search_result``, an image Anthropic refuses by its size: base64 data
+over 5 MB, a side over 8000 pixels, or over 2000 in a request with more than 20 images), a
 short placeholder line stands in its place.
 
 What a format cannot carry is listed in the rendering's ``notes`` (never dropped silently).
@@ -40,7 +41,13 @@ from typing import Any, Literal
 
 from contextwright.core.cache import MAX_BREAKPOINTS
 from contextwright.core.fence import short_label
-from contextwright.core.images import ANTHROPIC_MAX_IMAGE_BYTES, ImagePart
+from contextwright.core.images import (
+    ANTHROPIC_MANY_IMAGES,
+    ANTHROPIC_MANY_IMAGES_MAX_SIDE,
+    ANTHROPIC_MAX_IMAGE_BYTES,
+    ANTHROPIC_MAX_IMAGE_SIDE,
+    ImagePart,
+)
 from contextwright.core.items import TOOL_NAME, Message, reports_failure
 from contextwright.errors import InvalidInputError
 from contextwright.tokens import CountingTokenizer
@@ -250,12 +257,16 @@ def image_segments(message: Message, carried: Callable[[ImagePart], bool]
     A fenced text keeps its images inside the fence: the closing line comes last. Empty texts
     are left out.
     """
+    return placed_segments(message, [carried(image) for image in message.images])
+
+
+def placed_segments(message: Message, sent: Sequence[bool]) -> list[str | ImagePart]:
+    """``image_segments`` with whether each image is sent given by its place."""
     head, tail = split_fence(message.content)
-    shown = [image for image in message.images if carried(image)]
-    head += "".join(f"\n{image.placeholder()}" for image in message.images
-                    if not carried(image))
+    placed = list(zip(message.images, sent, strict=True))
+    head += "".join(f"\n{image.placeholder()}" for image, shown in placed if not shown)
     segments: list[str | ImagePart] = [head.lstrip("\n") if not message.content else head]
-    segments += shown
+    segments += [image for image, shown in placed if shown]
     if tail:
         segments.append(tail)
     return [s for s in segments if not isinstance(s, str) or s.strip()]
@@ -376,12 +387,86 @@ def anthropic_image(image: ImagePart) -> dict[str, Any]:
 
 
 def anthropic_takes(image: ImagePart) -> bool:
-    """Whether the Messages API takes ``image``: its base64 data within the 5 MB limit.
+    """Whether the Messages API takes ``image`` in any request (``anthropic_refusal``)."""
+    return anthropic_refusal(image) is None
 
-    The API measures the base64 string it receives, not the decoded image, so the data is
-    measured as sent. Of a URL image nothing is known here: the provider fetches it.
+
+def anthropic_refusal(image: ImagePart) -> str | None:
+    """Why the Messages API refuses ``image`` whatever else the request holds (None: it takes it).
+
+    Its base64 data over 5 MB (the API measures the base64 string it receives, not the decoded
+    image), or a side over 8000 pixels. Of a URL image only the size its caller gave is known:
+    the provider fetches it.
     """
-    return image.data is None or len(image.data) <= ANTHROPIC_MAX_IMAGE_BYTES
+    if image.data is not None and len(image.data) > ANTHROPIC_MAX_IMAGE_BYTES:
+        return _OVER_5_MB
+    side = image.longest_side
+    if side is not None and side > ANTHROPIC_MAX_IMAGE_SIDE:
+        return _OVER_8000_PIXELS
+    return None
+
+
+def anthropic_sends_images(message: Message, document: bool, native_tools: bool) -> bool:
+    """Whether the Anthropic rendering shows ``message``'s images as image blocks at all.
+
+    A user's message does, and a tool result in a request with tools (without tools it is a
+    ``search_result``, which carries text only).
+    """
+    return (message.role == "user" and not document) or (message.role == "tool"
+                                                         and native_tools)
+
+
+ImagePlace = tuple[int, int]
+"""An image by its place: the index of its message, and its own index among that one's."""
+
+
+def anthropic_sent_images(messages: Sequence[Message], documents: Sequence[bool],
+                          native_tools: bool) -> dict[int, tuple[bool, ...]]:
+    """Whether the Anthropic rendering sends each image, by message index (else a placeholder).
+
+    Each that ``anthropic_takes``, unless the request would then hold more than 20 images and
+    one of them over 2000 pixels a side, which the API refuses (a conversation with large
+    screenshots would fail on every later call). Then it sends as many as it can: every image
+    within 2000 pixels when more than 20 are, else the newest 20 of any size.
+    """
+    sent = {index: tuple(anthropic_takes(image) for image in message.images)
+            for index, message in enumerate(messages) if message.images}
+    places: list[ImagePlace] = [
+        (index, position) for index, flags in sent.items()
+        if anthropic_sends_images(messages[index], index < len(documents) and documents[index],
+                                  native_tools)
+        for position, taken in enumerate(flags) if taken]
+    wide = {(index, position) for index, position in places
+            if not _within_many_images_side(messages[index].images[position])}
+    if len(places) <= ANTHROPIC_MANY_IMAGES or not wide:
+        return sent
+    left_out = (wide if len(places) - len(wide) > ANTHROPIC_MANY_IMAGES
+                else set(places[:-ANTHROPIC_MANY_IMAGES]))
+    return {index: tuple(taken and (index, position) not in left_out
+                         for position, taken in enumerate(flags))
+            for index, flags in sent.items()}
+
+
+def _within_many_images_side(image: ImagePart) -> bool:
+    side = image.longest_side
+    return side is None or side <= ANTHROPIC_MANY_IMAGES_MAX_SIDE
+
+
+@dataclass(frozen=True, slots=True)
+class MessageImages:
+    """Whether each image of one message the Anthropic rendering sends, and its notes."""
+
+    sent: tuple[bool, ...]
+    """One flag per image (``anthropic_sent_images``)."""
+    notes: ImageNotes
+
+    def content(self, message: Message) -> list[dict[str, Any]]:
+        """Text and image blocks of the message, a placeholder for each image not sent."""
+        for image, shown in zip(message.images, self.sent, strict=True):
+            if not shown:
+                self.notes.add(anthropic_refusal(image) or _MANY_IMAGES)
+        return [anthropic_image(s) if isinstance(s, ImagePart) else {"type": "text", "text": s}
+                for s in placed_segments(message, self.sent)]
 
 
 # --- OpenAI Chat Completions ---------------------------------------------------------------
@@ -698,6 +783,7 @@ def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
                      points: set[int], notes: list[str], images: ImageNotes
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Messages as alternating turns, and the last block of each message in ``points``."""
+    sent = anthropic_sent_images(messages, documents, native_tools)
     merged: list[dict[str, Any]] = []
     marked: list[dict[str, Any]] = []
     left_out = blank_users = 0
@@ -713,8 +799,9 @@ def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
             blank_users += 1
             blocks = [{"type": "text", "text": ANTHROPIC_BLANK_USER}]
         else:
+            shown = MessageImages(sent.get(index, ()), images)
             blocks = _anthropic_blocks(message, labels[index] if index < len(labels) else None,
-                                       document, native_tools, ids, images)
+                                       document, native_tools, ids, shown)
         if index in points and blocks[-1]["type"] not in _THINKING_TYPES:
             marked.append(blocks[-1])  # a thinking block takes no breakpoint of its own
         if merged and merged[-1]["role"] == role:
@@ -760,19 +847,23 @@ def _add_breakpoints(body: dict[str, Any], merged: list[dict[str, Any]],
 _THINKING_TYPES = frozenset(("thinking", "redacted_thinking"))
 
 _OVER_5_MB = "the Messages API takes images up to 5 MB of base64 data"
+_OVER_8000_PIXELS = (f"the Messages API takes images of at most {ANTHROPIC_MAX_IMAGE_SIDE} "
+                     "pixels a side")
+_MANY_IMAGES = (f"the Messages API takes images of at most {ANTHROPIC_MANY_IMAGES_MAX_SIDE} "
+                f"pixels a side in a request with more than {ANTHROPIC_MANY_IMAGES} images")
 _SEARCH_RESULT_IMAGES = ("without tools, tool results are search_result blocks, which carry "
                          "text only")
 
 
 def _anthropic_blocks(message: Message, source_label: str | None, document: bool,
-                      native_tools: bool, ids: CallIds, images: ImageNotes
+                      native_tools: bool, ids: CallIds, images: MessageImages
                       ) -> list[dict[str, Any]]:
     if message.role == "tool":
         return [_tool_result_block(message, native_tools, ids, images)]
     if document:
         return [_search_result(source_label or "document", message.content)]
     if message.images:
-        return _anthropic_content(message, images)
+        return images.content(message)
     # The reasoning opens the message, sent as given: the API checks its signature.
     blocks: list[dict[str, Any]] = [block.as_block() for block in message.thinking]
     if message.content.strip():
@@ -802,21 +893,14 @@ def _search_result(source_label: str, text: str) -> dict[str, Any]:
             "content": [{"type": "text", "text": text if text.strip() else "(empty)"}]}
 
 
-def _anthropic_content(message: Message, images: ImageNotes) -> list[dict[str, Any]]:
-    """Text and image blocks of a message with images (those over 5 MB as placeholders)."""
-    images.add(_OVER_5_MB, sum(1 for image in message.images if not anthropic_takes(image)))
-    return [anthropic_image(s) if isinstance(s, ImagePart) else {"type": "text", "text": s}
-            for s in image_segments(message, anthropic_takes)]
-
-
 def _tool_result_block(message: Message, native_tools: bool, ids: CallIds,
-                       images: ImageNotes) -> dict[str, Any]:
+                       images: MessageImages) -> dict[str, Any]:
     if not native_tools:
-        images.add(_SEARCH_RESULT_IMAGES, len(message.images))
+        images.notes.add(_SEARCH_RESULT_IMAGES, len(message.images))
         return _search_result(f"{message.name or 'tool'} result", with_placeholders(message))
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": ids.result(message.tool_call_id)}
     if message.images:
-        block["content"] = _anthropic_content(message, images)
+        block["content"] = images.content(message)
     elif message.content:
         block["content"] = message.content
     if reports_failure(message.content):
