@@ -130,3 +130,35 @@ def test_an_image_over_8000_pixels_is_a_placeholder_for_anthropic_in_any_request
     send(server, "anthropic", body)
     for fmt in PROVIDER_FORMATS:
         ctx.to_request(fmt, model=MODELS[fmt])  # every rendering within the build's budget
+
+
+def test_the_local_server_refuses_more_images_than_the_models_window_allows(
+        server: ProviderServer) -> None:
+    import anthropic
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": SMALL}}
+    body = {"max_tokens": 64, "messages": [
+        {"role": "user", "content": [*[image] * 101, {"type": "text", "text": "?"}]}]}
+    send(server, "anthropic", {**body, "model": "claude-sonnet-4-6"})  # a 1M-token window
+    with pytest.raises(anthropic.BadRequestError, match="at most 100 images"):
+        send(server, "anthropic", {**body, "model": "claude-sonnet-4-5"})
+
+
+@pytest.mark.parametrize(("model", "sent"), [("claude-sonnet-4-5", 100),
+                                             ("claude-sonnet-4-6", 101)])
+def test_anthropic_gets_the_newest_images_its_model_takes_in_one_request(
+        model: str, sent: int, server: ProviderServer) -> None:
+    ctx = ContextBuilder(model=model).build(
+        BuildPlan.named("chat"), Request(user_input="And now?", history=screenshots(101)))
+    body = ctx.to_request("anthropic")
+    assert len(sent_data(body)) == sent
+    shown = body["messages"][0]["content"][0]["text"]
+    if sent == 100:  # the oldest is a placeholder; the note says why
+        assert shown == "shot 0\n[image: image/png 64x48]"
+        assert ctx.rendering_notes("anthropic") == [
+            "1 image(s) shown as placeholders: the Messages API takes at most 100 images in "
+            "a request to a model with a 200K-token window"]
+    else:
+        assert shown == "shot 0" and ctx.rendering_notes("anthropic") == []
+    check_sdk_type("anthropic", body)
+    send(server, "anthropic", body)

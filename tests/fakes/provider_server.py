@@ -39,6 +39,13 @@ ANTHROPIC_IMAGE_LIMIT = 5 * 1024 * 1024
 """Bytes of base64 data an Anthropic image block takes."""
 ANTHROPIC_MAX_SIDE = 8000
 """Messages (vision guide, general limits): the most pixels a side of an image may have."""
+ANTHROPIC_MAX_IMAGES = 100
+ANTHROPIC_MAX_IMAGES_LARGE_WINDOW = 600
+"""Messages (vision guide, general limits): the most images in a request, for models with a
+200K-token context window and for all other models."""
+ANTHROPIC_200K_MODELS = re.compile(
+    r"claude-(3-.*|sonnet-4|sonnet-4-5|haiku-4-5|opus-4|opus-4-1|opus-4-5)(-\d{8}|-latest)?")
+"""Models with a 200K-token window (Anthropic's models overview), as named in requests."""
 ANTHROPIC_MANY_IMAGES = 20
 ANTHROPIC_MANY_IMAGES_MAX_SIDE = 2000
 """Messages (vision guide, general limits): in a request with more than 20 images, the most
@@ -284,7 +291,7 @@ def check_messages(body: dict[str, Any]) -> None:
             previous_calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
     if previous_calls:
         raise Rejected("tool_use ids were found without tool_result blocks immediately after")
-    _check_image_sizes(messages)
+    _check_image_sizes(messages, str(body["model"]))
     _check_thinking(body, messages)
     last = messages[-1]
     if last["role"] == "assistant":
@@ -426,9 +433,10 @@ def _check_block(block: dict[str, Any], index: int, tools: bool) -> None:
         raise Rejected(f"messages.{index}: unsupported block type {kind!r}")
 
 
-def _check_image_sizes(messages: list[dict[str, Any]]) -> None:
-    """The vision guide's general limits: at most 8000 px a side, and at most 2000 px a side
-    when the request has more than 20 images (top-level or inside ``tool_result``)."""
+def _check_image_sizes(messages: list[dict[str, Any]], model: str) -> None:
+    """The vision guide's general limits: at most 100 images (600 for a model whose window is
+    not 200K tokens), at most 8000 px a side, and at most 2000 px a side when the request has
+    more than 20 images (top-level or inside ``tool_result``)."""
     sizes: list[tuple[int, tuple[int, int] | None]] = []
     for index, message in enumerate(messages):
         for block in _blocks(message, index):
@@ -436,6 +444,11 @@ def _check_image_sizes(messages: list[dict[str, Any]]) -> None:
             for part in parts if isinstance(parts, list) else []:
                 if part.get("type") == "image":
                     sizes.append((index, _base64_image_size(part["source"])))
+    most = (ANTHROPIC_MAX_IMAGES if ANTHROPIC_200K_MODELS.fullmatch(model)
+            else ANTHROPIC_MAX_IMAGES_LARGE_WINDOW)
+    if len(sizes) > most:
+        raise Rejected(f"messages: too many images: {len(sizes)}; {model} takes at most "
+                       f"{most} images in a request")
     limit = (ANTHROPIC_MANY_IMAGES_MAX_SIDE if len(sizes) > ANTHROPIC_MANY_IMAGES
              else ANTHROPIC_MAX_SIDE)
     for index, size in sizes:

@@ -226,8 +226,11 @@ class FinalContext:
         return self._render(fmt, self._any_max_tokens()).notes
 
     def _any_max_tokens(self) -> CallSettings:
-        """Settings for a rendering whose ``max_tokens`` nobody will send."""
-        return CallSettings(max_output_tokens=self.max_output_tokens or 1)
+        """Settings for a rendering whose ``max_tokens`` nobody will send.
+
+        With the builder's model: how many images an Anthropic request may hold depends on it.
+        """
+        return CallSettings(model=self.model, max_output_tokens=self.max_output_tokens or 1)
 
     def _render(self, fmt: ProviderFormat, settings: CallSettings) -> Rendered:
         if settings.max_output_tokens is not None and (

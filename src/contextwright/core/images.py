@@ -35,6 +35,10 @@ ANTHROPIC_MAX_IMAGE_BYTES = 5 * 1024 * 1024
 bytes: 4/3 as many), so an image of more than 3.75 MB is over it."""
 ANTHROPIC_MAX_IMAGE_SIDE = 8000
 """The most pixels a side of an image may have for Anthropic (its vision guide's limits)."""
+ANTHROPIC_MAX_IMAGES = 100
+ANTHROPIC_MAX_IMAGES_LARGE_WINDOW = 600
+"""The most images Anthropic takes in one request: for a model with a 200K-token window, and
+for the others."""
 ANTHROPIC_MANY_IMAGES = 20
 ANTHROPIC_MANY_IMAGES_MAX_SIDE = 2000
 """In a request with more than ``ANTHROPIC_MANY_IMAGES`` images, Anthropic takes none with a

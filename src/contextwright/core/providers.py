@@ -24,8 +24,9 @@ parts (Responses, also in ``function_call_output``), ``image`` blocks (Anthropic
 ``tool_result``). An image of fenced data sits inside its fence: between the text block that
 opens it and the one that closes it. Where a format takes no image (a Chat Completions tool
 message, an Anthropic ``search_result``, an image Anthropic refuses by its size: base64 data
-over 5 MB, a side over 8000 pixels, or over 2000 in a request with more than 20 images), a
-short placeholder line stands in its place.
+over 5 MB, a side over 8000 pixels, or over 2000 in a request with more than 20 images, or
+more images than its model takes in a request: the oldest), a short placeholder line stands
+in its place.
 
 What a format cannot carry is listed in the rendering's ``notes`` (never dropped silently).
 """
@@ -46,10 +47,13 @@ from contextwright.core.images import (
     ANTHROPIC_MANY_IMAGES_MAX_SIDE,
     ANTHROPIC_MAX_IMAGE_BYTES,
     ANTHROPIC_MAX_IMAGE_SIDE,
+    ANTHROPIC_MAX_IMAGES,
+    ANTHROPIC_MAX_IMAGES_LARGE_WINDOW,
     ImagePart,
 )
 from contextwright.core.items import TOOL_NAME, Message, reports_failure
-from contextwright.errors import InvalidInputError
+from contextwright.errors import InvalidInputError, PlanError
+from contextwright.models import model_profile
 from contextwright.tokens import CountingTokenizer
 
 ProviderFormat = Literal["openai", "openai-responses", "anthropic"]
@@ -420,31 +424,50 @@ ImagePlace = tuple[int, int]
 """An image by its place: the index of its message, and its own index among that one's."""
 
 
-def anthropic_sent_images(messages: Sequence[Message], documents: Sequence[bool],
-                          native_tools: bool) -> dict[int, tuple[bool, ...]]:
-    """Whether the Anthropic rendering sends each image, by message index (else a placeholder).
+def anthropic_max_images(model: str | None) -> int:
+    """The most images the Messages API takes in one request to ``model``.
 
-    Each that ``anthropic_takes``, unless the request would then hold more than 20 images and
-    one of them over 2000 pixels a side, which the API refuses (a conversation with large
-    screenshots would fail on every later call). Then it sends as many as it can: every image
-    within 2000 pixels when more than 20 are, else the newest 20 of any size.
+    100 for a model with a 200K-token window, 600 for the others; a model without a known
+    profile gets the smaller number, which every model takes.
     """
-    sent = {index: tuple(anthropic_takes(image) for image in message.images)
-            for index, message in enumerate(messages) if message.images}
+    if model is None:
+        return ANTHROPIC_MAX_IMAGES
+    try:
+        window = model_profile(model).window
+    except PlanError:
+        return ANTHROPIC_MAX_IMAGES
+    return ANTHROPIC_MAX_IMAGES if window <= 200_000 else ANTHROPIC_MAX_IMAGES_LARGE_WINDOW
+
+
+def anthropic_sent_images(messages: Sequence[Message], documents: Sequence[bool],
+                          native_tools: bool, max_images: int = ANTHROPIC_MAX_IMAGES
+                          ) -> dict[int, tuple[str | None, ...]]:
+    """Why the Anthropic rendering shows each image as a placeholder (None: it sends it).
+
+    By message index. It sends each image that ``anthropic_takes``, as many as the API takes
+    in a request (``max_images``, the newest), and in a request of more than 20 images none
+    over 2000 pixels a side, which the API refuses too (a conversation with large screenshots
+    would fail on every later call): every image within 2000 pixels when more than 20 are,
+    else the newest 20 of any size.
+    """
+    refused = {index: [anthropic_refusal(image) for image in message.images]
+               for index, message in enumerate(messages) if message.images}
     places: list[ImagePlace] = [
-        (index, position) for index, flags in sent.items()
+        (index, position) for index, reasons in refused.items()
         if anthropic_sends_images(messages[index], index < len(documents) and documents[index],
                                   native_tools)
-        for position, taken in enumerate(flags) if taken]
+        for position, reason in enumerate(reasons) if reason is None]
     wide = {(index, position) for index, position in places
             if not _within_many_images_side(messages[index].images[position])}
-    if len(places) <= ANTHROPIC_MANY_IMAGES or not wide:
-        return sent
-    left_out = (wide if len(places) - len(wide) > ANTHROPIC_MANY_IMAGES
-                else set(places[:-ANTHROPIC_MANY_IMAGES]))
-    return {index: tuple(taken and (index, position) not in left_out
-                         for position, taken in enumerate(flags))
-            for index, flags in sent.items()}
+    if len(places) > ANTHROPIC_MANY_IMAGES and wide:
+        within = [place for place in places if place not in wide]
+        kept = within if len(within) > ANTHROPIC_MANY_IMAGES else places[-ANTHROPIC_MANY_IMAGES:]
+        for index, position in set(places) - set(kept):
+            refused[index][position] = _MANY_IMAGES
+        places = kept
+    for index, position in places[:-max_images]:
+        refused[index][position] = _too_many_images(max_images)
+    return {index: tuple(reasons) for index, reasons in refused.items()}
 
 
 def _within_many_images_side(image: ImagePart) -> bool:
@@ -454,19 +477,20 @@ def _within_many_images_side(image: ImagePart) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class MessageImages:
-    """Whether each image of one message the Anthropic rendering sends, and its notes."""
+    """Which images of one message the Anthropic rendering sends, and its notes."""
 
-    sent: tuple[bool, ...]
-    """One flag per image (``anthropic_sent_images``)."""
+    refused: tuple[str | None, ...]
+    """Per image, why it is shown as a placeholder; None: sent (``anthropic_sent_images``)."""
     notes: ImageNotes
 
     def content(self, message: Message) -> list[dict[str, Any]]:
         """Text and image blocks of the message, a placeholder for each image not sent."""
-        for image, shown in zip(message.images, self.sent, strict=True):
-            if not shown:
-                self.notes.add(anthropic_refusal(image) or _MANY_IMAGES)
+        for reason in self.refused:
+            if reason is not None:
+                self.notes.add(reason)
+        sent = [reason is None for reason in self.refused]
         return [anthropic_image(s) if isinstance(s, ImagePart) else {"type": "text", "text": s}
-                for s in placed_segments(message, self.sent)]
+                for s in placed_segments(message, sent)]
 
 
 # --- OpenAI Chat Completions ---------------------------------------------------------------
@@ -678,7 +702,8 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     ids = CallIds(ANTHROPIC_IDS)
     images = ImageNotes()
     merged, marked = _anthropic_turns(messages, labels, documents, native_tools, ids,
-                                      set(settings.cache_points or ()), notes, images)
+                                      set(settings.cache_points or ()), notes, images,
+                                      anthropic_max_images(settings.model))
     if not native_tools and any(m.tool_calls or m.role == "tool" for m in messages):
         notes.append("the request defines no tools, so tool calls are shown as the assistant's "
                      "text and their results as search_result blocks (the Messages API refuses "
@@ -780,10 +805,14 @@ def anthropic_added_tokens(messages: Sequence[Message], documents: Sequence[bool
 
 def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
                      documents: Sequence[bool], native_tools: bool, ids: CallIds,
-                     points: set[int], notes: list[str], images: ImageNotes
+                     points: set[int], notes: list[str], images: ImageNotes,
+                     max_images: int = ANTHROPIC_MAX_IMAGES
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Messages as alternating turns, and the last block of each message in ``points``."""
-    sent = anthropic_sent_images(messages, documents, native_tools)
+    """Messages as alternating turns, and the last block of each message in ``points``.
+
+    At most ``max_images`` images are sent (``anthropic_sent_images``).
+    """
+    refused = anthropic_sent_images(messages, documents, native_tools, max_images)
     merged: list[dict[str, Any]] = []
     marked: list[dict[str, Any]] = []
     left_out = blank_users = 0
@@ -799,7 +828,7 @@ def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
             blank_users += 1
             blocks = [{"type": "text", "text": ANTHROPIC_BLANK_USER}]
         else:
-            shown = MessageImages(sent.get(index, ()), images)
+            shown = MessageImages(refused.get(index, ()), images)
             blocks = _anthropic_blocks(message, labels[index] if index < len(labels) else None,
                                        document, native_tools, ids, shown)
         if index in points and blocks[-1]["type"] not in _THINKING_TYPES:
@@ -851,6 +880,12 @@ _OVER_8000_PIXELS = (f"the Messages API takes images of at most {ANTHROPIC_MAX_I
                      "pixels a side")
 _MANY_IMAGES = (f"the Messages API takes images of at most {ANTHROPIC_MANY_IMAGES_MAX_SIDE} "
                 f"pixels a side in a request with more than {ANTHROPIC_MANY_IMAGES} images")
+
+
+def _too_many_images(max_images: int) -> str:
+    window = "a 200K-token window" if max_images == ANTHROPIC_MAX_IMAGES else "its window"
+    return (f"the Messages API takes at most {max_images} images in a request to a model "
+            f"with {window}")
 _SEARCH_RESULT_IMAGES = ("without tools, tool results are search_result blocks, which carry "
                          "text only")
 
