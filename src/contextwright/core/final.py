@@ -36,7 +36,7 @@ from contextwright.core.validate import (
     validate_openai,
     validate_responses,
 )
-from contextwright.errors import InvalidInputError
+from contextwright.errors import InvalidInputError, ValidationError
 from contextwright.tokens import DEFAULT_IMAGES, CountingTokenizer, ImageTokenRule
 
 Format = Literal["openai", "openai-responses", "anthropic", "text"]
@@ -145,6 +145,27 @@ class FinalContext:
     def _chat_tokens(self) -> int:
         return self.total_tokens if self.target == "chat" else self.recount()
 
+    def _check_rendering_budget(self, tokens: int, rendering: Format) -> None:
+        """``check_budget`` for one rendering, saying why when the build was counted for another.
+
+        A build counted for the text prompt may not fit as chat messages (their framing costs
+        more than its separators), and one counted for chat messages may not fit as text (its
+        escapes cost more): the bare count would read as a miscounted build.
+        """
+        counted_for = "text" if rendering == "text" else "chat"
+        if tokens <= self.available or self.target == counted_for:
+            check_budget(tokens, self.available)
+            return
+        if rendering == "text":
+            raise ValidationError(
+                f"the text prompt uses {tokens} tokens, over the available {self.available}: "
+                "this build was counted for chat messages; build with target='text' for a "
+                "text prompt")
+        raise ValidationError(
+            f"the {rendering} request uses {tokens} tokens, over the available "
+            f"{self.available}: this build was counted for the text prompt (target='text'); "
+            "build without it for a provider request")
+
     def to_messages(self, fmt: Format = "openai", *, reasoning: bool = False
                     ) -> list[dict[str, Any]]:
         """Messages in ``fmt``.
@@ -242,19 +263,19 @@ class FinalContext:
         if fmt == "openai":
             rendered = openai_chat(self.messages, self.tool_schemas, settings)
             validate_openai(rendered.body["messages"])
-            check_budget(self._chat_tokens(), self.available)
+            self._check_rendering_budget(self._chat_tokens(), fmt)
             return rendered
         system, rest, labels, documents = self._split_system()
         if fmt == "openai-responses":
             rendered = openai_responses(system, rest, self.tool_schemas, settings)
             validate_responses(rendered.body)
-            check_budget(self._chat_tokens(), self.available)
+            self._check_rendering_budget(self._chat_tokens(), fmt)
             return rendered
         self._check_no_prefill(rest, documents)
         rendered = anthropic(system, rest, labels, documents, self.tool_schemas, settings)
         validate_anthropic_request(rendered.body)
         added = anthropic_added_tokens(rest, documents, self.tokenizer)
-        check_budget(self._chat_tokens() + added, self.available)
+        self._check_rendering_budget(self._chat_tokens() + added, fmt)
         return rendered
 
     def _check_no_prefill(self, rest: tuple[Message, ...], documents: tuple[bool, ...]) -> None:
@@ -287,7 +308,7 @@ class FinalContext:
         """
         text = render_text(self.system_parts, self.schema_jsons, self.sections, self.messages,
                            self.language, self.volatile)
-        check_budget(self.tokenizer.count(text), self.available)
+        self._check_rendering_budget(self.tokenizer.count(text), "text")
         return text
 
     def _split_system(self) -> tuple[str, tuple[Message, ...], tuple[str | None, ...],
