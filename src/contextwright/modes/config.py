@@ -193,17 +193,28 @@ EN_FIRST: Final = r"(?<!\bat )(?<!\bI )(?<!\bwe )\bfirst\b"
 EN_NOT_BY_USER: Final = r"(?!,?\s+(?:I|we)\b(?!'d\b|\s+(?:would|want|need)\b))"
 """After a later-step word: the step is not the user's own ("then I'll get back to you", "then
 I realized"); "then I'd like you to…" is still a step for the assistant."""
-EN_THEN: Final = rf"\b(?:then|next|second|after that|finally)\b{EN_NOT_BY_USER}"
+_EN_QUESTION_WORD: Final = (r"(?:what|who|whom|whose|where|when|which|"
+                           r"why(?!\s+(?:don't|dont|not)\b)|how(?!\s+about\b))\b")
+"""A question word: a clause it opens asks about something ("What happened after that?"),
+it plans nothing; "Why don't you …" and "How about …" suggest, and may plan."""
+EN_STEP_FOLLOWS: Final = rf"(?![^\S\n]*[?？]|[^\S\n]*,?[^\S\n]*{_EN_QUESTION_WORD})"
+"""After a later-step word: a step follows, not the end of a question ("And then?", "Which
+came first, then?") nor a question ("And then what happened?") — a listener's follow-up."""
+EN_THEN: Final = (rf"\b(?:then|next|second|after that|finally)\b{EN_NOT_BY_USER}"
+                  rf"{EN_STEP_FOLLOWS}")
 """A later step in English."""
-_EN_CLAUSE: Final = rf"(?:^|(?<=[.!?;:,\n]))[^\S\n]*+(?!{EN_SELF})[^.!?;:,\n]{{0,200}}?"
-"""From the start of a clause (or a comma) whose subject is not the user acting on their own;
-the clause ends at a comma too, which keeps a long message linear to scan. The blanks before
+_EN_CLAUSE: Final = (rf"(?:^|(?<=[.!?;:,\n]))[^\S\n]*+(?!{EN_SELF})(?!{_EN_QUESTION_WORD})"
+                     rf"[^.!?;:,\n]{{0,200}}?")
+"""From the start of a clause (or a comma) whose subject is not the user acting on their own,
+and that is no question about something ("What did she say after that?"); the clause ends at
+a comma too, which keeps a long message linear to scan. The blanks before
 its first word are taken whole (possessive), and never a line break: given back one by one,
 they let the user's own "OK, I'll try it first, then …" pass as a plan (its first word tested
 from the blank before it), and a run of blank lines cost a pass per line over the rest."""
 EN_PLAN: Final = rf"{_EN_CLAUSE}{EN_FIRST}.{{1,80}}?{EN_THEN}"
 """An English plan: "first … then …" in a clause that is not the user's own."""
-EN_CHAIN: Final = rf"{_EN_CLAUSE}\b(?:and then|after that)\b{EN_NOT_BY_USER}"
+EN_CHAIN: Final = (rf"{_EN_CLAUSE}\b(?:and then|after that)\b{EN_NOT_BY_USER}"
+                   rf"{EN_STEP_FOLLOWS}")
 """An English chain of steps without "first": "look up my order and then cancel it"."""
 
 DEFAULT_CONFIG: Mapping[str, Any] = {
