@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 
 from contextwright.modes import SLIDING_WINDOW, STRUCTURED, Router
+from contextwright.modes.zones import Zones, update_task
+
+PLAN = "先查库存再调用供应商接口更新订单状态"
 
 
 @pytest.mark.parametrize("text", [
@@ -37,3 +40,35 @@ def test_a_follow_up_question_is_no_plan(text: str) -> None:
 ])
 def test_a_plan_that_asks_about_something_is_still_a_plan(text: str) -> None:
     assert Router().route(text).mode == STRUCTURED
+
+
+@pytest.mark.parametrize("text", [
+    "好的，先这样，然后有问题再找你",
+    "好的，先这样吧，然后的事情明天说",
+    "先这样吧。然后有空再聊",
+    "先吃饭吧，然后再聊",
+    "今天先到这里，之后再聊吧",
+])
+def test_a_chinese_farewell_is_no_plan(text: str) -> None:
+    # "先这样" (leave it at that) and "然后再聊" (talk later) close a conversation.
+    assert Router().route(text).mode == SLIDING_WINDOW
+
+
+@pytest.mark.parametrize("text", [
+    "先这样做，然后把结果发给我",
+    "先查库存，然后再说一下价格",
+    "先查一下天气，之后再聊聊穿什么",
+])
+def test_a_chinese_plan_near_those_words_is_still_a_plan(text: str) -> None:
+    assert Router().route(text).mode == STRUCTURED
+
+
+@pytest.mark.parametrize("text", [
+    "好的，先这样，然后有问题再找你",
+    "好的，先这样吧，然后的事情明天说",
+    "先吃饭吧，然后再聊",
+])
+def test_a_chinese_farewell_starts_no_task(text: str) -> None:
+    # In structured mode a farewell must not become the task's goal, its words the next steps.
+    zones = update_task(Zones(), PLAN)
+    assert update_task(zones, text) == zones
