@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from contextwright.modes import SLIDING_WINDOW, STRUCTURED, Router
-from contextwright.modes.zones import Zones, update_task
+from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED, Router
+from contextwright.modes.zones import Zones, plan_steps, update_task
 
 PLAN = "先查库存再调用供应商接口更新订单状态"
 
@@ -72,3 +72,11 @@ def test_a_chinese_farewell_starts_no_task(text: str) -> None:
     # In structured mode a farewell must not become the task's goal, its words the next steps.
     zones = update_task(Zones(), PLAN)
     assert update_task(zones, text) == zones
+
+
+def test_qici_is_a_later_step() -> None:
+    text = "首先查询订单，其次申请退款，最后发邮件通知我"
+    assert Router().route(text).mode == STRUCTURED
+    assert plan_steps(text) == ["查询订单", "申请退款", "发邮件通知我"]
+    assert Router().route("退而求其次，我想问一下退款政策").mode == RAG_ENHANCED
+

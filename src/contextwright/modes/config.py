@@ -185,13 +185,14 @@ _ZH_LATER_BY_USER: Final = (r"考虑|想想?|商量|等|来(?:问|找|联系)?(?
 _ZH_PUT_OFF: Final = (r"(?:有空|有事|有问题|有需要|回头|改天|晚点|明天)?再(?:(?:见|会|说|联系|聊)"
                       + _ZH_CLAUSE_END + "|" + _ZH_LATER_BY_USER + ")")
 """A farewell or put-off: "再聊吧", "有空再聊", "再说" ("再说一下价格" asks), "有问题再找你"."""
-ZH_THEN: Final = (r"(?:(?:然后|接着|之后(?!再说)|最后|完成后)(?!的|" + _ZH_PUT_OFF + r")|"
-                  + r"(?:(?<!我)|" + _ZH_BY_USER + r")再(?!见|会|说|联系|聊|三|"
+ZH_THEN: Final = (r"(?:(?:然后|接着|(?<!求)其次|之后(?!再说)|最后|完成后)(?!的|" + _ZH_PUT_OFF
+                  + r")|(?:(?<!我)|" + _ZH_BY_USER + r")再(?!见|会|说|联系|聊|三|"
                   + _ZH_LATER_BY_USER + r"))")
-"""A later step: 然后, 接着, … or "再", but not 再见 / 再会 / 再说 / 再联系 / 再聊 (farewells and
-put-offs, also after 然后: "然后再聊", "然后有问题再找你"), 再三 (repeatedly), the 之后再说 of
-"let's talk later", the "然后的事" of what comes later, nor the user's own later step: "我再…",
-coming back ("再来问你", "再找你", "晚点再来") or thinking it over ("再考虑", "再等等")."""
+"""A later step: 然后, 接着, 其次 (not the 求其次 of "second best"), … or "再", but
+not 再见 / 再会 / 再说 / 再联系 / 再聊 (farewells and put-offs, also after 然后:
+"然后再聊", "然后有问题再找你"), 再三 (repeatedly), the 之后再说 of "let's talk later",
+the "然后的事" of what comes later, nor the user's own later step: "我再…", coming back
+("再来问你", "再找你", "晚点再来") or thinking it over ("再考虑", "再等等")."""
 EN_SELF: Final = (r"(?:I|we)\b(?:'ll|'m|'ve| will| am| shall)?(?:\s+(?:going to|gonna))?\s+"
                   r"(?!(?:want|need|would|should|must)\b)|let me\b(?!\s+know\b)")
 """The user as the one who acts ("I first met…", "I'll think about it first", "Let me try it

@@ -454,7 +454,7 @@ def _is_request(text: str) -> bool:
 
 _ZH_STEP = re.compile(rf"{ZH_FIRST}|{ZH_THEN}")
 # "再" alone is too common ("再见", "不再") to signal a plan; one of these must be present.
-_ZH_PLAN = re.compile(rf"{ZH_FIRST}|然后|接着|之后(?!再说)|最后|完成后")
+_ZH_PLAN = re.compile(rf"{ZH_FIRST}|然后|接着|(?<!求)其次|之后(?!再说)|最后|完成后")
 # "First of all" / "first off" open a plan as "first" does: "of all" is no step.
 _EN_FIRST_WORDS = rf"{EN_FIRST}(?:\s+of\s+all\b|\s+off\b)?"
 _EN_STEP = re.compile(
