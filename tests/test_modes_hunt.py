@@ -80,3 +80,13 @@ def test_qici_is_a_later_step() -> None:
     assert plan_steps(text) == ["查询订单", "申请退款", "发邮件通知我"]
     assert Router().route("退而求其次，我想问一下退款政策").mode == RAG_ENHANCED
 
+
+
+@pytest.mark.parametrize(("text", "steps"), [
+    ("First check the stock of SKU-77, then notify the supplier, and finally update the order.",
+     ["check the stock of SKU-77", "notify the supplier", "update the order"]),
+    ("Check the stock, then email the supplier, and after that update the order",
+     ["Check the stock", "email the supplier", "update the order"]),
+])
+def test_a_step_does_not_end_with_the_and_of_the_next(text: str, steps: list[str]) -> None:
+    assert plan_steps(text) == steps

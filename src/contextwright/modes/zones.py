@@ -457,8 +457,10 @@ _ZH_STEP = re.compile(rf"{ZH_FIRST}|{ZH_THEN}")
 _ZH_PLAN = re.compile(rf"{ZH_FIRST}|然后|接着|(?<!求)其次|之后(?!再说)|最后|完成后")
 # "First of all" / "first off" open a plan as "first" does: "of all" is no step.
 _EN_FIRST_WORDS = rf"{EN_FIRST}(?:\s+of\s+all\b|\s+off\b)?"
+# The "and" before a later-step word ("…, and finally …") is part of the word, not of the step
+# before it.
 _EN_STEP = re.compile(
-    rf"(?:{_EN_FIRST_WORDS}|\b(?:then|next|after that|finally|and then)\b{EN_NOT_BY_USER})"
+    rf"(?:{_EN_FIRST_WORDS}|\b(?:and\s+)?(?:then|next|after that|finally)\b{EN_NOT_BY_USER})"
     r"[,:]?", re.IGNORECASE)
 # A piece the user does themselves ("I'll think about it", "Let me try it") is no step.
 _BY_USER = re.compile(rf"^(?:{EN_SELF})", re.IGNORECASE)
