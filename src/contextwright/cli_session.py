@@ -24,7 +24,7 @@ from contextwright.compress.summarize import Summary
 from contextwright.errors import ContextwrightError
 from contextwright.modes.zones import render_zone
 from contextwright.session.state import SessionState
-from contextwright.session.store import SessionKey, Store, open_store
+from contextwright.session.store import SessionKey, Store, open_store, validate_id
 
 session_app = typer.Typer(cls=OneLineUsageErrors, add_completion=False,
                           no_args_is_help=True,
@@ -92,6 +92,14 @@ def _refuse_foreign_sqlite(path: Path) -> None:
 def _key(user: str, session: str) -> SessionKey:
     try:
         return SessionKey(user_id=user, session_id=session)
+    except ContextwrightError as exc:
+        fail(describe(exc))
+
+
+def _check_user(user: str) -> None:
+    """Fail unless ``user`` is a user id a store takes."""
+    try:
+        validate_id(user, "user_id")
     except ContextwrightError as exc:
         fail(describe(exc))
 
@@ -213,13 +221,17 @@ def erase(user: UserOption, store: StoreOption = DEFAULT_STORE,
               help="Only this session (default: every session of the user).")] = None,
           yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False) -> None:
     """Erase one session, or everything of a user."""
-    what = (f"session {printable(user)}/{printable(session)}" if session
+    # The ids are checked before asking: a blank --session asked to erase every session of
+    # the user, and was refused only once that was confirmed.
+    _check_user(user)
+    key = _key(user, session) if session is not None else None
+    what = (f"session {printable(user)}/{printable(session)}" if session is not None
             else f"every session of user {printable(user)}")
     if not yes and not typer.confirm(f"Erase {what}?"):
         raise typer.Exit(1)
     with _opened(store) as opened:
-        if session is not None:
-            erased = int(opened.erase_session(_key(user, session)))
+        if key is not None:
+            erased = int(opened.erase_session(key))
         else:
             erased = opened.erase_user(user)
     typer.echo(f"erased {erased} session(s)")

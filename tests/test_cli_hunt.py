@@ -1,0 +1,35 @@
+"""``contextwright session``: arguments refused before anything is asked or read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextwright.cli import app
+from contextwright.session import SqliteStore
+from contextwright.session.store import SessionKey
+
+runner = CliRunner()
+
+
+def _seed(path: Path) -> str:
+    store = SqliteStore(path)
+    store.append(SessionKey(user_id="U1", session_id="S1"), [{"role": "user", "content": "hi"}])
+    store.close()
+    return f"sqlite:///{path}"
+
+
+@pytest.mark.parametrize("ids", [["--user", "U1", "--session", ""], ["--user", ""],
+                                 ["--user", "", "--session", "S1"]])
+def test_erase_refuses_a_blank_id_before_asking(tmp_path: Path, ids: list[str]) -> None:
+    # "--session ''" asked "Erase every session of user U1?", and only a yes was refused.
+    url = _seed(tmp_path / "s.db")
+    result = runner.invoke(app, ["session", "erase", "--store", url, *ids], input="y\n")
+    assert result.exit_code == 2
+    assert "Erase" not in result.stdout
+    assert "must be a non-empty string" in result.stderr
+    store = SqliteStore(tmp_path / "s.db")
+    assert store.count(SessionKey(user_id="U1", session_id="S1")) == 1
+    store.close()
