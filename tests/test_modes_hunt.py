@@ -7,9 +7,14 @@ the next turns as a structured task.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
+from contextwright.errors import PlanError
+from contextwright.manager import ContextManager
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED, Router
+from contextwright.modes.centroid import CentroidClassifier
 from contextwright.modes.zones import Zones, plan_steps, update_task
 
 PLAN = "先查库存再调用供应商接口更新订单状态"
@@ -90,3 +95,24 @@ def test_qici_is_a_later_step() -> None:
 ])
 def test_a_step_does_not_end_with_the_and_of_the_next(text: str, steps: list[str]) -> None:
     assert plan_steps(text) == steps
+
+
+class _CountingEmbedder:
+    """Vectors of letter counts: enough to tell the examples apart, offline."""
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[float(text.count(letter)) + 0.1 for letter in "aeiou"] for text in texts]
+
+    embed_queries = embed_passages
+
+
+def test_a_centroid_classifier_for_an_unknown_mode_is_refused_when_made() -> None:
+    # A misspelt mode among its examples failed the first prepare the classifier sent there,
+    # after that user's message was stored.
+    classifier = CentroidClassifier(_CountingEmbedder(), {
+        SLIDING_WINDOW: ["hello there"], "structred": ["book a hotel then a flight"]})
+    with pytest.raises(PlanError, match=r"'structred'.*did you mean 'structured'"):
+        Router(classifier=classifier)
+    with pytest.raises(PlanError, match="'structred'"):
+        ContextManager(classifier=classifier)
+    assert classifier.modes == (SLIDING_WINDOW, "structred")

@@ -59,6 +59,11 @@ class CentroidClassifier:
         self._centroids = np.stack(centroids)
         self._temperature = temperature
 
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The modes it has examples for, so the one it answers is always one of these."""
+        return tuple(self._modes)
+
     def classify(self, text: str) -> Classification | None:
         """The nearest mode and how clearly it wins; None for blank text."""
         import numpy as np

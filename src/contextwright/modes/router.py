@@ -14,6 +14,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from contextwright.analysis import analyzer, is_cjk_char
 from contextwright.compress.facts import extract_facts, fact_key
+from contextwright.core.plan import closest_name
 from contextwright.errors import (
     ClassifierError,
     ConfigurationError,
@@ -120,6 +121,7 @@ class Router:
                 f"(a ModeClassifier), not {type(classifier).__name__}")
         self.config = config or ModesConfig.default()
         self.classifier = classifier
+        _check_classifier_modes(classifier, self.config)
         self._rules = tuple(_CompiledRule(rule) for rule in self.config.rules)
 
     def route(self, text: str, current_mode: str | None = None, *, kept_turns: int = 0,
@@ -182,6 +184,24 @@ class Router:
                             f"{mode!r}; known: {sorted(self.config.modes)}")
         return RouteDecision(mode=mode, basis="classifier",
                              trigger=self.classifier.name, confidence=confidence)
+
+
+def _check_classifier_modes(classifier: ModeClassifier | None, config: ModesConfig) -> None:
+    """``PlanError`` for a classifier whose examples name a mode the config does not have.
+
+    Such a classifier is accepted only to fail a ``prepare`` later, the first time it answers
+    that mode (a misspelt one, most often), after the user's message is stored. Only a
+    classifier that says which modes it answers (``CentroidClassifier.modes``) can be checked.
+    """
+    from contextwright.modes.centroid import CentroidClassifier  # it imports this module
+
+    if not isinstance(classifier, CentroidClassifier):
+        return
+    for mode in classifier.modes:
+        if mode not in config.modes:
+            raise PlanError(f"classifier {classifier.name!r} has examples for unknown mode "
+                            f"{mode!r}{closest_name(mode, config.modes)}; known: "
+                            f"{sorted(config.modes)}")
 
 
 def _checked_answer(answer: object, name: str) -> tuple[str, float]:
