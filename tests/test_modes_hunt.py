@@ -15,6 +15,7 @@ from contextwright.errors import PlanError
 from contextwright.manager import ContextManager
 from contextwright.modes import RAG_ENHANCED, SLIDING_WINDOW, STRUCTURED, Router
 from contextwright.modes.centroid import CentroidClassifier
+from contextwright.modes.config import modes_from_mapping
 from contextwright.modes.zones import Zones, plan_steps, update_task
 
 PLAN = "先查库存再调用供应商接口更新订单状态"
@@ -116,3 +117,19 @@ def test_a_centroid_classifier_for_an_unknown_mode_is_refused_when_made() -> Non
     with pytest.raises(PlanError, match="'structred'"):
         ContextManager(classifier=classifier)
     assert classifier.modes == (SLIDING_WINDOW, "structred")
+
+
+@pytest.mark.parametrize(("keyword", "text", "matches"), [
+    ("заказ", "Где мой заказ?", True),
+    ("заказ", "Я заказчик этого проекта", False),   # "customer", not "order"
+    ("thé", "Je voudrais du thé vert", True),
+    ("thé", "Parlons de la théorie des cordes", False),
+    ("Größe", "Welche Größe hat das?", True),
+    ("Größe", "Die Größenordnung ist unklar", False),
+    ("refund", "帮我refund一下", True),              # next to Chinese, still a word
+    ("退款", "我想申请退款了", True),                   # Chinese has no spaces: a substring
+])
+def test_a_keyword_in_any_spaced_script_matches_whole_words(keyword: str, text: str,
+                                                            matches: bool) -> None:
+    config = modes_from_mapping({"rules": [{"mode": STRUCTURED, "keywords": [keyword]}]})
+    assert (Router(config).route(text).mode == STRUCTURED) is matches

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from contextwright.analysis import analyzer, is_cjk_char
+from contextwright.analysis import UNSPACED_RANGES, analyzer, cjk_class, is_cjk_char
 from contextwright.compress.facts import extract_facts, fact_key
 from contextwright.core.plan import closest_name
 from contextwright.errors import (
@@ -94,13 +94,24 @@ class _CompiledRule:
         return None
 
 
+_UNSPACED_CLASS = cjk_class() + "".join(f"\\u{first:04x}-\\u{last:04x}"
+                                        for first, last in UNSPACED_RANGES.values())
+"""Scripts written without spaces between words (Chinese, Japanese, Korean, Thai…)."""
+_SPACED_WORD_CHAR = rf"(?![{_UNSPACED_CLASS}])[^\W_]"
+"""A letter or digit of a script written with spaces: one next to a keyword makes it part of a
+longer word ("заказ" in "заказчик", "thé" in "théorie")."""
+
+
 def _keyword_pattern(keyword: str) -> re.Pattern[str]:
-    # Latin words match whole words ("order" must not fire on "border"); CJK has no word
-    # boundaries, so Chinese keywords match as substrings.
+    # Words of a script written with spaces match whole words ("order" must not fire on
+    # "border", nor "Größe" on "Größenordnung"), whatever is next to them in a script without
+    # ("帮我refund一下"); Chinese and the like have no word boundaries, so their keywords
+    # match as substrings.
     escaped = re.escape(keyword.strip())
-    if keyword.isascii():
-        return re.compile(rf"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9])", re.IGNORECASE)
-    return re.compile(escaped, re.IGNORECASE)
+    if re.search(f"[{_UNSPACED_CLASS}]", keyword):
+        return re.compile(escaped, re.IGNORECASE)
+    return re.compile(rf"(?<!{_SPACED_WORD_CHAR}){escaped}(?!{_SPACED_WORD_CHAR})",
+                      re.IGNORECASE)
 
 
 class Router:
