@@ -33,3 +33,17 @@ def test_erase_refuses_a_blank_id_before_asking(tmp_path: Path, ids: list[str]) 
     store = SqliteStore(tmp_path / "s.db")
     assert store.count(SessionKey(user_id="U1", session_id="S1")) == 1
     store.close()
+
+
+def test_show_of_a_malformed_summary_prints_only_the_error(tmp_path: Path) -> None:
+    # The session's heading was printed, then the error: a partial listing, read as the session.
+    url = _seed(tmp_path / "s.db")
+    store = SqliteStore(tmp_path / "s.db")
+    store.put_state(SessionKey(user_id="U1", session_id="S1"), {"summary": {"need": 5}},
+                    expected_version=None)
+    store.close()
+    result = runner.invoke(app, ["session", "show", "--store", url, "--user", "U1",
+                                 "--session", "S1"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: SummaryError: summary field need")

@@ -134,13 +134,14 @@ def show(user: UserOption, session: SessionOption, store: StoreOption = DEFAULT_
         return
     with library_errors():
         state = SessionState.from_dict(document["state"] or {})
+    memory = _memory(state)  # before anything is printed: a malformed part fails the command
     typer.echo(f"session {printable(user)}/{printable(session)}: "
                f"{document['message_count']} messages, "
                f"mode {state.mode}, summary covers up to #{state.summary_upto}")
     for switch in state.mode_history:
         typer.echo(printable(f"  switch #{switch.at_seq}: {switch.old_mode} -> "
                              f"{switch.new_mode} ({switch.basis} {switch.trigger!r})"))
-    for heading, text in _memory(state):
+    for heading, text in memory:
         typer.echo(f"{heading}:")
         for line in text.splitlines():
             typer.echo(f"  {printable(line)}")
