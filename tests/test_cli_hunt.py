@@ -47,3 +47,15 @@ def test_show_of_a_malformed_summary_prints_only_the_error(tmp_path: Path) -> No
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.startswith("error: SummaryError: summary field need")
+
+
+def test_a_sqlite_url_with_options_is_refused_for_its_options(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    # "no SQLite database at s.db?timeout=30" named a file that exists: the options are wrong.
+    _seed(tmp_path / "s.db")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["session", "list", "--store", "sqlite:///s.db?timeout=30"])
+    assert result.exit_code == 2
+    assert "takes no query options" in result.stderr
+    assert not (tmp_path / "s.db?timeout=30").exists()

@@ -24,7 +24,13 @@ from contextwright.compress.summarize import Summary
 from contextwright.errors import ContextwrightError
 from contextwright.modes.zones import render_zone
 from contextwright.session.state import SessionState
-from contextwright.session.store import SessionKey, Store, open_store, validate_id
+from contextwright.session.store import (
+    SessionKey,
+    Store,
+    open_store,
+    parse_store_url,
+    validate_id,
+)
 
 session_app = typer.Typer(cls=OneLineUsageErrors, add_completion=False,
                           no_args_is_help=True,
@@ -52,11 +58,16 @@ def _opened(url: str) -> Iterator[Store]:
 
 
 def _refuse_missing_sqlite(url: str) -> None:
-    """Fail unless a ``sqlite:///path`` URL names an existing file (opening would create it)."""
-    scheme, _, rest = url.partition("://")
-    if scheme != "sqlite" or not rest.startswith("/") or rest in ("/", "/:memory:"):
-        return  # other stores, and malformed URLs, are open_store's to judge
-    path = Path(rest[1:])
+    """Fail unless a ``sqlite:///path`` URL names an existing file (opening would create it).
+
+    The URL is read as ``open_store`` reads it, so a malformed one (``?timeout=30``) is refused
+    for what is wrong with it, not as a file that does not exist.
+    """
+    with library_errors():
+        kind, target, _ = parse_store_url(url)
+    if kind != "sqlite" or target == ":memory:":
+        return  # other stores are open_store's to judge
+    path = Path(target)
     if not path.is_file():
         fail(f"no SQLite database at {printable(str(path))} (check --store; these commands "
              "never create one)")
