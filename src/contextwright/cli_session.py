@@ -2,9 +2,10 @@
 
 The store comes from ``--store`` (or ``CONTEXTWRIGHT_STORE``), a URL as ``open_store`` reads it;
 the default is ``sqlite:///contextwright.db`` in the working directory. These commands look after
-sessions that exist, so a SQLite file that does not is refused rather than created (a mistyped
-path would otherwise show an empty store). Ids and content are printed escaped: a stored id may
-hold newlines or terminal escapes. Every failure is one line on stderr and exit code 2.
+sessions that exist, so a SQLite file or a PostgreSQL schema that does not is refused rather than
+created (a mistyped path or ``?schema=`` would otherwise show an empty store). Ids and content
+are printed escaped: a stored id may hold newlines or terminal escapes. Every failure is one
+line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from contextwright.session.state import SessionState
 from contextwright.session.store import (
     SessionKey,
     Store,
+    _postgres_url_options,
     open_store,
     parse_store_url,
     validate_id,
@@ -48,13 +50,24 @@ DEFAULT_STORE = "sqlite:///contextwright.db"
 def _opened(url: str) -> Iterator[Store]:
     _refuse_missing_sqlite(url)
     with library_errors():
-        store = open_store(url)
+        store = _open_existing(url)
     try:
         yield store
     except ContextwrightError as exc:
         fail(describe(exc))
     finally:
         store.close()
+
+
+def _open_existing(url: str) -> Store:
+    """The store at ``url``; a PostgreSQL one only if its schema holds a store already."""
+    kind, target, schema = parse_store_url(url)
+    if kind != "postgresql":
+        return open_store(url)
+    from contextwright.session.postgres import PostgresStore
+
+    dsn, options = _postgres_url_options(target)
+    return PostgresStore(dsn, schema=schema, create=False, **options)
 
 
 def _refuse_missing_sqlite(url: str) -> None:

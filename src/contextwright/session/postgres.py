@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from contextwright.errors import OutcomeUnknown, StoreUnavailable
+from contextwright.errors import InvalidInputError, OutcomeUnknown, StoreUnavailable
 from contextwright.session.pool import DEFAULT_MAX_IDLE, ConnectionPool
 from contextwright.session.postgres_common import (
     DEFAULT_PREPARE_THRESHOLD,
@@ -66,8 +66,14 @@ class PostgresStore:
         clock: Clock = time.time,
         max_idle_connections: int = DEFAULT_MAX_IDLE,
         prepare_threshold: int | None = DEFAULT_PREPARE_THRESHOLD,
+        create: bool = True,
     ) -> None:
         """Connect to ``dsn`` and create ``schema`` and its tables if they are missing.
+
+        ``create=False`` creates neither: a schema that does not exist, or holds no session
+        store, is ``StoreError`` (for tools that look after existing sessions, where a mistyped
+        schema would otherwise be created and shown as an empty store). A store made by an
+        older version still gets the tables added since, as with ``create=True``.
 
         Each call borrows a connection and gives it back; up to ``max_idle_connections`` are
         kept open between calls (more are opened while more calls run at once).
@@ -75,6 +81,8 @@ class PostgresStore:
         is prepared on the server; None prepares none, as PgBouncer in transaction mode needs
         (``?prepare_threshold=none`` in ``open_store``'s URL).
         """
+        if not isinstance(create, bool):
+            raise InvalidInputError("create must be True or False")
         self._layout = PostgresLayout(schema, ttl_seconds, clock)
         self._dsn = validate_address(dsn, "dsn")
         self._prepare_threshold = validate_prepare_threshold(prepare_threshold)
@@ -83,7 +91,7 @@ class PostgresStore:
             self._connect, usable=_reusable, close=_close, max_idle=max_idle_connections,
             alive=_still_connected)
         try:
-            self._write(self._layout.create_schema)
+            self._write(self._layout.create_schema if create else self._layout.open_existing)
         except BaseException:
             self._pool.close()
             raise

@@ -8,7 +8,8 @@ an async worker can serve one session. Each session has a counter row; an append
 (``SELECT … FOR UPDATE`` / upsert), bumps ``last_seq`` and inserts the messages in the same
 transaction, so concurrent writers get gap-free seqs and a failure anywhere rolls everything back.
 Messages and states are ASCII JSON in TEXT columns (``jsonb`` refuses the NUL escape). Tables live
-in one schema (created if missing). This module imports ``psycopg`` only to map its errors.
+in one schema (created if missing, unless a store is opened without
+create). This module imports ``psycopg`` only to map its errors.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ _CREATE = (
         part BIGINT NOT NULL, data TEXT NOT NULL,
         PRIMARY KEY (user_id, session_id, part))""",
 )
+STORE_TABLES = ("sessions", "messages", "states")
+"""Tables every PostgreSQL session store has had: a schema without them holds none."""
+_CREATES_NOTHING = ("check the schema name: opened to look after existing sessions, the store "
+                    "creates no schema and no table")
 _DATA_TABLES = ("messages", "states", "write_keys", "recall_index")
 """The tables holding a session's data besides its ``sessions`` row."""
 
@@ -244,6 +249,26 @@ class PostgresLayout:
                          (f"contextwright:{self.schema}",))
         for statement in _CREATE:
             yield self._none(statement, ())
+
+    def open_existing(self) -> SqlFlow[None]:
+        """Fail unless the schema holds a store; bring the tables of an older one up to date.
+
+        For a store opened to look after sessions that exist: a mistyped schema must not be
+        created and shown as an empty store. ``StoreError`` names the schema and what it lacks.
+        A store made by an older version (without the tables added since) is still a store:
+        it gets them as any opening gives them (nothing, when they are all there).
+        """
+        found = yield self._one("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
+        if found is None:
+            raise StoreError(f"postgres store: schema {self.schema!r} does not exist "
+                             f"({_CREATES_NOTHING})")
+        rows: list[Row] = yield self._all(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (self.schema,))
+        missing = sorted(set(STORE_TABLES) - {str(row[0]) for row in rows})
+        if missing:
+            raise StoreError(f"postgres store: schema {self.schema!r} holds no session store "
+                             f"(no table {', '.join(missing)}; {_CREATES_NOTHING})")
+        yield from self.create_schema()
 
     def append_if(self, key: SessionKey, messages: Sequence[Mapping[str, Any]],
                   when: WriteConditions, state_text: str | None) -> SqlFlow[Appended]:
