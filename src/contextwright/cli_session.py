@@ -26,6 +26,7 @@ from contextwright.errors import ContextwrightError
 from contextwright.modes.zones import render_zone
 from contextwright.session.state import SessionState
 from contextwright.session.store import (
+    MAX_SEQ,
     SessionKey,
     Store,
     _postgres_url_options,
@@ -147,7 +148,8 @@ def list_sessions(store: StoreOption = DEFAULT_STORE,
 
 @session_app.command()
 def show(user: UserOption, session: SessionOption, store: StoreOption = DEFAULT_STORE,
-         last: Annotated[int, typer.Option(help="Messages to show.")] = 20,
+         last: Annotated[int, typer.Option(help="Messages to show.", min=0,
+                                           max=MAX_SEQ)] = 20,
          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show a session's mode, mode history, summary, zones and last messages (with their calls)."""
     key = _key(user, session)
@@ -161,7 +163,7 @@ def show(user: UserOption, session: SessionOption, store: StoreOption = DEFAULT_
     memory = _memory(state)  # before anything is printed: a malformed part fails the command
     typer.echo(f"session {printable(user)}/{printable(session)}: "
                f"{document['message_count']} messages, "
-               f"mode {state.mode}, summary covers up to #{state.summary_upto}")
+               f"mode {_mode_shown(state.mode)}, summary covers up to #{state.summary_upto}")
     for switch in state.mode_history:
         typer.echo(printable(f"  switch #{switch.at_seq}: {switch.old_mode} -> "
                              f"{switch.new_mode} ({switch.basis} {switch.trigger!r})"))
@@ -172,6 +174,11 @@ def show(user: UserOption, session: SessionOption, store: StoreOption = DEFAULT_
     for entry in document["messages"]:
         role = printable(str(entry["message"].get("role")))
         typer.echo(f"  #{entry['seq']} {role}: {printable(_message_line(entry['message']))}")
+
+
+def _mode_shown(mode: str | None) -> str:
+    """The session's mode as ``show`` prints it: a session no manager has routed has none."""
+    return "(not routed yet)" if mode is None else printable(mode)
 
 
 _SHOWN = 100
@@ -259,7 +266,15 @@ def erase(user: UserOption, store: StoreOption = DEFAULT_STORE,
             erased = int(opened.erase_session(key))
         else:
             erased = opened.erase_user(user)
-    typer.echo(f"erased {erased} session(s)")
+    # Nothing to erase is no failure: what was asked for (no such session) holds, so a script
+    # that erases a user's data on request need not tell "gone already" from "erased now". It
+    # is said, though: a mistyped id must not read as done.
+    if erased:
+        typer.echo(f"erased {erased} session(s)")
+    elif key is not None:
+        typer.echo(f"nothing erased: no session {printable(user)}/{printable(key.session_id)}")
+    else:
+        typer.echo(f"nothing erased: user {printable(user)} has no sessions")
 
 
 def _existing_session(store: Store, key: SessionKey, *, last: int | None) -> dict[str, Any]:
