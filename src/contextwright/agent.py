@@ -8,9 +8,10 @@ built-in table of sample conditions (a stand-in for a weather service, and label
 result), ``save_memo`` and ``list_memos`` keep memos in the same SQLite file as the session.
 
 Needs the ``llm`` extra (the ``openai`` SDK). ``contextwright agent --base-url URL --model M``
-runs it in a terminal; ``run_turn`` is the loop for other programs. The reply's calls and each
-result are recorded as they happen, so after a failure mid-turn ``run_turn(..., text=None)``
-continues the turn: no question stored twice, no tool whose result is recorded run again.
+runs it in a terminal (``/retry`` there continues a turn whose model call failed); ``run_turn`` is
+the loop for other programs. The reply's calls and each result are recorded as they happen, so
+after a failure mid-turn ``run_turn(..., text=None)`` continues the turn: no question stored
+twice, no tool whose result is recorded run again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from typing import Any
 from contextwright.convert import chat_messages
 from contextwright.core.items import parse_message
 from contextwright.core.pairing import pair_results
-from contextwright.errors import InvalidInputError, LLMError
+from contextwright.errors import ContextwrightError, InvalidInputError, LLMError
 from contextwright.llm.client import check_timeout, make_sdk_client
 from contextwright.manager import ContextManager
 from contextwright.session.sqlite import SqliteStore
@@ -289,18 +291,72 @@ class Agent:
                 self.client.close()
 
 
+RETRY = "/retry"
+"""What the REPL takes as "continue the turn that failed" (``run_turn`` with ``text=None``)."""
+
+
 def repl(agent: Agent, user_id: str, session_id: str,
-         read: Callable[[str], str] = input, write: Callable[[str], None] = print) -> None:
-    """Answer lines read from the terminal until end of input, showing each tool call."""
+         read: Callable[[str], str] = input, write: Callable[[str], None] = print,
+         warn: Callable[[str], None] | None = None) -> ContextwrightError | None:
+    """Answer lines read from the terminal until end of input, showing each tool call.
+
+    A turn that fails (a model call, a reply the session cannot store) is one line on ``warn``
+    (standard error by default) and the REPL goes on. Its question is stored, so ``/retry``
+    continues the turn rather than the question being typed (and stored) again; the same is
+    said at start-up of a session whose last question has no answer.
+
+    Returns the error of the last turn when it failed and left its question unanswered, else
+    None: a program piping questions in can tell that the last one got no answer.
+    """
+    warn = warn or _to_stderr
+    key = SessionKey(user_id=user_id, session_id=session_id)
+    if _has_pending_turn(agent, key):
+        write(f"(the last question of this session has no answer yet: {RETRY} continues it)")
+    unanswered: ContextwrightError | None = None
     while True:
         try:
             text = read("you> ").strip()
         except EOFError:
-            return
-        if text:
-            reply = agent.run_turn(user_id, session_id, text, on_tool=lambda name, arguments,
-                                   _: write(f"  [tool] {name}({arguments})"))
-            write(f"agent> {reply}")
+            return unanswered
+        if not text:
+            continue
+        try:
+            reply = agent.run_turn(user_id, session_id, None if text == RETRY else text,
+                                   on_tool=lambda name, arguments, _: write(
+                                       f"  [tool] {name}({arguments})"))
+        except (LLMError, InvalidInputError) as exc:
+            pending = _has_pending_turn(agent, key)
+            warn(_failure_line(exc, pending))
+            unanswered = exc if pending else None
+            continue
+        unanswered = None
+        write(f"agent> {reply}")
+
+
+def _has_pending_turn(agent: Agent, key: SessionKey) -> bool:
+    """Whether the session's last question has no answer (what ``run_turn(text=None)`` takes).
+
+    Its newest message is the question, or a reply with tool calls (their results recorded or
+    not): the model call that would answer it failed, or never came.
+    """
+    tail = agent._turn_tail(key)
+    if not tail:
+        return False
+    head = tail[0]
+    return head.get("role") == "user" or (head.get("role") == "assistant"
+                                          and bool(head.get("tool_calls")))
+
+
+def _failure_line(exc: ContextwrightError, pending: bool) -> str:
+    """A failed turn on one line: the error, and how to go on when its question is stored."""
+    line = f"error: {type(exc).__name__}: {' '.join(str(exc).split())}"
+    if pending:
+        line += f" (the question is stored: {RETRY} continues the turn)"
+    return line
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _call_failure(exc: Exception) -> LLMError:

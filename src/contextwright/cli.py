@@ -21,6 +21,7 @@ import typer
 
 from contextwright.builder import ContextBuilder
 from contextwright.cli_common import (
+    BAD_INPUT,
     OneLineUsageErrors,
     describe,
     fail,
@@ -249,15 +250,22 @@ def agent(
     user: Annotated[str, typer.Option(help="User id.")] = "me",
     session: Annotated[str, typer.Option(help="Session id.")] = "main",
 ) -> None:
-    """Chat with the weather + memo agent; the session survives restarts."""
+    """Chat with the weather + memo agent; the session survives restarts.
+
+    A failed model call keeps the question: /retry continues the turn.
+    """
     from contextwright.agent import make_agent, repl
 
     with library_errors():
         running = make_agent(base_url, model, db, api_key=api_key)
         try:
-            repl(running, user, session)
+            unanswered = repl(running, user, session)
         finally:
             running.close()
+    if unanswered is not None:
+        # Said already, on its own line: the exit code tells a script that piped its
+        # questions in that the last one got no answer.
+        raise typer.Exit(BAD_INPUT)
 
 
 def main() -> None:
