@@ -452,21 +452,43 @@ def _is_request(text: str) -> bool:
     return len(flat) >= 2 and not _ACKNOWLEDGEMENT.match(flat)
 
 
+# Ordinal steps: "Second, …" / "Step 2: …" / "第二步…" are later steps of a plan that begins
+# with its first ("First, …", "Step 1", "第一步", "先…"); without one, an ordinal is no step
+# ("wait a second", "This is my second order", "我卡在第二步了", "Step 2 fails every time").
+# An English ordinal opens its clause: "my second child" is a child, not a step.
+_CLAUSE_START = r"(?:^|(?<=[.!?;:,\n]))[^\S\n]*"
+EN_ORDINAL_FIRST = rf"{_CLAUSE_START}step[^\S\n]*(?:1|one)\b[.:)]?"
+""""Step 1": the first of a numbered plan ("first" is ``EN_FIRST``)."""
+EN_ORDINAL_LATER = (rf"{_CLAUSE_START}(?:and\s+)?(?:(?:(?:second|third|fourth|fifth)(?:ly)?|lastly)"
+                    rf"\b|step[^\S\n]*(?:[2-9]|[1-9][0-9]|two|three|four|five)\b[.:)]?)"
+                    rf"{EN_NOT_BY_USER}")
+"""A later step of an English ordinal plan, opening its clause: "Second, …", "Step 2: …"."""
+ZH_ORDINAL_FIRST = r"第[一1]步"
+ZH_ORDINAL_LATER = r"第(?:[二三四五六七八九十][一二三四五六七八九十]{0,2}|[2-9]|[1-9][0-9])步"
+"""A later step of a Chinese ordinal plan: 第二步, 第3步 (not 第二天, 第二次)."""
+
+_ZH_FIRST_STEP = rf"{ZH_FIRST}|{ZH_ORDINAL_FIRST}"
 _ZH_STEP = re.compile(rf"{ZH_FIRST}|{ZH_THEN}")
+_ZH_ORDINAL_STEP = re.compile(rf"{_ZH_FIRST_STEP}|{ZH_THEN}|{ZH_ORDINAL_LATER}")
 # "再" alone is too common ("再见", "不再") to signal a plan; one of these must be present.
-_ZH_PLAN = re.compile(rf"{ZH_FIRST}|然后|接着|(?<!求)其次|之后(?!再说)|最后|完成后")
+_ZH_PLAN = re.compile(rf"{_ZH_FIRST_STEP}|然后|接着|(?<!求)其次|之后(?!再说)|最后|完成后")
 # "First of all" / "first off" open a plan as "first" does: "of all" is no step.
 _EN_FIRST_WORDS = rf"{EN_FIRST}(?:\s+of\s+all\b|\s+off\b)?"
 # The "and" before a later-step word ("…, and finally …") is part of the word, not of the step
 # before it.
-_EN_STEP = re.compile(
-    rf"(?:{_EN_FIRST_WORDS}|\b(?:and\s+)?(?:then|next|after that|finally)\b{EN_NOT_BY_USER})"
-    r"[,:]?", re.IGNORECASE)
+_EN_THEN_WORDS = rf"\b(?:and\s+)?(?:then|next|after that|finally)\b{EN_NOT_BY_USER}"
+_EN_STEP = re.compile(rf"(?:{_EN_FIRST_WORDS}|{_EN_THEN_WORDS})[,:]?", re.IGNORECASE)
+_EN_ORDINAL_STEP = re.compile(
+    rf"(?:{_EN_FIRST_WORDS}|{EN_ORDINAL_FIRST}|{_EN_THEN_WORDS}|{EN_ORDINAL_LATER})[,:]?",
+    re.IGNORECASE)
+_EN_ORDINAL_OPENER = re.compile(rf"{EN_FIRST}|{EN_ORDINAL_FIRST}", re.IGNORECASE)
 # A piece the user does themselves ("I'll think about it", "Let me try it") is no step.
 _BY_USER = re.compile(rf"^(?:{EN_SELF})", re.IGNORECASE)
 # Words that open a plan: what comes before them is the request's preamble ("Could you first
-# …", "我先…"), not a step. Before any other step word ("check stock, then …") it is step one.
-_OPENER = re.compile(rf"{ZH_FIRST}|first(?:\s+of\s+all|\s+off)?", re.IGNORECASE)
+# …", "我先…", "Please do this. Step 1: …"), not a step. Before any other step word ("check
+# stock, then …") it is step one.
+_OPENER = re.compile(rf"{ZH_FIRST}|{ZH_ORDINAL_FIRST}|first(?:\s+of\s+all|\s+off)?|"
+                     r"step\s*(?:1|one)[.:)]?", re.IGNORECASE)
 _STEP_EDGES = " ，,。.；;、!！?？:：\n"
 # The marker of the next item of a numbered or bulleted plan, left at the end of a piece
 # ("1. First check the stock\n2. Then …" leaves "check the stock\n2"): not part of the step.
@@ -489,17 +511,24 @@ def plan_steps(text: str) -> list[str]:
     Returns an empty list for a message that does not plan more than one step ("What should I
     do next?", "OK then!", "我先走了").
     """
-    splitter = _ZH_STEP if _ZH_PLAN.search(text) else _EN_STEP
+    splitter = _step_splitter(text)
     first = splitter.search(text)
     if first is None:
         return []
     head, *pieces = (_LIST_MARK.sub("", p).strip(_STEP_EDGES) for p in splitter.split(text))
-    if _is_step(head) and (not _OPENER.fullmatch(first.group().rstrip(",:"))
+    if _is_step(head) and (not _OPENER.fullmatch(first.group().strip().rstrip(",:"))
                            or not _is_step(pieces[0])):
         pieces.insert(0, head)
     # A thanks or a greeting between the step words ("First of all, thanks! Then …") is none.
     steps = [p for p in pieces if _is_step(p) and not _BY_USER.match(p) and _is_request(p)]
     return steps if len(steps) >= 2 else []
+
+
+def _step_splitter(text: str) -> re.Pattern[str]:
+    """The step words ``text`` is split at: Chinese or English, ordinals once a first opens."""
+    if _ZH_PLAN.search(text):
+        return _ZH_ORDINAL_STEP if re.search(_ZH_FIRST_STEP, text) else _ZH_STEP
+    return _EN_ORDINAL_STEP if _EN_ORDINAL_OPENER.search(text) else _EN_STEP
 
 
 def _is_step(piece: str) -> bool:
