@@ -16,7 +16,13 @@ from typing import Any, TypeAlias, cast
 
 from contextwright.builder import ContextBuilder, session_cache_key
 from contextwright.checks import whole_number
-from contextwright.core.cache import MAX_BREAKPOINTS, CachePolicy, Fingerprint, breakpoint_ends
+from contextwright.core.cache import (
+    MAX_BREAKPOINTS,
+    CachePolicy,
+    Fingerprint,
+    breakpoint_ends,
+    cache_report_from_dict,
+)
 from contextwright.core.final import FinalContext
 from contextwright.core.images import ImagePart
 from contextwright.core.items import Message, parse_message
@@ -352,14 +358,17 @@ def report_from_dict(data: Mapping[str, Any]) -> BuildReport:
 
     Framework state is saved by the framework's serializer, which takes plain JSON everywhere
     and our dataclasses nowhere (LangGraph's msgpack refuses unregistered types), so the
-    integrations keep the report's dict in state and this reads it back.
+    integrations keep the report's dict in state and this reads it back, its cache report a
+    ``CacheReport`` again.
     """
+    cache = data.get("cache")
     try:
         return BuildReport(
             **{**data,
                "sources": tuple(SourceReport(**row) for row in data["sources"]),
                "decisions": tuple(Decision(**row) for row in data["decisions"]),
-               "warnings": tuple(data.get("warnings") or ())})
+               "warnings": tuple(data.get("warnings") or ()),
+               "cache": cache_report_from_dict(cache) if cache else None})
     except (KeyError, TypeError) as exc:
         raise InvalidInputError(f"not a build report ({exc})") from None
 
