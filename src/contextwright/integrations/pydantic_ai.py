@@ -31,7 +31,9 @@ the model is shown; a tool's failure or retry (a ``ToolReturnPart`` with ``outco
 Claude's signed thinking, from ``AnthropicModel`` or Claude on ``BedrockConverseModel``, is
 sent back while its tool loop is open. Parts of the provider's native tools
 (``NativeToolCallPart``, ``NativeToolReturnPart``: web search, code execution...) are left out
-of the build and stay in the run's messages; the report's warnings say how many.
+of the build and stay in the run's messages; the report's warnings say how many. So are the
+files the model generated (``FilePart``: an image of image generation or a code interpreter),
+which a chat message cannot carry in the model's answer.
 Needs the ``pydantic-ai`` extra.
 """
 
@@ -49,6 +51,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     BinaryContent,
     CachePoint,
+    FilePart,
     FileUrl,
     ImageUrl,
     ModelMessage,
@@ -146,6 +149,13 @@ class ContextwrightHistory(AbstractCapability[Any]):
                 f"left out {sum(native.values())} part(s) of the provider's native tools "
                 f"({', '.join(sorted(native))}): the provider ran them, and the model's answer "
                 "after them says what they found; the run's messages keep them"))
+        files = _generated_files(messages)
+        if files:
+            context = with_warning(context, (
+                f"left out {sum(files.values())} file(s) the model generated "
+                f"({', '.join(sorted(files))}): a chat message has no place for a file in the "
+                "model's own answer (Pydantic AI's OpenAI and Anthropic models do not send them "
+                "back either), and its text says what it made; the run's messages keep them"))
         cache_points = _cache_points(messages)
         if cache_points:
             context = with_warning(context, (
@@ -404,6 +414,18 @@ def _cache_points(messages: Sequence[ModelMessage]) -> int:
                for item in part.content)
 
 
+def _generated_files(messages: Sequence[ModelMessage]) -> dict[str, int]:
+    """How many files of each media type the model generated in ``messages``."""
+    counts: dict[str, int] = {}
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, FilePart):
+                    kind = str(part.content.media_type)
+                    counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
 def _native_tool_names(messages: Sequence[ModelMessage]) -> dict[str, int]:
     """How many native tool parts of each tool ``messages`` hold."""
     counts: dict[str, int] = {}
@@ -532,11 +554,15 @@ def _content_item(item: object, where: str) -> Chat:
 
 
 def _response(message: ModelResponse, where: str) -> list[Chat]:
-    """The response as one assistant message; none when it held only native tool parts."""
+    """The response as one assistant message; none when it held only parts left out.
+
+    Native tool parts and the files the model generated (``FilePart``: an image of the
+    provider's image generation or code interpreter) are left out (``build`` warns of them).
+    """
     texts: list[str] = []
     calls: list[Chat] = []
     thinking: list[Chat] = []
-    native = 0
+    left_out = 0
     for number, part in enumerate(message.parts):
         if isinstance(part, TextPart):
             texts.append(part.content)
@@ -546,12 +572,12 @@ def _response(message: ModelResponse, where: str) -> list[Chat]:
         elif isinstance(part, ToolCallPart):
             calls.append({"id": part.tool_call_id, "type": "function", "function": {
                 "name": part.tool_name, "arguments": part.args_as_json_str()}})
-        elif isinstance(part, _NATIVE_TOOL_PARTS):
-            native += 1
+        elif isinstance(part, (*_NATIVE_TOOL_PARTS, FilePart)):
+            left_out += 1
         else:
             raise InvalidInputError(f"{where}.parts[{number}] is a {type(part).__name__}, "
                                     "which contextwright cannot carry")
-    if native and native == len(message.parts):
+    if left_out and left_out == len(message.parts):
         return []  # an empty assistant message would say the model answered nothing
     chat: Chat = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
