@@ -184,6 +184,7 @@ class ContextwrightHistory(AbstractCapability[Any]):
         built = _messages_with_cache_points(chats_with_tool_images(context), hints.messages)
         if isinstance(given[-1], ModelRequest) and isinstance(built[-1], ModelRequest):
             built[-1] = dataclasses.replace(built[-1], instructions=given[-1].instructions)
+        _carry_settings_in_effect(given, built)
         request_context.messages = built
         request_context.model_request_parameters = parameters
         request_context.model_settings = _with_cache_settings(request_context.model_settings,
@@ -249,6 +250,29 @@ def _with_cache_settings(settings: ModelSettings | None, hints: CacheHints
     if all(name in given for name in added):
         return settings
     return cast(ModelSettings, {**added, **given})
+
+
+def _carry_settings_in_effect(given: Sequence[ModelMessage], built: list[ModelMessage]) -> None:
+    """Put the settings in effect (the newest ``ModelSettingsDeltaPart``) on the first request.
+
+    Pydantic AI records a setting that changes (the thinking effort) by reading the request it
+    sends: a build without the record would look like a change on every request, and the run's
+    history would get a record per request. It is no content (models send the setting as the
+    request's own, or render the change in place), so the build starts with it in effect, as
+    the request-level setting its first request opens.
+    """
+    if _SETTINGS_DELTA is None:
+        return
+    latest = next((part for message in reversed(given) if isinstance(message, ModelRequest)
+                   for part in reversed(message.parts) if isinstance(part, _SETTINGS_DELTA)),
+                  None)
+    first = next((index for index, message in enumerate(built)
+                  if isinstance(message, ModelRequest)), None)
+    if latest is None or first is None:
+        return
+    request = cast(ModelRequest, built[first])
+    in_effect = dataclasses.replace(latest, top_level=True)
+    built[first] = dataclasses.replace(request, parts=[*request.parts, in_effect])
 
 
 def _refuse_instructions(shaper: ContextShaper, chats: list[Chat], instructions: str,
@@ -374,6 +398,8 @@ def _marked_chats(messages: Sequence[ModelMessage]) -> list[Chat]:
         where = f"messages[{index}]"
         if isinstance(message, ModelRequest):
             for number, part in enumerate(message.parts):
+                if _SETTINGS_DELTA is not None and isinstance(part, _SETTINGS_DELTA):
+                    continue  # a record of the settings, no content (see _carry_settings_in_effect)
                 chats.append(_request_part(part, f"{where}.parts[{number}]"))
         else:
             chats += _response(message, where)
@@ -382,6 +408,9 @@ def _marked_chats(messages: Sequence[ModelMessage]) -> list[Chat]:
 
 _RETRY_FEEDBACK: type[Any] | None = getattr(pydantic_ai_messages, "RetryFeedbackPart", None)
 """``RetryFeedbackPart`` (newer Pydantic AI: a retry that answers no tool call), if it exists."""
+
+_SETTINGS_DELTA: type[Any] | None = getattr(pydantic_ai_messages, "ModelSettingsDeltaPart", None)
+"""``ModelSettingsDeltaPart`` (newer Pydantic AI: a change of the thinking effort), if it exists."""
 
 _FILE_TYPES: tuple[type[Any], ...] = getattr(pydantic_ai_messages, "MULTI_MODAL_CONTENT_TYPES",
                                              (FileUrl, BinaryContent))
