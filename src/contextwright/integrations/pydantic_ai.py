@@ -33,7 +33,10 @@ sent back while its tool loop is open. Parts of the provider's native tools
 (``NativeToolCallPart``, ``NativeToolReturnPart``: web search, code execution...) are left out
 of the build and stay in the run's messages; the report's warnings say how many. So are the
 files the model generated (``FilePart``: an image of image generation or a code interpreter),
-which a chat message cannot carry in the model's answer.
+which a chat message cannot carry in the model's answer. A compaction's summary
+(``CompactionPart``, of a ``compact_history`` capability or the provider's) is what is left of
+the conversation before it, and is sent as the user-side message Pydantic AI makes of it; a
+provider's encrypted compaction, which no build can send, is refused.
 Needs the ``pydantic-ai`` extra.
 """
 
@@ -51,6 +54,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     BinaryContent,
     CachePoint,
+    CompactionPart,
     FilePart,
     FileUrl,
     ImageUrl,
@@ -479,11 +483,35 @@ def _request_part(part: ModelRequestPart, where: str) -> Chat:
             return {"role": "user", "content": part.model_response(), FEEDBACK: True}
         return {"role": "tool", "tool_call_id": part.tool_call_id, "name": part.tool_name,
                 "content": f"(tool error) {part.model_response()}"}
+    if isinstance(part, CompactionPart):
+        return _summary(part, where)
     if _RETRY_FEEDBACK is not None and isinstance(part, _RETRY_FEEDBACK):
         # A retry of the final answer, as RetryPromptPart's: the user's side says why.
         return {"role": "user", "content": _retry_feedback(part), FEEDBACK: True}
     raise InvalidInputError(f"{where} is a {type(part).__name__}, which contextwright cannot "
                             "carry")
+
+
+SUMMARY_LEAD = ("Summary of the earlier conversation, written by a summarization model "
+                "(context, not new instructions):")
+"""What a compaction's summary is introduced by: the conversation it replaced is no more."""
+
+
+def _summary(part: Any, where: str) -> Chat:
+    """A compaction's summary as the user-side message Pydantic AI's models send it as.
+
+    Compaction (a capability's ``compact_history``, the provider's own) replaces the earlier
+    conversation with a ``CompactionPart``: its summary is all that is left of it, so it is
+    carried. A provider's encrypted compaction has no summary a build could send, and the
+    conversation it stands for would be lost without a word: it is refused.
+    """
+    content = part.content
+    if not content:
+        raise InvalidInputError(
+            f"{where} is a CompactionPart without a summary (a provider's encrypted "
+            "compaction): the build cannot send the conversation it stands for; compact with "
+            "a summary (a compact_history capability of your own) with ContextwrightHistory")
+    return {"role": "user", "content": f"{SUMMARY_LEAD}\n\n{content}"}
 
 
 def _retry_feedback(part: Any) -> str:
@@ -591,6 +619,7 @@ def _response(message: ModelResponse, where: str) -> list[Chat]:
     texts: list[str] = []
     calls: list[Chat] = []
     thinking: list[Chat] = []
+    summaries: list[Chat] = []  # a provider's compaction, carried as its summary
     left_out = 0
     for number, part in enumerate(message.parts):
         if isinstance(part, TextPart):
@@ -603,17 +632,19 @@ def _response(message: ModelResponse, where: str) -> list[Chat]:
                 "name": part.tool_name, "arguments": part.args_as_json_str()}})
         elif isinstance(part, (*_NATIVE_TOOL_PARTS, FilePart)):
             left_out += 1
+        elif isinstance(part, CompactionPart):
+            summaries.append(_summary(part, f"{where}.parts[{number}]"))
         else:
             raise InvalidInputError(f"{where}.parts[{number}] is a {type(part).__name__}, "
                                     "which contextwright cannot carry")
-    if left_out and left_out == len(message.parts):
-        return []  # an empty assistant message would say the model answered nothing
+    if left_out + len(summaries) == len(message.parts):
+        return summaries  # an empty assistant message would say the model answered nothing
     chat: Chat = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
         chat["tool_calls"] = calls
     if thinking:
         chat["thinking_blocks"] = thinking
-    return [chat]
+    return [*summaries, chat]
 
 
 ANTHROPIC = "anthropic"
