@@ -203,8 +203,10 @@ class FinalContext:
         ``client.responses.create(**body)``; ``anthropic``:
         ``anthropic.Anthropic().messages.create(**body)``. ``max_tokens`` defaults to the
         plan's reserved output (and reasoning) tokens and ``model`` to the builder's model;
-        ``model``, ``tool_choice`` (OpenAI chat form, translated) and ``parallel_tool_calls``
-        are sent when given. What the format cannot carry is in ``rendering_notes(fmt)``.
+        ``model``, ``tool_choice`` (OpenAI chat form, translated; OpenAI's ``allowed_tools``
+        form goes to both OpenAI formats, and is refused for Anthropic, which has no such
+        choice) and ``parallel_tool_calls`` are sent when given. What the format cannot carry
+        is in ``rendering_notes(fmt)``.
 
         ``cache``: Anthropic requests carry ``cache_control`` breakpoints at the ends of the
         stable parts (``cache_points``; by default for a build with a cache policy), OpenAI

@@ -79,8 +79,9 @@ class CallSettings:
     max_output_tokens: int | None = None
     tool_choice: str | Mapping[str, Any] | None = None
     """OpenAI chat form: ``auto`` / ``none`` / ``required`` / ``{"type": "function",
-    "function": {"name": ...}}`` (a bare tool name is taken as the last); translated per
-    provider."""
+    "function": {"name": ...}}`` (a bare tool name is taken as the last) / ``{"type":
+    "allowed_tools", ...}`` (``allowed_tools``; not for Anthropic, which has no such choice);
+    translated per provider."""
     parallel_tool_calls: bool | None = None
     cache_points: tuple[int, ...] | None = None
     """Anthropic: put ``cache_control`` breakpoints on the tools, the system prompt and the
@@ -605,6 +606,10 @@ def check_openai_tool_count(schemas: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _openai_tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, Any]:
+    allowed = allowed_tools(choice)
+    if allowed is not None:
+        return {"type": ALLOWED_TOOLS, ALLOWED_TOOLS: {"mode": allowed.mode, "tools": [
+            {"type": "function", "function": {"name": name}} for name in allowed.names]}}
     name = _chosen_tool(choice)
     if name is None:
         return str(choice)
@@ -677,6 +682,10 @@ def _responses_tool(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _responses_tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, Any]:
+    allowed = allowed_tools(choice)
+    if allowed is not None:  # the Responses API's own shape: flat, a function by its name
+        return {"type": ALLOWED_TOOLS, "mode": allowed.mode,
+                "tools": [{"type": "function", "name": name} for name in allowed.names]}
     name = _chosen_tool(choice)
     if name is None:
         return str(choice)
@@ -1030,6 +1039,11 @@ def _anthropic_tool_choice(settings: CallSettings) -> dict[str, Any] | None:
     choice, parallel = settings.tool_choice, settings.parallel_tool_calls
     if choice is None and parallel is None:
         return None
+    if allowed_tools(choice) is not None:
+        raise InvalidInputError(
+            f"tool_choice {{'type': '{ALLOWED_TOOLS}'}} (OpenAI's allowed tools) has no "
+            "equivalent in the Messages API, which takes auto, none, required or one named "
+            "tool: offer only the tools the model may call, or choose one of those")
     name = _chosen_tool(choice) if choice is not None else None
     if name is not None:
         rendered: dict[str, Any] = {"type": "tool", "name": name}
@@ -1048,15 +1062,80 @@ def _anthropic_tool_choice(settings: CallSettings) -> dict[str, Any] | None:
 
 
 def _chosen_tool(choice: str | Mapping[str, Any]) -> str | None:
-    """The tool a ``tool_choice`` names, or None for ``auto`` / ``none`` / ``required``."""
+    """The tool a ``tool_choice`` names, or None for ``auto`` / ``none`` / ``required``.
+
+    Not for an ``allowed_tools`` choice (``allowed_tools``), which may name several.
+    """
     if isinstance(choice, str):
         return None if choice in ("auto", "none", "required") else choice
     if not isinstance(choice, Mapping):
         raise InvalidInputError("tool_choice must be a string or an object")
+    kind = choice.get("type")
+    if kind not in (None, "function", "tool"):
+        raise InvalidInputError(f"tool_choice {{'type': {short_label(str(kind), 40)!r}}} is not "
+                                f"a form contextwright takes: {TOOL_CHOICE_FORMS}")
     function = choice.get("function")
     name = function.get("name") if isinstance(function, Mapping) else choice.get("name")
     if not isinstance(name, str) or not name:
-        raise InvalidInputError("tool_choice names no tool")
+        raise InvalidInputError(f"tool_choice names no tool; it takes {TOOL_CHOICE_FORMS}")
+    return name
+
+
+ALLOWED_TOOLS = "allowed_tools"
+TOOL_CHOICE_FORMS = ("auto, none, required, a tool's name, {\"type\": \"function\", "
+                     "\"function\": {\"name\": ...}} or OpenAI's {\"type\": \"allowed_tools\", "
+                     "\"allowed_tools\": {\"mode\": \"auto\" | \"required\", \"tools\": [...]}}")
+"""The ``tool_choice`` forms ``to_request`` takes, as its refusals name them."""
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedTools:
+    """OpenAI's ``allowed_tools`` choice: the model may call only some of the request's tools.
+
+    ``auto``: it calls one of ``names`` or answers; ``required``: it calls one of them. The
+    request keeps every tool, so its cached prefix stays the same.
+    """
+
+    mode: Literal["auto", "required"]
+    names: tuple[str, ...]
+
+
+def allowed_tools(choice: object) -> AllowedTools | None:
+    """The tools an ``allowed_tools`` choice allows; None for a choice of another form.
+
+    Read in the Chat Completions shape (``{"type": "allowed_tools", "allowed_tools": {"mode",
+    "tools"}}``, tools as ``{"type": "function", "function": {"name"}}``) or the Responses
+    API's (``mode`` and ``tools`` beside ``type``, tools as ``{"type": "function", "name"}``).
+    Only function tools can be allowed: they are the only tools a built request holds.
+    """
+    if not isinstance(choice, Mapping) or choice.get("type") != ALLOWED_TOOLS:
+        return None
+    where = f"tool_choice.{ALLOWED_TOOLS}"
+    inner = choice.get(ALLOWED_TOOLS, choice if "mode" in choice else None)
+    if not isinstance(inner, Mapping):
+        raise InvalidInputError(f"{where} must be an object {{mode, tools}}")
+    mode = inner.get("mode")
+    if mode not in ("auto", "required"):
+        raise InvalidInputError(f"{where}.mode must be 'auto' or 'required'")
+    tools = inner.get("tools")
+    if not isinstance(tools, list | tuple):
+        raise InvalidInputError(f"{where}.tools must be a list of tools")
+    names = tuple(_allowed_tool_name(tool, f"{where}.tools[{index}]")
+                  for index, tool in enumerate(tools))
+    if not names:
+        raise InvalidInputError(f"tool_choice {{'type': '{ALLOWED_TOOLS}'}} allows no tool: "
+                                "name at least one of the request's tools")
+    return AllowedTools(mode=mode, names=tuple(dict.fromkeys(names)))
+
+
+def _allowed_tool_name(tool: object, where: str) -> str:
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    name = (function.get("name") if isinstance(function, Mapping)
+            else tool.get("name") if isinstance(tool, Mapping) else None)
+    if not isinstance(tool, Mapping) or tool.get("type") != "function" or not isinstance(
+            name, str) or not name:
+        raise InvalidInputError(f"{where} must be a function tool ({{\"type\": \"function\", "
+                                "\"function\": {\"name\": ...}})")
     return name
 
 
@@ -1074,20 +1153,26 @@ def _tool_settings(body: dict[str, Any], schemas: Sequence[Mapping[str, Any]],
 
 
 def check_tool_choice(schemas: Sequence[Mapping[str, Any]], settings: CallSettings) -> None:
-    """A ``tool_choice`` that names a tool must name one of the request's tools.
+    """A ``tool_choice`` that names tools must name the request's tools.
 
     Without tools, ``auto`` / ``none`` and ``parallel_tool_calls`` mean nothing and are not
-    sent (the APIs refuse them there); ``required`` or a named tool contradict the request and
-    are refused.
+    sent (the APIs refuse them there); ``required``, a named tool or allowed tools contradict
+    the request and are refused.
     """
-    if settings.tool_choice is None:
+    choice = settings.tool_choice
+    if choice is None:
         return
-    chosen = _chosen_tool(settings.tool_choice)
+    allowed = allowed_tools(choice)
+    chosen = _chosen_tool(choice) if allowed is None else None
     if not schemas:
-        if chosen is not None or settings.tool_choice == "required":
-            raise InvalidInputError(f"tool_choice {settings.tool_choice!r} needs tools, and "
-                                    "this request has none")
+        if chosen is not None or allowed is not None or choice == "required":
+            shown = f"{{'type': '{ALLOWED_TOOLS}'}}" if allowed is not None else repr(choice)
+            raise InvalidInputError(f"tool_choice {shown} needs tools, and this request has "
+                                    "none")
         return
     names = {s.get("function", {}).get("name") for s in schemas}
     if chosen is not None and chosen not in names:
         raise InvalidInputError(f"tool_choice names {chosen!r}, which is not among the tools")
+    for name in allowed.names if allowed is not None else ():
+        if name not in names:
+            raise InvalidInputError(f"tool_choice allows {name!r}, which is not among the tools")
