@@ -13,10 +13,11 @@ checked (``core.images``); a part a chat message cannot carry (audio, a document
 uploaded file's id) is refused with a typed error naming it rather than dropped, and so is an
 item that is not a message (a bare content block, a Responses item of another type). The model's
 own reasoning is not the conversation's text: Anthropic's thinking blocks (from Anthropic
-messages and LangChain's) are kept apart, as the assistant message's ``thinking_blocks`` (the
-field LiteLLM's messages use), so a build can send them back while their tool loop is open (the
-Messages API refuses such a loop without them); Responses reasoning items and LangChain's other
-reasoning blocks are left out. The parts of a tool the provider ran itself (hosted or server
+messages, LangChain's, and LlamaIndex ``ThinkingBlock``s with their signature) are kept apart,
+as the assistant message's ``thinking_blocks`` (the field LiteLLM's messages use), so a build
+can send them back while their tool loop is open (the Messages API refuses such a loop without
+them); Responses reasoning items and LangChain's and LlamaIndex's other reasoning are left
+out. The parts of a tool the provider ran itself (hosted or server
 tools: a ``Response``'s ``web_search_call`` and the like, Anthropic ``server_tool_use`` and its
 ``*_tool_result`` blocks, LangChain's ``server_tool_call`` / ``server_tool_result``) are left out
 too: nothing of the caller's answers their call, and the model's answer after them says what
@@ -839,16 +840,22 @@ def _from_llama_index(item: Mapping[str, Any], where: str, left_out: dict[str, i
 
     Calls come as ``ToolCallBlock``s (function-calling agents) or in ``additional_kwargs``, in
     OpenAI's shape or Anthropic's (LlamaIndex's Anthropic model keeps its ``tool_use`` blocks
-    there); thinking blocks are left out like other reasoning. Text blocks are joined by a line
+    there). An assistant's Anthropic ``ThinkingBlock``s are its ``thinking_blocks``
+    (``_llama_index_thinking``); other reasoning is left out. Text blocks are joined by a line
     break, as LlamaIndex's own ``ChatMessage.content`` joins them.
     """
     role = str(getattr(item["role"], "value", item["role"]))
     if role not in ("system", "developer", "user", "assistant", "tool"):
         raise InvalidInputError(f"{where}.role {role!r} has no chat equivalent")
-    texts, calls, images = _llama_index_blocks(item.get("blocks") or [], where, left_out)
+    blocks = item.get("blocks") or []
+    texts, calls, images = _llama_index_blocks(blocks, where, left_out)
     extra = item.get("additional_kwargs") or {}
     message: dict[str, Any] = {"role": "system" if role == "developer" else role,
                                "content": _joined(texts, images)}
+    thinking = [read for read in (_llama_index_thinking(_as_block(block, where))
+                                  for block in blocks) if read is not None]
+    if thinking and role == "assistant":
+        message["thinking_blocks"] = thinking
     if extra.get("tool_calls"):
         place = f"{where}.additional_kwargs.tool_calls"
         if not isinstance(extra["tool_calls"], Sequence):
@@ -886,11 +893,35 @@ def _llama_index_blocks(blocks: Sequence[Mapping[str, Any]], where: str,
             images.append(_llama_index_image(block, f"{where}.blocks[{index}]").to_chat_part())
         elif kind == "cache":
             _leave_out(left_out, "cache")
-        elif kind != "thinking":  # the model's own reasoning is not the conversation's text
+        elif kind != "thinking":  # reasoning is not the text: ``_llama_index_thinking``
             raise InvalidInputError(f"{where}.blocks[{index}] is a {kind!r} block, which "
                                     "contextwright cannot carry (text, images and tool calls "
                                     "only)")
     return texts, calls, images
+
+
+def _llama_index_thinking(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A ``ThinkingBlock`` (dumped) as an Anthropic thinking block; None for another block.
+
+    llama-index-llms-anthropic keeps the block's other fields in ``additional_information``
+    (``type`` and ``signature``) and sends the signature back from there; a redacted block is
+    written there the same way (``to_llama_index``). Reasoning of another provider (an OpenAI
+    summary, a local model's thinking) has neither: no provider takes it back, so it is left
+    out, as the Responses API's reasoning items are.
+    """
+    if block.get("block_type") != "thinking":
+        return None
+    info = block.get("additional_information") or {}
+    kind = info.get("type")
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": info.get("data")}
+    if kind != "thinking" and "signature" not in info:
+        return None
+    content = block.get("content")
+    read: dict[str, Any] = {"type": "thinking", "thinking": "" if content is None else content}
+    if info.get("signature") is not None:
+        read["signature"] = info["signature"]
+    return read
 
 
 def _llama_index_image(block: Mapping[str, Any], where: str) -> ImagePart:
@@ -992,8 +1023,12 @@ def to_langchain(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
 def to_llama_index(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
     """LlamaIndex ``ChatMessage``s for OpenAI chat dicts (needs ``llama-index-core``).
 
-    Images are ``ImageBlock``s after the text (data as bytes, or the URL, with the detail).
+    Images are ``ImageBlock``s after the text (data as bytes, or the URL, with the detail). An
+    assistant's ``thinking_blocks`` are ``ThinkingBlock``s before its text, the other fields in
+    ``additional_information`` as llama-index-llms-anthropic keeps them (which sends a block
+    back with its ``signature`` from there, and a redacted one, without text, not at all).
     """
+    from llama_index.core.base.llms.types import TextBlock
     from llama_index.core.llms import ChatMessage
 
     converted: list[Any] = []
@@ -1002,7 +1037,13 @@ def to_llama_index(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
                  if message.get(key)}
         content = message.get("content")
         images = _images_of(content, f"messages[{index}]")
-        if images:
+        thinking = message.get("thinking_blocks") if message.get("role") == "assistant" else None
+        if thinking:  # an assistant message carries no image
+            converted.append(ChatMessage(
+                role="assistant", additional_kwargs=extra,
+                blocks=[*map(_llama_index_thinking_block, thinking),
+                        TextBlock(text=_text_of(content))]))
+        elif images:
             converted.append(ChatMessage(role=message["role"],
                                          blocks=_llama_index_blocks_of(_text_of(content), images),
                                          additional_kwargs=extra))
@@ -1010,6 +1051,19 @@ def to_llama_index(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
             converted.append(ChatMessage(role=message["role"], content=_text_of(content),
                                          additional_kwargs=extra))
     return converted
+
+
+def _llama_index_thinking_block(block: Mapping[str, Any]) -> Any:
+    """A ``ThinkingBlock`` for an Anthropic thinking block (``_llama_index_thinking`` reads it)."""
+    from llama_index.core.base.llms.types import ThinkingBlock
+
+    if block.get("type") == "redacted_thinking":
+        return ThinkingBlock(additional_information={"type": "redacted_thinking",
+                                                     "data": block.get("data")})
+    info = {"type": "thinking"}
+    if block.get("signature") is not None:
+        info["signature"] = block["signature"]
+    return ThinkingBlock(content=block.get("thinking"), additional_information=info)
 
 
 def _llama_index_blocks_of(text: str, images: list[ImagePart]) -> list[Any]:
