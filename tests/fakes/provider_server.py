@@ -50,6 +50,17 @@ ANTHROPIC_MANY_IMAGES = 20
 ANTHROPIC_MANY_IMAGES_MAX_SIDE = 2000
 """Messages (vision guide, general limits): in a request with more than 20 images, the most
 pixels a side of each image may have."""
+ANTHROPIC_MAX_REQUEST_BYTES = 32_000_000
+"""Messages (API overview, request size limits): "The API has a maximum request size of 32 MB
+for standard endpoints, including the Messages API"; a larger request gets 413
+``request_too_large`` (from Cloudflare, before the API reads it). Read as decimal megabytes, the
+stricter of the two readings."""
+OPENAI_MAX_IMAGES = 500
+OPENAI_MAX_IMAGE_BYTES = 50_000_000
+"""Chat Completions and Responses (images and vision guide, image input requirements): "Up to
+500 individual image inputs per request" and "up to 50 MB total payload size per request" (an
+earlier wording: "50 MB image bytes per request"). Measured here on the base64 text the images
+are sent as, in decimal megabytes: the stricter readings."""
 MAGIC = {"image/png": b"\x89PNG", "image/jpeg": b"\xff\xd8", "image/gif": b"GIF8",
          "image/webp": b"RIFF"}
 
@@ -83,6 +94,33 @@ def _check_image_data(media_type: object, data: object, where: str) -> None:
         raise Rejected(f"{where}: image does not match the provided media type {media_type}")
 
 
+def _check_openai_images(messages: list[Any]) -> None:
+    """OpenAI's per-request image limits: 500 images, 50 MB of image data (data URLs)."""
+    urls = [url for url in _image_urls(messages) if isinstance(url, str)]
+    if len(urls) > OPENAI_MAX_IMAGES:
+        raise Rejected(f"Too many images in request. Max is {OPENAI_MAX_IMAGES}, but got "
+                       f"{len(urls)}.")
+    data = [url.partition(";base64,")[2] for url in urls if url.startswith("data:")]
+    total = sum(len(text) for text in data)
+    if total > OPENAI_MAX_IMAGE_BYTES:
+        raise Rejected(f"Total image size exceeds the limit of {OPENAI_MAX_IMAGE_BYTES} bytes "
+                       f"per request: {total} bytes")
+
+
+def _image_urls(value: object) -> list[object]:
+    """The URL of every ``image_url`` / ``input_image`` part inside ``value``, in order."""
+    if isinstance(value, list):
+        return [url for item in value for url in _image_urls(item)]
+    if not isinstance(value, dict):
+        return []
+    if value.get("type") == "image_url":
+        image_url = value.get("image_url")
+        return [image_url.get("url") if isinstance(image_url, dict) else image_url]
+    if value.get("type") == "input_image":
+        return [value.get("image_url")]
+    return [url for key in ("content", "output") for url in _image_urls(value.get(key))]
+
+
 def _check_image_url(url: object, where: str) -> None:
     """An http(s) URL, or a data: URL of base64 image data."""
     if not isinstance(url, str):
@@ -107,6 +145,7 @@ def check_chat(body: dict[str, Any]) -> None:
         raise Rejected("messages must be a non-empty array")
     tools = body.get("tools") or []
     _check_chat_tools(tools)
+    _check_openai_images(messages)
     if not tools and ("tool_choice" in body or "parallel_tool_calls" in body):
         raise Rejected("tool_choice and parallel_tool_calls are only allowed when tools are "
                        "specified")
@@ -195,6 +234,7 @@ def check_responses(body: dict[str, Any]) -> None:
     items = body.get("input")
     if not isinstance(items, list) or not items:
         raise Rejected("input must be a non-empty array")
+    _check_openai_images(items)
     tools = body.get("tools") or []
     _check_tool_count(tools)
     for index, tool in enumerate(tools):
@@ -549,7 +589,13 @@ class ProviderServer(LocalJSONServer):
         self.received: list[Received] = []
 
     def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Answer:
-        """A minimal valid reply, or 400 naming the rule the request breaks."""
+        """A minimal valid reply, or 400 naming the rule the request breaks (413: too large)."""
+        size = int(headers.get("content-length") or 0)
+        if path == "/v1/messages" and size > ANTHROPIC_MAX_REQUEST_BYTES:
+            self._record(Received(path, body, 413, "request_too_large"))
+            return json_answer(413, {"type": "error", "error": {
+                "type": "request_too_large",
+                "message": "Request exceeds the maximum allowed number of bytes."}})
         refused = self.refusal(path, body)
         return refused if refused is not None else json_answer(200, reply_for(path, body))
 

@@ -43,6 +43,16 @@ ANTHROPIC_MANY_IMAGES = 20
 ANTHROPIC_MANY_IMAGES_MAX_SIDE = 2000
 """In a request with more than ``ANTHROPIC_MANY_IMAGES`` images, Anthropic takes none with a
 side of more than this many pixels (the request is refused, not the image resized)."""
+ANTHROPIC_MAX_REQUEST_BYTES = 32_000_000
+"""The largest request the Messages API takes: 32 MB (its request size limits; a larger one is
+refused with 413 ``request_too_large`` before the API reads it), in decimal megabytes, the
+stricter reading."""
+OPENAI_MAX_IMAGES = 500
+OPENAI_MAX_IMAGE_DATA = 50_000_000
+"""The most images OpenAI takes in one request (Chat Completions and the Responses API), and
+the most image data: 50 MB, which its guide calls the request's image bytes in one place and its
+payload in another, so it is measured on the base64 text the images are sent as (more than the
+images' bytes), in decimal megabytes: within either reading."""
 MAX_URL_CHARS = 8192
 _URL = re.compile(r"https?://[^\s]+", re.IGNORECASE)
 _DATA_URL = re.compile(r"data:([^;,]*)(?:;[^;,]*)*;base64,(.*)", re.DOTALL | re.IGNORECASE)

@@ -25,8 +25,9 @@ parts (Responses, also in ``function_call_output``), ``image`` blocks (Anthropic
 opens it and the one that closes it. Where a format takes no image (a Chat Completions tool
 message, an Anthropic ``search_result``, an image Anthropic refuses by its size: base64 data
 over 5 MB, a side over 8000 pixels, or over 2000 in a request with more than 20 images, or
-more images than its model takes in a request: the oldest), a short placeholder line stands
-in its place.
+more images than its model takes in a request: the oldest) or a request cannot hold (the oldest
+images past OpenAI's 500 images or 50 MB of image data in a request, or past the Messages
+API's 32 MB a request), a short placeholder line stands in its place.
 
 What a format cannot carry is listed in the rendering's ``notes`` (never dropped silently).
 """
@@ -49,6 +50,9 @@ from contextwright.core.images import (
     ANTHROPIC_MAX_IMAGE_SIDE,
     ANTHROPIC_MAX_IMAGES,
     ANTHROPIC_MAX_IMAGES_LARGE_WINDOW,
+    ANTHROPIC_MAX_REQUEST_BYTES,
+    OPENAI_MAX_IMAGE_DATA,
+    OPENAI_MAX_IMAGES,
     ImagePart,
 )
 from contextwright.core.items import TOOL_NAME, Message, reports_failure
@@ -441,15 +445,18 @@ def anthropic_max_images(model: str | None) -> int:
 
 
 def anthropic_sent_images(messages: Sequence[Message], documents: Sequence[bool],
-                          native_tools: bool, max_images: int = ANTHROPIC_MAX_IMAGES
+                          native_tools: bool, max_images: int = ANTHROPIC_MAX_IMAGES,
+                          max_image_data: int = ANTHROPIC_MAX_REQUEST_BYTES
                           ) -> dict[int, tuple[str | None, ...]]:
     """Why the Anthropic rendering shows each image as a placeholder (None: it sends it).
 
     By message index. It sends each image that ``anthropic_takes``, as many as the API takes
-    in a request (``max_images``, the newest), and in a request of more than 20 images none
-    over 2000 pixels a side, which the API refuses too (a conversation with large screenshots
-    would fail on every later call): every image within 2000 pixels when more than 20 are,
-    else the newest 20 of any size.
+    in a request (``max_images``, the newest) and as fit its size (``max_image_data``
+    characters of base64 data and URLs: what the request has room for besides the rest,
+    ``anthropic_image_room``), and in a request of more than 20 images none over 2000 pixels a
+    side, which the API refuses too (a conversation with large screenshots would fail on every
+    later call): every image within 2000 pixels when more than 20 are, else the newest 20 of
+    any size.
     """
     refused = {index: [anthropic_refusal(image) for image in message.images]
                for index, message in enumerate(messages) if message.images}
@@ -466,14 +473,137 @@ def anthropic_sent_images(messages: Sequence[Message], documents: Sequence[bool]
         for index, position in set(places) - set(kept):
             refused[index][position] = _MANY_IMAGES
         places = kept
-    for index, position in places[:-max_images]:
-        refused[index][position] = _too_many_images(max_images)
+    for (index, position), reason in oldest_over(
+            places, messages, max_images=max_images, max_data=max_image_data,
+            too_many=_too_many_images(max_images), too_much=_OVER_REQUEST_SIZE).items():
+        refused[index][position] = reason
     return {index: tuple(reasons) for index, reasons in refused.items()}
 
 
 def _within_many_images_side(image: ImagePart) -> bool:
     side = image.longest_side
     return side is None or side <= ANTHROPIC_MANY_IMAGES_MAX_SIDE
+
+
+def oldest_over(places: Sequence[ImagePlace], messages: Sequence[Message], *,
+                max_images: int | None, max_data: int, too_many: str, too_much: str
+                ) -> dict[ImagePlace, str]:
+    """The images of ``places`` (oldest first) a request-wide limit leaves out, and why.
+
+    The newest are sent while they number at most ``max_images`` (None: any number) and their
+    data (``sent_chars``) comes to at most ``max_data``; the first that would pass a limit, and
+    every image older than it, is left out for that limit (``too_many`` or ``too_much``). A
+    session of many screenshots then keeps its latest, and its requests are not refused.
+    """
+    left_out: dict[ImagePlace, str] = {}
+    count = data = 0
+    reason: str | None = None
+    for index, position in reversed(places):
+        if reason is None:
+            count += 1
+            data += sent_chars(messages[index].images[position])
+            if max_images is not None and count > max_images:
+                reason = too_many
+            elif data > max_data:
+                reason = too_much
+        if reason is not None:
+            left_out[index, position] = reason
+    return left_out
+
+
+def sent_chars(image: ImagePart) -> int:
+    """Characters an image adds to a request: its base64 data, or its URL."""
+    return len(image.data) if image.data is not None else len(image.url or "")
+
+
+MESSAGE_FRAME_BYTES = 512
+"""Bytes a message may take in a JSON body besides its texts: role, block types and keys, a
+tool call's id and name."""
+IMAGE_FRAME_BYTES = 160
+"""Bytes an image may take besides its data: its block's keys and media type, or the
+placeholder line standing for it."""
+
+
+def anthropic_image_room(system: str, messages: Sequence[Message],
+                         schemas: Sequence[Mapping[str, Any]]) -> int:
+    """Characters of image data an Anthropic request has room for within its 32 MB.
+
+    The request's size is estimated from above: its images' base64 data, which dominates a
+    request near the limit, and the rest (``json_text_bytes`` of every text, the tools'
+    schemas, each message's and image's frame).
+    """
+    texts = [system]
+    images = 0
+    for message in messages:
+        texts.append(message.content)
+        texts.extend(call.arguments for call in message.tool_calls)
+        texts.extend(block.text + block.signature for block in message.thinking)
+        images += len(message.images)
+    rest = (sum(map(json_text_bytes, texts))
+            + json_text_bytes(json.dumps(list(schemas), ensure_ascii=False, default=str))
+            + MESSAGE_FRAME_BYTES * (len(messages) + 1) + IMAGE_FRAME_BYTES * images)
+    return ANTHROPIC_MAX_REQUEST_BYTES - rest
+
+
+def json_text_bytes(text: str) -> int:
+    """Bytes ``text`` may take in a JSON body (UTF-8, the SDKs' encoding), from above.
+
+    Two a character for ASCII text, whose escaped quotes and line breaks take two; four for
+    other text, whose characters take up to four in UTF-8. Only control characters other than
+    line breaks and tabs take more (six), and text does not hold them in number.
+    """
+    return len(text) * (2 if text.isascii() else 4)
+
+
+_OPENAI_MANY_IMAGES = f"OpenAI takes at most {OPENAI_MAX_IMAGES} images in a request"
+_OPENAI_IMAGE_DATA = (f"OpenAI takes at most {OPENAI_MAX_IMAGE_DATA // 1_000_000} MB of image "
+                      "data in a request")
+
+
+def openai_sent_images(messages: Sequence[Message], carried: Callable[[Message], Carried]
+                       ) -> dict[int, tuple[str | None, ...]]:
+    """Images an OpenAI rendering shows as placeholders for its request-wide limits, and why.
+
+    By message index, only for messages with such an image (None: the image is rendered as its
+    message's own rule says). Of the images a rendering sends (``carried``), the newest go as
+    far as OpenAI takes them in a request (``OPENAI_MAX_IMAGES`` images and
+    ``OPENAI_MAX_IMAGE_DATA`` characters of base64 data; a URL's image is the provider's to
+    fetch, and only its URL is counted); the older are placeholders.
+    """
+    places: list[ImagePlace] = [
+        (index, position) for index, message in enumerate(messages) if message.images
+        for position, image in enumerate(message.images) if carried(message)(image)]
+    left_out = oldest_over(places, messages, max_images=OPENAI_MAX_IMAGES,
+                           max_data=OPENAI_MAX_IMAGE_DATA, too_many=_OPENAI_MANY_IMAGES,
+                           too_much=_OPENAI_IMAGE_DATA)
+    refused: dict[int, list[str | None]] = {}
+    for (index, position), reason in left_out.items():
+        refused.setdefault(index, [None] * len(messages[index].images))[position] = reason
+    return {index: tuple(reasons) for index, reasons in refused.items()}
+
+
+def sent_parts(message: Message, refused: Sequence[str | None], notes: ImageNotes | None,
+               text_part: Callable[[str], dict[str, Any]],
+               image_part: Callable[[ImagePart], dict[str, Any]]) -> list[dict[str, Any]]:
+    """A message's text and images as content parts, a placeholder line for each ``refused``.
+
+    The placeholders are counted in ``notes`` by their reason.
+    """
+    for reason in refused:
+        if reason is not None and notes is not None:
+            notes.add(reason)
+    return [image_part(s) if isinstance(s, ImagePart) else text_part(s)
+            for s in placed_segments(message, [reason is None for reason in refused])]
+
+
+def chat_text_part(text: str) -> dict[str, Any]:
+    """A Chat Completions text content part."""
+    return {"type": "text", "text": text}
+
+
+def responses_text_part(text: str) -> dict[str, Any]:
+    """A Responses API text content part."""
+    return {"type": "input_text", "text": text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,15 +630,20 @@ _OPENAI_TOOL_IMAGES = "Chat Completions tool messages carry text only"
 
 
 def openai_message(message: Message, images: ImageNotes | None = None,
-                   ids: CallIds | None = None) -> dict[str, Any]:
+                   ids: CallIds | None = None, refused: Sequence[str | None] = ()
+                   ) -> dict[str, Any]:
     """One message in OpenAI chat form.
 
     ``images`` counts the images shown as placeholders; ``ids`` renames call ids (its block
-    opened on the calls' message), none renamed without it.
+    opened on the calls' message), none renamed without it; ``refused`` says why each of a
+    user message's images is a placeholder (``openai_sent_images``; empty: every one is sent).
     """
     rendered: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.images:
-        if message.role == "user":
+        if message.role == "user" and refused:
+            rendered["content"] = sent_parts(message, refused, images, chat_text_part,
+                                             openai_image)
+        elif message.role == "user":
             parts = [{"type": "text", "text": message.content}] if message.content else []
             rendered["content"] = parts + [openai_image(image) for image in message.images]
         else:
@@ -539,11 +674,12 @@ def openai_chat(messages: Sequence[Message], schemas: Sequence[Mapping[str, Any]
         body["model"] = settings.model
     images = ImageNotes()
     ids = CallIds(CHAT_IDS)
+    refused = openai_sent_images(messages, chat_carried)
     body["messages"] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.tool_calls:
             ids.open_block(message)
-        body["messages"].append(openai_message(message, images, ids))
+        body["messages"].append(openai_message(message, images, ids, refused.get(index, ())))
     check_openai_tool_count(schemas)
     check_tool_names(schemas)
     if schemas:
@@ -629,10 +765,12 @@ def openai_responses(system: str, messages: Sequence[Message],
         body["instructions"] = system
     items: list[dict[str, Any]] = []
     ids = CallIds(RESPONSES_IDS)
-    for message in messages:
+    images = ImageNotes()
+    refused = openai_sent_images(messages, lambda message: carries_every_image)
+    for index, message in enumerate(messages):
         if message.tool_calls:
             ids.open_block(message)
-        items.extend(_response_items(message, ids))
+        items.extend(_response_items(message, ids, refused.get(index, ()), images))
     body["input"] = items
     check_openai_tool_count(schemas)
     check_tool_names(schemas)
@@ -645,22 +783,26 @@ def openai_responses(system: str, messages: Sequence[Message],
     _tool_settings(body, schemas, settings, _responses_tool_choice)
     names = speaker_note(messages, lambda m: False,
                          "a Responses API message has no name field")
-    return Rendered(body, renamed_note(ids) + names
+    return Rendered(body, renamed_note(ids) + images.notes() + names
                     + reasoning_note(messages, "the Responses API (its reasoning items are "
                                      "OpenAI's own)"))
 
 
-def _response_items(message: Message, ids: CallIds) -> list[dict[str, Any]]:
+def _response_items(message: Message, ids: CallIds, refused: Sequence[str | None] = (),
+                    images: ImageNotes | None = None) -> list[dict[str, Any]]:
+    """The Responses items of one message; ``refused`` as ``openai_message`` takes it."""
+    sent = refused or (None,) * len(message.images)
     if message.role == "tool":
         output: str | list[dict[str, Any]] = message.content
         if message.images:
-            output = [responses_image(s) if isinstance(s, ImagePart)
-                      else {"type": "input_text", "text": s}
-                      for s in image_segments(message, lambda image: True)]
+            output = sent_parts(message, sent, images, responses_text_part, responses_image)
         return [{"type": "function_call_output", "call_id": ids.result(message.tool_call_id),
                  "output": output}]
     items: list[dict[str, Any]] = []
-    if message.images:
+    if message.images and refused:
+        items.append({"type": "message", "role": message.role, "content": sent_parts(
+            message, refused, images, responses_text_part, responses_image)})
+    elif message.images:
         parts = [{"type": "input_text", "text": message.content}] if message.content else []
         items.append({"type": "message", "role": message.role,
                       "content": parts + [responses_image(image) for image in message.images]})
@@ -710,9 +852,11 @@ def anthropic(system: str, messages: Sequence[Message], labels: Sequence[str | N
     native_tools = bool(schemas)
     ids = CallIds(ANTHROPIC_IDS)
     images = ImageNotes()
+    room = (anthropic_image_room(system, messages, schemas)
+            if any(message.images for message in messages) else ANTHROPIC_MAX_REQUEST_BYTES)
     merged, marked = _anthropic_turns(messages, labels, documents, native_tools, ids,
                                       set(settings.cache_points or ()), notes, images,
-                                      anthropic_max_images(settings.model))
+                                      anthropic_max_images(settings.model), room)
     if not native_tools and any(m.tool_calls or m.role == "tool" for m in messages):
         notes.append("the request defines no tools, so tool calls are shown as the assistant's "
                      "text and their results as search_result blocks (the Messages API refuses "
@@ -815,13 +959,16 @@ def anthropic_added_tokens(messages: Sequence[Message], documents: Sequence[bool
 def _anthropic_turns(messages: Sequence[Message], labels: Sequence[str | None],
                      documents: Sequence[bool], native_tools: bool, ids: CallIds,
                      points: set[int], notes: list[str], images: ImageNotes,
-                     max_images: int = ANTHROPIC_MAX_IMAGES
+                     max_images: int = ANTHROPIC_MAX_IMAGES,
+                     max_image_data: int = ANTHROPIC_MAX_REQUEST_BYTES
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Messages as alternating turns, and the last block of each message in ``points``.
 
-    At most ``max_images`` images are sent (``anthropic_sent_images``).
+    At most ``max_images`` images and ``max_image_data`` characters of their data are sent
+    (``anthropic_sent_images``).
     """
-    refused = anthropic_sent_images(messages, documents, native_tools, max_images)
+    refused = anthropic_sent_images(messages, documents, native_tools, max_images,
+                                    max_image_data)
     merged: list[dict[str, Any]] = []
     marked: list[dict[str, Any]] = []
     left_out = blank_users = 0
@@ -889,6 +1036,11 @@ _OVER_8000_PIXELS = (f"the Messages API takes images of at most {ANTHROPIC_MAX_I
                      "pixels a side")
 _MANY_IMAGES = (f"the Messages API takes images of at most {ANTHROPIC_MANY_IMAGES_MAX_SIDE} "
                 f"pixels a side in a request with more than {ANTHROPIC_MANY_IMAGES} images")
+
+
+_OVER_REQUEST_SIZE = (f"the Messages API takes requests of at most "
+                      f"{ANTHROPIC_MAX_REQUEST_BYTES // 1_000_000} MB (their images' base64 "
+                      "data counted with an estimate of the rest)")
 
 
 def _too_many_images(max_images: int) -> str:
