@@ -75,7 +75,7 @@ def test_every_library_error_descends_from_one_root() -> None:
 
 BAD_MESSAGES = {
     "unknown role in history": {"history": [{"role": "admin", "content": SECRET}]},
-    "unknown role in turn": {"turn": [{"role": "developer", "content": SECRET}]},
+    "unknown role in turn": {"turn": [{"role": "moderator", "content": SECRET}]},
     "missing role": {"history": [{"content": SECRET}]},
     "message that is not an object": {"history": [SECRET]},
     "tool calls on a user message": {"history": [

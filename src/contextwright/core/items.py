@@ -397,8 +397,13 @@ def _parse_message(raw: object, where: str) -> Message:
     if type(raw) is not dict and not isinstance(raw, Mapping):
         raise InvalidInputError(f"{where} must be an object")
     role = raw.get("role")
-    if role not in ROLES:
-        raise InvalidInputError(f"{where}.role is not one of system, user, assistant, tool")
+    if role == "developer":
+        # OpenAI's name for the system role of its newer models (``chat_messages`` reads it the
+        # same way): the developer's instructions, shown as any system message of the history.
+        role = "system"
+    elif role not in ROLES:
+        raise InvalidInputError(f"{where}.role is not one of system, developer, user, "
+                                "assistant, tool")
     calls = raw.get("tool_calls") or ()
     if calls and role != "assistant":
         raise InvalidInputError(f"{where}.tool_calls is only allowed on assistant messages")
