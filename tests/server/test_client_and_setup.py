@@ -116,3 +116,17 @@ def test_serve_refuses_threads_and_rate_stores_it_cannot_use_in_one_line(
 def test_a_config_without_threads_is_refused(keys_file: Path) -> None:
     with pytest.raises(errors.InvalidInputError, match="threads must be a whole number >= 1"):
         ServerConfig(store="memory://", keys=str(keys_file), threads=0)
+
+
+def test_client_build_sends_an_allowed_tools_choice(running: Running) -> None:
+    allowed = {"type": "allowed_tools",
+               "allowed_tools": {"mode": "required", "tools": [
+                   {"type": "function", "function": {"name": "search"}}]}}
+    with Client(running.url, api_key=KEYS["acme"]) as client:
+        context = client.build(REQUEST, model="gpt-4o", tool_choice=allowed)
+        responses = client.build(REQUEST, format="openai-responses", tool_choice=allowed)
+        with pytest.raises(errors.InvalidInputError, match="not among the request's tools"):
+            client.build(REQUEST, tool_choice={"type": "allowed_tools", "allowed_tools": {
+                "mode": "auto", "tools": [{"type": "function", "function": {"name": "book"}}]}})
+    assert context.to_request("openai")["tool_choice"] == allowed
+    assert responses.to_request("openai-responses")["tool_choice"]["type"] == "allowed_tools"

@@ -22,6 +22,7 @@ from contextwright.core.fence import deployment_fence_key
 from contextwright.core.final import FinalContext
 from contextwright.core.items import TOOL_NAME
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, plan_from_mapping
+from contextwright.core.providers import allowed_tools
 from contextwright.core.report import BuildReport, Decision, SourceReport
 from contextwright.core.request import Request
 from contextwright.errors import ContextwrightError, InvalidInputError, PlanError
@@ -484,8 +485,14 @@ def checked_tool_choice(choice: str | dict[str, Any] | None,
     """
     if choice is None or choice in ("auto", "none"):
         return choice  # with or without tools: without, they are simply not sent
-    name = None if choice == "required" else _named_tool(choice)
     offered = {schema.get("function", {}).get("name") for schema in schemas}
+    allowed = allowed_tools(choice)
+    if allowed is not None:  # OpenAI's allowed_tools: rendered per format as given
+        if not offered or not set(allowed.names) <= offered:
+            raise InvalidInputError("tool_choice allows a tool that is not among the request's "
+                                    "tools")
+        return choice
+    name = None if choice == "required" else _named_tool(choice)
     if not offered:
         raise InvalidInputError("tool_choice required or naming a tool needs tools, and this "
                                 "request has none")
