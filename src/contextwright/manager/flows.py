@@ -50,7 +50,7 @@ from contextwright.errors import (
 from contextwright.manager.batches import RECORD_TAIL, recorded_messages
 from contextwright.manager.checks import checked_parts, image_parts
 from contextwright.manager.handoff import hand_off, note_user_message, record_turn_in_zones
-from contextwright.manager.plans import plan_or_name, plan_with_session, resolve_plan
+from contextwright.manager.plans import mode_plans, plan_with_session
 from contextwright.manager.prepared import AnsweredContext, PreparedContext
 from contextwright.manager.recall import (
     RecallIndexes,
@@ -272,8 +272,7 @@ class SessionFlows:
         unknown = sorted(set(plans or {}) - set(self.modes.modes))
         if unknown:
             raise PlanError(f"plans given for unknown modes: {unknown}")
-        given = {name: resolve_plan(plan_or_name(name, settings, plans))
-                 for name, settings in self.modes.modes.items()}
+        given = mode_plans(self.modes, plans)
         self._recall: dict[str, RecallSettings] = {
             name: session_recall(settings, given[name])
             for name, settings in self.modes.modes.items()}

@@ -12,13 +12,35 @@ from dataclasses import replace
 from typing import Any
 
 from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, SourceSpec, thawed
-from contextwright.modes.config import ModeSettings
+from contextwright.errors import PlanError
+from contextwright.modes.config import ModesConfig, ModeSettings
 
 
-def plan_or_name(name: str, settings: ModeSettings,
-                 plans: Mapping[str, BuildPlan | str] | None) -> BuildPlan | str:
-    """The plan a mode builds with: an override from ``plans``, else its configured one."""
-    return (plans or {}).get(name, settings.plan)
+def mode_plans(config: ModesConfig,
+               plans: Mapping[str, BuildPlan | str] | None) -> dict[str, BuildPlan]:
+    """The plan each mode of ``config`` builds with: an override from ``plans``, else its own.
+
+    A plan that cannot be loaded is a ``PlanError`` naming where it was given (the modes
+    config and the mode, or ``plans``). Only the plan a mode uses is loaded: one that ``plans``
+    overrides may be a placeholder.
+    """
+    overrides = plans or {}
+    return {name: _given_plan(name, overrides[name]) if name in overrides
+            else _configured_plan(config, name) for name in config.modes}
+
+
+def _given_plan(name: str, plan: BuildPlan | str) -> BuildPlan:
+    try:
+        return resolve_plan(plan)
+    except PlanError as exc:
+        raise PlanError(f"plans[{name!r}]: {exc}") from None
+
+
+def _configured_plan(config: ModesConfig, name: str) -> BuildPlan:
+    try:
+        return resolve_plan(config.settings(name).plan)
+    except PlanError as exc:
+        raise PlanError(f"{config.origin}: modes.{name}.plan: {exc}") from None
 
 
 def resolve_plan(plan: BuildPlan | str) -> BuildPlan:

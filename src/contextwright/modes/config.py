@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -137,6 +137,8 @@ class ModesConfig:
     """With ``keep``, unmatched messages stay in a mode other than the default at most this many
     times in a row; the next goes to the default mode. A structured task that is done lets go
     at once. 0: never keep."""
+    source: Path | None = None
+    """The file this config was read from, as an absolute path (None: built in code)."""
 
     def __post_init__(self) -> None:
         if self.default_mode not in self.modes:
@@ -146,6 +148,11 @@ class ModesConfig:
             if rule.mode not in self.modes:
                 raise PlanError(f"modes config: a rule names unknown mode {rule.mode!r}"
                                 f"{closest_name(rule.mode, self.modes)}")
+
+    @property
+    def origin(self) -> str:
+        """How messages name this config: ``modes config /srv/modes.yaml``, or ``modes config``."""
+        return "modes config" if self.source is None else f"modes config {self.source}"
 
     def settings(self, mode: str) -> ModeSettings:
         """Settings of ``mode``; ``PlanError`` for an unknown one."""
@@ -460,4 +467,5 @@ def load_modes_config(path: Path) -> ModesConfig:
         # the defaults (which leaving ``modes`` out gives; ``{}`` says so on purpose).
         raise PlanError(f"modes config {path.name} is empty: give the settings it changes, "
                         f"or {{}} to keep every default")
-    return modes_from_mapping(data, origin=path.name)
+    # Absolute: the file is named the same however the process's directory changes later.
+    return replace(modes_from_mapping(data, origin=path.name), source=path.absolute())
