@@ -61,18 +61,19 @@ class ContextManager(SessionFlows):
     ``AsyncStore`` (``AsyncRedisStore``, ``AsyncPostgresStore``, ``AsyncSqliteStore``,
     ``AsyncMemoryStore``) serves the ``a…`` methods natively, and the blocking ones refuse it
     (``StoreUsageError``); over a sync store the ``a…`` methods run the call on a worker thread.
-    ``modes`` is a ``ModesConfig`` or a config file (the shipped modes by default); ``plans``
-    overrides the plan of a mode; ``router`` or ``classifier`` replace or extend the keyword
-    routing. ``background=True`` runs summary updates off the request path (a worker thread for
-    ``record``, an asyncio task for ``arecord``), so ``prepare`` never waits for them
-    (``flush()`` / ``await aflush()`` wait). ``recaller`` ranks a session's older turns for
-    modes that recall (default: lexical BM25); their index is kept in process for the most
-    recently served sessions, up to about ``recall_cache_messages`` messages in all. ``cache``
-    (on by default, or a ``CachePolicy``): every build keeps a stable prefix for the provider's
-    prompt cache and its fingerprint is kept in the session state, so the next build, on any
-    worker, continues it; requests then carry ``cache_control`` breakpoints (Anthropic) and a
-    ``prompt_cache_key`` naming the session by a hash (OpenAI). ``False`` builds every call
-    afresh. ``snapshots`` (a sink or ``SnapshotRecorder``, see ``contextwright.observe``)
+    ``modes`` is a ``ModesConfig`` or a config file (the shipped modes by default; a relative
+    plan path in the file starts from its folder); ``plans`` overrides the plan of a mode (a
+    relative path there starts from the working directory); ``router`` or ``classifier`` replace
+    or extend the keyword routing. ``background=True`` runs summary updates off the request path
+    (a worker thread for ``record``, an asyncio task for ``arecord``), so ``prepare`` never
+    waits for them (``flush()`` / ``await aflush()`` wait). ``recaller`` ranks a session's older
+    turns for modes that recall (default: lexical BM25); their index is kept in process for the
+    most recently served sessions, up to about ``recall_cache_messages`` messages in all.
+    ``cache`` (on by default, or a ``CachePolicy``): every build keeps a stable prefix for the
+    provider's prompt cache and its fingerprint is kept in the session state, so the next build,
+    on any worker, continues it; requests then carry ``cache_control`` breakpoints (Anthropic)
+    and a ``prompt_cache_key`` naming the session by a hash (OpenAI). ``False`` builds every
+    call afresh. ``snapshots`` (a sink or ``SnapshotRecorder``, see ``contextwright.observe``)
     records every build with its session, mode and route, off the request path;
     ``self.snapshots`` is its recorder. ``build_threads`` run the builds (and recall indexing)
     of the ``a…`` calls over an ``AsyncStore``: one by default, since under the GIL more add

@@ -2,16 +2,24 @@
 
 A mode's plan gets the session's memory (summary, zones) right after the system prompt, the mode's
 retrieval parameters, and tool sources when it has none, so an agent loop's tool results are never
-lost in any mode. Pure; no I/O.
+lost in any mode. No I/O but reading the plan files modes name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from contextwright.core.plan import SHIPPED_PLANS, BuildPlan, FrozenOptions, SourceSpec, thawed
+from contextwright.core.plan import (
+    SHIPPED_PLANS,
+    BuildPlan,
+    FrozenOptions,
+    SourceSpec,
+    load_plan,
+    thawed,
+)
 from contextwright.errors import PlanError
 from contextwright.modes.config import ModesConfig, ModeSettings
 
@@ -37,10 +45,33 @@ def _given_plan(name: str, plan: BuildPlan | str) -> BuildPlan:
 
 
 def _configured_plan(config: ModesConfig, name: str) -> BuildPlan:
+    written = config.settings(name).plan
     try:
-        return resolve_plan(config.settings(name).plan)
+        if config.source is None or written in SHIPPED_PLANS:
+            return resolve_plan(written)
+        return _plan_next_to(written, config.source.parent)
     except PlanError as exc:
         raise PlanError(f"{config.origin}: modes.{name}.plan: {exc}") from None
+
+
+PLAN_FILE_SUFFIXES = (".yaml", ".yml", ".toml", ".json")
+"""The suffixes of the files ``BuildPlan.load`` reads a plan from."""
+
+
+def _plan_next_to(written: str, folder: Path) -> BuildPlan:
+    """The plan file ``written`` in a config file in ``folder``: a relative path starts there.
+
+    As paths in config files usually do: the modes file and its plans travel together, and
+    the process may run from any directory. A file that cannot be read is named as written
+    and where it was looked for; a name that is no plan file's is named as written only.
+    """
+    path = Path(written)
+    if path.is_absolute():
+        return BuildPlan.load(written)
+    found = folder / path
+    shown = (f"{written} (looked for at {found}, next to the modes file)"
+             if path.suffix.lower() in PLAN_FILE_SUFFIXES else written)
+    return load_plan(found, shown=shown)
 
 
 def resolve_plan(plan: BuildPlan | str) -> BuildPlan:

@@ -66,7 +66,8 @@ class ModeSettings:
     name: str
     """Mode name, e.g. ``sliding_window``; custom modes pick their own."""
     plan: str
-    """A shipped plan name (``chat``, ``rag_qa``, ``tool_heavy`` …) or a plan file path."""
+    """A shipped plan name (``chat``, ``rag_qa``, ``tool_heavy`` …) or a plan file path; in a
+    modes file, a relative path starts from that file's folder (else the working directory)."""
     window_size: int = 6
     """Rounds that always stay verbatim."""
     enable_summary: bool = True
@@ -138,7 +139,8 @@ class ModesConfig:
     times in a row; the next goes to the default mode. A structured task that is done lets go
     at once. 0: never keep."""
     source: Path | None = None
-    """The file this config was read from, as an absolute path (None: built in code)."""
+    """The file this config was read from, as an absolute path (None: built in code); its
+    relative plan paths start from the file's folder."""
 
     def __post_init__(self) -> None:
         if self.default_mode not in self.modes:
@@ -168,7 +170,10 @@ class ModesConfig:
 
     @staticmethod
     def load(path: str | Path) -> ModesConfig:
-        """Read a modes config from .yaml/.yml, .toml or .json; unspecified modes keep defaults."""
+        """Read a modes config from .yaml/.yml, .toml or .json; unspecified modes keep defaults.
+
+        A relative plan path in it starts from the file's folder.
+        """
         return load_modes_config(Path(path))
 
 
