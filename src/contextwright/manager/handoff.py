@@ -22,7 +22,7 @@ from contextwright.compress.summarize import (
     condense_for_handoff,
 )
 from contextwright.compress.tool_results import one_line_tool_result, reduce_tool_result
-from contextwright.core.items import parse_message
+from contextwright.core.items import TOOL_ERROR_MARK, parse_message
 from contextwright.errors import SummaryError
 from contextwright.manager.turns import as_messages, split_rounds
 from contextwright.modes.config import ModeSettings
@@ -203,20 +203,39 @@ def _call_id(call: Mapping[str, Any]) -> str:
     return str(call.get("id") or "")
 
 
+_COMPACT_LABEL = "Tool result: "
+_REDUCED_LABEL = "Tool result, key facts: "
+_LINE_LABEL = "Earlier tool result: "
+"""What ``compact_tool_result``, ``reduce_tool_result`` and ``one_line_tool_result`` put before
+a result of no named tool (in English, their default wording)."""
+
+
 def _result_text(name: str, content: str) -> str:
     """A result as the tools zone shows it, within ``TOOL_RESULT_CHARS`` when it can be.
 
     JSON results as compact text, like the builder shows them; one too long for the zone as
     its key facts, then as the identifiers and dates that fit: a zone cut at a character count
-    would split the order number or date the next step needs.
+    would split the order number or date the next step needs. The zone's line names the tool
+    (``name``) with its call, so the result goes without the label that would name it again.
     """
-    compact = compact_tool_result(name, content) or content
-    if _fits_zone(compact):
-        return compact
-    reduced = reduce_tool_result(name, content)
+    del name  # the line's call names the tool
+    compact = compact_tool_result(None, content)
+    shown = content if compact is None else _unlabelled(compact, _COMPACT_LABEL)
+    if _fits_zone(shown):
+        return shown
+    reduced = _unlabelled(reduce_tool_result(None, content), _REDUCED_LABEL)
     if _fits_zone(reduced):
         return reduced
-    return one_line_tool_result(name, content, TOOL_RESULT_CHARS)
+    line = one_line_tool_result(None, content, TOOL_RESULT_CHARS + len(_LINE_LABEL))
+    return _unlabelled(line, _LINE_LABEL)
+
+
+def _unlabelled(text: str, label: str) -> str:
+    """``text`` without ``label``, which follows its failure mark when it has one."""
+    mark = f"{TOOL_ERROR_MARK} "
+    if text.startswith(mark):
+        return mark + text[len(mark):].removeprefix(label)
+    return text.removeprefix(label)
 
 
 def _fits_zone(text: str) -> bool:
