@@ -221,9 +221,28 @@ it plans nothing; "Why don't you …" and "How about …" suggest, and may plan.
 EN_STEP_FOLLOWS: Final = rf"(?![^\S\n]*[?？]|[^\S\n]*,?[^\S\n]*{_EN_QUESTION_WORD})"
 """After a later-step word: a step follows, not the end of a question ("And then?", "Which
 came first, then?") nor a question ("And then what happened?") — a listener's follow-up."""
-EN_THEN: Final = (rf"\b(?:then|next|second|after that|finally)\b{EN_NOT_BY_USER}"
-                  rf"{EN_STEP_FOLLOWS}")
-"""A later step in English."""
+# Ordinal steps: "Second, …" / "Step 2: …" / "第二步…" are later steps of a plan that begins
+# with its first ("First, …", "Step 1", "第一步", "先…"); without one, an ordinal is no step
+# ("wait a second", "This is my second order", "我卡在第二步了", "Step 2 fails every time").
+# An English ordinal opens its clause: "my second child" is a child, not a step. The router's
+# plan rule and the task zone's step splitting both read these.
+_CLAUSE_START: Final = r"(?:^|(?<=[.!?;:,\n]))[^\S\n]*"
+EN_ORDINAL_FIRST: Final = rf"{_CLAUSE_START}step[^\S\n]*(?:1|one)\b[.:)]?"
+""""Step 1", opening its clause: the first of a numbered plan ("first" is ``EN_FIRST``)."""
+EN_ORDINAL_LATER: Final = (
+    rf"{_CLAUSE_START}(?:and\s+)?(?:(?:(?:second|third|fourth|fifth)(?:ly)?|lastly)\b"
+    r"|step[^\S\n]*(?:[2-9]|[1-9][0-9]|two|three|four|five)\b[.:)]?)")
+"""A later step of an English ordinal plan, opening its clause: "Second, …", "Step 2: …"."""
+ZH_ORDINAL_FIRST: Final = r"第[一1]步"
+"""第一步: the first of a numbered Chinese plan (先 / 首先 is ``ZH_FIRST``)."""
+ZH_ORDINAL_LATER: Final = (r"第(?:[二三四五六七八九十][一二三四五六七八九十]{0,2}|[2-9]|[1-9][0-9])"
+                           r"步")
+"""A later step of a Chinese ordinal plan: 第二步, 第3步 (not 第二天, 第二次)."""
+EN_THEN: Final = (rf"(?:\b(?:then|next|after that|finally)\b|{EN_ORDINAL_LATER})"
+                  rf"{EN_NOT_BY_USER}{EN_STEP_FOLLOWS}")
+"""A later step in English: "then", "next", … anywhere; an ordinal opening its clause."""
+_EN_CLAUSE_BY_USER: Final = rf"[^\S\n]*[,.:)]?[^\S\n]*(?:{EN_SELF})"
+"""The user as the one who acts, right after a step word ("Step 1: I'll think it over")."""
 _EN_CLAUSE: Final = (rf"(?:^|(?<=[.!?;:,\n]))[^\S\n]*+(?!{EN_SELF})(?!{_EN_QUESTION_WORD})"
                      rf"[^.!?;:,\n]{{0,200}}?")
 """From the start of a clause (or a comma) whose subject is not the user acting on their own,
@@ -234,6 +253,12 @@ they let the user's own "OK, I'll try it first, then …" pass as a plan (its fi
 from the blank before it), and a run of blank lines cost a pass per line over the rest."""
 EN_PLAN: Final = rf"{_EN_CLAUSE}{EN_FIRST}.{{1,80}}?{EN_THEN}"
 """An English plan: "first … then …" in a clause that is not the user's own."""
+EN_NUMBERED_PLAN: Final = (rf"{EN_ORDINAL_FIRST}(?!{_EN_CLAUSE_BY_USER}).{{1,200}}?"
+                           rf"{EN_ORDINAL_LATER}{EN_NOT_BY_USER}")
+"""An English numbered plan: "Step 1: … Step 2: …" (its first step not the user's own)."""
+ZH_PLAN: Final = (rf"(?:{ZH_FIRST}|{ZH_ORDINAL_FIRST}).{{1,40}}?"
+                  rf"(?:{ZH_THEN}|{ZH_ORDINAL_LATER})")
+"""A Chinese plan: 先…再, 首先…然后, 第一步…第二步 (not 第一天…第二天)."""
 EN_CHAIN: Final = (rf"{_EN_CLAUSE}\b(?:and then|after that)\b{EN_NOT_BY_USER}"
                    rf"{EN_STEP_FOLLOWS}")
 """An English chain of steps without "first": "look up my order and then cancel it"."""
@@ -258,11 +283,12 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
     "rules": [
         {"mode": STRUCTURED,
          "keywords": ["然后调用", "完成后", "调用工具", "步骤", "then call", "step by step"],
-         # A plan is a first step and a later one: "先…再…", "首先…然后…", "first … then …"
+         # A plan is a first step and a later one: "先…再…", "首先…然后…", "first … then …",
+         # "First … Second …", "Step 1 … Step 2 …", "第一步…第二步…"
          # (``ZH_FIRST``, ``ZH_THEN``: not 先生 or 优先, nor the farewell of "再见", nor a
          # step the user takes on themselves), or a chain ("… and then …", "… after that …").
          "name": "plan (先…再 / first…then)",
-         "patterns": [rf"{ZH_FIRST}.{{1,40}}?{ZH_THEN}", EN_PLAN, EN_CHAIN]},
+         "patterns": [ZH_PLAN, EN_PLAN, EN_NUMBERED_PLAN, EN_CHAIN]},
         {"mode": RAG_ENHANCED,
          "keywords": ["帮我查", "订单", "退款", "物流", "库存", "价格", "政策", "look up",
                       "refund", "shipping", "tracking", "stock", "price", "policy"],

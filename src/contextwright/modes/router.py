@@ -236,7 +236,8 @@ def _checked_answer(answer: object, name: str) -> tuple[str, float]:
 
 # Words too common to tie a message to a task: step words, and Chinese function characters
 # (the bigrams "帮我", "一下", "先查" are in every other request).
-_STEP_WORDS = frozenset(("first", "then", "next", "after", "final", "finalli", "second", "step"))
+_STEP_WORDS = frozenset(("first", "then", "next", "after", "final", "finalli", "second", "step",
+                         "secondli", "third", "thirdli", "fourth", "fifth", "lastli"))
 # English request verbs and fillers, as analysed (stemmed): like 查, 看, 问, 说 and 做 in
 # Chinese, they are in any request ("Can you check the refund policy?" during "check the
 # stock, then email the supplier") and tie it to no task.

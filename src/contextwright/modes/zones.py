@@ -27,8 +27,12 @@ from contextwright.core.items import reports_failure
 from contextwright.modes.config import (
     EN_FIRST,
     EN_NOT_BY_USER,
+    EN_ORDINAL_FIRST,
+    EN_ORDINAL_LATER,
     EN_SELF,
     ZH_FIRST,
+    ZH_ORDINAL_FIRST,
+    ZH_ORDINAL_LATER,
     ZH_THEN,
     OutputRules,
 )
@@ -452,21 +456,8 @@ def _is_request(text: str) -> bool:
     return len(flat) >= 2 and not _ACKNOWLEDGEMENT.match(flat)
 
 
-# Ordinal steps: "Second, …" / "Step 2: …" / "第二步…" are later steps of a plan that begins
-# with its first ("First, …", "Step 1", "第一步", "先…"); without one, an ordinal is no step
-# ("wait a second", "This is my second order", "我卡在第二步了", "Step 2 fails every time").
-# An English ordinal opens its clause: "my second child" is a child, not a step.
-_CLAUSE_START = r"(?:^|(?<=[.!?;:,\n]))[^\S\n]*"
-EN_ORDINAL_FIRST = rf"{_CLAUSE_START}step[^\S\n]*(?:1|one)\b[.:)]?"
-""""Step 1": the first of a numbered plan ("first" is ``EN_FIRST``)."""
-EN_ORDINAL_LATER = (rf"{_CLAUSE_START}(?:and\s+)?(?:(?:(?:second|third|fourth|fifth)(?:ly)?|lastly)"
-                    rf"\b|step[^\S\n]*(?:[2-9]|[1-9][0-9]|two|three|four|five)\b[.:)]?)"
-                    rf"{EN_NOT_BY_USER}")
-"""A later step of an English ordinal plan, opening its clause: "Second, …", "Step 2: …"."""
-ZH_ORDINAL_FIRST = r"第[一1]步"
-ZH_ORDINAL_LATER = r"第(?:[二三四五六七八九十][一二三四五六七八九十]{0,2}|[2-9]|[1-9][0-9])步"
-"""A later step of a Chinese ordinal plan: 第二步, 第3步 (not 第二天, 第二次)."""
-
+# Ordinal steps ("Second, …", "Step 2: …", "第二步…") are later steps only once the plan's first
+# is there ("First, …", "Step 1", "第一步", "先…"): ``EN_ORDINAL_LATER``, ``ZH_ORDINAL_LATER``.
 _ZH_FIRST_STEP = rf"{ZH_FIRST}|{ZH_ORDINAL_FIRST}"
 _ZH_STEP = re.compile(rf"{ZH_FIRST}|{ZH_THEN}")
 _ZH_ORDINAL_STEP = re.compile(rf"{_ZH_FIRST_STEP}|{ZH_THEN}|{ZH_ORDINAL_LATER}")
@@ -479,7 +470,8 @@ _EN_FIRST_WORDS = rf"{EN_FIRST}(?:\s+of\s+all\b|\s+off\b)?"
 _EN_THEN_WORDS = rf"\b(?:and\s+)?(?:then|next|after that|finally)\b{EN_NOT_BY_USER}"
 _EN_STEP = re.compile(rf"(?:{_EN_FIRST_WORDS}|{_EN_THEN_WORDS})[,:]?", re.IGNORECASE)
 _EN_ORDINAL_STEP = re.compile(
-    rf"(?:{_EN_FIRST_WORDS}|{EN_ORDINAL_FIRST}|{_EN_THEN_WORDS}|{EN_ORDINAL_LATER})[,:]?",
+    rf"(?:{_EN_FIRST_WORDS}|{EN_ORDINAL_FIRST}|{_EN_THEN_WORDS}|{EN_ORDINAL_LATER}"
+    rf"{EN_NOT_BY_USER})[,:]?",
     re.IGNORECASE)
 _EN_ORDINAL_OPENER = re.compile(rf"{EN_FIRST}|{EN_ORDINAL_FIRST}", re.IGNORECASE)
 # A piece the user does themselves ("I'll think about it", "Let me try it") is no step.
