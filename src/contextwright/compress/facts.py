@@ -608,8 +608,15 @@ def _extract(text: str) -> tuple[str, ...]:
     facts: dict[str, str] = {}
     for start, end in spans:
         fact = text[start:end].strip()
+        if _by_a_number_part(folded, start, end) and missing_facts(text, (fact,)):
+            continue  # only a piece of a longer value here ("00A0" of "00A0.1"): no fact
         facts.setdefault(fact_key(fact), fact)
     return tuple(facts.values())
+
+
+def _by_a_number_part(folded: str, start: int, end: int) -> bool:
+    """Whether a decimal or thousands mark touches the span: it may be a piece of a number."""
+    return folded[end:end + 1] in (".", ",") or folded[start - 1:start] in (".", ",")
 
 
 def inside_facts(text: str) -> bytearray:
