@@ -609,14 +609,18 @@ def _extract(text: str) -> tuple[str, ...]:
     for start, end in spans:
         fact = text[start:end].strip()
         if _by_a_number_part(folded, start, end) and missing_facts(text, (fact,)):
-            continue  # only a piece of a longer value here ("00A0" of "00A0.1"): no fact
+            continue  # only a piece of a number here ("00A0" of "00A0.1"): no fact
         facts.setdefault(fact_key(fact), fact)
     return tuple(facts.values())
 
 
 def _by_a_number_part(folded: str, start: int, end: int) -> bool:
-    """Whether a decimal or thousands mark touches the span: it may be a piece of a number."""
-    return folded[end:end + 1] in (".", ",") or folded[start - 1:start] in (".", ",")
+    """Whether a decimal point touches the span: it may be a piece of a number.
+
+    Only a point: "1234,5678" reads as a list of two ids as often as a number, and its first
+    id stays a fact.
+    """
+    return folded[end:end + 1] == "." or folded[start - 1:start] == "."
 
 
 def inside_facts(text: str) -> bytearray:
